@@ -1,0 +1,106 @@
+#include "actors/gpu_nodes.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace ks {
+
+namespace {
+
+result<worker_info> ask_describe(caf::actor_system& sys, const gpu_worker_actor& worker,
+                                 double timeout_s) {
+  caf::scoped_actor self{sys};
+  result<worker_info> out = ks::error{"no answer"};
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  self->request(worker, timeout, describe_atom::value)
+      .receive([&](worker_info& info) { out = std::move(info); },
+               [&](caf::error& err) { out = ks::error{sys.render(err)}; });
+  return out;
+}
+
+void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name,
+              gpu_worker_actor handle, std::unique_ptr<worker_process> proc,
+              const std::vector<int>& only, double timeout_s) {
+  auto info = ask_describe(sys, handle, timeout_s);
+  if (!info) {
+    found.problems.push_back(name + ": no answer to describe (" + info.message() + ")");
+    return;
+  }
+  if (!only.empty()) {
+    auto& d = info->devices;
+    d.erase(std::remove_if(d.begin(), d.end(),
+                           [&](const device_info& x) {
+                             return std::find(only.begin(), only.end(), x.ordinal) == only.end();
+                           }),
+            d.end());
+  }
+  if (info->devices.empty()) {
+    found.problems.push_back(name + " (" + info->host + "): no GPU: " +
+                             (info->driver_error.empty() ? "none of the configured devices exist"
+                                                         : info->driver_error));
+    return;
+  }
+  for (auto& d : info->devices)
+    spdlog::info("{}: gpu {}: {} (sm_{}{}, {:.1f} GiB)", name, d.ordinal, d.name, d.cc_major,
+                 d.cc_minor, d.total_memory_bytes / 1073741824.0);
+  found.nodes.push_back({std::move(name), std::move(*info), std::move(handle), std::move(proc)});
+}
+
+}  // namespace
+
+size_t gpu_discovery::device_count() const {
+  size_t n = 0;
+  for (auto& node : nodes) n += node.info.devices.size();
+  return n;
+}
+
+gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg, double timeout_s) {
+  gpu_discovery found;
+  if (cfg.local_all || !cfg.local_devices.empty()) {
+    worker_process_options wo;
+    wo.binary = cfg.worker_binary;
+    wo.start_timeout_s = timeout_s;
+    auto proc = worker_process::start(wo);
+    if (!proc) {
+      found.problems.push_back("local: " + proc.message());
+    } else {
+      auto handle = sys.middleman().remote_actor<gpu_worker_actor>((*proc)->host(), (*proc)->port());
+      if (!handle)
+        found.problems.push_back("local: cannot connect to the worker on port " +
+                                 std::to_string((*proc)->port()) + ": " + sys.render(handle.error()));
+      else
+        add_node(found, sys, "local", *handle, std::move(*proc), cfg.local_devices, timeout_s);
+    }
+  }
+  for (auto& remote : cfg.remote) {
+    auto name = to_string(remote);
+    auto handle = sys.middleman().remote_actor<gpu_worker_actor>(remote.host, remote.port);
+    if (!handle) {
+      found.problems.push_back(name + ": cannot connect (" + sys.render(handle.error()) +
+                               "); is `kernelskill-gpu --listen " + name + "` running there?");
+      continue;
+    }
+    add_node(found, sys, name, *handle, nullptr, {}, timeout_s);
+  }
+  return found;
+}
+
+std::string no_gpu_message(const gpu_discovery& found) {
+  std::string msg = "no GPU is available, so there is nothing to check kernels on.\n";
+  for (auto& p : found.problems) msg += "  - " + p + "\n";
+  msg +=
+      "To use a GPU on another machine, start the worker there:\n"
+      "    kernelskill-gpu --listen 0.0.0.0:8471\n"
+      "and name it in the config:\n"
+      "    gpus:\n"
+      "      remote: [\"gpu-host:8471\"]\n"
+      "`kernelskill-gpu --list-devices` shows what a machine's driver sees.";
+  return msg;
+}
+
+}  // namespace ks

@@ -1,0 +1,40 @@
+#pragma once
+// Finding the GPUs an experiment or the daemon can use: local kernelskill-gpu processes
+// started on loopback, and remote workers named in the config, each asked to describe
+// itself over CAF. Nodes that cannot be reached or have no GPU are reported, not
+// silently dropped.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "actors/protocol.hpp"
+#include "actors/worker_process.hpp"
+#include "config/experiment_config.hpp"
+
+namespace ks {
+
+struct gpu_node {
+  std::string name;  // "local" or "HOST:PORT"
+  worker_info info;
+  gpu_worker_actor handle;
+  std::unique_ptr<worker_process> process;  // set for local workers: the node owns it
+};
+
+struct gpu_discovery {
+  std::vector<gpu_node> nodes;        // reachable nodes with at least one device
+  std::vector<std::string> problems;  // one line per node that failed or has no GPU
+  size_t device_count() const;
+};
+
+// Starts the local worker (unless gpus.local is none) and connects to every remote one.
+gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg,
+                            double timeout_s = 30);
+
+// The message for a run that found no GPU: what was tried and how to point
+// KernelSkill at one.
+std::string no_gpu_message(const gpu_discovery& found);
+
+}  // namespace ks

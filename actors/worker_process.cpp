@@ -1,0 +1,138 @@
+#include "actors/worker_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace ks {
+
+namespace {
+
+std::string describe_exit(int wstatus) {
+  if (WIFEXITED(wstatus)) return "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+  if (WIFSIGNALED(wstatus)) return "was killed by signal " + std::to_string(WTERMSIG(wstatus));
+  return "stopped";
+}
+
+}  // namespace
+
+std::string default_worker_binary() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "kernelskill-gpu";
+  return (self.parent_path() / "kernelskill-gpu").string();
+}
+
+result<std::unique_ptr<worker_process>> worker_process::start(const worker_process_options& opts) {
+  const std::string binary = opts.binary.empty() ? default_worker_binary() : opts.binary;
+  if (access(binary.c_str(), X_OK) != 0)
+    return ks::error{"cannot start the GPU worker: '" + binary +
+                     "' is not an executable file (set gpus.worker_binary in the config, "
+                     "or build kernelskill-gpu next to kernelskill)"};
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return ks::error{"cannot create a pipe for the GPU worker"};
+
+  std::vector<std::string> args = {binary, "--listen", opts.host + ":0", "--exit-with-parent",
+                                   "--log-level", opts.log_level};
+  if (opts.device >= 0) {
+    args.push_back("--device");
+    args.push_back(std::to_string(opts.device));
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    return ks::error{"cannot start the GPU worker '" + binary + "': " + std::strerror(rc)};
+  }
+
+  std::unique_ptr<worker_process> proc{new worker_process};
+  proc->pid_ = pid;
+  proc->host_ = opts.host;
+
+  // Read the child's stdout until it names its port, it exits, or time runs out.
+  const std::string marker = "listening on ";
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(opts.start_timeout_s * 1000));
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      close(out[0]);
+      return ks::error{"the GPU worker '" + binary + "' did not report its address within " +
+                       std::to_string(opts.start_timeout_s) + " s"};
+    }
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char buf[512];
+    ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n <= 0) {
+      close(out[0]);
+      int ws = 0;
+      waitpid(pid, &ws, 0);
+      proc->pid_ = -1;
+      return ks::error{"the GPU worker '" + binary + "' " + describe_exit(ws) +
+                       " before it was ready" + (seen.empty() ? "" : ": " + seen)};
+    }
+    seen.append(buf, static_cast<size_t>(n));
+    auto at = seen.find(marker);
+    auto eol = at == std::string::npos ? std::string::npos : seen.find('\n', at);
+    if (eol != std::string::npos) {
+      auto addr = seen.substr(at + marker.size(), eol - at - marker.size());
+      proc->port_ = static_cast<uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1)));
+      break;
+    }
+  }
+  // Nothing more is read from the pipe; the worker's later output goes to its stderr.
+  close(out[0]);
+  return proc;
+}
+
+bool worker_process::alive() {
+  if (pid_ <= 0) return false;
+  int ws = 0;
+  if (waitpid(pid_, &ws, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+void worker_process::kill_now() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+worker_process::~worker_process() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 50; ++i) {  // a worker shuts down in well under 5 s
+    if (!alive()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill_now();
+}
+
+}  // namespace ks

@@ -1,0 +1,53 @@
+#pragma once
+// A local kernelskill-gpu child process, started by the daemon and reached over CAF on
+// loopback exactly as a remote worker is. The daemon owns the process: destroying the
+// handle terminates it (SIGTERM, then SIGKILL), and the child is started with
+// --exit-with-parent so that it does not outlive a daemon killed with -9.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/result.hpp"
+
+namespace ks {
+
+struct worker_process_options {
+  std::string binary;          // empty = default_worker_binary()
+  std::string host = "127.0.0.1";
+  int device = -1;             // --device; -1 = the worker's default
+  double start_timeout_s = 60; // until the worker prints its address
+  std::string log_level = "error";  // the daemon reports what matters itself
+};
+
+class worker_process {
+ public:
+  // Starts the worker with --listen HOST:0 and waits for the line that names its port.
+  // Errors name the binary and say what the worker printed or why it exited.
+  static result<std::unique_ptr<worker_process>> start(const worker_process_options& opts);
+  ~worker_process();
+  worker_process(const worker_process&) = delete;
+  worker_process& operator=(const worker_process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
+  // True while the child has not exited (reaps it if it has).
+  bool alive();
+  // Ends the child at once (SIGKILL) and reaps it.
+  void kill_now();
+
+ private:
+  worker_process() = default;
+  pid_t pid_ = -1;
+  std::string host_;
+  uint16_t port_ = 0;
+};
+
+// kernelskill-gpu in the directory of the running executable; the build puts both
+// programs in <build>/bin.
+std::string default_worker_binary();
+
+}  // namespace ks

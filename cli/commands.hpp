@@ -1,0 +1,22 @@
+#pragma once
+// The subcommands of `kernelskill`. Each returns the process exit status:
+// 0 success, 1 the checked input is invalid, 2 bad usage, 3 no GPU available,
+// 4 the requested work is not available in this build.
+
+#include <string>
+#include <vector>
+
+namespace ks::cli {
+
+struct global_options {
+  std::string log_level;  // empty = from the config, else info
+};
+
+int check_config(const std::string& config_path, bool print, const global_options& g);
+int check_tasks(const std::vector<std::string>& task_paths, const std::string& size, bool print);
+int check_plan(const std::string& plan_path, const std::string& task_path,
+               const std::string& source_path, const std::string& size);
+int list_devices(const std::string& config_path, const global_options& g);
+int run_experiment(const std::string& config_path, const global_options& g);
+
+}  // namespace ks::cli

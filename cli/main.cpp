@@ -1,0 +1,86 @@
+// kernelskill: the daemon and command line of KernelSkill. See --help.
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "actors/protocol.hpp"
+#include "cli/commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace ks::cli;
+  CLI::App app{
+      "kernelskill: makes GPU kernels faster.\n"
+      "Give it PyTorch reference programs (tasks); a team of agents writes CUDA kernels that\n"
+      "compute the same thing, checks them against the reference on a GPU, profiles them,\n"
+      "and picks each next optimisation from an explicit library of expert skills.\n"
+      "GPU work runs in kernelskill-gpu worker processes, local or on other machines."};
+  app.set_version_flag("--version", std::string("kernelskill 0.1.0 (") + ks::protocol_version + ")");
+  app.require_subcommand(1);
+  global_options g;
+  app.add_option("--log-level", g.log_level,
+                 "trace, debug, info, warn, error or off; overrides the config's logging.level");
+
+  std::string config_path;
+  auto* run = app.add_subcommand(
+      "run", "Run an experiment: optimise every task the config names, on the GPUs it names\n"
+             "(local workers and gpus.remote), writing results to output.dir");
+  run->add_option("config", config_path, "Experiment config (YAML; see examples/experiment.yaml)")
+      ->required()->check(CLI::ExistingFile);
+
+  bool print = false;
+  auto* check = app.add_subcommand(
+      "check", "Validate a config and every task file it names, without touching a GPU");
+  check->add_option("config", config_path, "Experiment config (YAML)")->required();
+  check->add_flag("--print", print, "Print the effective config (defaults filled in)");
+
+  auto* task = app.add_subcommand("task", "Work with task files (a PyTorch reference + its inputs)");
+  task->require_subcommand(1);
+  std::vector<std::string> task_paths;
+  std::string size;
+  auto* task_check = task->add_subcommand(
+      "check", "Validate task files; --print shows each one normalised");
+  task_check->add_option("tasks", task_paths, "Task files (YAML)")->required();
+  task_check->add_option("--size", size, "Apply the task's named size (e.g. cpu) first");
+  task_check->add_flag("--print", print, "Print the normalised task YAML");
+
+  auto* plan = app.add_subcommand("plan", "Work with launch plans (how a candidate's kernels run)");
+  plan->require_subcommand(1);
+  std::string plan_path, source_path, plan_task;
+  auto* plan_check = plan->add_subcommand(
+      "check", "Validate a launch plan against a kernel source and a task's tensor shapes,\n"
+               "and print the concrete grid, block, shared memory, buffers and arguments");
+  plan_check->add_option("plan", plan_path, "Launch plan (YAML; see docs/launch-plan.md)")->required();
+  plan_check->add_option("--task", plan_task, "The task whose inputs the plan runs on")->required();
+  plan_check->add_option("--source", source_path, "The CUDA source the plan launches")->required();
+  plan_check->add_option("--size", size, "Use the task's named size (e.g. cpu)");
+
+  auto* devices = app.add_subcommand(
+      "devices", "Start or contact the configured GPU workers and list their GPUs");
+  devices->add_option("--config", config_path,
+                      "Experiment config naming gpus (default: the local machine's GPUs)");
+
+  // CLI11 reports an unknown subcommand only as "a subcommand is required".
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--log-level") { ++i; continue; }
+    if (arg.rfind("-", 0) == 0) continue;
+    bool known = false;
+    for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
+    if (!known) {
+      std::cerr << "kernelskill: unknown subcommand '" << arg
+                << "' (expected run, check, task, plan or devices; see --help)\n";
+      return 2;
+    }
+    break;
+  }
+  CLI11_PARSE(app, argc, argv);
+
+  if (*run) return run_experiment(config_path, g);
+  if (*check) return check_config(config_path, print, g);
+  if (*task_check) return check_tasks(task_paths, size, print);
+  if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
+  if (*devices) return list_devices(config_path, g);
+  std::cerr << app.help();
+  return 2;
+}

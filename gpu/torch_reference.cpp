@@ -1,0 +1,352 @@
+// The only translation unit (with tests/reference_test.cpp) that includes LibTorch's
+// script headers: they cost 12-18 s each to compile.
+#include "gpu/torch_reference_tensors.hpp"
+
+#include <chrono>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/python/update_graph_executor_opt.h>
+#include <torch/cuda.h>
+#include <torch/jit.h>
+#include <torch/script.h>
+
+#include "task/task_loader.hpp"
+
+namespace ks {
+
+struct reference_program::impl {
+  task_spec task;
+  c10::Device device{c10::kCPU};
+  // TorchScript source: the compiled unit and its forward function.
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  torch::jit::Function* forward = nullptr;
+  // Or a saved module, whose forward takes the inputs only.
+  std::optional<torch::jit::Module> module;
+  std::vector<at::Tensor> parameters;
+};
+
+// The door from the tensor-level functions below into reference_program's state.
+struct reference_access {
+  static reference_program::impl& of(reference_program& p) { return *p.impl_; }
+  static const reference_program::impl& of(const reference_program& p) { return *p.impl_; }
+  static std::unique_ptr<reference_program> make(std::unique_ptr<reference_program::impl> i) {
+    return std::unique_ptr<reference_program>(new reference_program(std::move(i)));
+  }
+};
+
+namespace {
+
+std::string task_prefix(const task_spec& task) { return "task \"" + task.name + "\": "; }
+
+// LibTorch's message without the C++ backtrace that c10::Error appends.
+std::string torch_message(const std::exception& e) {
+  if (auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
+  return e.what();
+}
+
+std::optional<at::ScalarType> scalar_type(const std::string& dtype) {
+  if (dtype == "float32") return at::kFloat;
+  if (dtype == "float16") return at::kHalf;
+  if (dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "float64") return at::kDouble;
+  if (dtype == "int32") return at::kInt;
+  if (dtype == "int64") return at::kLong;
+  if (dtype == "bool") return at::kBool;
+  return std::nullopt;
+}
+
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kDouble: return "float64";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kBool: return "bool";
+    default: return c10::toString(t);
+  }
+}
+
+// The CPU generator's Mersenne Twister takes a 32-bit seed: fold the high half in so
+// that seeds differing only there still give different streams.
+at::Generator cpu_generator(uint64_t seed) {
+  return at::detail::createCPUGenerator(seed ^ (seed >> 32));
+}
+
+// One tensor from its spec, on the CPU. Drawn in float32 (float64 for float64) or
+// int64 and cast: CPU LibTorch lacks some distributions for float16/bfloat16/int32,
+// and drawing in one dtype keeps the values independent of the torch version's
+// per-dtype kernels.
+at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen) {
+  at::ScalarType target = *scalar_type(spec.dtype);
+  at::ScalarType draw = target == at::kDouble      ? at::kDouble
+                        : at::isFloatingType(target) ? at::kFloat
+                                                     : at::kLong;
+  auto opts = at::TensorOptions().dtype(draw).device(at::kCPU);
+  const distribution_spec& d = spec.init;
+  at::IntArrayRef shape(spec.shape);
+  at::Tensor t;
+  if (d.kind == "normal") {
+    t = at::empty(shape, opts).normal_(d.mean, d.std, gen);
+  } else if (d.kind == "uniform") {
+    t = at::empty(shape, opts).uniform_(d.low, d.high, gen);
+  } else if (d.kind == "randint") {
+    t = at::empty(shape, opts).random_(static_cast<int64_t>(d.low),
+                                       static_cast<int64_t>(d.high), gen);
+  } else if (d.kind == "constant") {
+    t = at::full(shape, d.value, opts);
+  } else if (d.kind == "zeros") {
+    t = at::zeros(shape, opts);
+  } else if (d.kind == "ones") {
+    t = at::ones(shape, opts);
+  } else if (d.kind == "arange") {
+    int64_t numel = 1;
+    for (int64_t s : spec.shape) numel *= s;
+    t = at::arange(numel, opts).reshape(shape);
+  } else if (d.kind == "kaiming_uniform") {
+    // As torch.nn.Linear/Conv initialise weights: kaiming_uniform_(a=sqrt(5)) gives
+    // uniform(±1/sqrt(fan_in)).
+    int64_t fan_in = 1;
+    for (size_t i = 1; i < spec.shape.size(); ++i) fan_in *= spec.shape[i];
+    double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    t = at::empty(shape, opts).uniform_(-bound, bound, gen);
+  } else {
+    throw std::invalid_argument("unknown init kind \"" + d.kind + "\"");
+  }
+  return t.to(target);
+}
+
+result<std::vector<at::Tensor>> make_tensors(const task_spec& task,
+                                             const std::vector<tensor_spec>& specs,
+                                             const char* what, uint64_t seed,
+                                             const c10::Device& device) {
+  std::vector<at::Tensor> out;
+  out.reserve(specs.size());
+  at::Generator gen = cpu_generator(seed);
+  for (const auto& spec : specs) {
+    if (!scalar_type(spec.dtype))
+      return error{task_prefix(task) + what + " \"" + spec.name + "\": unknown dtype \"" +
+                   spec.dtype + "\""};
+    try {
+      out.push_back(make_tensor(spec, gen).to(device));
+    } catch (const std::exception& e) {
+      return error{task_prefix(task) + "cannot make " + what + " \"" + spec.name + "\" (" +
+                   spec.init.kind + " " + spec.dtype + "): " + torch_message(e)};
+    }
+  }
+  return out;
+}
+
+result<c10::Device> parse_device(const std::string& name) {
+  static const std::regex re("cpu|cuda(:[0-9]+)?");
+  if (!std::regex_match(name, re))
+    return error{"device \"" + name + "\": expected cpu, cuda or cuda:N"};
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (!torch::cuda::is_available())
+    return error{"device \"" + name +
+                 "\": LibTorch sees no CUDA device (built without CUDA, no driver, or no GPU)"};
+  int index = name == "cuda" ? 0 : std::stoi(name.substr(5));
+  int count = static_cast<int>(torch::cuda::device_count());
+  if (index >= count)
+    return error{"device \"" + name + "\": only " + std::to_string(count) +
+                 " CUDA device(s) visible"};
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+std::string tensor_list(const task_spec& task) {
+  std::string out;
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list) out += (out.empty() ? "" : ", ") + t.name;
+  return out;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+}  // namespace
+
+reference_program::reference_program(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+reference_program::~reference_program() = default;
+
+const task_spec& reference_program::task() const { return impl_->task; }
+std::string reference_program::device() const { return impl_->device.str(); }
+
+result<std::unique_ptr<reference_program>> reference_program::load(
+    const task_spec& task, const reference_options& options) {
+  if (auto st = validate_task(task); !st) return error{st.message()};
+  auto device = parse_device(options.device);
+  if (!device) return error{task_prefix(task) + device.message()};
+
+  at::set_num_threads(options.threads > 0
+                          ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  torch::jit::setGraphExecutorOptimize(options.jit_optimize);
+
+  auto p = std::make_unique<impl>();
+  p->task = task;
+  p->device = *device;
+  size_t declared = task.inputs.size() + task.parameters.size();
+
+  if (!task.torchscript.empty()) {
+    try {
+      p->unit = torch::jit::compile(task.torchscript);
+    } catch (const std::exception& e) {
+      return error{task_prefix(task) + "the TorchScript does not compile:\n" + torch_message(e)};
+    }
+    for (torch::jit::Function* f : p->unit->get_functions())
+      if (f->name() == "forward") p->forward = f;
+    if (!p->forward)
+      return error{task_prefix(task) + "the TorchScript defines no function named forward"};
+    size_t takes = p->forward->getSchema().arguments().size();
+    if (takes != declared)
+      return error{task_prefix(task) + "forward takes " + std::to_string(takes) +
+                   " arguments, but the task declares " + std::to_string(declared) +
+                   " tensors (" + tensor_list(task) + "), passed as inputs then parameters"};
+  } else {
+    std::istringstream bytes(task.module_bytes);
+    std::string where = task.module_path.empty() ? "the module" : "module \"" + task.module_path + "\"";
+    try {
+      p->module = torch::jit::load(bytes, *device);
+      p->module->eval();
+    } catch (const std::exception& e) {
+      return error{task_prefix(task) + "cannot load " + where + ": " + torch_message(e)};
+    }
+    auto forward = p->module->find_method("forward");
+    if (!forward) return error{task_prefix(task) + where + " has no forward method"};
+    size_t takes = forward->function().getSchema().arguments().size() - 1;  // self
+    if (takes != task.inputs.size())
+      return error{task_prefix(task) + where + ": forward takes " + std::to_string(takes) +
+                   " inputs, but the task declares " + std::to_string(task.inputs.size()) +
+                   " (" + tensor_list(task) + ")"};
+  }
+
+  auto params = make_parameters(task, *device);
+  if (!params) return params.error();
+  p->parameters = std::move(params.value());
+  return reference_access::make(std::move(p));
+}
+
+result<reference_outputs> reference_program::run(uint64_t seed) {
+  reference_outputs out;
+  out.trial_seed = seed;
+  auto t0 = std::chrono::steady_clock::now();
+  auto inputs = make_inputs(impl_->task, seed, impl_->device);
+  if (!inputs) return inputs.error();
+  synchronize(impl_->device);
+  out.inputs_ms = ms_since(t0);
+
+  auto t1 = std::chrono::steady_clock::now();
+  auto outputs = run_tensors(*this, *inputs);
+  if (!outputs) return outputs.error();
+  try {
+    synchronize(impl_->device);
+    out.forward_ms = ms_since(t1);
+    for (const auto& t : *outputs) out.outputs.push_back(summarize(t));
+  } catch (const std::exception& e) {
+    return error{task_prefix(impl_->task) + "forward failed: " + torch_message(e)};
+  }
+  return out;
+}
+
+uint64_t trial_seed(uint64_t task_seed, uint32_t trial) {
+  // splitmix64: the golden-ratio step is odd, so distinct trials give distinct
+  // states, and the finaliser is a bijection.
+  uint64_t z = task_seed + (static_cast<uint64_t>(trial) + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
+                                            const c10::Device& device) {
+  return make_tensors(task, task.inputs, "input", trial_seed, device);
+}
+
+result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
+                                                const c10::Device& device) {
+  return make_tensors(task, task.parameters, "parameter", task.seed, device);
+}
+
+result<std::vector<at::Tensor>> run_tensors(reference_program& program,
+                                            const std::vector<at::Tensor>& inputs) {
+  auto& p = reference_access::of(program);
+  if (inputs.size() != p.task.inputs.size())
+    return error{task_prefix(p.task) + "expected " + std::to_string(p.task.inputs.size()) +
+                 " inputs, got " + std::to_string(inputs.size())};
+  at::NoGradGuard no_grad;
+  c10::IValue returned;
+  try {
+    std::vector<c10::IValue> stack(inputs.begin(), inputs.end());
+    if (p.module) {
+      returned = p.module->forward(std::move(stack));
+    } else {
+      stack.insert(stack.end(), p.parameters.begin(), p.parameters.end());
+      returned = (*p.forward)(std::move(stack));
+    }
+  } catch (const std::exception& e) {
+    return error{task_prefix(p.task) + "forward failed: " + torch_message(e)};
+  }
+
+  std::vector<at::Tensor> outputs;
+  auto take = [&](const c10::IValue& v) {
+    if (!v.isTensor()) return false;
+    outputs.push_back(v.toTensor());
+    return true;
+  };
+  bool ok = true;
+  if (returned.isTensor()) {
+    ok = take(returned);
+  } else if (returned.isTuple()) {
+    for (const auto& v : returned.toTupleRef().elements()) ok = ok && take(v);
+  } else if (returned.isList()) {
+    for (const auto& v : returned.toListRef()) ok = ok && take(v);
+  } else {
+    ok = false;
+  }
+  if (!ok || outputs.empty())
+    return error{task_prefix(p.task) + "forward returned " + returned.tagKind() +
+                 "; expected a Tensor or a tuple/list of Tensors"};
+  return outputs;
+}
+
+const std::vector<at::Tensor>& parameter_tensors(const reference_program& program) {
+  return reference_access::of(program).parameters;
+}
+
+c10::Device program_device(const reference_program& program) {
+  return reference_access::of(program).device;
+}
+
+tensor_summary summarize(const at::Tensor& tensor) {
+  tensor_summary s;
+  s.shape = tensor.sizes().vec();
+  s.dtype = dtype_name(tensor.scalar_type());
+  s.numel = tensor.numel();
+  if (s.numel == 0) return s;
+  at::Tensor x = tensor.detach().to(at::kDouble);
+  at::Tensor finite_mask = at::isfinite(x);
+  s.nan_count = at::isnan(x).sum().item<int64_t>();
+  s.inf_count = s.numel - s.nan_count - finite_mask.sum().item<int64_t>();
+  at::Tensor finite = (s.nan_count + s.inf_count) ? x.masked_select(finite_mask) : x;
+  if (finite.numel() == 0) return s;
+  s.sum = finite.sum().item<double>();
+  s.mean = s.sum / static_cast<double>(finite.numel());
+  s.min = finite.min().item<double>();
+  s.max = finite.max().item<double>();
+  s.abs_max = finite.abs().max().item<double>();
+  return s;
+}
+
+}  // namespace ks

@@ -1,0 +1,41 @@
+#pragma once
+// The tensors behind gpu/torch_reference.hpp, for the parts of the worker that
+// compare or time real outputs (the verifier, the timer). This header includes ATen's
+// Tensor (a few seconds per translation unit); everything else should use the
+// LibTorch-free torch_reference.hpp.
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "gpu/torch_reference.hpp"
+
+namespace ks {
+
+// The task's inputs for one trial, in declaration order, on `device`. Drawn on the
+// CPU from a generator seeded with `trial_seed` and then copied, so every device gets
+// the same values. Float dtypes are drawn in float32 (float64 for float64) and cast;
+// integer and bool dtypes are drawn in int64 and cast.
+result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
+                                            const c10::Device& device);
+
+// The task's parameters, drawn the same way from the task seed itself.
+result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
+                                                const c10::Device& device);
+
+// Runs the program's forward on `inputs` (plus its parameters), without autograd,
+// and returns its outputs as tensors. Does not synchronise the device.
+result<std::vector<at::Tensor>> run_tensors(reference_program& program,
+                                            const std::vector<at::Tensor>& inputs);
+
+// The parameters the program passes after the inputs (empty for a module reference).
+const std::vector<at::Tensor>& parameter_tensors(const reference_program& program);
+
+c10::Device program_device(const reference_program& program);
+
+// The summary run() reports, for any tensor.
+tensor_summary summarize(const at::Tensor& tensor);
+
+}  // namespace ks

@@ -1,0 +1,194 @@
+// kernelskill-gpu: the worker process that owns one GPU. See --help.
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/protocol.hpp"
+#include "base/logging.hpp"
+#include "config/experiment_config.hpp"
+#include "gpu/torch_reference.hpp"
+#include "gpu/worker.hpp"
+#include "task/task_loader.hpp"
+
+namespace {
+
+using namespace ks;
+
+struct worker_system_config : caf::actor_system_config {
+  worker_system_config() {
+    register_protocol(*this);
+    load<caf::io::middleman>();
+    set("scheduler.max-threads", 4);
+  }
+};
+
+nlohmann::json to_json(const worker_info& info) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (auto& d : info.devices)
+    devices.push_back({{"ordinal", d.ordinal},
+                       {"name", d.name},
+                       {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                       {"total_memory_bytes", d.total_memory_bytes},
+                       {"multiprocessors", d.multiprocessors},
+                       {"clock_mhz", d.clock_mhz}});
+  return {{"host", info.host},         {"pid", info.pid},
+          {"version", info.version},   {"driver_version", info.driver_version},
+          {"driver_error", info.driver_error}, {"devices", devices}};
+}
+
+int list_devices(const worker_options& opts, bool json) {
+  auto info = describe_this_worker(opts);
+  if (json) {
+    std::cout << to_json(info).dump(2) << "\n";
+    return info.devices.empty() ? 1 : 0;
+  }
+  if (info.devices.empty()) {
+    std::cerr << "kernelskill-gpu: no GPU available on " << info.host << ": "
+              << info.driver_error << "\n";
+    return 1;
+  }
+  std::printf("host %s, CUDA driver %d.%d\n", info.host.c_str(), info.driver_version / 1000,
+              (info.driver_version % 1000) / 10);
+  for (auto& d : info.devices)
+    std::printf("gpu %d: %s, compute capability %d.%d (sm_%d%d), %.1f GiB, %d SMs, %d MHz\n",
+                d.ordinal, d.name.c_str(), d.cc_major, d.cc_minor, d.cc_major, d.cc_minor,
+                d.total_memory_bytes / 1073741824.0, d.multiprocessors, d.clock_mhz);
+  return 0;
+}
+
+int run_reference(const std::string& task_path, const std::string& size, std::string on) {
+  auto task = load_task(task_path);
+  if (!task) {
+    std::cerr << "kernelskill-gpu: " << task.message() << "\n";
+    return 2;
+  }
+  if (!size.empty()) {
+    auto sized = with_size(*task, size);
+    if (!sized) {
+      std::cerr << "kernelskill-gpu: " << sized.message() << "\n";
+      return 2;
+    }
+    task = std::move(sized);
+  }
+  if (on.empty()) on = describe_this_worker({}).devices.empty() ? "cpu" : "cuda";
+  reference_options ro;
+  ro.device = on;
+  auto prog = reference_program::load(*task, ro);
+  if (!prog) {
+    std::cerr << "kernelskill-gpu: " << prog.message() << "\n";
+    return 2;
+  }
+  for (uint32_t trial = 0; trial < 2; ++trial) {
+    auto out = (*prog)->run(trial_seed(task->seed, trial));
+    if (!out) {
+      std::cerr << "kernelskill-gpu: " << out.message() << "\n";
+      return 2;
+    }
+    std::printf("%s on %s, trial %u: inputs %.2f ms, forward %.2f ms\n", task->name.c_str(),
+                (*prog)->device().c_str(), trial, out->inputs_ms, out->forward_ms);
+    for (size_t i = 0; i < out->outputs.size(); ++i) {
+      auto& o = out->outputs[i];
+      std::string shape;
+      for (auto d : o.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+      std::printf("  output %zu: %s %s  sum %.6g  mean %.6g  min %.6g  max %.6g  nan %lld inf %lld\n",
+                  i, o.dtype.c_str(), shape.c_str(), o.sum, o.mean, o.min, o.max,
+                  static_cast<long long>(o.nan_count), static_cast<long long>(o.inf_count));
+    }
+  }
+  return 0;
+}
+
+int listen(const std::string& address, const worker_options& opts) {
+  auto where = parse_host_port(address, /*allow_any_port=*/true);
+  if (!where) {
+    std::cerr << "kernelskill-gpu: --listen: " << where.message() << "\n";
+    return 2;
+  }
+  // Block the signals that end us before CAF starts its threads, so that only the
+  // main thread receives them (sigwait below) and shutdown is orderly.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  worker_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto worker = sys.spawn(gpu_worker, opts);
+  auto bound = sys.middleman().publish(worker, where->port, where->host.c_str(), true);
+  if (!bound) {
+    std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << sys.render(bound.error())
+              << "\n";
+    caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+    return 2;
+  }
+  auto info = describe_this_worker(opts);
+  if (info.devices.empty())
+    spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
+  // The daemon reads this exact line to learn the port when it asked for port 0.
+  std::printf("kernelskill-gpu: listening on %s:%u\n", where->host.c_str(), unsigned{*bound});
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kernelskill-gpu: the GPU worker of KernelSkill.\n"
+      "It owns one GPU: compiles candidate kernels with NVRTC, runs the task's PyTorch\n"
+      "reference with LibTorch, verifies, times and profiles candidates. The kernelskill\n"
+      "daemon starts one per local GPU, or connects to workers started with --listen on\n"
+      "other machines. The CUDA driver is loaded at run time: on a machine without one\n"
+      "this program still starts and says so."};
+  app.set_version_flag("--version", std::string("kernelskill-gpu 0.1.0 (") + protocol_version + ")");
+  bool list = false, json = false, exit_with_parent = false;
+  std::string listen_at, reference_task, size, on, log_level = "info";
+  worker_options opts;
+  app.add_flag("--list-devices", list, "Print the GPUs the driver sees (name, compute capability, memory) and exit");
+  app.add_flag("--json", json, "With --list-devices: print the worker's description as JSON");
+  app.add_option("--listen", listen_at,
+                 "Serve the daemon on HOST:PORT over CAF's network layer; port 0 picks a free\n"
+                 "port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready");
+  app.add_option("--device", opts.device, "The GPU ordinal this worker serves (default: all for\n"
+                                          "describe, 0 for reviews)");
+  app.add_option("--run-reference", reference_task,
+                 "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
+                 "of its outputs; a quick check that a task and the device work");
+  app.add_option("--size", size, "With --run-reference: the task's named size (e.g. cpu)");
+  app.add_option("--on", on, "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
+                             "available, else cpu)");
+  app.add_flag("--exit-with-parent", exit_with_parent,
+               "Exit when the parent process dies (the daemon passes this to its workers)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (auto s = setup_logging(log_level); !s) {
+    std::cerr << "kernelskill-gpu: --log-level: " << s.message() << "\n";
+    return 2;
+  }
+  if (exit_with_parent) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) return 0;  // the parent is already gone
+  }
+  if (list) return list_devices(opts, json);
+  if (!reference_task.empty()) return run_reference(reference_task, size, on);
+  if (!listen_at.empty()) return listen(listen_at, opts);
+  std::cerr << app.help() << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen or "
+                             "--run-reference\n";
+  return 2;
+}

@@ -1,0 +1,142 @@
+// The kernelskill command line as a user meets it: help for every subcommand, the
+// checks on good and bad files, and `run` on a machine without a GPU.
+
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+const std::string ks_bin = std::string(KS_BINARY_DIR) + "/bin/kernelskill";
+const std::string gpu_bin = std::string(KS_BINARY_DIR) + "/bin/kernelskill-gpu";
+const std::string src = KS_SOURCE_DIR;
+
+struct command_output {
+  int status = -1;
+  std::string text;
+};
+
+command_output run(const std::string& args) {
+  command_output out;
+  FILE* p = popen((ks_bin + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.text.append(buf.data(), n);
+  int ws = pclose(p);
+  out.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  return out;
+}
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+std::filesystem::path scratch_dir() {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("ks-cli-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("help explains the program and every subcommand", "[cli]") {
+  auto top = run("--help");
+  CHECK(top.status == 0);
+  for (auto* sub : {"run", "check", "task", "plan", "devices"}) CHECK(contains(top.text, sub));
+  for (auto* sub : {"run --help", "check --help", "task check --help", "plan check --help",
+                    "devices --help"}) {
+    auto out = run(sub);
+    INFO(sub);
+    CHECK(out.status == 0);
+    CHECK(contains(out.text, "Usage"));
+  }
+  CHECK(contains(run("plan check --help").text, "--source"));
+}
+
+TEST_CASE("no subcommand, or an unknown one, is a usage error", "[cli]") {
+  CHECK(run("").status != 0);
+  auto out = run("frobnicate");
+  CHECK(out.status != 0);
+  CHECK(contains(out.text, "frobnicate"));
+}
+
+TEST_CASE("check accepts the example experiment and every task it names", "[cli]") {
+  auto out = run("check " + src + "/examples/experiment.yaml");
+  CHECK(out.status == 0);
+  CHECK(contains(out.text, ": ok ("));
+}
+
+TEST_CASE("check names the file, line and key of a bad config", "[cli]") {
+  auto dir = scratch_dir();
+  std::ofstream(dir / "bad.yaml") << "name: x\nbudgets:\n  rounds: lots\n";
+  auto out = run("check " + (dir / "bad.yaml").string());
+  CHECK(out.status == 1);
+  CHECK(contains(out.text, "bad.yaml:3:"));
+  CHECK(contains(out.text, "budgets.rounds"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("task check validates the example tasks and reports a bad one", "[cli]") {
+  auto ok = run("task check " + src + "/examples/tasks/softmax.yaml " + src +
+                "/examples/tasks/layernorm.yaml");
+  CHECK(ok.status == 0);
+  CHECK(contains(ok.text, "task 'softmax'"));
+  auto dir = scratch_dir();
+  std::ofstream(dir / "t.yaml") << "name: t\nreference: {torchscript: 'def forward(x):\n  return x'}\n"
+                                   "inputs:\n  - {name: x, shape: [4, -2]}\n";
+  auto bad = run("task check " + (dir / "t.yaml").string());
+  CHECK(bad.status == 1);
+  CHECK(contains(bad.text, "inputs[0].shape"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plan check prints the concrete launch of an example plan", "[cli]") {
+  auto out = run("plan check " + src + "/examples/plans/softmax_rows.yaml --task " + src +
+                 "/examples/tasks/softmax.yaml --source " + src + "/examples/plans/softmax_rows.cu");
+  CHECK(out.status == 0);
+  CHECK(contains(out.text, "kernel softmax_rows_f32"));
+  CHECK(contains(out.text, "grid (4096, 1, 1)"));
+}
+
+TEST_CASE("plan check names the step and field of a broken plan", "[cli]") {
+  auto dir = scratch_dir();
+  std::ofstream(dir / "p.yaml") << "outputs:\n  - {name: y, shape: [x.shape[0], x.shape[1]]}\n"
+                                   "steps:\n  - kernel: softmax_rows_f32\n    grid: [ceil_div(M, 4)]\n"
+                                   "    block: [256]\n    args: [x, y, {int64: 1}, {int: 2}]\n";
+  auto out = run("plan check " + (dir / "p.yaml").string() + " --task " + src +
+                 "/examples/tasks/softmax.yaml --source " + src + "/examples/plans/softmax_rows.cu");
+  CHECK(out.status == 1);
+  CHECK(contains(out.text, "step 0"));
+  CHECK(contains(out.text, "grid[0]"));
+  CHECK(contains(out.text, "'M'"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("run stops with a plain message where there is no GPU", "[cli]") {
+  auto has_gpu = std::system((gpu_bin + " --list-devices >/dev/null 2>&1").c_str()) == 0;
+  auto out = run("run " + src + "/examples/experiment.yaml");
+  if (has_gpu) {
+    WARN("this machine has a GPU: `run` gets past the GPU check");
+    CHECK(out.status != 3);
+  } else {
+    CHECK(out.status == 3);
+    CHECK(contains(out.text, "no GPU is available"));
+    CHECK(contains(out.text, "gpus:"));
+    CHECK(contains(out.text, "remote:"));
+  }
+}
+
+TEST_CASE("an unknown --log-level is rejected", "[cli]") {
+  auto out = run("--log-level loud devices");
+  CHECK(out.status != 0);
+  CHECK(contains(out.text, "loud"));
+}

@@ -1,0 +1,274 @@
+// Every protocol message crosses a real CAF middleman link on loopback and must
+// arrive equal to what was sent. Each sample sets every field to a non-default value,
+// so a field missing from an inspect() overload shows up as an inequality.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/protocol.hpp"
+
+using namespace ks;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct loopback_config : caf::actor_system_config {
+  loopback_config() {
+    register_protocol(*this);
+    load<caf::io::middleman>();
+    set("scheduler.max-threads", 2);
+  }
+};
+
+distribution_spec sample_distribution() { return {"uniform", 0.5, 2.0, -3.0, 3.0, 7.0}; }
+
+tensor_spec sample_tensor(const std::string& name) {
+  return {name, {16384, 4096}, "bfloat16", sample_distribution()};
+}
+
+task_spec sample_task() {
+  task_spec t;
+  t.name = "layernorm";
+  t.description = "LayerNorm over the last dim";
+  t.torchscript = "def forward(x, w, b):\n    return torch.layer_norm(x, [4096], w, b)\n";
+  t.module_bytes = std::string("PK\0\x01\xff binary", 13);
+  t.module_path = "/tmp/ln.pt";
+  t.inputs = {sample_tensor("x")};
+  t.parameters = {sample_tensor("w"), sample_tensor("b")};
+  t.tolerance = {1e-3, 2e-3};
+  t.seed = 0xfeedfacecafebeefull;
+  t.sizes["cpu"]["x"] = {64, 128};
+  t.sizes["cpu"]["w"] = {128};
+  return t;
+}
+
+launch_plan sample_plan() {
+  launch_plan p;
+  p.constants = {{"BLOCK", "256"}, {"N", "x.numel"}};
+  p.scratch = {{"partial", {"ceil_div(N, BLOCK)"}, "float32", "zeros"}};
+  p.outputs = {{"out", {"x.shape[0]", "x.shape[1]"}, "float16", "none"}};
+  plan_step k;
+  k.kind = "kernel";
+  k.name = "ln_kernel";
+  k.grid = {"ceil_div(N, BLOCK)", "1", "1"};
+  k.block = {"BLOCK", "1", "1"};
+  k.shared_mem = "BLOCK * 4";
+  k.args = {{"tensor", "x", ""}, {"tensor", "out", ""}, {"int", "N", "int64"},
+            {"float", "1e-5", "float32"}};
+  plan_step l;
+  l.kind = "library";
+  l.name = "aten::matmul";
+  l.args = {{"tensor", "x", ""}, {"tensor", "w", ""}};
+  l.outputs = {"tmp"};
+  l.attrs = {{"alpha", "1.0"}};
+  p.steps = {l, k};
+  return p;
+}
+
+candidate sample_candidate() {
+  candidate c;
+  c.id = "c0ffee";
+  c.task = "layernorm";
+  c.source = "extern \"C\" __global__ void ln_kernel(const float* x, float* y) {}\n";
+  c.compile_options = {"--use_fast_math", "-DVEC=4"};
+  c.plan = sample_plan();
+  c.origin = "optimize:vectorize_loads";
+  c.parent_id = "beef";
+  c.round = 7;
+  return c;
+}
+
+review_options sample_options() { return {3, false, false, 12.5, 40.0, "cpu"}; }
+
+review_request sample_review_request() {
+  return {42, sample_task(), sample_candidate(), sample_options()};
+}
+
+timing_stats sample_timing(double base) {
+  return {base, base * 1.1, base * 0.9, base * 1.5, base * 0.01, 111};
+}
+
+profile_metrics sample_profile() {
+  return {{{"dram_throughput_pct", 91.5}, {"achieved_occupancy_pct", 62.25}}, 3, 0.75};
+}
+
+review_result sample_review_result() {
+  review_result r;
+  r.request_id = 42;
+  r.candidate_id = "c0ffee";
+  r.status = review_status::incorrect;
+  r.message = "output 0 differs at [3, 7]";
+  r.diagnostics = {{12, 5, "error", "identifier \"foo\" is undefined"}};
+  r.compile_log = "kernel.cu(12): error: identifier \"foo\" is undefined";
+  r.trials_run = 5;
+  r.trials_passed = 4;
+  r.max_abs_error = 0.25;
+  r.max_rel_error = 0.5;
+  r.candidate_time = sample_timing(0.1);
+  r.reference_time = sample_timing(0.3);
+  r.speedup = 3.0;
+  r.profile = sample_profile();
+  r.resources = {{"ln_kernel", 40, 1024, 16, 1024}};
+  r.flags = {"no_custom_kernel", "speedup_above_threshold"};
+  r.device = "gpu0/0: NVIDIA H200";
+  return r;
+}
+
+code_features sample_features() {
+  return {"c0ffee", "reduction", {{"vector_loads", 1.0}, {"shared_tiles", 2.0}}};
+}
+
+optimization_plan sample_optimization_plan() {
+  optimization_plan p;
+  p.candidate_id = "c0ffee";
+  p.bottleneck_class = "memory_bandwidth";
+  p.ranked = {{"vectorize_loads", 0.9, {"dram_ge_80", "streaming"}, {{"dram", 91.0}}}};
+  p.vetoed = {{"smem_tiling", "kernel streams without reuse"}};
+  p.chosen = "vectorize_loads";
+  p.rationale = "DRAM throughput 91% >= 80% and the kernel streams without reuse";
+  return p;
+}
+
+repair_plan sample_repair_plan() {
+  return {"c0ffee", "out-of-bounds read in the tail", {"add bounds check", "revert vec4"}};
+}
+
+trajectory_entry sample_trajectory_entry() {
+  trajectory_entry e;
+  e.task = "layernorm";
+  e.seq = 9;
+  e.unix_ms = 1764435712000;
+  e.round = 3;
+  e.kind = "review";
+  e.candidate_id = "c0ffee";
+  e.parent_id = "beef";
+  e.method = "vectorize_loads";
+  e.status = review_status::timed_out;
+  e.speedup = 1.75;
+  e.summary = "timed out after 60 s";
+  e.metrics = {{"dram_throughput_pct", 55.0}};
+  return e;
+}
+
+device_info sample_device() { return {1, "NVIDIA H200", 9, 0, 150'000'000'000ull, 132, 1980}; }
+
+worker_info sample_worker() {
+  return {"gpu-node-3", 4242, protocol_version, 13000, "", {sample_device(), sample_device()}};
+}
+
+// A remote echo: replies with the very message it received.
+caf::behavior echo(caf::event_based_actor* self) {
+  self->set_default_handler(caf::reflect);
+  return {[](caf::unit_t) {}};
+}
+
+struct loopback {
+  loopback_config server_cfg;
+  loopback_config client_cfg;
+  caf::actor_system server{server_cfg};
+  caf::actor_system client{client_cfg};
+  caf::actor local;
+  caf::actor remote;
+
+  loopback() {
+    local = server.spawn(echo);
+    auto port = server.middleman().publish(local, 0, "127.0.0.1", true);
+    REQUIRE(port);
+    auto handle = client.middleman().remote_actor("127.0.0.1", *port);
+    REQUIRE(handle);
+    remote = *handle;
+  }
+
+  // An actor_system's destructor waits for its actors: stop the echo first.
+  ~loopback() {
+    caf::anon_send_exit(local, caf::exit_reason::user_shutdown);
+    local = nullptr;
+    remote = nullptr;
+  }
+
+  template <class T>
+  void round_trip(const T& sent) {
+    caf::scoped_actor self{client};
+    bool arrived = false;
+    self->request(remote, 5s, sent)
+        .receive(
+            [&](const T& got) {
+              arrived = true;
+              CHECK(got == sent);
+            },
+            [&](const caf::error& err) { FAIL("round trip failed: " << client.render(err)); });
+    CHECK(arrived);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("samples differ from default-constructed messages", "[protocol]") {
+  // Guards the round-trip test: a sample equal to the default would hide a missing field.
+  CHECK_FALSE(sample_task() == task_spec{});
+  CHECK_FALSE(sample_candidate() == candidate{});
+  CHECK_FALSE(sample_review_result() == review_result{});
+  CHECK_FALSE(sample_trajectory_entry() == trajectory_entry{});
+  CHECK_FALSE(sample_worker() == worker_info{});
+}
+
+TEST_CASE("every protocol message crosses a loopback middleman link unchanged",
+          "[protocol][network]") {
+  loopback link;
+  link.round_trip(sample_distribution());
+  link.round_trip(sample_tensor("x"));
+  link.round_trip(tolerance_spec{1e-2, 3e-2});
+  link.round_trip(sample_task());
+  link.round_trip(plan_arg{"float", "0.5 * x.shape[1]", "float64"});
+  link.round_trip(sample_plan().steps[1]);
+  link.round_trip(sample_plan().scratch[0]);
+  link.round_trip(sample_plan());
+  link.round_trip(sample_candidate());
+  link.round_trip(std::vector<candidate>{sample_candidate(), sample_candidate()});
+  link.round_trip(review_status::crashed);
+  link.round_trip(sample_options());
+  link.round_trip(sample_review_request());
+  link.round_trip(compile_diagnostic{3, 14, "warning", "unused variable"});
+  link.round_trip(kernel_resources{"k", 255, 48 * 1024, 64, 256});
+  link.round_trip(sample_timing(2.5));
+  link.round_trip(sample_profile());
+  link.round_trip(sample_review_result());
+  link.round_trip(sample_features());
+  link.round_trip(sample_optimization_plan().ranked[0]);
+  link.round_trip(sample_optimization_plan().vetoed[0]);
+  link.round_trip(sample_optimization_plan());
+  link.round_trip(sample_repair_plan());
+  link.round_trip(sample_trajectory_entry());
+  link.round_trip(std::vector<trajectory_entry>{sample_trajectory_entry()});
+  link.round_trip(ks_error{"unavailable", "worker gpu0 is restarting", "gpu_pool/0"});
+  link.round_trip(generate_request{sample_task(), 6});
+  link.round_trip(diagnose_request{sample_task(), sample_candidate(), sample_review_result(),
+                                   {sample_trajectory_entry()}});
+  link.round_trip(repair_request{sample_task(), sample_candidate(), sample_repair_plan()});
+  link.round_trip(feature_request{sample_candidate(), sample_review_result()});
+  link.round_trip(plan_request{sample_task(), sample_candidate(), sample_review_result(),
+                               sample_features(), {sample_trajectory_entry()}});
+  link.round_trip(optimize_request{sample_task(), sample_candidate(), sample_optimization_plan()});
+  link.round_trip(sample_device());
+  link.round_trip(sample_worker());
+}
+
+TEST_CASE("a large message (a 64 MiB module) crosses the link", "[protocol][network]") {
+  loopback link;
+  auto task = sample_task();
+  task.module_bytes.assign(64u << 20, '\x5a');
+  task.module_bytes[12345] = '\0';
+  link.round_trip(task);
+}
+
+TEST_CASE("review_status names are stable", "[protocol]") {
+  CHECK(std::string(to_string(review_status::ok)) == "ok");
+  CHECK(std::string(to_string(review_status::compile_error)) == "compile_error");
+  CHECK(std::string(to_string(review_status::timed_out)) == "timed_out");
+  CHECK(std::string(to_string(review_status::internal_error)) == "internal_error");
+}

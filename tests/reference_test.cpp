@@ -1,0 +1,585 @@
+// The LibTorch reference runner: every example task runs at its cpu size, and its
+// values agree with computations written out by hand; inputs are deterministic per
+// trial seed; bad references fail with clear messages; saved modules load.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <unistd.h>
+
+#include <torch/cuda.h>
+#include <torch/script.h>
+
+#include "gpu/torch_reference_tensors.hpp"
+#include "task/task_loader.hpp"
+
+namespace fs = std::filesystem;
+using namespace ks;
+
+namespace {
+
+const fs::path kTaskDir = fs::path(KS_SOURCE_DIR) / "examples" / "tasks";
+
+task_spec example(const std::string& name, const std::string& size = "cpu") {
+  auto t = load_task(kTaskDir / (name + ".yaml"));
+  REQUIRE(t.ok());
+  if (size.empty()) return *t;
+  auto sized = with_size(*t, size);
+  REQUIRE(sized.ok());
+  return *sized;
+}
+
+std::unique_ptr<reference_program> load_program(const task_spec& task,
+                                                const std::string& device = "cpu") {
+  reference_options options;
+  options.device = device;
+  options.threads = 2;
+  auto p = reference_program::load(task, options);
+  INFO((p.ok() ? "" : p.message()));
+  REQUIRE(p.ok());
+  return std::move(p.value());
+}
+
+struct run_result {
+  std::vector<at::Tensor> inputs;
+  std::vector<at::Tensor> outputs;
+};
+
+// Inputs and outputs of one trial, on the CPU, as float64 for hand computations.
+run_result run_trial(reference_program& program, uint32_t trial = 0) {
+  auto inputs = make_inputs(program.task(), trial_seed(program.task().seed, trial),
+                            program_device(program));
+  REQUIRE(inputs.ok());
+  auto outputs = run_tensors(program, *inputs);
+  INFO((outputs.ok() ? "" : outputs.message()));
+  REQUIRE(outputs.ok());
+  run_result r;
+  for (auto& t : *inputs) r.inputs.push_back(t.cpu().to(at::kDouble).contiguous());
+  for (auto& t : *outputs) r.outputs.push_back(t.cpu().to(at::kDouble).contiguous());
+  return r;
+}
+
+// max |a - b| - (atol + rtol |b|) over all elements: <= 0 means close.
+double excess(const at::Tensor& got, const at::Tensor& want, double atol, double rtol) {
+  REQUIRE(got.sizes() == want.sizes());
+  return ((got - want).abs() - (atol + rtol * want.abs())).max().item<double>();
+}
+
+std::vector<fs::path> example_tasks() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(kTaskDir))
+    if (e.path().extension() == ".yaml") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("ks_reference_test_" + std::to_string(::getpid()));
+  temp_dir() { fs::create_directories(path); }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::vector<int64_t> shape_of(const task_spec& t, const std::string& tensor) {
+  for (const auto* list : {&t.inputs, &t.parameters})
+    for (const auto& ts : *list)
+      if (ts.name == tensor) return ts.shape;
+  FAIL("no tensor " << tensor);
+  return {};
+}
+
+task_spec inline_task(const std::string& source, std::vector<tensor_spec> inputs,
+                      std::vector<tensor_spec> parameters = {}) {
+  task_spec t;
+  t.name = "inline";
+  t.torchscript = source;
+  t.inputs = std::move(inputs);
+  t.parameters = std::move(parameters);
+  t.seed = 123;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("every example task runs on the CPU at its cpu size with the expected shapes",
+          "[reference]") {
+  // What each starter task returns, from its input shapes. A new example task must
+  // say here what it returns.
+  auto expected = [](const task_spec& t) -> std::vector<std::vector<int64_t>> {
+    auto x = shape_of(t, "x");
+    if (t.name == "gelu" || t.name == "swish" || t.name == "softmax" || t.name == "layernorm")
+      return {x};
+    if (t.name == "row_sum" || t.name == "logsumexp") return {{x[0]}};
+    if (t.name == "matmul_bias_relu") return {{x[0], shape_of(t, "weight")[1]}};
+    FAIL("no expected output shape for example task " << t.name << ": add one here");
+    return {};
+  };
+
+  for (const auto& path : example_tasks()) {
+    auto task = example(path.stem().string());
+    INFO(task.name);
+    auto load_start = std::chrono::steady_clock::now();
+    auto program = load_program(task);
+    double load_ms = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - load_start).count();
+    auto first = program->run(trial_seed(task.seed, 0));
+    INFO((first.ok() ? "" : first.message()));
+    REQUIRE(first.ok());
+    auto second = program->run(trial_seed(task.seed, 1));
+    REQUIRE(second.ok());
+    std::printf("reference %-18s cpu: load %6.1f ms, inputs %6.2f ms, forward %6.2f ms "
+                "(first), %6.2f ms (second)\n",
+                task.name.c_str(), load_ms, first->inputs_ms, first->forward_ms,
+                second->forward_ms);
+
+    auto want = expected(task);
+    REQUIRE(first->outputs.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const tensor_summary& s = first->outputs[i];
+      CHECK(s.shape == want[i]);
+      CHECK(s.dtype == "float32");
+      CHECK(s.nan_count == 0);
+      CHECK(s.inf_count == 0);
+      CHECK(s.min <= s.mean);
+      CHECK(s.mean <= s.max);
+      CHECK(s.abs_max == Approx(std::max(-s.min, s.max)));
+      // A different trial draws different inputs, so a different fingerprint.
+      CHECK(s.sum != second->outputs[i].sum);
+    }
+    CHECK(first->forward_ms < 1000);
+  }
+}
+
+TEST_CASE("gelu and swish match their formulas", "[reference][values]") {
+  {
+    auto program = load_program(example("gelu"));
+    auto r = run_trial(*program);
+    auto x = r.inputs[0].flatten();
+    auto y = r.outputs[0].flatten();
+    auto xa = x.accessor<double, 1>();
+    auto ya = y.accessor<double, 1>();
+    double worst = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double want = 0.5 * xa[i] * (1.0 + std::erf(xa[i] / std::sqrt(2.0)));
+      worst = std::max(worst, std::abs(ya[i] - want) - (1e-5 + 1e-5 * std::abs(want)));
+    }
+    CHECK(worst <= 0);
+  }
+  {
+    auto program = load_program(example("swish"));
+    auto r = run_trial(*program);
+    auto x = r.inputs[0].flatten();
+    auto y = r.outputs[0].flatten();
+    auto xa = x.accessor<double, 1>();
+    auto ya = y.accessor<double, 1>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double want = xa[i] / (1.0 + std::exp(-xa[i]));
+      REQUIRE(std::abs(ya[i] - want) <= 1e-5 + 1e-5 * std::abs(want));
+    }
+    // uniform(-6, 6): the inputs honour their distribution.
+    CHECK(x.min().item<double>() >= -6);
+    CHECK(x.max().item<double>() < 6);
+  }
+}
+
+TEST_CASE("softmax rows sum to one and match exp(x - max) / sum", "[reference][values]") {
+  auto program = load_program(example("softmax"));
+  auto r = run_trial(*program);
+  auto x = r.inputs[0];
+  auto y = r.outputs[0];
+  auto row_sums = y.sum(-1);
+  CHECK(excess(row_sums, at::ones_like(row_sums), 1e-5, 0) <= 0);
+  CHECK(y.min().item<double>() >= 0);
+  auto xa = x.accessor<double, 2>();
+  auto ya = y.accessor<double, 2>();
+  for (int64_t row = 0; row < x.size(0); ++row) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < x.size(1); ++j) mx = std::max(mx, xa[row][j]);
+    for (int64_t j = 0; j < x.size(1); ++j) sum += std::exp(xa[row][j] - mx);
+    for (int64_t j = 0; j < x.size(1); ++j)
+      REQUIRE(std::abs(ya[row][j] - std::exp(xa[row][j] - mx) / sum) <= 1e-6);
+  }
+}
+
+TEST_CASE("row_sum and logsumexp match loops over each row", "[reference][values]") {
+  for (const char* name : {"row_sum", "logsumexp"}) {
+    INFO(name);
+    auto program = load_program(example(name));
+    auto r = run_trial(*program);
+    auto xa = r.inputs[0].accessor<double, 2>();
+    auto ya = r.outputs[0].accessor<double, 1>();
+    for (int64_t row = 0; row < r.inputs[0].size(0); ++row) {
+      double want = 0;
+      int64_t n = r.inputs[0].size(1);
+      if (std::string(name) == "row_sum") {
+        for (int64_t j = 0; j < n; ++j) want += xa[row][j];
+        REQUIRE(std::abs(ya[row] - want) <= 1e-4);
+      } else {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, xa[row][j]);
+        for (int64_t j = 0; j < n; ++j) want += std::exp(xa[row][j] - mx);
+        want = mx + std::log(want);
+        REQUIRE(std::abs(ya[row] - want) <= 1e-4 * std::abs(want));
+      }
+    }
+  }
+}
+
+TEST_CASE("layernorm normalises each row and applies weight and bias", "[reference][values]") {
+  auto program = load_program(example("layernorm"));
+  auto r = run_trial(*program);
+  auto x = r.inputs[0];
+  auto w = parameter_tensors(*program)[0].to(at::kDouble);
+  auto b = parameter_tensors(*program)[1].to(at::kDouble);
+  auto xa = x.accessor<double, 2>();
+  auto wa = w.accessor<double, 1>();
+  auto ba = b.accessor<double, 1>();
+  auto ya = r.outputs[0].accessor<double, 2>();
+  int64_t n = x.size(1);
+  for (int64_t row = 0; row < x.size(0); ++row) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j) mean += xa[row][j];
+    mean /= n;
+    for (int64_t j = 0; j < n; ++j) var += (xa[row][j] - mean) * (xa[row][j] - mean);
+    var /= n;  // biased, as LayerNorm
+    for (int64_t j = 0; j < n; ++j) {
+      double want = (xa[row][j] - mean) / std::sqrt(var + 1e-5) * wa[j] + ba[j];
+      REQUIRE(std::abs(ya[row][j] - want) <= 1e-4 + 1e-4 * std::abs(want));
+    }
+  }
+  // The parameters are the task's, not LayerNorm's ones/zeros.
+  CHECK(w.mean().item<double>() == Approx(1).margin(0.05));
+  CHECK(w.std().item<double>() == Approx(0.1).margin(0.03));
+
+  // With unit weight and zero bias each row comes out with mean 0 and variance 1.
+  auto plain = example("layernorm");
+  plain.parameters[0].init = {.kind = "ones"};
+  plain.parameters[1].init = {.kind = "zeros"};
+  auto unit = load_program(plain);
+  auto u = run_trial(*unit).outputs[0];
+  CHECK(u.mean(-1).abs().max().item<double>() < 1e-5);
+  CHECK(excess(u.var(-1, /*unbiased=*/false), at::ones({u.size(0)}, at::kDouble), 1e-3, 0) <= 0);
+}
+
+TEST_CASE("the matmul epilogue matches a triple loop", "[reference][values]") {
+  auto task = example("matmul_bias_relu", "");
+  // Tiny, so that the loop is quick and every element is checked.
+  task.inputs[0].shape = {5, 7};
+  task.parameters[0].shape = {7, 3};
+  task.parameters[1].shape = {3};
+  auto program = load_program(task);
+  auto r = run_trial(*program);
+  auto xa = r.inputs[0].accessor<double, 2>();
+  auto w = parameter_tensors(*program)[0].to(at::kDouble);
+  auto b = parameter_tensors(*program)[1].to(at::kDouble);
+  auto wa = w.accessor<double, 2>();
+  auto ba = b.accessor<double, 1>();
+  auto ya = r.outputs[0].accessor<double, 2>();
+  REQUIRE(r.outputs[0].sizes().vec() == std::vector<int64_t>({5, 3}));
+  int positive = 0;
+  for (int i = 0; i < 5; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      double acc = ba[j];
+      for (int k = 0; k < 7; ++k) acc += xa[i][k] * wa[k][j];
+      double want = std::max(acc, 0.0) * 0.5;
+      positive += want > 0;
+      CHECK(std::abs(ya[i][j] - want) <= 1e-5);
+    }
+  }
+  CHECK(positive > 0);  // the relu did not zero everything: the check means something
+  // kaiming_uniform: uniform(±1/sqrt(fan_in)), fan_in = 3.
+  CHECK(w.abs().max().item<double>() <= 1 / std::sqrt(3.0));
+}
+
+TEST_CASE("inputs are deterministic per trial seed, parameters per task", "[reference][determinism]") {
+  auto task = example("layernorm");
+  auto a = load_program(task);
+  auto b = load_program(task);
+  // Parameters: the same for two programs of the same task.
+  for (size_t i = 0; i < task.parameters.size(); ++i)
+    CHECK(at::equal(parameter_tensors(*a)[i], parameter_tensors(*b)[i]));
+
+  auto r1 = a->run(trial_seed(task.seed, 4));
+  auto r2 = b->run(trial_seed(task.seed, 4));
+  auto r3 = a->run(trial_seed(task.seed, 5));
+  REQUIRE((r1.ok() && r2.ok() && r3.ok()));
+  CHECK(r1->outputs[0].sum == r2->outputs[0].sum);
+  CHECK(r1->outputs[0].abs_max == r2->outputs[0].abs_max);
+  CHECK(r1->outputs[0].sum != r3->outputs[0].sum);
+
+  auto i1 = make_inputs(task, trial_seed(task.seed, 4), c10::Device(c10::kCPU));
+  auto i2 = make_inputs(task, trial_seed(task.seed, 4), c10::Device(c10::kCPU));
+  auto i3 = make_inputs(task, trial_seed(task.seed, 5), c10::Device(c10::kCPU));
+  REQUIRE((i1.ok() && i2.ok() && i3.ok()));
+  CHECK(at::equal((*i1)[0], (*i2)[0]));
+  CHECK_FALSE(at::equal((*i1)[0], (*i3)[0]));
+
+  // Another task seed changes the parameters.
+  auto other = task;
+  other.seed += 1;
+  auto c = load_program(other);
+  CHECK_FALSE(at::equal(parameter_tensors(*a)[0], parameter_tensors(*c)[0]));
+}
+
+TEST_CASE("trial seeds are distinct and stable", "[reference][determinism]") {
+  std::set<uint64_t> seen;
+  for (uint64_t task_seed : {0ull, 1ull, 42ull})
+    for (uint32_t trial = 0; trial < 1000; ++trial) seen.insert(trial_seed(task_seed, trial));
+  CHECK(seen.size() == 3000);
+  CHECK(trial_seed(42, 3) == trial_seed(42, 3));
+  CHECK(trial_seed(0, 0) == 0xE220A8397B1DCDAFull);  // splitmix64's first output from 0
+}
+
+TEST_CASE("every dtype and distribution is made as specified", "[reference][inputs]") {
+  std::vector<tensor_spec> in = {
+      {"n", {200, 500}, "float32", {.kind = "normal", .mean = 3, .std = 2}},
+      {"u", {1000}, "float16", {.kind = "uniform", .low = -2, .high = -1}},
+      {"r", {1000}, "int32", {.kind = "randint", .low = -3, .high = 4}},
+      {"b", {1000}, "bool", {.kind = "randint", .low = 0, .high = 2}},
+      {"c", {2, 3}, "bfloat16", {.kind = "constant", .value = 1.5}},
+      {"a", {2, 3}, "int64", {.kind = "arange"}},
+      {"z", {4}, "float64", {.kind = "zeros"}},
+      {"o", {}, "float32", {.kind = "ones"}},
+      {"k", {16, 64}, "float32", {.kind = "kaiming_uniform"}},
+  };
+  auto task = inline_task("def forward(n, u, r, b, c, a, z, o, k):\n    return n\n", in);
+  REQUIRE(validate_task(task).ok());
+  auto made = make_inputs(task, 99, c10::Device(c10::kCPU));
+  REQUIRE(made.ok());
+  auto& t = *made;
+  CHECK(t[0].scalar_type() == at::kFloat);
+  CHECK(t[0].mean().item<double>() == Approx(3).margin(0.05));
+  CHECK(t[0].std().item<double>() == Approx(2).margin(0.05));
+  CHECK(t[1].scalar_type() == at::kHalf);
+  CHECK(t[1].min().item<double>() >= -2);
+  CHECK(t[1].max().item<double>() <= -1);
+  CHECK(t[2].scalar_type() == at::kInt);
+  CHECK(t[2].min().item<int64_t>() == -3);
+  CHECK(t[2].max().item<int64_t>() == 3);  // high is exclusive
+  CHECK(t[3].scalar_type() == at::kBool);
+  CHECK(t[3].sum().item<int64_t>() > 400);
+  CHECK(t[3].sum().item<int64_t>() < 600);
+  CHECK(t[4].scalar_type() == at::kBFloat16);
+  CHECK(t[4].eq(1.5).all().item<bool>());
+  CHECK(t[5].scalar_type() == at::kLong);
+  CHECK(at::equal(t[5], at::arange(6, at::kLong).reshape({2, 3})));
+  CHECK(t[6].scalar_type() == at::kDouble);
+  CHECK(t[6].eq(0).all().item<bool>());
+  CHECK(t[7].dim() == 0);
+  CHECK(t[7].item<double>() == 1);
+  CHECK(t[8].abs().max().item<double>() <= 1 / 8.0);  // fan_in 64
+  CHECK(t[8].abs().max().item<double>() > 0.1);
+
+  // The runner's summary agrees with the tensor.
+  auto s = summarize(t[0]);
+  CHECK(s.shape == std::vector<int64_t>({200, 500}));
+  CHECK(s.numel == 100000);
+  CHECK(s.sum == Approx(t[0].to(at::kDouble).sum().item<double>()));
+  CHECK(s.min == t[0].min().item<double>());
+  auto nan = summarize(at::tensor({1.0, NAN, INFINITY, -2.0}));
+  CHECK(nan.nan_count == 1);
+  CHECK(nan.inf_count == 1);
+  CHECK(nan.sum == -1);
+  CHECK(nan.abs_max == 2);
+  CHECK(nan.dtype == "float64");
+}
+
+TEST_CASE("forward may return a tuple of tensors", "[reference]") {
+  auto task = inline_task("def forward(x):\n    return x + 1, torch.sum(x)\n",
+                          {{"x", {3, 4}, "float32", {.kind = "ones"}}});
+  auto program = load_program(task);
+  auto r = program->run(1);
+  REQUIRE(r.ok());
+  REQUIRE(r->outputs.size() == 2);
+  CHECK(r->outputs[0].sum == 24);
+  CHECK(r->outputs[1].shape.empty());
+  CHECK(r->outputs[1].sum == 12);
+}
+
+TEST_CASE("bad references give errors that name the task and the problem", "[reference][errors]") {
+  tensor_spec x{"x", {4}, "float32", {}};
+  SECTION("TorchScript syntax error") {
+    auto p = reference_program::load(inline_task("def forward(x):\n    return torch.gelu(x\n", {x}));
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::StartsWith("task \"inline\": the TorchScript does not compile"));
+  }
+  SECTION("unknown builtin") {
+    auto p = reference_program::load(inline_task("def forward(x):\n    return torch.no_such_op(x)\n", {x}));
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("does not compile") && Catch::Contains("no_such_op"));
+  }
+  SECTION("no forward function") {
+    auto p = reference_program::load(
+        inline_task("# def forward(x): is only mentioned\ndef fwd(x):\n    return x\n", {x}));
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.message() == "task \"inline\": the TorchScript defines no function named forward");
+  }
+  SECTION("forward takes a different number of tensors") {
+    auto p = reference_program::load(inline_task("def forward(x, y):\n    return x + y\n", {x}));
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("forward takes 2 arguments, but the task declares 1 tensors (x)"));
+  }
+  SECTION("forward returns something other than tensors") {
+    auto p = reference_program::load(inline_task("def forward(x):\n    return 3\n", {x}));
+    REQUIRE(p.ok());
+    auto r = (*p)->run(0);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.message(), Catch::Contains("forward returned Int; expected a Tensor"));
+  }
+  SECTION("forward fails at run time") {
+    auto p = reference_program::load(
+        inline_task("def forward(x):\n    return torch.matmul(x, torch.ones(3))\n", {x}));
+    REQUIRE(p.ok());
+    auto r = (*p)->run(0);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.message(), Catch::StartsWith("task \"inline\": forward failed: "));
+  }
+  SECTION("invalid task spec") {
+    auto t = inline_task("def forward(x):\n    return x\n", {x});
+    t.inputs[0].dtype = "float8";
+    auto p = reference_program::load(t);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("inputs[0].dtype"));
+  }
+  SECTION("unknown device name") {
+    reference_options o;
+    o.device = "gpu0";
+    auto p = reference_program::load(inline_task("def forward(x):\n    return x\n", {x}), o);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("expected cpu, cuda or cuda:N"));
+  }
+  SECTION("a module that is not a module") {
+    auto t = inline_task("", {x});
+    t.torchscript.clear();
+    t.module_bytes = "not a zip file";
+    t.module_path = "/somewhere/net.pt";
+    auto p = reference_program::load(t);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::StartsWith("task \"inline\": cannot load module \"/somewhere/net.pt\""));
+  }
+}
+
+TEST_CASE("a task can reference a saved TorchScript module", "[reference][module]") {
+  temp_dir dir;
+  // Build and save a small module in C++, as torch.jit.save would from Python.
+  torch::jit::Module m("Scale");
+  auto weight = at::arange(12, at::kFloat).reshape({4, 3}) / 10;
+  m.register_parameter("weight", weight, /*is_buffer=*/false);
+  m.define(R"(
+def forward(self, x):
+    return torch.relu(torch.matmul(x, self.weight) - 1.0)
+)");
+  m.save((dir.path / "scale.pt").string());
+
+  std::ofstream(dir.path / "scale.yaml") << R"(name: scale
+description: relu(x @ W - 1) from a saved module
+reference:
+  module: scale.pt
+inputs:
+  - {name: x, shape: [5, 4], init: {kind: uniform, low: -1, high: 2}}
+seed: 8
+)";
+  auto task = load_task(dir.path / "scale.yaml");
+  INFO((task.ok() ? "" : task.message()));
+  REQUIRE(task.ok());
+  CHECK_FALSE(task->module_bytes.empty());
+
+  auto program = load_program(*task);
+  CHECK(parameter_tensors(*program).empty());
+  auto summary = program->run(trial_seed(task->seed, 0));
+  REQUIRE(summary.ok());
+  REQUIRE(summary->outputs.size() == 1);
+  CHECK(summary->outputs[0].shape == std::vector<int64_t>({5, 3}));
+
+  auto r = run_trial(*program);
+  auto want = at::relu(at::matmul(r.inputs[0], weight.to(at::kDouble)) - 1.0);
+  CHECK(excess(r.outputs[0], want, 1e-6, 1e-6) <= 0);
+  CHECK(want.gt(0).any().item<bool>());
+  CHECK(summary->outputs[0].sum == Approx(want.sum().item<double>()).epsilon(1e-6));
+
+  SECTION("a module whose forward takes other inputs than the task declares") {
+    auto two = *task;
+    two.inputs.push_back(two.inputs[0]);
+    two.inputs[1].name = "y";
+    auto p = reference_program::load(two);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("scale.pt\": forward takes 1 inputs, but the task declares 2"));
+  }
+}
+
+TEST_CASE("CUDA runs see the CPU's inputs and agree with the CPU's outputs", "[reference][cuda]") {
+  if (!torch::cuda::is_available()) {
+    WARN("skipped: LibTorch sees no CUDA device here");
+    reference_options o;
+    o.device = "cuda";
+    auto p = reference_program::load(example("gelu"), o);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("LibTorch sees no CUDA device"));
+    return;
+  }
+  {
+    reference_options o;
+    o.device = "cuda:" + std::to_string(torch::cuda::device_count());
+    auto p = reference_program::load(example("gelu"), o);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("CUDA device(s) visible"));
+  }
+  for (const auto& path : example_tasks()) {
+    auto task = example(path.stem().string());
+    INFO(task.name);
+    auto cpu = load_program(task, "cpu");
+    auto gpu = load_program(task, "cuda");
+    CHECK(gpu->device() == "cuda:0");
+    for (size_t i = 0; i < task.parameters.size(); ++i)
+      CHECK(at::equal(parameter_tensors(*cpu)[i], parameter_tensors(*gpu)[i].cpu()));
+    auto seed = trial_seed(task.seed, 2);
+    auto in_cpu = make_inputs(task, seed, c10::Device(c10::kCPU));
+    auto in_gpu = make_inputs(task, seed, c10::Device(c10::kCUDA, 0));
+    REQUIRE((in_cpu.ok() && in_gpu.ok()));
+    CHECK((*in_gpu)[0].is_cuda());
+    CHECK(at::equal((*in_cpu)[0], (*in_gpu)[0].cpu()));
+    auto out_cpu = run_tensors(*cpu, *in_cpu);
+    auto out_gpu = run_tensors(*gpu, *in_gpu);
+    REQUIRE((out_cpu.ok() && out_gpu.ok()));
+    CHECK(excess((*out_gpu)[0].cpu().to(at::kDouble), (*out_cpu)[0].to(at::kDouble),
+                 task.tolerance.atol, task.tolerance.rtol) <= 0);
+    auto summary = gpu->run(seed);
+    REQUIRE(summary.ok());
+    std::printf("reference %-18s cuda: inputs %6.2f ms, forward %6.2f ms\n", task.name.c_str(),
+                summary->inputs_ms, summary->forward_ms);
+  }
+}
+
+// Hidden (run it with `reference_test "[full]"` on a GPU machine): every example at
+// its real size, to see that inputs fit and how long the reference takes there.
+TEST_CASE("every example task runs at full size on CUDA", "[.][cuda][full]") {
+  if (!torch::cuda::is_available()) {
+    WARN("skipped: LibTorch sees no CUDA device here");
+    return;
+  }
+  for (const auto& path : example_tasks()) {
+    auto task = example(path.stem().string(), "");
+    INFO(task.name);
+    auto program = load_program(task, "cuda");
+    double best = 1e30, inputs = 0;
+    for (uint32_t trial = 0; trial < 3; ++trial) {
+      auto r = program->run(trial_seed(task.seed, trial));
+      INFO((r.ok() ? "" : r.message()));
+      REQUIRE(r.ok());
+      CHECK(r->outputs[0].nan_count == 0);
+      CHECK(r->outputs[0].inf_count == 0);
+      best = std::min(best, r->forward_ms);
+      inputs = r->inputs_ms;
+    }
+    std::printf("reference %-18s cuda full size: inputs %8.1f ms, forward %7.3f ms (best of 3)\n",
+                task.name.c_str(), inputs, best);
+  }
+}
