@@ -1,0 +1,197 @@
+// The NVRTC compiler as the reviewer uses it. Runs without a GPU (CI runs it).
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "gpu/nvrtc_compiler.hpp"
+
+using namespace ks;
+
+namespace {
+
+const char* scale_kernel = R"(extern "C" __global__ void scale(const float* __restrict__ x,
+                                      float* __restrict__ y, float a, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i];
+}
+)";
+
+nvrtc_options in_process() {
+  nvrtc_options o;
+  o.isolate = false;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a correct kernel compiles to PTX and an sm_90a cubin with its resources",
+          "[nvrtc]") {
+  for (bool isolate : {false, true}) {
+    nvrtc_options o;
+    o.isolate = isolate;
+    nvrtc_compiler c(o);
+    auto r = c.compile(scale_kernel);
+    REQUIRE(r);
+    CHECK(r->ok);
+    CHECK_FALSE(r->cache_hit);
+    CHECK(r->ptx.find(".entry scale") != std::string::npos);
+    CHECK(r->ptx.find(".target sm_90a") != std::string::npos);
+    CHECK(r->cubin.size() > 1000);
+    CHECK(r->cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    REQUIRE(r->resources.size() == 1);
+    CHECK(r->resources[0].kernel == "scale");
+    CHECK(r->resources[0].registers > 0);
+    CHECK(r->resources[0].local_bytes == 0);
+    CHECK(r->diagnostics.empty());
+    CHECK(r->key.size() == 64);
+  }
+}
+
+TEST_CASE("compile errors come back with line and column", "[nvrtc]") {
+  nvrtc_compiler c(in_process());
+  auto r = c.compile("extern \"C\" __global__ void k(float* x) {\n  x[0] = undefined_name;\n}\n");
+  REQUIRE(r);
+  CHECK_FALSE(r->ok);
+  CHECK(r->cubin.empty());
+  REQUIRE(r->diagnostics.size() == 1);
+  CHECK(r->diagnostics[0].line == 2);
+  CHECK(r->diagnostics[0].column == 10);
+  CHECK(r->diagnostics[0].severity == "error");
+  CHECK(r->diagnostics[0].message.find("undefined_name") != std::string::npos);
+  CHECK(r->log.find("candidate.cu(2)") != std::string::npos);
+}
+
+TEST_CASE("the CUDA headers are on the include path: fp16, bf16, CUB, cooperative groups",
+          "[nvrtc]") {
+  nvrtc_compiler c(in_process());
+  auto r = c.compile(R"(#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cooperative_groups.h>
+#include <cub/block/block_reduce.cuh>
+namespace cg = cooperative_groups;
+extern "C" __global__ void row_sum(const __half* x, __nv_bfloat16* y, int n) {
+  using reduce = cub::BlockReduce<float, 256>;
+  __shared__ typename reduce::TempStorage tmp;
+  auto block = cg::this_thread_block();
+  float v = 0.f;
+  for (int i = block.thread_rank(); i < n; i += 256) v += __half2float(x[blockIdx.x * n + i]);
+  float s = reduce(tmp).Sum(v);
+  if (block.thread_rank() == 0) y[blockIdx.x] = __float2bfloat16(s);
+}
+)");
+  REQUIRE(r);
+  INFO(r->log);
+  CHECK(r->ok);
+  REQUIRE(r->resources.size() == 1);
+  CHECK(r->resources[0].static_shared_bytes > 0);
+}
+
+TEST_CASE("a kernel with a large indexed local array reports local memory", "[nvrtc]") {
+  nvrtc_compiler c(in_process());
+  auto r = c.compile(R"(extern "C" __global__ void spill(const float* x, float* y, int n, int k) {
+  float a[512];
+  for (int i = 0; i < 512; ++i) a[i] = x[(i * n + threadIdx.x) % 4096];
+  y[threadIdx.x] = a[k % 512] + a[(k * 7) % 512];
+}
+)");
+  REQUIRE(r);
+  REQUIRE(r->ok);
+  REQUIRE(r->resources.size() == 1);
+  CHECK(r->resources[0].local_bytes >= 2048);
+}
+
+TEST_CASE("the cache: same source and options hit; other options miss", "[nvrtc][cache]") {
+  nvrtc_compiler c(in_process());
+  auto a = c.compile(scale_kernel);
+  auto b = c.compile(scale_kernel);
+  auto d = c.compile(scale_kernel, {"--use_fast_math"});
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(d);
+  CHECK_FALSE(a->cache_hit);
+  CHECK(b->cache_hit);
+  CHECK(b->compile_ms == 0);
+  CHECK(b->cubin == a->cubin);
+  CHECK(b->resources == a->resources);
+  CHECK_FALSE(d->cache_hit);
+  CHECK(d->key != a->key);
+  CHECK(c.cache_hits() == 1);
+  CHECK(c.cache_misses() == 2);
+}
+
+TEST_CASE("the on-disk cache serves a new compiler instance", "[nvrtc][cache]") {
+  auto dir = std::filesystem::temp_directory_path() / ("ks-nvrtc-cache-" + std::to_string(getpid()));
+  nvrtc_options o = in_process();
+  o.cache_dir = dir.string();
+  std::string first_cubin;
+  {
+    nvrtc_compiler c(o);
+    auto r = c.compile(scale_kernel);
+    REQUIRE(r);
+    CHECK_FALSE(r->cache_hit);
+    first_cubin = r->cubin;
+  }
+  nvrtc_compiler fresh(o);
+  auto r = fresh.compile(scale_kernel);
+  REQUIRE(r);
+  CHECK(r->cache_hit);
+  CHECK(r->cubin == first_cubin);
+  CHECK(r->resources.size() == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a compile past its time limit is stopped and reported", "[nvrtc][timeout]") {
+  nvrtc_options o;
+  o.isolate = true;
+  o.timeout_s = 0.001;  // far below any real compile (tens of ms)
+  nvrtc_compiler c(o);
+  auto r = c.compile(scale_kernel);
+  REQUIRE(r);
+  CHECK_FALSE(r->ok);
+  CHECK(r->timed_out);
+  REQUIRE_FALSE(r->diagnostics.empty());
+  CHECK(r->diagnostics[0].message.find("did not finish") != std::string::npos);
+  // Timeouts are not cached: with time, the same source compiles.
+  nvrtc_options patient;
+  patient.timeout_s = 60;
+  auto again = nvrtc_compiler(patient).compile(scale_kernel);
+  REQUIRE(again);
+  CHECK(again->ok);
+}
+
+TEST_CASE("options that could redirect the compile are refused", "[nvrtc]") {
+  nvrtc_compiler c(in_process());
+  for (auto* bad : {"-arch=sm_80", "--include-path=/etc", "-I/tmp", "--output=x", "-D"}) {
+    auto r = c.compile(scale_kernel, {bad});
+    INFO(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.message().find(bad) != std::string::npos);
+  }
+  auto ok = c.compile(scale_kernel, {"-DVEC=4", "-maxrregcount=64", "-ftz=true"});
+  REQUIRE(ok);
+  CHECK(ok->ok);
+}
+
+TEST_CASE("ptxas output parsing keeps entries and skips device functions", "[nvrtc]") {
+  auto res = parse_ptxas_info(
+      "ptxas info    : Compiling entry function 'a' for 'sm_90a'\n"
+      "ptxas info    : Function properties for a\n"
+      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 1 barriers, 4096 bytes smem\n"
+      "ptxas info    : Function properties for _Z6helperv\n"
+      "ptxas         .     64 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Compiling entry function 'b' for 'sm_90a'\n"
+      "ptxas info    : Function properties for b\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 8 registers, used 0 barriers\n");
+  REQUIRE(res.size() == 2);
+  CHECK(res[0].kernel == "a");
+  CHECK(res[0].registers == 40);
+  CHECK(res[0].local_bytes == 16);
+  CHECK(res[0].static_shared_bytes == 4096);
+  CHECK(res[1].kernel == "b");
+  CHECK(res[1].registers == 8);
+  CHECK(res[1].local_bytes == 0);
+}
