@@ -59,23 +59,6 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
   return s;
 }
 
-// Restricted Damerau-Levenshtein: "budgest" is one slip from "budgets", not two.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (size_t i = 1; i <= n; ++i) {
-    for (size_t j = 1; j <= m; ++j) {
-      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[n][m];
-}
-
 }  // namespace
 
 yaml_field yaml_field::child(std::string_view name, YAML::Node k, YAML::Node v) const {
@@ -104,25 +87,6 @@ std::string describe(const YAML::Node& node) {
   return "\"" + text + "\"";
 }
 
-std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = 3;
-  for (const auto& c : candidates) {
-    const size_t d = edit_distance(word, c);
-    // A one-letter key is "close" to every two-letter one; that helps nobody.
-    if (d < best_d && d < std::max(word.size(), c.size())) {
-      best = c;
-      best_d = d;
-    }
-  }
-  if (!best.empty()) return best;
-  // Abbreviated or over-long spellings: "warning" for "warn", "debu" for "debug".
-  for (const auto& c : candidates) {
-    const auto& [shorter, longer] = word.size() < c.size() ? std::tie(word, c) : std::tie(c, word);
-    if (shorter.size() >= 3 && longer.compare(0, shorter.size(), shorter) == 0) return c;
-  }
-  return best;
-}
 
 std::string yaml_reader::where(const YAML::Node& node) const {
   const std::string lc = line_col(node);

@@ -15,6 +15,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/suggest.hpp"
+
 namespace ks {
 
 // A value together with where it sits: its key path (`budgets.rounds`,
@@ -87,8 +89,6 @@ std::string describe(const YAML::Node& node);
 // The 1-based "LINE:COL" of a node, or "" when yaml-cpp knows no position.
 std::string line_col(const YAML::Node& node);
 
-// The closest candidate within edit distance 2 (transpositions count once), else
-// one that the word abbreviates or extends ("warning" → "warn"), else "".
-std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+
 
 }  // namespace ks

@@ -1,5 +1,7 @@
 #include "plan/launch_plan_yaml.hpp"
 
+#include "base/suggest.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -234,37 +236,10 @@ size_t original_column(const std::vector<insertion>& inserts, size_t line, size_
 // ---------------------------------------------------------------------------
 // Helpers
 
-// Edits (insert, delete, substitute, swap two neighbours) between a and b.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (size_t i = 1; i <= n; ++i)
-    for (size_t j = 1; j <= m; ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[n][m];
-}
-
 // " (did you mean 'block'?)" when one of `options` is close to `word`, else "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& options) {
-  std::string best;
-  size_t best_d = std::string::npos;
-  for (auto& o : options) {
-    size_t d = edit_distance(word, o);
-    if (d < best_d) {
-      best_d = d;
-      best = o;
-    }
-  }
-  // Close enough to be a typo, and not a word of its own ('z' is not a typo of 'b').
-  size_t limit = std::max<size_t>(1, word.size() / 3);
-  if (best.empty() || best_d > limit || best_d >= word.size()) return "";
-  return " (did you mean '" + best + "'?)";
+  std::string best = closest(word, options);
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
 std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {

@@ -1,5 +1,7 @@
 #include "plan/plan_validator.hpp"
 
+#include "base/suggest.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cfloat>
@@ -110,34 +112,9 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-// Edits (insert, delete, substitute, swap two neighbours) between a and b.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (size_t i = 1; i <= n; ++i)
-    for (size_t j = 1; j <= m; ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[n][m];
-}
-
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& options) {
-  std::string best;
-  size_t best_d = std::string::npos;
-  for (auto& o : options) {
-    size_t d = edit_distance(word, o);
-    if (d < best_d) {
-      best_d = d;
-      best = o;
-    }
-  }
-  if (best.empty() || best_d > std::max<size_t>(1, word.size() / 3) || best_d >= word.size()) return "";
-  return " (did you mean '" + best + "'?)";
+  std::string best = closest(word, options);
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }

@@ -1,5 +1,7 @@
 #include "task/task_loader.hpp"
 
+#include "base/suggest.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -75,36 +77,10 @@ std::string join(const Range& words) {
   return out;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      char ca = static_cast<char>(std::tolower(static_cast<unsigned char>(a[i - 1])));
-      char cb = static_cast<char>(std::tolower(static_cast<unsigned char>(b[j - 1])));
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (ca == cb ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean "shape"?)" for the closest candidate within a small edit distance,
-// else "".
+// " (did you mean "shape"?)" for the closest candidate, else "".
 template <class Range>
 std::string did_you_mean(std::string_view word, const Range& candidates) {
-  std::string best;
-  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    size_t d = edit_distance(word, c);
-    if (d < best_d) {
-      best_d = d;
-      best = std::string(c);
-    }
-  }
+  std::string best = closest(word, std::vector<std::string>(std::begin(candidates), std::end(candidates)));
   return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
 }
 

@@ -611,7 +611,9 @@ TEST_CASE("yaml: load_launch_plan reads files and names them in errors", "[plan]
   }
   auto bad = load_launch_plan(path);
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.message() == path + ":5:5: steps[0]: unknown key 'shared' in a kernel step; expected one of: "
+  // 'shared' abbreviates 'shared_mem': the shared suggestion rule (base/suggest.hpp) says so.
+  CHECK(bad.message() == path + ":5:5: steps[0]: unknown key 'shared' in a kernel step "
+                                "(did you mean 'shared_mem'?); expected one of: "
                                 "kernel, grid, block, shared_mem, args");
   std::filesystem::remove_all(dir);
 }
