@@ -1,0 +1,50 @@
+#pragma once
+// Experience: what each optimisation method achieved, in which situation, across
+// tasks. The planner reads the summary (method_stats) to prefer methods that have
+// worked for the same bottleneck before; records are kept across skill-library
+// upgrades and carry the library version they were made under, so that a reader can
+// weigh or ignore evidence gathered under older method definitions.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ks {
+
+// One application of a method to a kernel.
+struct experience_record {
+  std::string method;            // skill-library method name, e.g. "vectorize_loads"
+  std::string bottleneck_class;  // the planner's diagnosis, e.g. "memory_bandwidth"
+  std::string structure_class;   // the kernel's structure, e.g. "streaming"
+  std::string task;
+  uint32_t skill_library_version = 0;
+  double speedup_before = 0;     // over the reference, before the method
+  double speedup_after = 0;      // after it (meaningful when correct)
+  bool correct = false;          // the result compiled and passed the check
+  std::map<std::string, double> metric_delta;  // profile metric → after − before
+  int64_t unix_ms = 0;
+  friend bool operator==(const experience_record&, const experience_record&) = default;
+};
+
+// What one method achieved for one bottleneck class.
+struct method_stats {
+  std::string method;
+  std::string bottleneck_class;
+  uint32_t applied = 0;   // every record, correct or not
+  uint32_t correct = 0;   // records whose result was correct
+  uint32_t improved = 0;  // correct and faster than before
+  // Geometric mean of speedup_after / speedup_before over the correct applications
+  // with both speedups positive; 0 when there is none. A geometric mean because
+  // gains compose multiplicatively and one 10x outlier should not swamp the rest.
+  double mean_gain = 0;
+  double best_gain = 0;   // the largest such ratio; 0 when there is none
+  friend bool operator==(const method_stats&, const method_stats&) = default;
+};
+
+// Groups `records` by (method, bottleneck_class), keeping only `bottleneck` when it
+// is not empty. Sorted by method, then bottleneck class.
+std::vector<method_stats> summarize_experience(const std::vector<experience_record>& records,
+                                               const std::string& bottleneck = "");
+
+}  // namespace ks
