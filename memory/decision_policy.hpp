@@ -1,0 +1,142 @@
+#pragma once
+// The deterministic decision policy: from a candidate's evidence (profile, code
+// features, task, history) and the skill library, which optimisation methods are
+// allowed next, in which order, which are vetoed and why (docs/skills.md, "How
+// decide() works").
+//
+// decide() is a pure function: the same library and input give a byte-identical
+// trace (render_trace) and plan, whatever the order of the history or the maps it
+// was given. Every choice is explained by the trace: the evidence values read, the
+// derived fields and predicates, the bottleneck classes that hold and why, each
+// decision case that fired or why it did not, the history the guardrails read, and
+// every veto with its reason.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/protocol.hpp"
+#include "memory/policy_expr.hpp"
+#include "memory/skill_library.hpp"
+
+namespace ks {
+
+// What a method achieved before, across tasks, in the bottleneck class at hand.
+// applied == 0 or mean_gain <= 0 means "no experience" (ranked as gain 1.0).
+struct experience_summary {
+  uint32_t applied = 0;
+  double mean_gain = 0;
+};
+
+// Everything the policy reads.
+struct policy_input {
+  profile_metrics profile;
+  code_features features;             // candidate_id names the candidate decided for
+  std::optional<double> atol;         // the task's tolerance (task_atol); nullopt = unknown
+  std::optional<double> rtol;         // task_rtol
+  std::string dtype;                  // task_dtype, e.g. "float32"; "" = unknown
+  uint32_t round = 0;
+  std::vector<trajectory_entry> history;  // the task's trajectory (any order)
+  // method → experience in the primary class (primary_bottleneck() tells which).
+  std::map<std::string, experience_summary> experience;
+  // false (ablation): no decision table and no global vetoes; every method whose
+  // `requires` holds is allowed with score 1; the guardrails still apply.
+  bool use_long_term_memory = true;
+};
+
+// The input for a planner request: profile from the review, the features, the
+// task's tolerance and dtype (of its first input), its history and round.
+policy_input make_policy_input(const plan_request& req);
+
+// One named value of the trace. origin: metric, feature, structure, task, derived,
+// predicate. missing: the absent names behind an unknown value.
+struct traced_value {
+  std::string name;
+  std::string origin;
+  policy_value value;
+  std::vector<std::string> missing;
+};
+
+// A bottleneck class that holds, with why.
+struct bottleneck_finding {
+  std::string id;
+  int priority = 0;
+  std::string because;                        // "dram_throughput_pct 91 ≥ 70"
+  std::map<std::string, policy_value> evidence;  // names read + the class's evidence list
+};
+
+// A rule (bottleneck class, decision case, global veto, precondition) that was
+// considered: whether it fired, and the reason in words.
+struct rule_outcome {
+  std::string id;
+  bool fired = false;
+  std::string reason;                // fired: why it held; else why not
+  std::vector<std::string> missing;  // absent names, when unknown
+};
+
+// One optimisation attempt found in the history (a "review" entry with a method).
+struct history_attempt {
+  uint64_t seq = 0;
+  std::string method;
+  std::string candidate_id;
+  std::string parent_id;
+  std::string bottleneck;  // the class it was planned in; "" when unknown
+  bool failed = false;
+  std::string outcome;     // "ok: speedup 1.30 ≥ 1.10 × 1.02", "failed: incorrect", …
+};
+
+struct decision_trace {
+  std::string library;
+  int library_version = 0;
+  std::string candidate_id;
+  uint32_t round = 0;
+  bool use_long_term_memory = true;
+  std::string structure_class;
+
+  std::vector<traced_value> evidence;    // the inputs, by name
+  std::vector<traced_value> derived;     // in library order
+  std::vector<traced_value> predicates;  // in evaluation order
+
+  std::string primary;                              // "" when no class holds
+  std::vector<bottleneck_finding> bottlenecks;      // the classes that hold, primary first
+  std::vector<rule_outcome> bottlenecks_unknown;    // classes whose condition was unknown
+
+  std::vector<rule_outcome> cases_fired;            // in library order
+  std::vector<rule_outcome> cases_not_fired;
+  std::vector<rule_outcome> vetoes_checked;         // global vetoes and their outcome
+  std::vector<history_attempt> attempts;            // by seq
+  std::vector<std::string> lineage;                 // methods that made this candidate, oldest first
+
+  std::vector<method_choice> ranked;                // allowed and not vetoed, best first
+  std::vector<method_veto> vetoed;                  // one per method, reasons joined by "; "
+  std::vector<std::string> notes;                   // unknown preconditions, …
+
+  // The protocol's plan: bottleneck_class = primary, chosen = ranked[0] (or ""),
+  // rationale = "[bottleneck=CLASS] " + summary().
+  optimization_plan to_optimization_plan() const;
+
+  // One line: "dram_throughput_pct 91 ≥ 70 and structure streaming →
+  // memory_bandwidth; case X fired → vectorize_loads (gain 1.4); …".
+  std::string summary() const;
+};
+
+// Decides. Never fails: missing evidence makes conditions unknown, not errors.
+decision_trace decide(const skill_library& lib, const policy_input& in);
+
+// The primary bottleneck class for `in` ("" when none holds), for looking up the
+// experience to pass to decide().
+std::string primary_bottleneck(const skill_library& lib, const policy_input& in);
+
+// The human audit text of a trace (several lines, ends with a newline).
+std::string render_trace(const decision_trace& trace);
+
+// The tag that records, in a trajectory entry's summary, the bottleneck class an
+// attempt was planned in: "[bottleneck=memory_bandwidth]". The plan's rationale
+// starts with it; the guardrails read it back (docs/skills.md, "History").
+std::string bottleneck_tag(const std::string& bottleneck);
+// The class named by a tag in `summary`, or "" when there is none.
+std::string bottleneck_from_summary(const std::string& summary);
+
+}  // namespace ks

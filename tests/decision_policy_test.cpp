@@ -1,0 +1,620 @@
+// The decision policy: classification, the decision table, ranking and its
+// tie-breaks, every kind of veto (forbidden by a case, global veto, precondition,
+// guardrail, oscillation), the history it reads, determinism, the ablation without
+// long-term memory — on the small fixture library — and, data-driven, that every
+// decision case of the real library in skills/ fires on its own example.
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "memory/decision_policy.hpp"
+#include "memory/skill_library.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+const ks::skill_library& fixture() {
+  static const ks::skill_library lib = [] {
+    auto r = ks::load_skill_library(fs::path(KS_SOURCE_DIR) / "tests" / "data" / "skills_min");
+    if (!r.ok()) throw std::runtime_error(r.message());
+    return std::move(*r);
+  }();
+  return lib;
+}
+
+// A bandwidth-bound streaming kernel with scalar loads.
+ks::policy_input streaming_input() {
+  ks::policy_input in;
+  in.features.candidate_id = "c_stream";
+  in.features.structure_class = "streaming";
+  in.features.values = {{"uses_vector_loads", 0}, {"is_pointwise", 1}, {"reuse_factor", 1}};
+  in.profile.values = {{"dram_throughput_pct", 72}, {"sm_throughput_pct", 20}};
+  in.atol = 1e-4;
+  in.rtol = 1e-4;
+  in.dtype = "float32";
+  in.round = 2;
+  return in;
+}
+
+// A latency-bound kernel: latency_any allows tune_block_size and
+// increase_elements_per_thread with the same gain.
+ks::policy_input latency_input() {
+  ks::policy_input in;
+  in.features.candidate_id = "c_lat";
+  in.features.structure_class = "irregular";
+  in.profile.values = {{"dram_throughput_pct", 10}, {"sm_throughput_pct", 10}};
+  return in;
+}
+
+// A compute-bound GEMM.
+ks::policy_input gemm_input() {
+  ks::policy_input in;
+  in.features.candidate_id = "c_gemm";
+  in.features.structure_class = "reuse";
+  in.features.values = {{"tensor_core_eligible", 1}, {"reuse_factor", 64}};
+  in.profile.values = {{"sm_throughput_pct", 85}, {"dram_throughput_pct", 30}, {"flops", 1e9}, {"dram_bytes", 1e7}};
+  return in;
+}
+
+std::vector<std::string> ranked_ids(const ks::decision_trace& t) {
+  std::vector<std::string> v;
+  for (const auto& m : t.ranked) v.push_back(m.method);
+  return v;
+}
+
+const ks::method_veto* veto_of(const ks::decision_trace& t, const std::string& method) {
+  for (const auto& v : t.vetoed) {
+    if (v.method == method) return &v;
+  }
+  return nullptr;
+}
+
+const ks::method_choice* choice_of(const ks::decision_trace& t, const std::string& method) {
+  for (const auto& m : t.ranked) {
+    if (m.method == method) return &m;
+  }
+  return nullptr;
+}
+
+bool fired(const ks::decision_trace& t, const std::string& id) {
+  return std::any_of(t.cases_fired.begin(), t.cases_fired.end(), [&](const auto& c) { return c.id == id; });
+}
+
+std::string not_fired_reason(const ks::decision_trace& t, const std::string& id) {
+  for (const auto& c : t.cases_not_fired) {
+    if (c.id == id) return c.reason;
+  }
+  return "(fired or not considered)";
+}
+
+// History entries.
+ks::trajectory_entry review(uint64_t seq, const std::string& cand, const std::string& parent,
+                            const std::string& method, double speedup,
+                            ks::review_status status = ks::review_status::ok, const std::string& summary = "") {
+  ks::trajectory_entry e;
+  e.task = "t";
+  e.seq = seq;
+  e.kind = "review";
+  e.candidate_id = cand;
+  e.parent_id = parent;
+  e.method = method;
+  e.speedup = speedup;
+  e.status = status;
+  e.summary = summary;
+  return e;
+}
+
+ks::trajectory_entry plan_entry(uint64_t seq, const std::string& cand, const std::string& method,
+                                const std::string& bottleneck) {
+  ks::trajectory_entry e;
+  e.task = "t";
+  e.seq = seq;
+  e.kind = "plan";
+  e.candidate_id = cand;
+  e.method = method;
+  e.summary = ks::bottleneck_tag(bottleneck) + " planned " + method;
+  return e;
+}
+
+// The policy input an example of a decision case describes.
+ks::policy_input input_from(const ks::case_example& ex) {
+  ks::policy_input in;
+  in.features.candidate_id = "example";
+  in.features.structure_class = ex.structure_class;
+  in.features.values = ex.features;
+  in.profile.values = ex.metrics;
+  in.atol = ex.task_atol;
+  in.rtol = ex.task_rtol;
+  in.dtype = ex.task_dtype;
+  in.round = ex.round.value_or(0);
+  return in;
+}
+
+// Every case of `lib` fires on its own example; what it allows is ranked (or vetoed
+// by a global veto or a precondition, with the reason in the trace); what it forbids
+// is vetoed.
+void check_every_case(const ks::skill_library& lib) {
+  REQUIRE_FALSE(lib.decisions.empty());
+  for (const auto& c : lib.decisions) {
+    DYNAMIC_SECTION("case " << c.id << " (" << c.where.to_string() << ")") {
+      const ks::decision_trace t = ks::decide(lib, input_from(c.example));
+      INFO(ks::render_trace(t));
+      INFO("the example of case " << c.id << " must make it fire");
+      REQUIRE(fired(t, c.id));
+      for (const auto& a : c.allow) {
+        INFO("case " << c.id << " allows " << a.method);
+        if (choice_of(t, a.method)) {
+          CHECK_THAT(choice_of(t, a.method)->fired_rules, Catch::Matchers::VectorContains(c.id));
+          CHECK(choice_of(t, a.method)->score >= a.gain);
+          continue;
+        }
+        const ks::method_veto* v = veto_of(t, a.method);
+        REQUIRE(v);
+        const bool explained = v->reason.find("global veto ") != std::string::npos ||
+                               v->reason.find("precondition failed: ") != std::string::npos;
+        INFO("vetoed: " << v->reason);
+        CHECK(explained);
+        CHECK(v->reason.find("forbidden by case") == std::string::npos);
+      }
+      for (const auto& f : c.forbid) {
+        INFO("case " << c.id << " forbids " << f.method);
+        const ks::method_veto* v = veto_of(t, f.method);
+        REQUIRE(v);
+        CHECK_THAT(v->reason, Contains("forbidden by case " + c.id));
+        CHECK(choice_of(t, f.method) == nullptr);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a bandwidth-bound streaming kernel: classification, cases, ranking, forbid", "[policy]") {
+  const ks::decision_trace t = ks::decide(fixture(), streaming_input());
+  INFO(ks::render_trace(t));
+  CHECK(t.primary == "memory_bandwidth");
+  REQUIRE(t.bottlenecks.size() == 1);
+  CHECK(t.bottlenecks[0].because == "memory_bound (dram_throughput_pct 72 ≥ 60)");
+  CHECK(t.bottlenecks[0].evidence.at("dram_throughput_pct") == ks::policy_value::number(72));
+  CHECK(t.bottlenecks[0].evidence.at("sm_throughput_pct") == ks::policy_value::number(20));
+  // compute_bound reads flops and dram_bytes (through a derived field), but its
+  // other half is false: false, not unknown.
+  CHECK(t.bottlenecks_unknown.empty());
+
+  CHECK(fired(t, "mem_stream_no_vector"));
+  CHECK(fired(t, "mem_stream_any"));
+  CHECK(not_fired_reason(t, "compute_gemm") == "wrong bottleneck: needs compute_bound, primary is memory_bandwidth");
+  CHECK(not_fired_reason(t, "latency_any") == "wrong bottleneck: needs latency_bound, primary is memory_bandwidth");
+  CHECK(not_fired_reason(t, "any_transcendental") == "when unknown: missing transcendental_count");
+
+  // Score = the largest gain over the fired cases that allow a method.
+  CHECK(ranked_ids(t) == std::vector<std::string>{"vectorize_loads", "increase_elements_per_thread", "tune_block_size"});
+  CHECK(t.ranked[0].score == 1.4);
+  CHECK(t.ranked[0].fired_rules == std::vector<std::string>{"mem_stream_no_vector"});
+  CHECK(t.ranked[1].score == 1.15);
+  CHECK(t.ranked[1].fired_rules == std::vector<std::string>{"mem_stream_no_vector", "mem_stream_any"});
+  // Evidence: the names the rules read (case, precondition, primary class).
+  CHECK(t.ranked[0].evidence == std::map<std::string, double>{{"dram_throughput_pct", 72},
+                                                              {"memory_bound", 1},
+                                                              {"sm_throughput_pct", 20},
+                                                              {"uses_vector_loads", 0}});
+
+  REQUIRE(t.vetoed.size() == 1);
+  CHECK(t.vetoed[0].method == "shared_memory_tiling");
+  CHECK(t.vetoed[0].reason == "forbidden by case mem_stream_no_vector: no reuse: tiles only add traffic");
+
+  // Evidence, derived fields and predicates are in the trace.
+  const auto find = [](const std::vector<ks::traced_value>& v, const std::string& n) -> const ks::traced_value* {
+    for (const auto& x : v) if (x.name == n) return &x;
+    return nullptr;
+  };
+  REQUIRE(find(t.evidence, "round"));
+  CHECK(find(t.evidence, "round")->value == ks::policy_value::number(2));
+  CHECK(find(t.evidence, "structure_class")->origin == "structure");
+  CHECK(find(t.derived, "memory_bound")->value == ks::policy_value::boolean(true));
+  CHECK(find(t.derived, "arithmetic_intensity")->missing == std::vector<std::string>{"dram_bytes", "flops"});
+  CHECK(find(t.predicates, "scalar_streaming")->value == ks::policy_value::boolean(true));
+  CHECK(find(t.predicates, "tight_tolerance")->value == ks::policy_value::boolean(true));
+
+  const ks::optimization_plan p = t.to_optimization_plan();
+  CHECK(p.candidate_id == "c_stream");
+  CHECK(p.bottleneck_class == "memory_bandwidth");
+  CHECK(p.chosen == "vectorize_loads");
+  CHECK(p.ranked == t.ranked);
+  CHECK(p.vetoed == t.vetoed);
+  CHECK(p.rationale ==
+        "[bottleneck=memory_bandwidth] memory_bound (dram_throughput_pct 72 ≥ 60) and structure streaming → memory_bandwidth; "
+        "case mem_stream_no_vector fired → vectorize_loads (gain 1.4), increase_elements_per_thread (gain 1.15); "
+        "case mem_stream_any fired → increase_elements_per_thread (gain 1.15), tune_block_size (gain 1.05); "
+        "shared_memory_tiling vetoed: forbidden by case mem_stream_no_vector: no reuse: tiles only add traffic; "
+        "chosen vectorize_loads");
+  CHECK(ks::bottleneck_from_summary(p.rationale) == "memory_bandwidth");
+
+  const std::string text = ks::render_trace(t);
+  CHECK_THAT(text, StartsWith("decision for candidate c_stream (round 2), skill library skills-min v3\n"));
+  CHECK_THAT(text, Contains("bottleneck (primary): memory_bandwidth [priority 90] because memory_bound "
+                            "(dram_throughput_pct 72 ≥ 60)\n"));
+  CHECK_THAT(text, Contains("case mem_stream_no_vector fired: bottleneck memory_bandwidth and structure streaming and "
+                            "not uses_vector_loads (0) and dram_throughput_pct 72 < 90\n"));
+  CHECK_THAT(text, Contains("case any_transcendental did not fire: when unknown: missing transcendental_count\n"));
+  CHECK_THAT(text, Contains("ranked 1: vectorize_loads score 1.4 (cases mem_stream_no_vector) evidence "
+                            "dram_throughput_pct 72, memory_bound 1, sm_throughput_pct 20, uses_vector_loads 0\n"));
+  CHECK_THAT(text, Contains("vetoed: shared_memory_tiling: forbidden by case mem_stream_no_vector: no reuse"));
+  CHECK_THAT(text, Contains("chosen: vectorize_loads\n"));
+}
+
+TEST_CASE("cases that do not fire say why", "[policy]") {
+  SECTION("when false") {
+    auto in = streaming_input();
+    in.features.values["uses_vector_loads"] = 1;
+    const auto t = ks::decide(fixture(), in);
+    CHECK(not_fired_reason(t, "mem_stream_no_vector") ==
+          "when false: !uses_vector_loads && dram_throughput_pct < 90 (not uses_vector_loads (1))");
+    in.features.values["uses_vector_loads"] = 0;
+    in.profile.values["dram_throughput_pct"] = 95;
+    CHECK(not_fired_reason(ks::decide(fixture(), in), "mem_stream_no_vector") ==
+          "when false: !uses_vector_loads && dram_throughput_pct < 90 (dram_throughput_pct 95 ≥ 90)");
+    CHECK(fired(t, "mem_stream_any"));
+    // Nothing forbids tiling now.
+    CHECK(veto_of(t, "shared_memory_tiling") == nullptr);
+  }
+  SECTION("wrong structure") {
+    auto in = streaming_input();
+    in.features.structure_class = "irregular";
+    const auto t = ks::decide(fixture(), in);
+    CHECK(not_fired_reason(t, "mem_stream_any") == "wrong structure: needs streaming | reduction, kernel is irregular");
+  }
+  SECTION("structure unknown") {
+    auto in = streaming_input();
+    in.features.structure_class.clear();
+    const auto t = ks::decide(fixture(), in);
+    CHECK(not_fired_reason(t, "mem_stream_any") == "structure unknown: missing structure_class");
+  }
+  SECTION("no class holds: only 'any' cases can fire") {
+    ks::policy_input in;
+    in.features.values = {{"transcendental_count", 6}};
+    const auto t = ks::decide(fixture(), in);
+    CHECK(t.primary.empty());
+    CHECK(t.bottlenecks.empty());
+    CHECK(not_fired_reason(t, "latency_any") == "wrong bottleneck: needs latency_bound, primary is none (no class holds)");
+    CHECK(fired(t, "any_transcendental"));
+    CHECK(ranked_ids(t) == std::vector<std::string>{"fast_math"});
+    CHECK(t.to_optimization_plan().bottleneck_class.empty());
+    CHECK_THAT(t.summary(), StartsWith("no bottleneck class holds; case any_transcendental fired → fast_math (gain 1.1)"));
+    CHECK_THAT(ks::render_trace(t), Contains("bottleneck: no class holds\n"));
+    // The precondition reads a feature that is absent: unknown preconditions are
+    // not enforced, and the trace says so.
+    CHECK_THAT(ks::render_trace(t), Contains("note: precondition of fast_math unknown (missing "
+                                             "uses_fast_math_intrinsics): not enforced"));
+  }
+}
+
+TEST_CASE("vetoes: precondition, global veto, and unknown conditions that do not veto", "[policy]") {
+  SECTION("precondition failed") {
+    auto in = gemm_input();
+    in.features.values["reuse_factor"] = 1;
+    in.atol = 1e-2;
+    const auto t = ks::decide(fixture(), in);
+    INFO(ks::render_trace(t));
+    CHECK(t.primary == "compute_bound");
+    REQUIRE(veto_of(t, "shared_memory_tiling"));
+    CHECK(veto_of(t, "shared_memory_tiling")->reason == "precondition failed: reuse_factor > 1 (reuse_factor 1 ≤ 1)");
+    CHECK(ranked_ids(t) == std::vector<std::string>{"use_tensor_cores_tf32"});
+  }
+  SECTION("global veto") {
+    auto in = gemm_input();
+    in.atol = 1e-4;
+    const auto t = ks::decide(fixture(), in);
+    REQUIRE(veto_of(t, "use_tensor_cores_tf32"));
+    CHECK(veto_of(t, "use_tensor_cores_tf32")->reason ==
+          "global veto tf32_needs_tolerance: TF32 rounding exceeds the task's tolerance");
+    CHECK(ranked_ids(t) == std::vector<std::string>{"shared_memory_tiling"});
+    REQUIRE(t.vetoes_checked.size() == 1);
+    CHECK(t.vetoes_checked[0].fired);
+    CHECK(t.vetoes_checked[0].reason == "tight_tolerance (task_atol 1e-04 < 0.001)");
+  }
+  SECTION("a global veto whose condition is unknown does not veto") {
+    auto in = gemm_input();  // no tolerance given
+    const auto t = ks::decide(fixture(), in);
+    CHECK(veto_of(t, "use_tensor_cores_tf32") == nullptr);
+    CHECK(ranked_ids(t) == std::vector<std::string>{"use_tensor_cores_tf32", "shared_memory_tiling"});
+    CHECK(t.vetoes_checked.at(0).reason == "when unknown: missing task_atol");
+    CHECK_THAT(ks::render_trace(t), Contains("global veto tf32_needs_tolerance does not hold: when unknown: missing task_atol"));
+  }
+  SECTION("a global veto of a method that is not allowed anyway is not listed") {
+    auto in = streaming_input();  // tight tolerance, but TF32 is not a candidate
+    const auto t = ks::decide(fixture(), in);
+    CHECK(veto_of(t, "use_tensor_cores_tf32") == nullptr);
+  }
+}
+
+TEST_CASE("ranking ties: experience, then fewer failures, then method id", "[policy]") {
+  SECTION("by id when nothing else differs") {
+    const auto t = ks::decide(fixture(), latency_input());
+    CHECK(t.primary == "latency_bound");
+    // memory_bandwidth ranks higher but is unknown (memory_bound is false || unknown):
+    // it does not hold, and the trace says what was missing.
+    REQUIRE(t.bottlenecks_unknown.size() == 1);
+    CHECK(t.bottlenecks_unknown[0].id == "memory_bandwidth");
+    CHECK(t.bottlenecks_unknown[0].missing == std::vector<std::string>{"l2_throughput_pct"});
+    CHECK_THAT(ks::render_trace(t), Contains("bottleneck memory_bandwidth: unknown: missing l2_throughput_pct\n"));
+    CHECK(ranked_ids(t) == std::vector<std::string>{"increase_elements_per_thread", "tune_block_size"});
+    CHECK(t.ranked[0].score == t.ranked[1].score);
+  }
+  SECTION("by experience: higher mean gain first") {
+    auto in = latency_input();
+    in.experience["tune_block_size"] = {3, 1.3};
+    in.experience["increase_elements_per_thread"] = {5, 1.1};
+    CHECK(ranked_ids(ks::decide(fixture(), in)) ==
+          std::vector<std::string>{"tune_block_size", "increase_elements_per_thread"});
+  }
+  SECTION("a method with no experience counts as neutral (gain 1)") {
+    auto in = latency_input();
+    in.experience["increase_elements_per_thread"] = {4, 0.9};  // it made things worse
+    in.experience["tune_block_size"] = {0, 2.0};               // never applied: ignored
+    CHECK(ranked_ids(ks::decide(fixture(), in)) ==
+          std::vector<std::string>{"tune_block_size", "increase_elements_per_thread"});
+  }
+  SECTION("experience does not override the score") {
+    auto in = streaming_input();
+    in.experience["tune_block_size"] = {9, 3.0};
+    CHECK(ranked_ids(ks::decide(fixture(), in)).front() == "vectorize_loads");
+  }
+  SECTION("by fewer failures in the history") {
+    auto in = latency_input();
+    in.history = {review(1, "c0", "", "", 1.0), review(2, "c1", "c0", "increase_elements_per_thread", 0.5,
+                                                        ks::review_status::ok)};
+    const auto t = ks::decide(fixture(), in);
+    INFO(ks::render_trace(t));
+    // One failure (max_failures_per_method is 2): not vetoed, but ranked last.
+    CHECK(veto_of(t, "increase_elements_per_thread") == nullptr);
+    CHECK(ranked_ids(t) == std::vector<std::string>{"tune_block_size", "increase_elements_per_thread"});
+  }
+}
+
+TEST_CASE("history: what counts as a failure, and the guardrail", "[policy][history]") {
+  // c0 is the seed (speedup 1.0). Attempts on it, planned in memory_bandwidth.
+  auto in = streaming_input();
+  in.features.candidate_id = "c0";
+  in.history = {
+      review(1, "c0", "", "", 1.0),
+      plan_entry(2, "c0", "vectorize_loads", "memory_bandwidth"),
+      review(3, "c1", "c0", "vectorize_loads", 0, ks::review_status::incorrect),
+      plan_entry(4, "c0", "vectorize_loads", "memory_bandwidth"),
+      review(5, "c2", "c0", "vectorize_loads", 1.04),  // 1.04 < 1.0 × 1.05: no gain
+      review(6, "c3", "c0", "tune_block_size", 1.2),
+      review(7, "c4", "c0", "tune_block_size", 0, ks::review_status::internal_error),
+      review(8, "c5", "cX", "increase_elements_per_thread", 1.0),  // parent never reviewed
+  };
+  const auto t = ks::decide(fixture(), in);
+  INFO(ks::render_trace(t));
+  REQUIRE(t.attempts.size() == 5);
+  CHECK(t.attempts[0].failed);
+  CHECK(t.attempts[0].outcome == "failed: incorrect");
+  CHECK(t.attempts[0].bottleneck == "memory_bandwidth");
+  CHECK(t.attempts[1].failed);
+  CHECK(t.attempts[1].outcome == "failed: no gain, speedup 1.04 < 1.00 × 1.05");
+  CHECK_FALSE(t.attempts[2].failed);
+  CHECK(t.attempts[2].outcome == "ok: speedup 1.20 ≥ 1.00 × 1.05");
+  CHECK(t.attempts[2].bottleneck.empty());
+  CHECK_FALSE(t.attempts[3].failed);
+  CHECK(t.attempts[3].outcome == "not judged: internal error");
+  CHECK_FALSE(t.attempts[4].failed);
+  CHECK_THAT(t.attempts[4].outcome, Contains("no parent review"));
+
+  // Two failures in this class: vetoed.
+  REQUIRE(veto_of(t, "vectorize_loads"));
+  CHECK(veto_of(t, "vectorize_loads")->reason == "guardrail: failed 2 times in class memory_bandwidth (history seqs 3, 5)");
+  CHECK(ranked_ids(t).front() == "increase_elements_per_thread");
+
+  SECTION("failures in another class do not count") {
+    auto in2 = in;
+    in2.history[1] = plan_entry(2, "c0", "vectorize_loads", "latency_bound");
+    const auto t2 = ks::decide(fixture(), in2);
+    CHECK(veto_of(t2, "vectorize_loads") == nullptr);
+    CHECK(t2.attempts[0].bottleneck == "latency_bound");
+  }
+  SECTION("a tag in the review's own summary names the class") {
+    auto in2 = in;
+    in2.history[2].summary = "[bottleneck=compute_bound] wrong results";
+    in2.history[4].summary = "[bottleneck=compute_bound]";
+    const auto t2 = ks::decide(fixture(), in2);
+    CHECK(t2.attempts[0].bottleneck == "compute_bound");
+    CHECK(veto_of(t2, "vectorize_loads") == nullptr);
+  }
+  SECTION("attempts of unknown class count in every class") {
+    auto in2 = in;
+    in2.history.erase(in2.history.begin() + 3);  // plan entry 4
+    in2.history.erase(in2.history.begin() + 1);  // plan entry 2
+    const auto t2 = ks::decide(fixture(), in2);
+    REQUIRE(veto_of(t2, "vectorize_loads"));
+    CHECK_THAT(veto_of(t2, "vectorize_loads")->reason, Contains("failed 2 times"));
+  }
+  SECTION("with max_failures_per_method 1, one failure is enough") {
+    ks::skill_library lib = fixture();
+    lib.guardrails.max_failures_per_method = 1;
+    auto in2 = in;
+    in2.history.resize(3);
+    const auto t2 = ks::decide(lib, in2);
+    REQUIRE(veto_of(t2, "vectorize_loads"));
+    CHECK(veto_of(t2, "vectorize_loads")->reason == "guardrail: failed 1 time in class memory_bandwidth (history seqs 3)");
+  }
+}
+
+TEST_CASE("oscillation: A→B→A along the candidate's lineage is vetoed", "[policy][history]") {
+  // c0 (seed) --tune_block_size--> c1 --increase_elements_per_thread--> c2.
+  auto in = latency_input();
+  in.features.candidate_id = "c2";
+  in.history = {review(1, "c0", "", "", 1.0), review(2, "c1", "c0", "tune_block_size", 1.3),
+                review(3, "c2", "c1", "increase_elements_per_thread", 1.5)};
+  const auto t = ks::decide(fixture(), in);
+  INFO(ks::render_trace(t));
+  CHECK(t.lineage == std::vector<std::string>{"tune_block_size", "increase_elements_per_thread"});
+  REQUIRE(veto_of(t, "tune_block_size"));
+  CHECK(veto_of(t, "tune_block_size")->reason ==
+        "oscillation tune_block_size→increase_elements_per_thread→tune_block_size within 4 steps (history seqs 2, 3)");
+  // Repeating the last method is not an oscillation.
+  CHECK(ranked_ids(t) == std::vector<std::string>{"increase_elements_per_thread"});
+
+  SECTION("attempts of other candidates are not part of the lineage") {
+    auto in2 = in;
+    in2.features.candidate_id = "c1";  // decided for c1: its lineage is just tune_block_size
+    const auto t2 = ks::decide(fixture(), in2);
+    CHECK(t2.lineage == std::vector<std::string>{"tune_block_size"});
+    CHECK(veto_of(t2, "tune_block_size") == nullptr);
+    CHECK(veto_of(t2, "increase_elements_per_thread") == nullptr);
+  }
+  SECTION("the window bounds how far back it looks") {
+    // Ablation: every method is a candidate. Lineage: fast_math, vectorize_loads,
+    // shared_memory_tiling, tune_block_size (window 4 looks at the last 3).
+    ks::policy_input a;
+    a.use_long_term_memory = false;
+    a.features.candidate_id = "d4";
+    a.features.values = {{"uses_vector_loads", 0}, {"reuse_factor", 4}, {"tensor_core_eligible", 1},
+                         {"transcendental_count", 3}, {"uses_fast_math_intrinsics", 0}};
+    a.history = {review(1, "d0", "", "", 1.0), review(2, "d1", "d0", "fast_math", 1.2),
+                 review(3, "d2", "d1", "vectorize_loads", 1.5), review(4, "d3", "d2", "shared_memory_tiling", 1.7),
+                 review(5, "d4", "d3", "tune_block_size", 1.9)};
+    const auto ta = ks::decide(fixture(), a);
+    INFO(ks::render_trace(ta));
+    CHECK(veto_of(ta, "fast_math") == nullptr);  // 4 steps back: outside the window
+    REQUIRE(veto_of(ta, "vectorize_loads"));
+    CHECK_THAT(veto_of(ta, "vectorize_loads")->reason,
+               Contains("oscillation vectorize_loads→shared_memory_tiling→tune_block_size→vectorize_loads"));
+    REQUIRE(veto_of(ta, "shared_memory_tiling"));
+    CHECK(veto_of(ta, "tune_block_size") == nullptr);
+  }
+  SECTION("a candidate not in the history: the whole history, in order") {
+    auto in2 = in;
+    in2.features.candidate_id = "unknown";
+    const auto t2 = ks::decide(fixture(), in2);
+    CHECK(t2.lineage.empty());
+    CHECK(veto_of(t2, "tune_block_size") != nullptr);
+  }
+}
+
+TEST_CASE("the same input gives a byte-identical trace", "[policy]") {
+  auto in = streaming_input();
+  in.features.candidate_id = "c2";
+  in.history = {review(1, "c0", "", "", 1.0), plan_entry(2, "c0", "vectorize_loads", "memory_bandwidth"),
+                review(3, "c1", "c0", "vectorize_loads", 0, ks::review_status::incorrect),
+                review(4, "c2", "c0", "tune_block_size", 1.3), review(5, "c3", "c2", "increase_elements_per_thread", 1.1)};
+  in.experience = {{"tune_block_size", {2, 1.2}}, {"vectorize_loads", {1, 1.5}}};
+  const auto t1 = ks::decide(fixture(), in);
+  const std::string text = ks::render_trace(t1);
+  const auto plan = t1.to_optimization_plan();
+  CHECK(ks::render_trace(ks::decide(fixture(), in)) == text);
+
+  std::mt19937 rng(7);
+  for (int i = 0; i < 10; ++i) {
+    auto shuffled = in;
+    std::shuffle(shuffled.history.begin(), shuffled.history.end(), rng);
+    const auto t2 = ks::decide(fixture(), shuffled);
+    CHECK(ks::render_trace(t2) == text);
+    CHECK(t2.to_optimization_plan() == plan);
+  }
+}
+
+TEST_CASE("ablation: without long-term memory", "[policy]") {
+  auto in = gemm_input();
+  in.atol = 1e-4;  // the global TF32 veto would hold
+  in.use_long_term_memory = false;
+  in.features.values["transcendental_count"] = 0;
+  in.features.values["uses_vector_loads"] = 1;
+  const auto t = ks::decide(fixture(), in);
+  INFO(ks::render_trace(t));
+  CHECK(t.cases_fired.empty());
+  CHECK(t.cases_not_fired.empty());
+  CHECK(t.vetoes_checked.empty());
+  CHECK(t.primary == "compute_bound");  // still classified (the guardrails need it)
+  // Every method whose `requires` holds, score 1, by id.
+  CHECK(ranked_ids(t) == std::vector<std::string>{"increase_elements_per_thread", "shared_memory_tiling",
+                                                  "tune_block_size", "use_tensor_cores_tf32"});
+  for (const auto& m : t.ranked) CHECK(m.score == 1.0);
+  CHECK_THAT(veto_of(t, "vectorize_loads")->reason, StartsWith("precondition failed: !uses_vector_loads"));
+  CHECK_THAT(veto_of(t, "fast_math")->reason, StartsWith("precondition failed: "));
+  CHECK_THAT(t.summary(), Contains("long-term memory off"));
+  CHECK_THAT(ks::render_trace(t), Contains("long-term memory OFF (ablation)"));
+
+  SECTION("guardrails still apply") {
+    auto in2 = in;
+    in2.features.candidate_id = "g0";
+    in2.history = {review(1, "g0", "", "", 1.0),
+                   review(2, "g1", "g0", "tune_block_size", 0, ks::review_status::compile_error),
+                   review(3, "g2", "g0", "tune_block_size", 0.9)};
+    const auto t2 = ks::decide(fixture(), in2);
+    REQUIRE(veto_of(t2, "tune_block_size"));
+    CHECK_THAT(veto_of(t2, "tune_block_size")->reason, StartsWith("guardrail: failed 2 times"));
+  }
+  SECTION("still deterministic") {
+    CHECK(ks::render_trace(ks::decide(fixture(), in)) == ks::render_trace(t));
+  }
+}
+
+TEST_CASE("evidence: profile fields, absent and non-finite values", "[policy]") {
+  ks::policy_input in;
+  in.profile.kernel_launches = 3;
+  in.profile.duration_ms = 0.25;
+  in.profile.values = {{"dram_throughput_pct", std::nan("")}};
+  const auto t = ks::decide(fixture(), in);
+  std::map<std::string, std::string> ev;
+  for (const auto& e : t.evidence) ev[e.name] = e.value.to_string();
+  CHECK(ev.at("kernel_launches") == "3");
+  CHECK(ev.at("duration_us") == "250");
+  CHECK(ev.count("dram_throughput_pct") == 0);  // NaN reads as absent
+  CHECK(ev.count("task_atol") == 0);
+  CHECK(ev.at("round") == "0");
+  // A value in profile.values wins over the profile's own field.
+  in.profile.values["kernel_launches"] = 5;
+  for (const auto& e : ks::decide(fixture(), in).evidence) {
+    if (e.name == "kernel_launches") CHECK(e.value == ks::policy_value::number(5));
+  }
+}
+
+TEST_CASE("make_policy_input reads a planner request", "[policy]") {
+  ks::plan_request req;
+  req.task.tolerance = {1e-3, 2e-3};
+  req.task.inputs = {{"x", {4, 4}, "float16", {}}};
+  req.cand.id = "cand-1";
+  req.cand.round = 7;
+  req.review.profile.values = {{"dram_throughput_pct", 50}, {"sm_throughput_pct", 10}};
+  req.features.structure_class = "streaming";
+  req.history = {review(1, "c0", "", "", 1.0)};
+  const ks::policy_input in = ks::make_policy_input(req);
+  CHECK(in.features.candidate_id == "cand-1");
+  CHECK(in.atol == 1e-3);
+  CHECK(in.rtol == 2e-3);
+  CHECK(in.dtype == "float16");
+  CHECK(in.round == 7u);
+  CHECK(in.profile.values.at("dram_throughput_pct") == 50);
+  CHECK(in.history.size() == 1);
+  CHECK(in.use_long_term_memory);
+  CHECK(ks::primary_bottleneck(fixture(), in) == "latency_bound");
+}
+
+TEST_CASE("bottleneck tags round-trip", "[policy]") {
+  CHECK(ks::bottleneck_tag("memory_bandwidth") == "[bottleneck=memory_bandwidth]");
+  CHECK(ks::bottleneck_from_summary("planned: [bottleneck=latency_bound] tune") == "latency_bound");
+  CHECK(ks::bottleneck_from_summary("no tag here").empty());
+  CHECK(ks::bottleneck_from_summary("[bottleneck=unterminated").empty());
+}
+
+TEST_CASE("every case of the fixture library fires on its example", "[policy][cases]") {
+  check_every_case(fixture());
+}
+
+// Data-driven over the real library: one section per decision case.
+TEST_CASE("every decision case in skills/ fires on its example", "[skills][cases]") {
+  auto r = ks::load_skill_library(fs::path(KS_SOURCE_DIR) / "skills");
+  INFO((r.ok() ? std::string() : r.message()));
+  REQUIRE(r.ok());
+  check_every_case(*r);
+}
