@@ -19,4 +19,13 @@ int check_plan(const std::string& plan_path, const std::string& task_path,
 int list_devices(const std::string& config_path, const global_options& g);
 int run_experiment(const std::string& config_path, const global_options& g);
 
+// The skill library (long-term memory) in `dir`, and the experience in a store.
+int skills_list(const std::string& dir);
+int skills_show(const std::string& dir, const std::string& method);
+int skills_check(const std::string& dir);
+int skills_explain(const std::string& dir, const std::string& evidence_path,
+                   const std::string& memory_path);
+int skills_install(const std::string& dir, const std::string& memory_path);
+int skills_stats(const std::string& memory_path, const std::string& bottleneck);
+
 }  // namespace ks::cli

@@ -60,6 +60,41 @@ int main(int argc, char** argv) {
   devices->add_option("--config", config_path,
                       "Experiment config naming gpus (default: the local machine's GPUs)");
 
+  auto* skills = app.add_subcommand(
+      "skills", "The skill library (long-term memory): methods, decision table, vetoes,\n"
+                "and the experience recorded in a memory store");
+  skills->require_subcommand(1);
+  std::string skills_dir = KS_DEFAULT_SKILLS_DIR, memory_path, method, evidence, bottleneck;
+  auto add_dir = [&](CLI::App* sub) {
+    sub->add_option("--skills", skills_dir, "The skill library directory (default: the repo's skills/)");
+  };
+  auto* skills_list_cmd = skills->add_subcommand("list", "List methods and bottleneck classes");
+  add_dir(skills_list_cmd);
+  auto* skills_show_cmd = skills->add_subcommand(
+      "show", "Show one method: rationale, preconditions, expected effect, example, sources,\n"
+              "and the cases and vetoes that mention it");
+  skills_show_cmd->add_option("method", method, "Method id (see skills list)")->required();
+  add_dir(skills_show_cmd);
+  auto* skills_check_cmd = skills->add_subcommand(
+      "check", "Validate the library (schema, references, expressions) and check that every\n"
+               "decision case fires on its own example");
+  add_dir(skills_check_cmd);
+  auto* skills_explain_cmd = skills->add_subcommand(
+      "explain", "Run the decision policy on evidence (JSON: structure_class, metrics, features,\n"
+                 "task {atol, rtol, dtype}, round) and print the auditable decision trace");
+  skills_explain_cmd->add_option("evidence", evidence, "Evidence file (JSON)")->required();
+  skills_explain_cmd->add_option("--memory", memory_path,
+                                 "A memory store whose experience breaks ties between equal methods");
+  add_dir(skills_explain_cmd);
+  auto* skills_install_cmd = skills->add_subcommand(
+      "install", "Install (or upgrade) the library into a memory store; refuses a downgrade");
+  skills_install_cmd->add_option("--memory", memory_path, "The memory store directory")->required();
+  add_dir(skills_install_cmd);
+  auto* skills_stats_cmd = skills->add_subcommand(
+      "stats", "What each applied method achieved, per bottleneck class, from a memory store");
+  skills_stats_cmd->add_option("--memory", memory_path, "The memory store directory")->required();
+  skills_stats_cmd->add_option("--bottleneck", bottleneck, "Only this bottleneck class");
+
   // CLI11 reports an unknown subcommand only as "a subcommand is required".
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -69,7 +104,7 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, check, task, plan or devices; see --help)\n";
+                << "' (expected run, check, task, plan, devices or skills; see --help)\n";
       return 2;
     }
     break;
@@ -81,6 +116,12 @@ int main(int argc, char** argv) {
   if (*task_check) return check_tasks(task_paths, size, print);
   if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
   if (*devices) return list_devices(config_path, g);
+  if (*skills_list_cmd) return skills_list(skills_dir);
+  if (*skills_show_cmd) return skills_show(skills_dir, method);
+  if (*skills_check_cmd) return skills_check(skills_dir);
+  if (*skills_explain_cmd) return skills_explain(skills_dir, evidence, memory_path);
+  if (*skills_install_cmd) return skills_install(skills_dir, memory_path);
+  if (*skills_stats_cmd) return skills_stats(memory_path, bottleneck);
   std::cerr << app.help();
   return 2;
 }

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "memory/store.hpp"
+
 namespace {
 
 const std::string ks_bin = std::string(KS_BINARY_DIR) + "/bin/kernelskill";
@@ -139,4 +141,92 @@ TEST_CASE("an unknown --log-level is rejected", "[cli]") {
   auto out = run("--log-level loud devices");
   CHECK(out.status != 0);
   CHECK(contains(out.text, "loud"));
+}
+
+// ---- kernelskill skills ----------------------------------------------------------
+
+TEST_CASE("skills list and check describe the repo's library", "[cli][skills]") {
+  auto list = run("skills list");
+  CHECK(list.status == 0);
+  CHECK(contains(list.text, "vectorize_loads"));
+  CHECK(contains(list.text, "memory_bandwidth"));
+  auto check = run("skills check");
+  CHECK(check.status == 0);
+  CHECK(contains(check.text, "decision cases"));
+}
+
+TEST_CASE("skills show prints a method's knowledge and where the table uses it", "[cli][skills]") {
+  auto out = run("skills show vectorize_loads");
+  CHECK(out.status == 0);
+  for (auto* part : {"Preconditions:", "Expected effect:", "Forbidden patterns:", "Sources:",
+                     "Allowed by cases:", "Example:", "Rules coder:"})
+    CHECK(contains(out.text, part));
+  auto typo = run("skills show vectorise_loads");
+  CHECK(typo.status == 1);
+  CHECK(contains(typo.text, "did you mean 'vectorize_loads'"));
+}
+
+TEST_CASE("skills check names the file, entry and field of a broken library", "[cli][skills]") {
+  auto dir = scratch_dir() / "skills";
+  std::filesystem::create_directories(dir);
+  for (auto& f : std::filesystem::directory_iterator(src + "/skills"))
+    if (f.path().extension() == ".yaml") std::filesystem::copy(f.path(), dir / f.path().filename());
+  {
+    std::ofstream extra(dir / "zz_broken.yaml");
+    extra << "methods:\n  - id: broken_method\n    name: Broken\n    category: memroy\n"
+             "    rationale: r\n    expected_effect: {duration_us: down}\n    sources: [s]\n";
+  }
+  auto out = run("skills check --skills " + dir.string());
+  CHECK(out.status == 1);
+  CHECK(contains(out.text, "zz_broken.yaml:4:"));
+  CHECK(contains(out.text, "broken_method"));
+  CHECK(contains(out.text, "category"));
+  std::filesystem::remove_all(dir.parent_path());
+}
+
+TEST_CASE("skills explain prints an auditable decision trace", "[cli][skills]") {
+  auto out = run("skills explain " + src + "/examples/evidence/streaming_scalar.json");
+  CHECK(out.status == 0);
+  CHECK(contains(out.text, "bottleneck (primary): memory_bandwidth"));
+  CHECK(contains(out.text, "case mem_stream_scalar fired"));
+  CHECK(contains(out.text, "chosen: vectorize_loads"));
+  CHECK(contains(out.text, "vetoed: shared_memory_tiling"));
+  // Same evidence, same trace: the policy is deterministic.
+  CHECK(run("skills explain " + src + "/examples/evidence/streaming_scalar.json").text == out.text);
+  auto bad = run("skills explain " + src + "/examples/experiment.yaml");
+  CHECK(bad.status == 1);
+  CHECK(contains(bad.text, "not valid JSON"));
+}
+
+TEST_CASE("skills install versions the library into a store; stats reads experience",
+          "[cli][skills][store]") {
+  auto dir = scratch_dir() / "memory";
+  auto install = run("skills install --memory " + dir.string());
+  CHECK(install.status == 0);
+  CHECK(contains(install.text, "installed (was v0)"));
+  auto again = run("skills install --memory " + dir.string());
+  CHECK(again.status == 0);
+  auto empty = run("skills stats --memory " + dir.string());
+  CHECK(empty.status == 0);
+  CHECK(contains(empty.text, "no experience recorded"));
+  {
+    auto db = ks::store::open(dir);
+    REQUIRE(db);
+    ks::experience_record a{"vectorize_loads", "memory_bandwidth", "streaming", "gelu", 1, 1.0, 1.5, true, {}, 0};
+    ks::experience_record b{"vectorize_loads", "memory_bandwidth", "streaming", "relu", 1, 2.0, 2.0, true, {}, 0};
+    ks::experience_record c{"fast_math_intrinsics", "compute_fp32", "streaming", "gelu", 1, 1.0, 0.0, false, {}, 0};
+    REQUIRE((*db)->record_experience(a));
+    REQUIRE((*db)->record_experience(b));
+    REQUIRE((*db)->record_experience(c));
+  }
+  auto stats = run("skills stats --memory " + dir.string());
+  CHECK(stats.status == 0);
+  CHECK(contains(stats.text, "vectorize_loads"));
+  CHECK(contains(stats.text, "1.225x"));  // geometric mean of 1.5 and 1.0
+  auto only = run("skills stats --memory " + dir.string() + " --bottleneck compute_fp32");
+  CHECK(contains(only.text, "fast_math_intrinsics"));
+  CHECK_FALSE(contains(only.text, "vectorize_loads"));
+  auto missing = run("skills stats --memory " + (dir.parent_path() / "absent").string());
+  CHECK(missing.status == 1);
+  std::filesystem::remove_all(dir.parent_path());
 }
