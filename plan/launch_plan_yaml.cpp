@@ -289,7 +289,7 @@ class plan_reader {
                     const std::vector<std::string>& allowed, const std::string& what) const {
     std::set<std::string> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
-      const YAML::Node& key = it->first;
+      const YAML::Node key = it->first;  // by value: it-> is a temporary proxy
       if (!key.IsScalar()) return fail(key.Mark(), path, "keys must be plain names");
       const std::string& k = key.Scalar();
       if (!seen.insert(k).second) return fail(key.Mark(), path, "duplicate key '" + k + "'");

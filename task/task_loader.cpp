@@ -533,7 +533,7 @@ class task_parser {
       std::string size = string_at(it->first, at);
       if (t.sizes.count(size)) fail(it->first, at / size, "duplicate size");
       auto& shapes = t.sizes[size];
-      const YAML::Node& m = it->second;
+      const YAML::Node m = it->second;  // by value: it-> is a temporary proxy
       if (!m.IsMap())
         fail(m, at / size, "expected a map of tensor name to shape, got " + describe(m));
       for (auto jt = m.begin(); jt != m.end(); ++jt) {
