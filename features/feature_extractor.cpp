@@ -12,25 +12,9 @@
 namespace ks {
 
 const std::vector<std::string>& code_feature_names() {
-  static const std::vector<std::string> names = {
-      "kernel_count",         "plan_kernel_launches",     "plan_library_steps",
-      "is_pointwise",         "has_reduction",            "uses_warp_shuffle",
-      "uses_atomics",         "uses_shared_memory",       "shared_mem_tiles",
-      "uses_vector_loads",    "uses_vector_stores",       "vector_width",
-      "vector_alignment_checked", "uses_vector_types",    "has_tail_handling",
-      "has_bounds_check",     "grid_stride_loop",         "unrolled_loops",
-      "has_k_loop",           "naive_gemm",               "tensor_core_eligible",
-      "uses_tensor_cores",    "stencil_or_conv",          "transcendental_count",
-      "uses_fast_math_intrinsics", "divergent_branches",  "syncthreads_count",
-      "reuse_factor",         "registers",                "spills",
-      "block_size",           "grid_size",                "cuda_graph_eligible"};
+  // The vocabulary the decision policy reads (memory/evidence_names): one list.
+  static const std::vector<std::string> names = evidence_names_of(evidence_kind::feature);
   return names;
-}
-
-const std::vector<std::string>& structure_classes() {
-  static const std::vector<std::string> classes = {"streaming", "reuse", "reduction", "irregular",
-                                                   "multi_kernel"};
-  return classes;
 }
 
 namespace {

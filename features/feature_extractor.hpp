@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/protocol.hpp"
+#include "memory/evidence_names.hpp"
 #include "plan/plan_validator.hpp"
 
 namespace ks {
@@ -33,8 +34,8 @@ code_features extract_features(const feature_input& input);
 // The names extract_features may set, in docs/metrics.md's order.
 const std::vector<std::string>& code_feature_names();
 
-// The structure classes, in docs/metrics.md's order.
-const std::vector<std::string>& structure_classes();
+// structure_classes() (the classes structure_class takes) is declared with the
+// rest of the evidence vocabulary in memory/evidence_names.hpp.
 
 // The size assumed for a problem dimension when no resolved plan gives it (GEMM
 // operand reuse is proportional to it; see docs/features.md, reuse_factor).
