@@ -32,6 +32,7 @@ result<const cuda_driver*> open_driver(cuda_driver* drv, void*& handle) {
   }
   std::string missing;
 #define KS_RESOLVE(fn) resolve(handle, drv->fn, KS_STR(fn), missing);
+#define KS_RESOLVE2(fn, name) resolve(handle, drv->fn, name, missing);
   KS_RESOLVE(cuInit)
   KS_RESOLVE(cuDriverGetVersion)
   KS_RESOLVE(cuGetErrorName)
@@ -52,7 +53,21 @@ result<const cuda_driver*> open_driver(cuda_driver* drv, void*& handle) {
   KS_RESOLVE(cuFuncGetAttribute)
   KS_RESOLVE(cuFuncSetAttribute)
   KS_RESOLVE(cuLaunchKernel)
+  KS_RESOLVE(cuCtxGetCurrent)
+  KS_RESOLVE(cuStreamSynchronize)
+  KS_RESOLVE(cuEventCreate)
+  KS_RESOLVE(cuEventDestroy)
+  KS_RESOLVE(cuEventRecord)
+  KS_RESOLVE(cuEventSynchronize)
+  // cuEventElapsedTime_v2 (what CUDA 13's cuda.h names) came with driver 12.8; the
+  // older entry point has the same signature and meaning for our use.
+  if (!(drv->cuEventElapsedTime = reinterpret_cast<decltype(drv->cuEventElapsedTime)>(
+            dlsym(handle, KS_STR(cuEventElapsedTime)))))
+    KS_RESOLVE2(cuEventElapsedTime, "cuEventElapsedTime")
+  KS_RESOLVE(cuMemsetD8Async)
+  KS_RESOLVE(cuMemsetD32Async)
 #undef KS_RESOLVE
+#undef KS_RESOLVE2
   if (!missing.empty())
     return ks::error{"the CUDA driver (libcuda.so.1) is too old: it lacks " + missing +
                      "; KernelSkill needs a driver for CUDA 12 or newer"};

@@ -50,6 +50,16 @@ class cuda_driver {
   KS_CUDA_ENTRY(cuFuncGetAttribute)
   KS_CUDA_ENTRY(cuFuncSetAttribute)
   KS_CUDA_ENTRY(cuLaunchKernel)
+  // For the reviewer (gpu/reviewer.cpp): streams, events, memsets.
+  KS_CUDA_ENTRY(cuCtxGetCurrent)
+  KS_CUDA_ENTRY(cuStreamSynchronize)
+  KS_CUDA_ENTRY(cuEventCreate)
+  KS_CUDA_ENTRY(cuEventDestroy)
+  KS_CUDA_ENTRY(cuEventRecord)
+  KS_CUDA_ENTRY(cuEventSynchronize)
+  KS_CUDA_ENTRY(cuEventElapsedTime)
+  KS_CUDA_ENTRY(cuMemsetD8Async)
+  KS_CUDA_ENTRY(cuMemsetD32Async)
 #undef KS_CUDA_ENTRY
 
  private:

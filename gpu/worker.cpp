@@ -5,6 +5,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "gpu/cuda_driver.hpp"
+#include "gpu/reviewer.hpp"
 
 namespace ks {
 
@@ -36,19 +37,38 @@ worker_info describe_this_worker(const worker_options& opts) {
 
 gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
                                            worker_options opts) {
-  auto info = std::make_shared<worker_info>(describe_this_worker(opts));
+  // The actor's state: its self-description and, from the first review on, the
+  // reviewer that owns the device (made lazily: describing needs no CUDA context).
+  struct state {
+    worker_info info;
+    std::unique_ptr<reviewer> rev;
+    std::string rev_error;  // why no reviewer could be made
+  };
+  auto st = std::make_shared<state>();
+  st->info = describe_this_worker(opts);
   return {
-      [info](describe_atom) { return *info; },
-      [info](const review_request& req) {
-        // Reviews (compile, verify, time, profile) arrive with the reviewer issue;
-        // until then a worker answers honestly instead of pretending to check.
-        review_result r;
-        r.request_id = req.request_id;
-        r.candidate_id = req.cand.id;
-        r.status = review_status::internal_error;
-        r.message = "this kernelskill-gpu build cannot review candidates yet";
-        r.device = info->host;
-        return r;
+      [st](describe_atom) { return st->info; },
+      [st, opts](const review_request& req) {
+        if (!st->rev && st->rev_error.empty()) {
+          reviewer_options ro;
+          ro.device = opts.device < 0 ? 0 : opts.device;
+          ro.node = st->info.host;
+          auto made = reviewer::create(ro);
+          if (made) st->rev = std::move(made.value());
+          else st->rev_error = made.message();
+        }
+        if (!st->rev) {
+          review_result r;
+          r.request_id = req.request_id;
+          r.candidate_id = req.cand.id;
+          r.status = review_status::internal_error;
+          r.message = "this worker cannot review: " + st->rev_error;
+          r.device = st->info.host;
+          return r;
+        }
+        // Blocks this actor for the review's length; the worker process serves one
+        // device, one review at a time (the pool actor queues the rest).
+        return st->rev->review(req);
       },
   };
 }

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -16,8 +19,12 @@
 #include "actors/protocol.hpp"
 #include "base/logging.hpp"
 #include "config/experiment_config.hpp"
+#include "base/content_hash.hpp"
+#include "gpu/review_report.hpp"
+#include "gpu/reviewer.hpp"
 #include "gpu/torch_reference.hpp"
 #include "gpu/worker.hpp"
+#include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
 
 namespace {
@@ -108,6 +115,68 @@ int run_reference(const std::string& task_path, const std::string& size, std::st
   return 0;
 }
 
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct review_cli {
+  std::string task, source, plan, size;
+  uint32_t trials = 5;
+  bool no_time = false;
+  bool json = false;
+  double timeout_s = 600;
+  std::vector<std::string> compile_options;
+};
+
+// One review in this process, printed; exit status 0 when the candidate is ok.
+int run_review(const review_cli& cli, const worker_options& opts) {
+  auto task = load_task(cli.task);
+  if (!task) {
+    std::cerr << "kernelskill-gpu: " << task.message() << "\n";
+    return 2;
+  }
+  auto source = read_file(cli.source);
+  if (!source) {
+    std::cerr << "kernelskill-gpu: --source: cannot read " << cli.source << "\n";
+    return 2;
+  }
+  auto plan = load_launch_plan(cli.plan);
+  if (!plan) {
+    std::cerr << "kernelskill-gpu: " << plan.message() << "\n";
+    return 2;
+  }
+  review_request req;
+  req.request_id = 1;
+  req.task = *task;
+  req.cand.task = task->name;
+  req.cand.source = *source;
+  req.cand.plan = *plan;
+  req.cand.compile_options = cli.compile_options;
+  req.cand.origin = "cli";
+  req.cand.id = sha256_hex(*source + "\n" + to_yaml(*plan));
+  req.options.trials = cli.trials;
+  req.options.time = !cli.no_time;
+  req.options.size = cli.size;
+  req.options.timeout_s = cli.timeout_s;
+  reviewer_options ro;
+  ro.device = opts.device < 0 ? 0 : opts.device;
+  auto rev = reviewer::create(ro);
+  if (!rev) {
+    std::cerr << "kernelskill-gpu: cannot review here: " << rev.message() << "\n";
+    return 2;
+  }
+  review_result r = (*rev)->review(req);
+  if (cli.json)
+    std::cout << review_to_json(r) << "\n";
+  else
+    std::cout << format_review(r);
+  return r.status == review_status::ok ? 0 : 1;
+}
+
 int listen(const std::string& address, const worker_options& opts) {
   auto where = parse_host_port(address, /*allow_any_port=*/true);
   if (!where) {
@@ -124,7 +193,9 @@ int listen(const std::string& address, const worker_options& opts) {
 
   worker_system_config cfg;
   caf::actor_system sys{cfg};
-  auto worker = sys.spawn(gpu_worker, opts);
+  // Detached: a review blocks its actor for seconds, and must not hold one of CAF's
+  // scheduler threads (which also serve the network) while it does.
+  auto worker = sys.spawn<caf::detached>(gpu_worker, opts);
   auto bound = sys.middleman().publish(worker, where->port, where->host.c_str(), true);
   if (!bound) {
     std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << sys.render(bound.error())
@@ -160,7 +231,7 @@ int main(int argc, char** argv) {
   std::string listen_at, reference_task, size, on, log_level = "info";
   worker_options opts;
   app.add_flag("--list-devices", list, "Print the GPUs the driver sees (name, compute capability, memory) and exit");
-  app.add_flag("--json", json, "With --list-devices: print the worker's description as JSON");
+  app.add_flag("--json", json, "With --list-devices or --review: print JSON");
   app.add_option("--listen", listen_at,
                  "Serve the daemon on HOST:PORT over CAF's network layer; port 0 picks a free\n"
                  "port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready");
@@ -169,7 +240,18 @@ int main(int argc, char** argv) {
   app.add_option("--run-reference", reference_task,
                  "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
                  "of its outputs; a quick check that a task and the device work");
-  app.add_option("--size", size, "With --run-reference: the task's named size (e.g. cpu)");
+  review_cli review;
+  app.add_option("--review", review.task,
+                 "Review one candidate against a task (a task YAML) in this process: compile,\n"
+                 "run, verify and time it, and print the result. Needs --source and --plan");
+  app.add_option("--source", review.source, "With --review: the candidate's CUDA source (.cu)");
+  app.add_option("--plan", review.plan, "With --review: the candidate's launch plan (.yaml)");
+  app.add_option("--trials", review.trials, "With --review: verification trials (default 5)");
+  app.add_flag("--no-time", review.no_time, "With --review: verify only, do not time");
+  app.add_option("--compile-option", review.compile_options,
+                 "With --review: an extra NVRTC option (repeatable), e.g. --use_fast_math");
+  app.add_option("--timeout", review.timeout_s, "With --review: the review's time bound in seconds (default 600)");
+  app.add_option("--size", size, "With --run-reference or --review: the task's named size (e.g. cpu)");
   app.add_option("--on", on, "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
                              "available, else cpu)");
   app.add_flag("--exit-with-parent", exit_with_parent,
@@ -187,8 +269,17 @@ int main(int argc, char** argv) {
   }
   if (list) return list_devices(opts, json);
   if (!reference_task.empty()) return run_reference(reference_task, size, on);
+  if (!review.task.empty()) {
+    if (review.source.empty() || review.plan.empty()) {
+      std::cerr << "kernelskill-gpu: --review needs --source K.cu and --plan P.yaml\n";
+      return 2;
+    }
+    review.size = size;
+    review.json = json;
+    return run_review(review, opts);
+  }
   if (!listen_at.empty()) return listen(listen_at, opts);
-  std::cerr << app.help() << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen or "
-                             "--run-reference\n";
+  std::cerr << app.help() << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen, "
+                             "--run-reference or --review\n";
   return 2;
 }

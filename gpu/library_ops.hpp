@@ -1,0 +1,49 @@
+#pragma once
+// The ATen ops a plan's library steps may run (docs/launch-plan.md, "Library ops"),
+// as a table from the op's name to a call of the at:: function with the step's
+// arguments and attributes parsed. These are exactly the ops the plan validator infers
+// shapes for; a plan naming any other aten:: op passes the validator (whose result
+// shape is then unknown) but is refused by the reviewer with a plan_error that names
+// the op and lists these. Works on any device: tests run it on CPU tensors.
+//
+// This header includes ATen's Tensor; keep it out of torch-free code.
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "base/result.hpp"
+
+namespace ks {
+
+// One positional argument of a library step: a tensor, or a number (an int or a
+// float, as the plan typed it).
+struct library_arg {
+  at::Tensor tensor;  // defined for a tensor argument
+  bool is_float = false;
+  int64_t int_value = 0;
+  double float_value = 0;
+  bool is_tensor() const { return tensor.defined(); }
+  static library_arg of(at::Tensor t) { library_arg a; a.tensor = std::move(t); return a; }
+  static library_arg of_int(int64_t v) { library_arg a; a.int_value = v; return a; }
+  static library_arg of_float(double v) { library_arg a; a.is_float = true; a.float_value = v; return a; }
+};
+
+// "aten::matmul", … in a stable order.
+const std::vector<std::string>& library_op_names();
+
+// Whether `op` (with or without an overload suffix, "aten::add.Tensor") is in the table.
+bool is_library_op(std::string_view op);
+
+// Runs `op` on `args` with `attrs` (strings, as plans write them: dim "-1", alpha
+// "0.5", stride "[2, 2]", padding "same", approximate "tanh", rounding_mode "floor").
+// Errors: an op not in the table, a wrong number or kind of arguments, an attribute
+// that does not parse, or LibTorch's own message (without its C++ backtrace).
+// Asynchronous on CUDA tensors, as ATen is: the caller synchronises.
+result<at::Tensor> run_library_op(std::string_view op, const std::vector<library_arg>& args,
+                                  const std::map<std::string, std::string>& attrs);
+
+}  // namespace ks

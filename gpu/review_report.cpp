@@ -1,0 +1,96 @@
+#include "gpu/review_report.hpp"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace ks {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+std::string times(const timing_stats& t) {
+  return fmt("%.4f", t.median_ms) + " ms median (mean " + fmt("%.4f", t.mean_ms) + ", min " +
+         fmt("%.4f", t.min_ms) + ", max " + fmt("%.4f", t.max_ms) + ", stddev " +
+         fmt("%.4f", t.stddev_ms) + ", " + std::to_string(t.repetitions) + " runs)";
+}
+
+nlohmann::json stats_json(const timing_stats& t) {
+  return {{"median_ms", t.median_ms}, {"mean_ms", t.mean_ms},     {"min_ms", t.min_ms},
+          {"max_ms", t.max_ms},       {"stddev_ms", t.stddev_ms}, {"repetitions", t.repetitions}};
+}
+
+}  // namespace
+
+std::string format_review(const review_result& r) {
+  std::string out = "review " + std::string(to_string(r.status));
+  if (!r.candidate_id.empty()) out += " (candidate " + r.candidate_id.substr(0, 16) + ")";
+  if (!r.device.empty()) out += " on " + r.device;
+  out += "\n  " + r.message + "\n";
+  if (r.trials_run > 0) {
+    out += "  trials: " + std::to_string(r.trials_passed) + "/" + std::to_string(r.trials_run) +
+           " passed; max abs error " + fmt("%.3g", r.max_abs_error) + ", max rel error " +
+           fmt("%.3g", r.max_rel_error) + "\n";
+  }
+  if (r.candidate_time.repetitions > 0) {
+    out += "  candidate: " + times(r.candidate_time) + "\n";
+    out += "  reference: " + times(r.reference_time) + "\n";
+    out += "  speedup: " + fmt("%.3f", r.speedup) + "x\n";
+  }
+  if (!r.flags.empty()) {
+    out += "  flags:";
+    for (auto& f : r.flags) out += " " + f;
+    out += "\n";
+  }
+  for (auto& k : r.resources)
+    out += "  kernel " + k.kernel + ": " + std::to_string(k.registers) + " registers, " +
+           std::to_string(k.static_shared_bytes) + " B static shared, " +
+           std::to_string(k.local_bytes) + " B local, max " +
+           std::to_string(k.max_threads_per_block) + " threads/block\n";
+  for (auto& d : r.diagnostics)
+    out += "  candidate.cu:" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " +
+           d.severity + ": " + d.message + "\n";
+  if (r.status == review_status::compile_error && !r.compile_log.empty())
+    out += "  compile log:\n" + r.compile_log + (r.compile_log.back() == '\n' ? "" : "\n");
+  return out;
+}
+
+std::string review_to_json(const review_result& r, int indent) {
+  nlohmann::json diags = nlohmann::json::array();
+  for (auto& d : r.diagnostics)
+    diags.push_back({{"line", d.line}, {"column", d.column}, {"severity", d.severity}, {"message", d.message}});
+  nlohmann::json res = nlohmann::json::array();
+  for (auto& k : r.resources)
+    res.push_back({{"kernel", k.kernel},
+                   {"registers", k.registers},
+                   {"static_shared_bytes", k.static_shared_bytes},
+                   {"local_bytes", k.local_bytes},
+                   {"max_threads_per_block", k.max_threads_per_block}});
+  nlohmann::json j = {{"request_id", r.request_id},
+                      {"candidate_id", r.candidate_id},
+                      {"status", to_string(r.status)},
+                      {"message", r.message},
+                      {"diagnostics", diags},
+                      {"compile_log", r.compile_log},
+                      {"trials_run", r.trials_run},
+                      {"trials_passed", r.trials_passed},
+                      {"max_abs_error", r.max_abs_error},
+                      {"max_rel_error", r.max_rel_error},
+                      {"candidate_time", stats_json(r.candidate_time)},
+                      {"reference_time", stats_json(r.reference_time)},
+                      {"speedup", r.speedup},
+                      {"profile", {{"values", r.profile.values},
+                                   {"kernel_launches", r.profile.kernel_launches},
+                                   {"duration_ms", r.profile.duration_ms}}},
+                      {"resources", res},
+                      {"flags", r.flags},
+                      {"device", r.device}};
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace ks

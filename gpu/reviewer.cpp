@@ -1,0 +1,876 @@
+// The reviewer: compile, resolve, run, verify and time one candidate (docs/reviewer.md).
+// With gpu/library_ops.cpp and gpu/output_check.cpp, one of the three translation
+// units of the reviewer that include ATen's functions (each costs 10-40 s to compile).
+#include "gpu/reviewer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <list>
+#include <map>
+#include <set>
+
+#include <ATen/Functions.h>
+#include <torch/cuda.h>
+
+#include "base/content_hash.hpp"
+#include "gpu/cuda_driver.hpp"
+#include "gpu/kernel_args.hpp"
+#include "gpu/library_ops.hpp"
+#include "gpu/output_check.hpp"
+#include "gpu/torch_reference_tensors.hpp"
+#include "plan/plan_validator.hpp"
+#include "task/task_loader.hpp"
+
+namespace ks {
+
+// ---------------------------------------------------------------------------
+// Torch-free helpers declared in reviewer.hpp.
+
+std::string arch_for(int cc_major, int cc_minor) {
+  return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor) + (cc_major >= 9 ? "a" : "");
+}
+
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+bool is_float_dtype(const std::string& dtype) {
+  return dtype == "float32" || dtype == "float16" || dtype == "bfloat16" || dtype == "float64";
+}
+
+}  // namespace
+
+std::string describe_distribution(const distribution_spec& d) {
+  if (d.kind == "normal") return "normal(" + num(d.mean) + ", " + num(d.std) + ")";
+  if (d.kind == "uniform" || d.kind == "randint")
+    return d.kind + "(" + num(d.low) + ", " + num(d.high) + ")";
+  if (d.kind == "constant") return "constant(" + num(d.value) + ")";
+  return d.kind;
+}
+
+distribution_spec alternative_distribution(const tensor_spec& spec, uint32_t variant) {
+  distribution_spec d = spec.init;
+  if (!is_float_dtype(spec.dtype)) return d;
+  double lo = 0, hi = 0;
+  if (d.kind == "normal") {
+    if (!(d.std > 0)) return d;
+    distribution_spec u;
+    if (variant % 2 == 0) {
+      u.kind = "normal";
+      u.mean = d.mean;
+      u.std = 4 * d.std;
+    } else {
+      u.kind = "uniform";
+      u.low = d.mean - 3 * d.std;
+      u.high = d.mean + 3 * d.std;
+    }
+    return u;
+  }
+  if (d.kind == "uniform") {
+    lo = d.low;
+    hi = d.high;
+  } else if (d.kind == "kaiming_uniform") {
+    int64_t fan_in = 1;
+    for (size_t i = 1; i < spec.shape.size(); ++i) fan_in *= spec.shape[i];
+    hi = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fan_in, 1)));
+    lo = -hi;
+  } else {
+    return d;
+  }
+  if (!(hi > lo)) return d;
+  distribution_spec u;
+  u.kind = "uniform";
+  const double quarter = (hi - lo) / 4;
+  u.low = variant % 2 == 0 ? lo : hi - quarter;
+  u.high = variant % 2 == 0 ? lo + quarter : hi;
+  return u;
+}
+
+task_spec trial_task(const task_spec& task, uint32_t trial) {
+  if (trial % 2 == 0) return task;
+  task_spec t = task;
+  for (auto& in : t.inputs) in.init = alternative_distribution(in, (trial / 2) % 2);
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// The reviewer.
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Thrown inside the reviewer to end a review with a status and a message; review()
+// catches it. Never escapes this file.
+struct review_failure {
+  review_status status;
+  std::string message;
+};
+
+[[noreturn]] void fail(review_status s, std::string message) {
+  throw review_failure{s, std::move(message)};
+}
+
+// Errors after which the context can no longer be used (CUDA's "sticky" errors).
+bool poisons_context(CUresult rc) {
+  switch (rc) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_UNKNOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string torch_message(const std::exception& e) {
+  if (auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
+  return e.what();
+}
+
+at::ScalarType scalar_type_of(const std::string& dtype) {
+  if (dtype == "float32") return at::kFloat;
+  if (dtype == "float16") return at::kHalf;
+  if (dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "float64") return at::kDouble;
+  if (dtype == "int32") return at::kInt;
+  if (dtype == "int64") return at::kLong;
+  if (dtype == "bool") return at::kBool;
+  fail(review_status::plan_error, "unknown dtype '" + dtype + "'");
+}
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+std::string shape_of(const at::Tensor& t) { return shape_to_string(t.sizes().vec()); }
+
+// One task the reviewer has seen: its reference, ready to run, and the inputs of the
+// trials made so far (drawing inputs on the CPU costs up to seconds per trial).
+struct task_entry {
+  std::string key;
+  task_spec task;  // at the requested size
+  std::unique_ptr<reference_program> program;
+  std::vector<at::Tensor> pristine_params;  // copies of the program's parameters
+  std::map<uint32_t, std::vector<at::Tensor>> inputs;  // trial → inputs, on the device
+  std::vector<tensor_info> reference_outputs;          // learned from its first run
+  uint64_t input_bytes = 0;
+};
+
+uint64_t bytes_of(const std::vector<at::Tensor>& ts) {
+  uint64_t b = 0;
+  for (auto& t : ts) b += static_cast<uint64_t>(t.numel()) * t.element_size();
+  return b;
+}
+
+// A candidate's plan, ready to launch: the resolved plan and its kernels' functions.
+struct prepared_plan {
+  resolved_plan plan;
+  std::map<std::string, CUfunction> functions;
+  bool launches_kernel = false;
+};
+
+struct module_guard {
+  const cuda_driver* drv = nullptr;
+  CUmodule module = nullptr;
+  ~module_guard() {
+    if (module) drv->cuModuleUnload(module);
+  }
+};
+
+using tensor_env = std::map<std::string, at::Tensor>;
+
+}  // namespace
+
+struct reviewer::impl {
+  reviewer_options opts;
+  const cuda_driver* drv = nullptr;
+  device_info dev;
+  CUdevice cu_device = 0;
+  CUcontext context = nullptr;
+  c10::Device torch_device{c10::kCUDA, 0};
+  std::unique_ptr<nvrtc_compiler> compiler;
+  std::string arch;
+  device_limits limits;
+  int64_t l2_bytes = 0;
+  at::Tensor flush_buffer;
+  uint32_t flush_value = 0;
+  CUevent start_event = nullptr, end_event = nullptr;
+  bool lost = false;
+  std::string lost_reason;
+  std::list<task_entry> tasks;  // most recently used first
+  uint64_t cache_budget = 0;
+  std::string node;
+
+  ~impl() {
+    tasks.clear();
+    flush_buffer = at::Tensor();
+    if (!lost) {
+      if (start_event) drv->cuEventDestroy(start_event);
+      if (end_event) drv->cuEventDestroy(end_event);
+    }
+    if (context) drv->cuDevicePrimaryCtxRelease(cu_device);
+  }
+
+  // --- CUDA errors ---
+
+  // Ends the review as crashed when rc is an error; marks the context lost when the
+  // error is sticky.
+  void check_cu(CUresult rc, const std::string& what) {
+    if (rc == CUDA_SUCCESS) return;
+    std::string text = drv->describe(rc, what.c_str());
+    if (poisons_context(rc)) {
+      lost = true;
+      lost_reason = text;
+      text += ". The CUDA context is lost: this worker answers every later review with "
+              "'crashed' until it is restarted";
+    }
+    fail(review_status::crashed, text);
+  }
+
+  void sync(const std::string& what) { check_cu(drv->cuStreamSynchronize(nullptr), what + ": cuStreamSynchronize"); }
+
+  // After LibTorch threw: a crash when the context is broken, else `otherwise`.
+  [[noreturn]] void after_torch_error(const std::string& where, const std::string& message,
+                                      review_status otherwise) {
+    CUresult rc = drv->cuCtxSynchronize();
+    if (rc != CUDA_SUCCESS) check_cu(rc, where + ": " + message + "; then cuCtxSynchronize");
+    fail(otherwise, where + ": " + message);
+  }
+
+  void make_current() { check_cu(drv->cuCtxSetCurrent(context), "cuCtxSetCurrent"); }
+
+  // --- tasks and their inputs ---
+
+  task_entry& task_for(const task_spec& task) {
+    std::string key = sha256_hex(to_yaml(task) + "\n" + sha256_hex(task.module_bytes));
+    for (auto it = tasks.begin(); it != tasks.end(); ++it)
+      if (it->key == key) {
+        tasks.splice(tasks.begin(), tasks, it);
+        return tasks.front();
+      }
+    reference_options ro;
+    ro.device = "cuda:" + std::to_string(dev.ordinal);
+    auto program = reference_program::load(task, ro);
+    if (!program) fail(review_status::internal_error, "the task's reference cannot run: " + program.message());
+    task_entry e;
+    e.key = key;
+    e.task = task;
+    e.program = std::move(program.value());
+    for (auto& p : parameter_tensors(*e.program)) e.pristine_params.push_back(p.clone());
+    tasks.push_front(std::move(e));
+    while (tasks.size() > 4) tasks.pop_back();
+    return tasks.front();
+  }
+
+  std::vector<at::Tensor> inputs_for(task_entry& e, uint32_t trial) {
+    if (auto it = e.inputs.find(trial); it != e.inputs.end()) return it->second;
+    auto made = make_inputs(trial_task(e.task, trial), trial_seed(e.task.seed, trial), torch_device);
+    if (!made) fail(review_status::internal_error, "cannot make the task's inputs: " + made.message());
+    const uint64_t need = bytes_of(*made);
+    // Room for them: drop the inputs of the least recently used other tasks first.
+    auto total = [&] {
+      uint64_t t = 0;
+      for (auto& x : tasks) t += x.input_bytes;
+      return t;
+    };
+    for (auto it = tasks.rbegin(); it != tasks.rend() && total() + need > cache_budget; ++it)
+      if (&*it != &e) {
+        it->inputs.clear();
+        it->input_bytes = 0;
+      }
+    if (total() + need <= cache_budget) {
+      e.inputs[trial] = *made;
+      e.input_bytes += need;
+    }
+    return std::move(made.value());
+  }
+
+  std::vector<at::Tensor> clones(const std::vector<at::Tensor>& ts) {
+    std::vector<at::Tensor> out;
+    for (auto& t : ts) out.push_back(t.clone(at::MemoryFormat::Contiguous));
+    return out;
+  }
+
+  // The candidate's own copies of the inputs and parameters, by name.
+  tensor_env candidate_env(const task_entry& e, const std::vector<at::Tensor>& inputs) {
+    tensor_env env;
+    for (size_t i = 0; i < e.task.inputs.size(); ++i)
+      env[e.task.inputs[i].name] = inputs[i].clone(at::MemoryFormat::Contiguous);
+    for (size_t i = 0; i < e.task.parameters.size() && i < e.pristine_params.size(); ++i)
+      env[e.task.parameters[i].name] = e.pristine_params[i].clone(at::MemoryFormat::Contiguous);
+    return env;
+  }
+
+  // --- the plan ---
+
+  prepared_plan prepare(resolved_plan plan, const std::string& cubin, module_guard& mod,
+                        review_result& r) {
+    prepared_plan pp;
+    pp.plan = std::move(plan);
+    mod.drv = drv;
+    check_cu(drv->cuModuleLoadData(&mod.module, cubin.data()), "cuModuleLoadData");
+    auto attr = [&](CUfunction fn, CUfunction_attribute a, const std::string& what) {
+      int v = 0;
+      check_cu(drv->cuFuncGetAttribute(&v, a, fn), what + ": cuFuncGetAttribute");
+      return v;
+    };
+    std::map<std::string, int64_t> max_dynamic;
+    for (const auto& s : pp.plan.steps) {
+      if (s.kind != "kernel") continue;
+      pp.launches_kernel = true;
+      const std::string label = s.label();
+      if (!pp.functions.count(s.name)) {
+        CUfunction fn = nullptr;
+        CUresult rc = drv->cuModuleGetFunction(&fn, mod.module, s.name.c_str());
+        if (rc == CUDA_ERROR_NOT_FOUND)
+          fail(review_status::plan_error, label + ": the compiled module has no kernel named '" + s.name + "'");
+        check_cu(rc, label + ": cuModuleGetFunction");
+        pp.functions[s.name] = fn;
+      }
+      CUfunction fn = pp.functions[s.name];
+      const int64_t threads = s.block[0] * s.block[1] * s.block[2];
+      const int max_threads = attr(fn, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, label);
+      if (threads > max_threads)
+        fail(review_status::plan_error,
+             label + ": block: " + std::to_string(threads) + " threads, but the compiled kernel can run at most " +
+                 std::to_string(max_threads) + " per block (it uses " +
+                 std::to_string(attr(fn, CU_FUNC_ATTRIBUTE_NUM_REGS, label)) +
+                 " registers per thread); use a smaller block, __launch_bounds__ or -maxrregcount");
+      const int64_t static_shared = attr(fn, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, label);
+      if (static_shared + s.shared_mem_bytes > limits.max_shared_mem_bytes)
+        fail(review_status::plan_error,
+             label + ": shared_mem: " + std::to_string(s.shared_mem_bytes) +
+                 " bytes of dynamic shared memory plus the kernel's " + std::to_string(static_shared) +
+                 " bytes of static shared memory exceed the device's limit of " +
+                 std::to_string(limits.max_shared_mem_bytes) + " bytes per block");
+      int64_t& m = max_dynamic[s.name];
+      m = std::max(m, s.shared_mem_bytes);
+    }
+    for (auto& [name, dyn] : max_dynamic) {
+      CUfunction fn = pp.functions[name];
+      const int64_t static_shared = attr(fn, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, name);
+      if (static_shared + dyn > 48 * 1024)
+        check_cu(drv->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(dyn)),
+                 "kernel " + name + ": cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(dyn) + ")");
+    }
+    // Resources: the compiler's numbers, completed from the loaded module.
+    if (r.resources.empty())
+      for (auto& [name, fn] : pp.functions) r.resources.push_back({name, 0, 0, 0, 0});
+    for (auto& k : r.resources) {
+      CUfunction fn = nullptr;
+      if (drv->cuModuleGetFunction(&fn, mod.module, k.kernel.c_str()) != CUDA_SUCCESS) continue;
+      k.max_threads_per_block = attr(fn, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k.kernel);
+      if (k.registers == 0) k.registers = attr(fn, CU_FUNC_ATTRIBUTE_NUM_REGS, k.kernel);
+      if (k.static_shared_bytes == 0) k.static_shared_bytes = attr(fn, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k.kernel);
+      if (k.local_bytes == 0) k.local_bytes = attr(fn, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k.kernel);
+    }
+    return pp;
+  }
+
+  void launch(const prepared_plan& pp, const resolved_step& s, tensor_env& env) {
+    auto args = pack_kernel_args(s, [&](const std::string& name) -> result<uint64_t> {
+      auto it = env.find(name);
+      if (it == env.end()) return error{"no tensor named '" + name + "'"};
+      return reinterpret_cast<uint64_t>(it->second.data_ptr());
+    });
+    if (!args) fail(review_status::plan_error, args.message());
+    check_cu(drv->cuLaunchKernel(pp.functions.at(s.name), static_cast<unsigned>(s.grid[0]),
+                                 static_cast<unsigned>(s.grid[1]), static_cast<unsigned>(s.grid[2]),
+                                 static_cast<unsigned>(s.block[0]), static_cast<unsigned>(s.block[1]),
+                                 static_cast<unsigned>(s.block[2]), static_cast<unsigned>(s.shared_mem_bytes),
+                                 nullptr, args->pointers(), nullptr),
+             s.label() + ": cuLaunchKernel");
+  }
+
+  void library(const prepared_plan& pp, const resolved_step& s, tensor_env& env) {
+    std::vector<library_arg> args;
+    for (auto& a : s.args) {
+      if (a.kind == "tensor") {
+        auto it = env.find(a.tensor);
+        if (it == env.end()) fail(review_status::plan_error, s.label() + ": no tensor named '" + a.tensor + "'");
+        args.push_back(library_arg::of(it->second));
+      } else if (a.kind == "int") {
+        args.push_back(library_arg::of_int(a.int_value));
+      } else {
+        args.push_back(library_arg::of_float(a.float_value));
+      }
+    }
+    auto out = run_library_op(s.name, args, s.attrs);
+    if (!out) after_torch_error(s.label(), out.message(), review_status::plan_error);
+    if (s.outputs.size() != 1)
+      fail(review_status::plan_error, s.label() + ": outputs: the op returns one tensor");
+    const std::string& name = s.outputs[0];
+    const resolved_buffer* declared = pp.plan.find_buffer(name);
+    if (declared && declared->role != buffer_role::intermediate) {
+      at::Tensor& dst = env.at(name);
+      if (out->sizes() != dst.sizes() || out->scalar_type() != dst.scalar_type())
+        fail(review_status::plan_error, s.label() + ": outputs[0] '" + name + "': the op returned " +
+                                            shape_of(*out) + " " + dtype_name(*out) + ", but the buffer is declared " +
+                                            shape_of(dst) + " " + dtype_name(dst));
+      dst.copy_(*out);
+    } else {
+      env[name] = out->contiguous();
+    }
+  }
+
+  // Runs the plan once on `env` (the candidate's inputs and parameters): allocates its
+  // buffers (zero-filled for init: zeros; otherwise poisoned with `pattern` 0 or 1, or
+  // left as allocated for -1, as in timed runs), runs the steps, returns the outputs.
+  std::vector<at::Tensor> run_plan(const prepared_plan& pp, tensor_env env, int pattern) {
+    try {
+      auto options = at::TensorOptions().device(torch_device);
+      for (const auto* list : {&pp.plan.outputs, &pp.plan.scratch})
+        for (const auto& b : *list) {
+          at::Tensor t = at::empty(b.shape, options.dtype(scalar_type_of(b.dtype)));
+          if (b.init == "zeros") t.zero_();
+          else if (pattern >= 0) poison(t, pattern);
+          env[b.name] = t;
+        }
+      for (const auto& s : pp.plan.steps) {
+        if (s.kind == "kernel") launch(pp, s, env);
+        else library(pp, s, env);
+      }
+      std::vector<at::Tensor> outs;
+      for (const auto& b : pp.plan.outputs) outs.push_back(env.at(b.name));
+      return outs;
+    } catch (const c10::Error& e) {
+      after_torch_error("running the plan", torch_message(e), review_status::plan_error);
+    }
+  }
+
+  std::vector<at::Tensor> run_reference(task_entry& e, const std::vector<at::Tensor>& inputs,
+                                        const std::string& where) {
+    auto out = run_tensors(*e.program, inputs);
+    if (!out) after_torch_error(where, out.message(), review_status::internal_error);
+    return std::move(out.value());
+  }
+
+  // --- verification ---
+
+  // Problems with the candidate's copies of the inputs and parameters after a run.
+  void check_unchanged(const task_entry& e, const tensor_env& env, const std::vector<at::Tensor>& originals,
+                       const std::string& when, std::vector<std::string>& problems) {
+    auto check = [&](const std::string& name, const at::Tensor& now, const at::Tensor& before) {
+      int64_t d = first_bitwise_difference(now, before);
+      if (d < 0) return;
+      problems.push_back("mutates input " + name + " (" + when + ", first change at " + name +
+                         index_string(before.sizes().vec(), d) + ": was " + num(element_at(before, d)) +
+                         ", now " + num(element_at(now, d)) + "); a candidate must not write its inputs");
+    };
+    for (size_t i = 0; i < e.task.inputs.size(); ++i)
+      check(e.task.inputs[i].name, env.at(e.task.inputs[i].name), originals[i]);
+    for (size_t i = 0; i < e.task.parameters.size() && i < e.pristine_params.size(); ++i)
+      check(e.task.parameters[i].name, env.at(e.task.parameters[i].name), e.pristine_params[i]);
+  }
+
+  std::string trial_label(const task_entry& e, uint32_t trial) {
+    std::string label = "trial " + std::to_string(trial) + " (seed " + hex(trial_seed(e.task.seed, trial)) + ", ";
+    if (trial % 2 == 0) return label + "the task's own distributions)";
+    task_spec t = trial_task(e.task, trial);
+    std::vector<std::string> changed;
+    for (size_t i = 0; i < t.inputs.size(); ++i)
+      if (!(t.inputs[i].init == e.task.inputs[i].init))
+        changed.push_back(t.inputs[i].name + " ~ " + describe_distribution(t.inputs[i].init));
+    if (changed.empty()) return label + "the task's own distributions: none of its inputs has a second one)";
+    return label + "second distribution: " + join(changed, ", ") + ")";
+  }
+
+  void verify(const review_request& req, task_entry& e, const prepared_plan& pp, review_result& r,
+              clock_type::time_point deadline) {
+    const uint32_t trials = std::max<uint32_t>(req.options.trials, 1);
+    const tolerance_spec& tol = e.task.tolerance;
+    std::vector<std::string> failed;
+    std::string first_failure;
+    std::vector<at::Tensor> prev_outputs, prev_inputs;
+    uint32_t independent_at = 0;
+    uint32_t passed = 0;
+    for (uint32_t k = 0; k < trials; ++k) {
+      if (clock_type::now() > deadline)
+        fail(review_status::timed_out, "the review took longer than its timeout of " +
+                                           num(req.options.timeout_s) + " s after " + std::to_string(k) +
+                                           " of " + std::to_string(trials) + " trials");
+      const std::string label = trial_label(e, k);
+      std::vector<at::Tensor> originals = inputs_for(e, k);
+      std::vector<std::string> problems;
+
+      // The candidate first, twice, on its own copies, with different poison.
+      tensor_env env = candidate_env(e, originals);
+      std::vector<at::Tensor> out_a = run_plan(pp, env, 0);
+      sync(label + ", first candidate run");
+      check_unchanged(e, env, originals, "first run", problems);
+      const int second_poison = k % 2 == 0 ? 1 : 2;
+      std::vector<at::Tensor> out_b = run_plan(pp, env, second_poison);
+      sync(label + ", second candidate run");
+      if (problems.empty()) check_unchanged(e, env, originals, "second run", problems);
+
+      // Then the reference, on copies too (a reference may write its inputs in place).
+      std::vector<at::Tensor> ref = run_reference(e, clones(originals), label + ", reference");
+      sync(label + ", reference");
+      try {
+        check_shapes(e, pp, ref);
+        for (size_t i = 0; i < ref.size(); ++i) {
+          const std::string& name = pp.plan.outputs[i].name;
+          output_comparison c = compare_output(out_a[i], ref[i], tol);
+          r.max_abs_error = std::max(r.max_abs_error, c.max_abs_error);
+          r.max_rel_error = std::max(r.max_rel_error, c.max_rel_error);
+          if (!c.ok) problems.push_back(mismatch_message(name, out_a[i], out_b[i], second_poison, c, tol));
+        }
+        for (size_t i = 0; i < out_a.size(); ++i) {
+          int64_t d = first_bitwise_difference(out_a[i], out_b[i]);
+          if (d < 0) continue;
+          const std::string& name = pp.plan.outputs[i].name;
+          problems.push_back("output " + name + " differs between two runs on the same inputs (first at " + name +
+                             index_string(out_a[i].sizes().vec(), d) + ": " + num(element_at(out_a[i], d)) + " vs " +
+                             num(element_at(out_b[i], d)) +
+                             "): a race, a read of memory nothing wrote (outputs and scratch are poisoned "
+                             "differently in the two runs), or order-dependent atomics");
+        }
+        if (k > 0 && !independent_at && inputs_differ(prev_inputs, originals) && outputs_equal(prev_outputs, out_a))
+          independent_at = k;
+      } catch (const c10::Error& err) {
+        after_torch_error(label + ", comparing outputs", torch_message(err), review_status::internal_error);
+      }
+      prev_outputs = out_a;
+      prev_inputs = originals;
+      if (problems.empty()) {
+        ++passed;
+      } else {
+        failed.push_back(std::to_string(k));
+        if (first_failure.empty()) first_failure = label + ": " + join(problems, "; ");
+      }
+    }
+    r.trials_run = trials;
+    r.trials_passed = passed;
+    if (independent_at)
+      add_flag(r, "output_independent_of_input");
+    if (passed < trials) {
+      std::string msg = "incorrect in " + std::to_string(trials - passed) + " of " + std::to_string(trials) +
+                        " trials (" + join(failed, ", ") + "). First: " + first_failure;
+      if (independent_at)
+        msg += ". The outputs of trials " + std::to_string(independent_at - 1) + " and " +
+               std::to_string(independent_at) + " are bit-identical although their inputs differ";
+      fail(review_status::incorrect, msg);
+    }
+    if (independent_at)
+      independence_note = "its outputs in trials " + std::to_string(independent_at - 1) + " and " +
+                          std::to_string(independent_at) + " are bit-identical although the inputs differ";
+  }
+  std::string independence_note;
+
+  static void add_flag(review_result& r, const std::string& flag) {
+    if (std::find(r.flags.begin(), r.flags.end(), flag) == r.flags.end()) r.flags.push_back(flag);
+  }
+
+  // The plan's outputs against the reference's: count, shapes and dtypes. Learned on
+  // the task's first run; later reviews check them in the validator already.
+  void check_shapes(task_entry& e, const prepared_plan& pp, const std::vector<at::Tensor>& ref) {
+    if (e.reference_outputs.empty())
+      for (auto& t : ref) e.reference_outputs.push_back({t.sizes().vec(), dtype_name(t)});
+    if (ref.size() != pp.plan.outputs.size())
+      fail(review_status::plan_error, "outputs: the plan returns " + std::to_string(pp.plan.outputs.size()) +
+                                          " tensors, the reference " + std::to_string(ref.size()));
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const resolved_buffer& b = pp.plan.outputs[i];
+      if (b.shape != ref[i].sizes().vec() || b.dtype != dtype_name(ref[i]))
+        fail(review_status::plan_error, "outputs[" + std::to_string(i) + "] '" + b.name + "': " +
+                                            shape_to_string(b.shape) + " " + b.dtype + ", but the reference returns " +
+                                            shape_of(ref[i]) + " " + dtype_name(ref[i]));
+    }
+  }
+
+  static bool inputs_differ(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+      if (first_bitwise_difference(a[i], b[i]) >= 0) return true;
+    return false;
+  }
+
+  static bool outputs_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+    if (a.size() != b.size() || a.empty()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (first_bitwise_difference(a[i], b[i]) >= 0) return false;
+    return true;
+  }
+
+  std::string mismatch_message(const std::string& name, const at::Tensor& got, const at::Tensor& second,
+                               int second_poison, const output_comparison& c, const tolerance_spec& tol) {
+    const std::string at_index = name + index_string(got.sizes().vec(), c.first_bad);
+    std::string msg = "output " + name + " " + shape_of(got) + ": " + std::to_string(c.bad_count) + " of " +
+                      std::to_string(c.numel) + " elements outside |out - ref| <= " + num(tol.atol) + " + " +
+                      num(tol.rtol) + " * |ref|; first at " + at_index + " (flat " + std::to_string(c.first_bad) +
+                      "): got " + num(c.got) + ", expected " + num(c.want);
+    const double b = element_at(second, c.first_bad);
+    const bool poison_a = std::isnan(poison_value(got, 0)) ? std::isnan(c.got) : c.got == poison_value(got, 0);
+    if (poison_a && b == poison_value(got, second_poison))
+      msg += " (never written: it still holds the verifier's poison)";
+    msg += "; max abs error " + num(c.max_abs_error) + ", max rel error " + num(c.max_rel_error);
+    if (c.nonfinite_count > 0)
+      msg += "; " + std::to_string(c.nonfinite_count) + " NaN/Inf elements where the reference is finite";
+    return msg;
+  }
+
+  // --- timing ---
+
+  double timed_once(const std::function<void()>& run) {
+    if (opts.timing.flush_l2 && flush_buffer.defined()) {
+      check_cu(drv->cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(flush_buffer.data_ptr()), ++flush_value,
+                                     static_cast<size_t>(flush_buffer.numel() / 4), nullptr),
+               "L2 flush: cuMemsetD32Async");
+    }
+    check_cu(drv->cuEventRecord(start_event, nullptr), "cuEventRecord");
+    run();
+    check_cu(drv->cuEventRecord(end_event, nullptr), "cuEventRecord");
+    check_cu(drv->cuEventSynchronize(end_event), "timed run: cuEventSynchronize");
+    float ms = 0;
+    check_cu(drv->cuEventElapsedTime(&ms, start_event, end_event), "cuEventElapsedTime");
+    return ms;
+  }
+
+  void time_both(const review_request& req, task_entry& e, const prepared_plan& pp, review_result& r,
+                 clock_type::time_point deadline) {
+    std::vector<at::Tensor> originals = inputs_for(e, 0);
+    tensor_env env = candidate_env(e, originals);
+    std::vector<at::Tensor> ref_inputs = clones(originals);
+    timing_options topt = opts.timing;
+    const double left = std::chrono::duration<double>(deadline - clock_type::now()).count();
+    topt.max_seconds = std::max(0.0, std::min(topt.max_seconds, left));
+    timed_run candidate = [&]() -> result<double> {
+      return timed_once([&] { run_plan(pp, env, -1); });
+    };
+    timed_run reference = [&]() -> result<double> {
+      return timed_once([&] { run_reference(e, ref_inputs, "timing the reference"); });
+    };
+    auto m = measure_pair(topt, candidate, reference);
+    if (!m) fail(review_status::internal_error, "timing: " + m.message());
+    r.candidate_time = m->first.stats;
+    r.reference_time = m->second.stats;
+    r.speedup = r.candidate_time.median_ms > 0 ? r.reference_time.median_ms / r.candidate_time.median_ms : 0;
+    if (!m->first.stable || !m->second.stable)
+      timing_note = "medians not stable to " + num(100 * opts.timing.stable_rel_iqr) +
+                    "% when the time or repetition bound was reached (interquartile half-width: candidate " +
+                    num(100 * m->first.rel_iqr) + "%, reference " + num(100 * m->second.rel_iqr) + "%)";
+    if (r.speedup > req.options.suspicious_speedup) add_flag(r, "speedup_above_threshold");
+  }
+  std::string timing_note;
+
+  // --- one review ---
+
+  void review_body(const review_request& req, review_result& r, clock_type::time_point deadline) {
+    task_spec task = req.task;
+    if (!req.options.size.empty()) {
+      auto sized = with_size(task, req.options.size);
+      if (!sized) fail(review_status::plan_error, sized.message());
+      task = std::move(sized.value());
+    }
+
+    // 1. Compile.
+    auto compiled = compiler->compile(req.cand.source, req.cand.compile_options);
+    if (!compiled) fail(review_status::compile_error, compiled.message());
+    r.compile_log = compiled->log;
+    r.diagnostics = compiled->diagnostics;
+    r.resources = compiled->resources;
+    if (!compiled->ok) {
+      if (compiled->timed_out) fail(review_status::compile_error, compiled->log);
+      std::string first;
+      size_t errors = 0;
+      for (auto& d : compiled->diagnostics)
+        if (d.severity == "error") {
+          if (!errors) first = "candidate.cu:" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message;
+          ++errors;
+        }
+      fail(review_status::compile_error,
+           errors ? "NVRTC rejected the source with " + std::to_string(errors) + " error(s); first: " + first
+                  : "NVRTC rejected the source (see the compile log)");
+    }
+
+    // 2. Resolve the plan against the task's shapes and this device.
+    auto context = make_plan_context(task, req.cand.source);
+    if (!context) fail(review_status::plan_error, context.message());
+    context->limits = limits;
+    task_entry& entry = task_for(task);
+    context->reference_outputs = entry.reference_outputs;
+    auto plan = resolve_plan(req.cand.plan, *context);
+    if (!plan) fail(review_status::plan_error, plan.message());
+    for (const auto& s : plan->steps)
+      if (s.kind == "library" && !is_library_op(s.name))
+        fail(review_status::plan_error, s.label() + ": " + s.name + " is not among the ATen ops the reviewer runs (" +
+                                            join(library_op_names(), ", ") + ")");
+    const std::vector<std::string> warnings = plan->warnings;
+
+    // 3. Load the module and look its kernels up.
+    module_guard mod;
+    prepared_plan pp = prepare(std::move(plan.value()), compiled->cubin, mod, r);
+    if (!pp.launches_kernel) add_flag(r, "no_custom_kernel");
+
+    // 4. Verify; 5. time.
+    independence_note.clear();
+    timing_note.clear();
+    verify(req, entry, pp, r, deadline);
+    if (req.options.time) time_both(req, entry, pp, r, deadline);
+
+    r.status = review_status::ok;
+    std::string msg = "correct in " + std::to_string(r.trials_passed) + " of " + std::to_string(r.trials_run) +
+                      " trials (max abs error " + num(r.max_abs_error) + ", max rel error " + num(r.max_rel_error) + ")";
+    if (req.options.time) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf), "; candidate %.4f ms vs reference %.4f ms (medians of %u and %u runs): speedup %.3fx",
+                    r.candidate_time.median_ms, r.reference_time.median_ms, r.candidate_time.repetitions,
+                    r.reference_time.repetitions, r.speedup);
+      msg += buf;
+    }
+    if (!timing_note.empty()) msg += "; " + timing_note;
+    for (auto& f : r.flags) {
+      if (f == "no_custom_kernel") msg += ". Flag no_custom_kernel: the plan launches no kernel of its own, only library steps";
+      if (f == "output_independent_of_input") msg += ". Flag output_independent_of_input: " + independence_note;
+      if (f == "speedup_above_threshold")
+        msg += ". Flag speedup_above_threshold: a speedup above " + num(req.options.suspicious_speedup) +
+               "x is suspicious; check that the candidate does all the work";
+    }
+    if (!warnings.empty()) msg += ". Plan warnings: " + join(warnings, "; ");
+    r.message = msg;
+  }
+
+  review_result review(const review_request& req) {
+    review_result r;
+    r.request_id = req.request_id;
+    r.candidate_id = req.cand.id;
+    r.device = node + "/" + std::to_string(dev.ordinal) + ": " + dev.name;
+    if (lost) {
+      r.status = review_status::crashed;
+      r.message = "the CUDA context of this worker was lost in an earlier review (" + lost_reason +
+                  "); the worker must be restarted";
+      return r;
+    }
+    const auto deadline =
+        clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
+                                req.options.timeout_s > 0 ? req.options.timeout_s : 1e9));
+    try {
+      make_current();
+      review_body(req, r, deadline);
+    } catch (const review_failure& f) {
+      r.status = f.status;
+      r.message = f.message;
+    } catch (const c10::Error& e) {
+      // LibTorch threw outside the places that classify its errors.
+      CUresult rc = drv->cuCtxSynchronize();
+      r.status = rc == CUDA_SUCCESS ? review_status::internal_error : review_status::crashed;
+      r.message = torch_message(e);
+      if (rc != CUDA_SUCCESS) {
+        r.message += "; " + drv->describe(rc, "cuCtxSynchronize");
+        if (poisons_context(rc)) {
+          lost = true;
+          lost_reason = r.message;
+        }
+      }
+    } catch (const std::exception& e) {
+      r.status = review_status::internal_error;
+      r.message = std::string("internal error: ") + e.what();
+    }
+    if (r.status != review_status::ok) {
+      // A failed review reports no speedup.
+      r.speedup = 0;
+    }
+    return r;
+  }
+};
+
+reviewer::reviewer(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+reviewer::~reviewer() = default;
+
+review_result reviewer::review(const review_request& request) { return impl_->review(request); }
+bool reviewer::context_lost() const { return impl_->lost; }
+const device_info& reviewer::device() const { return impl_->dev; }
+const std::string& reviewer::arch() const { return impl_->arch; }
+
+result<std::unique_ptr<reviewer>> reviewer::create(reviewer_options opts) {
+  auto drv = cuda_driver::load();
+  if (!drv) return drv.error();
+  auto devices = query_devices(**drv);
+  if (!devices) return devices.error();
+  if (opts.device < 0 || opts.device >= static_cast<int>(devices->size()))
+    return error{"device " + std::to_string(opts.device) + " does not exist (the driver sees " +
+                 std::to_string(devices->size()) + ")"};
+  try {
+    if (!torch::cuda::is_available() || static_cast<int>(torch::cuda::device_count()) <= opts.device)
+      return error{"LibTorch sees no CUDA device " + std::to_string(opts.device) +
+                   " (a LibTorch built without CUDA, or CUDA_VISIBLE_DEVICES hides it)"};
+  } catch (const std::exception& e) {
+    return error{"LibTorch cannot use CUDA: " + torch_message(e)};
+  }
+
+  auto p = std::make_unique<impl>();
+  p->opts = opts;
+  p->drv = *drv;
+  p->dev = (*devices)[static_cast<size_t>(opts.device)];
+  p->torch_device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(opts.device));
+  const cuda_driver& d = **drv;
+  if (auto s = d.check(d.cuDeviceGet(&p->cu_device, opts.device), "cuDeviceGet"); !s) return error{s.message()};
+  if (auto s = d.check(d.cuDevicePrimaryCtxRetain(&p->context, p->cu_device), "cuDevicePrimaryCtxRetain"); !s) {
+    p->context = nullptr;
+    return error{s.message()};
+  }
+  if (auto s = d.check(d.cuCtxSetCurrent(p->context), "cuCtxSetCurrent"); !s) return error{s.message()};
+
+  auto attribute = [&](CUdevice_attribute a) {
+    int v = 0;
+    d.cuDeviceGetAttribute(&v, a, p->cu_device);
+    return static_cast<int64_t>(v);
+  };
+  p->limits.max_threads_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  p->limits.max_block_dims = {attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                              attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
+  p->limits.max_grid_dims = {attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                             attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
+  p->limits.max_shared_mem_bytes = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  p->l2_bytes = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+
+  p->arch = opts.arch.empty() ? arch_for(p->dev.cc_major, p->dev.cc_minor) : opts.arch;
+  nvrtc_options co = opts.compiler;
+  co.arch = p->arch;
+  p->compiler = std::make_unique<nvrtc_compiler>(co);
+
+  if (auto s = d.check(d.cuEventCreate(&p->start_event, CU_EVENT_DEFAULT), "cuEventCreate"); !s) return error{s.message()};
+  if (auto s = d.check(d.cuEventCreate(&p->end_event, CU_EVENT_DEFAULT), "cuEventCreate"); !s) return error{s.message()};
+  try {
+    const int64_t flush = std::max<int64_t>(2 * p->l2_bytes, 64 << 20);
+    p->flush_buffer = at::empty({flush / 4 * 4}, at::TensorOptions().dtype(at::kByte).device(p->torch_device));
+  } catch (const std::exception& e) {
+    return error{"cannot allocate the L2 flush buffer: " + torch_message(e)};
+  }
+  p->cache_budget = opts.input_cache_bytes ? opts.input_cache_bytes : p->dev.total_memory_bytes / 8;
+  if (opts.node.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    p->node = host;
+  } else {
+    p->node = opts.node;
+  }
+  return std::unique_ptr<reviewer>(new reviewer(std::move(p)));
+}
+
+}  // namespace ks

@@ -1,0 +1,97 @@
+#pragma once
+// The reviewer's GPU path: compiles a candidate, binds its launch plan to the task's
+// shapes, runs it on the GPU next to the task's LibTorch reference, verifies it and
+// times it (docs/reviewer.md). One reviewer owns one device for the life of the
+// process; kernelskill-gpu's worker actor answers every review_request with it.
+//
+// What review() promises:
+// - it never throws and always returns a review_result whose status says whose fault
+//   a failure is (compile_error, plan_error, incorrect: the candidate's; crashed: the
+//   CUDA context; internal_error: KernelSkill's or the task's), with a message a
+//   person or an agent can act on;
+// - "ok" means: compiled, and in every trial the outputs matched the reference within
+//   the task's tolerance, two runs agreed bit for bit and the inputs were left
+//   untouched; suspicious findings are listed in flags, never hidden;
+// - after a CUDA error that poisons the context (an illegal address, a trap, …)
+//   every later review answers `crashed` at once: the process must be restarted.
+//
+// Not thread-safe: one review at a time (the worker actor serialises them). This
+// header is LibTorch-free.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/protocol.hpp"
+#include "base/result.hpp"
+#include "gpu/nvrtc_compiler.hpp"
+#include "gpu/timing.hpp"
+
+namespace ks {
+
+struct reviewer_options {
+  int device = 0;                // CUDA ordinal
+  std::string arch;              // NVRTC target; empty = arch_for(the device)
+  nvrtc_options compiler;        // its arch is replaced by `arch`
+  timing_options timing;
+  // Device memory the reviewer may keep for cached trial inputs (all tasks together);
+  // 0 = an eighth of the device's memory.
+  uint64_t input_cache_bytes = 0;
+  std::string node;              // names the machine in review_result::device; empty = host name
+};
+
+class reviewer {
+ public:
+  // Opens the driver, retains the device's primary context (the one LibTorch uses),
+  // checks that LibTorch sees CUDA, and allocates the L2 flush buffer. Fails with the
+  // reason when there is no usable GPU.
+  static result<std::unique_ptr<reviewer>> create(reviewer_options opts = {});
+  ~reviewer();
+  reviewer(const reviewer&) = delete;
+  reviewer& operator=(const reviewer&) = delete;
+
+  review_result review(const review_request& request);
+
+  // True once a CUDA error has poisoned the context; every review then answers
+  // `crashed`.
+  bool context_lost() const;
+  const device_info& device() const;
+  // The NVRTC target in use ("sm_90a").
+  const std::string& arch() const;
+
+ private:
+  struct impl;
+  explicit reviewer(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+// The NVRTC target for a compute capability: "sm_XY", with the architecture-specific
+// suffix "a" from compute capability 9.0 on (sm_90a, sm_100a, sm_120a), which enables
+// that chip's own instructions (wgmma, …). A cubin built so runs on that chip only —
+// which is all a reviewer needs.
+std::string arch_for(int cc_major, int cc_minor);
+
+// --- Trial inputs (docs/reviewer.md, "Two distributions") ---
+
+// The task whose input specs make the inputs of trial `trial`: even trials use the
+// task's own distributions; odd trials replace each floating-point input's normal or
+// uniform distribution with alternative_distribution(spec, (trial / 2) % 2).
+// Parameters, integer and bool inputs, and structural inits (constant, zeros, ones,
+// arange) never change.
+task_spec trial_task(const task_spec& task, uint32_t trial);
+
+// The second distribution of a floating-point input (variant 0 in trials 1, 5, 9, …;
+// variant 1 in trials 3, 7, …):
+//   normal(m, s)         -> variant 0: normal(m, 4s)    (4x the range: overflow, tails)
+//                           variant 1: uniform(m - 3s, m + 3s)   (flat, bounded)
+//   uniform(lo, hi)      -> variant 0: uniform(lo, lo + (hi - lo) / 4)
+//                           variant 1: uniform(hi - (hi - lo) / 4, hi)
+//   kaiming_uniform (±b) -> as uniform(-b, b)
+// A uniform input stays inside its support (inputs that must be positive stay
+// positive) but crowds at one end of it; other inits are returned unchanged.
+distribution_spec alternative_distribution(const tensor_spec& spec, uint32_t variant);
+
+// "normal(0, 1)", "uniform(-3, 3)", "randint(0, 10)", …
+std::string describe_distribution(const distribution_spec& d);
+
+}  // namespace ks
