@@ -28,4 +28,7 @@ int skills_explain(const std::string& dir, const std::string& evidence_path,
 int skills_install(const std::string& dir, const std::string& memory_path);
 int skills_stats(const std::string& memory_path, const std::string& bottleneck);
 
+// A task's trajectory (short-term memory) as a timeline; the tasks when task is empty.
+int show_trajectory(const std::string& memory_path, const std::string& task);
+
 }  // namespace ks::cli

@@ -95,6 +95,13 @@ int main(int argc, char** argv) {
   skills_stats_cmd->add_option("--memory", memory_path, "The memory store directory")->required();
   skills_stats_cmd->add_option("--bottleneck", bottleneck, "Only this bottleneck class");
 
+  std::string trajectory_task, trajectory_memory = "ks-memory";
+  auto* trajectory = app.add_subcommand(
+      "trajectory", "Print a task's trajectory (short-term memory): every attempt, review,\n"
+                    "plan and repair in order; without TASK, list the tasks that have one");
+  trajectory->add_option("task", trajectory_task, "Task name");
+  trajectory->add_option("--memory", trajectory_memory, "The memory store directory (default ks-memory)");
+
   // CLI11 reports an unknown subcommand only as "a subcommand is required".
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -104,7 +111,7 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, check, task, plan, devices or skills; see --help)\n";
+                << "' (expected run, check, task, plan, devices, skills or trajectory; see --help)\n";
       return 2;
     }
     break;
@@ -116,6 +123,7 @@ int main(int argc, char** argv) {
   if (*task_check) return check_tasks(task_paths, size, print);
   if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
   if (*devices) return list_devices(config_path, g);
+  if (*trajectory) return show_trajectory(trajectory_memory, trajectory_task);
   if (*skills_list_cmd) return skills_list(skills_dir);
   if (*skills_show_cmd) return skills_show(skills_dir, method);
   if (*skills_check_cmd) return skills_check(skills_dir);

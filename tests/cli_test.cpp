@@ -230,3 +230,46 @@ TEST_CASE("skills install versions the library into a store; stats reads experie
   CHECK(missing.status == 1);
   std::filesystem::remove_all(dir.parent_path());
 }
+
+TEST_CASE("trajectory prints a task's timeline from the store", "[cli][store]") {
+  auto dir = scratch_dir() / "memory";
+  {
+    auto db = ks::store::open(dir);
+    REQUIRE(db);
+    ks::trajectory_entry seed;
+    seed.kind = "seed";
+    seed.candidate_id = "aaaaaaaaaaaaaaaa";
+    seed.summary = "template elementwise, vector width 1";
+    REQUIRE((*db)->append_trajectory("gelu", seed));
+    ks::trajectory_entry review = seed;
+    review.kind = "review";
+    review.status = ks::review_status::ok;
+    review.speedup = 0.94;
+    review.summary = "[bottleneck=memory_bandwidth] correct in 5/5 trials";
+    REQUIRE((*db)->append_trajectory("gelu", review));
+    ks::trajectory_entry opt;
+    opt.kind = "optimize";
+    opt.round = 1;
+    opt.method = "vectorize_loads";
+    opt.candidate_id = "bbbbbbbbbbbbbbbb";
+    opt.parent_id = "aaaaaaaaaaaaaaaa";
+    REQUIRE((*db)->append_trajectory("gelu", opt));
+  }
+  auto list = run("trajectory --memory " + dir.string());
+  CHECK(list.status == 0);
+  CHECK(contains(list.text, "gelu"));
+  auto out = run("trajectory gelu --memory " + dir.string());
+  CHECK(out.status == 0);
+  CHECK(contains(out.text, "trajectory of gelu (3 entries)"));
+  CHECK(contains(out.text, "round 0"));
+  CHECK(contains(out.text, "round 1"));
+  CHECK(contains(out.text, "review"));
+  CHECK(contains(out.text, "speedup 0.940x"));
+  CHECK(contains(out.text, "optimize vectorize_loads"));
+  CHECK(contains(out.text, "bbbbbbbb <- aaaaaaaa"));
+  CHECK(out.text.find("#1 ") < out.text.find("#3 "));
+  auto missing = run("trajectory relu --memory " + dir.string());
+  CHECK(missing.status == 1);
+  CHECK(contains(missing.text, "no trajectory for task 'relu'"));
+  std::filesystem::remove_all(dir.parent_path());
+}

@@ -102,7 +102,7 @@ TEST_CASE("a kernel with a large indexed local array reports local memory", "[nv
   CHECK(r->resources[0].local_bytes >= 2048);
 }
 
-TEST_CASE("the cache: same source and options hit; other options miss", "[nvrtc][cache]") {
+TEST_CASE("the cache: same source and options hit, other options miss", "[nvrtc][cache]") {
   nvrtc_compiler c(in_process());
   auto a = c.compile(scale_kernel);
   auto b = c.compile(scale_kernel);
@@ -130,12 +130,15 @@ TEST_CASE("the on-disk cache serves a new compiler instance", "[nvrtc][cache]") 
     nvrtc_compiler c(o);
     auto r = c.compile(scale_kernel);
     REQUIRE(r);
+    INFO(r->log);
     CHECK_FALSE(r->cache_hit);
+    CHECK(r->resources.size() == 1);
     first_cubin = r->cubin;
   }
   nvrtc_compiler fresh(o);
   auto r = fresh.compile(scale_kernel);
   REQUIRE(r);
+  INFO(r->log);
   CHECK(r->cache_hit);
   CHECK(r->cubin == first_cubin);
   CHECK(r->resources.size() == 1);
