@@ -3,8 +3,15 @@
 // 0 success, 1 the checked input is invalid, 2 bad usage, 3 no GPU available,
 // 4 the requested work is not available in this build.
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "base/result.hpp"
+
+namespace ks {
+class store;
+}
 
 namespace ks::cli {
 
@@ -27,6 +34,10 @@ int skills_explain(const std::string& dir, const std::string& evidence_path,
                    const std::string& memory_path);
 int skills_install(const std::string& dir, const std::string& memory_path);
 int skills_stats(const std::string& memory_path, const std::string& bottleneck);
+
+// Opens a memory store read-only (so that a running daemon may hold it) without
+// creating it: the inspecting commands never write.
+result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_path);
 
 // A task's trajectory (short-term memory) as a timeline; the tasks when task is empty.
 int show_trajectory(const std::string& memory_path, const std::string& task);

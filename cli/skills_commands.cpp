@@ -175,10 +175,7 @@ int skills_explain(const std::string& dir, const std::string& evidence_path,
     return 1;
   }
   if (!memory_path.empty()) {
-    store_options so;
-    so.read_only = true;
-    so.create_if_missing = false;
-    auto db = store::open(memory_path, so);
+    auto db = open_store_for_reading(memory_path);
     if (!db) {
       std::cerr << db.message() << "\n";
       return 1;
@@ -215,10 +212,7 @@ int skills_install(const std::string& dir, const std::string& memory_path) {
 }
 
 int skills_stats(const std::string& memory_path, const std::string& bottleneck) {
-  store_options so;
-  so.read_only = true;
-  so.create_if_missing = false;
-  auto db = store::open(memory_path, so);
+  auto db = open_store_for_reading(memory_path);
   if (!db) {
     std::cerr << db.message() << "\n";
     return 1;

@@ -22,11 +22,15 @@ std::string clock_time(int64_t unix_ms) {
 
 }  // namespace
 
-int show_trajectory(const std::string& memory_path, const std::string& task) {
+result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_path) {
   store_options so;
   so.read_only = true;
   so.create_if_missing = false;
-  auto db = store::open(memory_path, so);
+  return store::open(memory_path, so);
+}
+
+int show_trajectory(const std::string& memory_path, const std::string& task) {
+  auto db = open_store_for_reading(memory_path);
   if (!db) {
     std::cerr << db.message() << "\n";
     return 1;

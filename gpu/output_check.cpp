@@ -1,5 +1,7 @@
 #include "gpu/output_check.hpp"
 
+#include "gpu/torch_reference_tensors.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -26,18 +28,7 @@ int64_t first_true(const at::Tensor& mask) {
 
 }  // namespace
 
-std::string dtype_name(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return "float32";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kDouble: return "float64";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kBool: return "bool";
-    default: return c10::toString(t.scalar_type());
-  }
-}
+std::string dtype_name(const at::Tensor& t) { return dtype_name(t.scalar_type()); }
 
 std::string index_string(const std::vector<int64_t>& shape, int64_t flat) {
   std::vector<int64_t> idx(shape.size(), 0);

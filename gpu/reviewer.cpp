@@ -140,19 +140,9 @@ bool poisons_context(CUresult rc) {
   }
 }
 
-std::string torch_message(const std::exception& e) {
-  if (auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
-  return e.what();
-}
 
 at::ScalarType scalar_type_of(const std::string& dtype) {
-  if (dtype == "float32") return at::kFloat;
-  if (dtype == "float16") return at::kHalf;
-  if (dtype == "bfloat16") return at::kBFloat16;
-  if (dtype == "float64") return at::kDouble;
-  if (dtype == "int32") return at::kInt;
-  if (dtype == "int64") return at::kLong;
-  if (dtype == "bool") return at::kBool;
+  if (auto t = scalar_type(dtype)) return *t;
   fail(review_status::plan_error, "unknown dtype '" + dtype + "'");
 }
 

@@ -43,35 +43,6 @@ namespace {
 
 std::string task_prefix(const task_spec& task) { return "task \"" + task.name + "\": "; }
 
-// LibTorch's message without the C++ backtrace that c10::Error appends.
-std::string torch_message(const std::exception& e) {
-  if (auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
-  return e.what();
-}
-
-std::optional<at::ScalarType> scalar_type(const std::string& dtype) {
-  if (dtype == "float32") return at::kFloat;
-  if (dtype == "float16") return at::kHalf;
-  if (dtype == "bfloat16") return at::kBFloat16;
-  if (dtype == "float64") return at::kDouble;
-  if (dtype == "int32") return at::kInt;
-  if (dtype == "int64") return at::kLong;
-  if (dtype == "bool") return at::kBool;
-  return std::nullopt;
-}
-
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "float32";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kDouble: return "float64";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kBool: return "bool";
-    default: return c10::toString(t);
-  }
-}
 
 // The CPU generator's Mersenne Twister takes a 32-bit seed: fold the high half in so
 // that seeds differing only there still give different streams.
@@ -176,6 +147,36 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+// LibTorch's message without the C++ backtrace that c10::Error appends.
+std::string torch_message(const std::exception& e) {
+  if (auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
+  return e.what();
+}
+
+std::optional<at::ScalarType> scalar_type(const std::string& dtype) {
+  if (dtype == "float32") return at::kFloat;
+  if (dtype == "float16") return at::kHalf;
+  if (dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "float64") return at::kDouble;
+  if (dtype == "int32") return at::kInt;
+  if (dtype == "int64") return at::kLong;
+  if (dtype == "bool") return at::kBool;
+  return std::nullopt;
+}
+
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kDouble: return "float64";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kBool: return "bool";
+    default: return c10::toString(t);
+  }
+}
 
 reference_program::reference_program(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
 reference_program::~reference_program() = default;

@@ -5,6 +5,9 @@
 // LibTorch-free torch_reference.hpp.
 
 #include <cstdint>
+#include <exception>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -37,5 +40,13 @@ c10::Device program_device(const reference_program& program);
 
 // The summary run() reports, for any tensor.
 tensor_summary summarize(const at::Tensor& tensor);
+
+// Shared by every LibTorch-using file of the worker:
+// LibTorch's message without the C++ backtrace that c10::Error appends.
+std::string torch_message(const std::exception& e);
+// The ATen scalar type of a task or plan dtype name (float32, bfloat16, …), or nullopt.
+std::optional<at::ScalarType> scalar_type(const std::string& dtype);
+// The task/plan dtype name of an ATen scalar type (ATen's own name for others).
+std::string dtype_name(at::ScalarType t);
 
 }  // namespace ks
