@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -206,6 +207,12 @@ std::string nvrtc_compiler::nvrtc_version() {
 
 nvrtc_compiler::nvrtc_compiler(nvrtc_options opts) : opts_(std::move(opts)) {
   if (opts_.include_dirs.empty()) opts_.include_dirs = default_include_dirs();
+  // Where a driver is installed NVRTC serves repeated compiles from CUDA's compute
+  // cache (~/.nv/ComputeCache) without running ptxas, and then its log lacks the
+  // ptxas -v report that the resources come from (seen on the H200 machine). This
+  // compiler caches by itself, so the compute cache is turned off for the process;
+  // the worker loads cubins, never PTX, so nothing else relies on it.
+  setenv("CUDA_CACHE_DISABLE", "1", 1);
 }
 
 uint64_t nvrtc_compiler::cache_hits() const {
