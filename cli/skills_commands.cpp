@@ -29,19 +29,6 @@ void print_list(const char* title, const std::vector<std::string>& items) {
   for (auto& i : items) std::printf("  - %s\n", i.c_str());
 }
 
-// A case's example evidence as the policy's input: the same evidence the data-driven
-// test feeds it.
-policy_input input_of(const case_example& ex) {
-  policy_input in;
-  in.features.structure_class = ex.structure_class;
-  in.profile.values = ex.metrics;
-  in.features.values = ex.features;
-  in.atol = ex.task_atol;
-  in.rtol = ex.task_rtol;
-  in.dtype = ex.task_dtype;
-  in.round = ex.round.value_or(0);
-  return in;
-}
 
 // Reads the evidence file of `skills explain`: the shape of a decision case's
 // example ({structure_class, metrics, features, task: {atol, rtol, dtype}, round}).
@@ -146,7 +133,7 @@ int skills_check(const std::string& dir) {
   // case that can never be reached.
   int unreachable = 0;
   for (auto& c : lib->decisions) {
-    auto trace = decide(*lib, input_of(c.example));
+    auto trace = decide(*lib, make_policy_input(c.example));
     bool fired = false;
     for (auto& f : trace.cases_fired) fired = fired || f.id == c.id;
     if (!fired) {

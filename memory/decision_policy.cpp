@@ -252,6 +252,19 @@ std::string bottleneck_from_summary(const std::string& summary) {
   return summary.substr(at + open.size(), end - at - open.size());
 }
 
+policy_input make_policy_input(const case_example& ex) {
+  policy_input in;
+  in.features.candidate_id = "example";
+  in.features.structure_class = ex.structure_class;
+  in.features.values = ex.features;
+  in.profile.values = ex.metrics;
+  in.atol = ex.task_atol;
+  in.rtol = ex.task_rtol;
+  in.dtype = ex.task_dtype;
+  in.round = ex.round.value_or(0);
+  return in;
+}
+
 policy_input make_policy_input(const plan_request& req) {
   policy_input in;
   in.profile = req.review.profile;

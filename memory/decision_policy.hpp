@@ -50,6 +50,10 @@ struct policy_input {
 // task's tolerance and dtype (of its first input), its history and round.
 policy_input make_policy_input(const plan_request& req);
 
+// The input a decision case's example describes (candidate id "example"): what
+// `skills check` and the library tests feed the policy to see each case fire.
+policy_input make_policy_input(const case_example& example);
+
 // One named value of the trace. origin: metric, feature, structure, task, derived,
 // predicate. missing: the absent names behind an unknown value.
 struct traced_value {

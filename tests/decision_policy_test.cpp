@@ -124,19 +124,6 @@ ks::trajectory_entry plan_entry(uint64_t seq, const std::string& cand, const std
   return e;
 }
 
-// The policy input an example of a decision case describes.
-ks::policy_input input_from(const ks::case_example& ex) {
-  ks::policy_input in;
-  in.features.candidate_id = "example";
-  in.features.structure_class = ex.structure_class;
-  in.features.values = ex.features;
-  in.profile.values = ex.metrics;
-  in.atol = ex.task_atol;
-  in.rtol = ex.task_rtol;
-  in.dtype = ex.task_dtype;
-  in.round = ex.round.value_or(0);
-  return in;
-}
 
 // Every case of `lib` fires on its own example; what it allows is ranked (or vetoed
 // by a global veto or a precondition, with the reason in the trace); what it forbids
@@ -145,7 +132,7 @@ void check_every_case(const ks::skill_library& lib) {
   REQUIRE_FALSE(lib.decisions.empty());
   for (const auto& c : lib.decisions) {
     DYNAMIC_SECTION("case " << c.id << " (" << c.where.to_string() << ")") {
-      const ks::decision_trace t = ks::decide(lib, input_from(c.example));
+      const ks::decision_trace t = ks::decide(lib, ks::make_policy_input(c.example));
       INFO(ks::render_trace(t));
       INFO("the example of case " << c.id << " must make it fire");
       REQUIRE(fired(t, c.id));
