@@ -173,12 +173,16 @@ struct candidate {
   std::string origin;             // "seed:TEMPLATE", "optimize:METHOD", "repair", …
   std::string parent_id;          // candidate this one was derived from, or empty
   uint32_t round = 0;
+  // How a template backend built it (the rules coder: template name and parameters),
+  // so that a later method can be applied as a parameter change; empty for code an
+  // LLM wrote. Not part of the id: the source and plan already say what runs.
+  std::map<std::string, std::string> recipe;
   friend bool operator==(const candidate&, const candidate&) = default;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, candidate& x) {
   return f(caf::meta::type_name("candidate"), x.id, x.task, x.source,
-           x.compile_options, x.plan, x.origin, x.parent_id, x.round);
+           x.compile_options, x.plan, x.origin, x.parent_id, x.round, x.recipe);
 }
 
 // ---------------------------------------------------------------------------

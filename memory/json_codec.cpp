@@ -275,12 +275,12 @@ void from_json(const json& j, launch_plan& x) {
 void to_json(json& j, const candidate& x) {
   j = json::object();
   W(id); W(task); W(source); W(compile_options); W(plan); W(origin); W(parent_id);
-  W(round);
+  W(round); W(recipe);
 }
 void from_json(const json& j, candidate& x) {
   require_object(j);
   R(id); R(task); R(source); R(compile_options); R(plan); R(origin); R(parent_id);
-  R(round);
+  R(round); R(recipe);
 }
 
 void to_json(json& j, const review_options& x) {

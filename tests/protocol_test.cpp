@@ -80,6 +80,7 @@ candidate sample_candidate() {
   c.origin = "optimize:vectorize_loads";
   c.parent_id = "beef";
   c.round = 7;
+  c.recipe = {{"template", "elementwise"}, {"vector_width", "4"}};
   return c;
 }
 

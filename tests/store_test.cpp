@@ -117,6 +117,7 @@ candidate full_candidate() {
   c.origin = "optimize:vectorize_loads";
   c.parent_id = "fedcba9876543210";
   c.round = 7;
+  c.recipe = {{"template", "elementwise"}, {"vector_width", "4"}};
   return c;
 }
 review_options full_review_options() { return {9, false, false, 12.5, 40.0, "cpu"}; }
