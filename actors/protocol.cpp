@@ -54,6 +54,8 @@ void register_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<feature_request>("ks::feature_request");
   cfg.add_message_type<plan_request>("ks::plan_request");
   cfg.add_message_type<optimize_request>("ks::optimize_request");
+  cfg.add_message_type<task_progress>("ks::task_progress");
+  cfg.add_message_type<task_outcome>("ks::task_outcome");
   cfg.add_message_type<device_info>("ks::device_info");
   cfg.add_message_type<worker_info>("ks::worker_info");
 }

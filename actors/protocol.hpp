@@ -443,15 +443,21 @@ typename Inspector::result_type inspect(Inspector& f, diagnose_request& x) {
            x.history);
 }
 
+// cand failed review (review says how); plan is the diagnoser's reading. last_good
+// holds the latest correct ancestor of cand, when there is one (0 or 1 entries).
 struct repair_request {
   task_spec task;
   candidate cand;
   repair_plan plan;
+  review_result review;
+  std::vector<candidate> last_good;
+  std::vector<trajectory_entry> history;
   friend bool operator==(const repair_request&, const repair_request&) = default;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, repair_request& x) {
-  return f(caf::meta::type_name("repair_request"), x.task, x.cand, x.plan);
+  return f(caf::meta::type_name("repair_request"), x.task, x.cand, x.plan, x.review,
+           x.last_good, x.history);
 }
 
 struct feature_request {
@@ -478,15 +484,66 @@ typename Inspector::result_type inspect(Inspector& f, plan_request& x) {
            x.history);
 }
 
+// Apply plan.chosen to cand (correct; review and features are its own).
 struct optimize_request {
   task_spec task;
   candidate cand;
   optimization_plan plan;
+  review_result review;
+  code_features features;
+  std::vector<trajectory_entry> history;
   friend bool operator==(const optimize_request&, const optimize_request&) = default;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimize_request& x) {
-  return f(caf::meta::type_name("optimize_request"), x.task, x.cand, x.plan);
+  return f(caf::meta::type_name("optimize_request"), x.task, x.cand, x.plan, x.review,
+           x.features, x.history);
+}
+
+// ---------------------------------------------------------------------------
+// Task runs: what a task coordinator reports while it works and when it ends.
+
+// A task's state as its coordinator last reported it. state: queued, generating,
+// reviewing, repairing, planning, optimizing, done, failed.
+struct task_progress {
+  std::string task;
+  std::string state;
+  uint32_t round = 0;
+  uint32_t reviews = 0;
+  double best_speedup = 0;     // of the best correct candidate so far; 0: none yet
+  std::string best_candidate;
+  std::string detail;          // one line for people: what just happened
+  friend bool operator==(const task_progress&, const task_progress&) = default;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_progress& x) {
+  return f(caf::meta::type_name("task_progress"), x.task, x.state, x.round, x.reviews,
+           x.best_speedup, x.best_candidate, x.detail);
+}
+
+// How one task's run ended. success: a correct kernel was found (best/best_review
+// hold it). reason says how the run stopped ("round budget spent", "no allowed
+// method left", or why it failed).
+struct task_outcome {
+  std::string task;
+  bool success = false;
+  std::string reason;
+  candidate best;
+  review_result best_review;
+  uint32_t rounds = 0;         // optimisation rounds run, over all seed lines
+  uint32_t reviews = 0;
+  uint32_t agent_restarts = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0;
+  double wall_s = 0;
+  friend bool operator==(const task_outcome&, const task_outcome&) = default;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_outcome& x) {
+  return f(caf::meta::type_name("task_outcome"), x.task, x.success, x.reason, x.best,
+           x.best_review, x.rounds, x.reviews, x.agent_restarts, x.input_tokens,
+           x.output_tokens, x.cost_usd, x.wall_s);
 }
 
 // ---------------------------------------------------------------------------

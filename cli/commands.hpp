@@ -1,7 +1,8 @@
 #pragma once
 // The subcommands of `kernelskill`. Each returns the process exit status:
 // 0 success, 1 the checked input is invalid, 2 bad usage, 3 no GPU available,
-// 4 the requested work is not available in this build.
+// 4 the requested work is not available in this build, 5 a run finished but some
+// task ended without a correct kernel.
 
 #include <memory>
 #include <string>

@@ -5,13 +5,22 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/typed_event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/agents.hpp"
+#include "actors/experiment_runner.hpp"
 #include "actors/gpu_nodes.hpp"
 #include "base/logging.hpp"
 #include "cli/commands.hpp"
+#include "coder/llm_coder.hpp"
 #include "config/experiment_config.hpp"
+#include "gpu/nvrtc_compiler.hpp"
+#include "llm/llm_client.hpp"
+#include "memory/skill_library.hpp"
+#include "memory/store.hpp"
+#include "report/run_report.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks::cli {
@@ -63,6 +72,50 @@ int list_devices(const std::string& config_path, const global_options& g) {
   return found.device_count() > 0 ? 0 : 3;
 }
 
+namespace {
+
+// The coder backend the config asks for. The llm client is kept alive by the coder's
+// chat function (it holds the shared pointer).
+struct backend_choice {
+  std::shared_ptr<coder> code;
+  std::shared_ptr<llm_coder> model;   // set for the llm backend (the diagnoser uses it)
+  std::shared_ptr<usage_ledger> usage;
+};
+
+result<backend_choice> make_backend(const experiment_config& cfg,
+                                    std::shared_ptr<const skill_library> lib) {
+  backend_choice b;
+  if (cfg.coder.backend == "llm") {
+    auto client = llm_client::create(client_options(cfg));
+    if (!client) return ks::error{cfg.source + ": coder.llm: " + client.message()};
+    std::shared_ptr<llm_client> shared = std::move(*client);
+    llm_coder_options lo;
+    lo.chat = [shared](const chat_request& r) { return shared->chat(r); };
+    lo.library = lib;
+    b.model = std::make_shared<llm_coder>(std::move(lo));
+    b.code = b.model;
+    // The client's ledger outlives it through this pointer's aliasing.
+    b.usage = std::shared_ptr<usage_ledger>(shared, const_cast<usage_ledger*>(&shared->usage()));
+    spdlog::info("coder: llm, {}", shared->describe());
+    return b;
+  }
+  return ks::error{cfg.source + ": coder.backend: the `" + cfg.coder.backend +
+                   "` backend is not in this build yet; use `backend: llm` with an endpoint"};
+}
+
+std::string progress_line(const task_progress& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "[%s] %-10s round %2u  reviews %3u  best %s", p.task.c_str(),
+                p.state.c_str(), p.round, p.reviews,
+                p.best_speedup > 0 ? (std::to_string(p.best_speedup).substr(0, 5) + "x").c_str()
+                                   : "-");
+  std::string line = buf;
+  if (!p.detail.empty()) line += "  " + p.detail;
+  return line;
+}
+
+}  // namespace
+
 int run_experiment(const std::string& config_path, const global_options& g) {
   auto cfg = load_for_command(config_path, g);
   if (!cfg) {
@@ -83,8 +136,14 @@ int run_experiment(const std::string& config_path, const global_options& g) {
     std::cerr << config_path << ": the config names no tasks (add them under `tasks:`)\n";
     return 1;
   }
-  spdlog::info("experiment '{}': {} tasks, coder {}, {} rounds", cfg->name, tasks.size(),
-               cfg->coder.backend, cfg->budgets.rounds);
+  auto lib = load_skill_library(KS_DEFAULT_SKILLS_DIR);
+  if (!lib) {
+    std::cerr << lib.message() << "\n";
+    return 1;
+  }
+  auto library = std::make_shared<const skill_library>(std::move(*lib));
+  spdlog::info("experiment '{}': {} tasks, coder {}, {} seeds, {} rounds", cfg->name,
+               tasks.size(), cfg->coder.backend, cfg->budgets.seeds, cfg->budgets.rounds);
   daemon_system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto found = discover_gpus(sys, cfg->gpus);
@@ -94,11 +153,50 @@ int run_experiment(const std::string& config_path, const global_options& g) {
   }
   print_nodes(found);
   for (auto& p : found.problems) spdlog::warn("{}", p);
-  // The optimisation loop (generator → reviewer → planner → optimizer) plugs in here.
-  std::cerr << "kernelskill run: the tasks and " << found.device_count()
-            << " GPU(s) are ready, but this build has no optimisation loop yet; "
-               "nothing was optimised.\n";
-  return 4;
+  auto backend = make_backend(*cfg, library);
+  if (!backend) {
+    std::cerr << "kernelskill run: " << backend.message() << "\n";
+    return 1;
+  }
+
+  auto db = store::open(cfg->memory.path);
+  if (!db) {
+    std::cerr << "kernelskill run: " << db.message() << "\n";
+    return 1;
+  }
+  std::shared_ptr<store> memory = std::move(*db);
+  if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version),
+                                             library_hash(*library), to_store_docs(*library));
+      !s) {
+    std::cerr << "kernelskill run: " << s.message() << "\n";
+    return 1;
+  }
+
+  std::vector<gpu_pool_actor> pools;
+  for (auto& node : found.nodes) pools.push_back(node.handle);
+  auto reviewer = sys.spawn(reviewer_agent, pools);
+
+  experiment_options eo;
+  eo.name = cfg->name;
+  eo.tasks = tasks;
+  eo.tasks_in_flight = static_cast<uint32_t>(cfg->budgets.tasks_in_flight);
+  eo.output_dir = cfg->output.dir;
+  eo.base = coordinator_options_from(*cfg);
+  eo.base.backend = backend->code;
+  eo.base.model = backend->model;
+  eo.base.usage = backend->usage;
+  eo.base.library = library;
+  eo.base.memory = memory;
+  eo.base.compiler = std::make_shared<nvrtc_compiler>();
+  eo.on_progress = [](const task_progress& p) { std::fprintf(stderr, "%s\n", progress_line(p).c_str()); };
+  auto summary = ks::run_experiment(sys, eo, reviewer);
+  caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
+  std::fputs(summary_markdown(summary).c_str(), stdout);
+  std::fprintf(stderr, "kernelskill run: results in %s (summary.md, summary.json, tasks/)\n",
+               cfg->output.dir.c_str());
+  for (const auto& o : summary.outcomes)
+    if (!o.success) return 5;
+  return 0;
 }
 
 }  // namespace ks::cli

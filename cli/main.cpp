@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
   std::string config_path;
   auto* run = app.add_subcommand(
       "run", "Run an experiment: optimise every task the config names, on the GPUs it names\n"
-             "(local workers and gpus.remote), writing results to output.dir");
+             "(local workers and gpus.remote). Progress goes to stderr, one line per step;\n"
+             "the summary table to stdout; per-task kernels, reviews and trajectories to\n"
+             "output.dir. Exit status: 0 every task got a correct kernel, 5 some did not,\n"
+             "3 no GPU, 1 a bad config or task file.");
   run->add_option("config", config_path, "Experiment config (YAML; see examples/experiment.yaml)")
       ->required()->check(CLI::ExistingFile);
 

@@ -1,26 +1,13 @@
 // `kernelskill trajectory TASK`: a task's short-term memory as a readable timeline.
 
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 
 #include "cli/commands.hpp"
 #include "memory/store.hpp"
+#include "report/trajectory_timeline.hpp"
 
 namespace ks::cli {
-
-namespace {
-
-std::string clock_time(int64_t unix_ms) {
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-}  // namespace
 
 result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_path) {
   store_options so;
@@ -54,24 +41,7 @@ int show_trajectory(const std::string& memory_path, const std::string& task) {
               << " (`kernelskill trajectory --memory " << memory_path << "` lists the tasks)\n";
     return 1;
   }
-  std::printf("trajectory of %s (%zu entries)\n", task.c_str(), entries->size());
-  uint32_t round = UINT32_MAX;
-  for (auto& e : *entries) {
-    if (e.round != round) {
-      round = e.round;
-      std::printf("round %u\n", round);
-    }
-    std::string what = e.kind;
-    if (!e.method.empty()) what += " " + e.method;
-    std::string cand = e.candidate_id.empty() ? "" : e.candidate_id.substr(0, 8);
-    if (!e.parent_id.empty()) cand += " <- " + e.parent_id.substr(0, 8);
-    std::printf("  #%-4llu %s  %-26s %-20s", static_cast<unsigned long long>(e.seq),
-                clock_time(e.unix_ms).c_str(), what.c_str(), cand.c_str());
-    if (e.kind == "review")
-      std::printf(" %-14s speedup %.3fx", to_string(e.status), e.speedup);
-    std::printf("\n");
-    if (!e.summary.empty()) std::printf("        %s\n", e.summary.c_str());
-  }
+  std::fputs(render_trajectory(task, *entries).c_str(), stdout);
   return 0;
 }
 

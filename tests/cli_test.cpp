@@ -125,11 +125,13 @@ TEST_CASE("plan check names the step and field of a broken plan", "[cli]") {
 
 TEST_CASE("run stops with a plain message where there is no GPU", "[cli]") {
   auto has_gpu = std::system((gpu_bin + " --list-devices >/dev/null 2>&1").c_str()) == 0;
-  auto out = run("run " + src + "/examples/experiment.yaml");
   if (has_gpu) {
-    WARN("this machine has a GPU: `run` gets past the GPU check");
-    CHECK(out.status != 3);
-  } else {
+    // There the example would run a whole experiment: bench/agent_loop.sh does that.
+    WARN("this machine has a GPU: skipped (the example run is bench/agent_loop.sh's job)");
+    return;
+  }
+  auto out = run("run " + src + "/examples/experiment.yaml");
+  {
     CHECK(out.status == 3);
     CHECK(contains(out.text, "no GPU is available"));
     CHECK(contains(out.text, "gpus:"));

@@ -196,7 +196,8 @@ struct loopback {
   void round_trip(const T& sent) {
     caf::scoped_actor self{client};
     bool arrived = false;
-    self->request(remote, 5s, sent)
+    // Generous: this checks correctness, and CI machines can be busy.
+    self->request(remote, 60s, sent)
         .receive(
             [&](const T& got) {
               arrived = true;
@@ -250,11 +251,18 @@ TEST_CASE("every protocol message crosses a loopback middleman link unchanged",
   link.round_trip(generate_request{sample_task(), 6});
   link.round_trip(diagnose_request{sample_task(), sample_candidate(), sample_review_result(),
                                    {sample_trajectory_entry()}});
-  link.round_trip(repair_request{sample_task(), sample_candidate(), sample_repair_plan()});
+  link.round_trip(repair_request{sample_task(), sample_candidate(), sample_repair_plan(),
+                                 sample_review_result(), {sample_candidate()},
+                                 {sample_trajectory_entry()}});
   link.round_trip(feature_request{sample_candidate(), sample_review_result()});
   link.round_trip(plan_request{sample_task(), sample_candidate(), sample_review_result(),
                                sample_features(), {sample_trajectory_entry()}});
-  link.round_trip(optimize_request{sample_task(), sample_candidate(), sample_optimization_plan()});
+  link.round_trip(optimize_request{sample_task(), sample_candidate(), sample_optimization_plan(),
+                                   sample_review_result(), sample_features(),
+                                   {sample_trajectory_entry()}});
+  link.round_trip(task_progress{"softmax", "optimizing", 3, 11, 1.7, "abc123", "round 3: vectorize_loads"});
+  link.round_trip(task_outcome{"softmax", true, "round budget spent", sample_candidate(),
+                               sample_review_result(), 15, 40, 1, 12000, 3400, 0.25, 812.5});
   link.round_trip(sample_device());
   link.round_trip(sample_worker());
 }

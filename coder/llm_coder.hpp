@@ -1,0 +1,46 @@
+#pragma once
+// The `llm` coder backend: candidates written by a language model. Each call builds
+// the agent's prompt (llm/prompts.hpp), sends it through a chat function (an
+// llm_client, or anything answering like one), and parses the reply into source +
+// launch plan, asking again in the right format a bounded number of times
+// (llm/candidate_request.hpp). Whether the code compiles or is correct is the
+// reviewer's business: a reply that parses is returned as it is.
+
+#include <memory>
+
+#include "coder/coder.hpp"
+#include "llm/candidate_request.hpp"
+#include "llm/prompts.hpp"
+#include "memory/skill_library.hpp"
+
+namespace ks {
+
+struct llm_coder_options {
+  chat_function chat;                               // required
+  std::shared_ptr<const skill_library> library;     // method knowledge; may be null
+  int max_format_repairs = 2;
+  prompt_limits limits;
+};
+
+class llm_coder final : public coder {
+ public:
+  explicit llm_coder(llm_coder_options options);
+
+  std::string name() const override { return "llm"; }
+  // One request per seed (seed k asks for design direction k). Seeds whose reply
+  // cannot be used are skipped with a warning; an error only when none can.
+  result<std::vector<candidate>> seeds(const task_spec& task, uint32_t count) override;
+  result<candidate> optimize(const optimize_input& in) override;
+  // The repaired candidate keeps the failed one's parent and recipe, so the trajectory
+  // credits the method that was being tried; its origin is "repair".
+  result<candidate> repair(const repair_input& in) override;
+
+  // The diagnoser's model reading of a failure (the diagnoser agent asks this when
+  // the backend is llm). candidate_id is set to req.cand.id.
+  result<repair_plan> diagnose(const diagnose_request& req);
+
+ private:
+  llm_coder_options options_;
+};
+
+}  // namespace ks
