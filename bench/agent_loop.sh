@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `kernelskill run` end to end on a GPU with the llm backend, the model being
+# ks-scripted-llm (tests/scripted_llm_main.cpp) on loopback: seeds from the example
+# kernels (the first relu seed deliberately wrong), real reviews on the GPU by a
+# spawned kernelskill-gpu worker, diagnosis and repair, planning from real profiles,
+# optimisation rounds, and the output directory. Prints the run's summary.
+#
+#   bench/agent_loop.sh [BUILD_DIR] [OUT_DIR]     (defaults: build-gpu, a temp dir)
+#
+# Exit status: kernelskill run's (0 when every task ended with a correct kernel).
+set -u
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-build-gpu}"
+out="${2:-$(mktemp -d)}"
+mkdir -p "$out/tasks"
+
+cat >"$out/tasks/relu.yaml" <<'YAML'
+name: relu
+reference:
+  torchscript: |
+    def forward(x):
+        return torch.relu(x)
+inputs:
+  - {name: x, shape: [16384, 16384], init: {kind: normal, mean: 0, std: 1}}
+seed: 2
+YAML
+cp "$root/examples/tasks/gelu.yaml" "$root/examples/tasks/softmax.yaml" "$out/tasks/"
+
+# The server prints its port, then serves until its stdin closes.
+coproc LLM { "$build/bin/ks-scripted-llm" --plans "$root/examples/plans" \
+               relu=relu gelu=gelu_vec4 softmax=softmax_rows; }
+read -r line <&"${LLM[0]}"
+port="${line##*:}"
+echo "scripted model on 127.0.0.1:$port"
+
+cat >"$out/experiment.yaml" <<YAML
+name: agent-loop-bench
+tasks: [tasks/*.yaml]
+budgets: {seeds: 2, rounds: 3, repair_attempts: 2, tasks_in_flight: 2}
+coder:
+  backend: llm
+  llm: {provider: openai, endpoint: "http://127.0.0.1:$port/v1", model: scripted, timeout_s: 30}
+memory: {path: "$out/memory"}
+output: {dir: "$out/run"}
+YAML
+
+"$build/bin/kernelskill" run "$out/experiment.yaml"
+status=$?
+echo "kernelskill run exit status: $status"
+"$build/bin/kernelskill" trajectory relu --memory "$out/memory" | head -60
+exec {LLM[1]}>&-
+exit $status
