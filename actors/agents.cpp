@@ -186,6 +186,19 @@ feature_extractor_actor::behavior_type feature_agent(feature_extractor_actor::po
     in.source = req.cand.source;
     in.resources = req.review.resources;
     in.plan = &req.cand.plan;
+    if (!options.task.name.empty()) in.dtype = options.task.inputs.empty() ? "float32" : options.task.inputs.front().dtype;
+    // The plan at the task's shapes gives grid, block and waves (occupancy and
+    // tail-effect evidence); a plan that does not resolve is reviewed as a plan error
+    // anyway, so features go without it.
+    std::optional<resolved_plan> resolved;
+    if (!options.task.name.empty()) {
+      auto ctx = make_plan_context(options.task, req.cand.source, options.size);
+      if (ctx) {
+        auto r = resolve_plan(req.cand.plan, *ctx);
+        if (r) resolved = std::move(*r);
+      }
+    }
+    if (resolved) in.resolved = &*resolved;
     if (options.compiler) {
       auto compiled = options.compiler->compile(req.cand.source, req.cand.compile_options);
       if (compiled && compiled->ok) {
@@ -252,7 +265,11 @@ reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
     ++st->in_flight[pick];
     const uint64_t id = req.request_id;
     const std::string cand = req.cand.id;
-    self->request(st->pools[pick], caf::infinite, std::move(req))
+    // A pool answers every request (it times reviews out itself); a remote worker
+    // used directly may vanish with the request, so wait a bounded time.
+    const auto bound = std::chrono::milliseconds(
+        static_cast<int64_t>((req.options.timeout_s * 2 + 120) * 1000));
+    self->request(st->pools[pick], caf::duration{bound}, std::move(req))
         .then(
             [=](review_result& r) mutable {
               --st->in_flight[pick];

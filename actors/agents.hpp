@@ -50,6 +50,7 @@ repair_plan rule_diagnosis(const diagnose_request& req);
 // the plan resolved at the task's shapes (features/feature_extractor.hpp).
 struct feature_agent_options {
   std::shared_ptr<nvrtc_compiler> compiler;  // null: no PTX (source analysis only)
+  task_spec task;                            // empty name: no resolved plan
   std::string size;                          // the task size reviews run at
 };
 feature_extractor_actor::behavior_type feature_agent(feature_extractor_actor::pointer self,

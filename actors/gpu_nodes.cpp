@@ -65,6 +65,11 @@ gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg, doubl
     worker_process_options wo;
     wo.binary = cfg.worker_binary;
     wo.start_timeout_s = timeout_s;
+    // The worker logs warnings (a profiler that failed, a slow compile) into the
+    // daemon's stderr; at debug or trace it logs at the daemon's level.
+    wo.log_level = spdlog::get_level() <= spdlog::level::debug
+                       ? std::string(spdlog::level::to_string_view(spdlog::get_level()).data())
+                       : "warn";
     auto proc = worker_process::start(wo);
     if (!proc) {
       found.problems.push_back("local: " + proc.message());

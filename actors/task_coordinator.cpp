@@ -235,8 +235,8 @@ task_outcome seed_line::run(candidate seed) {
       &restarts_, o_);
   auto extractor = make_agent<feature_extractor_actor>(
       self, "feature extractor",
-      [c = o_.compiler, size = o_.review.size](caf::blocking_actor* s) {
-        return s->spawn<caf::detached>(feature_agent, feature_agent_options{c, size});
+      [c = o_.compiler, task = o_.task, size = o_.review.size](caf::blocking_actor* s) {
+        return s->spawn<caf::detached>(feature_agent, feature_agent_options{c, task, size});
       },
       &restarts_, o_);
   auto planner = make_agent<planner_actor>(

@@ -40,6 +40,7 @@ budgets: {seeds: 2, rounds: 3, repair_attempts: 2, tasks_in_flight: 2}
 coder:
   backend: llm
   llm: {provider: openai, endpoint: "http://127.0.0.1:$port/v1", model: scripted, timeout_s: 30}
+gpus: {review_timeout_s: 120}
 memory: {path: "$out/memory"}
 output: {dir: "$out/run"}
 YAML
