@@ -263,6 +263,9 @@ int main(int argc, char** argv) {
     std::cerr << "kernelskill-gpu: --log-level: " << s.message() << "\n";
     return 2;
   }
+  // The daemon reads our stdout only until the "listening on" line and then closes
+  // its end: a later write to stdout must fail with EPIPE, not kill the worker.
+  signal(SIGPIPE, SIG_IGN);
   if (exit_with_parent) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1) return 0;  // the parent is already gone
