@@ -4,8 +4,11 @@
 // reviews never share a device), and keeps the worker alive:
 // - a worker that dies (a crash, a kill, a lost connection) is noticed through CAF's
 //   down message; the request it was serving is answered `crashed`;
-// - a review that outlives its timeout is answered `timed_out` and the worker is
-//   killed (a hung kernel can only be stopped with its process);
+// - a review that outlives its timeout (plus review_margin_s) is answered `timed_out`:
+//   a watchdog thread kills the worker (a hung kernel can only be stopped with its
+//   process), and the death reaches the pool like any other;
+// - a worker that dies says how in the answer (the exit status or signal, e.g. "was
+//   killed by signal 6 (Aborted)");
 // - after a `crashed` review the CUDA context may be poisoned, so the worker is
 //   replaced as well;
 // - a replaced worker is started again and the queue goes on; restarts that keep

@@ -1,6 +1,7 @@
 // The gpu pool actor with a real kernelskill-gpu process: crashes, hangs and kills are
-// made for real (SIGKILL, SIGSTOP), and the pool must answer every request and go on
-// with a fresh worker. Needs no GPU: the worker runs everywhere.
+// made for real (SIGKILL, SIGABRT, SIGSTOP), and the pool must answer every request and
+// go on with a fresh worker. Needs no GPU: the worker runs everywhere. Where there is a
+// GPU, one more test sends real faulting, trapping and hanging kernels through the pool.
 
 #include <catch2/catch.hpp>
 
@@ -13,6 +14,8 @@
 #include <caf/io/all.hpp>
 
 #include "actors/gpu_pool.hpp"
+#include "plan/launch_plan_yaml.hpp"
+#include "task/task_loader.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -65,6 +68,17 @@ review_request small_review(uint64_t id, double timeout_s = 30) {
 }
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+review_result review(fixture& f, const review_request& req) {
+  caf::scoped_actor self{f.sys};
+  review_result out;
+  self->request(f.pool, 300s, req)
+      .receive([&](review_result& r) { out = std::move(r); },
+               [&](caf::error& err) { FAIL("review failed: " << f.sys.render(err)); });
+  std::printf("review %llu: %s: %s\n", static_cast<unsigned long long>(req.request_id), to_string(out.status),
+              out.message.c_str());
+  return out;
+}
 
 }  // namespace
 
@@ -152,6 +166,45 @@ TEST_CASE("a worker that dies during a review gives 'crashed', then a fresh work
                [&](caf::error& err) { FAIL(f.sys.render(err)); });
 }
 
+TEST_CASE("a worker that aborts during a review gives 'crashed' with the signal", "[gpu_pool]") {
+  fixture f;
+  auto first = f.describe().pid;
+  REQUIRE(first > 0);
+  ::kill(first, SIGSTOP);  // holds the review in flight
+  caf::scoped_actor self{f.sys};
+  auto pending = self->request(f.pool, 60s, small_review(11, 30));
+  std::this_thread::sleep_for(300ms);
+  ::kill(first, SIGABRT);
+  ::kill(first, SIGCONT);
+  std::move(pending).receive(
+      [&](review_result& r) {
+        CHECK(r.request_id == 11);
+        CHECK(r.status == review_status::crashed);
+        CHECK_THAT(r.message, Catch::Matchers::Contains("killed by signal 6"));
+      },
+      [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  auto second = f.describe().pid;
+  CHECK(second > 0);
+  CHECK(second != first);
+  self->request(f.pool, 60s, small_review(12))
+      .receive([&](review_result& r) { CHECK(r.status != review_status::crashed); },
+               [&](caf::error& err) { FAIL(f.sys.render(err)); });
+}
+
+TEST_CASE("the pool keeps no thread alive once its actor system ends", "[gpu_pool]") {
+  // Every request the pool makes leaves a timeout on CAF's clock; the pool must not
+  // hold its detached thread (and the actor system's destructor) hostage to them.
+  auto start = std::chrono::steady_clock::now();
+  {
+    fixture f;
+    caf::scoped_actor self{f.sys};
+    self->request(f.pool, 60s, small_review(1, 120))
+        .receive([&](review_result&) {}, [&](caf::error& err) { FAIL(f.sys.render(err)); });
+    f.describe();
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 30s);
+}
+
 TEST_CASE("a worker that cannot start is reported, not hung on", "[gpu_pool]") {
   pool_config cfg;
   caf::actor_system sys{cfg};
@@ -168,4 +221,94 @@ TEST_CASE("a worker that cannot start is reported, not hung on", "[gpu_pool]") {
           },
           [&](caf::error& err) { FAIL(sys.render(err)); });
   caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+}
+
+// ===========================================================================
+// GPU: real candidates that fault, trap and hang, through the pool.
+
+namespace {
+
+const char* kReluTask = R"(
+name: relu_pool_test
+reference:
+  torchscript: |
+    def forward(x):
+        return torch.relu(x)
+inputs:
+  - {name: x, shape: [1023, 1031], init: {kind: normal, mean: 0, std: 1}}
+seed: 3
+)";
+
+const char* kReluPlan = R"(
+constants:
+  N: x.numel
+outputs:
+  - {name: y, shape: [x.shape[0], x.shape[1]], dtype: float32}
+steps:
+  - kernel: k
+    grid: [ceil_div(N, 256)]
+    block: [256]
+    args: [x, y, {int64: N}]
+)";
+
+review_request relu_review(uint64_t id, const std::string& body, double timeout_s) {
+  auto task = parse_task(kReluTask, "<pool test task>", ".");
+  REQUIRE(task.ok());
+  auto plan = parse_launch_plan(kReluPlan, "<pool test plan>");
+  REQUIRE(plan.ok());
+  review_request r;
+  r.request_id = id;
+  r.task = *task;
+  r.cand.id = "relu" + std::to_string(id);
+  r.cand.task = task->name;
+  r.cand.plan = *plan;
+  r.cand.source =
+      "extern \"C\" __global__ void k(const float* __restrict__ x, float* __restrict__ y, long long n) {\n"
+      "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n" +
+      body + "\n}\n";
+  r.options.timeout_s = timeout_s;
+  r.options.trials = 2;
+  r.options.time = false;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the pool goes on",
+          "[gpu_pool][gpu]") {
+  fixture f;
+  auto info = f.describe();
+  if (info.devices.empty()) {
+    WARN("skipped: the worker has no GPU here (" << info.driver_error << "); this test runs on the GPU machine");
+    return;
+  }
+  const std::string good = "  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];";
+  auto pid_now = [&] { return f.describe().pid; };
+
+  auto ok = review(f, relu_review(1, good, 120));
+  CHECK(ok.status == review_status::ok);
+
+  auto before = pid_now();
+  auto fault = review(f, relu_review(2, "  if (i < n) y[i + (1ll << 40)] = 1.f;", 120));
+  CHECK(fault.status == review_status::crashed);
+  CHECK_THAT(fault.message, Catch::Matchers::Contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  CHECK(pid_now() != before);  // replaced: its context was poisoned
+
+  before = pid_now();
+  auto trap = review(f, relu_review(3, "  if (i == 12345) __trap();\n  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];", 120));
+  CHECK(trap.status == review_status::crashed);
+  CHECK_THAT(trap.message, Catch::Matchers::Contains("CUDA_ERROR_"));
+  CHECK(pid_now() != before);
+
+  before = pid_now();
+  const auto start = std::chrono::steady_clock::now();
+  // One thread spins on the clock forever; the kernel never ends.
+  auto hang = review(f, relu_review(4, "  if (i == 0) { while (clock64() >= 0) {} }\n  if (i < n) y[i] = x[i];", 5));
+  CHECK(hang.status == review_status::timed_out);
+  CHECK_THAT(hang.message, Catch::Matchers::Contains("killed and restarted"));
+  CHECK(std::chrono::steady_clock::now() - start < 60s);
+  CHECK_FALSE(process_exists(before));
+
+  auto again = review(f, relu_review(5, good, 120));
+  CHECK(again.status == review_status::ok);
 }
