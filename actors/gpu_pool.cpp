@@ -222,6 +222,8 @@ class pool {
               // A result that beat the watchdog by a hair is still the result; the
               // killed worker's down message then only replaces it.
               watchdog_.disarm();
+              spdlog::info("gpu pool: review {} answered by worker pid {}: {}", r.request_id,
+                           st_.process ? st_.process->pid() : -1, to_string(r.status));
               current->promise.deliver(r);
               in_flight_.reset();
               st_.busy = false;

@@ -1,13 +1,16 @@
-// The gpu pool actor with a real kernelskill-gpu process: crashes, hangs and kills are
-// made for real (SIGKILL, SIGABRT, SIGSTOP), and the pool must answer every request and
-// go on with a fresh worker. Needs no GPU: the worker runs everywhere. Where there is a
-// GPU, one more test sends real faulting, trapping and hanging kernels through the pool.
+// The gpu pool actor with real worker processes: kills and stops are made for real
+// (SIGKILL, SIGSTOP) on kernelskill-gpu, aborts and hangs from inside a fake worker
+// (fake_gpu_worker), and the pool must answer every request and go on with a fresh
+// worker. Needs no GPU: the worker runs everywhere. Where there is a GPU, one more test
+// sends real faulting, trapping and hanging kernels through the pool.
 
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -34,9 +37,9 @@ struct fixture {
   caf::actor_system sys{cfg};
   gpu_pool_actor pool;
 
-  fixture() {
+  explicit fixture(const std::string& binary = "kernelskill-gpu") {
     gpu_pool_options opts;
-    opts.worker.binary = std::string(KS_BINARY_DIR) + "/bin/kernelskill-gpu";
+    opts.worker.binary = std::string(KS_BINARY_DIR) + "/bin/" + binary;
     opts.review_margin_s = 1.0;
     pool = sys.spawn<caf::detached>(gpu_pool, opts);
   }
@@ -68,6 +71,28 @@ review_request small_review(uint64_t id, double timeout_s = 30) {
 }
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// SIGSTOP, and wait until every thread of the process has stopped: the stop begins
+// only once one of its threads is scheduled, and on a loaded machine the others can
+// still read and answer a request meanwhile.
+void stop_process(pid_t pid) {
+  ::kill(pid, SIGSTOP);
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (int i = 0; i < 1000; ++i) {
+    bool all = true;
+    for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream stat(t.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto paren = line.rfind(')');
+      const char state = paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+      if (state != 'T' && state != 't') all = false;
+    }
+    if (all) return;
+    std::this_thread::sleep_for(10ms);
+  }
+  FAIL("process " << pid << " did not stop within 10 s");
+}
 
 review_result review(fixture& f, const review_request& req) {
   caf::scoped_actor self{f.sys};
@@ -123,12 +148,13 @@ TEST_CASE("a hung review times out, and the worker is killed and replaced", "[gp
   fixture f;
   auto first = f.describe().pid;
   REQUIRE(first > 0);
-  ::kill(first, SIGSTOP);  // a worker that never answers, like one stuck in a kernel
+  stop_process(first);  // a worker that never answers, like one stuck in a kernel
   caf::scoped_actor self{f.sys};
   auto start = std::chrono::steady_clock::now();
   self->request(f.pool, 60s, small_review(7, /*timeout_s=*/0.5))
       .receive(
           [&](review_result& r) {
+            INFO("worker pid " << first << "; answer: " << r.message);
             CHECK(r.request_id == 7);
             CHECK(r.status == review_status::timed_out);
             CHECK(r.message.find("killed and restarted") != std::string::npos);
@@ -146,7 +172,7 @@ TEST_CASE("a worker that dies during a review gives 'crashed', then a fresh work
   fixture f;
   auto first = f.describe().pid;
   REQUIRE(first > 0);
-  ::kill(first, SIGSTOP);
+  stop_process(first);
   caf::scoped_actor self{f.sys};
   auto pending = self->request(f.pool, 60s, small_review(9, 30));
   std::this_thread::sleep_for(300ms);
@@ -167,27 +193,45 @@ TEST_CASE("a worker that dies during a review gives 'crashed', then a fresh work
 }
 
 TEST_CASE("a worker that aborts during a review gives 'crashed' with the signal", "[gpu_pool]") {
-  fixture f;
+  fixture f("fake_gpu_worker");  // aborts when asked (see fake_gpu_worker_main.cpp)
   auto first = f.describe().pid;
   REQUIRE(first > 0);
-  ::kill(first, SIGSTOP);  // holds the review in flight
+  auto aborting = small_review(11, 30);
+  aborting.cand.source = "abort";
   caf::scoped_actor self{f.sys};
-  auto pending = self->request(f.pool, 60s, small_review(11, 30));
-  std::this_thread::sleep_for(300ms);
-  ::kill(first, SIGABRT);
-  ::kill(first, SIGCONT);
-  std::move(pending).receive(
-      [&](review_result& r) {
-        CHECK(r.request_id == 11);
-        CHECK(r.status == review_status::crashed);
-        CHECK_THAT(r.message, Catch::Matchers::Contains("killed by signal 6"));
-      },
-      [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  self->request(f.pool, 60s, aborting)
+      .receive(
+          [&](review_result& r) {
+            CHECK(r.request_id == 11);
+            CHECK(r.status == review_status::crashed);
+            CHECK_THAT(r.message, Catch::Matchers::Contains("killed by signal 6"));
+          },
+          [&](caf::error& err) { FAIL(f.sys.render(err)); });
   auto second = f.describe().pid;
   CHECK(second > 0);
   CHECK(second != first);
   self->request(f.pool, 60s, small_review(12))
       .receive([&](review_result& r) { CHECK(r.status != review_status::crashed); },
+               [&](caf::error& err) { FAIL(f.sys.render(err)); });
+}
+
+TEST_CASE("a review that hangs in the worker times out, and the next one is served", "[gpu_pool]") {
+  fixture f("fake_gpu_worker");
+  auto first = f.describe().pid;
+  REQUIRE(first > 0);
+  auto hanging = small_review(13, 0.5);
+  hanging.cand.source = "hang";
+  caf::scoped_actor self{f.sys};
+  self->request(f.pool, 60s, hanging)
+      .receive(
+          [&](review_result& r) {
+            CHECK(r.status == review_status::timed_out);
+            CHECK_THAT(r.message, Catch::Matchers::Contains("killed and restarted"));
+          },
+          [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  CHECK_FALSE(process_exists(first));
+  self->request(f.pool, 60s, small_review(14))
+      .receive([&](review_result& r) { CHECK(r.status == review_status::internal_error); },
                [&](caf::error& err) { FAIL(f.sys.render(err)); });
 }
 
