@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -49,6 +50,9 @@ const std::vector<profiled_metric>& profiled_metrics() {
       {"stall_not_selected_pct", "smsp__warp_issue_stalled_not_selected_per_warp_active.pct", C::weighted},
       {"stall_membar_pct", "smsp__warp_issue_stalled_membar_per_warp_active.pct", C::weighted},
       {"dram_bytes", "dram__bytes.sum", C::sum},
+      // Branch targets executed: a kernel without any has no branch efficiency (the
+      // ratio evaluates to 0 of 0, which CUPTI reports as 0).
+      {"", "smsp__sass_branch_targets.sum", C::sum},
       // Operation counts for `flops` (fused multiply-adds count twice).
       {"", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", C::sum},
       {"", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", C::sum},
@@ -80,6 +84,10 @@ std::map<std::string, double> combine_kernel_samples(const std::vector<kernel_sa
     for (const auto& k : kernels) {
       auto it = k.values.find(m.cupti);
       if (it == k.values.end() || !std::isfinite(it->second)) continue;
+      if (std::string_view(m.name) == "branch_efficiency_pct") {
+        auto targets = k.values.find("smsp__sass_branch_targets.sum");
+        if (targets != k.values.end() && targets->second == 0) continue;
+      }
       seen = true;
       if (m.combine == metric_combine::sum) {
         acc += it->second;

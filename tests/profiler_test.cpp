@@ -68,6 +68,16 @@ TEST_CASE("kernels combine: rates weighted by duration, counts added", "[profile
   CHECK(combine_kernel_samples({}).empty());
 }
 
+TEST_CASE("a kernel that executes no branch has no branch efficiency", "[profiler]") {
+  // CUPTI evaluates 0 branch targets as 0% uniform, which would read as fully divergent.
+  kernel_sample straight{"straight", 5.0, {{"smsp__sass_average_branch_targets_threads_uniform.pct", 0},
+                                           {"smsp__sass_branch_targets.sum", 0}}};
+  kernel_sample branchy{"branchy", 1.0, {{"smsp__sass_average_branch_targets_threads_uniform.pct", 90},
+                                         {"smsp__sass_branch_targets.sum", 4096}}};
+  CHECK(combine_kernel_samples({straight}).count("branch_efficiency_pct") == 0);
+  CHECK(combine_kernel_samples({straight, branchy}).at("branch_efficiency_pct") == Approx(90));
+}
+
 TEST_CASE("a weighted metric only one kernel has is that kernel's value", "[profiler]") {
   kernel_sample a{"a", 1.0, {{"sm__warps_active.avg.pct_of_peak_sustained_active", 80}}};
   kernel_sample b{"b", 9.0, {}};
