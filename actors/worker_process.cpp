@@ -17,15 +17,16 @@ extern char** environ;
 
 namespace ks {
 
-namespace {
-
 std::string describe_exit(int wstatus) {
   if (WIFEXITED(wstatus)) return "exited with status " + std::to_string(WEXITSTATUS(wstatus));
-  if (WIFSIGNALED(wstatus)) return "was killed by signal " + std::to_string(WTERMSIG(wstatus));
+  if (WIFSIGNALED(wstatus)) {
+    const int sig = WTERMSIG(wstatus);
+    const char* name = strsignal(sig);
+    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "") +
+           (WCOREDUMP(wstatus) ? ", core dumped" : "");
+  }
   return "stopped";
 }
-
-}  // namespace
 
 std::string default_worker_binary() {
   std::error_code ec;
@@ -108,12 +109,25 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
   return proc;
 }
 
+void worker_process::record_exit(int wstatus) {
+  exit_ = describe_exit(wstatus);
+  pid_ = -1;
+}
+
 bool worker_process::alive() {
   if (pid_ <= 0) return false;
   int ws = 0;
   if (waitpid(pid_, &ws, WNOHANG) == pid_) {
-    pid_ = -1;
+    record_exit(ws);
     return false;
+  }
+  return true;
+}
+
+bool worker_process::reap_within(int timeout_ms) {
+  for (int waited = 0; alive(); waited += 10) {
+    if (waited >= timeout_ms) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
 }

@@ -38,13 +38,24 @@ class worker_process {
   bool alive();
   // Ends the child at once (SIGKILL) and reaps it.
   void kill_now();
+  // Waits up to `timeout_ms` for the child to exit by itself and reaps it; true if it
+  // did. For a child whose connection dropped: was it a crash, and which?
+  bool reap_within(int timeout_ms);
+  // How the child ended, once reaped: "exited with status 0", "was killed by signal 6
+  // (Aborted)"; empty while it runs or when this handle killed it.
+  const std::string& exit_description() const { return exit_; }
 
  private:
   worker_process() = default;
+  void record_exit(int wstatus);
   pid_t pid_ = -1;
+  std::string exit_;
   std::string host_;
   uint16_t port_ = 0;
 };
+
+// "exited with status N" / "was killed by signal N (name)" for a waitpid status.
+std::string describe_exit(int wstatus);
 
 // kernelskill-gpu in the directory of the running executable; the build puts both
 // programs in <build>/bin.

@@ -12,6 +12,7 @@
 #include "actors/agents.hpp"
 #include "actors/experiment_runner.hpp"
 #include "actors/gpu_nodes.hpp"
+#include "actors/gpu_pool.hpp"
 #include "base/logging.hpp"
 #include "cli/commands.hpp"
 #include "coder/llm_coder.hpp"
@@ -172,8 +173,24 @@ int run_experiment(const std::string& config_path, const global_options& g) {
     return 1;
   }
 
+  // A pool per local GPU (it owns its worker: restarts it after a crash, kills it on a
+  // hung review); remote workers are used as they are.
   std::vector<gpu_pool_actor> pools;
-  for (auto& node : found.nodes) pools.push_back(node.handle);
+  for (auto& node : found.nodes) {
+    if (!node.process) {
+      pools.push_back(node.handle);
+      continue;
+    }
+    for (auto& d : node.info.devices) {
+      gpu_pool_options po;
+      po.worker.binary = cfg->gpus.worker_binary;
+      po.worker.device = d.ordinal;
+      po.worker.log_level = "warn";
+      po.max_queue = static_cast<size_t>(std::max(
+          cfg->budgets.device_queue_depth, cfg->budgets.tasks_in_flight * cfg->budgets.seeds));
+      pools.push_back(sys.spawn<caf::detached>(gpu_pool, po));
+    }
+  }
   auto reviewer = sys.spawn(reviewer_agent, pools);
 
   experiment_options eo;
@@ -191,6 +208,7 @@ int run_experiment(const std::string& config_path, const global_options& g) {
   eo.on_progress = [](const task_progress& p) { std::fprintf(stderr, "%s\n", progress_line(p).c_str()); };
   auto summary = ks::run_experiment(sys, eo, reviewer);
   caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
+  for (auto& p : pools) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   std::fputs(summary_markdown(summary).c_str(), stdout);
   std::fprintf(stderr, "kernelskill run: results in %s (summary.md, summary.json, tasks/)\n",
                cfg->output.dir.c_str());

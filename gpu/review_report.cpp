@@ -42,6 +42,11 @@ std::string format_review(const review_result& r) {
     out += "  reference: " + times(r.reference_time) + "\n";
     out += "  speedup: " + fmt("%.3f", r.speedup) + "x\n";
   }
+  if (r.profile.kernel_launches > 0 || !r.profile.values.empty()) {
+    out += "  profile: " + std::to_string(r.profile.kernel_launches) + " kernel launches, " +
+           fmt("%.4f", r.profile.duration_ms) + " ms of kernel time\n";
+    for (auto& [name, v] : r.profile.values) out += "    " + name + " " + fmt("%.6g", v) + "\n";
+  }
   if (!r.flags.empty()) {
     out += "  flags:";
     for (auto& f : r.flags) out += " " + f;

@@ -14,6 +14,7 @@
 #include <set>
 
 #include <ATen/Functions.h>
+#include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 
 #include "base/content_hash.hpp"
@@ -21,6 +22,7 @@
 #include "gpu/kernel_args.hpp"
 #include "gpu/library_ops.hpp"
 #include "gpu/output_check.hpp"
+#include "gpu/profiler.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
@@ -216,8 +218,11 @@ struct reviewer::impl {
   std::list<task_entry> tasks;  // most recently used first
   uint64_t cache_budget = 0;
   std::string node;
+  std::unique_ptr<profiler> prof;
+  sm_limits sm;
 
   ~impl() {
+    prof.reset();
     tasks.clear();
     flush_buffer = at::Tensor();
     if (!lost) {
@@ -668,6 +673,83 @@ struct reviewer::impl {
   }
   std::string timing_note;
 
+  // --- profile ---
+
+  // Occupancy and resources of the plan's longest-running kernel of its own (the
+  // first kernel step when nothing was traced), from the compiled kernel and the
+  // device's limits: no CUPTI needed.
+  void add_occupancy(const prepared_plan& pp, const review_result& r, const std::vector<kernel_sample>& kernels,
+                     std::map<std::string, double>& values) {
+    const resolved_step* step = nullptr;
+    double longest = -1;
+    for (const auto& k : kernels)
+      for (const auto& s : pp.plan.steps)
+        if (s.kind == "kernel" && s.name == k.name && k.duration_us > longest) {
+          step = &s;
+          longest = k.duration_us;
+        }
+    for (const auto& s : pp.plan.steps)
+      if (!step && s.kind == "kernel") step = &s;
+    if (!step) return;
+    const kernel_resources* res = nullptr;
+    for (const auto& k : r.resources)
+      if (k.kernel == step->name) res = &k;
+    if (!res) return;
+    kernel_launch_shape shape;
+    shape.threads_per_block = step->block[0] * step->block[1] * step->block[2];
+    shape.registers_per_thread = res->registers;
+    shape.shared_bytes_per_block = res->static_shared_bytes + step->shared_mem_bytes;
+    shape.blocks = step->grid[0] * step->grid[1] * step->grid[2];
+    const occupancy_estimate o = estimate_occupancy(sm, shape);
+    values["theoretical_occupancy_pct"] = o.theoretical_pct;
+    values["occupancy_limit_registers"] = o.limit_registers;
+    values["occupancy_limit_shared_mem"] = o.limit_shared_mem;
+    values["occupancy_limit_warps"] = o.limit_warps;
+    values["occupancy_limit_blocks"] = o.limit_blocks;
+    values["waves_per_sm"] = o.waves_per_sm;
+    values["registers_per_thread"] = res->registers;
+    values["shared_mem_per_block"] = static_cast<double>(shape.shared_bytes_per_block);
+    values["local_bytes_per_thread"] = res->local_bytes;
+  }
+
+  // One more run of the plan, traced, and one under CUPTI's range profiler, on trial
+  // 0's inputs. A profiler failure is logged and leaves the metrics out: the review
+  // stays what verification and timing made it.
+  void profile_plan(task_entry& e, const prepared_plan& pp, review_result& r) {
+    profile_note.clear();
+    std::map<std::string, double> values;
+    std::vector<kernel_sample> kernels;
+    if (!pp.plan.steps.empty()) {
+      std::vector<at::Tensor> originals = inputs_for(e, 0);
+      tensor_env env = candidate_env(e, originals);
+      auto run_once = [&]() -> status {
+        try {
+          run_plan(pp, env, -1);
+          check_cu(drv->cuCtxSynchronize(), "profiled run: cuCtxSynchronize");
+          return status::success();
+        } catch (const review_failure& f) {
+          return error{f.message};
+        }
+      };
+      auto run = prof->profile(run_once);
+      if (run) {
+        kernels = run->kernels;
+        values = combine_kernel_samples(kernels);
+        values["kernel_launches"] = run->launches;
+        values["duration_us"] = run->duration_us;
+        r.profile.kernel_launches = run->launches;
+        r.profile.duration_ms = run->duration_us / 1000.0;
+      } else {
+        spdlog::warn("review {}: no hardware profile: {}", r.request_id, run.message());
+        profile_note = "no hardware profile (" + run.message() + ")";
+        if (lost) profile_note += "; the CUDA context was lost while profiling";
+      }
+    }
+    add_occupancy(pp, r, kernels, values);
+    r.profile.values = std::move(values);
+  }
+  std::string profile_note;
+
   // --- one review ---
 
   void review_body(const review_request& req, review_result& r, clock_type::time_point deadline) {
@@ -722,6 +804,8 @@ struct reviewer::impl {
     timing_note.clear();
     verify(req, entry, pp, r, deadline);
     if (req.options.time) time_both(req, entry, pp, r, deadline);
+    profile_note.clear();
+    if (req.options.profile) profile_plan(entry, pp, r);
 
     r.status = review_status::ok;
     std::string msg = "correct in " + std::to_string(r.trials_passed) + " of " + std::to_string(r.trials_run) +
@@ -734,6 +818,7 @@ struct reviewer::impl {
       msg += buf;
     }
     if (!timing_note.empty()) msg += "; " + timing_note;
+    if (!profile_note.empty()) msg += "; " + profile_note;
     for (auto& f : r.flags) {
       if (f == "no_custom_kernel") msg += ". Flag no_custom_kernel: the plan launches no kernel of its own, only library steps";
       if (f == "output_independent_of_input") msg += ". Flag output_independent_of_input: " + independence_note;
@@ -853,6 +938,15 @@ result<std::unique_ptr<reviewer>> reviewer::create(reviewer_options opts) {
     return error{"cannot allocate the L2 flush buffer: " + torch_message(e)};
   }
   p->cache_budget = opts.input_cache_bytes ? opts.input_cache_bytes : p->dev.total_memory_bytes / 8;
+  p->sm.max_threads_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR));
+  p->sm.max_blocks_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR));
+  p->sm.registers_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR));
+  p->sm.shared_bytes_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  p->sm.reserved_shared_bytes_per_block =
+      static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
+  p->sm.multiprocessors = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+  p->sm.warp_size = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE));
+  p->prof = profiler::create(p->context, opts.device);
   if (opts.node.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);

@@ -127,6 +127,7 @@ struct review_cli {
   std::string task, source, plan, size;
   uint32_t trials = 5;
   bool no_time = false;
+  bool no_profile = false;
   bool json = false;
   double timeout_s = 600;
   std::vector<std::string> compile_options;
@@ -160,6 +161,7 @@ int run_review(const review_cli& cli, const worker_options& opts) {
   req.cand.id = sha256_hex(*source + "\n" + to_yaml(*plan));
   req.options.trials = cli.trials;
   req.options.time = !cli.no_time;
+  req.options.profile = !cli.no_profile;
   req.options.size = cli.size;
   req.options.timeout_s = cli.timeout_s;
   reviewer_options ro;
@@ -243,11 +245,14 @@ int main(int argc, char** argv) {
   review_cli review;
   app.add_option("--review", review.task,
                  "Review one candidate against a task (a task YAML) in this process: compile,\n"
-                 "run, verify and time it, and print the result. Needs --source and --plan");
+                 "run, verify, time and profile it, and print the result. Needs --source and --plan");
   app.add_option("--source", review.source, "With --review: the candidate's CUDA source (.cu)");
   app.add_option("--plan", review.plan, "With --review: the candidate's launch plan (.yaml)");
   app.add_option("--trials", review.trials, "With --review: verification trials (default 5)");
   app.add_flag("--no-time", review.no_time, "With --review: verify only, do not time");
+  app.add_flag("--no-profile", review.no_profile,
+               "With --review: collect no hardware metrics (CUPTI); needed under another\n"
+               "profiler such as ncu, which holds the GPU's counters itself");
   app.add_option("--compile-option", review.compile_options,
                  "With --review: an extra NVRTC option (repeatable), e.g. --use_fast_math");
   app.add_option("--timeout", review.timeout_s, "With --review: the review's time bound in seconds (default 600)");
@@ -263,6 +268,9 @@ int main(int argc, char** argv) {
     std::cerr << "kernelskill-gpu: --log-level: " << s.message() << "\n";
     return 2;
   }
+  // The daemon reads our stdout only until the "listening on" line and then closes
+  // its end: a later write to stdout must fail with EPIPE, not kill the worker.
+  signal(SIGPIPE, SIG_IGN);
   if (exit_with_parent) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1) return 0;  // the parent is already gone

@@ -949,6 +949,51 @@ steps:
   }
 }
 
+TEST_CASE("gpu: a correct review carries a hardware profile from CUPTI", "[reviewer][gpu][profile]") {
+  REQUIRE_GPU(rev);
+  auto r = review_of(*rev, task_from(kReluTask), read_text(kExamples + "relu.cu"), read_text(kExamples + "relu.yaml"));
+  REQUIRE(r.status == review_status::ok);
+  CHECK_THAT(r.message, !Contains("no hardware profile"));
+  CHECK(r.profile.kernel_launches == 1);  // relu.yaml: one kernel step, no zero-filled buffer
+  CHECK(r.profile.duration_ms > 0);
+  const auto& v = r.profile.values;
+  auto has = [&](const char* name) {
+    INFO(name);
+    CHECK(v.count(name) == 1);
+    return v.count(name) == 1;
+  };
+  for (const char* pct : {"dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct", "sm_throughput_pct",
+                          "achieved_occupancy_pct", "stall_long_scoreboard_pct", "stall_short_scoreboard_pct",
+                          "theoretical_occupancy_pct"})
+    if (has(pct)) {
+      INFO(pct << " = " << v.at(pct));
+      CHECK(v.at(pct) >= 0);
+      CHECK(v.at(pct) <= 100.5);
+    }
+  // A kernel without a branch instruction has no branch efficiency (0 of 0): absent.
+  if (v.count("branch_efficiency_pct")) CHECK(v.at("branch_efficiency_pct") <= 100.5);
+  if (has("eligible_warps_per_cycle")) CHECK(v.at("eligible_warps_per_cycle") > 0);
+  if (has("dram_bytes")) CHECK(v.at("dram_bytes") > 0);
+  if (has("achieved_occupancy_pct")) CHECK(v.at("achieved_occupancy_pct") > 10);
+  // A streaming kernel waits on global memory more than on anything else.
+  if (has("stall_long_scoreboard_pct") && has("stall_short_scoreboard_pct"))
+    CHECK(v.at("stall_long_scoreboard_pct") > v.at("stall_short_scoreboard_pct"));
+  // 256 threads, few registers, no shared memory: warps limit occupancy to 8 blocks.
+  CHECK(v.at("occupancy_limit_warps") == 8);
+  CHECK(v.at("theoretical_occupancy_pct") == Approx(100));
+  CHECK(v.at("registers_per_thread") > 0);
+  CHECK(v.at("kernel_launches") == 1);
+
+  review_options no_profile;
+  no_profile.profile = false;
+  no_profile.time = false;
+  auto plain = review_of(*rev, task_from(kReluTask), read_text(kExamples + "relu.cu"), read_text(kExamples + "relu.yaml"),
+                         no_profile);
+  CHECK(plain.status == review_status::ok);
+  CHECK(plain.profile.values.empty());
+  CHECK(plain.profile.kernel_launches == 0);
+}
+
 TEST_CASE("gpu: a kernel that faults crashes the review and loses the context", "[.][crash][gpu]") {
   // Hidden: it poisons this process's CUDA context. Run alone: reviewer_test "[crash]".
   REQUIRE_GPU(rev);

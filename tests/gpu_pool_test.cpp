@@ -1,0 +1,358 @@
+// The gpu pool actor with real worker processes: kills and stops are made for real
+// (SIGKILL, SIGSTOP) on kernelskill-gpu, aborts and hangs from inside a fake worker
+// (fake_gpu_worker), and the pool must answer every request and go on with a fresh
+// worker. Needs no GPU: the worker runs everywhere. Where there is a GPU, one more test
+// sends real faulting, trapping and hanging kernels through the pool.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/gpu_pool.hpp"
+#include "plan/launch_plan_yaml.hpp"
+#include "task/task_loader.hpp"
+
+using namespace ks;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct pool_config : caf::actor_system_config {
+  pool_config() {
+    register_protocol(*this);
+    load<caf::io::middleman>();
+  }
+};
+
+struct fixture {
+  pool_config cfg;
+  caf::actor_system sys{cfg};
+  gpu_pool_actor pool;
+
+  explicit fixture(const std::string& binary = "kernelskill-gpu") {
+    gpu_pool_options opts;
+    opts.worker.binary = std::string(KS_BINARY_DIR) + "/bin/" + binary;
+    opts.review_margin_s = 1.0;
+    pool = sys.spawn<caf::detached>(gpu_pool, opts);
+  }
+  ~fixture() { caf::anon_send_exit(pool, caf::exit_reason::user_shutdown); }
+
+  worker_info describe() {
+    caf::scoped_actor self{sys};
+    worker_info out;
+    self->request(pool, 60s, describe_atom::value)
+        .receive([&](worker_info& info) { out = std::move(info); },
+                 [&](caf::error& err) { FAIL("describe failed: " << sys.render(err)); });
+    return out;
+  }
+};
+
+// A candidate that cannot compile: on a GPU machine the review ends in compile_error,
+// elsewhere the worker says it has no GPU; either way it returns quickly.
+review_request small_review(uint64_t id, double timeout_s = 30) {
+  review_request r;
+  r.request_id = id;
+  r.task.name = "t";
+  r.task.torchscript = "def forward(x):\n    return x\n";
+  r.task.inputs = {{"x", {8}, "float32", {}}};
+  r.cand.id = "c" + std::to_string(id);
+  r.cand.source = "this is not CUDA";
+  r.options.timeout_s = timeout_s;
+  r.options.time = false;
+  return r;
+}
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// SIGSTOP, and wait until every thread of the process has stopped: the stop begins
+// only once one of its threads is scheduled, and on a loaded machine the others can
+// still read and answer a request meanwhile.
+void stop_process(pid_t pid) {
+  ::kill(pid, SIGSTOP);
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (int i = 0; i < 1000; ++i) {
+    bool all = true;
+    for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream stat(t.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto paren = line.rfind(')');
+      const char state = paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+      if (state != 'T' && state != 't') all = false;
+    }
+    if (all) return;
+    std::this_thread::sleep_for(10ms);
+  }
+  FAIL("process " << pid << " did not stop within 10 s");
+}
+
+review_result review(fixture& f, const review_request& req) {
+  caf::scoped_actor self{f.sys};
+  review_result out;
+  self->request(f.pool, 300s, req)
+      .receive([&](review_result& r) { out = std::move(r); },
+               [&](caf::error& err) { FAIL("review failed: " << f.sys.render(err)); });
+  std::printf("review %llu: %s: %s\n", static_cast<unsigned long long>(req.request_id), to_string(out.status),
+              out.message.c_str());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the pool starts a worker and answers describe through it", "[gpu_pool]") {
+  fixture f;
+  auto info = f.describe();
+  CHECK(info.pid > 0);
+  CHECK(info.version == protocol_version);
+  CHECK(process_exists(info.pid));
+}
+
+TEST_CASE("reviews are answered one at a time, in order", "[gpu_pool]") {
+  fixture f;
+  caf::scoped_actor self{f.sys};
+  std::vector<uint64_t> answered;
+  for (uint64_t id = 1; id <= 3; ++id) {
+    self->request(f.pool, 60s, small_review(id))
+        .receive([&](review_result& r) {
+                   answered.push_back(r.request_id);
+                   CHECK(r.status != review_status::timed_out);
+                   CHECK(r.status != review_status::crashed);
+                   CHECK_FALSE(r.message.empty());
+                 },
+                 [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  }
+  CHECK(answered == std::vector<uint64_t>{1, 2, 3});
+}
+
+TEST_CASE("a worker killed while idle is replaced", "[gpu_pool]") {
+  fixture f;
+  auto first = f.describe().pid;
+  REQUIRE(first > 0);
+  ::kill(first, SIGKILL);
+  std::this_thread::sleep_for(500ms);  // let the down message arrive
+  auto second = f.describe().pid;
+  CHECK(second > 0);
+  CHECK(second != first);
+  CHECK(process_exists(second));
+}
+
+TEST_CASE("a hung review times out, and the worker is killed and replaced", "[gpu_pool]") {
+  fixture f;
+  auto first = f.describe().pid;
+  REQUIRE(first > 0);
+  stop_process(first);  // a worker that never answers, like one stuck in a kernel
+  caf::scoped_actor self{f.sys};
+  auto start = std::chrono::steady_clock::now();
+  self->request(f.pool, 60s, small_review(7, /*timeout_s=*/0.5))
+      .receive(
+          [&](review_result& r) {
+            INFO("worker pid " << first << "; answer: " << r.message);
+            CHECK(r.request_id == 7);
+            CHECK(r.status == review_status::timed_out);
+            CHECK(r.message.find("killed and restarted") != std::string::npos);
+          },
+          [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  CHECK(std::chrono::steady_clock::now() - start < 20s);
+  CHECK_FALSE(process_exists(first));
+  auto second = f.describe().pid;
+  CHECK(second > 0);
+  CHECK(second != first);
+}
+
+TEST_CASE("a worker that dies during a review gives 'crashed', then a fresh worker",
+          "[gpu_pool]") {
+  fixture f;
+  auto first = f.describe().pid;
+  REQUIRE(first > 0);
+  stop_process(first);
+  caf::scoped_actor self{f.sys};
+  auto pending = self->request(f.pool, 60s, small_review(9, 30));
+  std::this_thread::sleep_for(300ms);
+  ::kill(first, SIGKILL);
+  std::move(pending).receive(
+      [&](review_result& r) {
+        CHECK(r.request_id == 9);
+        CHECK(r.status == review_status::crashed);
+      },
+      [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  auto second = f.describe().pid;
+  CHECK(second > 0);
+  CHECK(second != first);
+  // And the next review goes through normally.
+  self->request(f.pool, 60s, small_review(10))
+      .receive([&](review_result& r) { CHECK(r.status != review_status::crashed); },
+               [&](caf::error& err) { FAIL(f.sys.render(err)); });
+}
+
+TEST_CASE("a worker that aborts during a review gives 'crashed' with the signal", "[gpu_pool]") {
+  fixture f("fake_gpu_worker");  // aborts when asked (see fake_gpu_worker_main.cpp)
+  auto first = f.describe().pid;
+  REQUIRE(first > 0);
+  auto aborting = small_review(11, 30);
+  aborting.cand.source = "abort";
+  caf::scoped_actor self{f.sys};
+  self->request(f.pool, 60s, aborting)
+      .receive(
+          [&](review_result& r) {
+            CHECK(r.request_id == 11);
+            CHECK(r.status == review_status::crashed);
+            CHECK_THAT(r.message, Catch::Matchers::Contains("killed by signal 6"));
+          },
+          [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  auto second = f.describe().pid;
+  CHECK(second > 0);
+  CHECK(second != first);
+  self->request(f.pool, 60s, small_review(12))
+      .receive([&](review_result& r) { CHECK(r.status != review_status::crashed); },
+               [&](caf::error& err) { FAIL(f.sys.render(err)); });
+}
+
+TEST_CASE("a review that hangs in the worker times out, and the next one is served", "[gpu_pool]") {
+  fixture f("fake_gpu_worker");
+  auto first = f.describe().pid;
+  REQUIRE(first > 0);
+  auto hanging = small_review(13, 0.5);
+  hanging.cand.source = "hang";
+  caf::scoped_actor self{f.sys};
+  self->request(f.pool, 60s, hanging)
+      .receive(
+          [&](review_result& r) {
+            CHECK(r.status == review_status::timed_out);
+            CHECK_THAT(r.message, Catch::Matchers::Contains("killed and restarted"));
+          },
+          [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  CHECK_FALSE(process_exists(first));
+  self->request(f.pool, 60s, small_review(14))
+      .receive([&](review_result& r) { CHECK(r.status == review_status::internal_error); },
+               [&](caf::error& err) { FAIL(f.sys.render(err)); });
+}
+
+TEST_CASE("the pool keeps no thread alive once its actor system ends", "[gpu_pool]") {
+  // Every request the pool makes leaves a timeout on CAF's clock; the pool must not
+  // hold its detached thread (and the actor system's destructor) hostage to them.
+  auto start = std::chrono::steady_clock::now();
+  {
+    fixture f;
+    caf::scoped_actor self{f.sys};
+    self->request(f.pool, 60s, small_review(1, 120))
+        .receive([&](review_result&) {}, [&](caf::error& err) { FAIL(f.sys.render(err)); });
+    f.describe();
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 30s);
+}
+
+TEST_CASE("a worker that cannot start is reported, not hung on", "[gpu_pool]") {
+  pool_config cfg;
+  caf::actor_system sys{cfg};
+  gpu_pool_options opts;
+  opts.worker.binary = "/nonexistent/kernelskill-gpu";
+  auto pool = sys.spawn<caf::detached>(gpu_pool, opts);
+  caf::scoped_actor self{sys};
+  self->request(pool, 30s, small_review(1))
+      .receive(
+          [&](review_result& r) {
+            CHECK(r.status == review_status::internal_error);
+            CHECK(r.message.find("cannot be started") != std::string::npos);
+            CHECK(r.message.find("/nonexistent/kernelskill-gpu") != std::string::npos);
+          },
+          [&](caf::error& err) { FAIL(sys.render(err)); });
+  caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+}
+
+// ===========================================================================
+// GPU: real candidates that fault, trap and hang, through the pool.
+
+namespace {
+
+const char* kReluTask = R"(
+name: relu_pool_test
+reference:
+  torchscript: |
+    def forward(x):
+        return torch.relu(x)
+inputs:
+  - {name: x, shape: [1023, 1031], init: {kind: normal, mean: 0, std: 1}}
+seed: 3
+)";
+
+const char* kReluPlan = R"(
+constants:
+  N: x.numel
+outputs:
+  - {name: y, shape: [x.shape[0], x.shape[1]], dtype: float32}
+steps:
+  - kernel: k
+    grid: [ceil_div(N, 256)]
+    block: [256]
+    args: [x, y, {int64: N}]
+)";
+
+review_request relu_review(uint64_t id, const std::string& body, double timeout_s) {
+  auto task = parse_task(kReluTask, "<pool test task>", ".");
+  REQUIRE(task.ok());
+  auto plan = parse_launch_plan(kReluPlan, "<pool test plan>");
+  REQUIRE(plan.ok());
+  review_request r;
+  r.request_id = id;
+  r.task = *task;
+  r.cand.id = "relu" + std::to_string(id);
+  r.cand.task = task->name;
+  r.cand.plan = *plan;
+  r.cand.source =
+      "extern \"C\" __global__ void k(const float* __restrict__ x, float* __restrict__ y, long long n) {\n"
+      "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n" +
+      body + "\n}\n";
+  r.options.timeout_s = timeout_s;
+  r.options.trials = 2;
+  r.options.time = false;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the pool goes on",
+          "[gpu_pool][gpu]") {
+  fixture f;
+  auto info = f.describe();
+  if (info.devices.empty()) {
+    WARN("skipped: the worker has no GPU here (" << info.driver_error << "); this test runs on the GPU machine");
+    return;
+  }
+  const std::string good = "  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];";
+  auto pid_now = [&] { return f.describe().pid; };
+
+  auto ok = review(f, relu_review(1, good, 120));
+  CHECK(ok.status == review_status::ok);
+
+  auto before = pid_now();
+  auto fault = review(f, relu_review(2, "  if (i < n) y[i + (1ll << 40)] = 1.f;", 120));
+  CHECK(fault.status == review_status::crashed);
+  CHECK_THAT(fault.message, Catch::Matchers::Contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  CHECK(pid_now() != before);  // replaced: its context was poisoned
+
+  before = pid_now();
+  auto trap = review(f, relu_review(3, "  if (i == 12345) __trap();\n  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];", 120));
+  CHECK(trap.status == review_status::crashed);
+  CHECK_THAT(trap.message, Catch::Matchers::Contains("CUDA_ERROR_"));
+  CHECK(pid_now() != before);
+
+  before = pid_now();
+  const auto start = std::chrono::steady_clock::now();
+  // One thread spins on the clock forever; the kernel never ends.
+  auto hang = review(f, relu_review(4, "  if (i == 0) { while (clock64() >= 0) {} }\n  if (i < n) y[i] = x[i];", 5));
+  CHECK(hang.status == review_status::timed_out);
+  CHECK_THAT(hang.message, Catch::Matchers::Contains("killed and restarted"));
+  CHECK(std::chrono::steady_clock::now() - start < 60s);
+  CHECK_FALSE(process_exists(before));
+
+  auto again = review(f, relu_review(5, good, 120));
+  CHECK(again.status == review_status::ok);
+}
