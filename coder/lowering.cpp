@@ -179,6 +179,8 @@ struct stage {
   shaped iter;                           // elementwise: the iteration shape
   int prologue = -1;                     // reduce: index of the fused elementwise stage
   bool fused_away = false;               // elementwise: emitted inside a reduction
+  int epilogue = -1;                     // reduce: index of the elementwise stage fused after it
+  bool is_epilogue = false;              // elementwise: emitted in a reduction's second pass
 };
 
 // One kernel's parameters and the plan arguments bound to them.
@@ -246,7 +248,7 @@ class lowerer {
     std::set<std::string> kinds;
     for (size_t i = 0; i < stages_.size(); ++i) {
       stage& st = stages_[i];
-      if (st.fused_away) continue;
+      if (st.fused_away || st.is_epilogue) continue;
       status s;
       if (st.kind == stage::elementwise) {
         s = emit_elementwise(i);
@@ -254,7 +256,8 @@ class lowerer {
         kinds.insert("elementwise");
       } else if (st.kind == stage::reduce) {
         s = emit_reduce(i);
-        out_.stages.push_back(st.prologue >= 0 ? "row_reduce+prologue" : "row_reduce");
+        out_.stages.push_back(std::string("row_reduce") + (st.prologue >= 0 ? "+prologue" : "") +
+                              (st.epilogue >= 0 ? "+epilogue" : ""));
         kinds.insert("row_reduce");
       } else {
         s = emit_library(i);
@@ -614,6 +617,28 @@ class lowerer {
         pro.fused_away = true;
       }
     }
+    // A chain right after a row reduction that reads the reduced value broadcast over
+    // the reduction's own input shape (x / norm, x * rsqrt(mean + eps), x - lse) is
+    // computed in the reduction kernel's second pass over the row: the reduced value
+    // never goes through memory, and one launch is saved.
+    for (size_t i = 0; i + 1 < stages_.size(); ++i) {
+      stage& st = stages_[i];
+      stage& epi = stages_[i + 1];
+      if (st.kind != stage::reduce || epi.kind != stage::elementwise || epi.fused_away) continue;
+      auto spec = read_reduction(*st.nodes[0], base_kind(st.nodes[0]->kind));
+      if (!spec || spec->normalizes()) continue;
+      const shaped& in = shapes_.at(spec->input);
+      const int64_t rank = static_cast<int64_t>(in.shape.size());
+      if (spec->last != rank || spec->first == 0 || !spec->keepdim) continue;  // rows only
+      if (epi.iter.shape != in.shape) continue;
+      const std::string& v = spec->output;
+      if (std::count(outputs_.begin(), outputs_.end(), v)) continue;
+      bool only = true;
+      for (int c : consumers_[v]) only = only && c == static_cast<int>(i + 1);
+      if (!only) continue;
+      st.epilogue = static_cast<int>(i + 1);
+      epi.is_epilogue = true;
+    }
     return {};
   }
 
@@ -651,6 +676,7 @@ class lowerer {
       for (auto* n : st.nodes) {
         const std::string& v = n->outputs[0];
         if (tensor_of_.count(v) || consumers_[v].empty()) continue;
+        if (st.epilogue >= 0 && v == n->outputs[0] && st.kind == stage::reduce) continue;  // stays in registers
         std::string name = "t_" + ident(v).substr(1);
         tensor_of_[v] = name;
         if (st.kind != stage::library) out_.plan.scratch.push_back({name, shapes_.at(v).sym, "float32", "none"});
@@ -1094,7 +1120,22 @@ class lowerer {
     std::string W, Bi;
     if (!r.weight.empty()) W = kp.tensor_in(tensor_of_.at(r.weight));
     if (!r.bias.empty()) Bi = kp.tensor_in(tensor_of_.at(r.bias));
-    const std::string OUT = kp.tensor_out(tensor_of_.at(r.output));
+    // The fused epilogue chain, evaluated per element of the row with the reduced
+    // value in the register `red`.
+    stage* epi = st.epilogue >= 0 ? &stages_[st.epilogue] : nullptr;
+    std::string epi_code;
+    std::vector<std::pair<std::string, std::string>> epi_out;  // value var → parameter
+    std::map<std::string, std::string> epi_var;
+    if (epi) {
+      epi_var[r.output] = "red";
+      if (auto s = chain_code(*epi, "i", kp, epi_code, epi_var, "p"); !s) return s;
+      for (auto* en : epi->nodes) {
+        auto it = tensor_of_.find(en->outputs[0]);
+        if (it != tensor_of_.end()) epi_out.push_back({en->outputs[0], it->second});
+      }
+      for (auto& [v, t] : epi_out) t = kp.tensor_out(t);
+    }
+    const std::string OUT = epi ? std::string() : kp.tensor_out(tensor_of_.at(r.output));
     acc_text a = acc_of(r);
     const bool warp = p_.row_mapping == "warp" && inner_n == 1;
     const int B = p_.block_size;
@@ -1102,22 +1143,24 @@ class lowerer {
     std::ostringstream k;
     std::string decl;
     for (size_t q = 0; q < a.state.size(); ++q) decl += "  float " + a.state[q] + " = " + a.identity[q] + ";\n";
+    std::string y, prelude;
+    if (r.op == "softmax") prelude = "  const float inv = 1.0f / s;\n", y = "KS_EXP(v - m) * inv";
+    else if (r.op == "log_softmax") prelude = "  const float lse = m + logf(s);\n", y = "v - lse";
+    else if (r.op == "layer_norm") {
+      prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
+      prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
+      prelude += "  const float rstd = rsqrtf(var + " + flit(r.eps) + ");\n";
+      y = "(v - mean) * rstd";
+      if (!W.empty()) y = "(" + y + ") * " + W + "[c]";
+      if (!Bi.empty()) y += " + " + Bi + "[c]";
+    }
     auto second_pass = [&](const std::string& loop, const std::string& idx) {
-      std::string s;
-      std::string y;
-      if (r.op == "softmax") s += "  const float inv = 1.0f / s;\n", y = "KS_EXP(v - m) * inv";
-      else if (r.op == "log_softmax") s += "  const float lse = m + logf(s);\n", y = "v - lse";
-      else {  // layer_norm
-        s += "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
-        s += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
-        s += "  const float rstd = rsqrtf(var + " + flit(r.eps) + ");\n";
-        y = "(v - mean) * rstd";
-        if (!W.empty()) y = "(" + y + ") * " + W + "[c]";
-        if (!Bi.empty()) y += " + " + Bi + "[c]";
-      }
-      s += loop + " {\n" + load(idx, "v") + "    " + OUT + "[" + idx + "] = " + y + ";\n  }\n";
-      return s;
+      return prelude + loop + " {\n" + load(idx, "v") + "    " + OUT + "[" + idx + "] = " + y + ";\n  }\n";
     };
+    // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
+    // aligned), the rest element by element.
+    const bool vec_rows = p_.vector_width == 4 && !pro;
+    const char* lanes4[] = {"x", "y", "z", "w"};
     k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
       << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row") : "; a thread per output") << ".\n";
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
@@ -1198,10 +1241,33 @@ class lowerer {
       k << decl;
       if (r.acc == acc_kind::moments) k << load("base", "shift");
       std::string loop = "  for (long long c = " + lane + "; c < " + C + "; c += " + width + ")";
+      if (vec_rows) {
+        k << "  const long long c4n = (" << C << " & 3) == 0 ? " << C << " / 4 : 0;\n";
+        k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
+        k << "    const float4 q = reinterpret_cast<const float4*>(" << X << " + base)[c4];\n";
+        for (auto* l : lanes4) k << "    { const float v = q." << l << "; " << a.update << " }\n";
+        k << "  }\n";
+        loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
+      }
       k << loop << " {\n" << load("base + c", "v") << "    " << a.update << "\n  }\n";
       k << (warp ? warp_combine(r, a) : block_combine(r, a));
-      if (r.normalizes()) {
+      if (r.normalizes() && vec_rows) {
+        k << prelude;
+        k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
+        k << "    const float4 q = reinterpret_cast<const float4*>(" << X << " + base)[c4];\n    float4 o4;\n";
+        for (int l = 0; l < 4; ++l)
+          k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4." << lanes4[l] << " = " << y << "; }\n";
+        k << "    reinterpret_cast<float4*>(" << OUT << " + base)[c4] = o4;\n  }\n";
+        k << loop << " {\n" << load("base + c", "v") << "    " << OUT << "[base + c] = " << y << ";\n  }\n";
+      } else if (r.normalizes()) {
         k << second_pass(loop, "base + c");
+      } else if (epi) {
+        k << "  const float red = " << finish(r, C) << ";\n";
+        k << "  for (long long c = " << lane << "; c < " << C << "; c += " << width << ") {\n";
+        k << "    const long long i = base + c;\n" << epi_code;
+        for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
+        k << "  }\n";
+        for (auto& [v, t] : epi_out) written_.insert(v);
       } else {
         k << "  if (" << lane << " == 0) " << OUT << "[row] = " << finish(r, C) << ";\n";
       }
