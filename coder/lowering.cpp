@@ -174,7 +174,7 @@ struct reduction_spec {
 // ---------------------------------------------------------------------------------
 
 struct stage {
-  enum kind_t { elementwise, reduce, library } kind = elementwise;
+  enum kind_t { elementwise, reduce, library, pool } kind = elementwise;
   std::vector<const graph_node*> nodes;  // elementwise: the chain; else one node
   shaped iter;                           // elementwise: the iteration shape
   int prologue = -1;                     // reduce: index of the fused elementwise stage
@@ -259,6 +259,10 @@ class lowerer {
         out_.stages.push_back(std::string("row_reduce") + (st.prologue >= 0 ? "+prologue" : "") +
                               (st.epilogue >= 0 ? "+epilogue" : ""));
         kinds.insert("row_reduce");
+      } else if (st.kind == stage::pool) {
+        s = emit_pool(i);
+        out_.stages.push_back("pool");
+        kinds.insert("pool");
       } else {
         s = emit_library(i);
         out_.stages.push_back("library:" + base_kind(st.nodes[0]->kind));
@@ -380,6 +384,17 @@ class lowerer {
         }
       }
       if (s.shape != ov.shape) return error{kind + " (value " + out + "): shape mismatch in the lowering"};
+      shapes_[out] = s;
+      return {};
+    }
+    if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
+      auto pp = read_pool(n, kind);
+      if (!pp) return error{pp.message()};
+      const shaped& x = shapes_.at(n.inputs[0]);
+      shaped s{ov.shape, {x.sym.begin(), x.sym.end() - 2}};
+      for (int k = 0; k < 2; ++k)
+        s.sym.push_back("(" + x.sym[x.sym.size() - 2 + k] + " + " + std::to_string(2 * pp->pad[k]) + " - " +
+                        std::to_string(pp->dil[k] * (pp->kernel[k] - 1) + 1) + ") / " + std::to_string(pp->stride[k]) + " + 1");
       shapes_[out] = s;
       return {};
     }
@@ -579,6 +594,8 @@ class lowerer {
         stages_.back().iter = os;
       } else if (reduction_ops().count(kind)) {
         stages_.push_back(stage{stage::reduce, {&n}, {}, -1, false});
+      } else if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
+        stages_.push_back(stage{stage::pool, {&n}, {}, -1, false});
       } else {
         stages_.push_back(stage{stage::library, {&n}, {}, -1, false});
       }
@@ -1299,6 +1316,105 @@ class lowerer {
     out_.plan.steps.push_back(step);
     written_.insert(r.output);
     (void)outer_n;
+    return {};
+  }
+
+  // -------------------------------------------------------------------------------
+  // Pooling over the last two dims (NCHW or CHW): a thread per output element.
+
+  struct pool_spec {
+    bool max = true;
+    int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
+    bool count_include_pad = true;
+    double divisor = 0;  // divisor_override, 0 = none
+  };
+
+  result<pool_spec> read_pool(const graph_node& n, const std::string& kind) const {
+    pool_spec p;
+    p.max = kind == "aten::max_pool2d";
+    auto pair = [&](size_t k, int64_t* out, bool may_be_empty) -> status {
+      const auto& v = val(n.inputs.at(k)).numbers;
+      if (v.empty() && may_be_empty) return {};
+      if (v.empty() || v.size() > 2) return error{kind + ": argument " + std::to_string(k) + " is not 1 or 2 integers"};
+      out[0] = static_cast<int64_t>(v[0]);
+      out[1] = static_cast<int64_t>(v.size() == 2 ? v[1] : v[0]);
+      return {};
+    };
+    if (auto s = pair(1, p.kernel, false); !s) return error{s.message()};
+    p.stride[0] = p.kernel[0];
+    p.stride[1] = p.kernel[1];
+    if (auto s = pair(2, p.stride, true); !s) return error{s.message()};
+    if (auto s = pair(3, p.pad, false); !s) return error{s.message()};
+    if (p.max) {
+      if (auto s = pair(4, p.dil, false); !s) return error{s.message()};
+      if (!val(n.inputs.at(5)).numbers.empty() && val(n.inputs[5]).numbers[0] != 0)
+        return error{kind + " with ceil_mode is not supported by the rules coder"};
+      if (n.outputs.size() > 1) return error{kind + " with indices is not supported by the rules coder"};
+    } else {
+      if (!val(n.inputs.at(4)).numbers.empty() && val(n.inputs[4]).numbers[0] != 0)
+        return error{kind + " with ceil_mode is not supported by the rules coder"};
+      p.count_include_pad = val(n.inputs.at(5)).numbers.empty() || val(n.inputs[5]).numbers[0] != 0;
+      if (n.inputs.size() > 6 && !val(n.inputs[6]).is_none()) p.divisor = val(n.inputs[6]).numbers.at(0);
+    }
+    return p;
+  }
+
+  status emit_pool(size_t si) {
+    const graph_node& n = *stages_[si].nodes[0];
+    auto p = read_pool(n, base_kind(n.kind));
+    if (!p) return error{p.message()};
+    const shaped& in = shapes_.at(n.inputs[0]);
+    const shaped& out = shapes_.at(n.outputs[0]);
+    const size_t r = in.sym.size();
+    kernel_params kp;
+    const std::string X = kp.tensor_in(tensor_of_.at(n.inputs[0]));
+    const std::string H = kp.int64(in.sym[r - 2]), W = kp.int64(in.sym[r - 1]);
+    const std::string OH = kp.int64(out.sym[r - 2]), OW = kp.int64(out.sym[r - 1]);
+    const std::string N = kp.int64(product(out.sym));
+    const std::string Y = kp.tensor_out(tensor_of_.at(n.outputs[0]));
+    const int B = p_.block_size;
+    std::string name = kernel_name(si, p->max ? "max_pool2d" : "avg_pool2d");
+    std::ostringstream k;
+    k << "\n// " << (p->max ? "max" : "avg") << "_pool2d " << p->kernel[0] << "x" << p->kernel[1] << ", stride "
+      << p->stride[0] << "x" << p->stride[1] << ", padding " << p->pad[0] << "x" << p->pad[1] << ": a thread per output element.\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    k << "  if (t >= " << N << ") return;\n";
+    k << "  const long long ow = t % " << OW << ", oh = (t / " << OW << ") % " << OH << ", plane = t / (" << OW << " * " << OH << ");\n";
+    k << "  const float* xp = " << X << " + plane * " << H << " * " << W << ";\n";
+    k << "  const long long h0 = oh * " << p->stride[0] << " - " << p->pad[0] << ", w0 = ow * " << p->stride[1] << " - " << p->pad[1] << ";\n";
+    k << "  float acc = " << (p->max ? "-KS_INF" : "0.0f") << ";\n  int count = 0;\n";
+    k << "#pragma unroll\n  for (int i = 0; i < " << p->kernel[0] << "; ++i) {\n";
+    k << "    const long long h = h0 + i * " << p->dil[0] << ";\n    if (h < 0 || h >= " << H << ") continue;\n";
+    k << "#pragma unroll\n    for (int j = 0; j < " << p->kernel[1] << "; ++j) {\n";
+    k << "      const long long w = w0 + j * " << p->dil[1] << ";\n      if (w < 0 || w >= " << W << ") continue;\n";
+    k << "      const float v = xp[h * " << W << " + w];\n";
+    k << (p->max ? "      acc = (v > acc || v != v) ? v : acc;\n" : "      acc += v;\n") << "      ++count;\n    }\n  }\n";
+    if (p->max) {
+      k << "  " << Y << "[t] = acc;\n";
+    } else {
+      std::string div;
+      if (p->divisor != 0) div = flit(p->divisor);
+      else if (p->count_include_pad) {
+        // PyTorch counts padding inside the padded input, but not past it.
+        k << "  const long long he = min(h0 + " << p->kernel[0] << ", " << H << " + " << p->pad[0] << "), we = min(w0 + "
+          << p->kernel[1] << ", " << W << " + " << p->pad[1] << ");\n";
+        div = "(float)((he - h0) * (we - w0))";
+      } else {
+        div = "(float)count";
+      }
+      k << "  " << Y << "[t] = acc / " << div << ";\n";
+    }
+    k << "  (void)count;\n}\n";
+    src_ += k.str();
+    plan_step step;
+    step.kind = "kernel";
+    step.name = name;
+    step.grid = {"ceil_div(" + paren(product(out.sym)) + ", " + std::to_string(B) + ")", "1", "1"};
+    step.block = {std::to_string(B), "1", "1"};
+    step.args = kp.args;
+    out_.plan.steps.push_back(step);
+    written_.insert(n.outputs[0]);
     return {};
   }
 

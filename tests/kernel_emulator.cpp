@@ -47,6 +47,8 @@ inline float __shfl_xor_sync(unsigned, float v, int o) {
   ks_yield();
   return r;
 }
+template <class T> inline T min(T a, T b) { return b < a ? b : a; }
+template <class T> inline T max(T a, T b) { return a < b ? b : a; }
 inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __expf(float x) { return expf(x); }
