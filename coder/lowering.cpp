@@ -174,7 +174,7 @@ struct reduction_spec {
 // ---------------------------------------------------------------------------------
 
 struct stage {
-  enum kind_t { elementwise, reduce, library, pool } kind = elementwise;
+  enum kind_t { elementwise, reduce, library, pool, scan } kind = elementwise;
   std::vector<const graph_node*> nodes;  // elementwise: the chain; else one node
   shaped iter;                           // elementwise: the iteration shape
   int prologue = -1;                     // reduce: index of the fused elementwise stage
@@ -259,6 +259,10 @@ class lowerer {
         out_.stages.push_back(std::string("row_reduce") + (st.prologue >= 0 ? "+prologue" : "") +
                               (st.epilogue >= 0 ? "+epilogue" : ""));
         kinds.insert("row_reduce");
+      } else if (st.kind == stage::scan) {
+        s = emit_scan(i);
+        out_.stages.push_back("scan");
+        kinds.insert("scan");
       } else if (st.kind == stage::pool) {
         s = emit_pool(i);
         out_.stages.push_back("pool");
@@ -385,6 +389,11 @@ class lowerer {
       }
       if (s.shape != ov.shape) return error{kind + " (value " + out + "): shape mismatch in the lowering"};
       shapes_[out] = s;
+      return {};
+    }
+    if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+      if (n.inputs.size() > 2 && !val(n.inputs[2]).is_none()) return error{kind + " with a dtype is not supported by the rules coder"};
+      shapes_[out] = shapes_.at(n.inputs[0]);
       return {};
     }
     if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
@@ -596,6 +605,8 @@ class lowerer {
         stages_.push_back(stage{stage::reduce, {&n}, {}, -1, false});
       } else if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
         stages_.push_back(stage{stage::pool, {&n}, {}, -1, false});
+      } else if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+        stages_.push_back(stage{stage::scan, {&n}, {}, -1, false});
       } else {
         stages_.push_back(stage{stage::library, {&n}, {}, -1, false});
       }
@@ -1316,6 +1327,69 @@ class lowerer {
     out_.plan.steps.push_back(step);
     written_.insert(r.output);
     (void)outer_n;
+    return {};
+  }
+
+  // -------------------------------------------------------------------------------
+  // Scans (cumsum, cumprod) along one dim. The last dim: a warp per row, tiles of
+  // 128 elements (4 consecutive per lane, a warp scan of the lane totals, the running
+  // carry added). Another dim: a thread per (outer, inner) position, in order.
+  status emit_scan(size_t si) {
+    const graph_node& n = *stages_[si].nodes[0];
+    const bool sum = base_kind(n.kind) == "aten::cumsum";
+    const shaped& in = shapes_.at(n.inputs[0]);
+    const int64_t rank = static_cast<int64_t>(in.shape.size());
+    if (rank == 0) return error{n.kind + " of a 0-d tensor is not supported by the rules coder"};
+    const int64_t dim = normalize_dim(static_cast<int64_t>(val(n.inputs[1]).numbers.at(0)), in.shape.size());
+    kernel_params kp;
+    std::vector<std::string> outer(in.sym.begin(), in.sym.begin() + dim), inner(in.sym.begin() + dim + 1, in.sym.end());
+    const std::string ROWS = kp.int64(product(outer)), C = kp.int64(in.sym[dim]);
+    const bool last = dim == rank - 1;
+    std::string INNER = last ? "1" : kp.int64(product(inner));
+    const std::string X = kp.tensor_in(tensor_of_.at(n.inputs[0]));
+    const std::string Y = kp.tensor_out(tensor_of_.at(n.outputs[0]));
+    const std::string id = sum ? "0.0f" : "1.0f";
+    auto op = [&](const std::string& a, const std::string& b) { return sum ? a + " + " + b : a + " * " + b; };
+    const int B = p_.block_size;
+    std::string name = kernel_name(si, sum ? "cumsum" : "cumprod");
+    std::ostringstream k;
+    k << "\n// " << (sum ? "cumsum" : "cumprod") << " along " << (last ? "the last dim: a warp per row" : "a middle dim: a thread per position") << ".\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    plan_step step;
+    step.kind = "kernel";
+    step.name = name;
+    step.block = {std::to_string(B), "1", "1"};
+    if (last) {
+      k << "  const int lane = threadIdx.x & 31;\n";
+      k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
+      k << "  if (row >= " << ROWS << ") return;  // the whole warp leaves together\n";
+      k << "  const float* xr = " << X << " + row * " << C << ";\n  float* yr = " << Y << " + row * " << C << ";\n";
+      k << "  float carry = " << id << ";\n";
+      k << "  for (long long t0 = 0; t0 < " << C << "; t0 += 128) {\n";
+      k << "    const long long c0 = t0 + lane * 4;\n    float v[4];\n";
+      k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = c0 + q < " << C << " ? xr[c0 + q] : " << id << ";\n";
+      k << "#pragma unroll\n    for (int q = 1; q < 4; ++q) v[q] = " << op("v[q - 1]", "v[q]") << ";\n";
+      k << "    float s = v[3];\n";
+      k << "    for (int o = 1; o < 32; o <<= 1) {\n      const float up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << op("up", "s") << ";\n    }\n";
+      k << "    float before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
+      k << "    before = " << op("carry", "before") << ";\n";
+      k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[c0 + q] = " << op("before", "v[q]") << ";\n";
+      k << "    carry = " << op("carry", "__shfl_sync(0xffffffffu, s, 31)") << ";\n  }\n}\n";
+      step.grid = {"ceil_div(" + paren(product(outer)) + ", " + std::to_string(B / 32) + ")", "1", "1"};
+    } else {
+      k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+      k << "  if (t >= " << ROWS << " * " << INNER << ") return;\n";
+      k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
+      k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
+      k << "  float acc = " << id << ";\n";
+      k << "  for (long long c = 0; c < " << C << "; ++c) {\n    acc = " << op("acc", X + "[base + c * " + INNER + "]") << ";\n";
+      k << "    " << Y << "[base + c * " << INNER << "] = acc;\n  }\n}\n";
+      step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", " + std::to_string(B) + ")", "1", "1"};
+    }
+    src_ += k.str();
+    step.args = kp.args;
+    out_.plan.steps.push_back(step);
+    written_.insert(n.outputs[0]);
     return {};
   }
 

@@ -49,6 +49,22 @@ inline float __shfl_xor_sync(unsigned, float v, int o) {
 }
 template <class T> inline T min(T a, T b) { return b < a ? b : a; }
 template <class T> inline T max(T a, T b) { return a < b ? b : a; }
+inline float __shfl_up_sync(unsigned, float v, int o) {
+  unsigned t = threadIdx.x;
+  ks_slots[t] = v;
+  ks_yield();
+  float r = (t & 31u) >= (unsigned)o ? ks_slots[t - o] : v;
+  ks_yield();
+  return r;
+}
+inline float __shfl_sync(unsigned, float v, int src) {
+  unsigned t = threadIdx.x;
+  ks_slots[t] = v;
+  ks_yield();
+  float r = ks_slots[(t & ~31u) | (unsigned)src];
+  ks_yield();
+  return r;
+}
 inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __expf(float x) { return expf(x); }
