@@ -654,10 +654,12 @@ class lowerer {
       stage& epi = stages_[i + 1];
       if (st.kind != stage::reduce || epi.kind != stage::elementwise || epi.fused_away) continue;
       auto spec = read_reduction(*st.nodes[0], base_kind(st.nodes[0]->kind));
-      if (!spec || spec->normalizes()) continue;
+      if (!spec) continue;
       const shaped& in = shapes_.at(spec->input);
       const int64_t rank = static_cast<int64_t>(in.shape.size());
-      if (spec->last != rank || spec->first == 0 || !spec->keepdim) continue;  // rows only
+      // Normalisations: any chain over their output (layer_norm then gelu). Reductions:
+      // rows only, read back through keepdim.
+      if (!spec->normalizes() && (spec->last != rank || spec->first == 0 || !spec->keepdim)) continue;
       if (epi.iter.shape != in.shape) continue;
       const std::string& v = spec->output;
       if (std::count(outputs_.begin(), outputs_.end(), v)) continue;
@@ -1183,7 +1185,12 @@ class lowerer {
       if (!Bi.empty()) y += " + " + Bi + "[c]";
     }
     auto second_pass = [&](const std::string& loop, const std::string& idx) {
-      return prelude + loop + " {\n" + load(idx, "v") + "    " + OUT + "[" + idx + "] = " + y + ";\n  }\n";
+      if (!epi) return prelude + loop + " {\n" + load(idx, "v") + "    " + OUT + "[" + idx + "] = " + y + ";\n  }\n";
+      std::string t = prelude + loop + " {\n" + load(idx, "v") + "    const float red = " + y + ";\n";
+      t += "    const long long i = " + idx + ";\n" + epi_code;
+      for (auto& [v, param] : epi_out) t += "    " + param + "[i] = " + epi_var.at(v) + ";\n";
+      for (auto& [v, param] : epi_out) written_.insert(v);
+      return t + "  }\n";
     };
     // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
     // aligned), the rest element by element.
@@ -1269,6 +1276,7 @@ class lowerer {
       k << decl;
       if (r.acc == acc_kind::moments) k << load("base", "shift");
       std::string loop = "  for (long long c = " + lane + "; c < " + C + "; c += " + width + ")";
+      const std::string full_loop = loop;
       if (vec_rows) {
         k << "  const long long c4n = (" << C << " & 3) == 0 ? " << C << " / 4 : 0;\n";
         k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
@@ -1279,7 +1287,9 @@ class lowerer {
       }
       k << loop << " {\n" << load("base + c", "v") << "    " << a.update << "\n  }\n";
       k << (warp ? warp_combine(r, a) : block_combine(r, a));
-      if (r.normalizes() && vec_rows) {
+      if (r.normalizes() && epi) {
+        k << second_pass(full_loop, "base + c");
+      } else if (r.normalizes() && vec_rows) {
         k << prelude;
         k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
         k << "    const float4 q = reinterpret_cast<const float4*>(" << X << " + base)[c4];\n    float4 o4;\n";
