@@ -8,6 +8,7 @@
 #   bench/agent_loop.sh [BUILD_DIR] [OUT_DIR]     (defaults: build-gpu, a temp dir)
 #
 # Exit status: kernelskill run's (0 when every task ended with a correct kernel).
+# SEEDS, ROUNDS, TRIALS in the environment shrink the run (defaults 2, 3, 5).
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-build-gpu}"
@@ -36,7 +37,8 @@ echo "scripted model on 127.0.0.1:$port"
 cat >"$out/experiment.yaml" <<YAML
 name: agent-loop-bench
 tasks: [tasks/*.yaml]
-budgets: {seeds: 2, rounds: 3, repair_attempts: 2, tasks_in_flight: 2}
+budgets: {seeds: ${SEEDS:-2}, rounds: ${ROUNDS:-3}, repair_attempts: 2, tasks_in_flight: 2}
+review: {trials: ${TRIALS:-5}}
 coder:
   backend: llm
   llm: {provider: openai, endpoint: "http://127.0.0.1:$port/v1", model: scripted, timeout_s: 30}

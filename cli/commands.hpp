@@ -36,6 +36,11 @@ int skills_explain(const std::string& dir, const std::string& evidence_path,
 int skills_install(const std::string& dir, const std::string& memory_path);
 int skills_stats(const std::string& memory_path, const std::string& bottleneck);
 
+// Writes the rules coder's seeds for a task as DIR/seed-K.cu and DIR/seed-K.yaml and
+// checks each plan against the task's shapes (at `size` when given).
+int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds,
+               const std::string& skills_dir, const std::string& gpu_worker, const std::string& size);
+
 // Opens a memory store read-only (so that a running daemon may hold it) without
 // creating it: the inspecting commands never write.
 result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_path);

@@ -16,6 +16,7 @@
 #include "base/logging.hpp"
 #include "cli/commands.hpp"
 #include "coder/llm_coder.hpp"
+#include "coder/rules_coder.hpp"
 #include "config/experiment_config.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "llm/llm_client.hpp"
@@ -100,8 +101,14 @@ result<backend_choice> make_backend(const experiment_config& cfg,
     spdlog::info("coder: llm, {}", shared->describe());
     return b;
   }
-  return ks::error{cfg.source + ": coder.backend: the `" + cfg.coder.backend +
-                   "` backend is not in this build yet; use `backend: llm` with an endpoint"};
+  rules_coder_options ro;
+  ro.gpu_worker = cfg.gpus.worker_binary.empty() ? default_worker_binary() : cfg.gpus.worker_binary;
+  ro.skills_dir = KS_DEFAULT_SKILLS_DIR;
+  auto rules = rules_coder::create(ro);
+  if (!rules) return ks::error{"the rules coder: " + rules.message()};
+  b.code = std::shared_ptr<coder>(std::move(*rules));
+  spdlog::info("coder: rules (templates lowered from each task's graph; no model)");
+  return b;
 }
 
 std::string progress_line(const task_progress& p) {

@@ -98,6 +98,19 @@ int main(int argc, char** argv) {
   skills_stats_cmd->add_option("--memory", memory_path, "The memory store directory")->required();
   skills_stats_cmd->add_option("--bottleneck", bottleneck, "Only this bottleneck class");
 
+  std::string lower_task_path, lower_out = "lowered", lower_worker;
+  uint32_t lower_seeds = 4;
+  auto* lower = app.add_subcommand(
+      "lower", "Write what the built-in rules coder makes of a task: DIR/seed-K.cu and\n"
+               "DIR/seed-K.yaml per seed (review one with kernelskill-gpu --review)");
+  lower->add_option("task", lower_task_path, "Task file (YAML)")->required()->check(CLI::ExistingFile);
+  lower->add_option("--out", lower_out, "Output directory (default: lowered)");
+  lower->add_option("--seeds", lower_seeds, "How many seeds (default 4)");
+  lower->add_option("--size", size, "Check the plans at the task's named size (e.g. cpu)");
+  lower->add_option("--gpu-worker", lower_worker,
+                    "kernelskill-gpu, which exports the graph (default: next to this program)");
+  lower->add_option("--skills", skills_dir, "The skill library directory (default: the repo's skills/)");
+
   std::string trajectory_task, trajectory_memory = "ks-memory";
   auto* trajectory = app.add_subcommand(
       "trajectory", "Print a task's trajectory (short-term memory): every attempt, review,\n"
@@ -114,7 +127,7 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, check, task, plan, devices, skills or trajectory; see --help)\n";
+                << "' (expected run, check, task, plan, lower, devices, skills or trajectory; see --help)\n";
       return 2;
     }
     break;
@@ -125,6 +138,7 @@ int main(int argc, char** argv) {
   if (*check) return check_config(config_path, print, g);
   if (*task_check) return check_tasks(task_paths, size, print);
   if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
+  if (*lower) return lower_task(lower_task_path, lower_out, lower_seeds, skills_dir, lower_worker, size);
   if (*devices) return list_devices(config_path, g);
   if (*trajectory) return show_trajectory(trajectory_memory, trajectory_task);
   if (*skills_list_cmd) return skills_list(skills_dir);

@@ -20,6 +20,7 @@
 #include "base/logging.hpp"
 #include "config/experiment_config.hpp"
 #include "base/content_hash.hpp"
+#include "gpu/graph_export.hpp"
 #include "gpu/review_report.hpp"
 #include "gpu/reviewer.hpp"
 #include "gpu/torch_reference.hpp"
@@ -112,6 +113,30 @@ int run_reference(const std::string& task_path, const std::string& size, std::st
                   static_cast<long long>(o.nan_count), static_cast<long long>(o.inf_count));
     }
   }
+  return 0;
+}
+
+// The reference's graph as JSON on stdout (gpu/graph_export.hpp).
+int export_graph(const std::string& task_path, const std::string& size) {
+  auto task = load_task(task_path);
+  if (!task) {
+    std::cerr << "kernelskill-gpu: " << task.message() << "\n";
+    return 2;
+  }
+  if (!size.empty()) {
+    auto sized = with_size(*task, size);
+    if (!sized) {
+      std::cerr << "kernelskill-gpu: " << sized.message() << "\n";
+      return 2;
+    }
+    task = std::move(sized);
+  }
+  auto json = export_graph_json(*task);
+  if (!json) {
+    std::cerr << "kernelskill-gpu: " << json.message() << "\n";
+    return 2;
+  }
+  std::cout << *json << "\n";
   return 0;
 }
 
@@ -242,6 +267,10 @@ int main(int argc, char** argv) {
   app.add_option("--run-reference", reference_task,
                  "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
                  "of its outputs; a quick check that a task and the device work");
+  std::string graph_task;
+  app.add_option("--graph", graph_task,
+                 "Print a task's reference graph as JSON (inlined TorchScript, every value's\n"
+                 "shape, dtype or constant value from one CPU run); what the rules coder lowers");
   review_cli review;
   app.add_option("--review", review.task,
                  "Review one candidate against a task (a task YAML) in this process: compile,\n"
@@ -256,7 +285,7 @@ int main(int argc, char** argv) {
   app.add_option("--compile-option", review.compile_options,
                  "With --review: an extra NVRTC option (repeatable), e.g. --use_fast_math");
   app.add_option("--timeout", review.timeout_s, "With --review: the review's time bound in seconds (default 600)");
-  app.add_option("--size", size, "With --run-reference or --review: the task's named size (e.g. cpu)");
+  app.add_option("--size", size, "With --run-reference, --graph or --review: the task's named size (e.g. cpu)");
   app.add_option("--on", on, "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
                              "available, else cpu)");
   app.add_flag("--exit-with-parent", exit_with_parent,
@@ -276,6 +305,7 @@ int main(int argc, char** argv) {
     if (getppid() == 1) return 0;  // the parent is already gone
   }
   if (list) return list_devices(opts, json);
+  if (!graph_task.empty()) return export_graph(graph_task, size);
   if (!reference_task.empty()) return run_reference(reference_task, size, on);
   if (!review.task.empty()) {
     if (review.source.empty() || review.plan.empty()) {

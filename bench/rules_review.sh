@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Lowers every task with the built-in rules coder (`kernelskill lower`) and reviews
+# every seed on the GPU with `kernelskill-gpu --review`; prints one line per seed
+# (status, max abs error, candidate and reference medians, speedup), then per task the
+# best correct seed, the count of correct tasks and the geometric-mean best speedup.
+#
+#   bench/rules_review.sh [BUILD_DIR] [OUT_DIR] [TASK.yaml ...]
+#     defaults: build-gpu, a temp dir, examples/tasks/*.yaml bench/tasks/*.yaml
+#   SEEDS=N (default 4), TRIALS=N (default 3) in the environment.
+#
+# Needs a GPU and python3 (for the summary). Exit status 1 if some task has no
+# correct seed.
+set -u
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-build-gpu}"
+out="${2:-$(mktemp -d)}"
+shift 2 2>/dev/null || shift $#
+tasks=("$@")
+if [ ${#tasks[@]} -eq 0 ]; then tasks=("$root"/examples/tasks/*.yaml "$root"/bench/tasks/*.yaml); fi
+seeds="${SEEDS:-4}"
+trials="${TRIALS:-3}"
+ks="$build/bin/kernelskill"
+gpu="$build/bin/kernelskill-gpu"
+mkdir -p "$out"
+echo "rules_review: ${#tasks[@]} tasks, up to $seeds seeds each; results in $out" >&2
+
+for task in "${tasks[@]}"; do
+  name="$(basename "$task" .yaml)"
+  dir="$out/$name"
+  mkdir -p "$dir"
+  if ! "$ks" lower "$task" --out "$dir" --seeds "$seeds" --gpu-worker "$gpu" >"$dir/lower.log" 2>&1; then
+    echo "$name: lowering failed: $(tail -n 3 "$dir/lower.log")" >&2
+    continue
+  fi
+  for plan in "$dir"/seed-*.yaml; do
+    k="$(basename "$plan" .yaml)"
+    timeout 900 "$gpu" --review "$task" --source "$dir/$k.cu" --plan "$plan" --trials "$trials" --json \
+      >"$dir/$k.json" 2>"$dir/$k.err"
+  done
+done
+
+python3 - "$out" "${tasks[@]}" <<'PY'
+import json, math, os, sys
+out, tasks = sys.argv[1], sys.argv[2:]
+print(f"{'task':28} {'seed':7} {'status':16} {'max err':>9} {'cand ms':>9} {'ref ms':>9} {'speedup':>8}  recipe / message")
+best, failed = {}, []
+for t in tasks:
+    name = os.path.basename(t)[:-5]
+    d = os.path.join(out, name)
+    seeds = sorted(f[:-5] for f in os.listdir(d) if f.startswith("seed-") and f.endswith(".yaml")) if os.path.isdir(d) else []
+    if not seeds:
+        log = open(os.path.join(d, "lower.log")).read().strip().splitlines() if os.path.exists(os.path.join(d, "lower.log")) else ["?"]
+        print(f"{name:28} {'-':7} {'not lowered':16} {'':>9} {'':>9} {'':>9} {'':>8}  {log[-1][:200] if log else ''}")
+        failed.append(name)
+        continue
+    for s in seeds:
+        recipe = open(os.path.join(d, s + ".yaml")).readline().strip()
+        recipe = open(os.path.join(d, s + ".yaml")).read().splitlines()[1].replace("# recipe: ", "")
+        try:
+            r = json.load(open(os.path.join(d, s + ".json")))
+        except Exception as e:
+            err = open(os.path.join(d, s + ".err")).read().strip()
+            print(f"{name:28} {s:7} {'no result':16} {'':>9} {'':>9} {'':>9} {'':>8}  {err[-200:] or e}")
+            continue
+        c, f = r["candidate_time"], r["reference_time"]
+        msg = recipe if r["status"] == "ok" else r["message"][:200].replace("\n", " ")
+        print(f"{name:28} {s:7} {r['status']:16} {r['max_abs_error']:9.2e} {c['median_ms']:9.4f} {f['median_ms']:9.4f} {r['speedup']:8.3f}  {msg}")
+        if r["status"] == "ok" and r["speedup"] > best.get(name, (0, ""))[0]:
+            best[name] = (r["speedup"], s)
+    if name not in best:
+        failed.append(name)
+print()
+print(f"{'task':28} best correct seed, speedup over eager PyTorch")
+for t in tasks:
+    name = os.path.basename(t)[:-5]
+    b = best.get(name)
+    print(f"{name:28} {b[1] + '  ' + format(b[0], '.3f') if b else 'none correct'}")
+if best:
+    g = math.exp(sum(math.log(v[0]) for v in best.values()) / len(best))
+    print(f"\ncorrect: {len(best)}/{len(tasks)} tasks; geometric-mean best speedup over the correct ones: {g:.3f}")
+if failed:
+    print("no correct seed: " + ", ".join(failed))
+sys.exit(1 if failed else 0)
+PY

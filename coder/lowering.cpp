@@ -1,0 +1,1558 @@
+#include "coder/lowering.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace ks {
+
+std::map<std::string, std::string> to_recipe(const lowering_params& p) {
+  return {{"vector_width", std::to_string(p.vector_width)},
+          {"block_size", std::to_string(p.block_size)},
+          {"elements_per_thread", std::to_string(p.elements_per_thread)},
+          {"grid_cap", std::to_string(p.grid_cap)},
+          {"row_mapping", p.row_mapping},
+          {"fast_math", p.fast_math ? "1" : "0"},
+          {"fuse_prologue", p.fuse_prologue ? "1" : "0"}};
+}
+
+result<lowering_params> from_recipe(const std::map<std::string, std::string>& recipe) {
+  lowering_params p;
+  auto integer = [&](const char* key, int& out, int lo, int hi) -> status {
+    auto it = recipe.find(key);
+    if (it == recipe.end()) return {};
+    try {
+      size_t used = 0;
+      int v = std::stoi(it->second, &used);
+      if (used != it->second.size() || v < lo || v > hi) throw std::out_of_range("");
+      out = v;
+      return {};
+    } catch (const std::exception&) {
+      return error{"recipe: " + std::string(key) + " = '" + it->second + "': expected an integer in [" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+    }
+  };
+  int fast = p.fast_math, fuse = p.fuse_prologue;
+  for (auto s : {integer("vector_width", p.vector_width, 1, 4), integer("block_size", p.block_size, 32, 1024),
+                 integer("elements_per_thread", p.elements_per_thread, 1, 16),
+                 integer("grid_cap", p.grid_cap, 1, 1 << 20), integer("fast_math", fast, 0, 1),
+                 integer("fuse_prologue", fuse, 0, 1)})
+    if (!s) return error{s.message()};
+  if (p.vector_width == 3) return error{"recipe: vector_width = 3: expected 1, 2 or 4"};
+  if (p.block_size % 32) return error{"recipe: block_size = " + std::to_string(p.block_size) + ": expected a multiple of 32"};
+  p.fast_math = fast;
+  p.fuse_prologue = fuse;
+  if (auto it = recipe.find("row_mapping"); it != recipe.end()) {
+    if (it->second != "block" && it->second != "warp")
+      return error{"recipe: row_mapping = '" + it->second + "': expected block or warp"};
+    p.row_mapping = it->second;
+  }
+  return p;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------
+// Small text helpers.
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+bool is_simple(const std::string& e) {
+  for (char c : e)
+    if (c == ' ' || c == '+' || c == '-' || c == '*' || c == '/' || c == '%') return false;
+  return true;
+}
+
+std::string paren(const std::string& e) { return is_simple(e) ? e : "(" + e + ")"; }
+
+// The product of shape expressions; "1" for none.
+std::string product(const std::vector<std::string>& dims) {
+  std::vector<std::string> f;
+  for (auto& d : dims)
+    if (d != "1") f.push_back(paren(d));
+  return f.empty() ? "1" : join(f, " * ");
+}
+
+std::string flit(double v) {
+  if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
+  if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return "(" + s + "f)";
+}
+
+std::string ident(const std::string& value_id) {
+  std::string s = "v";
+  for (char c : value_id) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s;
+}
+
+std::string base_kind(const std::string& kind) {
+  std::string k = kind;
+  if (k.size() > 1 && k.back() == '_' && k.rfind("aten::", 0) == 0 && k != "aten::_") k.pop_back();
+  return k;
+}
+
+// ---------------------------------------------------------------------------------
+// Op classes.
+
+const std::set<std::string>& elementwise_ops() {
+  static const std::set<std::string> ops = {
+      "aten::relu", "aten::sigmoid", "aten::tanh", "aten::exp", "aten::log", "aten::neg", "aten::abs",
+      "aten::sqrt", "aten::rsqrt", "aten::silu", "aten::sin", "aten::cos", "aten::erf", "aten::erfc",
+      "aten::log1p", "aten::expm1", "aten::reciprocal", "aten::square", "aten::floor", "aten::ceil",
+      "aten::trunc", "aten::sign", "aten::hardsigmoid", "aten::hardswish", "aten::mish", "aten::selu",
+      "aten::log_sigmoid", "aten::relu6", "aten::exp2", "aten::log2", "aten::log10", "aten::atan",
+      "aten::sinh", "aten::cosh", "aten::tan", "aten::gelu", "aten::leaky_relu", "aten::hardtanh",
+      "aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip", "aten::elu", "aten::celu",
+      "aten::softplus", "aten::threshold", "aten::pow", "aten::dropout", "aten::feature_dropout",
+      "aten::alpha_dropout", "aten::contiguous", "aten::clone", "aten::detach", "aten::to",
+      "aten::type_as", "aten::expand_as", "aten::expand", "aten::hardshrink", "aten::softshrink",
+      "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub", "aten::maximum",
+      "aten::minimum", "aten::atan2", "aten::true_divide", "aten::multiply", "aten::subtract",
+      "aten::divide", "aten::sigmoid", "aten::softsign", "aten::logit"};
+  return ops;
+}
+
+const std::set<std::string>& reduction_ops() {
+  static const std::set<std::string> ops = {
+      "aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
+      "aten::logsumexp", "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::var",
+      "aten::std", "aten::norm", "aten::linalg_vector_norm"};
+  return ops;
+}
+
+const std::set<std::string>& library_ops() {
+  static const std::set<std::string> ops = {"aten::matmul", "aten::mm", "aten::bmm", "aten::addmm",
+                                            "aten::linear", "aten::conv2d"};
+  return ops;
+}
+
+// Nodes that compute nothing a kernel needs: lists and sizes are read from the
+// graph's values when an op uses them.
+bool is_meta(const std::string& kind) {
+  return kind == "prim::ListConstruct" || kind == "aten::size" || kind == "prim::TupleConstruct" ||
+         kind == "aten::dim" || kind == "prim::dtype" || kind == "prim::device";
+}
+
+// ---------------------------------------------------------------------------------
+// Shapes as expressions over the inputs.
+
+struct shaped {
+  std::vector<int64_t> shape;
+  std::vector<std::string> sym;
+};
+
+int64_t normalize_dim(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
+
+// ---------------------------------------------------------------------------------
+// A reduction read from its node.
+
+enum class acc_kind { sum, max, min, online, moments };
+
+struct reduction_spec {
+  std::string op;  // sum mean max min lse var std norm1 norm2 softmax log_softmax layer_norm
+  acc_kind acc = acc_kind::sum;
+  std::string input;                       // value id
+  std::string output;                      // value id
+  int64_t first = 0, last = 0;             // reduced dims [first, last)
+  bool keepdim = false;
+  double correction = 1;                   // var/std
+  double eps = 1e-5;                       // layer_norm
+  std::string weight, bias;                // layer_norm (value ids, or empty)
+  bool normalizes() const { return op == "softmax" || op == "log_softmax" || op == "layer_norm"; }
+};
+
+// ---------------------------------------------------------------------------------
+
+struct stage {
+  enum kind_t { elementwise, reduce, library, pool, scan } kind = elementwise;
+  std::vector<const graph_node*> nodes;  // elementwise: the chain; else one node
+  shaped iter;                           // elementwise: the iteration shape
+  int prologue = -1;                     // reduce: index of the fused elementwise stage
+  bool fused_away = false;               // elementwise: emitted inside a reduction
+  int epilogue = -1;                     // reduce: index of the elementwise stage fused after it
+  bool is_epilogue = false;              // elementwise: emitted in a reduction's second pass
+};
+
+// One kernel's parameters and the plan arguments bound to them.
+struct kernel_params {
+  std::vector<std::string> decls;
+  std::vector<plan_arg> args;
+  std::map<std::string, std::string> tensor_param;  // plan tensor name → parameter
+  std::map<std::string, std::string> int_param;     // expression → parameter
+
+  std::string tensor_in(const std::string& tensor) {
+    auto it = tensor_param.find(tensor);
+    if (it != tensor_param.end()) return it->second;
+    std::string p = "in" + std::to_string(tensor_param.size());
+    tensor_param[tensor] = p;
+    decls.push_back("const float* __restrict__ " + p);
+    args.push_back({"tensor", tensor, ""});
+    return p;
+  }
+  std::string tensor_out(const std::string& tensor) {
+    std::string p = "out" + std::to_string(decls.size());
+    tensor_param[tensor] = p;
+    decls.push_back("float* __restrict__ " + p);
+    args.push_back({"tensor", tensor, ""});
+    return p;
+  }
+  std::string int64(const std::string& expr) {
+    auto it = int_param.find(expr);
+    if (it != int_param.end()) return it->second;
+    std::string p = "n" + std::to_string(decls.size());
+    int_param[expr] = p;
+    decls.push_back("long long " + p);
+    args.push_back({"int", expr, "int64"});
+    return p;
+  }
+  std::string float32(const std::string& expr) {
+    auto it = int_param.find("float:" + expr);
+    if (it != int_param.end()) return it->second;
+    std::string p = "f" + std::to_string(decls.size());
+    int_param["float:" + expr] = p;
+    decls.push_back("float " + p);
+    args.push_back({"float", expr, "float32"});
+    return p;
+  }
+};
+
+const char* kHeader = R"(// Written by KernelSkill's rules coder from the reference's TorchScript graph.
+#define KS_INF __int_as_float(0x7f800000)
+
+__device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float s2) {
+  const float M = fmaxf(m, m2);
+  if (M == -KS_INF) return;  // both empty: exp(-inf - -inf) would be NaN
+  s = s * KS_EXP(m - M) + s2 * KS_EXP(m2 - M);
+  m = M;
+}
+)";
+
+class lowerer {
+ public:
+  lowerer(const task_graph& g, const lowering_params& p) : g_(g), p_(p) {}
+
+  result<lowered_kernel_set> run() {
+    if (auto s = prepare(); !s) return error{s.message()};
+    if (auto s = make_stages(); !s) return error{s.message()};
+    plan_buffers();
+    std::set<std::string> kinds;
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      stage& st = stages_[i];
+      if (st.fused_away || st.is_epilogue) continue;
+      status s;
+      if (st.kind == stage::elementwise) {
+        s = emit_elementwise(i);
+        out_.stages.push_back("elementwise");
+        kinds.insert("elementwise");
+      } else if (st.kind == stage::reduce) {
+        s = emit_reduce(i);
+        out_.stages.push_back(std::string("row_reduce") + (st.prologue >= 0 ? "+prologue" : "") +
+                              (st.epilogue >= 0 ? "+epilogue" : ""));
+        kinds.insert("row_reduce");
+      } else if (st.kind == stage::scan) {
+        s = emit_scan(i);
+        out_.stages.push_back("scan");
+        kinds.insert("scan");
+      } else if (st.kind == stage::pool) {
+        s = emit_pool(i);
+        out_.stages.push_back("pool");
+        kinds.insert("pool");
+      } else {
+        s = emit_library(i);
+        out_.stages.push_back("library:" + base_kind(st.nodes[0]->kind));
+        kinds.insert("library");
+      }
+      if (!s) return error{s.message()};
+    }
+    for (const std::string& o : outputs_)
+      if (!written_.count(o))
+        return error{"graph output " + o + " is not computed by any kernel (an input returned as is?)"};
+    if (kinds.count("library")) out_.template_name = "library";
+    else if (kinds.size() == 1) out_.template_name = *kinds.begin();
+    else out_.template_name = "mixed";
+    if (kinds.count("library") && kinds.count("row_reduce")) out_.template_name = "mixed";
+    std::string fast = p_.fast_math ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
+                                    : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
+    out_.source = fast + kHeader + src_;
+    return out_;
+  }
+
+ private:
+  const task_graph& g_;
+  const lowering_params& p_;
+  lowered_kernel_set out_;
+  std::string src_;
+  std::map<std::string, shaped> shapes_;         // tensor value → shape
+  std::map<std::string, std::string> scalar_sym_;  // scalar value → expression (aten::size)
+  std::map<std::string, std::string> input_name_;  // value → task tensor name
+  std::map<std::string, int> producer_;            // value → stage index
+  std::map<std::string, std::vector<int>> consumers_;  // value → stages reading it
+  std::vector<std::string> outputs_;               // graph output values
+  std::vector<stage> stages_;
+  std::map<std::string, std::string> tensor_of_;   // materialized value → plan tensor name
+  std::set<std::string> written_;
+
+  const graph_value& val(const std::string& id) const { return g_.values.at(id); }
+
+  // -------------------------------------------------------------------------------
+  status prepare() {
+    for (size_t i = 0; i < g_.input_values.size(); ++i) {
+      const std::string& id = g_.input_values[i];
+      const graph_value& v = val(id);
+      if (!v.is_tensor()) return error{"input " + g_.input_names[i] + " is not a tensor"};
+      if (v.dtype != "float32")
+        return error{"input " + g_.input_names[i] + " is " + v.dtype + "; the rules coder writes float32 kernels only"};
+      shaped s{v.shape, {}};
+      for (size_t d = 0; d < v.shape.size(); ++d)
+        s.sym.push_back(g_.input_names[i] + ".shape[" + std::to_string(d) + "]");
+      shapes_[id] = s;
+      input_name_[id] = g_.input_names[i];
+      tensor_of_[id] = g_.input_names[i];
+    }
+    outputs_ = g_.outputs;
+    if (outputs_.size() == 1) {
+      for (auto& n : g_.nodes)
+        if (n.kind == "prim::TupleConstruct" && n.outputs[0] == outputs_[0]) outputs_ = n.inputs;
+    }
+    for (auto& o : outputs_) {
+      const graph_value* v = g_.value(o);
+      if (!v || !v->is_tensor()) return error{"graph output " + o + " is not a tensor"};
+    }
+    return {};
+  }
+
+  bool is_tensor(const std::string& id) const { return val(id).is_tensor(); }
+
+  // The broadcast shape of the tensor operands, with expressions taken from an operand
+  // that has the dimension.
+  shaped broadcast(const std::vector<std::string>& ids, const std::vector<int64_t>& target) const {
+    shaped s{target, std::vector<std::string>(target.size(), "1")};
+    for (size_t d = 0; d < target.size(); ++d) {
+      if (target[d] == 1) continue;
+      for (auto& id : ids) {
+        auto it = shapes_.find(id);
+        if (it == shapes_.end()) continue;
+        const shaped& in = it->second;
+        int64_t off = static_cast<int64_t>(target.size()) - static_cast<int64_t>(in.shape.size());
+        int64_t k = static_cast<int64_t>(d) - off;
+        if (k >= 0 && in.shape[k] == target[d]) {
+          s.sym[d] = in.sym[k];
+          break;
+        }
+      }
+    }
+    return s;
+  }
+
+  status shape_of_node(const graph_node& n, const std::string& kind) {
+    const std::string& out = n.outputs[0];
+    const graph_value& ov = val(out);
+    if (!ov.is_tensor()) return error{kind + ": result is not a tensor"};
+    if (ov.dtype != "float32") return error{kind + " (value " + out + ") gives " + ov.dtype + "; the rules coder writes float32 kernels only"};
+    std::vector<std::string> tin;
+    for (auto& i : n.inputs)
+      if (is_tensor(i)) tin.push_back(i);
+    if (elementwise_ops().count(kind)) {
+      shaped s = broadcast(tin, ov.shape);
+      for (size_t d = 0; d < s.sym.size(); ++d)
+        if (ov.shape[d] != 1 && s.sym[d] == "1") {
+          // expand(x, sizes): a new dimension given by a size list.
+          return error{kind + " (value " + out + "): cannot tell which input gives dimension " + std::to_string(d)};
+        }
+      shapes_[out] = s;
+      return {};
+    }
+    if (reduction_ops().count(kind)) {
+      auto spec = read_reduction(n, kind);
+      if (!spec) return error{spec.message()};
+      const shaped& in = shapes_.at(spec->input);
+      shaped s;
+      for (int64_t d = 0; d < static_cast<int64_t>(in.shape.size()); ++d) {
+        bool reduced = d >= spec->first && d < spec->last;
+        if (spec->normalizes() || !reduced) {
+          s.shape.push_back(in.shape[d]);
+          s.sym.push_back(in.sym[d]);
+        } else if (spec->keepdim) {
+          s.shape.push_back(1);
+          s.sym.push_back("1");
+        }
+      }
+      if (s.shape != ov.shape) return error{kind + " (value " + out + "): shape mismatch in the lowering"};
+      shapes_[out] = s;
+      return {};
+    }
+    if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+      if (n.inputs.size() > 2 && !val(n.inputs[2]).is_none()) return error{kind + " with a dtype is not supported by the rules coder"};
+      shapes_[out] = shapes_.at(n.inputs[0]);
+      return {};
+    }
+    if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
+      auto pp = read_pool(n, kind);
+      if (!pp) return error{pp.message()};
+      const shaped& x = shapes_.at(n.inputs[0]);
+      shaped s{ov.shape, {x.sym.begin(), x.sym.end() - 2}};
+      for (int k = 0; k < 2; ++k)
+        s.sym.push_back("(" + x.sym[x.sym.size() - 2 + k] + " + " + std::to_string(2 * pp->pad[k]) + " - " +
+                        std::to_string(pp->dil[k] * (pp->kernel[k] - 1) + 1) + ") / " + std::to_string(pp->stride[k]) + " + 1");
+      shapes_[out] = s;
+      return {};
+    }
+    if (library_ops().count(kind)) {
+      shaped s{ov.shape, {}};
+      auto sh = [&](int i) -> const shaped& { return shapes_.at(n.inputs[i]); };
+      if (kind == "aten::conv2d") {
+        const shaped &x = sh(0), &w = sh(1);
+        auto ints = [&](int i) { return val(n.inputs[i]).numbers; };
+        auto st = ints(3), pd = ints(4), dl = ints(5);
+        if (val(n.inputs[4]).type == "str") return error{"aten::conv2d with string padding is not supported"};
+        size_t r = x.shape.size();
+        s.sym.push_back(x.sym[0]);
+        s.sym.push_back(w.sym[0]);
+        for (int k = 0; k < 2; ++k) {
+          auto at = [&](const std::vector<double>& v) { return static_cast<int64_t>(v.size() == 1 ? v[0] : v[k]); };
+          std::string hin = x.sym[r - 2 + k], kk = w.sym[2 + k];
+          s.sym.push_back("(" + hin + " + " + std::to_string(2 * at(pd)) + " - " + std::to_string(at(dl)) +
+                          " * (" + kk + " - 1) - 1) / " + std::to_string(at(st)) + " + 1");
+        }
+        if (r == 3) s.sym.erase(s.sym.begin());
+      } else if (kind == "aten::linear") {
+        const shaped &x = sh(0), &w = sh(1);
+        s.sym.assign(x.sym.begin(), x.sym.end() - 1);
+        if (w.shape.size() == 2) s.sym.push_back(w.sym[0]);
+      } else if (kind == "aten::addmm") {
+        s.sym = {sh(1).sym[0], sh(2).sym[1]};
+      } else {  // matmul, mm, bmm
+        const shaped &a = sh(0), &b = sh(1);
+        if (a.shape.size() < 2 || b.shape.size() < 2)
+          return error{kind + " of a 1-D operand is not supported by the rules coder"};
+        std::vector<int64_t> batch(ov.shape.begin(), ov.shape.end() - 2);
+        shaped ba{std::vector<int64_t>(a.shape.begin(), a.shape.end() - 2), std::vector<std::string>(a.sym.begin(), a.sym.end() - 2)};
+        shaped bb{std::vector<int64_t>(b.shape.begin(), b.shape.end() - 2), std::vector<std::string>(b.sym.begin(), b.sym.end() - 2)};
+        shapes_["__a"] = ba;
+        shapes_["__b"] = bb;
+        s.sym = broadcast({"__a", "__b"}, batch).sym;
+        shapes_.erase("__a");
+        shapes_.erase("__b");
+        s.sym.push_back(a.sym[a.sym.size() - 2]);
+        s.sym.push_back(b.sym.back());
+      }
+      if (s.sym.size() != ov.shape.size()) return error{kind + " (value " + out + "): unexpected result rank"};
+      shapes_[out] = s;
+      return {};
+    }
+    return error{"op " + kind + " (value " + out + ") is not supported by the rules coder"};
+  }
+
+  result<reduction_spec> read_reduction(const graph_node& n, const std::string& kind) const {
+    reduction_spec r;
+    r.input = n.inputs[0];
+    r.output = n.outputs[0];
+    const graph_value& x = val(r.input);
+    if (!x.is_tensor()) return error{kind + ": input is not a tensor"};
+    const size_t rank = x.shape.size();
+    auto dims_from = [&](const std::string& id, bool& all) -> std::vector<int64_t> {
+      const graph_value& v = val(id);
+      std::vector<int64_t> d;
+      all = v.is_none() || (v.type == "int[]" && v.numbers.empty());
+      for (double e : v.numbers) d.push_back(normalize_dim(static_cast<int64_t>(e), rank));
+      return d;
+    };
+    auto set_dims = [&](std::vector<int64_t> d, bool all) -> status {
+      if (all) {
+        r.first = 0;
+        r.last = static_cast<int64_t>(rank);
+        return {};
+      }
+      std::sort(d.begin(), d.end());
+      d.erase(std::unique(d.begin(), d.end()), d.end());
+      for (size_t i = 1; i < d.size(); ++i)
+        if (d[i] != d[i - 1] + 1) return error{kind + " over non-adjacent dims is not supported by the rules coder"};
+      r.first = d.front();
+      r.last = d.back() + 1;
+      return {};
+    };
+    auto flag = [&](size_t i) { return i < n.inputs.size() && !val(n.inputs[i]).numbers.empty() && val(n.inputs[i]).numbers[0] != 0; };
+    bool all = false;
+    std::string k = kind.substr(6);
+    if (k == "sum" || k == "mean") {
+      r.op = k;
+      if (n.inputs.size() >= 3 && (val(n.inputs[1]).type == "int[]" || val(n.inputs[1]).is_none())) {
+        auto d = dims_from(n.inputs[1], all);
+        if (auto s = set_dims(d, all); !s) return error{s.message()};
+        r.keepdim = flag(2);
+      } else if (auto s = set_dims({}, true); !s) return error{s.message()};
+    } else if (k == "amax" || k == "amin") {
+      r.op = k == "amax" ? "max" : "min";
+      auto d = dims_from(n.inputs[1], all);
+      if (auto s = set_dims(d, all); !s) return error{s.message()};
+      r.keepdim = flag(2);
+    } else if (k == "max" || k == "min") {
+      r.op = k;
+      if (n.inputs.size() == 1) {
+        (void)set_dims({}, true);
+      } else if (val(n.inputs[1]).type == "int") {
+        if (n.outputs.size() > 1 && (consumers_.count(n.outputs[1]) ||
+                                     std::count(outputs_.begin(), outputs_.end(), n.outputs[1])))
+          return error{kind + " with its indices used is not supported by the rules coder"};
+        (void)set_dims({normalize_dim(static_cast<int64_t>(val(n.inputs[1]).numbers[0]), rank)}, false);
+        r.keepdim = flag(2);
+      } else {
+        return error{kind + " of two tensors is elementwise (use maximum/minimum)"};
+      }
+    } else if (k == "logsumexp") {
+      r.op = "lse";
+      auto d = dims_from(n.inputs[1], all);
+      if (auto s = set_dims(d, all); !s) return error{s.message()};
+      r.keepdim = flag(2);
+    } else if (k == "softmax" || k == "log_softmax") {
+      r.op = k;
+      (void)set_dims({normalize_dim(static_cast<int64_t>(val(n.inputs[1]).numbers.at(0)), rank)}, false);
+    } else if (k == "layer_norm") {
+      r.op = k;
+      size_t nd = val(n.inputs[1]).numbers.size();
+      r.first = static_cast<int64_t>(rank - nd);
+      r.last = static_cast<int64_t>(rank);
+      if (!val(n.inputs[2]).is_none()) r.weight = n.inputs[2];
+      if (!val(n.inputs[3]).is_none()) r.bias = n.inputs[3];
+      r.eps = val(n.inputs[4]).numbers.at(0);
+    } else if (k == "var" || k == "std") {
+      r.op = k;
+      if (n.inputs.size() == 2) {  // var(x, unbiased)
+        (void)set_dims({}, true);
+        r.correction = flag(1) ? 1 : 0;
+      } else {
+        auto d = dims_from(n.inputs[1], all);
+        if (auto s = set_dims(d, all); !s) return error{s.message()};
+        const graph_value& c = val(n.inputs[2]);
+        if (c.type == "bool") r.correction = flag(2) ? 1 : 0;
+        else if (c.is_none()) r.correction = 1;
+        else r.correction = c.numbers.at(0);
+        r.keepdim = flag(3);
+      }
+    } else if (k == "norm" || k == "linalg_vector_norm") {
+      const graph_value& p = val(n.inputs[1]);
+      double order = p.is_none() ? 2 : p.numbers.at(0);
+      if (order != 1 && order != 2) return error{kind + " of order " + std::to_string(order) + " is not supported by the rules coder"};
+      r.op = order == 1 ? "norm1" : "norm2";
+      if (n.inputs.size() >= 4) {
+        auto d = dims_from(n.inputs[2], all);
+        if (auto s = set_dims(d, all); !s) return error{s.message()};
+        r.keepdim = flag(3);
+      } else {
+        (void)set_dims({}, true);
+      }
+    } else {
+      return error{kind + " is not supported by the rules coder"};
+    }
+    if (r.op == "sum" || r.op == "mean" || r.op == "norm1" || r.op == "norm2") r.acc = acc_kind::sum;
+    else if (r.op == "max") r.acc = acc_kind::max;
+    else if (r.op == "min") r.acc = acc_kind::min;
+    else if (r.op == "lse" || r.op == "softmax" || r.op == "log_softmax") r.acc = acc_kind::online;
+    else r.acc = acc_kind::moments;
+    return r;
+  }
+
+  // -------------------------------------------------------------------------------
+  status make_stages() {
+    for (const graph_node& n : g_.nodes) {
+      std::string kind = base_kind(n.kind);
+      if (kind == "aten::size") {
+        const graph_value& t = val(n.inputs[0]);
+        auto it = shapes_.find(n.inputs[0]);
+        if (it != shapes_.end() && n.inputs.size() == 2) {
+          int64_t d = normalize_dim(static_cast<int64_t>(val(n.inputs[1]).numbers.at(0)), t.shape.size());
+          scalar_sym_[n.outputs[0]] = it->second.sym.at(d);
+        }
+        continue;
+      }
+      if (is_meta(kind)) continue;
+      if (auto s = shape_of_node(n, kind); !s) return s;
+      for (auto& i : n.inputs) consumers_[i];  // mark read (filled below)
+      if (elementwise_ops().count(kind)) {
+        const shaped& os = shapes_.at(n.outputs[0]);
+        bool join = !stages_.empty() && stages_.back().kind == stage::elementwise;
+        if (join) {
+          stage& cur = stages_.back();
+          if (os.shape != cur.iter.shape) {
+            // Growing the iteration shape recomputes the chain per element: only when
+            // nothing of the chain so far is needed outside it at its own shape.
+            bool grows = os.shape.size() >= cur.iter.shape.size();
+            if (grows) {
+              int64_t off = static_cast<int64_t>(os.shape.size() - cur.iter.shape.size());
+              for (size_t d = 0; d < cur.iter.shape.size(); ++d)
+                if (cur.iter.shape[d] != 1 && cur.iter.shape[d] != os.shape[d + off]) grows = false;
+            }
+            if (grows)
+              for (auto* prev : cur.nodes)
+                if (used_outside(prev->outputs[0], &n, cur)) grows = false;
+            join = grows;
+          }
+        }
+        if (!join) stages_.push_back(stage{stage::elementwise, {}, {}, -1, false});
+        stages_.back().nodes.push_back(&n);
+        stages_.back().iter = os;
+      } else if (reduction_ops().count(kind)) {
+        stages_.push_back(stage{stage::reduce, {&n}, {}, -1, false});
+      } else if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
+        stages_.push_back(stage{stage::pool, {&n}, {}, -1, false});
+      } else if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+        stages_.push_back(stage{stage::scan, {&n}, {}, -1, false});
+      } else {
+        stages_.push_back(stage{stage::library, {&n}, {}, -1, false});
+      }
+    }
+    for (size_t i = 0; i < stages_.size(); ++i)
+      for (auto* n : stages_[i].nodes)
+        for (auto& o : n->outputs) producer_[o] = static_cast<int>(i);
+    for (size_t i = 0; i < stages_.size(); ++i)
+      for (auto* n : stages_[i].nodes)
+        for (auto& in : n->inputs) {
+          auto it = producer_.find(in);
+          if (it != producer_.end() && it->second != static_cast<int>(i)) consumers_[in].push_back(static_cast<int>(i));
+        }
+    // Meta nodes (aten::size, lists) read tensors only for their shapes: no data flow.
+    if (p_.fuse_prologue) {
+      for (size_t i = 0; i < stages_.size(); ++i) {
+        stage& st = stages_[i];
+        if (st.kind != stage::reduce) continue;
+        const std::string& in = st.nodes[0]->inputs[0];
+        auto it = producer_.find(in);
+        if (it == producer_.end()) continue;
+        stage& pro = stages_[it->second];
+        if (pro.kind != stage::elementwise || pro.fused_away) continue;
+        if (pro.iter.shape != shapes_.at(in).shape) continue;
+        // Every value of the chain must be needed by this reduction only.
+        bool alone = true;
+        for (auto* n : pro.nodes) {
+          const std::string& v = n->outputs[0];
+          if (std::count(outputs_.begin(), outputs_.end(), v)) alone = false;
+          for (int c : consumers_[v])
+            if (c != static_cast<int>(i)) alone = false;
+          if (v != in && !consumers_[v].empty()) alone = false;
+        }
+        if (!alone) continue;
+        st.prologue = it->second;
+        pro.fused_away = true;
+      }
+    }
+    // A chain right after a row reduction that reads the reduced value broadcast over
+    // the reduction's own input shape (x / norm, x * rsqrt(mean + eps), x - lse) is
+    // computed in the reduction kernel's second pass over the row: the reduced value
+    // never goes through memory, and one launch is saved.
+    for (size_t i = 0; i + 1 < stages_.size(); ++i) {
+      stage& st = stages_[i];
+      stage& epi = stages_[i + 1];
+      if (st.kind != stage::reduce || epi.kind != stage::elementwise || epi.fused_away) continue;
+      auto spec = read_reduction(*st.nodes[0], base_kind(st.nodes[0]->kind));
+      if (!spec) continue;
+      const shaped& in = shapes_.at(spec->input);
+      const int64_t rank = static_cast<int64_t>(in.shape.size());
+      // Normalisations: any chain over their output (layer_norm then gelu). Reductions:
+      // rows only, read back through keepdim.
+      if (!spec->normalizes() && (spec->last != rank || spec->first == 0 || !spec->keepdim)) continue;
+      if (epi.iter.shape != in.shape) continue;
+      const std::string& v = spec->output;
+      if (std::count(outputs_.begin(), outputs_.end(), v)) continue;
+      bool only = true;
+      for (int c : consumers_[v]) only = only && c == static_cast<int>(i + 1);
+      if (!only) continue;
+      st.epilogue = static_cast<int>(i + 1);
+      epi.is_epilogue = true;
+    }
+    return {};
+  }
+
+  bool used_outside(const std::string& v, const graph_node* next, const stage& cur) const {
+    if (std::count(outputs_.begin(), outputs_.end(), v)) return true;
+    bool seen_next = false;
+    for (const graph_node& n : g_.nodes) {
+      if (&n == next) {
+        seen_next = true;
+        continue;
+      }
+      bool in_cur = std::find(cur.nodes.begin(), cur.nodes.end(), &n) != cur.nodes.end();
+      if (in_cur) continue;
+      if (is_meta(base_kind(n.kind)) && base_kind(n.kind) != "prim::ListConstruct") continue;
+      if (std::count(n.inputs.begin(), n.inputs.end(), v)) return true;
+    }
+    (void)seen_next;
+    return false;
+  }
+
+  // Values computed by one stage and read by another (or returned) become tensors of
+  // the plan: outputs when returned, scratch otherwise; a library step's result that
+  // is not returned is an intermediate that the validator sizes.
+  void plan_buffers() {
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      const std::string& v = outputs_[k];
+      if (tensor_of_.count(v)) continue;  // an input returned as is: reported later
+      std::string name = outputs_.size() == 1 ? "out" : "out" + std::to_string(k);
+      tensor_of_[v] = name;
+      out_.plan.outputs.push_back({name, shapes_.at(v).sym, "float32", "none"});
+    }
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      stage& st = stages_[i];
+      if (st.fused_away) continue;
+      for (auto* n : st.nodes) {
+        const std::string& v = n->outputs[0];
+        if (tensor_of_.count(v) || consumers_[v].empty()) continue;
+        if (st.epilogue >= 0 && v == n->outputs[0] && st.kind == stage::reduce) continue;  // stays in registers
+        std::string name = "t_" + ident(v).substr(1);
+        tensor_of_[v] = name;
+        if (st.kind != stage::library) out_.plan.scratch.push_back({name, shapes_.at(v).sym, "float32", "none"});
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------
+  // Elementwise code.
+
+  // The element index of tensor `id` (shape `in`) for flat index `i` of `iter`.
+  std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp) {
+    if (in.shape == iter.shape) return i;
+    int64_t numel = 1;
+    for (auto d : in.shape) numel *= d;
+    if (numel == 1 && iter.shape.size() >= in.shape.size()) {
+      bool all_one = true;
+      for (auto d : in.shape) all_one &= d == 1;
+      if (all_one) return "0";
+    }
+    const size_t r = iter.shape.size();
+    const int64_t off = static_cast<int64_t>(r) - static_cast<int64_t>(in.shape.size());
+    auto kept = [&](size_t d) {
+      int64_t k = static_cast<int64_t>(d) - off;
+      return k >= 0 && in.shape[k] == iter.shape[d] && iter.shape[d] != 1;
+    };
+    std::vector<std::string> terms;
+    size_t d = 0;
+    while (d < r) {
+      if (!kept(d)) {
+        ++d;
+        continue;
+      }
+      size_t a = d;
+      while (d < r && kept(d)) ++d;
+      size_t b = d;  // group [a, b)
+      std::vector<std::string> inner(iter.sym.begin() + b, iter.sym.end());
+      std::vector<std::string> span(iter.sym.begin() + a, iter.sym.begin() + b);
+      std::vector<std::string> stride;
+      for (size_t q = b; q < r; ++q) {
+        int64_t k = static_cast<int64_t>(q) - off;
+        if (k >= 0) stride.push_back(in.sym[k]);
+      }
+      std::string e = i;
+      bool has_inner = false;
+      for (size_t q = b; q < r; ++q) has_inner |= iter.shape[q] != 1;
+      if (has_inner) e = "(" + e + " / " + kp.int64(product(inner)) + ")";
+      bool has_outer = false;
+      for (size_t q = 0; q < a; ++q) has_outer |= iter.shape[q] != 1;
+      if (has_outer) e = "(" + e + " % " + kp.int64(product(span)) + ")";
+      std::string st = product(stride);
+      if (st != "1") e += " * " + kp.int64(st);
+      terms.push_back(e);
+    }
+    return terms.empty() ? "0" : join(terms, " + ");
+  }
+
+  // The chain's statements for element index `i`; `load` reads an external tensor.
+  // Returns the variable of each value computed.
+  status chain_code(const stage& st, const std::string& i, kernel_params& kp, std::string& code,
+                    std::map<std::string, std::string>& var, const std::string& tag) {
+    auto operand = [&](const std::string& id) -> result<std::string> {
+      if (auto it = var.find(id); it != var.end()) return it->second;
+      const graph_value& v = val(id);
+      if (v.is_tensor()) {
+        auto t = tensor_of_.find(id);
+        if (t == tensor_of_.end()) return error{"value " + id + " is read before it is computed"};
+        if (v.dtype != "float32") return error{"value " + id + " is " + v.dtype + "; float32 only"};
+        std::string p = kp.tensor_in(t->second);
+        std::string name = "x" + tag + std::to_string(var.size());
+        code += "    const float " + name + " = " + p + "[" + access(shapes_.at(id), st.iter, i, kp) + "];\n";
+        var[id] = name;
+        return name;
+      }
+      if (auto s = scalar_sym_.find(id); s != scalar_sym_.end()) {
+        std::string p = kp.float32(s->second);
+        var[id] = p;
+        return p;
+      }
+      if (v.is_scalar()) return flit(v.numbers.at(0));
+      return error{"value " + id + " (" + v.type + ") cannot be an operand"};
+    };
+    for (const graph_node* n : st.nodes) {
+      std::string kind = base_kind(n->kind);
+      std::vector<std::string> a;
+      auto num = [&](size_t k, double dflt) {
+        if (k >= n->inputs.size()) return dflt;
+        const graph_value& v = val(n->inputs[k]);
+        return v.numbers.empty() ? dflt : v.numbers[0];
+      };
+      auto none = [&](size_t k) { return k >= n->inputs.size() || val(n->inputs[k]).is_none(); };
+      auto opnd = [&](size_t k) -> result<std::string> { return operand(n->inputs.at(k)); };
+      auto x = opnd(0);
+      if (!x) return error{n->kind + ": " + x.message()};
+      const std::string X = *x;
+      std::string e;
+      auto second = [&]() -> result<std::string> { return opnd(1); };
+      if (kind == "aten::relu") e = "fmaxf(" + X + ", 0.0f)";
+      else if (kind == "aten::sigmoid") e = "KS_DIV(1.0f, 1.0f + KS_EXP(-" + X + "))";
+      else if (kind == "aten::tanh") e = "tanhf(" + X + ")";
+      else if (kind == "aten::exp") e = "KS_EXP(" + X + ")";
+      else if (kind == "aten::log") e = "logf(" + X + ")";
+      else if (kind == "aten::neg") e = "-" + X;
+      else if (kind == "aten::abs") e = "fabsf(" + X + ")";
+      else if (kind == "aten::sqrt") e = "sqrtf(" + X + ")";
+      else if (kind == "aten::rsqrt") e = "rsqrtf(" + X + ")";
+      else if (kind == "aten::silu") e = "KS_DIV(" + X + ", 1.0f + KS_EXP(-" + X + "))";
+      else if (kind == "aten::sin") e = "sinf(" + X + ")";
+      else if (kind == "aten::cos") e = "cosf(" + X + ")";
+      else if (kind == "aten::tan") e = "tanf(" + X + ")";
+      else if (kind == "aten::atan") e = "atanf(" + X + ")";
+      else if (kind == "aten::sinh") e = "sinhf(" + X + ")";
+      else if (kind == "aten::cosh") e = "coshf(" + X + ")";
+      else if (kind == "aten::erf") e = "erff(" + X + ")";
+      else if (kind == "aten::erfc") e = "erfcf(" + X + ")";
+      else if (kind == "aten::log1p") e = "log1pf(" + X + ")";
+      else if (kind == "aten::expm1") e = "expm1f(" + X + ")";
+      else if (kind == "aten::exp2") e = "exp2f(" + X + ")";
+      else if (kind == "aten::log2") e = "log2f(" + X + ")";
+      else if (kind == "aten::log10") e = "log10f(" + X + ")";
+      else if (kind == "aten::reciprocal") e = "1.0f / " + X;
+      else if (kind == "aten::square") e = X + " * " + X;
+      else if (kind == "aten::floor") e = "floorf(" + X + ")";
+      else if (kind == "aten::ceil") e = "ceilf(" + X + ")";
+      else if (kind == "aten::trunc") e = "truncf(" + X + ")";
+      else if (kind == "aten::sign") e = "(float)((" + X + " > 0.0f) - (" + X + " < 0.0f))";
+      else if (kind == "aten::hardsigmoid") e = "fminf(fmaxf(" + X + " / 6.0f + 0.5f, 0.0f), 1.0f)";
+      else if (kind == "aten::hardswish") e = X + " * fminf(fmaxf(" + X + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+      else if (kind == "aten::relu6") e = "fminf(fmaxf(" + X + ", 0.0f), 6.0f)";
+      else if (kind == "aten::mish")
+        e = X + " * tanhf(" + X + " > 20.0f ? " + X + " : log1pf(expf(" + X + ")))";
+      else if (kind == "aten::selu")
+        e = "1.0507009873554805f * (" + X + " > 0.0f ? " + X + " : 1.6732632423543772f * expm1f(" + X + "))";
+      else if (kind == "aten::log_sigmoid") e = "fminf(" + X + ", 0.0f) - log1pf(expf(-fabsf(" + X + ")))";
+      else if (kind == "aten::softsign") e = X + " / (1.0f + fabsf(" + X + "))";
+      else if (kind == "aten::logit") {
+        if (!none(1)) return error{"aten::logit with eps is not supported by the rules coder"};
+        e = "logf(" + X + " / (1.0f - " + X + "))";
+      } else if (kind == "aten::gelu") {
+        const graph_value* ap = n->inputs.size() > 1 ? &val(n->inputs[1]) : nullptr;
+        if (ap && ap->text == "tanh")
+          e = "0.5f * " + X + " * (1.0f + tanhf(0.7978845608028654f * (" + X + " + 0.044715f * " + X + " * " + X + " * " + X + ")))";
+        else
+          e = "0.5f * " + X + " * (1.0f + erff(" + X + " * 0.7071067811865476f))";
+      } else if (kind == "aten::leaky_relu") {
+        e = X + " > 0.0f ? " + X + " : " + X + " * " + flit(num(1, 0.01));
+      } else if (kind == "aten::hardtanh") {
+        e = "fminf(fmaxf(" + X + ", " + flit(num(1, -1)) + "), " + flit(num(2, 1)) + ")";
+      } else if (kind == "aten::clamp" || kind == "aten::clip") {
+        e = X;
+        for (int k : {1, 2}) {
+          if (none(k)) continue;
+          auto b = opnd(k);
+          if (!b) return error{n->kind + ": " + b.message()};
+          e = std::string(k == 1 ? "fmaxf(" : "fminf(") + e + ", " + *b + ")";
+        }
+      } else if (kind == "aten::clamp_min" || kind == "aten::clamp_max") {
+        auto b = second();
+        if (!b) return error{n->kind + ": " + b.message()};
+        e = std::string(kind == "aten::clamp_min" ? "fmaxf(" : "fminf(") + X + ", " + *b + ")";
+      } else if (kind == "aten::elu") {
+        std::string al = flit(num(1, 1)), sc = flit(num(2, 1)), is = flit(num(3, 1));
+        e = X + " > 0.0f ? " + sc + " * " + X + " : " + sc + " * " + al + " * expm1f(" + X + " * " + is + ")";
+      } else if (kind == "aten::celu") {
+        std::string al = flit(num(1, 1));
+        e = "fmaxf(" + X + ", 0.0f) + fminf(0.0f, " + al + " * expm1f(" + X + " / " + al + "))";
+      } else if (kind == "aten::softplus") {
+        std::string be = flit(num(1, 1)), th = flit(num(2, 20));
+        e = X + " * " + be + " > " + th + " ? " + X + " : log1pf(expf(" + X + " * " + be + ")) / " + be;
+      } else if (kind == "aten::threshold") {
+        e = X + " > " + flit(num(1, 0)) + " ? " + X + " : " + flit(num(2, 0));
+      } else if (kind == "aten::hardshrink") {
+        std::string l = flit(num(1, 0.5));
+        e = "fabsf(" + X + ") > " + l + " ? " + X + " : 0.0f";
+      } else if (kind == "aten::softshrink") {
+        std::string l = flit(num(1, 0.5));
+        e = X + " > " + l + " ? " + X + " - " + l + " : (" + X + " < -" + l + " ? " + X + " + " + l + " : 0.0f)";
+      } else if (kind == "aten::pow") {
+        const graph_value& ev = val(n->inputs[1]);
+        if (!val(n->inputs[0]).is_tensor()) {
+          auto b = second();
+          if (!b) return error{n->kind + ": " + b.message()};
+          e = "powf(" + X + ", " + *b + ")";
+        } else if (ev.is_scalar() && !scalar_sym_.count(n->inputs[1])) {
+          double p = ev.numbers.at(0);
+          if (p == 2) e = X + " * " + X;
+          else if (p == 3) e = X + " * " + X + " * " + X;
+          else if (p == 1) e = X;
+          else if (p == 0.5) e = "sqrtf(" + X + ")";
+          else if (p == -1) e = "1.0f / " + X;
+          else e = "powf(" + X + ", " + flit(p) + ")";
+        } else {
+          auto b = second();
+          if (!b) return error{n->kind + ": " + b.message()};
+          e = "powf(" + X + ", " + *b + ")";
+        }
+      } else if (kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") {
+        if (num(2, 0) != 0) return error{n->kind + " in training mode is not supported by the rules coder"};
+        e = X;
+      } else if (kind == "aten::contiguous" || kind == "aten::clone" || kind == "aten::detach" ||
+                 kind == "aten::to" || kind == "aten::type_as" || kind == "aten::expand_as" ||
+                 kind == "aten::expand") {
+        e = X;
+      } else if (kind == "aten::add" || kind == "aten::sub" || kind == "aten::subtract" || kind == "aten::rsub") {
+        auto b = second();
+        if (!b) return error{n->kind + ": " + b.message()};
+        double alpha = num(2, 1);
+        std::string B = alpha == 1 ? *b : flit(alpha) + " * " + *b;
+        if (kind == "aten::add") e = X + " + " + B;
+        else if (kind == "aten::rsub") e = *b + " - " + (alpha == 1 ? X : flit(alpha) + " * " + X);
+        else e = X + " - " + B;
+      } else if (kind == "aten::mul" || kind == "aten::multiply") {
+        auto b = second();
+        if (!b) return error{n->kind + ": " + b.message()};
+        e = X + " * " + *b;
+      } else if (kind == "aten::div" || kind == "aten::divide" || kind == "aten::true_divide") {
+        auto b = second();
+        if (!b) return error{n->kind + ": " + b.message()};
+        const graph_value* mode = n->inputs.size() > 2 ? &val(n->inputs[2]) : nullptr;
+        // Division stays IEEE: KS_DIV (__fdividef) is wrong for huge divisors.
+        e = X + " / " + *b;
+        if (mode && mode->text == "floor") e = "floorf(" + e + ")";
+        else if (mode && mode->text == "trunc") e = "truncf(" + e + ")";
+      } else if (kind == "aten::maximum" || kind == "aten::minimum" || kind == "aten::atan2") {
+        auto b = second();
+        if (!b) return error{n->kind + ": " + b.message()};
+        e = (kind == "aten::maximum" ? "fmaxf(" : kind == "aten::minimum" ? "fminf(" : "atan2f(") + X + ", " + *b + ")";
+      } else {
+        return error{"op " + n->kind + " (value " + n->outputs[0] + ") is not supported by the rules coder"};
+      }
+      std::string name = "e" + tag + std::to_string(var.size());
+      code += "    const float " + name + " = " + e + ";\n";
+      var[n->outputs[0]] = name;
+    }
+    return {};
+  }
+
+  std::string kernel_name(size_t i, const std::string& what) { return "ks" + std::to_string(i) + "_" + what; }
+
+  status emit_elementwise(size_t si) {
+    stage& st = stages_[si];
+    kernel_params kp;
+    // Which values of the chain the plan needs.
+    std::vector<std::pair<std::string, std::string>> exports;  // value → tensor
+    for (auto* n : st.nodes) {
+      auto it = tensor_of_.find(n->outputs[0]);
+      if (it == tensor_of_.end()) continue;
+      if (shapes_.at(n->outputs[0]).shape != st.iter.shape)
+        return error{"elementwise chain: value " + n->outputs[0] + " is needed at a smaller shape than the chain's"};
+      exports.push_back({n->outputs[0], it->second});
+    }
+    const int V = p_.vector_width, U = p_.elements_per_thread, B = p_.block_size;
+    // Inputs of the iteration shape are loaded as vectors; the others element by element.
+    std::string n_expr = product(st.iter.sym);
+    std::string N = kp.int64(n_expr);
+    std::map<std::string, std::string> var;
+    std::string body, tail_body;
+    if (auto s = chain_code(st, "i", kp, body, var, ""); !s) return s;
+    std::map<std::string, std::string> var2;
+    kernel_params kp_dummy = kp;  // the tail reuses the same parameters
+    if (auto s = chain_code(st, "i", kp, tail_body, var2, "t"); !s) return s;
+    (void)kp_dummy;
+    std::vector<std::string> outs;
+    for (auto& [v, t] : exports) outs.push_back(kp.tensor_out(t));
+    std::string name = kernel_name(si, "elementwise");
+    std::ostringstream k;
+    k << "\n// Fused elementwise chain:";
+    for (auto* n : st.nodes) k << " " << base_kind(n->kind).substr(6);
+    k << ". " << V << " floats per vector, " << U << " vector(s) per thread per trip, grid-stride.\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    k << "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
+    k << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    auto store_line = [&](const std::map<std::string, std::string>& vars, const std::string& idx) {
+      std::string s;
+      for (size_t o = 0; o < exports.size(); ++o) s += "    " + outs[o] + "[" + idx + "] = " + vars.at(exports[o].first) + ";\n";
+      return s;
+    };
+    if (V == 1) {
+      k << "  for (long long j = tid; j < " << N << "; j += stride * " << U << ") {\n";
+      k << "#pragma unroll\n  for (int u = 0; u < " << U << "; ++u) {\n";
+      k << "    const long long i = j + u * stride;\n    if (i >= " << N << ") break;\n";
+      k << body << store_line(var, "i") << "  }\n  }\n";
+    } else {
+      // Vector path: every element of a vector goes through the same chain; full-shape
+      // operands are read as float2/float4 (buffers are 256-byte aligned), the rest by
+      // index. The tail (n % V elements) is done one by one.
+      std::string vt = V == 4 ? "float4" : "float2";
+      k << "  const long long nv = " << N << " / " << V << ";\n";
+      k << "  for (long long j = tid; j < nv; j += stride * " << U << ") {\n";
+      k << "#pragma unroll\n  for (int u = 0; u < " << U << "; ++u) {\n";
+      k << "    const long long w = j + u * stride;\n    if (w >= nv) break;\n";
+      std::vector<std::string> lanes = V == 4 ? std::vector<std::string>{"x", "y", "z", "w"} : std::vector<std::string>{"x", "y"};
+      // Vector loads of the full-shape operands.
+      std::string vec_loads;
+      std::map<std::string, std::string> full_vec;  // param → vector variable
+      for (auto& [tensor, param] : kp.tensor_param) {
+        if (param.rfind("in", 0) != 0) continue;
+        bool full = body.find(param + "[i]") != std::string::npos;
+        if (!full) continue;
+        std::string vv = "q_" + param;
+        vec_loads += "    const " + vt + " " + vv + " = reinterpret_cast<const " + vt + "*>(" + param + ")[w];\n";
+        full_vec[param] = vv;
+      }
+      k << vec_loads;
+      for (auto& o : outs) k << "    " << vt << " r_" << o << ";\n";
+      for (int l = 0; l < V; ++l) {
+        std::string b = body;
+        for (auto& [param, vv] : full_vec) {
+          std::string from = param + "[i]", to = vv + "." + lanes[l];
+          for (size_t pos = b.find(from); pos != std::string::npos; pos = b.find(from, pos + to.size())) b.replace(pos, from.size(), to);
+        }
+        k << "    {\n    const long long i = w * " << V << " + " << l << ";\n    (void)i;\n" << b;
+        for (size_t o = 0; o < exports.size(); ++o) k << "    r_" << outs[o] << "." << lanes[l] << " = " << var.at(exports[o].first) << ";\n";
+        k << "    }\n";
+      }
+      for (auto& o : outs) k << "    reinterpret_cast<" << vt << "*>(" << o << ")[w] = r_" << o << ";\n";
+      k << "  }\n  }\n";
+      k << "  for (long long i = nv * " << V << " + tid; i < " << N << "; i += stride) {\n"
+        << tail_body << store_line(var2, "i") << "  }\n";
+    }
+    k << "}\n";
+    src_ += k.str();
+    plan_step step;
+    step.kind = "kernel";
+    step.name = name;
+    std::string blocks = "max(1, min(ceil_div(" + paren(n_expr) + ", " + std::to_string(V * B) + "), " + std::to_string(p_.grid_cap) + "))";
+    step.grid = {blocks, "1", "1"};
+    step.block = {std::to_string(B), "1", "1"};
+    step.args = kp.args;
+    out_.plan.steps.push_back(step);
+    for (auto& [v, t] : exports) written_.insert(v);
+    return {};
+  }
+
+  // -------------------------------------------------------------------------------
+  // Reductions.
+
+  struct acc_text {
+    std::vector<std::string> state;
+    std::vector<std::string> identity;
+    std::string update;  // reads `v`
+  };
+
+  static acc_text acc_of(const reduction_spec& r) {
+    switch (r.acc) {
+      case acc_kind::sum:
+        return {{"a"}, {"0.0f"}, r.op == "norm2" ? "a += v * v;" : r.op == "norm1" ? "a += fabsf(v);" : "a += v;"};
+      case acc_kind::max: return {{"a"}, {"-KS_INF"}, "a = fmaxf(a, v);"};
+      case acc_kind::min: return {{"a"}, {"KS_INF"}, "a = fminf(a, v);"};
+      case acc_kind::online:
+        return {{"m", "s"}, {"-KS_INF", "0.0f"},
+                "if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else { s += KS_EXP(v - m); }"};
+      case acc_kind::moments:
+        return {{"s1", "s2"}, {"0.0f", "0.0f"}, "{ const float d = v - shift; s1 += d; s2 += d * d; }"};
+    }
+    return {};
+  }
+
+  static std::string merge(const reduction_spec& r, const std::vector<std::string>& other) {
+    switch (r.acc) {
+      case acc_kind::sum: return "a += " + other[0] + ";";
+      case acc_kind::max: return "a = fmaxf(a, " + other[0] + ");";
+      case acc_kind::min: return "a = fminf(a, " + other[0] + ");";
+      case acc_kind::online: return "ks_ms_merge(m, s, " + other[0] + ", " + other[1] + ");";
+      case acc_kind::moments: return "s1 += " + other[0] + "; s2 += " + other[1] + ";";
+    }
+    return {};
+  }
+
+  // Warp-level combine of the state; every lane ends with the warp's result.
+  static std::string warp_combine(const reduction_spec& r, const acc_text& a) {
+    std::string s = "  for (int o = 16; o > 0; o >>= 1) {\n";
+    std::vector<std::string> other;
+    for (auto& v : a.state) {
+      s += "    const float o_" + v + " = __shfl_xor_sync(0xffffffffu, " + v + ", o);\n";
+      other.push_back("o_" + v);
+    }
+    s += "    " + merge(r, other) + "\n  }\n";
+    return s;
+  }
+
+  // Block-level combine through one float per warp and state variable.
+  static std::string block_combine(const reduction_spec& r, const acc_text& a) {
+    std::string s = warp_combine(r, a);
+    s += "  {\n";
+    for (auto& v : a.state) s += "    __shared__ float sh_" + v + "[32];\n";
+    s += "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n    if (lane == 0) {";
+    for (auto& v : a.state) s += " sh_" + v + "[warp] = " + v + ";";
+    s += " }\n    __syncthreads();\n";
+    for (size_t k = 0; k < a.state.size(); ++k)
+      s += "    " + a.state[k] + " = lane < (int)(blockDim.x >> 5) ? sh_" + a.state[k] + "[lane] : " + a.identity[k] + ";\n";
+    s += "  }\n";
+    s += warp_combine(r, a);
+    return s;
+  }
+
+  // The value of a reducing op from the combined state; `count` is the number of
+  // elements reduced.
+  static std::string finish(const reduction_spec& r, const std::string& count) {
+    if (r.op == "sum" || r.op == "max" || r.op == "min") return "a";
+    if (r.op == "mean") return "a / (float)" + count;
+    if (r.op == "norm1") return "a";
+    if (r.op == "norm2") return "sqrtf(a)";
+    if (r.op == "lse") return "(m == -KS_INF ? -KS_INF : m + logf(s))";
+    const std::string var = "fmaxf(s2 - s1 * s1 / (float)" + count + ", 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")";
+    if (r.op == "var") return var;
+    if (r.op == "std") return "sqrtf(" + var + ")";
+    return "0.0f";
+  }
+
+  status emit_reduce(size_t si) {
+    stage& st = stages_[si];
+    const graph_node& n = *st.nodes[0];
+    auto spec = read_reduction(n, base_kind(n.kind));
+    if (!spec) return error{spec.message()};
+    const reduction_spec& r = *spec;
+    const shaped& in = shapes_.at(r.input);
+    kernel_params kp;
+    std::vector<std::string> outer(in.sym.begin(), in.sym.begin() + r.first),
+        red(in.sym.begin() + r.first, in.sym.begin() + r.last), inner(in.sym.begin() + r.last, in.sym.end());
+    int64_t inner_n = 1, outer_n = 1;
+    for (int64_t d = r.last; d < static_cast<int64_t>(in.shape.size()); ++d) inner_n *= in.shape[d];
+    for (int64_t d = 0; d < r.first; ++d) outer_n *= in.shape[d];
+    const std::string ROWS = kp.int64(product(outer)), C = kp.int64(product(red));
+    std::string INNER;
+    if (inner_n != 1) INNER = kp.int64(product(inner));
+    // How an element of the reduced input is read: straight, or through the fused chain.
+    std::string load_code;
+    std::map<std::string, std::string> var;
+    stage* pro = st.prologue >= 0 ? &stages_[st.prologue] : nullptr;
+    if (pro) {
+      if (auto s = chain_code(*pro, "i", kp, load_code, var, ""); !s) return s;
+    }
+    std::string X;
+    if (!pro) X = kp.tensor_in(tensor_of_.at(r.input));
+    auto load = [&](const std::string& idx, const std::string& into) {
+      if (!pro) return "    const float " + into + " = " + X + "[" + idx + "];\n";
+      std::string c = load_code;
+      return "    float " + into + ";\n    {\n    const long long i = " + idx + ";\n" + c + "    " + into + " = " + var.at(r.input) + ";\n    }\n";
+    };
+    std::string W, Bi;
+    if (!r.weight.empty()) W = kp.tensor_in(tensor_of_.at(r.weight));
+    if (!r.bias.empty()) Bi = kp.tensor_in(tensor_of_.at(r.bias));
+    // The fused epilogue chain, evaluated per element of the row with the reduced
+    // value in the register `red`.
+    stage* epi = st.epilogue >= 0 ? &stages_[st.epilogue] : nullptr;
+    std::string epi_code;
+    std::vector<std::pair<std::string, std::string>> epi_out;  // value var → parameter
+    std::map<std::string, std::string> epi_var;
+    if (epi) {
+      epi_var[r.output] = "red";
+      if (auto s = chain_code(*epi, "i", kp, epi_code, epi_var, "p"); !s) return s;
+      for (auto* en : epi->nodes) {
+        auto it = tensor_of_.find(en->outputs[0]);
+        if (it != tensor_of_.end()) epi_out.push_back({en->outputs[0], it->second});
+      }
+      for (auto& [v, t] : epi_out) t = kp.tensor_out(t);
+    }
+    const std::string OUT = epi ? std::string() : kp.tensor_out(tensor_of_.at(r.output));
+    acc_text a = acc_of(r);
+    const bool warp = p_.row_mapping == "warp" && inner_n == 1;
+    const int B = p_.block_size;
+    std::string name = kernel_name(si, r.op);
+    std::ostringstream k;
+    std::string decl;
+    for (size_t q = 0; q < a.state.size(); ++q) decl += "  float " + a.state[q] + " = " + a.identity[q] + ";\n";
+    std::string y, prelude;
+    if (r.op == "softmax") prelude = "  const float inv = 1.0f / s;\n", y = "KS_EXP(v - m) * inv";
+    else if (r.op == "log_softmax") prelude = "  const float lse = m + logf(s);\n", y = "v - lse";
+    else if (r.op == "layer_norm") {
+      prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
+      prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
+      prelude += "  const float rstd = rsqrtf(var + " + flit(r.eps) + ");\n";
+      y = "(v - mean) * rstd";
+      if (!W.empty()) y = "(" + y + ") * " + W + "[c]";
+      if (!Bi.empty()) y += " + " + Bi + "[c]";
+    }
+    auto second_pass = [&](const std::string& loop, const std::string& idx) {
+      if (!epi) return prelude + loop + " {\n" + load(idx, "v") + "    " + OUT + "[" + idx + "] = " + y + ";\n  }\n";
+      std::string t = prelude + loop + " {\n" + load(idx, "v") + "    const float red = " + y + ";\n";
+      t += "    const long long i = " + idx + ";\n" + epi_code;
+      for (auto& [v, param] : epi_out) t += "    " + param + "[i] = " + epi_var.at(v) + ";\n";
+      for (auto& [v, param] : epi_out) written_.insert(v);
+      return t + "  }\n";
+    };
+    // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
+    // aligned), the rest element by element.
+    const bool vec_rows = p_.vector_width == 4 && !pro;
+    const char* lanes4[] = {"x", "y", "z", "w"};
+    k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
+      << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row") : "; a thread per output") << ".\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    plan_step step;
+    step.kind = "kernel";
+    step.name = name;
+    step.block = {std::to_string(B), "1", "1"};
+    if (inner_n == 1 && outer_n == 1 && !r.normalizes() && in.shape.size() > 0) {
+      // A reduction of everything: one row would be one block for the whole tensor.
+      // Instead, blocks reduce grid-strided slices into partial states, and a second
+      // kernel of one block combines them (deterministic: no atomics).
+      const std::string P = "PARTS" + std::to_string(si);
+      out_.plan.constants[P] = "max(1, min(1024, ceil_div(" + paren(product(red)) + ", " + std::to_string(B * 8) + ")))";
+      const std::string part = "partial" + std::to_string(si);
+      out_.plan.scratch.push_back({part, {std::to_string(a.state.size()) + " * " + P}, "float32", "none"});
+      // Kernel A writes the partials: rebuild its parameters with the scratch as output.
+      kernel_params ka = kp;
+      ka.decls.pop_back();
+      ka.args.pop_back();
+      const std::string PART = ka.tensor_out(part);
+      k.str("");
+      k << "\n// " << r.op << " of a whole tensor, first pass: each block reduces a grid-strided slice" << (pro ? " (with the feeding chain fused into its loads)" : "") << ".\n";
+      k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_part(" << join(ka.decls, ", ") << ") {\n";
+      k << decl;
+      if (r.acc == acc_kind::moments) k << load("0", "shift");
+      k << "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " << C << "; c += (long long)gridDim.x * blockDim.x) {\n"
+        << load("c", "v") << "    " << a.update << "\n  }\n";
+      k << block_combine(r, a);
+      k << "  if (threadIdx.x == 0) {";
+      for (size_t q = 0; q < a.state.size(); ++q) k << " " << PART << "[" << q << " * gridDim.x + blockIdx.x] = " << a.state[q] << ";";
+      k << " }\n}\n";
+      plan_step sa;
+      sa.kind = "kernel";
+      sa.name = name + "_part";
+      sa.grid = {P, "1", "1"};
+      sa.block = {std::to_string(B), "1", "1"};
+      sa.args = ka.args;
+      out_.plan.steps.push_back(sa);
+      // Kernel B: one block over the partials.
+      kernel_params kb;
+      const std::string PIN = kb.tensor_in(part);
+      const std::string NP = kb.int64(P);
+      const std::string CB = kb.int64(product(red));
+      const std::string OUTB = kb.tensor_out(tensor_of_.at(r.output));
+      k << "\n// " << r.op << " of a whole tensor, second pass: one block combines the partial states.\n";
+      k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_final(" << join(kb.decls, ", ") << ") {\n";
+      k << decl;
+      k << "  for (long long b = threadIdx.x; b < " << NP << "; b += blockDim.x) {\n";
+      std::vector<std::string> other;
+      for (size_t q = 0; q < a.state.size(); ++q) {
+        k << "    const float p_" << a.state[q] << " = " << PIN << "[" << q << " * " << NP << " + b];\n";
+        other.push_back("p_" + a.state[q]);
+      }
+      k << "    " << merge(r, other) << "\n  }\n";
+      k << block_combine(r, a);
+      k << "  if (threadIdx.x == 0) " << OUTB << "[0] = " << finish(r, CB) << ";\n}\n";
+      src_ += k.str();
+      plan_step sb;
+      sb.kind = "kernel";
+      sb.name = name + "_final";
+      sb.grid = {"1", "1", "1"};
+      sb.block = {std::to_string(B), "1", "1"};
+      sb.args = kb.args;
+      out_.plan.steps.push_back(sb);
+      written_.insert(r.output);
+      return {};
+    }
+    if (inner_n == 1) {
+      std::string lane = warp ? "lane" : "(int)threadIdx.x", width = warp ? "32" : "(int)blockDim.x";
+      if (warp) {
+        k << "  const int lane = threadIdx.x & 31;\n";
+        k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
+        k << "  if (row >= " << ROWS << ") return;  // the whole warp leaves together\n";
+      } else {
+        k << "  const long long row = blockIdx.x;\n";
+      }
+      k << "  const long long base = row * " << C << ";\n";
+      k << decl;
+      if (r.acc == acc_kind::moments) k << load("base", "shift");
+      std::string loop = "  for (long long c = " + lane + "; c < " + C + "; c += " + width + ")";
+      const std::string full_loop = loop;
+      if (vec_rows) {
+        k << "  const long long c4n = (" << C << " & 3) == 0 ? " << C << " / 4 : 0;\n";
+        k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
+        k << "    const float4 q = reinterpret_cast<const float4*>(" << X << " + base)[c4];\n";
+        for (auto* l : lanes4) k << "    { const float v = q." << l << "; " << a.update << " }\n";
+        k << "  }\n";
+        loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
+      }
+      k << loop << " {\n" << load("base + c", "v") << "    " << a.update << "\n  }\n";
+      k << (warp ? warp_combine(r, a) : block_combine(r, a));
+      if (r.normalizes() && epi) {
+        k << second_pass(full_loop, "base + c");
+      } else if (r.normalizes() && vec_rows) {
+        k << prelude;
+        k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
+        k << "    const float4 q = reinterpret_cast<const float4*>(" << X << " + base)[c4];\n    float4 o4;\n";
+        for (int l = 0; l < 4; ++l)
+          k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4." << lanes4[l] << " = " << y << "; }\n";
+        k << "    reinterpret_cast<float4*>(" << OUT << " + base)[c4] = o4;\n  }\n";
+        k << loop << " {\n" << load("base + c", "v") << "    " << OUT << "[base + c] = " << y << ";\n  }\n";
+      } else if (r.normalizes()) {
+        k << second_pass(loop, "base + c");
+      } else if (epi) {
+        k << "  const float red = " << finish(r, C) << ";\n";
+        k << "  for (long long c = " << lane << "; c < " << C << "; c += " << width << ") {\n";
+        k << "    const long long i = base + c;\n" << epi_code;
+        for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
+        k << "  }\n";
+        for (auto& [v, t] : epi_out) written_.insert(v);
+      } else {
+        k << "  if (" << lane << " == 0) " << OUT << "[row] = " << finish(r, C) << ";\n";
+      }
+      std::string rpb = warp ? std::to_string(B / 32) : "1";
+      step.grid = {warp ? "ceil_div(" + paren(product(outer)) + ", " + rpb + ")" : product(outer), "1", "1"};
+    } else {
+      k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+      k << "  if (t >= " << ROWS << " * " << INNER << ") return;\n";
+      k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
+      k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
+      k << decl;
+      if (r.acc == acc_kind::moments) k << load("base", "shift");
+      std::string loop = "  for (long long c = 0; c < " + C + "; ++c)";
+      k << loop << " {\n" << load("base + c * " + INNER, "v") << "    " << a.update << "\n  }\n";
+      if (r.normalizes()) {
+        if (r.op == "layer_norm") return error{"layer_norm over a middle dim cannot happen"};
+        k << second_pass(loop, "base + c * " + INNER);
+      } else {
+        k << "  " << OUT << "[t] = " << finish(r, C) << ";\n";
+      }
+      step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", " + std::to_string(B) + ")", "1", "1"};
+    }
+    k << "}\n";
+    if (r.acc == acc_kind::moments && r.op != "layer_norm") {
+      // var/std read `shift` too; nothing else to add.
+    }
+    src_ += k.str();
+    step.args = kp.args;
+    out_.plan.steps.push_back(step);
+    written_.insert(r.output);
+    (void)outer_n;
+    return {};
+  }
+
+  // -------------------------------------------------------------------------------
+  // Scans (cumsum, cumprod) along one dim. The last dim: a warp per row, tiles of
+  // 128 elements (4 consecutive per lane, a warp scan of the lane totals, the running
+  // carry added). Another dim: a thread per (outer, inner) position, in order.
+  status emit_scan(size_t si) {
+    const graph_node& n = *stages_[si].nodes[0];
+    const bool sum = base_kind(n.kind) == "aten::cumsum";
+    const shaped& in = shapes_.at(n.inputs[0]);
+    const int64_t rank = static_cast<int64_t>(in.shape.size());
+    if (rank == 0) return error{n.kind + " of a 0-d tensor is not supported by the rules coder"};
+    const int64_t dim = normalize_dim(static_cast<int64_t>(val(n.inputs[1]).numbers.at(0)), in.shape.size());
+    kernel_params kp;
+    std::vector<std::string> outer(in.sym.begin(), in.sym.begin() + dim), inner(in.sym.begin() + dim + 1, in.sym.end());
+    const std::string ROWS = kp.int64(product(outer)), C = kp.int64(in.sym[dim]);
+    const bool last = dim == rank - 1;
+    std::string INNER = last ? "1" : kp.int64(product(inner));
+    const std::string X = kp.tensor_in(tensor_of_.at(n.inputs[0]));
+    const std::string Y = kp.tensor_out(tensor_of_.at(n.outputs[0]));
+    const std::string id = sum ? "0.0f" : "1.0f";
+    auto op = [&](const std::string& a, const std::string& b) { return sum ? a + " + " + b : a + " * " + b; };
+    const int B = p_.block_size;
+    std::string name = kernel_name(si, sum ? "cumsum" : "cumprod");
+    std::ostringstream k;
+    k << "\n// " << (sum ? "cumsum" : "cumprod") << " along " << (last ? "the last dim: a warp per row" : "a middle dim: a thread per position") << ".\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    plan_step step;
+    step.kind = "kernel";
+    step.name = name;
+    step.block = {std::to_string(B), "1", "1"};
+    if (last) {
+      k << "  const int lane = threadIdx.x & 31;\n";
+      k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
+      k << "  if (row >= " << ROWS << ") return;  // the whole warp leaves together\n";
+      k << "  const float* xr = " << X << " + row * " << C << ";\n  float* yr = " << Y << " + row * " << C << ";\n";
+      k << "  float carry = " << id << ";\n";
+      k << "  for (long long t0 = 0; t0 < " << C << "; t0 += 128) {\n";
+      k << "    const long long c0 = t0 + lane * 4;\n    float v[4];\n";
+      k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = c0 + q < " << C << " ? xr[c0 + q] : " << id << ";\n";
+      k << "#pragma unroll\n    for (int q = 1; q < 4; ++q) v[q] = " << op("v[q - 1]", "v[q]") << ";\n";
+      k << "    float s = v[3];\n";
+      k << "    for (int o = 1; o < 32; o <<= 1) {\n      const float up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << op("up", "s") << ";\n    }\n";
+      k << "    float before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
+      k << "    before = " << op("carry", "before") << ";\n";
+      k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[c0 + q] = " << op("before", "v[q]") << ";\n";
+      k << "    carry = " << op("carry", "__shfl_sync(0xffffffffu, s, 31)") << ";\n  }\n}\n";
+      step.grid = {"ceil_div(" + paren(product(outer)) + ", " + std::to_string(B / 32) + ")", "1", "1"};
+    } else {
+      k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+      k << "  if (t >= " << ROWS << " * " << INNER << ") return;\n";
+      k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
+      k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
+      k << "  float acc = " << id << ";\n";
+      k << "  for (long long c = 0; c < " << C << "; ++c) {\n    acc = " << op("acc", X + "[base + c * " + INNER + "]") << ";\n";
+      k << "    " << Y << "[base + c * " << INNER << "] = acc;\n  }\n}\n";
+      step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", " + std::to_string(B) + ")", "1", "1"};
+    }
+    src_ += k.str();
+    step.args = kp.args;
+    out_.plan.steps.push_back(step);
+    written_.insert(n.outputs[0]);
+    return {};
+  }
+
+  // -------------------------------------------------------------------------------
+  // Pooling over the last two dims (NCHW or CHW): a thread per output element.
+
+  struct pool_spec {
+    bool max = true;
+    int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
+    bool count_include_pad = true;
+    double divisor = 0;  // divisor_override, 0 = none
+  };
+
+  result<pool_spec> read_pool(const graph_node& n, const std::string& kind) const {
+    pool_spec p;
+    p.max = kind == "aten::max_pool2d";
+    auto pair = [&](size_t k, int64_t* out, bool may_be_empty) -> status {
+      const auto& v = val(n.inputs.at(k)).numbers;
+      if (v.empty() && may_be_empty) return {};
+      if (v.empty() || v.size() > 2) return error{kind + ": argument " + std::to_string(k) + " is not 1 or 2 integers"};
+      out[0] = static_cast<int64_t>(v[0]);
+      out[1] = static_cast<int64_t>(v.size() == 2 ? v[1] : v[0]);
+      return {};
+    };
+    if (auto s = pair(1, p.kernel, false); !s) return error{s.message()};
+    p.stride[0] = p.kernel[0];
+    p.stride[1] = p.kernel[1];
+    if (auto s = pair(2, p.stride, true); !s) return error{s.message()};
+    if (auto s = pair(3, p.pad, false); !s) return error{s.message()};
+    if (p.max) {
+      if (auto s = pair(4, p.dil, false); !s) return error{s.message()};
+      if (!val(n.inputs.at(5)).numbers.empty() && val(n.inputs[5]).numbers[0] != 0)
+        return error{kind + " with ceil_mode is not supported by the rules coder"};
+      if (n.outputs.size() > 1) return error{kind + " with indices is not supported by the rules coder"};
+    } else {
+      if (!val(n.inputs.at(4)).numbers.empty() && val(n.inputs[4]).numbers[0] != 0)
+        return error{kind + " with ceil_mode is not supported by the rules coder"};
+      p.count_include_pad = val(n.inputs.at(5)).numbers.empty() || val(n.inputs[5]).numbers[0] != 0;
+      if (n.inputs.size() > 6 && !val(n.inputs[6]).is_none()) p.divisor = val(n.inputs[6]).numbers.at(0);
+    }
+    return p;
+  }
+
+  status emit_pool(size_t si) {
+    const graph_node& n = *stages_[si].nodes[0];
+    auto p = read_pool(n, base_kind(n.kind));
+    if (!p) return error{p.message()};
+    const shaped& in = shapes_.at(n.inputs[0]);
+    const shaped& out = shapes_.at(n.outputs[0]);
+    const size_t r = in.sym.size();
+    kernel_params kp;
+    const std::string X = kp.tensor_in(tensor_of_.at(n.inputs[0]));
+    const std::string H = kp.int64(in.sym[r - 2]), W = kp.int64(in.sym[r - 1]);
+    const std::string OH = kp.int64(out.sym[r - 2]), OW = kp.int64(out.sym[r - 1]);
+    const std::string N = kp.int64(product(out.sym));
+    const std::string Y = kp.tensor_out(tensor_of_.at(n.outputs[0]));
+    const int B = p_.block_size;
+    std::string name = kernel_name(si, p->max ? "max_pool2d" : "avg_pool2d");
+    std::ostringstream k;
+    k << "\n// " << (p->max ? "max" : "avg") << "_pool2d " << p->kernel[0] << "x" << p->kernel[1] << ", stride "
+      << p->stride[0] << "x" << p->stride[1] << ", padding " << p->pad[0] << "x" << p->pad[1] << ": a thread per output element.\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    k << "  if (t >= " << N << ") return;\n";
+    k << "  const long long ow = t % " << OW << ", oh = (t / " << OW << ") % " << OH << ", plane = t / (" << OW << " * " << OH << ");\n";
+    k << "  const float* xp = " << X << " + plane * " << H << " * " << W << ";\n";
+    k << "  const long long h0 = oh * " << p->stride[0] << " - " << p->pad[0] << ", w0 = ow * " << p->stride[1] << " - " << p->pad[1] << ";\n";
+    k << "  float acc = " << (p->max ? "-KS_INF" : "0.0f") << ";\n  int count = 0;\n";
+    k << "#pragma unroll\n  for (int i = 0; i < " << p->kernel[0] << "; ++i) {\n";
+    k << "    const long long h = h0 + i * " << p->dil[0] << ";\n    if (h < 0 || h >= " << H << ") continue;\n";
+    k << "#pragma unroll\n    for (int j = 0; j < " << p->kernel[1] << "; ++j) {\n";
+    k << "      const long long w = w0 + j * " << p->dil[1] << ";\n      if (w < 0 || w >= " << W << ") continue;\n";
+    k << "      const float v = xp[h * " << W << " + w];\n";
+    k << (p->max ? "      acc = (v > acc || v != v) ? v : acc;\n" : "      acc += v;\n") << "      ++count;\n    }\n  }\n";
+    if (p->max) {
+      k << "  " << Y << "[t] = acc;\n";
+    } else {
+      std::string div;
+      if (p->divisor != 0) div = flit(p->divisor);
+      else if (p->count_include_pad) {
+        // PyTorch counts padding inside the padded input, but not past it.
+        k << "  const long long he = min(h0 + " << p->kernel[0] << ", " << H << " + " << p->pad[0] << "), we = min(w0 + "
+          << p->kernel[1] << ", " << W << " + " << p->pad[1] << ");\n";
+        div = "(float)((he - h0) * (we - w0))";
+      } else {
+        div = "(float)count";
+      }
+      k << "  " << Y << "[t] = acc / " << div << ";\n";
+    }
+    k << "  (void)count;\n}\n";
+    src_ += k.str();
+    plan_step step;
+    step.kind = "kernel";
+    step.name = name;
+    step.grid = {"ceil_div(" + paren(product(out.sym)) + ", " + std::to_string(B) + ")", "1", "1"};
+    step.block = {std::to_string(B), "1", "1"};
+    step.args = kp.args;
+    out_.plan.steps.push_back(step);
+    written_.insert(n.outputs[0]);
+    return {};
+  }
+
+  // -------------------------------------------------------------------------------
+  status emit_library(size_t si) {
+    const graph_node& n = *stages_[si].nodes[0];
+    std::string kind = base_kind(n.kind);
+    plan_step step;
+    step.kind = "library";
+    step.name = kind;
+    auto tensor_arg = [&](size_t k) -> result<std::string> {
+      auto it = tensor_of_.find(n.inputs.at(k));
+      if (it == tensor_of_.end()) return error{kind + ": operand " + n.inputs[k] + " is not a tensor of the plan"};
+      return it->second;
+    };
+    size_t tensors = kind == "aten::addmm" ? 3 : 2;
+    if (kind == "aten::linear" || kind == "aten::conv2d") tensors = val(n.inputs[2]).is_none() ? 2 : 3;
+    for (size_t k = 0; k < tensors; ++k) {
+      auto t = tensor_arg(k);
+      if (!t) return error{t.message()};
+      step.args.push_back({"tensor", *t, ""});
+    }
+    auto list_text = [&](size_t k) {
+      std::string s = "[";
+      for (size_t q = 0; q < val(n.inputs[k]).numbers.size(); ++q)
+        s += (q ? ", " : "") + std::to_string(static_cast<int64_t>(val(n.inputs[k]).numbers[q]));
+      return s + "]";
+    };
+    if (kind == "aten::addmm") {
+      step.attrs["beta"] = std::to_string(val(n.inputs[3]).numbers.at(0));
+      step.attrs["alpha"] = std::to_string(val(n.inputs[4]).numbers.at(0));
+    } else if (kind == "aten::conv2d") {
+      step.attrs["stride"] = list_text(3);
+      step.attrs["padding"] = list_text(4);
+      step.attrs["dilation"] = list_text(5);
+      step.attrs["groups"] = std::to_string(static_cast<int64_t>(val(n.inputs[6]).numbers.at(0)));
+    }
+    const std::string& v = n.outputs[0];
+    auto it = tensor_of_.find(v);
+    if (it == tensor_of_.end()) return error{kind + ": result " + v + " is used by nothing"};
+    step.outputs = {it->second};
+    out_.plan.steps.push_back(step);
+    written_.insert(v);
+    return {};
+  }
+};
+
+}  // namespace
+
+result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params) {
+  lowerer l(graph, params);
+  auto r = l.run();
+  if (!r) return error{"task \"" + graph.task + "\": " + r.message()};
+  return r;
+}
+
+}  // namespace ks

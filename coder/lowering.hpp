@@ -1,0 +1,59 @@
+#pragma once
+// Lowering: a task's graph (coder/task_graph.hpp) into a candidate's CUDA source and
+// launch plan, from a small library of templates:
+//   elementwise   — a chain of elementwise ops (unary, binary with broadcasting,
+//                   scalars, clamps, activations) fused into one kernel;
+//   row_reduce    — sum/mean/amax/amin/logsumexp/var/std/norm and the normalisations
+//                   built on them (softmax, log_softmax, layer_norm), with the
+//                   elementwise chain that feeds them fused in as a prologue;
+//   library       — matmul/mm/bmm/addmm/linear/conv2d as ATen library steps; the
+//                   elementwise ops after them become one fused epilogue kernel.
+// Every size in the plan is an expression over the input shapes, so one candidate
+// serves every size of the task; the graph's own shapes (from one CPU run at some
+// size) only decide structure (rank, which dims broadcast).
+//
+// An op outside all templates is an error that names it: the reviewer's library
+// steps cover only the ops of gpu/library_ops.hpp, so there is nowhere to fall back to.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "actors/protocol.hpp"
+#include "base/result.hpp"
+#include "coder/task_graph.hpp"
+
+namespace ks {
+
+// The knobs of the templates; a candidate's recipe holds them as strings
+// (to_recipe / from_recipe), and the optimizer's methods change them.
+struct lowering_params {
+  int vector_width = 4;         // elementwise: floats per load/store (1, 2 or 4)
+  int block_size = 256;         // threads per block (a multiple of 32, ≤ 1024)
+  int elements_per_thread = 1;  // elementwise: vectors per thread per loop trip (unroll)
+  int grid_cap = 4096;          // elementwise: blocks at most (grid-stride loop)
+  std::string row_mapping = "block";  // row_reduce: "block" (a block per row) or "warp"
+  bool fast_math = false;       // __expf/__fdividef intrinsics where accuracy allows
+  bool fuse_prologue = true;    // row_reduce: compute the feeding chain on load
+};
+
+std::map<std::string, std::string> to_recipe(const lowering_params& p);
+// Unknown keys are ignored (a recipe may carry `template`, `excluded`, ...); a
+// malformed value is an error naming the key.
+result<lowering_params> from_recipe(const std::map<std::string, std::string>& recipe);
+
+struct lowered_kernel_set {
+  std::string source;
+  launch_plan plan;
+  std::vector<std::string> compile_options;
+  // The main template: elementwise, row_reduce, library or mixed (several kinds).
+  std::string template_name;
+  // The templates used, one per stage, e.g. {"library:aten::matmul", "elementwise"}.
+  std::vector<std::string> stages;
+};
+
+// Lowers `graph` with `params`. Errors name the op (and its value) that no template
+// covers, or the value whose dtype is not float32.
+result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params);
+
+}  // namespace ks

@@ -1,0 +1,364 @@
+#include "coder/rules_coder.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "base/content_hash.hpp"
+#include "memory/content_hash.hpp"
+#include "task/task_loader.hpp"
+
+namespace ks {
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::set<std::string> split_set(const std::string& s) {
+  std::set<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.insert(item);
+  return out;
+}
+
+std::string join_set(const std::set<std::string>& s) {
+  std::string out;
+  for (auto& e : s) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+std::string get(const std::map<std::string, std::string>& m, const std::string& k) {
+  auto it = m.find(k);
+  return it == m.end() ? std::string() : it->second;
+}
+
+bool has_stage(const std::map<std::string, std::string>& recipe, const std::string& kind) {
+  return get(recipe, "stages").find(kind) != std::string::npos;
+}
+
+}  // namespace
+
+result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, const task_spec& task,
+                                     const std::string& size) {
+  if (gpu_worker.empty()) return error{"rules coder: the path of kernelskill-gpu (for --graph) is not set"};
+  std::error_code ec;
+  auto dir = std::filesystem::temp_directory_path(ec);
+  if (ec) dir = "/tmp";
+  char tmpl[] = "ks-graph-XXXXXX";
+  std::string base = (dir / tmpl).string();
+  std::vector<char> path(base.begin(), base.end());
+  path.push_back('\0');
+  int fd = mkstemp(path.data());
+  if (fd < 0) return error{"rules coder: cannot create a temporary file in " + dir.string()};
+  close(fd);
+  std::filesystem::path yaml = std::string(path.data()) + ".yaml";
+  std::filesystem::path err = std::string(path.data()) + ".err";
+  std::filesystem::remove(path.data(), ec);
+  {
+    std::ofstream out(yaml);
+    out << to_yaml(task);
+  }
+  std::string cmd = shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
+  if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
+  cmd += " 2> " + shell_quote(err.string());
+  std::string text;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return error{"rules coder: cannot run " + gpu_worker.string()};
+  char buf[65536];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, got);
+  int rc = pclose(pipe);
+  std::string errors = read_all(err);
+  std::filesystem::remove(yaml, ec);
+  std::filesystem::remove(err, ec);
+  if (rc != 0) {
+    while (!errors.empty() && errors.back() == '\n') errors.pop_back();
+    return error{"rules coder: " + gpu_worker.filename().string() + " --graph failed for task \"" + task.name +
+                 "\": " + (errors.empty() ? "exit status " + std::to_string(rc) : errors)};
+  }
+  return parse_task_graph(text);
+}
+
+result<std::unique_ptr<rules_coder>> rules_coder::create(const rules_coder_options& options) {
+  auto lib = load_skill_library(options.skills_dir);
+  if (!lib) return error{"rules coder: " + lib.message()};
+  return std::make_unique<rules_coder>(options, std::move(lib.value()));
+}
+
+rules_coder::rules_coder(rules_coder_options options, skill_library skills)
+    : options_(std::move(options)), skills_(std::move(skills)) {}
+
+namespace {
+std::string graph_key(const task_spec& task) {
+  std::string shapes;
+  for (auto& t : task.inputs) shapes += t.name + ":" + std::to_string(t.shape.size()) + ";";
+  for (auto& t : task.parameters) shapes += t.name + ":" + std::to_string(t.shape.size()) + ";";
+  return task.name + "/" + sha256_hex(task.torchscript + "\n" + shapes).substr(0, 16);
+}
+}  // namespace
+
+void rules_coder::set_graph(const task_graph& graph) {
+  std::lock_guard lock(mutex_);
+  graphs_["=" + graph.task] = graph;
+}
+
+result<task_graph> rules_coder::graph(const task_spec& task) {
+  const std::string key = graph_key(task);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = graphs_.find("=" + task.name); it != graphs_.end()) return it->second;
+    if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
+  }
+  // Exported outside the lock: it takes a second, and other tasks need not wait.
+  auto g = export_task_graph(options_.gpu_worker, task, options_.graph_size);
+  if (!g) return g;
+  std::lock_guard lock(mutex_);
+  graphs_[key] = *g;
+  return g;
+}
+
+std::vector<lowering_params> rules_coder::seed_params() {
+  std::vector<lowering_params> out;
+  lowering_params p;  // float4, 256 threads, a block per row
+  out.push_back(p);
+  p.row_mapping = "warp";
+  p.elements_per_thread = 2;
+  p.block_size = 256;
+  out.push_back(p);  // a warp per row (short rows), two vectors per trip
+  p = {};
+  p.block_size = 512;
+  p.elements_per_thread = 4;
+  p.grid_cap = 8192;
+  out.push_back(p);
+  p = {};
+  p.vector_width = 1;
+  p.block_size = 128;
+  p.row_mapping = "warp";
+  p.fuse_prologue = false;
+  out.push_back(p);  // the plainest code: a reference point and a safe fallback
+  p = {};
+  p.block_size = 1024;
+  p.vector_width = 2;
+  out.push_back(p);
+  return out;
+}
+
+result<candidate> rules_coder::build(const task_spec& task, const lowering_params& params,
+                                     const std::string& origin, const std::string& parent,
+                                     const std::string& excluded) {
+  auto g = graph(task);
+  if (!g) return g.error();
+  auto lowered = lower_graph(*g, params);
+  if (!lowered) return lowered.error();
+  candidate c;
+  c.task = task.name;
+  c.source = lowered->source;
+  c.plan = lowered->plan;
+  c.compile_options = lowered->compile_options;
+  c.origin = origin;
+  c.parent_id = parent;
+  c.recipe = to_recipe(params);
+  c.recipe["template"] = lowered->template_name;
+  std::string stages;
+  for (auto& s : lowered->stages) stages += (stages.empty() ? "" : ",") + s;
+  c.recipe["stages"] = stages;
+  if (!excluded.empty()) c.recipe["excluded"] = excluded;
+  c.id = candidate_id(c);
+  return c;
+}
+
+result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_t count) {
+  std::vector<candidate> out;
+  std::set<std::string> ids;
+  std::string first_error;
+  for (const lowering_params& p : seed_params()) {
+    if (out.size() >= count) break;
+    auto c = build(task, p, "seed:rules", "", "");
+    if (!c) {
+      if (first_error.empty()) first_error = c.message();
+      continue;
+    }
+    if (!ids.insert(c->id).second) continue;  // these parameters change nothing here
+    c->origin = "seed:" + c->recipe["template"];
+    out.push_back(std::move(c.value()));
+  }
+  if (out.empty()) return error{first_error.empty() ? "rules coder: no seed for task \"" + task.name + "\"" : first_error};
+  return out;
+}
+
+namespace {
+
+// One parameter change: the recipe's new value of `param`, or why the method does
+// not apply.
+result<std::pair<std::string, std::string>> apply_rule(const std::string& method, const coder_rule& rule,
+                                                      const std::map<std::string, std::string>& recipe,
+                                                      const std::set<std::string>& excluded) {
+  const std::string templ = get(recipe, "template");
+  const std::string prefix = "method " + method + " does not apply to template " + templ + ": ";
+  const bool ew = has_stage(recipe, "elementwise");
+  const bool rows = has_stage(recipe, "row_reduce");
+  auto pick = [&](const std::string& param, const std::vector<std::string>& candidates)
+      -> result<std::pair<std::string, std::string>> {
+    const std::string cur = get(recipe, param);
+    for (auto& v : candidates)
+      if (v != cur && !excluded.count(param + "=" + v)) return std::make_pair(param, v);
+    return error{prefix + param + " is already " + cur + (excluded.empty() ? "" : " (other values excluded after failures)")};
+  };
+  auto numbers = [&](const std::string& param, int lo, int hi) {
+    std::vector<std::string> out;
+    double cur = std::atof(get(recipe, param).c_str());
+    for (auto& v : rule.values) {
+      double x = std::atof(v.c_str());
+      double n = rule.op == "multiply" ? cur * x : x;
+      int k = static_cast<int>(n + 0.5);
+      if (k >= lo && k <= hi) out.push_back(std::to_string(k));
+    }
+    return out;
+  };
+  const std::string& p = rule.param;
+  if (p == "fast_math") return pick("fast_math", {get(recipe, "fast_math") == "1" ? "0" : "1"});
+  if (p == "vector_width") {
+    if (!ew) return error{prefix + "it has no elementwise kernel"};
+    return pick("vector_width", numbers("vector_width", 1, 4));
+  }
+  if (p == "unroll" || p == "elements_per_thread") {
+    if (!ew) return error{prefix + "it has no elementwise kernel"};
+    if (p == "unroll" && rule.op == "set") return pick("elements_per_thread", numbers("elements_per_thread", 1, 16));
+    return pick("elements_per_thread", numbers("elements_per_thread", 1, 16));
+  }
+  if (p == "block_size") {
+    auto v = numbers("block_size", 32, 1024);
+    std::vector<std::string> ok;
+    for (auto& s : v)
+      if (std::stoi(s) % 32 == 0) ok.push_back(s);
+    return pick("block_size", ok);
+  }
+  if (p == "rows_per_block" || p == "work_mapping") {
+    if (!rows) return error{prefix + "it has no row reduction"};
+    if (p == "work_mapping") return pick("row_mapping", {"warp"});
+    // rows_per_block 1 is a block per row; more is a warp per row, as many warps.
+    for (auto& v : rule.values) {
+      int k = std::atoi(v.c_str());
+      if (k == 1) {
+        auto r = pick("row_mapping", {"block"});
+        if (r) return r;
+      } else if (k > 1 && get(recipe, "row_mapping") != "warp" && !excluded.count("row_mapping=warp")) {
+        return std::make_pair(std::string("row_mapping"), std::string("warp"));
+      }
+    }
+    return error{prefix + "row_mapping is already " + get(recipe, "row_mapping")};
+  }
+  if (p == "num_kernels" || p == "fuse_epilogue") {
+    if (get(recipe, "fuse_prologue") == "0" && rows) return pick("fuse_prologue", {"1"});
+    return error{prefix + "its elementwise chains and epilogues are already fused as far as its templates go"};
+  }
+  if (p == "grid_stride") return error{prefix + "its elementwise kernels already use grid-stride loops"};
+  if (p == "reduction" && rule.values.size() == 1 && rule.values[0] == "warp_shuffle")
+    return error{prefix + "its reductions already use warp shuffles"};
+  if (p == "online_softmax") return error{prefix + "its softmax family is already single-pass (online max and sum)"};
+  if (p == "welford") return error{prefix + "its moments are already single-pass (shifted sums)"};
+  if (p == "use_library_step")
+    return error{prefix + (templ == "library" || templ == "mixed" ? "its products already run as library steps"
+                                                                  : "it has no product to hand to a library")};
+  return error{prefix + "the rules coder has no parameter '" + p + "'"};
+}
+
+}  // namespace
+
+result<candidate> rules_coder::optimize(const optimize_input& in) {
+  const std::string& method = in.plan.chosen;
+  const method_def* m = skills_.find_method(method);
+  const std::string templ = get(in.base.recipe, "template");
+  if (!m) return error{"method " + method + " is not in the skill library"};
+  if (m->rules_coder.empty()) return error{"method " + method + " does not apply to template " + templ + ": it has no rules_coder entry"};
+  if (in.base.recipe.empty()) return error{"candidate " + in.base.id + " has no recipe: the rules coder did not write it"};
+  auto params = from_recipe(in.base.recipe);
+  if (!params) return params.error();
+  std::set<std::string> excluded = split_set(get(in.base.recipe, "excluded"));
+  std::string reasons;
+  for (const coder_rule& rule : m->rules_coder) {
+    auto change = apply_rule(method, rule, in.base.recipe, excluded);
+    if (!change) {
+      reasons += (reasons.empty() ? "" : "; ") + change.message();
+      continue;
+    }
+    auto recipe = in.base.recipe;
+    recipe[change->first] = change->second;
+    auto p = from_recipe(recipe);
+    if (!p) return p.error();
+    auto c = build(in.task, *p, "optimize:" + method, in.base.id, get(in.base.recipe, "excluded"));
+    if (!c) return c;
+    if (c->id == in.base.id) {
+      reasons += (reasons.empty() ? "" : "; ") + std::string("method ") + method + " does not apply to template " +
+                 templ + ": " + change->first + " = " + change->second + " changes no kernel of this task";
+      continue;
+    }
+    return c;
+  }
+  return error{reasons};
+}
+
+result<candidate> rules_coder::repair(const repair_input& in) {
+  if (in.last_good) {
+    const candidate& good = *in.last_good;
+    std::set<std::string> excluded = split_set(get(good.recipe, "excluded"));
+    for (auto& e : split_set(get(in.failed.recipe, "excluded"))) excluded.insert(e);
+    // The change that failed: every parameter where the failed recipe differs.
+    for (auto& [k, v] : in.failed.recipe) {
+      if (k == "excluded" || k == "template" || k == "stages") continue;
+      if (get(good.recipe, k) != v) excluded.insert(k + "=" + v);
+    }
+    auto params = from_recipe(good.recipe);
+    if (!params) return params.error();
+    // The same method with its next value, when it has one; else the good version.
+    std::string origin = in.failed.origin;
+    if (origin.rfind("optimize:", 0) == 0) {
+      optimize_input again;
+      again.task = in.task;
+      again.base = good;
+      again.base.recipe["excluded"] = join_set(excluded);
+      again.plan.chosen = origin.substr(9);
+      auto c = optimize(again);
+      if (c) {
+        c->origin = "repair:" + again.plan.chosen;
+        c->parent_id = in.failed.id;
+        return c;
+      }
+    }
+    auto c = build(in.task, *params, "repair:revert", in.failed.id, join_set(excluded));
+    return c;
+  }
+  // A seed failed: the plainest parameters.
+  lowering_params safe;
+  safe.vector_width = 1;
+  safe.block_size = 256;
+  safe.elements_per_thread = 1;
+  safe.row_mapping = "block";
+  safe.fast_math = false;
+  safe.fuse_prologue = false;
+  auto c = build(in.task, safe, "repair:conservative", in.failed.id, "");
+  if (!c) return c;
+  if (c->id == in.failed.id)
+    return error{"rules coder: task \"" + in.task.name + "\": the failing candidate already uses the plainest "
+                 "parameters; its template itself fails: " + in.review.message};
+  return c;
+}
+
+}  // namespace ks

@@ -1,0 +1,79 @@
+#pragma once
+// The `rules` coder backend: writes kernels without an LLM or a network, by lowering
+// the reference's TorchScript graph through templates (coder/lowering.hpp), and
+// applies optimisation methods as parameter changes of those templates.
+//
+// - seeds(): distinct parameter sets of the same lowering (vector width, block size,
+//   elements per thread, a block or a warp per row), duplicates dropped;
+// - optimize(): the chosen method's `rules_coder` entry (skills/*.yaml) changes one
+//   parameter of base's recipe; a method whose parameter the templates lack, or that
+//   would change nothing, is an error "method M does not apply to template T: why";
+// - repair(): back to the last good candidate, the failed change recorded in the
+//   recipe's `excluded` list so it is not tried again (the method's next value is
+//   tried when it has one); a failing seed falls back to the most conservative
+//   parameters.
+//
+// The graph comes from `kernelskill-gpu --graph` (a subprocess: this library links
+// neither LibTorch nor the CUDA driver), exported once per task at the task's small
+// size (`cpu` when it has one: shapes only decide structure) and cached.
+// Thread-safe: calls for different tasks may run at once.
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "coder/coder.hpp"
+#include "coder/lowering.hpp"
+#include "coder/task_graph.hpp"
+#include "memory/skill_library.hpp"
+
+namespace ks {
+
+struct rules_coder_options {
+  // kernelskill-gpu, which prints graphs (--graph). Next to `kernelskill` in <build>/bin.
+  std::filesystem::path gpu_worker;
+  // The skill library whose methods' `rules_coder` entries optimize() applies.
+  std::filesystem::path skills_dir;
+  // The task size to export graphs at, when the task has it.
+  std::string graph_size = "cpu";
+};
+
+class rules_coder : public coder {
+ public:
+  // Loads the skill library; fails when it does not load.
+  static result<std::unique_ptr<rules_coder>> create(const rules_coder_options& options);
+  // With a library at hand (tests, or a daemon that already loaded one).
+  rules_coder(rules_coder_options options, skill_library skills);
+
+  std::string name() const override { return "rules"; }
+  result<std::vector<candidate>> seeds(const task_spec& task, uint32_t count) override;
+  result<candidate> optimize(const optimize_input& in) override;
+  result<candidate> repair(const repair_input& in) override;
+
+  // The task's graph (exported and cached on first use).
+  result<task_graph> graph(const task_spec& task);
+  // Uses `graph` for tasks named graph.task from now on, instead of exporting one.
+  void set_graph(const task_graph& graph);
+
+  // The parameter sets seeds() tries, in order.
+  static std::vector<lowering_params> seed_params();
+
+ private:
+  result<candidate> build(const task_spec& task, const lowering_params& params,
+                          const std::string& origin, const std::string& parent,
+                          const std::string& excluded);
+
+  rules_coder_options options_;
+  skill_library skills_;
+  std::mutex mutex_;
+  std::map<std::string, task_graph> graphs_;  // by task name + source hash
+};
+
+// Runs `gpu_worker --graph` on `task` (written to a temporary YAML file) and parses
+// what it prints.
+result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, const task_spec& task,
+                                     const std::string& size);
+
+}  // namespace ks

@@ -1,0 +1,20 @@
+#pragma once
+// Graph export: the reference's forward as a TorchScript graph (inlined, constants
+// propagated, dead code removed), with the shape and dtype of every tensor value and
+// the value of every scalar or list, found by running the graph once on the CPU on the
+// task's inputs. It is what the rules coder lowers into kernels (coder/task_graph.hpp
+// reads it). LibTorch-free header; needs no GPU.
+
+#include <string>
+
+#include "actors/protocol.hpp"
+#include "base/result.hpp"
+
+namespace ks {
+
+// The graph of `task`'s reference as JSON (format: coder/task_graph.hpp). Run at the
+// task's current shapes (apply with_size first for a small one). TorchScript-source
+// references only: a saved module's graph carries `self` and its attributes.
+result<std::string> export_graph_json(const task_spec& task);
+
+}  // namespace ks

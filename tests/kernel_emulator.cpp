@@ -1,0 +1,171 @@
+#include "tests/kernel_emulator.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "base/content_hash.hpp"
+#include "plan/kernel_signatures.hpp"
+
+namespace ks::test {
+
+namespace {
+
+// One OS thread; each CUDA thread is a fiber (ucontext) that yields to the block's
+// scheduler at every barrier. A pass over the fibers brings each to its next barrier,
+// which is what __syncthreads and a warp shuffle need (done fibers are skipped).
+const char* kShim = R"SHIM(
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <ucontext.h>
+#include <vector>
+struct dim3_t { unsigned x = 1, y = 1, z = 1; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+static dim3_t threadIdx, blockIdx, blockDim, gridDim;
+struct ks_fiber { ucontext_t ctx; std::vector<char> stack; bool done = false; };
+static ucontext_t ks_main;
+static std::vector<ks_fiber> ks_fibers;
+static unsigned ks_cur = 0;
+static std::function<void()> ks_body;
+static std::vector<float> ks_slots;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __restrict__
+static inline void ks_yield() { swapcontext(&ks_fibers[ks_cur].ctx, &ks_main); threadIdx.x = ks_cur; }
+inline void __syncthreads() { ks_yield(); }
+inline float __shfl_xor_sync(unsigned, float v, int o) {
+  unsigned t = threadIdx.x;
+  ks_slots[t] = v;
+  ks_yield();
+  float r = ks_slots[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
+  ks_yield();
+  return r;
+}
+template <class T> inline T min(T a, T b) { return b < a ? b : a; }
+template <class T> inline T max(T a, T b) { return a < b ? b : a; }
+inline float __shfl_up_sync(unsigned, float v, int o) {
+  unsigned t = threadIdx.x;
+  ks_slots[t] = v;
+  ks_yield();
+  float r = (t & 31u) >= (unsigned)o ? ks_slots[t - o] : v;
+  ks_yield();
+  return r;
+}
+inline float __shfl_sync(unsigned, float v, int src) {
+  unsigned t = threadIdx.x;
+  ks_slots[t] = v;
+  ks_yield();
+  float r = ks_slots[(t & ~31u) | (unsigned)src];
+  ks_yield();
+  return r;
+}
+inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float __expf(float x) { return expf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+static void ks_entry() {
+  ks_body();
+  ks_fibers[ks_cur].done = true;
+}
+template <class F>
+void ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, F body) {
+  gridDim = {gx, gy, gz};
+  blockDim = {bx, 1, 1};
+  ks_body = body;
+  ks_fibers.resize(bx);
+  ks_slots.assign(((bx + 31) / 32) * 32, 0.0f);
+  for (auto& f : ks_fibers) f.stack.resize(1 << 16);
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x) {
+        blockIdx = {x, y, z};
+        for (unsigned t = 0; t < bx; ++t) {
+          ks_fiber& f = ks_fibers[t];
+          f.done = false;
+          getcontext(&f.ctx);
+          f.ctx.uc_stack.ss_sp = f.stack.data();
+          f.ctx.uc_stack.ss_size = f.stack.size();
+          f.ctx.uc_link = &ks_main;
+          makecontext(&f.ctx, ks_entry, 0);
+        }
+        for (bool running = true; running;) {
+          running = false;
+          for (unsigned t = 0; t < bx; ++t) {
+            if (ks_fibers[t].done) continue;
+            ks_cur = t;
+            threadIdx = {t, 0, 0};
+            swapcontext(&ks_main, &ks_fibers[t].ctx);
+            running = running || !ks_fibers[t].done;
+          }
+        }
+      }
+}
+)SHIM";
+
+std::string scalar_type(const kernel_param& p) {
+  switch (p.kind) {
+    case scalar_kind::int32: return p.is_unsigned ? "unsigned" : "int";
+    case scalar_kind::int64: return "long long";
+    case scalar_kind::float32: return "float";
+    case scalar_kind::float64: return "double";
+    default: return "int";
+  }
+}
+
+}  // namespace
+
+result<std::unique_ptr<emulated_module>> emulated_module::build(const std::string& source,
+                                                                const std::filesystem::path& work_dir) {
+  std::string text = std::string(kShim) + "\n" + source + "\n";
+  for (const kernel_signature& k : extract_kernel_signatures(source)) {
+    text += "extern \"C\" void ks_launch_" + k.name +
+            "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** a) {\n  ks_run(gx, gy, gz, bx, [=] { " + k.name + "(";
+    for (size_t i = 0; i < k.params.size(); ++i) {
+      const kernel_param& p = k.params[i];
+      if (i) text += ", ";
+      if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + "float**)a[" + std::to_string(i) + "]";
+      else text += "*(" + scalar_type(p) + "*)a[" + std::to_string(i) + "]";
+    }
+    text += "); });\n}\n";
+  }
+  std::filesystem::create_directories(work_dir);
+  const std::string stem = (work_dir / sha256_hex(text).substr(0, 16)).string();
+  if (!std::filesystem::exists(stem + ".so")) {
+    std::ofstream(stem + ".cpp") << text;
+    std::string cmd = "g++ -std=c++20 -O1 -w -shared -fPIC -x c++ " + stem + ".cpp -o " + stem +
+                      ".so.tmp 2> " + stem + ".log && mv " + stem + ".so.tmp " + stem + ".so";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream log(stem + ".log");
+      std::string l((std::istreambuf_iterator<char>(log)), {});
+      return error{"emulator: the host compiler rejects the source (" + stem + ".cpp):\n" + l.substr(0, 3000)};
+    }
+  }
+  void* h = dlopen((stem + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) return error{std::string("emulator: dlopen: ") + dlerror()};
+  auto m = std::unique_ptr<emulated_module>(new emulated_module());
+  m->handle_ = h;
+  return m;
+}
+
+emulated_module::~emulated_module() {
+  if (handle_) dlclose(handle_);
+}
+
+status emulated_module::launch(const std::string& kernel, std::array<int64_t, 3> grid,
+                               std::array<int64_t, 3> block, std::vector<void*> args) {
+  using fn = void (*)(unsigned, unsigned, unsigned, unsigned, void**);
+  auto f = reinterpret_cast<fn>(dlsym(handle_, ("ks_launch_" + kernel).c_str()));
+  if (!f) return error{"emulator: no kernel " + kernel};
+  if (block[1] != 1 || block[2] != 1) return error{"emulator: only 1-D blocks"};
+  f(static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
+    static_cast<unsigned>(block[0]), args.data());
+  return {};
+}
+
+}  // namespace ks::test

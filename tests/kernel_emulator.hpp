@@ -1,0 +1,35 @@
+#pragma once
+// A CPU emulator for the simple CUDA that the rules coder writes, so that tests on a
+// machine without a GPU can run candidates against the LibTorch reference: the source
+// is compiled by the host C++ compiler with a shim (blockIdx/threadIdx, __syncthreads,
+// __shfl_xor_sync, static __shared__, float4, the intrinsics it uses), and each block
+// runs as blockDim.x fibers on one OS thread, one block after another. Test-only: it knows
+// only the CUDA subset those templates use.
+
+#include <array>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace ks::test {
+
+class emulated_module {
+ public:
+  // Compiles `source` (with a launcher for every extern "C" kernel) into a shared
+  // object under `work_dir` and loads it.
+  static result<std::unique_ptr<emulated_module>> build(const std::string& source,
+                                                        const std::filesystem::path& work_dir);
+  ~emulated_module();
+  // Launches `kernel` over `grid` x `block`; args[k] points at parameter k's value
+  // (a pointer parameter: at the pointer).
+  status launch(const std::string& kernel, std::array<int64_t, 3> grid, std::array<int64_t, 3> block,
+                std::vector<void*> args);
+
+ private:
+  void* handle_ = nullptr;
+};
+
+}  // namespace ks::test
