@@ -4,6 +4,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/wire_safe.hpp"
 #include "gpu/cuda_driver.hpp"
 #include "gpu/reviewer.hpp"
 
@@ -68,7 +69,9 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
         }
         // Blocks this actor for the review's length; the worker process serves one
         // device, one review at a time (the pool actor queues the rest).
-        return st->rev->review(req);
+        review_result r = st->rev->review(req);
+        make_wire_safe(r);  // an infinite error would hang the reply (wire_safe.hpp)
+        return r;
       },
   };
 }

@@ -5,12 +5,14 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
 #include "actors/protocol.hpp"
+#include "actors/wire_safe.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -280,4 +282,26 @@ TEST_CASE("review_status names are stable", "[protocol]") {
   CHECK(std::string(to_string(review_status::compile_error)) == "compile_error");
   CHECK(std::string(to_string(review_status::timed_out)) == "timed_out");
   CHECK(std::string(to_string(review_status::internal_error)) == "internal_error");
+}
+
+TEST_CASE("a review with infinite or NaN numbers crosses the link once made wire-safe",
+          "[protocol][network]") {
+  // CAF 0.17 loops forever serializing an infinity (actors/wire_safe.hpp); a verifier
+  // that finds a never-written output reports max_abs_error = inf. Without
+  // make_wire_safe this round trip fails (seen: the reply never comes).
+  review_result r = sample_review_result();
+  r.status = review_status::incorrect;
+  r.max_abs_error = std::numeric_limits<double>::infinity();
+  r.max_rel_error = std::numeric_limits<double>::quiet_NaN();
+  r.candidate_time.stddev_ms = -std::numeric_limits<double>::infinity();
+  r.profile.values["dram_throughput_pct"] = std::numeric_limits<double>::quiet_NaN();
+  r.profile.values["sm_throughput_pct"] = 42.0;
+  make_wire_safe(r);
+  CHECK(r.max_abs_error == std::numeric_limits<double>::max());
+  CHECK(r.max_rel_error == std::numeric_limits<double>::max());
+  CHECK(r.candidate_time.stddev_ms == -std::numeric_limits<double>::max());
+  CHECK(r.profile.values.count("dram_throughput_pct") == 0);
+  CHECK(r.profile.values.at("sm_throughput_pct") == 42.0);
+  loopback link;
+  link.round_trip(r);
 }
