@@ -200,7 +200,6 @@ review_result seed_line::review(candidate& c, const std::string& method,
     reviewed_[c.id] = r;
   }
 
-
   trajectory_entry e;
   e.kind = "review";
   e.candidate_id = c.id;

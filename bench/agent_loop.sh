@@ -15,17 +15,8 @@ build="${1:-build-gpu}"
 out="${2:-$(mktemp -d)}"
 mkdir -p "$out/tasks"
 
-cat >"$out/tasks/relu.yaml" <<'YAML'
-name: relu
-reference:
-  torchscript: |
-    def forward(x):
-        return torch.relu(x)
-inputs:
-  - {name: x, shape: [16384, 16384], init: {kind: normal, mean: 0, std: 1}}
-seed: 2
-YAML
-cp "$root/examples/tasks/gelu.yaml" "$root/examples/tasks/softmax.yaml" "$out/tasks/"
+cp "$root/bench/tasks/relu.yaml" "$root/examples/tasks/gelu.yaml" "$root/examples/tasks/softmax.yaml" \
+   "$out/tasks/"
 
 # The server prints its port, then serves until its stdin closes.
 coproc LLM { "$build/bin/ks-scripted-llm" --plans "$root/examples/plans" \

@@ -88,7 +88,10 @@ result<backend_choice> make_backend(const experiment_config& cfg,
                                     std::shared_ptr<const skill_library> lib) {
   backend_choice b;
   if (cfg.coder.backend == "llm") {
-    auto client = llm_client::create(client_options(cfg));
+    auto co = client_options(cfg);
+    b.usage = std::make_shared<usage_ledger>();
+    co.ledger = b.usage;
+    auto client = llm_client::create(std::move(co));
     if (!client) return ks::error{cfg.source + ": coder.llm: " + client.message()};
     std::shared_ptr<llm_client> shared = std::move(*client);
     llm_coder_options lo;
@@ -96,8 +99,6 @@ result<backend_choice> make_backend(const experiment_config& cfg,
     lo.library = lib;
     b.model = std::make_shared<llm_coder>(std::move(lo));
     b.code = b.model;
-    // The client's ledger outlives it through this pointer's aliasing.
-    b.usage = std::shared_ptr<usage_ledger>(shared, const_cast<usage_ledger*>(&shared->usage()));
     spdlog::info("coder: llm, {}", shared->describe());
     return b;
   }

@@ -219,6 +219,7 @@ struct fixture {
   std::shared_ptr<store> memory;
   std::shared_ptr<nvrtc_compiler> nvrtc = std::make_shared<nvrtc_compiler>();
   std::shared_ptr<std::atomic<int>> reviews = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<usage_ledger> usage = std::make_shared<usage_ledger>();
   task_spec task;
 
   explicit fixture(const std::string& name) {
@@ -232,6 +233,7 @@ struct fixture {
     o.llm.timeout_s = 10;
     o.backoff_initial_s = 0.01;
     o.jitter_seed = 1;
+    o.ledger = usage;
     auto c = llm_client::create(o);
     REQUIRE(c.ok());
     client = std::move(*c);
@@ -264,8 +266,7 @@ struct fixture {
     o.memory = memory;
     o.compiler = nvrtc;
     o.agent_timeout_s = 30;
-    o.usage = std::shared_ptr<usage_ledger>(std::shared_ptr<void>{},
-                                            const_cast<usage_ledger*>(&client->usage()));
+    o.usage = usage;
     return o;
   }
 
