@@ -41,6 +41,15 @@ int skills_stats(const std::string& memory_path, const std::string& bottleneck);
 int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds,
                const std::string& skills_dir, const std::string& gpu_worker, const std::string& size);
 
+// `kernelskill export`: a finished kernel as a PyTorch module file (ModelNew), from a
+// run's output (run_dir: output.dir/tasks/NAME/, or output.dir) or from a kernel source
+// and its plan. out_path "-" writes to stdout.
+struct export_request {
+  std::string task_path, run_dir, kernel_path, plan_path, out_path = "model_new.py";
+  std::vector<std::string> compile_options;
+};
+int export_model(const export_request& r);
+
 // Opens a memory store read-only (so that a running daemon may hold it) without
 // creating it: the inspecting commands never write.
 result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_path);

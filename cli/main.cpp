@@ -111,6 +111,17 @@ int main(int argc, char** argv) {
                     "kernelskill-gpu, which exports the graph (default: next to this program)");
   lower->add_option("--skills", skills_dir, "The skill library directory (default: the repo's skills/)");
 
+  export_request exp;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a finished kernel as a PyTorch module (class ModelNew, built with\n"
+                "torch.utils.cpp_extension.load_inline) from a run's output or a kernel + plan");
+  export_cmd->add_option("--task", exp.task_path, "Task file (YAML)")->required()->check(CLI::ExistingFile);
+  export_cmd->add_option("--run-dir", exp.run_dir, "A kernelskill run output: output.dir/tasks/NAME/ or output.dir");
+  export_cmd->add_option("--kernel", exp.kernel_path, "The kernel source (instead of --run-dir)");
+  export_cmd->add_option("--plan", exp.plan_path, "Its launch plan (instead of --run-dir)");
+  export_cmd->add_option("--compile-option", exp.compile_options, "An NVRTC option the kernel was reviewed with");
+  export_cmd->add_option("--out", exp.out_path, "The Python file to write (default model_new.py; - for stdout)");
+
   std::string trajectory_task, trajectory_memory = "ks-memory";
   auto* trajectory = app.add_subcommand(
       "trajectory", "Print a task's trajectory (short-term memory): every attempt, review,\n"
@@ -127,7 +138,7 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, check, task, plan, lower, devices, skills or trajectory; see --help)\n";
+                << "' (expected run, check, task, plan, lower, export, devices, skills or trajectory; see --help)\n";
       return 2;
     }
     break;
@@ -139,6 +150,7 @@ int main(int argc, char** argv) {
   if (*task_check) return check_tasks(task_paths, size, print);
   if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
   if (*lower) return lower_task(lower_task_path, lower_out, lower_seeds, skills_dir, lower_worker, size);
+  if (*export_cmd) return export_model(exp);
   if (*devices) return list_devices(config_path, g);
   if (*trajectory) return show_trajectory(trajectory_memory, trajectory_task);
   if (*skills_list_cmd) return skills_list(skills_dir);

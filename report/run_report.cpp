@@ -58,6 +58,8 @@ nlohmann::json outcome_to_json(const task_outcome& o) {
   j["eager_ms"] = o.best_review.reference_time.median_ms;
   j["best_candidate"] = o.success ? o.best.id : "";
   j["best_origin"] = o.success ? o.best.origin : "";
+  // The NVRTC options the kernel was reviewed with (kernelskill export passes them on).
+  j["compile_options"] = o.success ? o.best.compile_options : std::vector<std::string>{};
   j["flags"] = o.best_review.flags;
   j["rounds"] = o.rounds;
   j["reviews"] = o.reviews;

@@ -1,0 +1,703 @@
+#include "export/pytorch_export.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "base/content_hash.hpp"
+#include "plan/kernel_signatures.hpp"
+
+namespace ks {
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Small text helpers.
+
+std::string trim(std::string s) {
+  size_t b = s.find_first_not_of(" \t\n"), e = s.find_last_not_of(" \t\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+// A C++ string literal.
+std::string cpp_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out + "\"";
+}
+
+// A one-line Python string literal.
+std::string py_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  return out + "\"";
+}
+
+// A triple-quoted Python string that reads back as `s` exactly and stays readable:
+// backslashes are doubled; a '"' is escaped only where it could close the literal
+// (before another '"', or as the last character).
+std::string py_block_string(const std::string& s) {
+  std::string out = "\"\"\"";
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\\') out += "\\\\";
+    else if (c == '"' && (i + 1 == s.size() || s[i + 1] == '"')) out += "\\\"";
+    else if (c == '\r') out += "\\r";
+    else out += c;
+  }
+  return out + "\"\"\"";
+}
+
+// A double as a literal that reads back to the same value (C++ and Python alike).
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+std::string ident(const std::string& name) {
+  std::string s;
+  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s;
+}
+
+std::string shape_list(const std::vector<int64_t>& shape, const char* open = "[", const char* close = "]") {
+  std::string s = open;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + close;
+}
+
+// ---------------------------------------------------------------------------
+// dtypes
+
+const char* aten_dtype(const std::string& dtype) {
+  if (dtype == "float32") return "at::kFloat";
+  if (dtype == "float16") return "at::kHalf";
+  if (dtype == "bfloat16") return "at::kBFloat16";
+  if (dtype == "float64") return "at::kDouble";
+  if (dtype == "int32") return "at::kInt";
+  if (dtype == "int64") return "at::kLong";
+  if (dtype == "bool") return "at::kBool";
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Library steps: the at:: call for each op the reviewer runs (gpu/library_ops.cpp).
+
+bool parse_int(const std::string& text, int64_t& out) {
+  auto t = trim(text);
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+}
+
+bool parse_double(const std::string& text, double& out) {
+  auto t = trim(text);
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+}
+
+using attrs_t = std::map<std::string, std::string>;
+
+// The integers of an attribute that is one integer or a list of n ("2", "[1, 2]").
+result<std::vector<int64_t>> int_list(const attrs_t& attrs, const std::string& key, size_t n,
+                                      std::vector<int64_t> fallback) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return fallback;
+  std::string body = trim(it->second);
+  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = body.find(',', start);
+    int64_t v = 0;
+    if (!parse_int(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start), v))
+      return error{"attrs." + key + ": expected an integer or a list of " + std::to_string(n) +
+                   " integers, got \"" + it->second + "\""};
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.size() == 1) out.assign(n, out[0]);
+  if (out.size() != n)
+    return error{"attrs." + key + ": expected " + std::to_string(n) + " integers, got \"" + it->second + "\""};
+  return out;
+}
+
+// A number attribute as an at::Scalar expression: an integer when it reads as one.
+result<std::string> scalar_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return fallback;
+  int64_t i = 0;
+  if (parse_int(it->second, i)) return "at::Scalar(static_cast<int64_t>(" + std::to_string(i) + "LL))";
+  double d = 0;
+  if (parse_double(it->second, d) && std::isfinite(d)) return "at::Scalar(" + number(d) + ")";
+  return error{"attrs." + key + ": expected a number, got \"" + it->second + "\""};
+}
+
+result<std::string> choice_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback,
+                                const std::vector<std::string>& allowed) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return fallback;
+  std::string v = trim(it->second);
+  for (auto& a : allowed)
+    if (v == a) return v;
+  return error{"attrs." + key + ": expected one of " + join(allowed, ", ") + ", got \"" + it->second + "\""};
+}
+
+// The at:: expression for a library step, given its arguments as C++ expressions
+// (tensors: a variable; numbers: an at::Scalar). `pre` receives declarations the call
+// needs (integer lists for conv2d).
+result<std::string> library_call(const resolved_step& s, const std::vector<std::string>& a,
+                                 const std::vector<bool>& is_tensor, std::string& pre) {
+  std::string op = s.name.substr(0, s.name.find('.'));  // aten::add.Tensor → aten::add
+  auto nargs = [&](size_t lo, size_t hi) -> status {
+    if (a.size() < lo || a.size() > hi)
+      return error{"args: " + op + " takes " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
+                   " arguments, got " + std::to_string(a.size())};
+    return {};
+  };
+  auto tensors = [&](size_t n) -> status {
+    for (size_t i = 0; i < n && i < a.size(); ++i)
+      if (!is_tensor[i]) return error{"args[" + std::to_string(i) + "]: " + op + " expects a tensor here"};
+    return {};
+  };
+  auto both = [&](size_t lo, size_t hi, size_t t) -> status {
+    if (auto st = nargs(lo, hi); !st) return st;
+    return tensors(t);
+  };
+  const std::string v = "s" + std::to_string(s.index) + "_";
+  if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") {
+    if (auto st = both(2, 2, 2); !st) return error{st.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ")";
+  }
+  if (op == "aten::addmm") {
+    if (auto st = both(3, 3, 3); !st) return error{st.message()};
+    auto beta = scalar_attr(s.attrs, "beta", "at::Scalar(1.0)");
+    if (!beta) return error{beta.message()};
+    auto alpha = scalar_attr(s.attrs, "alpha", "at::Scalar(1.0)");
+    if (!alpha) return error{alpha.message()};
+    return "at::addmm(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + *beta + ", " + *alpha + ")";
+  }
+  if (op == "aten::linear") {
+    if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
+    return "at::linear(" + a[0] + ", " + a[1] + (a.size() > 2 ? ", " + a[2] : std::string()) + ")";
+  }
+  if (op == "aten::conv2d") {
+    if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
+    auto stride = int_list(s.attrs, "stride", 2, {1, 1});
+    if (!stride) return error{stride.message()};
+    auto dilation = int_list(s.attrs, "dilation", 2, {1, 1});
+    if (!dilation) return error{dilation.message()};
+    auto groups = int_list(s.attrs, "groups", 1, {1});
+    if (!groups) return error{groups.message()};
+    pre += "  const std::vector<int64_t> " + v + "stride" + shape_list(*stride, "{", "}") + ";\n";
+    pre += "  const std::vector<int64_t> " + v + "dilation" + shape_list(*dilation, "{", "}") + ";\n";
+    std::string bias = a.size() > 2 ? a[2] : "std::optional<at::Tensor>()";
+    std::string head = "at::conv2d(" + a[0] + ", " + a[1] + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
+    std::string tail = ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
+    auto pad = s.attrs.find("padding");
+    if (pad != s.attrs.end() && (trim(pad->second) == "same" || trim(pad->second) == "valid"))
+      return head + cpp_string(trim(pad->second)) + tail;
+    auto padding = int_list(s.attrs, "padding", 2, {0, 0});
+    if (!padding) return error{padding.message()};
+    pre += "  const std::vector<int64_t> " + v + "padding" + shape_list(*padding, "{", "}") + ";\n";
+    return head + "at::IntArrayRef(" + v + "padding)" + tail;
+  }
+  if (op == "aten::add" || op == "aten::sub") {
+    if (auto st = both(2, 2, 1); !st) return error{st.message()};
+    auto alpha = scalar_attr(s.attrs, "alpha", "at::Scalar(static_cast<int64_t>(1))");
+    if (!alpha) return error{alpha.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ", " + *alpha + ")";
+  }
+  if (op == "aten::mul") {
+    if (auto st = both(2, 2, 1); !st) return error{st.message()};
+    return "at::mul(" + a[0] + ", " + a[1] + ")";
+  }
+  if (op == "aten::div") {
+    if (auto st = both(2, 2, 1); !st) return error{st.message()};
+    if (!s.attrs.count("rounding_mode")) return "at::div(" + a[0] + ", " + a[1] + ")";
+    auto mode = choice_attr(s.attrs, "rounding_mode", "", {"trunc", "floor"});
+    if (!mode) return error{mode.message()};
+    return "at::div(" + a[0] + ", " + a[1] + ", " + cpp_string(*mode) + ")";
+  }
+  if (op == "aten::softmax" || op == "aten::log_softmax") {
+    if (auto st = both(1, 1, 1); !st) return error{st.message()};
+    if (!s.attrs.count("dim")) return error{"attrs: " + op + " needs the attribute dim"};
+    auto dim = int_list(s.attrs, "dim", 1, {});
+    if (!dim) return error{dim.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ", static_cast<int64_t>(" + std::to_string((*dim)[0]) + "))";
+  }
+  if (op == "aten::gelu") {
+    if (auto st = both(1, 1, 1); !st) return error{st.message()};
+    auto mode = choice_attr(s.attrs, "approximate", "none", {"none", "tanh"});
+    if (!mode) return error{mode.message()};
+    return "at::gelu(" + a[0] + ", " + cpp_string(*mode) + ")";
+  }
+  static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "neg",
+                                              "abs",  "sqrt",    "rsqrt", "silu", "sin", "cos"};
+  if (op.rfind("aten::", 0) == 0 && unary.count(op.substr(6))) {
+    if (auto st = both(1, 1, 1); !st) return error{st.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ")";
+  }
+  return error{op + " has no at:: counterpart in the exporter (it exports the ops the reviewer runs: "
+                    "aten::matmul mm bmm addmm linear conv2d add sub mul div softmax log_softmax gelu "
+                    "relu sigmoid tanh exp log neg abs sqrt rsqrt silu sin cos)"};
+}
+
+// ---------------------------------------------------------------------------
+// Kernel arguments.
+
+// The type a launcher casts a tensor's data_ptr() to for this parameter:
+// the declared type without __restrict__ (and an array parameter as a pointer).
+std::string pointer_cast_type(const kernel_param& p) {
+  std::string t = p.type;
+  for (const char* r : {"__restrict__", "__restrict"}) {
+    for (size_t pos; (pos = t.find(r)) != std::string::npos;) t.erase(pos, std::string(r).size());
+  }
+  t = trim(t);
+  while (t.find("  ") != std::string::npos) t.erase(t.find("  "), 1);
+  if (t.find('*') == std::string::npos) t += "*";
+  return t;
+}
+
+std::string scalar_literal(const resolved_arg& a) {
+  if (a.kind == "int") {
+    if (a.type == "int64") return "static_cast<long long>(" + std::to_string(a.int_value) + "LL)";
+    return "static_cast<int>(" + std::to_string(a.int_value) + ")";
+  }
+  if (a.type == "float32") return "static_cast<float>(" + number(a.float_value) + ")";
+  return "static_cast<double>(" + number(a.float_value) + ")";
+}
+
+std::string dims3(const std::array<int64_t, 3>& d) {
+  return "dim3(" + std::to_string(d[0]) + "u, " + std::to_string(d[1]) + "u, " + std::to_string(d[2]) + "u)";
+}
+
+// ---------------------------------------------------------------------------
+// One size: the plan resolved at those shapes, as a C++ function.
+
+struct size_variant {
+  std::string name;                                   // "default", "cpu", …
+  std::vector<std::vector<int64_t>> shapes;           // inputs then parameters
+  resolved_plan plan;
+};
+
+std::string var(const std::string& tensor) { return "t_" + ident(tensor); }
+
+result<std::string> size_function(const task_spec& task, const size_variant& v,
+                                  const std::vector<kernel_signature>& kernels, const std::string& fn) {
+  std::ostringstream o;
+  o << "// The plan resolved at the '" << v.name << "' shapes.\n";
+  o << "static std::vector<at::Tensor> " << fn << "(const std::vector<at::Tensor>& in) {\n";
+  o << "  const at::TensorOptions options = at::TensorOptions().device(in[0].device());\n";
+  o << "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();\n";
+  o << "  (void)stream;\n";
+  size_t k = 0;
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list) o << "  const at::Tensor& " << var(t.name) << " = in[" << k++ << "];\n";
+  for (const auto* list : {&v.plan.outputs, &v.plan.scratch})
+    for (const auto& b : *list) {
+      const char* dt = aten_dtype(b.dtype);
+      if (!dt) return error{"buffer '" + b.name + "': dtype " + b.dtype + " cannot be exported"};
+      o << "  at::Tensor " << var(b.name) << " = at::" << (b.init == "zeros" ? "zeros" : "empty") << "("
+        << (b.shape.empty() ? std::string("at::IntArrayRef()") : shape_list(b.shape, "{", "}")) << ", options.dtype(" << dt << "));  // " << to_string(b.role) << "\n";
+    }
+  std::set<std::string> declared;  // intermediates already declared
+  for (const auto& s : v.plan.steps) {
+    o << "  // " << s.label() << "\n";
+    if (s.kind == "kernel") {
+      const kernel_signature* sig = find_kernel(kernels, s.name);
+      if (!sig) return error{s.label() + ": the source has no kernel '" + s.name + "'"};
+      if (sig->params.size() != s.args.size())
+        return error{s.label() + ": " + std::to_string(s.args.size()) + " arguments for " +
+                     std::to_string(sig->params.size()) + " parameters"};
+      std::vector<std::string> args;
+      for (size_t i = 0; i < s.args.size(); ++i) {
+        const resolved_arg& a = s.args[i];
+        const kernel_param& p = sig->params[i];
+        if (a.kind == "tensor") {
+          if (!p.is_pointer)
+            return error{s.label() + ": args[" + std::to_string(i) + "]: tensor '" + a.tensor +
+                         "' passed to the non-pointer parameter '" + p.type + " " + p.name + "'"};
+          args.push_back("static_cast<" + pointer_cast_type(p) + ">(" + var(a.tensor) + ".data_ptr())");
+        } else {
+          args.push_back(scalar_literal(a));
+        }
+      }
+      if (s.shared_mem_bytes > 0) {
+        // Past 48 KiB a kernel must be opted in; raising the limit to what the step uses
+        // is harmless below it. Once per process and step.
+        o << "  static const bool smem_" << s.index << " = [] {\n"
+          << "    C10_CUDA_CHECK(cudaFuncSetAttribute(" << s.name << ", cudaFuncAttributeMaxDynamicSharedMemorySize, "
+          << s.shared_mem_bytes << "));\n"
+          << "    return true;\n  }();\n  (void)smem_" << s.index << ";\n";
+      }
+      o << "  KS_LAUNCH(" << s.name << ", " << dims3(s.grid) << ", " << dims3(s.block) << ", "
+        << s.shared_mem_bytes << ", stream";
+      for (auto& a : args) o << ",\n            " << a;
+      o << ");\n";
+      o << "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n";
+    } else {
+      std::vector<std::string> a;
+      std::vector<bool> is_tensor;
+      for (const auto& arg : s.args) {
+        is_tensor.push_back(arg.kind == "tensor");
+        if (arg.kind == "tensor") a.push_back(var(arg.tensor));
+        else if (arg.kind == "int") a.push_back("at::Scalar(static_cast<int64_t>(" + std::to_string(arg.int_value) + "LL))");
+        else a.push_back("at::Scalar(" + number(arg.float_value) + ")");
+      }
+      std::string pre;
+      auto call = library_call(s, a, is_tensor, pre);
+      if (!call) return error{s.label() + ": " + call.message()};
+      if (s.outputs.size() != 1) return error{s.label() + ": outputs: a library step writes one tensor"};
+      const std::string& out = s.outputs[0];
+      const resolved_buffer* b = v.plan.find_buffer(out);
+      o << pre;
+      if (b && b->role != buffer_role::intermediate) {
+        o << "  {\n    at::Tensor r = " << *call << ";\n"
+          << "    TORCH_CHECK(r.sizes() == " << var(out) << ".sizes() && r.scalar_type() == " << var(out)
+          << ".scalar_type(), " << cpp_string(s.label() + ": the op's result does not match the declared buffer '" + out + "'")
+          << ");\n"
+          << "    " << var(out) << ".copy_(r);\n  }\n";
+      } else if (!declared.insert(out).second) {
+        return error{s.label() + ": intermediate '" + out + "' is produced twice"};
+      } else {
+        o << "  const at::Tensor " << var(out) << " = (" << *call << ").contiguous();\n";
+      }
+    }
+  }
+  o << "  return {";
+  for (size_t i = 0; i < v.plan.outputs.size(); ++i) o << (i ? ", " : "") << var(v.plan.outputs[i].name);
+  o << "};\n}\n";
+  return o.str();
+}
+
+// ---------------------------------------------------------------------------
+// Compile options: NVRTC's (the reviewer's) as nvcc options.
+
+result<std::vector<std::string>> nvcc_options(const std::vector<std::string>& opts) {
+  std::vector<std::string> out;
+  for (const auto& o : opts) {
+    auto starts = [&](const char* p) { return o.rfind(p, 0) == 0; };
+    if (starts("-std=") || starts("--std=")) continue;  // PyTorch sets the language standard
+    if (starts("-D") || o == "--use_fast_math" || o == "-use_fast_math" || starts("-maxrregcount") ||
+        starts("--maxrregcount") || starts("-ftz") || starts("--ftz") || starts("-prec-div") ||
+        starts("--prec-div") || starts("-prec-sqrt") || starts("--prec-sqrt") || starts("-fmad") ||
+        starts("--fmad") || o == "--extra-device-vectorization" || o == "-extra-device-vectorization") {
+      out.push_back(o);
+      continue;
+    }
+    return error{"compile option '" + o + "' has no nvcc equivalent known to the exporter"};
+  }
+  return out;
+}
+
+std::string py_distribution(const distribution_spec& d) {
+  return "{\"kind\": " + py_string(d.kind) + ", \"mean\": " + number(d.mean) + ", \"std\": " + number(d.std) +
+         ", \"low\": " + number(d.low) + ", \"high\": " + number(d.high) + ", \"value\": " + number(d.value) + "}";
+}
+
+}  // namespace
+
+result<pytorch_export> export_pytorch(const task_spec& task, const candidate& best,
+                                      const pytorch_export_options& options) {
+  const std::string what = "export of task '" + task.name + "'";
+  if (task.torchscript.empty() && task.module_bytes.empty())
+    return error{what + ": the task has no reference"};
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list)
+      if (!aten_dtype(t.dtype)) return error{what + ": tensor '" + t.name + "': dtype " + t.dtype + " cannot be exported"};
+  if (task.inputs.empty() && task.parameters.empty())
+    return error{what + ": the task has no input tensors (the launcher takes its device from them)"};
+  auto nvcc = nvcc_options(best.compile_options);
+  if (!nvcc) return error{what + ": " + nvcc.message()};
+
+  // Resolve the plan at the default shapes and at every named size.
+  std::vector<size_variant> variants;
+  pytorch_export ex;
+  std::vector<std::string> names = {""};
+  for (auto& [n, _] : task.sizes) names.push_back(n);
+  for (const auto& n : names) {
+    auto ctx = make_plan_context(task, best.source, n);
+    if (!ctx) return error{what + ": " + ctx.message()};
+    ctx->limits = options.limits;
+    auto r = resolve_plan(best.plan, *ctx);
+    const std::string label = n.empty() ? "default" : n;
+    if (!r) {
+      if (n.empty()) return error{what + ": the launch plan does not resolve at the task's shapes: " + r.message()};
+      ex.skipped_sizes.push_back(label + ": " + r.message());
+      continue;
+    }
+    size_variant v{label, {}, std::move(*r)};
+    for (const auto* list : {&task.inputs, &task.parameters})
+      for (const auto& t : *list) v.shapes.push_back(ctx->inputs.at(t.name).shape);
+    bool duplicate = false;
+    for (auto& other : variants) duplicate = duplicate || other.shapes == v.shapes;
+    if (duplicate) continue;
+    variants.push_back(std::move(v));
+  }
+  for (const auto& v : variants) ex.sizes.push_back(v.name);
+
+  const auto kernels = extract_kernel_signatures(best.source);
+  std::set<std::string> launched;
+  for (const auto& v : variants)
+    for (const auto& s : v.plan.steps)
+      if (s.kind == "kernel") launched.insert(s.name);
+
+  // Kernel declarations for a host-compiler check of the launcher.
+  for (const auto& name : launched) {
+    const kernel_signature* k = find_kernel(kernels, name);
+    if (!k) return error{what + ": the plan launches '" + name + "', which the source does not define"};
+    ex.kernel_declarations += "extern \"C\" void " + name + "(" + k->params_text() + ");\n";
+  }
+
+  // The launcher.
+  const size_t n_tensors = task.inputs.size() + task.parameters.size();
+  std::ostringstream l;
+  l << "// ---------------------------------------------------------------------------\n"
+    << "// The launcher, generated by kernelskill export from the launch plan.\n"
+    << "#ifndef KS_LAUNCH\n"
+    << "#define KS_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)\n"
+    << "#endif\n\n"
+    << "namespace {\n\n";
+  for (size_t i = 0; i < variants.size(); ++i) {
+    auto fn = size_function(task, variants[i], kernels, "ks_run_" + ident(variants[i].name));
+    if (!fn) return error{what + ", size " + variants[i].name + ": " + fn.message()};
+    l << *fn << "\n";
+  }
+  l << "bool ks_shapes_are(const std::vector<at::Tensor>& in, const std::vector<std::vector<int64_t>>& shapes) {\n"
+    << "  for (size_t i = 0; i < in.size(); ++i)\n"
+    << "    if (in[i].sizes() != at::IntArrayRef(shapes[i])) return false;\n"
+    << "  return true;\n}\n\n"
+    << "}  // namespace\n\n";
+  // Names and dtypes, for messages.
+  std::vector<std::string> tensor_names;
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list) tensor_names.push_back(t.name);
+  std::string supported;
+  for (const auto& v : variants) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < v.shapes.size(); ++i) parts.push_back(tensor_names[i] + " " + shape_list(v.shapes[i]));
+    supported += (supported.empty() ? "" : "; ") + v.name + ": " + join(parts, ", ");
+  }
+  const std::string who = "ModelNew (task " + task.name + ")";
+  l << "// The task's inputs, then its parameters, in the reference's order.\n"
+    << "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors) {\n"
+    << "  TORCH_CHECK(tensors.size() == " << n_tensors << ", "
+    << cpp_string(who + ": expected " + std::to_string(n_tensors) + " tensors (" + join(tensor_names, ", ") + "), got ")
+    << ", tensors.size());\n"
+    << "  std::vector<at::Tensor> in;\n";
+  size_t k = 0;
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list) {
+      std::string i = std::to_string(k++);
+      l << "  TORCH_CHECK(tensors[" << i << "].is_cuda(), " << cpp_string(who + ": " + t.name + " must be a CUDA tensor") << ");\n"
+        << "  TORCH_CHECK(tensors[" << i << "].scalar_type() == " << aten_dtype(t.dtype) << ", "
+        << cpp_string(who + ": " + t.name + " must be " + t.dtype + ", got ") << ", tensors[" << i << "].scalar_type());\n"
+        << (k == 1 ? std::string()
+                   : "  TORCH_CHECK(tensors[" + i + "].device() == tensors[0].device(), " +
+                         cpp_string(who + ": " + t.name + " is on another device than " + tensor_names[0]) + ");\n")
+        << "  in.push_back(tensors[" << i << "].contiguous());\n";
+    }
+  l << "  const c10::cuda::CUDAGuard guard(in[0].device());\n";
+  for (const auto& v : variants) {
+    std::string list = "std::vector<std::vector<int64_t>>{";
+    for (size_t i = 0; i < v.shapes.size(); ++i)
+      list += (i ? ", " : "") + std::string("std::vector<int64_t>") + shape_list(v.shapes[i], "{", "}");
+    list += "}";
+    l << "  if (ks_shapes_are(in, " << list << ")) return ks_run_" << ident(v.name) << "(in);\n";
+  }
+  l << "  std::string got;\n"
+    << "  for (size_t i = 0; i < in.size(); ++i) {\n"
+    << "    got += i ? \", \" : \"\";\n"
+    << "    got += std::to_string(in[i].dim()) + \"-d [\";\n"
+    << "    for (int64_t d = 0; d < in[i].dim(); ++d) got += (d ? \", \" : \"\") + std::to_string(in[i].size(d));\n"
+    << "    got += \"]\";\n  }\n"
+    << "  TORCH_CHECK(false, "
+    << cpp_string(who + ": the launch plan was resolved at export time for these shapes only: " + supported +
+                  "; got ")
+    << ", got, \". Add the size to the task's sizes: and export again.\");\n"
+    << "  return {};\n}\n";
+  ex.launcher = l.str();
+
+  ex.cpp_source = "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors);\n";
+  ex.cuda_source =
+      "// CUDA source of KernelSkill task '" + task.name + "', candidate " +
+      (best.id.empty() ? std::string("(no id)") : best.id) + ".\n" +
+      "// load_inline puts torch/types.h, cuda.h and cuda_runtime.h before this.\n"
+      "#include <ATen/cuda/CUDAContext.h>\n"
+      "#include <c10/cuda/CUDAGuard.h>\n"
+      "#include <c10/cuda/CUDAException.h>\n"
+      "#include <optional>\n#include <string>\n#include <vector>\n\n"
+      "// ---------------------------------------------------------------------------\n"
+      "// The candidate's device code, as reviewed.\n" +
+      best.source + (best.source.empty() || best.source.back() == '\n' ? "" : "\n") + "\n" + ex.launcher;
+  ex.module_name = "ks_" + ident(task.name) + "_" + sha256_hex(ex.cuda_source + join(*nvcc, " ")).substr(0, 12);
+  ex.nvcc_options = *nvcc;
+
+  // The Python file.
+  std::ostringstream p;
+  p << "# ModelNew for KernelSkill task '" << task.name << "', written by `kernelskill export`.\n"
+    << "# Candidate " << (best.id.empty() ? std::string("(no id)") : best.id)
+    << (best.origin.empty() ? std::string() : ", " + best.origin) << ".\n"
+    << "\"\"\"The kernel KernelSkill found for task " << py_string(task.name).substr(1, py_string(task.name).size() - 2)
+    << ", as a PyTorch module.\n\n"
+    << "    model = ModelNew().cuda()             # the task's parameters, drawn as the task says\n"
+    << "    y = model(*get_inputs())              # builds the extension on first use (nvcc)\n\n"
+    << "forward() takes the task's inputs; the parameters are module parameters, in the\n"
+    << "reference's order in model.task_parameters(). The launcher was specialised at export\n"
+    << "time for the shapes of these sizes: " << join(ex.sizes, ", ") << " (see SIZES); other shapes raise\n"
+    << "a RuntimeError.\n\"\"\"\n"
+    << "import math\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
+    << "TASK = " << py_string(task.name) << "\n"
+    << "CANDIDATE = " << py_string(best.id) << "\n"
+    << "MODULE_NAME = " << py_string(ex.module_name) << "\n"
+    << "# (name, dtype, init) of each input, then of each parameter, in the reference's order.\n"
+    << "INPUTS = [\n";
+  for (auto& t : task.inputs) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
+  p << "]\nPARAMETERS = [\n";
+  for (auto& t : task.parameters) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
+  p << "]\n# The shapes the launcher runs at: size -> shape of each input, then each parameter.\nSIZES = {\n";
+  for (const auto& v : variants) {
+    p << "    " << py_string(v.name) << ": [";
+    for (size_t i = 0; i < v.shapes.size(); ++i) p << (i ? ", " : "") << shape_list(v.shapes[i]);
+    p << "],\n";
+  }
+  p << "}\n";
+  if (!ex.skipped_sizes.empty()) {
+    p << "# Sizes of the task the plan does not resolve at, left out:\n";
+    for (auto& s : ex.skipped_sizes) p << "#   " << s << "\n";
+  }
+  p << "TOLERANCE = {\"atol\": " << number(task.tolerance.atol) << ", \"rtol\": " << number(task.tolerance.rtol) << "}\n"
+    << "SEED = " << task.seed << "\n"
+    << "NVCC_OPTIONS = [" << [&] {
+         std::vector<std::string> q;
+         for (auto& o : ex.nvcc_options) q.push_back(py_string(o));
+         return join(q, ", ");
+       }() << "]\n\n"
+    << "CPP_SOURCE = " << py_string(ex.cpp_source) << "\n\n"
+    << "CUDA_SOURCE = " << py_block_string(ex.cuda_source) << "\n\n";
+  p << R"PY(_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+           "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
+_extension = None
+
+
+def load_extension(build_directory=None, verbose=False):
+    """Builds (first call) and returns the extension: ks_forward(list of tensors)."""
+    global _extension
+    if _extension is None:
+        major, minor = torch.cuda.get_device_capability()
+        arch = f"{major}{minor}{'a' if major >= 9 else ''}"  # as the reviewer compiles: sm_90a on H100/H200
+        _extension = load_inline(
+            name=MODULE_NAME, cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE, functions=["ks_forward"],
+            extra_cuda_cflags=["-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}"] + NVCC_OPTIONS,
+            build_directory=build_directory, verbose=verbose)
+    return _extension
+
+
+def _draw(shape, dtype, init, generator, device):
+    """A tensor drawn as a task's init says (normal, uniform, randint, constant, zeros, ones,
+    arange, kaiming_uniform)."""
+    dtype = _DTYPES[dtype]
+    draw = torch.float64 if dtype == torch.float64 else torch.float32 if dtype.is_floating_point else torch.int64
+    kind = init["kind"]
+    if kind == "normal":
+        t = torch.empty(shape, dtype=draw, device=device).normal_(init["mean"], init["std"], generator=generator)
+    elif kind == "uniform":
+        t = torch.empty(shape, dtype=draw, device=device).uniform_(init["low"], init["high"], generator=generator)
+    elif kind == "randint":
+        t = torch.empty(shape, dtype=draw, device=device).random_(int(init["low"]), int(init["high"]), generator=generator)
+    elif kind == "constant":
+        t = torch.full(shape, init["value"], dtype=draw, device=device)
+    elif kind == "zeros":
+        t = torch.zeros(shape, dtype=draw, device=device)
+    elif kind == "ones":
+        t = torch.ones(shape, dtype=draw, device=device)
+    elif kind == "arange":
+        t = torch.arange(math.prod(shape), dtype=draw, device=device).reshape(shape)
+    elif kind == "kaiming_uniform":
+        bound = 1.0 / math.sqrt(math.prod(shape[1:]))
+        t = torch.empty(shape, dtype=draw, device=device).uniform_(-bound, bound, generator=generator)
+    else:
+        raise ValueError(f"unknown init kind {kind!r}")
+    return t.to(dtype)
+
+
+def _attribute(name):
+    return name if name.isidentifier() and not hasattr(torch.nn.Module, name) else "param_" + name
+
+
+class ModelNew(torch.nn.Module):
+    """The task's reference, computed by KernelSkill's kernel. forward(*inputs)."""
+
+    def __init__(self, size="default", seed=SEED):
+        super().__init__()
+        if size not in SIZES:
+            raise ValueError(f"size {size!r}: this export supports {', '.join(SIZES)}")
+        generator = torch.Generator().manual_seed(seed)
+        shapes = SIZES[size][len(INPUTS):]
+        self._names = []
+        for (name, dtype, init), shape in zip(PARAMETERS, shapes):
+            value = _draw(shape, dtype, init, generator, "cpu")
+            attr = _attribute(name)
+            if value.is_floating_point():
+                self.register_parameter(attr, torch.nn.Parameter(value, requires_grad=False))
+            else:
+                self.register_buffer(attr, value)
+            self._names.append(attr)
+
+    def task_parameters(self):
+        """The parameters in the order the reference's forward() takes them after the inputs."""
+        return [getattr(self, a) for a in self._names]
+
+    def forward(self, *inputs):
+        if len(inputs) != len(INPUTS):
+            raise TypeError(f"ModelNew (task {TASK}) takes {len(INPUTS)} inputs "
+                            f"({', '.join(n for n, _, _ in INPUTS)}), got {len(inputs)}")
+        outputs = load_extension().ks_forward(list(inputs) + self.task_parameters())
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def get_inputs(size="default", seed=0, device="cuda"):
+    """The task's inputs at `size`, drawn on `device` as the task says."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return [_draw(shape, dtype, init, generator, device)
+            for (name, dtype, init), shape in zip(INPUTS, SIZES[size][:len(INPUTS)])]
+
+
+def get_init_inputs():
+    return []
+)PY";
+  ex.python = p.str();
+  return ex;
+}
+
+result<std::string> pytorch_module_source(const task_spec& task, const candidate& best) {
+  auto ex = export_pytorch(task, best);
+  if (!ex) return error{ex.message()};
+  return std::move(ex->python);
+}
+
+}  // namespace ks

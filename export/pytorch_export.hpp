@@ -1,0 +1,78 @@
+#pragma once
+// Export of a finished candidate as a PyTorch module: a self-contained Python file that
+// defines `class ModelNew(torch.nn.Module)`, so that users — and KernelBench's own
+// evaluator — can run the kernel that KernelSkill found without KernelSkill.
+//
+// The file holds the candidate's CUDA device code, as reviewed, plus a C++ launcher
+// generated from its launch plan, and builds both with
+// torch.utils.cpp_extension.load_inline on first use (nvcc and a host compiler are
+// needed there, as for any PyTorch extension). The launcher:
+//   - takes the task's inputs, then its parameters, in the order the reference's
+//     forward() takes them; checks count, device and dtype, makes them contiguous;
+//   - runs the plan as the reviewer runs it, on PyTorch's current CUDA stream:
+//     allocates outputs and scratch (at::zeros for `init: zeros`, else at::empty),
+//     launches every kernel step with the grid, block and dynamic shared memory the
+//     plan gives, and runs every library step as the matching at:: call
+//     (aten::matmul → at::matmul, …; exactly the ops gpu/library_ops.hpp runs);
+//   - is specialised, at export time, for the shapes of the task: its default shapes
+//     and each named size (`sizes:`) at which the plan resolves. The plan's expressions
+//     are evaluated here, by the plan validator, so that the numbers are the checked
+//     ones; other input shapes raise a RuntimeError that lists the supported ones.
+//
+// Design choice for parameters: ModelNew owns the task's parameters as module
+// parameters (requires_grad=False; buffers for non-floating dtypes), drawn as the
+// task's `parameters:` section says, as torch.nn.Linear/Conv own theirs, and forward()
+// takes the inputs only — KernelBench's ModelNew convention. `task_parameters()`
+// returns them in the reference's order, so the reference can be called on the same
+// values: reference(*inputs, *model.task_parameters()).
+//
+// The file also defines get_inputs() / get_init_inputs() (KernelBench's names), which
+// draw the task's inputs as the task says (on the GPU, from a seeded generator; not the
+// reviewer's exact values), and TOLERANCE, the task's comparison tolerance.
+//
+// No LibTorch here: this is text generation over the plan validator's results.
+#include <string>
+#include <vector>
+
+#include "actors/protocol.hpp"
+#include "base/result.hpp"
+#include "plan/plan_validator.hpp"
+
+namespace ks {
+
+struct pytorch_export_options {
+  // The device the plan is checked against (grid, block and shared-memory limits).
+  device_limits limits;
+};
+
+// An export in parts, for tools and tests that check the pieces separately.
+struct pytorch_export {
+  std::string module_name;   // load_inline's name: ks_<task>_<hash of the sources>
+  std::string cuda_source;   // what load_inline compiles with nvcc: headers, the
+                             // candidate's device code, then `launcher`
+  std::string launcher;      // the generated C++ launcher (the tail of cuda_source)
+  std::string cpp_source;    // the declaration load_inline binds: ks_forward
+  // Host declarations of the kernels the launcher launches (`extern "C" void k(...)`,
+  // the source's own parameter lists), so that the launcher can be compiled with a
+  // host compiler against stand-ins for ATen, without nvcc: KS_LAUNCH then becomes a
+  // plain call, which checks every argument against the kernel's parameter.
+  std::string kernel_declarations;
+  std::vector<std::string> nvcc_options;  // from the candidate's compile options
+  // The sizes the launcher is specialised for ("default", then the named sizes that
+  // resolve), and the named sizes left out with the reason.
+  std::vector<std::string> sizes;
+  std::vector<std::string> skipped_sizes;
+  std::string python;        // the whole Python file
+};
+
+// The export of `best` (a candidate for `task`, usually its best correct one), or an
+// error that names what cannot be exported: a plan that does not resolve at the task's
+// shapes, a library op without an at:: counterpart here, a kernel argument of a type a
+// launcher cannot pass, a compile option without an nvcc equivalent.
+result<pytorch_export> export_pytorch(const task_spec& task, const candidate& best,
+                                      const pytorch_export_options& options = {});
+
+// The Python file alone: export_pytorch(task, best).python. The daemon calls this.
+result<std::string> pytorch_module_source(const task_spec& task, const candidate& best);
+
+}  // namespace ks

@@ -1,0 +1,284 @@
+// kernelskill export: a candidate as a PyTorch ModelNew module. The kernels and plans
+// in tests/data/export/ are real rules-coder output (`kernelskill lower TASK --seeds 2`,
+// seed 0, 2026-11-29): an elementwise chain (gelu), a row reduction (layernorm), a row
+// reduction with a fused epilogue (l2_normalize_rows), a whole-tensor reduction into a
+// 0-d output through a scratch buffer (mse_loss) and library steps with a fused
+// epilogue (matmul_bias_relu, conv2d_relu_bias); plus the hand-written example plans with dynamic shared
+// memory (softmax_rows) and a scratch buffer (l2_normalize).
+//
+// Checked here, without a GPU or PyTorch: the export succeeds and carries the numbers
+// of the resolved plan; the Python file parses (python3's ast, where python3 exists) and
+// its CUDA_SOURCE string reads back byte for byte; the generated launcher compiles with
+// the host compiler against stand-ins for ATen (tests/data/export/aten_stub.hpp), its
+// kernel launches as plain calls checked against the kernels' parameter types; what
+// cannot be exported is refused with a message naming it. Building and running the
+// module with PyTorch happens on the GPU machine (bench/side_by_side.py).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "export/pytorch_export.hpp"
+#include "plan/launch_plan_yaml.hpp"
+#include "plan/plan_validator.hpp"
+#include "task/task_loader.hpp"
+
+using namespace ks;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSource = KS_SOURCE_DIR;
+const fs::path kData = kSource / "tests" / "data" / "export";
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  REQUIRE(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+task_spec task(const std::string& rel) {
+  auto t = load_task(kSource / rel);
+  if (!t) FAIL(t.message());
+  return *t;
+}
+
+candidate cand(const fs::path& cu, const fs::path& yaml) {
+  candidate c;
+  c.id = "test";
+  c.source = read(cu);
+  auto p = load_launch_plan(yaml.string());
+  if (!p) FAIL(p.message());
+  c.plan = *p;
+  return c;
+}
+
+fs::path temp_dir() {
+  fs::path d = fs::temp_directory_path() / ("ks_export_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+int run(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+bool have_python() { return run("command -v python3 >/dev/null 2>&1") == 0; }
+
+struct example {
+  std::string task, cu, yaml;
+};
+
+const std::vector<example>& examples() {
+  static const std::vector<example> v = {
+      {"examples/tasks/gelu.yaml", "tests/data/export/gelu.cu", "tests/data/export/gelu.yaml"},
+      {"examples/tasks/layernorm.yaml", "tests/data/export/layernorm.cu", "tests/data/export/layernorm.yaml"},
+      {"bench/tasks/l2_normalize_rows.yaml", "tests/data/export/l2_normalize_rows.cu",
+       "tests/data/export/l2_normalize_rows.yaml"},
+      {"examples/tasks/matmul_bias_relu.yaml", "tests/data/export/matmul_bias_relu.cu",
+       "tests/data/export/matmul_bias_relu.yaml"},
+      {"examples/tasks/softmax.yaml", "examples/plans/softmax_rows.cu", "examples/plans/softmax_rows.yaml"},
+      {"bench/tasks/mse_loss.yaml", "tests/data/export/mse_loss.cu", "tests/data/export/mse_loss.yaml"},
+      {"bench/tasks/conv2d_relu_bias.yaml", "tests/data/export/conv2d_relu_bias.cu",
+       "tests/data/export/conv2d_relu_bias.yaml"},
+  };
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("export: rules-coder plans become a ModelNew file with the resolved numbers", "[export]") {
+  for (const auto& e : examples()) {
+    INFO(e.yaml);
+    task_spec t = task(e.task);
+    candidate c = cand(kSource / e.cu, kSource / e.yaml);
+    auto ex = export_pytorch(t, c);
+    if (!ex) FAIL(ex.message());
+    CHECK(ex->python.find("class ModelNew(torch.nn.Module):") != std::string::npos);
+    CHECK(ex->module_name.rfind("ks_" + t.name + "_", 0) == 0);
+    REQUIRE(!ex->sizes.empty());
+    CHECK(ex->sizes[0] == "default");
+    // Every task here has a cpu size, at which its plan resolves too.
+    CHECK(std::find(ex->sizes.begin(), ex->sizes.end(), "cpu") != ex->sizes.end());
+    // The device code is carried verbatim; the launcher is its tail.
+    CHECK(ex->cuda_source.find(c.source) != std::string::npos);
+    CHECK(ex->cuda_source.size() >= ex->launcher.size());
+    CHECK(ex->cuda_source.compare(ex->cuda_source.size() - ex->launcher.size(), ex->launcher.size(), ex->launcher) == 0);
+    // The launch configuration is the validator's, at the default shapes.
+    auto ctx = make_plan_context(t, c.source);
+    REQUIRE(ctx);
+    auto rp = resolve_plan(c.plan, *ctx);
+    REQUIRE(rp);
+    for (const auto& s : rp->steps) {
+      if (s.kind != "kernel") {
+        CHECK(ex->launcher.find("at::" + s.name.substr(6) + "(") != std::string::npos);
+        continue;
+      }
+      std::string launch = "KS_LAUNCH(" + s.name + ", dim3(" + std::to_string(s.grid[0]) + "u, " +
+                           std::to_string(s.grid[1]) + "u, " + std::to_string(s.grid[2]) + "u), dim3(" +
+                           std::to_string(s.block[0]) + "u, " + std::to_string(s.block[1]) + "u, " +
+                           std::to_string(s.block[2]) + "u), " + std::to_string(s.shared_mem_bytes) + ", stream";
+      CHECK(ex->launcher.find(launch) != std::string::npos);
+      for (const auto& a : s.args)
+        if (a.kind == "int" && a.type == "int64")
+          CHECK(ex->launcher.find("static_cast<long long>(" + std::to_string(a.int_value) + "LL)") != std::string::npos);
+    }
+    for (const auto& b : rp->outputs) {
+      std::string braced = shape_to_string(b.shape);
+      braced.front() = '{';
+      braced.back() = '}';
+      CHECK(ex->launcher.find("at::Tensor t_" + b.name + " = at::" + (b.init == "zeros" ? "zeros" : "empty") + "(" +
+                              braced) != std::string::npos);
+    }
+    // The default shapes are listed for the shape check and in the Python file.
+    CHECK(ex->launcher.find(t.inputs[0].name + " " + shape_to_string(t.inputs[0].shape)) != std::string::npos);
+    // pytorch_module_source is the same text.
+    auto py = pytorch_module_source(t, c);
+    REQUIRE(py);
+    CHECK(*py == ex->python);
+  }
+}
+
+TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
+  auto conv = export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"),
+                             cand(kData / "conv2d_relu_bias.cu", kData / "conv2d_relu_bias.yaml"));
+  REQUIRE(conv);
+  CHECK(conv->launcher.find("const std::vector<int64_t> s0_padding{1, 1};") != std::string::npos);
+  CHECK(conv->launcher.find("at::conv2d(t_x, t_weight, t_bias, at::IntArrayRef(s0_stride), at::IntArrayRef(s0_padding), "
+                            "at::IntArrayRef(s0_dilation), static_cast<int64_t>(1))") != std::string::npos);
+  auto mse = export_pytorch(task("bench/tasks/mse_loss.yaml"), cand(kData / "mse_loss.cu", kData / "mse_loss.yaml"));
+  REQUIRE(mse);
+  CHECK(mse->launcher.find("at::Tensor t_out = at::empty(at::IntArrayRef(), options.dtype(at::kFloat));  // output") !=
+        std::string::npos);
+}
+
+TEST_CASE("export: dynamic shared memory is opted in, scratch buffers are allocated", "[export]") {
+  auto ex = export_pytorch(task("examples/tasks/softmax.yaml"),
+                           cand(kSource / "examples/plans/softmax_rows.cu", kSource / "examples/plans/softmax_rows.yaml"));
+  REQUIRE(ex);
+  CHECK(ex->launcher.find("cudaFuncSetAttribute(softmax_rows_f32, cudaFuncAttributeMaxDynamicSharedMemorySize") !=
+        std::string::npos);
+
+  // l2_normalize: a 1-D input; the example task is written inline here.
+  auto t = parse_task(R"(name: l2n
+reference:
+  torchscript: |
+    def forward(x):
+        return x / x.norm().clamp_min(1e-12)
+inputs:
+  - {name: x, shape: [1048576]}
+sizes:
+  cpu: {x: [1000]}
+)", "<l2n>", kSource);
+  REQUIRE(t);
+  auto ex2 = export_pytorch(*t, cand(kSource / "examples/plans/l2_normalize.cu", kSource / "examples/plans/l2_normalize.yaml"));
+  if (!ex2) FAIL(ex2.message());
+  CHECK(ex2->launcher.find("at::Tensor t_partial = at::empty(") != std::string::npos);
+  CHECK(ex2->launcher.find("// scratch") != std::string::npos);
+}
+
+TEST_CASE("export: the Python file parses and carries the sources exactly", "[export][python]") {
+  if (!have_python()) {
+    WARN("python3 not found: the Python syntax check is skipped");
+    return;
+  }
+  fs::path dir = temp_dir();
+  for (const auto& e : examples()) {
+    INFO(e.yaml);
+    auto ex = export_pytorch(task(e.task), cand(kSource / e.cu, kSource / e.yaml));
+    REQUIRE(ex);
+    fs::path py = dir / (ex->module_name + ".py");
+    write(py, ex->python);
+    fs::path got = dir / (ex->module_name + ".cuda");
+    // Parse without importing (no torch here): the module's CUDA_SOURCE and CPP_SOURCE
+    // string constants, read back by Python, must equal what was exported.
+    std::string script =
+        "import ast, sys\n"
+        "tree = ast.parse(open(sys.argv[1]).read())\n"
+        "names = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)\n"
+        "         for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}\n"
+        "assert any(isinstance(n, ast.ClassDef) and n.name == 'ModelNew' for n in tree.body)\n"
+        "assert {'get_inputs', 'get_init_inputs', 'load_extension'} <= {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}\n"
+        "open(sys.argv[2], 'w', newline='').write(names['CUDA_SOURCE'])\n"
+        "open(sys.argv[2] + '.cpp', 'w', newline='').write(names['CPP_SOURCE'])\n";
+    write(dir / "check.py", script);
+    REQUIRE(run("python3 " + (dir / "check.py").string() + " " + py.string() + " " + got.string()) == 0);
+    CHECK(read(got) == ex->cuda_source);
+    CHECK(read(got.string() + ".cpp") == ex->cpp_source);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("export: the launcher compiles against ATen stand-ins, launches checked against the kernels", "[export][cxx]") {
+  fs::path dir = temp_dir();
+  for (const auto& e : examples()) {
+    INFO(e.yaml);
+    auto ex = export_pytorch(task(e.task), cand(kSource / e.cu, kSource / e.yaml));
+    REQUIRE(ex);
+    fs::path cpp = dir / (ex->module_name + ".cpp");
+    write(cpp, "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + ex->launcher);
+    std::string cmd = std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only -Wall -Werror=return-type " +
+                      cpp.string() + " 2>" + (dir / "log.txt").string();
+    int rc = run(cmd);
+    INFO(read(dir / "log.txt"));
+    CHECK(rc == 0);
+  }
+  // A launcher whose argument does not fit its kernel does not compile: the check bites.
+  auto ex = export_pytorch(task("examples/tasks/gelu.yaml"),
+                           cand(kData / "gelu.cu", kData / "gelu.yaml"));
+  REQUIRE(ex);
+  std::string launcher = ex->launcher;
+  auto pos = launcher.find("static_cast<const float*>");
+  REQUIRE(pos != std::string::npos);
+  launcher.replace(pos, std::string("static_cast<const float*>").size(), "static_cast<const double*>");
+  fs::path bad = dir / "bad.cpp";
+  write(bad, "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
+  CHECK(run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + bad.string() + " 2>/dev/null") != 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("export: what cannot be exported is named", "[export]") {
+  task_spec t = task("examples/tasks/matmul_bias_relu.yaml");
+  candidate c = cand(kData / "matmul_bias_relu.cu", kData / "matmul_bias_relu.yaml");
+
+  SECTION("a library op without an at:: counterpart") {
+    c.plan.steps[0].name = "aten::flip";
+    auto ex = export_pytorch(t, c);
+    REQUIRE(!ex);
+    CHECK(ex.message().find("aten::flip has no at:: counterpart") != std::string::npos);
+    CHECK(ex.message().find("task 'matmul_bias_relu'") != std::string::npos);
+  }
+  SECTION("a plan that does not resolve at the task's shapes") {
+    c.plan.steps[1].block = {"2048"};
+    auto ex = export_pytorch(t, c);
+    REQUIRE(!ex);
+    CHECK(ex.message().find("does not resolve at the task's shapes") != std::string::npos);
+    CHECK(ex.message().find("block") != std::string::npos);
+  }
+  SECTION("a compile option nvcc has no equivalent for") {
+    c.compile_options = {"--device-debug-info-weird"};
+    auto ex = export_pytorch(t, c);
+    REQUIRE(!ex);
+    CHECK(ex.message().find("'--device-debug-info-weird' has no nvcc equivalent") != std::string::npos);
+  }
+  SECTION("fast math travels to nvcc; -std is PyTorch's") {
+    c.compile_options = {"--use_fast_math", "-std=c++17"};
+    auto ex = export_pytorch(t, c);
+    REQUIRE(ex);
+    CHECK(ex->nvcc_options == std::vector<std::string>{"--use_fast_math"});
+    CHECK(ex->python.find("NVCC_OPTIONS = [\"--use_fast_math\"]") != std::string::npos);
+  }
+}
