@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -156,6 +157,7 @@ struct review_cli {
   bool json = false;
   double timeout_s = 600;
   std::vector<std::string> compile_options;
+  uint32_t repeat = 1;
 };
 
 // One review in this process, printed; exit status 0 when the candidate is ok.
@@ -191,12 +193,36 @@ int run_review(const review_cli& cli, const worker_options& opts) {
   req.options.timeout_s = cli.timeout_s;
   reviewer_options ro;
   ro.device = opts.device < 0 ? 0 : opts.device;
+  using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+  auto t0 = clock::now();
   auto rev = reviewer::create(ro);
   if (!rev) {
     std::cerr << "kernelskill-gpu: cannot review here: " << rev.message() << "\n";
     return 2;
   }
-  review_result r = (*rev)->review(req);
+  if (cli.repeat > 1) std::cerr << "reviewer::create: " << ms_since(t0) << " ms\n";
+  review_result r;
+  // --repeat N: N reviews in this process, each of a new candidate (the source with a
+  // comment appended, so that it is compiled and loaded again) of identical code: the
+  // first pays for the task (reference compile, inputs), the later ones show what one
+  // more candidate costs a running worker.
+  for (uint32_t k = 0; k < cli.repeat; ++k) {
+    review_request rk = req;
+    if (k > 0) {
+      rk.cand.source += "\n// repeat " + std::to_string(k) + "\n";
+      rk.cand.id = sha256_hex(rk.cand.source + "\n" + to_yaml(*plan));
+    }
+    auto t1 = clock::now();
+    r = (*rev)->review(rk);
+    if (cli.repeat > 1)
+      std::cerr << "review " << k + 1 << " of " << cli.repeat << ": " << ms_since(t1) << " ms wall, "
+                << to_string(r.status) << ", candidate " << r.candidate_time.repetitions << " x "
+                << r.candidate_time.mean_ms << " ms, reference " << r.reference_time.repetitions << " x "
+                << r.reference_time.mean_ms << " ms\n";
+  }
   if (cli.json)
     std::cout << review_to_json(r) << "\n";
   else
@@ -284,6 +310,9 @@ int main(int argc, char** argv) {
                "profiler such as ncu, which holds the GPU's counters itself");
   app.add_option("--compile-option", review.compile_options,
                  "With --review: an extra NVRTC option (repeatable), e.g. --use_fast_math");
+  app.add_option("--repeat", review.repeat,
+                 "With --review: review N new candidates of the same code in this process and\n"
+                 "print each one's wall time to stderr (what a candidate costs a warm worker)");
   app.add_option("--timeout", review.timeout_s, "With --review: the review's time bound in seconds (default 600)");
   app.add_option("--size", size, "With --run-reference, --graph or --review: the task's named size (e.g. cpu)");
   app.add_option("--on", on, "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
