@@ -157,6 +157,23 @@ def warm_compile(opts):
         torch.cuda.empty_cache()
 
 
+def close(ref, out, atol, rtol):
+    """Every element of every output within |out - ref| <= atol + rtol * |ref|."""
+    import torch
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if len(refs) != len(outs):
+        return False
+    for r_, o_ in zip(refs, outs):
+        if r_.shape != o_.shape or r_.dtype != o_.dtype:
+            return False
+        r_, o_ = r_.double(), o_.double()
+        good = ((o_ - r_).abs() <= atol + rtol * r_.abs()) | (o_ == r_) | (torch.isnan(o_) & torch.isnan(r_))
+        if not bool(good.all()):
+            return False
+    return True
+
+
 def side_by_side(opts):
     torch, dev, torch_names = torch_setup(opts)
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
@@ -213,6 +230,21 @@ def side_by_side(opts):
                     row["correct"] = passed == opts.trials
                     row["trials_passed"] = passed
                     row["max_abs_error"] = worst
+                    # The general-shape launcher (plan evaluated at run time), at the
+                    # default shapes and at every other exported size.
+                    if getattr(mod, "GENERAL_LAUNCHER", False):
+                        try:
+                            checks = []
+                            for size in mod.SIZES:
+                                m2 = model if size == "default" else mod.ModelNew(size=size).to(dev)
+                                xs = mod.get_inputs(size=size, seed=2000, device=dev)
+                                checks.append(close(eager(*xs, *m2.task_parameters()), m2.forward_general(*xs), atol, rtol))
+                                del xs
+                            row["general_correct"] = all(checks)
+                            row["general_sizes"] = list(mod.SIZES)
+                        except Exception as ex:
+                            row["general_correct"] = False
+                            row["general_error"] = str(ex).strip().splitlines()[-1][:300]
                 except Exception as ex:
                     row["correct"] = False
                     row["ours_error"] = "run: " + str(ex).strip().splitlines()[-1][:300]
@@ -278,7 +310,8 @@ def table(results):
              "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |"]
     f = lambda v, p=4: "-" if v is None else f"{v:.{p}f}"
     for r in rows:
-        note = "; ".join(x for x in (r.get("ours_error"), r.get("compile_error")) if x)
+        note = "; ".join(x for x in (r.get("ours_error"), r.get("compile_error"),
+                                     ("general-shape launcher failed: " + r.get("general_error", "wrong values")) if r.get("general_correct") is False else None) if x)
         corr = "-" if "correct" not in r else ("yes" if r["correct"] else f"NO ({r.get('trials_passed', 0)} trials)")
         lines.append(f"| {r['task']} | {f(r.get('eager_ms'))} | {f(r.get('compile_ms'))} | {f(r.get('ours_ms'))} | "
                      f"{f(r.get('speedup_ours'), 2) + 'x' if r.get('speedup_ours') else '-'} | "
@@ -292,6 +325,9 @@ def table(results):
     lines.append(f"Geometric-mean speedup over eager: ours {geomean([r.get('speedup_ours') for r in rows if r.get('correct')]):.3f}x "
                  f"({correct} correct tasks), torch.compile {geomean([r.get('speedup_compile') for r in rows]):.3f}x "
                  f"({sum(1 for r in rows if r.get('speedup_compile'))} tasks).")
+    gen = [r for r in rows if "general_correct" in r]
+    lines.append(f"General-shape launcher (plan evaluated at run time, forward_general) correct at every exported size: "
+                 f"{sum(1 for r in gen if r['general_correct'])} of {len(gen)}.")
     lines.append(f"On the {len(both)} tasks where both ran and ours is correct: ours {geomean([r['speedup_ours'] for r in both]):.3f}x, "
                  f"torch.compile {geomean([r['speedup_compile'] for r in both]):.3f}x; ours faster than compile on "
                  f"{sum(1 for r in both if r['ours_ms'] < r['compile_ms'])} of them.")

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -394,6 +395,466 @@ result<std::string> size_function(const task_spec& task, const size_variant& v,
   return o.str();
 }
 
+
+// ---------------------------------------------------------------------------
+// The general-shape launcher: the plan's expressions translated to C++ over ks_v
+// values (the runtime helpers below), so that they are evaluated for the shapes of
+// the tensors forward() receives, with the plan language's rules (integer-first,
+// Python's floor division and modulo, overflow and division by zero are errors).
+
+// Runtime helpers, emitted once: one value of the expression language and its
+// operations, as plan/shape_expr.cpp defines them.
+const char* kExprRuntime = R"CPP(struct ks_v {
+  bool f;
+  int64_t i;
+  double d;
+};
+inline ks_v ks_int(int64_t v) { return {false, v, 0.0}; }
+inline double ks_dbl(ks_v a) { return a.f ? a.d : static_cast<double>(a.i); }
+inline ks_v ks_real(double v, const char* op = "a literal") {
+  TORCH_CHECK(std::isfinite(v), "ModelNew: the result of '", op, "' is not a finite number");
+  return {true, 0, v};
+}
+inline int64_t ks_floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+inline int64_t ks_floor_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+inline ks_v ks_add(ks_v a, ks_v b) {
+  if (a.f || b.f) return ks_real(ks_dbl(a) + ks_dbl(b), "+");
+  int64_t r = 0;
+  TORCH_CHECK(!__builtin_add_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '+'");
+  return ks_int(r);
+}
+inline ks_v ks_sub(ks_v a, ks_v b) {
+  if (a.f || b.f) return ks_real(ks_dbl(a) - ks_dbl(b), "-");
+  int64_t r = 0;
+  TORCH_CHECK(!__builtin_sub_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '-'");
+  return ks_int(r);
+}
+inline ks_v ks_mul(ks_v a, ks_v b) {
+  if (a.f || b.f) return ks_real(ks_dbl(a) * ks_dbl(b), "*");
+  int64_t r = 0;
+  TORCH_CHECK(!__builtin_mul_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '*'");
+  return ks_int(r);
+}
+inline ks_v ks_div(ks_v a, ks_v b) {
+  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in a launch-plan expression");
+  if (a.f || b.f) return ks_real(ks_dbl(a) / ks_dbl(b), "/");
+  TORCH_CHECK(!(a.i == INT64_MIN && b.i == -1), "ModelNew: integer overflow in '/'");
+  return ks_int(ks_floor_div(a.i, b.i));
+}
+inline ks_v ks_mod(ks_v a, ks_v b) {
+  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in a launch-plan expression");
+  if (a.f || b.f) {
+    double x = ks_dbl(a), y = ks_dbl(b), r = std::fmod(x, y);
+    if (r != 0 && ((r < 0) != (y < 0))) r += y;
+    return ks_real(r, "%");
+  }
+  return ks_int(ks_floor_mod(a.i, b.i));
+}
+inline ks_v ks_neg(ks_v a) {
+  if (a.f) return ks_real(-a.d, "-");
+  TORCH_CHECK(a.i != INT64_MIN, "ModelNew: integer overflow in '-'");
+  return ks_int(-a.i);
+}
+inline ks_v ks_min(ks_v a, ks_v b) {
+  if (a.f || b.f) return ks_real(std::min(ks_dbl(a), ks_dbl(b)), "min");
+  return ks_int(std::min(a.i, b.i));
+}
+inline ks_v ks_max(ks_v a, ks_v b) {
+  if (a.f || b.f) return ks_real(std::max(ks_dbl(a), ks_dbl(b)), "max");
+  return ks_int(std::max(a.i, b.i));
+}
+inline ks_v ks_ceil_div(ks_v a, ks_v b) {
+  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in ceil_div");
+  if (a.f || b.f) return ks_real(std::ceil(ks_dbl(a) / ks_dbl(b)), "ceil_div");
+  TORCH_CHECK(a.i != INT64_MIN && !(a.i == INT64_MAX && b.i == -1), "ModelNew: integer overflow in ceil_div");
+  return ks_int(-ks_floor_div(-a.i, b.i));
+}
+inline ks_v ks_round_up(ks_v a, ks_v b) {
+  if (a.f || b.f) return ks_real(std::ceil(ks_dbl(a) / ks_dbl(b)) * ks_dbl(b), "round_up");
+  return ks_mul(ks_ceil_div(a, b), b);
+}
+inline ks_v ks_abs(ks_v a) {
+  if (a.f) return ks_real(std::fabs(a.d), "abs");
+  TORCH_CHECK(a.i != INT64_MIN, "ModelNew: integer overflow in abs");
+  return ks_int(a.i < 0 ? -a.i : a.i);
+}
+inline ks_v ks_to_int(double v, const char* op) {
+  TORCH_CHECK(v >= -9223372036854775808.0 && v < 9223372036854775808.0, "ModelNew: integer overflow in ", op);
+  return ks_int(static_cast<int64_t>(v));
+}
+inline ks_v ks_floor(ks_v a) { return a.f ? ks_to_int(std::floor(a.d), "floor") : a; }
+inline ks_v ks_ceil(ks_v a) { return a.f ? ks_to_int(std::ceil(a.d), "ceil") : a; }
+inline ks_v ks_sqrt(ks_v a) {
+  TORCH_CHECK(ks_dbl(a) >= 0, "ModelNew: sqrt of a negative number");
+  return ks_real(std::sqrt(ks_dbl(a)), "sqrt");
+}
+inline ks_v ks_dim(const at::Tensor& t, ks_v i, const char* name) {
+  TORCH_CHECK(!i.f, "ModelNew: a shape index must be an integer");
+  const int64_t n = t.dim();
+  TORCH_CHECK(i.i >= -n && i.i < n, "ModelNew: ", name, " has ", n, " dims, shape[", i.i, "] is out of range");
+  return ks_int(t.size(i.i < 0 ? i.i + n : i.i));
+}
+inline ks_v ks_numel(const at::Tensor& t) { return ks_int(t.numel()); }
+inline ks_v ks_ndim(const at::Tensor& t) { return ks_int(t.dim()); }
+inline int64_t ks_int_of(ks_v v, const char* what) {
+  TORCH_CHECK(!v.f, "ModelNew: ", what, " must be an integer, got ", v.d);
+  return v.i;
+}
+inline int64_t ks_in_range(ks_v v, int64_t lo, int64_t hi, const char* what) {
+  const int64_t i = ks_int_of(v, what);
+  TORCH_CHECK(i >= lo && i <= hi, "ModelNew: ", what, " is ", i, " at these shapes, outside [", lo, ", ", hi, "]");
+  return i;
+}
+)CPP";
+
+// Translates one plan expression into a C++ expression of type ks_v. `tensor` maps a
+// tensor name the expression may read to its C++ variable (or returns empty: not
+// available here); constants are c_NAME.
+class expr_translator {
+ public:
+  expr_translator(std::string text, const std::set<std::string>& constants,
+                  std::function<std::string(const std::string&)> tensor)
+      : t_(std::move(text)), constants_(constants), tensor_(std::move(tensor)) {}
+
+  result<std::string> run() {
+    auto e = expr();
+    if (!e) return e;
+    skip();
+    if (p_ != t_.size()) return fail("unexpected text");
+    return e;
+  }
+
+ private:
+  void skip() {
+    while (p_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[p_]))) ++p_;
+  }
+  bool eat(char c) {
+    skip();
+    if (p_ < t_.size() && t_[p_] == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  error fail(const std::string& what) {
+    return error{what + " at column " + std::to_string(p_ + 1) + " in \"" + t_ + "\""};
+  }
+  std::string name() {
+    skip();
+    size_t b = p_;
+    while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_')) ++p_;
+    return t_.substr(b, p_ - b);
+  }
+  result<std::string> expr() {
+    auto a = term();
+    if (!a) return a;
+    std::string out = *a;
+    while (true) {
+      skip();
+      if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) {
+        char op = t_[p_++];
+        auto b = term();
+        if (!b) return b;
+        out = std::string(op == '+' ? "ks_add(" : "ks_sub(") + out + ", " + *b + ")";
+      } else {
+        return out;
+      }
+    }
+  }
+  result<std::string> term() {
+    auto a = unary();
+    if (!a) return a;
+    std::string out = *a;
+    while (true) {
+      skip();
+      if (p_ < t_.size() && (t_[p_] == '*' || t_[p_] == '/' || t_[p_] == '%')) {
+        char op = t_[p_++];
+        auto b = unary();
+        if (!b) return b;
+        out = std::string(op == '*' ? "ks_mul(" : op == '/' ? "ks_div(" : "ks_mod(") + out + ", " + *b + ")";
+      } else {
+        return out;
+      }
+    }
+  }
+  result<std::string> unary() {
+    if (eat('-')) {
+      auto a = unary();
+      if (!a) return a;
+      return "ks_neg(" + *a + ")";
+    }
+    if (eat('+')) return unary();
+    return primary();
+  }
+  result<std::string> primary() {
+    skip();
+    if (p_ >= t_.size()) return fail("unexpected end");
+    char c = t_[p_];
+    if (c == '(') {
+      ++p_;
+      auto e = expr();
+      if (!e) return e;
+      if (!eat(')')) return fail("expected ')'");
+      return "(" + *e + ")";
+    }
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      size_t b = p_;
+      bool is_float = false;
+      while (p_ < t_.size()) {
+        char d = t_[p_];
+        if (std::isdigit(static_cast<unsigned char>(d))) {
+          ++p_;
+        } else if (d == '.') {
+          is_float = true;
+          ++p_;
+        } else if ((d == 'e' || d == 'E')) {
+          is_float = true;
+          ++p_;
+          if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) ++p_;
+        } else {
+          break;
+        }
+      }
+      std::string lit = t_.substr(b, p_ - b);
+      if (is_float) {
+        double v = 0;
+        auto [q, ec] = std::from_chars(lit.data(), lit.data() + lit.size(), v);
+        if (ec != std::errc() || q != lit.data() + lit.size()) return fail("bad number '" + lit + "'");
+        return "ks_real(" + number(v) + ")";
+      }
+      int64_t v = 0;
+      auto [q, ec] = std::from_chars(lit.data(), lit.data() + lit.size(), v);
+      if (ec != std::errc() || q != lit.data() + lit.size()) return fail("bad integer '" + lit + "'");
+      return "ks_int(" + std::to_string(v) + "LL)";
+    }
+    std::string n = name();
+    if (n.empty()) return fail(std::string("unexpected '") + c + "'");
+    if (eat('(')) {
+      static const std::map<std::string, size_t> fns = {{"ceil_div", 2}, {"round_up", 2}, {"min", 2}, {"max", 2},
+                                                        {"abs", 1},      {"floor", 1},    {"ceil", 1}, {"sqrt", 1}};
+      auto f = fns.find(n);
+      if (f == fns.end()) return fail("unknown function '" + n + "'");
+      std::vector<std::string> args;
+      if (!eat(')')) {
+        while (true) {
+          auto a = expr();
+          if (!a) return a;
+          args.push_back(*a);
+          if (eat(')')) break;
+          if (!eat(',')) return fail("expected ',' or ')'");
+        }
+      }
+      if (args.size() != f->second) return fail(n + " takes " + std::to_string(f->second) + " arguments");
+      return "ks_" + n + "(" + join(args, ", ") + ")";
+    }
+    if (eat('.')) {
+      std::string var = tensor_(n);
+      if (var.empty()) return fail("tensor '" + n + "' is not available here");
+      std::string prop = name();
+      if (prop == "numel") return "ks_numel(" + var + ")";
+      if (prop == "ndim") return "ks_ndim(" + var + ")";
+      if (prop != "shape" || !eat('[')) return fail("expected numel, ndim or shape[i]");
+      auto i = expr();
+      if (!i) return i;
+      if (!eat(']')) return fail("expected ']'");
+      return "ks_dim(" + var + ", " + *i + ", " + cpp_string(n) + ")";
+    }
+    if (!constants_.count(n)) return fail("unknown name '" + n + "'");
+    return "c_" + ident(n);
+  }
+
+  std::string t_;
+  size_t p_ = 0;
+  const std::set<std::string>& constants_;
+  std::function<std::string(const std::string&)> tensor_;
+};
+
+// The launcher for any shapes: `plan` evaluated at run time. Fails (and the export
+// then has only the size-specialised launchers) where the plan reads a tensor's shape
+// before that tensor exists in the generated code.
+result<std::string> general_function(const task_spec& task, const launch_plan& plan,
+                                     const std::vector<kernel_signature>& kernels) {
+  std::ostringstream o;
+  std::set<std::string> available;  // tensors declared so far
+  std::set<std::string> constants;
+  for (auto& [k, _] : plan.constants) constants.insert(k);
+  auto tensor = [&](const std::string& n) { return available.count(n) ? var(n) : std::string(); };
+  auto tr = [&](const std::string& text) -> result<std::string> {
+    return expr_translator(text, constants, tensor).run();
+  };
+  o << "// The plan evaluated for the shapes forward() receives (any shapes; the launch\n"
+    << "// itself then checks what the GPU allows).\n"
+    << "static std::vector<at::Tensor> ks_run_general(const std::vector<at::Tensor>& in) {\n"
+    << "  const at::TensorOptions options = at::TensorOptions().device(in[0].device());\n"
+    << "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();\n"
+    << "  (void)stream;\n";
+  size_t k = 0;
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list) {
+      o << "  const at::Tensor& " << var(t.name) << " = in[" << k++ << "];\n";
+      available.insert(t.name);
+    }
+  // Constants in dependency order.
+  std::map<std::string, std::vector<std::string>> deps;
+  for (auto& [name, text] : plan.constants) {
+    auto e = shape_expr::parse(text);
+    if (!e) return error{"constants." + name + ": " + e.message()};
+    deps[name] = e->constant_names();
+  }
+  std::set<std::string> emitted;
+  while (emitted.size() < plan.constants.size()) {
+    bool progress = false;
+    for (auto& [name, text] : plan.constants) {
+      if (emitted.count(name)) continue;
+      bool ready = true;
+      for (auto& d : deps[name]) ready = ready && emitted.count(d);
+      if (!ready) continue;
+      auto e = tr(text);
+      if (!e) return error{"constants." + name + ": " + e.message()};
+      o << "  const ks_v c_" << ident(name) << " = " << *e << ";\n";
+      emitted.insert(name);
+      progress = true;
+    }
+    if (!progress) return error{"constants: a cycle"};
+  }
+  auto dims_of = [&](const buffer_spec& b, const std::string& where) -> result<std::string> {
+    std::string out = "std::vector<int64_t>{";
+    for (size_t i = 0; i < b.shape.size(); ++i) {
+      auto e = tr(b.shape[i]);
+      if (!e) return error{where + ".shape[" + std::to_string(i) + "]: " + e.message()};
+      out += (i ? ", " : "") + std::string("ks_in_range(") + *e + ", 0, INT64_MAX, " +
+             cpp_string(where + " shape[" + std::to_string(i) + "]") + ")";
+    }
+    return out + "}";
+  };
+  for (const auto* list : {&plan.outputs, &plan.scratch})
+    for (size_t i = 0; i < list->size(); ++i) {
+      const buffer_spec& b = (*list)[i];
+      const std::string where = std::string(list == &plan.outputs ? "outputs" : "scratch") + "[" +
+                                std::to_string(i) + "] '" + b.name + "'";
+      auto shape = dims_of(b, where);
+      if (!shape) return error{shape.message()};
+      const char* dt = aten_dtype(b.dtype);
+      if (!dt) return error{where + ": dtype " + b.dtype + " cannot be exported"};
+      o << "  at::Tensor " << var(b.name) << " = at::" << (b.init == "zeros" ? "zeros" : "empty") << "(" << *shape
+        << ", options.dtype(" << dt << "));\n";
+      available.insert(b.name);
+    }
+  for (size_t si = 0; si < plan.steps.size(); ++si) {
+    const plan_step& s = plan.steps[si];
+    const std::string label = "step " + std::to_string(si) + " (" + s.kind + " " + s.name + ")";
+    o << "  // " << label << "\n  {\n";
+    if (s.kind == "kernel") {
+      const kernel_signature* sig = find_kernel(kernels, s.name);
+      if (!sig || sig->params.size() != s.args.size()) return error{label + ": the kernel's signature does not fit"};
+      const char* axis = "xyz";
+      for (int d = 0; d < 3; ++d) {
+        std::string g = d < static_cast<int>(s.grid.size()) ? s.grid[d] : "1";
+        std::string bl = d < static_cast<int>(s.block.size()) ? s.block[d] : "1";
+        auto eg = tr(g);
+        if (!eg) return error{label + ": grid[" + std::to_string(d) + "]: " + eg.message()};
+        auto eb = tr(bl);
+        if (!eb) return error{label + ": block[" + std::to_string(d) + "]: " + eb.message()};
+        o << "    const int64_t grid_" << axis[d] << " = ks_in_range(" << *eg << ", 1, "
+          << (d == 0 ? "2147483647" : "65535") << ", " << cpp_string(label + " grid[" + std::to_string(d) + "]") << ");\n"
+          << "    const int64_t block_" << axis[d] << " = ks_in_range(" << *eb << ", 1, " << (d == 2 ? "64" : "1024")
+          << ", " << cpp_string(label + " block[" + std::to_string(d) + "]") << ");\n";
+      }
+      auto sm = tr(s.shared_mem.empty() ? "0" : s.shared_mem);
+      if (!sm) return error{label + ": shared_mem: " + sm.message()};
+      o << "    const int64_t smem = ks_in_range(" << *sm << ", 0, 232448, " << cpp_string(label + " shared_mem") << ");\n"
+        << "    static int64_t smem_raised = 0;  // the kernel's dynamic shared memory limit, raised as needed\n"
+        << "    if (smem > smem_raised) {\n"
+        << "      C10_CUDA_CHECK(cudaFuncSetAttribute(" << s.name
+        << ", cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));\n"
+        << "      smem_raised = smem;\n    }\n";
+      std::vector<std::string> args;
+      for (size_t i = 0; i < s.args.size(); ++i) {
+        const plan_arg& a = s.args[i];
+        const kernel_param& p = sig->params[i];
+        const std::string where = label + " args[" + std::to_string(i) + "]";
+        if (a.kind == "tensor") {
+          if (!available.count(a.value)) return error{where + ": tensor '" + a.value + "' is not available here"};
+          args.push_back("static_cast<" + pointer_cast_type(p) + ">(" + var(a.value) + ".data_ptr())");
+          continue;
+        }
+        auto e = tr(a.value);
+        if (!e) return error{where + ": " + e.message()};
+        if (a.type == "int64") args.push_back("static_cast<long long>(ks_int_of(" + *e + ", " + cpp_string(where) + "))");
+        else if (a.type == "int32")
+          args.push_back("static_cast<int>(ks_in_range(" + *e + ", arg_lo_" + std::to_string(i) + ", 2147483647LL, " +
+                         cpp_string(where) + "))");
+        else if (a.type == "float32") args.push_back("static_cast<float>(ks_dbl(" + *e + "))");
+        else args.push_back("ks_dbl(" + *e + ")");
+        if (a.type == "int32")
+          o << "    const int64_t arg_lo_" << i << " = " << (p.is_unsigned ? "0" : "-2147483648LL") << ";  // int32"
+            << (p.is_unsigned ? " (unsigned)" : "") << "\n";
+      }
+      o << "    KS_LAUNCH(" << s.name << ", dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), "
+        << "static_cast<unsigned>(grid_z)),\n              dim3(static_cast<unsigned>(block_x), "
+        << "static_cast<unsigned>(block_y), static_cast<unsigned>(block_z)), smem, stream";
+      for (auto& a : args) o << ",\n              " << a;
+      o << ");\n    C10_CUDA_KERNEL_LAUNCH_CHECK();\n  }\n";
+    } else {
+      std::vector<std::string> a;
+      std::vector<bool> is_tensor;
+      for (size_t i = 0; i < s.args.size(); ++i) {
+        const plan_arg& arg = s.args[i];
+        is_tensor.push_back(arg.kind == "tensor");
+        if (arg.kind == "tensor") {
+          if (!available.count(arg.value)) return error{label + ": tensor '" + arg.value + "' is not available here"};
+          a.push_back(var(arg.value));
+          continue;
+        }
+        auto e = tr(arg.value);
+        if (!e) return error{label + ": args[" + std::to_string(i) + "]: " + e.message()};
+        a.push_back(arg.kind == "int" ? "at::Scalar(static_cast<int64_t>(ks_int_of(" + *e + ", " +
+                                            cpp_string(label + " args[" + std::to_string(i) + "]") + ")))"
+                                      : "at::Scalar(ks_dbl(" + *e + "))");
+      }
+      resolved_step rs;
+      rs.index = si;
+      rs.kind = s.kind;
+      rs.name = s.name;
+      rs.attrs = s.attrs;
+      std::string pre;
+      auto call = library_call(rs, a, is_tensor, pre);
+      if (!call) return error{label + ": " + call.message()};
+      if (s.outputs.size() != 1) return error{label + ": outputs: a library step writes one tensor"};
+      const std::string& out = s.outputs[0];
+      o << pre;
+      if (available.count(out)) {
+        o << "    at::Tensor r = " << *call << ";\n"
+          << "    TORCH_CHECK(r.sizes() == " << var(out) << ".sizes() && r.scalar_type() == " << var(out)
+          << ".scalar_type(), " << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'")
+          << ");\n    " << var(out) << ".copy_(r);\n  }\n";
+      } else {
+        // A new intermediate: declared outside the block, so later steps see it.
+        std::string body = o.str();
+        size_t open = body.rfind("  {\n");
+        body.insert(open, "  at::Tensor " + var(out) + ";\n");
+        o.str(body);
+        o.seekp(0, std::ios_base::end);
+        o << "    " << var(out) << " = (" << *call << ").contiguous();\n  }\n";
+        available.insert(out);
+      }
+    }
+  }
+  o << "  return {";
+  for (size_t i = 0; i < plan.outputs.size(); ++i) o << (i ? ", " : "") << var(plan.outputs[i].name);
+  o << "};\n}\n";
+  return o.str();
+}
+
 // ---------------------------------------------------------------------------
 // Compile options: NVRTC's (the reviewer's) as nvcc options.
 
@@ -487,6 +948,12 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
     if (!fn) return error{what + ", size " + variants[i].name + ": " + fn.message()};
     l << *fn << "\n";
   }
+  auto general = general_function(task, best.plan, kernels);
+  if (general) {
+    l << kExprRuntime << "\n" << *general << "\n";
+  } else {
+    ex.general_launcher_note = general.message();
+  }
   l << "bool ks_shapes_are(const std::vector<at::Tensor>& in, const std::vector<std::vector<int64_t>>& shapes) {\n"
     << "  for (size_t i = 0; i < in.size(); ++i)\n"
     << "    if (in[i].sizes() != at::IntArrayRef(shapes[i])) return false;\n"
@@ -504,7 +971,8 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
   }
   const std::string who = "ModelNew (task " + task.name + ")";
   l << "// The task's inputs, then its parameters, in the reference's order.\n"
-    << "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors) {\n"
+    << "// general: skip the size-specialised launchers (to check the general one).\n"
+    << "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors, bool general) {\n"
     << "  TORCH_CHECK(tensors.size() == " << n_tensors << ", "
     << cpp_string(who + ": expected " + std::to_string(n_tensors) + " tensors (" + join(tensor_names, ", ") + "), got ")
     << ", tensors.size());\n"
@@ -527,8 +995,11 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
     for (size_t i = 0; i < v.shapes.size(); ++i)
       list += (i ? ", " : "") + std::string("std::vector<int64_t>") + shape_list(v.shapes[i], "{", "}");
     list += "}";
-    l << "  if (ks_shapes_are(in, " << list << ")) return ks_run_" << ident(v.name) << "(in);\n";
+    l << "  if (!general && ks_shapes_are(in, " << list << ")) return ks_run_" << ident(v.name) << "(in);\n";
   }
+  if (general) {
+    l << "  return ks_run_general(in);\n}\n";
+  } else {
   l << "  std::string got;\n"
     << "  for (size_t i = 0; i < in.size(); ++i) {\n"
     << "    got += i ? \", \" : \"\";\n"
@@ -540,9 +1011,10 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
                   "; got ")
     << ", got, \". Add the size to the task's sizes: and export again.\");\n"
     << "  return {};\n}\n";
+  }
   ex.launcher = l.str();
 
-  ex.cpp_source = "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors);\n";
+  ex.cpp_source = "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors, bool general);\n";
   ex.cuda_source =
       "// CUDA source of KernelSkill task '" + task.name + "', candidate " +
       (best.id.empty() ? std::string("(no id)") : best.id) + ".\n" +
@@ -550,7 +1022,8 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
       "#include <ATen/cuda/CUDAContext.h>\n"
       "#include <c10/cuda/CUDAGuard.h>\n"
       "#include <c10/cuda/CUDAException.h>\n"
-      "#include <optional>\n#include <string>\n#include <vector>\n\n"
+      "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <optional>\n#include <string>\n"
+      "#include <vector>\n\n"
       "// ---------------------------------------------------------------------------\n"
       "// The candidate's device code, as reviewed.\n" +
       best.source + (best.source.empty() || best.source.back() == '\n' ? "" : "\n") + "\n" + ex.launcher;
@@ -567,9 +1040,12 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
     << "    model = ModelNew().cuda()             # the task's parameters, drawn as the task says\n"
     << "    y = model(*get_inputs())              # builds the extension on first use (nvcc)\n\n"
     << "forward() takes the task's inputs; the parameters are module parameters, in the\n"
-    << "reference's order in model.task_parameters(). The launcher was specialised at export\n"
-    << "time for the shapes of these sizes: " << join(ex.sizes, ", ") << " (see SIZES); other shapes raise\n"
-    << "a RuntimeError.\n\"\"\"\n"
+    << "reference's order in model.task_parameters(). Inputs of the shapes of these sizes: "
+    << join(ex.sizes, ", ") << "\n"
+    << "(see SIZES) run a launcher specialised at export time; "
+    << (ex.general_launcher_note.empty() ? "other shapes run one that evaluates\nthe launch plan at run time.\n"
+                                         : "other shapes raise a RuntimeError.\n")
+    << "\"\"\"\n"
     << "import math\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
     << "TASK = " << py_string(task.name) << "\n"
     << "CANDIDATE = " << py_string(best.id) << "\n"
@@ -590,6 +1066,9 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
     p << "# Sizes of the task the plan does not resolve at, left out:\n";
     for (auto& s : ex.skipped_sizes) p << "#   " << s << "\n";
   }
+  p << "# Other shapes go to a launcher that evaluates the plan's expressions at run time.\n"
+    << "GENERAL_LAUNCHER = " << (ex.general_launcher_note.empty() ? "True" : "False") << "\n"
+    << "GENERAL_NOTE = " << py_string(ex.general_launcher_note) << "\n";
   p << "TOLERANCE = {\"atol\": " << number(task.tolerance.atol) << ", \"rtol\": " << number(task.tolerance.rtol) << "}\n"
     << "SEED = " << task.seed << "\n"
     << "NVCC_OPTIONS = [" << [&] {
@@ -652,12 +1131,14 @@ def _attribute(name):
 class ModelNew(torch.nn.Module):
     """The task's reference, computed by KernelSkill's kernel. forward(*inputs)."""
 
-    def __init__(self, size="default", seed=SEED):
+    def __init__(self, size="default", seed=SEED, parameter_shapes=None):
+        """The parameters' shapes are those of `size`, or `parameter_shapes` (a list, in
+        PARAMETERS' order) for other shapes (served by the general-shape launcher)."""
         super().__init__()
-        if size not in SIZES:
-            raise ValueError(f"size {size!r}: this export supports {', '.join(SIZES)}")
+        if parameter_shapes is None and size not in SIZES:
+            raise ValueError(f"size {size!r}: this export has {', '.join(SIZES)}; or give parameter_shapes")
         generator = torch.Generator().manual_seed(seed)
-        shapes = SIZES[size][len(INPUTS):]
+        shapes = parameter_shapes if parameter_shapes is not None else SIZES[size][len(INPUTS):]
         self._names = []
         for (name, dtype, init), shape in zip(PARAMETERS, shapes):
             value = _draw(shape, dtype, init, generator, "cpu")
@@ -676,7 +1157,15 @@ class ModelNew(torch.nn.Module):
         if len(inputs) != len(INPUTS):
             raise TypeError(f"ModelNew (task {TASK}) takes {len(INPUTS)} inputs "
                             f"({', '.join(n for n, _, _ in INPUTS)}), got {len(inputs)}")
-        outputs = load_extension().ks_forward(list(inputs) + self.task_parameters())
+        outputs = load_extension().ks_forward(list(inputs) + self.task_parameters(), False)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def forward_general(self, *inputs):
+        """forward() through the general-shape launcher even at the exported sizes (which
+        forward() serves with launchers specialised at export time): to check it."""
+        if not GENERAL_LAUNCHER:
+            raise RuntimeError(f"ModelNew (task {TASK}): no general-shape launcher in this export: {GENERAL_NOTE}")
+        outputs = load_extension().ks_forward(list(inputs) + self.task_parameters(), True)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
@@ -693,6 +1182,19 @@ def get_init_inputs():
   ex.python = p.str();
   return ex;
 }
+
+namespace export_detail {
+
+const char* expression_runtime() { return kExprRuntime; }
+
+result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
+                                         const std::set<std::string>& tensors) {
+  return expr_translator(text, constants, [&](const std::string& n) {
+           return tensors.count(n) ? var(n) : std::string();
+         }).run();
+}
+
+}  // namespace export_detail
 
 result<std::string> pytorch_module_source(const task_spec& task, const candidate& best) {
   auto ex = export_pytorch(task, best);

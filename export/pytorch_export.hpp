@@ -14,10 +14,17 @@
 //     launches every kernel step with the grid, block and dynamic shared memory the
 //     plan gives, and runs every library step as the matching at:: call
 //     (aten::matmul → at::matmul, …; exactly the ops gpu/library_ops.hpp runs);
-//   - is specialised, at export time, for the shapes of the task: its default shapes
-//     and each named size (`sizes:`) at which the plan resolves. The plan's expressions
-//     are evaluated here, by the plan validator, so that the numbers are the checked
-//     ones; other input shapes raise a RuntimeError that lists the supported ones.
+//   - for the shapes of the task (its default shapes and each named size at which
+//     the plan resolves) runs a launcher specialised at export time: the plan's
+//     expressions evaluated here, by the plan validator, so the numbers are the checked
+//     ones;
+//   - for any other shapes runs a general launcher in which the plan's expressions
+//     (constants, buffer shapes, grid, block, shared memory, scalar arguments) are C++
+//     evaluated at run time for the tensors received, with the expression language's
+//     rules (integer-first, floor division, overflow and division by zero are errors),
+//     grid/block/shared memory range-checked before the launch. Where the general
+//     launcher cannot be generated (a plan reading a tensor's shape before the tensor
+//     exists), other shapes raise a RuntimeError that lists the supported ones.
 //
 // Design choice for parameters: ModelNew owns the task's parameters as module
 // parameters (requires_grad=False; buffers for non-floating dtypes), drawn as the
@@ -31,6 +38,7 @@
 // reviewer's exact values), and TOLERANCE, the task's comparison tolerance.
 //
 // No LibTorch here: this is text generation over the plan validator's results.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +70,8 @@ struct pytorch_export {
   // resolve), and the named sizes left out with the reason.
   std::vector<std::string> sizes;
   std::vector<std::string> skipped_sizes;
+  // Why there is no general-shape launcher (empty: there is one).
+  std::string general_launcher_note;
   std::string python;        // the whole Python file
 };
 
@@ -74,5 +84,16 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
 
 // The Python file alone: export_pytorch(task, best).python. The daemon calls this.
 result<std::string> pytorch_module_source(const task_spec& task, const candidate& best);
+
+// The pieces of the general-shape launcher, for tests that compile and run them on the
+// host against plan/shape_expr's evaluator.
+namespace export_detail {
+// The C++ helpers the translated expressions call (needs TORCH_CHECK, at::Tensor's
+// dim/size/numel, <algorithm>, <cmath>, <cstdint> before it).
+const char* expression_runtime();
+// `text` as a C++ expression of type ks_v: constants become c_NAME, tensors t_NAME.
+result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
+                                         const std::set<std::string>& tensors);
+}  // namespace export_detail
 
 }  // namespace ks

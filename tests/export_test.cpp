@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -26,6 +27,7 @@
 #include "export/pytorch_export.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/plan_validator.hpp"
+#include "plan/shape_expr.hpp"
 #include "task/task_loader.hpp"
 
 using namespace ks;
@@ -140,11 +142,20 @@ TEST_CASE("export: rules-coder plans become a ModelNew file with the resolved nu
       std::string braced = shape_to_string(b.shape);
       braced.front() = '{';
       braced.back() = '}';
+      if (b.shape.empty()) braced = "at::IntArrayRef()";
       CHECK(ex->launcher.find("at::Tensor t_" + b.name + " = at::" + (b.init == "zeros" ? "zeros" : "empty") + "(" +
                               braced) != std::string::npos);
     }
-    // The default shapes are listed for the shape check and in the Python file.
-    CHECK(ex->launcher.find(t.inputs[0].name + " " + shape_to_string(t.inputs[0].shape)) != std::string::npos);
+    // The default shapes select the specialised launcher; other shapes go to the
+    // general one.
+    std::string first = shape_to_string(t.inputs[0].shape);
+    first.front() = '{';
+    first.back() = '}';
+    CHECK(ex->launcher.find("if (!general && ks_shapes_are(in, std::vector<std::vector<int64_t>>{std::vector<int64_t>" +
+                            first) != std::string::npos);
+    CHECK(ex->general_launcher_note == "");
+    CHECK(ex->launcher.find("return ks_run_general(in);") != std::string::npos);
+    CHECK(ex->python.find("GENERAL_LAUNCHER = True") != std::string::npos);
     // pytorch_module_source is the same text.
     auto py = pytorch_module_source(t, c);
     REQUIRE(py);
@@ -281,4 +292,70 @@ TEST_CASE("export: what cannot be exported is named", "[export]") {
     CHECK(ex->nvcc_options == std::vector<std::string>{"--use_fast_math"});
     CHECK(ex->python.find("NVCC_OPTIONS = [\"--use_fast_math\"]") != std::string::npos);
   }
+}
+
+TEST_CASE("export: the general launcher's expressions agree with the plan evaluator", "[export][cxx]") {
+  // Each expression is translated to C++, compiled with the runtime helpers on the host
+  // and run; its value (or its failure) must equal plan/shape_expr's.
+  const std::vector<std::string> exprs = {
+      "ceil_div(x.numel, BLOCK)", "-7 / 2", "-7 % 3", "7 % -3", "7 / 2.0", "-7.5 % 2", "round_up(x.shape[-1], 32)",
+      "max(1, min(ceil_div(N, 4), 4096))", "floor(sqrt(N))", "ceil(N / 3.0)", "abs(-5) + abs(-2.5)", "x.ndim * 2",
+      "x.shape[x.ndim - 1] - x.shape[0]", ".5 + 1", "2e-3 * 1000", "round_up(N, 7) % 7", "ceil_div(-N, 7)",
+      "min(N, 2.5)", "4611686018427387904 * 2", "N / 0", "N % (BLOCK - 256)", "x.shape[2]", "sqrt(-1)",
+      "(N + BLOCK - 1) / BLOCK * BLOCK", "-N / -3 + +2"};
+  expr_env env;
+  env.constants["N"] = expr_value::integer(1000);
+  env.constants["BLOCK"] = expr_value::integer(256);
+  env.tensors["x"] = {8, 1000};
+  std::string prog = R"(#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+template <class... A> std::string ks_msg(const A&... a) { std::ostringstream o; (o << ... << a); return o.str(); }
+#define TORCH_CHECK(cond, ...) do { if (!(cond)) throw std::runtime_error(ks_msg(__VA_ARGS__)); } while (0)
+namespace at {
+struct Tensor {
+  std::vector<int64_t> s;
+  int64_t dim() const { return static_cast<int64_t>(s.size()); }
+  int64_t size(int64_t i) const { return s.at(static_cast<size_t>(i)); }
+  int64_t numel() const { int64_t n = 1; for (auto d : s) n *= d; return n; }
+};
+}
+)";
+  prog += export_detail::expression_runtime();
+  prog += "int main() {\n  const at::Tensor t_x{{8, 1000}};\n  const ks_v c_N = ks_int(1000), c_BLOCK = ks_int(256);\n";
+  std::vector<std::string> expected;
+  for (const auto& e : exprs) {
+    auto cpp = export_detail::translate_expression(e, {"N", "BLOCK"}, {"x"});
+    if (!cpp) FAIL(e << ": " << cpp.message());
+    prog += "  try { ks_v v = " + *cpp + "; if (v.f) std::printf(\"f %.17g\\n\", v.d); else std::printf(\"i %lld\\n\", (long long)v.i); }"
+            " catch (const std::exception&) { std::printf(\"error\\n\"); }\n";
+    auto v = eval_expr(e, env);
+    char buf[64];
+    if (!v) expected.push_back("error");
+    else if (v->is_float) std::snprintf(buf, sizeof buf, "f %.17g", v->f), expected.push_back(buf);
+    else std::snprintf(buf, sizeof buf, "i %lld", static_cast<long long>(v->i)), expected.push_back(buf);
+  }
+  prog += "}\n";
+  fs::path dir = temp_dir();
+  write(dir / "exprs.cpp", prog);
+  std::string cmd = std::string(KS_CXX_COMPILER) + " -std=c++17 -O0 -o " + (dir / "exprs").string() + " " +
+                    (dir / "exprs.cpp").string() + " 2>" + (dir / "log.txt").string();
+  int rc = run(cmd);
+  INFO(read(dir / "log.txt"));
+  REQUIRE(rc == 0);
+  REQUIRE(run((dir / "exprs").string() + " >" + (dir / "out.txt").string()) == 0);
+  std::istringstream got(read(dir / "out.txt"));
+  std::string line;
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    INFO(exprs[i]);
+    REQUIRE(std::getline(got, line));
+    CHECK(line == expected[i]);
+  }
+  // Some expressions must fail in both: the test must see failures too.
+  CHECK(std::count(expected.begin(), expected.end(), "error") >= 4);
+  fs::remove_all(dir);
 }

@@ -5,6 +5,8 @@
 // KS_LAUNCH becomes a plain call of the kernel's host declaration, so every argument
 // is checked against the kernel's parameter types.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -36,7 +38,7 @@ struct __nv_bfloat162 { __nv_bfloat16 a, b; };
 
 #define KS_LAUNCH(kernel, grid, block, smem, stream, ...) \
   ((void)(dim3)(grid), (void)(dim3)(block), (void)(int64_t)(smem), (void)(cudaStream_t)(stream), kernel(__VA_ARGS__))
-#define TORCH_CHECK(cond, ...) ((void)(bool)(cond))
+#define TORCH_CHECK(cond, ...) ((void)(bool)(cond))  // the message parts are not checked
 #define C10_CUDA_CHECK(expr) ((void)(cudaError_t)(expr))
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() ((void)0)
 
@@ -93,6 +95,7 @@ class Tensor {
   IntArrayRef sizes() const;
   int64_t dim() const;
   int64_t size(int64_t d) const;
+  int64_t numel() const;
   ScalarType scalar_type() const;
   bool is_cuda() const;
   Device device() const;
