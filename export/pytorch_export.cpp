@@ -950,7 +950,8 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
   }
   auto general = general_function(task, best.plan, kernels);
   if (general) {
-    l << kExprRuntime << "\n" << *general << "\n";
+    l << "}  // namespace\n\n// The expression language at run time (plan/shape_expr.cpp's rules).\n"
+      << kExprRuntime << "\nnamespace {\n\n" << *general << "\n";
   } else {
     ex.general_launcher_note = general.message();
   }
