@@ -245,6 +245,28 @@ def side_by_side(opts):
                         except Exception as ex:
                             row["general_correct"] = False
                             row["general_error"] = str(ex).strip().splitlines()[-1][:300]
+                    # Shapes the export never saw: every dimension d of the default
+                    # shapes (inputs and parameters) becomes d // 8 + 1, which keeps
+                    # equal dimensions equal and 1s as 1s; where eager accepts them, ours
+                    # must agree (the general launcher evaluates the plan for them).
+                    if getattr(mod, "GENERAL_LAUNCHER", False):
+                        shapes = [[d // 8 + 1 for d in sh] for sh in mod.SIZES["default"]]
+                        n_in = len(mod.INPUTS)
+                        g = torch.Generator(device=dev).manual_seed(3000)
+                        xs = [mod._draw(sh, dt, init, g, dev) for (nm, dt, init), sh in zip(mod.INPUTS, shapes[:n_in])]
+                        m3 = mod.ModelNew(parameter_shapes=shapes[n_in:]).to(dev)
+                        try:
+                            ref = eager(*xs, *m3.task_parameters())
+                        except Exception:
+                            ref = None  # the reference itself refuses these shapes
+                        if ref is not None:
+                            row["other_shapes"] = [list(sh) for sh in shapes]
+                            try:
+                                row["other_shape_correct"] = close(ref, m3(*xs), atol, rtol)
+                            except Exception as ex:
+                                row["other_shape_correct"] = False
+                                row["other_shape_error"] = str(ex).strip().splitlines()[-1][:300]
+                        del xs, m3, ref
                 except Exception as ex:
                     row["correct"] = False
                     row["ours_error"] = "run: " + str(ex).strip().splitlines()[-1][:300]
@@ -252,6 +274,8 @@ def side_by_side(opts):
             # 2. torch.compile, bounded.
             compiled = None
             try:
+                if opts.no_compile:
+                    raise RuntimeError("not run (--no-compile)")
                 t0 = time.perf_counter()
                 signal.alarm(opts.compile_timeout)
                 compiled = torch.compile(eager)
@@ -311,7 +335,8 @@ def table(results):
     f = lambda v, p=4: "-" if v is None else f"{v:.{p}f}"
     for r in rows:
         note = "; ".join(x for x in (r.get("ours_error"), r.get("compile_error"),
-                                     ("general-shape launcher failed: " + r.get("general_error", "wrong values")) if r.get("general_correct") is False else None) if x)
+                                     ("general-shape launcher failed: " + r.get("general_error", "wrong values")) if r.get("general_correct") is False else None,
+                                     ("other shapes failed: " + r.get("other_shape_error", "wrong values")) if r.get("other_shape_correct") is False else None) if x)
         corr = "-" if "correct" not in r else ("yes" if r["correct"] else f"NO ({r.get('trials_passed', 0)} trials)")
         lines.append(f"| {r['task']} | {f(r.get('eager_ms'))} | {f(r.get('compile_ms'))} | {f(r.get('ours_ms'))} | "
                      f"{f(r.get('speedup_ours'), 2) + 'x' if r.get('speedup_ours') else '-'} | "
@@ -328,6 +353,9 @@ def table(results):
     gen = [r for r in rows if "general_correct" in r]
     lines.append(f"General-shape launcher (plan evaluated at run time, forward_general) correct at every exported size: "
                  f"{sum(1 for r in gen if r['general_correct'])} of {len(gen)}.")
+    oth = [r for r in rows if "other_shape_correct" in r]
+    lines.append(f"At shapes the export never saw (every dimension d -> d // 8 + 1, where eager accepts them): ours correct on "
+                 f"{sum(1 for r in oth if r['other_shape_correct'])} of {len(oth)}.")
     lines.append(f"On the {len(both)} tasks where both ran and ours is correct: ours {geomean([r['speedup_ours'] for r in both]):.3f}x, "
                  f"torch.compile {geomean([r['speedup_compile'] for r in both]):.3f}x; ours faster than compile on "
                  f"{sum(1 for r in both if r['ours_ms'] < r['compile_ms'])} of them.")
@@ -345,6 +373,7 @@ def main():
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--compile-timeout", type=int, default=240)
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--prebuild", action="store_true", help="build every --models DIR/*.py extension in parallel, then stop")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--build-one", help="build this one exported model's extension (into --models DIR/build), then stop")
