@@ -14,7 +14,8 @@
 # side_by_side.md, side_by_side.json, prebuild.txt, models.tar.gz.
 #
 #   source .devdeps/env.sh && bench/suite_gpu.sh OUT_DIR [TASK.yaml ...]
-#   SEEDS (2) ROUNDS (1) TRIALS (3) REPS (30) BUDGET (seconds for the whole call, 570)
+#   SEEDS (2) ROUNDS (1) TRIALS (3, the reviews) SBS_TRIALS (3, side by side) REPS (30)
+#   BUDGET (seconds for the whole call, 570)
 #   GPUS="0 1" (default: all) the GPUs to use
 #   SKIP_BUILD=1 reuses BUILD as it is; STAGES="run export prebuild warm compare" picks
 #   stages; MODELS=DIR and RUN_DIR=DIR use exported models and a run from an earlier call.
@@ -176,7 +177,7 @@ if has compare; then
     mine=()
     for i in "${!tasks[@]}"; do [ $(( i % ngpu )) -eq "$j" ] && mine+=("${tasks[$i]}"); done
     PYTHONUNBUFFERED=1 timeout -k 5 $t python3 "$root/bench/side_by_side.py" --models "$models" --run-dir "$run_dir" \
-      --device "$g" --trials "${TRIALS:-3}" --reps "${REPS:-30}" --compile-timeout "${COMPILE_TIMEOUT:-120}" \
+      --device "$g" --trials "${SBS_TRIALS:-3}" --reps "${REPS:-30}" --compile-timeout "${COMPILE_TIMEOUT:-120}" \
       --out "$work/sbs-$g.json" "${mine[@]}" >"$work/sbs-$g.log" 2>&1 &
     pids+=($!)
   done
