@@ -145,9 +145,10 @@ if has prebuild || has warm; then
   t=$(( $(left) - ${COMPARE_RESERVE:-200} )); [ $t -lt 60 ] && t=60
   pids=()
   if has prebuild; then
-    log "prebuild (load_inline, $(( $(nproc) / 3 )) processes, at most $t s)"
+    pj=$(( $(nproc) / 3 )); [ $pj -ge 1 ] || pj=1
+    log "prebuild (load_inline, $pj processes, at most $t s)"
     MAX_JOBS=2 timeout -k 5 $t python3 "$root/bench/side_by_side.py" --prebuild --models "$models" \
-      --jobs $(( $(nproc) / 3 )) >"$out/prebuild.txt" 2>&1 &
+      --jobs $pj >"$out/prebuild.txt" 2>&1 &
     pids+=($!)
   fi
   if has warm; then
