@@ -307,6 +307,284 @@ struct size_variant {
 
 std::string var(const std::string& tensor) { return "t_" + ident(tensor); }
 
+
+// Runtime helpers for dispatcher steps (a library step with attrs.schema), emitted
+// when a plan has one: the reviewer's own way of calling any ATen op by its schema
+// (gpu/library_ops.cpp, run_by_schema), so the exported module runs the op as the
+// review did.
+const char* kDispatchRuntime = R"CPP(struct ks_arg {
+  bool is_tensor = false;
+  at::Tensor tensor;
+  bool is_float = false;
+  int64_t int_value = 0;
+  double float_value = 0;
+};
+inline ks_arg ks_targ(const at::Tensor& t) { ks_arg a; a.is_tensor = true; a.tensor = t; return a; }
+inline ks_arg ks_iarg(int64_t v) { ks_arg a; a.int_value = v; return a; }
+inline ks_arg ks_farg(double v) { ks_arg a; a.is_float = true; a.float_value = v; return a; }
+inline std::string ks_trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+inline bool ks_parse_int(const std::string& text, int64_t& out) {
+  std::string t = ks_trim(text);
+  if (t.empty()) return false;
+  char* end = nullptr;
+  long long v = std::strtoll(t.c_str(), &end, 10);
+  if (*end != 0) return false;
+  out = v;
+  return true;
+}
+inline bool ks_parse_double(const std::string& text, double& out) {
+  std::string t = ks_trim(text);
+  if (t.empty()) return false;
+  char* end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (*end != 0) return false;
+  out = v;
+  return true;
+}
+inline bool ks_parse_bool(const std::string& text, bool& out) {
+  std::string t = ks_trim(text);
+  if (t == "True" || t == "true" || t == "1") return out = true, true;
+  if (t == "False" || t == "false" || t == "0") return out = false, true;
+  return false;
+}
+inline std::vector<std::string> ks_list_items(const std::string& text) {
+  std::string body = ks_trim(text);
+  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
+  std::vector<std::string> out;
+  if (ks_trim(body).empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = body.find(',', start);
+    out.push_back(ks_trim(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+inline c10::OperatorName ks_operator_name(const std::string& schema) {
+  std::string head = ks_trim(schema.substr(0, schema.find('(')));
+  size_t dot = head.find('.', head.find("::"));
+  return {head.substr(0, dot), dot == std::string::npos ? std::string() : head.substr(dot + 1)};
+}
+inline c10::OperatorHandle ks_find_operator(const std::string& schema, const std::map<std::string, std::string>& attrs) {
+  auto& d = c10::Dispatcher::singleton();
+  c10::OperatorName name = ks_operator_name(schema);
+  if (auto h = d.findSchema(name)) return *h;
+  for (const c10::OperatorName& other : d.getAllOpNames()) {
+    if (other.name != name.name) continue;
+    auto h = d.findSchema(other);
+    if (!h) continue;
+    bool fits = true;
+    for (auto& kv : attrs) {
+      if (kv.first == "schema") continue;
+      bool found = false;
+      for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == kv.first;
+      fits = fits && found;
+    }
+    if (fits) return *h;
+  }
+  TORCH_CHECK(false, "ModelNew: this PyTorch has no operator for the schema ", schema);
+}
+struct ks_stack_builder {
+  const c10::OperatorHandle& h;
+  const std::vector<ks_arg>& args;
+  const std::map<std::string, std::string>& attrs;
+  size_t next = 0;
+  c10::Device device{c10::kCPU};
+
+  c10::IValue scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
+    switch (type->kind()) {
+      case c10::TypeKind::OptionalType:
+        if (ks_trim(text) == "None") return c10::IValue();
+        return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
+      case c10::TypeKind::IntType: {
+        int64_t v = 0;
+        TORCH_CHECK(ks_parse_int(text, v), "ModelNew: attrs.", key, ": expected an integer, got ", text);
+        return v;
+      }
+      case c10::TypeKind::FloatType: {
+        double v = 0;
+        TORCH_CHECK(ks_parse_double(text, v), "ModelNew: attrs.", key, ": expected a number, got ", text);
+        return v;
+      }
+      case c10::TypeKind::BoolType: {
+        bool v = false;
+        TORCH_CHECK(ks_parse_bool(text, v), "ModelNew: attrs.", key, ": expected True or False, got ", text);
+        return v;
+      }
+      case c10::TypeKind::NumberType: {
+        int64_t i = 0;
+        double v = 0;
+        if (ks_parse_int(text, i)) return i;
+        TORCH_CHECK(ks_parse_double(text, v), "ModelNew: attrs.", key, ": expected a number, got ", text);
+        return v;
+      }
+      case c10::TypeKind::StringType:
+        return text;
+      case c10::TypeKind::DeviceObjType:
+        return device;
+      case c10::TypeKind::ListType: {
+        const c10::TypePtr& e = type->expectRef<c10::ListType>().getElementType();
+        if (e->kind() == c10::TypeKind::IntType) {
+          std::vector<int64_t> v;
+          for (auto& item : ks_list_items(text)) {
+            int64_t x = 0;
+            TORCH_CHECK(ks_parse_int(item, x), "ModelNew: attrs.", key, ": expected a list of integers, got ", text);
+            v.push_back(x);
+          }
+          return v;
+        }
+        if (e->kind() == c10::TypeKind::FloatType) {
+          std::vector<double> v;
+          for (auto& item : ks_list_items(text)) {
+            double x = 0;
+            TORCH_CHECK(ks_parse_double(item, x), "ModelNew: attrs.", key, ": expected a list of numbers, got ", text);
+            v.push_back(x);
+          }
+          return v;
+        }
+        if (e->kind() == c10::TypeKind::BoolType) {
+          c10::List<bool> v;
+          for (auto& item : ks_list_items(text)) {
+            bool x = false;
+            TORCH_CHECK(ks_parse_bool(item, x), "ModelNew: attrs.", key, ": expected a list of True/False, got ", text);
+            v.push_back(x);
+          }
+          return v;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    TORCH_CHECK(false, "ModelNew: attrs.", key, ": arguments of type ", type->str(), " cannot be given as attributes");
+  }
+
+  const ks_arg& positional(const std::string& what) {
+    TORCH_CHECK(next < args.size(), "ModelNew: ", h.schema().name(), " needs a positional argument for ", what);
+    return args[next++];
+  }
+
+  c10::IValue argument(const c10::Argument& a) {
+    const c10::TypePtr& type = a.type();
+    const bool optional = type->kind() == c10::TypeKind::OptionalType;
+    const c10::TypePtr& base = optional ? type->expectRef<c10::OptionalType>().getElementType() : type;
+    auto it = attrs.find(a.name());
+    if (base->kind() == c10::TypeKind::ListType &&
+        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::IntType &&
+        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::FloatType &&
+        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::BoolType) {
+      TORCH_CHECK(it != attrs.end(), "ModelNew: attrs.", a.name(), ": a tensor list needs \"N tensors\"");
+      if (optional && ks_trim(it->second) == "None") return c10::IValue();
+      int64_t n = 0;
+      std::string t = ks_trim(it->second);
+      TORCH_CHECK(ks_parse_int(t.substr(0, t.find(' ')), n) && n >= 0, "ModelNew: attrs.", a.name(),
+                  ": expected \"N tensors\", got ", it->second);
+      const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
+      c10::List<at::Tensor> tensors;
+      c10::List<c10::optional<at::Tensor>> maybe;
+      for (int64_t k = 0; k < n; ++k) {
+        const ks_arg& x = positional(a.name());
+        TORCH_CHECK(x.is_tensor, "ModelNew: ", a.name(), " must hold tensors");
+        if (of_optional) maybe.push_back(x.tensor);
+        else tensors.push_back(x.tensor);
+      }
+      return of_optional ? c10::IValue(maybe) : c10::IValue(tensors);
+    }
+    if (it != attrs.end()) {
+      if (base->kind() == c10::TypeKind::TensorType) {
+        if (optional && ks_trim(it->second) == "None") return c10::IValue();
+        TORCH_CHECK(false, "ModelNew: attrs.", a.name(), ": a tensor argument comes from args");
+      }
+      return scalar(type, a.name(), it->second);
+    }
+    if (base->kind() == c10::TypeKind::TensorType) {
+      if (next < args.size() || !a.default_value()) {
+        const ks_arg& x = positional(a.name());
+        TORCH_CHECK(x.is_tensor, "ModelNew: ", a.name(), " must be a tensor");
+        return x.tensor;
+      }
+    }
+    if (a.default_value()) return *a.default_value();
+    if (optional) return c10::IValue();
+    if (base->kind() == c10::TypeKind::DeviceObjType) return device;
+    if (next < args.size() && !args[next].is_tensor) {
+      const ks_arg& x = positional(a.name());
+      if (x.is_float) return x.float_value;
+      return x.int_value;
+    }
+    TORCH_CHECK(false, "ModelNew: ", h.schema().name(), " needs the argument ", a.name());
+  }
+};
+// Calls the op of `attrs.schema` through the dispatcher; returns its tensor results.
+inline std::vector<at::Tensor> ks_call_by_schema(const std::map<std::string, std::string>& attrs,
+                                                 const std::vector<ks_arg>& args) {
+  const std::string& schema = attrs.at("schema");
+  const c10::OperatorHandle h = ks_find_operator(schema, attrs);
+  ks_stack_builder b{h, args, attrs};
+  for (auto& a : args)
+    if (a.is_tensor) {
+      b.device = a.tensor.device();
+      break;
+    }
+  torch::jit::Stack stack;
+  for (const c10::Argument& a : h.schema().arguments()) stack.push_back(b.argument(a));
+  TORCH_CHECK(b.next == args.size(), "ModelNew: ", args.size(), " arguments given, ", h.schema().name(), " takes ", b.next);
+  h.callBoxed(stack);
+  std::vector<at::Tensor> out;
+  for (size_t k = 0; k < stack.size(); ++k) {
+    TORCH_CHECK(stack[k].isTensor(), "ModelNew: result ", k, " of ", h.schema().name(), " is not a tensor");
+    out.push_back(stack[k].toTensor());
+  }
+  return out;
+}
+)CPP";
+
+// The C++ for a library step's call and its results: `call` is an at::Tensor
+// expression (a table op) or, for a dispatcher step, a std::vector<at::Tensor> one.
+// New intermediates are declared in `decls` (before the block, so that later steps
+// see them); results written into declared buffers are checked and copied.
+std::string library_results(const std::string& label, const std::vector<std::string>& outputs, bool vector_call,
+                            const std::string& call, const std::string& pre,
+                            const std::function<bool(const std::string&)>& is_declared_buffer, std::string& decls) {
+  std::ostringstream o;
+  o << "  {\n" << pre;
+  o << "    const std::vector<at::Tensor> r = " << (vector_call ? call : "{" + call + "}") << ";\n"
+    << "    TORCH_CHECK(r.size() >= " << outputs.size() << ", "
+    << cpp_string(label + ": the op returned fewer tensors than the step names (" + std::to_string(outputs.size()) + ")")
+    << ");\n";
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const std::string& out = outputs[k];
+    if (is_declared_buffer(out)) {
+      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
+        << var(out) << ".scalar_type(), "
+        << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
+        << "    " << var(out) << ".copy_(r[" << k << "]);\n";
+    } else {
+      decls += "  at::Tensor " + var(out) + ";\n";
+      o << "    " << var(out) << " = r[" << k << "].contiguous();\n";
+    }
+  }
+  o << "  }\n";
+  return o.str();
+}
+
+// The dispatcher call of a step with attrs.schema: its attributes as a map, its
+// arguments as ks_arg expressions.
+std::string dispatch_call(const std::map<std::string, std::string>& attrs, const std::vector<std::string>& args) {
+  std::string m = "std::map<std::string, std::string>{";
+  bool first = true;
+  for (auto& [k, v] : attrs) {
+    m += std::string(first ? "" : ", ") + "{" + cpp_string(k) + ", " + cpp_string(v) + "}";
+    first = false;
+  }
+  m += "}";
+  return "ks_call_by_schema(" + m + ", std::vector<ks_arg>{" + join(args, ", ") + "})";
+}
+
 result<std::string> size_function(const task_spec& task, const size_variant& v,
                                   const std::vector<kernel_signature>& kernels, const std::string& fn) {
   std::ostringstream o;
@@ -361,32 +639,46 @@ result<std::string> size_function(const task_spec& task, const size_variant& v,
       o << ");\n";
       o << "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n";
     } else {
-      std::vector<std::string> a;
+      std::vector<std::string> a, dargs;
       std::vector<bool> is_tensor;
       for (const auto& arg : s.args) {
         is_tensor.push_back(arg.kind == "tensor");
-        if (arg.kind == "tensor") a.push_back(var(arg.tensor));
-        else if (arg.kind == "int") a.push_back("at::Scalar(static_cast<int64_t>(" + std::to_string(arg.int_value) + "LL))");
-        else a.push_back("at::Scalar(" + number(arg.float_value) + ")");
+        if (arg.kind == "tensor") {
+          a.push_back(var(arg.tensor));
+          dargs.push_back("ks_targ(" + var(arg.tensor) + ")");
+        } else if (arg.kind == "int") {
+          a.push_back("at::Scalar(static_cast<int64_t>(" + std::to_string(arg.int_value) + "LL))");
+          dargs.push_back("ks_iarg(" + std::to_string(arg.int_value) + "LL)");
+        } else {
+          a.push_back("at::Scalar(" + number(arg.float_value) + ")");
+          dargs.push_back("ks_farg(" + number(arg.float_value) + ")");
+        }
       }
-      std::string pre;
-      auto call = library_call(s, a, is_tensor, pre);
-      if (!call) return error{s.label() + ": " + call.message()};
-      if (s.outputs.size() != 1) return error{s.label() + ": outputs: a library step writes one tensor"};
-      const std::string& out = s.outputs[0];
-      const resolved_buffer* b = v.plan.find_buffer(out);
-      o << pre;
-      if (b && b->role != buffer_role::intermediate) {
-        o << "  {\n    at::Tensor r = " << *call << ";\n"
-          << "    TORCH_CHECK(r.sizes() == " << var(out) << ".sizes() && r.scalar_type() == " << var(out)
-          << ".scalar_type(), " << cpp_string(s.label() + ": the op's result does not match the declared buffer '" + out + "'")
-          << ");\n"
-          << "    " << var(out) << ".copy_(r);\n  }\n";
-      } else if (!declared.insert(out).second) {
-        return error{s.label() + ": intermediate '" + out + "' is produced twice"};
+      std::string pre, call;
+      const bool dispatcher = s.attrs.count("schema") > 0;
+      if (dispatcher) {
+        call = dispatch_call(s.attrs, dargs);
       } else {
-        o << "  const at::Tensor " << var(out) << " = (" << *call << ").contiguous();\n";
+        auto c = library_call(s, a, is_tensor, pre);
+        if (!c) return error{s.label() + ": " + c.message()};
+        if (s.outputs.size() != 1) return error{s.label() + ": outputs: this op writes one tensor"};
+        call = *c;
       }
+      if (s.outputs.empty()) return error{s.label() + ": outputs: the step names no result"};
+      for (auto& out : s.outputs) {
+        const resolved_buffer* b = v.plan.find_buffer(out);
+        if (!(b && b->role != buffer_role::intermediate) && !declared.insert(out).second)
+          return error{s.label() + ": intermediate '" + out + "' is produced twice"};
+      }
+      std::string decls;
+      std::string block = library_results(
+          s.label(), s.outputs, dispatcher, call, pre,
+          [&](const std::string& n) {
+            const resolved_buffer* b = v.plan.find_buffer(n);
+            return b && b->role != buffer_role::intermediate;
+          },
+          decls);
+      o << decls << block;
     }
   }
   o << "  return {";
@@ -805,7 +1097,7 @@ result<std::string> general_function(const task_spec& task, const launch_plan& p
       for (auto& a : args) o << ",\n              " << a;
       o << ");\n    C10_CUDA_KERNEL_LAUNCH_CHECK();\n  }\n";
     } else {
-      std::vector<std::string> a;
+      std::vector<std::string> a, dargs;
       std::vector<bool> is_tensor;
       for (size_t i = 0; i < s.args.size(); ++i) {
         const plan_arg& arg = s.args[i];
@@ -813,40 +1105,49 @@ result<std::string> general_function(const task_spec& task, const launch_plan& p
         if (arg.kind == "tensor") {
           if (!available.count(arg.value)) return error{label + ": tensor '" + arg.value + "' is not available here"};
           a.push_back(var(arg.value));
+          dargs.push_back("ks_targ(" + var(arg.value) + ")");
           continue;
         }
         auto e = tr(arg.value);
         if (!e) return error{label + ": args[" + std::to_string(i) + "]: " + e.message()};
-        a.push_back(arg.kind == "int" ? "at::Scalar(static_cast<int64_t>(ks_int_of(" + *e + ", " +
-                                            cpp_string(label + " args[" + std::to_string(i) + "]") + ")))"
-                                      : "at::Scalar(ks_dbl(" + *e + "))");
+        const std::string where = cpp_string(label + " args[" + std::to_string(i) + "]");
+        if (arg.kind == "int") {
+          a.push_back("at::Scalar(static_cast<int64_t>(ks_int_of(" + *e + ", " + where + ")))");
+          dargs.push_back("ks_iarg(ks_int_of(" + *e + ", " + where + "))");
+        } else {
+          a.push_back("at::Scalar(ks_dbl(" + *e + "))");
+          dargs.push_back("ks_farg(ks_dbl(" + *e + "))");
+        }
       }
       resolved_step rs;
       rs.index = si;
       rs.kind = s.kind;
       rs.name = s.name;
       rs.attrs = s.attrs;
-      std::string pre;
-      auto call = library_call(rs, a, is_tensor, pre);
-      if (!call) return error{label + ": " + call.message()};
-      if (s.outputs.size() != 1) return error{label + ": outputs: a library step writes one tensor"};
-      const std::string& out = s.outputs[0];
-      o << pre;
-      if (available.count(out)) {
-        o << "    at::Tensor r = " << *call << ";\n"
-          << "    TORCH_CHECK(r.sizes() == " << var(out) << ".sizes() && r.scalar_type() == " << var(out)
-          << ".scalar_type(), " << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'")
-          << ");\n    " << var(out) << ".copy_(r);\n  }\n";
+      std::string pre, call;
+      const bool dispatcher = s.attrs.count("schema") > 0;
+      if (dispatcher) {
+        call = dispatch_call(s.attrs, dargs);
       } else {
-        // A new intermediate: declared outside the block, so later steps see it.
-        std::string body = o.str();
-        size_t open = body.rfind("  {\n");
-        body.insert(open, "  at::Tensor " + var(out) + ";\n");
-        o.str(body);
-        o.seekp(0, std::ios_base::end);
-        o << "    " << var(out) << " = (" << *call << ").contiguous();\n  }\n";
-        available.insert(out);
+        auto c = library_call(rs, a, is_tensor, pre);
+        if (!c) return error{label + ": " + c.message()};
+        if (s.outputs.size() != 1) return error{label + ": outputs: this op writes one tensor"};
+        call = *c;
       }
+      if (s.outputs.empty()) return error{label + ": outputs: the step names no result"};
+      std::string decls;
+      std::set<std::string> declared_before = available;
+      std::string block = library_results(
+          label, s.outputs, dispatcher, call, pre,
+          [&](const std::string& n) { return declared_before.count(n) > 0; }, decls);
+      for (auto& out : s.outputs) available.insert(out);
+      // The block opened above ("  {") is replaced by this step's own.
+      std::string body = o.str();
+      size_t open = body.rfind("  {\n");
+      body.erase(open);
+      o.str(body);
+      o.seekp(0, std::ios_base::end);
+      o << decls << block;
     }
   }
   o << "  return {";
@@ -941,20 +1242,21 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
     << "// The launcher, generated by kernelskill export from the launch plan.\n"
     << "#ifndef KS_LAUNCH\n"
     << "#define KS_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)\n"
-    << "#endif\n\n"
-    << "namespace {\n\n";
+    << "#endif\n\n";
+  bool has_dispatcher_step = false;
+  for (const auto& st : best.plan.steps) has_dispatcher_step = has_dispatcher_step || st.attrs.count("schema");
+  if (has_dispatcher_step)
+    l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << kDispatchRuntime << "\n";
+  auto general = general_function(task, best.plan, kernels);
+  if (general) l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n" << kExprRuntime << "\n";
+  else ex.general_launcher_note = general.message();
+  l << "namespace {\n\n";
   for (size_t i = 0; i < variants.size(); ++i) {
     auto fn = size_function(task, variants[i], kernels, "ks_run_" + ident(variants[i].name));
     if (!fn) return error{what + ", size " + variants[i].name + ": " + fn.message()};
     l << *fn << "\n";
   }
-  auto general = general_function(task, best.plan, kernels);
-  if (general) {
-    l << "}  // namespace\n\n// The expression language at run time (plan/shape_expr.cpp's rules).\n"
-      << kExprRuntime << "\nnamespace {\n\n" << *general << "\n";
-  } else {
-    ex.general_launcher_note = general.message();
-  }
+  if (general) l << *general << "\n";
   l << "bool ks_shapes_are(const std::vector<at::Tensor>& in, const std::vector<std::vector<int64_t>>& shapes) {\n"
     << "  for (size_t i = 0; i < in.size(); ++i)\n"
     << "    if (in[i].sizes() != at::IntArrayRef(shapes[i])) return false;\n"
@@ -1023,8 +1325,10 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
       "#include <ATen/cuda/CUDAContext.h>\n"
       "#include <c10/cuda/CUDAGuard.h>\n"
       "#include <c10/cuda/CUDAException.h>\n"
-      "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <optional>\n#include <string>\n"
-      "#include <vector>\n\n"
+      "#include <ATen/core/dispatch/Dispatcher.h>\n"
+      "#include <ATen/core/stack.h>\n"
+      "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <map>\n"
+      "#include <optional>\n#include <string>\n#include <vector>\n\n"
       "// ---------------------------------------------------------------------------\n"
       "// The candidate's device code, as reviewed.\n" +
       best.source + (best.source.empty() || best.source.back() == '\n' ? "" : "\n") + "\n" + ex.launcher;
@@ -1187,6 +1491,7 @@ def get_init_inputs():
 namespace export_detail {
 
 const char* expression_runtime() { return kExprRuntime; }
+const char* dispatch_runtime() { return kDispatchRuntime; }
 
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
                                          const std::set<std::string>& tensors) {

@@ -359,3 +359,36 @@ struct Tensor {
   CHECK(std::count(expected.begin(), expected.end(), "error") >= 4);
   fs::remove_all(dir);
 }
+
+TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two results", "[export][cxx]") {
+  auto ex = export_pytorch(task("examples/tasks/softmax.yaml"),
+                           cand(kSource / "examples/plans/relu.cu", kData / "dispatch_sort.yaml"));
+  if (!ex) FAIL(ex.message());
+  const std::string runtime = export_detail::dispatch_runtime();
+  CHECK(ex->launcher.find(runtime) != std::string::npos);
+  CHECK(ex->launcher.find("ks_call_by_schema(std::map<std::string, std::string>{{\"dim\", \"1\"}, {\"schema\", "
+                          "\"aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor "
+                          "indices)\"}}, std::vector<ks_arg>{ks_targ(t_x)})") != std::string::npos);
+  CHECK(ex->launcher.find("    t_vals = r[0].contiguous();\n    t_idx = r[1].contiguous();") != std::string::npos);
+  CHECK(ex->general_launcher_note == "");
+  // The launcher around the call compiles against the stand-ins (the helpers' bodies
+  // need the real dispatcher: they are left out here).
+  std::string launcher = ex->launcher;
+  launcher.erase(launcher.find(runtime), runtime.size());
+  fs::path dir = temp_dir();
+  write(dir / "dispatch.cpp", "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
+  int rc = run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + (dir / "dispatch.cpp").string() + " 2>" +
+               (dir / "log.txt").string());
+  INFO(read(dir / "log.txt"));
+  CHECK(rc == 0);
+  fs::remove_all(dir);
+  // A table op with two results is refused: only dispatcher steps return several.
+  candidate c = cand(kSource / "examples/plans/relu.cu", kData / "dispatch_sort.yaml");
+  c.plan.steps[0].attrs.erase("schema");
+  c.plan.steps[0].attrs.erase("dim");
+  c.plan.steps[0].name = "aten::relu";
+  auto bad = export_pytorch(task("examples/tasks/softmax.yaml"), c);
+  REQUIRE(!bad);
+  INFO(bad.message());
+  CHECK(bad.message().find("one tensor") != std::string::npos);
+}

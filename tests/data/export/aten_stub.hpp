@@ -147,3 +147,13 @@ struct CUDAStream {
 CUDAStream getCurrentCUDAStream(c10::DeviceIndex device = -1);
 }  // namespace cuda
 }  // namespace at
+
+// Dispatcher steps: the launcher's calls, without the helpers' bodies (which need the
+// real c10::Dispatcher; they are compiled on the GPU machine).
+#include <map>
+struct ks_arg {};
+ks_arg ks_targ(const at::Tensor& t);
+ks_arg ks_iarg(int64_t v);
+ks_arg ks_farg(double v);
+std::vector<at::Tensor> ks_call_by_schema(const std::map<std::string, std::string>& attrs,
+                                          const std::vector<ks_arg>& args);
