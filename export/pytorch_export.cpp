@@ -386,7 +386,7 @@ inline c10::OperatorHandle ks_find_operator(const std::string& schema, const std
     }
     if (fits) return *h;
   }
-  TORCH_CHECK(false, "ModelNew: this PyTorch has no operator for the schema ", schema);
+  throw std::runtime_error(c10::str("ModelNew: this PyTorch has no operator for the schema ", schema));
 }
 struct ks_stack_builder {
   const c10::OperatorHandle& h;
@@ -460,7 +460,7 @@ struct ks_stack_builder {
       default:
         break;
     }
-    TORCH_CHECK(false, "ModelNew: attrs.", key, ": arguments of type ", type->str(), " cannot be given as attributes");
+    throw std::runtime_error(c10::str("ModelNew: attrs.", key, ": arguments of type ", type->str(), " cannot be given as attributes"));
   }
 
   const ks_arg& positional(const std::string& what) {
@@ -516,7 +516,7 @@ struct ks_stack_builder {
       if (x.is_float) return x.float_value;
       return x.int_value;
     }
-    TORCH_CHECK(false, "ModelNew: ", h.schema().name(), " needs the argument ", a.name());
+    throw std::runtime_error(c10::str("ModelNew: ", h.schema().name(), " needs the argument ", a.name()));
   }
 };
 // Calls the op of `attrs.schema` through the dispatcher; returns its tensor results.
@@ -1328,7 +1328,7 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
       "#include <ATen/core/dispatch/Dispatcher.h>\n"
       "#include <ATen/core/stack.h>\n"
       "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <map>\n"
-      "#include <optional>\n#include <string>\n#include <vector>\n\n"
+      "#include <optional>\n#include <stdexcept>\n#include <string>\n#include <vector>\n\n"
       "// ---------------------------------------------------------------------------\n"
       "// The candidate's device code, as reviewed.\n" +
       best.source + (best.source.empty() || best.source.back() == '\n' ? "" : "\n") + "\n" + ex.launcher;
