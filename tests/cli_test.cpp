@@ -123,6 +123,46 @@ TEST_CASE("plan check names the step and field of a broken plan", "[cli]") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("export writes a ModelNew file from a run's output, and refuses what it cannot export", "[cli][export]") {
+  auto dir = scratch_dir();
+  // A run's output for one task: kernel.cu, plan.yaml, outcome.json.
+  auto task_dir = dir / "out" / "tasks" / "gelu";
+  std::filesystem::create_directories(task_dir);
+  std::filesystem::copy_file(src + "/tests/data/export/gelu.cu", task_dir / "kernel.cu");
+  std::filesystem::copy_file(src + "/tests/data/export/gelu.yaml", task_dir / "plan.yaml");
+  std::ofstream(task_dir / "outcome.json")
+      << R"({"task": "gelu", "success": true, "best_candidate": "abc123", "best_origin": "seed:elementwise",
+             "compile_options": ["--use_fast_math"], "rounds": 2})";
+  auto out = run("export --task " + src + "/examples/tasks/gelu.yaml --run-dir " + (dir / "out").string() +
+                 " --out " + (dir / "gelu_new.py").string());
+  INFO(out.text);
+  CHECK(out.status == 0);
+  CHECK(contains(out.text, "ModelNew for gelu"));
+  std::ifstream f(dir / "gelu_new.py");
+  std::string py((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(contains(py, "class ModelNew(torch.nn.Module):"));
+  CHECK(contains(py, "CANDIDATE = \"abc123\""));
+  CHECK(contains(py, "NVCC_OPTIONS = [\"--use_fast_math\"]"));
+  // From files, to stdout.
+  auto files = run("export --task " + src + "/examples/tasks/gelu.yaml --kernel " + src +
+                   "/tests/data/export/gelu.cu --plan " + src + "/tests/data/export/gelu.yaml --out -");
+  CHECK(files.status == 0);
+  CHECK(contains(files.text, "def get_inputs("));
+  // A task that ended without a correct kernel has nothing to export.
+  std::ofstream(task_dir / "outcome.json") << R"({"task": "gelu", "success": false, "reason": "every seed failed"})";
+  auto failed = run("export --task " + src + "/examples/tasks/gelu.yaml --run-dir " + task_dir.string());
+  CHECK(failed.status == 1);
+  CHECK(contains(failed.text, "ended without a correct kernel (every seed failed)"));
+  // A plan that does not fit the task is refused with the validator's message.
+  auto wrong = run("export --task " + src + "/examples/tasks/matmul_bias_relu.yaml --kernel " + src +
+                   "/tests/data/export/gelu.cu --plan " + src + "/tests/data/export/layernorm.yaml --out -");
+  CHECK(wrong.status == 1);
+  CHECK(contains(wrong.text, "export of task 'matmul_bias_relu'"));
+  // Neither --run-dir nor --kernel/--plan: a usage error.
+  CHECK(run("export --task " + src + "/examples/tasks/gelu.yaml").status == 2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("run stops with a plain message where there is no GPU", "[cli]") {
   auto has_gpu = std::system((gpu_bin + " --list-devices >/dev/null 2>&1").c_str()) == 0;
   if (has_gpu) {
