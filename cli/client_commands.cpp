@@ -254,7 +254,7 @@ int status_one(const api_client& client, const daemon_client_options& o, const s
   field("priority", std::to_string(t.priority));
   field("round", rounds_text(t) + ", " + std::to_string(t.reviews) + " reviews");
   field("best", speedup_text(t.best_speedup) + (t.best_candidate.empty() ? "" : "  " + t.best_candidate));
-  if (!t.detail.empty()) field("now", t.detail);
+  if (!t.detail.empty() && !t.ended()) field("now", t.detail);
   if (!t.reason.empty()) field("reason", t.reason);
   field("submitted", clock_time(t.submitted_unix_ms));
   if (t.started_unix_ms) field("started", clock_time(t.started_unix_ms));
@@ -369,13 +369,18 @@ std::string pad_right(std::string s, size_t n) {
   return s;
 }
 
+std::string pad_left(std::string s, size_t n) {
+  if (s.size() < n) s.insert(0, n - s.size(), ' ');
+  return s;
+}
+
 std::string watch_line(const api_task& t, size_t id_width) {
   std::string s = pad_right(t.id, id_width) + "  " + pad_right(t.state, 9) + " " + progress_bar(t, 20) +
-                  " " + pad_right(rounds_text(t), 7) + " rounds  " +
-                  pad_right(std::to_string(t.reviews), 4) + " reviews  best " +
+                  " round " + pad_right(rounds_text(t), 7) + " reviews " +
+                  pad_left(std::to_string(t.reviews), 4) + "  best " +
                   pad_right(speedup_text(t.best_speedup), 8);
   std::string now = what_now(t);
-  if (!now.empty()) s += "  " + now;
+  if (!now.empty()) s += " " + now;
   return s;
 }
 
