@@ -39,13 +39,13 @@ struct api_error {
 
 void reply_error(httplib::Response& res, const api_error& e) {
   res.status = e.status;
-  res.set_content(json{{"error", {{"code", e.code}, {"message", e.message}}}}.dump() + "\n",
+  res.set_content(json{{"error", {{"code", e.code}, {"message", e.message}}}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
                   "application/json");
 }
 
 void reply_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
-  res.set_content(j.dump() + "\n", "application/json");
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", "application/json");
 }
 
 const char* code_for(int status) {
