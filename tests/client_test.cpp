@@ -357,3 +357,27 @@ TEST_CASE("base64 of a module upload", "[client]") {
   CHECK(base64_encode("foobar") == "Zm9vYmFy");
   CHECK(base64_encode(std::string("\x00\xff\xfe", 3)) == "AP/+");
 }
+
+TEST_CASE("submit uploads the .pt module a task names, relative to the task file", "[client]") {
+  running_daemon d({.rounds = 1});
+  // tests/data/swish_module.pt: a saved TorchScript module, forward(x) = x * sigmoid(x).
+  fs::path dir = d.dir() / "tasks";
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(KS_SOURCE_DIR) / "tests" / "data" / "swish_module.pt", dir / "swish.pt");
+  {
+    std::ofstream f(dir / "swish_pt.yaml");
+    f << "name: swish_pt\nreference:\n  module: swish.pt\ninputs:\n"
+         "  - {name: x, shape: [512, 1024], init: {kind: uniform, low: -6, high: 6}}\n";
+  }
+  // Run from elsewhere: the module is found next to the task file, not in the cwd.
+  auto out = kernelskill("submit " + (dir / "swish_pt.yaml").string() + " --server " + d.url());
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(contains(out.text, "module " + std::to_string(fs::file_size(dir / "swish.pt")) +
+                               " bytes uploaded"));
+  std::string id = out.text.substr(out.text.find("swish_pt-"));
+  id = id.substr(0, id.find(':'));
+  auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
+  INFO(d.log());
+  CHECK(t.state == "done");
+}
