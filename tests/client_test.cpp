@@ -163,7 +163,9 @@ TEST_CASE("submit, status, watch until done, result", "[client]") {
 
 TEST_CASE("cancel a queued task at once, a running one at its next step", "[client]") {
   // One task at a time and slow reviews: the first runs for a while, the second waits.
-  running_daemon d({.tasks_in_flight = 1, .rounds = 50, .review_ms = 300});
+  // Reviews slow enough that the first task is still running while the test acts (its
+  // line may run out of methods after two or three rounds).
+  running_daemon d({.tasks_in_flight = 1, .rounds = 50, .review_ms = 1500});
   std::string server = "--server " + d.url();
   std::string first = submit_quiet(d, softmax);
   d.wait_for(first, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
@@ -201,7 +203,9 @@ TEST_CASE("cancel a queued task at once, a running one at its next step", "[clie
 // No ";" in test names: catch_discover_tests splits a name at it, and ctest then runs
 // a filter that matches nothing, which Catch2 reports as a pass.
 TEST_CASE("a raised priority runs first, and priority of a running task is refused", "[client]") {
-  running_daemon d({.tasks_in_flight = 1, .rounds = 50, .review_ms = 300});
+  // Reviews slow enough that the first task is still running while the test acts (its
+  // line may run out of methods after two or three rounds).
+  running_daemon d({.tasks_in_flight = 1, .rounds = 50, .review_ms = 1500});
   std::string server = "--server " + d.url();
   std::string blocker = submit_quiet(d, softmax);
   d.wait_for(blocker, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
