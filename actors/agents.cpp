@@ -240,14 +240,22 @@ namespace {
 struct reviewer_state {
   std::vector<gpu_pool_actor> pools;
   std::vector<int> in_flight;
+  std::shared_ptr<review_meter> meter;  // may be null
 };
 
 }  // namespace
 
 reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
                                              std::vector<gpu_pool_actor> pools) {
+  return metered_reviewer_agent(self, std::move(pools), nullptr);
+}
+
+reviewer_actor::behavior_type metered_reviewer_agent(reviewer_actor::pointer self,
+                                                     std::vector<gpu_pool_actor> pools,
+                                                     std::shared_ptr<review_meter> meter) {
   auto st = std::make_shared<reviewer_state>();
   st->pools = std::move(pools);
+  st->meter = std::move(meter);
   st->in_flight.assign(st->pools.size(), 0);
   return {[=](review_request& req) -> caf::result<review_result> {
     auto rp = self->make_response_promise<review_result>();
@@ -263,6 +271,7 @@ reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
     size_t pick = std::min_element(st->in_flight.begin(), st->in_flight.end()) -
                   st->in_flight.begin();
     ++st->in_flight[pick];
+    if (st->meter) st->meter->started(pick);
     const uint64_t id = req.request_id;
     const std::string cand = req.cand.id;
     // A pool answers every request (it times reviews out itself); a remote worker
@@ -273,10 +282,12 @@ reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
         .then(
             [=](review_result& r) mutable {
               --st->in_flight[pick];
+              if (st->meter) st->meter->finished(pick);
               rp.deliver(std::move(r));
             },
             [=](caf::error& e) mutable {
               --st->in_flight[pick];
+              if (st->meter) st->meter->finished(pick);
               review_result r;
               r.request_id = id;
               r.candidate_id = cand;

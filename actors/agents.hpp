@@ -17,6 +17,7 @@
 #include <caf/error.hpp>
 
 #include "actors/protocol.hpp"
+#include "actors/review_meter.hpp"
 #include "coder/coder.hpp"
 #include "memory/skill_library.hpp"
 
@@ -70,5 +71,10 @@ planner_actor::behavior_type planner_agent(planner_actor::pointer self, planner_
 // fewest reviews in flight; a pool's error becomes an internal_error review naming it.
 reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
                                              std::vector<gpu_pool_actor> pools);
+// The same, recording each pool's busy time and answers in `meter` (one meter name
+// per pool, in the same order).
+reviewer_actor::behavior_type metered_reviewer_agent(reviewer_actor::pointer self,
+                                                     std::vector<gpu_pool_actor> pools,
+                                                     std::shared_ptr<review_meter> meter);
 
 }  // namespace ks

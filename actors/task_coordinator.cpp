@@ -13,6 +13,7 @@
 #include "llm/usage_ledger.hpp"
 #include "memory/content_hash.hpp"
 #include "memory/decision_policy.hpp"
+#include "memory/json_codec.hpp"
 #include "memory/store.hpp"
 
 namespace ks {
@@ -27,6 +28,48 @@ std::string fmt2(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
   return buf;
+}
+
+// A seed line's state after a completed round, or its end (see coordinator_options::
+// resume). Kernels are referred to by id: they are in the store's kernels family.
+struct line_checkpoint {
+  uint32_t round = 0;
+  uint32_t reviews = 0;
+  int restarts = 0;
+  std::string cur, best;  // kernel ids; best is empty before the first correct kernel
+  review_result cur_review, best_review;
+  bool finished = false;  // the line ended; reason says why
+  std::string reason;
+};
+
+std::string line_key(const std::string& task, size_t line) {
+  return checkpoint_prefix(task) + "line/" + std::to_string(line);
+}
+std::string seeds_key(const std::string& task) { return checkpoint_prefix(task) + "seeds"; }
+
+nlohmann::json to_record(const line_checkpoint& c) {
+  return {{"schema", "ks.line_checkpoint/1"}, {"round", c.round},   {"reviews", c.reviews},
+          {"restarts", c.restarts},           {"cur", c.cur},       {"best", c.best},
+          {"cur_review", c.cur_review},       {"best_review", c.best_review},
+          {"finished", c.finished},           {"reason", c.reason}};
+}
+
+result<line_checkpoint> checkpoint_from(const nlohmann::json& j) {
+  try {
+    line_checkpoint c;
+    c.round = j.at("round").get<uint32_t>();
+    c.reviews = j.at("reviews").get<uint32_t>();
+    c.restarts = j.at("restarts").get<int>();
+    c.cur = j.at("cur").get<std::string>();
+    c.best = j.at("best").get<std::string>();
+    c.cur_review = j.at("cur_review").get<review_result>();
+    c.best_review = j.at("best_review").get<review_result>();
+    c.finished = j.at("finished").get<bool>();
+    c.reason = j.at("reason").get<std::string>();
+    return c;
+  } catch (const std::exception& e) {
+    return error{std::string("a line checkpoint that cannot be read: ") + e.what()};
+  }
 }
 
 // Flags that make a correct-looking review unusable as a result: the kernel may be
@@ -111,10 +154,12 @@ struct line_context {
 class seed_line {
  public:
   seed_line(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
-            caf::actor coordinator)
-      : self_(self), ctx_(std::move(ctx)), o_(ctx_->opts), coordinator_(std::move(coordinator)) {}
+            caf::actor coordinator, size_t index)
+      : self_(self), ctx_(std::move(ctx)), o_(ctx_->opts), coordinator_(std::move(coordinator)),
+        index_(index) {}
 
-  task_outcome run(candidate seed);
+  // Runs the line from `seed`, or from `resume_from` when given.
+  task_outcome run(candidate seed, std::optional<line_checkpoint> resume_from);
 
  private:
   void record(trajectory_entry e) {
@@ -149,11 +194,26 @@ class seed_line {
     auto id = o_.memory->put_kernel(c);
     if (!id) spdlog::error("task '{}': kernel write failed: {}", o_.task.name, id.message());
   }
+  void save_checkpoint(const candidate* cur, const review_result* r, const std::string& reason) {
+    line_checkpoint c;
+    c.round = round_;
+    c.reviews = reviews_;
+    c.restarts = restarts_;
+    if (cur) c.cur = cur->id;
+    if (r) c.cur_review = *r;
+    if (best_) c.best = best_->id, c.best_review = best_review_;
+    c.finished = !reason.empty();
+    c.reason = reason;
+    if (auto s = o_.memory->put_task_record(line_key(o_.task.name, index_), to_record(c)); !s)
+      spdlog::error("task '{}': checkpoint write failed: {}", o_.task.name, s.message());
+  }
+  bool cancelled() const { return o_.cancel && o_.cancel->load(); }
 
   caf::blocking_actor* self_;
   std::shared_ptr<const line_context> ctx_;
   const coordinator_options& o_;
   caf::actor coordinator_;
+  size_t index_;
   uint32_t round_ = 0;
   uint32_t reviews_ = 0;
   int restarts_ = 0;
@@ -220,7 +280,7 @@ review_result seed_line::review(candidate& c, const std::string& method,
   return r;
 }
 
-task_outcome seed_line::run(candidate seed) {
+task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resume_from) {
   task_outcome out;
   out.task = o_.task.name;
   auto* self = self_;
@@ -258,6 +318,7 @@ task_outcome seed_line::run(candidate seed) {
   std::string reason;
 
   auto finish = [&](std::string why) {
+    save_checkpoint(nullptr, nullptr, why);
     out.reason = std::move(why);
     out.rounds = round_;
     out.reviews = reviews_;
@@ -303,9 +364,39 @@ task_outcome seed_line::run(candidate seed) {
     return true;
   };
 
-  review_result r = review(cur, method, bottleneck);
+  review_result r;
   bool reverted = false;  // cur was just set back to the line's best: plan from it
+  if (resume_from) {
+    // Where the line stood after its last completed round: nothing done is redone.
+    const line_checkpoint& cp = *resume_from;
+    round_ = cp.round;
+    reviews_ = cp.reviews;
+    restarts_ = cp.restarts;
+    if (!cp.best.empty()) {
+      auto b = o_.memory->get_kernel(cp.best);
+      if (!b) return finish("cannot resume: " + b.message());
+      best_ = std::move(*b);
+      best_review_ = cp.best_review;
+    }
+    if (cp.finished) return finish(cp.reason);
+    auto c = o_.memory->get_kernel(cp.cur);
+    if (!c) return finish("cannot resume: " + c.message());
+    cur = std::move(*c);
+    r = cp.cur_review;
+    reviewed_[cur.id] = r;
+    reverted = true;
+    trajectory_entry e;
+    e.kind = "note";
+    e.candidate_id = cur.id;
+    e.summary = "resumed at round " + std::to_string(round_) + " after a restart, from " +
+                short_id(cur.id) + (best_ ? " (best " + fmt2(best_review_.speedup) + ")" : "");
+    record(std::move(e));
+    progress("optimizing", e.summary);
+  } else {
+    r = review(cur, method, bottleneck);
+  }
   for (;;) {
+    if (cancelled()) return finish("cancelled");
     bool ok = r.status == review_status::ok && !disqualifying_flag(r);
     if (!ok) {
       if (r.status == review_status::ok)
@@ -411,6 +502,7 @@ task_outcome seed_line::run(candidate seed) {
       record_experience(r, &features);
       method.clear();
     }
+    save_checkpoint(&cur, &r, "");
     if (round_ >= o_.rounds) return finish("round budget spent");
 
     // Plan, optimize.
@@ -468,13 +560,16 @@ task_outcome seed_line::run(candidate seed) {
 }
 
 void seed_line_actor(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
-                     candidate seed, caf::actor coordinator) {
-  seed_line line(self, ctx, coordinator);
-  task_outcome o = line.run(std::move(seed));
+                     candidate seed, size_t index, std::optional<line_checkpoint> resume_from,
+                     caf::actor coordinator) {
+  seed_line line(self, ctx, coordinator, index);
+  task_outcome o = line.run(std::move(seed), std::move(resume_from));
   self->send(coordinator, std::move(o));
 }
 
 }  // namespace
+
+std::string checkpoint_prefix(const std::string& task) { return "checkpoint/" + task + "/"; }
 
 task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
                       const reviewer_actor& reviewer, const caf::actor& progress) {
@@ -510,36 +605,81 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
     return o;
   };
 
-  // Seeds.
-  tell(task_progress{opts.task.name, "generating", 0, 0, 0, "", "writing seed kernels"});
-  int restarts = 0;
-  auto generator = make_agent<generator_actor>(
-      self.ptr(), "generator",
-      [b = opts.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(generator_agent, b); },
-      &restarts, opts);
-  auto seeds = generator.call<std::vector<candidate>>(generate_request{opts.task, opts.seeds});
-  out.agent_restarts = static_cast<uint32_t>(restarts);
-  if (!seeds) {
-    out.reason = "no seed kernel: " + seeds.message();
+  const std::string& name = opts.task.name;
+  // Seeds: those of the interrupted run when resuming, else new ones.
+  std::optional<std::vector<candidate>> resumed_seeds;
+  if (opts.resume) {
+    auto rec = opts.memory->get_task_record(seeds_key(name));
+    if (rec && *rec) {
+      std::vector<candidate> seeds;
+      for (const auto& id : (**rec).value("seeds", std::vector<std::string>{})) {
+        auto c = opts.memory->get_kernel(id);
+        if (!c) {
+          out.reason = "cannot resume: " + c.message();
+          return finish(out);
+        }
+        seeds.push_back(std::move(*c));
+      }
+      resumed_seeds = std::move(seeds);
+    }
+  } else if (auto s = opts.memory->delete_task_records(checkpoint_prefix(name)); !s) {
+    spdlog::error("task '{}': {}", name, s.message());
+  }
+  if (opts.cancel && opts.cancel->load()) {
+    out.reason = "cancelled";
     return finish(out);
   }
-  for (auto& s : *seeds) {
-    s.task = opts.task.name;
-    if (s.id.empty()) s.id = candidate_id(s);
-    trajectory_entry e;
-    e.kind = "seed";
-    e.candidate_id = s.id;
-    e.summary = "seed " + short_id(s.id) + " from " + opts.backend->name() + ": " + s.origin;
-    if (auto r = opts.memory->append_trajectory(opts.task.name, e); !r)
-      spdlog::error("task '{}': trajectory write failed: {}", opts.task.name, r.message());
+  std::vector<candidate> seeds;
+  if (resumed_seeds) {
+    seeds = std::move(*resumed_seeds);
+  } else {
+    tell(task_progress{name, "generating", 0, 0, 0, "", "writing seed kernels"});
+    int restarts = 0;
+    auto generator = make_agent<generator_actor>(
+        self.ptr(), "generator",
+        [b = opts.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(generator_agent, b); },
+        &restarts, opts);
+    auto generated = generator.call<std::vector<candidate>>(generate_request{opts.task, opts.seeds});
+    out.agent_restarts = static_cast<uint32_t>(restarts);
+    if (!generated) {
+      out.reason = "no seed kernel: " + generated.message();
+      return finish(out);
+    }
+    seeds = std::move(*generated);
+    std::vector<std::string> ids;
+    for (auto& s : seeds) {
+      s.task = name;
+      if (s.id.empty()) s.id = candidate_id(s);
+      if (auto id = opts.memory->put_kernel(s); !id)
+        spdlog::error("task '{}': kernel write failed: {}", name, id.message());
+      ids.push_back(s.id);
+      trajectory_entry e;
+      e.kind = "seed";
+      e.candidate_id = s.id;
+      e.summary = "seed " + short_id(s.id) + " from " + opts.backend->name() + ": " + s.origin;
+      if (auto r = opts.memory->append_trajectory(name, e); !r)
+        spdlog::error("task '{}': trajectory write failed: {}", name, r.message());
+    }
+    nlohmann::json rec{{"schema", "ks.seed_checkpoint/1"}, {"seeds", ids}};
+    if (auto s = opts.memory->put_task_record(seeds_key(name), rec); !s)
+      spdlog::error("task '{}': checkpoint write failed: {}", name, s.message());
   }
 
   // One line per seed, all at once; this actor collects their progress and outcomes.
   auto ctx = std::make_shared<const line_context>(line_context{opts, reviewer});
   std::map<caf::actor_addr, task_progress> lines;
-  for (auto& s : *seeds) {
-    auto line = self->spawn<caf::detached + caf::monitored>(seed_line_actor, ctx, s,
-                                                            caf::actor{self});
+  for (size_t k = 0; k < seeds.size(); ++k) {
+    std::optional<line_checkpoint> cp;
+    if (resumed_seeds) {
+      auto rec = opts.memory->get_task_record(line_key(name, k));
+      if (rec && *rec) {
+        auto c = checkpoint_from(**rec);
+        if (c) cp = std::move(*c);
+        else spdlog::error("task '{}': line {}: {}; it starts again from its seed", name, k, c.message());
+      }
+    }
+    auto line = self->spawn<caf::detached + caf::monitored>(seed_line_actor, ctx, seeds[k], k,
+                                                            std::move(cp), caf::actor{self});
     lines[line.address()] = task_progress{};
   }
   std::vector<task_outcome> done;

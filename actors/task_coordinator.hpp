@@ -59,7 +59,19 @@ struct coordinator_options {
   double agent_timeout_s = 1800;   // one agent request; past it the agent is replaced
   // Which methods the line may try per round when the first does not apply.
   uint32_t methods_per_round = 3;
+
+  // Every seed line checkpoints itself in the store after each completed round (its
+  // round, current and best kernels and their reviews; see checkpoint_prefix). With
+  // resume, a run starts from the task's checkpoints: no seeds are generated again
+  // and no completed round runs again. Without it, old checkpoints are cleared first.
+  bool resume = false;
+  // When set and true, the task stops at its lines' next step with reason "cancelled".
+  std::shared_ptr<const std::atomic<bool>> cancel;
 };
+
+// Where a task's checkpoints live in the store's tasks column family: the records
+// whose ids start with this ("checkpoint/TASK/").
+std::string checkpoint_prefix(const std::string& task);
 
 // Runs the whole loop for opts.task, blocking until it ends; `reviewer` checks
 // candidates; task_progress messages go to `progress` when it is valid. Call it from

@@ -26,6 +26,9 @@ int check_plan(const std::string& plan_path, const std::string& task_path,
                const std::string& source_path, const std::string& size);
 int list_devices(const std::string& config_path, const global_options& g);
 int run_experiment(const std::string& config_path, const global_options& g);
+// The daemon: serves the HTTP API on `listen` (empty: the config's serve.listen) and
+// runs queued tasks until SIGINT or SIGTERM.
+int serve(const std::string& config_path, const std::string& listen, const global_options& g);
 
 // The skill library (long-term memory) in `dir`, and the experience in a store.
 int skills_list(const std::string& dir);

@@ -31,6 +31,17 @@ int main(int argc, char** argv) {
   run->add_option("config", config_path, "Experiment config (YAML; see examples/experiment.yaml)")
       ->required()->check(CLI::ExistingFile);
 
+  std::string listen;
+  auto* serve = app.add_subcommand(
+      "serve", "Run the daemon: a persistent task queue with an HTTP/JSON API and a dashboard\n"
+               "on serve.listen (default 127.0.0.1:8470). Tasks are optimised like `run` does,\n"
+               "budgets.tasks_in_flight at a time; kill it any time: acknowledged tasks are in\n"
+               "the store and running ones resume from their last completed round. Submit with\n"
+               "`kernelskill submit`; see docs/daemon.md for the API.");
+  serve->add_option("--config", config_path, "Config (YAML): gpus, budgets, coder, memory, serve")
+      ->check(CLI::ExistingFile);
+  serve->add_option("--listen", listen, "HOST:PORT to serve on (overrides serve.listen; port 0: any)");
+
   bool print = false;
   auto* check = app.add_subcommand(
       "check", "Validate a config and every task file it names, without touching a GPU");
@@ -127,7 +138,7 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, check, task, plan, lower, devices, skills or trajectory; see --help)\n";
+                << "' (expected run, serve, check, task, plan, lower, devices, skills or trajectory; see --help)\n";
       return 2;
     }
     break;
@@ -135,6 +146,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*run) return run_experiment(config_path, g);
+  if (*serve) return ks::cli::serve(config_path, listen, g);
   if (*check) return check_config(config_path, print, g);
   if (*task_check) return check_tasks(task_paths, size, print);
   if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);

@@ -367,7 +367,7 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
         const size_t before = r.errors().size();
         r.string(f, v);
         if (r.errors().size() != before) return;
-        if (auto hp = parse_host_port(v); !hp) return r.fail(f, hp.message());
+        if (auto hp = parse_host_port(v, /*allow_any_port=*/true); !hp) return r.fail(f, hp.message());
         c.serve.listen = v;
       }},
       {"token_env", [&](const yaml_field& f) { env_name(r, f, c.serve.token_env, "KS_TOKEN"); }},

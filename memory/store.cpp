@@ -688,10 +688,12 @@ result<std::optional<json>> store::get_task_record(const std::string& id) const 
   return std::optional<json>(std::move(*j));
 }
 
-result<std::vector<std::pair<std::string, json>>> store::list_task_records() const {
+result<std::vector<std::pair<std::string, json>>> store::list_task_records(
+    const std::string& prefix, size_t limit) const {
   std::vector<std::pair<std::string, json>> out;
   auto it = impl_->iterate(cf_tasks);
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    if (limit > 0 && out.size() >= limit) break;
     std::string id = it->key().ToString();
     auto j = parse_json(it->value().ToString(), "task record '" + printable(id) + "'");
     if (!j) return impl_->fail("list task records", j.message());
@@ -705,6 +707,20 @@ status store::delete_task_record(const std::string& id) {
   const std::string op = "delete task record '" + id + "'";
   if (auto w = impl_->writable(op); !w) return w;
   auto s = impl_->db->Delete(impl_->write_options, impl_->cf(cf_tasks), id);
+  if (!s.ok()) return impl_->fail(op, s);
+  return {};
+}
+
+status store::delete_task_records(const std::string& prefix) {
+  const std::string op = "delete task records '" + printable(prefix) + "*'";
+  if (auto w = impl_->writable(op); !w) return w;
+  if (prefix.empty()) return impl_->fail(op, "the prefix is empty (that would delete every record)");
+  rocksdb::WriteBatch batch;
+  auto it = impl_->iterate(cf_tasks);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next())
+    batch.Delete(impl_->cf(cf_tasks), it->key());
+  if (!it->status().ok()) return impl_->fail(op, it->status());
+  auto s = impl_->db->Write(impl_->write_options, &batch);
   if (!s.ok()) return impl_->fail(op, s);
   return {};
 }

@@ -131,10 +131,14 @@ class store {
 
   status put_task_record(const std::string& id, const nlohmann::json& record);
   result<std::optional<nlohmann::json>> get_task_record(const std::string& id) const;
-  // Every record, in id order.
-  result<std::vector<std::pair<std::string, nlohmann::json>>> list_task_records() const;
+  // The records whose id starts with `prefix` (every record when empty), in id
+  // order; at most `limit` of them when limit > 0.
+  result<std::vector<std::pair<std::string, nlohmann::json>>> list_task_records(
+      const std::string& prefix = "", size_t limit = 0) const;
   // Deleting an id that has no record is not an error.
   status delete_task_record(const std::string& id);
+  // Deletes every record whose id starts with `prefix` (not empty), in one batch.
+  status delete_task_records(const std::string& prefix);
 
   // ---- experience -------------------------------------------------------------------
 

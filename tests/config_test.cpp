@@ -440,14 +440,18 @@ TEST_CASE("rejects: numbers out of range (temperature, timeouts, speedup)", "[co
              Contains("review.suspicious_speedup: expected a number greater than 1, got 1"));
 }
 
-TEST_CASE("rejects: ports outside 1-65535", "[config][bad]") {
+TEST_CASE("rejects: ports outside 1-65535 (0-65535 for serve.listen)", "[config][bad]") {
   CHECK(rejected("gpus:\n  remote:\n    - {host: gpu1, port: 70000}\n") ==
         "exp.yaml:3:26: gpus.remote[0].port: expected a port number from 1 to 65535, got 70000");
   CHECK_THAT(rejected("gpus:\n  remote: [\"gpu1:0\"]\n"),
              Contains("exp.yaml:2:12: gpus.remote[0]: expected HOST:PORT"));
   CHECK_THAT(rejected("serve:\n  listen: \"127.0.0.1:99999\"\n"),
              Contains("exp.yaml:2:11: serve.listen: expected HOST:PORT (like gpu1:8471), got \"127.0.0.1:99999\" "
-                      "(the port must be a number from 1 to 65535)"));
+                      "(the port must be a number from 0 to 65535)"));
+  // Port 0 is a listening socket's "any free port"; a remote node needs a real one.
+  auto any = ks::parse_config("serve:\n  listen: \"127.0.0.1:0\"\n", "exp.yaml", "");
+  REQUIRE(any.ok());
+  CHECK(any->serve.listen == "127.0.0.1:0");
 }
 
 TEST_CASE("rejects: malformed host:port and incomplete remote nodes", "[config][bad]") {

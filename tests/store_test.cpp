@@ -702,6 +702,27 @@ TEST_CASE("task records are stored, listed, replaced and deleted", "[store][task
   CHECK_FALSE(s->get_task_record("t-a")->has_value());
 }
 
+TEST_CASE("task records list and delete by prefix", "[store][tasks]") {
+  temp_dir tmp;
+  auto s = open_ok(tmp / "db");
+  json r{{"schema", "test/1"}};
+  for (auto id : {"checkpoint/a/line/0", "checkpoint/a/line/1", "checkpoint/a/seeds",
+                  "checkpoint/ab/seeds", "task/a", "task/b"})
+    REQUIRE(s->put_task_record(id, r).ok());
+  auto a = s->list_task_records("checkpoint/a/");
+  REQUIRE(a.ok());
+  REQUIRE(a->size() == 3);
+  CHECK((*a)[2].first == "checkpoint/a/seeds");
+  CHECK(s->list_task_records("task/", 1)->size() == 1);
+  CHECK(s->list_task_records("nothing/")->empty());
+  CHECK(s->list_task_records()->size() == 6);
+  REQUIRE(s->delete_task_records("checkpoint/a/").ok());
+  auto left = s->list_task_records();
+  REQUIRE(left->size() == 3);
+  CHECK((*left)[0].first == "checkpoint/ab/seeds");
+  CHECK_FALSE(s->delete_task_records("").ok());
+}
+
 TEST_CASE("experience summarises gains per method and bottleneck", "[store][experience]") {
   auto rec = [](std::string method, std::string bottleneck, double before, double after,
                 bool correct) {

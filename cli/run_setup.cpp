@@ -1,0 +1,95 @@
+#include "cli/run_setup.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/gpu_pool.hpp"
+#include "base/logging.hpp"
+#include "coder/llm_coder.hpp"
+#include "coder/rules_coder.hpp"
+#include "llm/llm_client.hpp"
+#include "llm/usage_ledger.hpp"
+
+namespace ks::cli {
+
+daemon_system_config::daemon_system_config() {
+  register_protocol(*this);
+  load<caf::io::middleman>();
+}
+
+result<experiment_config> load_for_command(const std::string& path, const global_options& g) {
+  experiment_config cfg;
+  if (!path.empty()) {
+    auto loaded = load_config(path);
+    if (!loaded) return loaded;
+    cfg = std::move(*loaded);
+  }
+  auto level = g.log_level.empty() ? cfg.logging.level : g.log_level;
+  if (auto s = setup_logging(level, cfg.logging.file); !s) return ks::error{s.message()};
+  return cfg;
+}
+
+void print_nodes(const gpu_discovery& found) {
+  for (auto& node : found.nodes)
+    for (auto& d : node.info.devices)
+      std::printf("%s (%s): gpu %d: %s, compute capability %d.%d, %.1f GiB, %d SMs\n",
+                  node.name.c_str(), node.info.host.c_str(), d.ordinal, d.name.c_str(),
+                  d.cc_major, d.cc_minor, d.total_memory_bytes / 1073741824.0, d.multiprocessors);
+}
+
+result<backend_choice> make_backend(const experiment_config& cfg,
+                                    std::shared_ptr<const skill_library> lib) {
+  backend_choice b;
+  if (cfg.coder.backend == "llm") {
+    auto co = client_options(cfg);
+    b.usage = std::make_shared<usage_ledger>();
+    co.ledger = b.usage;
+    auto client = llm_client::create(std::move(co));
+    if (!client) return ks::error{cfg.source + ": coder.llm: " + client.message()};
+    std::shared_ptr<llm_client> shared = std::move(*client);
+    llm_coder_options lo;
+    lo.chat = [shared](const chat_request& r) { return shared->chat(r); };
+    lo.library = lib;
+    b.model = std::make_shared<llm_coder>(std::move(lo));
+    b.code = b.model;
+    spdlog::info("coder: llm, {}", shared->describe());
+    return b;
+  }
+  rules_coder_options ro;
+  ro.gpu_worker = cfg.gpus.worker_binary.empty() ? default_worker_binary() : cfg.gpus.worker_binary;
+  ro.skills_dir = KS_DEFAULT_SKILLS_DIR;
+  auto rules = rules_coder::create(ro);
+  if (!rules) return ks::error{"the rules coder: " + rules.message()};
+  b.code = std::shared_ptr<coder>(std::move(*rules));
+  spdlog::info("coder: rules (templates lowered from each task's graph; no model)");
+  return b;
+}
+
+gpu_pools start_pools(caf::actor_system& sys, const experiment_config& cfg, const gpu_discovery& found) {
+  gpu_pools out;
+  for (auto& node : found.nodes) {
+    if (!node.process) {
+      out.pools.push_back(node.handle);
+      out.names.push_back(node.name);
+      continue;
+    }
+    for (auto& d : node.info.devices) {
+      gpu_pool_options po;
+      po.worker.binary = cfg.gpus.worker_binary;
+      po.worker.device = d.ordinal;
+      po.worker.log_level = "warn";
+      po.max_queue = static_cast<size_t>(std::max(
+          cfg.budgets.device_queue_depth, cfg.budgets.tasks_in_flight * cfg.budgets.seeds));
+      out.pools.push_back(sys.spawn<caf::detached>(gpu_pool, po));
+      out.names.push_back(node.name + "/" + std::to_string(d.ordinal));
+    }
+  }
+  return out;
+}
+
+}  // namespace ks::cli

@@ -1,0 +1,57 @@
+#pragma once
+// What `kernelskill run` and `kernelskill serve` both set up from a config: the actor
+// system's config, logging, the coder backend, and a GPU pool per local device.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system_config.hpp>
+
+#include "actors/gpu_nodes.hpp"
+#include "actors/protocol.hpp"
+#include "base/result.hpp"
+#include "cli/commands.hpp"
+#include "coder/coder.hpp"
+#include "config/experiment_config.hpp"
+#include "memory/skill_library.hpp"
+
+namespace ks {
+class llm_coder;
+class usage_ledger;
+}
+
+namespace ks::cli {
+
+// The actor system of the daemon side: the protocol's types and the middleman (for
+// workers on loopback or other machines).
+struct daemon_system_config : caf::actor_system_config {
+  daemon_system_config();
+};
+
+// Loads the config (or the defaults when path is empty) and sets up logging from it,
+// --log-level taking precedence.
+result<experiment_config> load_for_command(const std::string& path, const global_options& g);
+
+// The coder backend the config asks for. The llm client is kept alive by the coder's
+// chat function (it holds the shared pointer).
+struct backend_choice {
+  std::shared_ptr<coder> code;
+  std::shared_ptr<llm_coder> model;   // set for the llm backend (the diagnoser uses it)
+  std::shared_ptr<usage_ledger> usage;
+};
+result<backend_choice> make_backend(const experiment_config& cfg,
+                                    std::shared_ptr<const skill_library> lib);
+
+// A pool per local GPU (it owns its worker: restarts it after a crash, kills it on a
+// hung review); remote workers are used as they are. names: "local/0", "HOST:PORT".
+struct gpu_pools {
+  std::vector<gpu_pool_actor> pools;
+  std::vector<std::string> names;
+};
+gpu_pools start_pools(caf::actor_system& sys, const experiment_config& cfg, const gpu_discovery& found);
+
+// One line per GPU found, on stdout.
+void print_nodes(const gpu_discovery& found);
+
+}  // namespace ks::cli

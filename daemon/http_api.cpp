@@ -1,0 +1,474 @@
+#include "daemon/http_api.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include "actors/review_meter.hpp"
+#include "daemon/scheduler.hpp"
+#include "daemon/task_queue.hpp"
+#include "llm/usage_ledger.hpp"
+#include "memory/json_codec.hpp"
+#include "memory/store.hpp"
+#include "task/task_loader.hpp"
+
+namespace ks {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+namespace {
+
+// An API error: its status, code word and message.
+struct api_error {
+  int status;
+  std::string code;
+  std::string message;
+};
+
+void reply_error(httplib::Response& res, const api_error& e) {
+  res.status = e.status;
+  res.set_content(json{{"error", {{"code", e.code}, {"message", e.message}}}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
+                  "application/json");
+}
+
+void reply_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", "application/json");
+}
+
+const char* code_for(int status) {
+  switch (status) {
+    case 400: return "bad_request";
+    case 401: return "unauthorized";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 409: return "conflict";
+    case 413: return "payload_too_large";
+    case 415: return "unsupported_media_type";
+    default: return status >= 500 ? "internal" : "bad_request";
+  }
+}
+
+std::string media_type(const httplib::Request& req) {
+  std::string ct = req.get_header_value("Content-Type");
+  ct = ct.substr(0, ct.find(';'));
+  while (!ct.empty() && ct.back() == ' ') ct.pop_back();
+  for (auto& c : ct) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ct;
+}
+
+// An integer query or body value in [lo, hi]; the error names `what`.
+result<int> parse_int(const std::string& text, const std::string& what, int lo, int hi) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size())
+    return error{what + ": expected an integer, got \"" + text.substr(0, 40) + "\""};
+  if (v < lo || v > hi)
+    return error{what + ": " + std::to_string(v) + " is outside " + std::to_string(lo) + ".." +
+                 std::to_string(hi)};
+  return static_cast<int>(v);
+}
+
+// A scratch directory for an uploaded module, removed when this goes away.
+struct upload_dir {
+  fs::path path;
+  upload_dir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("ks-upload-" + std::to_string(rd()) + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~upload_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+struct http_api::impl {
+  http_api_options opts;
+  http_api_context ctx;
+  httplib::Server server;
+  std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+
+  impl(http_api_options o, http_api_context c) : opts(std::move(o)), ctx(std::move(c)) {}
+
+  // The task a path names: 400 for something that is not an id, 404 for none.
+  result<queued_task> task_at(const std::string& id, api_error* err) {
+    if (!valid_task_id(id)) {
+      *err = {400, "bad_request", "'" + id.substr(0, 80) + "' is not a task id (NAME-NNNNNN)"};
+      return error{err->message};
+    }
+    auto t = ctx.queue->get(id);
+    if (!t) {
+      *err = {500, "internal", t.message()};
+      return error{err->message};
+    }
+    if (!*t) {
+      *err = {404, "not_found", "no task '" + id + "'"};
+      return error{err->message};
+    }
+    return std::move(**t);
+  }
+
+  // A task from a submit request: YAML text, or JSON with task_yaml (+ module_base64).
+  result<std::pair<task_spec, int>> read_submission(const httplib::Request& req, api_error* err) {
+    auto bad = [&](int status, std::string msg) -> result<std::pair<task_spec, int>> {
+      *err = {status, code_for(status), std::move(msg)};
+      return error{err->message};
+    };
+    const std::string mt = media_type(req);
+    std::string yaml_text;
+    std::string module_b64;
+    bool has_module = false;
+    int priority = 0;
+    if (mt == "application/yaml" || mt == "text/yaml" || mt == "application/x-yaml") {
+      yaml_text = req.body;
+      if (req.has_param("priority")) {
+        auto p = parse_int(req.get_param_value("priority"), "priority", min_priority, max_priority);
+        if (!p) return bad(400, p.message());
+        priority = *p;
+      }
+    } else if (mt == "application/json") {
+      json j;
+      try {
+        j = json::parse(req.body);
+      } catch (const json::exception& e) {
+        return bad(400, std::string("the body is not valid JSON: ") + e.what());
+      }
+      if (!j.is_object()) return bad(400, "the body must be a JSON object with task_yaml");
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "task_yaml") {
+          if (!it->is_string()) return bad(400, "task_yaml: expected a string (the task file's text)");
+          yaml_text = it->get<std::string>();
+        } else if (k == "priority") {
+          if (!it->is_number_integer())
+            return bad(400, "priority: expected an integer, got " + std::string(it->type_name()));
+          auto v = it->get<int64_t>();
+          if (v < min_priority || v > max_priority)
+            return bad(400, "priority: " + std::to_string(v) + " is outside -1000..1000");
+          priority = static_cast<int>(v);
+        } else if (k == "module_base64") {
+          if (!it->is_string()) return bad(400, "module_base64: expected a string (a base64 .pt file)");
+          module_b64 = it->get<std::string>();
+          has_module = true;
+        } else {
+          return bad(400, "unknown field '" + k.substr(0, 60) +
+                              "' (expected task_yaml, priority, module_base64)");
+        }
+      }
+      if (!j.contains("task_yaml")) return bad(400, "task_yaml: missing (the task file's text)");
+    } else {
+      return bad(415, "send the task as application/yaml, or as application/json with task_yaml "
+                      "(got \"" + mt.substr(0, 60) + "\")");
+    }
+    if (yaml_text.empty()) return bad(400, "the task is empty");
+
+    // A module path in the file must not make the daemon read its own files: the
+    // module comes with the request, or the task is refused.
+    std::optional<upload_dir> dir;
+    bool names_module = false;
+    YAML::Node root;
+    try {
+      root = YAML::Load(yaml_text);
+      const YAML::Node& croot = root;
+      names_module = croot.IsMap() && croot["reference"] && croot["reference"].IsMap() &&
+                     croot["reference"]["module"];
+    } catch (const YAML::Exception&) {
+      // parse_task reports the syntax error with its position.
+    }
+    if (names_module || has_module) {
+      if (!has_module)
+        return bad(400, "reference.module: upload the .pt file with the task (module_base64 in a "
+                        "JSON body; `kernelskill submit` does this); the daemon does not read its "
+                        "own files for a request");
+      if (!names_module)
+        return bad(400, "module_base64 was sent but the task has no reference.module");
+      auto bytes = base64_decode(module_b64);
+      if (!bytes) return bad(400, "module_base64: " + bytes.message());
+      dir.emplace();
+      std::ofstream(dir->path / "upload.pt", std::ios::binary) << *bytes;
+      root["reference"]["module"] = "upload.pt";
+      YAML::Emitter out;
+      out << root;
+      yaml_text = out.c_str();
+    }
+    auto spec = parse_task(yaml_text, "task", dir ? dir->path : fs::path("/nonexistent"));
+    if (!spec) return bad(400, spec.message());
+    if (spec->module_bytes.size() > 0) spec->module_path = "upload.pt";
+    if (!valid_task_name(spec->name))
+      return bad(400, "name: '" + spec->name.substr(0, 80) +
+                          "' is not a valid task name (1-64 of A-Z a-z 0-9 _ . -, not starting "
+                          "with '.')");
+    return std::make_pair(std::move(*spec), priority);
+  }
+
+  std::string metrics_text() {
+    std::string out;
+    auto line = [&](const std::string& name, const std::string& labels, double v) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.6g", v);
+      out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + buf + "\n";
+    };
+    auto counts = ctx.queue->counts();
+    out += "# HELP ks_queue_depth Tasks waiting to run.\n# TYPE ks_queue_depth gauge\n";
+    line("ks_queue_depth", "", static_cast<double>(counts[task_state::queued]));
+    out += "# HELP ks_tasks Tasks by state.\n# TYPE ks_tasks gauge\n";
+    for (auto& [st, n] : counts) line("ks_tasks", "state=\"" + std::string(to_string(st)) + "\"", n);
+    out += "# HELP ks_gpus Devices the daemon reviews on.\n# TYPE ks_gpus gauge\n";
+    line("ks_gpus", "", static_cast<double>(opts.gpus));
+    if (ctx.meter) {
+      out += "# HELP ks_gpu_busy_seconds_total Seconds each GPU pool had a review running or queued.\n"
+             "# TYPE ks_gpu_busy_seconds_total counter\n";
+      auto pools = ctx.meter->read();
+      for (auto& p : pools) line("ks_gpu_busy_seconds_total", "device=\"" + p.name + "\"", p.busy_s);
+      out += "# HELP ks_reviews_total Reviews answered.\n# TYPE ks_reviews_total counter\n";
+      line("ks_reviews_total", "", static_cast<double>(ctx.meter->reviews()));
+      out += "# HELP ks_reviews_per_second Reviews answered per second over the last minute.\n"
+             "# TYPE ks_reviews_per_second gauge\n";
+      line("ks_reviews_per_second", "", ctx.meter->reviews_per_second(60));
+    }
+    auto usage = ctx.usage ? ctx.usage->total() : usage_counts{};
+    out += "# HELP ks_llm_tokens_total LLM tokens billed.\n# TYPE ks_llm_tokens_total counter\n";
+    line("ks_llm_tokens_total", "direction=\"input\"", static_cast<double>(usage.input_tokens));
+    line("ks_llm_tokens_total", "direction=\"output\"", static_cast<double>(usage.output_tokens));
+    out += "# HELP ks_uptime_seconds Seconds since the daemon started.\n# TYPE ks_uptime_seconds gauge\n";
+    line("ks_uptime_seconds", "",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    return out;
+  }
+
+  void routes() {
+    server.set_payload_max_length(opts.max_body_bytes);
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (opts.token.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + opts.token)
+        return httplib::Server::HandlerResponse::Unhandled;
+      reply_error(res, {401, "unauthorized",
+                        "this daemon needs `Authorization: Bearer TOKEN` (the client reads it "
+                        "from $KS_TOKEN)"});
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // Statuses httplib sets itself (404 for an unknown path, 413 for a body over the
+    // limit, 400 for a malformed request) get a JSON body like every other error.
+    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      std::string msg = res.status == 404 ? "no such endpoint: " + req.method + " " + req.path.substr(0, 100)
+                        : res.status == 413 ? "the request body is larger than the daemon accepts"
+                                            : "the request could not be handled";
+      reply_error(res, {res.status, code_for(res.status), msg});
+    });
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& res,
+                                    std::exception_ptr ep) {
+      std::string what = "unknown error";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      spdlog::error("http: {}", what);
+      reply_error(res, {500, "internal", what});
+    });
+
+    server.Get("/", [this](const httplib::Request&, httplib::Response& res) {
+      if (!ctx.dashboard) return reply_error(res, {404, "not_found", "this build has no dashboard"});
+      auto page = ctx.dashboard();
+      res.set_content(std::string(page), "text/html; charset=utf-8");
+    });
+    server.Get("/api/health", [this](const httplib::Request&, httplib::Response& res) {
+      json tasks = json::object();
+      for (auto& [st, n] : ctx.queue->counts()) tasks[to_string(st)] = n;
+      reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
+                            {"gpus", opts.gpus}});
+    });
+    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_text(), "text/plain; version=0.0.4");
+    });
+    server.Post("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
+      api_error err;
+      auto sub = read_submission(req, &err);
+      if (!sub) return reply_error(res, err);
+      auto t = ctx.queue->submit(sub->first, sub->second, opts.rounds_budget);
+      if (!t) return reply_error(res, {500, "internal", t.message()});
+      spdlog::info("task '{}': queued (priority {})", t->id, t->priority);
+      reply_json(res, 201, to_json(*t, false));
+    });
+    server.Get("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
+      std::optional<task_state> state;
+      size_t limit = 100;
+      for (auto& [k, v] : req.params) {
+        if (k == "state") {
+          state = parse_task_state(v);
+          if (!state)
+            return reply_error(res, {400, "bad_request",
+                                     "state: expected queued, running, done, failed or cancelled, "
+                                     "got \"" + v.substr(0, 40) + "\""});
+        } else if (k == "limit") {
+          auto n = parse_int(v, "limit", 1, 1000);
+          if (!n) return reply_error(res, {400, "bad_request", n.message()});
+          limit = static_cast<size_t>(*n);
+        } else {
+          return reply_error(res, {400, "bad_request",
+                                   "unknown parameter '" + k.substr(0, 40) + "' (expected state, limit)"});
+        }
+      }
+      size_t total = 0;
+      auto tasks = ctx.queue->list(state, limit, &total);
+      if (!tasks) return reply_error(res, {500, "internal", tasks.message()});
+      json arr = json::array();
+      for (auto& t : *tasks) arr.push_back(to_json(t, false));
+      reply_json(res, 200, {{"tasks", arr}, {"total", total}});
+    });
+    server.Get(R"(/api/tasks/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      api_error err;
+      auto t = task_at(req.matches[1], &err);
+      if (!t) return reply_error(res, err);
+      reply_json(res, 200, to_json(*t, true));
+    });
+    server.Post(R"(/api/tasks/([^/]+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+      api_error err;
+      auto t = task_at(req.matches[1], &err);
+      if (!t) return reply_error(res, err);
+      refusal why;
+      auto c = ctx.queue->cancel(t->id, &why);
+      if (!c) return reply_error(res, {why == refusal::conflict ? 409 : why == refusal::not_found ? 404 : 500,
+                                       code_for(why == refusal::conflict ? 409 : why == refusal::not_found ? 404 : 500),
+                                       c.message()});
+      if (ctx.tasks) ctx.tasks->cancel(t->id);
+      spdlog::info("task '{}': cancel requested", t->id);
+      reply_json(res, 200, to_json(*c, false));
+    });
+    server.Post(R"(/api/tasks/([^/]+)/priority)", [this](const httplib::Request& req, httplib::Response& res) {
+      api_error err;
+      auto t = task_at(req.matches[1], &err);
+      if (!t) return reply_error(res, err);
+      if (media_type(req) != "application/json")
+        return reply_error(res, {415, "unsupported_media_type", "send {\"priority\": N} as application/json"});
+      json j;
+      try {
+        j = json::parse(req.body);
+      } catch (const json::exception& e) {
+        return reply_error(res, {400, "bad_request", std::string("the body is not valid JSON: ") + e.what()});
+      }
+      if (!j.is_object() || !j.contains("priority"))
+        return reply_error(res, {400, "bad_request", "expected {\"priority\": N}"});
+      for (auto it = j.begin(); it != j.end(); ++it)
+        if (it.key() != "priority")
+          return reply_error(res, {400, "bad_request", "unknown field '" + it.key().substr(0, 60) + "' (expected priority)"});
+      if (!j["priority"].is_number_integer())
+        return reply_error(res, {400, "bad_request", std::string("priority: expected an integer, got ") + j["priority"].type_name()});
+      auto v = j["priority"].get<int64_t>();
+      if (v < min_priority || v > max_priority)
+        return reply_error(res, {400, "bad_request", "priority: " + std::to_string(v) + " is outside -1000..1000"});
+      refusal why;
+      auto c = ctx.queue->set_priority(t->id, static_cast<int>(v), &why);
+      if (!c) return reply_error(res, {why == refusal::conflict ? 409 : 404,
+                                       why == refusal::conflict ? "conflict" : "not_found", c.message()});
+      reply_json(res, 200, to_json(*c, false));
+    });
+    server.Get(R"(/api/tasks/([^/]+)/result)", [this](const httplib::Request& req, httplib::Response& res) {
+      api_error err;
+      auto t = task_at(req.matches[1], &err);
+      if (!t) return reply_error(res, err);
+      if (!has_ended(t->state))
+        return reply_error(res, {409, "conflict", "task '" + t->id + "' is " + to_string(t->state) +
+                                                      "; its result is there when it ends"});
+      auto o = ctx.queue->outcome(t->id);
+      if (!o) return reply_error(res, {500, "internal", o.message()});
+      json body{{"task", to_json(*t, false)}};
+      if (*o) {
+        json oj = **o;
+        body["outcome"] = {{"success", oj.value("success", false)}, {"reason", oj.value("reason", "")},
+                           {"rounds", oj.value("rounds", 0)}, {"reviews", oj.value("reviews", 0)},
+                           {"input_tokens", oj.value("input_tokens", 0)},
+                           {"output_tokens", oj.value("output_tokens", 0)},
+                           {"wall_s", oj.value("wall_s", 0.0)}};
+        if (oj.value("success", false)) {
+          body["kernel"] = oj["best"];
+          body["review"] = oj["best_review"];
+          if (ctx.export_pytorch) {
+            auto spec = ctx.queue->spec(t->id);
+            auto best = decode_json<candidate>(oj["best"], "best");
+            if (spec && best) {
+              auto py = ctx.export_pytorch(*spec, *best);
+              if (py) body["pytorch"] = *py;
+              else body["pytorch_error"] = py.message();
+            }
+          }
+        }
+      }
+      reply_json(res, 200, body);
+    });
+    server.Get(R"(/api/tasks/([^/]+)/trajectory)", [this](const httplib::Request& req, httplib::Response& res) {
+      api_error err;
+      auto t = task_at(req.matches[1], &err);
+      if (!t) return reply_error(res, err);
+      uint64_t from = 0;
+      for (auto& [k, v] : req.params) {
+        if (k != "from_seq")
+          return reply_error(res, {400, "bad_request", "unknown parameter '" + k.substr(0, 40) + "' (expected from_seq)"});
+        auto n = parse_int(v, "from_seq", 0, 1 << 30);
+        if (!n) return reply_error(res, {400, "bad_request", n.message()});
+        from = static_cast<uint64_t>(*n);
+      }
+      auto entries = ctx.memory->read_trajectory(t->id, from);
+      if (!entries) return reply_error(res, {500, "internal", entries.message()});
+      json arr = json::array();
+      for (auto& e : *entries) arr.push_back(e);
+      reply_json(res, 200, {{"entries", arr}});
+    });
+  }
+};
+
+http_api::http_api(http_api_options opts, http_api_context ctx)
+    : impl_(std::make_unique<impl>(std::move(opts), std::move(ctx))) {
+  impl_->routes();
+}
+
+http_api::~http_api() { stop(); }
+
+result<uint16_t> http_api::bind() {
+  const auto& o = impl_->opts;
+  if (o.token.empty() && !is_loopback_host(o.host))
+    return error{"serve.listen: " + o.host +
+                 " is not a loopback address; set a token (the environment variable named by "
+                 "serve.token_env) before serving beyond this machine"};
+  std::string host = o.host;
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (o.port == 0) {
+    int port = impl_->server.bind_to_any_port(host);
+    if (port <= 0) return error{"cannot listen on " + o.host + " (any port)"};
+    return static_cast<uint16_t>(port);
+  }
+  if (!impl_->server.bind_to_port(host, o.port))
+    return error{"cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                 " (is another daemon running there?)"};
+  return o.port;
+}
+
+void http_api::serve() { impl_->server.listen_after_bind(); }
+
+void http_api::stop() {
+  if (impl_) impl_->server.stop();
+}
+
+}  // namespace ks

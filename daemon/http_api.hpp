@@ -1,0 +1,73 @@
+#pragma once
+// The daemon's HTTP/JSON API and dashboard (docs/daemon.md is the reference). What it
+// promises:
+// - every request is answered; a bad one (malformed YAML or JSON, a wrong type, an
+//   unknown field, a body over the limit, a name or id that is not one) gets a 4xx
+//   with {"error": {"code", "message"}} naming what is wrong, and changes nothing;
+// - a submitted task is in the store before the 201 goes out;
+// - with a token, every request without `Authorization: Bearer TOKEN` is refused
+//   (401); without one, only loopback addresses may be served;
+// - the daemon never reads its own files for a request: a task's .pt module comes in
+//   the request or not at all.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "actors/protocol.hpp"
+#include "base/result.hpp"
+
+namespace ks {
+
+class review_meter;
+class scheduler;
+class store;
+class task_queue;
+class usage_ledger;
+
+struct http_api_options {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8470;            // 0: a free port (bind() says which)
+  std::string token;               // empty: no authentication (loopback only)
+  size_t max_body_bytes = 16u << 20;
+  uint32_t rounds_budget = 0;      // seeds × rounds, recorded with each task
+  size_t gpus = 0;                 // devices the daemon reviews on (health, metrics)
+  std::string version;
+};
+
+// What the API reads and acts on; the pointers must outlive it. meter, usage,
+// export_pytorch and dashboard may be null.
+struct http_api_context {
+  task_queue* queue = nullptr;
+  scheduler* tasks = nullptr;
+  store* memory = nullptr;
+  const review_meter* meter = nullptr;
+  const usage_ledger* usage = nullptr;
+  std::function<result<std::string>(const task_spec&, const candidate&)> export_pytorch;
+  std::function<std::string_view()> dashboard;
+};
+
+class http_api {
+ public:
+  http_api(http_api_options opts, http_api_context ctx);
+  ~http_api();
+  http_api(const http_api&) = delete;
+  http_api& operator=(const http_api&) = delete;
+
+  // Binds the socket; returns the port. Refuses a non-loopback host without a token.
+  result<uint16_t> bind();
+  // Serves until stop(); call after bind(), from a thread of its own.
+  void serve();
+  void stop();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
+bool is_loopback_host(const std::string& host);
+
+}  // namespace ks

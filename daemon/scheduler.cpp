@@ -1,0 +1,129 @@
+#include "daemon/scheduler.hpp"
+
+#include <chrono>
+#include <deque>
+#include <set>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "task/task_loader.hpp"
+
+namespace ks {
+
+scheduler::scheduler(caf::actor_system& sys, task_queue& queue, reviewer_actor reviewer,
+                     scheduler_options opts)
+    : sys_(sys), queue_(queue), reviewer_(std::move(reviewer)), opts_(std::move(opts)) {}
+
+scheduler::~scheduler() { stop(); }
+
+void scheduler::start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+}
+
+void scheduler::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void scheduler::cancel(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (auto it = cancel_flags_.find(id); it != cancel_flags_.end()) *it->second = true;
+}
+
+size_t scheduler::running() const {
+  std::lock_guard lock(mu_);
+  return cancel_flags_.size();
+}
+
+void scheduler::loop() {
+  caf::scoped_actor self{sys_};
+  std::deque<std::string> to_resume;
+  for (auto& id : queue_.interrupted()) to_resume.push_back(id);
+  if (!to_resume.empty())
+    spdlog::info("{} task(s) were running when the daemon stopped; resuming them first",
+                 to_resume.size());
+  std::map<caf::actor_addr, std::string> running;
+  std::set<std::string> reported;  // tasks whose outcome arrived
+
+  auto fail = [&](const std::string& id, const std::string& why) {
+    task_outcome o;
+    o.task = id;
+    o.reason = why;
+    spdlog::error("task '{}': {}", id, why);
+    if (auto s = queue_.finish(id, o); !s) spdlog::error("task '{}': {}", id, s.message());
+  };
+  auto launch = [&](const queued_task& t, bool resume) {
+    auto spec = queue_.spec(t.id);
+    if (spec && !opts_.size.empty() && spec->sizes.count(opts_.size)) spec = with_size(*spec, opts_.size);
+    if (!spec) return fail(t.id, spec.message());
+    coordinator_options o = opts_.base;
+    o.task = std::move(*spec);
+    // Everything the coordinator keeps (trajectory, kernels, checkpoints) is keyed by
+    // the task's name: the id makes it unique per submission.
+    o.task.name = t.id;
+    o.resume = resume;
+    auto flag = std::make_shared<std::atomic<bool>>(t.cancel_requested);
+    o.cancel = flag;
+    {
+      std::lock_guard lock(mu_);
+      cancel_flags_[t.id] = flag;
+    }
+    auto c = self->spawn<caf::detached + caf::monitored>(task_coordinator, o, reviewer_,
+                                                         caf::actor{self}, caf::actor{self});
+    running[c.address()] = t.id;
+    spdlog::info("task '{}': {}", t.id, resume ? "resuming" : "started");
+  };
+  auto start_more = [&] {
+    if (!opts_.run_tasks) return;
+    while (running.size() < std::max<uint32_t>(1, opts_.tasks_in_flight) && !stop_) {
+      if (!to_resume.empty()) {
+        auto id = to_resume.front();
+        to_resume.pop_front();
+        auto t = queue_.resume(id);
+        if (!t) {
+          spdlog::error("task '{}': cannot resume: {}", id, t.message());
+          continue;
+        }
+        launch(*t, true);
+        continue;
+      }
+      auto next = queue_.start_next();
+      if (!next) {
+        spdlog::error("the queue: {}", next.message());
+        return;
+      }
+      if (!*next) return;
+      launch(**next, false);
+    }
+  };
+
+  while (!stop_) {
+    start_more();
+    self->receive(
+        [&](task_progress& p) {
+          if (auto s = queue_.progress(p.task, p); !s)
+            spdlog::error("task '{}': {}", p.task, s.message());
+        },
+        [&](task_outcome& o) {
+          reported.insert(o.task);
+          if (auto s = queue_.finish(o.task, o); !s) spdlog::error("task '{}': {}", o.task, s.message());
+          spdlog::info("task '{}': {}", o.task, o.reason);
+        },
+        [&](caf::down_msg& d) {
+          auto it = running.find(d.source);
+          if (it == running.end()) return;
+          const std::string id = it->second;
+          running.erase(it);
+          {
+            std::lock_guard lock(mu_);
+            cancel_flags_.erase(id);
+          }
+          if (!reported.count(id)) fail(id, "the task coordinator crashed: " + sys_.render(d.reason));
+          reported.erase(id);
+        },
+        caf::after(std::chrono::milliseconds(200)) >> [] {});
+  }
+}
+
+}  // namespace ks

@@ -1,0 +1,169 @@
+// ks-scripted-gpu: a stand-in for kernelskill-gpu where there is no GPU (CI), so that
+// the daemon and `kernelskill run` can be driven end to end by tests: it speaks the
+// worker's protocol over CAF, says it has one device, and reviews each candidate by
+// compiling it with the real NVRTC. A compile error is reported as the real worker
+// reports it. A candidate that compiles is "correct", with a speedup and profile
+// derived from a hash of its source — deterministic, so a test can rely on a
+// candidate's verdict not changing between runs or restarts — unless its source
+// names a verdict the way tests/agent_loop_test.cpp does:
+//   // verdict: ok speedup=1.7      // verdict: incorrect      // verdict: crash
+// KS_SCRIPTED_REVIEW_MS=N makes every review take at least N ms, so that a test can
+// act while tasks are running.
+// The rules coder asks the configured worker binary for the task's graph
+// (`--graph`, CPU LibTorch, no GPU needed): that request is handed to the real
+// kernelskill-gpu beside this program, so one `gpus.worker_binary` serves both.
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/protocol.hpp"
+#include "base/content_hash.hpp"
+#include "gpu/nvrtc_compiler.hpp"
+
+namespace {
+
+struct config : caf::actor_system_config {
+  config() {
+    ks::register_protocol(*this);
+    load<caf::io::middleman>();
+  }
+};
+
+// A number in [0, 1) from the source's hash: the same source gets the same number.
+double unit_from(const std::string& text, size_t salt) {
+  auto h = ks::sha256_hex(text);
+  return std::stoul(h.substr(salt * 6 % 56, 6), nullptr, 16) / double(1 << 24);
+}
+
+ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& req) {
+  ks::review_result r;
+  r.request_id = req.request_id;
+  r.candidate_id = req.cand.id;
+  r.device = "scripted/0";
+  auto c = nvrtc.compile(req.cand.source, req.cand.compile_options);
+  if (!c) {
+    r.status = ks::review_status::internal_error;
+    r.message = c.message();
+    return r;
+  }
+  if (!c->ok) {
+    r.status = ks::review_status::compile_error;
+    r.message = c->timed_out ? "the compile timed out" : "compile failed";
+    r.diagnostics = c->diagnostics;
+    r.compile_log = c->log;
+    return r;
+  }
+  r.resources = c->resources;
+  std::string verdict = "ok";
+  double speedup = 0.7 + 1.3 * unit_from(req.cand.source, 0);
+  std::smatch m;
+  static const std::regex re("// verdict: (\\w+)(?: speedup=([0-9.]+))?");
+  if (std::regex_search(req.cand.source, m, re)) {
+    verdict = m[1];
+    if (m[2].matched) speedup = std::stod(m[2]);
+  }
+  r.trials_run = req.options.trials;
+  if (verdict == "ok") {
+    r.status = ks::review_status::ok;
+    r.trials_passed = r.trials_run;
+    r.reference_time.median_ms = 1.0;
+    r.candidate_time.median_ms = 1.0 / speedup;
+    r.speedup = speedup;
+    // Profiles that differ from candidate to candidate, so that the planner's
+    // bottleneck classes (and so its choices) vary as they would on a GPU.
+    const double dram = 20 + 75 * unit_from(req.cand.source, 1);
+    r.profile.values = {{"dram_throughput_pct", dram},
+                        {"l2_throughput_pct", 20 + 60 * unit_from(req.cand.source, 2)},
+                        {"l1_throughput_pct", 15 + 60 * unit_from(req.cand.source, 3)},
+                        {"sm_throughput_pct", 10 + 70 * unit_from(req.cand.source, 4)},
+                        {"achieved_occupancy_pct", 30 + 65 * unit_from(req.cand.source, 5)},
+                        {"stall_long_scoreboard_pct", 60 * unit_from(req.cand.source, 6)},
+                        {"branch_efficiency_pct", 100}};
+    r.profile.kernel_launches = 1;
+    r.message = "correct in every trial (scripted verdict)";
+  } else if (verdict == "crash") {
+    r.status = ks::review_status::crashed;
+    r.message = "an illegal memory access was encountered (scripted verdict)";
+  } else {
+    r.status = ks::review_status::incorrect;
+    r.max_abs_error = 0.5;
+    r.message = "the output differs from the reference (scripted verdict)";
+  }
+  return r;
+}
+
+ks::gpu_worker_actor::behavior_type scripted_worker(ks::gpu_worker_actor::pointer) {
+  auto nvrtc = std::make_shared<ks::nvrtc_compiler>();
+  const char* delay = std::getenv("KS_SCRIPTED_REVIEW_MS");
+  const int delay_ms = delay ? std::atoi(delay) : 0;
+  return {
+      [](ks::describe_atom) {
+        ks::worker_info info;
+        info.host = "scripted";
+        info.pid = static_cast<int32_t>(getpid());
+        info.version = ks::protocol_version;
+        ks::device_info d;
+        d.name = "Scripted GPU (NVRTC only; verdicts are scripted)";
+        d.cc_major = 9;
+        d.cc_minor = 0;
+        d.total_memory_bytes = 1ull << 34;
+        d.multiprocessors = 132;
+        info.devices.push_back(d);
+        return info;
+      },
+      [nvrtc, delay_ms](const ks::review_request& req) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = review(*nvrtc, req);
+        std::this_thread::sleep_until(t0 + std::chrono::milliseconds(delay_ms));
+        return r;
+      },
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--graph") {
+      std::error_code ec;
+      auto real = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
+                   "kernelskill-gpu").string();
+      argv[0] = real.data();
+      execv(real.c_str(), argv);
+      std::fprintf(stderr, "ks-scripted-gpu: cannot run %s for --graph\n", real.c_str());
+      return 2;
+    }
+  // The pool passes --listen HOST:0 --exit-with-parent --log-level L [--device N].
+  std::string host = "127.0.0.1";
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--listen")
+      host = std::string(argv[i + 1]).substr(0, std::string(argv[i + 1]).rfind(':'));
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  config cfg;
+  caf::actor_system sys{cfg};
+  auto worker = sys.spawn<caf::detached>(scripted_worker);
+  auto port = sys.middleman().publish(worker, 0, host.c_str(), true);
+  if (!port) return 2;
+  std::printf("kernelskill-gpu: listening on %s:%u\n", host.c_str(), unsigned{*port});
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::_Exit(0);
+}
