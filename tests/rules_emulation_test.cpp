@@ -235,6 +235,8 @@ TEST_CASE("emulated: elementwise epilogues fused into pool and scan kernels matc
 // Methods as template changes: each seed optimized by the method runs against the
 // reference (rules_coder_test checks what changes in the source).
 TEST_CASE("emulated: methods applied as template changes match the reference", "[rules][emulated][methods]") {
+  // Two seeds (a block and a warp per row: the row cache's stride differs) where the
+  // row mapping matters, one elsewhere: CI time.
   const std::pair<const char*, const char*> cases[] = {
       {"examples/tasks/softmax.yaml", "cache_row_in_registers"},
       {"examples/tasks/layernorm.yaml", "cache_row_in_registers"},
@@ -249,7 +251,8 @@ TEST_CASE("emulated: methods applied as template changes match the reference", "
     auto task = load_task(kSource / path);
     REQUIRE(task);
     INFO(path << " " << method);
-    auto seeds = the_coder().seeds(*task, 2);
+    const bool rows = std::string(method) != "streaming_cache_hints" && std::string(method) != "readonly_restrict_ldg";
+    auto seeds = the_coder().seeds(*task, rows ? 2 : 1);
     if (!seeds) FAIL(seeds.message());
     std::vector<candidate> changed;
     for (const candidate& seed : *seeds) {
