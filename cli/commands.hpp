@@ -4,7 +4,9 @@
 // 4 the requested work is not available in this build, 5 a run finished but some
 // task ended without a correct kernel.
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,9 @@
 
 namespace ks {
 class store;
+}
+namespace CLI {
+class App;
 }
 
 namespace ks::cli {
@@ -50,5 +55,17 @@ result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_
 
 // A task's trajectory (short-term memory) as a timeline; the tasks when task is empty.
 int show_trajectory(const std::string& memory_path, const std::string& task);
+
+// The clients of a running daemon (cli/client_commands.cpp): submit, status, cancel,
+// priority, result, watch. Their exit statuses add 6 (no daemon answers), 7 (the
+// daemon refused the token) and 8 (the daemon failed) to the ones above.
+struct daemon_client_options {
+  std::string server;     // empty: $KS_SERVER, else http://127.0.0.1:8470
+  std::string token_env;  // the variable holding the token
+  bool token_env_given = false;
+};
+// Adds the client subcommands to `app`; after parsing, the returned function runs the
+// one that was given (its exit status), or returns nullopt when none was.
+std::function<std::optional<int>()> add_client_commands(CLI::App& app);
 
 }  // namespace ks::cli

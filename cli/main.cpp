@@ -129,6 +129,8 @@ int main(int argc, char** argv) {
   trajectory->add_option("task", trajectory_task, "Task name");
   trajectory->add_option("--memory", trajectory_memory, "The memory store directory (default ks-memory)");
 
+  auto run_client_command = add_client_commands(app);
+
   // CLI11 reports an unknown subcommand only as "a subcommand is required".
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -138,12 +140,19 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, serve, check, task, plan, lower, devices, skills or trajectory; see --help)\n";
+                << "' (expected run, serve, check, task, plan, lower, devices, skills, trajectory,\n"
+                   "  submit, status, cancel, priority, result or watch; see --help)\n";
       return 2;
     }
     break;
   }
-  CLI11_PARSE(app, argc, argv);
+  // CLI11's own exit codes (105 for a value out of range, 106 for a missing one, …)
+  // would contradict the documented 2 for every usage error.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   if (*run) return run_experiment(config_path, g);
   if (*serve) return ks::cli::serve(config_path, listen, g);
@@ -159,6 +168,7 @@ int main(int argc, char** argv) {
   if (*skills_explain_cmd) return skills_explain(skills_dir, evidence, memory_path);
   if (*skills_install_cmd) return skills_install(skills_dir, memory_path);
   if (*skills_stats_cmd) return skills_stats(memory_path, bottleneck);
+  if (auto rc = run_client_command()) return *rc;
   std::cerr << app.help();
   return 2;
 }

@@ -17,6 +17,7 @@
 #include "actors/review_meter.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
+#include "daemon/dashboard.hpp"
 #include "daemon/http_api.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
@@ -114,6 +115,7 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   hc.memory = memory.get();
   hc.meter = meter.get();
   hc.usage = backend->usage.get();
+  hc.dashboard = &dashboard_page;
   http_api api(ho, hc);
   auto port = api.bind();
   if (!port) {

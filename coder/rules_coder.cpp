@@ -70,10 +70,18 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
   close(fd);
   std::filesystem::path yaml = std::string(path.data()) + ".yaml";
   std::filesystem::path err = std::string(path.data()) + ".err";
+  std::filesystem::path module = std::string(path.data()) + ".pt";
   std::filesystem::remove(path.data(), ec);
+  // The task file names its module by path; a module that came without one (uploaded
+  // to the daemon) is written beside the file for the worker to read.
+  task_spec with_file = task;
+  if (!task.module_bytes.empty()) {
+    std::ofstream(module, std::ios::binary) << task.module_bytes;
+    with_file.module_path = module.string();
+  }
   {
     std::ofstream out(yaml);
-    out << to_yaml(task);
+    out << to_yaml(with_file);
   }
   std::string cmd = shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
   if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
@@ -88,6 +96,7 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
   std::string errors = read_all(err);
   std::filesystem::remove(yaml, ec);
   std::filesystem::remove(err, ec);
+  std::filesystem::remove(module, ec);
   if (rc != 0) {
     while (!errors.empty() && errors.back() == '\n') errors.pop_back();
     return error{"rules coder: " + gpu_worker.filename().string() + " --graph failed for task \"" + task.name +

@@ -260,6 +260,10 @@ struct http_api::impl {
     server.set_payload_max_length(opts.max_body_bytes);
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (opts.token.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      // The dashboard page holds no data and a browser cannot send a bearer token when
+      // it navigates: the page is served to anyone, and its API calls carry the token
+      // (from the URL fragment #token=…), so everything it shows is still guarded.
+      if (req.method == "GET" && req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
       if (req.get_header_value("Authorization") == "Bearer " + opts.token)
         return httplib::Server::HandlerResponse::Unhandled;
       reply_error(res, {401, "unauthorized",

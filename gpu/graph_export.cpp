@@ -2,6 +2,8 @@
 // torch_reference.cpp): TorchScript graph passes and the interpreter.
 #include "gpu/graph_export.hpp"
 
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
@@ -67,16 +69,29 @@ nlohmann::json describe(const c10::IValue& v) {
 
 result<std::string> export_graph_json(const task_spec& task) {
   const std::string prefix = "task \"" + task.name + "\": graph export: ";
-  if (task.torchscript.empty())
-    return error{prefix + "only TorchScript-source references can be exported (this task has a saved module)"};
   try {
-    auto unit = torch::jit::compile(task.torchscript);
-    torch::jit::Function* forward = nullptr;
-    for (torch::jit::Function* f : unit->get_functions())
-      if (f->name() == "forward") forward = f;
-    if (!forward) return error{prefix + "the TorchScript defines no function named forward"};
-    std::shared_ptr<torch::jit::Graph> graph = torch::jit::toGraphFunction(*forward).graph()->copy();
-    torch::jit::Inline(*graph);
+    std::shared_ptr<torch::jit::Graph> graph;
+    if (!task.torchscript.empty()) {
+      auto unit = torch::jit::compile(task.torchscript);
+      torch::jit::Function* forward = nullptr;
+      for (torch::jit::Function* f : unit->get_functions())
+        if (f->name() == "forward") forward = f;
+      if (!forward) return error{prefix + "the TorchScript defines no function named forward"};
+      graph = torch::jit::toGraphFunction(*forward).graph()->copy();
+      torch::jit::Inline(*graph);
+    } else {
+      // A saved module: its forward's graph, once `self` is gone. A module whose
+      // forward reads its own attributes (parameters, submodules) has no such graph.
+      std::istringstream bytes(task.module_bytes);
+      torch::jit::Module module = torch::jit::load(bytes, c10::Device(c10::kCPU));
+      graph = module.get_method("forward").graph()->copy();
+      torch::jit::Inline(*graph);
+      if (graph->inputs().empty() || !graph->inputs()[0]->uses().empty())
+        return error{prefix + "the module's forward reads its own attributes (parameters or "
+                              "submodules); only a stateless module exports to a graph. Give the "
+                              "reference as TorchScript source with `parameters:` instead"};
+      graph->eraseInput(0);
+    }
     torch::jit::ConstantPropagation(graph);
     torch::jit::EliminateDeadCode(graph);
 

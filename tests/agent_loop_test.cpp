@@ -446,7 +446,7 @@ TEST_CASE("a crashed agent is restarted and its request re-sent", "[agents][supe
   caf::anon_send_exit(gpu, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on; the "
+TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on, the "
           "output directory has every task's results",
           "[agents][supervision][report]") {
   fixture f("experiment");

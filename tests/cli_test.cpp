@@ -200,7 +200,7 @@ TEST_CASE("skills explain prints an auditable decision trace", "[cli][skills]") 
   CHECK(contains(bad.text, "not valid JSON"));
 }
 
-TEST_CASE("skills install versions the library into a store; stats reads experience",
+TEST_CASE("skills install versions the library into a store, and stats reads experience",
           "[cli][skills][store]") {
   auto dir = scratch_dir() / "memory";
   auto install = run("skills install --memory " + dir.string());

@@ -19,6 +19,7 @@
 
 #include "actors/task_coordinator.hpp"
 #include "daemon/task_queue.hpp"
+#include "memory/json_codec.hpp"
 #include "memory/store.hpp"
 #include "task/task_loader.hpp"
 #include "tests/daemon_process.hpp"
@@ -299,6 +300,38 @@ TEST_CASE("the daemon's API runs submitted tasks and answers status, cancel, pri
   CHECK(d.terminate() == 0);
 }
 
+TEST_CASE("a task with a .pt module is submitted with the module in the request", "[daemon][api]") {
+  daemon_process d;
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  // tests/data/swish_module.pt: torch::jit::Module "Swish", forward(x) = x * sigmoid(x),
+  // saved by LibTorch.
+  const std::string pt = read_file(fs::path(KS_SOURCE_DIR) / "tests" / "data" / "swish_module.pt");
+  REQUIRE(pt.size() > 100);
+  const std::string yaml =
+      "name: swish_pt\nreference:\n  module: swish_module.pt\ninputs:\n"
+      "  - {name: x, shape: [512, 1024], init: {kind: uniform, low: -6, high: 6}}\n";
+  // Without the module the daemon refuses: it never reads its own files for a request.
+  auto refused = c.Post("/api/tasks", yaml, "application/yaml");
+  REQUIRE(refused);
+  CHECK(refused->status == 400);
+  CHECK_THAT(refused->body, Contains("module_base64"));
+  auto r = c.Post("/api/tasks", json{{"task_yaml", yaml}, {"module_base64", base64_encode(pt)}}.dump(),
+                  "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 201);
+  const std::string id = json::parse(r->body)["id"];
+  REQUIRE(wait_for(c, id, ended, 120));
+  auto t = task(c, id);
+  INFO(t.dump() << "\n" << d.log());
+  // The rules coder lowered the module's graph: the kernel computes x * sigmoid(x).
+  CHECK(t["state"] == "done");
+  auto res = body_of(c.Get(("/api/tasks/" + id + "/result").c_str()));
+  CHECK_THAT(res["kernel"]["source"].get<std::string>(), Contains("__global__"));
+  CHECK(d.terminate() == 0);
+}
+
 TEST_CASE("a running task is cancelled at its next step", "[daemon][api]") {
   daemon_options o;
   o.review_ms = 1500;
@@ -530,7 +563,7 @@ TEST_CASE("malformed and hostile requests get a 4xx with a message and change no
   CHECK(d.terminate() == 0);
 }
 
-TEST_CASE("a daemon with a token refuses requests without it; none beyond loopback without one",
+TEST_CASE("a daemon with a token refuses requests without it, and none listens beyond loopback without one",
           "[daemon][auth]") {
   daemon_options o;
   o.with_gpu = false;
@@ -538,11 +571,17 @@ TEST_CASE("a daemon with a token refuses requests without it; none beyond loopba
   daemon_process d(o);
   REQUIRE_FALSE(d.start().empty());
   auto c = client_for(d);
-  for (auto path : {"/api/health", "/api/tasks", "/metrics", "/"}) {
+  for (auto path : {"/api/health", "/api/tasks", "/metrics"}) {
     auto r = c.Get(path);
     REQUIRE(r);
     CHECK(r->status == 401);
   }
+  // The dashboard page is static (no data; a browser cannot send a bearer token when it
+  // navigates): it is served to anyone, and its own API calls carry the token.
+  auto page = c.Get("/");
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  CHECK_THAT(page->get_header_value("Content-Type"), Contains("text/html"));
   c.set_default_headers({{"Authorization", "Bearer wrong"}});
   CHECK(c.Get("/api/tasks")->status == 401);
   auto sub = c.Post("/api/tasks", example_task("swish"), "application/yaml");

@@ -270,7 +270,7 @@ TEST_CASE("openai: a correct kernel and plan, and the request the server receive
   CHECK(parsed->warnings.empty());
 }
 
-TEST_CASE("defaults from the config: temperature and max_tokens; no key, no auth header",
+TEST_CASE("defaults from the config: temperature and max_tokens, no key, no auth header",
           "[llm][http][openai]") {
   llm_fake_server server;
   server.push(openai_ok("hi"));
@@ -371,7 +371,7 @@ TEST_CASE("a wrong but well-formed kernel parses: correctness is the reviewer's 
   CHECK(server.request_count() == 1);
 }
 
-TEST_CASE("a kernel that does not compile parses; its source is returned as it is",
+TEST_CASE("a kernel that does not compile parses, its source is returned as it is",
           "[llm][http][parser]") {
   llm_fake_server server;
   const std::string broken =
@@ -494,7 +494,7 @@ TEST_CASE("HTTP 500 twice, then 200: retried, attempts == 3", "[llm][http][retry
   CHECK(u.failures == 0);
 }
 
-TEST_CASE("retries are bounded by max_retries; the error names the last failure",
+TEST_CASE("retries are bounded by max_retries, the error names the last failure",
           "[llm][http][retry]") {
   llm_fake_server server;
   server.set_default(error_reply(502, "upstream down"));
@@ -550,7 +550,7 @@ TEST_CASE("a Retry-After beyond the limit ends the call at once", "[llm][http][r
   CHECK_THAT(r.message(), Contains("quota exhausted"));
 }
 
-TEST_CASE("a 400 is not retried; the error says so and quotes the body", "[llm][http][retry]") {
+TEST_CASE("a 400 is not retried, the error says so and quotes the body", "[llm][http][retry]") {
   llm_fake_server server;
   server.push(error_reply(400, "max_tokens is too large: 999999 > 8192"));
   server.push(openai_ok("must not be reached"));
@@ -820,7 +820,7 @@ TEST_CASE("the response cache: a hit for the same request, across client instanc
   CHECK(files == 2);
 }
 
-TEST_CASE("failed replies are not cached; a corrupt cache file is a miss", "[llm][http][cache]") {
+TEST_CASE("failed replies are not cached, a corrupt cache file is a miss", "[llm][http][cache]") {
   llm_fake_server server;
   server.push(error_reply(500, "boom"));
   server.push(openai_ok("good"));
