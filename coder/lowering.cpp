@@ -6,10 +6,14 @@
 #include <set>
 #include <sstream>
 
+#include "plan/op_schema.hpp"
+
 namespace ks {
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p) {
   return {{"vector_width", std::to_string(p.vector_width)},
+          {"row_cache", p.row_cache},
+          {"cache_hint", p.cache_hint},
           {"block_size", std::to_string(p.block_size)},
           {"elements_per_thread", std::to_string(p.elements_per_thread)},
           {"grid_cap", std::to_string(p.grid_cap)},
@@ -48,6 +52,16 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
     if (it->second != "block" && it->second != "warp")
       return error{"recipe: row_mapping = '" + it->second + "': expected block or warp"};
     p.row_mapping = it->second;
+  }
+  if (auto it = recipe.find("row_cache"); it != recipe.end()) {
+    if (it->second != "none" && it->second != "registers")
+      return error{"recipe: row_cache = '" + it->second + "': expected none or registers"};
+    p.row_cache = it->second;
+  }
+  if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
+    if (it->second != "none" && it->second != "streaming" && it->second != "readonly")
+      return error{"recipe: cache_hint = '" + it->second + "': expected none, streaming or readonly"};
+    p.cache_hint = it->second;
   }
   return p;
 }
@@ -181,6 +195,9 @@ struct stage {
   bool fused_away = false;               // elementwise: emitted inside a reduction
   int epilogue = -1;                     // reduce: index of the elementwise stage fused after it
   bool is_epilogue = false;              // elementwise: emitted in a reduction's second pass
+  // library: why no template takes this op, when it is a fallback (an ATen call by
+  // its schema) rather than a product or convolution.
+  std::string fallback = "";
 };
 
 // One kernel's parameters and the plan arguments bound to them.
@@ -261,12 +278,17 @@ class lowerer {
         kinds.insert("row_reduce");
       } else if (st.kind == stage::scan) {
         s = emit_scan(i);
-        out_.stages.push_back("scan");
+        out_.stages.push_back(st.epilogue >= 0 ? "scan+epilogue" : "scan");
         kinds.insert("scan");
       } else if (st.kind == stage::pool) {
         s = emit_pool(i);
-        out_.stages.push_back("pool");
+        out_.stages.push_back(st.epilogue >= 0 ? "pool+epilogue" : "pool");
         kinds.insert("pool");
+      } else if (!st.fallback.empty()) {
+        s = emit_fallback(i);
+        out_.stages.push_back("fallback:" + base_kind(st.nodes[0]->kind));
+        out_.fallback.push_back(base_kind(st.nodes[0]->kind) + ": " + st.fallback);
+        kinds.insert("fallback");
       } else {
         s = emit_library(i);
         out_.stages.push_back("library:" + base_kind(st.nodes[0]->kind));
@@ -281,6 +303,8 @@ class lowerer {
     else if (kinds.size() == 1) out_.template_name = *kinds.begin();
     else out_.template_name = "mixed";
     if (kinds.count("library") && kinds.count("row_reduce")) out_.template_name = "mixed";
+    // A fallback alone is one library call; beside kernels it makes the candidate mixed.
+    if (kinds.count("fallback")) out_.template_name = kinds.size() == 1 ? "library" : "mixed";
     std::string fast = p_.fast_math ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
                                     : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
     out_.source = fast + kHeader + src_;
@@ -300,6 +324,11 @@ class lowerer {
   std::vector<std::string> outputs_;               // graph output values
   std::vector<stage> stages_;
   std::map<std::string, std::string> tensor_of_;   // materialized value → plan tensor name
+  std::map<std::string, std::vector<std::string>> list_of_;  // prim::ListConstruct result → elements
+  // How chain_code reads tensors: "none"; "streaming" (__ldcs on full-shape operands);
+  // "readonly" (__ldg on all); "readonly_broadcast" (__ldg on broadcast operands only,
+  // where the vector path loads the full-shape ones itself). Elementwise kernels only.
+  std::string load_hint_ = "none";
   std::set<std::string> written_;
 
   const graph_value& val(const std::string& id) const { return g_.values.at(id); }
@@ -575,8 +604,25 @@ class lowerer {
         }
         continue;
       }
-      if (is_meta(kind)) continue;
-      if (auto s = shape_of_node(n, kind); !s) return s;
+      if (is_meta(kind)) {
+        if (kind == "prim::ListConstruct") list_of_[n.outputs[0]] = n.inputs;
+        continue;
+      }
+      // Scalar arithmetic (x.dim() - 1) computes no tensor: its values are in the
+      // graph, and whatever reads one refuses it unless it is a constant or a size.
+      bool makes_tensor = false;
+      for (auto& o : n.outputs) makes_tensor = makes_tensor || val(o).is_tensor();
+      if (!makes_tensor) continue;
+      // An op no template takes becomes a library step (ATen through its schema); the
+      // chains before and after it stay fused kernels.
+      if (std::string why = template_refusal(n, kind); !why.empty()) {
+        if (auto s = fallback_shapes(n, why); !s) return s;
+        for (auto& i : n.inputs) consumers_[i];
+        stage st{stage::library, {&n}, {}, -1, false};
+        st.fallback = why;
+        stages_.push_back(st);
+        continue;
+      }
       for (auto& i : n.inputs) consumers_[i];  // mark read (filled below)
       if (elementwise_ops().count(kind)) {
         const shaped& os = shapes_.at(n.outputs[0]);
@@ -616,9 +662,14 @@ class lowerer {
         for (auto& o : n->outputs) producer_[o] = static_cast<int>(i);
     for (size_t i = 0; i < stages_.size(); ++i)
       for (auto* n : stages_[i].nodes)
-        for (auto& in : n->inputs) {
-          auto it = producer_.find(in);
-          if (it != producer_.end() && it->second != static_cast<int>(i)) consumers_[in].push_back(static_cast<int>(i));
+        for (auto& list_or_value : n->inputs) {
+          // A fallback's tensor list (cat, stack) reads its elements.
+          std::vector<std::string> read = {list_or_value};
+          if (auto l = list_of_.find(list_or_value); l != list_of_.end()) read = l->second;
+          for (auto& in : read) {
+            auto it = producer_.find(in);
+            if (it != producer_.end() && it->second != static_cast<int>(i)) consumers_[in].push_back(static_cast<int>(i));
+          }
         }
     // Meta nodes (aten::size, lists) read tensors only for their shapes: no data flow.
     if (p_.fuse_prologue) {
@@ -669,6 +720,92 @@ class lowerer {
       st.epilogue = static_cast<int>(i + 1);
       epi.is_epilogue = true;
     }
+    // A chain over a pool's or a scan's result, at that result's shape, runs in the
+    // same kernel before the store: the pooled or scanned value stays in a register.
+    for (size_t i = 0; i + 1 < stages_.size(); ++i) {
+      stage& st = stages_[i];
+      stage& epi = stages_[i + 1];
+      if ((st.kind != stage::pool && st.kind != stage::scan) || epi.kind != stage::elementwise || epi.fused_away ||
+          epi.is_epilogue)
+        continue;
+      const std::string& v = st.nodes[0]->outputs[0];
+      if (epi.iter.shape != shapes_.at(v).shape) continue;
+      if (std::count(outputs_.begin(), outputs_.end(), v)) continue;
+      bool only = !consumers_[v].empty();
+      for (int c : consumers_[v]) only = only && c == static_cast<int>(i + 1);
+      if (!only) continue;
+      st.epilogue = static_cast<int>(i + 1);
+      epi.is_epilogue = true;
+    }
+    return {};
+  }
+
+  // Why no template takes `n` ("" when one does). Sets the shapes of its results when
+  // one does.
+  std::string template_refusal(const graph_node& n, const std::string& kind) {
+    for (auto& i : n.inputs)
+      if (is_tensor(i) && val(i).dtype != "float32")
+        return "its input " + i + " is " + val(i).dtype + "; the templates read float32 only";
+    if (auto s = shape_of_node(n, kind); !s) return s.message();
+    auto flag = [&](size_t k) {
+      return k < n.inputs.size() && !val(n.inputs[k]).numbers.empty() && val(n.inputs[k]).numbers[0] != 0;
+    };
+    if (kind == "aten::logit" && n.inputs.size() > 1 && !val(n.inputs[1]).is_none())
+      return "aten::logit with eps is not supported by the rules coder";
+    if ((kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") && flag(2))
+      return n.kind + " in training mode is not supported by the rules coder";
+    // An operand computed at run time would be baked in at the export size; sizes
+    // (x * x.size(1)) are kernel arguments. (The other templates read only constants
+    // and ranks from their non-tensor inputs: layer_norm, the length of
+    // normalized_shape; a reduction, dims, which x.dim() - 1 gives at every size.)
+    if (elementwise_ops().count(kind))
+      for (size_t k = 1; k < n.inputs.size(); ++k) {
+        const graph_value& v = val(n.inputs[k]);
+        if (v.is_scalar() && !v.constant && !scalar_sym_.count(n.inputs[k]))
+          return "its operand " + n.inputs[k] + " is a scalar computed at run time";
+      }
+    return {};
+  }
+
+  // The shapes of a fallback op's results, as expressions: the graph gives sizes at one
+  // size only, so each dim is matched to an input dim of the same size (the same
+  // position first), else kept as the number (a constant such as topk's k). A wrong
+  // match cannot pass silently: the result lands in a declared buffer, whose shape the
+  // reviewer checks against what the op returned.
+  status fallback_shapes(const graph_node& n, const std::string& why) {
+    const std::string cannot = n.kind + " (value " + (n.outputs.empty() ? std::string("?") : n.outputs[0]) + "): " + why;
+    if (n.schema.empty() || n.kind.rfind("aten::", 0) != 0)
+      return error{cannot + "; and it has no ATen schema, so it cannot run as a library step either"};
+    auto sch = parse_op_schema(n.schema);
+    if (!sch) return error{cannot + "; " + sch.message()};
+    if (sch->args.size() != n.inputs.size())
+      return error{cannot + "; its node has " + std::to_string(n.inputs.size()) + " inputs for the " +
+                   std::to_string(sch->args.size()) + " arguments of " + n.schema};
+    std::vector<const shaped*> ins;
+    for (auto& i : n.inputs)
+      if (auto it = shapes_.find(i); it != shapes_.end()) ins.push_back(&it->second);
+    for (auto& o : n.outputs) {
+      const graph_value& ov = val(o);
+      if (!ov.is_tensor()) {
+        for (const graph_node& m : g_.nodes)
+          if (!is_meta(base_kind(m.kind)) && std::count(m.inputs.begin(), m.inputs.end(), o))
+            return error{cannot + "; its result " + o + " is a " + ov.type + ", which a library step cannot return"};
+        continue;
+      }
+      shaped s{ov.shape, {}};
+      for (size_t d = 0; d < ov.shape.size(); ++d) {
+        const int64_t size = ov.shape[d];
+        std::string sym;
+        if (size == 1) sym = "1";
+        for (const shaped* in : ins)
+          if (sym.empty() && in->shape.size() == ov.shape.size() && in->shape[d] == size) sym = in->sym[d];
+        for (const shaped* in : ins)
+          for (size_t k = 0; sym.empty() && k < in->shape.size(); ++k)
+            if (in->shape[k] == size) sym = in->sym[k];
+        s.sym.push_back(sym.empty() ? std::to_string(size) : sym);
+      }
+      shapes_[o] = s;
+    }
     return {};
   }
 
@@ -698,15 +835,29 @@ class lowerer {
       if (tensor_of_.count(v)) continue;  // an input returned as is: reported later
       std::string name = outputs_.size() == 1 ? "out" : "out" + std::to_string(k);
       tensor_of_[v] = name;
-      out_.plan.outputs.push_back({name, shapes_.at(v).sym, "float32", "none"});
+      // Kernels write float32; a fallback op may return another dtype (indices).
+      out_.plan.outputs.push_back({name, shapes_.at(v).sym, val(v).dtype, "none"});
     }
     for (size_t i = 0; i < stages_.size(); ++i) {
       stage& st = stages_[i];
       if (st.fused_away) continue;
+      if (!st.fallback.empty()) {
+        // Declared, so that later kernels' sizes are expressions the reviewer checks
+        // against what the op returns.
+        for (auto& v : st.nodes[0]->outputs) {
+          if (tensor_of_.count(v) || consumers_[v].empty() || !val(v).is_tensor()) continue;
+          std::string name = "t_" + ident(v).substr(1);
+          tensor_of_[v] = name;
+          out_.plan.scratch.push_back({name, shapes_.at(v).sym, val(v).dtype, "none"});
+        }
+        continue;
+      }
       for (auto* n : st.nodes) {
         const std::string& v = n->outputs[0];
         if (tensor_of_.count(v) || consumers_[v].empty()) continue;
-        if (st.epilogue >= 0 && v == n->outputs[0] && st.kind == stage::reduce) continue;  // stays in registers
+        if (st.epilogue >= 0 && v == n->outputs[0] &&
+            (st.kind == stage::reduce || st.kind == stage::pool || st.kind == stage::scan))
+          continue;  // stays in registers
         std::string name = "t_" + ident(v).substr(1);
         tensor_of_[v] = name;
         if (st.kind != stage::library) out_.plan.scratch.push_back({name, shapes_.at(v).sym, "float32", "none"});
@@ -777,7 +928,12 @@ class lowerer {
         if (v.dtype != "float32") return error{"value " + id + " is " + v.dtype + "; float32 only"};
         std::string p = kp.tensor_in(t->second);
         std::string name = "x" + tag + std::to_string(var.size());
-        code += "    const float " + name + " = " + p + "[" + access(shapes_.at(id), st.iter, i, kp) + "];\n";
+        const std::string idx = access(shapes_.at(id), st.iter, i, kp);
+        std::string ld = p + "[" + idx + "]";
+        if (load_hint_ == "streaming" && idx == i) ld = "__ldcs(" + p + " + " + i + ")";
+        else if (load_hint_ == "readonly" || (load_hint_ == "readonly_broadcast" && idx != i))
+          ld = "__ldg(" + p + " + (" + idx + "))";
+        code += "    const float " + name + " = " + ld + ";\n";
         var[id] = name;
         return name;
       }
@@ -946,6 +1102,29 @@ class lowerer {
 
   std::string kernel_name(size_t i, const std::string& what) { return "ks" + std::to_string(i) + "_" + what; }
 
+  // The fused epilogue of stage `si` (a pool or a scan): its chain with `value` (the
+  // stage's result) in the register `res`, at element index `idx`, then the stores of
+  // what the plan needs of it. Empty when the stage has none.
+  struct epilogue_code {
+    std::string code;  // statements reading `res` and the index variable
+    std::string stores;
+  };
+  result<epilogue_code> fused_epilogue(size_t si, const std::string& value, const std::string& idx,
+                                       kernel_params& kp) {
+    epilogue_code out;
+    if (stages_[si].epilogue < 0) return out;
+    stage& epi = stages_[stages_[si].epilogue];
+    std::map<std::string, std::string> var{{value, "res"}};
+    if (auto s = chain_code(epi, idx, kp, out.code, var, "p"); !s) return error{s.message()};
+    for (auto* en : epi.nodes) {
+      auto it = tensor_of_.find(en->outputs[0]);
+      if (it == tensor_of_.end()) continue;
+      out.stores += "    " + kp.tensor_out(it->second) + "[" + idx + "] = " + var.at(en->outputs[0]) + ";\n";
+      written_.insert(en->outputs[0]);
+    }
+    return out;
+  }
+
   status emit_elementwise(size_t si) {
     stage& st = stages_[si];
     kernel_params kp;
@@ -964,24 +1143,41 @@ class lowerer {
     std::string N = kp.int64(n_expr);
     std::map<std::string, std::string> var;
     std::string body, tail_body;
-    if (auto s = chain_code(st, "i", kp, body, var, ""); !s) return s;
+    // cache_hint: streaming marks full-shape operands and the plan's outputs as
+    // touch-once (__ldcs/__stcs, evict first), never scratch that a later kernel reads
+    // back; readonly reads every operand through the read-only path (__ldg).
+    const std::string hint = p_.cache_hint;
+    load_hint_ = V == 1 ? hint : hint == "readonly" ? "readonly_broadcast" : "none";
+    status body_ok = chain_code(st, "i", kp, body, var, "");
     std::map<std::string, std::string> var2;
-    kernel_params kp_dummy = kp;  // the tail reuses the same parameters
-    if (auto s = chain_code(st, "i", kp, tail_body, var2, "t"); !s) return s;
-    (void)kp_dummy;
+    load_hint_ = hint;  // the tail reuses the same parameters
+    status tail_ok = body_ok ? chain_code(st, "i", kp, tail_body, var2, "t") : body_ok;
+    load_hint_ = "none";
+    if (!tail_ok) return tail_ok;
+    std::set<std::string> streamed_out;  // output parameters stored with __stcs
     std::vector<std::string> outs;
-    for (auto& [v, t] : exports) outs.push_back(kp.tensor_out(t));
+    for (auto& [v, t] : exports) {
+      outs.push_back(kp.tensor_out(t));
+      bool plan_output = false;
+      for (auto& b : out_.plan.outputs) plan_output = plan_output || b.name == t;
+      if (hint == "streaming" && plan_output) streamed_out.insert(outs.back());
+    }
     std::string name = kernel_name(si, "elementwise");
     std::ostringstream k;
     k << "\n// Fused elementwise chain:";
     for (auto* n : st.nodes) k << " " << base_kind(n->kind).substr(6);
-    k << ". " << V << " floats per vector, " << U << " vector(s) per thread per trip, grid-stride.\n";
+    k << ". " << V << " floats per vector, " << U << " vector(s) per thread per trip, grid-stride"
+      << (hint == "streaming" ? "; streamed operands and outputs evict first (__ldcs/__stcs)"
+          : hint == "readonly" ? "; operands through the read-only path (__ldg)" : "")
+      << ".\n";
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
     k << "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
     k << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
     auto store_line = [&](const std::map<std::string, std::string>& vars, const std::string& idx) {
       std::string s;
-      for (size_t o = 0; o < exports.size(); ++o) s += "    " + outs[o] + "[" + idx + "] = " + vars.at(exports[o].first) + ";\n";
+      for (size_t o = 0; o < exports.size(); ++o)
+        s += streamed_out.count(outs[o]) ? "    __stcs(" + outs[o] + " + " + idx + ", " + vars.at(exports[o].first) + ");\n"
+                                         : "    " + outs[o] + "[" + idx + "] = " + vars.at(exports[o].first) + ";\n";
       return s;
     };
     if (V == 1) {
@@ -1007,7 +1203,9 @@ class lowerer {
         bool full = body.find(param + "[i]") != std::string::npos;
         if (!full) continue;
         std::string vv = "q_" + param;
-        vec_loads += "    const " + vt + " " + vv + " = reinterpret_cast<const " + vt + "*>(" + param + ")[w];\n";
+        const std::string at = "reinterpret_cast<const " + vt + "*>(" + param + ")";
+        vec_loads += "    const " + vt + " " + vv + " = " +
+                     (hint == "streaming" ? "__ldcs(" + at + " + w)" : hint == "readonly" ? "__ldg(" + at + " + w)" : at + "[w]") + ";\n";
         full_vec[param] = vv;
       }
       k << vec_loads;
@@ -1022,7 +1220,9 @@ class lowerer {
         for (size_t o = 0; o < exports.size(); ++o) k << "    r_" << outs[o] << "." << lanes[l] << " = " << var.at(exports[o].first) << ";\n";
         k << "    }\n";
       }
-      for (auto& o : outs) k << "    reinterpret_cast<" << vt << "*>(" << o << ")[w] = r_" << o << ";\n";
+      for (auto& o : outs)
+        if (streamed_out.count(o)) k << "    __stcs(reinterpret_cast<" << vt << "*>(" << o << ") + w, r_" << o << ");\n";
+        else k << "    reinterpret_cast<" << vt << "*>(" << o << ")[w] = r_" << o << ";\n";
       k << "  }\n  }\n";
       k << "  for (long long i = nv * " << V << " + tid; i < " << N << "; i += stride) {\n"
         << tail_body << store_line(var2, "i") << "  }\n";
@@ -1184,20 +1384,31 @@ class lowerer {
       if (!W.empty()) y = "(" + y + ") * " + W + "[c]";
       if (!Bi.empty()) y += " + " + Bi + "[c]";
     }
-    auto second_pass = [&](const std::string& loop, const std::string& idx) {
-      if (!epi) return prelude + loop + " {\n" + load(idx, "v") + "    " + OUT + "[" + idx + "] = " + y + ";\n  }\n";
-      std::string t = prelude + loop + " {\n" + load(idx, "v") + "    const float red = " + y + ";\n";
-      t += "    const long long i = " + idx + ";\n" + epi_code;
+    // The second pass's work for the element `v` at `idx`: the normalised value, stored
+    // or handed to the fused epilogue chain.
+    auto pass2_body = [&](const std::string& idx) {
+      if (!epi) return "    " + OUT + "[" + idx + "] = " + y + ";\n";
+      std::string t = "    const float red = " + y + ";\n    const long long i = " + idx + ";\n" + epi_code;
       for (auto& [v, param] : epi_out) t += "    " + param + "[i] = " + epi_var.at(v) + ";\n";
       for (auto& [v, param] : epi_out) written_.insert(v);
-      return t + "  }\n";
+      return t;
     };
+    auto second_pass = [&](const std::string& loop, const std::string& idx) {
+      return prelude + loop + " {\n" + load(idx, "v") + pass2_body(idx) + "  }\n";
+    };
+    // row_cache: a normalisation keeps each thread's first kRowCache elements of the
+    // row (after the fused prologue) in registers between its two passes, so the
+    // second pass reads them on chip; a longer row's rest is read again. The array is
+    // indexed only by unrolled constants, so it stays in registers.
+    const bool cache = p_.row_cache == "registers" && r.normalizes() && inner_n == 1;
+    const int kRowCache = 16;
     // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
     // aligned), the rest element by element.
-    const bool vec_rows = p_.vector_width == 4 && !pro;
+    const bool vec_rows = p_.vector_width == 4 && !pro && !cache;
     const char* lanes4[] = {"x", "y", "z", "w"};
     k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
-      << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row") : "; a thread per output") << ".\n";
+      << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row") : "; a thread per output")
+      << (cache ? "; the row kept in registers between the passes" : "") << ".\n";
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
     plan_step step;
     step.kind = "kernel";
@@ -1285,9 +1496,21 @@ class lowerer {
         k << "  }\n";
         loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
       }
+      const std::string cached_c = "    const long long c = " + lane + " + (long long)k * " + width + ";\n";
+      if (cache) {
+        k << "  float rc[" << kRowCache << "];\n#pragma unroll\n  for (int k = 0; k < " << kRowCache << "; ++k) {\n"
+          << cached_c << "    if (c < " << C << ") {\n" << load("base + c", "v") << "    rc[k] = v;\n    " << a.update
+          << "\n    }\n  }\n";
+        loop = "  for (long long c = " + lane + " + (long long)" + std::to_string(kRowCache) + " * " + width + "; c < " + C +
+               "; c += " + width + ")";
+      }
       k << loop << " {\n" << load("base + c", "v") << "    " << a.update << "\n  }\n";
       k << (warp ? warp_combine(r, a) : block_combine(r, a));
-      if (r.normalizes() && epi) {
+      if (r.normalizes() && cache) {
+        k << prelude << "#pragma unroll\n  for (int k = 0; k < " << kRowCache << "; ++k) {\n" << cached_c << "    if (c < " << C
+          << ") {\n    const float v = rc[k];\n" << pass2_body("base + c") << "    }\n  }\n";
+        k << loop << " {\n" << load("base + c", "v") << pass2_body("base + c") << "  }\n";
+      } else if (r.normalizes() && epi) {
         k << second_pass(full_loop, "base + c");
       } else if (r.normalizes() && vec_rows) {
         k << prelude;
@@ -1357,13 +1580,17 @@ class lowerer {
     const bool last = dim == rank - 1;
     std::string INNER = last ? "1" : kp.int64(product(inner));
     const std::string X = kp.tensor_in(tensor_of_.at(n.inputs[0]));
-    const std::string Y = kp.tensor_out(tensor_of_.at(n.outputs[0]));
+    auto epi = fused_epilogue(si, n.outputs[0], "i", kp);
+    if (!epi) return epi.error();
+    const bool fused = stages_[si].epilogue >= 0;
+    const std::string Y = fused ? std::string() : kp.tensor_out(tensor_of_.at(n.outputs[0]));
     const std::string id = sum ? "0.0f" : "1.0f";
     auto op = [&](const std::string& a, const std::string& b) { return sum ? a + " + " + b : a + " * " + b; };
     const int B = p_.block_size;
     std::string name = kernel_name(si, sum ? "cumsum" : "cumprod");
     std::ostringstream k;
-    k << "\n// " << (sum ? "cumsum" : "cumprod") << " along " << (last ? "the last dim: a warp per row" : "a middle dim: a thread per position") << ".\n";
+    k << "\n// " << (sum ? "cumsum" : "cumprod") << " along " << (last ? "the last dim: a warp per row" : "a middle dim: a thread per position")
+      << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
     plan_step step;
     step.kind = "kernel";
@@ -1373,7 +1600,8 @@ class lowerer {
       k << "  const int lane = threadIdx.x & 31;\n";
       k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
       k << "  if (row >= " << ROWS << ") return;  // the whole warp leaves together\n";
-      k << "  const float* xr = " << X << " + row * " << C << ";\n  float* yr = " << Y << " + row * " << C << ";\n";
+      k << "  const float* xr = " << X << " + row * " << C << ";\n";
+      if (!fused) k << "  float* yr = " << Y << " + row * " << C << ";\n";
       k << "  float carry = " << id << ";\n";
       k << "  for (long long t0 = 0; t0 < " << C << "; t0 += 128) {\n";
       k << "    const long long c0 = t0 + lane * 4;\n    float v[4];\n";
@@ -1383,7 +1611,12 @@ class lowerer {
       k << "    for (int o = 1; o < 32; o <<= 1) {\n      const float up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << op("up", "s") << ";\n    }\n";
       k << "    float before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
       k << "    before = " << op("carry", "before") << ";\n";
-      k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[c0 + q] = " << op("before", "v[q]") << ";\n";
+      if (fused)
+        k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") {\n    const float res = "
+          << op("before", "v[q]") << ";\n    const long long i = row * " << C << " + c0 + q;\n"
+          << epi->code << epi->stores << "      }\n";
+      else
+        k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[c0 + q] = " << op("before", "v[q]") << ";\n";
       k << "    carry = " << op("carry", "__shfl_sync(0xffffffffu, s, 31)") << ";\n  }\n}\n";
       step.grid = {"ceil_div(" + paren(product(outer)) + ", " + std::to_string(B / 32) + ")", "1", "1"};
     } else {
@@ -1393,7 +1626,10 @@ class lowerer {
       k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
       k << "  float acc = " << id << ";\n";
       k << "  for (long long c = 0; c < " << C << "; ++c) {\n    acc = " << op("acc", X + "[base + c * " + INNER + "]") << ";\n";
-      k << "    " << Y << "[base + c * " << INNER << "] = acc;\n  }\n}\n";
+      if (fused)
+        k << "    const float res = acc;\n    const long long i = base + c * " << INNER << ";\n" << epi->code << epi->stores << "  }\n}\n";
+      else
+        k << "    " << Y << "[base + c * " << INNER << "] = acc;\n  }\n}\n";
       step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", " + std::to_string(B) + ")", "1", "1"};
     }
     src_ += k.str();
@@ -1455,12 +1691,16 @@ class lowerer {
     const std::string H = kp.int64(in.sym[r - 2]), W = kp.int64(in.sym[r - 1]);
     const std::string OH = kp.int64(out.sym[r - 2]), OW = kp.int64(out.sym[r - 1]);
     const std::string N = kp.int64(product(out.sym));
-    const std::string Y = kp.tensor_out(tensor_of_.at(n.outputs[0]));
+    auto epi = fused_epilogue(si, n.outputs[0], "t", kp);
+    if (!epi) return epi.error();
+    const bool fused = stages_[si].epilogue >= 0;
+    const std::string Y = fused ? std::string() : kp.tensor_out(tensor_of_.at(n.outputs[0]));
     const int B = p_.block_size;
     std::string name = kernel_name(si, p->max ? "max_pool2d" : "avg_pool2d");
     std::ostringstream k;
     k << "\n// " << (p->max ? "max" : "avg") << "_pool2d " << p->kernel[0] << "x" << p->kernel[1] << ", stride "
-      << p->stride[0] << "x" << p->stride[1] << ", padding " << p->pad[0] << "x" << p->pad[1] << ": a thread per output element.\n";
+      << p->stride[0] << "x" << p->stride[1] << ", padding " << p->pad[0] << "x" << p->pad[1] << ": a thread per output element"
+      << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
     k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
     k << "  if (t >= " << N << ") return;\n";
@@ -1475,7 +1715,7 @@ class lowerer {
     k << "      const float v = xp[h * " << W << " + w];\n";
     k << (p->max ? "      acc = (v > acc || v != v) ? v : acc;\n" : "      acc += v;\n") << "      ++count;\n    }\n  }\n";
     if (p->max) {
-      k << "  " << Y << "[t] = acc;\n";
+      k << "  const float res = acc;\n";
     } else {
       std::string div;
       if (p->divisor != 0) div = flit(p->divisor);
@@ -1487,8 +1727,10 @@ class lowerer {
       } else {
         div = "(float)count";
       }
-      k << "  " << Y << "[t] = acc / " << div << ";\n";
+      k << "  const float res = acc / " << div << ";\n";
     }
+    if (fused) k << epi->code << epi->stores;
+    else k << "  " << Y << "[t] = res;\n";
     k << "  (void)count;\n}\n";
     src_ += k.str();
     plan_step step;
@@ -1503,6 +1745,91 @@ class lowerer {
   }
 
   // -------------------------------------------------------------------------------
+  // A fallback: the op through ATen's dispatcher by its schema. Tensors are the step's
+  // positional args (in the schema's order); every other argument is an attribute
+  // named as in the schema, with the graph's constant as text.
+  status emit_fallback(size_t si) {
+    const graph_node& n = *stages_[si].nodes[0];
+    auto sch = parse_op_schema(n.schema);
+    if (!sch) return error{n.kind + ": " + sch.message()};
+    const std::string where = n.kind + " (value " + n.outputs.at(0) + "), run as a library step because " +
+                              stages_[si].fallback + ": ";
+    plan_step step;
+    step.kind = "library";
+    step.name = sch->qualified();
+    step.attrs["schema"] = n.schema;
+    auto tensor = [&](const std::string& id) -> result<std::string> {
+      auto it = tensor_of_.find(id);
+      if (it == tensor_of_.end()) return error{where + "its operand " + id + " is not a tensor of the plan"};
+      return it->second;
+    };
+    for (size_t k = 0; k < sch->args.size(); ++k) {
+      const op_schema_arg& a = sch->args[k];
+      const std::string& id = n.inputs[k];
+      const graph_value& v = val(id);
+      if (v.is_tensor()) {
+        auto t = tensor(id);
+        if (!t) return t.error();
+        step.args.push_back({"tensor", *t, ""});
+        continue;
+      }
+      if (a.is_tensor_list() && !v.is_none()) {
+        auto it = list_of_.find(id);
+        if (it == list_of_.end()) return error{where + "its argument " + a.name + " is a tensor list not built in the graph"};
+        for (auto& e : it->second) {
+          auto t = tensor(e);
+          if (!t) return t.error();
+          step.args.push_back({"tensor", *t, ""});
+        }
+        step.attrs[a.name] = std::to_string(it->second.size()) + " tensors";
+        continue;
+      }
+      if (v.type == "Device") {
+        step.attrs[a.name] = "inputs";  // the device the plan runs on
+        continue;
+      }
+      if (!v.constant && !v.is_none())
+        return error{where + "its argument " + a.name + " (value " + id + ") is computed at run time; an attribute is fixed text"};
+      auto text = attr_text(v);
+      if (!text) return error{where + "argument " + a.name + ": " + text.message()};
+      step.attrs[a.name] = *text;
+    }
+    size_t last = 0;
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (tensor_of_.count(n.outputs[k])) last = k + 1;
+    for (size_t k = 0; k < last; ++k) {
+      const std::string& v = n.outputs[k];
+      auto it = tensor_of_.find(v);
+      // A result nothing reads still needs a name to keep the others in place.
+      step.outputs.push_back(it != tensor_of_.end() ? it->second : "unused_" + ident(v).substr(1));
+      written_.insert(v);
+    }
+    out_.plan.steps.push_back(step);
+    return {};
+  }
+
+  static result<std::string> attr_text(const graph_value& v) {
+    auto number = [&](double x, bool integer) {
+      if (integer) return std::to_string(static_cast<int64_t>(x));
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g", x);
+      return std::string(buf);
+    };
+    if (v.is_none()) return std::string("None");
+    if (v.type == "bool") return std::string(v.numbers.at(0) != 0 ? "True" : "False");
+    if (v.type == "int" || v.type == "float") return number(v.numbers.at(0), v.type == "int");
+    if (v.type == "str") return v.text;
+    if (v.type == "int[]" || v.type == "float[]" || v.type == "bool[]") {
+      std::string s = "[";
+      for (size_t i = 0; i < v.numbers.size(); ++i) {
+        s += i ? ", " : "";
+        s += v.type == "bool[]" ? (v.numbers[i] != 0 ? "True" : "False") : number(v.numbers[i], v.type == "int[]");
+      }
+      return s + "]";
+    }
+    return error{"a " + v.type + " cannot be written as an attribute"};
+  }
+
   status emit_library(size_t si) {
     const graph_node& n = *stages_[si].nodes[0];
     std::string kind = base_kind(n.kind);

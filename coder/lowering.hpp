@@ -7,13 +7,16 @@
 //                   built on them (softmax, log_softmax, layer_norm), with the
 //                   elementwise chain that feeds them fused in as a prologue;
 //   library       — matmul/mm/bmm/addmm/linear/conv2d as ATen library steps; the
-//                   elementwise ops after them become one fused epilogue kernel.
+//                   elementwise ops after them become one fused epilogue kernel;
+//   fallback      — any other ATen op (or a variant the templates refuse) as a library
+//                   step that calls it through ATen's dispatcher by its schema, with
+//                   the chains before and after it still fused kernels.
 // Every size in the plan is an expression over the input shapes, so one candidate
 // serves every size of the task; the graph's own shapes (from one CPU run at some
 // size) only decide structure (rank, which dims broadcast).
 //
-// An op outside all templates is an error that names it: the reviewer's library
-// steps cover only the ops of gpu/library_ops.hpp, so there is nowhere to fall back to.
+// What cannot run even as a library step (no ATen schema, a scalar argument computed
+// at run time) is an error that names the op.
 
 #include <map>
 #include <string>
@@ -35,6 +38,8 @@ struct lowering_params {
   std::string row_mapping = "block";  // row_reduce: "block" (a block per row) or "warp"
   bool fast_math = false;       // __expf/__fdividef intrinsics where accuracy allows
   bool fuse_prologue = true;    // row_reduce: compute the feeding chain on load
+  std::string row_cache = "none";   // row_reduce: "registers" keeps a normalised row on chip
+  std::string cache_hint = "none";  // elementwise: "streaming" (__ldcs/__stcs) or "readonly" (__ldg)
 };
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p);
@@ -48,12 +53,16 @@ struct lowered_kernel_set {
   std::vector<std::string> compile_options;
   // The main template: elementwise, row_reduce, library or mixed (several kinds).
   std::string template_name;
-  // The templates used, one per stage, e.g. {"library:aten::matmul", "elementwise"}.
+  // The templates used, one per stage, e.g. {"library:aten::matmul", "elementwise"};
+  // "fallback:aten::sort" for an op no template takes, run as a library step.
   std::vector<std::string> stages;
+  // Each fallback op and why no template takes it ("aten::sort: op aten::sort (value
+  // 5) is not supported by the rules coder").
+  std::vector<std::string> fallback;
 };
 
-// Lowers `graph` with `params`. Errors name the op (and its value) that no template
-// covers, or the value whose dtype is not float32.
+// Lowers `graph` with `params`. Errors name the op (and its value) that neither a
+// template nor a library step covers.
 result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params);
 
 }  // namespace ks

@@ -188,6 +188,17 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
   std::string stages;
   for (auto& s : lowered->stages) stages += (stages.empty() ? "" : ",") + s;
   c.recipe["stages"] = stages;
+  // Which ops run as library steps because no template takes them, and why: the
+  // review and the report show it.
+  std::string fallback, why;
+  for (auto& f : lowered->fallback) {
+    fallback += (fallback.empty() ? "" : ",") + f.substr(0, f.find(": "));
+    why += (why.empty() ? "" : "; ") + f;
+  }
+  if (!fallback.empty()) {
+    c.recipe["fallback"] = fallback;
+    c.recipe["fallback_why"] = why;
+  }
   if (!excluded.empty()) c.recipe["excluded"] = excluded;
   c.id = candidate_id(c);
   return c;
@@ -206,6 +217,7 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
     }
     if (!ids.insert(c->id).second) continue;  // these parameters change nothing here
     c->origin = "seed:" + c->recipe["template"];
+    if (c->recipe.count("fallback")) c->origin += " (library fallback: " + c->recipe["fallback"] + ")";
     out.push_back(std::move(c.value()));
   }
   if (out.empty()) return error{first_error.empty() ? "rules coder: no seed for task \"" + task.name + "\"" : first_error};
@@ -281,8 +293,31 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
   if (p == "grid_stride") return error{prefix + "its elementwise kernels already use grid-stride loops"};
   if (p == "reduction" && rule.values.size() == 1 && rule.values[0] == "warp_shuffle")
     return error{prefix + "its reductions already use warp shuffles"};
-  if (p == "online_softmax") return error{prefix + "its softmax family is already single-pass (online max and sum)"};
+  if (p == "row_cache") {
+    if (!rows) return error{prefix + "it has no row reduction"};
+    // Registers only: a shared-memory row cache is not a template option.
+    for (auto& v : rule.values)
+      if (v == "registers") return pick("row_cache", {"registers"});
+    return error{prefix + "its templates cache rows in registers only"};
+  }
+  if (p == "online_softmax") {
+    if (!rows) return error{prefix + "it has no row reduction"};
+    // The softmax family is already online (max and sum from one read); the read the
+    // method's rationale still counts, the normalising pass's, goes when the row stays
+    // in registers.
+    if (get(recipe, "row_cache") == "registers" || excluded.count("row_cache=registers"))
+      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows " +
+                   (excluded.count("row_cache=registers") ? "cannot stay in registers (excluded after a failure)"
+                                                           : "already stay in registers")};
+    return std::make_pair(std::string("row_cache"), std::string("registers"));
+  }
+  if (p == "cache_hint") {
+    if (!ew) return error{prefix + "it has no elementwise kernel"};
+    return pick("cache_hint", rule.values);
+  }
   if (p == "welford") return error{prefix + "its moments are already single-pass (shifted sums)"};
+  if (p == "float_literals")
+    return error{prefix + "its kernels already use float literals (0.5f) and f-suffixed math (expf, tanhf)"};
   if (p == "use_library_step")
     return error{prefix + (templ == "library" || templ == "mixed" ? "its products already run as library steps"
                                                                   : "it has no product to hand to a library")};

@@ -57,6 +57,7 @@ result<task_graph> parse_task_graph(std::string_view text) {
       gn.kind = n.at("kind").get<std::string>();
       gn.inputs = strings(n.at("inputs"), "nodes[].inputs");
       gn.outputs = strings(n.at("outputs"), "nodes[].outputs");
+      gn.schema = n.value("schema", "");
       for (auto& id : gn.inputs)
         if (!g.values.count(id)) return error{"graph: node " + gn.kind + " reads value '" + id + "', which 'values' lacks"};
       g.nodes.push_back(std::move(gn));

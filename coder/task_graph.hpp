@@ -7,7 +7,8 @@
 //    "inputs":  [{"value": "x", "name": "x"}, ...],   // forward's arguments, in order
 //    "values":  {"x": {"type": "Tensor", "shape": [64, 256], "dtype": "float32"},
 //                "3": {"type": "str", "value": "none", "constant": true}, ...},
-//    "nodes":   [{"kind": "aten::gelu", "inputs": ["x", "3"], "outputs": ["4"]}, ...],
+//    "nodes":   [{"kind": "aten::gelu", "inputs": ["x", "3"], "outputs": ["4"],
+//                 "schema": "aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor"}, ...],
 //    "outputs": ["4"]}
 // Shapes and scalar values are those of one CPU run at the size the graph was
 // exported at; prim::Constant nodes are folded into "values" (marked constant).
@@ -44,6 +45,9 @@ struct graph_node {
   std::string kind;  // "aten::relu", "prim::ListConstruct", ...
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  // The op's ATen schema ("aten::sort(Tensor self, int dim=-1, ...) -> (...)"), empty
+  // for nodes without one (prim::*): what a library step needs to call it by name.
+  std::string schema;
 };
 
 struct task_graph {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <ATen/Functions.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 namespace ks {
 
@@ -199,6 +200,231 @@ std::string base_name(std::string_view op) {
   return std::string(op.substr(0, op.find('.')));  // aten::add.Tensor → aten::add
 }
 
+// ---------------------------------------------------------------------------------
+// Dispatcher steps: any ATen op, by its schema.
+
+// "aten::sort.stable(Tensor self, ...) -> ..." → {"aten::sort", "stable"}.
+c10::OperatorName operator_name(const std::string& schema) {
+  std::string head = trim(schema.substr(0, schema.find('(')));
+  size_t dot = head.find('.', head.find("::"));
+  return {head.substr(0, dot), dot == std::string::npos ? std::string() : head.substr(dot + 1)};
+}
+
+// The operator the schema names; an older or newer LibTorch may lack that exact
+// overload, so an overload of the same name whose arguments include every attribute
+// is taken instead.
+std::optional<c10::OperatorHandle> find_operator(const std::string& schema, const attrs_t& attrs) {
+  auto& d = c10::Dispatcher::singleton();
+  c10::OperatorName name = operator_name(schema);
+  if (auto h = d.findSchema(name)) return *h;
+  for (const c10::OperatorName& other : d.getAllOpNames()) {
+    if (other.name != name.name) continue;
+    auto h = d.findSchema(other);
+    if (!h) continue;
+    bool fits = true;
+    for (auto& [k, v] : attrs) {
+      if (k == "schema") continue;
+      bool found = false;
+      for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == k;
+      fits = fits && found;
+    }
+    if (fits) return *h;
+  }
+  return std::nullopt;
+}
+
+bool parse_bool(const std::string& text, bool& out) {
+  std::string t = trim(text);
+  if (t == "True" || t == "true" || t == "1") return out = true, true;
+  if (t == "False" || t == "false" || t == "0") return out = false, true;
+  return false;
+}
+
+// The elements of "[a, b, c]" (or a single value).
+std::vector<std::string> list_items(const std::string& text) {
+  std::string body = trim(text);
+  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
+  std::vector<std::string> out;
+  if (trim(body).empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = body.find(',', start);
+    out.push_back(trim(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// Builds the dispatcher's stack for `h` from the step, argument by argument.
+struct stack_builder {
+  const c10::OperatorHandle& h;
+  const args_t& args;
+  const attrs_t& attrs;
+  size_t next = 0;  // the next positional argument
+  c10::Device device{c10::kCPU};
+
+  c10::IValue scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
+    const std::string field = "attrs." + key;
+    switch (type->kind()) {
+      case c10::TypeKind::OptionalType:
+        if (trim(text) == "None") return c10::IValue();
+        return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
+      case c10::TypeKind::IntType: {
+        int64_t v = 0;
+        if (!parse_int(text, v)) throw op_error{field + ": expected an integer, got \"" + text + "\""};
+        return v;
+      }
+      case c10::TypeKind::FloatType: {
+        double v = 0;
+        if (!parse_double(text, v)) throw op_error{field + ": expected a number, got \"" + text + "\""};
+        return v;
+      }
+      case c10::TypeKind::BoolType: {
+        bool v = false;
+        if (!parse_bool(text, v)) throw op_error{field + ": expected True or False, got \"" + text + "\""};
+        return v;
+      }
+      case c10::TypeKind::NumberType: {
+        int64_t i = 0;
+        double v = 0;
+        if (parse_int(text, i)) return i;
+        if (parse_double(text, v)) return v;
+        throw op_error{field + ": expected a number, got \"" + text + "\""};
+      }
+      case c10::TypeKind::StringType:
+        return text;
+      case c10::TypeKind::DeviceObjType:
+        return device;  // a reference's device constant means where the inputs are
+      case c10::TypeKind::ListType: {
+        const c10::TypePtr& e = type->expectRef<c10::ListType>().getElementType();
+        if (e->kind() == c10::TypeKind::IntType) {
+          std::vector<int64_t> v;
+          for (auto& item : list_items(text)) {
+            int64_t x = 0;
+            if (!parse_int(item, x)) throw op_error{field + ": expected a list of integers, got \"" + text + "\""};
+            v.push_back(x);
+          }
+          return v;
+        }
+        if (e->kind() == c10::TypeKind::FloatType) {
+          std::vector<double> v;
+          for (auto& item : list_items(text)) {
+            double x = 0;
+            if (!parse_double(item, x)) throw op_error{field + ": expected a list of numbers, got \"" + text + "\""};
+            v.push_back(x);
+          }
+          return v;
+        }
+        if (e->kind() == c10::TypeKind::BoolType) {
+          c10::List<bool> v;
+          for (auto& item : list_items(text)) {
+            bool x = false;
+            if (!parse_bool(item, x)) throw op_error{field + ": expected a list of True/False, got \"" + text + "\""};
+            v.push_back(x);
+          }
+          return v;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    throw op_error{field + ": arguments of type " + type->str() + " cannot be given as attributes"};
+  }
+
+  const library_arg& positional(const std::string& what) {
+    if (next >= args.size())
+      throw op_error{"args: " + h.schema().name() + " needs a positional argument for " + what + ", and args has only " +
+                     std::to_string(args.size())};
+    return args[next++];
+  }
+
+  c10::IValue argument(const c10::Argument& a) {
+    const c10::TypePtr& type = a.type();
+    const bool optional = type->kind() == c10::TypeKind::OptionalType;
+    const c10::TypePtr& base = optional ? type->expectRef<c10::OptionalType>().getElementType() : type;
+    auto it = attrs.find(a.name());
+    if (base->kind() == c10::TypeKind::ListType &&
+        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::IntType &&
+        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::FloatType &&
+        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::BoolType) {
+      // A tensor list: "N tensors" takes the next N positional tensors.
+      if (it == attrs.end()) throw op_error{"attrs." + a.name() + ": a tensor list needs \"N tensors\""};
+      if (optional && trim(it->second) == "None") return c10::IValue();
+      int64_t n = 0;
+      std::string t = trim(it->second);
+      if (!parse_int(t.substr(0, t.find(' ')), n) || n < 0)
+        throw op_error{"attrs." + a.name() + ": expected \"N tensors\", got \"" + it->second + "\""};
+      const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
+      c10::List<at::Tensor> tensors;
+      c10::List<c10::optional<at::Tensor>> maybe;
+      for (int64_t k = 0; k < n; ++k) {
+        const library_arg& x = positional(a.name() + "[" + std::to_string(k) + "]");
+        if (!x.is_tensor()) throw op_error{"args: " + a.name() + "[" + std::to_string(k) + "] must be a tensor"};
+        if (of_optional) maybe.push_back(x.tensor);
+        else tensors.push_back(x.tensor);
+      }
+      return of_optional ? c10::IValue(maybe) : c10::IValue(tensors);
+    }
+    if (it != attrs.end()) {
+      if (base->kind() == c10::TypeKind::TensorType) {
+        if (optional && trim(it->second) == "None") return c10::IValue();
+        throw op_error{"attrs." + a.name() + ": a tensor argument comes from args (or is None when optional)"};
+      }
+      return scalar(type, a.name(), it->second);
+    }
+    if (base->kind() == c10::TypeKind::TensorType) {
+      if (next < args.size() || !a.default_value()) {
+        const library_arg& x = positional(a.name());
+        if (!x.is_tensor()) throw op_error{"args: " + a.name() + " must be a tensor"};
+        return x.tensor;
+      }
+    }
+    if (a.default_value()) return *a.default_value();
+    if (optional) return c10::IValue();
+    if (base->kind() == c10::TypeKind::DeviceObjType) return device;
+    if (next < args.size() && !args[next].is_tensor()) {
+      const library_arg& x = positional(a.name());
+      if (x.is_float) return x.float_value;
+      return x.int_value;
+    }
+    throw op_error{"attrs: " + h.schema().name() + " needs the argument " + a.name() + " (" + type->str() + ")"};
+  }
+};
+
+std::vector<at::Tensor> run_by_schema(const std::string& op, const args_t& args, const attrs_t& attrs) {
+  const std::string& schema = attrs.at("schema");
+  auto h = find_operator(schema, attrs);
+  if (!h) throw op_error{op + ": this LibTorch has no operator " + c10::toString(operator_name(schema)) + " (schema " + schema + ")"};
+  for (auto& [k, v] : attrs) {
+    if (k == "schema") continue;
+    bool found = false;
+    for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == k;
+    if (!found) throw op_error{"attrs." + k + ": " + c10::toString(h->schema()) + " has no argument '" + k + "'"};
+  }
+  stack_builder b{*h, args, attrs};
+  for (auto& a : args)
+    if (a.is_tensor()) {
+      b.device = a.tensor.device();
+      break;
+    }
+  torch::jit::Stack stack;
+  for (const c10::Argument& a : h->schema().arguments()) stack.push_back(b.argument(a));
+  if (b.next != args.size())
+    throw op_error{"args: " + std::to_string(args.size()) + " given, " + c10::toString(h->schema()) + " takes " +
+                   std::to_string(b.next) + " of them"};
+  h->callBoxed(stack);
+  std::vector<at::Tensor> out;
+  for (size_t k = 0; k < stack.size(); ++k) {
+    if (!stack[k].isTensor())
+      throw op_error{op + ": result " + std::to_string(k) + " is a " + stack[k].tagKind() +
+                     "; a library step returns tensors only"};
+    out.push_back(stack[k].toTensor());
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<std::string>& library_op_names() {
@@ -212,9 +438,41 @@ const std::vector<std::string>& library_op_names() {
 
 bool is_library_op(std::string_view op) { return table().count(base_name(op)) > 0; }
 
+status check_library_op(std::string_view op, const std::map<std::string, std::string>& attrs) {
+  if (auto it = attrs.find("schema"); it != attrs.end()) {
+    if (find_operator(it->second, attrs)) return {};
+    return error{std::string(op) + ": this LibTorch's dispatcher has no operator for the schema " + it->second};
+  }
+  if (is_library_op(op)) return {};
+  return error{std::string(op) + " is not among the ATen ops the reviewer runs (" + [] {
+    std::string list;
+    for (auto& n : library_op_names()) list += (list.empty() ? "" : ", ") + n;
+    return list;
+  }() + "), and the step carries no attrs.schema to call it through the dispatcher"};
+}
+
 result<at::Tensor> run_library_op(std::string_view op, const std::vector<library_arg>& args,
                                   const std::map<std::string, std::string>& attrs) {
+  auto all = run_library_op_outputs(op, args, attrs);
+  if (!all) return all.error();
+  if (all->empty()) return error{std::string(op) + ": returns no tensor"};
+  return all->front();
+}
+
+result<std::vector<at::Tensor>> run_library_op_outputs(std::string_view op, const std::vector<library_arg>& args,
+                                                       const std::map<std::string, std::string>& attrs) {
   const std::string name = base_name(op);
+  if (attrs.count("schema")) {
+    try {
+      return run_by_schema(std::string(op), args, attrs);
+    } catch (const op_error& err) {
+      return error{err.message};
+    } catch (const c10::Error& err) {
+      return error{name + ": " + err.what_without_backtrace()};
+    } catch (const std::exception& err) {
+      return error{name + ": " + err.what()};
+    }
+  }
   auto it = table().find(name);
   if (it == table().end()) {
     std::string list;
@@ -228,7 +486,7 @@ result<at::Tensor> run_library_op(std::string_view op, const std::vector<library
                                            : std::to_string(e.min_args) + " or " + std::to_string(e.max_args)) +
                  " arguments, got " + std::to_string(args.size())};
   try {
-    return e.run(args, attrs);
+    return std::vector<at::Tensor>{e.run(args, attrs)};
   } catch (const op_error& err) {
     return error{err.message};
   } catch (const c10::Error& err) {

@@ -1,10 +1,15 @@
 #pragma once
-// The ATen ops a plan's library steps may run (docs/launch-plan.md, "Library ops"),
-// as a table from the op's name to a call of the at:: function with the step's
-// arguments and attributes parsed. These are exactly the ops the plan validator infers
-// shapes for; a plan naming any other aten:: op passes the validator (whose result
-// shape is then unknown) but is refused by the reviewer with a plan_error that names
-// the op and lists these. Works on any device: tests run it on CPU tensors.
+// The ATen ops a plan's library steps may run (docs/launch-plan.md, "Library ops"):
+// - a table from the op's name to a call of the at:: function with the step's
+//   arguments and attributes parsed: exactly the ops the plan validator infers shapes
+//   for;
+// - any other ATen op when the step carries its schema (attrs.schema, "Dispatcher
+//   steps"): it is called through ATen's dispatcher, that overload exactly, with its
+//   tensors from the step's args and every other argument parsed from the attribute
+//   of the same name by the schema's type (or its default). This is how the rules
+//   coder runs the ops its templates do not cover.
+// A step naming an op neither covers is refused by the reviewer with a plan_error.
+// Works on any device: tests run it on CPU tensors.
 //
 // This header includes ATen's Tensor; keep it out of torch-free code.
 
@@ -38,6 +43,10 @@ const std::vector<std::string>& library_op_names();
 // Whether `op` (with or without an overload suffix, "aten::add.Tensor") is in the table.
 bool is_library_op(std::string_view op);
 
+// Whether a step of `op` with `attrs` can run: in the table, or (attrs.schema) an op
+// ATen's dispatcher knows. The error says why not.
+status check_library_op(std::string_view op, const std::map<std::string, std::string>& attrs);
+
 // Runs `op` on `args` with `attrs` (strings, as plans write them: dim "-1", alpha
 // "0.5", stride "[2, 2]", padding "same", approximate "tanh", rounding_mode "floor").
 // Errors: an op not in the table, a wrong number or kind of arguments, an attribute
@@ -45,5 +54,9 @@ bool is_library_op(std::string_view op);
 // Asynchronous on CUDA tensors, as ATen is: the caller synchronises.
 result<at::Tensor> run_library_op(std::string_view op, const std::vector<library_arg>& args,
                                   const std::map<std::string, std::string>& attrs);
+
+// The same, with every tensor the op returns (aten::sort: values and indices).
+result<std::vector<at::Tensor>> run_library_op_outputs(std::string_view op, const std::vector<library_arg>& args,
+                                                       const std::map<std::string, std::string>& attrs);
 
 }  // namespace ks

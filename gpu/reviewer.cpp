@@ -416,21 +416,25 @@ struct reviewer::impl {
         args.push_back(library_arg::of_float(a.float_value));
       }
     }
-    auto out = run_library_op(s.name, args, s.attrs);
-    if (!out) after_torch_error(s.label(), out.message(), review_status::plan_error);
-    if (s.outputs.size() != 1)
-      fail(review_status::plan_error, s.label() + ": outputs: the op returns one tensor");
-    const std::string& name = s.outputs[0];
-    const resolved_buffer* declared = pp.plan.find_buffer(name);
-    if (declared && declared->role != buffer_role::intermediate) {
-      at::Tensor& dst = env.at(name);
-      if (out->sizes() != dst.sizes() || out->scalar_type() != dst.scalar_type())
-        fail(review_status::plan_error, s.label() + ": outputs[0] '" + name + "': the op returned " +
-                                            shape_of(*out) + " " + dtype_name(*out) + ", but the buffer is declared " +
-                                            shape_of(dst) + " " + dtype_name(dst));
-      dst.copy_(*out);
-    } else {
-      env[name] = out->contiguous();
+    auto outs = run_library_op_outputs(s.name, args, s.attrs);
+    if (!outs) after_torch_error(s.label(), outs.message(), review_status::plan_error);
+    if (s.outputs.empty() || s.outputs.size() > outs->size())
+      fail(review_status::plan_error, s.label() + ": outputs: the op returns " + std::to_string(outs->size()) +
+                                          " tensor(s), " + std::to_string(s.outputs.size()) + " names given");
+    for (size_t k = 0; k < s.outputs.size(); ++k) {
+      const at::Tensor& out = (*outs)[k];
+      const std::string& name = s.outputs[k];
+      const resolved_buffer* declared = pp.plan.find_buffer(name);
+      if (declared && declared->role != buffer_role::intermediate) {
+        at::Tensor& dst = env.at(name);
+        if (out.sizes() != dst.sizes() || out.scalar_type() != dst.scalar_type())
+          fail(review_status::plan_error, s.label() + ": outputs[" + std::to_string(k) + "] '" + name +
+                                              "': the op returned " + shape_of(out) + " " + dtype_name(out) +
+                                              ", but the buffer is declared " + shape_of(dst) + " " + dtype_name(dst));
+        dst.copy_(out);
+      } else {
+        env[name] = out.contiguous();
+      }
     }
   }
 
@@ -789,9 +793,8 @@ struct reviewer::impl {
     auto plan = resolve_plan(req.cand.plan, *context);
     if (!plan) fail(review_status::plan_error, plan.message());
     for (const auto& s : plan->steps)
-      if (s.kind == "library" && !is_library_op(s.name))
-        fail(review_status::plan_error, s.label() + ": " + s.name + " is not among the ATen ops the reviewer runs (" +
-                                            join(library_op_names(), ", ") + ")");
+      if (s.kind == "library")
+        if (auto st = check_library_op(s.name, s.attrs); !st) fail(review_status::plan_error, s.label() + ": " + st.message());
     const std::vector<std::string> warnings = plan->warnings;
 
     // 3. Load the module and look its kernels up.

@@ -1,5 +1,7 @@
 #include "plan/plan_validator.hpp"
 
+#include "plan/op_schema.hpp"
+
 #include "base/suggest.hpp"
 
 #include <algorithm>
@@ -839,6 +841,24 @@ class resolver {
     std::string op = s.name.substr(0, s.name.find('.'));  // aten::add.Tensor → aten::add
     auto known_it = known_ops().find(op);
     const known_op* known = known_it == known_ops().end() ? nullptr : &known_it->second;
+    // A dispatcher step (attrs.schema): that overload exactly, its non-tensor arguments
+    // as attributes named as in the schema; result shapes unknown here.
+    if (auto sc = s.attrs.find("schema"); sc != s.attrs.end()) {
+      known = nullptr;
+      auto schema = parse_op_schema(sc->second);
+      if (!schema) return error{label + ": attrs.schema: " + schema.message()};
+      if (schema->qualified() != s.name && schema->name != s.name)
+        return error{label + ": attrs.schema names " + schema->qualified() + ", but the step runs " + s.name};
+      std::vector<std::string> arg_names;
+      for (auto& a : schema->args) arg_names.push_back(a.name);
+      for (auto& [k, v] : s.attrs)
+        if (k != "schema" && !schema->find(k))
+          return error{label + ": attrs." + k + ": " + schema->qualified() + " has no argument '" + k + "'" +
+                       did_you_mean(k, arg_names) + "; its arguments: " + join(arg_names)};
+      if (s.outputs.size() > schema->returns.size())
+        return error{label + ": outputs: " + schema->qualified() + " returns " + std::to_string(schema->returns.size()) +
+                     " value(s), " + std::to_string(s.outputs.size()) + " names given"};
+    }
 
     std::vector<lib_input> inputs;
     bool all_known = true;

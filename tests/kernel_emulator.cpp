@@ -66,6 +66,10 @@ inline float __shfl_sync(unsigned, float v, int src) {
   return r;
 }
 inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
+// Cache hints change where data lives on a GPU, not what a load returns.
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __expf(float x) { return expf(x); }
 inline float __fdividef(float a, float b) { return a / b; }

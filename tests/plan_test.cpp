@@ -13,6 +13,7 @@
 
 #include "plan/kernel_signatures.hpp"
 #include "plan/launch_plan_yaml.hpp"
+#include "plan/op_schema.hpp"
 #include "plan/plan_validator.hpp"
 #include "plan/shape_expr.hpp"
 
@@ -1130,6 +1131,60 @@ TEST_CASE("validate: ops without shape inference", "[plan][validate][library]") 
                       library_context()) ==
         "step 1 (library aten::relu): outputs[0] 't': already produced by step 0 (library aten::relu); give this "
         "result a new name, or declare it as scratch to reuse it");
+}
+
+TEST_CASE("op schema: ATen schemas are read without LibTorch", "[plan][schema]") {
+  auto s = parse_op_schema(
+      "aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)");
+  REQUIRE(s.ok());
+  CHECK(s.value().name == "aten::sort");
+  CHECK(s.value().overload == "stable");
+  CHECK(s.value().qualified() == "aten::sort.stable");
+  REQUIRE(s.value().args.size() == 4);
+  CHECK(s.value().args[0].is_tensor());
+  CHECK(s.value().args[1].kwarg_only);
+  CHECK(s.value().args[1].is_optional());
+  CHECK(s.value().args[2].default_value == "-1");
+  CHECK(s.value().returns == std::vector<std::string>{"Tensor", "Tensor"});
+  auto cat = parse_op_schema("aten::cat(Tensor[] tensors, int dim=0) -> Tensor");
+  REQUIRE(cat.ok());
+  CHECK(cat.value().overload.empty());
+  CHECK(cat.value().args[0].is_tensor_list());
+  CHECK_FALSE(cat.value().args[0].is_tensor());
+  auto view = parse_op_schema("aten::expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)");
+  REQUIRE(view.ok());
+  CHECK(view.value().args[0].is_tensor());
+  CHECK(view.value().args[1].type == "SymInt[]");
+  CHECK(view.value().returns == std::vector<std::string>{"Tensor"});
+  auto gelu = parse_op_schema("aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor");
+  REQUIRE(gelu.ok());
+  CHECK(gelu.value().args[1].default_value == "\"none\"");
+  CHECK_FALSE(parse_op_schema("sort(Tensor self) -> Tensor").ok());
+  CHECK_FALSE(parse_op_schema("aten::sort(Tensor self").ok());
+}
+
+TEST_CASE("validate: dispatcher steps (attrs.schema)", "[plan][validate][library]") {
+  const std::string schema = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  const std::string plan =
+      "outputs:\n  - {name: out, shape: [128, 64]}\nscratch:\n  - {name: vals, shape: [x.shape[0], x.shape[1]]}\n"
+      "steps:\n  - library: aten::sort\n    args: [x]\n    outputs: [vals, order]\n"
+      "    attrs: {schema: \"" + schema + "\", dim: 1, descending: \"False\"}\n"
+      "  - kernel: scale\n    grid: [32]\n    block: [256]\n    args: [vals, out, {int64: vals.numel}, {float32: 1}]\n";
+  resolved_plan r = resolve_ok(plan, library_context());
+  CHECK(r.steps[0].attrs.at("schema") == schema);
+  CHECK(r.steps[0].outputs == std::vector<std::string>{"vals", "order"});
+  // A known op with its schema is a dispatcher call too: its attributes are the schema's.
+  const std::string softmax = "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor";
+  resolve_ok("outputs:\n  - {name: out, shape: [128, 64]}\nsteps:\n  - library: aten::softmax.int\n    args: [x]\n"
+             "    outputs: [out]\n    attrs: {schema: \"" + softmax + "\", dim: 1, dtype: None}\n",
+             library_context());
+  CHECK(resolve_error(edit("descending: \"False\"", "descend: \"False\"", plan), library_context()) ==
+        "step 0 (library aten::sort): attrs.descend: aten::sort has no argument 'descend' (did you mean "
+        "'descending'?); its arguments: self, dim, descending");
+  CHECK(resolve_error(edit("outputs: [vals, order]", "outputs: [vals, order, extra]", plan), library_context()) ==
+        "step 0 (library aten::sort): outputs: aten::sort returns 2 value(s), 3 names given");
+  CHECK(resolve_error(edit("library: aten::sort", "library: aten::argsort", plan), library_context()) ==
+        "step 0 (library aten::argsort): attrs.schema names aten::sort, but the step runs aten::argsort");
 }
 
 TEST_CASE("validate: warnings", "[plan][validate]") {

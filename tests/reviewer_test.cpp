@@ -354,6 +354,60 @@ TEST_CASE("library ops: the table holds the validator's ops and computes what AT
   CHECK(run_op("aten::silu.default", {A::of(x)}).allclose(x * at::sigmoid(x)));
 }
 
+TEST_CASE("library ops: any ATen op through the dispatcher by its schema", "[reviewer][library][dispatcher]") {
+  at::Tensor x = randn({4, 6});
+  using attrs = std::map<std::string, std::string>;
+  auto outs = [](const std::string& op, std::vector<library_arg> args, const attrs& a) {
+    auto r = run_library_op_outputs(op, args, a);
+    if (!r) FAIL(r.message());
+    return *r;
+  };
+  at::Tensor y = at::tanh(x) * 0.5;
+  CHECK(outs("aten::erfinv", {A::of(y)}, {{"schema", "aten::erfinv(Tensor self) -> Tensor"}})[0].allclose(at::erfinv(y)));
+  const std::string sort = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  auto sorted = outs("aten::sort", {A::of(x)}, {{"schema", sort}, {"dim", "1"}, {"descending", "True"}});
+  REQUIRE(sorted.size() == 2);
+  auto want = at::sort(x, 1, true);
+  CHECK(sorted[0].equal(std::get<0>(want)));
+  CHECK(sorted[1].equal(std::get<1>(want)));
+  CHECK(check_library_op("aten::sort", {{"schema", sort}}).ok());
+  // A table op with a schema runs the schema's overload, with the schema's attributes.
+  CHECK(outs("aten::softmax.int", {A::of(x)},
+             {{"schema", "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"}, {"dim", "0"},
+              {"dtype", "None"}})[0]
+            .allclose(at::softmax(x, 0)));
+  // A tensor list, a ScalarType (as its number), a Scalar and a list of ints.
+  CHECK(outs("aten::cat", {A::of(x), A::of(x * 2)}, {{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"},
+                                                      {"tensors", "2 tensors"}, {"dim", "1"}})[0]
+            .equal(at::cat({x, x * 2}, 1)));
+  at::Tensor mask = outs("aten::gt.Scalar", {A::of(x)},
+                         {{"schema", "aten::gt.Scalar(Tensor self, Scalar other) -> Tensor"}, {"other", "0.5"}})[0];
+  CHECK(mask.scalar_type() == at::kBool);
+  CHECK(mask.equal(x > 0.5));
+  at::Tensor f = outs("aten::to.dtype", {A::of(mask)},
+                      {{"schema", "aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
+                                  "MemoryFormat? memory_format=None) -> Tensor(a)"},
+                       {"dtype", "6"}, {"non_blocking", "False"}, {"copy", "False"}, {"memory_format", "None"}})[0];
+  CHECK(f.scalar_type() == at::kFloat);
+  CHECK(outs("aten::flip", {A::of(x)}, {{"schema", "aten::flip(Tensor self, int[] dims) -> Tensor"}, {"dims", "[1]"}})[0]
+            .equal(at::flip(x, {1})));
+  // Errors name the attribute, the argument or the operator.
+  auto err = [](const std::string& op, std::vector<library_arg> args, const attrs& a) {
+    auto r = run_library_op_outputs(op, args, a);
+    REQUIRE_FALSE(r);
+    return r.message();
+  };
+  CHECK_THAT(err("aten::sort", {A::of(x)}, {{"schema", sort}, {"dimension", "1"}}),
+             Contains("attrs.dimension") && Contains("has no argument 'dimension'"));
+  CHECK_THAT(err("aten::sort", {A::of(x)}, {{"schema", sort}, {"dim", "last"}}), Contains("attrs.dim: expected an integer"));
+  CHECK_THAT(err("aten::sort", {}, {{"schema", sort}}), Contains("needs a positional argument for self"));
+  CHECK_THAT(err("aten::sort", {A::of(x), A::of(x)}, {{"schema", sort}}), Contains("args: 2 given"));
+  CHECK_THAT(err("aten::no_such_op", {A::of(x)}, {{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}),
+             Contains("no operator aten::no_such_op"));
+  CHECK_FALSE(check_library_op("aten::no_such_op", {{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}).ok());
+  CHECK_THAT(check_library_op("aten::erf", {}).message(), Contains("carries no attrs.schema"));
+}
+
 TEST_CASE("library ops: errors name the op, the argument or the attribute", "[reviewer][library]") {
   at::Tensor x = randn({4, 6});
   CHECK_THAT(op_error("aten::erf", {A::of(x)}), Contains("aten::erf is not among the ATen ops the reviewer runs") &&
