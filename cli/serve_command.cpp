@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 #include "daemon/dashboard.hpp"
+#include "export/pytorch_export.hpp"
 #include "daemon/http_api.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
@@ -116,6 +117,8 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   hc.meter = meter.get();
   hc.usage = backend->usage.get();
   hc.dashboard = &dashboard_page;
+  // The result's `pytorch`: the best kernel as a ModelNew module (docs/export.md).
+  hc.export_pytorch = [](const task_spec& t, const candidate& c) { return pytorch_module_source(t, c); };
   http_api api(ho, hc);
   auto port = api.bind();
   if (!port) {
