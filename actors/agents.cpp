@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/number_format.hpp"
 #include "coder/llm_coder.hpp"
 #include "features/feature_extractor.hpp"
 #include "gpu/nvrtc_compiler.hpp"
@@ -76,12 +77,6 @@ repairer_actor::behavior_type repairer_agent(repairer_actor::pointer self,
 
 namespace {
 
-std::string fmt_g(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 }  // namespace
 
 repair_plan rule_diagnosis(const diagnose_request& req) {
@@ -112,7 +107,7 @@ repair_plan rule_diagnosis(const diagnose_request& req) {
     case review_status::incorrect:
       p.diagnosis = "wrong result: " + std::to_string(r.trials_passed) + " of " +
                     std::to_string(r.trials_run) + " trials passed, max abs error " +
-                    fmt_g(r.max_abs_error) + ", max rel error " + fmt_g(r.max_rel_error);
+                    short_g(r.max_abs_error) + ", max rel error " + short_g(r.max_rel_error);
       if (!r.message.empty()) p.diagnosis += " (" + r.message + ")";
       p.actions = {"check the index arithmetic and the bounds of the last, partial block",
                    "make sure every output element is written exactly once",

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/number_format.hpp"
 #include "actors/agents.hpp"
 #include "coder/llm_coder.hpp"
 #include "llm/usage_ledger.hpp"
@@ -23,12 +24,6 @@ namespace {
 std::atomic<uint64_t> next_request_id{1};
 
 std::string short_id(const std::string& id) { return id.substr(0, 12); }
-
-std::string fmt2(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
 
 // A seed line's state after a completed round, or its end (see coordinator_options::
 // resume). Kernels are referred to by id: they are in the store's kernels family.
@@ -269,7 +264,7 @@ review_result seed_line::review(candidate& c, const std::string& method,
   e.speedup = r.status == review_status::ok ? r.speedup : 0;
   e.summary = (bottleneck.empty() ? std::string() : bottleneck_tag(bottleneck) + " ") + "origin " +
               c.origin + ": " + std::string(to_string(r.status)) +
-              (r.status == review_status::ok ? ", speedup " + fmt2(r.speedup) : "") +
+              (r.status == review_status::ok ? ", speedup " + two_decimals(r.speedup) : "") +
               (r.flags.empty() ? "" : ", flagged") + (r.message.empty() ? "" : ": " + r.message);
   e.metrics = r.profile.values;
   if (r.status == review_status::ok) {
@@ -389,7 +384,7 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
     e.kind = "note";
     e.candidate_id = cur.id;
     e.summary = "resumed at round " + std::to_string(round_) + " after a restart, from " +
-                short_id(cur.id) + (best_ ? " (best " + fmt2(best_review_.speedup) + ")" : "");
+                short_id(cur.id) + (best_ ? " (best " + two_decimals(best_review_.speedup) + ")" : "");
     record(std::move(e));
     progress("optimizing", e.summary);
   } else {
@@ -488,10 +483,10 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
       best_ = cur;
       best_review_ = r;
       repairs = 0;
-      progress("optimizing", "best so far " + short_id(cur.id) + ": speedup " + fmt2(r.speedup));
+      progress("optimizing", "best so far " + short_id(cur.id) + ": speedup " + two_decimals(r.speedup));
     } else {
       record_experience(r, nullptr);
-      revert("speedup " + fmt2(r.speedup) + " is not better than " + fmt2(best_review_.speedup));
+      revert("speedup " + two_decimals(r.speedup) + " is not better than " + two_decimals(best_review_.speedup));
       r = best_review_;
     }
     // Features: for the experience record of a method that helped, and for the plan.
@@ -732,7 +727,7 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
   for (const auto& [why, n] : reasons)
     out.reason += (out.reason.empty() ? "" : "; ") + (n > 1 ? std::to_string(n) + " lines: " : "") + why;
   if (out.success)
-    out.reason = "best speedup " + fmt2(out.best_review.speedup) + " (" + out.reason + ")";
+    out.reason = "best speedup " + two_decimals(out.best_review.speedup) + " (" + out.reason + ")";
   return finish(out);
 }
 

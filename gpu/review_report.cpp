@@ -4,20 +4,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/number_format.hpp"
+
 namespace ks {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
 std::string times(const timing_stats& t) {
-  return fmt("%.4f", t.median_ms) + " ms median (mean " + fmt("%.4f", t.mean_ms) + ", min " +
-         fmt("%.4f", t.min_ms) + ", max " + fmt("%.4f", t.max_ms) + ", stddev " +
-         fmt("%.4f", t.stddev_ms) + ", " + std::to_string(t.repetitions) + " runs)";
+  return format_double("%.4f", t.median_ms) + " ms median (mean " + format_double("%.4f", t.mean_ms) + ", min " +
+         format_double("%.4f", t.min_ms) + ", max " + format_double("%.4f", t.max_ms) + ", stddev " +
+         format_double("%.4f", t.stddev_ms) + ", " + std::to_string(t.repetitions) + " runs)";
 }
 
 nlohmann::json stats_json(const timing_stats& t) {
@@ -34,18 +30,18 @@ std::string format_review(const review_result& r) {
   out += "\n  " + r.message + "\n";
   if (r.trials_run > 0) {
     out += "  trials: " + std::to_string(r.trials_passed) + "/" + std::to_string(r.trials_run) +
-           " passed; max abs error " + fmt("%.3g", r.max_abs_error) + ", max rel error " +
-           fmt("%.3g", r.max_rel_error) + "\n";
+           " passed; max abs error " + format_double("%.3g", r.max_abs_error) + ", max rel error " +
+           format_double("%.3g", r.max_rel_error) + "\n";
   }
   if (r.candidate_time.repetitions > 0) {
     out += "  candidate: " + times(r.candidate_time) + "\n";
     out += "  reference: " + times(r.reference_time) + "\n";
-    out += "  speedup: " + fmt("%.3f", r.speedup) + "x\n";
+    out += "  speedup: " + format_double("%.3f", r.speedup) + "x\n";
   }
   if (r.profile.kernel_launches > 0 || !r.profile.values.empty()) {
     out += "  profile: " + std::to_string(r.profile.kernel_launches) + " kernel launches, " +
-           fmt("%.4f", r.profile.duration_ms) + " ms of kernel time\n";
-    for (auto& [name, v] : r.profile.values) out += "    " + name + " " + fmt("%.6g", v) + "\n";
+           format_double("%.4f", r.profile.duration_ms) + " ms of kernel time\n";
+    for (auto& [name, v] : r.profile.values) out += "    " + name + " " + format_double("%.6g", v) + "\n";
   }
   if (!r.flags.empty()) {
     out += "  flags:";

@@ -18,6 +18,7 @@
 #include <torch/cuda.h>
 
 #include "base/content_hash.hpp"
+#include "base/number_format.hpp"
 #include "gpu/cuda_driver.hpp"
 #include "gpu/kernel_args.hpp"
 #include "gpu/library_ops.hpp"
@@ -38,11 +39,6 @@ std::string arch_for(int cc_major, int cc_minor) {
 
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
 
 bool is_float_dtype(const std::string& dtype) {
   return dtype == "float32" || dtype == "float16" || dtype == "bfloat16" || dtype == "float64";
@@ -51,10 +47,10 @@ bool is_float_dtype(const std::string& dtype) {
 }  // namespace
 
 std::string describe_distribution(const distribution_spec& d) {
-  if (d.kind == "normal") return "normal(" + num(d.mean) + ", " + num(d.std) + ")";
+  if (d.kind == "normal") return "normal(" + plain_g(d.mean) + ", " + plain_g(d.std) + ")";
   if (d.kind == "uniform" || d.kind == "randint")
-    return d.kind + "(" + num(d.low) + ", " + num(d.high) + ")";
-  if (d.kind == "constant") return "constant(" + num(d.value) + ")";
+    return d.kind + "(" + plain_g(d.low) + ", " + plain_g(d.high) + ")";
+  if (d.kind == "constant") return "constant(" + plain_g(d.value) + ")";
   return d.kind;
 }
 
@@ -479,8 +475,8 @@ struct reviewer::impl {
       int64_t d = first_bitwise_difference(now, before);
       if (d < 0) return;
       problems.push_back("mutates input " + name + " (" + when + ", first change at " + name +
-                         index_string(before.sizes().vec(), d) + ": was " + num(element_at(before, d)) +
-                         ", now " + num(element_at(now, d)) + "); a candidate must not write its inputs");
+                         index_string(before.sizes().vec(), d) + ": was " + plain_g(element_at(before, d)) +
+                         ", now " + plain_g(element_at(now, d)) + "); a candidate must not write its inputs");
     };
     for (size_t i = 0; i < e.task.inputs.size(); ++i)
       check(e.task.inputs[i].name, env.at(e.task.inputs[i].name), originals[i]);
@@ -512,7 +508,7 @@ struct reviewer::impl {
     for (uint32_t k = 0; k < trials; ++k) {
       if (clock_type::now() > deadline)
         fail(review_status::timed_out, "the review took longer than its timeout of " +
-                                           num(req.options.timeout_s) + " s after " + std::to_string(k) +
+                                           plain_g(req.options.timeout_s) + " s after " + std::to_string(k) +
                                            " of " + std::to_string(trials) + " trials");
       const std::string label = trial_label(e, k);
       std::vector<at::Tensor> originals = inputs_for(e, k);
@@ -545,8 +541,8 @@ struct reviewer::impl {
           if (d < 0) continue;
           const std::string& name = pp.plan.outputs[i].name;
           problems.push_back("output " + name + " differs between two runs on the same inputs (first at " + name +
-                             index_string(out_a[i].sizes().vec(), d) + ": " + num(element_at(out_a[i], d)) + " vs " +
-                             num(element_at(out_b[i], d)) +
+                             index_string(out_a[i].sizes().vec(), d) + ": " + plain_g(element_at(out_a[i], d)) + " vs " +
+                             plain_g(element_at(out_b[i], d)) +
                              "): a race, a read of memory nothing wrote (outputs and scratch are poisoned "
                              "differently in the two runs), or order-dependent atomics");
         }
@@ -620,14 +616,14 @@ struct reviewer::impl {
                                int second_poison, const output_comparison& c, const tolerance_spec& tol) {
     const std::string at_index = name + index_string(got.sizes().vec(), c.first_bad);
     std::string msg = "output " + name + " " + shape_of(got) + ": " + std::to_string(c.bad_count) + " of " +
-                      std::to_string(c.numel) + " elements outside |out - ref| <= " + num(tol.atol) + " + " +
-                      num(tol.rtol) + " * |ref|; first at " + at_index + " (flat " + std::to_string(c.first_bad) +
-                      "): got " + num(c.got) + ", expected " + num(c.want);
+                      std::to_string(c.numel) + " elements outside |out - ref| <= " + plain_g(tol.atol) + " + " +
+                      plain_g(tol.rtol) + " * |ref|; first at " + at_index + " (flat " + std::to_string(c.first_bad) +
+                      "): got " + plain_g(c.got) + ", expected " + plain_g(c.want);
     const double b = element_at(second, c.first_bad);
     const bool poison_a = std::isnan(poison_value(got, 0)) ? std::isnan(c.got) : c.got == poison_value(got, 0);
     if (poison_a && b == poison_value(got, second_poison))
       msg += " (never written: it still holds the verifier's poison)";
-    msg += "; max abs error " + num(c.max_abs_error) + ", max rel error " + num(c.max_rel_error);
+    msg += "; max abs error " + plain_g(c.max_abs_error) + ", max rel error " + plain_g(c.max_rel_error);
     if (c.nonfinite_count > 0)
       msg += "; " + std::to_string(c.nonfinite_count) + " NaN/Inf elements where the reference is finite";
     return msg;
@@ -670,9 +666,9 @@ struct reviewer::impl {
     r.reference_time = m->second.stats;
     r.speedup = r.candidate_time.median_ms > 0 ? r.reference_time.median_ms / r.candidate_time.median_ms : 0;
     if (!m->first.stable || !m->second.stable)
-      timing_note = "medians not stable to " + num(100 * opts.timing.stable_rel_iqr) +
+      timing_note = "medians not stable to " + plain_g(100 * opts.timing.stable_rel_iqr) +
                     "% when the time or repetition bound was reached (interquartile half-width: candidate " +
-                    num(100 * m->first.rel_iqr) + "%, reference " + num(100 * m->second.rel_iqr) + "%)";
+                    plain_g(100 * m->first.rel_iqr) + "%, reference " + plain_g(100 * m->second.rel_iqr) + "%)";
     if (r.speedup > req.options.suspicious_speedup) add_flag(r, "speedup_above_threshold");
   }
   std::string timing_note;
@@ -817,7 +813,7 @@ struct reviewer::impl {
 
     r.status = review_status::ok;
     std::string msg = "correct in " + std::to_string(r.trials_passed) + " of " + std::to_string(r.trials_run) +
-                      " trials (max abs error " + num(r.max_abs_error) + ", max rel error " + num(r.max_rel_error) + ")";
+                      " trials (max abs error " + plain_g(r.max_abs_error) + ", max rel error " + plain_g(r.max_rel_error) + ")";
     if (req.options.time) {
       char buf[200];
       std::snprintf(buf, sizeof(buf), "; candidate %.4f ms vs reference %.4f ms (medians of %u and %u runs): speedup %.3fx",
@@ -831,7 +827,7 @@ struct reviewer::impl {
       if (f == "no_custom_kernel") msg += ". Flag no_custom_kernel: the plan launches no kernel of its own, only library steps";
       if (f == "output_independent_of_input") msg += ". Flag output_independent_of_input: " + independence_note;
       if (f == "speedup_above_threshold")
-        msg += ". Flag speedup_above_threshold: a speedup above " + num(req.options.suspicious_speedup) +
+        msg += ". Flag speedup_above_threshold: a speedup above " + plain_g(req.options.suspicious_speedup) +
                "x is suspicious; check that the candidate does all the work";
     }
     if (!warnings.empty()) msg += ". Plan warnings: " + join(warnings, "; ");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "base/number_format.hpp"
 #include "memory/evidence_names.hpp"
 
 namespace ks {
@@ -20,13 +21,6 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 std::vector<std::string> to_vector(const std::set<std::string>& s) { return {s.begin(), s.end()}; }
 
 std::string fmt(double v) { return format_number(v); }
-
-// Two decimals for speedups in words ("1.30"): they are measurements, not settings.
-std::string fmt2(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
 
 // The evidence environment for one input, with the origin of each name.
 struct evidence_env {
@@ -172,13 +166,13 @@ history_view read_history(const std::vector<trajectory_entry>& given, const std:
         }
       }
       if (!parent || e.parent_id.empty()) {
-        a.outcome = "ok: speedup " + fmt2(e.speedup) + " (no parent review: gain not judged)";
+        a.outcome = "ok: speedup " + two_decimals(e.speedup) + " (no parent review: gain not judged)";
       } else if (e.speedup < parent->speedup * min_gain) {
         a.failed = true;
-        a.outcome = "failed: no gain, speedup " + fmt2(e.speedup) + " < " + fmt2(parent->speedup) + " × " +
+        a.outcome = "failed: no gain, speedup " + two_decimals(e.speedup) + " < " + two_decimals(parent->speedup) + " × " +
                     fmt(min_gain);
       } else {
-        a.outcome = "ok: speedup " + fmt2(e.speedup) + " ≥ " + fmt2(parent->speedup) + " × " + fmt(min_gain);
+        a.outcome = "ok: speedup " + two_decimals(e.speedup) + " ≥ " + two_decimals(parent->speedup) + " × " + fmt(min_gain);
       }
     }
     v.attempts.push_back(std::move(a));

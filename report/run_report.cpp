@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/number_format.hpp"
 #include "memory/json_codec.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "report/trajectory_timeline.hpp"
@@ -30,12 +31,6 @@ status write_file(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path, ec);
   if (ec) return error{"cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message()};
   return {};
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 }  // namespace
@@ -111,9 +106,9 @@ std::string summary_markdown(const run_summary& s) {
         std::to_string(ok) + " with a correct kernel";
   if (!s.pending.empty()) md += ", " + std::to_string(s.pending.size()) + " not finished";
   md += ". Geometric-mean speedup over eager (successful tasks): " +
-        fmt("%.2fx", geomean_speedup(s.outcomes)) + ". Wall time " + fmt("%.1f s", s.wall_s) +
+        format_double("%.2fx", geomean_speedup(s.outcomes)) + ". Wall time " + format_double("%.1f s", s.wall_s) +
         ". Tokens: " + std::to_string(in_tok) + " in, " + std::to_string(out_tok) + " out (" +
-        fmt("$%.4f", cost) + ").\n\n";
+        format_double("$%.4f", cost) + ").\n\n";
   md += "| task | correct | speedup | kernel ms | eager ms | rounds | reviews | tokens | stopped because |\n";
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& o : s.outcomes) {
@@ -121,10 +116,10 @@ std::string summary_markdown(const run_summary& s) {
     for (auto& c : reason)
       if (c == '|' || c == '\n') c = ' ';
     md += "| " + o.task + " | " + (o.success ? "yes" : "no") + " | " +
-          (o.success ? fmt("%.2fx", o.best_review.speedup) : "-") + " | " +
-          (o.success ? fmt("%.4f", o.best_review.candidate_time.median_ms) : "-") + " | " +
+          (o.success ? format_double("%.2fx", o.best_review.speedup) : "-") + " | " +
+          (o.success ? format_double("%.4f", o.best_review.candidate_time.median_ms) : "-") + " | " +
           (o.best_review.reference_time.median_ms > 0
-               ? fmt("%.4f", o.best_review.reference_time.median_ms)
+               ? format_double("%.4f", o.best_review.reference_time.median_ms)
                : "-") +
           " | " + std::to_string(o.rounds) + " | " + std::to_string(o.reviews) + " | " +
           std::to_string(o.input_tokens + o.output_tokens) + " | " + reason + " |\n";
