@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "plan/op_schema.hpp"
+#include "plan/shape_expr.hpp"
 
 namespace ks {
 
@@ -84,6 +85,38 @@ bool is_simple(const std::string& e) {
 }
 
 std::string paren(const std::string& e) { return is_simple(e) ? e : "(" + e + ")"; }
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) s.replace(pos, from.size(), to);
+  return s;
+}
+
+// The forms a chain reads tensor parameter `p` at index `i` in: plain, or with a
+// cache hint (see chain_code).
+std::vector<std::string> read_forms(const std::string& p, const std::string& i) {
+  return {p + "[" + i + "]", "__ldcs(" + p + " + " + i + ")", "__ldg(" + p + " + (" + i + "))"};
+}
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Each whole-word occurrence of a read of `p` at `i` in `code`, replaced by `with`.
+std::string replace_reads(std::string code, const std::string& p, const std::string& i, const std::string& with) {
+  for (const std::string& form : read_forms(p, i)) {
+    for (size_t pos = code.find(form); pos != std::string::npos; pos = code.find(form, pos)) {
+      if (pos > 0 && ident_char(code[pos - 1])) {
+        pos += form.size();
+        continue;
+      }
+      code.replace(pos, form.size(), with);
+      pos += with.size();
+    }
+  }
+  return code;
+}
+
+bool reads_at(const std::string& code, const std::string& p, const std::string& i) {
+  return replace_reads(code, p, i, "") != code;
+}
 
 // The product of shape expressions; "1" for none.
 std::string product(const std::vector<std::string>& dims) {
@@ -256,7 +289,7 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
 
 class lowerer {
  public:
-  lowerer(const task_graph& g, const lowering_params& p) : g_(g), p_(p) {}
+  lowerer(const task_graph& g, const lowering_params& p, const target_shapes& target) : g_(g), p_(p), target_(target) {}
 
   result<lowered_kernel_set> run() {
     if (auto s = prepare(); !s) return error{s.message()};
@@ -314,6 +347,17 @@ class lowerer {
  private:
   const task_graph& g_;
   const lowering_params& p_;
+  const target_shapes& target_;
+  // The size of `dims` (shape expressions) at the target shapes, or `fallback` (the
+  // graph's own) when they do not say.
+  int64_t target_size(const std::vector<std::string>& dims, int64_t fallback) const {
+    if (target_.empty()) return fallback;
+    expr_env env;
+    env.tensors = target_;
+    auto v = eval_expr(product(dims), env);
+    if (!v || v->is_float || v->i <= 0) return fallback;
+    return v->i;
+  }
   lowered_kernel_set out_;
   std::string src_;
   std::map<std::string, shaped> shapes_;         // tensor value → shape
@@ -1368,7 +1412,7 @@ class lowerer {
     const std::string OUT = epi ? std::string() : kp.tensor_out(tensor_of_.at(r.output));
     acc_text a = acc_of(r);
     const bool warp = p_.row_mapping == "warp" && inner_n == 1;
-    const int B = p_.block_size;
+    int B = p_.block_size;
     std::string name = kernel_name(si, r.op);
     std::ostringstream k;
     std::string decl;
@@ -1396,15 +1440,42 @@ class lowerer {
     auto second_pass = [&](const std::string& loop, const std::string& idx) {
       return prelude + loop + " {\n" + load(idx, "v") + pass2_body(idx) + "  }\n";
     };
-    // row_cache: a normalisation keeps each thread's first kRowCache elements of the
-    // row (after the fused prologue) in registers between its two passes, so the
-    // second pass reads them on chip; a longer row's rest is read again. The array is
-    // indexed only by unrolled constants, so it stays in registers.
-    const bool cache = p_.row_cache == "registers" && r.normalizes() && inner_n == 1;
-    const int kRowCache = 16;
+    // row_cache: when the row is read a second time (a normalisation's second pass, or
+    // an epilogue that reads the reduced tensor again, as in x * rsqrt(mean(x*x)) or
+    // x - logsumexp(x)), each thread keeps the raw values it loaded in pass 1 in
+    // registers, and pass 2 reads those instead of memory. K values per thread and
+    // tensor: enough for the whole row at the graph's size (the block grows up to 1024
+    // threads when the row needs it), at most 32 registers in all; a longer row's rest
+    // is read again. The arrays are indexed only by unrolled constants, so they stay in
+    // registers.
+    const bool whole_tensor = inner_n == 1 && outer_n == 1 && !r.normalizes() && in.shape.size() > 0;
+    std::vector<std::string> cached;  // the tensor parameters kept on chip
+    int K = 0;
+    if (p_.row_cache == "registers" && inner_n == 1 && !whole_tensor && (r.normalizes() || epi)) {
+      const std::string pass1 = pro ? load_code : X + "[i]";
+      const std::string pass2 = (r.normalizes() ? pass1 : std::string()) + epi_code;
+      for (auto& [tensor, param] : kp.tensor_param)
+        if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i") && reads_at(pass2, param, "i") && cached.size() < 2)
+          cached.push_back(param);
+      if (!cached.empty()) {
+        int64_t graph_len = 1;
+        for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
+        const int64_t row_len = target_size(red, graph_len);
+        const int64_t kmax = 32 / static_cast<int64_t>(cached.size());
+        if (!warp && (row_len + B - 1) / B > kmax) B = static_cast<int>(std::min<int64_t>(1024, ((row_len + kmax - 1) / kmax + 31) / 32 * 32));
+        const int64_t width = warp ? 32 : B;
+        K = static_cast<int>(std::clamp<int64_t>((row_len + width - 1) / width, 1, kmax));
+      }
+    }
+    const bool cache = K > 0;
     // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
     // aligned), the rest element by element.
     const bool vec_rows = p_.vector_width == 4 && !pro && !cache;
+    // Pass 2 reads the cached values where it would read the tensors at [i].
+    auto from_cache = [&](std::string code) {
+      for (auto& P : cached) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
+      return code;
+    };
     const char* lanes4[] = {"x", "y", "z", "w"};
     k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
       << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row") : "; a thread per output")
@@ -1476,6 +1547,10 @@ class lowerer {
     }
     if (inner_n == 1) {
       std::string lane = warp ? "lane" : "(int)threadIdx.x", width = warp ? "32" : "(int)blockDim.x";
+      // In a row, i = row * C + c with 0 <= c < C: an operand broadcast along the rows
+      // (i % C) is at c, one broadcast along the row (i / C) at row; no 64-bit division
+      // per element.
+      epi_code = replace_all(replace_all(epi_code, "(i % " + C + ")", "c"), "(i / " + C + ")", "row");
       if (warp) {
         k << "  const int lane = threadIdx.x & 31;\n";
         k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
@@ -1498,18 +1573,40 @@ class lowerer {
       }
       const std::string cached_c = "    const long long c = " + lane + " + (long long)k * " + width + ";\n";
       if (cache) {
-        k << "  float rc[" << kRowCache << "];\n#pragma unroll\n  for (int k = 0; k < " << kRowCache << "; ++k) {\n"
-          << cached_c << "    if (c < " << C << ") {\n" << load("base + c", "v") << "    rc[k] = v;\n    " << a.update
-          << "\n    }\n  }\n";
-        loop = "  for (long long c = " + lane + " + (long long)" + std::to_string(kRowCache) + " * " + width + "; c < " + C +
+        for (auto& P : cached) k << "  float rc_" << P << "[" << K << "];\n";
+        k << "#pragma unroll\n  for (int k = 0; k < " << K << "; ++k) {\n" << cached_c << "    if (c < " << C
+          << ") {\n    const long long i = base + c;\n";
+        for (auto& P : cached) k << "    rc_" << P << "[k] = " << P << "[i];\n";
+        if (pro) k << from_cache(load_code) << "    const float v = " << var.at(r.input) << ";\n";
+        else k << "    const float v = " << from_cache(X + "[i]") << ";\n";
+        k << "    " << a.update << "\n    }\n  }\n";
+        loop = "  for (long long c = " + lane + " + (long long)" + std::to_string(K) + " * " + width + "; c < " + C +
                "; c += " + width + ")";
       }
       k << loop << " {\n" << load("base + c", "v") << "    " << a.update << "\n  }\n";
       k << (warp ? warp_combine(r, a) : block_combine(r, a));
-      if (r.normalizes() && cache) {
-        k << prelude << "#pragma unroll\n  for (int k = 0; k < " << kRowCache << "; ++k) {\n" << cached_c << "    if (c < " << C
-          << ") {\n    const float v = rc[k];\n" << pass2_body("base + c") << "    }\n  }\n";
-        k << loop << " {\n" << load("base + c", "v") << pass2_body("base + c") << "  }\n";
+      if (cache) {
+        // Pass 2: the cached part from registers, then the rest from memory.
+        if (r.normalizes()) k << prelude;
+        else k << "  const float red = " << finish(r, C) << ";\n";
+        k << "#pragma unroll\n  for (int k = 0; k < " << K << "; ++k) {\n" << cached_c << "    if (c < " << C << ") {\n";
+        if (r.normalizes()) {
+          if (pro) k << "    float v;\n    {\n    const long long i = base + c;\n" << from_cache(load_code) << "    v = " << var.at(r.input) << ";\n    }\n";
+          else k << "    const float v = " << from_cache(X + "[i]") << ";\n";
+          k << from_cache(pass2_body("base + c"));
+        } else {
+          k << "    const long long i = base + c;\n" << from_cache(epi_code);
+          for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
+        }
+        k << "    }\n  }\n";
+        if (r.normalizes()) {
+          k << loop << " {\n" << load("base + c", "v") << pass2_body("base + c") << "  }\n";
+        } else {
+          k << loop << " {\n    const long long i = base + c;\n" << epi_code;
+          for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
+          k << "  }\n";
+          for (auto& [v, t] : epi_out) written_.insert(v);
+        }
       } else if (r.normalizes() && epi) {
         k << second_pass(full_loop, "base + c");
       } else if (r.normalizes() && vec_rows) {
@@ -1875,8 +1972,9 @@ class lowerer {
 
 }  // namespace
 
-result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params) {
-  lowerer l(graph, params);
+result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params,
+                                       const target_shapes& target) {
+  lowerer l(graph, params, target);
   auto r = l.run();
   if (!r) return error{"task \"" + graph.task + "\": " + r.message()};
   return r;

@@ -61,8 +61,15 @@ struct lowered_kernel_set {
   std::vector<std::string> fallback;
 };
 
-// Lowers `graph` with `params`. Errors name the op (and its value) that neither a
-// template nor a library step covers.
-result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params);
+// The tensor shapes a task's kernels are tuned for (its default size): name → shape.
+// The graph itself comes from a small CPU run; choices that depend on real sizes (how
+// much of a row stays in registers) read these instead.
+using target_shapes = std::map<std::string, std::vector<int64_t>>;
+
+// Lowers `graph` with `params`, tuned for `target` (the graph's own shapes when empty
+// or when a size cannot be evaluated). Errors name the op (and its value) that neither
+// a template nor a library step covers.
+result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params,
+                                       const target_shapes& target = {});
 
 }  // namespace ks

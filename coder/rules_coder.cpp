@@ -145,8 +145,10 @@ result<task_graph> rules_coder::graph(const task_spec& task) {
 
 std::vector<lowering_params> rules_coder::seed_params() {
   std::vector<lowering_params> out;
-  lowering_params p;  // float4, 256 threads, a block per row
+  lowering_params p;  // float4, 256 threads, a block per row kept on chip between its passes
+  p.row_cache = "registers";
   out.push_back(p);
+  p.row_cache = "none";
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
   p.block_size = 256;
@@ -174,7 +176,10 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
                                      const std::string& excluded) {
   auto g = graph(task);
   if (!g) return g.error();
-  auto lowered = lower_graph(*g, params);
+  target_shapes target;
+  for (auto* list : {&task.inputs, &task.parameters})
+    for (auto& t : *list) target[t.name] = t.shape;
+  auto lowered = lower_graph(*g, params, target);
   if (!lowered) return lowered.error();
   candidate c;
   c.task = task.name;

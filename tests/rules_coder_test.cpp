@@ -197,6 +197,11 @@ TEST_CASE("rules coder: optimize changes the row mapping of a reduction", "[rule
   optimize_input in;
   in.task = task("examples/tasks/softmax.yaml");
   in.base = seeds->front();
+  // The first seed keeps its rows on chip already; the method test below starts from
+  // the same seed without the cache.
+  CHECK(in.base.recipe.at("row_cache") == "registers");
+  in.base.recipe["row_cache"] = "none";
+  in.base.id += "-uncached";
   in.plan.chosen = "warp_per_row";
   auto w = the_coder().optimize(in);
   if (!w) FAIL(w.message());
@@ -213,14 +218,15 @@ TEST_CASE("rules coder: optimize changes the row mapping of a reduction", "[rule
   CHECK_THAT(again.message(), Catch::Contains("already single-pass") && Catch::Contains("already stay in registers"));
 }
 
-// Optimizes the first seed of `rel` with `method`; the result compiles and resolves.
-candidate optimized(const std::string& rel, const std::string& method) {
+// Optimizes seed `seed` of `rel` with `method`; the result compiles and resolves.
+candidate optimized(const std::string& rel, const std::string& method, uint32_t seed = 0) {
   task_spec t = task(rel);
-  auto seeds = the_coder().seeds(t, 1);
+  auto seeds = the_coder().seeds(t, seed + 1);
   if (!seeds) FAIL(seeds.message());
+  REQUIRE(seeds->size() > seed);
   optimize_input in;
   in.task = t;
-  in.base = seeds->front();
+  in.base = (*seeds)[seed];
   in.plan.chosen = method;
   auto c = the_coder().optimize(in);
   if (!c) FAIL(c.message());
@@ -237,21 +243,44 @@ candidate optimized(const std::string& rel, const std::string& method) {
 }
 
 TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules][optimize][methods]") {
-  SECTION("cache_row_in_registers keeps a normalised row in registers between the passes") {
+  SECTION("cache_row_in_registers keeps a row that is read twice in registers between the passes") {
+    // Seed 1 (a warp per row) has no cache: its rows are short at the seed's choice.
     for (const char* rel : {"examples/tasks/softmax.yaml", "examples/tasks/layernorm.yaml", "bench/tasks/layernorm_gelu.yaml"}) {
       INFO(rel);
-      candidate c = optimized(rel, "cache_row_in_registers");
+      candidate c = optimized(rel, "cache_row_in_registers", 1);
       CHECK(c.recipe.at("row_cache") == "registers");
-      CHECK(c.source.find("float rc[16];") != std::string::npos);
-      CHECK(c.source.find("const float v = rc[k];") != std::string::npos);
+      CHECK(c.source.find("float rc_in0[32];") != std::string::npos);
+      CHECK(c.source.find("const float v = rc_in0[k];") != std::string::npos);
+    }
+    // An epilogue that reads the reduced tensor again (rmsnorm: x * rsqrt(mean(x*x)) *
+    // w) reads it from the cache; the weight, broadcast along the rows, at c. The
+    // 8192-element rows of the task's size fit in 256 threads x 32 registers.
+    {
+      candidate c = optimized("bench/tasks/rmsnorm.yaml", "cache_row_in_registers", 1);
+      INFO(c.source);
+      CHECK(c.source.find("float rc_in0[32];") != std::string::npos);
+      CHECK(c.source.find("rc_in0[k] = in0[i];") != std::string::npos);
+      CHECK(c.source.find("const float xp3 = rc_in0[k];") != std::string::npos);
+      CHECK(c.source.find("in1[c]") != std::string::npos);
+      CHECK(c.source.find("% n1") == std::string::npos);
+    }
+    // Rows of 16384 (x - logsumexp(x)): the block grows to 512 threads so that 32
+    // registers a thread hold the row.
+    {
+      task_spec t = task("bench/tasks/logsumexp_keepdim_sub.yaml");
+      auto seeds = the_coder().seeds(t, 1);
+      REQUIRE(seeds);
+      CHECK(seeds->front().plan.steps.at(0).block.at(0) == "512");
+      CHECK(seeds->front().source.find("float rc_in0[32];") != std::string::npos);
     }
     // A reduction that does not read its row twice: nothing to cache, said so.
     task_spec t = task("examples/tasks/row_sum.yaml");
-    auto seeds = the_coder().seeds(t, 1);
+    auto seeds = the_coder().seeds(t, 2);
     REQUIRE(seeds);
+    REQUIRE(seeds->size() == 2);
     optimize_input in;
     in.task = t;
-    in.base = seeds->front();
+    in.base = (*seeds)[1];
     in.plan.chosen = "cache_row_in_registers";
     auto r = the_coder().optimize(in);
     REQUIRE_FALSE(r);
