@@ -373,6 +373,7 @@ class lowerer {
   // "readonly" (__ldg on all); "readonly_broadcast" (__ldg on broadcast operands only,
   // where the vector path loads the full-shape ones itself). Elementwise kernels only.
   std::string load_hint_ = "none";
+  size_t split_ = 0;  // elementwise kernels over rows x c: the first dim of c (choose_split)
   std::set<std::string> written_;
 
   const graph_value& val(const std::string& id) const { return g_.values.at(id); }
@@ -912,6 +913,67 @@ class lowerer {
   // -------------------------------------------------------------------------------
   // Elementwise code.
 
+  // The runs [a, b) of dims of `iter` along which tensor shape `in` (aligned to the
+  // right, as broadcasting does) is not broadcast.
+  static std::vector<std::pair<size_t, size_t>> kept_groups(const shaped& in, const shaped& iter) {
+    const size_t r = iter.shape.size();
+    const int64_t off = static_cast<int64_t>(r) - static_cast<int64_t>(in.shape.size());
+    auto kept = [&](size_t d) {
+      int64_t k = static_cast<int64_t>(d) - off;
+      return k >= 0 && in.shape[k] == iter.shape[d] && iter.shape[d] != 1;
+    };
+    std::vector<std::pair<size_t, size_t>> out;
+    for (size_t d = 0; d < r;) {
+      if (!kept(d)) {
+        ++d;
+        continue;
+      }
+      size_t a = d;
+      while (d < r && kept(d)) ++d;
+      out.push_back({a, d});
+    }
+    return out;
+  }
+
+  // A broadcast operand indexed by the flat element index costs a 64-bit division
+  // (and a modulo) per element, which an elementwise kernel at memory speed cannot
+  // afford. When the iteration splits into rows x c (dims [0, s) and [s, r)) such that
+  // every broadcast operand is indexed by `row` alone, or by `c` with neither division
+  // nor modulo (a bias along the last dims), the kernel walks rows and columns and
+  // pays a division per row instead. Returns s, or 0 when no split does that or the
+  // rows would be too short (under 1024 elements at the target size).
+  size_t choose_split(const stage& st) {
+    const shaped& iter = st.iter;
+    const size_t r = iter.shape.size();
+    std::set<std::string> inside;
+    for (auto* n : st.nodes) inside.insert(n->outputs.begin(), n->outputs.end());
+    std::vector<const shaped*> operands;
+    for (auto* n : st.nodes)
+      for (auto& id : n->inputs)
+        if (!inside.count(id) && val(id).is_tensor() && shapes_.count(id) && shapes_.at(id).shape != iter.shape)
+          operands.push_back(&shapes_.at(id));
+    if (operands.empty() || r < 2) return 0;
+    for (size_t sp = 1; sp < r; ++sp) {
+      bool ok = true;
+      for (const shaped* o : operands) {
+        for (auto [a, b] : kept_groups(*o, iter)) {
+          if (a < sp && sp < b) ok = false;  // straddles the split
+          if (a >= sp) {                     // indexed by c: no division, no modulo
+            for (size_t q = b; q < r; ++q) ok = ok && iter.shape[q] == 1;
+            for (size_t q = sp; q < a; ++q) ok = ok && iter.shape[q] == 1;
+          }
+        }
+      }
+      if (!ok) continue;
+      int64_t graph_inner = 1;
+      for (size_t q = sp; q < r; ++q) graph_inner *= iter.shape[q];
+      const std::vector<std::string> inner(iter.sym.begin() + sp, iter.sym.end());
+      if (target_size(inner, graph_inner) < 1024) return 0;
+      return sp;
+    }
+    return 0;
+  }
+
   // The element index of tensor `id` (shape `in`) for flat index `i` of `iter`.
   std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp) {
     if (in.shape == iter.shape) return i;
@@ -924,33 +986,26 @@ class lowerer {
     }
     const size_t r = iter.shape.size();
     const int64_t off = static_cast<int64_t>(r) - static_cast<int64_t>(in.shape.size());
-    auto kept = [&](size_t d) {
-      int64_t k = static_cast<int64_t>(d) - off;
-      return k >= 0 && in.shape[k] == iter.shape[d] && iter.shape[d] != 1;
-    };
     std::vector<std::string> terms;
-    size_t d = 0;
-    while (d < r) {
-      if (!kept(d)) {
-        ++d;
-        continue;
-      }
-      size_t a = d;
-      while (d < r && kept(d)) ++d;
-      size_t b = d;  // group [a, b)
-      std::vector<std::string> inner(iter.sym.begin() + b, iter.sym.end());
+    for (auto [a, b] : kept_groups(in, iter)) {
+      // Split mode (an elementwise kernel over rows x c, see choose_split): a group
+      // left of the split is indexed from `row`, one right of it from `c`.
+      const bool split = split_ > 0 && i == "i";
+      const bool in_row = split && b <= split_;
+      const size_t lo = split && !in_row ? split_ : 0, hi = in_row ? split_ : r;
+      std::vector<std::string> inner(iter.sym.begin() + b, iter.sym.begin() + hi);
       std::vector<std::string> span(iter.sym.begin() + a, iter.sym.begin() + b);
       std::vector<std::string> stride;
       for (size_t q = b; q < r; ++q) {
         int64_t k = static_cast<int64_t>(q) - off;
         if (k >= 0) stride.push_back(in.sym[k]);
       }
-      std::string e = i;
+      std::string e = !split ? i : in_row ? "row" : "c";
       bool has_inner = false;
-      for (size_t q = b; q < r; ++q) has_inner |= iter.shape[q] != 1;
+      for (size_t q = b; q < hi; ++q) has_inner |= iter.shape[q] != 1;
       if (has_inner) e = "(" + e + " / " + kp.int64(product(inner)) + ")";
       bool has_outer = false;
-      for (size_t q = 0; q < a; ++q) has_outer |= iter.shape[q] != 1;
+      for (size_t q = lo; q < a; ++q) has_outer |= iter.shape[q] != 1;
       if (has_outer) e = "(" + e + " % " + kp.int64(product(span)) + ")";
       std::string st = product(stride);
       if (st != "1") e += " * " + kp.int64(st);
@@ -1191,12 +1246,20 @@ class lowerer {
     // touch-once (__ldcs/__stcs, evict first), never scratch that a later kernel reads
     // back; readonly reads every operand through the read-only path (__ldg).
     const std::string hint = p_.cache_hint;
+    const size_t split = V > 1 ? choose_split(st) : 0;
+    std::string ROWS, INNER;
+    if (split) {
+      ROWS = kp.int64(product(std::vector<std::string>(st.iter.sym.begin(), st.iter.sym.begin() + split)));
+      INNER = kp.int64(product(std::vector<std::string>(st.iter.sym.begin() + split, st.iter.sym.end())));
+    }
+    split_ = split;
     load_hint_ = V == 1 ? hint : hint == "readonly" ? "readonly_broadcast" : "none";
     status body_ok = chain_code(st, "i", kp, body, var, "");
     std::map<std::string, std::string> var2;
     load_hint_ = hint;  // the tail reuses the same parameters
     status tail_ok = body_ok ? chain_code(st, "i", kp, tail_body, var2, "t") : body_ok;
     load_hint_ = "none";
+    split_ = 0;
     if (!tail_ok) return tail_ok;
     std::set<std::string> streamed_out;  // output parameters stored with __stcs
     std::vector<std::string> outs;
@@ -1211,6 +1274,7 @@ class lowerer {
     k << "\n// Fused elementwise chain:";
     for (auto* n : st.nodes) k << " " << base_kind(n->kind).substr(6);
     k << ". " << V << " floats per vector, " << U << " vector(s) per thread per trip, grid-stride"
+      << (split ? "; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element" : "")
       << (hint == "streaming" ? "; streamed operands and outputs evict first (__ldcs/__stcs)"
           : hint == "readonly" ? "; operands through the read-only path (__ldg)" : "")
       << ".\n";
@@ -1234,25 +1298,42 @@ class lowerer {
       // operands are read as float2/float4 (buffers are 256-byte aligned), the rest by
       // index. The tail (n % V elements) is done one by one.
       std::string vt = V == 4 ? "float4" : "float2";
-      k << "  const long long nv = " << N << " / " << V << ";\n";
+      // The vector index of trip u: `w` (and `cv`, the vector in the row, when split).
+      std::string trip_index;
+      if (split) {
+        // Rows x columns: a row's vectors are aligned when its length is a multiple
+        // of V; other lengths take the element-by-element loop below.
+        k << "  for (long long row = blockIdx.y; row < " << ROWS << "; row += gridDim.y) {\n";
+        k << "  const long long base = row * " << INNER << ";\n";
+        k << "  if (" << INNER << " % " << V << " == 0) {\n";
+        k << "  const long long nv = " << INNER << " / " << V << ", bv = base / " << V << ";\n";
+        trip_index = "    const long long cv = j + u * stride, w = bv + cv;\n    if (cv >= nv) break;\n";
+      } else {
+        k << "  const long long nv = " << N << " / " << V << ";\n";
+        trip_index = "    const long long w = j + u * stride;\n    if (w >= nv) break;\n";
+      }
       k << "  for (long long j = tid; j < nv; j += stride * " << U << ") {\n";
-      k << "#pragma unroll\n  for (int u = 0; u < " << U << "; ++u) {\n";
-      k << "    const long long w = j + u * stride;\n    if (w >= nv) break;\n";
       std::vector<std::string> lanes = V == 4 ? std::vector<std::string>{"x", "y", "z", "w"} : std::vector<std::string>{"x", "y"};
-      // Vector loads of the full-shape operands.
-      std::string vec_loads;
+      // The full-shape operands' vectors of every trip are loaded first, then computed
+      // and stored: U loads in flight per thread and operand, not one.
       std::map<std::string, std::string> full_vec;  // param → vector variable
       for (auto& [tensor, param] : kp.tensor_param) {
         if (param.rfind("in", 0) != 0) continue;
         bool full = body.find(param + "[i]") != std::string::npos;
         if (!full) continue;
-        std::string vv = "q_" + param;
-        const std::string at = "reinterpret_cast<const " + vt + "*>(" + param + ")";
-        vec_loads += "    const " + vt + " " + vv + " = " +
-                     (hint == "streaming" ? "__ldcs(" + at + " + w)" : hint == "readonly" ? "__ldg(" + at + " + w)" : at + "[w]") + ";\n";
-        full_vec[param] = vv;
+        full_vec[param] = "q_" + param + "[u]";
+        k << "  " << vt << " q_" << param << "[" << U << "];\n";
       }
-      k << vec_loads;
+      if (!full_vec.empty()) {
+        k << "#pragma unroll\n  for (int u = 0; u < " << U << "; ++u) {\n" << trip_index;
+        for (auto& [param, vv] : full_vec) {
+          const std::string at = "reinterpret_cast<const " + vt + "*>(" + param + ")";
+          k << "    " << vv << " = "
+            << (hint == "streaming" ? "__ldcs(" + at + " + w)" : hint == "readonly" ? "__ldg(" + at + " + w)" : at + "[w]") << ";\n";
+        }
+        k << "  }\n";
+      }
+      k << "#pragma unroll\n  for (int u = 0; u < " << U << "; ++u) {\n" << trip_index;
       for (auto& o : outs) k << "    " << vt << " r_" << o << ";\n";
       for (int l = 0; l < V; ++l) {
         std::string b = body;
@@ -1260,7 +1341,10 @@ class lowerer {
           std::string from = param + "[i]", to = vv + "." + lanes[l];
           for (size_t pos = b.find(from); pos != std::string::npos; pos = b.find(from, pos + to.size())) b.replace(pos, from.size(), to);
         }
-        k << "    {\n    const long long i = w * " << V << " + " << l << ";\n    (void)i;\n" << b;
+        if (split)
+          k << "    {\n    const long long c = cv * " << V << " + " << l << ", i = base + c;\n    (void)c; (void)i;\n" << b;
+        else
+          k << "    {\n    const long long i = w * " << V << " + " << l << ";\n    (void)i;\n" << b;
         for (size_t o = 0; o < exports.size(); ++o) k << "    r_" << outs[o] << "." << lanes[l] << " = " << var.at(exports[o].first) << ";\n";
         k << "    }\n";
       }
@@ -1268,16 +1352,32 @@ class lowerer {
         if (streamed_out.count(o)) k << "    __stcs(reinterpret_cast<" << vt << "*>(" << o << ") + w, r_" << o << ");\n";
         else k << "    reinterpret_cast<" << vt << "*>(" << o << ")[w] = r_" << o << ";\n";
       k << "  }\n  }\n";
-      k << "  for (long long i = nv * " << V << " + tid; i < " << N << "; i += stride) {\n"
-        << tail_body << store_line(var2, "i") << "  }\n";
+      if (split) {
+        k << "  } else {\n";
+        k << "  for (long long c = tid; c < " << INNER << "; c += stride) {\n    const long long i = base + c;\n"
+          << tail_body << store_line(var2, "i") << "  }\n  }\n  }\n";
+      } else {
+        k << "  for (long long i = nv * " << V << " + tid; i < " << N << "; i += stride) {\n"
+          << tail_body << store_line(var2, "i") << "  }\n";
+      }
     }
     k << "}\n";
     src_ += k.str();
     plan_step step;
     step.kind = "kernel";
     step.name = name;
-    std::string blocks = "max(1, min(ceil_div(" + paren(n_expr) + ", " + std::to_string(V * B) + "), " + std::to_string(p_.grid_cap) + "))";
-    step.grid = {blocks, "1", "1"};
+    if (split) {
+      const std::string rows = product(std::vector<std::string>(st.iter.sym.begin(), st.iter.sym.begin() + split));
+      const std::string inner = product(std::vector<std::string>(st.iter.sym.begin() + split, st.iter.sym.end()));
+      // Blocks across a row so that each thread has about 4 trips in it (the row's
+      // own indices are computed once per trip), and rows (grid.y ≤ 65535) until the
+      // grid holds about grid_cap blocks; each block walks rows gridDim.y apart.
+      const std::string bx = "max(1, min(ceil_div(" + paren(inner) + ", " + std::to_string(V * B * U * 4) + "), " + std::to_string(p_.grid_cap) + "))";
+      step.grid = {bx, "max(1, min(" + paren(rows) + ", min(65535, ceil_div(" + std::to_string(p_.grid_cap) + ", " + bx + "))))", "1"};
+    } else {
+      std::string blocks = "max(1, min(ceil_div(" + paren(n_expr) + ", " + std::to_string(V * B) + "), " + std::to_string(p_.grid_cap) + "))";
+      step.grid = {blocks, "1", "1"};
+    }
     step.block = {std::to_string(B), "1", "1"};
     step.args = kp.args;
     out_.plan.steps.push_back(step);
@@ -1478,7 +1578,9 @@ class lowerer {
     };
     const char* lanes4[] = {"x", "y", "z", "w"};
     k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
-      << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row") : "; a thread per output")
+      << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row")
+                       : (!r.normalizes() && !epi ? "; each output's column in slices, a warp per slice and a lane per output"
+                                                  : "; a thread per output"))
       << (cache ? "; the row kept in registers between the passes" : "") << ".\n";
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
     plan_step step;
@@ -1631,6 +1733,34 @@ class lowerer {
       }
       std::string rpb = warp ? std::to_string(B / 32) : "1";
       step.grid = {warp ? "ceil_div(" + paren(product(outer)) + ", " + rpb + ")" : product(outer), "1", "1"};
+    } else if (!r.normalizes() && !epi) {
+      // A middle dim reduced to one value per output: a thread per output would leave
+      // too few loads in flight (outputs are few, columns long). Each output's column
+      // is cut into S = B/32 slices instead, one warp per slice with a lane per output
+      // (32 consecutive outputs: coalesced along the inner dims), and the slices'
+      // states are combined in shared memory, in slice order.
+      const int S = B / 32;
+      k << "  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;\n";
+      k << "  const long long t = (long long)blockIdx.x * 32 + lane;\n";
+      k << "  const bool live = t < " << ROWS << " * " << INNER << ";\n";
+      k << "  const long long o = live ? t / " << INNER << " : 0, j = live ? t % " << INNER << " : 0;\n";
+      k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
+      k << decl;
+      if (r.acc == acc_kind::moments) k << load("base", "shift");
+      k << "  if (live) {\n#pragma unroll 4\n  for (long long c = slice; c < " << C << "; c += " << S << ") {\n"
+        << load("base + c * " + INNER, "v") << "    " << a.update << "\n  }\n  }\n";
+      for (auto& v : a.state) k << "  __shared__ float sh_" << v << "[" << S << "][33];\n";
+      for (auto& v : a.state) k << "  sh_" << v << "[slice][lane] = " << v << ";\n";
+      k << "  __syncthreads();\n  if (slice != 0 || !live) return;\n";
+      k << "  for (int q = 1; q < " << S << "; ++q) {\n";
+      std::vector<std::string> other;
+      for (auto& v : a.state) {
+        k << "    const float p_" << v << " = sh_" << v << "[q][lane];\n";
+        other.push_back("p_" + v);
+      }
+      k << "    " << merge(r, other) << "\n  }\n";
+      k << "  " << OUT << "[t] = " << finish(r, C) << ";\n";
+      step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", 32)", "1", "1"};
     } else {
       k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
       k << "  if (t >= " << ROWS << " * " << INNER << ") return;\n";
@@ -1801,7 +1931,14 @@ class lowerer {
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
     k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
     k << "  if (t >= " << N << ") return;\n";
-    k << "  const long long ow = t % " << OW << ", oh = (t / " << OW << ") % " << OH << ", plane = t / (" << OW << " * " << OH << ");\n";
+    // 64-bit division costs a hundred instructions a call, which would make the kernel
+    // compute bound: below 2^31 outputs the index splits in 32 bits.
+    k << "  long long ow, oh, plane;\n";
+    k << "  if (" << N << " <= 0x7fffffffLL) {\n";
+    k << "    const unsigned u = (unsigned)t, q = u / (unsigned)" << OW << ";\n";
+    k << "    ow = u - q * (unsigned)" << OW << "; oh = q % (unsigned)" << OH << "; plane = q / (unsigned)" << OH << ";\n";
+    k << "  } else {\n";
+    k << "    ow = t % " << OW << "; oh = (t / " << OW << ") % " << OH << "; plane = t / (" << OW << " * " << OH << ");\n  }\n";
     k << "  const float* xp = " << X << " + plane * " << H << " * " << W << ";\n";
     k << "  const long long h0 = oh * " << p->stride[0] << " - " << p->pad[0] << ", w0 = ow * " << p->stride[1] << " - " << p->pad[1] << ";\n";
     k << "  float acc = " << (p->max ? "-KS_INF" : "0.0f") << ";\n  int count = 0;\n";

@@ -145,14 +145,15 @@ result<task_graph> rules_coder::graph(const task_spec& task) {
 
 std::vector<lowering_params> rules_coder::seed_params() {
   std::vector<lowering_params> out;
-  lowering_params p;  // float4, 256 threads, a block per row kept on chip between its passes
+  lowering_params p;  // float4 x 4 per trip, 256 threads, a block per row kept on chip between its passes
   p.row_cache = "registers";
+  p.elements_per_thread = 4;
   out.push_back(p);
-  p.row_cache = "none";
+  p.elements_per_thread = 1;
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
   p.block_size = 256;
-  out.push_back(p);  // a warp per row (short rows), two vectors per trip
+  out.push_back(p);  // a warp per row (short rows) kept on chip, two vectors per trip
   p = {};
   p.block_size = 512;
   p.elements_per_thread = 4;

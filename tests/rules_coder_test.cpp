@@ -244,21 +244,21 @@ candidate optimized(const std::string& rel, const std::string& method, uint32_t 
 
 TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules][optimize][methods]") {
   SECTION("cache_row_in_registers keeps a row that is read twice in registers between the passes") {
-    // Seed 1 (a warp per row) has no cache: its rows are short at the seed's choice.
+    // Seed 2 (a block of 512 per row) has no cache.
     for (const char* rel : {"examples/tasks/softmax.yaml", "examples/tasks/layernorm.yaml", "bench/tasks/layernorm_gelu.yaml"}) {
       INFO(rel);
-      candidate c = optimized(rel, "cache_row_in_registers", 1);
+      candidate c = optimized(rel, "cache_row_in_registers", 2);
       CHECK(c.recipe.at("row_cache") == "registers");
-      CHECK(c.source.find("float rc_in0[32];") != std::string::npos);
+      CHECK(c.source.find("float rc_in0[") != std::string::npos);
       CHECK(c.source.find("const float v = rc_in0[k];") != std::string::npos);
     }
     // An epilogue that reads the reduced tensor again (rmsnorm: x * rsqrt(mean(x*x)) *
     // w) reads it from the cache; the weight, broadcast along the rows, at c. The
-    // 8192-element rows of the task's size fit in 256 threads x 32 registers.
+    // 8192-element rows of the task's size fit in 512 threads x 16 registers.
     {
-      candidate c = optimized("bench/tasks/rmsnorm.yaml", "cache_row_in_registers", 1);
+      candidate c = optimized("bench/tasks/rmsnorm.yaml", "cache_row_in_registers", 2);
       INFO(c.source);
-      CHECK(c.source.find("float rc_in0[32];") != std::string::npos);
+      CHECK(c.source.find("float rc_in0[16];") != std::string::npos);
       CHECK(c.source.find("rc_in0[k] = in0[i];") != std::string::npos);
       CHECK(c.source.find("const float xp3 = rc_in0[k];") != std::string::npos);
       CHECK(c.source.find("in1[c]") != std::string::npos);
@@ -275,12 +275,12 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
     }
     // A reduction that does not read its row twice: nothing to cache, said so.
     task_spec t = task("examples/tasks/row_sum.yaml");
-    auto seeds = the_coder().seeds(t, 2);
+    auto seeds = the_coder().seeds(t, 3);
     REQUIRE(seeds);
-    REQUIRE(seeds->size() == 2);
+    REQUIRE(seeds->size() == 3);
     optimize_input in;
     in.task = t;
-    in.base = (*seeds)[1];
+    in.base = (*seeds)[2];
     in.plan.chosen = "cache_row_in_registers";
     auto r = the_coder().optimize(in);
     REQUIRE_FALSE(r);

@@ -302,3 +302,39 @@ TEST_CASE("emulated: rows longer than the row cache match the reference", "[rule
     check_candidates(*task, *seeds);
   }
 }
+
+// Elementwise kernels over rows x columns (broadcast operands indexed by row or by
+// column, no division per element): rows whose length is a multiple of 4 (float4
+// path) and rows that are not (element by element), with row and column broadcasts.
+TEST_CASE("emulated: elementwise kernels over rows x columns match the reference", "[rules][emulated][split]") {
+  auto check_split = [](task_spec t) {
+    INFO(t.name);
+    auto seeds = the_coder().seeds(t, 1);
+    if (!seeds) FAIL(seeds.message());
+    INFO(seeds->front().source);
+    CHECK(seeds->front().source.find("blockIdx.y walks the rows") != std::string::npos);
+    check_candidates(t, *seeds);
+  };
+  auto channel = load_task(kSource / "bench/tasks/channel_scale.yaml");
+  REQUIRE(channel);
+  check_split(*channel);  // rows of 8 x 8
+  channel->sizes["cpu"] = {{"x", {2, 4, 7, 9}}, {"scale", {4, 1, 1}}, {"shift", {4, 1, 1}}};
+  check_split(*channel);  // rows of 63
+  auto bias = load_task(kSource / "bench/tasks/bias_add_broadcast.yaml");
+  REQUIRE(bias);
+  check_split(*bias);  // rows of 256
+  bias->sizes["cpu"] = {{"x", {8, 250}}, {"bias", {250}}};
+  check_split(*bias);  // rows of 250
+  // A row operand and a column operand in one chain.
+  task_spec both = *bias;
+  both.name = "row_and_column_broadcast";
+  both.torchscript = "def forward(x, a, bias):\n    return torch.relu(x * a + bias)\n";
+  tensor_spec a = both.parameters.at(0);
+  a.name = "a";
+  a.shape = {16384, 1};
+  both.parameters.insert(both.parameters.begin(), a);
+  both.sizes["cpu"] = {{"x", {12, 260}}, {"a", {12, 1}}, {"bias", {260}}};
+  check_split(both);
+  both.sizes["cpu"] = {{"x", {12, 258}}, {"a", {12, 1}}, {"bias", {258}}};
+  check_split(both);
+}
