@@ -1088,8 +1088,10 @@ class lowerer {
       else if (kind == "aten::ceil") e = "ceilf(" + X + ")";
       else if (kind == "aten::trunc") e = "truncf(" + X + ")";
       else if (kind == "aten::sign") e = "(float)((" + X + " > 0.0f) - (" + X + " < 0.0f))";
-      else if (kind == "aten::hardsigmoid") e = "fminf(fmaxf(" + X + " / 6.0f + 0.5f, 0.0f), 1.0f)";
-      else if (kind == "aten::hardswish") e = X + " * fminf(fmaxf(" + X + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+      // Times 1/6 rather than an IEEE division (a subroutine with a slow path): within
+      // an ulp of ATen's x / 6, and the kernel stays at memory speed.
+      else if (kind == "aten::hardsigmoid") e = "fminf(fmaxf(" + X + " * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f)";
+      else if (kind == "aten::hardswish") e = X + " * fminf(fmaxf(" + X + " + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)";
       else if (kind == "aten::relu6") e = "fminf(fmaxf(" + X + ", 0.0f), 6.0f)";
       else if (kind == "aten::mish")
         e = X + " * tanhf(" + X + " > 20.0f ? " + X + " : log1pf(expf(" + X + ")))";
@@ -1375,7 +1377,7 @@ class lowerer {
       const std::string bx = "max(1, min(ceil_div(" + paren(inner) + ", " + std::to_string(V * B * U * 4) + "), " + std::to_string(p_.grid_cap) + "))";
       step.grid = {bx, "max(1, min(" + paren(rows) + ", min(65535, ceil_div(" + std::to_string(p_.grid_cap) + ", " + bx + "))))", "1"};
     } else {
-      std::string blocks = "max(1, min(ceil_div(" + paren(n_expr) + ", " + std::to_string(V * B) + "), " + std::to_string(p_.grid_cap) + "))";
+      std::string blocks = "max(1, min(ceil_div(" + paren(n_expr) + ", " + std::to_string(V * B * U) + "), " + std::to_string(p_.grid_cap) + "))";
       step.grid = {blocks, "1", "1"};
     }
     step.block = {std::to_string(B), "1", "1"};
@@ -1542,29 +1544,41 @@ class lowerer {
     };
     // row_cache: when the row is read a second time (a normalisation's second pass, or
     // an epilogue that reads the reduced tensor again, as in x * rsqrt(mean(x*x)) or
-    // x - logsumexp(x)), each thread keeps the raw values it loaded in pass 1 in
-    // registers, and pass 2 reads those instead of memory. K values per thread and
-    // tensor: enough for the whole row at the graph's size (the block grows up to 1024
-    // threads when the row needs it), at most 32 registers in all; a longer row's rest
-    // is read again. The arrays are indexed only by unrolled constants, so they stay in
-    // registers.
+    // x - logsumexp(x)), each thread keeps its part of the row in registers: pass 2
+    // reads those instead of memory. A normalisation keeps the value it reduces
+    // (`rv`, after the fused prologue); an epilogue that reads a row tensor again keeps
+    // that tensor's raw values (`rc_P`). K values per thread and array: enough for the
+    // whole row at the task's size (the block grows up to 1024 threads when the row
+    // needs it), at most 32 registers in all; a longer row's rest is read again. Pass 1
+    // issues all K loads before it computes anything (loads behind the online
+    // softmax's branches would wait one by one), and the arrays are indexed only by
+    // unrolled constants, so they stay in registers.
     const bool whole_tensor = inner_n == 1 && outer_n == 1 && !r.normalizes() && in.shape.size() > 0;
-    std::vector<std::string> cached;  // the tensor parameters kept on chip
+    std::vector<std::string> row_params;  // tensors pass 1 reads at [i]: loaded first
+    std::vector<std::string> cached;      // those pass 2 reads again at [i] (the epilogue)
+    bool keep_value = false;              // rv: the reduced value, for a normalisation's pass 2
     int K = 0;
     if (p_.row_cache == "registers" && inner_n == 1 && !whole_tensor && (r.normalizes() || epi)) {
       const std::string pass1 = pro ? load_code : X + "[i]";
-      const std::string pass2 = (r.normalizes() ? pass1 : std::string()) + epi_code;
       for (auto& [tensor, param] : kp.tensor_param)
-        if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i") && reads_at(pass2, param, "i") && cached.size() < 2)
-          cached.push_back(param);
-      if (!cached.empty()) {
+        if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i")) row_params.push_back(param);
+      for (auto& P : row_params)
+        if (reads_at(epi_code, P, "i")) cached.push_back(P);
+      keep_value = r.normalizes();
+      // Without a prologue the value is the raw element: one array serves both.
+      const int64_t arrays = (keep_value && (pro || cached.empty()) ? 1 : 0) + static_cast<int64_t>(cached.size());
+      if (arrays > 0 && arrays <= 2 && row_params.size() <= 2) {
         int64_t graph_len = 1;
         for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
         const int64_t row_len = target_size(red, graph_len);
-        const int64_t kmax = 32 / static_cast<int64_t>(cached.size());
+        const int64_t kmax = 32 / arrays;
         if (!warp && (row_len + B - 1) / B > kmax) B = static_cast<int>(std::min<int64_t>(1024, ((row_len + kmax - 1) / kmax + 31) / 32 * 32));
         const int64_t width = warp ? 32 : B;
         K = static_cast<int>(std::clamp<int64_t>((row_len + width - 1) / width, 1, kmax));
+      } else {
+        row_params.clear();
+        cached.clear();
+        keep_value = false;
       }
     }
     const bool cache = K > 0;
@@ -1573,7 +1587,7 @@ class lowerer {
     const bool vec_rows = p_.vector_width == 4 && !pro && !cache;
     // Pass 2 reads the cached values where it would read the tensors at [i].
     auto from_cache = [&](std::string code) {
-      for (auto& P : cached) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
+      for (auto& P : row_params) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
       return code;
     };
     const char* lanes4[] = {"x", "y", "z", "w"};
@@ -1674,14 +1688,27 @@ class lowerer {
         loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
       }
       const std::string cached_c = "    const long long c = " + lane + " + (long long)k * " + width + ";\n";
+      const bool online = r.acc == acc_kind::online;
       if (cache) {
-        for (auto& P : cached) k << "  float rc_" << P << "[" << K << "];\n";
-        k << "#pragma unroll\n  for (int k = 0; k < " << K << "; ++k) {\n" << cached_c << "    if (c < " << C
-          << ") {\n    const long long i = base + c;\n";
-        for (auto& P : cached) k << "    rc_" << P << "[k] = " << P << "[i];\n";
+        const bool need_rv = keep_value || online;
+        for (auto& P : row_params) k << "  float rc_" << P << "[" << K << "];\n";
+        if (need_rv) k << "  float rv[" << K << "];\n";
+        const std::string each = "#pragma unroll\n  for (int k = 0; k < " + std::to_string(K) + "; ++k) {\n" + cached_c +
+                                 "    if (c < " + C + ") {\n";
+        k << each << "    const long long i = base + c;\n";
+        for (auto& P : row_params) k << "    rc_" << P << "[k] = " << P << "[i];\n";
+        k << "    }\n  }\n";
+        k << each << "    const long long i = base + c;\n    (void)i;\n";
         if (pro) k << from_cache(load_code) << "    const float v = " << var.at(r.input) << ";\n";
         else k << "    const float v = " << from_cache(X + "[i]") << ";\n";
-        k << "    " << a.update << "\n    }\n  }\n";
+        if (need_rv) k << "    rv[k] = v;\n";
+        if (!online) k << "    " << a.update << "\n";
+        k << "    }\n  }\n";
+        if (online) {
+          // The cached part's max, then its sum: no branch per element.
+          k << each << "    m = fmaxf(m, rv[k]);\n    }\n  }\n";
+          k << each << "    s += KS_EXP(rv[k] - m);\n    }\n  }\n";
+        }
         loop = "  for (long long c = " + lane + " + (long long)" + std::to_string(K) + " * " + width + "; c < " + C +
                "; c += " + width + ")";
       }
@@ -1693,9 +1720,7 @@ class lowerer {
         else k << "  const float red = " << finish(r, C) << ";\n";
         k << "#pragma unroll\n  for (int k = 0; k < " << K << "; ++k) {\n" << cached_c << "    if (c < " << C << ") {\n";
         if (r.normalizes()) {
-          if (pro) k << "    float v;\n    {\n    const long long i = base + c;\n" << from_cache(load_code) << "    v = " << var.at(r.input) << ";\n    }\n";
-          else k << "    const float v = " << from_cache(X + "[i]") << ";\n";
-          k << from_cache(pass2_body("base + c"));
+          k << "    const float v = rv[k];\n" << from_cache(pass2_body("base + c"));
         } else {
           k << "    const long long i = base + c;\n" << from_cache(epi_code);
           for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";

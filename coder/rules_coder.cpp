@@ -145,11 +145,16 @@ result<task_graph> rules_coder::graph(const task_spec& task) {
 
 std::vector<lowering_params> rules_coder::seed_params() {
   std::vector<lowering_params> out;
-  lowering_params p;  // float4 x 4 per trip, 256 threads, a block per row kept on chip between its passes
+  // float4 x 4 a thread and a block for each 4096 elements (as ATen's own elementwise
+  // kernels: no tail wave of a capped grid), 256 threads, a block per row kept on chip
+  // between its passes.
+  lowering_params p;
   p.row_cache = "registers";
   p.elements_per_thread = 4;
+  p.grid_cap = 1 << 20;
   out.push_back(p);
   p.elements_per_thread = 1;
+  p.grid_cap = lowering_params{}.grid_cap;
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
   p.block_size = 256;
