@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/content_hash.hpp"
+#include "plan/attr_parse.hpp"
 #include "plan/kernel_signatures.hpp"
 
 namespace ks {
@@ -18,11 +19,6 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // Small text helpers.
-
-std::string trim(std::string s) {
-  size_t b = s.find_first_not_of(" \t\n"), e = s.find_last_not_of(" \t\n");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
 
 // A C++ string literal.
 std::string cpp_string(const std::string& s) {
@@ -107,44 +103,7 @@ const char* aten_dtype(const std::string& dtype) {
 // ---------------------------------------------------------------------------
 // Library steps: the at:: call for each op the reviewer runs (gpu/library_ops.cpp).
 
-bool parse_int(const std::string& text, int64_t& out) {
-  auto t = trim(text);
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
-  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
-}
-
-bool parse_double(const std::string& text, double& out) {
-  auto t = trim(text);
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
-  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
-}
-
 using attrs_t = std::map<std::string, std::string>;
-
-// The integers of an attribute that is one integer or a list of n ("2", "[1, 2]").
-result<std::vector<int64_t>> int_list(const attrs_t& attrs, const std::string& key, size_t n,
-                                      std::vector<int64_t> fallback) {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  std::string body = trim(it->second);
-  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
-  std::vector<int64_t> out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = body.find(',', start);
-    int64_t v = 0;
-    if (!parse_int(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start), v))
-      return error{"attrs." + key + ": expected an integer or a list of " + std::to_string(n) +
-                   " integers, got \"" + it->second + "\""};
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (out.size() == 1) out.assign(n, out[0]);
-  if (out.size() != n)
-    return error{"attrs." + key + ": expected " + std::to_string(n) + " integers, got \"" + it->second + "\""};
-  return out;
-}
 
 // A number attribute as an at::Scalar expression: an integer when it reads as one.
 result<std::string> scalar_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback) {
@@ -161,7 +120,7 @@ result<std::string> choice_attr(const attrs_t& attrs, const std::string& key, co
                                 const std::vector<std::string>& allowed) {
   auto it = attrs.find(key);
   if (it == attrs.end()) return fallback;
-  std::string v = trim(it->second);
+  std::string v = trim_blanks(it->second);
   for (auto& a : allowed)
     if (v == a) return v;
   return error{"attrs." + key + ": expected one of " + join(allowed, ", ") + ", got \"" + it->second + "\""};
@@ -207,11 +166,11 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
   }
   if (op == "aten::conv2d") {
     if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
-    auto stride = int_list(s.attrs, "stride", 2, {1, 1});
+    auto stride = int_list_attr(s.attrs, "stride", 2, {1, 1});
     if (!stride) return error{stride.message()};
-    auto dilation = int_list(s.attrs, "dilation", 2, {1, 1});
+    auto dilation = int_list_attr(s.attrs, "dilation", 2, {1, 1});
     if (!dilation) return error{dilation.message()};
-    auto groups = int_list(s.attrs, "groups", 1, {1});
+    auto groups = int_list_attr(s.attrs, "groups", 1, {1});
     if (!groups) return error{groups.message()};
     pre += "  const std::vector<int64_t> " + v + "stride" + shape_list(*stride, "{", "}") + ";\n";
     pre += "  const std::vector<int64_t> " + v + "dilation" + shape_list(*dilation, "{", "}") + ";\n";
@@ -219,9 +178,9 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
     std::string head = "at::conv2d(" + a[0] + ", " + a[1] + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
     std::string tail = ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
     auto pad = s.attrs.find("padding");
-    if (pad != s.attrs.end() && (trim(pad->second) == "same" || trim(pad->second) == "valid"))
-      return head + cpp_string(trim(pad->second)) + tail;
-    auto padding = int_list(s.attrs, "padding", 2, {0, 0});
+    if (pad != s.attrs.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid"))
+      return head + cpp_string(trim_blanks(pad->second)) + tail;
+    auto padding = int_list_attr(s.attrs, "padding", 2, {0, 0});
     if (!padding) return error{padding.message()};
     pre += "  const std::vector<int64_t> " + v + "padding" + shape_list(*padding, "{", "}") + ";\n";
     return head + "at::IntArrayRef(" + v + "padding)" + tail;
@@ -246,7 +205,7 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
   if (op == "aten::softmax" || op == "aten::log_softmax") {
     if (auto st = both(1, 1, 1); !st) return error{st.message()};
     if (!s.attrs.count("dim")) return error{"attrs: " + op + " needs the attribute dim"};
-    auto dim = int_list(s.attrs, "dim", 1, {});
+    auto dim = int_list_attr(s.attrs, "dim", 1, {});
     if (!dim) return error{dim.message()};
     return "at::" + op.substr(6) + "(" + a[0] + ", static_cast<int64_t>(" + std::to_string((*dim)[0]) + "))";
   }
@@ -277,7 +236,7 @@ std::string pointer_cast_type(const kernel_param& p) {
   for (const char* r : {"__restrict__", "__restrict"}) {
     for (size_t pos; (pos = t.find(r)) != std::string::npos;) t.erase(pos, std::string(r).size());
   }
-  t = trim(t);
+  t = trim_blanks(t);
   while (t.find("  ") != std::string::npos) t.erase(t.find("  "), 1);
   if (t.find('*') == std::string::npos) t += "*";
   return t;

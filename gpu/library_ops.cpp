@@ -1,11 +1,12 @@
 #include "gpu/library_ops.hpp"
 
-#include <charconv>
 #include <functional>
 #include <optional>
 
 #include <ATen/Functions.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+
+#include "plan/attr_parse.hpp"
 
 namespace ks {
 
@@ -20,47 +21,12 @@ struct op_error {
   std::string message;
 };
 
-std::string trim(std::string s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-
-bool parse_int(const std::string& text, int64_t& out) {
-  auto t = trim(text);
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
-  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
-}
-
-bool parse_double(const std::string& text, double& out) {
-  auto t = trim(text);
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
-  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
-}
-
 // An integer, or a list of n integers ("2", "[1, 2]", "(1, 2)"); one value is repeated.
 std::vector<int64_t> int_list(const attrs_t& attrs, const std::string& key, size_t n,
                               std::vector<int64_t> fallback) {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  std::string body = trim(it->second);
-  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
-  std::vector<int64_t> out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = body.find(',', start);
-    int64_t v = 0;
-    if (!parse_int(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start), v))
-      throw op_error{"attrs." + key + ": expected an integer or a list of " + std::to_string(n) +
-                     " integers, got \"" + it->second + "\""};
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (out.size() == 1) out.assign(n, out[0]);
-  if (out.size() != n)
-    throw op_error{"attrs." + key + ": expected " + std::to_string(n) + " integers, got \"" +
-                   it->second + "\""};
-  return out;
+  auto v = int_list_attr(attrs, key, n, std::move(fallback));
+  if (!v) throw op_error{v.message()};
+  return std::move(v).value();
 }
 
 int64_t int_attr(const attrs_t& attrs, const std::string& key, std::optional<int64_t> fallback) {
@@ -88,7 +54,7 @@ std::string string_attr(const attrs_t& attrs, const std::string& key, const std:
                         const std::vector<std::string>& allowed) {
   auto it = attrs.find(key);
   if (it == attrs.end()) return fallback;
-  std::string v = trim(it->second);
+  std::string v = trim_blanks(it->second);
   for (auto& a : allowed)
     if (v == a) return v;
   std::string list;
@@ -149,8 +115,8 @@ const std::map<std::string, op_entry>& table() {
                            auto dilation = int_list(at_, "dilation", 2, {1, 1});
                            int64_t groups = int_attr(at_, "groups", 1);
                            auto pad = at_.find("padding");
-                           if (pad != at_.end() && (trim(pad->second) == "same" || trim(pad->second) == "valid")) {
-                             std::string mode = trim(pad->second);
+                           if (pad != at_.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid")) {
+                             std::string mode = trim_blanks(pad->second);
                              return at::conv2d(tensor_arg(a, 0), tensor_arg(a, 1), bias, stride,
                                                c10::string_view(mode.c_str()), dilation, groups);
                            }
@@ -205,7 +171,7 @@ std::string base_name(std::string_view op) {
 
 // "aten::sort.stable(Tensor self, ...) -> ..." → {"aten::sort", "stable"}.
 c10::OperatorName operator_name(const std::string& schema) {
-  std::string head = trim(schema.substr(0, schema.find('(')));
+  std::string head = trim_blanks(schema.substr(0, schema.find('(')));
   size_t dot = head.find('.', head.find("::"));
   return {head.substr(0, dot), dot == std::string::npos ? std::string() : head.substr(dot + 1)};
 }
@@ -234,7 +200,7 @@ std::optional<c10::OperatorHandle> find_operator(const std::string& schema, cons
 }
 
 bool parse_bool(const std::string& text, bool& out) {
-  std::string t = trim(text);
+  std::string t = trim_blanks(text);
   if (t == "True" || t == "true" || t == "1") return out = true, true;
   if (t == "False" || t == "false" || t == "0") return out = false, true;
   return false;
@@ -242,14 +208,14 @@ bool parse_bool(const std::string& text, bool& out) {
 
 // The elements of "[a, b, c]" (or a single value).
 std::vector<std::string> list_items(const std::string& text) {
-  std::string body = trim(text);
+  std::string body = trim_blanks(text);
   if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
   std::vector<std::string> out;
-  if (trim(body).empty()) return out;
+  if (trim_blanks(body).empty()) return out;
   size_t start = 0;
   while (true) {
     size_t comma = body.find(',', start);
-    out.push_back(trim(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    out.push_back(trim_blanks(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -268,7 +234,7 @@ struct stack_builder {
     const std::string field = "attrs." + key;
     switch (type->kind()) {
       case c10::TypeKind::OptionalType:
-        if (trim(text) == "None") return c10::IValue();
+        if (trim_blanks(text) == "None") return c10::IValue();
         return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
       case c10::TypeKind::IntType: {
         int64_t v = 0;
@@ -351,9 +317,9 @@ struct stack_builder {
         base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::BoolType) {
       // A tensor list: "N tensors" takes the next N positional tensors.
       if (it == attrs.end()) throw op_error{"attrs." + a.name() + ": a tensor list needs \"N tensors\""};
-      if (optional && trim(it->second) == "None") return c10::IValue();
+      if (optional && trim_blanks(it->second) == "None") return c10::IValue();
       int64_t n = 0;
-      std::string t = trim(it->second);
+      std::string t = trim_blanks(it->second);
       if (!parse_int(t.substr(0, t.find(' ')), n) || n < 0)
         throw op_error{"attrs." + a.name() + ": expected \"N tensors\", got \"" + it->second + "\""};
       const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
@@ -369,7 +335,7 @@ struct stack_builder {
     }
     if (it != attrs.end()) {
       if (base->kind() == c10::TypeKind::TensorType) {
-        if (optional && trim(it->second) == "None") return c10::IValue();
+        if (optional && trim_blanks(it->second) == "None") return c10::IValue();
         throw op_error{"attrs." + a.name() + ": a tensor argument comes from args (or is None when optional)"};
       }
       return scalar(type, a.name(), it->second);

@@ -1,5 +1,6 @@
 #include "plan/plan_validator.hpp"
 
+#include "plan/attr_parse.hpp"
 #include "plan/op_schema.hpp"
 
 #include "base/suggest.hpp"
@@ -187,40 +188,6 @@ result<std::vector<int64_t>> broadcast(const std::vector<int64_t>& a, const std:
   return out;
 }
 
-// "2" → {2, 2}; "[1, 2]" or "(1, 2)" → {1, 2}; "[3]" → {3, 3}.
-result<std::vector<int64_t>> int_list(const std::string& field, const std::string& text,
-                                      size_t n) {
-  std::string body = text;
-  auto trim = [](std::string s) {
-    size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  };
-  body = trim(body);
-  if (!body.empty() && (body.front() == '[' || body.front() == '(')) {
-    char close = body.front() == '[' ? ']' : ')';
-    if (body.back() != close) body.clear();
-    else body = body.substr(1, body.size() - 2);
-  }
-  std::vector<int64_t> out;
-  size_t start = 0;
-  bool ok = !body.empty();
-  while (ok && start <= body.size()) {
-    size_t comma = body.find(',', start);
-    std::string item = trim(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || p != item.data() + item.size()) ok = false;
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (ok && out.size() == 1) out.assign(n, out[0]);
-  if (!ok || out.size() != n)
-    return error{field + ": expected an integer or a list of " + std::to_string(n) +
-                 " integers, got " + in_quotes(text)};
-  return out;
-}
-
 status number_attr(const std::map<std::string, std::string>& attrs, const std::string& key) {
   auto it = attrs.find(key);
   if (it == attrs.end()) return {};
@@ -346,32 +313,25 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
   if (w.size() != 4)
     return error{"args[1]: aten::conv2d needs a weight [out_channels, in_channels/groups, kH, kW], '" +
                  in[1].name + "' is " + shape_to_string(w)};
-  std::vector<int64_t> stride{1, 1}, padding{0, 0}, dilation{1, 1};
-  int64_t groups = 1;
+  auto stride_list = int_list_attr(attrs, "stride", 2, {1, 1});
+  if (!stride_list) return stride_list.error();
+  auto dilation_list = int_list_attr(attrs, "dilation", 2, {1, 1});
+  if (!dilation_list) return dilation_list.error();
+  const std::vector<int64_t>& stride = *stride_list;
+  const std::vector<int64_t>& dilation = *dilation_list;
+  std::vector<int64_t> padding{0, 0};
   bool same = false;
-  if (auto it = attrs.find("stride"); it != attrs.end()) {
-    auto v = int_list("attrs.stride", it->second, 2);
-    if (!v.ok()) return v.error();
-    stride = v.value();
-  }
-  if (auto it = attrs.find("dilation"); it != attrs.end()) {
-    auto v = int_list("attrs.dilation", it->second, 2);
-    if (!v.ok()) return v.error();
-    dilation = v.value();
-  }
   if (auto it = attrs.find("padding"); it != attrs.end()) {
     if (it->second == "same") same = true;
     else if (it->second != "valid") {
-      auto v = int_list("attrs.padding", it->second, 2);
-      if (!v.ok()) return error{v.message() + " (or \"same\", \"valid\")"};
-      padding = v.value();
+      auto v = parse_int_list(it->second, 2, "attrs.padding");
+      if (!v) return error{v.message() + " (or \"same\", \"valid\")"};
+      padding = *v;
     }
   }
-  if (auto it = attrs.find("groups"); it != attrs.end()) {
-    auto v = int_list("attrs.groups", it->second, 1);
-    if (!v.ok()) return v.error();
-    groups = v.value()[0];
-  }
+  auto groups_list = int_list_attr(attrs, "groups", 1, {1});
+  if (!groups_list) return groups_list.error();
+  const int64_t groups = (*groups_list)[0];
   for (int i = 0; i < 2; ++i) {
     if (stride[i] < 1) return error{"attrs.stride: must be at least 1, got " + std::to_string(stride[i])};
     if (dilation[i] < 1) return error{"attrs.dilation: must be at least 1, got " + std::to_string(dilation[i])};
@@ -437,7 +397,7 @@ result<tensor_info> infer_unary(const std::string& op, const std::vector<lib_inp
   if (op == "aten::softmax" || op == "aten::log_softmax") {
     auto it = attrs.find("dim");
     if (it == attrs.end()) return error{"attrs: " + op + " needs the attribute dim"};
-    auto d = int_list("attrs.dim", it->second, 1);
+    auto d = parse_int_list(it->second, 1, "attrs.dim");
     if (!d.ok()) return d.error();
     int64_t nd = static_cast<int64_t>(in[0].info.shape.size());
     int64_t dim = d.value()[0];

@@ -6,28 +6,16 @@
 // keeps running for a while after SIGSTOP on a loaded machine (the stop waits for one
 // of its threads to be scheduled), and one resumed to take a SIGABRT may answer first.
 
-#include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <chrono>
 #include <cstdlib>
-#include <string>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
-
 #include "actors/protocol.hpp"
+#include "tests/test_worker_main.hpp"
 
 namespace {
-
-struct config : caf::actor_system_config {
-  config() {
-    ks::register_protocol(*this);
-    load<caf::io::middleman>();
-  }
-};
 
 ks::gpu_worker_actor::behavior_type fake_worker(ks::gpu_worker_actor::pointer) {
   return {
@@ -55,25 +43,4 @@ ks::gpu_worker_actor::behavior_type fake_worker(ks::gpu_worker_actor::pointer) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // The pool passes --listen HOST:0 --exit-with-parent --log-level L [--device N].
-  std::string host = "127.0.0.1";
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--listen") host = std::string(argv[i + 1]).substr(0, std::string(argv[i + 1]).rfind(':'));
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  config cfg;
-  caf::actor_system sys{cfg};
-  auto worker = sys.spawn<caf::detached>(fake_worker);
-  auto port = sys.middleman().publish(worker, 0, host.c_str(), true);
-  if (!port) return 2;
-  std::printf("kernelskill-gpu: listening on %s:%u\n", host.c_str(), unsigned{*port});
-  std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop, &sig);
-  std::_Exit(0);  // a hung review holds the worker actor: no orderly shutdown
-}
+int main(int argc, char** argv) { return ks::test::serve_test_worker(argc, argv, fake_worker); }

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "plan/attr_parse.hpp"
 #include "plan/kernel_signatures.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/op_schema.hpp"
@@ -1131,6 +1132,53 @@ TEST_CASE("validate: ops without shape inference", "[plan][validate][library]") 
                       library_context()) ==
         "step 1 (library aten::relu): outputs[0] 't': already produced by step 0 (library aten::relu); give this "
         "result a new name, or declare it as scratch to reuse it");
+}
+
+TEST_CASE("attr parse: an integer or a list of n integers", "[plan][attrs]") {
+  using v = std::vector<int64_t>;
+  auto ok = [](std::string_view text, size_t n) {
+    auto r = parse_int_list(text, n, "attrs.x");
+    INFO(text);
+    REQUIRE(r.ok());
+    return r.value();
+  };
+  CHECK(ok("2", 2) == v{2, 2});
+  CHECK(ok(" -3 ", 1) == v{-3});
+  CHECK(ok("[1, 2]", 2) == v{1, 2});
+  CHECK(ok("(1,2)", 2) == v{1, 2});
+  CHECK(ok("  [ 4 ,\t5 ]\n", 2) == v{4, 5});
+  CHECK(ok("[3]", 2) == v{3, 3});
+  CHECK(ok("[7, 8, 9]", 3) == v{7, 8, 9});
+  for (const char* bad : {"", " ", "[]", "()", "[", "x", "1.5", "[1, x]", "[1, 2)", "(1, 2]", "1, 2, 3",
+                          "[1, 2, 3]", "[1,]", "[,1]", "[1 2]", "99999999999999999999"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_int_list(bad, 2, "attrs.x").ok());
+  }
+  CHECK(parse_int_list("[1, x]", 2, "attrs.stride").message() ==
+        "attrs.stride: expected an integer or a list of 2 integers, got \"[1, x]\"");
+  CHECK(parse_int_list("[1, 2]", 1, "attrs.dim").message() ==
+        "attrs.dim: expected an integer or a list of 1 integers, got \"[1, 2]\"");
+
+  const std::map<std::string, std::string> attrs{{"stride", "[2, 3]"}, {"groups", "bad"}};
+  auto stride = int_list_attr(attrs, "stride", 2, {1, 1});
+  REQUIRE(stride.ok());
+  CHECK(stride.value() == v{2, 3});
+  auto dilation = int_list_attr(attrs, "dilation", 2, {1, 1});
+  REQUIRE(dilation.ok());
+  CHECK(dilation.value() == v{1, 1});
+  auto groups = int_list_attr(attrs, "groups", 1, {1});
+  REQUIRE_FALSE(groups.ok());
+  CHECK(groups.message() == "attrs.groups: expected an integer or a list of 1 integers, got \"bad\"");
+
+  int64_t i = 0;
+  CHECK((parse_int(" 42\t", i) && i == 42));
+  CHECK_FALSE(parse_int("42x", i));
+  CHECK_FALSE(parse_int("", i));
+  double d = 0;
+  CHECK((parse_double(" 0.5 ", d) && d == 0.5));
+  CHECK_FALSE(parse_double("0.5.1", d));
+  CHECK(trim_blanks(" \t a b \n") == "a b");
+  CHECK(trim_blanks(" \t\n").empty());
 }
 
 TEST_CASE("op schema: ATen schemas are read without LibTorch", "[plan][schema]") {

@@ -13,8 +13,6 @@
 // (`--graph`, CPU LibTorch, no GPU needed): that request is handed to the real
 // kernelskill-gpu beside this program, so one `gpus.worker_binary` serves both.
 
-#include <signal.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,21 +23,12 @@
 #include <string>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
-
 #include "actors/protocol.hpp"
 #include "base/content_hash.hpp"
 #include "gpu/nvrtc_compiler.hpp"
+#include "tests/test_worker_main.hpp"
 
 namespace {
-
-struct config : caf::actor_system_config {
-  config() {
-    ks::register_protocol(*this);
-    load<caf::io::middleman>();
-  }
-};
 
 // A number in [0, 1) from the source's hash: the same source gets the same number.
 double unit_from(const std::string& text, size_t salt) {
@@ -145,25 +134,5 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ks-scripted-gpu: cannot run %s for --graph\n", real.c_str());
       return 2;
     }
-  // The pool passes --listen HOST:0 --exit-with-parent --log-level L [--device N].
-  std::string host = "127.0.0.1";
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--listen")
-      host = std::string(argv[i + 1]).substr(0, std::string(argv[i + 1]).rfind(':'));
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  config cfg;
-  caf::actor_system sys{cfg};
-  auto worker = sys.spawn<caf::detached>(scripted_worker);
-  auto port = sys.middleman().publish(worker, 0, host.c_str(), true);
-  if (!port) return 2;
-  std::printf("kernelskill-gpu: listening on %s:%u\n", host.c_str(), unsigned{*port});
-  std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop, &sig);
-  std::_Exit(0);
+  return ks::test::serve_test_worker(argc, argv, scripted_worker);
 }

@@ -1,0 +1,56 @@
+#include "plan/attr_parse.hpp"
+
+#include <charconv>
+
+namespace ks {
+
+std::string trim_blanks(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+bool parse_int(std::string_view text, int64_t& out) {
+  std::string t = trim_blanks(text);
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+}
+
+bool parse_double(std::string_view text, double& out) {
+  std::string t = trim_blanks(text);
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+  return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+}
+
+result<std::vector<int64_t>> parse_int_list(std::string_view text, size_t n, const std::string& field) {
+  std::string body = trim_blanks(text);
+  if (!body.empty() && (body.front() == '[' || body.front() == '(')) {
+    char close = body.front() == '[' ? ']' : ')';
+    if (body.size() < 2 || body.back() != close) body.clear();
+    else body = body.substr(1, body.size() - 2);
+  }
+  std::vector<int64_t> out;
+  bool ok = !trim_blanks(body).empty();
+  for (size_t start = 0; ok;) {
+    size_t comma = body.find(',', start);
+    int64_t v = 0;
+    ok = parse_int(std::string_view(body).substr(start, comma == std::string::npos ? std::string::npos : comma - start), v);
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (ok && out.size() == 1) out.assign(n, out[0]);
+  if (!ok || out.size() != n)
+    return error{field + ": expected an integer or a list of " + std::to_string(n) + " integers, got \"" +
+                 std::string(text) + "\""};
+  return out;
+}
+
+result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::string>& attrs,
+                                           const std::string& key, size_t n,
+                                           std::vector<int64_t> fallback) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return fallback;
+  return parse_int_list(it->second, n, "attrs." + key);
+}
+
+}  // namespace ks

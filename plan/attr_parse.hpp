@@ -1,0 +1,37 @@
+#pragma once
+// A library step's attributes are text (attrs: {stride: "[1, 2]", dim: "-1"}). These read
+// the integer forms without LibTorch. The plan validator, the exporter
+// (export/pytorch_export.cpp) and the reviewer's library ops (gpu/library_ops.cpp) all
+// use them, so that a plan the validator accepts reads the same everywhere.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace ks {
+
+// `s` without its leading and trailing blanks (spaces, tabs, newlines).
+std::string trim_blanks(std::string_view s);
+
+// The whole of `text` (blanks around it allowed) as one integer / one number; false when
+// it is not exactly one.
+bool parse_int(std::string_view text, int64_t& out);
+bool parse_double(std::string_view text, double& out);
+
+// An integer or a list of n integers: "2" → {2, 2}; "[1, 2]" or "(1, 2)" → {1, 2};
+// "[3]" → {3, 3}. Anything else is an error
+//   <field>: expected an integer or a list of <n> integers, got "<text>"
+result<std::vector<int64_t>> parse_int_list(std::string_view text, size_t n, const std::string& field);
+
+// The attribute `key` read by parse_int_list (field "attrs.<key>"), or `fallback` when
+// the step does not carry it.
+result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::string>& attrs,
+                                           const std::string& key, size_t n,
+                                           std::vector<int64_t> fallback);
+
+}  // namespace ks

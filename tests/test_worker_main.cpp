@@ -1,0 +1,51 @@
+#include "tests/test_worker_main.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+namespace ks::test {
+
+namespace {
+
+struct config : caf::actor_system_config {
+  config() {
+    register_protocol(*this);
+    load<caf::io::middleman>();
+  }
+};
+
+}  // namespace
+
+int serve_test_worker(int argc, char** argv, worker_behavior behavior) {
+  // The pool passes --listen HOST:0 --exit-with-parent --log-level L [--device N].
+  std::string host = "127.0.0.1";
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--listen")
+      host = std::string(argv[i + 1]).substr(0, std::string(argv[i + 1]).rfind(':'));
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  config cfg;
+  caf::actor_system sys{cfg};
+  auto worker = sys.spawn<caf::detached>(behavior);
+  auto port = sys.middleman().publish(worker, 0, host.c_str(), true);
+  if (!port) return 2;
+  std::printf("kernelskill-gpu: listening on %s:%u\n", host.c_str(), unsigned{*port});
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::_Exit(0);  // a hung review holds the worker actor: no orderly shutdown
+}
+
+}  // namespace ks::test
