@@ -59,6 +59,9 @@ struct lowered_kernel_set {
   // Each fallback op and why no template takes it ("aten::sort: op aten::sort (value
   // 5) is not supported by the rules coder").
   std::vector<std::string> fallback;
+  // The longest row a row reduction walks, at the target shapes (0: none): a warp per
+  // row of thousands of elements is a poor seed, which the generator skips.
+  int64_t longest_row = 0;
 };
 
 // The tensor shapes a task's kernels are tuned for (its default size): name → shape.

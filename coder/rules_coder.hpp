@@ -4,7 +4,10 @@
 // applies optimisation methods as parameter changes of those templates.
 //
 // - seeds(): distinct parameter sets of the same lowering (vector width, block size,
-//   elements per thread, a block or a warp per row), duplicates dropped;
+//   elements per thread, a block or a warp per row, rows kept in registers),
+//   duplicates dropped; a warp per row for rows over 2048 elements, or a block per
+//   row for rows under 4 elements a thread (at the task's size), only when the
+//   other seeds run out;
 // - optimize(): the chosen method's `rules_coder` entry (skills/*.yaml) changes one
 //   parameter of base's recipe; a method whose parameter the templates lack, or that
 //   would change nothing, is an error "method M does not apply to template T: why";
