@@ -1,7 +1,7 @@
 // The LibTorch reference runner: every example task runs at its cpu size, and its
 // values agree with computations written out by hand; inputs are deterministic per
 // trial seed; bad references fail with clear messages; saved modules load.
-#include <catch2/catch.hpp>
+#include "tests/catch_torch.hpp"
 
 #include <algorithm>
 #include <chrono>

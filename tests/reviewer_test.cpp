@@ -7,7 +7,7 @@
 //
 // A test tagged [crash] (hidden; run it alone: reviewer_test "[crash]") makes a kernel
 // fault, which poisons the process's CUDA context for good.
-#include <catch2/catch.hpp>
+#include "tests/catch_torch.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -108,7 +108,7 @@ seed: 7
   CHECK(t1.inputs[1].init.high == 1.5);  // the lower quarter: stays inside (0.5, 4.5)
   CHECK(t1.inputs[2] == t.inputs[2]);    // integers never change
   CHECK(t1.inputs[3] == t.inputs[3]);    // nor structural inits
-  CHECK(t1.parameters == t.parameters);  // nor parameters
+  CHECK((t1.parameters == t.parameters));  // nor parameters (parenthesised: a tensor_spec does not print)
 
   task_spec t3 = trial_task(t, 3);
   CHECK(t3.inputs[0].init.kind == "uniform");

@@ -1,7 +1,7 @@
 // Runs the rules coder's candidates on the CPU (tests/kernel_emulator.hpp) at each
 // task's `cpu` size and compares them with the LibTorch reference: the correctness
 // check that needs no GPU. The GPU review (bench/rules_review.sh) stays the judge.
-#include <catch2/catch.hpp>
+#include "tests/catch_torch.hpp"
 
 #include <ATen/ATen.h>
 
@@ -275,13 +275,14 @@ TEST_CASE("emulated: methods applied as template changes match the reference", "
 }
 
 // The row cache is sized for the task's own size; at a larger size, the part of a row
-// beyond the cache is read from memory again. Tasks whose declared rows are short (so
-// one register a thread), run at the cpu size's longer rows, check both parts.
+// beyond the cache is read from memory again. Tasks declared with rows of 1024 (a block
+// of 256 keeps 4 values a thread, a warp 32 a lane), run with rows of 2100 (the cpu
+// size, widened), check both parts under both row mappings.
 TEST_CASE("emulated: rows longer than the row cache match the reference", "[rules][emulated][row_cache]") {
   const char* cases[] = {
       "bench/tasks/rmsnorm.yaml",                // epilogue re-reads x, weight at c
       "bench/tasks/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
-      "bench/tasks/softmax_temperature.yaml",    // prologue recomputed from the cache
+      "bench/tasks/softmax_temperature.yaml",    // prologue, the value kept
       "bench/tasks/layernorm_gelu.yaml",         // moments, affine, epilogue
       "bench/tasks/l2_normalize_rows.yaml",
   };
@@ -289,16 +290,23 @@ TEST_CASE("emulated: rows longer than the row cache match the reference", "[rule
     auto task = load_task(kSource / path);
     REQUIRE(task);
     INFO(path);
-    // Declared rows of 40 elements: the cache holds 1 value a thread (256 threads);
-    // the cpu size's rows (512 and more) are mostly read again.
     for (auto* list : {&task->inputs, &task->parameters})
       for (auto& t : *list)
-        if (!t.shape.empty()) t.shape.back() = 40;
-    auto seeds = the_coder().seeds(*task, 1);
+        if (!t.shape.empty()) t.shape.back() = 1024;
+    for (auto& [name, shape] : task->sizes.at("cpu"))
+      if (!shape.empty()) shape.back() = 2100;
+    auto seeds = the_coder().seeds(*task, 2);
     if (!seeds) FAIL(seeds.message());
-    REQUIRE(seeds->front().recipe.at("row_cache") == "registers");
-    INFO(seeds->front().source);
-    CHECK(seeds->front().source.find("rc_in0[1];") != std::string::npos);
+    REQUIRE(seeds->size() == 2);
+    const candidate& block = seeds->at(0);
+    const candidate& warp = seeds->at(1);
+    INFO(block.source);
+    REQUIRE(block.recipe.at("row_mapping") == "block");
+    REQUIRE(block.recipe.at("row_cache") == "registers");
+    REQUIRE(block.source.find("rc_in0[4];") != std::string::npos);
+    INFO(warp.source);
+    REQUIRE(warp.recipe.at("row_mapping") == "warp");
+    REQUIRE(warp.source.find("rc_in0[32];") != std::string::npos);
     check_candidates(*task, *seeds);
   }
 }
@@ -312,7 +320,7 @@ TEST_CASE("emulated: elementwise kernels over rows x columns match the reference
     auto seeds = the_coder().seeds(t, 1);
     if (!seeds) FAIL(seeds.message());
     INFO(seeds->front().source);
-    CHECK(seeds->front().source.find("blockIdx.y walks the rows") != std::string::npos);
+    REQUIRE(seeds->front().source.find("blockIdx.y walks the rows") != std::string::npos);
     check_candidates(t, *seeds);
   };
   auto channel = load_task(kSource / "bench/tasks/channel_scale.yaml");
