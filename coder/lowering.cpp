@@ -1845,6 +1845,11 @@ class lowerer {
     const bool fused = stages_[si].epilogue >= 0;
     const std::string Y = fused ? std::string() : kp.tensor_out(tensor_of_.at(n.outputs[0]));
     const std::string id = sum ? "0.0f" : "1.0f";
+    // A running sum carries its rounding along the row: two fp32 orders of 4096 normal
+    // values differ by ~2e-4 where the sum crosses zero. Summed in double, ours is
+    // within an fp32 rounding of the exact running sum (the kernel stays at memory
+    // speed: H200 adds doubles at half the float rate). Products keep float.
+    const std::string T = sum ? "double" : "float";
     auto op = [&](const std::string& a, const std::string& b) { return sum ? a + " + " + b : a + " * " + b; };
     const int B = p_.block_size;
     std::string name = kernel_name(si, sum ? "cumsum" : "cumprod");
@@ -1862,21 +1867,21 @@ class lowerer {
       k << "  if (row >= " << ROWS << ") return;  // the whole warp leaves together\n";
       k << "  const float* xr = " << X << " + row * " << C << ";\n";
       if (!fused) k << "  float* yr = " << Y << " + row * " << C << ";\n";
-      k << "  float carry = " << id << ";\n";
+      k << "  " << T << " carry = " << id << ";\n";
       k << "  for (long long t0 = 0; t0 < " << C << "; t0 += 128) {\n";
-      k << "    const long long c0 = t0 + lane * 4;\n    float v[4];\n";
+      k << "    const long long c0 = t0 + lane * 4;\n    " << T << " v[4];\n";
       k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = c0 + q < " << C << " ? xr[c0 + q] : " << id << ";\n";
       k << "#pragma unroll\n    for (int q = 1; q < 4; ++q) v[q] = " << op("v[q - 1]", "v[q]") << ";\n";
-      k << "    float s = v[3];\n";
-      k << "    for (int o = 1; o < 32; o <<= 1) {\n      const float up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << op("up", "s") << ";\n    }\n";
-      k << "    float before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
+      k << "    " << T << " s = v[3];\n";
+      k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T << " up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << op("up", "s") << ";\n    }\n";
+      k << "    " << T << " before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
       k << "    before = " << op("carry", "before") << ";\n";
       if (fused)
-        k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") {\n    const float res = "
-          << op("before", "v[q]") << ";\n    const long long i = row * " << C << " + c0 + q;\n"
+        k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") {\n    const float res = (float)("
+          << op("before", "v[q]") << ");\n    const long long i = row * " << C << " + c0 + q;\n"
           << epi->code << epi->stores << "      }\n";
       else
-        k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[c0 + q] = " << op("before", "v[q]") << ";\n";
+        k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[c0 + q] = (float)(" << op("before", "v[q]") << ");\n";
       k << "    carry = " << op("carry", "__shfl_sync(0xffffffffu, s, 31)") << ";\n  }\n}\n";
       step.grid = {"ceil_div(" + paren(product(outer)) + ", " + std::to_string(B / 32) + ")", "1", "1"};
     } else {
@@ -1884,12 +1889,12 @@ class lowerer {
       k << "  if (t >= " << ROWS << " * " << INNER << ") return;\n";
       k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
       k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
-      k << "  float acc = " << id << ";\n";
+      k << "  " << T << " acc = " << id << ";\n";
       k << "  for (long long c = 0; c < " << C << "; ++c) {\n    acc = " << op("acc", X + "[base + c * " + INNER + "]") << ";\n";
       if (fused)
-        k << "    const float res = acc;\n    const long long i = base + c * " << INNER << ";\n" << epi->code << epi->stores << "  }\n}\n";
+        k << "    const float res = (float)acc;\n    const long long i = base + c * " << INNER << ";\n" << epi->code << epi->stores << "  }\n}\n";
       else
-        k << "    " << Y << "[base + c * " << INNER << "] = acc;\n  }\n}\n";
+        k << "    " << Y << "[base + c * " << INNER << "] = (float)acc;\n  }\n}\n";
       step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", " + std::to_string(B) + ")", "1", "1"};
     }
     src_ += k.str();

@@ -256,15 +256,20 @@ TEST_CASE("the dashboard shows a submitted task and follows it as it advances", 
       [&](const json& v) { return v.is_number() && v.get<int>() == int(api_done->history.size()); },
       30s, "the speedup chart of " + id);
   CHECK(points.get<int>() >= 1);
-  auto plans = browser.eval_until(
-      page,
-      "Array.from(document.querySelectorAll('#decisions li.plan .summary')).map(e => e.textContent)",
-      [](const json& v) { return v.is_array() && !v.empty(); }, 30s, "the planner's decisions");
+  // The task has ended, so its trajectory is final. The page may have followed the
+  // task while it ran (it shows the running one until one is picked) and fetches the
+  // rest incrementally on its next refresh: wait until it has them all.
   auto traj = d.client().trajectory(id);
   REQUIRE(traj.ok());
   std::vector<std::string> plan_summaries;
   for (auto& e : *traj)
     if (e.kind == "plan") plan_summaries.push_back(e.summary);
+  REQUIRE(!plan_summaries.empty());
+  auto plans = browser.eval_until(
+      page,
+      "Array.from(document.querySelectorAll('#decisions li.plan .summary')).map(e => e.textContent)",
+      [&](const json& v) { return v.is_array() && v.size() == plan_summaries.size(); }, 30s,
+      "the planner's decisions");
   CHECK(plans.size() == plan_summaries.size());
   // Newest first on the page.
   if (!plan_summaries.empty()) CHECK(plans[0] == plan_summaries.back());

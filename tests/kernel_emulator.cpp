@@ -30,7 +30,7 @@ static ucontext_t ks_main;
 static std::vector<ks_fiber> ks_fibers;
 static unsigned ks_cur = 0;
 static std::function<void()> ks_body;
-static std::vector<float> ks_slots;
+static std::vector<double> ks_slots;  // a lane's shuffled value: float or double, exact either way
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -39,29 +39,29 @@ static std::vector<float> ks_slots;
 #define __restrict__
 static inline void ks_yield() { swapcontext(&ks_fibers[ks_cur].ctx, &ks_main); threadIdx.x = ks_cur; }
 inline void __syncthreads() { ks_yield(); }
-inline float __shfl_xor_sync(unsigned, float v, int o) {
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
   unsigned t = threadIdx.x;
   ks_slots[t] = v;
   ks_yield();
-  float r = ks_slots[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
+  T r = static_cast<T>(ks_slots[(t & ~31u) | ((t & 31u) ^ (unsigned)o)]);
   ks_yield();
   return r;
 }
 template <class T> inline T min(T a, T b) { return b < a ? b : a; }
 template <class T> inline T max(T a, T b) { return a < b ? b : a; }
-inline float __shfl_up_sync(unsigned, float v, int o) {
+template <class T> inline T __shfl_up_sync(unsigned, T v, int o) {
   unsigned t = threadIdx.x;
   ks_slots[t] = v;
   ks_yield();
-  float r = (t & 31u) >= (unsigned)o ? ks_slots[t - o] : v;
+  T r = (t & 31u) >= (unsigned)o ? static_cast<T>(ks_slots[t - o]) : v;
   ks_yield();
   return r;
 }
-inline float __shfl_sync(unsigned, float v, int src) {
+template <class T> inline T __shfl_sync(unsigned, T v, int src) {
   unsigned t = threadIdx.x;
   ks_slots[t] = v;
   ks_yield();
-  float r = ks_slots[(t & ~31u) | (unsigned)src];
+  T r = static_cast<T>(ks_slots[(t & ~31u) | (unsigned)src]);
   ks_yield();
   return r;
 }

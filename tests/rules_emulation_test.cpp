@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -345,4 +346,38 @@ TEST_CASE("emulated: elementwise kernels over rows x columns match the reference
   check_split(both);
   both.sizes["cpu"] = {{"x", {12, 258}}, {"a", {12, 1}}, {"bias", {258}}};
   check_split(both);
+}
+
+// A running sum is carried in double: within an fp32 rounding of the exact running
+// sum, where fp32 carries drift by ~sqrt(n) roundings (two fp32 orders of 4096
+// values differed by 2.1e-4 on the H200, beyond a 1e-4 tolerance).
+TEST_CASE("emulated: cumsum is within an fp32 rounding of the exact running sum", "[rules][emulated][scan]") {
+  auto task = load_task(kSource / "bench/tasks/cumsum.yaml");
+  REQUIRE(task);
+  task->sizes["cpu"] = {{"x", {2, 30000}}};
+  auto seeds = the_coder().seeds(*task, 1);
+  if (!seeds) FAIL(seeds.message());
+  REQUIRE(seeds->front().source.find("double carry") != std::string::npos);
+  auto sized = with_size(*task, "cpu");
+  REQUIRE(sized);
+  // Values near 1 so that the sums grow to 30000: fp32 steps of 2e-3 there.
+  at::Tensor x = at::rand({2, 30000}, at::kFloat) * 0.5 + 0.75;
+  auto outs = run_candidate(*sized, seeds->front(), {x}, {});
+  if (!outs) FAIL(outs.message());
+  at::Tensor exact = at::cumsum(x.to(at::kDouble), 1);
+  at::Tensor ours = (*outs)[0].to(at::kDouble);
+  // Within one rounding of fp32 (half an ulp, 2^-24 relative, plus slack) everywhere.
+  const double worst = ((ours - exact).abs() / exact.abs()).max().item<double>();
+  INFO("largest relative error " << worst);
+  CHECK(worst <= 1.5 * std::ldexp(1.0, -24));
+  // An fp32 carry is far off at this length: the bound above tells the two apart.
+  at::Tensor sequential = at::empty_like(x);
+  for (int64_t r = 0; r < 2; ++r) {
+    float s = 0.0f;
+    auto xs = x[r].contiguous();
+    const float* px = xs.data_ptr<float>();
+    float* ps = sequential[r].data_ptr<float>();
+    for (int64_t c = 0; c < 30000; ++c) ps[c] = s += px[c];
+  }
+  CHECK(((sequential.to(at::kDouble) - exact).abs() / exact.abs()).max().item<double>() > 10 * std::ldexp(1.0, -24));
 }
