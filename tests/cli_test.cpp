@@ -13,6 +13,7 @@
 #include <string>
 
 #include "memory/store.hpp"
+#include "tests/command_output.hpp"
 
 namespace {
 
@@ -20,22 +21,9 @@ const std::string ks_bin = std::string(KS_BINARY_DIR) + "/bin/kernelskill";
 const std::string gpu_bin = std::string(KS_BINARY_DIR) + "/bin/kernelskill-gpu";
 const std::string src = KS_SOURCE_DIR;
 
-struct command_output {
-  int status = -1;
-  std::string text;
-};
+using ks::test::command_output;
 
-command_output run(const std::string& args) {
-  command_output out;
-  FILE* p = popen((ks_bin + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.text.append(buf.data(), n);
-  int ws = pclose(p);
-  out.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  return out;
-}
+command_output run(const std::string& args) { return ks::test::run_shell(ks_bin + " " + args + " 2>&1"); }
 
 bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;

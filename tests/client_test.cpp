@@ -15,6 +15,7 @@
 
 #include "daemon/api_client.hpp"
 #include "daemon_fixture.hpp"
+#include "tests/command_output.hpp"
 
 namespace {
 
@@ -28,22 +29,8 @@ const std::string softmax = std::string(KS_SOURCE_DIR) + "/examples/tasks/softma
 const std::string gelu = std::string(KS_SOURCE_DIR) + "/examples/tasks/gelu.yaml";
 const std::string swish = std::string(KS_SOURCE_DIR) + "/examples/tasks/swish.yaml";
 
-struct command_output {
-  int status = -1;
-  std::string text;
-};
-
-command_output run_shell(const std::string& cmd) {
-  command_output out;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.text.append(buf.data(), n);
-  int ws = pclose(p);
-  out.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  return out;
-}
+using ks::test::command_output;
+using ks::test::run_shell;
 
 // Runs kernelskill with a clean client environment: only the variables given here
 // (KS_TOKEN, KS_SERVER, …) reach it, so the tests do not depend on the caller's shell.

@@ -19,6 +19,7 @@
 
 #include "actors/gpu_nodes.hpp"
 #include "actors/worker_process.hpp"
+#include "tests/command_output.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -34,22 +35,9 @@ struct daemon_config : caf::actor_system_config {
   }
 };
 
-struct command_output {
-  int status = -1;
-  std::string text;
-};
+using ks::test::command_output;
 
-command_output run_command(const std::string& cmd) {
-  command_output out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.text.append(buf.data(), n);
-  int ws = pclose(p);
-  out.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  return out;
-}
+command_output run_command(const std::string& cmd) { return ks::test::run_shell(cmd + " 2>&1"); }
 
 bool machine_has_gpu() {
   static int has = -1;
