@@ -199,29 +199,6 @@ std::optional<c10::OperatorHandle> find_operator(const std::string& schema, cons
   return std::nullopt;
 }
 
-bool parse_bool(const std::string& text, bool& out) {
-  std::string t = trim_blanks(text);
-  if (t == "True" || t == "true" || t == "1") return out = true, true;
-  if (t == "False" || t == "false" || t == "0") return out = false, true;
-  return false;
-}
-
-// The elements of "[a, b, c]" (or a single value).
-std::vector<std::string> list_items(const std::string& text) {
-  std::string body = trim_blanks(text);
-  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
-  std::vector<std::string> out;
-  if (trim_blanks(body).empty()) return out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = body.find(',', start);
-    out.push_back(trim_blanks(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 // Builds the dispatcher's stack for `h` from the step, argument by argument.
 struct stack_builder {
   const c10::OperatorHandle& h;

@@ -21,6 +21,28 @@ bool parse_double(std::string_view text, double& out) {
   return !t.empty() && ec == std::errc() && p == t.data() + t.size();
 }
 
+bool parse_bool(std::string_view text, bool& out) {
+  const std::string t = trim_blanks(text);
+  if (t == "True" || t == "true" || t == "1") return out = true, true;
+  if (t == "False" || t == "false" || t == "0") return out = false, true;
+  return false;
+}
+
+std::vector<std::string> list_items(std::string_view text) {
+  std::string body = trim_blanks(text);
+  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
+  std::vector<std::string> out;
+  if (trim_blanks(body).empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = body.find(',', start);
+    out.push_back(trim_blanks(std::string_view(body).substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 result<std::vector<int64_t>> parse_int_list(std::string_view text, size_t n, const std::string& field) {
   std::string body = trim_blanks(text);
   if (!body.empty() && (body.front() == '[' || body.front() == '(')) {

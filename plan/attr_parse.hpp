@@ -22,6 +22,12 @@ std::string trim_blanks(std::string_view s);
 // it is not exactly one.
 bool parse_int(std::string_view text, int64_t& out);
 bool parse_double(std::string_view text, double& out);
+// True/true/1 or False/false/0 (blanks around it allowed); false when it is none.
+bool parse_bool(std::string_view text, bool& out);
+
+// The elements of "[a, b, c]" or "(a, b, c)", trimmed, or of a single value; none for
+// "[]". The elements themselves are not checked (see parse_int_list for integers).
+std::vector<std::string> list_items(std::string_view text);
 
 // An integer or a list of n integers: "2" → {2, 2}; "[1, 2]" or "(1, 2)" → {1, 2};
 // "[3]" → {3, 3}. Anything else is an error

@@ -1474,3 +1474,15 @@ TEST_CASE("examples: every source compiles to PTX with NVRTC", "[plan][examples]
       if (step.kind == "kernel") CHECK(find_kernel(kernels, step.name) != nullptr);
   }
 }
+
+TEST_CASE("attr parse: booleans and list items", "[plan][attrs]") {
+  bool b = false;
+  CHECK((parse_bool(" True ", b) && b));
+  CHECK((parse_bool("0", b) && !b));
+  CHECK_FALSE(parse_bool("yes", b));
+  CHECK(list_items("[1, 2.5 , x]") == std::vector<std::string>{"1", "2.5", "x"});
+  CHECK(list_items("(True,False)") == std::vector<std::string>{"True", "False"});
+  CHECK(list_items(" 7 ") == std::vector<std::string>{"7"});
+  CHECK(list_items("[]").empty());
+  CHECK(list_items("[ ]").empty());
+}
