@@ -1476,6 +1476,11 @@ class lowerer {
     int64_t inner_n = 1, outer_n = 1;
     for (int64_t d = r.last; d < static_cast<int64_t>(in.shape.size()); ++d) inner_n *= in.shape[d];
     for (int64_t d = 0; d < r.first; ++d) outer_n *= in.shape[d];
+    // The length of the reduced span at the task's own shapes (the graph's as fallback):
+    // what the row cache and the seeds' row mapping are sized for.
+    int64_t graph_len = 1;
+    for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
+    const int64_t row_len = target_size(red, graph_len);
     const std::string ROWS = kp.int64(product(outer)), C = kp.int64(product(red));
     std::string INNER;
     if (inner_n != 1) INNER = kp.int64(product(inner));
@@ -1568,9 +1573,6 @@ class lowerer {
       // Without a prologue the value is the raw element: one array serves both.
       const int64_t arrays = (keep_value && (pro || cached.empty()) ? 1 : 0) + static_cast<int64_t>(cached.size());
       if (arrays > 0 && arrays <= 2 && row_params.size() <= 2) {
-        int64_t graph_len = 1;
-        for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
-        const int64_t row_len = target_size(red, graph_len);
         // Only rows that fit whole: measured on an H200, a row of 16384 kept by 512
         // threads (one block an SM, the loads of the next row not overlapping this
         // one's reduction) ran no faster than reading it twice through float4 loads.
@@ -1665,11 +1667,7 @@ class lowerer {
       return {};
     }
     if (inner_n == 1) {
-      {
-        int64_t graph_len = 1;
-        for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
-        out_.longest_row = std::max(out_.longest_row, target_size(red, graph_len));
-      }
+      out_.longest_row = std::max(out_.longest_row, row_len);
       std::string lane = warp ? "lane" : "(int)threadIdx.x", width = warp ? "32" : "(int)blockDim.x";
       // In a row, i = row * C + c with 0 <= c < C: an operand broadcast along the rows
       // (i % C) is at c, one broadcast along the row (i / C) at row; no 64-bit division
