@@ -38,7 +38,7 @@ struct lowering_params {
   std::string row_mapping = "block";  // row_reduce: "block" (a block per row) or "warp"
   bool fast_math = false;       // __expf/__fdividef intrinsics where accuracy allows
   bool fuse_prologue = true;    // row_reduce: compute the feeding chain on load
-  std::string row_cache = "none";   // row_reduce: "registers" keeps a normalised row on chip
+  std::string row_cache = "none";   // row_reduce: "registers" keeps the row on chip for its second read
   std::string cache_hint = "none";  // elementwise: "streaming" (__ldcs/__stcs) or "readonly" (__ldg)
 };
 
