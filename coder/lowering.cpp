@@ -55,8 +55,8 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
     p.row_mapping = it->second;
   }
   if (auto it = recipe.find("row_cache"); it != recipe.end()) {
-    if (it->second != "none" && it->second != "registers")
-      return error{"recipe: row_cache = '" + it->second + "': expected none or registers"};
+    if (it->second != "none" && it->second != "registers" && it->second != "shared" && it->second != "on_chip")
+      return error{"recipe: row_cache = '" + it->second + "': expected none, registers, shared or on_chip"};
     p.row_cache = it->second;
   }
   if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
@@ -287,6 +287,33 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
 }
 )";
 
+// A row staged in shared memory holds at most this many floats (64 KiB).
+constexpr int64_t kSharedRow = 16384;
+
+// Dynamic shared memory and the copies into it. cp.async (sm_80 on) keeps every copy
+// in flight without holding a register; older GPUs copy through registers. A host
+// build of the source (the tests' emulator) defines KS_DYNAMIC_SHARED itself.
+const char* kSharedHelpers = R"(
+#ifndef KS_DYNAMIC_SHARED
+#define KS_DYNAMIC_SHARED(name) extern __shared__ float4 name[]
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
+}
+__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
+}
+__device__ __forceinline__ void ks_cp_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+#else
+__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
+  *reinterpret_cast<float4*>(d) = *reinterpret_cast<const float4*>(s);
+}
+__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) { *d = *s; }
+__device__ __forceinline__ void ks_cp_async_wait() {}
+#endif
+)";
+
 class lowerer {
  public:
   lowerer(const task_graph& g, const lowering_params& p, const target_shapes& target) : g_(g), p_(p), target_(target) {}
@@ -340,7 +367,7 @@ class lowerer {
     if (kinds.count("fallback")) out_.template_name = kinds.size() == 1 ? "library" : "mixed";
     std::string fast = p_.fast_math ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
                                     : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
-    out_.source = fast + kHeader + src_;
+    out_.source = fast + kHeader + (uses_smem_ ? kSharedHelpers : "") + src_;
     return out_;
   }
 
@@ -360,6 +387,7 @@ class lowerer {
   }
   lowered_kernel_set out_;
   std::string src_;
+  bool uses_smem_ = false;  // a kernel stages rows in shared memory: the source needs kSharedHelpers
   std::map<std::string, shaped> shapes_;         // tensor value → shape
   std::map<std::string, std::string> scalar_sym_;  // scalar value → expression (aten::size)
   std::map<std::string, std::string> input_name_;  // value → task tensor name
@@ -1549,21 +1577,30 @@ class lowerer {
     };
     // row_cache: when the row is read a second time (a normalisation's second pass, or
     // an epilogue that reads the reduced tensor again, as in x * rsqrt(mean(x*x)) or
-    // x - logsumexp(x)), each thread keeps its part of the row in registers: pass 2
-    // reads those instead of memory. A normalisation keeps the value it reduces
-    // (`rv`, after the fused prologue); an epilogue that reads a row tensor again keeps
-    // that tensor's raw values (`rc_P`). K values per thread and array: enough for the
-    // whole row at the task's size, at most 32 registers in all; at a larger size the
-    // row's rest is read again. Pass 1
+    // x - logsumexp(x)), the row stays on chip and pass 2 reads it there instead of
+    // memory.
+    // "registers": each thread keeps its part of the row in registers. A
+    // normalisation keeps the value it reduces (`rv`, after the fused prologue); an
+    // epilogue that reads a row tensor again keeps that tensor's raw values (`rc_P`).
+    // K values per thread and array: enough for the whole row at the task's size, at
+    // most 32 registers in all; at a larger size the row's rest is read again. Pass 1
     // issues all K loads before it computes anything (loads behind the online
     // softmax's branches would wait one by one), and the arrays are indexed only by
     // unrolled constants, so they stay in registers.
+    // "shared" (a block per row): the row's tensors are copied into dynamic shared
+    // memory (cp.async: every copy in flight at once, no registers held), at most
+    // kSharedRow floats in all (64 KiB: three blocks an SM on an H200, so one row's
+    // copies overlap another's math); the prologue is recomputed from there in both
+    // passes. A longer row's rest is read twice. With a warp per row it means
+    // "registers".
+    // "on_chip": registers where the row fits them, else shared memory.
     const bool whole_tensor = inner_n == 1 && outer_n == 1 && !r.normalizes() && in.shape.size() > 0;
     std::vector<std::string> row_params;  // tensors pass 1 reads at [i]: loaded first
     std::vector<std::string> cached;      // those pass 2 reads again at [i] (the epilogue)
     bool keep_value = false;              // rv: the reduced value, for a normalisation's pass 2
     int K = 0;
-    if (p_.row_cache == "registers" && inner_n == 1 && !whole_tensor && (r.normalizes() || epi)) {
+    bool smem = false;  // the row staged in shared memory
+    if (p_.row_cache != "none" && inner_n == 1 && !whole_tensor && (r.normalizes() || epi)) {
       const std::string pass1 = pro ? load_code : X + "[i]";
       for (auto& [tensor, param] : kp.tensor_param)
         if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i")) row_params.push_back(param);
@@ -1579,7 +1616,8 @@ class lowerer {
         const int64_t kmax = 32 / arrays;
         const int64_t width = warp ? 32 : B;
         const int64_t need = (row_len + width - 1) / width;
-        if (need <= kmax) K = static_cast<int>(std::max<int64_t>(need, 1));
+        if ((p_.row_cache != "shared" || warp) && need <= kmax) K = static_cast<int>(std::max<int64_t>(need, 1));
+        smem = K == 0 && !warp && !row_params.empty() && p_.row_cache != "registers";
       } else {
         row_params.clear();
         cached.clear();
@@ -1589,18 +1627,30 @@ class lowerer {
     const bool cache = K > 0;
     // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
     // aligned), the rest element by element.
-    const bool vec_rows = p_.vector_width == 4 && !pro && !cache;
+    const bool vec_rows = p_.vector_width == 4 && !pro && !cache && !smem;
     // Pass 2 reads the cached values where it would read the tensors at [i].
     auto from_cache = [&](std::string code) {
       for (auto& P : row_params) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
       return code;
+    };
+    // Both passes read the staged row where they would read the tensors at [i].
+    auto from_shared = [&](std::string code) {
+      for (auto& P : row_params) code = replace_reads(code, P, "i", "sh_" + P + "[c]");
+      return code;
+    };
+    // The reduced value of the element at c (i = base + c), through the prologue.
+    auto load_sh = [&](const std::string& into) {
+      if (!pro) return "    const float " + into + " = " + X + "[i];\n";
+      return "    float " + into + ";\n    {\n    const long long i = base + c;\n    (void)i;\n" + load_code + "    " + into +
+             " = " + var.at(r.input) + ";\n    }\n";
     };
     const char* lanes4[] = {"x", "y", "z", "w"};
     k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
       << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row")
                        : (!r.normalizes() && !epi ? "; each output's column in slices, a warp per slice and a lane per output"
                                                   : "; a thread per output"))
-      << (cache ? "; the row kept in registers between the passes" : "") << ".\n";
+      << (cache ? "; the row kept in registers between the passes" : "")
+      << (smem ? "; the row kept in shared memory between the passes" : "") << ".\n";
     k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
     plan_step step;
     step.kind = "kernel";
@@ -1717,10 +1767,51 @@ class lowerer {
         }
         loop = "  for (long long c = " + lane + " + (long long)" + std::to_string(K) + " * " + width + "; c < " + C +
                "; c += " + width + ")";
+      } else if (smem) {
+        // Stage the first cc elements of each row tensor, 16 bytes a copy where rows
+        // are 16-byte aligned; the block waits for all of them (a thread reads back
+        // elements other threads copied).
+        uses_smem_ = true;
+        const int64_t cap = kSharedRow / static_cast<int64_t>(row_params.size());
+        k << "  KS_DYNAMIC_SHARED(ks_row);\n";
+        k << "  const long long cc = " << C << " < " << cap << " ? " << C << " : " << cap << ";\n";
+        for (size_t q = 0; q < row_params.size(); ++q)
+          k << "  float* const sh_" << row_params[q] << " = reinterpret_cast<float*>(ks_row) + " << q << " * cc;\n";
+        k << "  if ((" << C << " & 3) == 0) {\n    for (long long c4 = " << lane << "; c4 < cc / 4; c4 += " << width << ") {\n";
+        for (auto& P : row_params) k << "      ks_cp_async16(sh_" << P << " + c4 * 4, " << P << " + base + c4 * 4);\n";
+        k << "    }\n  } else {\n    for (long long c = " << lane << "; c < cc; c += " << width << ") {\n";
+        for (auto& P : row_params) k << "      ks_cp_async4(sh_" << P << " + c, " << P << " + base + c);\n";
+        k << "    }\n  }\n  ks_cp_async_wait();\n  __syncthreads();\n";
+        const std::string each = "  for (long long c = " + lane + "; c < cc; c += " + width + ") {\n";
+        k << each << from_shared(load_sh("v"));
+        k << "    " << (online ? "m = fmaxf(m, v);" : a.update) << "\n  }\n";
+        // The staged part's max, then its sum: no branch per element.
+        if (online) k << each << from_shared(load_sh("v")) << "    s += KS_EXP(v - m);\n  }\n";
+        loop = "  for (long long c = cc + " + lane + "; c < " + C + "; c += " + width + ")";
       }
       k << loop << " {\n" << load("base + c", "v") << "    " << a.update << "\n  }\n";
       k << (warp ? warp_combine(r, a) : block_combine(r, a));
-      if (cache) {
+      if (smem) {
+        // Pass 2: the staged part from shared memory, then the rest from memory.
+        if (r.normalizes()) k << prelude;
+        else k << "  const float red = " << finish(r, C) << ";\n";
+        k << "  for (long long c = " << lane << "; c < cc; c += " << width << ") {\n";
+        if (r.normalizes()) {
+          k << from_shared(load_sh("v") + pass2_body("base + c"));
+        } else {
+          k << "    const long long i = base + c;\n" << from_shared(epi_code);
+          for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
+        }
+        k << "  }\n";
+        if (r.normalizes()) {
+          k << loop << " {\n" << load("base + c", "v") << pass2_body("base + c") << "  }\n";
+        } else {
+          k << loop << " {\n    const long long i = base + c;\n" << epi_code;
+          for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
+          k << "  }\n";
+          for (auto& [v, t] : epi_out) written_.insert(v);
+        }
+      } else if (cache) {
         // Pass 2: the cached part from registers, then the rest from memory.
         if (r.normalizes()) k << prelude;
         else k << "  const float red = " << finish(r, C) << ";\n";
@@ -1764,6 +1855,9 @@ class lowerer {
       }
       std::string rpb = warp ? std::to_string(B / 32) : "1";
       step.grid = {warp ? "ceil_div(" + paren(product(outer)) + ", " + rpb + ")" : product(outer), "1", "1"};
+      if (smem)
+        step.shared_mem = std::to_string(4 * row_params.size()) + " * min(" + product(red) + ", " +
+                          std::to_string(kSharedRow / static_cast<int64_t>(row_params.size())) + ")";
     } else if (!r.normalizes() && !epi) {
       // A middle dim reduced to one value per output: a thread per output would leave
       // too few loads in flight (outputs are few, columns long). Each output's column

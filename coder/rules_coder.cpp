@@ -151,14 +151,15 @@ std::vector<lowering_params> rules_coder::seed_params() {
   std::vector<lowering_params> out;
   // float4 x 4 a thread and a block for each 4096 elements (as ATen's own elementwise
   // kernels: no tail wave of a capped grid), 256 threads, a block per row kept on chip
-  // between its passes.
+  // between its passes (registers, or shared memory for rows too long for them).
   lowering_params p;
-  p.row_cache = "registers";
+  p.row_cache = "on_chip";
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
   out.push_back(p);
   p.elements_per_thread = 1;
   p.grid_cap = lowering_params{}.grid_cap;
+  p.row_cache = "registers";
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
   p.block_size = 256;
@@ -325,21 +326,26 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
     return error{prefix + "its reductions already use warp shuffles"};
   if (p == "row_cache") {
     if (!rows) return error{prefix + "it has no row reduction"};
-    // Registers only: a shared-memory row cache is not a template option.
+    if (get(recipe, "row_cache") == "on_chip")
+      return error{prefix + "its rows already stay on chip (in registers where they fit, else in shared memory)"};
+    std::vector<std::string> known;
     for (auto& v : rule.values)
-      if (v == "registers") return pick("row_cache", {"registers"});
-    return error{prefix + "its templates cache rows in registers only"};
+      if (v == "registers" || v == "shared" || v == "on_chip") known.push_back(v);
+    if (known.empty()) return error{prefix + "its templates cache rows in registers or shared memory only"};
+    return pick("row_cache", known);
   }
   if (p == "online_softmax") {
     if (!rows) return error{prefix + "it has no row reduction"};
     // The softmax family is already online (max and sum from one read); the read the
     // method's rationale still counts, the normalising pass's, goes when the row stays
     // in registers.
-    if (get(recipe, "row_cache") == "registers" || excluded.count("row_cache=registers"))
-      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows " +
-                   (excluded.count("row_cache=registers") ? "cannot stay in registers (excluded after a failure)"
-                                                           : "already stay in registers")};
-    return std::make_pair(std::string("row_cache"), std::string("registers"));
+    if (get(recipe, "row_cache") != "none" && !get(recipe, "row_cache").empty())
+      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows already "
+                            "stay on chip (row_cache " + get(recipe, "row_cache") + ")"};
+    if (excluded.count("row_cache=on_chip"))
+      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows cannot "
+                            "stay on chip (excluded after a failure)"};
+    return std::make_pair(std::string("row_cache"), std::string("on_chip"));
   }
   if (p == "cache_hint") {
     if (!ew) return error{prefix + "it has no elementwise kernel"};

@@ -37,6 +37,14 @@ static std::vector<double> ks_slots;  // a lane's shuffled value: float or doubl
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__
+// A block's dynamic shared memory: NaN at the start of every block (a read of what no
+// thread copied shows), followed by guard words that a launch checks afterwards (a
+// write past the plan's shared_mem is an error, as it would be a fault on a GPU).
+static std::vector<float> ks_dynamic;
+static size_t ks_dynamic_n = 0;
+constexpr size_t ks_guard = 64;
+constexpr float ks_guard_value = 1234.5f;
+#define KS_DYNAMIC_SHARED(name) float4* const name = reinterpret_cast<float4*>(ks_dynamic.data())
 static inline void ks_yield() { swapcontext(&ks_fibers[ks_cur].ctx, &ks_main); threadIdx.x = ks_cur; }
 inline void __syncthreads() { ks_yield(); }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
@@ -78,8 +86,9 @@ static void ks_entry() {
   ks_fibers[ks_cur].done = true;
 }
 template <class F>
-void ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, F body) {
+int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, F body) {
   gridDim = {gx, gy, gz};
+  ks_dynamic_n = (smem + 15) / 16 * 4;
   blockDim = {bx, 1, 1};
   ks_body = body;
   ks_fibers.resize(bx);
@@ -89,6 +98,8 @@ void ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, F body) {
     for (unsigned y = 0; y < gy; ++y)
       for (unsigned x = 0; x < gx; ++x) {
         blockIdx = {x, y, z};
+        ks_dynamic.assign(ks_dynamic_n, __builtin_nanf(""));
+        ks_dynamic.resize(ks_dynamic_n + ks_guard, ks_guard_value);
         for (unsigned t = 0; t < bx; ++t) {
           ks_fiber& f = ks_fibers[t];
           f.done = false;
@@ -108,7 +119,10 @@ void ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, F body) {
             running = running || !ks_fibers[t].done;
           }
         }
+        for (size_t g = 0; g < ks_guard; ++g)
+          if (ks_dynamic[ks_dynamic_n + g] != ks_guard_value) return 1;
       }
+  return 0;
 }
 )SHIM";
 
@@ -128,8 +142,9 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
                                                                 const std::filesystem::path& work_dir) {
   std::string text = std::string(kShim) + "\n" + source + "\n";
   for (const kernel_signature& k : extract_kernel_signatures(source)) {
-    text += "extern \"C\" void ks_launch_" + k.name +
-            "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void** a) {\n  ks_run(gx, gy, gz, bx, [=] { " + k.name + "(";
+    text += "extern \"C\" int ks_launch_" + k.name +
+            "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, void** a) {\n  return ks_run(gx, gy, gz, bx, smem, [=] { " +
+            k.name + "(";
     for (size_t i = 0; i < k.params.size(); ++i) {
       const kernel_param& p = k.params[i];
       if (i) text += ", ";
@@ -162,13 +177,15 @@ emulated_module::~emulated_module() {
 }
 
 status emulated_module::launch(const std::string& kernel, std::array<int64_t, 3> grid,
-                               std::array<int64_t, 3> block, std::vector<void*> args) {
-  using fn = void (*)(unsigned, unsigned, unsigned, unsigned, void**);
+                               std::array<int64_t, 3> block, int64_t shared_bytes, std::vector<void*> args) {
+  using fn = int (*)(unsigned, unsigned, unsigned, unsigned, unsigned long long, void**);
   auto f = reinterpret_cast<fn>(dlsym(handle_, ("ks_launch_" + kernel).c_str()));
   if (!f) return error{"emulator: no kernel " + kernel};
   if (block[1] != 1 || block[2] != 1) return error{"emulator: only 1-D blocks"};
-  f(static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
-    static_cast<unsigned>(block[0]), args.data());
+  if (f(static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
+        static_cast<unsigned>(block[0]), static_cast<unsigned long long>(shared_bytes), args.data()) != 0)
+    return error{"emulator: kernel " + kernel + " wrote past its " + std::to_string(shared_bytes) +
+                 " bytes of dynamic shared memory"};
   return {};
 }
 

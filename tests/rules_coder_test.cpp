@@ -200,7 +200,7 @@ TEST_CASE("rules coder: optimize changes the row mapping of a reduction", "[rule
   in.base = seeds->front();
   // The first seed keeps its rows on chip already; the method test below starts from
   // the same seed without the cache.
-  CHECK(in.base.recipe.at("row_cache") == "registers");
+  CHECK(in.base.recipe.at("row_cache") == "on_chip");
   in.base.recipe["row_cache"] = "none";
   in.base.id += "-uncached";
   in.plan.chosen = "warp_per_row";
@@ -208,15 +208,15 @@ TEST_CASE("rules coder: optimize changes the row mapping of a reduction", "[rule
   if (!w) FAIL(w.message());
   CHECK(w->recipe.at("row_mapping") == "warp");
   // The softmax is already online; what the method still saves (the second read of
-  // the row) comes from keeping the row in registers.
+  // the row) comes from keeping the row on chip.
   in.plan.chosen = "online_softmax";
   auto o = the_coder().optimize(in);
   if (!o) FAIL(o.message());
-  CHECK(o->recipe.at("row_cache") == "registers");
+  CHECK(o->recipe.at("row_cache") == "on_chip");
   in.base = *o;
   auto again = the_coder().optimize(in);
   REQUIRE_FALSE(again);
-  CHECK_THAT(again.message(), Catch::Contains("already single-pass") && Catch::Contains("already stay in registers"));
+  CHECK_THAT(again.message(), Catch::Contains("already single-pass") && Catch::Contains("already stay on chip"));
 }
 
 // Optimizes the first seed of `rel` (with `uncached`, the first without a row cache)
@@ -267,14 +267,68 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
       CHECK(c.source.find("in1[c]") != std::string::npos);
       CHECK(c.source.find("% n1") == std::string::npos);
     }
-    // Rows of 16384 (x - logsumexp(x)) do not fit 256 threads x 32 registers: read
-    // twice instead (rows that big ran no faster kept by 512 threads).
+    // Rows of 16384 (x - logsumexp(x)) do not fit 256 threads x 32 registers: the
+    // first seed (on_chip) stages them in shared memory, as much as fits 64 KiB, and
+    // the plan sizes that memory from the row length at run time.
     {
       task_spec t = task("bench/tasks/logsumexp_keepdim_sub.yaml");
       auto seeds = the_coder().seeds(t, 1);
       REQUIRE(seeds);
-      CHECK(seeds->front().plan.steps.at(0).block.at(0) == "256");
-      CHECK(seeds->front().source.find("rc_in0[") == std::string::npos);
+      const candidate& c = seeds->front();
+      INFO(c.source);
+      CHECK(c.plan.steps.at(0).block.at(0) == "256");
+      CHECK(c.source.find("rc_in0[") == std::string::npos);
+      CHECK(c.source.find("KS_DYNAMIC_SHARED(ks_row);") != std::string::npos);
+      CHECK(c.source.find("ks_cp_async16(sh_in0 + c4 * 4, in0 + base + c4 * 4);") != std::string::npos);
+      CHECK(c.source.find("sh_in0[c]") != std::string::npos);
+      CHECK(c.plan.steps.at(0).shared_mem == "4 * min(x.shape[1], 16384)");
+      auto compiled = compiler().compile(c.source, c.compile_options);
+      REQUIRE(compiled);
+      INFO(compiled->log);
+      CHECK(compiled->ok);
+      auto ctx = make_plan_context(t, c.source, "");
+      REQUIRE(ctx);
+      auto resolved = resolve_plan(c.plan, *ctx);
+      if (!resolved) FAIL(resolved.message());
+      CHECK(resolved->steps.at(0).shared_mem_bytes == 65536);
+    }
+    // From registers, the method's next value is shared memory, whatever the row's
+    // length; a warp per row keeps registers.
+    {
+      task_spec t = task("examples/tasks/layernorm.yaml");
+      auto seeds = the_coder().seeds(t, 2);
+      REQUIRE(seeds);
+      optimize_input in;
+      in.task = t;
+      in.base = seeds->front();
+      in.base.recipe["row_cache"] = "registers";
+      in.base.id += "-registers";
+      in.plan.chosen = "cache_row_in_registers";
+      auto c = the_coder().optimize(in);
+      if (!c) FAIL(c.message());
+      INFO(c->source);
+      CHECK(c->recipe.at("row_cache") == "shared");
+      CHECK(c->source.find("KS_DYNAMIC_SHARED(ks_row);") != std::string::npos);
+      CHECK(c->plan.steps.at(0).shared_mem == "4 * min(x.shape[1], 16384)");
+      auto compiled = compiler().compile(c->source, c->compile_options);
+      REQUIRE(compiled);
+      CHECK(compiled->ok);
+      auto params = from_recipe(seeds->front().recipe);
+      REQUIRE(params);
+      params->row_mapping = "warp";
+      params->row_cache = "shared";
+      auto g = the_coder().graph(t);
+      REQUIRE(g);
+      auto w = lower_graph(*g, *params, {{"x", {64, 512}}});  // 16 a lane
+      if (!w) FAIL(w.message());
+      CHECK(w->source.find("KS_DYNAMIC_SHARED") == std::string::npos);
+      CHECK(w->source.find("float rc_in0[16];") != std::string::npos);
+      // on_chip on the first seed of an 8192-long row: registers.
+      in.base = seeds->front();
+      CHECK(in.base.recipe.at("row_cache") == "on_chip");
+      CHECK(in.base.source.find("float rc_in0[") != std::string::npos);
+      in.plan.chosen = "cache_row_in_registers";
+      CHECK_THAT(the_coder().optimize(in).message(), Catch::Contains("already stay on chip"));
     }
     // A reduction that does not read its row twice: nothing to cache, said so.
     task_spec t = task("examples/tasks/row_sum.yaml");
