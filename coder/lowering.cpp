@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -1431,8 +1432,9 @@ class lowerer {
       case acc_kind::max: return {{"a"}, {"-KS_INF"}, "a = fmaxf(a, v);"};
       case acc_kind::min: return {{"a"}, {"KS_INF"}, "a = fminf(a, v);"};
       case acc_kind::online:
+        // -inf (a masked element) adds nothing: exp(-inf - -inf) would be NaN.
         return {{"m", "s"}, {"-KS_INF", "0.0f"},
-                "if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else { s += KS_EXP(v - m); }"};
+                "if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }"};
       case acc_kind::moments:
         return {{"s1", "s2"}, {"0.0f", "0.0f"}, "{ const float d = v - shift; s1 += d; s2 += d * d; }"};
     }
@@ -1633,16 +1635,52 @@ class lowerer {
       for (auto& P : row_params) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
       return code;
     };
-    // Both passes read the staged row where they would read the tensors at [i].
-    auto from_shared = [&](std::string code) {
-      for (auto& P : row_params) code = replace_reads(code, P, "i", "sh_" + P + "[c]");
+    // The staged part of a row is walked as float4s (q_P: this thread's four
+    // elements of tensor P) where rows are 16-byte aligned, else element by element
+    // (sh_P[c]); `io` says which, and which of the four.
+    struct lane_io {
+      bool vec;
+      int l;
+    };
+    static const char* const lane4[] = {"x", "y", "z", "w"};
+    bool in_place = false, store_exp = false;  // what the staged part holds after pass 1
+    // `code` reading the staged tensors where it read them at [i].
+    auto staged_reads = [&](std::string code, const lane_io& io) {
+      for (auto& P : row_params)
+        code = replace_reads(code, P, "i", io.vec ? "q_" + P + "." + lane4[io.l] : "sh_" + P + "[c]");
       return code;
     };
-    // The reduced value of the element at c (i = base + c), through the prologue.
-    auto load_sh = [&](const std::string& into) {
-      if (!pro) return "    const float " + into + " = " + X + "[i];\n";
-      return "    float " + into + ";\n    {\n    const long long i = base + c;\n    (void)i;\n" + load_code + "    " + into +
-             " = " + var.at(r.input) + ";\n    }\n";
+    // The reduced value `v` of the element at c: the staged raw element through the
+    // prologue, or (`stored`) what pass 1 wrote in its place.
+    auto staged_value = [&](const lane_io& io, bool stored) {
+      if (!pro || stored) return "      const float v = " + staged_reads(X.empty() ? row_params.front() + "[i]" : X + "[i]", io) + ";\n";
+      return "      float v;\n      {\n      const long long i = base + c;\n      (void)i;\n" + staged_reads(load_code, io) +
+             "      v = " + var.at(r.input) + ";\n      }\n";
+    };
+    auto write_back = [&](const std::string& P, const std::string& e, const lane_io& io) {
+      return io.vec ? "      w_" + P + "." + lane4[io.l] + " = " + e + ";\n" : "      sh_" + P + "[c] = " + e + ";\n";
+    };
+    auto store_out = [&](const std::string& param, const std::string& e, const lane_io& io) {
+      return io.vec ? "      o_" + param + "." + lane4[io.l] + " = " + e + ";\n"
+                    : "      " + param + "[base + c] = " + e + ";\n";
+    };
+    // One loop over the staged part: `body` per element (c, and i = base + c, in
+    // scope); `writes` are staged tensors the body writes back (write_back), `outs`
+    // the outputs it stores (store_out).
+    auto staged = [&](const std::function<std::string(const lane_io&)>& body, const std::vector<std::string>& writes,
+                      const std::vector<std::string>& outs) {
+      const std::string lane = warp ? "lane" : "(int)threadIdx.x", width = warp ? "32" : "(int)blockDim.x";
+      std::string t = "  if (v4) {\n    for (int c4 = " + lane + "; c4 < cc / 4; c4 += " + width + ") {\n";
+      for (auto& P : row_params) t += "      const float4 q_" + P + " = reinterpret_cast<const float4*>(sh_" + P + ")[c4];\n";
+      for (auto& P : writes) t += "      float4 w_" + P + ";\n";
+      for (auto& o : outs) t += "      float4 o_" + o + ";\n";
+      for (int l = 0; l < 4; ++l)
+        t += "      {\n      const long long c = c4 * 4 + " + std::to_string(l) + ";\n      (void)c;\n" + body({true, l}) +
+             "      }\n";
+      for (auto& P : writes) t += "      reinterpret_cast<float4*>(sh_" + P + ")[c4] = w_" + P + ";\n";
+      for (auto& o : outs) t += "      reinterpret_cast<float4*>(" + o + " + base)[c4] = o_" + o + ";\n";
+      t += "    }\n  } else {\n    for (int c = " + lane + "; c < cc; c += " + width + ") {\n" + body({false, 0}) + "    }\n  }\n";
+      return t;
     };
     const char* lanes4[] = {"x", "y", "z", "w"};
     k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
@@ -1761,48 +1799,85 @@ class lowerer {
         if (!online) k << "    " << a.update << "\n";
         k << "    }\n  }\n";
         if (online) {
-          // The cached part's max, then its sum: no branch per element.
+          // The cached part's max, then its sum: no branch per element. A thread whose
+          // cached elements are all -inf (a masked row) adds exp(-inf) = 0, not
+          // exp(-inf - -inf) = NaN.
           k << each << "    m = fmaxf(m, rv[k]);\n    }\n  }\n";
-          k << each << "    s += KS_EXP(rv[k] - m);\n    }\n  }\n";
+          k << "  const float mref = m == -KS_INF ? 0.0f : m;\n";
+          k << each << "    s += KS_EXP(rv[k] - mref);\n    }\n  }\n";
         }
         loop = "  for (long long c = " + lane + " + (long long)" + std::to_string(K) + " * " + width + "; c < " + C +
                "; c += " + width + ")";
       } else if (smem) {
-        // Stage the first cc elements of each row tensor, 16 bytes a copy where rows
-        // are 16-byte aligned; the block waits for all of them (a thread reads back
-        // elements other threads copied).
         uses_smem_ = true;
         const int64_t cap = kSharedRow / static_cast<int64_t>(row_params.size());
         k << "  KS_DYNAMIC_SHARED(ks_row);\n";
-        k << "  const long long cc = " << C << " < " << cap << " ? " << C << " : " << cap << ";\n";
+        k << "  const int cc = (int)(" << C << " < " << cap << " ? " << C << " : " << cap << ");\n";
+        k << "  const bool v4 = (" << C << " & 3) == 0;  // rows 16-byte aligned: float4 copies, loads and stores\n";
         for (size_t q = 0; q < row_params.size(); ++q)
           k << "  float* const sh_" << row_params[q] << " = reinterpret_cast<float*>(ks_row) + " << q << " * cc;\n";
-        k << "  if ((" << C << " & 3) == 0) {\n    for (long long c4 = " << lane << "; c4 < cc / 4; c4 += " << width << ") {\n";
+        // Every loop over the staged part gives a thread the same elements as its
+        // copies, so a thread reads back only what it copied: waiting for its own
+        // copies is enough, no barrier.
+        k << "  if (v4) {\n    for (int c4 = " << lane << "; c4 < cc / 4; c4 += " << width << ") {\n";
         for (auto& P : row_params) k << "      ks_cp_async16(sh_" << P << " + c4 * 4, " << P << " + base + c4 * 4);\n";
-        k << "    }\n  } else {\n    for (long long c = " << lane << "; c < cc; c += " << width << ") {\n";
+        k << "    }\n  } else {\n    for (int c = " << lane << "; c < cc; c += " << width << ") {\n";
         for (auto& P : row_params) k << "      ks_cp_async4(sh_" << P << " + c, " << P << " + base + c);\n";
-        k << "    }\n  }\n  ks_cp_async_wait();\n  __syncthreads();\n";
-        const std::string each = "  for (long long c = " + lane + "; c < cc; c += " + width + ") {\n";
-        k << each << from_shared(load_sh("v"));
-        k << "    " << (online ? "m = fmaxf(m, v);" : a.update) << "\n  }\n";
-        // The staged part's max, then its sum: no branch per element.
-        if (online) k << each << from_shared(load_sh("v")) << "    s += KS_EXP(v - m);\n  }\n";
+        k << "    }\n  }\n  ks_cp_async_wait();\n";
+        // Pass 1 over the staged part. A prologue's value replaces the raw element in
+        // place when nothing reads the raw row again, so later loops do not recompute
+        // it; the softmax stores exp(v - the thread's max) there too, so pass 2 needs no
+        // exp (each thread rescales its own part by one factor).
+        const std::string X0 = row_params.front();
+        in_place = r.normalizes() && row_params.size() == 1 && !reads_at(epi_code, X0, "i");
+        store_exp = in_place && online && r.op == "softmax";
+        const bool write_value = in_place && pro;
+        k << staged(
+            [&](const lane_io& io) {
+              return staged_value(io, false) + (write_value ? write_back(X0, "v", io) : "") + "      " +
+                     (online ? std::string("m = fmaxf(m, v);") : a.update) + "\n";
+            },
+            write_value ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
+        if (online) {
+          // The staged part's max, then its sum: no branch per element. A thread whose
+          // staged elements are all -inf (a masked row) adds exp(-inf) = 0, not
+          // exp(-inf - -inf) = NaN.
+          k << "  const float mref = m == -KS_INF ? 0.0f : m;\n";
+          k << staged(
+              [&](const lane_io& io) {
+                if (!store_exp) return staged_value(io, in_place) + "      s += KS_EXP(v - mref);\n";
+                return staged_value(io, true) + "      const float e = KS_EXP(v - mref);\n      s += e;\n" +
+                       write_back(X0, "e", io);
+              },
+              store_exp ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
+        }
         loop = "  for (long long c = cc + " + lane + "; c < " + C + "; c += " + width + ")";
       }
       k << loop << " {\n" << load("base + c", "v") << "    " << a.update << "\n  }\n";
       k << (warp ? warp_combine(r, a) : block_combine(r, a));
       if (smem) {
-        // Pass 2: the staged part from shared memory, then the rest from memory.
+        // Pass 2: the staged part from shared memory (float4 stores where rows are
+        // 16-byte aligned), then the rest from memory.
+        std::vector<std::string> outs;
+        if (!epi) outs.push_back(OUT);
+        for (auto& [v, param] : epi_out) outs.push_back(param);
         if (r.normalizes()) k << prelude;
         else k << "  const float red = " << finish(r, C) << ";\n";
-        k << "  for (long long c = " << lane << "; c < cc; c += " << width << ") {\n";
-        if (r.normalizes()) {
-          k << from_shared(load_sh("v") + pass2_body("base + c"));
-        } else {
-          k << "    const long long i = base + c;\n" << from_shared(epi_code);
-          for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
-        }
-        k << "  }\n";
+        if (store_exp) k << "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
+        k << staged(
+            [&](const lane_io& io) {
+              std::string t;
+              if (r.normalizes()) {
+                t = staged_value(io, in_place);
+                const std::string yv = store_exp ? std::string("v * kt") : y;
+                if (!epi) return t + store_out(OUT, yv, io);
+                t += "      const float red = " + yv + ";\n";
+              }
+              t += "      const long long i = base + c;\n      (void)i;\n" + staged_reads(epi_code, io);
+              for (auto& [v, param] : epi_out) t += store_out(param, epi_var.at(v), io);
+              return t;
+            },
+            {}, outs);
         if (r.normalizes()) {
           k << loop << " {\n" << load("base + c", "v") << pass2_body("base + c") << "  }\n";
         } else {

@@ -349,6 +349,25 @@ TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules]
   }
 }
 
+// A softmax over rows with -inf entries (log(relu(x - 3)): about 3 in 4 masked) where
+// many threads hold only -inf: their part adds nothing, not NaN. Rows kept in
+// registers (rows of 1024 at the task's size) and staged in shared memory (16384).
+TEST_CASE("emulated: a softmax over masked rows is not NaN", "[rules][emulated][row_cache]") {
+  for (int64_t target : {1024, 16384}) {
+    auto task = load_task(kSource / "examples/tasks/softmax.yaml");
+    REQUIRE(task);
+    INFO("rows of " << target << " at the task's size");
+    task->torchscript = "def forward(x):\n    return torch.softmax(torch.log(torch.relu(x - 3.0)), -1)\n";
+    task->inputs.at(0).shape = {64, target};
+    task->sizes.at("cpu").at("x") = {9, 2048};
+    auto seeds = the_coder().seeds(*task, 1);
+    if (!seeds) FAIL(seeds.message());
+    INFO(seeds->front().source);
+    CHECK(seeds->front().source.find(target > 8192 ? "KS_DYNAMIC_SHARED(ks_row);" : "float rv[") != std::string::npos);
+    check_candidates(*task, *seeds);
+  }
+}
+
 // Elementwise kernels over rows x columns (broadcast operands indexed by row or by
 // column, no division per element): rows whose length is a multiple of 4 (float4
 // path) and rows that are not (element by element), with row and column broadcasts.
