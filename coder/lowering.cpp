@@ -1567,9 +1567,10 @@ class lowerer {
     }
     // The second pass's work for the element `v` at `idx`: the normalised value, stored
     // or handed to the fused epilogue chain.
-    auto pass2_body = [&](const std::string& idx) {
-      if (!epi) return "    " + OUT + "[" + idx + "] = " + y + ";\n";
-      std::string t = "    const float red = " + y + ";\n    const long long i = " + idx + ";\n" + epi_code;
+    auto pass2_body = [&](const std::string& idx, const std::string& yv = "") {
+      const std::string& yy = yv.empty() ? y : yv;
+      if (!epi) return "    " + OUT + "[" + idx + "] = " + yy + ";\n";
+      std::string t = "    const float red = " + yy + ";\n    const long long i = " + idx + ";\n" + epi_code;
       for (auto& [v, param] : epi_out) t += "    " + param + "[i] = " + epi_var.at(v) + ";\n";
       for (auto& [v, param] : epi_out) written_.insert(v);
       return t;
@@ -1804,7 +1805,11 @@ class lowerer {
           // exp(-inf - -inf) = NaN.
           k << each << "    m = fmaxf(m, rv[k]);\n    }\n  }\n";
           k << "  const float mref = m == -KS_INF ? 0.0f : m;\n";
-          k << each << "    s += KS_EXP(rv[k] - mref);\n    }\n  }\n";
+          // The softmax keeps exp(v - the thread's max) in rv, so pass 2 needs no exp
+          // (each thread rescales its own values by one factor).
+          store_exp = keep_value && r.op == "softmax";
+          if (store_exp) k << each << "    rv[k] = KS_EXP(rv[k] - mref);\n    s += rv[k];\n    }\n  }\n";
+          else k << each << "    s += KS_EXP(rv[k] - mref);\n    }\n  }\n";
         }
         loop = "  for (long long c = " + lane + " + (long long)" + std::to_string(K) + " * " + width + "; c < " + C +
                "; c += " + width + ")";
@@ -1890,9 +1895,10 @@ class lowerer {
         // Pass 2: the cached part from registers, then the rest from memory.
         if (r.normalizes()) k << prelude;
         else k << "  const float red = " << finish(r, C) << ";\n";
+        if (store_exp) k << "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
         k << "#pragma unroll\n  for (int k = 0; k < " << K << "; ++k) {\n" << cached_c << "    if (c < " << C << ") {\n";
         if (r.normalizes()) {
-          k << "    const float v = rv[k];\n" << from_cache(pass2_body("base + c"));
+          k << "    const float v = rv[k];\n" << from_cache(pass2_body("base + c", store_exp ? "v * kt" : ""));
         } else {
           k << "    const long long i = base + c;\n" << from_cache(epi_code);
           for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
