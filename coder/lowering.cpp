@@ -1593,9 +1593,10 @@ class lowerer {
     // "shared" (a block per row): the row's tensors are copied into dynamic shared
     // memory (cp.async: every copy in flight at once, no registers held), at most
     // kSharedRow floats in all (64 KiB: three blocks an SM on an H200, so one row's
-    // copies overlap another's math); the prologue is recomputed from there in both
-    // passes. A longer row's rest is read twice. With a warp per row it means
-    // "registers".
+    // copies overlap another's math), walked as float4s where rows are 16-byte
+    // aligned. A prologue's value replaces the raw element there when nothing reads
+    // the raw row again; else pass 2 recomputes it. A longer row's rest is read twice.
+    // With a warp per row it means "registers".
     // "on_chip": registers where the row fits them, else shared memory.
     const bool whole_tensor = inner_n == 1 && outer_n == 1 && !r.normalizes() && in.shape.size() > 0;
     std::vector<std::string> row_params;  // tensors pass 1 reads at [i]: loaded first
@@ -1636,6 +1637,7 @@ class lowerer {
       for (auto& P : row_params) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
       return code;
     };
+    const char* lanes4[] = {"x", "y", "z", "w"};
     // The staged part of a row is walked as float4s (q_P: this thread's four
     // elements of tensor P) where rows are 16-byte aligned, else element by element
     // (sh_P[c]); `io` says which, and which of the four.
@@ -1643,12 +1645,11 @@ class lowerer {
       bool vec;
       int l;
     };
-    static const char* const lane4[] = {"x", "y", "z", "w"};
     bool in_place = false, store_exp = false;  // what the staged part holds after pass 1
     // `code` reading the staged tensors where it read them at [i].
     auto staged_reads = [&](std::string code, const lane_io& io) {
       for (auto& P : row_params)
-        code = replace_reads(code, P, "i", io.vec ? "q_" + P + "." + lane4[io.l] : "sh_" + P + "[c]");
+        code = replace_reads(code, P, "i", io.vec ? "q_" + P + "." + lanes4[io.l] : "sh_" + P + "[c]");
       return code;
     };
     // The reduced value `v` of the element at c: the staged raw element through the
@@ -1659,10 +1660,10 @@ class lowerer {
              "      v = " + var.at(r.input) + ";\n      }\n";
     };
     auto write_back = [&](const std::string& P, const std::string& e, const lane_io& io) {
-      return io.vec ? "      w_" + P + "." + lane4[io.l] + " = " + e + ";\n" : "      sh_" + P + "[c] = " + e + ";\n";
+      return io.vec ? "      w_" + P + "." + lanes4[io.l] + " = " + e + ";\n" : "      sh_" + P + "[c] = " + e + ";\n";
     };
     auto store_out = [&](const std::string& param, const std::string& e, const lane_io& io) {
-      return io.vec ? "      o_" + param + "." + lane4[io.l] + " = " + e + ";\n"
+      return io.vec ? "      o_" + param + "." + lanes4[io.l] + " = " + e + ";\n"
                     : "      " + param + "[base + c] = " + e + ";\n";
     };
     // One loop over the staged part: `body` per element (c, and i = base + c, in
@@ -1683,7 +1684,6 @@ class lowerer {
       t += "    }\n  } else {\n    for (int c = " + lane + "; c < cc; c += " + width + ") {\n" + body({false, 0}) + "    }\n  }\n";
       return t;
     };
-    const char* lanes4[] = {"x", "y", "z", "w"};
     k << "\n// " << r.op << " over " << (inner_n == 1 ? "the last dims" : "a middle dim") << (pro ? ", with the feeding elementwise chain fused into its loads" : "")
       << (inner_n == 1 ? (warp ? "; a warp per row" : "; a block per row")
                        : (!r.normalizes() && !epi ? "; each output's column in slices, a warp per slice and a lane per output"
