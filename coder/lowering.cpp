@@ -1575,6 +1575,15 @@ class lowerer {
       for (auto& [v, param] : epi_out) written_.insert(v);
       return t;
     };
+    // Pass 2 of a row (inner_n == 1) from `loop` on, read from memory: the normalised
+    // value or the epilogue, per element.
+    auto pass2_from = [&](const std::string& loop) {
+      if (r.normalizes()) return loop + " {\n" + load("base + c", "v") + pass2_body("base + c") + "  }\n";
+      std::string t = loop + " {\n    const long long i = base + c;\n" + epi_code;
+      for (auto& [v, param] : epi_out) t += "    " + param + "[i] = " + epi_var.at(v) + ";\n";
+      for (auto& [v, param] : epi_out) written_.insert(v);
+      return t + "  }\n";
+    };
     auto second_pass = [&](const std::string& loop, const std::string& idx) {
       return prelude + loop + " {\n" + load(idx, "v") + pass2_body(idx) + "  }\n";
     };
@@ -1646,6 +1655,13 @@ class lowerer {
       int l;
     };
     bool in_place = false, store_exp = false;  // what the staged part holds after pass 1
+    // What pass 2 starts from: the normalisation's constants, or the reduced value for
+    // an epilogue; with the softmax's stored exps, each thread's rescaling factor.
+    auto pass2_head = [&] {
+      std::string t = r.normalizes() ? prelude : "  const float red = " + finish(r, C) + ";\n";
+      if (store_exp) t += "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
+      return t;
+    };
     // `code` reading the staged tensors where it read them at [i].
     auto staged_reads = [&](std::string code, const lane_io& io) {
       for (auto& P : row_params)
@@ -1866,9 +1882,7 @@ class lowerer {
         std::vector<std::string> outs;
         if (!epi) outs.push_back(OUT);
         for (auto& [v, param] : epi_out) outs.push_back(param);
-        if (r.normalizes()) k << prelude;
-        else k << "  const float red = " << finish(r, C) << ";\n";
-        if (store_exp) k << "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
+        k << pass2_head();
         k << staged(
             [&](const lane_io& io) {
               std::string t;
@@ -1883,19 +1897,10 @@ class lowerer {
               return t;
             },
             {}, outs);
-        if (r.normalizes()) {
-          k << loop << " {\n" << load("base + c", "v") << pass2_body("base + c") << "  }\n";
-        } else {
-          k << loop << " {\n    const long long i = base + c;\n" << epi_code;
-          for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
-          k << "  }\n";
-          for (auto& [v, t] : epi_out) written_.insert(v);
-        }
+        k << pass2_from(loop);
       } else if (cache) {
         // Pass 2: the cached part from registers, then the rest from memory.
-        if (r.normalizes()) k << prelude;
-        else k << "  const float red = " << finish(r, C) << ";\n";
-        if (store_exp) k << "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
+        k << pass2_head();
         k << "#pragma unroll\n  for (int k = 0; k < " << K << "; ++k) {\n" << cached_c << "    if (c < " << C << ") {\n";
         if (r.normalizes()) {
           k << "    const float v = rv[k];\n" << from_cache(pass2_body("base + c", store_exp ? "v * kt" : ""));
@@ -1904,14 +1909,7 @@ class lowerer {
           for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
         }
         k << "    }\n  }\n";
-        if (r.normalizes()) {
-          k << loop << " {\n" << load("base + c", "v") << pass2_body("base + c") << "  }\n";
-        } else {
-          k << loop << " {\n    const long long i = base + c;\n" << epi_code;
-          for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
-          k << "  }\n";
-          for (auto& [v, t] : epi_out) written_.insert(v);
-        }
+        k << pass2_from(loop);
       } else if (r.normalizes() && epi) {
         k << second_pass(full_loop, "base + c");
       } else if (r.normalizes() && vec_rows) {
@@ -1925,12 +1923,7 @@ class lowerer {
       } else if (r.normalizes()) {
         k << second_pass(loop, "base + c");
       } else if (epi) {
-        k << "  const float red = " << finish(r, C) << ";\n";
-        k << "  for (long long c = " << lane << "; c < " << C << "; c += " << width << ") {\n";
-        k << "    const long long i = base + c;\n" << epi_code;
-        for (auto& [v, param] : epi_out) k << "    " << param << "[i] = " << epi_var.at(v) << ";\n";
-        k << "  }\n";
-        for (auto& [v, t] : epi_out) written_.insert(v);
+        k << pass2_head() << pass2_from(full_loop);
       } else {
         k << "  if (" << lane << " == 0) " << OUT << "[row] = " << finish(r, C) << ";\n";
       }
