@@ -61,6 +61,26 @@ nvrtc_compiler& compiler() {
   return c;
 }
 
+// `c` compiles with NVRTC and its plan resolves at each of `sizes` ("" is the task's
+// default); the plan resolved at the first.
+resolved_plan compiled_and_resolved(const task_spec& t, const candidate& c,
+                                    const std::vector<std::string>& sizes = {""}) {
+  auto compiled = compiler().compile(c.source, c.compile_options);
+  REQUIRE(compiled);
+  INFO(compiled->log);
+  CHECK(compiled->ok);
+  std::vector<resolved_plan> plans;
+  for (const std::string& size : sizes) {
+    auto ctx = make_plan_context(t, c.source, size);
+    REQUIRE(ctx);
+    auto resolved = resolve_plan(c.plan, *ctx);
+    INFO("size '" << size << "'");
+    if (!resolved) FAIL(resolved.message());
+    plans.push_back(*resolved);
+  }
+  return plans.front();
+}
+
 // Every seed compiles and resolves at the default and the cpu size.
 void check_seeds(const task_spec& t) {
   auto seeds = the_coder().seeds(t, 4);
@@ -73,17 +93,7 @@ void check_seeds(const task_spec& t) {
     CHECK(ids.insert(c.id).second);
     CHECK(c.task == t.name);
     CHECK(c.recipe.count("template"));
-    auto compiled = compiler().compile(c.source, c.compile_options);
-    REQUIRE(compiled);
-    INFO(compiled->log);
-    CHECK(compiled->ok);
-    for (std::string size : {std::string(), std::string("cpu")}) {
-      auto ctx = make_plan_context(t, c.source, size);
-      REQUIRE(ctx);
-      auto resolved = resolve_plan(c.plan, *ctx);
-      INFO("size '" << size << "'");
-      if (!resolved) FAIL(resolved.message());
-    }
+    compiled_and_resolved(t, c, {"", "cpu"});
   }
 }
 
@@ -235,14 +245,7 @@ candidate optimized(const std::string& rel, const std::string& method, bool unca
   auto c = the_coder().optimize(in);
   if (!c) FAIL(c.message());
   INFO(c->source);
-  auto compiled = compiler().compile(c->source, c->compile_options);
-  REQUIRE(compiled);
-  INFO(compiled->log);
-  CHECK(compiled->ok);
-  auto ctx = make_plan_context(t, c->source, "");
-  REQUIRE(ctx);
-  auto resolved = resolve_plan(c->plan, *ctx);
-  if (!resolved) FAIL(resolved.message());
+  compiled_and_resolved(t, *c);
   return *c;
 }
 
@@ -282,15 +285,7 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
       CHECK(c.source.find("ks_cp_async16(sh_in0 + c4 * 4, in0 + base + c4 * 4);") != std::string::npos);
       CHECK(c.source.find("sh_in0[c]") != std::string::npos);
       CHECK(c.plan.steps.at(0).shared_mem == "4 * min(x.shape[1], 16384)");
-      auto compiled = compiler().compile(c.source, c.compile_options);
-      REQUIRE(compiled);
-      INFO(compiled->log);
-      CHECK(compiled->ok);
-      auto ctx = make_plan_context(t, c.source, "");
-      REQUIRE(ctx);
-      auto resolved = resolve_plan(c.plan, *ctx);
-      if (!resolved) FAIL(resolved.message());
-      CHECK(resolved->steps.at(0).shared_mem_bytes == 65536);
+      CHECK(compiled_and_resolved(t, c).steps.at(0).shared_mem_bytes == 65536);
     }
     // From registers, the method's next value is shared memory, whatever the row's
     // length; a warp per row keeps registers.
@@ -310,9 +305,7 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
       CHECK(c->recipe.at("row_cache") == "shared");
       CHECK(c->source.find("KS_DYNAMIC_SHARED(ks_row);") != std::string::npos);
       CHECK(c->plan.steps.at(0).shared_mem == "4 * min(x.shape[1], 16384)");
-      auto compiled = compiler().compile(c->source, c->compile_options);
-      REQUIRE(compiled);
-      CHECK(compiled->ok);
+      compiled_and_resolved(t, *c);
       auto params = from_recipe(seeds->front().recipe);
       REQUIRE(params);
       params->row_mapping = "warp";
