@@ -1549,6 +1549,8 @@ class lowerer {
     const std::string OUT = epi ? std::string() : kp.tensor_out(tensor_of_.at(r.output));
     acc_text a = acc_of(r);
     const bool warp = p_.row_mapping == "warp" && inner_n == 1;
+    // A row's elements for this thread: from `lane`, every `width` (a row's kernels).
+    const std::string lane = warp ? "lane" : "(int)threadIdx.x", width = warp ? "32" : "(int)blockDim.x";
     int B = p_.block_size;
     std::string name = kernel_name(si, r.op);
     std::ostringstream k;
@@ -1687,7 +1689,6 @@ class lowerer {
     // the outputs it stores (store_out).
     auto staged = [&](const std::function<std::string(const lane_io&)>& body, const std::vector<std::string>& writes,
                       const std::vector<std::string>& outs) {
-      const std::string lane = warp ? "lane" : "(int)threadIdx.x", width = warp ? "32" : "(int)blockDim.x";
       std::string t = "  if (v4) {\n    for (int c4 = " + lane + "; c4 < cc / 4; c4 += " + width + ") {\n";
       for (auto& P : row_params) t += "      const float4 q_" + P + " = reinterpret_cast<const float4*>(sh_" + P + ")[c4];\n";
       for (auto& P : writes) t += "      float4 w_" + P + ";\n";
@@ -1773,7 +1774,6 @@ class lowerer {
     }
     if (inner_n == 1) {
       out_.longest_row = std::max(out_.longest_row, row_len);
-      std::string lane = warp ? "lane" : "(int)threadIdx.x", width = warp ? "32" : "(int)blockDim.x";
       // In a row, i = row * C + c with 0 <= c < C: an operand broadcast along the rows
       // (i % C) is at c, one broadcast along the row (i / C) at row; no 64-bit division
       // per element.

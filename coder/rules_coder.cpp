@@ -157,7 +157,6 @@ std::vector<lowering_params> rules_coder::seed_params() {
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
   out.push_back(p);
-  p.elements_per_thread = 1;
   p.grid_cap = lowering_params{}.grid_cap;
   p.row_cache = "registers";
   p.row_mapping = "warp";
