@@ -1,0 +1,46 @@
+#define KS_EXP expf
+#define KS_DIV(a, b) ((a) / (b))
+// Written by KernelSkill's rules coder from the reference's TorchScript graph.
+#define KS_INF __int_as_float(0x7f800000)
+
+__device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float s2) {
+  const float M = fmaxf(m, m2);
+  if (M == -KS_INF) return;  // both empty: exp(-inf - -inf) would be NaN
+  s = s * KS_EXP(m - M) + s2 * KS_EXP(m2 - M);
+  m = M;
+}
+
+// lse over the last dims; a warp per row.
+extern "C" __global__ void __launch_bounds__(256)
+ks0_lse(long long n0, long long n1, const float* __restrict__ in0, float* __restrict__ out3) {
+  const int lane = threadIdx.x & 31;
+  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= n0) return;  // the whole warp leaves together
+  const long long base = row * n1;
+  float m = -KS_INF;
+  float s = 0.0f;
+  const long long c4n = (n1 & 3) == 0 ? n1 / 4 : 0;
+  for (long long c4 = lane; c4 < c4n; c4 += 32) {
+    const float4 q = reinterpret_cast<const float4*>(in0 + base)[c4];
+    { const float v = q.x; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = q.y; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = q.z; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = q.w; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+  }
+  for (long long c = c4n * 4 + lane; c < n1; c += 32) {
+    const float v = in0[base + c];
+    if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_m = __shfl_xor_sync(0xffffffffu, m, o);
+    const float o_s = __shfl_xor_sync(0xffffffffu, s, o);
+    ks_ms_merge(m, s, o_m, o_s);
+  }
+  const float red = (m == -KS_INF ? -KS_INF : m + logf(s));
+  for (long long c = lane; c < n1; c += 32) {
+    const long long i = base + c;
+    const float xp1 = in0[i];
+    const float ep2 = xp1 - red;
+    out3[i] = ep2;
+  }
+}

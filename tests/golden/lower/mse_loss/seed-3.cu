@@ -1,0 +1,71 @@
+#define KS_EXP expf
+#define KS_DIV(a, b) ((a) / (b))
+// Written by KernelSkill's rules coder from the reference's TorchScript graph.
+#define KS_INF __int_as_float(0x7f800000)
+
+__device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float s2) {
+  const float M = fmaxf(m, m2);
+  if (M == -KS_INF) return;  // both empty: exp(-inf - -inf) would be NaN
+  s = s * KS_EXP(m - M) + s2 * KS_EXP(m2 - M);
+  m = M;
+}
+
+// mean of a whole tensor, first pass: each block reduces a grid-strided slice (with the feeding chain fused into its loads).
+extern "C" __global__ void __launch_bounds__(1024)
+ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out4) {
+  float a = 0.0f;
+  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n1; c += (long long)gridDim.x * blockDim.x) {
+    float v;
+    {
+    const long long i = c;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = e2 * e2;
+    v = e3;
+    }
+    a += v;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_a = __shfl_xor_sync(0xffffffffu, a, o);
+    a += o_a;
+  }
+  {
+    __shared__ float sh_a[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { sh_a[warp] = a; }
+    __syncthreads();
+    a = lane < (int)(blockDim.x >> 5) ? sh_a[lane] : 0.0f;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_a = __shfl_xor_sync(0xffffffffu, a, o);
+    a += o_a;
+  }
+  if (threadIdx.x == 0) { out4[0 * gridDim.x + blockIdx.x] = a; }
+}
+
+// mean of a whole tensor, second pass: one block combines the partial states.
+extern "C" __global__ void __launch_bounds__(1024)
+ks1_mean_final(const float* __restrict__ in0, long long n1, long long n2, float* __restrict__ out3) {
+  float a = 0.0f;
+  for (long long b = threadIdx.x; b < n1; b += blockDim.x) {
+    const float p_a = in0[0 * n1 + b];
+    a += p_a;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_a = __shfl_xor_sync(0xffffffffu, a, o);
+    a += o_a;
+  }
+  {
+    __shared__ float sh_a[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { sh_a[warp] = a; }
+    __syncthreads();
+    a = lane < (int)(blockDim.x >> 5) ? sh_a[lane] : 0.0f;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_a = __shfl_xor_sync(0xffffffffu, a, o);
+    a += o_a;
+  }
+  if (threadIdx.x == 0) out3[0] = a / (float)n2;
+}
