@@ -10,7 +10,7 @@
 #include "coder/llm_coder.hpp"
 #include "features/feature_extractor.hpp"
 #include "gpu/nvrtc_compiler.hpp"
-#include "memory/decision_policy.hpp"
+#include "policy/decision_policy.hpp"
 #include "memory/store.hpp"
 #include "plan/plan_validator.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // The agents of the optimisation loop, each a typed actor answering one kind of
-// request (actors/protocol.hpp). Their work blocks — a model call, an NVRTC compile,
+// request (protocol/protocol.hpp). Their work blocks — a model call, an NVRTC compile,
 // a subprocess — so spawn them with caf::detached. They hold no state between
 // requests: a crashed agent is replaced by a fresh one and the request re-sent
 // (actors/task_coordinator.hpp).
@@ -16,10 +16,10 @@
 
 #include <caf/error.hpp>
 
-#include "actors/protocol.hpp"
-#include "actors/review_meter.hpp"
+#include "protocol/protocol.hpp"
+#include "fleet/review_meter.hpp"
 #include "coder/coder.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 
 namespace ks {
 
@@ -57,7 +57,7 @@ struct feature_agent_options {
 feature_extractor_actor::behavior_type feature_agent(feature_extractor_actor::pointer self,
                                                      feature_agent_options options);
 
-// Planner: the decision policy (memory/decision_policy.hpp) over the candidate's
+// Planner: the decision policy (policy/decision_policy.hpp) over the candidate's
 // evidence, the task's trajectory and the experience in the store.
 struct planner_options {
   std::shared_ptr<const skill_library> library;  // required

@@ -12,9 +12,9 @@
 #include "actors/agents.hpp"
 #include "coder/llm_coder.hpp"
 #include "llm/usage_ledger.hpp"
-#include "memory/content_hash.hpp"
-#include "memory/decision_policy.hpp"
-#include "memory/json_codec.hpp"
+#include "model/candidate_id.hpp"
+#include "policy/decision_policy.hpp"
+#include "model/json_codec.hpp"
 #include "memory/store.hpp"
 
 namespace ks {

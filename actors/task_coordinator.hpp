@@ -28,9 +28,9 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/protocol.hpp"
+#include "protocol/protocol.hpp"
 #include "coder/coder.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 
 namespace ks {
 

@@ -23,7 +23,7 @@
 
 #include "cli/commands.hpp"
 #include "daemon/api_client.hpp"
-#include "memory/json_codec.hpp"
+#include "model/json_codec.hpp"
 #include "plan/launch_plan_yaml.hpp"
 
 namespace ks::cli {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "actors/worker_process.hpp"
+#include "fleet/worker_process.hpp"
 #include "cli/commands.hpp"
 #include "coder/rules_coder.hpp"
 #include "plan/launch_plan_yaml.hpp"

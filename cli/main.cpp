@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "actors/protocol.hpp"
+#include "protocol/protocol.hpp"
 #include "cli/commands.hpp"
 
 int main(int argc, char** argv) {

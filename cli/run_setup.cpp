@@ -8,7 +8,7 @@
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/gpu_pool.hpp"
+#include "fleet/gpu_pool.hpp"
 #include "base/logging.hpp"
 #include "coder/llm_coder.hpp"
 #include "coder/rules_coder.hpp"

@@ -8,13 +8,13 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "actors/gpu_nodes.hpp"
-#include "actors/protocol.hpp"
+#include "fleet/gpu_nodes.hpp"
+#include "protocol/protocol.hpp"
 #include "base/result.hpp"
 #include "cli/commands.hpp"
 #include "coder/coder.hpp"
 #include "config/experiment_config.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 
 namespace ks {
 class llm_coder;

@@ -13,8 +13,8 @@
 
 #include "actors/agents.hpp"
 #include "actors/experiment_runner.hpp"
-#include "actors/gpu_pool.hpp"
-#include "actors/review_meter.hpp"
+#include "fleet/gpu_pool.hpp"
+#include "fleet/review_meter.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 #include "daemon/dashboard.hpp"

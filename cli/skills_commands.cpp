@@ -9,8 +9,8 @@
 
 #include "base/suggest.hpp"
 #include "cli/commands.hpp"
-#include "memory/decision_policy.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/decision_policy.hpp"
+#include "policy/skill_library.hpp"
 #include "memory/store.hpp"
 
 namespace ks::cli {

@@ -22,7 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
+#include "model/candidate.hpp"
+#include "model/review.hpp"
+#include "model/decision.hpp"
+#include "model/trajectory.hpp"
 #include "base/result.hpp"
 
 namespace ks {

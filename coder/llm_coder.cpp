@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "memory/content_hash.hpp"
+#include "model/candidate_id.hpp"
 
 namespace ks {
 

@@ -11,7 +11,8 @@
 #include "coder/coder.hpp"
 #include "llm/candidate_request.hpp"
 #include "llm/prompts.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
+#include "protocol/requests.hpp"
 
 namespace ks {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/launch_plan.hpp"
 #include "base/result.hpp"
 #include "coder/task_graph.hpp"
 

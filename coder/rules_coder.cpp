@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "base/content_hash.hpp"
-#include "memory/content_hash.hpp"
+#include "model/candidate_id.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {

@@ -30,7 +30,7 @@
 #include "coder/coder.hpp"
 #include "coder/lowering.hpp"
 #include "coder/task_graph.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 
 namespace ks {
 

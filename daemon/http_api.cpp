@@ -11,11 +11,11 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
-#include "actors/review_meter.hpp"
+#include "fleet/review_meter.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
 #include "llm/usage_ledger.hpp"
-#include "memory/json_codec.hpp"
+#include "model/json_codec.hpp"
 #include "memory/store.hpp"
 #include "task/task_loader.hpp"
 

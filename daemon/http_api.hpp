@@ -16,7 +16,8 @@
 #include <string>
 #include <string_view>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
+#include "model/candidate.hpp"
 #include "base/result.hpp"
 
 namespace ks {

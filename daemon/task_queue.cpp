@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "actors/task_coordinator.hpp"
-#include "memory/json_codec.hpp"
+#include "model/json_codec.hpp"
 #include "memory/store.hpp"
 
 namespace ks {

@@ -22,7 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
+#include "model/run.hpp"
 #include "base/result.hpp"
 
 namespace ks {

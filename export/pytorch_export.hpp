@@ -42,7 +42,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
+#include "model/candidate.hpp"
 #include "base/result.hpp"
 #include "plan/plan_validator.hpp"
 

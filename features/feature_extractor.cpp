@@ -12,7 +12,7 @@
 namespace ks {
 
 const std::vector<std::string>& code_feature_names() {
-  // The vocabulary the decision policy reads (memory/evidence_names): one list.
+  // The vocabulary the decision policy reads (policy/evidence_names): one list.
   static const std::vector<std::string> names = evidence_names_of(evidence_kind::feature);
   return names;
 }

@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
-#include "memory/evidence_names.hpp"
+#include "model/launch_plan.hpp"
+#include "model/review.hpp"
+#include "model/decision.hpp"
+#include "policy/evidence_names.hpp"
 #include "plan/plan_validator.hpp"
 
 namespace ks {
@@ -35,7 +37,7 @@ code_features extract_features(const feature_input& input);
 const std::vector<std::string>& code_feature_names();
 
 // structure_classes() (the classes structure_class takes) is declared with the
-// rest of the evidence vocabulary in memory/evidence_names.hpp.
+// rest of the evidence vocabulary in policy/evidence_names.hpp.
 
 // The size assumed for a problem dimension when no resolved plan gives it (GEMM
 // operand reuse is proportional to it; see docs/features.md, reuse_factor).

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/device.hpp"
 #include "base/result.hpp"
 
 namespace ks {

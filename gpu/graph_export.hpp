@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
 #include "base/result.hpp"
 
 namespace ks {

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/review.hpp"
 #include "base/result.hpp"
 
 namespace ks {

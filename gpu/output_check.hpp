@@ -13,7 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "actors/protocol.hpp"
+#include "model/review.hpp"
 
 namespace ks {
 

@@ -22,7 +22,9 @@
 #include <memory>
 #include <string>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
+#include "model/review.hpp"
+#include "model/device.hpp"
 #include "base/result.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "gpu/timing.hpp"

@@ -12,7 +12,7 @@
 #include <functional>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/review.hpp"
 #include "base/result.hpp"
 
 namespace ks {

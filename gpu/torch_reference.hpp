@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
 #include "base/result.hpp"
 
 namespace ks {

@@ -4,7 +4,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/wire_safe.hpp"
+#include "protocol/wire_safe.hpp"
 #include "gpu/cuda_driver.hpp"
 #include "gpu/reviewer.hpp"
 

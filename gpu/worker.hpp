@@ -4,7 +4,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 namespace ks {
 

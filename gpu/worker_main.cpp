@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/protocol.hpp"
+#include "protocol/protocol.hpp"
 #include "base/logging.hpp"
 #include "config/experiment_config.hpp"
 #include "base/content_hash.hpp"

@@ -17,9 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
+#include "model/candidate.hpp"
+#include "model/review.hpp"
+#include "model/decision.hpp"
+#include "model/trajectory.hpp"
 #include "llm/chat.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 
 namespace ks {
 

@@ -16,7 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/launch_plan.hpp"
+#include "model/candidate.hpp"
+#include "model/decision.hpp"
 #include "base/result.hpp"
 #include "llm/chat.hpp"
 

@@ -37,9 +37,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/protocol.hpp"
+#include "model/candidate.hpp"
+#include "model/trajectory.hpp"
 #include "base/result.hpp"
-#include "memory/experience.hpp"
+#include "model/experience.hpp"
 
 namespace ks {
 

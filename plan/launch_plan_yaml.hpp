@@ -1,5 +1,5 @@
 #pragma once
-// Launch plans as YAML: the text form of ks::launch_plan (actors/protocol.hpp) that
+// Launch plans as YAML: the text form of ks::launch_plan (model/launch_plan.hpp) that
 // agents write and people read. The format is documented in docs/launch-plan.md.
 //
 // Parsing checks the form (keys, types, expression syntax, dtype and init names) and
@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/protocol.hpp"
+#include "model/launch_plan.hpp"
 #include "base/result.hpp"
 
 namespace ks {

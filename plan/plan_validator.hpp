@@ -18,7 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
+#include "model/launch_plan.hpp"
 #include "base/result.hpp"
 #include "plan/kernel_signatures.hpp"
 #include "plan/shape_expr.hpp"

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "base/number_format.hpp"
-#include "memory/json_codec.hpp"
+#include "model/json_codec.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "report/trajectory_timeline.hpp"
 

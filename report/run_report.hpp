@@ -20,7 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/protocol.hpp"
+#include "model/trajectory.hpp"
+#include "model/run.hpp"
 #include "base/result.hpp"
 
 namespace ks {

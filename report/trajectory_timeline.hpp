@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
+#include "model/trajectory.hpp"
 
 namespace ks {
 

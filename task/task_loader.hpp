@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "actors/protocol.hpp"
+#include "model/task.hpp"
 #include "base/result.hpp"
 
 namespace ks {

@@ -26,7 +26,7 @@
 #include "gpu/nvrtc_compiler.hpp"
 #include "llm/llm_client.hpp"
 #include "llm_fake_server.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 #include "memory/store.hpp"
 #include "task/task_loader.hpp"
 

@@ -19,7 +19,7 @@
 
 #include "actors/task_coordinator.hpp"
 #include "daemon/task_queue.hpp"
-#include "memory/json_codec.hpp"
+#include "model/json_codec.hpp"
 #include "memory/store.hpp"
 #include "task/task_loader.hpp"
 #include "tests/daemon_process.hpp"

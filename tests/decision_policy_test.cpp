@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "memory/decision_policy.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/decision_policy.hpp"
+#include "policy/skill_library.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;

@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "features/feature_extractor.hpp"
-#include "memory/decision_policy.hpp"
-#include "memory/evidence_names.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/decision_policy.hpp"
+#include "policy/evidence_names.hpp"
+#include "policy/skill_library.hpp"
 
 using namespace ks;
 

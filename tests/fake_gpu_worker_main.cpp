@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "actors/protocol.hpp"
+#include "protocol/protocol.hpp"
 #include "tests/test_worker_main.hpp"
 
 namespace {

@@ -16,7 +16,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/gpu_pool.hpp"
+#include "fleet/gpu_pool.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
 

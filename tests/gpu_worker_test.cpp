@@ -17,8 +17,8 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/gpu_nodes.hpp"
-#include "actors/worker_process.hpp"
+#include "fleet/gpu_nodes.hpp"
+#include "fleet/worker_process.hpp"
 #include "tests/command_output.hpp"
 
 using namespace ks;

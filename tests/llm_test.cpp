@@ -25,7 +25,7 @@
 #include "llm/provider_format.hpp"
 #include "llm/response_parser.hpp"
 #include "llm_fake_server.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 #include "plan/launch_plan_yaml.hpp"
 
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "gpu/profiler.hpp"
-#include "memory/evidence_names.hpp"
+#include "policy/evidence_names.hpp"
 
 using namespace ks;
 

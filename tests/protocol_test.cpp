@@ -11,8 +11,8 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/protocol.hpp"
-#include "actors/wire_safe.hpp"
+#include "protocol/protocol.hpp"
+#include "protocol/wire_safe.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -286,7 +286,7 @@ TEST_CASE("review_status names are stable", "[protocol]") {
 
 TEST_CASE("a review with infinite or NaN numbers crosses the link once made wire-safe",
           "[protocol][network]") {
-  // CAF 0.17 loops forever serializing an infinity (actors/wire_safe.hpp); a verifier
+  // CAF 0.17 loops forever serializing an infinity (protocol/wire_safe.hpp); a verifier
   // that finds a never-written output reports max_abs_error = inf. Without
   // make_wire_safe this round trip fails (seen: the reply never comes).
   review_result r = sample_review_result();

@@ -23,7 +23,7 @@
 #include <string>
 #include <thread>
 
-#include "actors/protocol.hpp"
+#include "model/review.hpp"
 #include "base/content_hash.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "tests/test_worker_main.hpp"

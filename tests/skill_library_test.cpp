@@ -16,9 +16,9 @@
 
 #include <unistd.h>
 
-#include "memory/evidence_names.hpp"
-#include "memory/policy_expr.hpp"
-#include "memory/skill_library.hpp"
+#include "policy/evidence_names.hpp"
+#include "policy/policy_expr.hpp"
+#include "policy/skill_library.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;

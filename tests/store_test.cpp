@@ -26,8 +26,8 @@
 
 #include <rocksdb/db.h>
 
-#include "memory/content_hash.hpp"
-#include "memory/json_codec.hpp"
+#include "model/candidate_id.hpp"
+#include "model/json_codec.hpp"
 #include "memory/store.hpp"
 
 extern char** environ;
@@ -485,7 +485,7 @@ TEST_CASE("dump_json is canonical and survives invalid UTF-8", "[codec]") {
 // =====================================================================================
 // Content hashes
 
-TEST_CASE("sha256_hex (from base/) is reachable through memory/content_hash.hpp", "[hash]") {
+TEST_CASE("sha256_hex (from base/) is reachable through model/candidate_id.hpp", "[hash]") {
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 

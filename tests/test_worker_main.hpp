@@ -2,7 +2,7 @@
 // The main() shared by the test stand-ins for kernelskill-gpu (fake_gpu_worker,
 // ks-scripted-gpu): each supplies only its worker actor's behaviour.
 
-#include "actors/protocol.hpp"
+#include "protocol/protocol.hpp"
 
 namespace ks::test {
 

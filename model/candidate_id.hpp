@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "actors/protocol.hpp"
+#include "model/candidate.hpp"
 #include "base/content_hash.hpp"
 
 namespace ks {

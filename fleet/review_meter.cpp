@@ -1,4 +1,4 @@
-#include "actors/review_meter.hpp"
+#include "fleet/review_meter.hpp"
 
 #include <algorithm>
 

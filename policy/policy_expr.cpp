@@ -1,4 +1,4 @@
-#include "memory/policy_expr.hpp"
+#include "policy/policy_expr.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "memory/json_codec.hpp"
+#include "model/json_codec.hpp"
 
 #include <cmath>
 #include <limits>
@@ -37,6 +37,16 @@ std::string kind_of(const json& j) {
 
 [[noreturn]] void expected(const std::string& what, const json& j) {
   throw json_decode_error("", "expected " + what + ", got " + kind_of(j));
+}
+
+// review_status by its to_string() name, not its number.
+json enc(const review_status& s) { return to_string(s); }
+
+void dec(const json& j, review_status& out) {
+  if (!j.is_string()) expected("a string", j);
+  auto st = parse_review_status(j.get_ref<const std::string&>());
+  if (!st) throw json_decode_error("", st.message());
+  out = *st;
 }
 
 // ---- encoding ------------------------------------------------------------
@@ -150,7 +160,7 @@ void require_object(const json& j) {
 
 // Reads j[name] into out when present; a missing field keeps out's default.
 template <class T>
-void field(const json& j, const char* name, T& out) {
+void read_field(const json& j, const char* name, T& out) {
   auto it = j.find(name);
   if (it == j.end()) return;
   try {
@@ -160,13 +170,43 @@ void field(const json& j, const char* name, T& out) {
   }
 }
 
-void status_field(const json& j, const char* name, review_status& out) {
-  std::string s;
-  field(j, name, s);
-  if (!j.contains(name)) return;
-  auto st = parse_review_status(s);
-  if (!st) throw json_decode_error(name, st.message());
-  out = *st;
+// Every field of a field list, under its name; bytes as base64.
+template <class T>
+void encode_fields(json& j, const T& x) {
+  j = json::object();
+  visit_fields(const_cast<T&>(x), [&j](const char*, auto... fields) {
+    auto one = [&j](auto& f) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(f.value)>, std::string>) {
+        if (f.encoding == field_encoding::base64) {
+          j[f.name] = base64_encode(f.value);
+          return;
+        }
+      }
+      j[f.name] = enc(f.value);
+    };
+    (one(fields), ...);
+  });
+}
+
+template <class T>
+void decode_fields(const json& j, T& x) {
+  require_object(j);
+  visit_fields(x, [&j](const char*, auto... fields) {
+    auto one = [&j](auto& f) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(f.value)>, std::string>) {
+        if (f.encoding == field_encoding::base64) {
+          std::string b64;
+          read_field(j, f.name, b64);
+          auto bytes = base64_decode(b64);
+          if (!bytes) throw json_decode_error(f.name, bytes.message());
+          f.value = std::move(*bytes);
+          return;
+        }
+      }
+      read_field(j, f.name, f.value);
+    };
+    (one(fields), ...);
+  });
 }
 
 }  // namespace
@@ -186,251 +226,39 @@ result<review_status> parse_review_status(std::string_view name) {
 }
 
 // ---- the structs ------------------------------------------------------------
-// Each pair lists every field once for writing and once for reading; the round-trip
-// tests set every field to a non-default value, so a field missed here fails them.
+// Each struct's fields come from its one field list (model/fields.hpp); the round-trip
+// tests set every field to a non-default value, so a field missing from a list fails
+// them.
 
-#define W(f) j[#f] = enc(x.f)
-#define R(f) field(j, #f, x.f)
+#define KS_JSON_CODEC(T)                                                       \
+  void to_json(json& j, const T& x) { encode_fields(j, x); }                   \
+  void from_json(const json& j, T& x) { decode_fields(j, x); }
 
-void to_json(json& j, const distribution_spec& x) {
-  j = json::object();
-  W(kind); W(mean); W(std); W(low); W(high); W(value);
-}
-void from_json(const json& j, distribution_spec& x) {
-  require_object(j);
-  R(kind); R(mean); R(std); R(low); R(high); R(value);
-}
+KS_JSON_CODEC(distribution_spec)
+KS_JSON_CODEC(tensor_spec)
+KS_JSON_CODEC(tolerance_spec)
+KS_JSON_CODEC(task_spec)
+KS_JSON_CODEC(plan_arg)
+KS_JSON_CODEC(plan_step)
+KS_JSON_CODEC(buffer_spec)
+KS_JSON_CODEC(launch_plan)
+KS_JSON_CODEC(candidate)
+KS_JSON_CODEC(review_options)
+KS_JSON_CODEC(compile_diagnostic)
+KS_JSON_CODEC(kernel_resources)
+KS_JSON_CODEC(timing_stats)
+KS_JSON_CODEC(profile_metrics)
+KS_JSON_CODEC(review_result)
+KS_JSON_CODEC(code_features)
+KS_JSON_CODEC(method_choice)
+KS_JSON_CODEC(method_veto)
+KS_JSON_CODEC(optimization_plan)
+KS_JSON_CODEC(repair_plan)
+KS_JSON_CODEC(trajectory_entry)
+KS_JSON_CODEC(experience_record)
+KS_JSON_CODEC(method_stats)
 
-void to_json(json& j, const tensor_spec& x) {
-  j = json::object();
-  W(name); W(shape); W(dtype); W(init);
-}
-void from_json(const json& j, tensor_spec& x) {
-  require_object(j);
-  R(name); R(shape); R(dtype); R(init);
-}
-
-void to_json(json& j, const tolerance_spec& x) {
-  j = json::object();
-  W(atol); W(rtol);
-}
-void from_json(const json& j, tolerance_spec& x) {
-  require_object(j);
-  R(atol); R(rtol);
-}
-
-void to_json(json& j, const task_spec& x) {
-  j = json::object();
-  W(name); W(description); W(torchscript);
-  j["module_bytes"] = base64_encode(x.module_bytes);
-  W(module_path); W(inputs); W(parameters); W(tolerance); W(seed); W(sizes);
-}
-void from_json(const json& j, task_spec& x) {
-  require_object(j);
-  R(name); R(description); R(torchscript);
-  std::string b64;
-  field(j, "module_bytes", b64);
-  auto bytes = base64_decode(b64);
-  if (!bytes) throw json_decode_error("module_bytes", bytes.message());
-  x.module_bytes = std::move(*bytes);
-  R(module_path); R(inputs); R(parameters); R(tolerance); R(seed); R(sizes);
-}
-
-void to_json(json& j, const plan_arg& x) {
-  j = json::object();
-  W(kind); W(value); W(type);
-}
-void from_json(const json& j, plan_arg& x) {
-  require_object(j);
-  R(kind); R(value); R(type);
-}
-
-void to_json(json& j, const plan_step& x) {
-  j = json::object();
-  W(kind); W(name); W(grid); W(block); W(shared_mem); W(args); W(outputs); W(attrs);
-}
-void from_json(const json& j, plan_step& x) {
-  require_object(j);
-  R(kind); R(name); R(grid); R(block); R(shared_mem); R(args); R(outputs); R(attrs);
-}
-
-void to_json(json& j, const buffer_spec& x) {
-  j = json::object();
-  W(name); W(shape); W(dtype); W(init);
-}
-void from_json(const json& j, buffer_spec& x) {
-  require_object(j);
-  R(name); R(shape); R(dtype); R(init);
-}
-
-void to_json(json& j, const launch_plan& x) {
-  j = json::object();
-  W(constants); W(scratch); W(outputs); W(steps);
-}
-void from_json(const json& j, launch_plan& x) {
-  require_object(j);
-  R(constants); R(scratch); R(outputs); R(steps);
-}
-
-void to_json(json& j, const candidate& x) {
-  j = json::object();
-  W(id); W(task); W(source); W(compile_options); W(plan); W(origin); W(parent_id);
-  W(round); W(recipe);
-}
-void from_json(const json& j, candidate& x) {
-  require_object(j);
-  R(id); R(task); R(source); R(compile_options); R(plan); R(origin); R(parent_id);
-  R(round); R(recipe);
-}
-
-void to_json(json& j, const review_options& x) {
-  j = json::object();
-  W(trials); W(profile); W(time); W(timeout_s); W(suspicious_speedup); W(size);
-}
-void from_json(const json& j, review_options& x) {
-  require_object(j);
-  R(trials); R(profile); R(time); R(timeout_s); R(suspicious_speedup); R(size);
-}
-
-void to_json(json& j, const compile_diagnostic& x) {
-  j = json::object();
-  W(line); W(column); W(severity); W(message);
-}
-void from_json(const json& j, compile_diagnostic& x) {
-  require_object(j);
-  R(line); R(column); R(severity); R(message);
-}
-
-void to_json(json& j, const kernel_resources& x) {
-  j = json::object();
-  W(kernel); W(registers); W(static_shared_bytes); W(local_bytes);
-  W(max_threads_per_block);
-}
-void from_json(const json& j, kernel_resources& x) {
-  require_object(j);
-  R(kernel); R(registers); R(static_shared_bytes); R(local_bytes);
-  R(max_threads_per_block);
-}
-
-void to_json(json& j, const timing_stats& x) {
-  j = json::object();
-  W(median_ms); W(mean_ms); W(min_ms); W(max_ms); W(stddev_ms); W(repetitions);
-}
-void from_json(const json& j, timing_stats& x) {
-  require_object(j);
-  R(median_ms); R(mean_ms); R(min_ms); R(max_ms); R(stddev_ms); R(repetitions);
-}
-
-void to_json(json& j, const profile_metrics& x) {
-  j = json::object();
-  W(values); W(kernel_launches); W(duration_ms);
-}
-void from_json(const json& j, profile_metrics& x) {
-  require_object(j);
-  R(values); R(kernel_launches); R(duration_ms);
-}
-
-void to_json(json& j, const review_result& x) {
-  j = json::object();
-  W(request_id); W(candidate_id);
-  j["status"] = to_string(x.status);
-  W(message); W(diagnostics); W(compile_log); W(trials_run); W(trials_passed);
-  W(max_abs_error); W(max_rel_error); W(candidate_time); W(reference_time); W(speedup);
-  W(profile); W(resources); W(flags); W(device);
-}
-void from_json(const json& j, review_result& x) {
-  require_object(j);
-  R(request_id); R(candidate_id);
-  status_field(j, "status", x.status);
-  R(message); R(diagnostics); R(compile_log); R(trials_run); R(trials_passed);
-  R(max_abs_error); R(max_rel_error); R(candidate_time); R(reference_time); R(speedup);
-  R(profile); R(resources); R(flags); R(device);
-}
-
-void to_json(json& j, const code_features& x) {
-  j = json::object();
-  W(candidate_id); W(structure_class); W(values);
-}
-void from_json(const json& j, code_features& x) {
-  require_object(j);
-  R(candidate_id); R(structure_class); R(values);
-}
-
-void to_json(json& j, const method_choice& x) {
-  j = json::object();
-  W(method); W(score); W(fired_rules); W(evidence);
-}
-void from_json(const json& j, method_choice& x) {
-  require_object(j);
-  R(method); R(score); R(fired_rules); R(evidence);
-}
-
-void to_json(json& j, const method_veto& x) {
-  j = json::object();
-  W(method); W(reason);
-}
-void from_json(const json& j, method_veto& x) {
-  require_object(j);
-  R(method); R(reason);
-}
-
-void to_json(json& j, const optimization_plan& x) {
-  j = json::object();
-  W(candidate_id); W(bottleneck_class); W(ranked); W(vetoed); W(chosen); W(rationale);
-}
-void from_json(const json& j, optimization_plan& x) {
-  require_object(j);
-  R(candidate_id); R(bottleneck_class); R(ranked); R(vetoed); R(chosen); R(rationale);
-}
-
-void to_json(json& j, const repair_plan& x) {
-  j = json::object();
-  W(candidate_id); W(diagnosis); W(actions);
-}
-void from_json(const json& j, repair_plan& x) {
-  require_object(j);
-  R(candidate_id); R(diagnosis); R(actions);
-}
-
-void to_json(json& j, const trajectory_entry& x) {
-  j = json::object();
-  W(task); W(seq); W(unix_ms); W(round); W(kind); W(candidate_id); W(parent_id);
-  W(method);
-  j["status"] = to_string(x.status);
-  W(speedup); W(summary); W(metrics);
-}
-void from_json(const json& j, trajectory_entry& x) {
-  require_object(j);
-  R(task); R(seq); R(unix_ms); R(round); R(kind); R(candidate_id); R(parent_id);
-  R(method);
-  status_field(j, "status", x.status);
-  R(speedup); R(summary); R(metrics);
-}
-
-void to_json(json& j, const experience_record& x) {
-  j = json::object();
-  W(method); W(bottleneck_class); W(structure_class); W(task); W(skill_library_version);
-  W(speedup_before); W(speedup_after); W(correct); W(metric_delta); W(unix_ms);
-}
-void from_json(const json& j, experience_record& x) {
-  require_object(j);
-  R(method); R(bottleneck_class); R(structure_class); R(task); R(skill_library_version);
-  R(speedup_before); R(speedup_after); R(correct); R(metric_delta); R(unix_ms);
-}
-
-void to_json(json& j, const method_stats& x) {
-  j = json::object();
-  W(method); W(bottleneck_class); W(applied); W(correct); W(improved); W(mean_gain);
-  W(best_gain);
-}
-void from_json(const json& j, method_stats& x) {
-  require_object(j);
-  R(method); R(bottleneck_class); R(applied); R(correct); R(improved); R(mean_gain);
-  R(best_gain);
-}
-
-#undef W
-#undef R
+#undef KS_JSON_CODEC
 
 // ---- text -------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-#include "actors/worker_process.hpp"
+#include "fleet/worker_process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

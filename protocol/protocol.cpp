@@ -2,52 +2,11 @@
 // initialising them before reading into them; GCC warns about that inside CAF.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include "actors/protocol.hpp"
-#include "actors/wire_safe.hpp"
-
-#include <cfloat>
-#include <cmath>
+#include "protocol/protocol.hpp"
 
 #include <caf/actor_system_config.hpp>
 
 namespace ks {
-
-const char* to_string(review_status s) {
-  switch (s) {
-    case review_status::ok: return "ok";
-    case review_status::compile_error: return "compile_error";
-    case review_status::plan_error: return "plan_error";
-    case review_status::incorrect: return "incorrect";
-    case review_status::crashed: return "crashed";
-    case review_status::timed_out: return "timed_out";
-    case review_status::internal_error: return "internal_error";
-  }
-  return "unknown";
-}
-
-double wire_safe(double v) {
-  if (std::isnan(v)) return DBL_MAX;
-  if (std::isinf(v)) return v > 0 ? DBL_MAX : -DBL_MAX;
-  return v;
-}
-
-void make_wire_safe(review_result& r) {
-  r.max_abs_error = wire_safe(r.max_abs_error);
-  r.max_rel_error = wire_safe(r.max_rel_error);
-  r.speedup = wire_safe(r.speedup);
-  for (timing_stats* t : {&r.candidate_time, &r.reference_time}) {
-    t->median_ms = wire_safe(t->median_ms);
-    t->mean_ms = wire_safe(t->mean_ms);
-    t->min_ms = wire_safe(t->min_ms);
-    t->max_ms = wire_safe(t->max_ms);
-    t->stddev_ms = wire_safe(t->stddev_ms);
-  }
-  r.profile.duration_ms = wire_safe(r.profile.duration_ms);
-  for (auto it = r.profile.values.begin(); it != r.profile.values.end();) {
-    if (std::isfinite(it->second)) ++it;
-    else it = r.profile.values.erase(it);
-  }
-}
 
 void register_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<distribution_spec>("ks::distribution_spec");

@@ -1,10 +1,11 @@
 #pragma once
-// The JSON form of the protocol structs the memory store keeps (and that reports and
+// The JSON form of the model's structs that the memory store keeps (and that reports and
 // the daemon's API can reuse): nlohmann-style to_json / from_json found by ADL, so
 // `nlohmann::json j = cand;` and `j.get<ks::candidate>()` work.
 //
 // The encoding is meant to be read by people and by other tools:
-// - every field is written, under its C++ name;
+// - every field of the struct's field list (model/fields.hpp) is written, under its
+//   C++ name;
 // - review_status travels as its to_string() name ("compile_error"), not a number;
 // - doubles that JSON cannot hold travel as the strings "NaN", "Infinity" and
 //   "-Infinity" (nlohmann would otherwise write null and lose the value);
@@ -23,9 +24,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/protocol.hpp"
 #include "base/result.hpp"
-#include "memory/experience.hpp"
+#include "model/candidate.hpp"
+#include "model/decision.hpp"
+#include "model/experience.hpp"
+#include "model/launch_plan.hpp"
+#include "model/review.hpp"
+#include "model/task.hpp"
+#include "model/trajectory.hpp"
 
 namespace ks {
 

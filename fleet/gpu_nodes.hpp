@@ -10,8 +10,8 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/protocol.hpp"
-#include "actors/worker_process.hpp"
+#include "protocol/protocol.hpp"
+#include "fleet/worker_process.hpp"
 #include "config/experiment_config.hpp"
 
 namespace ks {

@@ -1,4 +1,4 @@
-#include "actors/gpu_pool.hpp"
+#include "fleet/gpu_pool.hpp"
 
 #include <signal.h>
 

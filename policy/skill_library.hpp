@@ -3,11 +3,11 @@
 // skills/*.yaml (docs/skills.md describes the format).
 //
 // A library holds derived fields and named predicates over the evidence (profile
-// metrics, code features, structure class, task fields: memory/evidence_names.hpp),
+// metrics, code features, structure class, task fields: policy/evidence_names.hpp),
 // bottleneck classes, optimisation methods with their rationale and examples, a
 // decision table (bottleneck class × kernel structure → allowed and forbidden
 // methods), global vetoes and the guardrails that read a task's history. The
-// decision policy (memory/decision_policy.hpp) applies it.
+// decision policy (policy/decision_policy.hpp) applies it.
 //
 // load_skill_library() promises: a library it returns is complete and consistent —
 // every reference resolves, every expression parses and names only known evidence,
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "base/result.hpp"
-#include "memory/policy_expr.hpp"
+#include "policy/policy_expr.hpp"
 
 namespace ks {
 

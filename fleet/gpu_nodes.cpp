@@ -1,4 +1,4 @@
-#include "actors/gpu_nodes.hpp"
+#include "fleet/gpu_nodes.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>

@@ -6,7 +6,7 @@
 // Every double that crosses a process boundary must therefore be finite. A NaN does
 // not hang but arrives as garbage, so it is replaced too.
 
-#include "actors/protocol.hpp"
+#include "model/review.hpp"
 
 namespace ks {
 

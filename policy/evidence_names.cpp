@@ -1,4 +1,4 @@
-#include "memory/evidence_names.hpp"
+#include "policy/evidence_names.hpp"
 
 namespace ks {
 

@@ -17,9 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/protocol.hpp"
-#include "memory/policy_expr.hpp"
-#include "memory/skill_library.hpp"
+#include "model/review.hpp"
+#include "model/decision.hpp"
+#include "model/trajectory.hpp"
+#include "protocol/requests.hpp"
+#include "policy/policy_expr.hpp"
+#include "policy/skill_library.hpp"
 
 namespace ks {
 

@@ -1,4 +1,4 @@
-#include "memory/decision_policy.hpp"
+#include "policy/decision_policy.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <set>
 
 #include "base/number_format.hpp"
-#include "memory/evidence_names.hpp"
+#include "policy/evidence_names.hpp"
 
 namespace ks {
 

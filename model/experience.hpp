@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "model/fields.hpp"
+
 namespace ks {
 
 // One application of a method to a kernel.
@@ -26,6 +28,13 @@ struct experience_record {
   int64_t unix_ms = 0;
   friend bool operator==(const experience_record&, const experience_record&) = default;
 };
+template <class F>
+auto visit_fields(experience_record& x, F&& f) {
+  return f("experience_record", KS_FIELD(method), KS_FIELD(bottleneck_class),
+           KS_FIELD(structure_class), KS_FIELD(task), KS_FIELD(skill_library_version),
+           KS_FIELD(speedup_before), KS_FIELD(speedup_after), KS_FIELD(correct),
+           KS_FIELD(metric_delta), KS_FIELD(unix_ms));
+}
 
 // What one method achieved for one bottleneck class.
 struct method_stats {
@@ -41,6 +50,11 @@ struct method_stats {
   double best_gain = 0;   // the largest such ratio; 0 when there is none
   friend bool operator==(const method_stats&, const method_stats&) = default;
 };
+template <class F>
+auto visit_fields(method_stats& x, F&& f) {
+  return f("method_stats", KS_FIELD(method), KS_FIELD(bottleneck_class), KS_FIELD(applied),
+           KS_FIELD(correct), KS_FIELD(improved), KS_FIELD(mean_gain), KS_FIELD(best_gain));
+}
 
 // Groups `records` by (method, bottleneck_class), keeping only `bottleneck` when it
 // is not empty. Sorted by method, then bottleneck class.

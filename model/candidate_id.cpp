@@ -1,6 +1,6 @@
-#include "memory/content_hash.hpp"
+#include "model/candidate_id.hpp"
 
-#include "memory/json_codec.hpp"
+#include "model/json_codec.hpp"
 
 namespace ks {
 

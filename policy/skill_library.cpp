@@ -1,4 +1,4 @@
-#include "memory/skill_library.hpp"
+#include "policy/skill_library.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -13,7 +13,7 @@
 #include "base/content_hash.hpp"
 #include "base/suggest.hpp"
 #include "config/yaml_reader.hpp"
-#include "memory/evidence_names.hpp"
+#include "policy/evidence_names.hpp"
 
 namespace ks {
 

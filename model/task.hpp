@@ -1,0 +1,86 @@
+#pragma once
+// Tasks: a reference program and how to make its inputs. Plain structs, each with its
+// field list (model/fields.hpp). Loaded from YAML by task/task_loader.hpp; the format
+// is docs/task-format.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/fields.hpp"
+
+namespace ks {
+
+// How the values of an input or a parameter are drawn. Kinds:
+//   normal(mean, std), uniform(low, high), randint(low, high) — integers in [low, high),
+//   constant(value), zeros, ones, arange (0, 1, 2, … reshaped), and for parameters
+//   kaiming_uniform: uniform(±1/sqrt(fan_in)) as torch.nn.Linear/Conv initialise.
+struct distribution_spec {
+  std::string kind = "normal";
+  double mean = 0.0;
+  double std = 1.0;
+  double low = 0.0;
+  double high = 1.0;
+  double value = 0.0;
+  friend bool operator==(const distribution_spec&, const distribution_spec&) = default;
+};
+template <class F>
+auto visit_fields(distribution_spec& x, F&& f) {
+  return f("distribution_spec", KS_FIELD(kind), KS_FIELD(mean), KS_FIELD(std),
+           KS_FIELD(low), KS_FIELD(high), KS_FIELD(value));
+}
+
+// One tensor of the reference's signature (an input, or a parameter that is passed
+// after the inputs). dtype is a torch name: float32, float16, bfloat16, float64,
+// int32, int64, bool.
+struct tensor_spec {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype = "float32";
+  distribution_spec init;
+  friend bool operator==(const tensor_spec&, const tensor_spec&) = default;
+};
+template <class F>
+auto visit_fields(tensor_spec& x, F&& f) {
+  return f("tensor_spec", KS_FIELD(name), KS_FIELD(shape), KS_FIELD(dtype),
+           KS_FIELD(init));
+}
+
+// Per-dtype comparison: |out - ref| <= atol + rtol * |ref| element-wise.
+struct tolerance_spec {
+  double atol = 1e-4;
+  double rtol = 1e-4;
+  friend bool operator==(const tolerance_spec&, const tolerance_spec&) = default;
+};
+template <class F>
+auto visit_fields(tolerance_spec& x, F&& f) {
+  return f("tolerance_spec", KS_FIELD(atol), KS_FIELD(rtol));
+}
+
+// A task: what to make faster. The reference is TorchScript source defining
+// `forward(inputs..., parameters...)`, or the bytes of a TorchScript module saved with
+// torch.jit.save (whose forward takes the inputs only). Loaded from YAML by
+// task/task_loader.hpp; see docs/task-format.md.
+struct task_spec {
+  std::string name;
+  std::string description;
+  std::string torchscript;            // inline source, or empty
+  std::string module_bytes;           // a saved .pt module, or empty
+  std::string module_path;            // where module_bytes came from (for messages)
+  std::vector<tensor_spec> inputs;
+  std::vector<tensor_spec> parameters;
+  tolerance_spec tolerance;
+  uint64_t seed = 0;                  // base seed; trial k uses a seed derived from it
+  // Named alternative shapes ("cpu", "small", …): size name → tensor name → shape.
+  std::map<std::string, std::map<std::string, std::vector<int64_t>>> sizes;
+  friend bool operator==(const task_spec&, const task_spec&) = default;
+};
+template <class F>
+auto visit_fields(task_spec& x, F&& f) {
+  return f("task_spec", KS_FIELD(name), KS_FIELD(description), KS_FIELD(torchscript),
+           KS_BYTES_FIELD(module_bytes), KS_FIELD(module_path), KS_FIELD(inputs),
+           KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes));
+}
+
+}  // namespace ks

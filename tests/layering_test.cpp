@@ -1,0 +1,198 @@
+// The layers of the source tree (docs/architecture.md): every #include "folder/…"
+// points to a folder on the same layer or below, and no two folders include each other,
+// directly or through others. A new top-level folder must be placed in the table first.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Lower numbers are lower layers. Keep in step with docs/architecture.md.
+const std::map<std::string, int>& layer_table() {
+  static const std::map<std::string, int> layers = {
+      {"base", 0},
+      {"model", 1},
+      {"protocol", 2},
+      {"config", 3}, {"task", 3}, {"plan", 3},
+      {"memory", 4}, {"policy", 4},
+      {"features", 5}, {"gpu", 5}, {"fleet", 5}, {"coder", 5}, {"llm", 5},
+      {"report", 5}, {"export", 5},
+      {"actors", 6},
+      {"daemon", 7}, {"cli", 7},
+      {"bench", 8}, {"tests", 8},
+  };
+  return layers;
+}
+
+// Folders that hold no C++ (or none that is built as a library).
+const std::set<std::string> not_code = {"build", "cmake", "docs", "examples", "scripts",
+                                        "skills"};
+
+struct include_edge {
+  std::string file;  // relative to the source root
+  int line = 0;
+  std::string target;  // the included path
+};
+
+// folder → folder it includes → the includes that make that edge.
+using include_graph = std::map<std::string, std::map<std::string, std::vector<include_edge>>>;
+
+bool is_source(const fs::path& p) {
+  auto e = p.extension().string();
+  return e == ".cpp" || e == ".hpp" || e == ".h" || e == ".cu" || e == ".cuh";
+}
+
+include_graph read_includes(const fs::path& root, std::vector<std::string>& unplaced) {
+  include_graph g;
+  static const std::regex include_re(R"(^\s*#\s*include\s*\"([A-Za-z0-9_]+)/[^\"]+\")");
+  for (const auto& top : fs::directory_iterator(root)) {
+    if (!top.is_directory()) continue;
+    std::string folder = top.path().filename().string();
+    if (folder.empty() || folder[0] == '.' || not_code.count(folder) ||
+        folder.rfind("build", 0) == 0) {
+      continue;
+    }
+    bool has_source = false;
+    for (const auto& e : fs::recursive_directory_iterator(top.path())) {
+      if (!e.is_regular_file() || !is_source(e.path())) continue;
+      has_source = true;
+      std::ifstream in(e.path());
+      std::string line;
+      int n = 0;
+      while (std::getline(in, line)) {
+        ++n;
+        std::smatch m;
+        if (!std::regex_search(line, m, include_re)) continue;
+        std::string target_folder = m[1].str();
+        if (target_folder == folder) continue;
+        if (!fs::is_directory(root / target_folder)) continue;  // <caf/…> style paths
+        std::string rel = fs::relative(e.path(), root).string();
+        auto first = line.find('"');
+        auto last = line.rfind('"');
+        g[folder][target_folder].push_back({rel, n, line.substr(first + 1, last - first - 1)});
+      }
+    }
+    if (has_source && !layer_table().count(folder)) unplaced.push_back(folder);
+  }
+  return g;
+}
+
+std::string describe(const std::vector<include_edge>& edges) {
+  std::string s;
+  for (size_t i = 0; i < edges.size() && i < 3; ++i) {
+    s += "\n    " + edges[i].file + ":" + std::to_string(edges[i].line) + " includes " +
+         edges[i].target;
+  }
+  if (edges.size() > 3) s += "\n    … and " + std::to_string(edges.size() - 3) + " more";
+  return s;
+}
+
+// A cycle through `start`, as a list of folders, or empty.
+std::vector<std::string> cycle_from(const include_graph& g, const std::string& start) {
+  std::vector<std::string> path{start};
+  std::set<std::string> seen;
+  std::function<bool(const std::string&)> walk = [&](const std::string& at) -> bool {
+    auto it = g.find(at);
+    if (it == g.end()) return false;
+    for (const auto& [next, _] : it->second) {
+      if (next == start) {
+        path.push_back(next);
+        return true;
+      }
+      if (!seen.insert(next).second) continue;
+      path.push_back(next);
+      if (walk(next)) return true;
+      path.pop_back();
+    }
+    return false;
+  };
+  return walk(start) ? path : std::vector<std::string>{};
+}
+
+}  // namespace
+
+TEST_CASE("every folder with C++ sources has a layer") {
+  std::vector<std::string> unplaced;
+  read_includes(KS_SOURCE_DIR, unplaced);
+  INFO("place these folders in tests/layering_test.cpp and docs/architecture.md");
+  for (const auto& f : unplaced) INFO(f);
+  CHECK(unplaced.empty());
+}
+
+TEST_CASE("includes point to the same layer or below") {
+  std::vector<std::string> unplaced;
+  auto g = read_includes(KS_SOURCE_DIR, unplaced);
+  const auto& layers = layer_table();
+  std::vector<std::string> upward;
+  for (const auto& [from, targets] : g) {
+    auto lf = layers.find(from);
+    if (lf == layers.end()) continue;
+    for (const auto& [to, edges] : targets) {
+      auto lt = layers.find(to);
+      if (lt == layers.end()) continue;
+      if (lt->second > lf->second) {
+        upward.push_back(from + " (layer " + std::to_string(lf->second) + ") includes " + to +
+                         " (layer " + std::to_string(lt->second) + "):" + describe(edges));
+      }
+    }
+  }
+  for (const auto& u : upward) UNSCOPED_INFO(u);
+  CHECK(upward.empty());
+}
+
+TEST_CASE("no two folders include each other") {
+  std::vector<std::string> unplaced;
+  auto g = read_includes(KS_SOURCE_DIR, unplaced);
+  std::set<std::string> reported;
+  std::vector<std::string> cycles;
+  for (const auto& [folder, _] : g) {
+    if (folder == "tests" || folder == "bench") continue;
+    auto c = cycle_from(g, folder);
+    if (c.empty()) continue;
+    std::set<std::string> members(c.begin(), c.end());
+    std::string key;
+    for (const auto& m : members) key += m + " ";
+    if (!reported.insert(key).second) continue;
+    std::string text;
+    for (size_t i = 0; i < c.size(); ++i) text += (i ? " -> " : "") + c[i];
+    for (size_t i = 0; i + 1 < c.size(); ++i) text += describe(g[c[i]][c[i + 1]]);
+    cycles.push_back(text);
+  }
+  for (const auto& c : cycles) UNSCOPED_INFO(c);
+  CHECK(cycles.empty());
+}
+
+TEST_CASE("the layering check finds an upward include and a cycle") {
+  // A tree of its own, so that the check itself is shown to fail where it should.
+  fs::path root = fs::temp_directory_path() / ("ks-layering-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "model");
+  fs::create_directories(root / "base");
+  std::ofstream(root / "model" / "a.hpp") << "#include \"base/b.hpp\"\n";
+  std::ofstream(root / "base" / "b.hpp") << "#include \"model/a.hpp\"\n";
+  std::vector<std::string> unplaced;
+  auto g = read_includes(root, unplaced);
+  CHECK(unplaced.empty());
+  REQUIRE(g["base"].count("model") == 1);
+  CHECK(g["base"]["model"].front().file == "base/b.hpp");
+  CHECK(g["base"]["model"].front().line == 1);
+  CHECK(layer_table().at("model") > layer_table().at("base"));  // so base → model is upward
+  CHECK(cycle_from(g, "base") == std::vector<std::string>{"base", "model", "base"});
+  fs::create_directories(root / "newfolder");
+  std::ofstream(root / "newfolder" / "c.cpp") << "int c;\n";
+  unplaced.clear();
+  read_includes(root, unplaced);
+  CHECK(unplaced == std::vector<std::string>{"newfolder"});
+  fs::remove_all(root);
+}
