@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include <unistd.h>
+
+#include "tests/source_shape.hpp"
 
 namespace fs = std::filesystem;
 
@@ -195,4 +198,60 @@ TEST_CASE("the layering check finds an upward include and a cycle") {
   read_includes(root, unplaced);
   CHECK(unplaced == std::vector<std::string>{"newfolder"});
   fs::remove_all(root);
+}
+
+// Big files and long functions hide what code does; the folders where they grew first
+// are held to a size. A file over the limit is split by concern, a function by step.
+TEST_CASE("no file over 1000 lines and no function over 150 in coder, features and export", "[.size]") {
+  const int max_file_lines = 1000;
+  const int max_function_lines = 150;
+  std::vector<std::string> over;
+  for (const char* folder : {"coder", "features", "export"}) {
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(KS_SOURCE_DIR) / folder)) {
+      if (!e.is_regular_file() || !is_source(e.path())) continue;
+      std::ifstream in(e.path());
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::string rel = fs::relative(e.path(), KS_SOURCE_DIR).string();
+      int lines = ks::test::line_count(text);
+      if (lines > max_file_lines) {
+        over.push_back(rel + ": " + std::to_string(lines) + " lines (at most " +
+                       std::to_string(max_file_lines) + ")");
+      }
+      for (const auto& f : ks::test::function_spans(text)) {
+        if (f.lines() > max_function_lines) {
+          over.push_back(rel + ":" + std::to_string(f.first_line) + ": a function of " +
+                         std::to_string(f.lines()) + " lines (at most " +
+                         std::to_string(max_function_lines) + "): " + f.head);
+        }
+      }
+    }
+  }
+  for (const auto& o : over) UNSCOPED_INFO(o);
+  CHECK(over.empty());
+}
+
+TEST_CASE("the source shape reader counts functions, not scopes, literals or comments") {
+  std::string src =
+      "namespace ks {\n"                       // 1
+      "struct s {\n"                           // 2
+      "  int f() const {\n"                    // 3
+      "    auto g = [](int x) { return x; };\n" // 4
+      "    const char* t = \"}{\"; // }\n"      // 5
+      "    return 1;\n"                        // 6
+      "  }\n"                                  // 7
+      "};\n"                                   // 8
+      "/* int h() { */\n"                      // 9
+      "auto r = R\"x(})x\";\n"                   // 10
+      "int h(int a) noexcept -> int {\n"       // 11
+      "  return a;\n"                          // 12
+      "}\n"                                    // 13
+      "}  // namespace ks\n";                  // 14
+  auto spans = ks::test::function_spans(src);
+  REQUIRE(spans.size() == 2);
+  CHECK(spans[0].first_line == 3);
+  CHECK(spans[0].last_line == 7);
+  CHECK(spans[0].head == "int f() const");
+  CHECK(spans[1].first_line == 11);
+  CHECK(spans[1].lines() == 3);
+  CHECK(ks::test::line_count(src) == 14);
 }
