@@ -1,4 +1,5 @@
 #include "config/yaml_reader.hpp"
+#include "base/strings.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -48,15 +49,6 @@ bool parse_bool(const std::string& text, bool& out) {
   if (s == "true" || s == "yes" || s == "on") return out = true, true;
   if (s == "false" || s == "no" || s == "off") return out = false, true;
   return false;
-}
-
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += sep;
-    s += v[i];
-  }
-  return s;
 }
 
 }  // namespace

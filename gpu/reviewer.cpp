@@ -19,6 +19,7 @@
 
 #include "base/content_hash.hpp"
 #include "base/number_format.hpp"
+#include "base/strings.hpp"
 #include "gpu/cuda_driver.hpp"
 #include "gpu/kernel_args.hpp"
 #include "gpu/library_ops.hpp"
@@ -148,12 +149,6 @@ std::string hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string out;
-  for (auto& p : parts) out += (out.empty() ? "" : sep) + p;
-  return out;
 }
 
 std::string shape_of(const at::Tensor& t) { return shape_to_string(t.sizes().vec()); }

@@ -1,5 +1,6 @@
 #include "plan/launch_plan_yaml.hpp"
 
+#include "base/strings.hpp"
 #include "base/suggest.hpp"
 
 #include <algorithm>
@@ -240,15 +241,6 @@ size_t original_column(const std::vector<insertion>& inserts, size_t line, size_
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& options) {
   std::string best = closest(word, options);
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
-}
-
-std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
-  std::string s;
-  for (auto& x : v) {
-    if (!s.empty()) s += sep;
-    s += x;
-  }
-  return s;
 }
 
 const std::vector<std::string> top_keys = {"constants", "outputs", "scratch", "steps"};

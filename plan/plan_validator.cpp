@@ -1,5 +1,6 @@
 #include "plan/plan_validator.hpp"
 
+#include "base/strings.hpp"
 #include "plan/attr_parse.hpp"
 #include "plan/op_schema.hpp"
 
@@ -105,15 +106,6 @@ result<plan_context> make_plan_context(const task_spec& task, std::string_view s
 }
 
 namespace {
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (auto& x : v) {
-    if (!s.empty()) s += ", ";
-    s += x;
-  }
-  return s;
-}
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& options) {
   std::string best = closest(word, options);

@@ -6,17 +6,12 @@
 #include <set>
 
 #include "base/number_format.hpp"
+#include "base/strings.hpp"
 #include "policy/evidence_names.hpp"
 
 namespace ks {
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
 
 std::vector<std::string> to_vector(const std::set<std::string>& s) { return {s.begin(), s.end()}; }
 

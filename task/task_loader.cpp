@@ -1,5 +1,6 @@
 #include "task/task_loader.hpp"
 
+#include "base/strings.hpp"
 #include "base/suggest.hpp"
 
 #include <algorithm>
@@ -66,16 +67,6 @@ std::vector<std::string_view> init_params(std::string_view kind) {
 
 // ---------------------------------------------------------------------------
 // Text helpers.
-
-template <class Range>
-std::string join(const Range& words) {
-  std::string out;
-  for (const auto& w : words) {
-    if (!out.empty()) out += ", ";
-    out += w;
-  }
-  return out;
-}
 
 // " (did you mean "shape"?)" for the closest candidate, else "".
 template <class Range>
