@@ -2,7 +2,7 @@
 // A coder backend: what writes kernels. The generator, optimizer and repairer agents
 // each hold one and call it; everything else in the loop (reviewer, memories,
 // decision policy) is the same whichever backend writes the code
-// (ARCHITECTURE.md, "Agents without an LLM").
+// (docs/architecture.md, "Agents without an LLM").
 //
 // Backends: `rules` (coder/rules_coder.hpp — templates lowered from the reference's
 // graph, no network) and `llm` (coder/llm_coder.hpp — prompts to a model endpoint).
