@@ -14,6 +14,7 @@
 
 #include "memory/store.hpp"
 #include "tests/command_output.hpp"
+#include "tests/gpu_skip.hpp"
 
 namespace {
 
@@ -151,13 +152,10 @@ TEST_CASE("export writes a ModelNew file from a run's output, and refuses what i
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("run stops with a plain message where there is no GPU", "[cli]") {
+TEST_CASE("run stops with a plain message where there is no GPU", "[cli][nogpu]") {
   auto has_gpu = std::system((gpu_bin + " --list-devices >/dev/null 2>&1").c_str()) == 0;
-  if (has_gpu) {
-    // There the example would run a whole experiment: bench/agent_loop.sh does that.
-    WARN("this machine has a GPU: skipped (the example run is bench/agent_loop.sh's job)");
-    return;
-  }
+  // There the example would run a whole experiment: bench/agent_loop.sh does that.
+  if (has_gpu) KS_SKIP("this machine has a GPU (the example run is bench/agent_loop.sh's job)");
   auto out = run("run " + src + "/examples/experiment.yaml");
   {
     CHECK(out.status == 3);

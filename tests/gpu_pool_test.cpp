@@ -19,6 +19,7 @@
 #include "fleet/gpu_pool.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
+#include "tests/gpu_skip.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -322,10 +323,8 @@ TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the 
           "[gpu_pool][gpu]") {
   fixture f;
   auto info = f.describe();
-  if (info.devices.empty()) {
-    WARN("skipped: the worker has no GPU here (" << info.driver_error << "); this test runs on the GPU machine");
-    return;
-  }
+  if (info.devices.empty())
+    KS_SKIP("the worker has no GPU here (" << info.driver_error << "); this test runs on the GPU machine");
   const std::string good = "  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];";
   auto pid_now = [&] { return f.describe().pid; };
 

@@ -20,6 +20,7 @@
 #include "fleet/gpu_nodes.hpp"
 #include "fleet/worker_process.hpp"
 #include "tests/command_output.hpp"
+#include "tests/gpu_skip.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -137,25 +138,41 @@ TEST_CASE("a missing worker binary gives an error naming it", "[gpu_worker]") {
   CHECK(proc.message().find("gpus.worker_binary") != std::string::npos);
 }
 
-TEST_CASE("discover_gpus reports local and unreachable remote nodes", "[gpu_worker][network]") {
-  daemon_config cfg;
-  caf::actor_system sys{cfg};
+namespace {
+gpu_discovery discover_with_unreachable_remote(caf::actor_system& sys) {
   gpu_config gc;
   gc.worker_binary = worker_binary;
   gc.remote.push_back({"127.0.0.1", 1});  // nothing listens on port 1
-  auto found = discover_gpus(sys, gc, 20);
+  return discover_gpus(sys, gc, 20);
+}
+}  // namespace
+
+TEST_CASE("discover_gpus reports an unreachable remote node", "[gpu_worker][network]") {
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto found = discover_with_unreachable_remote(sys);
   bool remote_reported = false;
   for (auto& p : found.problems)
     if (p.find("127.0.0.1:1: cannot connect") != std::string::npos) remote_reported = true;
   CHECK(remote_reported);
-  if (machine_has_gpu()) {
-    REQUIRE(found.device_count() > 0);
-    CHECK(found.nodes.front().name == "local");
-  } else {
-    CHECK(found.device_count() == 0);
-    auto msg = no_gpu_message(found);
-    CHECK(msg.find("kernelskill-gpu --listen") != std::string::npos);
-    CHECK(msg.find("gpus:") != std::string::npos);
-    WARN("no GPU on this machine: the GPU half of this test runs on the GPU machine");
-  }
+}
+
+TEST_CASE("gpu: discover_gpus finds the local GPU", "[gpu_worker][network][gpu]") {
+  if (!machine_has_gpu()) KS_SKIP("no GPU on this machine; this test runs on the GPU machine");
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto found = discover_with_unreachable_remote(sys);
+  REQUIRE(found.device_count() > 0);
+  CHECK(found.nodes.front().name == "local");
+}
+
+TEST_CASE("discover_gpus says how to reach a GPU where there is none", "[gpu_worker][network][nogpu]") {
+  if (machine_has_gpu()) KS_SKIP("this machine has a GPU: the no-GPU message is not exercised here");
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto found = discover_with_unreachable_remote(sys);
+  CHECK(found.device_count() == 0);
+  auto msg = no_gpu_message(found);
+  CHECK(msg.find("kernelskill-gpu --listen") != std::string::npos);
+  CHECK(msg.find("gpus:") != std::string::npos);
 }

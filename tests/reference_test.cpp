@@ -2,6 +2,7 @@
 // values agree with computations written out by hand; inputs are deterministic per
 // trial seed; bad references fail with clear messages; saved modules load.
 #include "tests/catch_torch.hpp"
+#include "tests/gpu_skip.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -515,16 +516,19 @@ seed: 8
   }
 }
 
-TEST_CASE("CUDA runs see the CPU's inputs and agree with the CPU's outputs", "[reference][cuda]") {
-  if (!torch::cuda::is_available()) {
-    WARN("skipped: LibTorch sees no CUDA device here");
-    reference_options o;
-    o.device = "cuda";
-    auto p = reference_program::load(example("gelu"), o);
-    REQUIRE_FALSE(p.ok());
-    CHECK_THAT(p.message(), Catch::Contains("LibTorch sees no CUDA device"));
-    return;
-  }
+TEST_CASE("without CUDA, a reference on the cuda device says LibTorch sees none",
+          "[reference][cuda][nogpu]") {
+  if (torch::cuda::is_available()) KS_SKIP("LibTorch sees a CUDA device here");
+  reference_options o;
+  o.device = "cuda";
+  auto p = reference_program::load(example("gelu"), o);
+  REQUIRE_FALSE(p.ok());
+  CHECK_THAT(p.message(), Catch::Contains("LibTorch sees no CUDA device"));
+}
+
+TEST_CASE("gpu: CUDA runs see the CPU's inputs and agree with the CPU's outputs",
+          "[reference][cuda][gpu]") {
+  if (!torch::cuda::is_available()) KS_SKIP("LibTorch sees no CUDA device here");
   {
     reference_options o;
     o.device = "cuda:" + std::to_string(torch::cuda::device_count());
@@ -561,10 +565,7 @@ TEST_CASE("CUDA runs see the CPU's inputs and agree with the CPU's outputs", "[r
 // Hidden (run it with `reference_test "[full]"` on a GPU machine): every example at
 // its real size, to see that inputs fit and how long the reference takes there.
 TEST_CASE("every example task runs at full size on CUDA", "[.][cuda][full]") {
-  if (!torch::cuda::is_available()) {
-    WARN("skipped: LibTorch sees no CUDA device here");
-    return;
-  }
+  if (!torch::cuda::is_available()) KS_SKIP("LibTorch sees no CUDA device here");
   for (const auto& path : example_tasks()) {
     auto task = example(path.stem().string(), "");
     INFO(task.name);

@@ -3,11 +3,12 @@
 // op table and the output checks on CPU tensors, the report — and, where there is a
 // GPU, whole reviews: the example plans must come out `ok`, and an adversarial suite
 // of broken or cheating candidates must each fail or be flagged. Without a GPU the
-// GPU tests pass with a WARN saying they were skipped.
+// GPU tests ([gpu]) are reported to ctest as skipped (tests/gpu_skip.hpp).
 //
 // A test tagged [crash] (hidden; run it alone: reviewer_test "[crash]") makes a kernel
 // fault, which poisons the process's CUDA context for good.
 #include "tests/catch_torch.hpp"
+#include "tests/gpu_skip.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -589,12 +590,9 @@ TEST_CASE("format_review and review_to_json show what a reader needs", "[reviewe
                                    Contains("compile log:"));
 }
 
-TEST_CASE("reviewer::create says why there is no GPU", "[reviewer]") {
+TEST_CASE("reviewer::create says why there is no GPU", "[reviewer][nogpu]") {
   auto drv = cuda_driver::load();
-  if (drv.ok()) {
-    WARN("this machine has a CUDA driver: the no-GPU branch is not exercised here");
-    return;
-  }
+  if (drv.ok()) KS_SKIP("this machine has a CUDA driver: the no-GPU branch is not exercised here");
   auto r = reviewer::create();
   REQUIRE_FALSE(r.ok());
   CHECK(r.message() == drv.message());
@@ -638,12 +636,9 @@ reviewer* gpu_reviewer() {
   return rev.get();
 }
 
-#define REQUIRE_GPU(rev)                                                                      \
-  reviewer* rev = gpu_reviewer();                                                             \
-  if (!rev) {                                                                                 \
-    WARN("skipped: no GPU here (" << skip_reason() << "); these tests run on the GPU machine"); \
-    return;                                                                                   \
-  }
+#define REQUIRE_GPU(rev)                                                              \
+  reviewer* rev = gpu_reviewer();                                                     \
+  if (!rev) KS_SKIP("no GPU here (" << skip_reason() << "); these tests run on the GPU machine")
 
 review_result review_of(reviewer& rev, const task_spec& task, const std::string& source, const std::string& plan_yaml,
                         review_options opts = {}) {
