@@ -9,6 +9,7 @@
 
 #include "base/suggest.hpp"
 #include "cli/commands.hpp"
+#include "model/json_codec.hpp"
 #include "policy/decision_policy.hpp"
 #include "policy/skill_library.hpp"
 #include "memory/store.hpp"
@@ -29,6 +30,20 @@ void print_list(const char* title, const std::vector<std::string>& items) {
   for (auto& i : items) std::printf("  - %s\n", i.c_str());
 }
 
+// A name → number object; numbers JSON cannot hold come as "NaN" / "Infinity" /
+// "-Infinity" (model/json_codec.hpp).
+std::map<std::string, double> number_map(const nlohmann::json& j) {
+  if (!j.is_object()) throw json_decode_error("", std::string("expected an object, got ") + j.type_name());
+  std::map<std::string, double> out;
+  for (auto& [name, v] : j.items()) {
+    try {
+      out[name] = double_from_json(v);
+    } catch (const json_decode_error& e) {
+      throw e.within(name);
+    }
+  }
+  return out;
+}
 
 // Reads the evidence file of `skills explain`: the shape of a decision case's
 // example ({structure_class, metrics, features, task: {atol, rtol, dtype}, round}).
@@ -50,15 +65,17 @@ result<policy_input> read_evidence(const std::string& path) {
                        "' (expected structure_class, metrics, features, task, round)"};
     try {
       if (k == "structure_class") p.features.structure_class = v.get<std::string>();
-      if (k == "metrics") p.profile.values = v.get<std::map<std::string, double>>();
-      if (k == "features") p.features.values = v.get<std::map<std::string, double>>();
+      if (k == "metrics") p.profile.values = number_map(v);
+      if (k == "features") p.features.values = number_map(v);
       if (k == "round") p.round = v.get<uint32_t>();
       if (k == "task") {
-        if (v.contains("atol")) p.atol = v.at("atol").get<double>();
-        if (v.contains("rtol")) p.rtol = v.at("rtol").get<double>();
+        if (v.contains("atol")) p.atol = double_from_json(v.at("atol"));
+        if (v.contains("rtol")) p.rtol = double_from_json(v.at("rtol"));
         if (v.contains("dtype")) p.dtype = v.at("dtype").get<std::string>();
       }
     } catch (const nlohmann::json::exception& e) {
+      return ks::error{path + ": " + k + ": " + e.what()};
+    } catch (const json_decode_error& e) {
       return ks::error{path + ": " + k + ": " + e.what()};
     }
   }

@@ -1,6 +1,10 @@
 #include "coder/task_graph.hpp"
 
+#include <stdexcept>
+
 #include <nlohmann/json.hpp>
+
+#include "model/json_codec.hpp"
 
 namespace ks {
 
@@ -44,11 +48,20 @@ result<task_graph> parse_task_graph(std::string_view text) {
       if (v.contains("dtype")) gv.dtype = v["dtype"].get<std::string>();
       if (v.contains("value")) {
         auto& val = v["value"];
-        if (val.is_string()) gv.text = val.get<std::string>();
+        // Floats that JSON has no number for (±inf, NaN) come as "Infinity", "-Infinity"
+        // and "NaN" (model/json_codec.hpp); other strings are text.
+        auto number = [&](const nlohmann::json& e) {
+          if (e.is_boolean()) return e.get<bool>() ? 1.0 : 0.0;
+          try {
+            return double_from_json(e);
+          } catch (const json_decode_error& bad) {
+            throw std::runtime_error("values." + id + ".value: " + bad.problem());
+          }
+        };
+        if (val.is_string() && gv.type != "float") gv.text = val.get<std::string>();
         else if (val.is_array())
-          for (auto& e : val) gv.numbers.push_back(e.is_boolean() ? (e.get<bool>() ? 1.0 : 0.0) : e.get<double>());
-        else if (val.is_boolean()) gv.numbers.push_back(val.get<bool>() ? 1.0 : 0.0);
-        else gv.numbers.push_back(val.get<double>());
+          for (auto& e : val) gv.numbers.push_back(number(e));
+        else gv.numbers.push_back(number(val));
       }
       g.values[id] = std::move(gv);
     }

@@ -1,5 +1,7 @@
 #include "daemon/api_client.hpp"
 
+#include <limits>
+
 #include <cctype>
 #include <cstdlib>
 #include <type_traits>
@@ -39,6 +41,14 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return buf;
 }
 
+// The daemon writes doubles JSON has no number for as these strings (model/json_codec.hpp;
+// this client library links no model code, so it reads them itself).
+bool non_finite_text(const json& j) {
+  if (!j.is_string()) return false;
+  const std::string& t = j.get_ref<const std::string&>();
+  return t == "NaN" || t == "Infinity" || t == "-Infinity";
+}
+
 // Reads j[key] into out when present and not null; a value of another type is an error
 // naming the key.
 template <class T>
@@ -48,13 +58,21 @@ bool read_field(const json& j, const char* key, T& out, std::string& err) {
   bool type_ok;
   if constexpr (std::is_same_v<T, std::string>) type_ok = it->is_string();
   else if constexpr (std::is_same_v<T, bool>) type_ok = it->is_boolean();
-  else if constexpr (std::is_floating_point_v<T>) type_ok = it->is_number();
+  else if constexpr (std::is_floating_point_v<T>) type_ok = it->is_number() || non_finite_text(*it);
   else if constexpr (std::is_unsigned_v<T>) type_ok = it->is_number_unsigned() ||
                                                       (it->is_number_integer() && it->get<int64_t>() >= 0);
   else type_ok = it->is_number_integer();
   if (!type_ok) {
     err = std::string("field \"") + key + "\": unexpected " + it->type_name() + " " + it->dump();
     return false;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (it->is_string()) {
+      const std::string& t = it->get_ref<const std::string&>();
+      out = t == "NaN" ? std::numeric_limits<T>::quiet_NaN()
+                       : (t == "Infinity" ? 1 : -1) * std::numeric_limits<T>::infinity();
+      return true;
+    }
   }
   out = it->get<T>();
   return true;

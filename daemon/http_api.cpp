@@ -405,7 +405,7 @@ struct http_api::impl {
                            {"rounds", oj.value("rounds", 0)}, {"reviews", oj.value("reviews", 0)},
                            {"input_tokens", oj.value("input_tokens", 0)},
                            {"output_tokens", oj.value("output_tokens", 0)},
-                           {"wall_s", oj.value("wall_s", 0.0)}};
+                           {"wall_s", oj.contains("wall_s") ? oj["wall_s"] : json(0.0)}};
         if (oj.value("success", false)) {
           body["kernel"] = oj["best"];
           body["review"] = oj["best_review"];

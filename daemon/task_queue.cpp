@@ -41,14 +41,14 @@ result<queued_task> from_record(const json& j) {
     t.round = j.value("round", 0u);
     t.rounds_budget = j.value("rounds_budget", 0u);
     t.reviews = j.value("reviews", 0u);
-    t.best_speedup = j.value("best_speedup", 0.0);
+    t.best_speedup = j.contains("best_speedup") ? double_from_json(j["best_speedup"]) : 0.0;
     t.best_candidate = j.value("best_candidate", "");
     t.detail = j.value("detail", "");
     t.reason = j.value("reason", "");
     t.cancel_requested = j.value("cancel_requested", false);
     t.resumed = j.value("resumed", 0u);
     for (const auto& h : j.value("history", json::array()))
-      t.history.push_back(round_point{h.at("round").get<uint32_t>(), h.at("best_speedup").get<double>(),
+      t.history.push_back(round_point{h.at("round").get<uint32_t>(), double_from_json(h.at("best_speedup")),
                                       h.at("reviews").get<uint32_t>(), h.at("unix_ms").get<int64_t>()});
     return t;
   } catch (const std::exception& e) {
@@ -88,7 +88,7 @@ json to_json(const queued_task& t, bool with_history) {
          {"round", t.round},
          {"rounds_budget", t.rounds_budget},
          {"reviews", t.reviews},
-         {"best_speedup", t.best_speedup},
+         {"best_speedup", double_to_json(t.best_speedup)},
          {"best_candidate", t.best_candidate},
          {"detail", t.detail},
          {"reason", t.reason},
@@ -97,7 +97,7 @@ json to_json(const queued_task& t, bool with_history) {
   if (with_history) {
     json h = json::array();
     for (const auto& p : t.history)
-      h.push_back({{"round", p.round}, {"best_speedup", p.best_speedup}, {"reviews", p.reviews},
+      h.push_back({{"round", p.round}, {"best_speedup", double_to_json(p.best_speedup)}, {"reviews", p.reviews},
                    {"unix_ms", p.unix_ms}});
     j["history"] = std::move(h);
   }
@@ -126,8 +126,8 @@ json outcome_json(const task_outcome& o) {
               {"best", o.best},                  {"best_review", o.best_review},
               {"rounds", o.rounds},              {"reviews", o.reviews},
               {"agent_restarts", o.agent_restarts}, {"input_tokens", o.input_tokens},
-              {"output_tokens", o.output_tokens}, {"cost_usd", o.cost_usd},
-              {"wall_s", o.wall_s}};
+              {"output_tokens", o.output_tokens}, {"cost_usd", double_to_json(o.cost_usd)},
+              {"wall_s", double_to_json(o.wall_s)}};
 }
 
 result<std::unique_ptr<task_queue>> task_queue::open(std::shared_ptr<store> db) {

@@ -14,6 +14,7 @@
 #include <torch/script.h>
 
 #include "gpu/torch_reference_tensors.hpp"
+#include "model/json_codec.hpp"
 
 namespace ks {
 
@@ -34,7 +35,7 @@ nlohmann::json describe(const c10::IValue& v) {
     j["value"] = v.toInt();
   } else if (v.isDouble()) {
     j["type"] = "float";
-    j["value"] = v.toDouble();
+    j["value"] = double_to_json(v.toDouble());
   } else if (v.isString()) {
     j["type"] = "str";
     j["value"] = v.toStringRef();
@@ -45,7 +46,9 @@ nlohmann::json describe(const c10::IValue& v) {
     j["value"] = v.toIntVector();
   } else if (v.isDoubleList()) {
     j["type"] = "float[]";
-    j["value"] = v.toDoubleVector();
+    nlohmann::json values = nlohmann::json::array();
+    for (double x : v.toDoubleVector()) values.push_back(double_to_json(x));
+    j["value"] = values;
   } else if (v.isBoolList()) {
     j["type"] = "bool[]";
     std::vector<bool> b;
@@ -58,7 +61,7 @@ nlohmann::json describe(const c10::IValue& v) {
     j["shapes"] = shapes;
   } else if (v.isScalar()) {
     j["type"] = "float";
-    j["value"] = v.toScalar().toDouble();
+    j["value"] = double_to_json(v.toScalar().toDouble());
   } else {
     j["type"] = v.tagKind();
   }

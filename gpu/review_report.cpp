@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/number_format.hpp"
+#include "model/json_codec.hpp"
 
 namespace ks {
 
@@ -14,11 +15,6 @@ std::string times(const timing_stats& t) {
   return format_double("%.4f", t.median_ms) + " ms median (mean " + format_double("%.4f", t.mean_ms) + ", min " +
          format_double("%.4f", t.min_ms) + ", max " + format_double("%.4f", t.max_ms) + ", stddev " +
          format_double("%.4f", t.stddev_ms) + ", " + std::to_string(t.repetitions) + " runs)";
-}
-
-nlohmann::json stats_json(const timing_stats& t) {
-  return {{"median_ms", t.median_ms}, {"mean_ms", t.mean_ms},     {"min_ms", t.min_ms},
-          {"max_ms", t.max_ms},       {"stddev_ms", t.stddev_ms}, {"repetitions", t.repetitions}};
 }
 
 }  // namespace
@@ -62,35 +58,9 @@ std::string format_review(const review_result& r) {
 }
 
 std::string review_to_json(const review_result& r, int indent) {
-  nlohmann::json diags = nlohmann::json::array();
-  for (auto& d : r.diagnostics)
-    diags.push_back({{"line", d.line}, {"column", d.column}, {"severity", d.severity}, {"message", d.message}});
-  nlohmann::json res = nlohmann::json::array();
-  for (auto& k : r.resources)
-    res.push_back({{"kernel", k.kernel},
-                   {"registers", k.registers},
-                   {"static_shared_bytes", k.static_shared_bytes},
-                   {"local_bytes", k.local_bytes},
-                   {"max_threads_per_block", k.max_threads_per_block}});
-  nlohmann::json j = {{"request_id", r.request_id},
-                      {"candidate_id", r.candidate_id},
-                      {"status", to_string(r.status)},
-                      {"message", r.message},
-                      {"diagnostics", diags},
-                      {"compile_log", r.compile_log},
-                      {"trials_run", r.trials_run},
-                      {"trials_passed", r.trials_passed},
-                      {"max_abs_error", r.max_abs_error},
-                      {"max_rel_error", r.max_rel_error},
-                      {"candidate_time", stats_json(r.candidate_time)},
-                      {"reference_time", stats_json(r.reference_time)},
-                      {"speedup", r.speedup},
-                      {"profile", {{"values", r.profile.values},
-                                   {"kernel_launches", r.profile.kernel_launches},
-                                   {"duration_ms", r.profile.duration_ms}}},
-                      {"resources", res},
-                      {"flags", r.flags},
-                      {"device", r.device}};
+  // The model's codec: every field under its name, and doubles JSON has no number for
+  // (a NaN error, an infinite speedup) as "NaN" / "Infinity" / "-Infinity", not null.
+  nlohmann::json j = r;
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -211,6 +211,14 @@ void decode_fields(const json& j, T& x) {
 
 }  // namespace
 
+json double_to_json(double v) { return encode_double(v); }
+
+double double_from_json(const json& j) {
+  double v = 0;
+  dec(j, v);
+  return v;
+}
+
 result<review_status> parse_review_status(std::string_view name) {
   static const review_status all[] = {
       review_status::ok,      review_status::compile_error, review_status::plan_error,

@@ -79,6 +79,13 @@ KS_JSON_CODEC(method_stats)
 
 #undef KS_JSON_CODEC
 
+// A double as JSON: a number, or the string "NaN", "Infinity" or "-Infinity" where JSON
+// has no number for it (every JSON the project writes that can hold a float uses this).
+nlohmann::json double_to_json(double v);
+// The reverse: a number, or one of those three strings; anything else throws
+// json_decode_error ("expected a number (or \"NaN\", …), got …").
+double double_from_json(const nlohmann::json& j);
+
 // review_status by its to_string() name. Unknown names are an error listing the
 // known ones.
 result<review_status> parse_review_status(std::string_view name);

@@ -48,9 +48,9 @@ nlohmann::json outcome_to_json(const task_outcome& o) {
   j["task"] = o.task;
   j["success"] = o.success;
   j["reason"] = o.reason;
-  j["speedup"] = o.success ? o.best_review.speedup : 0.0;
-  j["kernel_ms"] = o.success ? o.best_review.candidate_time.median_ms : 0.0;
-  j["eager_ms"] = o.best_review.reference_time.median_ms;
+  j["speedup"] = double_to_json(o.success ? o.best_review.speedup : 0.0);
+  j["kernel_ms"] = double_to_json(o.success ? o.best_review.candidate_time.median_ms : 0.0);
+  j["eager_ms"] = double_to_json(o.best_review.reference_time.median_ms);
   j["best_candidate"] = o.success ? o.best.id : "";
   j["best_origin"] = o.success ? o.best.origin : "";
   // The NVRTC options the kernel was reviewed with (kernelskill export passes them on).
@@ -61,8 +61,8 @@ nlohmann::json outcome_to_json(const task_outcome& o) {
   j["agent_restarts"] = o.agent_restarts;
   j["input_tokens"] = o.input_tokens;
   j["output_tokens"] = o.output_tokens;
-  j["cost_usd"] = o.cost_usd;
-  j["wall_s"] = o.wall_s;
+  j["cost_usd"] = double_to_json(o.cost_usd);
+  j["wall_s"] = double_to_json(o.wall_s);
   return j;
 }
 
@@ -135,8 +135,8 @@ status write_summary(const fs::path& out_dir, const run_summary& s) {
   j["schema"] = "ks.run_summary/1";
   j["experiment"] = s.experiment;
   j["coder"] = s.coder;
-  j["wall_s"] = s.wall_s;
-  j["geomean_speedup"] = geomean_speedup(s.outcomes);
+  j["wall_s"] = double_to_json(s.wall_s);
+  j["geomean_speedup"] = double_to_json(geomean_speedup(s.outcomes));
   j["tasks"] = nlohmann::json::array();
   for (const auto& o : s.outcomes) j["tasks"].push_back(outcome_to_json(o));
   j["pending"] = s.pending;

@@ -9,6 +9,7 @@
 // fault, which poisons the process's CUDA context for good.
 #include "tests/catch_torch.hpp"
 #include "tests/gpu_skip.hpp"
+#include "model/json_codec.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -580,6 +581,21 @@ TEST_CASE("format_review and review_to_json show what a reader needs", "[reviewe
   CHECK_THAT(text, Contains("review ok") && Contains("speedup: 2.000x") && Contains("flags: no_custom_kernel") &&
                        Contains("kernel relu_f32: 16 registers") && Contains("5/5 passed"));
   CHECK_THAT(review_to_json(r), Contains("\"speedup\": 2.0") && Contains("\"status\": \"ok\""));
+  // Errors and times JSON has no number for are written by name and read back.
+  review_result odd = r;
+  odd.max_abs_error = std::numeric_limits<double>::infinity();
+  odd.max_rel_error = std::numeric_limits<double>::quiet_NaN();
+  odd.speedup = 3.4028234663852886e38;
+  odd.reference_time.median_ms = -std::numeric_limits<double>::infinity();
+  std::string odd_json = review_to_json(odd);
+  CHECK_THAT(odd_json, Contains("\"max_abs_error\": \"Infinity\"") && Contains("\"max_rel_error\": \"NaN\"") &&
+                           Contains("\"median_ms\": \"-Infinity\""));
+  auto odd_back = decode_json<review_result>(*parse_json(odd_json, "review"), "review");
+  REQUIRE(odd_back);
+  CHECK(odd_back->max_abs_error == odd.max_abs_error);
+  CHECK(std::isnan(odd_back->max_rel_error));
+  CHECK(odd_back->speedup == odd.speedup);
+  CHECK(odd_back->reference_time.median_ms == odd.reference_time.median_ms);
 
   review_result c;
   c.status = review_status::compile_error;

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <set>
 
@@ -130,6 +132,56 @@ TEST_CASE("graph export: a layer_norm's normalized shape and eps are values", "[
       CHECK(g->value(n.inputs[1])->numbers == std::vector<double>{512});
       CHECK(g->value(n.inputs[4])->numbers.at(0) == Approx(1e-5));
     }
+}
+
+// The graph's JSON carries every float constant, the ones JSON has no number for
+// included ("Infinity", "-Infinity", "NaN"), and the extreme finite ones exactly.
+TEST_CASE("graph export: inf, -inf, NaN and extreme float constants survive the graph JSON", "[rules][graph]") {
+  task_spec t = task("examples/tasks/swish.yaml");
+  t.name = "constants";
+  t.torchscript =
+      "def forward(x):\n"
+      "    a = torch.clamp(x, float('-inf'), float('inf'))\n"
+      "    b = torch.where(x > 0.0, a, torch.full_like(x, float('nan')))\n"
+      "    return torch.clamp(b, 1.1754943508222875e-38, 3.4028234663852886e38) * 1.401298464324817e-45\n";
+  auto g = export_task_graph(kWorker, t, "cpu");
+  if (!g) FAIL(g.message());
+  std::vector<double> constants;
+  for (auto& [id, v] : g->values)
+    if (v.constant && v.type == "float") constants.push_back(v.numbers.at(0));
+  auto has = [&](double want) {
+    return std::any_of(constants.begin(), constants.end(), [&](double c) {
+      return std::isnan(want) ? std::isnan(c) : c == want;
+    });
+  };
+  CHECK(has(std::numeric_limits<double>::infinity()));
+  CHECK(has(-std::numeric_limits<double>::infinity()));
+  CHECK(has(std::numeric_limits<double>::quiet_NaN()));
+  CHECK(has(1.1754943508222875e-38));
+  CHECK(has(3.4028234663852886e38));
+  CHECK(has(1.401298464324817e-45));
+  // And the lowering writes them as code NVRTC compiles (bit patterns, not "inf").
+  auto seeds = the_coder().seeds(t, 1);
+  if (!seeds) FAIL(seeds.message());
+  const std::string& src = seeds->front().source;
+  CHECK(src.find("__int_as_float(0x7f800000)") != std::string::npos);
+  CHECK(src.find("__int_as_float(0xff800000)") != std::string::npos);
+  CHECK(src.find("inff") == std::string::npos);  // what "%g" of an infinity would give
+  CHECK(src.find("nanf") == std::string::npos);
+  compiled_and_resolved(t, seeds->front());
+}
+
+TEST_CASE("graph JSON: a float that is neither a number nor a non-finite name is an error naming it", "[rules][graph]") {
+  auto g = parse_task_graph(R"({"task": "t", "inputs": [], "outputs": [],
+    "values": {"c": {"type": "float", "constant": true, "value": "infinite"}}, "nodes": []})");
+  REQUIRE_FALSE(g);
+  CHECK_THAT(g.message(), Catch::Contains("values.c.value") && Catch::Contains("infinite"));
+  auto ok = parse_task_graph(R"({"task": "t", "inputs": [], "outputs": [],
+    "values": {"c": {"type": "float", "constant": true, "value": "-Infinity"},
+               "s": {"type": "str", "constant": true, "value": "NaN"}}, "nodes": []})");
+  REQUIRE(ok);
+  CHECK(ok->values.at("c").numbers == std::vector<double>{-std::numeric_limits<double>::infinity()});
+  CHECK(ok->values.at("s").text == "NaN");
 }
 
 TEST_CASE("rules coder: example tasks lower to seeds that compile and resolve", "[rules][lower]") {

@@ -111,8 +111,11 @@ result<std::vector<at::Tensor>> run_candidate(const task_spec& sized, const cand
   return outs;
 }
 
-// Runs `cands` (candidates for `task`) at its cpu size against the reference.
-void check_candidates(const task_spec& task, const std::vector<candidate>& cands_) {
+// Runs `cands` (candidates for `task`) at its cpu size against the reference. With
+// nan_positions, a NaN passes where (and only where) the reference has one, as the
+// reviewer's check (gpu/output_check) takes it; infinities must match exactly.
+void check_candidates(const task_spec& task, const std::vector<candidate>& cands_,
+                      bool nan_positions = false) {
   const std::vector<candidate>* cands = &cands_;
   auto sized = with_size(task, "cpu");
   REQUIRE(sized);
@@ -134,19 +137,20 @@ void check_candidates(const task_spec& task, const std::vector<candidate>& cands
       at::Tensor want = (*ref)[i].to(at::kFloat).contiguous(), got = (*outs)[i].to(at::kFloat);
       REQUIRE(want.sizes() == got.sizes());
       double err = (got - want).abs().max().item<double>();
-      bool ok = at::allclose(got, want, sized->tolerance.rtol, sized->tolerance.atol);
+      bool ok = at::allclose(got, want, sized->tolerance.rtol, sized->tolerance.atol, nan_positions);
       INFO("output " << i << ": max abs error " << err);
       CHECK(ok);
+      if (nan_positions) CHECK(at::equal(got.isnan(), want.isnan()));
     }
   }
 }
 
-void check_task(const result<task_spec>& task, uint32_t seeds) {
+void check_task(const result<task_spec>& task, uint32_t seeds, bool nan_positions = false) {
   REQUIRE(task);
   INFO(task->name);
   auto cands = the_coder().seeds(*task, seeds);
   if (!cands) FAIL(cands.message());
-  check_candidates(*task, *cands);
+  check_candidates(*task, *cands, nan_positions);
 }
 
 std::vector<fs::path> task_files(const std::string& dir) {
@@ -436,4 +440,18 @@ TEST_CASE("emulated: cumsum is within an fp32 rounding of the exact running sum"
     for (int64_t c = 0; c < 30000; ++c) ps[c] = s += px[c];
   }
   CHECK(((sequential.to(at::kDouble) - exact).abs() / exact.abs()).max().item<double>() > 10 * std::ldexp(1.0, -24));
+}
+
+// References with +inf, -inf and NaN constants and the extreme finite floats (issue 21):
+// the graph carries them ("Infinity", "-Infinity", "NaN" in its JSON), the lowering
+// writes them as bit patterns, library steps take them as attributes; every seed must
+// match LibTorch, NaN positions included (a softmax over a wholly masked row is NaN in
+// PyTorch and must be NaN here too).
+TEST_CASE("emulated: references with inf, -inf, NaN and extreme constants match the reference", "[rules][emulated][nonfinite]") {
+  auto files = task_files("tests/data/nonfinite");
+  REQUIRE(files.size() >= 7);
+  for (const auto& f : files) {
+    INFO(f.filename().string());
+    check_task(load_task(f), 2, /*nan_positions=*/true);
+  }
 }

@@ -382,6 +382,18 @@ TEST_CASE("the JSON form is readable: status names, base64 module, non-finite do
   CHECK(std::isnan(back->speedup));
   CHECK(back->metrics["up"] == std::numeric_limits<double>::infinity());
   CHECK(back->metrics["down"] == -std::numeric_limits<double>::infinity());
+
+  // The extreme finite values come back exactly.
+  trajectory_entry edge = full_entry();
+  edge.metrics = {{"fmax", 3.4028234663852886e38}, {"fmin", 1.1754943508222875e-38},
+                  {"denorm", 1.401298464324817e-45}, {"dmax", std::numeric_limits<double>::max()},
+                  {"dlow", std::numeric_limits<double>::lowest()}};
+  auto edge_back = decode_json<trajectory_entry>(*parse_json(dump_json(json(edge)), "t"), "t");
+  REQUIRE(edge_back.ok());
+  CHECK(edge_back->metrics == edge.metrics);
+  CHECK(double_from_json(double_to_json(-std::numeric_limits<double>::infinity())) ==
+        -std::numeric_limits<double>::infinity());
+  CHECK_THROWS_AS(double_from_json(json("inf")), json_decode_error);
 }
 
 TEST_CASE("decoding errors name the field by its path", "[codec]") {
