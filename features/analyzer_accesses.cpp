@@ -230,38 +230,7 @@ void function_analyzer::visit(const expr_tree& x, int n, use u, vctx& c) {
                     op == "%=" || op == "&=" || op == "|=" || op == "^=" || op == "<<=" ||
                     op == ">>=";
       if (assign) {
-        // The target of this statement: the base written by the LHS.
-        std::string saved = c.target;
-        int lhs = k.kids[0];
-        while (x.at(lhs).kind == ex_kind::member) lhs = x.at(lhs).kids[0];
-        size_t before = accesses_.size();
-        visit(x, k.kids[0], op == "=" ? use::write : use::rmw, c);
-        int lhs_access = -1;
-        for (size_t i = before; i < accesses_.size(); ++i)
-          if (accesses_[i].write) {
-            lhs_access = static_cast<int>(i);
-            break;
-          }
-        if (lhs_access >= 0) c.target = accesses_[static_cast<size_t>(lhs_access)].base;
-        else {
-          int v = lhs_var(x, k.kids[0]);
-          c.target = v >= 0 ? vars_[static_cast<size_t>(v)].key : "";
-        }
-        // Fix up the targets of the LHS accesses themselves.
-        for (size_t i = before; i < accesses_.size(); ++i) accesses_[i].target = c.target;
-        visit(x, k.kids[1], use::read, c);
-        assign_rec as;
-        as.x = &x;
-        as.node = n;
-        as.lhs = k.kids[0];
-        as.rhs = k.kids[1];
-        as.op = op;
-        as.var = lhs_var(x, k.kids[0]);
-        as.access = lhs_access;
-        as.item = c.item;
-        as.loops = items_[static_cast<size_t>(c.item)].loops;
-        assigns_.push_back(as);
-        c.target = saved;
+        visit_assignment(x, n, c);
         return;
       }
       if (op == "%" || op == "&") scan_ptr_int_cast(x, k.kids[0]);
@@ -269,56 +238,15 @@ void function_analyzer::visit(const expr_tree& x, int n, use u, vctx& c) {
       visit(x, k.kids[1], use::read, c);
       return;
     }
-    case ex_kind::unary: {
-      if (k.kids.empty()) return;
-      if (k.op == "*") {
-        ptr_ref r = resolve_ptr(x, k.kids[0]);
-        if (r.ok) {
-          record_access(r, r.offset, u != use::write, u == use::write || u == use::rmw, false,
-                        false, c.item, x, n, c.target);
-          // Offsets inside the pointer expression are read.
-          const ex_node& p = x.at(k.kids[0]);
-          for (int kid : p.kids) visit(x, kid, use::addr, c);
-          return;
-        }
-        visit(x, k.kids[0], use::read, c);
-        return;
-      }
-      if (k.op == "&") {
-        visit(x, k.kids[0], use::addr, c);
-        return;
-      }
-      if (k.op == "++" || k.op == "--") {
-        visit(x, k.kids[0], use::rmw, c);
-        return;
-      }
-      visit(x, k.kids[0], use::read, c);
+    case ex_kind::unary:
+      visit_unary(x, n, u, c);
       return;
-    }
     case ex_kind::postfix:
       if (!k.kids.empty()) visit(x, k.kids[0], use::rmw, c);
       return;
-    case ex_kind::subscript: {
-      ptr_ref r;
-      poly idx;
-      if (resolve_subscript(x, n, r, idx)) {
-        if (u != use::addr)
-          record_access(r, idx, u == use::read || u == use::rmw, u == use::write || u == use::rmw,
-                        false, false, c.item, x, n, c.target);
-        int b = n;
-        while (x.at(b).kind == ex_kind::subscript) {
-          vctx ic{c.item, c.target};
-          visit(x, x.at(b).kids[1], use::read, ic);
-          b = x.at(b).kids[0];
-        }
-        // A cast or pointer expression as the base may hold accesses of its own.
-        if (x.at(b).kind != ex_kind::ident) visit(x, b, use::addr, c);
-        return;
-      }
-      visit(x, k.kids[0], use::read, c);
-      visit(x, k.kids[1], use::read, c);
+    case ex_kind::subscript:
+      visit_subscript(x, n, u, c);
       return;
-    }
     case ex_kind::member:
       visit(x, k.kids[0], u, c);
       return;
@@ -337,75 +265,181 @@ void function_analyzer::visit(const expr_tree& x, int n, use u, vctx& c) {
       visit(x, k.kids[2], u, c);
       return;
     }
-    case ex_kind::call: {
-      const ex_node& callee = x.at(k.kids[0]);
-      std::string full = callee.kind == ex_kind::ident ? callee.op
-                         : callee.kind == ex_kind::member ? callee.op
-                                                          : "";
-      std::string name = last_name(full);
-      calls_.push_back({name, items_[static_cast<size_t>(c.item)].loops});
-      if (name.find("align") != std::string::npos)
-        for (size_t i = 1; i < k.kids.size(); ++i)
-          if (resolve_ptr(x, k.kids[i]).ok) align_call_ = true;
-      auto arg = [&](size_t i) { return i < k.kids.size() ? k.kids[i] : -1; };
-      if (is_atomic(name) && k.kids.size() >= 2) {
-        visit_addr_arg(x, arg(1), true, true, true, false, c);
-        for (size_t i = 2; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
-        return;
-      }
-      if (is_ldg(name) && k.kids.size() >= 2) {
-        visit_addr_arg(x, arg(1), true, false, false, false, c);
-        return;
-      }
-      if (is_st_hint(name) && k.kids.size() >= 3) {
-        visit_addr_arg(x, arg(1), false, true, false, false, c);
-        visit(x, k.kids[2], use::read, c);
-        return;
-      }
-      if (name == "load_matrix_sync" && k.kids.size() >= 3) {
-        visit(x, k.kids[1], use::read, c);
-        visit_addr_arg(x, arg(2), true, false, false, true, c);
-        for (size_t i = 3; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
-        return;
-      }
-      if (name == "store_matrix_sync" && k.kids.size() >= 3) {
-        std::string saved = c.target;
-        ptr_ref r = resolve_ptr(x, k.kids[1]);
-        if (r.ok) c.target = r.base;
-        visit_addr_arg(x, arg(1), false, true, false, true, c);
-        for (size_t i = 2; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
-        c.target = saved;
-        return;
-      }
-      if ((name == "__pipeline_memcpy_async" || name == "memcpy_async" || name == "cp_async" ||
-           name == "cp_async16" || name == "cp_async4") &&
-          k.kids.size() >= 3) {
-        std::string saved = c.target;
-        ptr_ref dst = resolve_ptr(x, k.kids[1]);
-        if (!dst.ok && x.at(k.kids[1]).kind == ex_kind::unary && x.at(k.kids[1]).op == "&") {
-          poly idx;
-          resolve_subscript(x, x.at(k.kids[1]).kids[0], dst, idx);
-        }
-        if (dst.ok) c.target = dst.base;
-        visit_addr_arg(x, arg(1), false, true, false, false, c);
-        visit_addr_arg(x, arg(2), true, false, false, false, c);
-        for (size_t i = 3; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
-        c.target = saved;
-        return;
-      }
-      if (callee.kind == ex_kind::member) visit(x, callee.kids[0], use::read, c);
-      for (size_t i = 1; i < k.kids.size(); ++i) {
-        const ex_node& a = x.at(k.kids[i]);
-        // Pointers passed to other functions: their addresses are not accesses.
-        if (a.kind == ex_kind::unary && a.op == "&") visit(x, k.kids[i], use::addr, c);
-        else visit(x, k.kids[i], use::read, c);
-      }
+    case ex_kind::call:
+      visit_call(x, n, c);
       return;
-    }
     default:
       for (int kid : k.kids) visit(x, kid, use::read, c);
       return;
   }
+}
+
+// An assignment: the LHS is written (or read and written), then the RHS read; the base
+// the LHS writes is the target of the accesses on both sides.
+void function_analyzer::visit_assignment(const expr_tree& x, int n, vctx& c) {
+  const ex_node& k = x.at(n);
+  const std::string& op = k.op;
+  // The target of this statement: the base written by the LHS.
+  std::string saved = c.target;
+  int lhs = k.kids[0];
+  while (x.at(lhs).kind == ex_kind::member) lhs = x.at(lhs).kids[0];
+  size_t before = accesses_.size();
+  visit(x, k.kids[0], op == "=" ? use::write : use::rmw, c);
+  int lhs_access = -1;
+  for (size_t i = before; i < accesses_.size(); ++i)
+    if (accesses_[i].write) {
+      lhs_access = static_cast<int>(i);
+      break;
+    }
+  if (lhs_access >= 0) c.target = accesses_[static_cast<size_t>(lhs_access)].base;
+  else {
+    int v = lhs_var(x, k.kids[0]);
+    c.target = v >= 0 ? vars_[static_cast<size_t>(v)].key : "";
+  }
+  // Fix up the targets of the LHS accesses themselves.
+  for (size_t i = before; i < accesses_.size(); ++i) accesses_[i].target = c.target;
+  visit(x, k.kids[1], use::read, c);
+  assign_rec as;
+  as.x = &x;
+  as.node = n;
+  as.lhs = k.kids[0];
+  as.rhs = k.kids[1];
+  as.op = op;
+  as.var = lhs_var(x, k.kids[0]);
+  as.access = lhs_access;
+  as.item = c.item;
+  as.loops = items_[static_cast<size_t>(c.item)].loops;
+  assigns_.push_back(as);
+  c.target = saved;
+}
+
+// A dereference (*p: an access through the pointer), an address (&a[i]: no access), an
+// increment (read and written), or another unary operator (its operand read).
+void function_analyzer::visit_unary(const expr_tree& x, int n, use u, vctx& c) {
+  const ex_node& k = x.at(n);
+  if (k.kids.empty()) return;
+  if (k.op == "*") {
+    ptr_ref r = resolve_ptr(x, k.kids[0]);
+    if (r.ok) {
+      record_access(r, r.offset, u != use::write, u == use::write || u == use::rmw, false,
+                    false, c.item, x, n, c.target);
+      // Offsets inside the pointer expression are read.
+      const ex_node& p = x.at(k.kids[0]);
+      for (int kid : p.kids) visit(x, kid, use::addr, c);
+      return;
+    }
+    visit(x, k.kids[0], use::read, c);
+    return;
+  }
+  if (k.op == "&") {
+    visit(x, k.kids[0], use::addr, c);
+    return;
+  }
+  if (k.op == "++" || k.op == "--") {
+    visit(x, k.kids[0], use::rmw, c);
+    return;
+  }
+  visit(x, k.kids[0], use::read, c);
+}
+
+// a[i][j]: an access unless only its address is taken; its indices are read.
+void function_analyzer::visit_subscript(const expr_tree& x, int n, use u, vctx& c) {
+  const ex_node& k = x.at(n);
+  ptr_ref r;
+  poly idx;
+  if (resolve_subscript(x, n, r, idx)) {
+    if (u != use::addr)
+      record_access(r, idx, u == use::read || u == use::rmw, u == use::write || u == use::rmw,
+                    false, false, c.item, x, n, c.target);
+    int b = n;
+    while (x.at(b).kind == ex_kind::subscript) {
+      vctx ic{c.item, c.target};
+      visit(x, x.at(b).kids[1], use::read, ic);
+      b = x.at(b).kids[0];
+    }
+    // A cast or pointer expression as the base may hold accesses of its own.
+    if (x.at(b).kind != ex_kind::ident) visit(x, b, use::addr, c);
+    return;
+  }
+  visit(x, k.kids[0], use::read, c);
+  visit(x, k.kids[1], use::read, c);
+}
+
+// A call: recorded (with its loops); the memory intrinsics access through their pointer
+// arguments; other calls read their arguments (a pointer passed on is not an access).
+void function_analyzer::visit_call(const expr_tree& x, int n, vctx& c) {
+  const ex_node& k = x.at(n);
+  const ex_node& callee = x.at(k.kids[0]);
+  std::string full = callee.kind == ex_kind::ident ? callee.op
+                     : callee.kind == ex_kind::member ? callee.op
+                                                      : "";
+  std::string name = last_name(full);
+  calls_.push_back({name, items_[static_cast<size_t>(c.item)].loops});
+  if (name.find("align") != std::string::npos)
+    for (size_t i = 1; i < k.kids.size(); ++i)
+      if (resolve_ptr(x, k.kids[i]).ok) align_call_ = true;
+  if (visit_memory_intrinsic(x, n, name, c)) return;
+  if (callee.kind == ex_kind::member) visit(x, callee.kids[0], use::read, c);
+  for (size_t i = 1; i < k.kids.size(); ++i) {
+    const ex_node& a = x.at(k.kids[i]);
+    // Pointers passed to other functions: their addresses are not accesses.
+    if (a.kind == ex_kind::unary && a.op == "&") visit(x, k.kids[i], use::addr, c);
+    else visit(x, k.kids[i], use::read, c);
+  }
+}
+
+// Atomics, cache-hinted loads and stores, WMMA fragment loads and stores, asynchronous
+// copies: the accesses through their pointer arguments. False for any other call.
+bool function_analyzer::visit_memory_intrinsic(const expr_tree& x, int n,
+                                               const std::string& name, vctx& c) {
+  const ex_node& k = x.at(n);
+  auto arg = [&](size_t i) { return i < k.kids.size() ? k.kids[i] : -1; };
+  if (is_atomic(name) && k.kids.size() >= 2) {
+    visit_addr_arg(x, arg(1), true, true, true, false, c);
+    for (size_t i = 2; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
+    return true;
+  }
+  if (is_ldg(name) && k.kids.size() >= 2) {
+    visit_addr_arg(x, arg(1), true, false, false, false, c);
+    return true;
+  }
+  if (is_st_hint(name) && k.kids.size() >= 3) {
+    visit_addr_arg(x, arg(1), false, true, false, false, c);
+    visit(x, k.kids[2], use::read, c);
+    return true;
+  }
+  if (name == "load_matrix_sync" && k.kids.size() >= 3) {
+    visit(x, k.kids[1], use::read, c);
+    visit_addr_arg(x, arg(2), true, false, false, true, c);
+    for (size_t i = 3; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
+    return true;
+  }
+  if (name == "store_matrix_sync" && k.kids.size() >= 3) {
+    std::string saved = c.target;
+    ptr_ref r = resolve_ptr(x, k.kids[1]);
+    if (r.ok) c.target = r.base;
+    visit_addr_arg(x, arg(1), false, true, false, true, c);
+    for (size_t i = 2; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
+    c.target = saved;
+    return true;
+  }
+  if ((name == "__pipeline_memcpy_async" || name == "memcpy_async" || name == "cp_async" ||
+       name == "cp_async16" || name == "cp_async4") &&
+      k.kids.size() >= 3) {
+    std::string saved = c.target;
+    ptr_ref dst = resolve_ptr(x, k.kids[1]);
+    if (!dst.ok && x.at(k.kids[1]).kind == ex_kind::unary && x.at(k.kids[1]).op == "&") {
+      poly idx;
+      resolve_subscript(x, x.at(k.kids[1]).kids[0], dst, idx);
+    }
+    if (dst.ok) c.target = dst.base;
+    visit_addr_arg(x, arg(1), false, true, false, false, c);
+    visit_addr_arg(x, arg(2), true, false, false, false, c);
+    for (size_t i = 3; i < k.kids.size(); ++i) visit(x, k.kids[i], use::read, c);
+    c.target = saved;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace ks::features::analysis

@@ -145,86 +145,9 @@ void function_analyzer::walk(const statement& s, std::vector<int>& loops,
     }
     case st_kind::for_loop:
     case st_kind::while_loop:
-    case st_kind::do_loop: {
-      scopes_.emplace_back();
-      loop_rec L;
-      L.id = static_cast<int>(loops_.size());
-      L.parent = loops.empty() ? -1 : loops.back();
-      L.kind = s.kind;
-      L.pragma = s.pragma;
-      loops_.push_back(L);
-      int id = L.id;
-      if (s.kind == st_kind::for_loop && !s.init.empty()) {
-        declaration d;
-        if (parse_declaration(t_, s.init.b, s.init.e, d)) {
-          bool first = true;
-          for (auto& it : d.items) {
-            int v = declare(d, it, loops, guards);
-            if (first) {
-              loops_[static_cast<size_t>(id)].var = v;
-              vars_[static_cast<size_t>(v)].loop_id = id;
-              first = false;
-            }
-          }
-          if (!items_.empty() && items_.back().var >= 0) items_.back().role = role_t::loop_init;
-        } else {
-          const expr_tree* x = new_tree(s.init.b, s.init.e);
-          bind(x);
-          note_assignments(x, id);
-          loops_[static_cast<size_t>(id)].init = x;
-          // The loop variable: the first assigned identifier.
-          for (auto& n : x->nodes)
-            if (n.kind == ex_kind::binary && n.op == "=") {
-              int v = lhs_var(*x, n.kids[0]);
-              if (v >= 0) {
-                loops_[static_cast<size_t>(id)].var = v;
-                vars_[static_cast<size_t>(v)].loop_id = id;
-              }
-              break;
-            }
-          add_item(x, role_t::loop_init, loops, guards);
-        }
-      }
-      loops.push_back(id);
-      if (s.kind != st_kind::do_loop && !s.cond.empty()) {
-        const expr_tree* x = new_tree(s.cond.b, s.cond.e);
-        bind(x);
-        note_assignments(x, -1);
-        loops_[static_cast<size_t>(id)].cond = x;
-        add_item(x, s.kind == st_kind::for_loop ? role_t::cond_for : role_t::cond_while, loops,
-                 guards);
-      }
-      if (s.kind == st_kind::for_loop && !s.step.empty()) {
-        const expr_tree* x = new_tree(s.step.b, s.step.e);
-        bind(x);
-        note_assignments(x, -1);
-        loops_[static_cast<size_t>(id)].step = x;
-        add_item(x, role_t::loop_step, loops, guards);
-        // for (; cond; i += 4): the variable is the one the step updates.
-        if (loops_[static_cast<size_t>(id)].var < 0) {
-          const ex_node& r = x->at(x->root);
-          if (!r.kids.empty() && (r.kind == ex_kind::binary || r.kind == ex_kind::unary ||
-                                  r.kind == ex_kind::postfix)) {
-            int v = lhs_var(*x, r.kids[0]);
-            if (v >= 0 && !vars_[static_cast<size_t>(v)].is_array) {
-              loops_[static_cast<size_t>(id)].var = v;
-              if (vars_[static_cast<size_t>(v)].loop_id < 0) vars_[static_cast<size_t>(v)].loop_id = id;
-            }
-          }
-        }
-      }
-      for (auto& k : s.kids) walk(k, loops, guards);
-      if (s.kind == st_kind::do_loop && !s.cond.empty()) {
-        const expr_tree* x = new_tree(s.cond.b, s.cond.e);
-        bind(x);
-        note_assignments(x, -1);
-        loops_[static_cast<size_t>(id)].cond = x;
-        add_item(x, role_t::cond_while, loops, guards);
-      }
-      loops.pop_back();
-      scopes_.pop_back();
+    case st_kind::do_loop:
+      walk_loop(s, loops, guards);
       break;
-    }
     case st_kind::if_stmt: {
       const expr_tree* x = new_tree(s.cond.b, s.cond.e);
       bind(x);
@@ -251,6 +174,90 @@ void function_analyzer::walk(const statement& s, std::vector<int>& loops,
     case st_kind::empty:
       break;
   }
+}
+
+// A loop: its own scope and record; the init (a declaration or an assignment naming the
+// variable), condition and step become items of the loop, and the body is walked
+// inside it (a do loop's condition after the body).
+void function_analyzer::walk_loop(const statement& s, std::vector<int>& loops,
+                                  std::vector<guard>& guards) {
+  scopes_.emplace_back();
+  loop_rec L;
+  L.id = static_cast<int>(loops_.size());
+  L.parent = loops.empty() ? -1 : loops.back();
+  L.kind = s.kind;
+  L.pragma = s.pragma;
+  loops_.push_back(L);
+  int id = L.id;
+  if (s.kind == st_kind::for_loop && !s.init.empty()) {
+    declaration d;
+    if (parse_declaration(t_, s.init.b, s.init.e, d)) {
+      bool first = true;
+      for (auto& it : d.items) {
+        int v = declare(d, it, loops, guards);
+        if (first) {
+          loops_[static_cast<size_t>(id)].var = v;
+          vars_[static_cast<size_t>(v)].loop_id = id;
+          first = false;
+        }
+      }
+      if (!items_.empty() && items_.back().var >= 0) items_.back().role = role_t::loop_init;
+    } else {
+      const expr_tree* x = new_tree(s.init.b, s.init.e);
+      bind(x);
+      note_assignments(x, id);
+      loops_[static_cast<size_t>(id)].init = x;
+      // The loop variable: the first assigned identifier.
+      for (auto& n : x->nodes)
+        if (n.kind == ex_kind::binary && n.op == "=") {
+          int v = lhs_var(*x, n.kids[0]);
+          if (v >= 0) {
+            loops_[static_cast<size_t>(id)].var = v;
+            vars_[static_cast<size_t>(v)].loop_id = id;
+          }
+          break;
+        }
+      add_item(x, role_t::loop_init, loops, guards);
+    }
+  }
+  loops.push_back(id);
+  if (s.kind != st_kind::do_loop && !s.cond.empty()) {
+    const expr_tree* x = new_tree(s.cond.b, s.cond.e);
+    bind(x);
+    note_assignments(x, -1);
+    loops_[static_cast<size_t>(id)].cond = x;
+    add_item(x, s.kind == st_kind::for_loop ? role_t::cond_for : role_t::cond_while, loops,
+             guards);
+  }
+  if (s.kind == st_kind::for_loop && !s.step.empty()) {
+    const expr_tree* x = new_tree(s.step.b, s.step.e);
+    bind(x);
+    note_assignments(x, -1);
+    loops_[static_cast<size_t>(id)].step = x;
+    add_item(x, role_t::loop_step, loops, guards);
+    // for (; cond; i += 4): the variable is the one the step updates.
+    if (loops_[static_cast<size_t>(id)].var < 0) {
+      const ex_node& r = x->at(x->root);
+      if (!r.kids.empty() && (r.kind == ex_kind::binary || r.kind == ex_kind::unary ||
+                              r.kind == ex_kind::postfix)) {
+        int v = lhs_var(*x, r.kids[0]);
+        if (v >= 0 && !vars_[static_cast<size_t>(v)].is_array) {
+          loops_[static_cast<size_t>(id)].var = v;
+          if (vars_[static_cast<size_t>(v)].loop_id < 0) vars_[static_cast<size_t>(v)].loop_id = id;
+        }
+      }
+    }
+  }
+  for (auto& k : s.kids) walk(k, loops, guards);
+  if (s.kind == st_kind::do_loop && !s.cond.empty()) {
+    const expr_tree* x = new_tree(s.cond.b, s.cond.e);
+    bind(x);
+    note_assignments(x, -1);
+    loops_[static_cast<size_t>(id)].cond = x;
+    add_item(x, role_t::cond_while, loops, guards);
+  }
+  loops.pop_back();
+  scopes_.pop_back();
 }
 
 }  // namespace ks::features::analysis

@@ -14,7 +14,7 @@ namespace ks::features::analysis {
 // ---------------------------------------------------------------------------
 // Values: constants, dependencies, polynomials, memory sources.
 
-std::optional<long long> function_analyzer::const_eval(const expr_tree& x, int n, int depth) {
+std::optional<long long> function_analyzer::const_eval(const expr_tree& x, int n, int depth) const {
   if (n < 0 || depth > 32) return std::nullopt;
   const ex_node& k = x.at(n);
   switch (k.kind) {
