@@ -270,7 +270,8 @@ struct file_parser {
   std::vector<std::string> pending_template;
   size_t i = 0;
 
-  explicit file_parser(parsed_source& p) : ps(p), t(p.lex.tokens), n(p.lex.tokens.size()), sp{t} {}
+  explicit file_parser(parsed_source& p)
+      : ps(p), t(p.lex.tokens), n(p.lex.tokens.size()), sp{t} {}
 
   // At "template <": the names of the parameters, for the function that follows.
   void read_template_header() {

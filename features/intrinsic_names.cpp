@@ -52,5 +52,27 @@ bool is_ldg(const std::string& n) {
 bool is_st_hint(const std::string& n) {
   return n == "__stcg" || n == "__stcs" || n == "__stwb" || n == "__stwt";
 }
+bool is_reduce_sync_intrinsic(const std::string& n) {
+  return n.rfind("__reduce_", 0) == 0 && n.find("_sync") != std::string::npos;
+}
+bool is_syncthreads(const std::string& n) {
+  return n == "__syncthreads" || n == "__syncthreads_count" || n == "__syncthreads_and" ||
+         n == "__syncthreads_or";
+}
+bool names_tensor_cores(const std::string& n) {
+  return n == "wmma" || n == "mma_sync" || n == "__hmma_m16n16k16_mma_f32f32" || n == "wgmma";
+}
+bool is_half2_intrinsic(const std::string& n) {
+  return n == "__hadd2" || n == "__hmul2" || n == "__hfma2" || n == "__hsub2" ||
+         n == "__floats2half2_rn" || n == "__float2half2_rn" || n == "__half22float2" ||
+         n == "__float22half2_rn" || n == "__hmax2" || n == "__hmin2";
+}
+bool asm_uses_tensor_cores(const std::string& text) {
+  return text.find("mma.sync") != std::string::npos || text.find("wgmma") != std::string::npos ||
+         text.find("wmma.") != std::string::npos;
+}
+bool asm_uses_approx_math(const std::string& text) {
+  return text.find(".approx") != std::string::npos;
+}
 
 }  // namespace ks::features::analysis

@@ -27,5 +27,17 @@ std::string last_name(const std::string& n);
 bool is_ldg(const std::string& n);
 // __stcg and the other cache-hinted stores.
 bool is_st_hint(const std::string& n);
+// __reduce_add_sync and the other warp reduce intrinsics.
+bool is_reduce_sync_intrinsic(const std::string& n);
+// __syncthreads and its _count/_and/_or forms.
+bool is_syncthreads(const std::string& n);
+// Names that mean tensor cores: wmma, mma_sync, wgmma, __hmma_*.
+bool names_tensor_cores(const std::string& n);
+// Paired-half intrinsics (__hadd2, __hfma2, __floats2half2_rn, ...): vector types.
+bool is_half2_intrinsic(const std::string& n);
+// Inline asm with mma.sync, wgmma or wmma instructions.
+bool asm_uses_tensor_cores(const std::string& text);
+// Inline asm with .approx instructions.
+bool asm_uses_approx_math(const std::string& text);
 
 }  // namespace ks::features::analysis

@@ -1,8 +1,9 @@
 #include "features/source_analysis.hpp"
 
 #include <cstdlib>
-#include <functional>
+#include <map>
 #include <optional>
+#include <string>
 
 #include "features/function_analyzer.hpp"
 #include "features/intrinsic_names.hpp"
@@ -11,11 +12,17 @@ namespace ks::features {
 
 namespace {
 
+using analysis::asm_uses_approx_math;
+using analysis::asm_uses_tensor_cores;
 using analysis::fast_math_names;
 using analysis::function_analyzer;
 using analysis::is_atomic;
+using analysis::is_half2_intrinsic;
+using analysis::is_reduce_sync_intrinsic;
 using analysis::is_reducing_shuffle;
 using analysis::is_shuffle;
+using analysis::is_syncthreads;
+using analysis::names_tensor_cores;
 using analysis::space_t;
 using analysis::transcendental_names;
 using analysis::var_rec;
@@ -23,86 +30,103 @@ using analysis::var_rec;
 // ===========================================================================
 // File-level constants and variables.
 
-void collect_constants(const parsed_source& ps, std::map<std::string, long long>& out) {
-  // #define NAME expr, evaluated in order with what is known so far (several rounds
-  // for macros that refer to later ones).
+// A tiny evaluator over a #define's own tokens: integer literals, constants known so
+// far, casts, unary - and +, and + - * / % << >> on operands within 2^40.
+std::optional<long long> eval_define(const expr_tree& x, int n, int depth,
+                                     const std::map<std::string, long long>& known) {
+  if (n < 0 || depth > 32) return std::nullopt;
+  const ex_node& k = x.at(n);
+  switch (k.kind) {
+    case ex_kind::number:
+      if (k.is_int) return k.ival;
+      return std::nullopt;
+    case ex_kind::ident: {
+      auto it = known.find(k.op);
+      if (it != known.end()) return it->second;
+      return std::nullopt;
+    }
+    case ex_kind::cast:
+      return eval_define(x, k.kids[0], depth + 1, known);
+    case ex_kind::unary: {
+      if (k.kids.empty()) return std::nullopt;
+      auto a = eval_define(x, k.kids[0], depth + 1, known);
+      if (!a) return std::nullopt;
+      if (k.op == "-") return -*a;
+      if (k.op == "+") return *a;
+      return std::nullopt;
+    }
+    case ex_kind::binary: {
+      auto a = eval_define(x, k.kids[0], depth + 1, known),
+           b = eval_define(x, k.kids[1], depth + 1, known);
+      if (!a || !b || std::llabs(*a) > (1LL << 40) || std::llabs(*b) > (1LL << 40)) return std::nullopt;
+      if (k.op == "+") return *a + *b;
+      if (k.op == "-") return *a - *b;
+      if (k.op == "*") return *a * *b;
+      if (k.op == "/" && *b != 0) return *a / *b;
+      if (k.op == "%" && *b != 0) return *a % *b;
+      if (k.op == "<<" && *b >= 0 && *b < 40) return *a << *b;
+      if (k.op == ">>" && *b >= 0 && *b < 63) return *a >> *b;
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// The value of a file-scope constant's initialiser: integer literals, constants known
+// so far, casts, and + - * / << on operands within 2^40.
+std::optional<long long> eval_constant_init(const expr_tree& x, int n,
+                                            const std::map<std::string, long long>& known) {
+  if (n < 0) return std::nullopt;
+  const ex_node& k = x.at(n);
+  if (k.kind == ex_kind::number) return k.is_int ? std::optional<long long>(k.ival) : std::nullopt;
+  if (k.kind == ex_kind::ident) {
+    auto f = known.find(k.op);
+    return f == known.end() ? std::nullopt : std::optional<long long>(f->second);
+  }
+  if (k.kind == ex_kind::cast) return eval_constant_init(x, k.kids[0], known);
+  if (k.kind == ex_kind::binary) {
+    auto a = eval_constant_init(x, k.kids[0], known), b = eval_constant_init(x, k.kids[1], known);
+    if (!a || !b || std::llabs(*a) > (1LL << 40) || std::llabs(*b) > (1LL << 40)) return std::nullopt;
+    if (k.op == "+") return *a + *b;
+    if (k.op == "-") return *a - *b;
+    if (k.op == "*") return *a * *b;
+    if (k.op == "/" && *b != 0) return *a / *b;
+    if (k.op == "<<" && *b >= 0 && *b < 40) return *a << *b;
+  }
+  return std::nullopt;
+}
+
+// #define NAME expr, evaluated in order with what is known so far (several rounds
+// for macros that refer to later ones).
+void collect_defines(const parsed_source& ps, std::map<std::string, long long>& out) {
   for (int round = 0; round < 4; ++round) {
     for (auto& [name, toks] : ps.lex.defines) {
       if (out.count(name) || toks.empty()) continue;
       expr_tree x = parse_expression(toks, 0, toks.size());
-      // A tiny evaluator over the define's own tokens.
-      std::function<std::optional<long long>(int, int)> ev = [&](int n, int depth) -> std::optional<long long> {
-        if (n < 0 || depth > 32) return std::nullopt;
-        const ex_node& k = x.at(n);
-        switch (k.kind) {
-          case ex_kind::number:
-            if (k.is_int) return k.ival;
-            return std::nullopt;
-          case ex_kind::ident: {
-            auto it = out.find(k.op);
-            if (it != out.end()) return it->second;
-            return std::nullopt;
-          }
-          case ex_kind::cast:
-            return ev(k.kids[0], depth + 1);
-          case ex_kind::unary: {
-            if (k.kids.empty()) return std::nullopt;
-            auto a = ev(k.kids[0], depth + 1);
-            if (!a) return std::nullopt;
-            if (k.op == "-") return -*a;
-            if (k.op == "+") return *a;
-            return std::nullopt;
-          }
-          case ex_kind::binary: {
-            auto a = ev(k.kids[0], depth + 1), b = ev(k.kids[1], depth + 1);
-            if (!a || !b || std::llabs(*a) > (1LL << 40) || std::llabs(*b) > (1LL << 40)) return std::nullopt;
-            if (k.op == "+") return *a + *b;
-            if (k.op == "-") return *a - *b;
-            if (k.op == "*") return *a * *b;
-            if (k.op == "/" && *b != 0) return *a / *b;
-            if (k.op == "%" && *b != 0) return *a % *b;
-            if (k.op == "<<" && *b >= 0 && *b < 40) return *a << *b;
-            if (k.op == ">>" && *b >= 0 && *b < 63) return *a >> *b;
-            return std::nullopt;
-          }
-          default:
-            return std::nullopt;
-        }
-      };
-      auto v = ev(x.root, 0);
+      auto v = eval_define(x, x.root, 0, out);
       if (v) out[name] = *v;
     }
   }
-  // File-scope constexpr / const integers and enumerators.
+}
+
+// File-scope constexpr / const integers and enumerators.
+void collect_file_scope_constants(const parsed_source& ps, std::map<std::string, long long>& out) {
   for (auto& d : ps.file_scope) {
     if (!(d.has_qual("constexpr") || d.has_qual("const"))) continue;
     for (auto& it : d.items) {
       if (!it.has_init || !it.dims.empty() || it.pointer_depth > 0) continue;
       expr_tree x = parse_expression(ps.lex.tokens, it.init.b, it.init.e);
-      std::function<std::optional<long long>(int)> ev = [&](int n) -> std::optional<long long> {
-        if (n < 0) return std::nullopt;
-        const ex_node& k = x.at(n);
-        if (k.kind == ex_kind::number) return k.is_int ? std::optional<long long>(k.ival) : std::nullopt;
-        if (k.kind == ex_kind::ident) {
-          auto f = out.find(k.op);
-          return f == out.end() ? std::nullopt : std::optional<long long>(f->second);
-        }
-        if (k.kind == ex_kind::cast) return ev(k.kids[0]);
-        if (k.kind == ex_kind::binary) {
-          auto a = ev(k.kids[0]), b = ev(k.kids[1]);
-          if (!a || !b || std::llabs(*a) > (1LL << 40) || std::llabs(*b) > (1LL << 40)) return std::nullopt;
-          if (k.op == "+") return *a + *b;
-          if (k.op == "-") return *a - *b;
-          if (k.op == "*") return *a * *b;
-          if (k.op == "/" && *b != 0) return *a / *b;
-          if (k.op == "<<" && *b >= 0 && *b < 40) return *a << *b;
-        }
-        return std::nullopt;
-      };
-      auto v = ev(x.root);
+      auto v = eval_constant_init(x, x.root, out);
       if (v) out[it.name] = *v;
     }
   }
+}
+
+// The integer constants of the file: macros first, then constants and enumerators.
+void collect_constants(const parsed_source& ps, std::map<std::string, long long>& out) {
+  collect_defines(ps, out);
+  collect_file_scope_constants(ps, out);
 }
 
 void collect_file_vars(const parsed_source& ps, const std::map<std::string, long long>& constants,
@@ -137,6 +161,38 @@ void collect_file_vars(const parsed_source& ps, const std::map<std::string, long
   }
 }
 
+// A string token of a function body (inline asm): tensor-core and approximate
+// instructions.
+void scan_string(const token& k, lexical_facts& lf) {
+  if (asm_uses_tensor_cores(k.text)) lf.tensor_cores = true;
+  if (asm_uses_approx_math(k.text)) lf.fast_math = true;
+}
+
+// The identifier at i of a function body: calls of transcendental, fast-math, shuffle,
+// atomic, reduce and barrier functions; tensor-core and vector-type names.
+void scan_identifier(const token_list& t, size_t i, lexical_facts& lf) {
+  const token& k = t[i];
+  bool call = i + 1 < t.size() && is_punct(t[i + 1], "(");
+  // A member call such as wmma::mma_sync is lexed as wmma :: mma_sync.
+  const std::string& w = k.text;
+  bool member_access = i > 0 && (is_punct(t[i - 1], ".") || is_punct(t[i - 1], "->"));
+  if (call && !member_access && transcendental_names().count(w)) ++lf.transcendental;
+  if (call && !member_access && fast_math_names().count(w)) lf.fast_math = true;
+  if (call && is_shuffle(w)) {
+    ++lf.shuffles;
+    if (is_reducing_shuffle(w)) lf.shuffle_reduction = true;
+  }
+  if (call && is_atomic(w)) ++lf.atomics;
+  if (call && is_reduce_sync_intrinsic(w)) lf.reduce_intrinsics = true;
+  if (call && w == "reduce" && i > 1 && is_punct(t[i - 1], "::")) lf.reduce_intrinsics = true;
+  if (call && is_syncthreads(w)) ++lf.syncthreads;
+  if (w == "__shared__") lf.shared_decl = true;
+  if (names_tensor_cores(w)) lf.tensor_cores = true;
+  if (is_vector_type(w)) lf.vector_types = true;
+  if (w.rfind("make_", 0) == 0 && is_vector_type(w.substr(5))) lf.vector_types = true;
+  if (call && is_half2_intrinsic(w)) lf.vector_types = true;
+}
+
 // Token-level facts over all function bodies.
 lexical_facts scan_lexical(const parsed_source& ps) {
   lexical_facts lf;
@@ -145,41 +201,8 @@ lexical_facts scan_lexical(const parsed_source& ps) {
     if (d.has_qual("__shared__")) lf.shared_decl = true;
   for (auto& f : ps.functions) {
     for (size_t i = f.body.b; i < f.body.e && i < t.size(); ++i) {
-      const token& k = t[i];
-      if (k.kind == tok_kind::string) {
-        if (k.text.find("mma.sync") != std::string::npos || k.text.find("wgmma") != std::string::npos ||
-            k.text.find("wmma.") != std::string::npos)
-          lf.tensor_cores = true;
-        if (k.text.find(".approx") != std::string::npos) lf.fast_math = true;
-        continue;
-      }
-      if (k.kind != tok_kind::ident) continue;
-      bool call = i + 1 < t.size() && is_punct(t[i + 1], "(");
-      // A member call such as wmma::mma_sync is lexed as wmma :: mma_sync.
-      const std::string& w = k.text;
-      bool member_access = i > 0 && (is_punct(t[i - 1], ".") || is_punct(t[i - 1], "->"));
-      if (call && !member_access && transcendental_names().count(w)) ++lf.transcendental;
-      if (call && !member_access && fast_math_names().count(w)) lf.fast_math = true;
-      if (call && is_shuffle(w)) {
-        ++lf.shuffles;
-        if (is_reducing_shuffle(w)) lf.shuffle_reduction = true;
-      }
-      if (call && is_atomic(w)) ++lf.atomics;
-      if (call && (w.rfind("__reduce_", 0) == 0 && w.find("_sync") != std::string::npos))
-        lf.reduce_intrinsics = true;
-      if (call && w == "reduce" && i > 1 && is_punct(t[i - 1], "::")) lf.reduce_intrinsics = true;
-      if (call && (w == "__syncthreads" || w == "__syncthreads_count" || w == "__syncthreads_and" ||
-                   w == "__syncthreads_or"))
-        ++lf.syncthreads;
-      if (w == "__shared__") lf.shared_decl = true;
-      if (w == "wmma" || w == "mma_sync" || w == "__hmma_m16n16k16_mma_f32f32" || w == "wgmma")
-        lf.tensor_cores = true;
-      if (is_vector_type(w)) lf.vector_types = true;
-      if (w.rfind("make_", 0) == 0 && is_vector_type(w.substr(5))) lf.vector_types = true;
-      if (call && (w == "__hadd2" || w == "__hmul2" || w == "__hfma2" || w == "__hsub2" ||
-                   w == "__floats2half2_rn" || w == "__float2half2_rn" || w == "__half22float2" ||
-                   w == "__float22half2_rn" || w == "__hmax2" || w == "__hmin2"))
-        lf.vector_types = true;
+      if (t[i].kind == tok_kind::string) scan_string(t[i], lf);
+      else if (t[i].kind == tok_kind::ident) scan_identifier(t, i, lf);
     }
     // Vector types in the parameters count too.
     for (auto& p : f.params)
