@@ -97,104 +97,7 @@ struct stmt_parser {
       ++i;
       return s;
     }
-    if (k.kind == tok_kind::ident) {
-      const std::string& w = k.text;
-      if (w == "for" && i + 1 < e && is_punct(t[i + 1], "(")) {
-        size_t b = i;
-        size_t c = match_close(t, i + 1, e);
-        // Split the header at top-level ';'.
-        std::vector<size_t> semis;
-        for (size_t j = i + 2; j < c; ++j) {
-          if (opening(t[j])) {
-            j = match_close(t, j, c);
-            continue;
-          }
-          if (is_punct(t[j], ";")) semis.push_back(j);
-        }
-        s.kind = st_kind::for_loop;
-        if (semis.size() >= 2) {
-          s.init = {i + 2, semis[0]};
-          s.cond = {semis[0] + 1, semis[1]};
-          s.step = {semis[1] + 1, c};
-        } else {
-          s.init = {i + 2, c};  // range-for or garbage
-        }
-        i = std::min(c + 1, e);
-        s.kids.push_back(parse_stmt(i, e));
-        s.r = {b, i};
-        return s;
-      }
-      if (w == "while" && i + 1 < e && is_punct(t[i + 1], "(")) {
-        size_t b = i;
-        size_t c = match_close(t, i + 1, e);
-        s.kind = st_kind::while_loop;
-        s.cond = {i + 2, c};
-        i = std::min(c + 1, e);
-        s.kids.push_back(parse_stmt(i, e));
-        s.r = {b, i};
-        return s;
-      }
-      if (w == "do") {
-        size_t b = i;
-        ++i;
-        s.kind = st_kind::do_loop;
-        s.kids.push_back(parse_stmt(i, e));
-        if (i < e && is_ident(t[i], "while") && i + 1 < e && is_punct(t[i + 1], "(")) {
-          size_t c = match_close(t, i + 1, e);
-          s.cond = {i + 2, c};
-          i = std::min(c + 1, e);
-          if (i < e && is_punct(t[i], ";")) ++i;
-        }
-        s.r = {b, i};
-        return s;
-      }
-      if (w == "if") {
-        size_t b = i;
-        ++i;
-        if (i < e && is_ident(t[i], "constexpr")) ++i;
-        if (i < e && is_punct(t[i], "(")) {
-          size_t c = match_close(t, i, e);
-          s.kind = st_kind::if_stmt;
-          s.cond = {i + 1, c};
-          i = std::min(c + 1, e);
-          s.kids.push_back(parse_stmt(i, e));
-          if (i < e && is_ident(t[i], "else")) {
-            ++i;
-            s.kids.push_back(parse_stmt(i, e));
-          }
-          s.r = {b, i};
-          return s;
-        }
-      }
-      if (w == "switch" && i + 1 < e && is_punct(t[i + 1], "(")) {
-        size_t b = i;
-        size_t c = match_close(t, i + 1, e);
-        s.kind = st_kind::switch_stmt;
-        s.cond = {i + 2, c};
-        i = std::min(c + 1, e);
-        s.kids.push_back(parse_stmt(i, e));
-        s.r = {b, i};
-        return s;
-      }
-      if (w == "case" || w == "default") {
-        // Skip the label up to its ':' (not '::').
-        while (i < e && !is_punct(t[i], ":")) ++i;
-        if (i < e) ++i;
-        return s;
-      }
-      if (w == "else") {  // dangling else: skip the keyword
-        ++i;
-        return s;
-      }
-      if (w == "return" || w == "break" || w == "continue" || w == "goto") {
-        size_t b = i;
-        size_t end = simple_end(i, e);
-        s.kind = st_kind::jump;
-        s.r = {b, end};
-        i = end < e && is_punct(t[end], ";") ? end + 1 : end;
-        return s;
-      }
-    }
+    if (k.kind == tok_kind::ident && parse_keyword_stmt(i, e, s)) return s;
     size_t b = i;
     size_t end = simple_end(i, e);
     declaration d;
@@ -203,6 +106,109 @@ struct stmt_parser {
     i = end < e && is_punct(t[end], ";") ? end + 1 : end;
     if (i == b) ++i;
     return s;
+  }
+
+  // A statement that starts with a keyword (for, while, do, if, switch, a case or
+  // default label, a dangling else, return/break/continue/goto): parsed into s, true.
+  // False for anything else (i then past an `if` without its condition).
+  bool parse_keyword_stmt(size_t& i, size_t e, statement& s) {
+    const std::string& w = t[i].text;
+    if (w == "for" && i + 1 < e && is_punct(t[i + 1], "(")) {
+      size_t b = i;
+      size_t c = match_close(t, i + 1, e);
+      // Split the header at top-level ';'.
+      std::vector<size_t> semis;
+      for (size_t j = i + 2; j < c; ++j) {
+        if (opening(t[j])) {
+          j = match_close(t, j, c);
+          continue;
+        }
+        if (is_punct(t[j], ";")) semis.push_back(j);
+      }
+      s.kind = st_kind::for_loop;
+      if (semis.size() >= 2) {
+        s.init = {i + 2, semis[0]};
+        s.cond = {semis[0] + 1, semis[1]};
+        s.step = {semis[1] + 1, c};
+      } else {
+        s.init = {i + 2, c};  // range-for or garbage
+      }
+      i = std::min(c + 1, e);
+      s.kids.push_back(parse_stmt(i, e));
+      s.r = {b, i};
+      return true;
+    }
+    if (w == "while" && i + 1 < e && is_punct(t[i + 1], "(")) {
+      size_t b = i;
+      size_t c = match_close(t, i + 1, e);
+      s.kind = st_kind::while_loop;
+      s.cond = {i + 2, c};
+      i = std::min(c + 1, e);
+      s.kids.push_back(parse_stmt(i, e));
+      s.r = {b, i};
+      return true;
+    }
+    if (w == "do") {
+      size_t b = i;
+      ++i;
+      s.kind = st_kind::do_loop;
+      s.kids.push_back(parse_stmt(i, e));
+      if (i < e && is_ident(t[i], "while") && i + 1 < e && is_punct(t[i + 1], "(")) {
+        size_t c = match_close(t, i + 1, e);
+        s.cond = {i + 2, c};
+        i = std::min(c + 1, e);
+        if (i < e && is_punct(t[i], ";")) ++i;
+      }
+      s.r = {b, i};
+      return true;
+    }
+    if (w == "if") {
+      size_t b = i;
+      ++i;
+      if (i < e && is_ident(t[i], "constexpr")) ++i;
+      if (i < e && is_punct(t[i], "(")) {
+        size_t c = match_close(t, i, e);
+        s.kind = st_kind::if_stmt;
+        s.cond = {i + 1, c};
+        i = std::min(c + 1, e);
+        s.kids.push_back(parse_stmt(i, e));
+        if (i < e && is_ident(t[i], "else")) {
+          ++i;
+          s.kids.push_back(parse_stmt(i, e));
+        }
+        s.r = {b, i};
+        return true;
+      }
+    }
+    if (w == "switch" && i + 1 < e && is_punct(t[i + 1], "(")) {
+      size_t b = i;
+      size_t c = match_close(t, i + 1, e);
+      s.kind = st_kind::switch_stmt;
+      s.cond = {i + 2, c};
+      i = std::min(c + 1, e);
+      s.kids.push_back(parse_stmt(i, e));
+      s.r = {b, i};
+      return true;
+    }
+    if (w == "case" || w == "default") {
+      // Skip the label up to its ':' (not '::').
+      while (i < e && !is_punct(t[i], ":")) ++i;
+      if (i < e) ++i;
+      return true;
+    }
+    if (w == "else") {  // dangling else: skip the keyword
+      ++i;
+      return true;
+    }
+    if (w == "return" || w == "break" || w == "continue" || w == "goto") {
+      size_t b = i;
+      size_t end = simple_end(i, e);
+      s.kind = st_kind::jump;
+      s.r = {b, end};
+      i = end < e && is_punct(t[end], ";") ? end + 1 : end;
+      return true;
+    }
+    return false;
   }
 };
 
