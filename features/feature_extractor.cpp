@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "features/cuda_syntax.hpp"
+#include "features/plan_features.hpp"
 #include "features/ptx_scanner.hpp"
 #include "features/source_analysis.hpp"
 #include "plan/kernel_signatures.hpp"
-#include "plan/shape_expr.hpp"
 
 namespace ks {
 
@@ -19,240 +19,258 @@ const std::vector<std::string>& code_feature_names() {
 
 namespace {
 
-using features::launch_info;
 using features::ptx_stats;
 using features::source_facts;
 using features::unit_facts;
 
-// Launch facts per kernel name from a resolved plan: the first step launching it.
-std::map<std::string, launch_info> launches_from(const resolved_plan* rp,
-                                                 const std::vector<kernel_signature>& sigs) {
-  std::map<std::string, launch_info> out;
-  if (!rp) return out;
-  for (auto& s : rp->steps) {
-    if (s.kind != "kernel" || out.count(s.name)) continue;
-    launch_info li;
-    for (int d = 0; d < 3; ++d) {
-      li.grid[d] = s.grid[d];
-      li.block[d] = s.block[d];
-    }
-    if (const kernel_signature* k = find_kernel(sigs, s.name)) {
-      for (size_t i = 0; i < s.args.size() && i < k->params.size(); ++i)
-        if (s.args[i].kind == "int" && !k->params[i].name.empty())
-          li.int_params[k->params[i].name] = s.args[i].int_value;
-    }
-    out[s.name] = li;
+// What the rules read: the input, the kernels the source declares, the facts of the
+// source analysis and the counts in the PTX.
+struct extraction {
+  const feature_input& in;
+  std::vector<kernel_signature> sigs;
+  source_facts sf;
+  ptx_stats px;
+  bool have_ptx = false;
+  std::vector<const unit_facts*> kernels;  // the analysed units that are kernels
+  bool have_source_kernels = false;
+
+  explicit extraction(const feature_input& input) : in(input) {}
+
+  // Some analysed function (kernel or device helper) satisfies pred.
+  template <class P>
+  bool any(P pred) const {
+    for (auto& u : sf.units)
+      if (pred(u)) return true;
+    return false;
   }
-  return out;
+  // The sum of get over the analysed functions.
+  template <class G>
+  double sum(G get) const {
+    double s = 0;
+    for (auto& u : sf.units) s += get(u);
+    return s;
+  }
+};
+
+// A fact of some analysed function (features/function_analyzer.hpp names the rule
+// that decides it).
+bool any_unit(const extraction& e, bool unit_facts::*fact) {
+  return e.any([&](const unit_facts& u) { return u.*fact; });
 }
 
-// Evaluates an expression of a plan that uses plan constants only (no shapes).
-std::optional<int64_t> eval_static(const std::string& text, const launch_plan& plan) {
-  expr_env env;
-  // Constants may refer to each other: evaluate in rounds until nothing changes.
-  for (int round = 0; round < 8; ++round) {
-    bool changed = false;
-    for (auto& [name, expr] : plan.constants) {
-      if (env.constants.count(name)) continue;
-      auto v = eval_expr(expr, env);
-      if (v.ok()) {
-        env.constants[name] = v.value();
-        changed = true;
-      }
-    }
-    if (!changed) break;
-  }
-  auto v = eval_expr(text, env);
-  if (!v.ok() || v->is_float) return std::nullopt;
-  return v->i;
-}
+double b(bool x) { return x ? 1.0 : 0.0; }
 
 bool half_dtype(const std::string& d) {
   return d == "float16" || d == "bfloat16" || d == "half" || d == "bf16" || d == "fp16" ||
          d == "tf32";
 }
 
-code_features extract_impl(const feature_input& in) {
-  code_features cf;
-  auto& v = cf.values;
-  auto ps = features::parse_source(in.source);
-  auto sigs = extract_kernel_signatures(in.source);
-  auto launches = launches_from(in.resolved, sigs);
-  source_facts sf = features::analyze_source(ps, launches, nominal_problem_extent);
-  ptx_stats px = features::scan_ptx(in.ptx);
-  const bool have_ptx = px.present;
+// kernel_count: the __global__ functions of the source, else the PTX's entries.
+int kernel_count(const extraction& e) {
+  int count = static_cast<int>(e.sigs.size());
+  if (count == 0 && e.have_ptx) count = e.px.entries;
+  return count;
+}
 
-  std::vector<const unit_facts*> kernels;
-  for (auto& u : sf.units)
-    if (u.is_kernel) kernels.push_back(&u);
-  const bool have_source_kernels = !kernels.empty();
-  auto any = [&](auto pred) {
-    for (auto& u : sf.units)
-      if (pred(u)) return true;
-    return false;
-  };
-  auto sum = [&](auto get) {
-    double s = 0;
-    for (auto& u : sf.units) s += get(u);
-    return s;
-  };
-  auto b = [](bool x) { return x ? 1.0 : 0.0; };
+// is_pointwise: there are kernels, and every kernel is pointwise.
+bool is_pointwise(const extraction& e) {
+  bool pointwise = e.have_source_kernels;
+  for (auto* k : e.kernels) pointwise = pointwise && k->pointwise;
+  return pointwise;
+}
 
-  // ---- kernels and the plan
-  int kernel_count = static_cast<int>(sigs.size());
-  if (kernel_count == 0 && have_ptx) kernel_count = px.entries;
-  v["kernel_count"] = kernel_count;
+// has_reduction: a cross-thread reduction in the source (shared tree, reducing shuffle,
+// reduce intrinsic, accumulating atomic); from the PTX alone, shuffles or atomics.
+bool has_reduction(const extraction& e) {
+  bool reduction = any_unit(e, &unit_facts::cross_thread_reduction) ||
+                   e.sf.lex.shuffle_reduction || e.sf.lex.reduce_intrinsics;
+  if (!e.have_source_kernels && e.have_ptx)
+    reduction = reduction || e.px.shuffles > 0 || e.px.atomics > 0;
+  return reduction;
+}
 
-  int plan_kernels = -1, plan_library = -1;
-  if (in.plan) {
-    plan_kernels = plan_library = 0;
-    for (auto& s : in.plan->steps) (s.kind == "library" ? plan_library : plan_kernels)++;
-  } else if (in.resolved) {
-    plan_kernels = plan_library = 0;
-    for (auto& s : in.resolved->steps) (s.kind == "library" ? plan_library : plan_kernels)++;
-  }
-  if (plan_kernels >= 0) {
-    v["plan_kernel_launches"] = plan_kernels;
-    v["plan_library_steps"] = plan_library;
-  }
+bool uses_warp_shuffle(const extraction& e) { return e.sf.lex.shuffles > 0 || e.px.shuffles > 0; }
 
-  // ---- structure of the code
-  bool pointwise = have_source_kernels;
-  for (auto* k : kernels) pointwise = pointwise && k->pointwise;
-  v["is_pointwise"] = b(pointwise);
+bool uses_atomics(const extraction& e) { return e.sf.lex.atomics > 0 || e.px.atomics > 0; }
 
-  bool reduction = any([](const unit_facts& u) { return u.cross_thread_reduction; }) ||
-                   sf.lex.shuffle_reduction || sf.lex.reduce_intrinsics;
-  if (!have_source_kernels && have_ptx) reduction = reduction || px.shuffles > 0 || px.atomics > 0;
-  v["has_reduction"] = b(reduction);
-  v["uses_warp_shuffle"] = b(sf.lex.shuffles > 0 || px.shuffles > 0);
-  v["uses_atomics"] = b(sf.lex.atomics > 0 || px.atomics > 0);
-  v["uses_shared_memory"] = b(sf.lex.shared_decl || any([](const unit_facts& u) { return u.shared_used; }) ||
-                              px.declares_shared || px.shared_accesses > 0);
-  v["shared_mem_tiles"] = b(any([](const unit_facts& u) { return u.shared_tiles; }));
+// uses_shared_memory: declared or accessed, in the source or the PTX.
+bool uses_shared_memory(const extraction& e) {
+  return e.sf.lex.shared_decl || any_unit(e, &unit_facts::shared_used) ||
+         e.px.declares_shared || e.px.shared_accesses > 0;
+}
 
-  // ---- vectorization
-  bool src_vload = any([](const unit_facts& u) { return u.vector_load; });
-  bool src_vstore = any([](const unit_facts& u) { return u.vector_store; });
+// uses_vector_loads: from the PTX when there is one (it knows what the compiler made of
+// the source), else from the source.
+bool uses_vector_loads(const extraction& e) {
+  if (e.have_ptx) return e.px.vector_global_loads > 0;
+  return any_unit(e, &unit_facts::vector_load);
+}
+
+// uses_vector_stores: as uses_vector_loads.
+bool uses_vector_stores(const extraction& e) {
+  if (e.have_ptx) return e.px.vector_global_stores > 0;
+  return any_unit(e, &unit_facts::vector_store);
+}
+
+// vector_width: the widest global access of the source or the PTX.
+int vector_width(const extraction& e) {
   int width = 1;
-  for (auto& u : sf.units) width = std::max(width, u.vector_width);
-  if (have_ptx) {
-    v["uses_vector_loads"] = b(px.vector_global_loads > 0);
-    v["uses_vector_stores"] = b(px.vector_global_stores > 0);
-    width = std::max(width, px.max_vector_lanes);
-  } else {
-    v["uses_vector_loads"] = b(src_vload);
-    v["uses_vector_stores"] = b(src_vstore);
-  }
-  v["vector_width"] = width;
-  v["vector_alignment_checked"] = b(any([](const unit_facts& u) { return u.align_checked; }));
-  v["uses_vector_types"] = b(sf.lex.vector_types);
+  for (auto& u : e.sf.units) width = std::max(width, u.vector_width);
+  if (e.have_ptx) width = std::max(width, e.px.max_vector_lanes);
+  return width;
+}
 
-  // ---- guards and loops
+// has_tail_handling: some kernel handles the elements past its main loop or tile.
+bool has_tail_handling(const extraction& e) {
   bool tail = false;
-  for (auto* k : kernels) tail = tail || k->tail;
-  v["has_tail_handling"] = b(tail);
-  v["has_bounds_check"] = b(any([](const unit_facts& u) { return u.bounds_check; }));
-  v["grid_stride_loop"] = b(any([](const unit_facts& u) { return u.grid_stride; }));
-  v["unrolled_loops"] = sum([](const unit_facts& u) { return u.unrolled; });
+  for (auto* k : e.kernels) tail = tail || k->tail;
+  return tail;
+}
 
-  // ---- GEMM, tensor cores, stencils
-  bool tensor_cores = sf.lex.tensor_cores || px.tensor_ops > 0;
-  v["has_k_loop"] = b(any([](const unit_facts& u) { return u.k_loop; }));
-  v["naive_gemm"] = b(any([](const unit_facts& u) { return u.naive_gemm; }));
-  bool half = half_dtype(in.dtype);
-  v["tensor_core_eligible"] =
-      b(tensor_cores || any([&](const unit_facts& u) { return u.gemm_like && (half || u.half_operands); }));
-  v["uses_tensor_cores"] = b(tensor_cores);
-  v["stencil_or_conv"] = b(any([](const unit_facts& u) { return u.stencil; }));
+// uses_tensor_cores: WMMA/MMA in the source (calls or inline asm) or the PTX.
+bool uses_tensor_cores(const extraction& e) { return e.sf.lex.tensor_cores || e.px.tensor_ops > 0; }
 
-  // ---- math, divergence, barriers
-  int transcendental = sf.lex.transcendental;
-  if (!have_source_kernels && have_ptx && transcendental == 0) transcendental = px.transcendental_ops;
-  v["transcendental_count"] = transcendental;
-  v["uses_fast_math_intrinsics"] = b(sf.lex.fast_math || px.approx_math > 0);
-  v["divergent_branches"] = sum([](const unit_facts& u) { return u.divergent; });
-  int barriers = sf.lex.syncthreads;
-  if (!have_source_kernels && have_ptx) barriers = px.barriers;
-  v["syncthreads_count"] = barriers;
+// tensor_core_eligible: tensor cores in use, or a GEMM-like k-loop with half-precision
+// operands (the task's dtype or the operands' type).
+bool is_tensor_core_eligible(const extraction& e) {
+  bool half = half_dtype(e.in.dtype);
+  return uses_tensor_cores(e) ||
+         e.any([&](const unit_facts& u) { return u.gemm_like && (half || u.half_operands); });
+}
 
+// transcendental_count: calls in the source; from the PTX alone, its transcendental
+// instructions.
+int transcendental_count(const extraction& e) {
+  int transcendental = e.sf.lex.transcendental;
+  if (!e.have_source_kernels && e.have_ptx && transcendental == 0)
+    transcendental = e.px.transcendental_ops;
+  return transcendental;
+}
+
+// uses_fast_math_intrinsics: fast-math calls or .approx asm in the source, approximate
+// instructions in the PTX.
+bool uses_fast_math(const extraction& e) { return e.sf.lex.fast_math || e.px.approx_math > 0; }
+
+// syncthreads_count: __syncthreads calls in the source; from the PTX alone, barriers.
+int syncthreads_count(const extraction& e) {
+  int barriers = e.sf.lex.syncthreads;
+  if (!e.have_source_kernels && e.have_ptx) barriers = e.px.barriers;
+  return barriers;
+}
+
+// reuse_factor: the largest of the analysed functions.
+double reuse_factor(const extraction& e) {
   double reuse = 1;
-  for (auto& u : sf.units) reuse = std::max(reuse, u.reuse);
-  v["reuse_factor"] = reuse;
+  for (auto& u : e.sf.units) reuse = std::max(reuse, u.reuse);
+  return reuse;
+}
 
-  // ---- resources
-  if (!in.resources.empty()) {
+// registers and spills: the maximum over the compiler's per-kernel report; without one,
+// spills is the largest local depot of the PTX, or else the bytes of the local arrays
+// the source indexes at run time.
+void set_resource_features(const extraction& e, std::map<std::string, double>& v) {
+  if (!e.in.resources.empty()) {
     int regs = 0, local = 0;
-    for (auto& r : in.resources) {
+    for (auto& r : e.in.resources) {
       regs = std::max(regs, r.registers);
       local = std::max(local, r.local_bytes);
     }
     v["registers"] = regs;
     v["spills"] = local;
-  } else if (have_ptx) {
-    v["spills"] = static_cast<double>(px.max_local_depot);
+  } else if (e.have_ptx) {
+    v["spills"] = static_cast<double>(e.px.max_local_depot);
   } else {
     long long local = 0;
-    for (auto& u : sf.units) local = std::max(local, u.local_array_bytes);
+    for (auto& u : e.sf.units) local = std::max(local, u.local_array_bytes);
     v["spills"] = static_cast<double>(local);
   }
+}
 
-  // ---- launch geometry
-  const plan_step* first_plan_kernel = nullptr;
-  if (in.plan)
-    for (auto& s : in.plan->steps)
-      if (s.kind != "library") {
-        first_plan_kernel = &s;
-        break;
-      }
-  const resolved_step* first_resolved = nullptr;
-  if (in.resolved)
-    for (auto& s : in.resolved->steps)
-      if (s.kind == "kernel") {
-        first_resolved = &s;
-        break;
-      }
-  if (first_resolved) {
-    const auto& bl = first_resolved->block;
-    const auto& gr = first_resolved->grid;
-    v["block_size"] = static_cast<double>(bl[0] * bl[1] * bl[2]);
-    v["grid_size"] = static_cast<double>(gr[0] * gr[1] * gr[2]);
-  } else if (first_plan_kernel) {
-    auto product = [&](const std::vector<std::string>& dims) -> std::optional<int64_t> {
-      int64_t p = 1;
-      if (dims.empty()) return std::nullopt;
-      for (auto& d : dims) {
-        auto x = eval_static(d, *in.plan);
-        if (!x) return std::nullopt;
-        p *= *x;
-      }
-      return p;
-    };
-    if (auto bs = product(first_plan_kernel->block)) v["block_size"] = static_cast<double>(*bs);
-    if (auto gs = product(first_plan_kernel->grid)) v["grid_size"] = static_cast<double>(*gs);
+// structure_class, the first that applies: multi_kernel (two or more launches),
+// irregular (data-dependent indexing), reuse (a GEMM, a stencil or shared tiles),
+// reduction (cross-thread or serial, a k-loop, atomics), reuse (tensor ops in the PTX
+// alone), streaming.
+std::string classify_structure(const extraction& e, int launches_total) {
+  bool irregular = any_unit(e, &unit_facts::irregular);
+  bool reuse_like =
+      e.any([](const unit_facts& u) { return u.gemm_like || u.stencil || u.shared_tiles; });
+  bool reduction_like = has_reduction(e) || e.any([](const unit_facts& u) {
+                          return u.serial_reduction || u.k_loop;
+                        }) || e.sf.lex.atomics > 0;
+  if (launches_total >= 2) return "multi_kernel";
+  if (irregular) return "irregular";
+  if (reuse_like) return "reuse";
+  if (reduction_like) return "reduction";
+  if (!e.have_source_kernels && e.have_ptx && e.px.tensor_ops > 0) return "reuse";
+  return "streaming";
+}
+
+code_features extract_impl(const feature_input& in) {
+  code_features cf;
+  auto& v = cf.values;
+  extraction e(in);
+  auto ps = features::parse_source(in.source);
+  e.sigs = extract_kernel_signatures(in.source);
+  auto launches = features::launches_from(in.resolved, e.sigs);
+  e.sf = features::analyze_source(ps, launches, nominal_problem_extent);
+  e.px = features::scan_ptx(in.ptx);
+  e.have_ptx = e.px.present;
+  for (auto& u : e.sf.units)
+    if (u.is_kernel) e.kernels.push_back(&u);
+  e.have_source_kernels = !e.kernels.empty();
+
+  // ---- kernels and the plan
+  const int kernels = kernel_count(e);
+  v["kernel_count"] = kernels;
+  const features::plan_step_counts steps = features::count_plan_steps(in);
+  if (steps.kernels >= 0) {
+    v["plan_kernel_launches"] = steps.kernels;
+    v["plan_library_steps"] = steps.library;
   }
-  if (in.plan || in.resolved) {
-    size_t steps = in.plan ? in.plan->steps.size() : in.resolved->steps.size();
-    bool static_shapes = true;
-    if (in.resolved)
-      for (auto& buf : in.resolved->intermediates)
-        if (!buf.shape_known) static_shapes = false;
-    v["cuda_graph_eligible"] = b(steps >= 2 && static_shapes);
-  }
+
+  // ---- structure of the code
+  v["is_pointwise"] = b(is_pointwise(e));
+  v["has_reduction"] = b(has_reduction(e));
+  v["uses_warp_shuffle"] = b(uses_warp_shuffle(e));
+  v["uses_atomics"] = b(uses_atomics(e));
+  v["uses_shared_memory"] = b(uses_shared_memory(e));
+  v["shared_mem_tiles"] = b(any_unit(e, &unit_facts::shared_tiles));
+
+  // ---- vectorization
+  v["uses_vector_loads"] = b(uses_vector_loads(e));
+  v["uses_vector_stores"] = b(uses_vector_stores(e));
+  v["vector_width"] = vector_width(e);
+  v["vector_alignment_checked"] = b(any_unit(e, &unit_facts::align_checked));
+  v["uses_vector_types"] = b(e.sf.lex.vector_types);
+
+  // ---- guards and loops
+  v["has_tail_handling"] = b(has_tail_handling(e));
+  v["has_bounds_check"] = b(any_unit(e, &unit_facts::bounds_check));
+  v["grid_stride_loop"] = b(any_unit(e, &unit_facts::grid_stride));
+  v["unrolled_loops"] = e.sum([](const unit_facts& u) { return u.unrolled; });
+
+  // ---- GEMM, tensor cores, stencils
+  v["has_k_loop"] = b(any_unit(e, &unit_facts::k_loop));
+  v["naive_gemm"] = b(any_unit(e, &unit_facts::naive_gemm));
+  v["tensor_core_eligible"] = b(is_tensor_core_eligible(e));
+  v["uses_tensor_cores"] = b(uses_tensor_cores(e));
+  v["stencil_or_conv"] = b(any_unit(e, &unit_facts::stencil));
+
+  // ---- math, divergence, barriers
+  v["transcendental_count"] = transcendental_count(e);
+  v["uses_fast_math_intrinsics"] = b(uses_fast_math(e));
+  v["divergent_branches"] = e.sum([](const unit_facts& u) { return u.divergent; });
+  v["syncthreads_count"] = syncthreads_count(e);
+  v["reuse_factor"] = reuse_factor(e);
+
+  // ---- resources and the launch
+  set_resource_features(e, v);
+  features::set_launch_geometry(in, v);
+  features::set_cuda_graph_eligibility(in, v);
 
   // ---- structure class
-  int launches_total = plan_kernels >= 0 ? plan_kernels + plan_library : kernel_count;
-  bool irregular = any([](const unit_facts& u) { return u.irregular; });
-  bool reuse_like = any([](const unit_facts& u) { return u.gemm_like || u.stencil || u.shared_tiles; });
-  bool reduction_like = reduction || any([](const unit_facts& u) {
-                          return u.serial_reduction || u.k_loop;
-                        }) || sf.lex.atomics > 0;
-  if (launches_total >= 2) cf.structure_class = "multi_kernel";
-  else if (irregular) cf.structure_class = "irregular";
-  else if (reuse_like) cf.structure_class = "reuse";
-  else if (reduction_like) cf.structure_class = "reduction";
-  else if (!have_source_kernels && have_ptx && px.tensor_ops > 0) cf.structure_class = "reuse";
-  else cf.structure_class = "streaming";
+  int launches_total = steps.kernels >= 0 ? steps.kernels + steps.library : kernels;
+  cf.structure_class = classify_structure(e, launches_total);
   return cf;
 }
 
