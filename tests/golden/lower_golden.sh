@@ -8,6 +8,8 @@
 #
 # Refresh only for a change that is meant to change the generated code, and say so in
 # the commit message; `git diff tests/golden/lower` then shows exactly what changed.
+# The features golden reads these seeds: refresh it after them
+# (KS_FEATURES_GOLDEN_REFRESH=1 BUILD_DIR/bin/features_golden_test).
 set -euo pipefail
 mode=${1:?usage: lower_golden.sh check|refresh BUILD_DIR}
 build=${2:?usage: lower_golden.sh check|refresh BUILD_DIR}
