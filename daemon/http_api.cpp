@@ -1,10 +1,18 @@
 #include "daemon/http_api.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <string_view>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -24,8 +32,57 @@ namespace ks {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+namespace {
+
+bool is_loopback_address(const sockaddr* a) {
+  if (a->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(a);
+    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (a->sa_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(a);
+    return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+  }
+  return false;
+}
+
+}  // namespace
+
+bool is_loopback_host(const std::string& host_in) {
+  std::string host = host_in;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty()) return false;
+  // Decided by what the name resolves to, every address of it: "127.example.com" is a
+  // name like any other, and a name that resolves to no address is not loopback.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) return false;
+  bool all_loopback = true;
+  for (addrinfo* a = found; a; a = a->ai_next) all_loopback = all_loopback && is_loopback_address(a->ai_addr);
+  ::freeaddrinfo(found);
+  return all_loopback;
+}
+
+bool is_loopback_name(std::string_view host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost" || host == "::1") return true;
+  in_addr v4{};
+  return ::inet_pton(AF_INET, std::string(host).c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+bool tokens_equal(std::string_view a, std::string_view b) {
+  // Constant time in the contents: every byte of the longer is looked at, and the
+  // lengths are compared in the same pass.
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
 }
 
 namespace {
@@ -52,6 +109,7 @@ const char* code_for(int status) {
   switch (status) {
     case 400: return "bad_request";
     case 401: return "unauthorized";
+    case 403: return "forbidden";
     case 404: return "not_found";
     case 405: return "method_not_allowed";
     case 409: return "conflict";
@@ -67,6 +125,32 @@ std::string media_type(const httplib::Request& req) {
   while (!ct.empty() && ct.back() == ' ') ct.pop_back();
   for (auto& c : ct) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return ct;
+}
+
+// The host of a Host header ("127.0.0.1:8470", "[::1]:8470", "localhost") or of an
+// Origin ("http://localhost:8470"); empty when there is none.
+std::string host_part(std::string v, bool is_origin) {
+  if (is_origin) {
+    auto scheme = v.find("://");
+    if (scheme == std::string::npos) return "";
+    v = v.substr(scheme + 3);
+  }
+  if (!v.empty() && v.front() == '[') {
+    auto close = v.find(']');
+    return close == std::string::npos ? "" : v.substr(0, close + 1);
+  }
+  return v.substr(0, v.find(':'));
+}
+
+// An integer JSON value in [lo, hi], checked before any conversion (2^64 - 1 must not
+// become -1); the error names `what`.
+result<int> json_int(const json& v, const std::string& what, int lo, int hi) {
+  if (!v.is_number_integer())
+    return error{what + ": expected an integer, got " + std::string(v.type_name())};
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi)
+                             : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+    return error{what + ": " + v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi)};
+  return static_cast<int>(v.get<int64_t>());
 }
 
 // An integer query or body value in [lo, hi]; the error names `what`.
@@ -160,12 +244,9 @@ struct http_api::impl {
           if (!it->is_string()) return bad(400, "task_yaml: expected a string (the task file's text)");
           yaml_text = it->get<std::string>();
         } else if (k == "priority") {
-          if (!it->is_number_integer())
-            return bad(400, "priority: expected an integer, got " + std::string(it->type_name()));
-          auto v = it->get<int64_t>();
-          if (v < min_priority || v > max_priority)
-            return bad(400, "priority: " + std::to_string(v) + " is outside -1000..1000");
-          priority = static_cast<int>(v);
+          auto v = json_int(*it, "priority", min_priority, max_priority);
+          if (!v) return bad(400, v.message());
+          priority = *v;
         } else if (k == "module_base64") {
           if (!it->is_string()) return bad(400, "module_base64: expected a string (a base64 .pt file)");
           module_b64 = it->get<std::string>();
@@ -256,15 +337,52 @@ struct http_api::impl {
     return out;
   }
 
+  // Web pages must not drive the daemon: a page elsewhere can make a browser send
+  // requests to 127.0.0.1 (and, by DNS rebinding, under a name of its own). So unless a
+  // token guards a daemon served beyond loopback, the Host must be a loopback name, an
+  // Origin (sent by browsers) must be one too, and a request that changes state must
+  // carry a JSON or YAML body type: never a form post, which needs no preflight.
+  std::optional<api_error> check_origin(const httplib::Request& req) const {
+    const bool open_to_names = !opts.token.empty() && !is_loopback_name(opts.host);
+    if (!open_to_names) {
+      const std::string host = host_part(req.get_header_value("Host"), false);
+      if (!is_loopback_name(host))
+        return api_error{403, "forbidden", "Host \"" + host.substr(0, 80) +
+                                               "\" is not a loopback name; this daemon answers "
+                                               "requests to localhost, 127.0.0.1 or [::1] only"};
+      if (req.has_header("Origin")) {
+        const std::string origin = req.get_header_value("Origin");
+        if (!is_loopback_name(host_part(origin, true)))
+          return api_error{403, "forbidden", "Origin \"" + origin.substr(0, 80) +
+                                                 "\" is not this machine; web pages elsewhere "
+                                                 "may not use this daemon"};
+      }
+    }
+    if (req.method == "POST" || req.method == "PUT" || req.method == "DELETE" || req.method == "PATCH") {
+      const std::string mt = media_type(req);
+      if (mt != "application/json" && mt != "application/yaml" && mt != "text/yaml" &&
+          mt != "application/x-yaml")
+        return api_error{415, "unsupported_media_type",
+                         "requests that change state take application/json or application/yaml "
+                         "bodies (got \"" + mt.substr(0, 60) + "\")"};
+    }
+    return std::nullopt;
+  }
+
   void routes() {
     server.set_payload_max_length(opts.max_body_bytes);
+    server.set_tcp_nodelay(true);  // small answers on a kept-alive connection: no Nagle wait
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (auto refused = check_origin(req)) {
+        reply_error(res, *refused);
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (opts.token.empty()) return httplib::Server::HandlerResponse::Unhandled;
       // The dashboard page holds no data and a browser cannot send a bearer token when
       // it navigates: the page is served to anyone, and its API calls carry the token
       // (from the URL fragment #token=…), so everything it shows is still guarded.
       if (req.method == "GET" && req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + opts.token)
+      if (tokens_equal(req.get_header_value("Authorization"), "Bearer " + opts.token))
         return httplib::Server::HandlerResponse::Unhandled;
       reply_error(res, {401, "unauthorized",
                         "this daemon needs `Authorization: Bearer TOKEN` (the client reads it "
@@ -378,13 +496,10 @@ struct http_api::impl {
       for (auto it = j.begin(); it != j.end(); ++it)
         if (it.key() != "priority")
           return reply_error(res, {400, "bad_request", "unknown field '" + it.key().substr(0, 60) + "' (expected priority)"});
-      if (!j["priority"].is_number_integer())
-        return reply_error(res, {400, "bad_request", std::string("priority: expected an integer, got ") + j["priority"].type_name()});
-      auto v = j["priority"].get<int64_t>();
-      if (v < min_priority || v > max_priority)
-        return reply_error(res, {400, "bad_request", "priority: " + std::to_string(v) + " is outside -1000..1000"});
+      auto v = json_int(j["priority"], "priority", min_priority, max_priority);
+      if (!v) return reply_error(res, {400, "bad_request", v.message()});
       refusal why;
-      auto c = ctx.queue->set_priority(t->id, static_cast<int>(v), &why);
+      auto c = ctx.queue->set_priority(t->id, *v, &why);
       if (!c) return reply_error(res, {why == refusal::conflict ? 409 : 404,
                                        why == refusal::conflict ? "conflict" : "not_found", c.message()});
       reply_json(res, 200, to_json(*c, false));

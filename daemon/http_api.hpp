@@ -6,7 +6,11 @@
 //   with {"error": {"code", "message"}} naming what is wrong, and changes nothing;
 // - a submitted task is in the store before the 201 goes out;
 // - with a token, every request without `Authorization: Bearer TOKEN` is refused
-//   (401); without one, only loopback addresses may be served;
+//   (401, compared in constant time); without one, only addresses that resolve to
+//   loopback may be served;
+// - web pages cannot drive it: unless a token guards a daemon served beyond loopback,
+//   a Host or Origin that is not a loopback name is refused (403), and requests that
+//   change state must be JSON or YAML (415 for form posts);
 // - the daemon never reads its own files for a request: a task's .pt module comes in
 //   the request or not at all.
 
@@ -68,7 +72,16 @@ class http_api {
   std::unique_ptr<impl> impl_;
 };
 
-// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
+// Whether `host` (a name or an address, [::1] in brackets too) resolves to loopback
+// addresses only (127.0.0.0/8, ::1). A name that does not resolve is not loopback.
 bool is_loopback_host(const std::string& host);
+
+// Whether `host` is literally a loopback name or address — localhost, 127.x.y.z, ::1 —
+// without resolving it: what a Host or Origin header must say to reach a daemon that
+// serves loopback only.
+bool is_loopback_name(std::string_view host);
+
+// Equal strings, compared in time that does not depend on where they first differ.
+bool tokens_equal(std::string_view a, std::string_view b);
 
 }  // namespace ks

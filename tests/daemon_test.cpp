@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/task_coordinator.hpp"
+#include "daemon/http_api.hpp"
 #include "daemon/task_queue.hpp"
 #include "model/json_codec.hpp"
 #include "memory/store.hpp"
@@ -604,4 +605,80 @@ TEST_CASE("a daemon with a token refuses requests without it, and none listens b
   std::ofstream(e.dir() / "daemon.yaml") << text;
   CHECK(e.start(20).empty());
   CHECK_THAT(e.log(), Contains("not a loopback address"));
+}
+
+TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts are refused",
+          "[daemon][web]") {
+  daemon_options o;
+  o.with_gpu = false;
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  auto good = submit(c, "swish");
+  const std::string id = good["id"];
+  const auto before = store_records(d.store_dir());
+
+  // DNS rebinding: the page's own name in Host reaches 127.0.0.1, and is refused.
+  for (const char* host : {"evil.example", "127.0.0.1.evil.example", "127.evil.example:8470", ""}) {
+    INFO("Host: " << host);
+    auto r = c.Get("/api/tasks", {{"Host", host}});
+    REQUIRE(r);
+    CHECK(r->status == 403);
+    CHECK(json::parse(r->body)["error"]["code"] == "forbidden");
+  }
+  for (const char* host : {"localhost", "127.0.0.1", "127.1.2.3:99", "[::1]:8470"}) {
+    INFO("Host: " << host);
+    CHECK(c.Get("/api/health", {{"Host", host}})->status == 200);
+  }
+  // A page elsewhere (its Origin) may not read or change anything; the dashboard's own
+  // origin may.
+  for (const char* origin : {"http://evil.example", "null", "https://127.0.0.1.evil.example:443"}) {
+    INFO("Origin: " << origin);
+    auto r = c.Post(("/api/tasks/" + id + "/cancel").c_str(), {{"Origin", origin}}, "{}", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 403);
+    CHECK(c.Get("/api/tasks", {{"Origin", origin}})->status == 403);
+  }
+  CHECK(c.Get("/api/tasks", {{"Origin", "http://127.0.0.1:" + std::to_string(d.port())}})->status == 200);
+  // Form posts (no preflight) change nothing.
+  for (const char* type : {"application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain"}) {
+    INFO("Content-Type: " << type);
+    auto r = c.Post(("/api/tasks/" + id + "/cancel").c_str(), "", type);
+    REQUIRE(r);
+    CHECK(r->status == 415);
+    CHECK(c.Post("/api/tasks", example_task("swish"), type)->status == 415);
+  }
+  // Integers are range-checked before conversion: 2^64 - 1 does not wrap to -1.
+  for (const char* big : {"18446744073709551615", "9223372036854775808", "-9223372036854775809", "1001"}) {
+    INFO("priority " << big);
+    auto r = c.Post(("/api/tasks/" + id + "/priority").c_str(), std::string("{\"priority\": ") + big + "}",
+                    "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    auto s = c.Post("/api/tasks", json{{"task_yaml", example_task("swish")}}.dump().insert(1, std::string("\"priority\": ") + big + ", "),
+                    "application/json");
+    REQUIRE(s);
+    CHECK(s->status == 400);
+  }
+  CHECK(store_records(d.store_dir()) == before);
+  CHECK(task(c, id)["state"] == "queued");
+}
+
+TEST_CASE("loopback is decided by what a name resolves to, not by its spelling", "[daemon][web]") {
+  CHECK(is_loopback_host("127.0.0.1"));
+  CHECK(is_loopback_host("127.8.9.10"));
+  CHECK(is_loopback_host("localhost"));
+  CHECK(is_loopback_host("::1"));
+  CHECK(is_loopback_host("[::1]"));
+  CHECK_FALSE(is_loopback_host("127.0.0.1.nip.invalid"));
+  CHECK_FALSE(is_loopback_host("127.evil.invalid"));
+  CHECK_FALSE(is_loopback_host("0.0.0.0"));
+  CHECK_FALSE(is_loopback_host(""));
+  CHECK(is_loopback_name("127.0.0.1"));
+  CHECK(is_loopback_name("[::1]"));
+  CHECK_FALSE(is_loopback_name("127.0.0.1.evil.example"));
+  CHECK(tokens_equal("Bearer abc", "Bearer abc"));
+  CHECK_FALSE(tokens_equal("Bearer abc", "Bearer abd"));
+  CHECK_FALSE(tokens_equal("Bearer abc", "Bearer abcd"));
+  CHECK_FALSE(tokens_equal("", "x"));
 }
