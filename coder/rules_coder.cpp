@@ -1,14 +1,17 @@
 #include "coder/rules_coder.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "base/content_hash.hpp"
+#include "base/private_dir.hpp"
 #include "model/candidate_id.hpp"
 #include "task/task_loader.hpp"
 
@@ -55,23 +58,35 @@ bool has_stage(const std::map<std::string, std::string>& recipe, const std::stri
 
 }  // namespace
 
+namespace {
+
+// Why a bounded child ended, in words, from its exit status under `timeout` (which
+// ends itself by the signal that ended its child).
+std::string limit_crossed(int status, const reference_limits& limits) {
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
+    return "it used more than " + std::to_string(limits.cpu_seconds) + " s of CPU time (the limit)";
+  if (!WIFEXITED(status)) return "";
+  switch (WEXITSTATUS(status)) {
+    case 124:
+    case 128 + SIGKILL:
+      return "it ran longer than " + std::to_string(limits.wall_seconds) + " s (the wall-clock limit)";
+    case 128 + SIGXCPU:
+      return "it used more than " + std::to_string(limits.cpu_seconds) + " s of CPU time (the limit)";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
 result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, const task_spec& task,
-                                     const std::string& size) {
+                                     const std::string& size, const reference_limits& limits) {
   if (gpu_worker.empty()) return error{"rules coder: the path of kernelskill-gpu (for --graph) is not set"};
-  std::error_code ec;
-  auto dir = std::filesystem::temp_directory_path(ec);
-  if (ec) dir = "/tmp";
-  char tmpl[] = "ks-graph-XXXXXX";
-  std::string base = (dir / tmpl).string();
-  std::vector<char> path(base.begin(), base.end());
-  path.push_back('\0');
-  int fd = mkstemp(path.data());
-  if (fd < 0) return error{"rules coder: cannot create a temporary file in " + dir.string()};
-  close(fd);
-  std::filesystem::path yaml = std::string(path.data()) + ".yaml";
-  std::filesystem::path err = std::string(path.data()) + ".err";
-  std::filesystem::path module = std::string(path.data()) + ".pt";
-  std::filesystem::remove(path.data(), ec);
+  auto dir = private_dir::create("ks-graph");
+  if (!dir) return error{"rules coder: " + dir.message()};
+  const std::filesystem::path yaml = dir->path() / "task.yaml";
+  const std::filesystem::path err = dir->path() / "graph.err";
+  const std::filesystem::path module = dir->path() / "module.pt";
   // The task file names its module by path; a module that came without one (uploaded
   // to the daemon) is written beside the file for the worker to read.
   task_spec with_file = task;
@@ -83,7 +98,13 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
     std::ofstream out(yaml);
     out << to_yaml(with_file);
   }
-  std::string cmd = shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
+  // ulimit bounds CPU time (SIGXCPU at the soft limit, SIGKILL 5 s of CPU later) and
+  // memory; timeout the wall clock (TERM, then KILL).
+  std::string cmd = "ulimit -S -t " + std::to_string(limits.cpu_seconds) + " && ulimit -H -t " +
+                    std::to_string(limits.cpu_seconds + 5) + " && ulimit -v " +
+                    std::to_string(static_cast<long long>(limits.memory_mb) * 1024) + " && exec timeout -k 5 " +
+                    std::to_string(limits.wall_seconds) + " " + shell_quote(gpu_worker.string()) +
+                    " --log-level error --graph " + shell_quote(yaml.string());
   if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
   cmd += " 2> " + shell_quote(err.string());
   std::string text;
@@ -94,11 +115,16 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
   while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, got);
   int rc = pclose(pipe);
   std::string errors = read_all(err);
-  std::filesystem::remove(yaml, ec);
-  std::filesystem::remove(err, ec);
-  std::filesystem::remove(module, ec);
   if (rc != 0) {
     while (!errors.empty() && errors.back() == '\n') errors.pop_back();
+    std::string why = limit_crossed(rc, limits);
+    if (why.empty() && (errors.find("bad_alloc") != std::string::npos ||
+                        errors.find("Cannot allocate memory") != std::string::npos))
+      why = "it needed more than " + std::to_string(limits.memory_mb) + " MiB of memory (the limit)";
+    if (!why.empty()) {
+      return error{"rules coder: the reference of task \"" + task.name + "\" was stopped: " + why +
+                   (errors.empty() ? "" : " (" + errors.substr(0, 300) + ")")};
+    }
     return error{"rules coder: " + gpu_worker.filename().string() + " --graph failed for task \"" + task.name +
                  "\": " + (errors.empty() ? "exit status " + std::to_string(rc) : errors)};
   }
@@ -136,7 +162,7 @@ result<task_graph> rules_coder::graph(const task_spec& task) {
     if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
   }
   // Exported outside the lock: it takes a second, and other tasks need not wait.
-  auto g = export_task_graph(options_.gpu_worker, task, options_.graph_size);
+  auto g = export_task_graph(options_.gpu_worker, task, options_.graph_size, options_.limits);
   if (!g) return g;
   std::lock_guard lock(mutex_);
   graphs_[key] = *g;

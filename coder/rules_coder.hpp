@@ -34,6 +34,14 @@
 
 namespace ks {
 
+// A submitted reference is untrusted code: the child that exports its graph (and so
+// runs it once on the CPU) gets these bounds, and is killed past them.
+struct reference_limits {
+  int cpu_seconds = 120;      // CPU time of the child (SIGXCPU past it)
+  int memory_mb = 16384;      // its address space (allocations fail past it)
+  int wall_seconds = 300;     // wall-clock time, then SIGTERM, and SIGKILL 5 s later
+};
+
 struct rules_coder_options {
   // kernelskill-gpu, which prints graphs (--graph). Next to `kernelskill` in <build>/bin.
   std::filesystem::path gpu_worker;
@@ -41,6 +49,7 @@ struct rules_coder_options {
   std::filesystem::path skills_dir;
   // The task size to export graphs at, when the task has it.
   std::string graph_size = "cpu";
+  reference_limits limits;
 };
 
 class rules_coder : public coder {
@@ -74,9 +83,10 @@ class rules_coder : public coder {
   std::map<std::string, task_graph> graphs_;  // by task name + source hash
 };
 
-// Runs `gpu_worker --graph` on `task` (written to a temporary YAML file) and parses
-// what it prints.
+// Runs `gpu_worker --graph` on `task` and parses what it prints. The task (and an
+// uploaded module) is written to a private directory (0700) that is removed on return;
+// the child runs under `limits`, and an error says which limit it crossed.
 result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, const task_spec& task,
-                                     const std::string& size);
+                                     const std::string& size, const reference_limits& limits = {});
 
 }  // namespace ks

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <string_view>
 
 #include <arpa/inet.h>
@@ -19,6 +18,7 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "base/private_dir.hpp"
 #include "fleet/review_meter.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
@@ -170,20 +170,6 @@ result<int> parse_int(const std::string& text, const std::string& what, int lo, 
   return static_cast<int>(v);
 }
 
-// A scratch directory for an uploaded module, removed when this goes away.
-struct upload_dir {
-  fs::path path;
-  upload_dir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("ks-upload-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~upload_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 struct http_api::impl {
@@ -265,7 +251,7 @@ struct http_api::impl {
 
     // A module path in the file must not make the daemon read its own files: the
     // module comes with the request, or the task is refused.
-    std::optional<upload_dir> dir;
+    std::optional<private_dir> dir;
     bool names_module = false;
     YAML::Node root;
     try {
@@ -285,14 +271,16 @@ struct http_api::impl {
         return bad(400, "module_base64 was sent but the task has no reference.module");
       auto bytes = base64_decode(module_b64);
       if (!bytes) return bad(400, "module_base64: " + bytes.message());
-      dir.emplace();
-      std::ofstream(dir->path / "upload.pt", std::ios::binary) << *bytes;
+      auto made = private_dir::create("ks-upload");
+      if (!made) return bad(500, made.message());
+      dir.emplace(std::move(*made));
+      std::ofstream(dir->path() / "upload.pt", std::ios::binary) << *bytes;
       root["reference"]["module"] = "upload.pt";
       YAML::Emitter out;
       out << root;
       yaml_text = out.c_str();
     }
-    auto spec = parse_task(yaml_text, "task", dir ? dir->path : fs::path("/nonexistent"));
+    auto spec = parse_task(yaml_text, "task", dir ? dir->path() : fs::path("/nonexistent"));
     if (!spec) return bad(400, spec.message());
     if (spec->module_bytes.size() > 0) spec->module_path = "upload.pt";
     if (!valid_task_name(spec->name))

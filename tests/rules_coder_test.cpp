@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <filesystem>
@@ -627,4 +628,55 @@ TEST_CASE("rules coder: seeds suit the length of the rows", "[rules][seeds]") {
   REQUIRE(ew);
   CHECK(ew->front().recipe.count("longest_row") == 0);
   CHECK(ew->front().recipe.at("elements_per_thread") == "4");
+}
+
+// A submitted reference is untrusted: the child that exports its graph runs under CPU,
+// memory and wall-clock limits and leaves nothing behind in the temporary directory.
+TEST_CASE("graph export: a reference that loops forever is stopped at its limit, and leaves no files", "[rules][graph][limits]") {
+  // A temporary directory of this test's own, so other processes' files do not count.
+  const fs::path tmp = fs::path(KS_BINARY_DIR) / "graph-limits-tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  task_spec t = task("examples/tasks/swish.yaml");
+  t.name = "endless";
+  t.torchscript =
+      "def forward(x):\n"
+      "    y = x\n"
+      "    for i in range(2000000000):\n"
+      "        y = y * 1.0\n"
+      "    return y\n";
+  reference_limits cpu;
+  cpu.cpu_seconds = 2;
+  cpu.wall_seconds = 60;
+  auto t0 = std::chrono::steady_clock::now();
+  auto g = export_task_graph(kWorker, t, "cpu", cpu);
+  REQUIRE_FALSE(g);
+  CHECK_THAT(g.message(), Catch::Contains("endless") && Catch::Contains("2 s of CPU time"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+
+  reference_limits wall;
+  wall.wall_seconds = 2;
+  t0 = std::chrono::steady_clock::now();
+  g = export_task_graph(kWorker, t, "cpu", wall);
+  REQUIRE_FALSE(g);
+  CHECK_THAT(g.message(), Catch::Contains("longer than 2 s"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+
+  // A reference that asks for more memory than allowed (6.4 GB, which this machine
+  // has) is stopped too.
+  task_spec big = task("examples/tasks/swish.yaml");
+  big.name = "greedy";
+  big.torchscript = "def forward(x):\n    return torch.zeros([40000, 40000]) + x.sum()\n";
+  reference_limits mem;
+  mem.memory_mb = 2048;
+  g = export_task_graph(kWorker, big, "cpu", mem);
+  REQUIRE_FALSE(g);
+  CHECK_THAT(g.message(), Catch::Contains("greedy") && Catch::Contains("more than 2048 MiB of memory"));
+  CHECK(fs::is_empty(tmp));
+  if (old_tmpdir) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  fs::remove_all(tmp);
 }
