@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/content_hash.hpp"
+#include "export/embedded_runtime.hpp"
 #include "plan/attr_parse.hpp"
 #include "plan/kernel_signatures.hpp"
 
@@ -653,119 +654,14 @@ result<std::string> size_function(const task_spec& task, const size_variant& v,
 // the tensors forward() receives, with the plan language's rules (integer-first,
 // Python's floor division and modulo, overflow and division by zero are errors).
 
-// Runtime helpers, emitted once: one value of the expression language and its
-// operations, as plan/shape_expr.cpp defines them.
-const char* kExprRuntime = R"CPP(struct ks_v {
-  bool f;
-  int64_t i;
-  double d;
-};
-inline ks_v ks_int(int64_t v) { return {false, v, 0.0}; }
-inline double ks_dbl(ks_v a) { return a.f ? a.d : static_cast<double>(a.i); }
-inline ks_v ks_real(double v, const char* op = "a literal") {
-  TORCH_CHECK(std::isfinite(v), "ModelNew: the result of '", op, "' is not a finite number");
-  return {true, 0, v};
+// Runtime helpers, emitted once: plan/expr_runtime.hpp (the expression language's
+// arithmetic, as plan/shape_expr.cpp computes it) and the ks_ functions over it that the
+// translated expressions call (export/launcher_expr.inc), both embedded at build time.
+const std::string& expr_runtime_text() {
+  static const std::string text =
+      std::string(embedded::expr_runtime_hpp()) + std::string(embedded::launcher_expr_inc());
+  return text;
 }
-inline int64_t ks_floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-inline int64_t ks_floor_mod(int64_t a, int64_t b) {
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
-inline ks_v ks_add(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(ks_dbl(a) + ks_dbl(b), "+");
-  int64_t r = 0;
-  TORCH_CHECK(!__builtin_add_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '+'");
-  return ks_int(r);
-}
-inline ks_v ks_sub(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(ks_dbl(a) - ks_dbl(b), "-");
-  int64_t r = 0;
-  TORCH_CHECK(!__builtin_sub_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '-'");
-  return ks_int(r);
-}
-inline ks_v ks_mul(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(ks_dbl(a) * ks_dbl(b), "*");
-  int64_t r = 0;
-  TORCH_CHECK(!__builtin_mul_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '*'");
-  return ks_int(r);
-}
-inline ks_v ks_div(ks_v a, ks_v b) {
-  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in a launch-plan expression");
-  if (a.f || b.f) return ks_real(ks_dbl(a) / ks_dbl(b), "/");
-  TORCH_CHECK(!(a.i == INT64_MIN && b.i == -1), "ModelNew: integer overflow in '/'");
-  return ks_int(ks_floor_div(a.i, b.i));
-}
-inline ks_v ks_mod(ks_v a, ks_v b) {
-  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in a launch-plan expression");
-  if (a.f || b.f) {
-    double x = ks_dbl(a), y = ks_dbl(b), r = std::fmod(x, y);
-    if (r != 0 && ((r < 0) != (y < 0))) r += y;
-    return ks_real(r, "%");
-  }
-  return ks_int(ks_floor_mod(a.i, b.i));
-}
-inline ks_v ks_neg(ks_v a) {
-  if (a.f) return ks_real(-a.d, "-");
-  TORCH_CHECK(a.i != INT64_MIN, "ModelNew: integer overflow in '-'");
-  return ks_int(-a.i);
-}
-inline ks_v ks_min(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(std::min(ks_dbl(a), ks_dbl(b)), "min");
-  return ks_int(std::min(a.i, b.i));
-}
-inline ks_v ks_max(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(std::max(ks_dbl(a), ks_dbl(b)), "max");
-  return ks_int(std::max(a.i, b.i));
-}
-inline ks_v ks_ceil_div(ks_v a, ks_v b) {
-  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in ceil_div");
-  if (a.f || b.f) return ks_real(std::ceil(ks_dbl(a) / ks_dbl(b)), "ceil_div");
-  TORCH_CHECK(a.i != INT64_MIN && !(a.i == INT64_MAX && b.i == -1), "ModelNew: integer overflow in ceil_div");
-  return ks_int(-ks_floor_div(-a.i, b.i));
-}
-inline ks_v ks_round_up(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(std::ceil(ks_dbl(a) / ks_dbl(b)) * ks_dbl(b), "round_up");
-  return ks_mul(ks_ceil_div(a, b), b);
-}
-inline ks_v ks_abs(ks_v a) {
-  if (a.f) return ks_real(std::fabs(a.d), "abs");
-  TORCH_CHECK(a.i != INT64_MIN, "ModelNew: integer overflow in abs");
-  return ks_int(a.i < 0 ? -a.i : a.i);
-}
-inline ks_v ks_to_int(double v, const char* op) {
-  TORCH_CHECK(v >= -9223372036854775808.0 && v < 9223372036854775808.0, "ModelNew: integer overflow in ", op);
-  return ks_int(static_cast<int64_t>(v));
-}
-inline ks_v ks_floor(ks_v a) { return a.f ? ks_to_int(std::floor(a.d), "floor") : a; }
-inline ks_v ks_ceil(ks_v a) { return a.f ? ks_to_int(std::ceil(a.d), "ceil") : a; }
-inline ks_v ks_sqrt(ks_v a) {
-  TORCH_CHECK(ks_dbl(a) >= 0, "ModelNew: sqrt of a negative number");
-  return ks_real(std::sqrt(ks_dbl(a)), "sqrt");
-}
-inline ks_v ks_dim(const at::Tensor& t, ks_v i, const char* name) {
-  TORCH_CHECK(!i.f, "ModelNew: a shape index must be an integer");
-  const int64_t n = t.dim();
-  TORCH_CHECK(i.i >= -n && i.i < n, "ModelNew: ", name, " has ", n, " dims, shape[", i.i, "] is out of range");
-  return ks_int(t.size(i.i < 0 ? i.i + n : i.i));
-}
-inline ks_v ks_numel(const at::Tensor& t) { return ks_int(t.numel()); }
-inline ks_v ks_ndim(const at::Tensor& t) { return ks_int(t.dim()); }
-inline int64_t ks_int_of(ks_v v, const char* what) {
-  TORCH_CHECK(!v.f, "ModelNew: ", what, " must be an integer, got ", v.d);
-  return v.i;
-}
-inline int64_t ks_in_range(ks_v v, int64_t lo, int64_t hi, const char* what) {
-  const int64_t i = ks_int_of(v, what);
-  TORCH_CHECK(i >= lo && i <= hi, "ModelNew: ", what, " is ", i, " at these shapes, outside [", lo, ", ", hi, "]");
-  return i;
-}
-)CPP";
 
 // Translates one plan expression into a C++ expression of type ks_v. `tensor` maps a
 // tensor name the expression may read to its C++ variable (or returns empty: not
@@ -1207,7 +1103,7 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
   if (has_dispatcher_step)
     l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << kDispatchRuntime << "\n";
   auto general = general_function(task, best.plan, kernels);
-  if (general) l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n" << kExprRuntime << "\n";
+  if (general) l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n" << expr_runtime_text() << "\n";
   else ex.general_launcher_note = general.message();
   l << "namespace {\n\n";
   for (size_t i = 0; i < variants.size(); ++i) {
@@ -1449,7 +1345,7 @@ def get_init_inputs():
 
 namespace export_detail {
 
-const char* expression_runtime() { return kExprRuntime; }
+const std::string& expression_runtime() { return expr_runtime_text(); }
 const char* dispatch_runtime() { return kDispatchRuntime; }
 
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,

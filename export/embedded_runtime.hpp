@@ -1,0 +1,19 @@
+#pragma once
+// The run-time helpers that an exported module's launcher carries, as text: the files
+// named below, embedded into ks_export at build time (export/CMakeLists.txt, through
+// cmake/embed_file.cmake), so that the module computes with the very code the plan
+// evaluator runs instead of a copy of it.
+//
+// What it promises: each function returns its file's bytes exactly, valid for the life
+// of the program; a change to the file is in the next build.
+
+#include <string_view>
+
+namespace ks::embedded {
+
+// plan/expr_runtime.hpp: the expression language's arithmetic (standard library only).
+std::string_view expr_runtime_hpp();
+// export/launcher_expr.inc: the ks_ functions the translated expressions call, over it.
+std::string_view launcher_expr_inc();
+
+}  // namespace ks::embedded
