@@ -269,239 +269,15 @@ std::string var(const std::string& tensor) { return "t_" + ident(tensor); }
 
 
 // Runtime helpers for dispatcher steps (a library step with attrs.schema), emitted
-// when a plan has one: the reviewer's own way of calling any ATen op by its schema
-// (gpu/library_ops.cpp, run_by_schema), so the exported module runs the op as the
-// review did.
-const char* kDispatchRuntime = R"CPP(struct ks_arg {
-  bool is_tensor = false;
-  at::Tensor tensor;
-  bool is_float = false;
-  int64_t int_value = 0;
-  double float_value = 0;
-};
-inline ks_arg ks_targ(const at::Tensor& t) { ks_arg a; a.is_tensor = true; a.tensor = t; return a; }
-inline ks_arg ks_iarg(int64_t v) { ks_arg a; a.int_value = v; return a; }
-inline ks_arg ks_farg(double v) { ks_arg a; a.is_float = true; a.float_value = v; return a; }
-inline std::string ks_trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+// when a plan has one: gpu/dispatch_runtime.hpp, the reviewer's own way of calling any
+// ATen op by its schema (gpu/library_ops.cpp), so the exported module runs the op as
+// the review did, and the module's side of it (export/launcher_dispatch.inc: ks_arg,
+// ks_call_by_schema), both embedded at build time.
+const std::string& dispatch_runtime_text() {
+  static const std::string text =
+      std::string(embedded::dispatch_runtime_hpp()) + std::string(embedded::launcher_dispatch_inc());
+  return text;
 }
-inline bool ks_parse_int(const std::string& text, int64_t& out) {
-  std::string t = ks_trim(text);
-  if (t.empty()) return false;
-  char* end = nullptr;
-  long long v = std::strtoll(t.c_str(), &end, 10);
-  if (*end != 0) return false;
-  out = v;
-  return true;
-}
-inline bool ks_parse_double(const std::string& text, double& out) {
-  std::string t = ks_trim(text);
-  if (t.empty()) return false;
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (*end != 0) return false;
-  out = v;
-  return true;
-}
-inline bool ks_parse_bool(const std::string& text, bool& out) {
-  std::string t = ks_trim(text);
-  if (t == "True" || t == "true" || t == "1") return out = true, true;
-  if (t == "False" || t == "false" || t == "0") return out = false, true;
-  return false;
-}
-inline std::vector<std::string> ks_list_items(const std::string& text) {
-  std::string body = ks_trim(text);
-  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
-  std::vector<std::string> out;
-  if (ks_trim(body).empty()) return out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = body.find(',', start);
-    out.push_back(ks_trim(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-inline c10::OperatorName ks_operator_name(const std::string& schema) {
-  std::string head = ks_trim(schema.substr(0, schema.find('(')));
-  size_t dot = head.find('.', head.find("::"));
-  return {head.substr(0, dot), dot == std::string::npos ? std::string() : head.substr(dot + 1)};
-}
-inline c10::OperatorHandle ks_find_operator(const std::string& schema, const std::map<std::string, std::string>& attrs) {
-  auto& d = c10::Dispatcher::singleton();
-  c10::OperatorName name = ks_operator_name(schema);
-  if (auto h = d.findSchema(name)) return *h;
-  for (const c10::OperatorName& other : d.getAllOpNames()) {
-    if (other.name != name.name) continue;
-    auto h = d.findSchema(other);
-    if (!h) continue;
-    bool fits = true;
-    for (auto& kv : attrs) {
-      if (kv.first == "schema") continue;
-      bool found = false;
-      for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == kv.first;
-      fits = fits && found;
-    }
-    if (fits) return *h;
-  }
-  throw std::runtime_error(c10::str("ModelNew: this PyTorch has no operator for the schema ", schema));
-}
-struct ks_stack_builder {
-  const c10::OperatorHandle& h;
-  const std::vector<ks_arg>& args;
-  const std::map<std::string, std::string>& attrs;
-  size_t next = 0;
-  c10::Device device{c10::kCPU};
-
-  c10::IValue scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
-    switch (type->kind()) {
-      case c10::TypeKind::OptionalType:
-        if (ks_trim(text) == "None") return c10::IValue();
-        return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
-      case c10::TypeKind::IntType: {
-        int64_t v = 0;
-        TORCH_CHECK(ks_parse_int(text, v), "ModelNew: attrs.", key, ": expected an integer, got ", text);
-        return v;
-      }
-      case c10::TypeKind::FloatType: {
-        double v = 0;
-        TORCH_CHECK(ks_parse_double(text, v), "ModelNew: attrs.", key, ": expected a number, got ", text);
-        return v;
-      }
-      case c10::TypeKind::BoolType: {
-        bool v = false;
-        TORCH_CHECK(ks_parse_bool(text, v), "ModelNew: attrs.", key, ": expected True or False, got ", text);
-        return v;
-      }
-      case c10::TypeKind::NumberType: {
-        int64_t i = 0;
-        double v = 0;
-        if (ks_parse_int(text, i)) return i;
-        TORCH_CHECK(ks_parse_double(text, v), "ModelNew: attrs.", key, ": expected a number, got ", text);
-        return v;
-      }
-      case c10::TypeKind::StringType:
-        return text;
-      case c10::TypeKind::DeviceObjType:
-        return device;
-      case c10::TypeKind::ListType: {
-        const c10::TypePtr& e = type->expectRef<c10::ListType>().getElementType();
-        if (e->kind() == c10::TypeKind::IntType) {
-          std::vector<int64_t> v;
-          for (auto& item : ks_list_items(text)) {
-            int64_t x = 0;
-            TORCH_CHECK(ks_parse_int(item, x), "ModelNew: attrs.", key, ": expected a list of integers, got ", text);
-            v.push_back(x);
-          }
-          return v;
-        }
-        if (e->kind() == c10::TypeKind::FloatType) {
-          std::vector<double> v;
-          for (auto& item : ks_list_items(text)) {
-            double x = 0;
-            TORCH_CHECK(ks_parse_double(item, x), "ModelNew: attrs.", key, ": expected a list of numbers, got ", text);
-            v.push_back(x);
-          }
-          return v;
-        }
-        if (e->kind() == c10::TypeKind::BoolType) {
-          c10::List<bool> v;
-          for (auto& item : ks_list_items(text)) {
-            bool x = false;
-            TORCH_CHECK(ks_parse_bool(item, x), "ModelNew: attrs.", key, ": expected a list of True/False, got ", text);
-            v.push_back(x);
-          }
-          return v;
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    throw std::runtime_error(c10::str("ModelNew: attrs.", key, ": arguments of type ", type->str(), " cannot be given as attributes"));
-  }
-
-  const ks_arg& positional(const std::string& what) {
-    TORCH_CHECK(next < args.size(), "ModelNew: ", h.schema().name(), " needs a positional argument for ", what);
-    return args[next++];
-  }
-
-  c10::IValue argument(const c10::Argument& a) {
-    const c10::TypePtr& type = a.type();
-    const bool optional = type->kind() == c10::TypeKind::OptionalType;
-    const c10::TypePtr& base = optional ? type->expectRef<c10::OptionalType>().getElementType() : type;
-    auto it = attrs.find(a.name());
-    if (base->kind() == c10::TypeKind::ListType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::IntType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::FloatType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::BoolType) {
-      TORCH_CHECK(it != attrs.end(), "ModelNew: attrs.", a.name(), ": a tensor list needs \"N tensors\"");
-      if (optional && ks_trim(it->second) == "None") return c10::IValue();
-      int64_t n = 0;
-      std::string t = ks_trim(it->second);
-      TORCH_CHECK(ks_parse_int(t.substr(0, t.find(' ')), n) && n >= 0, "ModelNew: attrs.", a.name(),
-                  ": expected \"N tensors\", got ", it->second);
-      const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
-      c10::List<at::Tensor> tensors;
-      c10::List<c10::optional<at::Tensor>> maybe;
-      for (int64_t k = 0; k < n; ++k) {
-        const ks_arg& x = positional(a.name());
-        TORCH_CHECK(x.is_tensor, "ModelNew: ", a.name(), " must hold tensors");
-        if (of_optional) maybe.push_back(x.tensor);
-        else tensors.push_back(x.tensor);
-      }
-      return of_optional ? c10::IValue(maybe) : c10::IValue(tensors);
-    }
-    if (it != attrs.end()) {
-      if (base->kind() == c10::TypeKind::TensorType) {
-        if (optional && ks_trim(it->second) == "None") return c10::IValue();
-        TORCH_CHECK(false, "ModelNew: attrs.", a.name(), ": a tensor argument comes from args");
-      }
-      return scalar(type, a.name(), it->second);
-    }
-    if (base->kind() == c10::TypeKind::TensorType) {
-      if (next < args.size() || !a.default_value()) {
-        const ks_arg& x = positional(a.name());
-        TORCH_CHECK(x.is_tensor, "ModelNew: ", a.name(), " must be a tensor");
-        return x.tensor;
-      }
-    }
-    if (a.default_value()) return *a.default_value();
-    if (optional) return c10::IValue();
-    if (base->kind() == c10::TypeKind::DeviceObjType) return device;
-    if (next < args.size() && !args[next].is_tensor) {
-      const ks_arg& x = positional(a.name());
-      if (x.is_float) return x.float_value;
-      return x.int_value;
-    }
-    throw std::runtime_error(c10::str("ModelNew: ", h.schema().name(), " needs the argument ", a.name()));
-  }
-};
-// Calls the op of `attrs.schema` through the dispatcher; returns its tensor results.
-inline std::vector<at::Tensor> ks_call_by_schema(const std::map<std::string, std::string>& attrs,
-                                                 const std::vector<ks_arg>& args) {
-  const std::string& schema = attrs.at("schema");
-  const c10::OperatorHandle h = ks_find_operator(schema, attrs);
-  ks_stack_builder b{h, args, attrs};
-  for (auto& a : args)
-    if (a.is_tensor) {
-      b.device = a.tensor.device();
-      break;
-    }
-  torch::jit::Stack stack;
-  for (const c10::Argument& a : h.schema().arguments()) stack.push_back(b.argument(a));
-  TORCH_CHECK(b.next == args.size(), "ModelNew: ", args.size(), " arguments given, ", h.schema().name(), " takes ", b.next);
-  h.callBoxed(stack);
-  std::vector<at::Tensor> out;
-  for (size_t k = 0; k < stack.size(); ++k) {
-    TORCH_CHECK(stack[k].isTensor(), "ModelNew: result ", k, " of ", h.schema().name(), " is not a tensor");
-    out.push_back(stack[k].toTensor());
-  }
-  return out;
-}
-)CPP";
 
 // The C++ for a library step's call and its results: `call` is an at::Tensor
 // expression (a table op) or, for a dispatcher step, a std::vector<at::Tensor> one.
@@ -1101,7 +877,7 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
   bool has_dispatcher_step = false;
   for (const auto& st : best.plan.steps) has_dispatcher_step = has_dispatcher_step || st.attrs.count("schema");
   if (has_dispatcher_step)
-    l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << kDispatchRuntime << "\n";
+    l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << dispatch_runtime_text() << "\n";
   auto general = general_function(task, best.plan, kernels);
   if (general) l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n" << expr_runtime_text() << "\n";
   else ex.general_launcher_note = general.message();
@@ -1346,7 +1122,7 @@ def get_init_inputs():
 namespace export_detail {
 
 const std::string& expression_runtime() { return expr_runtime_text(); }
-const char* dispatch_runtime() { return kDispatchRuntime; }
+const std::string& dispatch_runtime() { return dispatch_runtime_text(); }
 
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
                                          const std::set<std::string>& tensors) {
