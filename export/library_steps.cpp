@@ -25,16 +25,6 @@ result<std::string> scalar_attr(const attrs_t& attrs, const std::string& key, co
   return error{"attrs." + key + ": expected a number, got \"" + it->second + "\""};
 }
 
-result<std::string> choice_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback,
-                                const std::vector<std::string>& allowed) {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  std::string v = trim_blanks(it->second);
-  for (auto& a : allowed)
-    if (v == a) return v;
-  return error{"attrs." + key + ": expected one of " + join(allowed, ", ") + ", got \"" + it->second + "\""};
-}
-
 // The at:: expression for a library step, given its arguments as C++ expressions
 // (tensors: a variable; numbers: an at::Scalar). `pre` receives declarations the call
 // needs (integer lists for conv2d).

@@ -53,14 +53,9 @@ at::Scalar scalar_attr(const attrs_t& attrs, const std::string& key, double fall
 
 std::string string_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback,
                         const std::vector<std::string>& allowed) {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  std::string v = trim_blanks(it->second);
-  for (auto& a : allowed)
-    if (v == a) return v;
-  std::string list;
-  for (auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  throw op_error{"attrs." + key + ": expected one of " + list + ", got \"" + it->second + "\""};
+  auto v = choice_attr(attrs, key, fallback, allowed);
+  if (!v) throw op_error{v.message()};
+  return std::move(v).value();
 }
 
 const at::Tensor& tensor_arg(const args_t& args, size_t i) {
