@@ -1,1119 +1,28 @@
 #include "export/pytorch_export.hpp"
 
-#include <cctype>
-#include <charconv>
-#include <cmath>
-#include <cstdio>
-#include <functional>
-#include <map>
 #include <set>
 #include <sstream>
 
 #include "base/content_hash.hpp"
-#include "plan/attr_parse.hpp"
+#include "export/general_launcher.hpp"
+#include "export/size_launcher.hpp"
+#include "export/source_text.hpp"
 #include "plan/kernel_signatures.hpp"
 
 namespace ks {
 
 namespace {
 
-// ---------------------------------------------------------------------------
-// Small text helpers.
-
-// A C++ string literal.
-std::string cpp_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out + "\"";
-}
-
-// A one-line Python string literal.
-std::string py_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else out += c;
-  }
-  return out + "\"";
-}
-
-// A triple-quoted Python string that reads back as `s` exactly and stays readable:
-// backslashes are doubled; a '"' is escaped only where it could close the literal
-// (before another '"', or as the last character).
-std::string py_block_string(const std::string& s) {
-  std::string out = "\"\"\"";
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '\\') out += "\\\\";
-    else if (c == '"' && (i + 1 == s.size() || s[i + 1] == '"')) out += "\\\"";
-    else if (c == '\r') out += "\\r";
-    else out += c;
-  }
-  return out + "\"\"\"";
-}
-
-// A double as a literal that reads back to the same value (C++ and Python alike).
-std::string number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
-
-std::string ident(const std::string& name) {
-  std::string s;
-  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
-
-std::string shape_list(const std::vector<int64_t>& shape, const char* open = "[", const char* close = "]") {
-  std::string s = open;
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + close;
-}
-
-// ---------------------------------------------------------------------------
-// dtypes
-
-const char* aten_dtype(const std::string& dtype) {
-  if (dtype == "float32") return "at::kFloat";
-  if (dtype == "float16") return "at::kHalf";
-  if (dtype == "bfloat16") return "at::kBFloat16";
-  if (dtype == "float64") return "at::kDouble";
-  if (dtype == "int32") return "at::kInt";
-  if (dtype == "int64") return "at::kLong";
-  if (dtype == "bool") return "at::kBool";
-  return nullptr;
-}
-
-// ---------------------------------------------------------------------------
-// Library steps: the at:: call for each op the reviewer runs (gpu/library_ops.cpp).
-
-using attrs_t = std::map<std::string, std::string>;
-
-// A number attribute as an at::Scalar expression: an integer when it reads as one.
-result<std::string> scalar_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback) {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  int64_t i = 0;
-  if (parse_int(it->second, i)) return "at::Scalar(static_cast<int64_t>(" + std::to_string(i) + "LL))";
-  double d = 0;
-  if (parse_double(it->second, d) && std::isfinite(d)) return "at::Scalar(" + number(d) + ")";
-  return error{"attrs." + key + ": expected a number, got \"" + it->second + "\""};
-}
-
-result<std::string> choice_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback,
-                                const std::vector<std::string>& allowed) {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  std::string v = trim_blanks(it->second);
-  for (auto& a : allowed)
-    if (v == a) return v;
-  return error{"attrs." + key + ": expected one of " + join(allowed, ", ") + ", got \"" + it->second + "\""};
-}
-
-// The at:: expression for a library step, given its arguments as C++ expressions
-// (tensors: a variable; numbers: an at::Scalar). `pre` receives declarations the call
-// needs (integer lists for conv2d).
-result<std::string> library_call(const resolved_step& s, const std::vector<std::string>& a,
-                                 const std::vector<bool>& is_tensor, std::string& pre) {
-  std::string op = s.name.substr(0, s.name.find('.'));  // aten::add.Tensor → aten::add
-  auto nargs = [&](size_t lo, size_t hi) -> status {
-    if (a.size() < lo || a.size() > hi)
-      return error{"args: " + op + " takes " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
-                   " arguments, got " + std::to_string(a.size())};
-    return {};
-  };
-  auto tensors = [&](size_t n) -> status {
-    for (size_t i = 0; i < n && i < a.size(); ++i)
-      if (!is_tensor[i]) return error{"args[" + std::to_string(i) + "]: " + op + " expects a tensor here"};
-    return {};
-  };
-  auto both = [&](size_t lo, size_t hi, size_t t) -> status {
-    if (auto st = nargs(lo, hi); !st) return st;
-    return tensors(t);
-  };
-  const std::string v = "s" + std::to_string(s.index) + "_";
-  if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") {
-    if (auto st = both(2, 2, 2); !st) return error{st.message()};
-    return "at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ")";
-  }
-  if (op == "aten::addmm") {
-    if (auto st = both(3, 3, 3); !st) return error{st.message()};
-    auto beta = scalar_attr(s.attrs, "beta", "at::Scalar(1.0)");
-    if (!beta) return error{beta.message()};
-    auto alpha = scalar_attr(s.attrs, "alpha", "at::Scalar(1.0)");
-    if (!alpha) return error{alpha.message()};
-    return "at::addmm(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + *beta + ", " + *alpha + ")";
-  }
-  if (op == "aten::linear") {
-    if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
-    return "at::linear(" + a[0] + ", " + a[1] + (a.size() > 2 ? ", " + a[2] : std::string()) + ")";
-  }
-  if (op == "aten::conv2d") {
-    if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
-    auto stride = int_list_attr(s.attrs, "stride", 2, {1, 1});
-    if (!stride) return error{stride.message()};
-    auto dilation = int_list_attr(s.attrs, "dilation", 2, {1, 1});
-    if (!dilation) return error{dilation.message()};
-    auto groups = int_list_attr(s.attrs, "groups", 1, {1});
-    if (!groups) return error{groups.message()};
-    pre += "  const std::vector<int64_t> " + v + "stride" + shape_list(*stride, "{", "}") + ";\n";
-    pre += "  const std::vector<int64_t> " + v + "dilation" + shape_list(*dilation, "{", "}") + ";\n";
-    std::string bias = a.size() > 2 ? a[2] : "std::optional<at::Tensor>()";
-    std::string head = "at::conv2d(" + a[0] + ", " + a[1] + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
-    std::string tail = ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
-    auto pad = s.attrs.find("padding");
-    if (pad != s.attrs.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid"))
-      return head + cpp_string(trim_blanks(pad->second)) + tail;
-    auto padding = int_list_attr(s.attrs, "padding", 2, {0, 0});
-    if (!padding) return error{padding.message()};
-    pre += "  const std::vector<int64_t> " + v + "padding" + shape_list(*padding, "{", "}") + ";\n";
-    return head + "at::IntArrayRef(" + v + "padding)" + tail;
-  }
-  if (op == "aten::add" || op == "aten::sub") {
-    if (auto st = both(2, 2, 1); !st) return error{st.message()};
-    auto alpha = scalar_attr(s.attrs, "alpha", "at::Scalar(static_cast<int64_t>(1))");
-    if (!alpha) return error{alpha.message()};
-    return "at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ", " + *alpha + ")";
-  }
-  if (op == "aten::mul") {
-    if (auto st = both(2, 2, 1); !st) return error{st.message()};
-    return "at::mul(" + a[0] + ", " + a[1] + ")";
-  }
-  if (op == "aten::div") {
-    if (auto st = both(2, 2, 1); !st) return error{st.message()};
-    if (!s.attrs.count("rounding_mode")) return "at::div(" + a[0] + ", " + a[1] + ")";
-    auto mode = choice_attr(s.attrs, "rounding_mode", "", {"trunc", "floor"});
-    if (!mode) return error{mode.message()};
-    return "at::div(" + a[0] + ", " + a[1] + ", " + cpp_string(*mode) + ")";
-  }
-  if (op == "aten::softmax" || op == "aten::log_softmax") {
-    if (auto st = both(1, 1, 1); !st) return error{st.message()};
-    if (!s.attrs.count("dim")) return error{"attrs: " + op + " needs the attribute dim"};
-    auto dim = int_list_attr(s.attrs, "dim", 1, {});
-    if (!dim) return error{dim.message()};
-    return "at::" + op.substr(6) + "(" + a[0] + ", static_cast<int64_t>(" + std::to_string((*dim)[0]) + "))";
-  }
-  if (op == "aten::gelu") {
-    if (auto st = both(1, 1, 1); !st) return error{st.message()};
-    auto mode = choice_attr(s.attrs, "approximate", "none", {"none", "tanh"});
-    if (!mode) return error{mode.message()};
-    return "at::gelu(" + a[0] + ", " + cpp_string(*mode) + ")";
-  }
-  static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "neg",
-                                              "abs",  "sqrt",    "rsqrt", "silu", "sin", "cos"};
-  if (op.rfind("aten::", 0) == 0 && unary.count(op.substr(6))) {
-    if (auto st = both(1, 1, 1); !st) return error{st.message()};
-    return "at::" + op.substr(6) + "(" + a[0] + ")";
-  }
-  return error{op + " has no at:: counterpart in the exporter (it exports the ops the reviewer runs: "
-                    "aten::matmul mm bmm addmm linear conv2d add sub mul div softmax log_softmax gelu "
-                    "relu sigmoid tanh exp log neg abs sqrt rsqrt silu sin cos)"};
-}
-
-// ---------------------------------------------------------------------------
-// Kernel arguments.
-
-// The type a launcher casts a tensor's data_ptr() to for this parameter:
-// the declared type without __restrict__ (and an array parameter as a pointer).
-std::string pointer_cast_type(const kernel_param& p) {
-  std::string t = p.type;
-  for (const char* r : {"__restrict__", "__restrict"}) {
-    for (size_t pos; (pos = t.find(r)) != std::string::npos;) t.erase(pos, std::string(r).size());
-  }
-  t = trim_blanks(t);
-  while (t.find("  ") != std::string::npos) t.erase(t.find("  "), 1);
-  if (t.find('*') == std::string::npos) t += "*";
-  return t;
-}
-
-std::string scalar_literal(const resolved_arg& a) {
-  if (a.kind == "int") {
-    if (a.type == "int64") return "static_cast<long long>(" + std::to_string(a.int_value) + "LL)";
-    return "static_cast<int>(" + std::to_string(a.int_value) + ")";
-  }
-  if (a.type == "float32") return "static_cast<float>(" + number(a.float_value) + ")";
-  return "static_cast<double>(" + number(a.float_value) + ")";
-}
-
-std::string dims3(const std::array<int64_t, 3>& d) {
-  return "dim3(" + std::to_string(d[0]) + "u, " + std::to_string(d[1]) + "u, " + std::to_string(d[2]) + "u)";
-}
-
-// ---------------------------------------------------------------------------
-// One size: the plan resolved at those shapes, as a C++ function.
-
-struct size_variant {
-  std::string name;                                   // "default", "cpu", …
-  std::vector<std::vector<int64_t>> shapes;           // inputs then parameters
-  resolved_plan plan;
-};
-
-std::string var(const std::string& tensor) { return "t_" + ident(tensor); }
-
-
-// Runtime helpers for dispatcher steps (a library step with attrs.schema), emitted
-// when a plan has one: the reviewer's own way of calling any ATen op by its schema
-// (gpu/library_ops.cpp, run_by_schema), so the exported module runs the op as the
-// review did.
-const char* kDispatchRuntime = R"CPP(struct ks_arg {
-  bool is_tensor = false;
-  at::Tensor tensor;
-  bool is_float = false;
-  int64_t int_value = 0;
-  double float_value = 0;
-};
-inline ks_arg ks_targ(const at::Tensor& t) { ks_arg a; a.is_tensor = true; a.tensor = t; return a; }
-inline ks_arg ks_iarg(int64_t v) { ks_arg a; a.int_value = v; return a; }
-inline ks_arg ks_farg(double v) { ks_arg a; a.is_float = true; a.float_value = v; return a; }
-inline std::string ks_trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-inline bool ks_parse_int(const std::string& text, int64_t& out) {
-  std::string t = ks_trim(text);
-  if (t.empty()) return false;
-  char* end = nullptr;
-  long long v = std::strtoll(t.c_str(), &end, 10);
-  if (*end != 0) return false;
-  out = v;
-  return true;
-}
-inline bool ks_parse_double(const std::string& text, double& out) {
-  std::string t = ks_trim(text);
-  if (t.empty()) return false;
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (*end != 0) return false;
-  out = v;
-  return true;
-}
-inline bool ks_parse_bool(const std::string& text, bool& out) {
-  std::string t = ks_trim(text);
-  if (t == "True" || t == "true" || t == "1") return out = true, true;
-  if (t == "False" || t == "false" || t == "0") return out = false, true;
-  return false;
-}
-inline std::vector<std::string> ks_list_items(const std::string& text) {
-  std::string body = ks_trim(text);
-  if (!body.empty() && (body.front() == '[' || body.front() == '(')) body = body.substr(1, body.size() - 2);
-  std::vector<std::string> out;
-  if (ks_trim(body).empty()) return out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = body.find(',', start);
-    out.push_back(ks_trim(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-inline c10::OperatorName ks_operator_name(const std::string& schema) {
-  std::string head = ks_trim(schema.substr(0, schema.find('(')));
-  size_t dot = head.find('.', head.find("::"));
-  return {head.substr(0, dot), dot == std::string::npos ? std::string() : head.substr(dot + 1)};
-}
-inline c10::OperatorHandle ks_find_operator(const std::string& schema, const std::map<std::string, std::string>& attrs) {
-  auto& d = c10::Dispatcher::singleton();
-  c10::OperatorName name = ks_operator_name(schema);
-  if (auto h = d.findSchema(name)) return *h;
-  for (const c10::OperatorName& other : d.getAllOpNames()) {
-    if (other.name != name.name) continue;
-    auto h = d.findSchema(other);
-    if (!h) continue;
-    bool fits = true;
-    for (auto& kv : attrs) {
-      if (kv.first == "schema") continue;
-      bool found = false;
-      for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == kv.first;
-      fits = fits && found;
-    }
-    if (fits) return *h;
-  }
-  throw std::runtime_error(c10::str("ModelNew: this PyTorch has no operator for the schema ", schema));
-}
-struct ks_stack_builder {
-  const c10::OperatorHandle& h;
-  const std::vector<ks_arg>& args;
-  const std::map<std::string, std::string>& attrs;
-  size_t next = 0;
-  c10::Device device{c10::kCPU};
-
-  c10::IValue scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
-    switch (type->kind()) {
-      case c10::TypeKind::OptionalType:
-        if (ks_trim(text) == "None") return c10::IValue();
-        return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
-      case c10::TypeKind::IntType: {
-        int64_t v = 0;
-        TORCH_CHECK(ks_parse_int(text, v), "ModelNew: attrs.", key, ": expected an integer, got ", text);
-        return v;
-      }
-      case c10::TypeKind::FloatType: {
-        double v = 0;
-        TORCH_CHECK(ks_parse_double(text, v), "ModelNew: attrs.", key, ": expected a number, got ", text);
-        return v;
-      }
-      case c10::TypeKind::BoolType: {
-        bool v = false;
-        TORCH_CHECK(ks_parse_bool(text, v), "ModelNew: attrs.", key, ": expected True or False, got ", text);
-        return v;
-      }
-      case c10::TypeKind::NumberType: {
-        int64_t i = 0;
-        double v = 0;
-        if (ks_parse_int(text, i)) return i;
-        TORCH_CHECK(ks_parse_double(text, v), "ModelNew: attrs.", key, ": expected a number, got ", text);
-        return v;
-      }
-      case c10::TypeKind::StringType:
-        return text;
-      case c10::TypeKind::DeviceObjType:
-        return device;
-      case c10::TypeKind::ListType: {
-        const c10::TypePtr& e = type->expectRef<c10::ListType>().getElementType();
-        if (e->kind() == c10::TypeKind::IntType) {
-          std::vector<int64_t> v;
-          for (auto& item : ks_list_items(text)) {
-            int64_t x = 0;
-            TORCH_CHECK(ks_parse_int(item, x), "ModelNew: attrs.", key, ": expected a list of integers, got ", text);
-            v.push_back(x);
-          }
-          return v;
-        }
-        if (e->kind() == c10::TypeKind::FloatType) {
-          std::vector<double> v;
-          for (auto& item : ks_list_items(text)) {
-            double x = 0;
-            TORCH_CHECK(ks_parse_double(item, x), "ModelNew: attrs.", key, ": expected a list of numbers, got ", text);
-            v.push_back(x);
-          }
-          return v;
-        }
-        if (e->kind() == c10::TypeKind::BoolType) {
-          c10::List<bool> v;
-          for (auto& item : ks_list_items(text)) {
-            bool x = false;
-            TORCH_CHECK(ks_parse_bool(item, x), "ModelNew: attrs.", key, ": expected a list of True/False, got ", text);
-            v.push_back(x);
-          }
-          return v;
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    throw std::runtime_error(c10::str("ModelNew: attrs.", key, ": arguments of type ", type->str(), " cannot be given as attributes"));
-  }
-
-  const ks_arg& positional(const std::string& what) {
-    TORCH_CHECK(next < args.size(), "ModelNew: ", h.schema().name(), " needs a positional argument for ", what);
-    return args[next++];
-  }
-
-  c10::IValue argument(const c10::Argument& a) {
-    const c10::TypePtr& type = a.type();
-    const bool optional = type->kind() == c10::TypeKind::OptionalType;
-    const c10::TypePtr& base = optional ? type->expectRef<c10::OptionalType>().getElementType() : type;
-    auto it = attrs.find(a.name());
-    if (base->kind() == c10::TypeKind::ListType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::IntType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::FloatType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::BoolType) {
-      TORCH_CHECK(it != attrs.end(), "ModelNew: attrs.", a.name(), ": a tensor list needs \"N tensors\"");
-      if (optional && ks_trim(it->second) == "None") return c10::IValue();
-      int64_t n = 0;
-      std::string t = ks_trim(it->second);
-      TORCH_CHECK(ks_parse_int(t.substr(0, t.find(' ')), n) && n >= 0, "ModelNew: attrs.", a.name(),
-                  ": expected \"N tensors\", got ", it->second);
-      const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
-      c10::List<at::Tensor> tensors;
-      c10::List<c10::optional<at::Tensor>> maybe;
-      for (int64_t k = 0; k < n; ++k) {
-        const ks_arg& x = positional(a.name());
-        TORCH_CHECK(x.is_tensor, "ModelNew: ", a.name(), " must hold tensors");
-        if (of_optional) maybe.push_back(x.tensor);
-        else tensors.push_back(x.tensor);
-      }
-      return of_optional ? c10::IValue(maybe) : c10::IValue(tensors);
-    }
-    if (it != attrs.end()) {
-      if (base->kind() == c10::TypeKind::TensorType) {
-        if (optional && ks_trim(it->second) == "None") return c10::IValue();
-        TORCH_CHECK(false, "ModelNew: attrs.", a.name(), ": a tensor argument comes from args");
-      }
-      return scalar(type, a.name(), it->second);
-    }
-    if (base->kind() == c10::TypeKind::TensorType) {
-      if (next < args.size() || !a.default_value()) {
-        const ks_arg& x = positional(a.name());
-        TORCH_CHECK(x.is_tensor, "ModelNew: ", a.name(), " must be a tensor");
-        return x.tensor;
-      }
-    }
-    if (a.default_value()) return *a.default_value();
-    if (optional) return c10::IValue();
-    if (base->kind() == c10::TypeKind::DeviceObjType) return device;
-    if (next < args.size() && !args[next].is_tensor) {
-      const ks_arg& x = positional(a.name());
-      if (x.is_float) return x.float_value;
-      return x.int_value;
-    }
-    throw std::runtime_error(c10::str("ModelNew: ", h.schema().name(), " needs the argument ", a.name()));
-  }
-};
-// Calls the op of `attrs.schema` through the dispatcher; returns its tensor results.
-inline std::vector<at::Tensor> ks_call_by_schema(const std::map<std::string, std::string>& attrs,
-                                                 const std::vector<ks_arg>& args) {
-  const std::string& schema = attrs.at("schema");
-  const c10::OperatorHandle h = ks_find_operator(schema, attrs);
-  ks_stack_builder b{h, args, attrs};
-  for (auto& a : args)
-    if (a.is_tensor) {
-      b.device = a.tensor.device();
-      break;
-    }
-  torch::jit::Stack stack;
-  for (const c10::Argument& a : h.schema().arguments()) stack.push_back(b.argument(a));
-  TORCH_CHECK(b.next == args.size(), "ModelNew: ", args.size(), " arguments given, ", h.schema().name(), " takes ", b.next);
-  h.callBoxed(stack);
-  std::vector<at::Tensor> out;
-  for (size_t k = 0; k < stack.size(); ++k) {
-    TORCH_CHECK(stack[k].isTensor(), "ModelNew: result ", k, " of ", h.schema().name(), " is not a tensor");
-    out.push_back(stack[k].toTensor());
-  }
-  return out;
-}
-)CPP";
-
-// The C++ for a library step's call and its results: `call` is an at::Tensor
-// expression (a table op) or, for a dispatcher step, a std::vector<at::Tensor> one.
-// New intermediates are declared in `decls` (before the block, so that later steps
-// see them); results written into declared buffers are checked and copied.
-std::string library_results(const std::string& label, const std::vector<std::string>& outputs, bool vector_call,
-                            const std::string& call, const std::string& pre,
-                            const std::function<bool(const std::string&)>& is_declared_buffer, std::string& decls) {
-  std::ostringstream o;
-  o << "  {\n" << pre;
-  o << "    const std::vector<at::Tensor> r = " << (vector_call ? call : "{" + call + "}") << ";\n"
-    << "    TORCH_CHECK(r.size() >= " << outputs.size() << ", "
-    << cpp_string(label + ": the op returned fewer tensors than the step names (" + std::to_string(outputs.size()) + ")")
-    << ");\n";
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    const std::string& out = outputs[k];
-    if (is_declared_buffer(out)) {
-      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
-        << var(out) << ".scalar_type(), "
-        << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
-        << "    " << var(out) << ".copy_(r[" << k << "]);\n";
-    } else {
-      decls += "  at::Tensor " + var(out) + ";\n";
-      o << "    " << var(out) << " = r[" << k << "].contiguous();\n";
-    }
-  }
-  o << "  }\n";
-  return o.str();
-}
-
-// The dispatcher call of a step with attrs.schema: its attributes as a map, its
-// arguments as ks_arg expressions.
-std::string dispatch_call(const std::map<std::string, std::string>& attrs, const std::vector<std::string>& args) {
-  std::string m = "std::map<std::string, std::string>{";
-  bool first = true;
-  for (auto& [k, v] : attrs) {
-    m += std::string(first ? "" : ", ") + "{" + cpp_string(k) + ", " + cpp_string(v) + "}";
-    first = false;
-  }
-  m += "}";
-  return "ks_call_by_schema(" + m + ", std::vector<ks_arg>{" + join(args, ", ") + "})";
-}
-
-result<std::string> size_function(const task_spec& task, const size_variant& v,
-                                  const std::vector<kernel_signature>& kernels, const std::string& fn) {
-  std::ostringstream o;
-  o << "// The plan resolved at the '" << v.name << "' shapes.\n";
-  o << "static std::vector<at::Tensor> " << fn << "(const std::vector<at::Tensor>& in) {\n";
-  o << "  const at::TensorOptions options = at::TensorOptions().device(in[0].device());\n";
-  o << "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();\n";
-  o << "  (void)stream;\n";
-  size_t k = 0;
-  for (const auto* list : {&task.inputs, &task.parameters})
-    for (const auto& t : *list) o << "  const at::Tensor& " << var(t.name) << " = in[" << k++ << "];\n";
-  for (const auto* list : {&v.plan.outputs, &v.plan.scratch})
-    for (const auto& b : *list) {
-      const char* dt = aten_dtype(b.dtype);
-      if (!dt) return error{"buffer '" + b.name + "': dtype " + b.dtype + " cannot be exported"};
-      o << "  at::Tensor " << var(b.name) << " = at::" << (b.init == "zeros" ? "zeros" : "empty") << "("
-        << (b.shape.empty() ? std::string("at::IntArrayRef()") : shape_list(b.shape, "{", "}")) << ", options.dtype(" << dt << "));  // " << to_string(b.role) << "\n";
-    }
-  std::set<std::string> declared;  // intermediates already declared
-  for (const auto& s : v.plan.steps) {
-    o << "  // " << s.label() << "\n";
-    if (s.kind == "kernel") {
-      const kernel_signature* sig = find_kernel(kernels, s.name);
-      if (!sig) return error{s.label() + ": the source has no kernel '" + s.name + "'"};
-      if (sig->params.size() != s.args.size())
-        return error{s.label() + ": " + std::to_string(s.args.size()) + " arguments for " +
-                     std::to_string(sig->params.size()) + " parameters"};
-      std::vector<std::string> args;
-      for (size_t i = 0; i < s.args.size(); ++i) {
-        const resolved_arg& a = s.args[i];
-        const kernel_param& p = sig->params[i];
-        if (a.kind == "tensor") {
-          if (!p.is_pointer)
-            return error{s.label() + ": args[" + std::to_string(i) + "]: tensor '" + a.tensor +
-                         "' passed to the non-pointer parameter '" + p.type + " " + p.name + "'"};
-          args.push_back("static_cast<" + pointer_cast_type(p) + ">(" + var(a.tensor) + ".data_ptr())");
-        } else {
-          args.push_back(scalar_literal(a));
-        }
-      }
-      if (s.shared_mem_bytes > 0) {
-        // Past 48 KiB a kernel must be opted in; raising the limit to what the step uses
-        // is harmless below it. Once per process and step.
-        o << "  static const bool smem_" << s.index << " = [] {\n"
-          << "    C10_CUDA_CHECK(cudaFuncSetAttribute(" << s.name << ", cudaFuncAttributeMaxDynamicSharedMemorySize, "
-          << s.shared_mem_bytes << "));\n"
-          << "    return true;\n  }();\n  (void)smem_" << s.index << ";\n";
-      }
-      o << "  KS_LAUNCH(" << s.name << ", " << dims3(s.grid) << ", " << dims3(s.block) << ", "
-        << s.shared_mem_bytes << ", stream";
-      for (auto& a : args) o << ",\n            " << a;
-      o << ");\n";
-      o << "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n";
-    } else {
-      std::vector<std::string> a, dargs;
-      std::vector<bool> is_tensor;
-      for (const auto& arg : s.args) {
-        is_tensor.push_back(arg.kind == "tensor");
-        if (arg.kind == "tensor") {
-          a.push_back(var(arg.tensor));
-          dargs.push_back("ks_targ(" + var(arg.tensor) + ")");
-        } else if (arg.kind == "int") {
-          a.push_back("at::Scalar(static_cast<int64_t>(" + std::to_string(arg.int_value) + "LL))");
-          dargs.push_back("ks_iarg(" + std::to_string(arg.int_value) + "LL)");
-        } else {
-          a.push_back("at::Scalar(" + number(arg.float_value) + ")");
-          dargs.push_back("ks_farg(" + number(arg.float_value) + ")");
-        }
-      }
-      std::string pre, call;
-      const bool dispatcher = s.attrs.count("schema") > 0;
-      if (dispatcher) {
-        call = dispatch_call(s.attrs, dargs);
-      } else {
-        auto c = library_call(s, a, is_tensor, pre);
-        if (!c) return error{s.label() + ": " + c.message()};
-        if (s.outputs.size() != 1) return error{s.label() + ": outputs: this op writes one tensor"};
-        call = *c;
-      }
-      if (s.outputs.empty()) return error{s.label() + ": outputs: the step names no result"};
-      for (auto& out : s.outputs) {
-        const resolved_buffer* b = v.plan.find_buffer(out);
-        if (!(b && b->role != buffer_role::intermediate) && !declared.insert(out).second)
-          return error{s.label() + ": intermediate '" + out + "' is produced twice"};
-      }
-      std::string decls;
-      std::string block = library_results(
-          s.label(), s.outputs, dispatcher, call, pre,
-          [&](const std::string& n) {
-            const resolved_buffer* b = v.plan.find_buffer(n);
-            return b && b->role != buffer_role::intermediate;
-          },
-          decls);
-      o << decls << block;
-    }
-  }
-  o << "  return {";
-  for (size_t i = 0; i < v.plan.outputs.size(); ++i) o << (i ? ", " : "") << var(v.plan.outputs[i].name);
-  o << "};\n}\n";
-  return o.str();
-}
-
-
-// ---------------------------------------------------------------------------
-// The general-shape launcher: the plan's expressions translated to C++ over ks_v
-// values (the runtime helpers below), so that they are evaluated for the shapes of
-// the tensors forward() receives, with the plan language's rules (integer-first,
-// Python's floor division and modulo, overflow and division by zero are errors).
-
-// Runtime helpers, emitted once: one value of the expression language and its
-// operations, as plan/shape_expr.cpp defines them.
-const char* kExprRuntime = R"CPP(struct ks_v {
-  bool f;
-  int64_t i;
-  double d;
-};
-inline ks_v ks_int(int64_t v) { return {false, v, 0.0}; }
-inline double ks_dbl(ks_v a) { return a.f ? a.d : static_cast<double>(a.i); }
-inline ks_v ks_real(double v, const char* op = "a literal") {
-  TORCH_CHECK(std::isfinite(v), "ModelNew: the result of '", op, "' is not a finite number");
-  return {true, 0, v};
-}
-inline int64_t ks_floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-inline int64_t ks_floor_mod(int64_t a, int64_t b) {
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
-inline ks_v ks_add(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(ks_dbl(a) + ks_dbl(b), "+");
-  int64_t r = 0;
-  TORCH_CHECK(!__builtin_add_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '+'");
-  return ks_int(r);
-}
-inline ks_v ks_sub(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(ks_dbl(a) - ks_dbl(b), "-");
-  int64_t r = 0;
-  TORCH_CHECK(!__builtin_sub_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '-'");
-  return ks_int(r);
-}
-inline ks_v ks_mul(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(ks_dbl(a) * ks_dbl(b), "*");
-  int64_t r = 0;
-  TORCH_CHECK(!__builtin_mul_overflow(a.i, b.i, &r), "ModelNew: integer overflow in '*'");
-  return ks_int(r);
-}
-inline ks_v ks_div(ks_v a, ks_v b) {
-  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in a launch-plan expression");
-  if (a.f || b.f) return ks_real(ks_dbl(a) / ks_dbl(b), "/");
-  TORCH_CHECK(!(a.i == INT64_MIN && b.i == -1), "ModelNew: integer overflow in '/'");
-  return ks_int(ks_floor_div(a.i, b.i));
-}
-inline ks_v ks_mod(ks_v a, ks_v b) {
-  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in a launch-plan expression");
-  if (a.f || b.f) {
-    double x = ks_dbl(a), y = ks_dbl(b), r = std::fmod(x, y);
-    if (r != 0 && ((r < 0) != (y < 0))) r += y;
-    return ks_real(r, "%");
-  }
-  return ks_int(ks_floor_mod(a.i, b.i));
-}
-inline ks_v ks_neg(ks_v a) {
-  if (a.f) return ks_real(-a.d, "-");
-  TORCH_CHECK(a.i != INT64_MIN, "ModelNew: integer overflow in '-'");
-  return ks_int(-a.i);
-}
-inline ks_v ks_min(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(std::min(ks_dbl(a), ks_dbl(b)), "min");
-  return ks_int(std::min(a.i, b.i));
-}
-inline ks_v ks_max(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(std::max(ks_dbl(a), ks_dbl(b)), "max");
-  return ks_int(std::max(a.i, b.i));
-}
-inline ks_v ks_ceil_div(ks_v a, ks_v b) {
-  TORCH_CHECK(ks_dbl(b) != 0, "ModelNew: division by zero in ceil_div");
-  if (a.f || b.f) return ks_real(std::ceil(ks_dbl(a) / ks_dbl(b)), "ceil_div");
-  TORCH_CHECK(a.i != INT64_MIN && !(a.i == INT64_MAX && b.i == -1), "ModelNew: integer overflow in ceil_div");
-  return ks_int(-ks_floor_div(-a.i, b.i));
-}
-inline ks_v ks_round_up(ks_v a, ks_v b) {
-  if (a.f || b.f) return ks_real(std::ceil(ks_dbl(a) / ks_dbl(b)) * ks_dbl(b), "round_up");
-  return ks_mul(ks_ceil_div(a, b), b);
-}
-inline ks_v ks_abs(ks_v a) {
-  if (a.f) return ks_real(std::fabs(a.d), "abs");
-  TORCH_CHECK(a.i != INT64_MIN, "ModelNew: integer overflow in abs");
-  return ks_int(a.i < 0 ? -a.i : a.i);
-}
-inline ks_v ks_to_int(double v, const char* op) {
-  TORCH_CHECK(v >= -9223372036854775808.0 && v < 9223372036854775808.0, "ModelNew: integer overflow in ", op);
-  return ks_int(static_cast<int64_t>(v));
-}
-inline ks_v ks_floor(ks_v a) { return a.f ? ks_to_int(std::floor(a.d), "floor") : a; }
-inline ks_v ks_ceil(ks_v a) { return a.f ? ks_to_int(std::ceil(a.d), "ceil") : a; }
-inline ks_v ks_sqrt(ks_v a) {
-  TORCH_CHECK(ks_dbl(a) >= 0, "ModelNew: sqrt of a negative number");
-  return ks_real(std::sqrt(ks_dbl(a)), "sqrt");
-}
-inline ks_v ks_dim(const at::Tensor& t, ks_v i, const char* name) {
-  TORCH_CHECK(!i.f, "ModelNew: a shape index must be an integer");
-  const int64_t n = t.dim();
-  TORCH_CHECK(i.i >= -n && i.i < n, "ModelNew: ", name, " has ", n, " dims, shape[", i.i, "] is out of range");
-  return ks_int(t.size(i.i < 0 ? i.i + n : i.i));
-}
-inline ks_v ks_numel(const at::Tensor& t) { return ks_int(t.numel()); }
-inline ks_v ks_ndim(const at::Tensor& t) { return ks_int(t.dim()); }
-inline int64_t ks_int_of(ks_v v, const char* what) {
-  TORCH_CHECK(!v.f, "ModelNew: ", what, " must be an integer, got ", v.d);
-  return v.i;
-}
-inline int64_t ks_in_range(ks_v v, int64_t lo, int64_t hi, const char* what) {
-  const int64_t i = ks_int_of(v, what);
-  TORCH_CHECK(i >= lo && i <= hi, "ModelNew: ", what, " is ", i, " at these shapes, outside [", lo, ", ", hi, "]");
-  return i;
-}
-)CPP";
-
-// Translates one plan expression into a C++ expression of type ks_v. `tensor` maps a
-// tensor name the expression may read to its C++ variable (or returns empty: not
-// available here); constants are c_NAME.
-class expr_translator {
- public:
-  expr_translator(std::string text, const std::set<std::string>& constants,
-                  std::function<std::string(const std::string&)> tensor)
-      : t_(std::move(text)), constants_(constants), tensor_(std::move(tensor)) {}
-
-  result<std::string> run() {
-    auto e = expr();
-    if (!e) return e;
-    skip();
-    if (p_ != t_.size()) return fail("unexpected text");
-    return e;
-  }
-
- private:
-  void skip() {
-    while (p_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[p_]))) ++p_;
-  }
-  bool eat(char c) {
-    skip();
-    if (p_ < t_.size() && t_[p_] == c) {
-      ++p_;
-      return true;
-    }
-    return false;
-  }
-  error fail(const std::string& what) {
-    return error{what + " at column " + std::to_string(p_ + 1) + " in \"" + t_ + "\""};
-  }
-  std::string name() {
-    skip();
-    size_t b = p_;
-    while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_')) ++p_;
-    return t_.substr(b, p_ - b);
-  }
-  result<std::string> expr() {
-    auto a = term();
-    if (!a) return a;
-    std::string out = *a;
-    while (true) {
-      skip();
-      if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) {
-        char op = t_[p_++];
-        auto b = term();
-        if (!b) return b;
-        out = std::string(op == '+' ? "ks_add(" : "ks_sub(") + out + ", " + *b + ")";
-      } else {
-        return out;
-      }
-    }
-  }
-  result<std::string> term() {
-    auto a = unary();
-    if (!a) return a;
-    std::string out = *a;
-    while (true) {
-      skip();
-      if (p_ < t_.size() && (t_[p_] == '*' || t_[p_] == '/' || t_[p_] == '%')) {
-        char op = t_[p_++];
-        auto b = unary();
-        if (!b) return b;
-        out = std::string(op == '*' ? "ks_mul(" : op == '/' ? "ks_div(" : "ks_mod(") + out + ", " + *b + ")";
-      } else {
-        return out;
-      }
-    }
-  }
-  result<std::string> unary() {
-    if (eat('-')) {
-      auto a = unary();
-      if (!a) return a;
-      return "ks_neg(" + *a + ")";
-    }
-    if (eat('+')) return unary();
-    return primary();
-  }
-  result<std::string> primary() {
-    skip();
-    if (p_ >= t_.size()) return fail("unexpected end");
-    char c = t_[p_];
-    if (c == '(') {
-      ++p_;
-      auto e = expr();
-      if (!e) return e;
-      if (!eat(')')) return fail("expected ')'");
-      return "(" + *e + ")";
-    }
-    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
-      size_t b = p_;
-      bool is_float = false;
-      while (p_ < t_.size()) {
-        char d = t_[p_];
-        if (std::isdigit(static_cast<unsigned char>(d))) {
-          ++p_;
-        } else if (d == '.') {
-          is_float = true;
-          ++p_;
-        } else if ((d == 'e' || d == 'E')) {
-          is_float = true;
-          ++p_;
-          if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) ++p_;
-        } else {
-          break;
-        }
-      }
-      std::string lit = t_.substr(b, p_ - b);
-      if (is_float) {
-        double v = 0;
-        auto [q, ec] = std::from_chars(lit.data(), lit.data() + lit.size(), v);
-        if (ec != std::errc() || q != lit.data() + lit.size()) return fail("bad number '" + lit + "'");
-        return "ks_real(" + number(v) + ")";
-      }
-      int64_t v = 0;
-      auto [q, ec] = std::from_chars(lit.data(), lit.data() + lit.size(), v);
-      if (ec != std::errc() || q != lit.data() + lit.size()) return fail("bad integer '" + lit + "'");
-      return "ks_int(" + std::to_string(v) + "LL)";
-    }
-    std::string n = name();
-    if (n.empty()) return fail(std::string("unexpected '") + c + "'");
-    if (eat('(')) {
-      static const std::map<std::string, size_t> fns = {{"ceil_div", 2}, {"round_up", 2}, {"min", 2}, {"max", 2},
-                                                        {"abs", 1},      {"floor", 1},    {"ceil", 1}, {"sqrt", 1}};
-      auto f = fns.find(n);
-      if (f == fns.end()) return fail("unknown function '" + n + "'");
-      std::vector<std::string> args;
-      if (!eat(')')) {
-        while (true) {
-          auto a = expr();
-          if (!a) return a;
-          args.push_back(*a);
-          if (eat(')')) break;
-          if (!eat(',')) return fail("expected ',' or ')'");
-        }
-      }
-      if (args.size() != f->second) return fail(n + " takes " + std::to_string(f->second) + " arguments");
-      return "ks_" + n + "(" + join(args, ", ") + ")";
-    }
-    if (eat('.')) {
-      std::string var = tensor_(n);
-      if (var.empty()) return fail("tensor '" + n + "' is not available here");
-      std::string prop = name();
-      if (prop == "numel") return "ks_numel(" + var + ")";
-      if (prop == "ndim") return "ks_ndim(" + var + ")";
-      if (prop != "shape" || !eat('[')) return fail("expected numel, ndim or shape[i]");
-      auto i = expr();
-      if (!i) return i;
-      if (!eat(']')) return fail("expected ']'");
-      return "ks_dim(" + var + ", " + *i + ", " + cpp_string(n) + ")";
-    }
-    if (!constants_.count(n)) return fail("unknown name '" + n + "'");
-    return "c_" + ident(n);
-  }
-
-  std::string t_;
-  size_t p_ = 0;
-  const std::set<std::string>& constants_;
-  std::function<std::string(const std::string&)> tensor_;
-};
-
-// The launcher for any shapes: `plan` evaluated at run time. Fails (and the export
-// then has only the size-specialised launchers) where the plan reads a tensor's shape
-// before that tensor exists in the generated code.
-result<std::string> general_function(const task_spec& task, const launch_plan& plan,
-                                     const std::vector<kernel_signature>& kernels) {
-  std::ostringstream o;
-  std::set<std::string> available;  // tensors declared so far
-  std::set<std::string> constants;
-  for (auto& [k, _] : plan.constants) constants.insert(k);
-  auto tensor = [&](const std::string& n) { return available.count(n) ? var(n) : std::string(); };
-  auto tr = [&](const std::string& text) -> result<std::string> {
-    return expr_translator(text, constants, tensor).run();
-  };
-  o << "// The plan evaluated for the shapes forward() receives (any shapes; the launch\n"
-    << "// itself then checks what the GPU allows).\n"
-    << "static std::vector<at::Tensor> ks_run_general(const std::vector<at::Tensor>& in) {\n"
-    << "  const at::TensorOptions options = at::TensorOptions().device(in[0].device());\n"
-    << "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();\n"
-    << "  (void)stream;\n";
-  size_t k = 0;
-  for (const auto* list : {&task.inputs, &task.parameters})
-    for (const auto& t : *list) {
-      o << "  const at::Tensor& " << var(t.name) << " = in[" << k++ << "];\n";
-      available.insert(t.name);
-    }
-  // Constants in dependency order.
-  std::map<std::string, std::vector<std::string>> deps;
-  for (auto& [name, text] : plan.constants) {
-    auto e = shape_expr::parse(text);
-    if (!e) return error{"constants." + name + ": " + e.message()};
-    deps[name] = e->constant_names();
-  }
-  std::set<std::string> emitted;
-  while (emitted.size() < plan.constants.size()) {
-    bool progress = false;
-    for (auto& [name, text] : plan.constants) {
-      if (emitted.count(name)) continue;
-      bool ready = true;
-      for (auto& d : deps[name]) ready = ready && emitted.count(d);
-      if (!ready) continue;
-      auto e = tr(text);
-      if (!e) return error{"constants." + name + ": " + e.message()};
-      o << "  const ks_v c_" << ident(name) << " = " << *e << ";\n";
-      emitted.insert(name);
-      progress = true;
-    }
-    if (!progress) return error{"constants: a cycle"};
-  }
-  auto dims_of = [&](const buffer_spec& b, const std::string& where) -> result<std::string> {
-    std::string out = "std::vector<int64_t>{";
-    for (size_t i = 0; i < b.shape.size(); ++i) {
-      auto e = tr(b.shape[i]);
-      if (!e) return error{where + ".shape[" + std::to_string(i) + "]: " + e.message()};
-      out += (i ? ", " : "") + std::string("ks_in_range(") + *e + ", 0, INT64_MAX, " +
-             cpp_string(where + " shape[" + std::to_string(i) + "]") + ")";
-    }
-    return out + "}";
-  };
-  for (const auto* list : {&plan.outputs, &plan.scratch})
-    for (size_t i = 0; i < list->size(); ++i) {
-      const buffer_spec& b = (*list)[i];
-      const std::string where = std::string(list == &plan.outputs ? "outputs" : "scratch") + "[" +
-                                std::to_string(i) + "] '" + b.name + "'";
-      auto shape = dims_of(b, where);
-      if (!shape) return error{shape.message()};
-      const char* dt = aten_dtype(b.dtype);
-      if (!dt) return error{where + ": dtype " + b.dtype + " cannot be exported"};
-      o << "  at::Tensor " << var(b.name) << " = at::" << (b.init == "zeros" ? "zeros" : "empty") << "(" << *shape
-        << ", options.dtype(" << dt << "));\n";
-      available.insert(b.name);
-    }
-  for (size_t si = 0; si < plan.steps.size(); ++si) {
-    const plan_step& s = plan.steps[si];
-    const std::string label = "step " + std::to_string(si) + " (" + s.kind + " " + s.name + ")";
-    o << "  // " << label << "\n  {\n";
-    if (s.kind == "kernel") {
-      const kernel_signature* sig = find_kernel(kernels, s.name);
-      if (!sig || sig->params.size() != s.args.size()) return error{label + ": the kernel's signature does not fit"};
-      const char* axis = "xyz";
-      for (int d = 0; d < 3; ++d) {
-        std::string g = d < static_cast<int>(s.grid.size()) ? s.grid[d] : "1";
-        std::string bl = d < static_cast<int>(s.block.size()) ? s.block[d] : "1";
-        auto eg = tr(g);
-        if (!eg) return error{label + ": grid[" + std::to_string(d) + "]: " + eg.message()};
-        auto eb = tr(bl);
-        if (!eb) return error{label + ": block[" + std::to_string(d) + "]: " + eb.message()};
-        o << "    const int64_t grid_" << axis[d] << " = ks_in_range(" << *eg << ", 1, "
-          << (d == 0 ? "2147483647" : "65535") << ", " << cpp_string(label + " grid[" + std::to_string(d) + "]") << ");\n"
-          << "    const int64_t block_" << axis[d] << " = ks_in_range(" << *eb << ", 1, " << (d == 2 ? "64" : "1024")
-          << ", " << cpp_string(label + " block[" + std::to_string(d) + "]") << ");\n";
-      }
-      auto sm = tr(s.shared_mem.empty() ? "0" : s.shared_mem);
-      if (!sm) return error{label + ": shared_mem: " + sm.message()};
-      o << "    const int64_t smem = ks_in_range(" << *sm << ", 0, 232448, " << cpp_string(label + " shared_mem") << ");\n"
-        << "    static int64_t smem_raised = 0;  // the kernel's dynamic shared memory limit, raised as needed\n"
-        << "    if (smem > smem_raised) {\n"
-        << "      C10_CUDA_CHECK(cudaFuncSetAttribute(" << s.name
-        << ", cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));\n"
-        << "      smem_raised = smem;\n    }\n";
-      std::vector<std::string> args;
-      for (size_t i = 0; i < s.args.size(); ++i) {
-        const plan_arg& a = s.args[i];
-        const kernel_param& p = sig->params[i];
-        const std::string where = label + " args[" + std::to_string(i) + "]";
-        if (a.kind == "tensor") {
-          if (!available.count(a.value)) return error{where + ": tensor '" + a.value + "' is not available here"};
-          args.push_back("static_cast<" + pointer_cast_type(p) + ">(" + var(a.value) + ".data_ptr())");
-          continue;
-        }
-        auto e = tr(a.value);
-        if (!e) return error{where + ": " + e.message()};
-        if (a.type == "int64") args.push_back("static_cast<long long>(ks_int_of(" + *e + ", " + cpp_string(where) + "))");
-        else if (a.type == "int32")
-          args.push_back("static_cast<int>(ks_in_range(" + *e + ", arg_lo_" + std::to_string(i) + ", 2147483647LL, " +
-                         cpp_string(where) + "))");
-        else if (a.type == "float32") args.push_back("static_cast<float>(ks_dbl(" + *e + "))");
-        else args.push_back("ks_dbl(" + *e + ")");
-        if (a.type == "int32")
-          o << "    const int64_t arg_lo_" << i << " = " << (p.is_unsigned ? "0" : "-2147483648LL") << ";  // int32"
-            << (p.is_unsigned ? " (unsigned)" : "") << "\n";
-      }
-      o << "    KS_LAUNCH(" << s.name << ", dim3(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), "
-        << "static_cast<unsigned>(grid_z)),\n              dim3(static_cast<unsigned>(block_x), "
-        << "static_cast<unsigned>(block_y), static_cast<unsigned>(block_z)), smem, stream";
-      for (auto& a : args) o << ",\n              " << a;
-      o << ");\n    C10_CUDA_KERNEL_LAUNCH_CHECK();\n  }\n";
-    } else {
-      std::vector<std::string> a, dargs;
-      std::vector<bool> is_tensor;
-      for (size_t i = 0; i < s.args.size(); ++i) {
-        const plan_arg& arg = s.args[i];
-        is_tensor.push_back(arg.kind == "tensor");
-        if (arg.kind == "tensor") {
-          if (!available.count(arg.value)) return error{label + ": tensor '" + arg.value + "' is not available here"};
-          a.push_back(var(arg.value));
-          dargs.push_back("ks_targ(" + var(arg.value) + ")");
-          continue;
-        }
-        auto e = tr(arg.value);
-        if (!e) return error{label + ": args[" + std::to_string(i) + "]: " + e.message()};
-        const std::string where = cpp_string(label + " args[" + std::to_string(i) + "]");
-        if (arg.kind == "int") {
-          a.push_back("at::Scalar(static_cast<int64_t>(ks_int_of(" + *e + ", " + where + ")))");
-          dargs.push_back("ks_iarg(ks_int_of(" + *e + ", " + where + "))");
-        } else {
-          a.push_back("at::Scalar(ks_dbl(" + *e + "))");
-          dargs.push_back("ks_farg(ks_dbl(" + *e + "))");
-        }
-      }
-      resolved_step rs;
-      rs.index = si;
-      rs.kind = s.kind;
-      rs.name = s.name;
-      rs.attrs = s.attrs;
-      std::string pre, call;
-      const bool dispatcher = s.attrs.count("schema") > 0;
-      if (dispatcher) {
-        call = dispatch_call(s.attrs, dargs);
-      } else {
-        auto c = library_call(rs, a, is_tensor, pre);
-        if (!c) return error{label + ": " + c.message()};
-        if (s.outputs.size() != 1) return error{label + ": outputs: this op writes one tensor"};
-        call = *c;
-      }
-      if (s.outputs.empty()) return error{label + ": outputs: the step names no result"};
-      std::string decls;
-      std::set<std::string> declared_before = available;
-      std::string block = library_results(
-          label, s.outputs, dispatcher, call, pre,
-          [&](const std::string& n) { return declared_before.count(n) > 0; }, decls);
-      for (auto& out : s.outputs) available.insert(out);
-      // The block opened above ("  {") is replaced by this step's own.
-      std::string body = o.str();
-      size_t open = body.rfind("  {\n");
-      body.erase(open);
-      o.str(body);
-      o.seekp(0, std::ios_base::end);
-      o << decls << block;
-    }
-  }
-  o << "  return {";
-  for (size_t i = 0; i < plan.outputs.size(); ++i) o << (i ? ", " : "") << var(plan.outputs[i].name);
-  o << "};\n}\n";
-  return o.str();
-}
+using export_detail::aten_dtype;
+using export_detail::cpp_string;
+using export_detail::ident;
+using export_detail::join;
+using export_detail::number;
+using export_detail::py_block_string;
+using export_detail::py_string;
+using export_detail::shape_list;
+using export_detail::size_function;
+using export_detail::size_variant;
 
 // ---------------------------------------------------------------------------
 // Compile options: NVRTC's (the reviewer's) as nvcc options.
@@ -1135,29 +44,13 @@ result<std::vector<std::string>> nvcc_options(const std::vector<std::string>& op
   return out;
 }
 
-std::string py_distribution(const distribution_spec& d) {
-  return "{\"kind\": " + py_string(d.kind) + ", \"mean\": " + number(d.mean) + ", \"std\": " + number(d.std) +
-         ", \"low\": " + number(d.low) + ", \"high\": " + number(d.high) + ", \"value\": " + number(d.value) + "}";
-}
-
-}  // namespace
-
-result<pytorch_export> export_pytorch(const task_spec& task, const candidate& best,
-                                      const pytorch_export_options& options) {
-  const std::string what = "export of task '" + task.name + "'";
-  if (task.torchscript.empty() && task.module_bytes.empty())
-    return error{what + ": the task has no reference"};
-  for (const auto* list : {&task.inputs, &task.parameters})
-    for (const auto& t : *list)
-      if (!aten_dtype(t.dtype)) return error{what + ": tensor '" + t.name + "': dtype " + t.dtype + " cannot be exported"};
-  if (task.inputs.empty() && task.parameters.empty())
-    return error{what + ": the task has no input tensors (the launcher takes its device from them)"};
-  auto nvcc = nvcc_options(best.compile_options);
-  if (!nvcc) return error{what + ": " + nvcc.message()};
-
-  // Resolve the plan at the default shapes and at every named size.
+// The plan resolved at the default shapes and at every named size (a size with the
+// shapes of an earlier one is left out; one the plan does not resolve at is listed in
+// ex.skipped_sizes). Fails where the plan does not resolve at the default shapes.
+result<std::vector<size_variant>> resolve_sizes(const task_spec& task, const candidate& best,
+                                                const pytorch_export_options& options, const std::string& what,
+                                                pytorch_export& ex) {
   std::vector<size_variant> variants;
-  pytorch_export ex;
   std::vector<std::string> names = {""};
   for (auto& [n, _] : task.sizes) names.push_back(n);
   for (const auto& n : names) {
@@ -1180,47 +73,14 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
     variants.push_back(std::move(v));
   }
   for (const auto& v : variants) ex.sizes.push_back(v.name);
+  return variants;
+}
 
-  const auto kernels = extract_kernel_signatures(best.source);
-  std::set<std::string> launched;
-  for (const auto& v : variants)
-    for (const auto& s : v.plan.steps)
-      if (s.kind == "kernel") launched.insert(s.name);
-
-  // Kernel declarations for a host-compiler check of the launcher.
-  for (const auto& name : launched) {
-    const kernel_signature* k = find_kernel(kernels, name);
-    if (!k) return error{what + ": the plan launches '" + name + "', which the source does not define"};
-    ex.kernel_declarations += "extern \"C\" void " + name + "(" + k->params_text() + ");\n";
-  }
-
-  // The launcher.
+// ks_forward: the tensors checked and made contiguous, then the launcher of their
+// shapes, else the general one (or, without it, an error that lists the shapes).
+std::string forward_function(const task_spec& task, const std::vector<size_variant>& variants, bool general) {
   const size_t n_tensors = task.inputs.size() + task.parameters.size();
   std::ostringstream l;
-  l << "// ---------------------------------------------------------------------------\n"
-    << "// The launcher, generated by kernelskill export from the launch plan.\n"
-    << "#ifndef KS_LAUNCH\n"
-    << "#define KS_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)\n"
-    << "#endif\n\n";
-  bool has_dispatcher_step = false;
-  for (const auto& st : best.plan.steps) has_dispatcher_step = has_dispatcher_step || st.attrs.count("schema");
-  if (has_dispatcher_step)
-    l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << kDispatchRuntime << "\n";
-  auto general = general_function(task, best.plan, kernels);
-  if (general) l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n" << kExprRuntime << "\n";
-  else ex.general_launcher_note = general.message();
-  l << "namespace {\n\n";
-  for (size_t i = 0; i < variants.size(); ++i) {
-    auto fn = size_function(task, variants[i], kernels, "ks_run_" + ident(variants[i].name));
-    if (!fn) return error{what + ", size " + variants[i].name + ": " + fn.message()};
-    l << *fn << "\n";
-  }
-  if (general) l << *general << "\n";
-  l << "bool ks_shapes_are(const std::vector<at::Tensor>& in, const std::vector<std::vector<int64_t>>& shapes) {\n"
-    << "  for (size_t i = 0; i < in.size(); ++i)\n"
-    << "    if (in[i].sizes() != at::IntArrayRef(shapes[i])) return false;\n"
-    << "  return true;\n}\n\n"
-    << "}  // namespace\n\n";
   // Names and dtypes, for messages.
   std::vector<std::string> tensor_names;
   for (const auto* list : {&task.inputs, &task.parameters})
@@ -1262,87 +122,81 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
   if (general) {
     l << "  return ks_run_general(in);\n}\n";
   } else {
-  l << "  std::string got;\n"
-    << "  for (size_t i = 0; i < in.size(); ++i) {\n"
-    << "    got += i ? \", \" : \"\";\n"
-    << "    got += std::to_string(in[i].dim()) + \"-d [\";\n"
-    << "    for (int64_t d = 0; d < in[i].dim(); ++d) got += (d ? \", \" : \"\") + std::to_string(in[i].size(d));\n"
-    << "    got += \"]\";\n  }\n"
-    << "  TORCH_CHECK(false, "
-    << cpp_string(who + ": the launch plan was resolved at export time for these shapes only: " + supported +
-                  "; got ")
-    << ", got, \". Add the size to the task's sizes: and export again.\");\n"
-    << "  return {};\n}\n";
+    l << "  std::string got;\n"
+      << "  for (size_t i = 0; i < in.size(); ++i) {\n"
+      << "    got += i ? \", \" : \"\";\n"
+      << "    got += std::to_string(in[i].dim()) + \"-d [\";\n"
+      << "    for (int64_t d = 0; d < in[i].dim(); ++d) got += (d ? \", \" : \"\") + std::to_string(in[i].size(d));\n"
+      << "    got += \"]\";\n  }\n"
+      << "  TORCH_CHECK(false, "
+      << cpp_string(who + ": the launch plan was resolved at export time for these shapes only: " + supported +
+                    "; got ")
+      << ", got, \". Add the size to the task's sizes: and export again.\");\n"
+      << "  return {};\n}\n";
   }
-  ex.launcher = l.str();
+  return l.str();
+}
 
-  ex.cpp_source = "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors, bool general);\n";
-  ex.cuda_source =
-      "// CUDA source of KernelSkill task '" + task.name + "', candidate " +
-      (best.id.empty() ? std::string("(no id)") : best.id) + ".\n" +
-      "// load_inline puts torch/types.h, cuda.h and cuda_runtime.h before this.\n"
-      "#include <ATen/cuda/CUDAContext.h>\n"
-      "#include <c10/cuda/CUDAGuard.h>\n"
-      "#include <c10/cuda/CUDAException.h>\n"
-      "#include <ATen/core/dispatch/Dispatcher.h>\n"
-      "#include <ATen/core/stack.h>\n"
-      "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <map>\n"
-      "#include <optional>\n#include <stdexcept>\n#include <string>\n#include <vector>\n\n"
-      "// ---------------------------------------------------------------------------\n"
-      "// The candidate's device code, as reviewed.\n" +
-      best.source + (best.source.empty() || best.source.back() == '\n' ? "" : "\n") + "\n" + ex.launcher;
-  ex.module_name = "ks_" + ident(task.name) + "_" + sha256_hex(ex.cuda_source + join(*nvcc, " ")).substr(0, 12);
-  ex.nvcc_options = *nvcc;
+// The launcher: the runtime helpers the plan needs, the size-specialised launchers,
+// the general one where it can be written (else ex.general_launcher_note says why),
+// then ks_forward.
+result<std::string> launcher(const task_spec& task, const candidate& best, const std::vector<size_variant>& variants,
+                             const std::vector<kernel_signature>& kernels, const std::string& what,
+                             pytorch_export& ex) {
+  std::ostringstream l;
+  l << "// ---------------------------------------------------------------------------\n"
+    << "// The launcher, generated by kernelskill export from the launch plan.\n"
+    << "#ifndef KS_LAUNCH\n"
+    << "#define KS_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)\n"
+    << "#endif\n\n";
+  bool has_dispatcher_step = false;
+  for (const auto& st : best.plan.steps) has_dispatcher_step = has_dispatcher_step || st.attrs.count("schema");
+  if (has_dispatcher_step)
+    l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << export_detail::dispatch_runtime() << "\n";
+  auto general = export_detail::general_function(task, best.plan, kernels);
+  if (general) l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n" << export_detail::expression_runtime() << "\n";
+  else ex.general_launcher_note = general.message();
+  l << "namespace {\n\n";
+  for (size_t i = 0; i < variants.size(); ++i) {
+    auto fn = size_function(task, variants[i], kernels, "ks_run_" + ident(variants[i].name));
+    if (!fn) return error{what + ", size " + variants[i].name + ": " + fn.message()};
+    l << *fn << "\n";
+  }
+  if (general) l << *general << "\n";
+  l << "bool ks_shapes_are(const std::vector<at::Tensor>& in, const std::vector<std::vector<int64_t>>& shapes) {\n"
+    << "  for (size_t i = 0; i < in.size(); ++i)\n"
+    << "    if (in[i].sizes() != at::IntArrayRef(shapes[i])) return false;\n"
+    << "  return true;\n}\n\n"
+    << "}  // namespace\n\n";
+  l << forward_function(task, variants, bool(general));
+  return l.str();
+}
 
-  // The Python file.
-  std::ostringstream p;
-  p << "# ModelNew for KernelSkill task '" << task.name << "', written by `kernelskill export`.\n"
-    << "# Candidate " << (best.id.empty() ? std::string("(no id)") : best.id)
-    << (best.origin.empty() ? std::string() : ", " + best.origin) << ".\n"
-    << "\"\"\"The kernel KernelSkill found for task " << py_string(task.name).substr(1, py_string(task.name).size() - 2)
-    << ", as a PyTorch module.\n\n"
-    << "    model = ModelNew().cuda()             # the task's parameters, drawn as the task says\n"
-    << "    y = model(*get_inputs())              # builds the extension on first use (nvcc)\n\n"
-    << "forward() takes the task's inputs; the parameters are module parameters, in the\n"
-    << "reference's order in model.task_parameters(). Inputs of the shapes of these sizes: "
-    << join(ex.sizes, ", ") << "\n"
-    << "(see SIZES) run a launcher specialised at export time; "
-    << (ex.general_launcher_note.empty() ? "other shapes run one that evaluates\nthe launch plan at run time.\n"
-                                         : "other shapes raise a RuntimeError.\n")
-    << "\"\"\"\n"
-    << "import math\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
-    << "TASK = " << py_string(task.name) << "\n"
-    << "CANDIDATE = " << py_string(best.id) << "\n"
-    << "MODULE_NAME = " << py_string(ex.module_name) << "\n"
-    << "# (name, dtype, init) of each input, then of each parameter, in the reference's order.\n"
-    << "INPUTS = [\n";
-  for (auto& t : task.inputs) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
-  p << "]\nPARAMETERS = [\n";
-  for (auto& t : task.parameters) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
-  p << "]\n# The shapes the launcher runs at: size -> shape of each input, then each parameter.\nSIZES = {\n";
-  for (const auto& v : variants) {
-    p << "    " << py_string(v.name) << ": [";
-    for (size_t i = 0; i < v.shapes.size(); ++i) p << (i ? ", " : "") << shape_list(v.shapes[i]);
-    p << "],\n";
-  }
-  p << "}\n";
-  if (!ex.skipped_sizes.empty()) {
-    p << "# Sizes of the task the plan does not resolve at, left out:\n";
-    for (auto& s : ex.skipped_sizes) p << "#   " << s << "\n";
-  }
-  p << "# Other shapes go to a launcher that evaluates the plan's expressions at run time.\n"
-    << "GENERAL_LAUNCHER = " << (ex.general_launcher_note.empty() ? "True" : "False") << "\n"
-    << "GENERAL_NOTE = " << py_string(ex.general_launcher_note) << "\n";
-  p << "TOLERANCE = {\"atol\": " << number(task.tolerance.atol) << ", \"rtol\": " << number(task.tolerance.rtol) << "}\n"
-    << "SEED = " << task.seed << "\n"
-    << "NVCC_OPTIONS = [" << [&] {
-         std::vector<std::string> q;
-         for (auto& o : ex.nvcc_options) q.push_back(py_string(o));
-         return join(q, ", ");
-       }() << "]\n\n"
-    << "CPP_SOURCE = " << py_string(ex.cpp_source) << "\n\n"
-    << "CUDA_SOURCE = " << py_block_string(ex.cuda_source) << "\n\n";
-  p << R"PY(_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+// What load_inline compiles with nvcc: headers, the candidate's device code, the launcher.
+std::string cuda_source(const task_spec& task, const candidate& best, const std::string& launcher) {
+  return "// CUDA source of KernelSkill task '" + task.name + "', candidate " +
+         (best.id.empty() ? std::string("(no id)") : best.id) + ".\n" +
+         "// load_inline puts torch/types.h, cuda.h and cuda_runtime.h before this.\n"
+         "#include <ATen/cuda/CUDAContext.h>\n"
+         "#include <c10/cuda/CUDAGuard.h>\n"
+         "#include <c10/cuda/CUDAException.h>\n"
+         "#include <ATen/core/dispatch/Dispatcher.h>\n"
+         "#include <ATen/core/stack.h>\n"
+         "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <map>\n"
+         "#include <optional>\n#include <stdexcept>\n#include <string>\n#include <vector>\n\n"
+         "// ---------------------------------------------------------------------------\n"
+         "// The candidate's device code, as reviewed.\n" +
+         best.source + (best.source.empty() || best.source.back() == '\n' ? "" : "\n") + "\n" + launcher;
+}
+
+std::string py_distribution(const distribution_spec& d) {
+  return "{\"kind\": " + py_string(d.kind) + ", \"mean\": " + number(d.mean) + ", \"std\": " + number(d.std) +
+         ", \"low\": " + number(d.low) + ", \"high\": " + number(d.high) + ", \"value\": " + number(d.value) + "}";
+}
+
+// The Python file's fixed part, after its constants: the extension's loading, the
+// inputs' drawing, class ModelNew, get_inputs() and get_init_inputs().
+const char* const kModuleCode = R"PY(_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
            "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
 _extension = None
 
@@ -1443,23 +297,102 @@ def get_inputs(size="default", seed=0, device="cuda"):
 def get_init_inputs():
     return []
 )PY";
-  ex.python = p.str();
+
+// The Python file: a docstring, the task's constants, CUDA_SOURCE, then kModuleCode.
+std::string python_file(const task_spec& task, const candidate& best, const std::vector<size_variant>& variants,
+                        const pytorch_export& ex) {
+  std::ostringstream p;
+  p << "# ModelNew for KernelSkill task '" << task.name << "', written by `kernelskill export`.\n"
+    << "# Candidate " << (best.id.empty() ? std::string("(no id)") : best.id)
+    << (best.origin.empty() ? std::string() : ", " + best.origin) << ".\n"
+    << "\"\"\"The kernel KernelSkill found for task " << py_string(task.name).substr(1, py_string(task.name).size() - 2)
+    << ", as a PyTorch module.\n\n"
+    << "    model = ModelNew().cuda()             # the task's parameters, drawn as the task says\n"
+    << "    y = model(*get_inputs())              # builds the extension on first use (nvcc)\n\n"
+    << "forward() takes the task's inputs; the parameters are module parameters, in the\n"
+    << "reference's order in model.task_parameters(). Inputs of the shapes of these sizes: "
+    << join(ex.sizes, ", ") << "\n"
+    << "(see SIZES) run a launcher specialised at export time; "
+    << (ex.general_launcher_note.empty() ? "other shapes run one that evaluates\nthe launch plan at run time.\n"
+                                         : "other shapes raise a RuntimeError.\n")
+    << "\"\"\"\n"
+    << "import math\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
+    << "TASK = " << py_string(task.name) << "\n"
+    << "CANDIDATE = " << py_string(best.id) << "\n"
+    << "MODULE_NAME = " << py_string(ex.module_name) << "\n"
+    << "# (name, dtype, init) of each input, then of each parameter, in the reference's order.\n"
+    << "INPUTS = [\n";
+  for (auto& t : task.inputs) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
+  p << "]\nPARAMETERS = [\n";
+  for (auto& t : task.parameters) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
+  p << "]\n# The shapes the launcher runs at: size -> shape of each input, then each parameter.\nSIZES = {\n";
+  for (const auto& v : variants) {
+    p << "    " << py_string(v.name) << ": [";
+    for (size_t i = 0; i < v.shapes.size(); ++i) p << (i ? ", " : "") << shape_list(v.shapes[i]);
+    p << "],\n";
+  }
+  p << "}\n";
+  if (!ex.skipped_sizes.empty()) {
+    p << "# Sizes of the task the plan does not resolve at, left out:\n";
+    for (auto& s : ex.skipped_sizes) p << "#   " << s << "\n";
+  }
+  p << "# Other shapes go to a launcher that evaluates the plan's expressions at run time.\n"
+    << "GENERAL_LAUNCHER = " << (ex.general_launcher_note.empty() ? "True" : "False") << "\n"
+    << "GENERAL_NOTE = " << py_string(ex.general_launcher_note) << "\n";
+  p << "TOLERANCE = {\"atol\": " << number(task.tolerance.atol) << ", \"rtol\": " << number(task.tolerance.rtol) << "}\n"
+    << "SEED = " << task.seed << "\n"
+    << "NVCC_OPTIONS = [" << [&] {
+         std::vector<std::string> q;
+         for (auto& o : ex.nvcc_options) q.push_back(py_string(o));
+         return join(q, ", ");
+       }() << "]\n\n"
+    << "CPP_SOURCE = " << py_string(ex.cpp_source) << "\n\n"
+    << "CUDA_SOURCE = " << py_block_string(ex.cuda_source) << "\n\n";
+  p << kModuleCode;
+  return p.str();
+}
+
+}  // namespace
+
+result<pytorch_export> export_pytorch(const task_spec& task, const candidate& best,
+                                      const pytorch_export_options& options) {
+  const std::string what = "export of task '" + task.name + "'";
+  if (task.torchscript.empty() && task.module_bytes.empty())
+    return error{what + ": the task has no reference"};
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list)
+      if (!aten_dtype(t.dtype)) return error{what + ": tensor '" + t.name + "': dtype " + t.dtype + " cannot be exported"};
+  if (task.inputs.empty() && task.parameters.empty())
+    return error{what + ": the task has no input tensors (the launcher takes its device from them)"};
+  auto nvcc = nvcc_options(best.compile_options);
+  if (!nvcc) return error{what + ": " + nvcc.message()};
+
+  pytorch_export ex;
+  auto variants = resolve_sizes(task, best, options, what, ex);
+  if (!variants) return error{variants.message()};
+  const auto kernels = extract_kernel_signatures(best.source);
+  std::set<std::string> launched;
+  for (const auto& v : *variants)
+    for (const auto& s : v.plan.steps)
+      if (s.kind == "kernel") launched.insert(s.name);
+
+  // Kernel declarations for a host-compiler check of the launcher.
+  for (const auto& name : launched) {
+    const kernel_signature* k = find_kernel(kernels, name);
+    if (!k) return error{what + ": the plan launches '" + name + "', which the source does not define"};
+    ex.kernel_declarations += "extern \"C\" void " + name + "(" + k->params_text() + ");\n";
+  }
+
+  auto l = launcher(task, best, *variants, kernels, what, ex);
+  if (!l) return error{l.message()};
+  ex.launcher = *l;
+  ex.cpp_source = "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors, bool general);\n";
+  ex.cuda_source = cuda_source(task, best, ex.launcher);
+  ex.module_name = "ks_" + ident(task.name) + "_" + sha256_hex(ex.cuda_source + join(*nvcc, " ")).substr(0, 12);
+  ex.nvcc_options = *nvcc;
+  ex.python = python_file(task, best, *variants, ex);
   return ex;
 }
-
-namespace export_detail {
-
-const char* expression_runtime() { return kExprRuntime; }
-const char* dispatch_runtime() { return kDispatchRuntime; }
-
-result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
-                                         const std::set<std::string>& tensors) {
-  return expr_translator(text, constants, [&](const std::string& n) {
-           return tensors.count(n) ? var(n) : std::string();
-         }).run();
-}
-
-}  // namespace export_detail
 
 result<std::string> pytorch_module_source(const task_spec& task, const candidate& best) {
   auto ex = export_pytorch(task, best);

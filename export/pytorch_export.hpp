@@ -89,12 +89,14 @@ result<std::string> pytorch_module_source(const task_spec& task, const candidate
 // The pieces of the general-shape launcher, for tests that compile and run them on the
 // host against plan/shape_expr's evaluator.
 namespace export_detail {
-// The C++ helpers the translated expressions call (needs TORCH_CHECK, at::Tensor's
-// dim/size/numel, <algorithm>, <cmath>, <cstdint> before it).
-const char* expression_runtime();
-// The helpers of dispatcher steps (ks_arg, ks_targ/iarg/farg, ks_call_by_schema), the
-// reviewer's way of calling an ATen op by its schema; emitted when a plan has one.
-const char* dispatch_runtime();
+// The C++ helpers the translated expressions call: plan/expr_runtime.hpp, then
+// export/launcher_expr.inc (needs TORCH_CHECK, at::Tensor's dim/size/numel and <string>
+// before it).
+const std::string& expression_runtime();
+// The helpers of dispatcher steps: gpu/dispatch_runtime.hpp (the reviewer's way of
+// calling an ATen op by its schema), then export/launcher_dispatch.inc (ks_arg,
+// ks_targ/iarg/farg, ks_call_by_schema); emitted when a plan has one.
+const std::string& dispatch_runtime();
 // `text` as a C++ expression of type ks_v: constants become c_NAME, tensors t_NAME.
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
                                          const std::set<std::string>& tensors);

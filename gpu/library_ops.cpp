@@ -6,6 +6,7 @@
 #include <ATen/Functions.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "gpu/dispatch_runtime.hpp"
 #include "plan/attr_parse.hpp"
 
 namespace ks {
@@ -52,14 +53,9 @@ at::Scalar scalar_attr(const attrs_t& attrs, const std::string& key, double fall
 
 std::string string_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback,
                         const std::vector<std::string>& allowed) {
-  auto it = attrs.find(key);
-  if (it == attrs.end()) return fallback;
-  std::string v = trim_blanks(it->second);
-  for (auto& a : allowed)
-    if (v == a) return v;
-  std::string list;
-  for (auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  throw op_error{"attrs." + key + ": expected one of " + list + ", got \"" + it->second + "\""};
+  auto v = choice_attr(attrs, key, fallback, allowed);
+  if (!v) throw op_error{v.message()};
+  return std::move(v).value();
 }
 
 const at::Tensor& tensor_arg(const args_t& args, size_t i) {
@@ -167,205 +163,83 @@ std::string base_name(std::string_view op) {
 }
 
 // ---------------------------------------------------------------------------------
-// Dispatcher steps: any ATen op, by its schema.
+// Dispatcher steps: any ATen op, by its schema, through gpu/dispatch_runtime.hpp (the
+// code an exported module runs them with). Here attributes read as the plan validator
+// reads them, and failures are op_errors for the plan's author.
 
-// "aten::sort.stable(Tensor self, ...) -> ..." → {"aten::sort", "stable"}.
-c10::OperatorName operator_name(const std::string& schema) {
-  std::string head = trim_blanks(schema.substr(0, schema.find('(')));
-  size_t dot = head.find('.', head.find("::"));
-  return {head.substr(0, dot), dot == std::string::npos ? std::string() : head.substr(dot + 1)};
-}
+struct reviewer_policy {
+  std::string op;  // the step's op, for the results' message
 
-// The operator the schema names; an older or newer LibTorch may lack that exact
-// overload, so an overload of the same name whose arguments include every attribute
-// is taken instead.
-std::optional<c10::OperatorHandle> find_operator(const std::string& schema, const attrs_t& attrs) {
-  auto& d = c10::Dispatcher::singleton();
-  c10::OperatorName name = operator_name(schema);
-  if (auto h = d.findSchema(name)) return *h;
-  for (const c10::OperatorName& other : d.getAllOpNames()) {
-    if (other.name != name.name) continue;
-    auto h = d.findSchema(other);
-    if (!h) continue;
-    bool fits = true;
-    for (auto& [k, v] : attrs) {
-      if (k == "schema") continue;
-      bool found = false;
-      for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == k;
-      fits = fits && found;
-    }
-    if (fits) return *h;
+  std::string trim(const std::string& s) const { return trim_blanks(s); }
+  bool parse_int(const std::string& text, int64_t& out) const { return ks::parse_int(text, out); }
+  bool parse_double(const std::string& text, double& out) const { return ks::parse_double(text, out); }
+  bool parse_bool(const std::string& text, bool& out) const { return ks::parse_bool(text, out); }
+  std::vector<std::string> list_items(const std::string& text) const { return ks::list_items(text); }
+
+  [[noreturn]] void bad_attribute(const std::string& key, const char* expected, const std::string& text) const {
+    throw op_error{"attrs." + key + ": expected " + expected + ", got \"" + text + "\""};
   }
-  return std::nullopt;
-}
-
-// Builds the dispatcher's stack for `h` from the step, argument by argument.
-struct stack_builder {
-  const c10::OperatorHandle& h;
-  const args_t& args;
-  const attrs_t& attrs;
-  size_t next = 0;  // the next positional argument
-  c10::Device device{c10::kCPU};
-
-  c10::IValue scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
-    const std::string field = "attrs." + key;
-    switch (type->kind()) {
-      case c10::TypeKind::OptionalType:
-        if (trim_blanks(text) == "None") return c10::IValue();
-        return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
-      case c10::TypeKind::IntType: {
-        int64_t v = 0;
-        if (!parse_int(text, v)) throw op_error{field + ": expected an integer, got \"" + text + "\""};
-        return v;
-      }
-      case c10::TypeKind::FloatType: {
-        double v = 0;
-        if (!parse_double(text, v)) throw op_error{field + ": expected a number, got \"" + text + "\""};
-        return v;
-      }
-      case c10::TypeKind::BoolType: {
-        bool v = false;
-        if (!parse_bool(text, v)) throw op_error{field + ": expected True or False, got \"" + text + "\""};
-        return v;
-      }
-      case c10::TypeKind::NumberType: {
-        int64_t i = 0;
-        double v = 0;
-        if (parse_int(text, i)) return i;
-        if (parse_double(text, v)) return v;
-        throw op_error{field + ": expected a number, got \"" + text + "\""};
-      }
-      case c10::TypeKind::StringType:
-        return text;
-      case c10::TypeKind::DeviceObjType:
-        return device;  // a reference's device constant means where the inputs are
-      case c10::TypeKind::ListType: {
-        const c10::TypePtr& e = type->expectRef<c10::ListType>().getElementType();
-        if (e->kind() == c10::TypeKind::IntType) {
-          std::vector<int64_t> v;
-          for (auto& item : list_items(text)) {
-            int64_t x = 0;
-            if (!parse_int(item, x)) throw op_error{field + ": expected a list of integers, got \"" + text + "\""};
-            v.push_back(x);
-          }
-          return v;
-        }
-        if (e->kind() == c10::TypeKind::FloatType) {
-          std::vector<double> v;
-          for (auto& item : list_items(text)) {
-            double x = 0;
-            if (!parse_double(item, x)) throw op_error{field + ": expected a list of numbers, got \"" + text + "\""};
-            v.push_back(x);
-          }
-          return v;
-        }
-        if (e->kind() == c10::TypeKind::BoolType) {
-          c10::List<bool> v;
-          for (auto& item : list_items(text)) {
-            bool x = false;
-            if (!parse_bool(item, x)) throw op_error{field + ": expected a list of True/False, got \"" + text + "\""};
-            v.push_back(x);
-          }
-          return v;
-        }
-        break;
-      }
-      default:
-        break;
-    }
-    throw op_error{field + ": arguments of type " + type->str() + " cannot be given as attributes"};
+  [[noreturn]] void not_an_attribute(const std::string& key, const c10::TypePtr& type) const {
+    throw op_error{"attrs." + key + ": arguments of type " + type->str() + " cannot be given as attributes"};
   }
-
-  const library_arg& positional(const std::string& what) {
-    if (next >= args.size())
-      throw op_error{"args: " + h.schema().name() + " needs a positional argument for " + what + ", and args has only " +
-                     std::to_string(args.size())};
-    return args[next++];
+  [[noreturn]] void missing_positional(const c10::OperatorHandle& h, const std::string& name, int64_t item,
+                                       size_t given) const {
+    const std::string what = item < 0 ? name : name + "[" + std::to_string(item) + "]";
+    throw op_error{"args: " + h.schema().name() + " needs a positional argument for " + what + ", and args has only " +
+                   std::to_string(given)};
   }
-
-  c10::IValue argument(const c10::Argument& a) {
-    const c10::TypePtr& type = a.type();
-    const bool optional = type->kind() == c10::TypeKind::OptionalType;
-    const c10::TypePtr& base = optional ? type->expectRef<c10::OptionalType>().getElementType() : type;
-    auto it = attrs.find(a.name());
-    if (base->kind() == c10::TypeKind::ListType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::IntType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::FloatType &&
-        base->expectRef<c10::ListType>().getElementType()->kind() != c10::TypeKind::BoolType) {
-      // A tensor list: "N tensors" takes the next N positional tensors.
-      if (it == attrs.end()) throw op_error{"attrs." + a.name() + ": a tensor list needs \"N tensors\""};
-      if (optional && trim_blanks(it->second) == "None") return c10::IValue();
-      int64_t n = 0;
-      std::string t = trim_blanks(it->second);
-      if (!parse_int(t.substr(0, t.find(' ')), n) || n < 0)
-        throw op_error{"attrs." + a.name() + ": expected \"N tensors\", got \"" + it->second + "\""};
-      const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
-      c10::List<at::Tensor> tensors;
-      c10::List<c10::optional<at::Tensor>> maybe;
-      for (int64_t k = 0; k < n; ++k) {
-        const library_arg& x = positional(a.name() + "[" + std::to_string(k) + "]");
-        if (!x.is_tensor()) throw op_error{"args: " + a.name() + "[" + std::to_string(k) + "] must be a tensor"};
-        if (of_optional) maybe.push_back(x.tensor);
-        else tensors.push_back(x.tensor);
-      }
-      return of_optional ? c10::IValue(maybe) : c10::IValue(tensors);
-    }
-    if (it != attrs.end()) {
-      if (base->kind() == c10::TypeKind::TensorType) {
-        if (optional && trim_blanks(it->second) == "None") return c10::IValue();
-        throw op_error{"attrs." + a.name() + ": a tensor argument comes from args (or is None when optional)"};
-      }
-      return scalar(type, a.name(), it->second);
-    }
-    if (base->kind() == c10::TypeKind::TensorType) {
-      if (next < args.size() || !a.default_value()) {
-        const library_arg& x = positional(a.name());
-        if (!x.is_tensor()) throw op_error{"args: " + a.name() + " must be a tensor"};
-        return x.tensor;
-      }
-    }
-    if (a.default_value()) return *a.default_value();
-    if (optional) return c10::IValue();
-    if (base->kind() == c10::TypeKind::DeviceObjType) return device;
-    if (next < args.size() && !args[next].is_tensor()) {
-      const library_arg& x = positional(a.name());
-      if (x.is_float) return x.float_value;
-      return x.int_value;
-    }
-    throw op_error{"attrs: " + h.schema().name() + " needs the argument " + a.name() + " (" + type->str() + ")"};
+  [[noreturn]] void no_tensor_count(const std::string& name) const {
+    throw op_error{"attrs." + name + ": a tensor list needs \"N tensors\""};
+  }
+  [[noreturn]] void bad_tensor_count(const std::string& name, const std::string& text) const {
+    throw op_error{"attrs." + name + ": expected \"N tensors\", got \"" + text + "\""};
+  }
+  [[noreturn]] void list_item_not_tensor(const std::string& name, int64_t item) const {
+    throw op_error{"args: " + name + "[" + std::to_string(item) + "] must be a tensor"};
+  }
+  [[noreturn]] void tensor_from_attribute(const std::string& name) const {
+    throw op_error{"attrs." + name + ": a tensor argument comes from args (or is None when optional)"};
+  }
+  [[noreturn]] void not_a_tensor(const std::string& name) const {
+    throw op_error{"args: " + name + " must be a tensor"};
+  }
+  [[noreturn]] void missing_argument(const c10::OperatorHandle& h, const c10::Argument& a) const {
+    throw op_error{"attrs: " + h.schema().name() + " needs the argument " + a.name() + " (" + a.type()->str() + ")"};
+  }
+  [[noreturn]] void unused_arguments(const c10::OperatorHandle& h, size_t given, size_t taken) const {
+    throw op_error{"args: " + std::to_string(given) + " given, " + c10::toString(h.schema()) + " takes " +
+                   std::to_string(taken) + " of them"};
+  }
+  [[noreturn]] void result_not_tensor(const c10::OperatorHandle&, size_t k, const c10::IValue& v) const {
+    throw op_error{op + ": result " + std::to_string(k) + " is a " + v.tagKind() +
+                   "; a library step returns tensors only"};
   }
 };
 
 std::vector<at::Tensor> run_by_schema(const std::string& op, const args_t& args, const attrs_t& attrs) {
+  const reviewer_policy policy{op};
   const std::string& schema = attrs.at("schema");
-  auto h = find_operator(schema, attrs);
-  if (!h) throw op_error{op + ": this LibTorch has no operator " + c10::toString(operator_name(schema)) + " (schema " + schema + ")"};
+  auto h = dispatch_runtime::find_operator(schema, attrs, policy);
+  if (!h)
+    throw op_error{op + ": this LibTorch has no operator " +
+                   c10::toString(dispatch_runtime::operator_name(schema, policy)) + " (schema " + schema + ")"};
   for (auto& [k, v] : attrs) {
     if (k == "schema") continue;
     bool found = false;
     for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == k;
     if (!found) throw op_error{"attrs." + k + ": " + c10::toString(h->schema()) + " has no argument '" + k + "'"};
   }
-  stack_builder b{*h, args, attrs};
-  for (auto& a : args)
-    if (a.is_tensor()) {
-      b.device = a.tensor.device();
-      break;
-    }
-  torch::jit::Stack stack;
-  for (const c10::Argument& a : h->schema().arguments()) stack.push_back(b.argument(a));
-  if (b.next != args.size())
-    throw op_error{"args: " + std::to_string(args.size()) + " given, " + c10::toString(h->schema()) + " takes " +
-                   std::to_string(b.next) + " of them"};
-  h->callBoxed(stack);
-  std::vector<at::Tensor> out;
-  for (size_t k = 0; k < stack.size(); ++k) {
-    if (!stack[k].isTensor())
-      throw op_error{op + ": result " + std::to_string(k) + " is a " + stack[k].tagKind() +
-                     "; a library step returns tensors only"};
-    out.push_back(stack[k].toTensor());
+  std::vector<dispatch_runtime::arg> positional;
+  for (const library_arg& a : args) {
+    dispatch_runtime::arg d;
+    d.is_tensor = a.is_tensor();
+    d.tensor = a.tensor;
+    d.is_float = a.is_float;
+    d.int_value = a.int_value;
+    d.float_value = a.float_value;
+    positional.push_back(std::move(d));
   }
-  return out;
+  return dispatch_runtime::call(*h, positional, attrs, policy);
 }
 
 }  // namespace
@@ -383,7 +257,7 @@ bool is_library_op(std::string_view op) { return table().count(base_name(op)) > 
 
 status check_library_op(std::string_view op, const std::map<std::string, std::string>& attrs) {
   if (auto it = attrs.find("schema"); it != attrs.end()) {
-    if (find_operator(it->second, attrs)) return {};
+    if (dispatch_runtime::find_operator(it->second, attrs, reviewer_policy{std::string(op)})) return {};
     return error{std::string(op) + ": this LibTorch's dispatcher has no operator for the schema " + it->second};
   }
   if (is_library_op(op)) return {};

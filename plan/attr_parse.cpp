@@ -75,4 +75,16 @@ result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::stri
   return parse_int_list(it->second, n, "attrs." + key);
 }
 
+result<std::string> choice_attr(const std::map<std::string, std::string>& attrs, const std::string& key,
+                                const std::string& fallback, const std::vector<std::string>& allowed) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return fallback;
+  std::string v = trim_blanks(it->second);
+  for (auto& a : allowed)
+    if (v == a) return v;
+  std::string list;
+  for (auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  return error{"attrs." + key + ": expected one of " + list + ", got \"" + it->second + "\""};
+}
+
 }  // namespace ks

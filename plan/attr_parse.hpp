@@ -1,8 +1,15 @@
 #pragma once
 // A library step's attributes are text (attrs: {stride: "[1, 2]", dim: "-1"}). These read
 // the integer forms without LibTorch. The plan validator, the exporter
-// (export/pytorch_export.cpp) and the reviewer's library ops (gpu/library_ops.cpp) all
-// use them, so that a plan the validator accepts reads the same everywhere.
+// (export/library_steps.cpp) and the reviewer's library ops (gpu/library_ops.cpp, its
+// dispatcher steps too) all use them, so that a plan the validator accepts reads the
+// same everywhere.
+//
+// One reader is not these: an exported module's dispatcher steps read their attributes
+// with strtoll/strtod (export/launcher_dispatch.inc), as exported modules always have,
+// which differ at the edges: they trim spaces and tabs only (a trailing newline does
+// not read), and accept a leading '+', a value past int64 (clamped), hexadecimal floats
+// and a double past the range (infinite), all of which these refuse.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,5 +46,11 @@ result<std::vector<int64_t>> parse_int_list(std::string_view text, size_t n, con
 result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::string>& attrs,
                                            const std::string& key, size_t n,
                                            std::vector<int64_t> fallback);
+
+// The attribute `key` (blanks around it dropped) when it is one of `allowed`, or
+// `fallback` when the step does not carry it. Anything else is an error
+//   attrs.<key>: expected one of <a>, <b>, got "<text>"
+result<std::string> choice_attr(const std::map<std::string, std::string>& attrs, const std::string& key,
+                                const std::string& fallback, const std::vector<std::string>& allowed);
 
 }  // namespace ks

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <set>
 #include <system_error>
+
+#include "plan/expr_runtime.hpp"
 
 namespace ks {
 
@@ -334,19 +335,14 @@ class parser {
 };
 
 // ---------------------------------------------------------------------------
-// Evaluation
+// Evaluation: the arithmetic is plan/expr_runtime.hpp's (the exported module's launcher
+// computes with the same code); this evaluator looks names up and words the faults.
 
-int64_t floor_div(int64_t a, int64_t b) {  // b != 0, not (INT64_MIN, -1)
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-int64_t floor_mod(int64_t a, int64_t b) {  // b != 0
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
+namespace rt = expr_runtime;
+
+// Lossless both ways: every field travels, so a value comes back as it went.
+rt::value to_runtime(const expr_value& v) { return {v.is_float, v.i, v.f}; }
+expr_value from_runtime(rt::value v) { return {v.f, v.i, v.d}; }
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -373,9 +369,7 @@ class evaluator {
       case K::neg: {
         auto v = eval(*n.kids[0]);
         if (!v.ok()) return v;
-        if (v->is_float) return expr_value::real(-v->f);
-        if (v->i == std::numeric_limits<int64_t>::min()) return overflow("-", n.column);
-        return expr_value::integer(-v->i);
+        return value_of(rt::neg(to_runtime(*v)), "-", n.column);
       }
       case K::add:
       case K::sub:
@@ -392,11 +386,21 @@ class evaluator {
     return error{"integer overflow in '" + std::string(op) + "'" + at(column, text_)};
   }
 
-  result<expr_value> finite(double v, std::string_view what, size_t column) {
-    if (!std::isfinite(v))
-      return error{"the result of '" + std::string(what) + "' is not a finite number" +
-                   at(column, text_)};
-    return expr_value::real(v);
+  // The value of an operation, or its fault worded for the plan's author: `what` is the
+  // operator or the function the expression wrote (round_up, even where the fault is
+  // in the ceil_div it is made of).
+  result<expr_value> value_of(const rt::outcome& r, std::string_view what, size_t column) {
+    switch (r.why) {
+      case rt::fault::none: return from_runtime(r.v);
+      case rt::fault::overflow: return overflow(what, column);
+      case rt::fault::division_by_zero:
+        if (what == "/" || what == "%") return error{"division by zero" + at(column, text_)};
+        return error{"division by zero in " + std::string(what) + at(column, text_)};
+      case rt::fault::not_finite:
+        return error{"the result of '" + std::string(what) + "' is not a finite number" + at(column, text_)};
+      case rt::fault::negative_sqrt: break;  // worded by call(), which has the operand
+    }
+    return error{"internal error: unexpected fault in '" + std::string(what) + "'" + at(column, text_)};
   }
 
   result<expr_value> lookup(const node& n) {
@@ -441,11 +445,11 @@ class evaluator {
       return error{"a shape index must be an integer, got " + idx->to_string() +
                    at(n.kids[0]->column, text_)};
     int64_t ndim = static_cast<int64_t>(shape.size());
-    int64_t i = idx->i;
-    if (i < -ndim || i >= ndim)
+    int64_t i = idx->i, position = 0;
+    if (!rt::shape_position(i, ndim, position))
       return error{n.name + " has " + std::to_string(ndim) + (ndim == 1 ? " dim" : " dims") +
                    ", shape[" + std::to_string(i) + "] is out of range" + at(n.column, text_)};
-    return expr_value::integer(shape[static_cast<size_t>(i < 0 ? i + ndim : i)]);
+    return expr_value::integer(shape[static_cast<size_t>(position)]);
   }
 
   result<expr_value> binary(const node& n) {
@@ -454,104 +458,36 @@ class evaluator {
     auto b = eval(*n.kids[1]);
     if (!b.ok()) return b;
     using K = node::kind;
-    const char* op = n.k == K::add ? "+" : n.k == K::sub ? "-" : n.k == K::mul ? "*"
-                   : n.k == K::div ? "/" : "%";
-    if (a->is_float || b->is_float) {
-      double x = a->as_double(), y = b->as_double();
-      switch (n.k) {
-        case K::add: return finite(x + y, op, n.column);
-        case K::sub: return finite(x - y, op, n.column);
-        case K::mul: return finite(x * y, op, n.column);
-        case K::div:
-          if (y == 0) return error{"division by zero" + at(n.column, text_)};
-          return finite(x / y, op, n.column);
-        default: {
-          if (y == 0) return error{"division by zero" + at(n.column, text_)};
-          double r = std::fmod(x, y);
-          if (r != 0 && ((r < 0) != (y < 0))) r += y;
-          return finite(r, op, n.column);
-        }
-      }
-    }
-    int64_t x = a->i, y = b->i, r = 0;
+    const rt::value x = to_runtime(*a), y = to_runtime(*b);
     switch (n.k) {
-      case K::add:
-        if (__builtin_add_overflow(x, y, &r)) return overflow(op, n.column);
-        return expr_value::integer(r);
-      case K::sub:
-        if (__builtin_sub_overflow(x, y, &r)) return overflow(op, n.column);
-        return expr_value::integer(r);
-      case K::mul:
-        if (__builtin_mul_overflow(x, y, &r)) return overflow(op, n.column);
-        return expr_value::integer(r);
-      case K::div:
-        if (y == 0) return error{"division by zero" + at(n.column, text_)};
-        if (x == std::numeric_limits<int64_t>::min() && y == -1) return overflow(op, n.column);
-        return expr_value::integer(floor_div(x, y));
-      default:
-        if (y == 0) return error{"division by zero" + at(n.column, text_)};
-        return expr_value::integer(floor_mod(x, y));
+      case K::add: return value_of(rt::add(x, y), "+", n.column);
+      case K::sub: return value_of(rt::sub(x, y), "-", n.column);
+      case K::mul: return value_of(rt::mul(x, y), "*", n.column);
+      case K::div: return value_of(rt::div(x, y), "/", n.column);
+      default: return value_of(rt::mod(x, y), "%", n.column);
     }
-  }
-
-  result<expr_value> to_int(double v, const node& n) {
-    // 2^63 is exactly representable; anything at or above it does not fit.
-    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
-      return error{"integer overflow in '" + n.name + "'" + at(n.column, text_)};
-    return expr_value::integer(static_cast<int64_t>(v));
   }
 
   result<expr_value> call(const node& n) {
-    std::vector<expr_value> args;
+    std::vector<rt::value> args;
     for (auto& k : n.kids) {
       auto v = eval(*k);
       if (!v.ok()) return v;
-      args.push_back(v.value());
+      args.push_back(to_runtime(v.value()));
     }
     const std::string& f = n.name;
-    if (f == "min" || f == "max") {
-      const expr_value& a = args[0];
-      const expr_value& b = args[1];
-      if (a.is_float || b.is_float) {
-        double x = a.as_double(), y = b.as_double();
-        return expr_value::real(f == "min" ? std::min(x, y) : std::max(x, y));
-      }
-      return expr_value::integer(f == "min" ? std::min(a.i, b.i) : std::max(a.i, b.i));
-    }
-    if (f == "ceil_div" || f == "round_up") {
-      const expr_value& a = args[0];
-      const expr_value& b = args[1];
-      if (a.is_float || b.is_float) {
-        double x = a.as_double(), y = b.as_double();
-        if (y == 0) return error{"division by zero in " + f + at(n.column, text_)};
-        double q = std::ceil(x / y);
-        return finite(f == "ceil_div" ? q : q * y, f, n.column);
-      }
-      if (b.i == 0) return error{"division by zero in " + f + at(n.column, text_)};
-      // ceil(a / b) = -floor(-a / b)
-      if (a.i == std::numeric_limits<int64_t>::min() ||
-          (a.i == std::numeric_limits<int64_t>::max() && b.i == -1))
-        return overflow(f, n.column);
-      int64_t q = -floor_div(-a.i, b.i);
-      if (f == "ceil_div") return expr_value::integer(q);
-      int64_t r = 0;
-      if (__builtin_mul_overflow(q, b.i, &r)) return overflow(f, n.column);
-      return expr_value::integer(r);
-    }
-    const expr_value& a = args[0];
-    if (f == "abs") {
-      if (a.is_float) return expr_value::real(std::fabs(a.f));
-      if (a.i == std::numeric_limits<int64_t>::min()) return overflow(f, n.column);
-      return expr_value::integer(a.i < 0 ? -a.i : a.i);
-    }
-    if (f == "floor" || f == "ceil") {
-      if (!a.is_float) return a;
-      return to_int(f == "floor" ? std::floor(a.f) : std::ceil(a.f), n);
-    }
+    if (f == "min") return from_runtime(rt::min(args[0], args[1]));
+    if (f == "max") return from_runtime(rt::max(args[0], args[1]));
+    if (f == "ceil_div") return value_of(rt::ceil_div(args[0], args[1]), f, n.column);
+    if (f == "round_up") return value_of(rt::round_up(args[0], args[1]), f, n.column);
+    if (f == "abs") return value_of(rt::abs(args[0]), f, n.column);
+    if (f == "floor") return value_of(rt::floor(args[0]), f, n.column);
+    if (f == "ceil") return value_of(rt::ceil(args[0]), f, n.column);
     // sqrt
-    if (a.as_double() < 0)
-      return error{"sqrt of a negative number (" + a.to_string() + ")" + at(n.column, text_)};
-    return expr_value::real(std::sqrt(a.as_double()));
+    const rt::outcome r = rt::sqrt(args[0]);
+    if (r.why == rt::fault::negative_sqrt)
+      return error{"sqrt of a negative number (" + from_runtime(args[0]).to_string() + ")" + at(n.column, text_)};
+    return value_of(r, f, n.column);
   }
 
   const std::string& text_;

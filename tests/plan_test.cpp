@@ -1486,3 +1486,16 @@ TEST_CASE("attr parse: booleans and list items", "[plan][attrs]") {
   CHECK(list_items("[]").empty());
   CHECK(list_items("[ ]").empty());
 }
+
+TEST_CASE("attr parse: one of a few words", "[plan][attrs]") {
+  const std::map<std::string, std::string> attrs = {{"approximate", " tanh "}, {"rounding_mode", "round"}};
+  auto mode = choice_attr(attrs, "approximate", "none", {"none", "tanh"});
+  REQUIRE(mode);
+  CHECK(*mode == "tanh");
+  auto fallback = choice_attr(attrs, "padding", "valid", {"same", "valid"});
+  REQUIRE(fallback);
+  CHECK(*fallback == "valid");
+  auto bad = choice_attr(attrs, "rounding_mode", "", {"trunc", "floor"});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.message() == "attrs.rounding_mode: expected one of trunc, floor, got \"round\"");
+}

@@ -1,0 +1,186 @@
+#include "export/library_steps.hpp"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "export/source_text.hpp"
+#include "plan/attr_parse.hpp"
+
+namespace ks::export_detail {
+
+namespace {
+
+using attrs_t = std::map<std::string, std::string>;
+
+// A number attribute as an at::Scalar expression: an integer when it reads as one.
+result<std::string> scalar_attr(const attrs_t& attrs, const std::string& key, const std::string& fallback) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return fallback;
+  int64_t i = 0;
+  if (parse_int(it->second, i)) return "at::Scalar(static_cast<int64_t>(" + std::to_string(i) + "LL))";
+  double d = 0;
+  if (parse_double(it->second, d) && std::isfinite(d)) return "at::Scalar(" + number(d) + ")";
+  return error{"attrs." + key + ": expected a number, got \"" + it->second + "\""};
+}
+
+// The at:: expression for a library step, given its arguments as C++ expressions
+// (tensors: a variable; numbers: an at::Scalar). `pre` receives declarations the call
+// needs (integer lists for conv2d).
+result<std::string> library_call(const resolved_step& s, const std::vector<std::string>& a,
+                                 const std::vector<bool>& is_tensor, std::string& pre) {
+  std::string op = s.name.substr(0, s.name.find('.'));  // aten::add.Tensor → aten::add
+  auto nargs = [&](size_t lo, size_t hi) -> status {
+    if (a.size() < lo || a.size() > hi)
+      return error{"args: " + op + " takes " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
+                   " arguments, got " + std::to_string(a.size())};
+    return {};
+  };
+  auto tensors = [&](size_t n) -> status {
+    for (size_t i = 0; i < n && i < a.size(); ++i)
+      if (!is_tensor[i]) return error{"args[" + std::to_string(i) + "]: " + op + " expects a tensor here"};
+    return {};
+  };
+  auto both = [&](size_t lo, size_t hi, size_t t) -> status {
+    if (auto st = nargs(lo, hi); !st) return st;
+    return tensors(t);
+  };
+  const std::string v = "s" + std::to_string(s.index) + "_";
+  if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") {
+    if (auto st = both(2, 2, 2); !st) return error{st.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ")";
+  }
+  if (op == "aten::addmm") {
+    if (auto st = both(3, 3, 3); !st) return error{st.message()};
+    auto beta = scalar_attr(s.attrs, "beta", "at::Scalar(1.0)");
+    if (!beta) return error{beta.message()};
+    auto alpha = scalar_attr(s.attrs, "alpha", "at::Scalar(1.0)");
+    if (!alpha) return error{alpha.message()};
+    return "at::addmm(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + *beta + ", " + *alpha + ")";
+  }
+  if (op == "aten::linear") {
+    if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
+    return "at::linear(" + a[0] + ", " + a[1] + (a.size() > 2 ? ", " + a[2] : std::string()) + ")";
+  }
+  if (op == "aten::conv2d") {
+    if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
+    auto stride = int_list_attr(s.attrs, "stride", 2, {1, 1});
+    if (!stride) return error{stride.message()};
+    auto dilation = int_list_attr(s.attrs, "dilation", 2, {1, 1});
+    if (!dilation) return error{dilation.message()};
+    auto groups = int_list_attr(s.attrs, "groups", 1, {1});
+    if (!groups) return error{groups.message()};
+    pre += "  const std::vector<int64_t> " + v + "stride" + shape_list(*stride, "{", "}") + ";\n";
+    pre += "  const std::vector<int64_t> " + v + "dilation" + shape_list(*dilation, "{", "}") + ";\n";
+    std::string bias = a.size() > 2 ? a[2] : "std::optional<at::Tensor>()";
+    std::string head = "at::conv2d(" + a[0] + ", " + a[1] + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
+    std::string tail = ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
+    auto pad = s.attrs.find("padding");
+    if (pad != s.attrs.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid"))
+      return head + cpp_string(trim_blanks(pad->second)) + tail;
+    auto padding = int_list_attr(s.attrs, "padding", 2, {0, 0});
+    if (!padding) return error{padding.message()};
+    pre += "  const std::vector<int64_t> " + v + "padding" + shape_list(*padding, "{", "}") + ";\n";
+    return head + "at::IntArrayRef(" + v + "padding)" + tail;
+  }
+  if (op == "aten::add" || op == "aten::sub") {
+    if (auto st = both(2, 2, 1); !st) return error{st.message()};
+    auto alpha = scalar_attr(s.attrs, "alpha", "at::Scalar(static_cast<int64_t>(1))");
+    if (!alpha) return error{alpha.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ", " + *alpha + ")";
+  }
+  if (op == "aten::mul") {
+    if (auto st = both(2, 2, 1); !st) return error{st.message()};
+    return "at::mul(" + a[0] + ", " + a[1] + ")";
+  }
+  if (op == "aten::div") {
+    if (auto st = both(2, 2, 1); !st) return error{st.message()};
+    if (!s.attrs.count("rounding_mode")) return "at::div(" + a[0] + ", " + a[1] + ")";
+    auto mode = choice_attr(s.attrs, "rounding_mode", "", {"trunc", "floor"});
+    if (!mode) return error{mode.message()};
+    return "at::div(" + a[0] + ", " + a[1] + ", " + cpp_string(*mode) + ")";
+  }
+  if (op == "aten::softmax" || op == "aten::log_softmax") {
+    if (auto st = both(1, 1, 1); !st) return error{st.message()};
+    if (!s.attrs.count("dim")) return error{"attrs: " + op + " needs the attribute dim"};
+    auto dim = int_list_attr(s.attrs, "dim", 1, {});
+    if (!dim) return error{dim.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ", static_cast<int64_t>(" + std::to_string((*dim)[0]) + "))";
+  }
+  if (op == "aten::gelu") {
+    if (auto st = both(1, 1, 1); !st) return error{st.message()};
+    auto mode = choice_attr(s.attrs, "approximate", "none", {"none", "tanh"});
+    if (!mode) return error{mode.message()};
+    return "at::gelu(" + a[0] + ", " + cpp_string(*mode) + ")";
+  }
+  static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "neg",
+                                              "abs",  "sqrt",    "rsqrt", "silu", "sin", "cos"};
+  if (op.rfind("aten::", 0) == 0 && unary.count(op.substr(6))) {
+    if (auto st = both(1, 1, 1); !st) return error{st.message()};
+    return "at::" + op.substr(6) + "(" + a[0] + ")";
+  }
+  return error{op + " has no at:: counterpart in the exporter (it exports the ops the reviewer runs: "
+                    "aten::matmul mm bmm addmm linear conv2d add sub mul div softmax log_softmax gelu "
+                    "relu sigmoid tanh exp log neg abs sqrt rsqrt silu sin cos)"};
+}
+
+// The dispatcher call of a step with attrs.schema: its attributes as a map, its
+// arguments as ks_arg expressions.
+std::string dispatch_call(const std::map<std::string, std::string>& attrs, const std::vector<std::string>& args) {
+  std::string m = "std::map<std::string, std::string>{";
+  bool first = true;
+  for (auto& [k, v] : attrs) {
+    m += std::string(first ? "" : ", ") + "{" + cpp_string(k) + ", " + cpp_string(v) + "}";
+    first = false;
+  }
+  m += "}";
+  return "ks_call_by_schema(" + m + ", std::vector<ks_arg>{" + join(args, ", ") + "})";
+}
+
+}  // namespace
+
+std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
+                            const library_step_call& c,
+                            const std::function<bool(const std::string&)>& is_declared_buffer, std::string& decls) {
+  std::ostringstream o;
+  o << "  {\n" << c.pre;
+  o << "    const std::vector<at::Tensor> r = " << (c.dispatcher ? c.call : "{" + c.call + "}") << ";\n"
+    << "    TORCH_CHECK(r.size() >= " << outputs.size() << ", "
+    << cpp_string(label + ": the op returned fewer tensors than the step names (" + std::to_string(outputs.size()) + ")")
+    << ");\n";
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const std::string& out = outputs[k];
+    if (is_declared_buffer(out)) {
+      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
+        << var(out) << ".scalar_type(), "
+        << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
+        << "    " << var(out) << ".copy_(r[" << k << "]);\n";
+    } else {
+      decls += "  at::Tensor " + var(out) + ";\n";
+      o << "    " << var(out) << " = r[" << k << "].contiguous();\n";
+    }
+  }
+  o << "  }\n";
+  return o.str();
+}
+
+result<library_step_call> library_step(const std::string& label, const resolved_step& s,
+                                       const std::vector<std::string>& outputs, const std::vector<std::string>& args,
+                                       const std::vector<std::string>& dispatch_args,
+                                       const std::vector<bool>& is_tensor) {
+  library_step_call c;
+  c.dispatcher = s.attrs.count("schema") > 0;
+  if (c.dispatcher) {
+    c.call = dispatch_call(s.attrs, dispatch_args);
+  } else {
+    auto call = library_call(s, args, is_tensor, c.pre);
+    if (!call) return error{label + ": " + call.message()};
+    if (outputs.size() != 1) return error{label + ": outputs: this op writes one tensor"};
+    c.call = *call;
+  }
+  if (outputs.empty()) return error{label + ": outputs: the step names no result"};
+  return c;
+}
+
+}  // namespace ks::export_detail

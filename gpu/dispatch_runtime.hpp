@@ -1,0 +1,284 @@
+#ifndef KS_GPU_DISPATCH_RUNTIME_HPP
+#define KS_GPU_DISPATCH_RUNTIME_HPP
+// Calling any ATen op by its schema through c10's dispatcher: a plan's library step that
+// carries attrs.schema ("Dispatcher steps" in docs/launch-plan.md). Two programs run
+// such steps with this code: the reviewer (gpu/library_ops.cpp) and the launcher of an
+// exported module (export/ embeds this file's text in the module it writes), so a
+// module runs the op as its review did.
+//
+// What it promises:
+// - the operator is the schema's overload; where this LibTorch lacks it, an overload of
+//   the same name that has an argument for every attribute (an older or newer LibTorch
+//   may name its overloads differently);
+// - the stack is built argument by argument, in the schema's order:
+//   - a tensor list takes the next N positional tensors, N from its attribute ("N
+//     tensors", or "None" when the list is optional);
+//   - an argument with an attribute of its name reads the attribute by its type: int,
+//     float, bool, a number (int first), str, lists of int/float/bool ("[1, 2]", "(1,
+//     2)" or one value), "None" for an optional, the tensors' device for a Device; a
+//     tensor never comes from an attribute (only "None", when optional);
+//   - a tensor takes the next positional argument (unless none is left and the schema
+//     has a default);
+//   - otherwise the schema's default, None for an optional, the tensors' device, or the
+//     next positional number;
+// - every positional argument is used, and every result is a tensor.
+// How attribute text reads and how each failure is worded is the caller's: a Policy
+// (below) — the reviewer reads attributes as the plan validator does (plan/attr_parse)
+// and words errors for the plan's author; the exported module raises RuntimeErrors.
+//
+// ATen/c10 and the standard library only; C++17; include guards rather than #pragma
+// once (the text is pasted into the module's main source file).
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace ks {
+namespace dispatch_runtime {
+
+// A Policy has, const:
+//   std::string trim(const std::string&);                  attribute text without blanks
+//   bool parse_int(const std::string&, int64_t&);          the whole text as one value
+//   bool parse_double(const std::string&, double&);
+//   bool parse_bool(const std::string&, bool&);
+//   std::vector<std::string> list_items(const std::string&);  "[a, b]" → {"a", "b"}
+// and these, each of which throws (the builder does not go on after one):
+//   bad_attribute(key, expected, text)       attrs.KEY does not read as EXPECTED ("an
+//                                            integer", "a list of numbers", …)
+//   not_an_attribute(key, type)              an argument of TYPE cannot be an attribute
+//   missing_positional(h, name, item, given) no positional argument left for NAME (a
+//                                            tensor list's ITEM, or -1); GIVEN in all
+//   no_tensor_count(name)                    a tensor list without its attribute
+//   bad_tensor_count(name, text)             its attribute is not "N tensors"
+//   list_item_not_tensor(name, item)         a tensor list's item is a number
+//   tensor_from_attribute(name)              a tensor argument given as an attribute
+//   not_a_tensor(name)                       a tensor argument's positional is a number
+//   missing_argument(h, argument)            nothing gives ARGUMENT
+//   unused_arguments(h, given, taken)        GIVEN positional arguments, TAKEN used
+//   result_not_tensor(h, k, value)           result K is not a tensor
+
+using attrs_t = std::map<std::string, std::string>;
+
+// One positional argument of a step: a tensor, or a number (an int or a float, as the
+// plan typed it).
+struct arg {
+  bool is_tensor = false;
+  at::Tensor tensor;
+  bool is_float = false;
+  int64_t int_value = 0;
+  double float_value = 0;
+};
+
+// "aten::sort.stable(Tensor self, ...) -> ..." → {"aten::sort", "stable"}.
+template <class Policy>
+c10::OperatorName operator_name(const std::string& schema, const Policy& policy) {
+  std::string head = policy.trim(schema.substr(0, schema.find('(')));
+  size_t dot = head.find('.', head.find("::"));
+  return {head.substr(0, dot), dot == std::string::npos ? std::string() : head.substr(dot + 1)};
+}
+
+// The operator the schema names, or an overload of the same name whose arguments
+// include every attribute; none when this LibTorch has neither.
+template <class Policy>
+std::optional<c10::OperatorHandle> find_operator(const std::string& schema, const attrs_t& attrs,
+                                                 const Policy& policy) {
+  auto& d = c10::Dispatcher::singleton();
+  c10::OperatorName name = operator_name(schema, policy);
+  if (auto h = d.findSchema(name)) return *h;
+  for (const c10::OperatorName& other : d.getAllOpNames()) {
+    if (other.name != name.name) continue;
+    auto h = d.findSchema(other);
+    if (!h) continue;
+    bool fits = true;
+    for (auto& kv : attrs) {
+      if (kv.first == "schema") continue;
+      bool found = false;
+      for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == kv.first;
+      fits = fits && found;
+    }
+    if (fits) return *h;
+  }
+  return std::nullopt;
+}
+
+// Builds the dispatcher's stack for `h` from a step, argument by argument.
+template <class Policy>
+struct stack_builder {
+  const c10::OperatorHandle& h;
+  const std::vector<arg>& args;
+  const attrs_t& attrs;
+  const Policy& policy;
+  size_t next = 0;  // the next positional argument
+  c10::Device device{c10::kCPU};
+
+  // A list of items read by `read` (into T), or the bad_attribute failure.
+  template <class T, class List, class Read>
+  c10::IValue list(const std::string& key, const std::string& text, const char* expected, Read read) {
+    List v;
+    for (auto& item : policy.list_items(text)) {
+      T x{};
+      if (!read(item, x)) {
+        policy.bad_attribute(key, expected, text);
+        return c10::IValue();
+      }
+      v.push_back(x);
+    }
+    return v;
+  }
+
+  // An attribute's text as an argument of `type`.
+  c10::IValue scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
+    const auto& p = policy;
+    switch (type->kind()) {
+      case c10::TypeKind::OptionalType:
+        if (p.trim(text) == "None") return c10::IValue();
+        return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
+      case c10::TypeKind::IntType: {
+        int64_t v = 0;
+        if (!p.parse_int(text, v)) p.bad_attribute(key, "an integer", text);
+        return v;
+      }
+      case c10::TypeKind::FloatType: {
+        double v = 0;
+        if (!p.parse_double(text, v)) p.bad_attribute(key, "a number", text);
+        return v;
+      }
+      case c10::TypeKind::BoolType: {
+        bool v = false;
+        if (!p.parse_bool(text, v)) p.bad_attribute(key, "True or False", text);
+        return v;
+      }
+      case c10::TypeKind::NumberType: {
+        int64_t i = 0;
+        double v = 0;
+        if (p.parse_int(text, i)) return i;
+        if (!p.parse_double(text, v)) p.bad_attribute(key, "a number", text);
+        return v;
+      }
+      case c10::TypeKind::StringType:
+        return text;
+      case c10::TypeKind::DeviceObjType:
+        return device;  // a reference's device constant means where the inputs are
+      case c10::TypeKind::ListType: {
+        const c10::TypePtr& e = type->expectRef<c10::ListType>().getElementType();
+        if (e->kind() == c10::TypeKind::IntType)
+          return list<int64_t, std::vector<int64_t>>(key, text, "a list of integers",
+                                                     [&](const std::string& s, int64_t& x) { return p.parse_int(s, x); });
+        if (e->kind() == c10::TypeKind::FloatType)
+          return list<double, std::vector<double>>(key, text, "a list of numbers",
+                                                   [&](const std::string& s, double& x) { return p.parse_double(s, x); });
+        if (e->kind() == c10::TypeKind::BoolType)
+          return list<bool, c10::List<bool>>(key, text, "a list of True/False",
+                                             [&](const std::string& s, bool& x) { return p.parse_bool(s, x); });
+        break;
+      }
+      default:
+        break;
+    }
+    p.not_an_attribute(key, type);
+    return c10::IValue();
+  }
+
+  const arg& positional(const std::string& name, int64_t item) {
+    if (next >= args.size()) policy.missing_positional(h, name, item, args.size());
+    return args.at(next++);
+  }
+
+  static bool is_tensor_list(const c10::TypePtr& base) {
+    if (base->kind() != c10::TypeKind::ListType) return false;
+    const c10::TypeKind e = base->expectRef<c10::ListType>().getElementType()->kind();
+    return e != c10::TypeKind::IntType && e != c10::TypeKind::FloatType && e != c10::TypeKind::BoolType;
+  }
+
+  // A tensor list: "N tensors" takes the next N positional tensors.
+  c10::IValue tensor_list(const c10::Argument& a, const c10::TypePtr& base, bool optional) {
+    auto it = attrs.find(a.name());
+    if (it == attrs.end()) {
+      policy.no_tensor_count(a.name());
+      return c10::IValue();
+    }
+    if (optional && policy.trim(it->second) == "None") return c10::IValue();
+    int64_t n = 0;
+    std::string t = policy.trim(it->second);
+    if (!policy.parse_int(t.substr(0, t.find(' ')), n) || n < 0) {
+      policy.bad_tensor_count(a.name(), it->second);
+      return c10::IValue();
+    }
+    const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
+    c10::List<at::Tensor> tensors;
+    c10::List<c10::optional<at::Tensor>> maybe;
+    for (int64_t k = 0; k < n; ++k) {
+      const arg& x = positional(a.name(), k);
+      if (!x.is_tensor) policy.list_item_not_tensor(a.name(), k);
+      if (of_optional) maybe.push_back(x.tensor);
+      else tensors.push_back(x.tensor);
+    }
+    return of_optional ? c10::IValue(maybe) : c10::IValue(tensors);
+  }
+
+  c10::IValue argument(const c10::Argument& a) {
+    const c10::TypePtr& type = a.type();
+    const bool optional = type->kind() == c10::TypeKind::OptionalType;
+    const c10::TypePtr& base = optional ? type->expectRef<c10::OptionalType>().getElementType() : type;
+    if (is_tensor_list(base)) return tensor_list(a, base, optional);
+    auto it = attrs.find(a.name());
+    if (it != attrs.end()) {
+      if (base->kind() == c10::TypeKind::TensorType) {
+        if (optional && policy.trim(it->second) == "None") return c10::IValue();
+        policy.tensor_from_attribute(a.name());
+        return c10::IValue();
+      }
+      return scalar(type, a.name(), it->second);
+    }
+    if (base->kind() == c10::TypeKind::TensorType) {
+      if (next < args.size() || !a.default_value()) {
+        const arg& x = positional(a.name(), -1);
+        if (!x.is_tensor) policy.not_a_tensor(a.name());
+        return x.tensor;
+      }
+    }
+    if (a.default_value()) return *a.default_value();
+    if (optional) return c10::IValue();
+    if (base->kind() == c10::TypeKind::DeviceObjType) return device;
+    if (next < args.size() && !args[next].is_tensor) {
+      const arg& x = positional(a.name(), -1);
+      if (x.is_float) return x.float_value;
+      return x.int_value;
+    }
+    policy.missing_argument(h, a);
+    return c10::IValue();
+  }
+};
+
+// Calls `h` with the step's positional arguments and attributes; its tensor results.
+template <class Policy>
+std::vector<at::Tensor> call(const c10::OperatorHandle& h, const std::vector<arg>& args, const attrs_t& attrs,
+                             const Policy& policy) {
+  stack_builder<Policy> b{h, args, attrs, policy};
+  for (auto& a : args)
+    if (a.is_tensor) {
+      b.device = a.tensor.device();
+      break;
+    }
+  torch::jit::Stack stack;
+  for (const c10::Argument& a : h.schema().arguments()) stack.push_back(b.argument(a));
+  if (b.next != args.size()) policy.unused_arguments(h, args.size(), b.next);
+  h.callBoxed(stack);
+  std::vector<at::Tensor> out;
+  for (size_t k = 0; k < stack.size(); ++k) {
+    if (!stack[k].isTensor()) policy.result_not_tensor(h, k, stack[k]);
+    out.push_back(stack[k].toTensor());
+  }
+  return out;
+}
+
+}  // namespace dispatch_runtime
+}  // namespace ks
+
+#endif  // KS_GPU_DISPATCH_RUNTIME_HPP
