@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/agents.hpp"
+#include "actors/line_recorder.hpp"
 #include "actors/supervised_agent.hpp"
 #include "base/number_format.hpp"
 #include "coder/llm_coder.hpp"
@@ -21,8 +22,6 @@ namespace ks {
 namespace {
 
 std::atomic<uint64_t> next_request_id{1};
-
-std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
 // Flags that make a correct-looking review unusable as a result: the kernel may be
 // skipping work. no_custom_kernel is allowed (a library-only fallback is honest, and
@@ -40,18 +39,12 @@ class seed_line {
   seed_line(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
             caf::actor coordinator, size_t index)
       : self_(self), ctx_(std::move(ctx)), o_(ctx_->opts), coordinator_(std::move(coordinator)),
-        index_(index) {}
+        index_(index), rec_(self, coordinator_, o_.memory, o_.task.name, tally_) {}
 
   // Runs the line from `seed`, or from `resume_from` when given.
   task_outcome run(candidate seed, std::optional<line_checkpoint> resume_from);
 
  private:
-  void record(trajectory_entry e) {
-    e.task = o_.task.name;
-    if (e.round == 0) e.round = round_;
-    auto seq = o_.memory->append_trajectory(o_.task.name, std::move(e));
-    if (!seq) spdlog::error("task '{}': trajectory write failed: {}", o_.task.name, seq.message());
-  }
   std::vector<trajectory_entry> history() {
     if (!o_.use_short_term_memory) return {};
     auto h = o_.memory->read_trajectory(o_.task.name);
@@ -61,17 +54,6 @@ class seed_line {
     }
     return std::move(*h);
   }
-  void progress(const std::string& state, const std::string& detail) {
-    task_progress p;
-    p.task = o_.task.name;
-    p.state = state;
-    p.round = round_;
-    p.reviews = reviews_;
-    p.best_speedup = best_ ? best_review_.speedup : 0;
-    p.best_candidate = best_ ? best_->id : "";
-    p.detail = detail;
-    self_->send(coordinator_, std::move(p));
-  }
   review_result run_review(const candidate& c);
   review_result review(candidate& c, const std::string& method, const std::string& bottleneck);
   void store_kernel(candidate& c) {
@@ -80,12 +62,12 @@ class seed_line {
   }
   void save_checkpoint(const candidate* cur, const review_result* r, const std::string& reason) {
     line_checkpoint c;
-    c.round = round_;
-    c.reviews = reviews_;
-    c.restarts = restarts_;
+    c.round = tally_.round;
+    c.reviews = tally_.reviews;
+    c.restarts = tally_.restarts;
     if (cur) c.cur = cur->id;
     if (r) c.cur_review = *r;
-    if (best_) c.best = best_->id, c.best_review = best_review_;
+    if (tally_.best) c.best = tally_.best->id, c.best_review = tally_.best_review;
     c.finished = !reason.empty();
     c.reason = reason;
     if (auto s = o_.memory->put_task_record(line_key(o_.task.name, index_), to_record(c)); !s)
@@ -98,16 +80,13 @@ class seed_line {
   const coordinator_options& o_;
   caf::actor coordinator_;
   size_t index_;
-  uint32_t round_ = 0;
-  uint32_t reviews_ = 0;
-  int restarts_ = 0;
-  std::optional<candidate> best_;
-  review_result best_review_;
+  line_tally tally_;
+  line_recorder rec_;
   std::map<std::string, review_result> reviewed_;  // by candidate id
 };
 
 review_result seed_line::run_review(const candidate& c) {
-  progress("reviewing", "reviewing " + short_id(c.id) + " (" + c.origin + ")");
+  rec_.reviewing(c);
   review_request req;
   req.request_id = next_request_id++;
   req.task = o_.task;
@@ -125,13 +104,13 @@ review_result seed_line::run_review(const candidate& c) {
                  r.message = "the reviewer did not answer: " + self_->system().render(e);
                });
   r.candidate_id = c.id;
-  ++reviews_;
+  ++tally_.reviews;
   return r;
 }
 
 review_result seed_line::review(candidate& c, const std::string& method,
                                 const std::string& bottleneck) {
-  c.round = round_;
+  c.round = tally_.round;
   if (c.id.empty()) c.id = candidate_id(c);
   store_kernel(c);
   review_result r;
@@ -144,23 +123,7 @@ review_result seed_line::review(candidate& c, const std::string& method,
     reviewed_[c.id] = r;
   }
 
-  trajectory_entry e;
-  e.kind = "review";
-  e.candidate_id = c.id;
-  e.parent_id = c.parent_id;
-  e.method = method;
-  e.status = r.status;
-  e.speedup = r.status == review_status::ok ? r.speedup : 0;
-  e.summary = (bottleneck.empty() ? std::string() : bottleneck_tag(bottleneck) + " ") + "origin " +
-              c.origin + ": " + std::string(to_string(r.status)) +
-              (r.status == review_status::ok ? ", speedup " + two_decimals(r.speedup) : "") +
-              (r.flags.empty() ? "" : ", flagged") + (r.message.empty() ? "" : ": " + r.message);
-  e.metrics = r.profile.values;
-  if (r.status == review_status::ok) {
-    e.metrics["candidate_ms"] = r.candidate_time.median_ms;
-    e.metrics["reference_ms"] = r.reference_time.median_ms;
-  }
-  record(std::move(e));
+  rec_.reviewed(c, r, method, bottleneck);
   return r;
 }
 
@@ -171,28 +134,28 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
   auto diagnoser = make_agent<diagnoser_actor>(
       self, "diagnoser",
       [m = o_.model](caf::blocking_actor* s) { return s->spawn<caf::detached>(diagnoser_agent, m); },
-      &restarts_, o_);
+      &tally_.restarts, o_);
   auto repairer = make_agent<repairer_actor>(
       self, "repairer",
       [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(repairer_agent, b); },
-      &restarts_, o_);
+      &tally_.restarts, o_);
   auto extractor = make_agent<feature_extractor_actor>(
       self, "feature extractor",
       [c = o_.compiler, task = o_.task, size = o_.review.size](caf::blocking_actor* s) {
         return s->spawn<caf::detached>(feature_agent, feature_agent_options{c, task, size});
       },
-      &restarts_, o_);
+      &tally_.restarts, o_);
   auto planner = make_agent<planner_actor>(
       self, "planner",
       [lib = o_.library, mem = o_.memory, lt = o_.use_long_term_memory,
        st = o_.use_short_term_memory](caf::blocking_actor* s) {
         return s->spawn<caf::detached>(planner_agent, planner_options{lib, mem, lt, st});
       },
-      &restarts_, o_);
+      &tally_.restarts, o_);
   auto optimizer = make_agent<optimizer_actor>(
       self, "optimizer",
       [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(optimizer_agent, b); },
-      &restarts_, o_);
+      &tally_.restarts, o_);
 
   candidate cur = std::move(seed);
   std::string method;       // the method whose attempt `cur` is ("" for a seed)
@@ -204,13 +167,13 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
   auto finish = [&](std::string why) {
     save_checkpoint(nullptr, nullptr, why);
     out.reason = std::move(why);
-    out.rounds = round_;
-    out.reviews = reviews_;
-    out.agent_restarts = static_cast<uint32_t>(restarts_);
-    if (best_) {
+    out.rounds = tally_.round;
+    out.reviews = tally_.reviews;
+    out.agent_restarts = static_cast<uint32_t>(tally_.restarts);
+    if (tally_.best) {
       out.success = true;
-      out.best = *best_;
-      out.best_review = best_review_;
+      out.best = *tally_.best;
+      out.best_review = tally_.best_review;
     }
     return out;
   };
@@ -233,15 +196,9 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
   };
   // Back to the line's best correct version after a failed attempt.
   auto revert = [&](const std::string& why) -> bool {
-    if (!best_) return false;
-    trajectory_entry e;
-    e.kind = "note";
-    e.candidate_id = best_->id;
-    e.parent_id = cur.id;
-    e.method = method;
-    e.summary = "back to " + short_id(best_->id) + ": " + why;
-    record(std::move(e));
-    cur = *best_;
+    if (!tally_.best) return false;
+    rec_.back_to_best(cur, method, why);
+    cur = *tally_.best;
     method.clear();
     bottleneck.clear();
     repairs = 0;
@@ -253,14 +210,14 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
   if (resume_from) {
     // Where the line stood after its last completed round: nothing done is redone.
     const line_checkpoint& cp = *resume_from;
-    round_ = cp.round;
-    reviews_ = cp.reviews;
-    restarts_ = cp.restarts;
+    tally_.round = cp.round;
+    tally_.reviews = cp.reviews;
+    tally_.restarts = cp.restarts;
     if (!cp.best.empty()) {
       auto b = o_.memory->get_kernel(cp.best);
       if (!b) return finish("cannot resume: " + b.message());
-      best_ = std::move(*b);
-      best_review_ = cp.best_review;
+      tally_.best = std::move(*b);
+      tally_.best_review = cp.best_review;
     }
     if (cp.finished) return finish(cp.reason);
     auto c = o_.memory->get_kernel(cp.cur);
@@ -269,13 +226,7 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
     r = cp.cur_review;
     reviewed_[cur.id] = r;
     reverted = true;
-    trajectory_entry e;
-    e.kind = "note";
-    e.candidate_id = cur.id;
-    e.summary = "resumed at round " + std::to_string(round_) + " after a restart, from " +
-                short_id(cur.id) + (best_ ? " (best " + two_decimals(best_review_.speedup) + ")" : "");
-    record(std::move(e));
-    progress("optimizing", e.summary);
+    rec_.resumed(cur);
   } else {
     r = review(cur, method, bottleneck);
   }
@@ -292,72 +243,47 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
                               ? "the reviewer failed: " + r.message
                               : std::to_string(repairs) + " repairs did not make " +
                                     short_id(cur.id) + " pass";
-        if (r.status == review_status::internal_error && !best_) return finish(why);
+        if (r.status == review_status::internal_error && !tally_.best) return finish(why);
         if (!revert(why)) return finish("no correct kernel: " + why);
-        r = best_review_;
+        r = tally_.best_review;
         reverted = true;
         continue;
       }
-      progress("repairing", "diagnosing " + short_id(cur.id) + ": " + to_string(r.status));
+      rec_.diagnosing(cur, r.status);
       diagnose_request dreq{o_.task, cur, r, history()};
       auto diag = diagnoser.call<repair_plan>(dreq);
       if (!diag) return finish(diag.message());
-      {
-        trajectory_entry e;
-        e.kind = "diagnose";
-        e.candidate_id = cur.id;
-        e.parent_id = cur.parent_id;
-        e.method = method;
-        e.status = r.status;
-        e.summary = diag->diagnosis;
-        for (const auto& a : diag->actions) e.summary += " | " + a;
-        record(std::move(e));
-      }
+      rec_.diagnosed(cur, method, r, *diag);
       repair_request rreq;
       rreq.task = o_.task;
       rreq.cand = cur;
       rreq.plan = *diag;
       rreq.review = r;
-      if (best_) rreq.last_good.push_back(*best_);
+      if (tally_.best) rreq.last_good.push_back(*tally_.best);
       rreq.history = history();
       ++repairs;
       auto fixed = repairer.call<candidate>(rreq);
       if (!fixed && repairer.gave_up()) return finish(fixed.message());
       if (!fixed) {
-        trajectory_entry e;
-        e.kind = "repair";
-        e.candidate_id = cur.id;
-        e.parent_id = cur.parent_id;
-        e.method = "repair";
-        e.summary = "repair failed: " + fixed.message();
-        record(std::move(e));
+        rec_.repair_failed(cur, fixed.message());
         if (!revert("the repairer could not fix " + short_id(cur.id) + ": " + fixed.message()))
           return finish("no correct kernel: the repairer could not fix the seed: " +
                         fixed.message());
-        r = best_review_;
+        r = tally_.best_review;
         reverted = true;
         continue;
       }
-      fixed->round = round_;
-      if (best_ && fixed->id == best_->id) {
+      fixed->round = tally_.round;
+      if (tally_.best && fixed->id == tally_.best->id) {
         // The repairer went back to the best version (the rules coder's repair):
         // the attempt failed.
         record_experience(r, nullptr);
-        revert("the repairer went back to " + short_id(best_->id));
-        r = best_review_;
+        revert("the repairer went back to " + short_id(tally_.best->id));
+        r = tally_.best_review;
         reverted = true;
         continue;
       }
-      {
-        trajectory_entry e;
-        e.kind = "repair";
-        e.candidate_id = fixed->id;
-        e.parent_id = fixed->parent_id;
-        e.method = "repair";
-        e.summary = "repair " + std::to_string(repairs) + " of " + short_id(cur.id) + " → " +
-                    short_id(fixed->id);
-        record(std::move(e));
-      }
+      rec_.repaired(cur, *fixed, repairs);
       cur = std::move(*fixed);
       r = review(cur, method, bottleneck);
       continue;
@@ -368,15 +294,15 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
     code_features features;
     if (reverted) {
       reverted = false;
-    } else if (!best_ || r.speedup > best_review_.speedup) {
-      best_ = cur;
-      best_review_ = r;
+    } else if (!tally_.best || r.speedup > tally_.best_review.speedup) {
+      tally_.best = cur;
+      tally_.best_review = r;
       repairs = 0;
-      progress("optimizing", "best so far " + short_id(cur.id) + ": speedup " + two_decimals(r.speedup));
+      rec_.new_best(cur, r.speedup);
     } else {
       record_experience(r, nullptr);
-      revert("speedup " + two_decimals(r.speedup) + " is not better than " + two_decimals(best_review_.speedup));
-      r = best_review_;
+      revert("speedup " + two_decimals(r.speedup) + " is not better than " + two_decimals(tally_.best_review.speedup));
+      r = tally_.best_review;
     }
     // Features: for the experience record of a method that helped, and for the plan.
     auto f = extractor.call<code_features>(feature_request{cur, r});
@@ -387,50 +313,32 @@ task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resum
       method.clear();
     }
     save_checkpoint(&cur, &r, "");
-    if (round_ >= o_.rounds) return finish("round budget spent");
+    if (tally_.round >= o_.rounds) return finish("round budget spent");
 
     // Plan, optimize.
-    progress("planning", "planning round " + std::to_string(round_ + 1));
+    rec_.planning();
     plan_request preq{o_.task, cur, r, features, history()};
-    preq.cand.round = round_;
+    preq.cand.round = tally_.round;
     auto plan = planner.call<optimization_plan>(preq);
     if (!plan) return finish(plan.message());
-    ++round_;
-    {
-      trajectory_entry e;
-      e.kind = "plan";
-      e.candidate_id = cur.id;
-      e.method = plan->chosen;
-      e.summary = plan->rationale;
-      for (const auto& v : plan->vetoed)
-        if (e.summary.size() < 4000) e.summary += " | vetoed " + v.method + ": " + v.reason;
-      record(std::move(e));
-    }
+    ++tally_.round;
+    rec_.planned(cur, *plan);
     if (plan->ranked.empty()) return finish("no allowed method left");
     std::optional<candidate> next;
     std::string tried;
     for (uint32_t i = 0; i < plan->ranked.size() && i < o_.methods_per_round && !next; ++i) {
       optimization_plan p = *plan;
       p.chosen = plan->ranked[i].method;
-      progress("optimizing", "round " + std::to_string(round_) + ": " + p.chosen);
+      rec_.optimizing(p.chosen);
       optimize_request oreq{o_.task, cur, p, r, features, history()};
       auto c = optimizer.call<candidate>(oreq);
       if (!c && optimizer.gave_up()) return finish(c.message());
-      trajectory_entry e;
-      e.kind = "optimize";
-      e.method = p.chosen;
-      e.parent_id = cur.id;
       if (!c) {
-        e.candidate_id = cur.id;
-        e.summary = "not applied: " + c.message();
-        record(std::move(e));
+        rec_.not_applied(cur, p.chosen, c.message());
         tried += (tried.empty() ? "" : ", ") + p.chosen;
         continue;
       }
-      e.candidate_id = c->id;
-      e.summary = bottleneck_tag(plan->bottleneck_class) + " " + p.chosen + " on " +
-                  short_id(cur.id) + " → " + short_id(c->id);
-      record(std::move(e));
+      rec_.optimized(cur, *c, p.chosen, plan->bottleneck_class);
       method = p.chosen;
       bottleneck = plan->bottleneck_class;
       next = std::move(*c);

@@ -9,6 +9,7 @@
 
 #include "actors/agents.hpp"
 #include "actors/line_checkpoint.hpp"
+#include "actors/line_recorder.hpp"
 #include "actors/seed_line.hpp"
 #include "actors/supervised_agent.hpp"
 #include "base/number_format.hpp"
@@ -17,12 +18,6 @@
 #include "model/candidate_id.hpp"
 
 namespace ks {
-
-namespace {
-
-std::string short_id(const std::string& id) { return id.substr(0, 12); }
-
-}  // namespace
 
 std::string checkpoint_prefix(const std::string& task) { return "checkpoint/" + task + "/"; }
 
@@ -47,14 +42,7 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
       o.output_tokens = u.output_tokens;
       o.cost_usd = u.cost_usd;
     }
-    trajectory_entry e;
-    e.kind = "note";
-    e.candidate_id = o.success ? o.best.id : "";
-    e.speedup = o.success ? o.best_review.speedup : 0;
-    e.status = o.success ? review_status::ok : o.best_review.status;
-    e.summary = std::string(o.success ? "done" : "failed") + ": " + o.reason;
-    if (auto s = opts.memory->append_trajectory(opts.task.name, e); !s)
-      spdlog::error("task '{}': trajectory write failed: {}", opts.task.name, s.message());
+    record_task_end(*opts.memory, opts.task.name, o);
     tell(task_progress{opts.task.name, o.success ? "done" : "failed", o.rounds, o.reviews,
                        o.success ? o.best_review.speedup : 0, o.best.id, o.reason});
     return o;
@@ -108,12 +96,7 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
       if (auto id = opts.memory->put_kernel(s); !id)
         spdlog::error("task '{}': kernel write failed: {}", name, id.message());
       ids.push_back(s.id);
-      trajectory_entry e;
-      e.kind = "seed";
-      e.candidate_id = s.id;
-      e.summary = "seed " + short_id(s.id) + " from " + opts.backend->name() + ": " + s.origin;
-      if (auto r = opts.memory->append_trajectory(name, e); !r)
-        spdlog::error("task '{}': trajectory write failed: {}", name, r.message());
+      record_seed(*opts.memory, name, s, opts.backend->name());
     }
     nlohmann::json rec{{"schema", "ks.seed_checkpoint/1"}, {"seeds", ids}};
     if (auto s = opts.memory->put_task_record(seeds_key(name), rec); !s)
