@@ -11,6 +11,7 @@
 // - the agent is told to exit when its supervisor goes out of scope.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -84,5 +85,10 @@ supervised_agent<Handle, Factory> make_agent(caf::blocking_actor* self, std::str
       self, std::move(name), std::move(f), restarts, o.max_agent_restarts,
       caf::duration{std::chrono::milliseconds(static_cast<int64_t>(o.agent_timeout_s * 1000))});
 }
+
+// A supervised agent whose factory is a std::function: a type that can be named, so
+// that the agent can be held as a member.
+template <class Handle>
+using agent_of = supervised_agent<Handle, std::function<Handle(caf::blocking_actor*)>>;
 
 }  // namespace ks
