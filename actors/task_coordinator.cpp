@@ -19,109 +19,119 @@
 
 namespace ks {
 
-std::string checkpoint_prefix(const std::string& task) { return "checkpoint/" + task + "/"; }
+namespace {
 
-task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
-                      const reviewer_actor& reviewer, const caf::actor& progress) {
-  const auto t0 = std::chrono::steady_clock::now();
-  caf::scoped_actor self{sys};
-  task_outcome out;
-  out.task = opts.task.name;
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  auto tell = [&](task_progress p) {
-    if (progress) self->send(progress, std::move(p));
-  };
-  auto finish = [&](task_outcome o) {
-    o.task = opts.task.name;
-    o.wall_s = elapsed();
-    if (opts.usage) {
-      auto u = opts.usage->task_total(opts.task.name);
+// The task's own progress messages, and its end: the end note in the trajectory, the
+// outcome's time and tokens, and the last progress message.
+class task_reporter {
+ public:
+  task_reporter(caf::scoped_actor& self, const caf::actor& progress,
+                const coordinator_options& opts, std::chrono::steady_clock::time_point t0)
+      : self_(self), progress_(progress), opts_(opts), t0_(t0) {}
+
+  void tell(task_progress p) const {
+    if (progress_) self_->send(progress_, std::move(p));
+  }
+
+  task_outcome finish(task_outcome o) const {
+    o.task = opts_.task.name;
+    o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (opts_.usage) {
+      auto u = opts_.usage->task_total(opts_.task.name);
       o.input_tokens = u.input_tokens;
       o.output_tokens = u.output_tokens;
       o.cost_usd = u.cost_usd;
     }
-    record_task_end(*opts.memory, opts.task.name, o);
-    tell(task_progress{opts.task.name, o.success ? "done" : "failed", o.rounds, o.reviews,
+    record_task_end(*opts_.memory, opts_.task.name, o);
+    tell(task_progress{opts_.task.name, o.success ? "done" : "failed", o.rounds, o.reviews,
                        o.success ? o.best_review.speedup : 0, o.best.id, o.reason});
     return o;
-  };
+  }
 
-  const std::string& name = opts.task.name;
-  // Seeds: those of the interrupted run when resuming, else new ones.
-  std::optional<std::vector<candidate>> resumed_seeds;
-  if (opts.resume) {
-    auto rec = opts.memory->get_task_record(seeds_key(name));
-    if (rec && *rec) {
-      std::vector<candidate> seeds;
-      for (const auto& id : (**rec).value("seeds", std::vector<std::string>{})) {
-        auto c = opts.memory->get_kernel(id);
-        if (!c) {
-          out.reason = "cannot resume: " + c.message();
-          return finish(out);
-        }
-        seeds.push_back(std::move(*c));
-      }
-      resumed_seeds = std::move(seeds);
-    }
-  } else if (auto s = opts.memory->delete_task_records(checkpoint_prefix(name)); !s) {
-    spdlog::error("task '{}': {}", name, s.message());
-  }
-  if (opts.cancel && opts.cancel->load()) {
-    out.reason = "cancelled";
-    return finish(out);
-  }
+ private:
+  caf::scoped_actor& self_;
+  const caf::actor& progress_;
+  const coordinator_options& opts_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// The seeds of the interrupted run, read back (resume): none when it had not stored
+// them yet; an error when one of their kernels is gone.
+result<std::optional<std::vector<candidate>>> stored_seeds(const coordinator_options& opts) {
+  auto rec = opts.memory->get_task_record(seeds_key(opts.task.name));
+  if (!rec || !*rec) return std::optional<std::vector<candidate>>{};
   std::vector<candidate> seeds;
-  if (resumed_seeds) {
-    seeds = std::move(*resumed_seeds);
-  } else {
-    tell(task_progress{name, "generating", 0, 0, 0, "", "writing seed kernels"});
-    int restarts = 0;
-    auto generator = make_agent<generator_actor>(
-        self.ptr(), "generator",
-        [b = opts.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(generator_agent, b); },
-        &restarts, opts);
-    auto generated = generator.call<std::vector<candidate>>(generate_request{opts.task, opts.seeds});
-    out.agent_restarts = static_cast<uint32_t>(restarts);
-    if (!generated) {
-      out.reason = "no seed kernel: " + generated.message();
-      return finish(out);
-    }
-    seeds = std::move(*generated);
-    std::vector<std::string> ids;
-    for (auto& s : seeds) {
-      s.task = name;
-      if (s.id.empty()) s.id = candidate_id(s);
-      if (auto id = opts.memory->put_kernel(s); !id)
-        spdlog::error("task '{}': kernel write failed: {}", name, id.message());
-      ids.push_back(s.id);
-      record_seed(*opts.memory, name, s, opts.backend->name());
-    }
-    nlohmann::json rec{{"schema", "ks.seed_checkpoint/1"}, {"seeds", ids}};
-    if (auto s = opts.memory->put_task_record(seeds_key(name), rec); !s)
-      spdlog::error("task '{}': checkpoint write failed: {}", name, s.message());
+  for (const auto& id : (**rec).value("seeds", std::vector<std::string>{})) {
+    auto c = opts.memory->get_kernel(id);
+    if (!c) return error{"cannot resume: " + c.message()};
+    seeds.push_back(std::move(*c));
   }
+  return std::optional<std::vector<candidate>>(std::move(seeds));
+}
 
-  // One line per seed, all at once; this actor collects their progress and outcomes.
-  auto ctx = std::make_shared<const line_context>(line_context{opts, reviewer});
+// New seeds from the generator, each stored with its trajectory entry, then the record
+// of them all (what a resumed run starts from). The generator's restarts go to
+// `restarts`.
+result<std::vector<candidate>> generate_seeds(caf::blocking_actor* self,
+                                              const coordinator_options& opts,
+                                              uint32_t* restarts) {
+  const std::string& name = opts.task.name;
+  int generator_restarts = 0;
+  auto generator = make_agent<generator_actor>(
+      self, "generator",
+      [b = opts.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(generator_agent, b); },
+      &generator_restarts, opts);
+  auto generated = generator.call<std::vector<candidate>>(generate_request{opts.task, opts.seeds});
+  *restarts = static_cast<uint32_t>(generator_restarts);
+  if (!generated) return error{"no seed kernel: " + generated.message()};
+  std::vector<candidate> seeds = std::move(*generated);
+  std::vector<std::string> ids;
+  for (auto& s : seeds) {
+    s.task = name;
+    if (s.id.empty()) s.id = candidate_id(s);
+    if (auto id = opts.memory->put_kernel(s); !id)
+      spdlog::error("task '{}': kernel write failed: {}", name, id.message());
+    ids.push_back(s.id);
+    record_seed(*opts.memory, name, s, opts.backend->name());
+  }
+  nlohmann::json rec{{"schema", "ks.seed_checkpoint/1"}, {"seeds", ids}};
+  if (auto s = opts.memory->put_task_record(seeds_key(name), rec); !s)
+    spdlog::error("task '{}': checkpoint write failed: {}", name, s.message());
+  return seeds;
+}
+
+// The checkpoint line `k` of a resumed run starts from; none: it starts from its seed.
+std::optional<line_checkpoint> line_start(const coordinator_options& opts, size_t k) {
+  auto rec = opts.memory->get_task_record(line_key(opts.task.name, k));
+  if (!rec || !*rec) return std::nullopt;
+  auto c = checkpoint_from(**rec);
+  if (c) return std::move(*c);
+  spdlog::error("task '{}': line {}: {}; it starts again from its seed", opts.task.name, k,
+                c.message());
+  return std::nullopt;
+}
+
+// What the lines came back with: their outcomes, and why any of them crashed.
+struct line_results {
+  std::vector<task_outcome> done;
+  std::vector<std::string> crashed;
+};
+
+// One line per seed, all at once, each on an actor of its own; `self` collects their
+// progress (passed on with the rounds and reviews of all lines and the best of all)
+// and their outcomes, until every line has stopped.
+line_results run_lines(caf::scoped_actor& self, const task_reporter& report,
+                       std::shared_ptr<const line_context> ctx, const std::vector<candidate>& seeds,
+                       bool resuming) {
   std::map<caf::actor_addr, task_progress> lines;
   for (size_t k = 0; k < seeds.size(); ++k) {
     std::optional<line_checkpoint> cp;
-    if (resumed_seeds) {
-      auto rec = opts.memory->get_task_record(line_key(name, k));
-      if (rec && *rec) {
-        auto c = checkpoint_from(**rec);
-        if (c) cp = std::move(*c);
-        else spdlog::error("task '{}': line {}: {}; it starts again from its seed", name, k, c.message());
-      }
-    }
+    if (resuming) cp = line_start(ctx->opts, k);
     auto line = self->spawn<caf::detached + caf::monitored>(seed_line_actor, ctx, seeds[k], k,
                                                             std::move(cp), caf::actor{self});
     lines[line.address()] = task_progress{};
   }
-  std::vector<task_outcome> done;
-  std::vector<std::string> crashed;
+  line_results r;
   size_t open = lines.size();
   double best = 0;
   std::string best_id;
@@ -142,19 +152,23 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
         }
         agg.best_speedup = best;
         agg.best_candidate = best_id;
-        tell(std::move(agg));
+        report.tell(std::move(agg));
       },
       [&](task_outcome& o) {
-        done.push_back(std::move(o));
+        r.done.push_back(std::move(o));
       },
       [&](caf::down_msg& d) {
         --open;
         if (d.reason && d.reason != caf::exit_reason::normal)
-          crashed.push_back(sys.render(d.reason));
+          r.crashed.push_back(self->system().render(d.reason));
       });
+  return r;
+}
 
-  // The best correct kernel of all lines.
-  for (const auto& o : done) {
+// The task's outcome from its lines': the best correct kernel of all, the sums, and
+// every line's reason (counted when several lines share one).
+void combine(task_outcome& out, const line_results& r) {
+  for (const auto& o : r.done) {
     out.rounds += o.rounds;
     out.reviews += o.reviews;
     out.agent_restarts += o.agent_restarts;
@@ -165,13 +179,57 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
     }
   }
   std::map<std::string, int> reasons;
-  for (const auto& o : done) ++reasons[o.reason];
-  for (const auto& c : crashed) ++reasons["a seed line crashed: " + c];
+  for (const auto& o : r.done) ++reasons[o.reason];
+  for (const auto& c : r.crashed) ++reasons["a seed line crashed: " + c];
   for (const auto& [why, n] : reasons)
     out.reason += (out.reason.empty() ? "" : "; ") + (n > 1 ? std::to_string(n) + " lines: " : "") + why;
   if (out.success)
     out.reason = "best speedup " + two_decimals(out.best_review.speedup) + " (" + out.reason + ")";
-  return finish(out);
+}
+
+}  // namespace
+
+std::string checkpoint_prefix(const std::string& task) { return "checkpoint/" + task + "/"; }
+
+task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
+                      const reviewer_actor& reviewer, const caf::actor& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  caf::scoped_actor self{sys};
+  const task_reporter report(self, progress, opts, t0);
+  task_outcome out;
+  out.task = opts.task.name;
+  const std::string& name = opts.task.name;
+  // Seeds: those of the interrupted run when resuming, else new ones.
+  std::optional<std::vector<candidate>> resumed_seeds;
+  if (opts.resume) {
+    auto stored = stored_seeds(opts);
+    if (!stored) {
+      out.reason = stored.message();
+      return report.finish(out);
+    }
+    resumed_seeds = std::move(*stored);
+  } else if (auto s = opts.memory->delete_task_records(checkpoint_prefix(name)); !s) {
+    spdlog::error("task '{}': {}", name, s.message());
+  }
+  if (opts.cancel && opts.cancel->load()) {
+    out.reason = "cancelled";
+    return report.finish(out);
+  }
+  std::vector<candidate> seeds;
+  if (resumed_seeds) {
+    seeds = std::move(*resumed_seeds);
+  } else {
+    report.tell(task_progress{name, "generating", 0, 0, 0, "", "writing seed kernels"});
+    auto generated = generate_seeds(self.ptr(), opts, &out.agent_restarts);
+    if (!generated) {
+      out.reason = generated.message();
+      return report.finish(out);
+    }
+    seeds = std::move(*generated);
+  }
+  auto ctx = std::make_shared<const line_context>(line_context{opts, reviewer});
+  combine(out, run_lines(self, report, ctx, seeds, resumed_seeds.has_value()));
+  return report.finish(out);
 }
 
 void task_coordinator(caf::blocking_actor* self, coordinator_options opts,
