@@ -55,6 +55,7 @@ struct line_state {
   std::string reason;         // done: why the line ended
 };
 
+// One of the line's agents, supervised; all of them draw on the line's restarts.
 template <class Handle>
 agent_of<Handle> line_agent(caf::blocking_actor* self, std::string name,
                             std::function<Handle(caf::blocking_actor*)> factory,

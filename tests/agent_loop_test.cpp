@@ -360,11 +360,10 @@ watched_run run_watched(caf::actor_system& sys, const coordinator_options& o,
 
 // The scripted GPU and a reviewer in front of it, shut down with the test.
 struct scripted_review {
-  caf::actor_system& sys;
   gpu_pool_actor gpu;
   reviewer_actor reviewer;
   scripted_review(caf::actor_system& s, fixture& f)
-      : sys(s), gpu(s.spawn(scripted_gpu, f.nvrtc, f.reviews)),
+      : gpu(s.spawn(scripted_gpu, f.nvrtc, f.reviews)),
         reviewer(s.spawn(reviewer_agent, std::vector<gpu_pool_actor>{gpu})) {}
   ~scripted_review() {
     caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
