@@ -4,8 +4,9 @@
 // seed, all at once; each line goes
 //   review → (on failure) diagnose → repair, bounded → (on success) features →
 //   plan (decision policy) → optimize → review → …
-// until its round budget is spent or no allowed method is left. The best correct
-// kernel of all lines is kept at every step.
+// until its round budget is spent or no allowed method is left (actors/seed_line.hpp
+// draws its states and transitions). The best correct kernel of all lines is kept at
+// every step.
 //
 // What it promises:
 // - every attempt, plan, diagnosis, repair, review (status, speedup, metrics) and

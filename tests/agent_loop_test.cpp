@@ -28,6 +28,7 @@
 #include "llm_fake_server.hpp"
 #include "policy/skill_library.hpp"
 #include "memory/store.hpp"
+#include "model/candidate_id.hpp"
 #include "task/task_loader.hpp"
 
 namespace fs = std::filesystem;
@@ -111,7 +112,7 @@ gpu_pool_actor::behavior_type scripted_gpu(gpu_pool_actor::pointer self,
         }
         r.resources = c->resources;
         std::smatch m;
-        std::regex re("// verdict: (\\w+)(?: speedup=([0-9.]+))?");
+        std::regex re("// verdict: (\\w+)(?: speedup=([0-9.]+))?(?: flag=(\\w+))?");
         std::string verdict = "incorrect";
         double speedup = 1.0;
         if (std::regex_search(req.cand.source, m, re)) {
@@ -132,6 +133,10 @@ gpu_pool_actor::behavior_type scripted_gpu(gpu_pool_actor::pointer self,
                               {"branch_efficiency_pct", 100}};
           r.profile.kernel_launches = 1;
           r.message = "correct in every trial";
+          if (m[3].matched) r.flags.push_back(m[3]);
+        } else if (verdict == "internal") {
+          r.status = review_status::internal_error;
+          r.message = "the GPU worker lost its device";
         } else if (verdict == "crash") {
           r.status = review_status::crashed;
           r.message = "an illegal memory access was encountered (context lost)";
@@ -152,6 +157,8 @@ struct model_script {
   std::vector<std::string> methods_asked;  // the optimizer's method, in order
   // Each optimizer call's verdict by call number (default: ok, 1.5x of the round).
   std::function<std::string(int call, const std::string& method)> optimize_verdict;
+  // Each repairer call's verdict by call number (default: ok, 1.1x).
+  std::function<std::string(int call)> repair_verdict;
 };
 
 std::string method_in(const std::string& user) {
@@ -173,7 +180,8 @@ scripted_reply answer(model_script& s, const recorded_request& req) {
   }
   if (system.find("You are the repairer") != std::string::npos) {
     int n = ++s.repairer;
-    return openai_ok(candidate_reply(kernel("ok speedup=1.1", "repair-" + std::to_string(n))));
+    std::string verdict = s.repair_verdict ? s.repair_verdict(n) : "ok speedup=1.1";
+    return openai_ok(candidate_reply(kernel(verdict, "repair-" + std::to_string(n))));
   }
   if (system.find("You are the optimizer") != std::string::npos) {
     int n = ++s.optimizer;
@@ -207,6 +215,35 @@ class crashing_coder final : public coder {
  private:
   std::shared_ptr<coder> inner_;
   std::atomic<int> left_;
+};
+
+// A coder whose optimize and repair answers a test may take over: a hook that returns
+// a result answers instead of the inner coder, one that returns nullopt lets it answer.
+class scripted_coder final : public coder {
+ public:
+  using optimize_hook = std::function<std::optional<result<candidate>>(const optimize_input&)>;
+  using repair_hook = std::function<std::optional<result<candidate>>(const repair_input&)>;
+  scripted_coder(std::shared_ptr<coder> inner, optimize_hook on_optimize, repair_hook on_repair)
+      : inner_(std::move(inner)), on_optimize_(std::move(on_optimize)), on_repair_(std::move(on_repair)) {}
+  std::string name() const override { return inner_->name(); }
+  result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override {
+    return inner_->seeds(t, n);
+  }
+  result<candidate> optimize(const optimize_input& in) override {
+    if (on_optimize_)
+      if (auto r = on_optimize_(in)) return std::move(*r);
+    return inner_->optimize(in);
+  }
+  result<candidate> repair(const repair_input& in) override {
+    if (on_repair_)
+      if (auto r = on_repair_(in)) return std::move(*r);
+    return inner_->repair(in);
+  }
+
+ private:
+  std::shared_ptr<coder> inner_;
+  optimize_hook on_optimize_;
+  repair_hook on_repair_;
 };
 
 struct fixture {
@@ -279,6 +316,67 @@ struct fixture {
 
 size_t count_kind(const std::vector<trajectory_entry>& t, const std::string& kind) {
   return std::count_if(t.begin(), t.end(), [&](const trajectory_entry& e) { return e.kind == kind; });
+}
+
+// The kinds of a trajectory's entries in order, joined by spaces: the path a line took.
+std::string kinds(const std::vector<trajectory_entry>& t) {
+  std::string out;
+  for (const auto& e : t) out += (out.empty() ? "" : " ") + e.kind;
+  return out;
+}
+
+std::vector<trajectory_entry> of_kind(const std::vector<trajectory_entry>& t, const std::string& kind) {
+  std::vector<trajectory_entry> out;
+  for (const auto& e : t)
+    if (e.kind == kind) out.push_back(e);
+  return out;
+}
+
+std::string short_id(const std::string& id) { return id.substr(0, 12); }
+
+// run_task with the progress it reports, in order.
+struct watched_run {
+  task_outcome out;
+  std::vector<task_progress> progress;
+  // The states reported, joined by spaces.
+  std::string states() const {
+    std::string s;
+    for (const auto& p : progress) s += (s.empty() ? "" : " ") + p.state;
+    return s;
+  }
+};
+
+watched_run run_watched(caf::actor_system& sys, const coordinator_options& o,
+                        const reviewer_actor& reviewer) {
+  caf::scoped_actor sink{sys};
+  watched_run w;
+  w.out = run_task(sys, o, reviewer, caf::actor{sink});
+  // run_task sent everything before it returned: it is all in the mailbox.
+  for (bool more = true; more;)
+    sink->receive([&](task_progress& p) { w.progress.push_back(std::move(p)); },
+                  caf::after(std::chrono::milliseconds(0)) >> [&] { more = false; });
+  return w;
+}
+
+// The scripted GPU and a reviewer in front of it, shut down with the test.
+struct scripted_review {
+  gpu_pool_actor gpu;
+  reviewer_actor reviewer;
+  scripted_review(caf::actor_system& s, fixture& f)
+      : gpu(s.spawn(scripted_gpu, f.nvrtc, f.reviews)),
+        reviewer(s.spawn(reviewer_agent, std::vector<gpu_pool_actor>{gpu})) {}
+  ~scripted_review() {
+    caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(gpu, caf::exit_reason::user_shutdown);
+  }
+};
+
+// The line checkpoint of the task's first line, as the store holds it.
+json line_checkpoint_record(fixture& f) {
+  auto rec = f.memory->get_task_record(checkpoint_prefix(f.task.name) + "line/0");
+  REQUIRE(rec.ok());
+  REQUIRE(rec->has_value());
+  return **rec;
 }
 
 }  // namespace
@@ -530,4 +628,505 @@ TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on
   CHECK_THAT(text, Contains("| relu_doomed | yes |"));
   caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gpu, caf::exit_reason::user_shutdown);
+}
+
+// ---------------------------------------------------------------------------
+// The seed line's states one by one: which path a line takes from each, what it
+// writes on the way, and why it ends.
+
+TEST_CASE("a line goes review, diagnose, repair, then plan, optimize and review each round",
+          "[agents][line]") {
+  fixture f("path");
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  watched_run w = run_watched(sys, f.options(1, 2), rv.reviewer);
+  INFO(w.out.reason);
+  REQUIRE(w.out.success);
+  CHECK(w.out.reason == "best speedup 1.70 (round budget spent)");
+  auto t = f.trajectory();
+  CHECK(kinds(t) == "seed review diagnose repair review plan optimize review plan optimize review note");
+  // Rounds: the seed, its diagnosis and repair belong to round 0; each plan opens a round.
+  std::vector<uint32_t> rounds;
+  for (const auto& e : t) rounds.push_back(e.round);
+  CHECK(rounds == std::vector<uint32_t>{0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 0});
+  auto reviews = of_kind(t, "review");
+  CHECK(reviews[0].status == review_status::incorrect);
+  CHECK(reviews[0].summary == "origin seed:llm-1: incorrect: output y differs from the reference at 1024 elements");
+  CHECK(reviews[0].metrics.empty());
+  CHECK(reviews[1].summary == "origin repair: ok, speedup 1.10: correct in every trial");
+  CHECK(reviews[1].metrics.at("candidate_ms") == Approx(1.0 / 1.1));
+  CHECK(reviews[1].metrics.at("reference_ms") == Approx(1.0));
+  CHECK(reviews[1].metrics.at("dram_throughput_pct") == Approx(72.5));
+  CHECK_THAT(reviews[2].summary, Contains("[bottleneck="));
+  CHECK_THAT(reviews[2].summary, Contains(": ok, speedup 1.40: correct in every trial"));
+  CHECK(reviews[2].speedup == Approx(1.4));
+  auto repair = of_kind(t, "repair").at(0);
+  CHECK(repair.summary == "repair 1 of " + short_id(reviews[0].candidate_id) + " → " +
+                              short_id(reviews[1].candidate_id));
+  auto diagnose = of_kind(t, "diagnose").at(0);
+  CHECK_THAT(diagnose.summary, Contains("the seed skips the last element | fix the bound check"));
+  auto optimize = of_kind(t, "optimize");
+  CHECK_THAT(optimize[0].summary, Contains(" on " + short_id(reviews[1].candidate_id) + " → " +
+                                           short_id(reviews[2].candidate_id)));
+  CHECK(t.back().summary == "done: best speedup 1.70 (round budget spent)");
+  // Progress: the task's states in order, ending in done.
+  CHECK(w.states() ==
+        "generating reviewing repairing reviewing optimizing planning optimizing reviewing "
+        "optimizing planning optimizing reviewing optimizing done");
+  // Two correct optimisations: two experience records, each with its gain.
+  auto exp = f.memory->read_experience();
+  REQUIRE(exp.ok());
+  REQUIRE(exp->size() == 2);
+  CHECK((*exp)[0].speedup_before == Approx(1.1));
+  CHECK((*exp)[0].speedup_after == Approx(1.4));
+  CHECK_FALSE((*exp)[0].structure_class.empty());
+}
+
+TEST_CASE("an attempt its repairs cannot fix sends the line back to its best version",
+          "[agents][line]") {
+  fixture f("repairs-spent");
+  f.script.generator = 1;  // a good seed
+  f.script.optimize_verdict = [](int, const std::string&) { return "incorrect"; };
+  f.script.repair_verdict = [](int) { return "incorrect"; };
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 1);
+  o.repair_attempts = 1;
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  INFO(w.out.reason);
+  REQUIRE(w.out.success);
+  CHECK(w.out.reason == "best speedup 1.00 (round budget spent)");
+  auto t = f.trajectory();
+  CHECK(kinds(t) == "seed review plan optimize review diagnose repair review note note");
+  auto reviews = of_kind(t, "review");
+  CHECK(t[8].summary == "back to " + short_id(reviews[0].candidate_id) + ": 1 repairs did not make " +
+                            short_id(reviews[2].candidate_id) + " pass");
+  CHECK(t[8].candidate_id == reviews[0].candidate_id);
+  CHECK(t[8].parent_id == reviews[2].candidate_id);
+  auto exp = f.memory->read_experience();
+  REQUIRE(exp.ok());
+  REQUIRE(exp->size() == 1);
+  CHECK_FALSE((*exp)[0].correct);
+  CHECK((*exp)[0].structure_class.empty());
+}
+
+TEST_CASE("a seed its repairs cannot fix ends the line without a kernel", "[agents][line]") {
+  fixture f("seed-unfixable");
+  f.script.repair_verdict = [](int) { return "incorrect"; };
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  watched_run w = run_watched(sys, f.options(1, 3), rv.reviewer);
+  CHECK_FALSE(w.out.success);
+  auto t = f.trajectory();
+  CHECK(kinds(t) == "seed review diagnose repair review diagnose repair review note");
+  auto reviews = of_kind(t, "review");
+  CHECK(w.out.reason == "no correct kernel: 2 repairs did not make " +
+                            short_id(reviews[2].candidate_id) + " pass");
+  CHECK(w.out.rounds == 0);
+  CHECK(w.out.reviews == 3);
+  CHECK(t.back().status == review_status::internal_error);  // no kernel: the outcome's empty review
+  CHECK(t.back().summary == "failed: " + w.out.reason);
+  CHECK(w.states() == "generating reviewing repairing reviewing repairing reviewing failed");
+}
+
+TEST_CASE("a repairer that cannot fix the seed ends the line; one that cannot fix an attempt "
+          "sends it back",
+          "[agents][line]") {
+  auto cannot = [](const repair_input&) -> std::optional<result<candidate>> {
+    return result<candidate>(error{"nothing to fix here"});
+  };
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  {
+    fixture f("repairer-fails-seed");
+    scripted_review rv(sys, f);
+    auto o = f.options(1, 2);
+    o.backend = std::make_shared<scripted_coder>(f.model, nullptr, cannot);
+    watched_run w = run_watched(sys, o, rv.reviewer);
+    CHECK_FALSE(w.out.success);
+    CHECK(w.out.reason == "no correct kernel: the repairer could not fix the seed: nothing to fix here");
+    auto t = f.trajectory();
+    CHECK(kinds(t) == "seed review diagnose repair note");
+    CHECK(t[3].summary == "repair failed: nothing to fix here");
+    CHECK(t[3].method == "repair");
+  }
+  {
+    fixture f("repairer-fails-attempt");
+    f.script.generator = 1;
+    f.script.optimize_verdict = [](int, const std::string&) { return "incorrect"; };
+    scripted_review rv(sys, f);
+    auto o = f.options(1, 1);
+    o.backend = std::make_shared<scripted_coder>(f.model, nullptr, cannot);
+    watched_run w = run_watched(sys, o, rv.reviewer);
+    REQUIRE(w.out.success);
+    auto t = f.trajectory();
+    CHECK(kinds(t) == "seed review plan optimize review diagnose repair note note");
+    auto reviews = of_kind(t, "review");
+    CHECK(t[7].summary == "back to " + short_id(reviews[0].candidate_id) +
+                              ": the repairer could not fix " + short_id(reviews[1].candidate_id) +
+                              ": nothing to fix here");
+    // The failed repair is not an experience of the method; reverting records none.
+    auto exp = f.memory->read_experience();
+    REQUIRE(exp.ok());
+    CHECK(exp->empty());
+  }
+}
+
+TEST_CASE("a repairer that goes back to the best version makes the attempt a failure",
+          "[agents][line]") {
+  fixture f("repairer-goes-back");
+  f.script.generator = 1;
+  f.script.optimize_verdict = [](int, const std::string&) { return "incorrect"; };
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 1);
+  o.backend = std::make_shared<scripted_coder>(
+      f.model, nullptr, [](const repair_input& in) -> std::optional<result<candidate>> {
+        REQUIRE(in.last_good);
+        return result<candidate>(*in.last_good);
+      });
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  REQUIRE(w.out.success);
+  auto t = f.trajectory();
+  CHECK(kinds(t) == "seed review plan optimize review diagnose note note");
+  auto reviews = of_kind(t, "review");
+  CHECK(t[6].summary == "back to " + short_id(reviews[0].candidate_id) + ": the repairer went back to " +
+                            short_id(reviews[0].candidate_id));
+  auto exp = f.memory->read_experience();
+  REQUIRE(exp.ok());
+  REQUIRE(exp->size() == 1);
+  CHECK_FALSE((*exp)[0].correct);
+  CHECK(w.out.reviews == 2);
+}
+
+TEST_CASE("a slower attempt sends the line back, and a kernel seen before is not reviewed again",
+          "[agents][line]") {
+  fixture f("slower");
+  f.script.generator = 1;
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 2);
+  // Every method gives back the same slower kernel.
+  o.backend = std::make_shared<scripted_coder>(
+      f.model,
+      [](const optimize_input& in) -> std::optional<result<candidate>> {
+        candidate c;
+        c.task = in.task.name;
+        c.source = kernel("ok speedup=0.5", "the same slower one");
+        c.plan = in.base.plan;
+        c.origin = "optimize:" + in.plan.chosen;
+        c.parent_id = in.base.id;
+        c.id = candidate_id(c);
+        return result<candidate>(std::move(c));
+      },
+      nullptr);
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  REQUIRE(w.out.success);
+  CHECK(w.out.reason == "best speedup 1.00 (round budget spent)");
+  CHECK(w.out.best.origin.rfind("seed:", 0) == 0);
+  auto t = f.trajectory();
+  CHECK(kinds(t) == "seed review plan optimize review note plan optimize review note note");
+  CHECK(t[5].summary == "back to " + short_id(t[1].candidate_id) + ": speedup 0.50 is not better than 1.00");
+  // The second review of the same kernel is the first one's verdict, not a GPU run.
+  CHECK(t[4].candidate_id == t[8].candidate_id);
+  CHECK(t[8].status == review_status::ok);
+  CHECK(t[8].speedup == Approx(0.5));
+  CHECK(*f.reviews == 2);
+  CHECK(w.out.reviews == 2);
+  auto exp = f.memory->read_experience();
+  REQUIRE(exp.ok());
+  REQUIRE(exp->size() == 2);
+  for (const auto& r : *exp) {
+    CHECK(r.correct);
+    CHECK(r.speedup_after == Approx(0.5));
+  }
+}
+
+TEST_CASE("a flagged review is never the best kernel: it is repaired like a failure",
+          "[agents][line]") {
+  fixture f("flagged");
+  f.script.generator = 1;
+  f.script.optimize_verdict = [](int, const std::string&) {
+    return "ok speedup=9.0 flag=speedup_above_threshold";
+  };
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  watched_run w = run_watched(sys, f.options(1, 1), rv.reviewer);
+  REQUIRE(w.out.success);
+  auto t = f.trajectory();
+  CHECK(kinds(t) == "seed review plan optimize review diagnose repair review note");
+  auto reviews = of_kind(t, "review");
+  CHECK_THAT(reviews[1].summary, Contains(": ok, speedup 9.00, flagged: correct in every trial"));
+  CHECK(w.out.best.id == reviews[2].candidate_id);
+  CHECK(w.out.best.origin == "repair");
+  CHECK(w.out.best_review.speedup == Approx(1.1));
+  // The repaired kernel carries the method of the attempt it fixed.
+  CHECK(reviews[2].method == reviews[1].method);
+  auto exp = f.memory->read_experience();
+  REQUIRE(exp.ok());
+  REQUIRE(exp->size() == 1);
+  CHECK((*exp)[0].correct);
+  CHECK((*exp)[0].speedup_after == Approx(1.1));
+}
+
+TEST_CASE("a reviewer that fails ends a line without a kernel and sends one with a kernel back",
+          "[agents][line]") {
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  {
+    fixture f("reviewer-fails-seed");
+    scripted_review rv(sys, f);
+    auto o = f.options(1, 2);
+    // The seed's review fails: no diagnosis, no repair.
+    struct internal_seeds final : coder {
+      std::shared_ptr<coder> inner;
+      explicit internal_seeds(std::shared_ptr<coder> i) : inner(std::move(i)) {}
+      std::string name() const override { return inner->name(); }
+      result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override {
+        auto s = inner->seeds(t, n);
+        if (s)
+          for (auto& c : *s) {
+            c.source = kernel("internal", "seed");
+            c.id = candidate_id(c);
+          }
+        return s;
+      }
+      result<candidate> optimize(const optimize_input& in) override { return inner->optimize(in); }
+      result<candidate> repair(const repair_input& in) override { return inner->repair(in); }
+    };
+    o.backend = std::make_shared<internal_seeds>(f.model);
+    watched_run w = run_watched(sys, o, rv.reviewer);
+    CHECK_FALSE(w.out.success);
+    CHECK(w.out.reason == "the reviewer failed: the GPU worker lost its device");
+    CHECK(kinds(f.trajectory()) == "seed review note");
+    CHECK(f.script.repairer == 0);
+    CHECK(f.script.diagnoser == 0);
+  }
+  {
+    fixture f("reviewer-fails-attempt");
+    f.script.generator = 1;
+    f.script.optimize_verdict = [](int, const std::string&) { return "internal"; };
+    scripted_review rv(sys, f);
+    watched_run w = run_watched(sys, f.options(1, 1), rv.reviewer);
+    REQUIRE(w.out.success);
+    auto t = f.trajectory();
+    CHECK(kinds(t) == "seed review plan optimize review note note");
+    CHECK(t[5].summary == "back to " + short_id(t[1].candidate_id) +
+                              ": the reviewer failed: the GPU worker lost its device");
+    auto exp = f.memory->read_experience();
+    REQUIRE(exp.ok());
+    REQUIRE(exp->size() == 1);
+    CHECK_FALSE((*exp)[0].correct);
+  }
+}
+
+TEST_CASE("when no ranked method can be applied the line ends, naming those it tried",
+          "[agents][line]") {
+  fixture f("not-applied");
+  f.script.generator = 1;
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 3);
+  std::vector<std::string> asked;
+  o.backend = std::make_shared<scripted_coder>(
+      f.model,
+      [&](const optimize_input& in) -> std::optional<result<candidate>> {
+        asked.push_back(in.plan.chosen);
+        return result<candidate>(error{"method " + in.plan.chosen + " does not apply"});
+      },
+      nullptr);
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  REQUIRE(w.out.success);
+  REQUIRE(asked.size() == 3);
+  CHECK(w.out.reason == "best speedup 1.00 (no allowed method could be applied (tried " + asked[0] +
+                            ", " + asked[1] + ", " + asked[2] + "))");
+  CHECK(w.out.rounds == 1);
+  auto t = f.trajectory();
+  CHECK(kinds(t) == "seed review plan optimize optimize optimize note");
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(t[3 + i].summary == "not applied: method " + asked[i] + " does not apply");
+    CHECK(t[3 + i].method == asked[i]);
+    CHECK(t[3 + i].candidate_id == t[1].candidate_id);
+    CHECK(t[3 + i].parent_id == t[1].candidate_id);
+  }
+}
+
+TEST_CASE("when every method has failed the line ends with no allowed method left",
+          "[agents][line]") {
+  fixture f("no-method-left");
+  f.script.generator = 1;
+  f.script.optimize_verdict = [](int, const std::string&) { return "incorrect"; };
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 200);
+  o.repair_attempts = 0;
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  REQUIRE(w.out.success);
+  CHECK(w.out.reason == "best speedup 1.00 (no allowed method left)");
+  auto t = f.trajectory();
+  // The last plan found nothing: no optimize follows it.
+  REQUIRE(t.size() >= 3);
+  CHECK(t[t.size() - 2].kind == "plan");
+  CHECK(t[t.size() - 2].method.empty());
+  CHECK(w.out.rounds == count_kind(t, "plan"));
+  CHECK(f.script.methods_asked.size() == count_kind(t, "plan") - 1);
+}
+
+TEST_CASE("a cancelled task stops at its line's next step", "[agents][line][cancel]") {
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  {
+    fixture f("cancel-before");
+    scripted_review rv(sys, f);
+    auto o = f.options(1, 3);
+    o.cancel = std::make_shared<std::atomic<bool>>(true);
+    watched_run w = run_watched(sys, o, rv.reviewer);
+    CHECK_FALSE(w.out.success);
+    CHECK(w.out.reason == "cancelled");
+    CHECK(f.script.generator == 0);
+    CHECK(kinds(f.trajectory()) == "note");
+  }
+  {
+    fixture f("cancel-during");
+    f.script.generator = 1;
+    scripted_review rv(sys, f);
+    auto o = f.options(1, 5);
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    o.cancel = cancel;
+    o.backend = std::make_shared<scripted_coder>(
+        f.model,
+        [cancel](const optimize_input&) -> std::optional<result<candidate>> {
+          *cancel = true;
+          return std::nullopt;
+        },
+        nullptr);
+    watched_run w = run_watched(sys, o, rv.reviewer);
+    REQUIRE(w.out.success);
+    // The attempt is reviewed, but the line stops before taking it.
+    CHECK(w.out.reason == "best speedup 1.00 (cancelled)");
+    CHECK(w.out.rounds == 1);
+    CHECK(kinds(f.trajectory()) == "seed review plan optimize review note");
+    auto cp = line_checkpoint_record(f);
+    CHECK(cp["finished"] == true);
+    CHECK(cp["reason"] == "cancelled");
+  }
+}
+
+TEST_CASE("a resumed task neither generates its seeds again nor reruns an ended line",
+          "[agents][line][resume]") {
+  fixture f("resume-ended");
+  f.script.generator = 1;
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 1);
+  o.resume = true;  // nothing to resume yet: a fresh start
+  watched_run first = run_watched(sys, o, rv.reviewer);
+  REQUIRE(first.out.success);
+  auto cp = line_checkpoint_record(f);
+  CHECK(cp["schema"] == "ks.line_checkpoint/1");
+  CHECK(cp["finished"] == true);
+  CHECK(cp["round"] == 1);
+  CHECK(cp["cur"] == "");
+  CHECK(cp["best"] == first.out.best.id);
+  size_t requests = f.server.requests().size();
+  size_t entries = f.trajectory().size();
+  o.rounds = 3;
+  watched_run again = run_watched(sys, o, rv.reviewer);
+  REQUIRE(again.out.success);
+  CHECK(again.out.reason == first.out.reason);
+  CHECK(again.out.best.id == first.out.best.id);
+  CHECK(again.out.rounds == 1);
+  CHECK(again.out.reviews == first.out.reviews);
+  CHECK(f.server.requests().size() == requests);
+  auto t = f.trajectory();
+  CHECK(t.size() == entries + 1);
+  CHECK(t.back().summary == "done: " + first.out.reason);
+  CHECK(again.states() == "done");
+}
+
+TEST_CASE("a line resumes after its last completed round", "[agents][line][resume]") {
+  fixture f("resume-round");
+  f.script.generator = 1;
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 1);
+  watched_run first = run_watched(sys, o, rv.reviewer);
+  REQUIRE(first.out.success);
+  const std::string key = checkpoint_prefix(f.task.name) + "line/0";
+  // As the line stood after round 1's checkpoint, before it ended.
+  json round1 = line_checkpoint_record(f);
+  round1["finished"] = false;
+  round1["reason"] = "";
+  round1["cur"] = round1["best"];
+  round1["cur_review"] = round1["best_review"];
+  REQUIRE(f.memory->put_task_record(key, round1).ok());
+  size_t entries = f.trajectory().size();
+  int generated = f.script.generator;
+  o.rounds = 3;
+  o.resume = true;
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  INFO(w.out.reason);
+  REQUIRE(w.out.success);
+  CHECK(f.script.generator == generated);
+  CHECK(w.out.rounds == 3);
+  CHECK(w.out.reviews == 4);  // the seed, round 1's attempt, then rounds 2 and 3
+  CHECK(w.out.reason == "best speedup 2.00 (round budget spent)");
+  auto all = f.trajectory();
+  std::vector<trajectory_entry> t(all.begin() + static_cast<long>(entries), all.end());
+  CHECK(kinds(t) == "note plan optimize review plan optimize review note");
+  CHECK(t[0].summary == "resumed at round 1 after a restart, from " + short_id(first.out.best.id) +
+                            " (best 1.40)");
+  CHECK(t[0].round == 1);
+  CHECK(t[1].round == 2);
+  CHECK(w.states() == "optimizing planning optimizing reviewing optimizing planning optimizing "
+                      "reviewing optimizing done");
+  // The resumed line's first plan records no experience (no method was being tried).
+  auto exp = f.memory->read_experience();
+  REQUIRE(exp.ok());
+  CHECK(exp->size() == 3);
+  // A checkpoint whose kernel is gone: the line ends, saying why.
+  round1["cur"] = "0000000000000000";
+  REQUIRE(f.memory->put_task_record(key, round1).ok());
+  watched_run lost = run_watched(sys, o, rv.reviewer);
+  CHECK(lost.out.success);  // its best kernel is still there
+  CHECK_THAT(lost.out.reason, Contains("(cannot resume: "));
+  // An unreadable checkpoint: the line starts again from its seed.
+  REQUIRE(f.memory->put_task_record(key, json{{"schema", "ks.line_checkpoint/1"}}).ok());
+  int reviews = *f.reviews;
+  entries = f.trajectory().size();
+  watched_run fresh = run_watched(sys, o, rv.reviewer);
+  REQUIRE(fresh.out.success);
+  CHECK(fresh.out.rounds == 3);
+  all = f.trajectory();
+  t.assign(all.begin() + static_cast<long>(entries), all.end());
+  CHECK(kinds(t) == "review plan optimize review plan optimize review plan optimize review note");
+  CHECK(*f.reviews == reviews + 4);
+}
+
+TEST_CASE("a repairer that keeps crashing ends its line with the reason", "[agents][line][supervision]") {
+  fixture f("repairer-crashes");
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 2);
+  o.backend = std::make_shared<scripted_coder>(
+      f.model, nullptr, [](const repair_input&) -> std::optional<result<candidate>> {
+        throw std::runtime_error("the repairer crashed on purpose");
+      });
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  CHECK_FALSE(w.out.success);
+  CHECK(w.out.agent_restarts == 3);
+  CHECK_THAT(w.out.reason, Contains("the repairer failed again ("));
+  CHECK_THAT(w.out.reason, Contains(") after 3 restarts; giving up"));
+  CHECK(kinds(f.trajectory()) == "seed review diagnose note");
 }
