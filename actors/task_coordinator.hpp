@@ -1,6 +1,6 @@
 #pragma once
-// The task coordinator: runs the optimisation loop for one task (ARCHITECTURE.md,
-// "The method"). It asks the generator for seed kernels and runs one seed line per
+// The task coordinator: runs the optimisation loop for one task (docs/agent-loop.md;
+// docs/architecture.md, "The data path"). It asks the generator for seed kernels and runs one seed line per
 // seed, all at once; each line goes
 //   review → (on failure) diagnose → repair, bounded → (on success) features →
 //   plan (decision policy) → optimize → review → …
