@@ -64,9 +64,11 @@ for t in tasks:
             continue
         c, f = r["candidate_time"], r["reference_time"]
         msg = recipe if r["status"] == "ok" else r["message"][:200].replace("\n", " ")
-        print(f"{name:28} {s:7} {r['status']:16} {r['max_abs_error']:9.2e} {c['median_ms']:9.4f} {f['median_ms']:9.4f} {r['speedup']:8.3f}  {msg}")
-        if r["status"] == "ok" and r["speedup"] > best.get(name, (0, ""))[0]:
-            best[name] = (r["speedup"], s)
+        # Numbers JSON has none for come as "NaN" / "Infinity" / "-Infinity": float() reads both.
+        err, cm, fm, sp = (float(v) for v in (r["max_abs_error"], c["median_ms"], f["median_ms"], r["speedup"]))
+        print(f"{name:28} {s:7} {r['status']:16} {err:9.2e} {cm:9.4f} {fm:9.4f} {sp:8.3f}  {msg}")
+        if r["status"] == "ok" and sp > best.get(name, (0, ""))[0]:
+            best[name] = (sp, s)
     if name not in best:
         failed.append(name)
 print()
