@@ -9,6 +9,9 @@
 
 #include "plan/op_schema.hpp"
 #include "plan/shape_expr.hpp"
+#include "coder/rules/combine.hpp"
+#include "coder/rules/kernel_text.hpp"
+#include "coder/rules/op_specs.hpp"
 
 namespace ks {
 
@@ -70,126 +73,7 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
 
 namespace {
 
-// ---------------------------------------------------------------------------------
-// Small text helpers.
-
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
-
-bool is_simple(const std::string& e) {
-  for (char c : e)
-    if (c == ' ' || c == '+' || c == '-' || c == '*' || c == '/' || c == '%') return false;
-  return true;
-}
-
-std::string paren(const std::string& e) { return is_simple(e) ? e : "(" + e + ")"; }
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) s.replace(pos, from.size(), to);
-  return s;
-}
-
-// The forms a chain reads tensor parameter `p` at index `i` in: plain, or with a
-// cache hint (see chain_code).
-std::vector<std::string> read_forms(const std::string& p, const std::string& i) {
-  return {p + "[" + i + "]", "__ldcs(" + p + " + " + i + ")", "__ldg(" + p + " + (" + i + "))"};
-}
-
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
-// Each whole-word occurrence of a read of `p` at `i` in `code`, replaced by `with`.
-std::string replace_reads(std::string code, const std::string& p, const std::string& i, const std::string& with) {
-  for (const std::string& form : read_forms(p, i)) {
-    for (size_t pos = code.find(form); pos != std::string::npos; pos = code.find(form, pos)) {
-      if (pos > 0 && ident_char(code[pos - 1])) {
-        pos += form.size();
-        continue;
-      }
-      code.replace(pos, form.size(), with);
-      pos += with.size();
-    }
-  }
-  return code;
-}
-
-bool reads_at(const std::string& code, const std::string& p, const std::string& i) {
-  return replace_reads(code, p, i, "") != code;
-}
-
-// The product of shape expressions; "1" for none.
-std::string product(const std::vector<std::string>& dims) {
-  std::vector<std::string> f;
-  for (auto& d : dims)
-    if (d != "1") f.push_back(paren(d));
-  return f.empty() ? "1" : join(f, " * ");
-}
-
-std::string flit(double v) {
-  if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
-  if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return "(" + s + "f)";
-}
-
-std::string ident(const std::string& value_id) {
-  std::string s = "v";
-  for (char c : value_id) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
-
-std::string base_kind(const std::string& kind) {
-  std::string k = kind;
-  if (k.size() > 1 && k.back() == '_' && k.rfind("aten::", 0) == 0 && k != "aten::_") k.pop_back();
-  return k;
-}
-
-// ---------------------------------------------------------------------------------
-// Op classes.
-
-const std::set<std::string>& elementwise_ops() {
-  static const std::set<std::string> ops = {
-      "aten::relu", "aten::sigmoid", "aten::tanh", "aten::exp", "aten::log", "aten::neg", "aten::abs",
-      "aten::sqrt", "aten::rsqrt", "aten::silu", "aten::sin", "aten::cos", "aten::erf", "aten::erfc",
-      "aten::log1p", "aten::expm1", "aten::reciprocal", "aten::square", "aten::floor", "aten::ceil",
-      "aten::trunc", "aten::sign", "aten::hardsigmoid", "aten::hardswish", "aten::mish", "aten::selu",
-      "aten::log_sigmoid", "aten::relu6", "aten::exp2", "aten::log2", "aten::log10", "aten::atan",
-      "aten::sinh", "aten::cosh", "aten::tan", "aten::gelu", "aten::leaky_relu", "aten::hardtanh",
-      "aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip", "aten::elu", "aten::celu",
-      "aten::softplus", "aten::threshold", "aten::pow", "aten::dropout", "aten::feature_dropout",
-      "aten::alpha_dropout", "aten::contiguous", "aten::clone", "aten::detach", "aten::to",
-      "aten::type_as", "aten::expand_as", "aten::expand", "aten::hardshrink", "aten::softshrink",
-      "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub", "aten::maximum",
-      "aten::minimum", "aten::atan2", "aten::true_divide", "aten::multiply", "aten::subtract",
-      "aten::divide", "aten::sigmoid", "aten::softsign", "aten::logit"};
-  return ops;
-}
-
-const std::set<std::string>& reduction_ops() {
-  static const std::set<std::string> ops = {
-      "aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
-      "aten::logsumexp", "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::var",
-      "aten::std", "aten::norm", "aten::linalg_vector_norm"};
-  return ops;
-}
-
-const std::set<std::string>& library_ops() {
-  static const std::set<std::string> ops = {"aten::matmul", "aten::mm", "aten::bmm", "aten::addmm",
-                                            "aten::linear", "aten::conv2d"};
-  return ops;
-}
-
-// Nodes that compute nothing a kernel needs: lists and sizes are read from the
-// graph's values when an op uses them.
-bool is_meta(const std::string& kind) {
-  return kind == "prim::ListConstruct" || kind == "aten::size" || kind == "prim::TupleConstruct" ||
-         kind == "aten::dim" || kind == "prim::dtype" || kind == "prim::device";
-}
+using namespace rules;
 
 // ---------------------------------------------------------------------------------
 // Shapes as expressions over the inputs.
@@ -197,26 +81,6 @@ bool is_meta(const std::string& kind) {
 struct shaped {
   std::vector<int64_t> shape;
   std::vector<std::string> sym;
-};
-
-int64_t normalize_dim(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
-
-// ---------------------------------------------------------------------------------
-// A reduction read from its node.
-
-enum class acc_kind { sum, max, min, online, moments };
-
-struct reduction_spec {
-  std::string op;  // sum mean max min lse var std norm1 norm2 softmax log_softmax layer_norm
-  acc_kind acc = acc_kind::sum;
-  std::string input;                       // value id
-  std::string output;                      // value id
-  int64_t first = 0, last = 0;             // reduced dims [first, last)
-  bool keepdim = false;
-  double correction = 1;                   // var/std
-  double eps = 1e-5;                       // layer_norm
-  std::string weight, bias;                // layer_norm (value ids, or empty)
-  bool normalizes() const { return op == "softmax" || op == "log_softmax" || op == "layer_norm"; }
 };
 
 // ---------------------------------------------------------------------------------
@@ -232,49 +96,6 @@ struct stage {
   // library: why no template takes this op, when it is a fallback (an ATen call by
   // its schema) rather than a product or convolution.
   std::string fallback = "";
-};
-
-// One kernel's parameters and the plan arguments bound to them.
-struct kernel_params {
-  std::vector<std::string> decls;
-  std::vector<plan_arg> args;
-  std::map<std::string, std::string> tensor_param;  // plan tensor name → parameter
-  std::map<std::string, std::string> int_param;     // expression → parameter
-
-  std::string tensor_in(const std::string& tensor) {
-    auto it = tensor_param.find(tensor);
-    if (it != tensor_param.end()) return it->second;
-    std::string p = "in" + std::to_string(tensor_param.size());
-    tensor_param[tensor] = p;
-    decls.push_back("const float* __restrict__ " + p);
-    args.push_back({"tensor", tensor, ""});
-    return p;
-  }
-  std::string tensor_out(const std::string& tensor) {
-    std::string p = "out" + std::to_string(decls.size());
-    tensor_param[tensor] = p;
-    decls.push_back("float* __restrict__ " + p);
-    args.push_back({"tensor", tensor, ""});
-    return p;
-  }
-  std::string int64(const std::string& expr) {
-    auto it = int_param.find(expr);
-    if (it != int_param.end()) return it->second;
-    std::string p = "n" + std::to_string(decls.size());
-    int_param[expr] = p;
-    decls.push_back("long long " + p);
-    args.push_back({"int", expr, "int64"});
-    return p;
-  }
-  std::string float32(const std::string& expr) {
-    auto it = int_param.find("float:" + expr);
-    if (it != int_param.end()) return it->second;
-    std::string p = "f" + std::to_string(decls.size());
-    int_param["float:" + expr] = p;
-    decls.push_back("float " + p);
-    args.push_back({"float", expr, "float32"});
-    return p;
-  }
 };
 
 const char* kHeader = R"(// Written by KernelSkill's rules coder from the reference's TorchScript graph.
@@ -1230,8 +1051,6 @@ class lowerer {
     return {};
   }
 
-  std::string kernel_name(size_t i, const std::string& what) { return "ks" + std::to_string(i) + "_" + what; }
-
   // The fused epilogue of stage `si` (a pool or a scan): its chain with `value` (the
   // stage's result) in the register `res`, at element index `idx`, then the stores of
   // what the plan needs of it. Empty when the stage has none.
@@ -1418,80 +1237,6 @@ class lowerer {
 
   // -------------------------------------------------------------------------------
   // Reductions.
-
-  struct acc_text {
-    std::vector<std::string> state;
-    std::vector<std::string> identity;
-    std::string update;  // reads `v`
-  };
-
-  static acc_text acc_of(const reduction_spec& r) {
-    switch (r.acc) {
-      case acc_kind::sum:
-        return {{"a"}, {"0.0f"}, r.op == "norm2" ? "a += v * v;" : r.op == "norm1" ? "a += fabsf(v);" : "a += v;"};
-      case acc_kind::max: return {{"a"}, {"-KS_INF"}, "a = fmaxf(a, v);"};
-      case acc_kind::min: return {{"a"}, {"KS_INF"}, "a = fminf(a, v);"};
-      case acc_kind::online:
-        // -inf (a masked element) adds nothing: exp(-inf - -inf) would be NaN.
-        return {{"m", "s"}, {"-KS_INF", "0.0f"},
-                "if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }"};
-      case acc_kind::moments:
-        return {{"s1", "s2"}, {"0.0f", "0.0f"}, "{ const float d = v - shift; s1 += d; s2 += d * d; }"};
-    }
-    return {};
-  }
-
-  static std::string merge(const reduction_spec& r, const std::vector<std::string>& other) {
-    switch (r.acc) {
-      case acc_kind::sum: return "a += " + other[0] + ";";
-      case acc_kind::max: return "a = fmaxf(a, " + other[0] + ");";
-      case acc_kind::min: return "a = fminf(a, " + other[0] + ");";
-      case acc_kind::online: return "ks_ms_merge(m, s, " + other[0] + ", " + other[1] + ");";
-      case acc_kind::moments: return "s1 += " + other[0] + "; s2 += " + other[1] + ";";
-    }
-    return {};
-  }
-
-  // Warp-level combine of the state; every lane ends with the warp's result.
-  static std::string warp_combine(const reduction_spec& r, const acc_text& a) {
-    std::string s = "  for (int o = 16; o > 0; o >>= 1) {\n";
-    std::vector<std::string> other;
-    for (auto& v : a.state) {
-      s += "    const float o_" + v + " = __shfl_xor_sync(0xffffffffu, " + v + ", o);\n";
-      other.push_back("o_" + v);
-    }
-    s += "    " + merge(r, other) + "\n  }\n";
-    return s;
-  }
-
-  // Block-level combine through one float per warp and state variable.
-  static std::string block_combine(const reduction_spec& r, const acc_text& a) {
-    std::string s = warp_combine(r, a);
-    s += "  {\n";
-    for (auto& v : a.state) s += "    __shared__ float sh_" + v + "[32];\n";
-    s += "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n    if (lane == 0) {";
-    for (auto& v : a.state) s += " sh_" + v + "[warp] = " + v + ";";
-    s += " }\n    __syncthreads();\n";
-    for (size_t k = 0; k < a.state.size(); ++k)
-      s += "    " + a.state[k] + " = lane < (int)(blockDim.x >> 5) ? sh_" + a.state[k] + "[lane] : " + a.identity[k] + ";\n";
-    s += "  }\n";
-    s += warp_combine(r, a);
-    return s;
-  }
-
-  // The value of a reducing op from the combined state; `count` is the number of
-  // elements reduced.
-  static std::string finish(const reduction_spec& r, const std::string& count) {
-    if (r.op == "sum" || r.op == "max" || r.op == "min") return "a";
-    if (r.op == "mean") return "a / (float)" + count;
-    if (r.op == "norm1") return "a";
-    if (r.op == "norm2") return "sqrtf(a)";
-    if (r.op == "lse") return "(m == -KS_INF ? -KS_INF : m + logf(s))";
-    const std::string var = "fmaxf(s2 - s1 * s1 / (float)" + count + ", 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")";
-    if (r.op == "var") return var;
-    if (r.op == "std") return "sqrtf(" + var + ")";
-    return "0.0f";
-  }
 
   status emit_reduce(size_t si) {
     stage& st = stages_[si];
@@ -2072,13 +1817,6 @@ class lowerer {
 
   // -------------------------------------------------------------------------------
   // Pooling over the last two dims (NCHW or CHW): a thread per output element.
-
-  struct pool_spec {
-    bool max = true;
-    int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
-    bool count_include_pad = true;
-    double divisor = 0;  // divisor_override, 0 = none
-  };
 
   result<pool_spec> read_pool(const graph_node& n, const std::string& kind) const {
     pool_spec p;
