@@ -13,6 +13,9 @@
 #include <set>
 #include <string>
 
+#include "base/result.hpp"
+#include "coder/rules/lowering_context.hpp"
+
 namespace ks::rules {
 
 const std::set<std::string>& elementwise_ops();
@@ -50,5 +53,12 @@ struct pool_spec {
   bool count_include_pad = true;
   double divisor = 0;  // divisor_override, 0 = none
 };
+
+// The reduction `n` (of op `kind`, without its in-place underscore) computes; an
+// error names what the template does not take (non-adjacent dims, max's indices
+// used, a norm of another order).
+result<reduction_spec> read_reduction(const lowering_context& cx, const graph_node& n, const std::string& kind);
+// The pool `n` computes; an error for ceil_mode or indices.
+result<pool_spec> read_pool(const lowering_context& cx, const graph_node& n, const std::string& kind);
 
 }  // namespace ks::rules
