@@ -1,20 +1,16 @@
 #include "coder/lowering.hpp"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <functional>
 #include <set>
-#include <sstream>
+#include <stdexcept>
+#include <string>
 
-#include "plan/op_schema.hpp"
-#include "coder/rules/chain.hpp"
-#include "coder/rules/combine.hpp"
 #include "coder/rules/elementwise.hpp"
+#include "coder/rules/fallback.hpp"
 #include "coder/rules/kernel_text.hpp"
+#include "coder/rules/library.hpp"
 #include "coder/rules/lowering_context.hpp"
-#include "coder/rules/op_specs.hpp"
 #include "coder/rules/pool.hpp"
+#include "coder/rules/row_cache.hpp"
 #include "coder/rules/row_reduce.hpp"
 #include "coder/rules/scan.hpp"
 #include "coder/rules/stages.hpp"
@@ -81,6 +77,8 @@ namespace {
 
 using namespace rules;
 
+// The head of every source: KS_INF, and the merge of two online max-and-sum states
+// that the softmax and logsumexp combines call (combine.cpp).
 const char* kHeader = R"(// Written by KernelSkill's rules coder from the reference's TorchScript graph.
 #define KS_INF __int_as_float(0x7f800000)
 
@@ -91,158 +89,6 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 )";
-
-// Dynamic shared memory and the copies into it. cp.async (sm_80 on) keeps every copy
-// in flight without holding a register; older GPUs copy through registers. A host
-// build of the source (the tests' emulator) defines KS_DYNAMIC_SHARED itself.
-const char* kSharedHelpers = R"(
-#ifndef KS_DYNAMIC_SHARED
-#define KS_DYNAMIC_SHARED(name) extern __shared__ float4 name[]
-#endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
-}
-__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
-}
-__device__ __forceinline__ void ks_cp_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-#else
-__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
-  *reinterpret_cast<float4*>(d) = *reinterpret_cast<const float4*>(s);
-}
-__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) { *d = *s; }
-__device__ __forceinline__ void ks_cp_async_wait() {}
-#endif
-)";
-
-// A constant argument as the attribute text of a library step.
-result<std::string> attr_text(const graph_value& v) {
-  auto number = [&](double x, bool integer) {
-    if (integer) return std::to_string(static_cast<int64_t>(x));
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", x);
-    return std::string(buf);
-  };
-  if (v.is_none()) return std::string("None");
-  if (v.type == "bool") return std::string(v.numbers.at(0) != 0 ? "True" : "False");
-  if (v.type == "int" || v.type == "float") return number(v.numbers.at(0), v.type == "int");
-  if (v.type == "str") return v.text;
-  if (v.type == "int[]" || v.type == "float[]" || v.type == "bool[]") {
-    std::string s = "[";
-    for (size_t i = 0; i < v.numbers.size(); ++i) {
-      s += i ? ", " : "";
-      s += v.type == "bool[]" ? (v.numbers[i] != 0 ? "True" : "False") : number(v.numbers[i], v.type == "int[]");
-    }
-    return s + "]";
-  }
-  return error{"a " + v.type + " cannot be written as an attribute"};
-}
-
-// A fallback: the op through ATen's dispatcher by its schema. Tensors are the step's
-// positional args (in the schema's order); every other argument is an attribute
-// named as in the schema, with the graph's constant as text.
-status emit_fallback(lowering_context& cx, size_t si) {
-  const graph_node& n = *cx.stages[si].nodes[0];
-  auto sch = parse_op_schema(n.schema);
-  if (!sch) return error{n.kind + ": " + sch.message()};
-  const std::string where = n.kind + " (value " + n.outputs.at(0) + "), run as a library step because " +
-                            cx.stages[si].fallback + ": ";
-  plan_step step;
-  step.kind = "library";
-  step.name = sch->qualified();
-  step.attrs["schema"] = n.schema;
-  auto tensor = [&](const std::string& id) -> result<std::string> {
-    auto it = cx.tensor_of.find(id);
-    if (it == cx.tensor_of.end()) return error{where + "its operand " + id + " is not a tensor of the plan"};
-    return it->second;
-  };
-  for (size_t k = 0; k < sch->args.size(); ++k) {
-    const op_schema_arg& a = sch->args[k];
-    const std::string& id = n.inputs[k];
-    const graph_value& v = cx.val(id);
-    if (v.is_tensor()) {
-      auto t = tensor(id);
-      if (!t) return t.error();
-      step.args.push_back({"tensor", *t, ""});
-      continue;
-    }
-    if (a.is_tensor_list() && !v.is_none()) {
-      auto it = cx.list_of.find(id);
-      if (it == cx.list_of.end()) return error{where + "its argument " + a.name + " is a tensor list not built in the graph"};
-      for (auto& e : it->second) {
-        auto t = tensor(e);
-        if (!t) return t.error();
-        step.args.push_back({"tensor", *t, ""});
-      }
-      step.attrs[a.name] = std::to_string(it->second.size()) + " tensors";
-      continue;
-    }
-    if (v.type == "Device") {
-      step.attrs[a.name] = "inputs";  // the device the plan runs on
-      continue;
-    }
-    if (!v.constant && !v.is_none())
-      return error{where + "its argument " + a.name + " (value " + id + ") is computed at run time; an attribute is fixed text"};
-    auto text = attr_text(v);
-    if (!text) return error{where + "argument " + a.name + ": " + text.message()};
-    step.attrs[a.name] = *text;
-  }
-  size_t last = 0;
-  for (size_t k = 0; k < n.outputs.size(); ++k)
-    if (cx.tensor_of.count(n.outputs[k])) last = k + 1;
-  for (size_t k = 0; k < last; ++k) {
-    const std::string& v = n.outputs[k];
-    auto it = cx.tensor_of.find(v);
-    // A result nothing reads still needs a name to keep the others in place.
-    step.outputs.push_back(it != cx.tensor_of.end() ? it->second : "unused_" + ident(v).substr(1));
-    cx.written.insert(v);
-  }
-  cx.out.plan.steps.push_back(step);
-  return {};
-}
-
-status emit_library(lowering_context& cx, size_t si) {
-  const graph_node& n = *cx.stages[si].nodes[0];
-  std::string kind = base_kind(n.kind);
-  plan_step step;
-  step.kind = "library";
-  step.name = kind;
-  auto tensor_arg = [&](size_t k) -> result<std::string> {
-    auto it = cx.tensor_of.find(n.inputs.at(k));
-    if (it == cx.tensor_of.end()) return error{kind + ": operand " + n.inputs[k] + " is not a tensor of the plan"};
-    return it->second;
-  };
-  size_t tensors = kind == "aten::addmm" ? 3 : 2;
-  if (kind == "aten::linear" || kind == "aten::conv2d") tensors = cx.val(n.inputs[2]).is_none() ? 2 : 3;
-  for (size_t k = 0; k < tensors; ++k) {
-    auto t = tensor_arg(k);
-    if (!t) return error{t.message()};
-    step.args.push_back({"tensor", *t, ""});
-  }
-  auto list_text = [&](size_t k) {
-    std::string s = "[";
-    for (size_t q = 0; q < cx.val(n.inputs[k]).numbers.size(); ++q)
-      s += (q ? ", " : "") + std::to_string(static_cast<int64_t>(cx.val(n.inputs[k]).numbers[q]));
-    return s + "]";
-  };
-  if (kind == "aten::addmm") {
-    step.attrs["beta"] = std::to_string(cx.val(n.inputs[3]).numbers.at(0));
-    step.attrs["alpha"] = std::to_string(cx.val(n.inputs[4]).numbers.at(0));
-  } else if (kind == "aten::conv2d") {
-    step.attrs["stride"] = list_text(3);
-    step.attrs["padding"] = list_text(4);
-    step.attrs["dilation"] = list_text(5);
-    step.attrs["groups"] = std::to_string(static_cast<int64_t>(cx.val(n.inputs[6]).numbers.at(0)));
-  }
-  const std::string& v = n.outputs[0];
-  auto it = cx.tensor_of.find(v);
-  if (it == cx.tensor_of.end()) return error{kind + ": result " + v + " is used by nothing"};
-  step.outputs = {it->second};
-  cx.out.plan.steps.push_back(step);
-  cx.written.insert(v);
-  return {};
-}
 
 // The stages planned, each written by its template, then the source's header.
 result<lowered_kernel_set> run(lowering_context& cx) {
@@ -292,7 +138,7 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   if (kinds.count("fallback")) cx.out.template_name = kinds.size() == 1 ? "library" : "mixed";
   std::string fast = cx.p.fast_math ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
                                   : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
-  cx.out.source = fast + kHeader + (cx.uses_smem ? kSharedHelpers : "") + cx.src;
+  cx.out.source = fast + kHeader + (cx.uses_smem ? shared_row_helpers() : "") + cx.src;
   return cx.out;
 }
 

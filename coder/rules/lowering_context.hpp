@@ -1,10 +1,12 @@
 #pragma once
 // The rules coder's lowering from the inside (coder/lowering.hpp is the outside):
 // a task graph is planned into stages, and each stage is written by one template as
-// a kernel (CUDA text and a plan step) or a library step.
+// a kernel (CUDA text and a plan step) or a library step. Every template first
+// decides its layout (a plain struct: what it chose from the params and shapes),
+// then writes text and plan steps from that layout.
 //
-// Where things are:
-//   lowering_context.hpp  this file: shapes, stages, and the state one lowering shares
+// Where things are (all in coder/rules/):
+//   lowering_context.hpp  this file: shapes, stages, the state one lowering shares
 //   stages.cpp            the graph into stages: which ops fuse into which template,
 //                         prologues and epilogues, and the plan's buffers
 //   shapes.cpp            every value's shape as expressions over the input shapes
@@ -13,7 +15,24 @@
 //   chain.cpp             an elementwise chain's statements, the index of a broadcast
 //                         operand, the epilogue fused into a pool or a scan
 //   combine.cpp           a reduction's state, merges, warp and block combines
-//   (coder/lowering.cpp   the templates, for now, and the driver lower_graph)
+// The templates, one file each (layout struct → emit_*):
+//   elementwise.cpp       elementwise_layout  fused elementwise chains
+//   row_reduce.cpp        reduce_layout       reductions and normalisations
+//   row_cache.cpp         row_cache_layout    a row kept in registers or shared
+//                                             memory between row_reduce's passes
+//   scan.cpp              scan_layout         cumsum, cumprod
+//   pool.cpp              pool_layout         max_pool2d, avg_pool2d
+//   library.cpp           library_call        matmul, linear, conv2d ... as ATen steps
+//   fallback.cpp          fallback_call       any other ATen op, by its schema
+// The driver (coder/lowering.cpp: lower_graph) plans the stages, calls each stage's
+// emit_* and puts the source's header in front.
+//
+// A new template: give its ops a class in op_specs.cpp and their result shapes in
+// shapes.cpp (shape_of_node); add a stage kind here and make collect_stages
+// (stages.cpp) put its nodes in such a stage (and the fusion passes, if a chain may
+// fuse into it); write rules/<template>.hpp/.cpp with its layout struct, a choose_
+// function and an emit_ function; call that from run() in coder/lowering.cpp, which
+// names the stage in lowered_kernel_set::stages; add the .cpp to coder/CMakeLists.txt.
 //
 // What it promises:
 // - one lowering_context per lower_graph call: nothing is shared between calls, so

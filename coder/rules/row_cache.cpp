@@ -9,6 +9,30 @@ namespace ks::rules {
 
 namespace {
 
+// Dynamic shared memory and the copies into it. cp.async (sm_80 on) keeps every copy
+// in flight without holding a register; older GPUs copy through registers. A host
+// build of the source (the tests' emulator) defines KS_DYNAMIC_SHARED itself.
+const char* kSharedHelpers = R"(
+#ifndef KS_DYNAMIC_SHARED
+#define KS_DYNAMIC_SHARED(name) extern __shared__ float4 name[]
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
+}
+__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
+}
+__device__ __forceinline__ void ks_cp_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+#else
+__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
+  *reinterpret_cast<float4*>(d) = *reinterpret_cast<const float4*>(s);
+}
+__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) { *d = *s; }
+__device__ __forceinline__ void ks_cp_async_wait() {}
+#endif
+)";
+
 const char* lanes4[] = {"x", "y", "z", "w"};
 
 // Registers: the column of this thread's k-th cached element.
@@ -101,6 +125,8 @@ std::string shared_copies(const reduce_parts& rp, const reduce_layout& lay) {
 }
 
 }  // namespace
+
+const char* shared_row_helpers() { return kSharedHelpers; }
 
 row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp) {
   row_cache_layout c;

@@ -42,6 +42,11 @@ struct reduce_layout;
 // A row staged in shared memory holds at most this many floats (64 KiB).
 constexpr int64_t kSharedRow = 16384;
 
+// The device helpers that staging rows in shared memory calls (dynamic shared
+// memory, cp.async copies): prepended once to a source whose kernels stage rows
+// (lowering_context::uses_smem).
+const char* shared_row_helpers();
+
 // What stays on chip between a row's two passes.
 struct row_cache_layout {
   enum kind_t { none, registers, shared } kind = none;
