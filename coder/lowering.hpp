@@ -17,6 +17,8 @@
 //
 // What cannot run even as a library step (no ATen schema, a scalar argument computed
 // at run time) is an error that names the op.
+//
+// Inside: coder/rules/ (lowering_context.hpp maps which file holds which template).
 
 #include <map>
 #include <string>

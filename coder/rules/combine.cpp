@@ -1,0 +1,71 @@
+#include "coder/rules/combine.hpp"
+
+#include "coder/rules/kernel_text.hpp"
+
+namespace ks::rules {
+
+acc_text acc_of(const reduction_spec& r) {
+  switch (r.acc) {
+    case acc_kind::sum:
+      return {{"a"}, {"0.0f"}, r.op == "norm2" ? "a += v * v;" : r.op == "norm1" ? "a += fabsf(v);" : "a += v;"};
+    case acc_kind::max: return {{"a"}, {"-KS_INF"}, "a = fmaxf(a, v);"};
+    case acc_kind::min: return {{"a"}, {"KS_INF"}, "a = fminf(a, v);"};
+    case acc_kind::online:
+      // -inf (a masked element) adds nothing: exp(-inf - -inf) would be NaN.
+      return {{"m", "s"}, {"-KS_INF", "0.0f"},
+              "if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }"};
+    case acc_kind::moments:
+      return {{"s1", "s2"}, {"0.0f", "0.0f"}, "{ const float d = v - shift; s1 += d; s2 += d * d; }"};
+  }
+  return {};
+}
+
+std::string merge(const reduction_spec& r, const std::vector<std::string>& other) {
+  switch (r.acc) {
+    case acc_kind::sum: return "a += " + other[0] + ";";
+    case acc_kind::max: return "a = fmaxf(a, " + other[0] + ");";
+    case acc_kind::min: return "a = fminf(a, " + other[0] + ");";
+    case acc_kind::online: return "ks_ms_merge(m, s, " + other[0] + ", " + other[1] + ");";
+    case acc_kind::moments: return "s1 += " + other[0] + "; s2 += " + other[1] + ";";
+  }
+  return {};
+}
+
+std::string warp_combine(const reduction_spec& r, const acc_text& a) {
+  std::string s = "  for (int o = 16; o > 0; o >>= 1) {\n";
+  std::vector<std::string> other;
+  for (auto& v : a.state) {
+    s += "    const float o_" + v + " = __shfl_xor_sync(0xffffffffu, " + v + ", o);\n";
+    other.push_back("o_" + v);
+  }
+  s += "    " + merge(r, other) + "\n  }\n";
+  return s;
+}
+
+std::string block_combine(const reduction_spec& r, const acc_text& a) {
+  std::string s = warp_combine(r, a);
+  s += "  {\n";
+  for (auto& v : a.state) s += "    __shared__ float sh_" + v + "[32];\n";
+  s += "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n    if (lane == 0) {";
+  for (auto& v : a.state) s += " sh_" + v + "[warp] = " + v + ";";
+  s += " }\n    __syncthreads();\n";
+  for (size_t k = 0; k < a.state.size(); ++k)
+    s += "    " + a.state[k] + " = lane < (int)(blockDim.x >> 5) ? sh_" + a.state[k] + "[lane] : " + a.identity[k] + ";\n";
+  s += "  }\n";
+  s += warp_combine(r, a);
+  return s;
+}
+
+std::string finish(const reduction_spec& r, const std::string& count) {
+  if (r.op == "sum" || r.op == "max" || r.op == "min") return "a";
+  if (r.op == "mean") return "a / (float)" + count;
+  if (r.op == "norm1") return "a";
+  if (r.op == "norm2") return "sqrtf(a)";
+  if (r.op == "lse") return "(m == -KS_INF ? -KS_INF : m + logf(s))";
+  const std::string var = "fmaxf(s2 - s1 * s1 / (float)" + count + ", 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")";
+  if (r.op == "var") return var;
+  if (r.op == "std") return "sqrtf(" + var + ")";
+  return "0.0f";
+}
+
+}  // namespace ks::rules

@@ -1,0 +1,57 @@
+#pragma once
+// The text pieces every template writes with: expressions (products of shape
+// expressions, float literals, parentheses), reads of a kernel parameter found and
+// replaced in a chain's code, and a kernel's parameter list with the plan arguments
+// bound to it.
+//
+// What it promises:
+// - every function is pure text: the same input gives the same characters, so what
+//   the templates write stays byte for byte what it was;
+// - kernel_params hands out a parameter per tensor or expression once, named by the
+//   order of first use (in0, out1, n2, f3 ...), its declaration and its plan argument
+//   in that same order.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/launch_plan.hpp"
+
+namespace ks::rules {
+
+std::string join(const std::vector<std::string>& v, const std::string& sep);
+// An expression without spaces or operators needs no parentheses.
+bool is_simple(const std::string& e);
+std::string paren(const std::string& e);
+std::string replace_all(std::string s, const std::string& from, const std::string& to);
+
+// Each whole-word read of tensor parameter `p` at index `i` in `code` (plain, or with
+// a cache hint: p[i], __ldcs(p + i), __ldg(p + (i))), replaced by `with`.
+std::string replace_reads(std::string code, const std::string& p, const std::string& i, const std::string& with);
+bool reads_at(const std::string& code, const std::string& p, const std::string& i);
+
+// The product of shape expressions; "1" for none.
+std::string product(const std::vector<std::string>& dims);
+// A float literal (NaN and the infinities by their bits).
+std::string flit(double v);
+// A C identifier for a graph value id ("v" + the id, other characters as '_').
+std::string ident(const std::string& value_id);
+// The op without its in-place underscore (aten::relu_ → aten::relu).
+std::string base_kind(const std::string& kind);
+// The name of stage i's kernel: ks<i>_<what>.
+std::string kernel_name(size_t i, const std::string& what);
+
+// One kernel's parameters and the plan arguments bound to them.
+struct kernel_params {
+  std::vector<std::string> decls;
+  std::vector<plan_arg> args;
+  std::map<std::string, std::string> tensor_param;  // plan tensor name → parameter
+  std::map<std::string, std::string> int_param;     // expression → parameter
+
+  std::string tensor_in(const std::string& tensor);
+  std::string tensor_out(const std::string& tensor);
+  std::string int64(const std::string& expr);
+  std::string float32(const std::string& expr);
+};
+
+}  // namespace ks::rules

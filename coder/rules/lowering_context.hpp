@@ -1,0 +1,107 @@
+#pragma once
+// The rules coder's lowering from the inside (coder/lowering.hpp is the outside):
+// a task graph is planned into stages, and each stage is written by one template as
+// a kernel (CUDA text and a plan step) or a library step. Every template first
+// decides its layout (a plain struct: what it chose from the params and shapes),
+// then writes text and plan steps from that layout.
+//
+// Where things are (all in coder/rules/):
+//   lowering_context.hpp  this file: shapes, stages, the state one lowering shares
+//   stages.cpp            the graph into stages: which ops fuse into which template,
+//                         prologues and epilogues, and the plan's buffers
+//   shapes.cpp            every value's shape as expressions over the input shapes
+//   op_specs.cpp          the op classes; a reduction's or a pool's node, read
+//   kernel_text.cpp       text helpers and a kernel's parameter list (kernel_params)
+//   chain.cpp             an elementwise chain's statements, the index of a broadcast
+//                         operand, the epilogue fused into a pool or a scan
+//   combine.cpp           a reduction's state, merges, warp and block combines
+// The templates, one file each (layout struct → emit_*):
+//   elementwise.cpp       elementwise_layout  fused elementwise chains
+//   row_reduce.cpp        reduce_layout       reductions and normalisations
+//   row_cache.cpp         row_cache_layout    a row kept in registers or shared
+//                                             memory between row_reduce's passes
+//   scan.cpp              scan_layout         cumsum, cumprod
+//   pool.cpp              pool_layout         max_pool2d, avg_pool2d
+//   library.cpp           library_call        matmul, linear, conv2d ... as ATen steps
+//   fallback.cpp          fallback_call       any other ATen op, by its schema
+// The driver (coder/lowering.cpp: lower_graph) plans the stages, calls each stage's
+// emit_* and puts the source's header in front.
+//
+// A new template: give its ops a class in op_specs.cpp and their result shapes in
+// shapes.cpp (shape_of_node); add a stage kind here and make collect_stages
+// (stages.cpp) put its nodes in such a stage (and the fusion passes, if a chain may
+// fuse into it); write rules/<template>.hpp/.cpp with its layout struct, a choose_
+// function and an emit_ function; call that from run() in coder/lowering.cpp, which
+// names the stage in lowered_kernel_set::stages; add the .cpp to coder/CMakeLists.txt.
+//
+// What it promises:
+// - one lowering_context per lower_graph call: nothing is shared between calls, so
+//   lowerings run at once on different threads;
+// - planning fills the first half (shapes ... list_of) before any template runs; a
+//   template reads it and appends to the second half (out, src, written) only.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coder/lowering.hpp"
+
+namespace ks::rules {
+
+// A tensor's shape twice: the sizes of the graph's own run (they decide structure:
+// rank, which dims broadcast) and the expressions over the task's input shapes that
+// every size of the plan is written in.
+struct shaped {
+  std::vector<int64_t> shape;
+  std::vector<std::string> sym;
+};
+
+// One kernel or library step of the lowering, in graph order.
+struct stage {
+  enum kind_t { elementwise, reduce, library, pool, scan } kind = elementwise;
+  std::vector<const graph_node*> nodes;  // elementwise: the chain; else one node
+  shaped iter;                           // elementwise: the iteration shape
+  int prologue = -1;                     // reduce: index of the fused elementwise stage
+  bool fused_away = false;               // elementwise: emitted inside a reduction
+  int epilogue = -1;                     // reduce: index of the elementwise stage fused after it
+  bool is_epilogue = false;              // elementwise: emitted in a reduction's second pass
+  // library: why no template takes this op, when it is a fallback (an ATen call by
+  // its schema) rather than a product or convolution.
+  std::string fallback = "";
+};
+
+struct lowering_context {
+  lowering_context(const task_graph& graph, const lowering_params& params, const target_shapes& target_shapes)
+      : g(graph), p(params), target(target_shapes) {}
+
+  const task_graph& g;
+  const lowering_params& p;
+  const target_shapes& target;
+
+  // What planning found (stages.cpp, shapes.cpp).
+  std::map<std::string, shaped> shapes;               // tensor value → shape
+  std::map<std::string, std::string> scalar_sym;      // scalar value → expression (aten::size)
+  std::map<std::string, std::string> input_name;      // value → task tensor name
+  std::map<std::string, int> producer;                // value → stage index
+  std::map<std::string, std::vector<int>> consumers;  // value → stages reading it
+  std::vector<std::string> outputs;                   // graph output values
+  std::vector<stage> stages;
+  std::map<std::string, std::string> tensor_of;       // materialized value → plan tensor name
+  std::map<std::string, std::vector<std::string>> list_of;  // prim::ListConstruct result → elements
+
+  // What the templates write.
+  lowered_kernel_set out;
+  std::string src;
+  bool uses_smem = false;  // a kernel stages rows in shared memory: the source needs its helpers
+  std::set<std::string> written;  // values some step stores
+
+  const graph_value& val(const std::string& id) const { return g.values.at(id); }
+  bool is_tensor(const std::string& id) const { return val(id).is_tensor(); }
+  // The size of `dims` (shape expressions) at the target shapes, or `fallback` (the
+  // graph's own) when they do not say.
+  int64_t target_size(const std::vector<std::string>& dims, int64_t fallback) const;
+};
+
+}  // namespace ks::rules

@@ -1,0 +1,64 @@
+#pragma once
+// What the templates know of the graph's ops: which class each op is in (elementwise,
+// reducing, a library product or convolution, a node that computes nothing), and
+// what a reducing or pooling node says once read (its dims, its constants).
+//
+// What it promises:
+// - an op is in at most one of the classes; an op in none is a fallback (a library
+//   step through its schema) or an error;
+// - a reduction_spec or pool_spec is all a template needs of its node: the readers
+//   (op_specs.cpp) check the node once, and the templates trust the spec.
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "base/result.hpp"
+#include "coder/rules/lowering_context.hpp"
+
+namespace ks::rules {
+
+const std::set<std::string>& elementwise_ops();
+const std::set<std::string>& reduction_ops();
+const std::set<std::string>& library_ops();
+// Nodes that compute nothing a kernel needs: lists and sizes are read from the
+// graph's values when an op uses them.
+bool is_meta(const std::string& kind);
+
+int64_t normalize_dim(int64_t d, size_t rank);
+
+// How a reduction accumulates: one running value (sum, max, min), the online
+// max-and-sum of the exponentials (logsumexp, softmax), or shifted moments (var,
+// std, layer_norm).
+enum class acc_kind { sum, max, min, online, moments };
+
+// A reduction read from its node.
+struct reduction_spec {
+  std::string op;  // sum mean max min lse var std norm1 norm2 softmax log_softmax layer_norm
+  acc_kind acc = acc_kind::sum;
+  std::string input;                       // value id
+  std::string output;                      // value id
+  int64_t first = 0, last = 0;             // reduced dims [first, last)
+  bool keepdim = false;
+  double correction = 1;                   // var/std
+  double eps = 1e-5;                       // layer_norm
+  std::string weight, bias;                // layer_norm (value ids, or empty)
+  bool normalizes() const { return op == "softmax" || op == "log_softmax" || op == "layer_norm"; }
+};
+
+// A 2-d pool read from its node.
+struct pool_spec {
+  bool max = true;
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
+  bool count_include_pad = true;
+  double divisor = 0;  // divisor_override, 0 = none
+};
+
+// The reduction `n` (of op `kind`, without its in-place underscore) computes; an
+// error names what the template does not take (non-adjacent dims, max's indices
+// used, a norm of another order).
+result<reduction_spec> read_reduction(const lowering_context& cx, const graph_node& n, const std::string& kind);
+// The pool `n` computes; an error for ceil_mode or indices.
+result<pool_spec> read_pool(const lowering_context& cx, const graph_node& n, const std::string& kind);
+
+}  // namespace ks::rules

@@ -1,0 +1,29 @@
+#pragma once
+// The pool template: max_pool2d and avg_pool2d over the last two dims (NCHW or CHW),
+// a thread per output element, with the elementwise chain after them fused before
+// the store.
+//
+// What it promises:
+// - a max pool propagates NaN and never picks padding; an average counts padding
+//   inside the padded input but not past it (count_include_pad), or only the input
+//   (not), or divides by divisor_override, as PyTorch does;
+// - ceil_mode and returned indices are errors (read_pool, op_specs.hpp).
+
+#include "base/result.hpp"
+#include "coder/rules/lowering_context.hpp"
+#include "coder/rules/op_specs.hpp"
+
+namespace ks::rules {
+
+// What the pool template chose for one pool.
+struct pool_layout {
+  pool_spec window;  // kernel, stride, padding, dilation, how an average divides
+  int block = 256;   // threads per block, a thread per output element
+};
+
+result<pool_layout> choose_pool_layout(const lowering_context& cx, const graph_node& n);
+
+// Stage `si` (a pool) as one kernel and its plan step.
+status emit_pool(lowering_context& cx, size_t si);
+
+}  // namespace ks::rules

@@ -1,0 +1,371 @@
+#include "coder/rules/row_reduce.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "coder/rules/chain.hpp"
+
+namespace ks::rules {
+
+namespace {
+
+// A normalisation's row constants (`prelude`, from the combined state) and its value
+// of element `v` at column c (`y`).
+void normalisation_text(reduce_parts& rp) {
+  const reduction_spec& r = rp.r;
+  const std::string& C = rp.C;
+  if (r.op == "softmax") rp.prelude = "  const float inv = 1.0f / s;\n", rp.y = "KS_EXP(v - m) * inv";
+  else if (r.op == "log_softmax") rp.prelude = "  const float lse = m + logf(s);\n", rp.y = "v - lse";
+  else if (r.op == "layer_norm") {
+    rp.prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
+    rp.prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
+    rp.prelude += "  const float rstd = rsqrtf(var + " + flit(r.eps) + ");\n";
+    rp.y = "(v - mean) * rstd";
+    if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + "[c]";
+    if (!rp.Bi.empty()) rp.y += " + " + rp.Bi + "[c]";
+  }
+}
+
+result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
+  stage& st = cx.stages[si];
+  const graph_node& n = *st.nodes[0];
+  auto spec = read_reduction(cx, n, base_kind(n.kind));
+  if (!spec) return error{spec.message()};
+  reduce_parts rp;
+  rp.r = *spec;
+  const reduction_spec& r = rp.r;
+  rp.in = &cx.shapes.at(r.input);
+  const shaped& in = *rp.in;
+  kernel_params& kp = rp.kp;
+  rp.outer.assign(in.sym.begin(), in.sym.begin() + r.first);
+  rp.red.assign(in.sym.begin() + r.first, in.sym.begin() + r.last);
+  rp.inner.assign(in.sym.begin() + r.last, in.sym.end());
+  for (int64_t d = r.last; d < static_cast<int64_t>(in.shape.size()); ++d) rp.inner_n *= in.shape[d];
+  for (int64_t d = 0; d < r.first; ++d) rp.outer_n *= in.shape[d];
+  // The length of the reduced span at the task's own shapes (the graph's as fallback):
+  // what the row cache and the seeds' row mapping are sized for.
+  int64_t graph_len = 1;
+  for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
+  rp.row_len = cx.target_size(rp.red, graph_len);
+  rp.ROWS = kp.int64(product(rp.outer));
+  rp.C = kp.int64(product(rp.red));
+  if (rp.inner_n != 1) rp.INNER = kp.int64(product(rp.inner));
+  rp.pro = st.prologue >= 0 ? &cx.stages[st.prologue] : nullptr;
+  if (rp.pro) {
+    if (auto s = chain_code(cx, *rp.pro, "i", kp, rp.load_code, rp.var, ""); !s) return error{s.message()};
+  }
+  if (!rp.pro) rp.X = kp.tensor_in(cx.tensor_of.at(r.input));
+  if (!r.weight.empty()) rp.W = kp.tensor_in(cx.tensor_of.at(r.weight));
+  if (!r.bias.empty()) rp.Bi = kp.tensor_in(cx.tensor_of.at(r.bias));
+  rp.epi = st.epilogue >= 0 ? &cx.stages[st.epilogue] : nullptr;
+  if (rp.epi) {
+    rp.epi_var[r.output] = "red";
+    if (auto s = chain_code(cx, *rp.epi, "i", kp, rp.epi_code, rp.epi_var, "p"); !s) return error{s.message()};
+    for (auto* en : rp.epi->nodes) {
+      auto it = cx.tensor_of.find(en->outputs[0]);
+      if (it != cx.tensor_of.end()) rp.epi_out.push_back({en->outputs[0], it->second});
+    }
+    for (auto& [v, t] : rp.epi_out) t = kp.tensor_out(t);
+  }
+  rp.OUT = rp.epi ? std::string() : kp.tensor_out(cx.tensor_of.at(r.output));
+  rp.a = acc_of(r);
+  rp.name = kernel_name(si, r.op);
+  for (size_t q = 0; q < rp.a.state.size(); ++q) rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
+  normalisation_text(rp);
+  return rp;
+}
+
+// The whole second pass over `loop`: the normalisation's constants, then each
+// element's value, stored or handed to the epilogue.
+std::string second_pass(lowering_context& cx, const reduce_parts& rp, const std::string& loop, const std::string& idx) {
+  return rp.prelude + loop + " {\n" + reduce_load(rp, idx, "v") + pass2_body(cx, rp, idx) + "  }\n";
+}
+
+// A reduction of everything: one row would be one block for the whole tensor.
+// Instead, blocks reduce grid-strided slices into partial states, and a second
+// kernel of one block combines them (deterministic: no atomics).
+status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp, const reduce_layout& lay) {
+  const reduction_spec& r = rp.r;
+  const acc_text& a = rp.a;
+  const int B = lay.block;
+  const std::string& name = rp.name;
+  std::ostringstream k;
+  const std::string P = "PARTS" + std::to_string(si);
+  cx.out.plan.constants[P] = "max(1, min(1024, ceil_div(" + paren(product(rp.red)) + ", " + std::to_string(B * 8) + ")))";
+  const std::string part = "partial" + std::to_string(si);
+  cx.out.plan.scratch.push_back({part, {std::to_string(a.state.size()) + " * " + P}, "float32", "none"});
+  // Kernel A writes the partials: rebuild its parameters with the scratch as output.
+  kernel_params ka = rp.kp;
+  ka.decls.pop_back();
+  ka.args.pop_back();
+  const std::string PART = ka.tensor_out(part);
+  k << "\n// " << r.op << " of a whole tensor, first pass: each block reduces a grid-strided slice" << (rp.pro ? " (with the feeding chain fused into its loads)" : "") << ".\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_part(" << join(ka.decls, ", ") << ") {\n";
+  k << rp.decl;
+  if (r.acc == acc_kind::moments) k << reduce_load(rp, "0", "shift");
+  k << "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " << rp.C << "; c += (long long)gridDim.x * blockDim.x) {\n"
+    << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
+  k << block_combine(r, a);
+  k << "  if (threadIdx.x == 0) {";
+  for (size_t q = 0; q < a.state.size(); ++q) k << " " << PART << "[" << q << " * gridDim.x + blockIdx.x] = " << a.state[q] << ";";
+  k << " }\n}\n";
+  plan_step sa;
+  sa.kind = "kernel";
+  sa.name = name + "_part";
+  sa.grid = {P, "1", "1"};
+  sa.block = {std::to_string(B), "1", "1"};
+  sa.args = ka.args;
+  cx.out.plan.steps.push_back(sa);
+  // Kernel B: one block over the partials.
+  kernel_params kb;
+  const std::string PIN = kb.tensor_in(part);
+  const std::string NP = kb.int64(P);
+  const std::string CB = kb.int64(product(rp.red));
+  const std::string OUTB = kb.tensor_out(cx.tensor_of.at(r.output));
+  k << "\n// " << r.op << " of a whole tensor, second pass: one block combines the partial states.\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_final(" << join(kb.decls, ", ") << ") {\n";
+  k << rp.decl;
+  k << "  for (long long b = threadIdx.x; b < " << NP << "; b += blockDim.x) {\n";
+  std::vector<std::string> other;
+  for (size_t q = 0; q < a.state.size(); ++q) {
+    k << "    const float p_" << a.state[q] << " = " << PIN << "[" << q << " * " << NP << " + b];\n";
+    other.push_back("p_" + a.state[q]);
+  }
+  k << "    " << merge(r, other) << "\n  }\n";
+  k << block_combine(r, a);
+  k << "  if (threadIdx.x == 0) " << OUTB << "[0] = " << finish(r, CB) << ";\n}\n";
+  cx.src += k.str();
+  plan_step sb;
+  sb.kind = "kernel";
+  sb.name = name + "_final";
+  sb.grid = {"1", "1", "1"};
+  sb.block = {std::to_string(B), "1", "1"};
+  sb.args = kb.args;
+  cx.out.plan.steps.push_back(sb);
+  cx.written.insert(r.output);
+  return {};
+}
+
+// The comment and signature of a row, slice or per-output kernel.
+std::string kernel_head(const reduce_parts& rp, const reduce_layout& lay) {
+  const reduction_spec& r = rp.r;
+  const bool in_rows = rp.inner_n == 1;
+  std::ostringstream k;
+  k << "\n// " << r.op << " over " << (in_rows ? "the last dims" : "a middle dim") << (rp.pro ? ", with the feeding elementwise chain fused into its loads" : "")
+    << (in_rows ? (lay.warp ? "; a warp per row" : "; a block per row")
+                : (!r.normalizes() && !rp.epi ? "; each output's column in slices, a warp per slice and a lane per output"
+                                              : "; a thread per output"))
+    << (lay.cache.kind == row_cache_layout::registers ? "; the row kept in registers between the passes" : "")
+    << (lay.cache.kind == row_cache_layout::shared ? "; the row kept in shared memory between the passes" : "") << ".\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
+  return k.str();
+}
+
+// Pass 2 of a row held nowhere on chip (or the single store of a plain reduction);
+// `loop` is what pass 1's float4 part left, `full_loop` the whole row.
+std::string rows_pass2(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, const std::string& loop,
+                       const std::string& full_loop) {
+  static const char* lanes4[] = {"x", "y", "z", "w"};
+  const reduction_spec& r = rp.r;
+  const std::string lane = lay.lane(), width = lay.width();
+  std::ostringstream k;
+  if (r.normalizes() && rp.epi) {
+    k << second_pass(cx, rp, full_loop, "base + c");
+  } else if (r.normalizes() && lay.vec_rows) {
+    k << rp.prelude;
+    k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
+    k << "    const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + base)[c4];\n    float4 o4;\n";
+    for (int l = 0; l < 4; ++l)
+      k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4." << lanes4[l] << " = " << rp.y << "; }\n";
+    k << "    reinterpret_cast<float4*>(" << rp.OUT << " + base)[c4] = o4;\n  }\n";
+    k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << rp.OUT << "[base + c] = " << rp.y << ";\n  }\n";
+  } else if (r.normalizes()) {
+    k << second_pass(cx, rp, loop, "base + c");
+  } else if (rp.epi) {
+    k << pass2_head(rp, lay) << pass2_from(cx, rp, full_loop);
+  } else {
+    k << "  if (" << lane << " == 0) " << rp.OUT << "[row] = " << finish(r, rp.C) << ";\n";
+  }
+  return k.str();
+}
+
+// The last dims: a block or a warp per row; pass 1 reduces the row (the cached part
+// first), pass 2 normalises it or runs the epilogue.
+void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k, plan_step& step) {
+  static const char* lanes4[] = {"x", "y", "z", "w"};
+  const reduction_spec& r = rp.r;
+  const acc_text& a = rp.a;
+  const std::string& C = rp.C;
+  const std::string lane = lay.lane(), width = lay.width();
+  cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
+  // In a row, i = row * C + c with 0 <= c < C: an operand broadcast along the rows
+  // (i % C) is at c, one broadcast along the row (i / C) at row; no 64-bit division
+  // per element.
+  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + C + ")", "c"), "(i / " + C + ")", "row");
+  if (lay.warp) {
+    k << "  const int lane = threadIdx.x & 31;\n";
+    k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
+    k << "  if (row >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
+  } else {
+    k << "  const long long row = blockIdx.x;\n";
+  }
+  k << "  const long long base = row * " << C << ";\n";
+  k << rp.decl;
+  if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
+  std::string loop = "  for (long long c = " + lane + "; c < " + C + "; c += " + width + ")";
+  const std::string full_loop = loop;
+  if (lay.vec_rows) {
+    k << "  const long long c4n = (" << C << " & 3) == 0 ? " << C << " / 4 : 0;\n";
+    k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
+    k << "    const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + base)[c4];\n";
+    for (auto* l : lanes4) k << "    { const float v = q." << l << "; " << a.update << " }\n";
+    k << "  }\n";
+    loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
+  }
+  if (lay.cache.kind == row_cache_layout::registers) k << registers_pass1(rp, lay, loop);
+  else if (lay.cache.kind == row_cache_layout::shared) k << shared_pass1(cx, rp, lay, loop);
+  k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << a.update << "\n  }\n";
+  k << (lay.warp ? warp_combine(r, a) : block_combine(r, a));
+  if (lay.cache.kind == row_cache_layout::shared) k << shared_pass2(cx, rp, lay, loop);
+  else if (lay.cache.kind == row_cache_layout::registers) k << registers_pass2(cx, rp, lay, loop);
+  else k << rows_pass2(cx, rp, lay, loop, full_loop);
+  const int B = lay.block;
+  std::string rpb = lay.warp ? std::to_string(B / 32) : "1";
+  step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + rpb + ")" : product(rp.outer), "1", "1"};
+  if (lay.cache.kind == row_cache_layout::shared)
+    step.shared_mem = std::to_string(4 * lay.cache.row_params.size()) + " * min(" + product(rp.red) + ", " +
+                      std::to_string(lay.cache.shared_cap()) + ")";
+}
+
+// A middle dim reduced to one value per output: a thread per output would leave too
+// few loads in flight (outputs are few, columns long). Each output's column is cut
+// into S = B/32 slices instead, one warp per slice with a lane per output (32
+// consecutive outputs: coalesced along the inner dims), and the slices' states are
+// combined in shared memory, in slice order.
+void write_middle_slices(const reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k, plan_step& step) {
+  const reduction_spec& r = rp.r;
+  const acc_text& a = rp.a;
+  const std::string &C = rp.C, &INNER = rp.INNER;
+  const int S = lay.block / 32;
+  k << "  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;\n";
+  k << "  const long long t = (long long)blockIdx.x * 32 + lane;\n";
+  k << "  const bool live = t < " << rp.ROWS << " * " << INNER << ";\n";
+  k << "  const long long o = live ? t / " << INNER << " : 0, j = live ? t % " << INNER << " : 0;\n";
+  k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
+  k << rp.decl;
+  if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
+  k << "  if (live) {\n#pragma unroll 4\n  for (long long c = slice; c < " << C << "; c += " << S << ") {\n"
+    << reduce_load(rp, "base + c * " + INNER, "v") << "    " << a.update << "\n  }\n  }\n";
+  for (auto& v : a.state) k << "  __shared__ float sh_" << v << "[" << S << "][33];\n";
+  for (auto& v : a.state) k << "  sh_" << v << "[slice][lane] = " << v << ";\n";
+  k << "  __syncthreads();\n  if (slice != 0 || !live) return;\n";
+  k << "  for (int q = 1; q < " << S << "; ++q) {\n";
+  std::vector<std::string> other;
+  for (auto& v : a.state) {
+    k << "    const float p_" << v << " = sh_" << v << "[q][lane];\n";
+    other.push_back("p_" + v);
+  }
+  k << "    " << merge(r, other) << "\n  }\n";
+  k << "  " << rp.OUT << "[t] = " << finish(r, C) << ";\n";
+  step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", 32)", "1", "1"};
+}
+
+// A middle dim with a second pass (softmax over dim 1): a thread per output, which
+// walks its column twice.
+status write_thread_per_output(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
+                               std::ostringstream& k, plan_step& step) {
+  const reduction_spec& r = rp.r;
+  const std::string &C = rp.C, &INNER = rp.INNER;
+  k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+  k << "  if (t >= " << rp.ROWS << " * " << INNER << ") return;\n";
+  k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
+  k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
+  k << rp.decl;
+  if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
+  std::string loop = "  for (long long c = 0; c < " + C + "; ++c)";
+  k << loop << " {\n" << reduce_load(rp, "base + c * " + INNER, "v") << "    " << rp.a.update << "\n  }\n";
+  if (r.normalizes()) {
+    if (r.op == "layer_norm") return error{"layer_norm over a middle dim cannot happen"};
+    k << second_pass(cx, rp, loop, "base + c * " + INNER);
+  } else {
+    k << "  " << rp.OUT << "[t] = " << finish(r, C) << ";\n";
+  }
+  step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", " + std::to_string(lay.block) + ")", "1", "1"};
+  return {};
+}
+
+}  // namespace
+
+std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into) {
+  if (!rp.pro) return "    const float " + into + " = " + rp.X + "[" + idx + "];\n";
+  return "    float " + into + ";\n    {\n    const long long i = " + idx + ";\n" + rp.load_code + "    " + into + " = " +
+         rp.var.at(rp.r.input) + ";\n    }\n";
+}
+
+std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx, const std::string& yv) {
+  const std::string& yy = yv.empty() ? rp.y : yv;
+  if (!rp.epi) return "    " + rp.OUT + "[" + idx + "] = " + yy + ";\n";
+  std::string t = "    const float red = " + yy + ";\n    const long long i = " + idx + ";\n" + rp.epi_code;
+  for (auto& [v, param] : rp.epi_out) t += "    " + param + "[i] = " + rp.epi_var.at(v) + ";\n";
+  for (auto& [v, param] : rp.epi_out) cx.written.insert(v);
+  return t;
+}
+
+std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::string& loop) {
+  if (rp.r.normalizes()) return loop + " {\n" + reduce_load(rp, "base + c", "v") + pass2_body(cx, rp, "base + c") + "  }\n";
+  std::string t = loop + " {\n    const long long i = base + c;\n" + rp.epi_code;
+  for (auto& [v, param] : rp.epi_out) t += "    " + param + "[i] = " + rp.epi_var.at(v) + ";\n";
+  for (auto& [v, param] : rp.epi_out) cx.written.insert(v);
+  return t + "  }\n";
+}
+
+std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay) {
+  std::string t = rp.r.normalizes() ? rp.prelude : "  const float red = " + finish(rp.r, rp.C) + ";\n";
+  if (lay.cache.store_exp) t += "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
+  return t;
+}
+
+reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp) {
+  reduce_layout lay;
+  const reduction_spec& r = rp.r;
+  if (rp.inner_n == 1 && rp.outer_n == 1 && !r.normalizes() && rp.in->shape.size() > 0) lay.form = reduce_layout::whole_tensor;
+  else if (rp.inner_n == 1) lay.form = reduce_layout::rows;
+  else if (!r.normalizes() && !rp.epi) lay.form = reduce_layout::middle_slices;
+  else lay.form = reduce_layout::thread_per_output;
+  lay.warp = p.row_mapping == "warp" && rp.inner_n == 1;
+  lay.block = p.block_size;
+  if (lay.form == reduce_layout::rows) lay.cache = choose_row_cache(p, rp, lay.warp);
+  // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
+  // aligned), the rest element by element.
+  lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;
+  return lay;
+}
+
+status emit_reduce(lowering_context& cx, size_t si) {
+  auto parts = gather_parts(cx, si);
+  if (!parts) return error{parts.message()};
+  reduce_parts& rp = *parts;
+  const reduce_layout lay = choose_reduce_layout(cx.p, rp);
+  if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
+  std::ostringstream k;
+  k << kernel_head(rp, lay);
+  plan_step step;
+  step.kind = "kernel";
+  step.name = rp.name;
+  step.block = {std::to_string(lay.block), "1", "1"};
+  if (lay.form == reduce_layout::rows) {
+    write_rows(cx, rp, lay, k, step);
+  } else if (lay.form == reduce_layout::middle_slices) {
+    write_middle_slices(rp, lay, k, step);
+  } else if (auto s = write_thread_per_output(cx, rp, lay, k, step); !s) {
+    return s;
+  }
+  k << "}\n";
+  cx.src += k.str();
+  step.args = rp.kp.args;
+  cx.out.plan.steps.push_back(step);
+  cx.written.insert(rp.r.output);
+  return {};
+}
+
+}  // namespace ks::rules

@@ -1,0 +1,98 @@
+#pragma once
+// The row-reduce template: sum/mean/amax/amin/logsumexp/var/std/norm and the
+// normalisations built on them (softmax, log_softmax, layer_norm), with the
+// elementwise chain that feeds them fused in as a prologue (on the loads) and the
+// one after them as an epilogue (on the second pass).
+//
+// Four forms, by what is reduced:
+//   whole_tensor       everything to one value: blocks reduce grid-strided slices
+//                      into partial states, one block combines them (two kernels);
+//   rows               the last dims: a block or a warp per row, the row kept on chip
+//                      between the passes when it is read twice (row_cache.hpp);
+//   middle_slices      a middle dim to one value per output: each output's column in
+//                      slices, a warp per slice and a lane per output;
+//   thread_per_output  a middle dim with a second pass: a thread per output.
+//
+// What it promises:
+// - the layout (reduce_layout) is decided from the params, the shapes and which
+//   tensors the passes read, before any text is written;
+// - merges are deterministic (no atomics): the same input gives the same bits;
+// - every element of a row is read (and stored, for a normalisation or an epilogue)
+//   exactly as without the cache, whatever the row's length.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/result.hpp"
+#include "coder/rules/combine.hpp"
+#include "coder/rules/kernel_text.hpp"
+#include "coder/rules/lowering_context.hpp"
+#include "coder/rules/op_specs.hpp"
+#include "coder/rules/row_cache.hpp"
+
+namespace ks::rules {
+
+// The text pieces of one reduction's kernel, before a layout is applied: its
+// parameters, how it loads an element, its epilogue, its state.
+struct reduce_parts {
+  reduction_spec r;
+  const shaped* in = nullptr;
+  std::vector<std::string> outer, red, inner;  // the input's dims before, in and after the reduced span
+  int64_t inner_n = 1, outer_n = 1;            // their sizes in the graph
+  int64_t row_len = 0;  // the reduced span's length at the target shapes (the graph's as fallback)
+  kernel_params kp;
+  std::string ROWS, C, INNER;  // parameters: outputs before the span, its length, the inner size
+  // How an element of the reduced input is read: straight (X) or through the fused
+  // prologue chain (load_code, leaving the value in var.at(r.input)).
+  const stage* pro = nullptr;
+  std::string load_code;
+  std::map<std::string, std::string> var;
+  std::string X;
+  std::string W, Bi;  // layer_norm's weight and bias parameters, or empty
+  // The fused epilogue chain, evaluated per element of the row with the reduced
+  // value in the register `red`.
+  const stage* epi = nullptr;
+  std::string epi_code;
+  std::vector<std::pair<std::string, std::string>> epi_out;  // value → output parameter
+  std::map<std::string, std::string> epi_var;
+  std::string OUT;  // the reduction's output parameter (none with an epilogue)
+  acc_text a;
+  std::string decl;         // the state's declarations
+  std::string y, prelude;   // a normalisation's value of element `v`, and its row constants
+  std::string name;         // the kernel's name
+};
+
+// What the row-reduce template chose for one reduction.
+struct reduce_layout {
+  enum form_t { whole_tensor, rows, middle_slices, thread_per_output } form = rows;
+  bool warp = false;      // rows: a warp per row (else a block)
+  int block = 256;        // threads per block
+  bool vec_rows = false;  // rows read as float4 where 16-byte aligned (no prologue, no cache)
+  row_cache_layout cache;
+  // A row's elements for this thread: from lane(), every width().
+  std::string lane() const { return warp ? "lane" : "(int)threadIdx.x"; }
+  std::string width() const { return warp ? "32" : "(int)blockDim.x"; }
+};
+
+reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp);
+
+// Stage `si` (a reduction) as its kernels and plan steps.
+status emit_reduce(lowering_context& cx, size_t si);
+
+// Pieces of the row form that the row cache's passes share.
+// Element `idx` of the reduced input into the variable `into`.
+std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into);
+// The second pass's work for the element `v` at `idx`: the normalised value (or
+// `yv`), stored or handed to the fused epilogue chain.
+std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx, const std::string& yv = "");
+// Pass 2 of a row from `loop` on, read from memory: the normalised value or the
+// epilogue, per element.
+std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::string& loop);
+// What pass 2 starts from: the normalisation's constants, or the reduced value for an
+// epilogue; with the softmax's stored exps, each thread's rescaling factor.
+std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay);
+
+}  // namespace ks::rules

@@ -1,0 +1,303 @@
+#include "coder/rules/stages.hpp"
+
+#include <algorithm>
+
+#include "coder/rules/kernel_text.hpp"
+#include "coder/rules/op_specs.hpp"
+#include "coder/rules/shapes.hpp"
+
+namespace ks::rules {
+
+namespace {
+
+status prepare(lowering_context& cx) {
+  for (size_t i = 0; i < cx.g.input_values.size(); ++i) {
+    const std::string& id = cx.g.input_values[i];
+    const graph_value& v = cx.val(id);
+    if (!v.is_tensor()) return error{"input " + cx.g.input_names[i] + " is not a tensor"};
+    if (v.dtype != "float32")
+      return error{"input " + cx.g.input_names[i] + " is " + v.dtype + "; the rules coder writes float32 kernels only"};
+    shaped s{v.shape, {}};
+    for (size_t d = 0; d < v.shape.size(); ++d)
+      s.sym.push_back(cx.g.input_names[i] + ".shape[" + std::to_string(d) + "]");
+    cx.shapes[id] = s;
+    cx.input_name[id] = cx.g.input_names[i];
+    cx.tensor_of[id] = cx.g.input_names[i];
+  }
+  cx.outputs = cx.g.outputs;
+  if (cx.outputs.size() == 1) {
+    for (auto& n : cx.g.nodes)
+      if (n.kind == "prim::TupleConstruct" && n.outputs[0] == cx.outputs[0]) cx.outputs = n.inputs;
+  }
+  for (auto& o : cx.outputs) {
+    const graph_value* v = cx.g.value(o);
+    if (!v || !v->is_tensor()) return error{"graph output " + o + " is not a tensor"};
+  }
+  return {};
+}
+
+// Why no template takes `n` ("" when one does). Sets the shapes of its results when
+// one does.
+std::string template_refusal(lowering_context& cx, const graph_node& n, const std::string& kind) {
+  for (auto& i : n.inputs)
+    if (cx.is_tensor(i) && cx.val(i).dtype != "float32")
+      return "its input " + i + " is " + cx.val(i).dtype + "; the templates read float32 only";
+  if (auto s = shape_of_node(cx, n, kind); !s) return s.message();
+  auto flag = [&](size_t k) {
+    return k < n.inputs.size() && !cx.val(n.inputs[k]).numbers.empty() && cx.val(n.inputs[k]).numbers[0] != 0;
+  };
+  if (kind == "aten::logit" && n.inputs.size() > 1 && !cx.val(n.inputs[1]).is_none())
+    return "aten::logit with eps is not supported by the rules coder";
+  if ((kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") && flag(2))
+    return n.kind + " in training mode is not supported by the rules coder";
+  // An operand computed at run time would be baked in at the export size; sizes
+  // (x * x.size(1)) are kernel arguments. (The other templates read only constants
+  // and ranks from their non-tensor inputs: layer_norm, the length of
+  // normalized_shape; a reduction, dims, which x.dim() - 1 gives at every size.)
+  if (elementwise_ops().count(kind))
+    for (size_t k = 1; k < n.inputs.size(); ++k) {
+      const graph_value& v = cx.val(n.inputs[k]);
+      if (v.is_scalar() && !v.constant && !cx.scalar_sym.count(n.inputs[k]))
+        return "its operand " + n.inputs[k] + " is a scalar computed at run time";
+    }
+  return {};
+}
+
+bool used_outside(const lowering_context& cx, const std::string& v, const graph_node* next, const stage& cur) {
+  if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) return true;
+  bool seen_next = false;
+  for (const graph_node& n : cx.g.nodes) {
+    if (&n == next) {
+      seen_next = true;
+      continue;
+    }
+    bool in_cur = std::find(cur.nodes.begin(), cur.nodes.end(), &n) != cur.nodes.end();
+    if (in_cur) continue;
+    if (is_meta(base_kind(n.kind)) && base_kind(n.kind) != "prim::ListConstruct") continue;
+    if (std::count(n.inputs.begin(), n.inputs.end(), v)) return true;
+  }
+  (void)seen_next;
+  return false;
+}
+
+// Elementwise node `n` joins the chain before it, or starts a chain.
+void add_elementwise(lowering_context& cx, const graph_node& n) {
+  const shaped& os = cx.shapes.at(n.outputs[0]);
+  bool join = !cx.stages.empty() && cx.stages.back().kind == stage::elementwise;
+  if (join) {
+    stage& cur = cx.stages.back();
+    if (os.shape != cur.iter.shape) {
+      // Growing the iteration shape recomputes the chain per element: only when
+      // nothing of the chain so far is needed outside it at its own shape.
+      bool grows = os.shape.size() >= cur.iter.shape.size();
+      if (grows) {
+        int64_t off = static_cast<int64_t>(os.shape.size() - cur.iter.shape.size());
+        for (size_t d = 0; d < cur.iter.shape.size(); ++d)
+          if (cur.iter.shape[d] != 1 && cur.iter.shape[d] != os.shape[d + off]) grows = false;
+      }
+      if (grows)
+        for (auto* prev : cur.nodes)
+          if (used_outside(cx, prev->outputs[0], &n, cur)) grows = false;
+      join = grows;
+    }
+  }
+  if (!join) cx.stages.push_back(stage{stage::elementwise, {}, {}, -1, false});
+  cx.stages.back().nodes.push_back(&n);
+  cx.stages.back().iter = os;
+}
+
+// The stages, in graph order: a chain of elementwise ops or one node each.
+status collect_stages(lowering_context& cx) {
+  for (const graph_node& n : cx.g.nodes) {
+    std::string kind = base_kind(n.kind);
+    if (kind == "aten::size") {
+      const graph_value& t = cx.val(n.inputs[0]);
+      auto it = cx.shapes.find(n.inputs[0]);
+      if (it != cx.shapes.end() && n.inputs.size() == 2) {
+        int64_t d = normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers.at(0)), t.shape.size());
+        cx.scalar_sym[n.outputs[0]] = it->second.sym.at(d);
+      }
+      continue;
+    }
+    if (is_meta(kind)) {
+      if (kind == "prim::ListConstruct") cx.list_of[n.outputs[0]] = n.inputs;
+      continue;
+    }
+    // Scalar arithmetic (x.dim() - 1) computes no tensor: its values are in the
+    // graph, and whatever reads one refuses it unless it is a constant or a size.
+    bool makes_tensor = false;
+    for (auto& o : n.outputs) makes_tensor = makes_tensor || cx.val(o).is_tensor();
+    if (!makes_tensor) continue;
+    // An op no template takes becomes a library step (ATen through its schema); the
+    // chains before and after it stay fused kernels.
+    if (std::string why = template_refusal(cx, n, kind); !why.empty()) {
+      if (auto s = fallback_shapes(cx, n, why); !s) return s;
+      for (auto& i : n.inputs) cx.consumers[i];
+      stage st{stage::library, {&n}, {}, -1, false};
+      st.fallback = why;
+      cx.stages.push_back(st);
+      continue;
+    }
+    for (auto& i : n.inputs) cx.consumers[i];  // mark read (filled below)
+    if (elementwise_ops().count(kind)) {
+      add_elementwise(cx, n);
+    } else if (reduction_ops().count(kind)) {
+      cx.stages.push_back(stage{stage::reduce, {&n}, {}, -1, false});
+    } else if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
+      cx.stages.push_back(stage{stage::pool, {&n}, {}, -1, false});
+    } else if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+      cx.stages.push_back(stage{stage::scan, {&n}, {}, -1, false});
+    } else {
+      cx.stages.push_back(stage{stage::library, {&n}, {}, -1, false});
+    }
+  }
+  return {};
+}
+
+// Who produces and who reads each value, across stages. Meta nodes (aten::size,
+// lists) read tensors only for their shapes: no data flow.
+void link_stages(lowering_context& cx) {
+  for (size_t i = 0; i < cx.stages.size(); ++i)
+    for (auto* n : cx.stages[i].nodes)
+      for (auto& o : n->outputs) cx.producer[o] = static_cast<int>(i);
+  for (size_t i = 0; i < cx.stages.size(); ++i)
+    for (auto* n : cx.stages[i].nodes)
+      for (auto& list_or_value : n->inputs) {
+        // A fallback's tensor list (cat, stack) reads its elements.
+        std::vector<std::string> read = {list_or_value};
+        if (auto l = cx.list_of.find(list_or_value); l != cx.list_of.end()) read = l->second;
+        for (auto& in : read) {
+          auto it = cx.producer.find(in);
+          if (it != cx.producer.end() && it->second != static_cast<int>(i)) cx.consumers[in].push_back(static_cast<int>(i));
+        }
+      }
+}
+
+// A reduction's feeding chain, needed by it alone, is computed on its loads.
+void fuse_prologues(lowering_context& cx) {
+  if (cx.p.fuse_prologue) {
+    for (size_t i = 0; i < cx.stages.size(); ++i) {
+      stage& st = cx.stages[i];
+      if (st.kind != stage::reduce) continue;
+      const std::string& in = st.nodes[0]->inputs[0];
+      auto it = cx.producer.find(in);
+      if (it == cx.producer.end()) continue;
+      stage& pro = cx.stages[it->second];
+      if (pro.kind != stage::elementwise || pro.fused_away) continue;
+      if (pro.iter.shape != cx.shapes.at(in).shape) continue;
+      // Every value of the chain must be needed by this reduction only.
+      bool alone = true;
+      for (auto* n : pro.nodes) {
+        const std::string& v = n->outputs[0];
+        if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) alone = false;
+        for (int c : cx.consumers[v])
+          if (c != static_cast<int>(i)) alone = false;
+        if (v != in && !cx.consumers[v].empty()) alone = false;
+      }
+      if (!alone) continue;
+      st.prologue = it->second;
+      pro.fused_away = true;
+    }
+  }
+}
+
+// A chain right after a row reduction that reads the reduced value broadcast over
+// the reduction's own input shape (x / norm, x * rsqrt(mean + eps), x - lse) is
+// computed in the reduction kernel's second pass over the row: the reduced value
+// never goes through memory, and one launch is saved.
+void fuse_reduce_epilogues(lowering_context& cx) {
+  for (size_t i = 0; i + 1 < cx.stages.size(); ++i) {
+    stage& st = cx.stages[i];
+    stage& epi = cx.stages[i + 1];
+    if (st.kind != stage::reduce || epi.kind != stage::elementwise || epi.fused_away) continue;
+    auto spec = read_reduction(cx, *st.nodes[0], base_kind(st.nodes[0]->kind));
+    if (!spec) continue;
+    const shaped& in = cx.shapes.at(spec->input);
+    const int64_t rank = static_cast<int64_t>(in.shape.size());
+    // Normalisations: any chain over their output (layer_norm then gelu). Reductions:
+    // rows only, read back through keepdim.
+    if (!spec->normalizes() && (spec->last != rank || spec->first == 0 || !spec->keepdim)) continue;
+    if (epi.iter.shape != in.shape) continue;
+    const std::string& v = spec->output;
+    if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) continue;
+    bool only = true;
+    for (int c : cx.consumers[v]) only = only && c == static_cast<int>(i + 1);
+    if (!only) continue;
+    st.epilogue = static_cast<int>(i + 1);
+    epi.is_epilogue = true;
+  }
+}
+
+// A chain over a pool's or a scan's result, at that result's shape, runs in the
+// same kernel before the store: the pooled or scanned value stays in a register.
+void fuse_register_epilogues(lowering_context& cx) {
+  for (size_t i = 0; i + 1 < cx.stages.size(); ++i) {
+    stage& st = cx.stages[i];
+    stage& epi = cx.stages[i + 1];
+    if ((st.kind != stage::pool && st.kind != stage::scan) || epi.kind != stage::elementwise || epi.fused_away ||
+        epi.is_epilogue)
+      continue;
+    const std::string& v = st.nodes[0]->outputs[0];
+    if (epi.iter.shape != cx.shapes.at(v).shape) continue;
+    if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) continue;
+    bool only = !cx.consumers[v].empty();
+    for (int c : cx.consumers[v]) only = only && c == static_cast<int>(i + 1);
+    if (!only) continue;
+    st.epilogue = static_cast<int>(i + 1);
+    epi.is_epilogue = true;
+  }
+}
+
+// Values computed by one stage and read by another (or returned) become tensors of
+// the plan: outputs when returned, scratch otherwise; a library step's result that
+// is not returned is an intermediate that the validator sizes.
+void plan_buffers(lowering_context& cx) {
+  for (size_t k = 0; k < cx.outputs.size(); ++k) {
+    const std::string& v = cx.outputs[k];
+    if (cx.tensor_of.count(v)) continue;  // an input returned as is: reported later
+    std::string name = cx.outputs.size() == 1 ? "out" : "out" + std::to_string(k);
+    cx.tensor_of[v] = name;
+    // Kernels write float32; a fallback op may return another dtype (indices).
+    cx.out.plan.outputs.push_back({name, cx.shapes.at(v).sym, cx.val(v).dtype, "none"});
+  }
+  for (size_t i = 0; i < cx.stages.size(); ++i) {
+    stage& st = cx.stages[i];
+    if (st.fused_away) continue;
+    if (!st.fallback.empty()) {
+      // Declared, so that later kernels' sizes are expressions the reviewer checks
+      // against what the op returns.
+      for (auto& v : st.nodes[0]->outputs) {
+        if (cx.tensor_of.count(v) || cx.consumers[v].empty() || !cx.val(v).is_tensor()) continue;
+        std::string name = "t_" + ident(v).substr(1);
+        cx.tensor_of[v] = name;
+        cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, cx.val(v).dtype, "none"});
+      }
+      continue;
+    }
+    for (auto* n : st.nodes) {
+      const std::string& v = n->outputs[0];
+      if (cx.tensor_of.count(v) || cx.consumers[v].empty()) continue;
+      if (st.epilogue >= 0 && v == n->outputs[0] &&
+          (st.kind == stage::reduce || st.kind == stage::pool || st.kind == stage::scan))
+        continue;  // stays in registers
+      std::string name = "t_" + ident(v).substr(1);
+      cx.tensor_of[v] = name;
+      if (st.kind != stage::library) cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, "float32", "none"});
+    }
+  }
+}
+
+}  // namespace
+
+status plan_stages(lowering_context& cx) {
+  if (auto s = prepare(cx); !s) return s;
+  if (auto s = collect_stages(cx); !s) return s;
+  link_stages(cx);
+  fuse_prologues(cx);
+  fuse_reduce_epilogues(cx);
+  fuse_register_epilogues(cx);
+  plan_buffers(cx);
+  return {};
+}
+
+}  // namespace ks::rules
