@@ -147,9 +147,17 @@ result<lowered_kernel_set> run(lowering_context& cx) {
 result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params,
                                        const target_shapes& target) {
   lowering_context cx(graph, params, target);
-  auto r = run(cx);
-  if (!r) return error{"task \"" + graph.task + "\": " + r.message()};
-  return r;
+  // A template that meets a graph it did not expect must give an error, never end the
+  // caller (an agent) with an exception: the lowering's own lookups throw on a missing
+  // tensor (e.g. an epilogue fused after a reduction over every dim).
+  try {
+    auto r = run(cx);
+    if (!r) return error{"task \"" + graph.task + "\": " + r.message()};
+    return r;
+  } catch (const std::exception& e) {
+    return error{"task \"" + graph.task + "\": the rules coder cannot lower this graph (internal: " +
+                 std::string(e.what()) + ")"};
+  }
 }
 
 }  // namespace ks

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "coder/rules_coder.hpp"
@@ -679,4 +680,19 @@ TEST_CASE("graph export: a reference that loops forever is stopped at its limit,
   if (old_tmpdir) ::setenv("TMPDIR", saved.c_str(), 1);
   else ::unsetenv("TMPDIR");
   fs::remove_all(tmp);
+}
+
+// x - logsumexp(x, 1, keepdim) over a [1, N] input reduces every element, and its
+// epilogue was fused where the whole-tensor path has no tensor for it: an exception
+// escaped lower_graph. It must come back as an error (or a kernel), never a throw.
+TEST_CASE("rules coder: a graph a template does not expect gives an error, not an exception", "[rules][lower]") {
+  task_spec t = task("examples/tasks/logsumexp.yaml");
+  t.name = "lse_one_row";
+  t.torchscript = "def forward(x):\n    return x - torch.logsumexp(x, 1, True)\n";
+  for (auto& in : t.inputs) in.shape = {1, 4096};
+  for (auto& [size, shapes] : t.sizes)
+    for (auto& [name, shape] : shapes) shape = {1, 256};
+  std::optional<result<std::vector<candidate>>> seeds;
+  CHECK_NOTHROW(seeds.emplace(the_coder().seeds(t, 2)));
+  if (seeds && !*seeds) CHECK_THAT(seeds->message(), Catch::Contains("lse_one_row"));
 }
