@@ -13,6 +13,7 @@
 //   new metric or feature needs no protocol change;
 // - doubles must be finite on the wire (protocol/wire_safe.hpp).
 
+#include <cstdint>  // before CAF: its atom_val.hpp uses uint64_t without it (g++ 13)
 #include <vector>
 
 #include <caf/atom.hpp>
