@@ -19,8 +19,9 @@ for t in "${tasks[@]}"; do
   build-gpu/bin/kernelskill export --task "$t" --kernel "$out/review/$n/seed-0.cu" --plan "$out/review/$n/seed-0.yaml" \
     --out "$out/models/$n.py" >>"$out/export.log" 2>&1 || echo "export failed: $n" >>"$out/export.log"
 done
-python3 bench/side_by_side.py --models "$out/models" --prebuild --trials 3 --reps 5 --compile-timeout 120 --out "$out/sbs.json" \
-  "${tasks[@]}" >"$out/sbs.log" 2>&1
+python3 bench/side_by_side.py --models "$out/models" --prebuild >"$out/sbs.log" 2>&1
+PYTHONUNBUFFERED=1 python3 bench/side_by_side.py --models "$out/models" --trials 3 --reps 5 --compile-timeout 120 \
+  --out "$out/sbs.json" "${tasks[@]}" >>"$out/sbs.log" 2>&1
 sbs_rc=$?
 cp "$out/review.log" "$logs/nonfinite-review.log"
 cp "$out/sbs.log" "$logs/nonfinite-sbs.log"

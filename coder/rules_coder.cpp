@@ -99,9 +99,11 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
     out << to_yaml(with_file);
   }
   // ulimit bounds CPU time (SIGXCPU at the soft limit, SIGKILL 5 s of CPU later) and
-  // memory; timeout the wall clock (TERM, then KILL).
+  // memory: the data limit counts what the child allocates (heap and writable private
+  // mappings) but not the address space CUDA's libraries reserve, which an address-space
+  // limit would refuse at load; timeout bounds the wall clock (TERM, then KILL).
   std::string cmd = "ulimit -S -t " + std::to_string(limits.cpu_seconds) + " && ulimit -H -t " +
-                    std::to_string(limits.cpu_seconds + 5) + " && ulimit -v " +
+                    std::to_string(limits.cpu_seconds + 5) + " && ulimit -d " +
                     std::to_string(static_cast<long long>(limits.memory_mb) * 1024) + " && exec timeout -k 5 " +
                     std::to_string(limits.wall_seconds) + " " + shell_quote(gpu_worker.string()) +
                     " --log-level error --graph " + shell_quote(yaml.string());

@@ -38,7 +38,7 @@ namespace ks {
 // runs it once on the CPU) gets these bounds, and is killed past them.
 struct reference_limits {
   int cpu_seconds = 120;      // CPU time of the child (SIGXCPU past it)
-  int memory_mb = 16384;      // its address space (allocations fail past it)
+  int memory_mb = 16384;      // what it allocates (RLIMIT_DATA: allocations fail past it)
   int wall_seconds = 300;     // wall-clock time, then SIGTERM, and SIGKILL 5 s later
 };
 

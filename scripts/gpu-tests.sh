@@ -12,7 +12,8 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 (cd "$build" && ctest -L '^gpu$' --output-on-failure) 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
-total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+# ctest 3 says "N% tests passed, F tests failed out of T", ctest 4 "100% tests passed out of T".
+total=$(grep -oE 'tests (passed|failed) out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
 skipped=$(grep -c '(Skipped)$' "$log")
 if [ -z "$total" ] || [ "$total" -eq 0 ]; then
   echo "gpu-tests: no test is labelled gpu: a label was lost" >&2

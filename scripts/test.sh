@@ -15,7 +15,8 @@ ctest --output-on-failure -j"$(nproc)" "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 # ctest counts a skipped test among those that did not fail; say it in one line.
-total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+# ctest 3 says "N% tests passed, F tests failed out of T", ctest 4 "100% tests passed out of T".
+total=$(grep -oE 'tests (passed|failed) out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
 failed=$(grep -oE '[0-9]+ tests failed out of' "$log" | grep -oE '^[0-9]+' | tail -1)
 skipped=$(grep -c '(Skipped)$' "$log" || true)
 if [ -n "$total" ]; then
