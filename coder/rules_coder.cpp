@@ -12,6 +12,7 @@
 
 #include "base/content_hash.hpp"
 #include "base/private_dir.hpp"
+#include "base/strings.hpp"
 #include "model/candidate_id.hpp"
 #include "task/task_loader.hpp"
 
@@ -38,12 +39,6 @@ std::set<std::string> split_set(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.insert(item);
-  return out;
-}
-
-std::string join_set(const std::set<std::string>& s) {
-  std::string out;
-  for (auto& e : s) out += (out.empty() ? "" : ",") + e;
   return out;
 }
 
@@ -440,7 +435,7 @@ result<candidate> rules_coder::repair(const repair_input& in) {
       optimize_input again;
       again.task = in.task;
       again.base = good;
-      again.base.recipe["excluded"] = join_set(excluded);
+      again.base.recipe["excluded"] = join(excluded, ",");
       again.plan.chosen = origin.substr(9);
       auto c = optimize(again);
       if (c) {
@@ -449,7 +444,7 @@ result<candidate> rules_coder::repair(const repair_input& in) {
         return c;
       }
     }
-    auto c = build(in.task, *params, "repair:revert", in.failed.id, join_set(excluded));
+    auto c = build(in.task, *params, "repair:revert", in.failed.id, join(excluded, ","));
     return c;
   }
   // A seed failed: the plainest parameters.

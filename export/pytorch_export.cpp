@@ -16,7 +16,6 @@ namespace {
 using export_detail::aten_dtype;
 using export_detail::cpp_string;
 using export_detail::ident;
-using export_detail::join;
 using export_detail::number;
 using export_detail::py_block_string;
 using export_detail::py_string;

@@ -55,12 +55,6 @@ std::string number(double v) {
   return s;
 }
 
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
-
 std::string ident(const std::string& name) {
   std::string s;
   for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/strings.hpp"
 #include "plan/kernel_signatures.hpp"
 
 namespace ks::export_detail {
@@ -29,7 +30,6 @@ std::string py_block_string(const std::string& s);
 // A double as a literal that reads back to the same value (C++ and Python alike).
 std::string number(double v);
 
-std::string join(const std::vector<std::string>& v, const std::string& sep);
 
 // `name` with every character outside [A-Za-z0-9] replaced by '_'.
 std::string ident(const std::string& name);

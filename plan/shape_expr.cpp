@@ -6,6 +6,7 @@
 #include <set>
 #include <system_error>
 
+#include "base/strings.hpp"
 #include "plan/expr_runtime.hpp"
 
 namespace ks {
@@ -343,15 +344,6 @@ namespace rt = expr_runtime;
 // Lossless both ways: every field travels, so a value comes back as it went.
 rt::value to_runtime(const expr_value& v) { return {v.is_float, v.i, v.f}; }
 expr_value from_runtime(rt::value v) { return {v.f, v.i, v.d}; }
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (auto& x : v) {
-    if (!s.empty()) s += ", ";
-    s += x;
-  }
-  return s;
-}
 
 class evaluator {
  public:

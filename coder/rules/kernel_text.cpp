@@ -6,12 +6,6 @@
 
 namespace ks::rules {
 
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
-
 bool is_simple(const std::string& e) {
   for (char c : e)
     if (c == ' ' || c == '+' || c == '-' || c == '*' || c == '/' || c == '%') return false;

@@ -15,11 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "base/strings.hpp"
 #include "model/launch_plan.hpp"
 
 namespace ks::rules {
 
-std::string join(const std::vector<std::string>& v, const std::string& sep);
+using ks::join;  // base/strings.hpp
 // An expression without spaces or operators needs no parentheses.
 bool is_simple(const std::string& e);
 std::string paren(const std::string& e);
