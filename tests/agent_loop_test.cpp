@@ -9,9 +9,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -29,6 +32,8 @@
 #include "policy/skill_library.hpp"
 #include "memory/store.hpp"
 #include "model/candidate_id.hpp"
+#include "model/json_codec.hpp"
+#include "report/run_report.hpp"
 #include "task/task_loader.hpp"
 
 namespace fs = std::filesystem;
@@ -1129,4 +1134,35 @@ TEST_CASE("a repairer that keeps crashing ends its line with the reason", "[agen
   CHECK_THAT(w.out.reason, Contains("the repairer failed again ("));
   CHECK_THAT(w.out.reason, Contains(") after 3 restarts; giving up"));
   CHECK(kinds(f.trajectory()) == "seed review diagnose note");
+}
+
+// summary.json and outcome.json are JSON: a speedup or a time JSON has no number for is
+// written by name ("Infinity", "NaN"), never as null, and reads back as that number.
+TEST_CASE("a run's summary and outcome keep non-finite speedups and times", "[agents][report]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  task_outcome o;
+  o.task = "odd";
+  o.success = true;
+  o.best_review.speedup = inf;
+  o.best_review.candidate_time.median_ms = 1.1754943508222875e-38;
+  o.best_review.reference_time.median_ms = std::numeric_limits<double>::quiet_NaN();
+  o.wall_s = 3.4028234663852886e38;
+  auto j = outcome_to_json(o);
+  CHECK(j["speedup"] == "Infinity");
+  CHECK(j["eager_ms"] == "NaN");
+  CHECK(double_from_json(j["kernel_ms"]) == 1.1754943508222875e-38);
+  CHECK(double_from_json(j["wall_s"]) == 3.4028234663852886e38);
+  auto dir = std::filesystem::temp_directory_path() / ("ks-summary-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  run_summary s;
+  s.experiment = "odd";
+  s.coder = "rules";
+  s.outcomes = {o};
+  s.wall_s = inf;
+  REQUIRE(write_summary(dir, s).ok());
+  std::ifstream in(dir / "summary.json");
+  auto sj = nlohmann::json::parse(in);
+  CHECK(double_from_json(sj["geomean_speedup"]) == inf);
+  CHECK(double_from_json(sj["wall_s"]) == inf);
+  std::filesystem::remove_all(dir);
 }

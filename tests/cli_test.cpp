@@ -301,3 +301,26 @@ TEST_CASE("trajectory prints a task's timeline from the store", "[cli][store]") 
   CHECK(contains(missing.text, "no trajectory for task 'relu'"));
   std::filesystem::remove_all(dir.parent_path());
 }
+
+// An evidence file is JSON: metrics JSON has no number for come as "Infinity",
+// "-Infinity" or "NaN" (as the store writes them) and are read, not refused.
+TEST_CASE("skills explain reads non-finite and extreme evidence values", "[cli][skills]") {
+  auto dir = std::filesystem::temp_directory_path() / ("ks-evidence-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = (dir / "odd.json").string();
+  std::ofstream(path) << R"({"structure_class": "streaming",
+    "metrics": {"dram_throughput_pct": "Infinity", "l2_throughput_pct": 3.4028234663852886e38,
+                "sm_throughput_pct": "NaN", "stall_long_scoreboard_pct": "-Infinity"},
+    "features": {"is_pointwise": 1, "vector_width": 1},
+    "task": {"atol": 1e-4, "rtol": "Infinity", "dtype": "float32"}, "round": 1})";
+  auto out = run("skills explain " + path);
+  INFO(out.text);
+  CHECK(out.status == 0);
+  CHECK(contains(out.text, "dram_throughput_pct"));
+  std::ofstream(path) << R"({"metrics": {"dram_throughput_pct": "lots"}})";
+  auto bad = run("skills explain " + path);
+  CHECK(bad.status == 1);
+  CHECK(contains(bad.text, "metrics"));
+  CHECK(contains(bad.text, "dram_throughput_pct"));
+  std::filesystem::remove_all(dir);
+}

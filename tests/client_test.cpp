@@ -9,9 +9,14 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <string>
+#include <thread>
+
+#include <httplib.h>
 
 #include "daemon/api_client.hpp"
 #include "daemon_fixture.hpp"
@@ -375,4 +380,33 @@ TEST_CASE("submit uploads the .pt module a task names, relative to the task file
   auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
   INFO(d.log());
   CHECK(t.state == "done");
+}
+
+// The daemon writes a best speedup JSON has no number for as "Infinity" / "NaN"
+// (model/json_codec.hpp); the client library reads them as numbers. A real HTTP server on
+// loopback answers as the daemon would.
+TEST_CASE("the client reads non-finite and extreme speedups the daemon sends", "[client]") {
+  httplib::Server server;
+  server.Get(R"(/api/tasks/([^/]+))", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"id": "odd-000001", "name": "odd", "state": "running", "priority": 0,
+      "best_speedup": "Infinity", "round": 2,
+      "history": [{"round": 1, "best_speedup": "NaN", "reviews": 3, "unix_ms": 1},
+                  {"round": 2, "best_speedup": 3.4028234663852886e38, "reviews": 5, "unix_ms": 2}]})",
+                    "application/json");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  std::thread serving([&] { server.listen_after_bind(); });
+  api_client_options o;
+  o.server = "http://127.0.0.1:" + std::to_string(port);
+  auto client = api_client::make(o);
+  REQUIRE(client);
+  auto st = client->status("odd-000001");
+  server.stop();
+  serving.join();
+  REQUIRE(st.ok());
+  CHECK(st->task.best_speedup == std::numeric_limits<double>::infinity());
+  REQUIRE(st->history.size() == 2);
+  CHECK(std::isnan(st->history[0].best_speedup));
+  CHECK(st->history[1].best_speedup == 3.4028234663852886e38);
 }

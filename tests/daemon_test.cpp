@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -681,4 +682,54 @@ TEST_CASE("loopback is decided by what a name resolves to, not by its spelling",
   CHECK_FALSE(tokens_equal("Bearer abc", "Bearer abd"));
   CHECK_FALSE(tokens_equal("Bearer abc", "Bearer abcd"));
   CHECK_FALSE(tokens_equal("", "x"));
+}
+
+// The queue's records are JSON: a best speedup JSON has no number for (an infinite
+// ratio when eager's time rounds to zero, a NaN) is written by name and read back.
+TEST_CASE("the task queue keeps non-finite and extreme speedups across reopen", "[daemon][queue]") {
+  temp_store tmp;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::string id;
+  {
+    auto db = store::open(tmp.dir);
+    REQUIRE(db.ok());
+    std::shared_ptr<store> s = std::move(*db);
+    auto q = task_queue::open(s);
+    REQUIRE(q.ok());
+    auto t = (*q)->submit(spec_named("odd"), 0, 4);
+    REQUIRE(t.ok());
+    id = t->id;
+    REQUIRE((*q)->start_next().ok());
+    task_progress p;
+    p.task = id;
+    p.state = "optimizing";
+    p.round = 1;
+    p.best_speedup = inf;
+    REQUIRE((*q)->progress(id, p).ok());
+    p.round = 2;
+    p.best_speedup = 3.4028234663852886e38;
+    REQUIRE((*q)->progress(id, p).ok());
+    task_outcome o;
+    o.task = id;
+    o.success = true;
+    o.best_review.speedup = inf;
+    o.wall_s = std::numeric_limits<double>::quiet_NaN();
+    REQUIRE((*q)->finish(id, o).ok());
+  }
+  auto db = store::open(tmp.dir);
+  REQUIRE(db.ok());
+  std::shared_ptr<store> s = std::move(*db);
+  auto q = task_queue::open(s);
+  REQUIRE(q.ok());
+  auto t = (*q)->get(id);
+  REQUIRE(t.ok());
+  REQUIRE(t->has_value());
+  REQUIRE((**t).history.size() >= 2);
+  CHECK((**t).history[0].best_speedup == inf);
+  CHECK((**t).history[1].best_speedup == 3.4028234663852886e38);
+  auto o = (*q)->outcome(id);
+  REQUIRE(o.ok());
+  REQUIRE(o->has_value());
+  CHECK((**o)["wall_s"] == "NaN");
+  CHECK((**o)["best_review"]["speedup"] == "Infinity");
 }
