@@ -13,6 +13,7 @@
 #include <torch/jit.h>
 #include <torch/script.h>
 
+#include "gpu/reference_ops.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "model/json_codec.hpp"
 
@@ -95,6 +96,8 @@ result<std::string> export_graph_json(const task_spec& task) {
                               "reference as TorchScript source with `parameters:` instead"};
       graph->eraseInput(0);
     }
+    // Before anything runs it: constant propagation would already execute a file read.
+    if (auto allowed = check_reference_ops(*graph); !allowed) return error{prefix + allowed.message()};
     torch::jit::ConstantPropagation(graph);
     torch::jit::EliminateDeadCode(graph);
 

@@ -10,11 +10,14 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/python/update_graph_executor_opt.h>
 #include <torch/cuda.h>
 #include <torch/jit.h>
 #include <torch/script.h>
 
+#include "gpu/reference_ops.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {
@@ -210,6 +213,9 @@ result<std::unique_ptr<reference_program>> reference_program::load(
       if (f->name() == "forward") p->forward = f;
     if (!p->forward)
       return error{task_prefix(task) + "the TorchScript defines no function named forward"};
+    auto graph = torch::jit::toGraphFunction(*p->forward).graph()->copy();
+    torch::jit::Inline(*graph);
+    if (auto allowed = check_reference_ops(*graph); !allowed) return error{task_prefix(task) + allowed.message()};
     size_t takes = p->forward->getSchema().arguments().size();
     if (takes != declared)
       return error{task_prefix(task) + "forward takes " + std::to_string(takes) +
@@ -226,6 +232,9 @@ result<std::unique_ptr<reference_program>> reference_program::load(
     }
     auto forward = p->module->find_method("forward");
     if (!forward) return error{task_prefix(task) + where + " has no forward method"};
+    auto graph = forward->graph()->copy();
+    torch::jit::Inline(*graph);
+    if (auto allowed = check_reference_ops(*graph); !allowed) return error{task_prefix(task) + allowed.message()};
     size_t takes = forward->function().getSchema().arguments().size() - 1;  // self
     if (takes != task.inputs.size())
       return error{task_prefix(task) + where + ": forward takes " + std::to_string(takes) +

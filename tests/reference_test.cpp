@@ -17,6 +17,7 @@
 #include <torch/cuda.h>
 #include <torch/script.h>
 
+#include "gpu/graph_export.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "task/task_loader.hpp"
 
@@ -583,4 +584,37 @@ TEST_CASE("every example task runs at full size on CUDA", "[.][cuda][full]") {
     std::printf("reference %-18s cuda full size: inputs %8.1f ms, forward %7.3f ms (best of 3)\n",
                 task.name.c_str(), inputs, best);
   }
+}
+
+// A reference is untrusted: file, print and foreign operators are refused by name before
+// anything runs it (loading for the reviewer, or the graph export, whose constant
+// propagation would already execute them), and nothing is read, written or printed.
+TEST_CASE("references that read or write files, or print, are refused before they run", "[reference][untrusted]") {
+  const fs::path written = fs::path(KS_BINARY_DIR) / "ks-untrusted-written.pt";
+  fs::remove(written);
+  const std::pair<std::string, std::string> cases[] = {
+      {"aten::from_file", "    y = torch.from_file('/etc/passwd', False, 16)\n    return x * 2.0 + y.sum()\n"},
+      {"aten::save", "    torch.save(x, '" + written.string() + "')\n    return x * 2.0\n"},
+      {"prim::Print", "    print(x)\n    return x * 2.0\n"},
+      {"prim::Print", "    y = x\n    for i in range(3):\n        if i == 2:\n            print('in a loop')\n"
+                      "        y = y + 1.0\n    return y\n"},
+  };
+  for (const auto& [op, body] : cases) {
+    INFO(op << "\n" << body);
+    task_spec t = example("gelu");
+    t.name = "untrusted";
+    t.torchscript = "def forward(x):\n" + body;
+    auto p = reference_program::load(t);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains("untrusted") && Catch::Contains(op));
+    auto g = export_graph_json(t);
+    REQUIRE_FALSE(g.ok());
+    CHECK_THAT(g.message(), Catch::Contains(op));
+  }
+  CHECK_FALSE(fs::exists(written));
+  // What only computes still loads and exports.
+  task_spec ok = example("gelu");
+  ok.torchscript = "def forward(x):\n    y = x\n    for i in range(3):\n        y = torch.relu(y) + 1.0\n    return y\n";
+  CHECK(reference_program::load(ok).ok());
+  CHECK(export_graph_json(ok).ok());
 }
