@@ -241,31 +241,7 @@ result<review_status> parse_review_status(std::string_view name) {
 #define KS_JSON_CODEC(T)                                                       \
   void to_json(json& j, const T& x) { encode_fields(j, x); }                   \
   void from_json(const json& j, T& x) { decode_fields(j, x); }
-
-KS_JSON_CODEC(distribution_spec)
-KS_JSON_CODEC(tensor_spec)
-KS_JSON_CODEC(tolerance_spec)
-KS_JSON_CODEC(task_spec)
-KS_JSON_CODEC(plan_arg)
-KS_JSON_CODEC(plan_step)
-KS_JSON_CODEC(buffer_spec)
-KS_JSON_CODEC(launch_plan)
-KS_JSON_CODEC(candidate)
-KS_JSON_CODEC(review_options)
-KS_JSON_CODEC(compile_diagnostic)
-KS_JSON_CODEC(kernel_resources)
-KS_JSON_CODEC(timing_stats)
-KS_JSON_CODEC(profile_metrics)
-KS_JSON_CODEC(review_result)
-KS_JSON_CODEC(code_features)
-KS_JSON_CODEC(method_choice)
-KS_JSON_CODEC(method_veto)
-KS_JSON_CODEC(optimization_plan)
-KS_JSON_CODEC(repair_plan)
-KS_JSON_CODEC(trajectory_entry)
-KS_JSON_CODEC(experience_record)
-KS_JSON_CODEC(method_stats)
-
+KS_JSON_TYPES(KS_JSON_CODEC)
 #undef KS_JSON_CODEC
 
 // ---- text -------------------------------------------------------------------

@@ -49,35 +49,37 @@ class json_decode_error : public std::runtime_error {
   std::string problem_;
 };
 
-#define KS_JSON_CODEC(T)                         \
+// The structs with a JSON form, once: json_codec.cpp defines a codec for each.
+#define KS_JSON_TYPES(X) \
+  X(distribution_spec) \
+  X(tensor_spec) \
+  X(tolerance_spec) \
+  X(task_spec) \
+  X(plan_arg) \
+  X(plan_step) \
+  X(buffer_spec) \
+  X(launch_plan) \
+  X(candidate) \
+  X(review_options) \
+  X(compile_diagnostic) \
+  X(kernel_resources) \
+  X(timing_stats) \
+  X(profile_metrics) \
+  X(review_result) \
+  X(code_features) \
+  X(method_choice) \
+  X(method_veto) \
+  X(optimization_plan) \
+  X(repair_plan) \
+  X(trajectory_entry) \
+  X(experience_record) \
+  X(method_stats)
+
+#define KS_JSON_CODEC_DECL(T)                    \
   void to_json(nlohmann::json& j, const T& x);   \
   void from_json(const nlohmann::json& j, T& x);
-
-KS_JSON_CODEC(distribution_spec)
-KS_JSON_CODEC(tensor_spec)
-KS_JSON_CODEC(tolerance_spec)
-KS_JSON_CODEC(task_spec)
-KS_JSON_CODEC(plan_arg)
-KS_JSON_CODEC(plan_step)
-KS_JSON_CODEC(buffer_spec)
-KS_JSON_CODEC(launch_plan)
-KS_JSON_CODEC(candidate)
-KS_JSON_CODEC(review_options)
-KS_JSON_CODEC(compile_diagnostic)
-KS_JSON_CODEC(kernel_resources)
-KS_JSON_CODEC(timing_stats)
-KS_JSON_CODEC(profile_metrics)
-KS_JSON_CODEC(review_result)
-KS_JSON_CODEC(code_features)
-KS_JSON_CODEC(method_choice)
-KS_JSON_CODEC(method_veto)
-KS_JSON_CODEC(optimization_plan)
-KS_JSON_CODEC(repair_plan)
-KS_JSON_CODEC(trajectory_entry)
-KS_JSON_CODEC(experience_record)
-KS_JSON_CODEC(method_stats)
-
-#undef KS_JSON_CODEC
+KS_JSON_TYPES(KS_JSON_CODEC_DECL)
+#undef KS_JSON_CODEC_DECL
 
 // A double as JSON: a number, or the string "NaN", "Infinity" or "-Infinity" where JSON
 // has no number for it (every JSON the project writes that can hold a float uses this).
