@@ -171,10 +171,11 @@ void line_recorder::resumed(const candidate& c) {
   e.summary = "resumed at round " + std::to_string(tally_.round) + " after a restart, from " +
               short_id(c.id) +
               (tally_.best ? " (best " + two_decimals(tally_.best_review.speedup) + ")" : "");
+  // The progress line says it too (it used to go out empty: the summary had been moved
+  // into the entry before the message was made).
+  const std::string detail = e.summary;
   append(std::move(e));
-  // The detail stays empty, as the line has always sent it (its summary was moved into
-  // the entry before the message was made); the note itself is in the trajectory.
-  progress("optimizing", "");
+  progress("optimizing", detail);
 }
 
 void line_recorder::reviewing(const candidate& c) {

@@ -1095,6 +1095,9 @@ TEST_CASE("a line resumes after its last completed round", "[agents][line][resum
   CHECK(t[1].round == 2);
   CHECK(w.states() == "optimizing planning optimizing reviewing optimizing planning optimizing "
                       "reviewing optimizing done");
+  // The first progress line of the resumed line says so (it went out empty before).
+  REQUIRE_FALSE(w.progress.empty());
+  CHECK(w.progress.front().detail == t[0].summary);
   // The resumed line's first plan records no experience (no method was being tried).
   auto exp = f.memory->read_experience();
   REQUIRE(exp.ok());
