@@ -248,6 +248,10 @@ struct http_api::impl {
                       "(got \"" + mt.substr(0, 60) + "\")");
     }
     if (yaml_text.empty()) return bad(400, "the task is empty");
+    if (yaml_text.size() > opts.max_task_yaml_bytes)
+      return bad(413, "the task's YAML is " + std::to_string(yaml_text.size()) + " bytes; at most " +
+                          std::to_string(opts.max_task_yaml_bytes) +
+                          " are accepted (a .pt module travels beside it, in module_base64)");
 
     // A module path in the file must not make the daemon read its own files: the
     // module comes with the request, or the task is refused.

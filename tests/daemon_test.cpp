@@ -661,6 +661,20 @@ TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts
     REQUIRE(s);
     CHECK(s->status == 400);
   }
+  // A task's YAML is bounded by what it costs to parse (~250 bytes of memory per byte):
+  // 2 MiB of a flow list is refused at once, as YAML or inside JSON.
+  std::string huge = example_task("swish") + "\nextra: [";
+  while (huge.size() < (2u << 20)) huge += "1,";
+  huge += "1]\n";
+  auto t0 = std::chrono::steady_clock::now();
+  auto big = c.Post("/api/tasks", huge, "application/yaml");
+  REQUIRE(big);
+  CHECK(big->status == 413);
+  CHECK_THAT(big->body, Contains("at most 1048576"));
+  auto big_json = c.Post("/api/tasks", json{{"task_yaml", huge}}.dump(), "application/json");
+  REQUIRE(big_json);
+  CHECK(big_json->status == 413);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   CHECK(store_records(d.store_dir()) == before);
   CHECK(task(c, id)["state"] == "queued");
 }
