@@ -147,8 +147,11 @@ std::string host_part(std::string v, bool is_origin) {
 result<int> json_int(const json& v, const std::string& what, int lo, int hi) {
   if (!v.is_number_integer())
     return error{what + ": expected an integer, got " + std::string(v.type_name())};
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi)
-                             : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+  const bool outside = v.is_number_unsigned()
+                           ? v.get<uint64_t>() > static_cast<uint64_t>(hi) ||
+                                 static_cast<int64_t>(v.get<uint64_t>()) < lo
+                           : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
+  if (outside)
     return error{what + ": " + v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi)};
   return static_cast<int>(v.get<int64_t>());
 }
