@@ -1,15 +1,14 @@
 #include "coder/rules_coder.hpp"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "base/bounded_child.hpp"
 #include "base/content_hash.hpp"
 #include "base/private_dir.hpp"
 #include "base/strings.hpp"
@@ -19,19 +18,6 @@
 namespace ks {
 
 namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::set<std::string> split_set(const std::string& s) {
   std::set<std::string> out;
@@ -49,27 +35,6 @@ std::string get(const std::map<std::string, std::string>& m, const std::string& 
 
 bool has_stage(const std::map<std::string, std::string>& recipe, const std::string& kind) {
   return get(recipe, "stages").find(kind) != std::string::npos;
-}
-
-}  // namespace
-
-namespace {
-
-// Why a bounded child ended, in words, from its exit status under `timeout` (which
-// ends itself by the signal that ended its child).
-std::string limit_crossed(int status, const reference_limits& limits) {
-  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
-    return "it used more than " + std::to_string(limits.cpu_seconds) + " s of CPU time (the limit)";
-  if (!WIFEXITED(status)) return "";
-  switch (WEXITSTATUS(status)) {
-    case 124:
-    case 128 + SIGKILL:
-      return "it ran longer than " + std::to_string(limits.wall_seconds) + " s (the wall-clock limit)";
-    case 128 + SIGXCPU:
-      return "it used more than " + std::to_string(limits.cpu_seconds) + " s of CPU time (the limit)";
-    default:
-      return "";
-  }
 }
 
 }  // namespace
@@ -93,38 +58,21 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
     std::ofstream out(yaml);
     out << to_yaml(with_file);
   }
-  // ulimit bounds CPU time (SIGXCPU at the soft limit, SIGKILL 5 s of CPU later) and
-  // memory: the data limit counts what the child allocates (heap and writable private
-  // mappings) but not the address space CUDA's libraries reserve, which an address-space
-  // limit would refuse at load; timeout bounds the wall clock (TERM, then KILL).
-  std::string cmd = "ulimit -S -t " + std::to_string(limits.cpu_seconds) + " && ulimit -H -t " +
-                    std::to_string(limits.cpu_seconds + 5) + " && ulimit -d " +
-                    std::to_string(static_cast<long long>(limits.memory_mb) * 1024) + " && exec timeout -k 5 " +
-                    std::to_string(limits.wall_seconds) + " " + shell_quote(gpu_worker.string()) +
-                    " --log-level error --graph " + shell_quote(yaml.string());
+  std::string cmd = "exec " + shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
   if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
-  cmd += " 2> " + shell_quote(err.string());
-  std::string text;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return error{"rules coder: cannot run " + gpu_worker.string()};
-  char buf[65536];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, got);
-  int rc = pclose(pipe);
-  std::string errors = read_all(err);
-  if (rc != 0) {
+  auto run = run_bounded(cmd, limits, err);
+  if (!run) return error{"rules coder: cannot run " + gpu_worker.string()};
+  std::string errors = run->err;
+  if (!run->ok()) {
     while (!errors.empty() && errors.back() == '\n') errors.pop_back();
-    std::string why = limit_crossed(rc, limits);
-    if (why.empty() && (errors.find("bad_alloc") != std::string::npos ||
-                        errors.find("Cannot allocate memory") != std::string::npos))
-      why = "it needed more than " + std::to_string(limits.memory_mb) + " MiB of memory (the limit)";
-    if (!why.empty()) {
-      return error{"rules coder: the reference of task \"" + task.name + "\" was stopped: " + why +
+    if (!run->limit.empty()) {
+      return error{"rules coder: the reference of task \"" + task.name + "\" was stopped: " + run->limit +
                    (errors.empty() ? "" : " (" + errors.substr(0, 300) + ")")};
     }
     return error{"rules coder: " + gpu_worker.filename().string() + " --graph failed for task \"" + task.name +
-                 "\": " + (errors.empty() ? "exit status " + std::to_string(rc) : errors)};
+                 "\": " + (errors.empty() ? "exit status " + std::to_string(run->status) : errors)};
   }
+  std::string text = std::move(run->out);
   return parse_task_graph(text);
 }
 

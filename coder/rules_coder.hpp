@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/bounded_child.hpp"
 #include "coder/coder.hpp"
 #include "coder/lowering.hpp"
 #include "coder/task_graph.hpp"
@@ -36,11 +37,7 @@ namespace ks {
 
 // A submitted reference is untrusted code: the child that exports its graph (and so
 // runs it once on the CPU) gets these bounds, and is killed past them.
-struct reference_limits {
-  int cpu_seconds = 120;      // CPU time of the child (SIGXCPU past it)
-  int memory_mb = 16384;      // what it allocates (RLIMIT_DATA: allocations fail past it)
-  int wall_seconds = 300;     // wall-clock time, then SIGTERM, and SIGKILL 5 s later
-};
+using reference_limits = process_limits;  // base/bounded_child.hpp
 
 struct rules_coder_options {
   // kernelskill-gpu, which prints graphs (--graph). Next to `kernelskill` in <build>/bin.

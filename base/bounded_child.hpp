@@ -1,0 +1,46 @@
+#pragma once
+// Runs a command (through /bin/sh) in a child bounded in CPU time, memory and wall
+// clock, for code KernelSkill does not trust or cannot predict: a submitted reference
+// (the graph export), a KernelBench problem file (the importer).
+//
+// What it promises:
+// - the child cannot use more than `cpu_seconds` of CPU (SIGXCPU at the soft limit,
+//   SIGKILL 5 s of CPU later), allocate more than `memory_mb` (the data limit: heap and
+//   writable private mappings, not the address space CUDA's libraries reserve, which an
+//   address-space limit would refuse at load), or run longer than `wall_seconds`
+//   (SIGTERM, then SIGKILL 5 s later);
+// - its standard output is returned whole, its standard error is kept in a file the
+//   caller names, and a child stopped by a limit is reported as such, in words.
+
+#include <filesystem>
+#include <string>
+
+#include "base/result.hpp"
+
+namespace ks {
+
+struct process_limits {
+  int cpu_seconds = 120;      // CPU time of the child (SIGXCPU past it)
+  int memory_mb = 16384;      // what it allocates (RLIMIT_DATA: allocations fail past it)
+  int wall_seconds = 300;     // wall-clock time, then SIGTERM, and SIGKILL 5 s later
+};
+
+struct bounded_run {
+  int status = 0;             // as from waitpid (through pclose)
+  std::string out;            // everything the child wrote to standard output
+  std::string err;            // what it wrote to standard error
+  std::string limit;          // why a limit stopped it, in words; empty when none did
+  bool ok() const { return status == 0; }
+};
+
+// Runs `command` (a shell command line whose words the caller has quoted; end it with
+// `exec program ...` so that the limits' signals reach the program itself) with
+// standard input from /dev/null and standard error into `err_file`. Fails only when
+// the child cannot be started.
+result<bounded_run> run_bounded(const std::string& command, const process_limits& limits,
+                                const std::filesystem::path& err_file);
+
+// A word quoted for /bin/sh.
+std::string shell_quote(const std::string& s);
+
+}  // namespace ks
