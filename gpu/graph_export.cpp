@@ -2,6 +2,9 @@
 // torch_reference.cpp): TorchScript graph passes and the interpreter.
 #include "gpu/graph_export.hpp"
 
+#include <functional>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +12,7 @@
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/loop_unrolling.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/jit.h>
 #include <torch/script.h>
@@ -69,6 +73,255 @@ nlohmann::json describe(const c10::IValue& v) {
   return j;
 }
 
+// Every node of a graph, nested blocks included, in order.
+void each_node(torch::jit::Block* block, const std::function<void(torch::jit::Node*)>& f) {
+  for (torch::jit::Node* n : block->nodes()) {
+    f(n);
+    for (torch::jit::Block* b : n->blocks()) each_node(b, f);
+  }
+}
+
+// A saved module's inlined forward, `self` taken out: each tensor attribute it reads
+// becomes the graph input of the task parameter that mirrors it ({kind: module, attr}),
+// appended in the task's order; other attributes (ints, floats, flags such as
+// `training`) become constants. Fails naming a tensor attribute the task does not
+// declare.
+status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module& module,
+                                    const task_spec& task) {
+  std::vector<torch::jit::Value*> param_inputs;
+  for (const auto& p : task.parameters) {
+    param_inputs.push_back(graph.addInput(p.name));
+  }
+  std::map<torch::jit::Value*, std::pair<c10::IValue, std::string>> objects;  // value -> (object, path)
+  objects[graph.inputs()[0]] = {module._ivalue(), ""};
+  std::vector<torch::jit::Node*> reads;
+  std::optional<std::string> failure;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    if (failure || n->kind() != torch::jit::prim::GetAttr) return;
+    auto it = objects.find(n->input());
+    if (it == objects.end()) return;
+    const std::string name = n->s(torch::jit::attr::name);
+    const std::string path = it->second.second.empty() ? name : it->second.second + "." + name;
+    c10::IValue v = it->second.first.toObjectRef().getAttr(name);
+    reads.push_back(n);
+    if (v.isObject()) {
+      objects[n->output()] = {v, path};
+    } else if (v.isTensor()) {
+      size_t k = 0;
+      while (k < task.parameters.size() && task.parameters[k].init.attr != path) ++k;
+      if (k == task.parameters.size()) {
+        failure = "the module's forward reads tensor attribute \"" + path +
+                  "\", which the task does not declare as a parameter ({kind: module, attr: " + path + "})";
+        return;
+      }
+      n->output()->replaceAllUsesWith(param_inputs[k]);
+    } else {
+      torch::jit::WithInsertPoint guard(n);
+      auto c = graph.insertConstant(v);
+      n->output()->replaceAllUsesWith(c);
+    }
+  });
+  if (failure) return error{*failure};
+  for (auto it = reads.rbegin(); it != reads.rend(); ++it)
+    if (!(*it)->output()->hasUses()) (*it)->destroy();
+  if (graph.inputs()[0]->hasUses())
+    return error{"the module's forward uses the module itself beyond reading attributes"};
+  graph.eraseInput(0);
+  return status::success();
+}
+
+// In place ops on a parameter whose result nothing reads (BatchNorm's step counter in
+// training mode) update the module's state, not the output: a kernel need not repeat them.
+void drop_state_updates(torch::jit::Graph& graph, size_t first_parameter) {
+  std::set<torch::jit::Value*> params(graph.inputs().begin() + first_parameter, graph.inputs().end());
+  std::vector<torch::jit::Node*> dead;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    std::string kind = n->kind().toUnqualString();
+    if (n->kind().is_aten() && !kind.empty() && kind.back() == '_' && n->inputs().size() > 0 &&
+        params.count(n->inputs()[0]) && n->outputs().size() == 1 && !n->output()->hasUses())
+      dead.push_back(n);
+  });
+  for (auto* n : dead) n->destroy();
+}
+
+// Specialises a graph with control flow to the task's shapes: the rank, sizes and
+// element count of every graph input are known, so shape checks (`if x.dim() != 4:
+// raise ...`, the loops that multiply sizes) fold away. Only the inputs' shapes are
+// used, never values, so what remains computes the same at these shapes. Also
+// replaces broadcast_tensors of same-shaped inputs by the inputs. Graphs without
+// control flow are left as they are.
+bool has_control_flow(torch::jit::Graph& graph) {
+  bool found = false;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    found = found || n->kind() == torch::jit::prim::If || n->kind() == torch::jit::prim::Loop ||
+            n->kind() == torch::jit::prim::ListUnpack;
+  });
+  return found;
+}
+
+// Shapes known without looking at values, keyed by Value::unique() (never reused,
+// unlike addresses): `known` comes from the probe; a tensor downstream of an op whose
+// output shape depends on values (nonzero, masked_select, unique, …) is left out.
+using shape_map = std::map<size_t, std::vector<int64_t>>;
+
+void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes) {
+  torch::jit::Graph& graph = *g;
+  auto lookup = [&](torch::jit::Value* v) -> const std::vector<int64_t>* {
+    auto it = shapes.find(v->unique());
+    return it == shapes.end() ? nullptr : &it->second;
+  };
+  for (int round = 0; round < 4; ++round) {
+    bool changed = false;
+    std::vector<std::pair<torch::jit::Node*, c10::IValue>> folds;
+    each_node(graph.block(), [&](torch::jit::Node* n) {
+      if (n->inputs().empty()) return;
+      const std::vector<int64_t>* known = lookup(n->inputs()[0]);
+      if (!known) return;
+      const auto& shape = *known;
+      int64_t numel = 1;
+      for (int64_t d : shape) numel *= d;
+      const std::string kind = n->kind().toQualString();
+      if (kind == "aten::dim" && n->inputs().size() == 1) {
+        folds.emplace_back(n, static_cast<int64_t>(shape.size()));
+      } else if (kind == "aten::numel" && n->inputs().size() == 1) {
+        folds.emplace_back(n, numel);
+      } else if ((kind == "aten::size" || kind == "aten::sizes") && n->inputs().size() == 1) {
+        folds.emplace_back(n, c10::IValue(shape));
+      } else if (kind == "aten::size" && n->inputs().size() == 2) {
+        auto d = torch::jit::toIValue(n->inputs()[1]);
+        if (d && d->isInt()) {
+          int64_t k = d->toInt(), r = static_cast<int64_t>(shape.size());
+          if (k < 0) k += r;
+          if (k >= 0 && k < r) folds.emplace_back(n, shape[k]);
+        }
+      }
+    });
+    for (auto& [n, v] : folds) {
+      torch::jit::WithInsertPoint guard(n);
+      n->output()->replaceAllUsesWith(graph.insertConstant(v));
+      n->destroy();
+      changed = true;
+    }
+    // broadcast_tensors of inputs that all have one shape, unpacked: the inputs.
+    std::vector<torch::jit::Node*> unpacks;
+    each_node(graph.block(), [&](torch::jit::Node* n) {
+      if (n->kind() == torch::jit::prim::ListUnpack) unpacks.push_back(n);
+    });
+    for (torch::jit::Node* u : unpacks) {
+      torch::jit::Node* b = u->input()->node();
+      if (std::string(b->kind().toQualString()) != "aten::broadcast_tensors") continue;
+      torch::jit::Node* list = b->input()->node();
+      if (list->kind() != torch::jit::prim::ListConstruct || list->inputs().size() != u->outputs().size()) continue;
+      bool same = true;
+      for (auto* v : list->inputs()) same = same && lookup(v) && lookup(list->inputs()[0]) && *lookup(v) == *lookup(list->inputs()[0]);
+      if (!same) continue;
+      for (size_t i = 0; i < u->outputs().size(); ++i) u->outputs()[i]->replaceAllUsesWith(list->inputs()[i]);
+      u->destroy();
+      changed = true;
+    }
+    torch::jit::ConstantPropagation(g);
+    torch::jit::UnrollConstantLoops(g);
+    torch::jit::ConstantPropagation(g);
+    torch::jit::EliminateDeadCode(g);
+    if (!changed) break;
+  }
+}
+
+// A traced module writes the Python numbers of its arithmetic (`x * 3`) as 0-dim
+// tensor constants; the templates read scalars. Where the other operand has rank >= 1
+// the scalar overload computes the same values in the same dtype (a 0-dim tensor,
+// like a number, does not promote a dimensioned one), so it takes their place.
+// Returns whether anything changed.
+bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& shapes) {
+  static const std::set<std::string> ops = {"aten::mul", "aten::add", "aten::sub", "aten::div", "aten::rsub"};
+  std::vector<torch::jit::Node*> todo;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    if (!ops.count(n->kind().toQualString()) || n->inputs().size() < 2 || !n->maybeSchema() ||
+        n->schema().overload_name() != "Tensor")
+      return;
+    auto c = torch::jit::toIValue(n->inputs()[1]);
+    auto self = shapes.find(n->inputs()[0]->unique());
+    if (c && c->isTensor() && c->toTensor().dim() == 0 && self != shapes.end() && !self->second.empty())
+      todo.push_back(n);
+  });
+  for (torch::jit::Node* n : todo) {
+    at::Tensor t = torch::jit::toIValue(n->inputs()[1])->toTensor();
+    c10::IValue scalar;
+    if (at::isFloatingType(t.scalar_type())) scalar = t.item<double>();
+    else if (at::isIntegralType(t.scalar_type(), /*includeBool=*/false)) scalar = t.item<int64_t>();
+    else continue;
+    torch::jit::WithInsertPoint guard(n);
+    std::vector<torch::jit::NamedValue> args{n->inputs()[0], graph.insertConstant(scalar)};
+    for (size_t i = 2; i < n->inputs().size(); ++i) args.emplace_back(n->inputs()[i]);
+    torch::jit::Value* out = graph.insert(n->kind(), args);
+    n->output()->replaceAllUsesWith(out);
+    n->destroy();
+  }
+  return !todo.empty();
+}
+
+// Runs a copy of `graph` whose outputs are every top-level value: the interpreter
+// hands back each value's runtime form, from which shapes and constants are read.
+struct probe_result {
+  std::vector<torch::jit::Value*> values;  // of `graph`, in the order probed
+  std::vector<c10::IValue> results;        // one per value
+};
+
+result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
+                               const std::vector<c10::IValue>& arguments) {
+  std::shared_ptr<torch::jit::Graph> probe = graph->copy();
+  probe_result out;
+  auto g_nodes = graph->nodes();
+  auto p_nodes = probe->nodes();
+  auto gi = g_nodes.begin();
+  for (auto pi = p_nodes.begin(); pi != p_nodes.end(); ++pi, ++gi) {
+    for (size_t o = 0; o < (*pi)->outputs().size(); ++o) {
+      probe->registerOutput((*pi)->outputs()[o]);
+      out.values.push_back((*gi)->outputs()[o]);
+    }
+  }
+  size_t first_probe = graph->outputs().size();
+  if (arguments.size() != graph->inputs().size())
+    return error{"forward takes " + std::to_string(graph->inputs().size()) + " arguments, the task declares " +
+                 std::to_string(arguments.size())};
+  torch::jit::Stack stack(arguments.begin(), arguments.end());
+  {
+    torch::NoGradGuard no_grad;
+    torch::jit::Code code(probe, "forward");
+    torch::jit::InterpreterState state(code);
+    state.run(stack);
+  }
+  if (stack.size() != first_probe + out.values.size())
+    return error{"the probe returned " + std::to_string(stack.size()) + " values, expected " +
+                 std::to_string(first_probe + out.values.size())};
+  out.results.assign(stack.begin() + first_probe, stack.end());
+  return out;
+}
+
+// The shapes of the graph's inputs and of every probed tensor whose shape cannot
+// depend on values.
+shape_map known_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& arguments,
+                       const probe_result& probed) {
+  static const std::set<std::string> value_shaped = {
+      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
+      "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::bincount",
+      "aten::repeat_interleave", "aten::index", "aten::item", "aten::tolist"};
+  shape_map out;
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].isTensor()) out[graph.inputs()[i]->unique()] = arguments[i].toTensor().sizes().vec();
+  std::set<size_t> tainted;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    bool taint = value_shaped.count(n->kind().toQualString()) > 0;
+    for (auto* v : n->inputs()) taint = taint || tainted.count(v->unique());
+    if (taint)
+      for (auto* v : n->outputs()) tainted.insert(v->unique());
+  });
+  for (size_t i = 0; i < probed.values.size(); ++i)
+    if (probed.results[i].isTensor() && !tainted.count(probed.values[i]->unique()))
+      out[probed.values[i]->unique()] = probed.results[i].toTensor().sizes().vec();
+  return out;
+}
+
 }  // namespace
 
 result<std::string> export_graph_json(const task_spec& task) {
@@ -84,58 +337,45 @@ result<std::string> export_graph_json(const task_spec& task) {
       graph = torch::jit::toGraphFunction(*forward).graph()->copy();
       torch::jit::Inline(*graph);
     } else {
-      // A saved module: its forward's graph, once `self` is gone. A module whose
-      // forward reads its own attributes (parameters, submodules) has no such graph.
+      // A saved module: its forward's graph, once `self` is gone: the tensors it reads
+      // from its attributes become the task's parameters, the rest constants.
       std::istringstream bytes(task.module_bytes);
       torch::jit::Module module = torch::jit::load(bytes, c10::Device(c10::kCPU));
+      module.train(task.module_training);
       graph = module.get_method("forward").graph()->copy();
       torch::jit::Inline(*graph);
-      if (graph->inputs().empty() || !graph->inputs()[0]->uses().empty())
-        return error{prefix + "the module's forward reads its own attributes (parameters or "
-                              "submodules); only a stateless module exports to a graph. Give the "
-                              "reference as TorchScript source with `parameters:` instead"};
-      graph->eraseInput(0);
+      if (graph->inputs().empty()) return error{prefix + "the module's forward has no self"};
+      if (auto st = lift_module_attributes(*graph, module, task); !st) return error{prefix + st.message()};
     }
+
     // Before anything runs it: constant propagation would already execute a file read.
     if (auto allowed = check_reference_ops(*graph); !allowed) return error{prefix + allowed.message()};
     torch::jit::ConstantPropagation(graph);
     torch::jit::EliminateDeadCode(graph);
-
-    // Run a copy whose outputs are every value of the graph: the interpreter then
-    // hands back each value's runtime form, from which shapes and constants are read.
-    std::shared_ptr<torch::jit::Graph> probe = graph->copy();
-    std::vector<torch::jit::Value*> values;  // of `graph`, in the order probed
-    auto g_nodes = graph->nodes();
-    auto p_nodes = probe->nodes();
-    auto gi = g_nodes.begin();
-    for (auto pi = p_nodes.begin(); pi != p_nodes.end(); ++pi, ++gi) {
-      for (size_t o = 0; o < (*pi)->outputs().size(); ++o) {
-        probe->registerOutput((*pi)->outputs()[o]);
-        values.push_back((*gi)->outputs()[o]);
-      }
-    }
-    size_t first_probe = graph->outputs().size();
+    if (!task.module_bytes.empty()) drop_state_updates(*graph, task.inputs.size());
 
     auto inputs = make_inputs(task, trial_seed(task.seed, 0), c10::Device(c10::kCPU));
     if (!inputs) return error{prefix + inputs.message()};
     auto params = make_parameters(task, c10::Device(c10::kCPU));
     if (!params) return error{prefix + params.message()};
-    torch::jit::Stack stack;
-    for (auto& t : *inputs) stack.emplace_back(t);
-    for (auto& t : *params) stack.emplace_back(t);
-    std::vector<c10::IValue> arguments(stack.begin(), stack.end());
-    if (arguments.size() != graph->inputs().size())
-      return error{prefix + "forward takes " + std::to_string(graph->inputs().size()) +
-                   " arguments, the task declares " + std::to_string(arguments.size())};
-    {
-      torch::NoGradGuard no_grad;
-      torch::jit::Code code(probe, "forward");
-      torch::jit::InterpreterState state(code);
-      state.run(stack);
+    std::vector<c10::IValue> arguments(inputs->begin(), inputs->end());
+    arguments.insert(arguments.end(), params->begin(), params->end());
+    auto probed = run_probe(graph, arguments);
+    if (!probed) return error{prefix + probed.message()};
+    // Shape checks and the loops behind them fold away at the task's shapes (and the
+    // graph is probed again); graphs without control flow are kept as they are.
+    bool respecialised = false;
+    if (has_control_flow(*graph)) {
+      specialise_to_shapes(graph, known_shapes(*graph, arguments, *probed));
+      respecialised = true;
     }
-    if (stack.size() != first_probe + values.size())
-      return error{prefix + "the probe returned " + std::to_string(stack.size()) + " values, expected " +
-                   std::to_string(first_probe + values.size())};
+    if (!task.module_bytes.empty())
+      respecialised |= scalars_for_tensor_constants(*graph, known_shapes(*graph, arguments, *probed));
+    if (respecialised) {
+      probed = run_probe(graph, arguments);
+      if (!probed) return error{prefix + probed.message()};
+    }
+    const std::vector<torch::jit::Value*>& values = probed->values;
 
     nlohmann::json out;
     out["task"] = task.name;
@@ -150,7 +390,7 @@ result<std::string> export_graph_json(const task_spec& task) {
       ins.push_back({{"value", id}, {"name", names[i]}});
     }
     out["inputs"] = ins;
-    for (size_t i = 0; i < values.size(); ++i) vals[values[i]->debugName()] = describe(stack[first_probe + i]);
+    for (size_t i = 0; i < values.size(); ++i) vals[values[i]->debugName()] = describe(probed->results[i]);
     // Constants stay marked so a reader can tell a literal from a computed scalar.
     for (torch::jit::Node* n : graph->nodes())
       if (n->kind() == torch::jit::prim::Constant) vals[n->output()->debugName()]["constant"] = true;

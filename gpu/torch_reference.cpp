@@ -3,6 +3,7 @@
 #include "gpu/torch_reference_tensors.hpp"
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -94,6 +95,105 @@ at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen) {
     throw std::invalid_argument("unknown init kind \"" + d.kind + "\"");
   }
   return t.to(target);
+}
+
+std::string format_sizes(at::IntArrayRef shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// A tensor made elsewhere (a module attribute, an input program's output) must be what
+// the task declares: same shape and dtype.
+std::optional<std::string> mismatch(const tensor_spec& spec, const at::Tensor& t) {
+  if (t.sizes().vec() != spec.shape || t.scalar_type() != *scalar_type(spec.dtype))
+    return "is " + format_sizes(t.sizes()) + " " + dtype_name(t.scalar_type()) +
+           ", the task declares " + format_sizes(spec.shape) + " " + spec.dtype;
+  return std::nullopt;
+}
+
+// The tensor at `path` ("bn.weight") of a module: each part but the last names a
+// submodule (or any object attribute), the last a tensor.
+result<at::Tensor> module_attribute(const torch::jit::Module& module, const std::string& path) {
+  c10::IValue v = module._ivalue();
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!v.isObject() || !v.toObjectRef().type()->hasAttribute(part))
+      return error{"the module has no attribute \"" + path.substr(0, dot) + "\""};
+    v = v.toObjectRef().getAttr(part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (!v.isTensor()) return error{"module attribute \"" + path + "\" is " + v.tagKind() + ", not a Tensor"};
+  return v.toTensor();
+}
+
+// Parameters of kind module: copies of the module's attributes on `device`. Copies,
+// so that a reference which updates its own state (BatchNorm's running statistics in
+// training mode) never changes what the candidates are given.
+result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const torch::jit::Module& module,
+                                                  const c10::Device& device) {
+  std::vector<at::Tensor> out;
+  for (const auto& spec : task.parameters) {
+    auto t = module_attribute(module, spec.init.attr);
+    if (!t) return error{task_prefix(task) + "parameter \"" + spec.name + "\": " + t.message()};
+    if (auto why = mismatch(spec, *t))
+      return error{task_prefix(task) + "parameter \"" + spec.name + "\" (module attribute " +
+                   spec.init.attr + ") " + *why};
+    out.push_back(t->detach().to(device).clone());
+  }
+  return out;
+}
+
+// Inputs made by the task's input_program: compiled, checked like a reference, run
+// on the CPU from the default CPU generator seeded with the trial's seed, then
+// copied. The default generator is shared by the process: the worker draws one
+// trial at a time, and nothing else in it draws from that generator.
+result<std::vector<at::Tensor>> program_inputs(const task_spec& task, uint64_t seed,
+                                               const c10::Device& device) {
+  const std::string where = task_prefix(task) + "input_program: ";
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  try {
+    unit = torch::jit::compile(task.input_program);
+  } catch (const std::exception& e) {
+    return error{where + "does not compile:\n" + torch_message(e)};
+  }
+  torch::jit::Function* fn = nullptr;
+  for (torch::jit::Function* f : unit->get_functions())
+    if (f->name() == "inputs") fn = f;
+  if (!fn) return error{where + "defines no function named inputs"};
+  auto graph = torch::jit::toGraphFunction(*fn).graph()->copy();
+  torch::jit::Inline(*graph);
+  if (auto allowed = check_reference_ops(*graph); !allowed) return error{where + allowed.message()};
+  c10::IValue returned;
+  try {
+    at::NoGradGuard no_grad;
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());  // released before the program draws
+      gen.set_current_seed(seed ^ (seed >> 32));
+    }
+    returned = (*fn)({c10::IValue(c10::Device(c10::kCPU))});
+  } catch (const std::exception& e) {
+    return error{where + "failed: " + torch_message(e)};
+  }
+  std::vector<at::Tensor> out;
+  if (returned.isList())
+    for (const auto& v : returned.toListRef())
+      if (v.isTensor()) out.push_back(v.toTensor());
+  if (!returned.isList() || out.size() != returned.toListRef().size())
+    return error{where + "returned " + returned.tagKind() + "; expected a list of tensors"};
+  if (out.size() != task.inputs.size())
+    return error{where + "made " + std::to_string(out.size()) + " tensors, the task declares " +
+                 std::to_string(task.inputs.size()) + " inputs"};
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (auto why = mismatch(task.inputs[i], out[i]))
+      return error{where + "input \"" + task.inputs[i].name + "\" " + *why};
+    out[i] = out[i].contiguous().to(device);
+  }
+  return out;
 }
 
 result<std::vector<at::Tensor>> make_tensors(const task_spec& task,
@@ -226,7 +326,9 @@ result<std::unique_ptr<reference_program>> reference_program::load(
     std::string where = task.module_path.empty() ? "the module" : "module \"" + task.module_path + "\"";
     try {
       p->module = torch::jit::load(bytes, *device);
-      p->module->eval();
+      // Eval mode unless the task says training (an imported KernelBench problem runs
+      // as KernelBench runs it: in training mode, BatchNorm on batch statistics).
+      p->module->train(task.module_training);
     } catch (const std::exception& e) {
       return error{task_prefix(task) + "cannot load " + where + ": " + torch_message(e)};
     }
@@ -242,7 +344,7 @@ result<std::unique_ptr<reference_program>> reference_program::load(
                    " (" + tensor_list(task) + ")"};
   }
 
-  auto params = make_parameters(task, *device);
+  auto params = p->module ? module_parameters(task, *p->module, *device) : make_parameters(task, *device);
   if (!params) return params.error();
   p->parameters = std::move(params.value());
   return reference_access::make(std::move(p));
@@ -281,11 +383,20 @@ uint64_t trial_seed(uint64_t task_seed, uint32_t trial) {
 
 result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
                                             const c10::Device& device) {
+  if (!task.input_program.empty()) return program_inputs(task, trial_seed, device);
   return make_tensors(task, task.inputs, "input", trial_seed, device);
 }
 
 result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
                                                 const c10::Device& device) {
+  if (!task.module_bytes.empty() && !task.parameters.empty()) {
+    try {
+      std::istringstream bytes(task.module_bytes);
+      return module_parameters(task, torch::jit::load(bytes, device), device);
+    } catch (const std::exception& e) {
+      return error{task_prefix(task) + "cannot load the module: " + torch_message(e)};
+    }
+  }
   return make_tensors(task, task.parameters, "parameter", task.seed, device);
 }
 

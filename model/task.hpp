@@ -16,6 +16,9 @@ namespace ks {
 //   normal(mean, std), uniform(low, high), randint(low, high) — integers in [low, high),
 //   constant(value), zeros, ones, arange (0, 1, 2, … reshaped), and for parameters
 //   kaiming_uniform: uniform(±1/sqrt(fan_in)) as torch.nn.Linear/Conv initialise.
+//   Two kinds draw nothing themselves: `module` (a parameter: the value of the module
+//   reference's attribute `attr`, e.g. "bn.weight") and `program` (an input: made by
+//   the task's input_program).
 struct distribution_spec {
   std::string kind = "normal";
   double mean = 0.0;
@@ -23,12 +26,13 @@ struct distribution_spec {
   double low = 0.0;
   double high = 1.0;
   double value = 0.0;
+  std::string attr;
   friend bool operator==(const distribution_spec&, const distribution_spec&) = default;
 };
 template <class F>
 auto visit_fields(distribution_spec& x, F&& f) {
   return f("distribution_spec", KS_FIELD(kind), KS_FIELD(mean), KS_FIELD(std),
-           KS_FIELD(low), KS_FIELD(high), KS_FIELD(value));
+           KS_FIELD(low), KS_FIELD(high), KS_FIELD(value), KS_FIELD(attr));
 }
 
 // One tensor of the reference's signature (an input, or a parameter that is passed
@@ -60,7 +64,8 @@ auto visit_fields(tolerance_spec& x, F&& f) {
 
 // A task: what to make faster. The reference is TorchScript source defining
 // `forward(inputs..., parameters...)`, or the bytes of a TorchScript module saved with
-// torch.jit.save (whose forward takes the inputs only). Loaded from YAML by
+// torch.jit.save (whose forward takes the inputs only; the tensors it reads from its
+// own attributes are declared as parameters of kind `module`). Loaded from YAML by
 // task/task_loader.hpp; see docs/task-format.md.
 struct task_spec {
   std::string name;
@@ -68,7 +73,12 @@ struct task_spec {
   std::string torchscript;            // inline source, or empty
   std::string module_bytes;           // a saved .pt module, or empty
   std::string module_path;            // where module_bytes came from (for messages)
+  bool module_training = false;       // run the module in training mode (else eval)
   std::vector<tensor_spec> inputs;
+  // TorchScript defining `inputs(device: Device) -> List[Tensor]`, which makes every
+  // input (all of kind `program`) from the default generator; empty when each input
+  // has its own distribution.
+  std::string input_program;
   std::vector<tensor_spec> parameters;
   tolerance_spec tolerance;
   uint64_t seed = 0;                  // base seed; trial k uses a seed derived from it
@@ -79,8 +89,8 @@ struct task_spec {
 template <class F>
 auto visit_fields(task_spec& x, F&& f) {
   return f("task_spec", KS_FIELD(name), KS_FIELD(description), KS_FIELD(torchscript),
-           KS_BYTES_FIELD(module_bytes), KS_FIELD(module_path), KS_FIELD(inputs),
-           KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes));
+           KS_BYTES_FIELD(module_bytes), KS_FIELD(module_path), KS_FIELD(module_training), KS_FIELD(inputs),
+           KS_FIELD(input_program), KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes));
 }
 
 }  // namespace ks

@@ -29,18 +29,18 @@ namespace {
 constexpr std::array<std::string_view, 7> kDtypes = {
     "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"};
 
-constexpr std::array<std::string_view, 8> kInitKinds = {
+constexpr std::array<std::string_view, 10> kInitKinds = {
     "normal", "uniform", "randint", "constant", "zeros", "ones", "arange",
-    "kaiming_uniform"};
+    "kaiming_uniform", "module", "program"};
 
-constexpr std::array<std::string_view, 8> kTopKeys = {
-    "name", "description", "reference", "inputs", "parameters", "tolerance", "seed",
-    "sizes"};
-constexpr std::array<std::string_view, 2> kReferenceKeys = {"torchscript", "module"};
+constexpr std::array<std::string_view, 9> kTopKeys = {
+    "name", "description", "reference", "inputs", "input_program", "parameters",
+    "tolerance", "seed", "sizes"};
+constexpr std::array<std::string_view, 3> kReferenceKeys = {"torchscript", "module", "training"};
 constexpr std::array<std::string_view, 4> kTensorKeys = {"name", "shape", "dtype", "init"};
 constexpr std::array<std::string_view, 2> kToleranceKeys = {"atol", "rtol"};
-constexpr std::array<std::string_view, 6> kInitKeys = {"kind", "mean", "std",
-                                                       "low",  "high", "value"};
+constexpr std::array<std::string_view, 7> kInitKeys = {"kind", "mean", "std", "low",
+                                                       "high", "value", "attr"};
 
 // Words a tensor name may not be: it becomes a parameter of `def forward(...)`, so
 // Python keywords do not parse, and `torch` would shadow the module the body calls.
@@ -62,7 +62,14 @@ std::vector<std::string_view> init_params(std::string_view kind) {
   if (kind == "normal") return {"mean", "std"};
   if (kind == "uniform" || kind == "randint") return {"low", "high"};
   if (kind == "constant") return {"value"};
+  if (kind == "module") return {"attr"};
   return {};
+}
+
+// A module attribute path: "weight", "bn.running_mean", "layers.0.bias".
+bool valid_attribute_path(std::string_view s) {
+  static const std::regex re("[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z0-9_]+)*");
+  return std::regex_match(s.begin(), s.end(), re);
 }
 
 // ---------------------------------------------------------------------------
@@ -178,6 +185,9 @@ std::optional<problem> check_tensor(const tensor_spec& t, const key_path& at) {
 
   const distribution_spec& d = t.init;
   key_path init = at / "init";
+  if (d.kind == "module" && !valid_attribute_path(d.attr))
+    return problem{init / "attr", "expected the path of a tensor attribute of the module "
+                                  "(e.g. bn.weight), got " + quote(d.attr)};
   if (std::find(kInitKinds.begin(), kInitKinds.end(), d.kind) == kInitKinds.end())
     return problem{init / "kind", "expected one of " + join(kInitKinds) + ", got " +
                                       quote(d.kind) + did_you_mean(d.kind, kInitKinds)};
@@ -228,6 +238,8 @@ std::optional<problem> check_task(const task_spec& t) {
     return problem{root / "name", "expected [A-Za-z0-9_.-]+, got " + quote(t.name)};
   bool has_script = !t.torchscript.empty();
   bool has_module = !t.module_bytes.empty();
+  if (has_script && t.module_training)
+    return problem{root / "reference" / "training", "training is a mode of a module reference"};
   if (has_script == has_module)
     return problem{root / "reference",
                    has_script ? "give either torchscript or module, not both"
@@ -239,11 +251,36 @@ std::optional<problem> check_task(const task_spec& t) {
       return problem{root / "reference" / "torchscript",
                      "the source does not define forward(...)"};
   }
-  if (has_module && !t.parameters.empty())
-    return problem{root / "parameters",
-                   "a module reference carries its own parameters and its forward takes "
-                   "the inputs only; declare the extra tensors as inputs, or use torchscript"};
+  for (size_t i = 0; i < t.parameters.size(); ++i) {
+    const distribution_spec& d = t.parameters[i].init;
+    key_path at = (root / "parameters")[i] / "init";
+    if (has_module && d.kind != "module")
+      return problem{at / "kind",
+                     "a module reference carries its own parameters and its forward takes "
+                     "the inputs only: a parameter names the module attribute it mirrors "
+                     "({kind: module, attr: ...}); declare other tensors as inputs"};
+    if (!has_module && d.kind == "module")
+      return problem{at / "kind", "kind module takes a module attribute, but the reference is "
+                                  "TorchScript source"};
+    if (d.kind == "program")
+      return problem{at / "kind", "kind program makes inputs only (from input_program)"};
+  }
   if (t.inputs.empty()) return problem{root / "inputs", "expected at least one input"};
+  static const std::regex def_inputs(R"(def\s+inputs\s*\()");
+  if (!t.input_program.empty() && !std::regex_search(t.input_program, def_inputs))
+    return problem{root / "input_program",
+                   "the source does not define inputs(device: Device) -> List[Tensor]"};
+  for (size_t i = 0; i < t.inputs.size(); ++i) {
+    const std::string& kind = t.inputs[i].init.kind;
+    key_path at = (root / "inputs")[i] / "init" / "kind";
+    if (kind == "module")
+      return problem{at, "kind module is for parameters, which mirror a module attribute"};
+    if (t.input_program.empty() && kind == "program")
+      return problem{at, "kind program needs the task's input_program"};
+    if (!t.input_program.empty() && kind != "program")
+      return problem{at, "input_program makes every input; leave out init or write "
+                         "init: program (got " + quote(kind) + ")"};
+  }
 
   std::map<std::string, const tensor_spec*> by_name;
   for (auto [list, key] : {std::pair{&t.inputs, "inputs"}, std::pair{&t.parameters, "parameters"}}) {
@@ -284,6 +321,12 @@ std::optional<problem> check_task(const task_spec& t) {
                                         format_shape(shape)};
       if (it->second->init.kind == "kaiming_uniform" && shape.size() < 2)
         return problem{at / tensor, "kaiming_uniform needs rank >= 2"};
+      if (it->second->init.kind == "program" || it->second->init.kind == "module")
+        return problem{at / tensor, "a tensor of kind " + it->second->init.kind +
+                                        " has the shape its " +
+                                        (it->second->init.kind == "program" ? "input_program makes"
+                                                                             : "module holds") +
+                                        "; a size cannot change it"};
     }
   }
   return std::nullopt;
@@ -309,7 +352,13 @@ class task_parser {
     t.name = string_at(require(keys, root, top, "name"), top / "name");
     if (auto* n = find(keys, "description")) t.description = string_at(*n, top / "description");
     parse_reference(require(keys, root, top, "reference"), t);
-    t.inputs = parse_tensors(require(keys, root, top, "inputs"), top / "inputs");
+    if (auto* n = find(keys, "input_program")) {
+      t.input_program = string_at(*n, top / "input_program");
+      if (t.input_program.find_first_not_of(" \t\r\n") == std::string::npos)
+        fail(*n, top / "input_program", "expected TorchScript source, got nothing");
+    }
+    t.inputs = parse_tensors(require(keys, root, top, "inputs"), top / "inputs",
+                             !t.input_program.empty());
     if (auto* n = find(keys, "parameters")) t.parameters = parse_tensors(*n, top / "parameters");
     t.tolerance = default_tolerance(t);
     if (auto* n = find(keys, "tolerance")) {
@@ -425,6 +474,12 @@ class task_parser {
     auto keys = check_map(n, at, kReferenceKeys, "a map with torchscript or module");
     const YAML::Node* script = find(keys, "torchscript");
     const YAML::Node* module = find(keys, "module");
+    if (const YAML::Node* training = find(keys, "training")) {
+      if (!module) fail(*training, at / "training", "training is a mode of a module reference");
+      std::string v = string_at(*training, at / "training");
+      if (v != "true" && v != "false") fail(*training, at / "training", "expected true or false, got " + quote(v));
+      t.module_training = v == "true";
+    }
     if ((script != nullptr) == (module != nullptr))
       fail(n, at, script ? "give either torchscript or module, not both"
                          : "expected torchscript (source defining forward) or module (a "
@@ -453,16 +508,17 @@ class task_parser {
     t.module_path = p.string();
   }
 
-  std::vector<tensor_spec> parse_tensors(const YAML::Node& n, const key_path& at) const {
+  std::vector<tensor_spec> parse_tensors(const YAML::Node& n, const key_path& at,
+                                         bool by_program = false) const {
     if (n.IsNull()) return {};
     if (!n.IsSequence())
       fail(n, at, "expected a list of tensors ({name, shape, dtype, init}), got " + describe(n));
     std::vector<tensor_spec> out;
-    for (size_t i = 0; i < n.size(); ++i) out.push_back(parse_tensor(n[i], at[i]));
+    for (size_t i = 0; i < n.size(); ++i) out.push_back(parse_tensor(n[i], at[i], by_program));
     return out;
   }
 
-  tensor_spec parse_tensor(const YAML::Node& n, const key_path& at) const {
+  tensor_spec parse_tensor(const YAML::Node& n, const key_path& at, bool by_program) const {
     auto keys = check_map(n, at, kTensorKeys, "a tensor {name, shape, dtype, init}");
     tensor_spec t;
     t.name = string_at(require(keys, n, at, "name"), at / "name");
@@ -472,6 +528,7 @@ class task_parser {
     // integer tensors (which are usually indices or counts), fair coin flips for bool.
     if (t.dtype == "bool") t.init = {.kind = "randint", .low = 0, .high = 2};
     else if (is_integral(t.dtype)) t.init = {.kind = "randint", .low = 0, .high = 10};
+    if (by_program) t.init = {.kind = "program"};  // the task's input_program makes it
     if (auto* i = find(keys, "init")) t.init = parse_init(*i, at / "init");
     return t;
   }
@@ -497,6 +554,10 @@ class task_parser {
         fail(value, at / key, d.kind + " does not take " + key +
                                   (params.empty() ? "; it takes no parameters"
                                                   : "; it takes " + join(params)));
+      if (key == "attr") {
+        d.attr = string_at(value, at / key);
+        continue;
+      }
       double v = number_at(value, at / key);
       if (key == "mean") d.mean = v;
       else if (key == "std") d.std = v;
@@ -508,6 +569,8 @@ class task_parser {
       fail(n, at / "high", "randint needs high (exclusive upper bound; low defaults to 0)");
     if (d.kind == "constant" && !find(keys, "value"))
       fail(n, at / "value", "constant needs value");
+    if (d.kind == "module" && !find(keys, "attr"))
+      fail(n, at / "attr", "module needs attr, the module attribute the parameter mirrors");
     return d;
   }
 
@@ -594,6 +657,10 @@ void emit_tensors(YAML::Emitter& out, const std::vector<tensor_spec>& tensors) {
     out << YAML::Key << "init" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "kind" << YAML::Value << t.init.kind;
     for (auto p : init_params(t.init.kind)) {
+      if (p == "attr") {
+        out << YAML::Key << "attr" << YAML::Value << t.init.attr;
+        continue;
+      }
       double v = p == "mean" ? t.init.mean : p == "std" ? t.init.std : p == "low" ? t.init.low
                : p == "high" ? t.init.high : t.init.value;
       out << YAML::Key << std::string(p) << YAML::Value << format_double(v);
@@ -700,10 +767,18 @@ std::string to_yaml(const task_spec& t) {
     // fails to load, rather than loading a different program.
     out << YAML::Key << "module" << YAML::Value
         << (t.module_path.empty() ? std::string("<module bytes without a path>") : t.module_path);
+    if (t.module_training) out << YAML::Key << "training" << YAML::Value << true;
   }
   out << YAML::EndMap;
   out << YAML::Key << "inputs" << YAML::Value;
   emit_tensors(out, t.inputs);
+  if (!t.input_program.empty()) {
+    out << YAML::Key << "input_program" << YAML::Value;
+    if (literal_safe(t.input_program))
+      out << YAML::Literal << t.input_program.substr(0, t.input_program.size() - 1);
+    else
+      out << YAML::DoubleQuoted << t.input_program;
+  }
   if (!t.parameters.empty()) {
     out << YAML::Key << "parameters" << YAML::Value;
     emit_tensors(out, t.parameters);

@@ -66,7 +66,7 @@ std::unique_ptr<store> open_ok(const fs::path& dir, store_options o = {}) {
 
 // ---- builders: every field set to something other than its default ---------------
 
-distribution_spec full_distribution() { return {"uniform", 0.5, 2.5, -1.5, 3.25, 7.0}; }
+distribution_spec full_distribution() { return {"uniform", 0.5, 2.5, -1.5, 3.25, 7.0, "bn.weight"}; }
 tensor_spec full_tensor(const std::string& name) {
   return {name, {4, 1024}, "float16", full_distribution()};
 }
@@ -77,7 +77,9 @@ task_spec full_task() {
   t.torchscript = "def forward(x):\n    return torch.nn.functional.gelu(x)\n";
   t.module_bytes = std::string("PK\x03\x04\x00\xff\x80 binary \n\r\x01", 18);
   t.module_path = "/tasks/gelu.pt";
+  t.module_training = true;
   t.inputs = {full_tensor("x"), full_tensor("y")};
+  t.input_program = "def inputs(device: Device) -> List[Tensor]:\n    return [torch.rand([2], device=device)]\n";
   t.parameters = {full_tensor("w")};
   t.tolerance = {1e-3, 2e-3};
   t.seed = 18446744073709551615ull;

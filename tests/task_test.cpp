@@ -408,6 +408,82 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
     write_file(dir.path / "m.pt", "x");
     auto m = error_of(replace(kGood, "  torchscript: |\n    def forward(x, w):\n        return torch.matmul(x, w)\n",
                               "  module: m.pt\n"), dir.path);
-    CHECK_THAT(m, Catch::StartsWith("bad.yaml:8:3: parameters: a module reference carries its own parameters"));
+    CHECK_THAT(m, Catch::StartsWith("bad.yaml:") && Catch::Contains("parameters[0].init.kind: a module reference carries its own "
+                                    "parameters and its forward takes the inputs only: a parameter names the "
+                                    "module attribute it mirrors ({kind: module, attr: ...})"));
   }
+  SECTION("a parameter of kind module with a TorchScript reference") {
+    auto m = error_of(replace(kGood, "init: {kind: kaiming_uniform}", "init: {kind: module, attr: fc.weight}"));
+    CHECK_THAT(m, Catch::EndsWith("parameters[0].init.kind: kind module takes a module attribute, but the "
+                                  "reference is TorchScript source"));
+  }
+  SECTION("kind module needs attr, a path") {
+    temp_dir dir;
+    write_file(dir.path / "m.pt", "x");
+    std::string base = replace(kGood, "  torchscript: |\n    def forward(x, w):\n        return torch.matmul(x, w)\n",
+                               "  module: m.pt\n");
+    CHECK_THAT(error_of(replace(base, "init: {kind: kaiming_uniform}", "init: module"), dir.path),
+               Catch::Contains("module needs its parameters: write init: {kind: module, attr}"));
+    CHECK_THAT(error_of(replace(base, "init: {kind: kaiming_uniform}", "init: {kind: module, attr: 'fc..w'}"),
+                        dir.path),
+               Catch::Contains("parameters[0].init.attr: expected the path of a tensor attribute of the module"));
+  }
+  SECTION("training is for modules") {
+    auto m = error_of(replace(kGood, "reference:\n", "reference:\n  training: true\n"));
+    CHECK_THAT(m, Catch::Contains("reference.training: training is a mode of a module reference"));
+  }
+  SECTION("kind program needs input_program, and input_program makes every input") {
+    CHECK_THAT(error_of(replace(kGood, "shape: [4, 8]", "shape: [4, 8]\n    init: program")),
+               Catch::Contains("inputs[0].init.kind: kind program needs the task's input_program"));
+    std::string with_program = replace(kGood, "shape: [4, 8]", "shape: [4, 8]\n    init: {kind: normal}") +
+                               "input_program: |\n  def inputs(device: Device) -> List[Tensor]:\n"
+                                       "      return [torch.rand([4, 8], device=device)]\n";
+    CHECK_THAT(error_of(with_program),
+               Catch::Contains("inputs[0].init.kind: input_program makes every input; leave out init or "
+                               "write init: program (got \"normal\")"));
+    CHECK_THAT(error_of(replace(with_program, "def inputs(", "def make(")),
+               Catch::Contains("input_program: the source does not define inputs(device: Device) -> List[Tensor]"));
+  }
+}
+
+TEST_CASE("to_yaml round-trips modules with parameters, training mode and input programs", "[task]") {
+  temp_dir dir;
+  write_file(dir.path / "net.pt", "bytes");
+  const std::string yaml = R"(name: net
+reference:
+  module: net.pt
+  training: true
+inputs:
+  - name: x
+    shape: [4, 8]
+  - name: mask
+    shape: [4, 8]
+    dtype: bool
+input_program: |
+  def inputs(device: Device) -> List[Tensor]:
+      t1 = torch.rand([4, 8], device=device)
+      return [t1, torch.randint(0, 2, [4, 8], device=device).to(11)]
+parameters:
+  - name: fc_weight
+    shape: [8, 8]
+    init: {kind: module, attr: fc.weight}
+seed: 42
+sizes:
+  small: {fc_weight: [8, 8]}
+)";
+  auto t = parse_task(yaml, "net.yaml", dir.path);
+  REQUIRE_FALSE(t.ok());  // a size cannot resize what the module holds
+  CHECK_THAT(t.message(), Catch::Contains("sizes.small.fc_weight: a tensor of kind module has the shape its module holds"));
+  t = parse_task(replace(yaml, "sizes:\n  small: {fc_weight: [8, 8]}\n", ""), "net.yaml", dir.path);
+  REQUIRE(t.ok());
+  CHECK(t->module_training);
+  CHECK(t->inputs[0].init.kind == "program");  // implied by input_program
+  CHECK(t->inputs[1].init.kind == "program");
+  CHECK(t->parameters[0].init.kind == "module");
+  CHECK(t->parameters[0].init.attr == "fc.weight");
+  CHECK(t->input_program.find("torch.randint(0, 2") != std::string::npos);
+  auto back = parse_task(to_yaml(*t), "rt.yaml", dir.path);
+  INFO(to_yaml(*t));
+  REQUIRE(back.ok());
+  CHECK(*back == *t);
 }

@@ -15,6 +15,11 @@ status prepare(lowering_context& cx) {
     const std::string& id = cx.g.input_values[i];
     const graph_value& v = cx.val(id);
     if (!v.is_tensor()) return error{"input " + cx.g.input_names[i] + " is not a tensor"};
+    // A tensor nothing reads (a module's step counter, once its update is dropped)
+    // needs no kernel argument, whatever its dtype.
+    bool read = std::find(cx.g.outputs.begin(), cx.g.outputs.end(), id) != cx.g.outputs.end();
+    for (const auto& n : cx.g.nodes) read = read || std::find(n.inputs.begin(), n.inputs.end(), id) != n.inputs.end();
+    if (!read) continue;
     if (v.dtype != "float32")
       return error{"input " + cx.g.input_names[i] + " is " + v.dtype + "; the rules coder writes float32 kernels only"};
     shaped s{v.shape, {}};
