@@ -4,6 +4,7 @@
 // 4 the requested work is not available in this build, 5 a run finished but some
 // task ended without a correct kernel.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -57,6 +58,20 @@ struct export_request {
   std::vector<std::string> compile_options;
 };
 int export_model(const export_request& r);
+
+// `kernelskill import kernelbench PATH... --out DIR`: each KernelBench problem file
+// (directories searched for *.py) as a task file and its module; one problem that
+// fails is reported and the others still imported. 0: all imported, 1: some failed.
+struct import_request {
+  std::vector<std::string> paths;
+  std::string out_dir = "tasks";
+  std::string python = "python3";
+  uint64_t seed = 42;
+  double trace_gib = 4.0;
+  int cpu_seconds = 300, memory_mb = 16384, wall_seconds = 600;
+  unsigned jobs = 2;
+};
+int import_kernelbench(const import_request& r);
 
 // Opens a memory store read-only (so that a running daemon may hold it) without
 // creating it: the inspecting commands never write.

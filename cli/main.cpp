@@ -122,6 +122,30 @@ int main(int argc, char** argv) {
                     "kernelskill-gpu, which exports the graph (default: next to this program)");
   lower->add_option("--skills", skills_dir, "The skill library directory (default: the repo's skills/)");
 
+  import_request imp;
+  auto* import_cmd = app.add_subcommand(
+      "import", "Turn problem files written for other tools into task files");
+  import_cmd->require_subcommand(1);
+  auto* import_kb = import_cmd->add_subcommand(
+      "kernelbench",
+      "KernelBench problem files (class Model, get_inputs, get_init_inputs) as tasks:\n"
+      "OUT/[DIR/]NAME.yaml and NAME.pt each, with the module's weights as KernelBench's\n"
+      "evaluator makes them (seed 42), training mode, and inputs drawn as get_inputs draws\n"
+      "them. Each problem runs in its own bounded child with PYTHON and PyTorch; one that\n"
+      "fails is reported with its reason and the rest are still imported. Writes\n"
+      "OUT/import-report.json. Exit status 0: all imported, 1: some failed. See\n"
+      "docs/kernelbench.md.");
+  import_kb->add_option("paths", imp.paths, "Problem files (.py) or directories searched for them")->required();
+  import_kb->add_option("--out", imp.out_dir, "Output directory (default: tasks)");
+  import_kb->add_option("--python", imp.python, "Python with torch to run problems with (default: python3)");
+  import_kb->add_option("--seed", imp.seed, "The seed set before get_init_inputs and Model (default 42, as KernelBench)");
+  import_kb->add_option("--jobs", imp.jobs, "Problems imported at once (default 2)");
+  import_kb->add_option("--trace-gib", imp.trace_gib,
+                        "Inputs a traced import may make on the CPU, GiB (default 4)");
+  import_kb->add_option("--cpu-seconds", imp.cpu_seconds, "CPU time per problem (default 300)");
+  import_kb->add_option("--memory-mb", imp.memory_mb, "Memory per problem, MiB (default 16384)");
+  import_kb->add_option("--wall-seconds", imp.wall_seconds, "Wall-clock time per problem (default 600)");
+
   export_request exp;
   auto* export_cmd = app.add_subcommand(
       "export", "Write a finished kernel as a PyTorch module (class ModelNew, built with\n"
@@ -151,7 +175,7 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, serve, check, task, plan, lower, export, devices, skills, trajectory,\n"
+                << "' (expected run, serve, check, task, plan, lower, export, import, devices, skills, trajectory,\n"
                    "  submit, status, cancel, priority, result or watch; see --help)\n";
       return 2;
     }
@@ -172,6 +196,7 @@ int main(int argc, char** argv) {
   if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
   if (*lower) return lower_task(lower_task_path, lower_out, lower_seeds, skills_dir, lower_worker, size);
   if (*export_cmd) return export_model(exp);
+  if (*import_kb) return import_kernelbench(imp);
   if (*devices) return list_devices(config_path, g);
   if (*trajectory) return show_trajectory(trajectory_memory, trajectory_task);
   if (*skills_list_cmd) return skills_list(skills_dir);

@@ -1,0 +1,148 @@
+#include "importer/kernelbench_import.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/private_dir.hpp"
+#include "task/task_loader.hpp"
+
+namespace ks {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A task name from a file stem: the stem itself when it is one ([A-Za-z0-9_.-]+),
+// other characters replaced by '_'.
+std::string task_name_of(const fs::path& file) {
+  std::string s = file.stem().string();
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) c = '_';
+  return s.empty() ? "problem" : s;
+}
+
+// The last lines of a child's standard error: where a Python traceback says what broke.
+std::string tail_lines(const std::string& text, size_t lines) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  size_t pos = t.size();
+  for (size_t k = 0; k < lines && pos != std::string::npos && pos > 0; ++k) pos = t.rfind('\n', pos - 1);
+  return pos == std::string::npos ? t : t.substr(pos + 1);
+}
+
+}  // namespace
+
+result<std::vector<problem_file>> find_problem_files(const std::vector<std::string>& paths) {
+  std::vector<problem_file> out;
+  for (const auto& given : paths) {
+    fs::path p = given;
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) {
+      out.push_back({p, task_name_of(p), {}});
+      continue;
+    }
+    if (!fs::is_directory(p, ec)) return error{given + ": no such file or directory"};
+    std::vector<fs::path> found;
+    for (auto it = fs::recursive_directory_iterator(p, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->is_regular_file() && it->path().extension() == ".py" && it->path().filename() != "__init__.py")
+        found.push_back(it->path());
+    if (ec) return error{given + ": cannot list: " + ec.message()};
+    std::sort(found.begin(), found.end());
+    // Kept under the directory's own name, and below it as found: DIR/level1/x.py
+    // becomes OUT/DIR/level1/x.yaml.
+    fs::path base = p.lexically_normal();
+    if (base.filename().empty()) base = base.parent_path();
+    for (const auto& f : found)
+      out.push_back({f, task_name_of(f), base.filename() / f.parent_path().lexically_relative(base)});
+  }
+  for (auto& f : out) {
+    f.subdir = f.subdir.lexically_normal();  // "bad/." is "bad/": drop the separator
+    if (!f.subdir.empty() && !f.subdir.has_filename()) f.subdir = f.subdir.parent_path();
+    if (f.subdir == ".") f.subdir.clear();
+  }
+  return out;
+}
+
+status check_python(const kernelbench_import_options& options) {
+  auto dir = private_dir::create("ks-import");
+  if (!dir) return error{dir.message()};
+  process_limits quick{.cpu_seconds = 120, .memory_mb = options.limits.memory_mb, .wall_seconds = 120};
+  auto run = run_bounded(shell_quote(options.python) + " -c " + shell_quote("import torch; print(torch.__version__)"),
+                         quick, dir->path() / "err");
+  if (!run || !run->ok())
+    return error{"the importer runs problems with " + options.python +
+                 " and PyTorch, which did not start (" +
+                 (run ? tail_lines(run->err.empty() ? run->limit : run->err, 1) : run.message()) +
+                 "); install PyTorch for it (on Debian: apt install python3-torch) or name "
+                 "another interpreter with --python"};
+  return status::success();
+}
+
+import_outcome import_kernelbench_problem(const problem_file& problem, const fs::path& out_dir,
+                                          const kernelbench_import_options& options) {
+  import_outcome r;
+  r.problem = problem;
+  auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&](std::string why) {
+    r.error = problem.path.string() + ": " + why;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  };
+  auto dir = private_dir::create("ks-import");
+  if (!dir) return finish(dir.message());
+  const fs::path script = dir->path() / "kernelbench_problem.py";
+  std::ofstream(script, std::ios::binary) << kernelbench_problem_script();
+  std::error_code ec;
+  const fs::path source = fs::absolute(problem.path, ec);
+  const fs::path yaml = dir->path() / (problem.task_name + ".yaml");
+  const fs::path module = dir->path() / (problem.task_name + ".pt");
+  const std::string label = (problem.subdir / problem.path.filename()).string();
+  // The child starts in the private directory, so that a relative write lands there
+  // if the guard misses it.
+  std::string cmd = "cd " + shell_quote(dir->path().string()) + " && PYTHONDONTWRITEBYTECODE=1 exec " +
+                    shell_quote(options.python) + " " + shell_quote(script.string()) +
+                    " --problem " + shell_quote(source.string()) + " --name " + shell_quote(problem.task_name) +
+                    " --label " + shell_quote(label) + " --out-yaml " + shell_quote(yaml.string()) +
+                    " --out-module " + shell_quote(module.string()) + " --seed " + std::to_string(options.seed) +
+                    " --trace-gib " + std::to_string(options.trace_gib);
+  auto run = run_bounded(cmd, options.limits, dir->path() / "stderr.txt");
+  if (!run) return finish(run.message());
+  nlohmann::json answer;
+  try {
+    std::string last = tail_lines(run->out, 1);
+    if (!last.empty()) answer = nlohmann::json::parse(last);
+  } catch (const std::exception&) {
+  }
+  if (!run->ok() || !answer.is_object() || answer.contains("error")) {
+    if (answer.is_object() && answer.contains("error")) return finish(answer["error"].get<std::string>());
+    if (!run->limit.empty()) return finish("stopped: " + run->limit);
+    std::string why = tail_lines(run->err, 1);
+    return finish("the import failed (exit status " + std::to_string(run->status) + ")" +
+                  (why.empty() ? "" : ": " + why));
+  }
+  // The task must load as written, its module beside it, before it is kept.
+  auto task = load_task(yaml);
+  if (!task) return finish("the importer wrote a task that does not load: " + task.message());
+  const fs::path dest = out_dir / problem.subdir;
+  fs::create_directories(dest, ec);
+  if (ec) return finish("cannot create " + dest.string() + ": " + ec.message());
+  for (const auto& f : {module, yaml}) {  // the module first: a task never names a missing module
+    fs::path to = dest / f.filename();
+    fs::copy_file(f, to, fs::copy_options::overwrite_existing, ec);
+    if (ec) return finish("cannot write " + to.string() + ": " + ec.message());
+  }
+  r.task_path = dest / yaml.filename();
+  r.inputs = answer.value("inputs", 0u);
+  r.parameters = answer.value("parameters", 0u);
+  r.input_program = answer.value("input_program", false);
+  if (answer.contains("notes"))
+    for (const auto& n : answer["notes"]) r.notes.push_back(n.get<std::string>());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace ks

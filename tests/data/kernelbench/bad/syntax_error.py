@@ -1,0 +1,5 @@
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x)
+        return x
