@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <list>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <ATen/Functions.h>
@@ -117,6 +118,28 @@ struct review_failure {
 [[noreturn]] void fail(review_status s, std::string message) {
   throw review_failure{s, std::move(message)};
 }
+
+// Adds the wall time of its scope to one phase of `phases`, less the time that scopes
+// inside it added to other phases meanwhile (the reference's runs inside verification
+// count as reference, not twice). Ends with its scope, also when a review fails.
+class phase_scope {
+ public:
+  phase_scope(review_phases& phases, double review_phases::*phase)
+      : phases_(phases), phase_(phase), inner0_(phases.total_s()) {}
+  ~phase_scope() {
+    const double all = std::chrono::duration<double>(clock_type::now() - t0_).count();
+    const double inner = phases_.total_s() - inner0_;
+    phases_.*phase_ += std::max(0.0, all - inner);
+  }
+  phase_scope(const phase_scope&) = delete;
+  phase_scope& operator=(const phase_scope&) = delete;
+
+ private:
+  review_phases& phases_;
+  double review_phases::*phase_;
+  double inner0_;
+  clock_type::time_point t0_ = clock_type::now();
+};
 
 // Errors after which the context can no longer be used (CUDA's "sticky" errors).
 bool poisons_context(CUresult rc) {
@@ -506,11 +529,17 @@ struct reviewer::impl {
                                            plain_g(req.options.timeout_s) + " s after " + std::to_string(k) +
                                            " of " + std::to_string(trials) + " trials");
       const std::string label = trial_label(e, k);
-      std::vector<at::Tensor> originals = inputs_for(e, k);
+      std::vector<at::Tensor> originals;
+      tensor_env env;
+      {
+        phase_scope in(phases, &review_phases::inputs_s);
+        originals = inputs_for(e, k);
+        env = candidate_env(e, originals);
+        sync(label + ", copying the inputs");
+      }
       std::vector<std::string> problems;
 
       // The candidate first, twice, on its own copies, with different poison.
-      tensor_env env = candidate_env(e, originals);
       std::vector<at::Tensor> out_a = run_plan(pp, env, 0);
       sync(label + ", first candidate run");
       check_unchanged(e, env, originals, "first run", problems);
@@ -520,8 +549,12 @@ struct reviewer::impl {
       if (problems.empty()) check_unchanged(e, env, originals, "second run", problems);
 
       // Then the reference, on copies too (a reference may write its inputs in place).
-      std::vector<at::Tensor> ref = run_reference(e, clones(originals), label + ", reference");
-      sync(label + ", reference");
+      std::vector<at::Tensor> ref;
+      {
+        phase_scope reference(phases, &review_phases::reference_s);
+        ref = run_reference(e, clones(originals), label + ", reference");
+        sync(label + ", reference");
+      }
       try {
         check_shapes(e, pp, ref);
         for (size_t i = 0; i < ref.size(); ++i) {
@@ -643,9 +676,16 @@ struct reviewer::impl {
 
   void time_both(const review_request& req, task_entry& e, const prepared_plan& pp, review_result& r,
                  clock_type::time_point deadline) {
-    std::vector<at::Tensor> originals = inputs_for(e, 0);
-    tensor_env env = candidate_env(e, originals);
-    std::vector<at::Tensor> ref_inputs = clones(originals);
+    phase_scope timing(phases, &review_phases::timing_s);
+    std::vector<at::Tensor> originals, ref_inputs;
+    tensor_env env;
+    {
+      phase_scope in(phases, &review_phases::inputs_s);
+      originals = inputs_for(e, 0);
+      env = candidate_env(e, originals);
+      ref_inputs = clones(originals);
+      sync("timing: copying the inputs");
+    }
     timing_options topt = opts.timing;
     const double left = std::chrono::duration<double>(deadline - clock_type::now()).count();
     topt.max_seconds = std::max(0.0, std::min(topt.max_seconds, left));
@@ -711,12 +751,17 @@ struct reviewer::impl {
   // 0's inputs. A profiler failure is logged and leaves the metrics out: the review
   // stays what verification and timing made it.
   void profile_plan(task_entry& e, const prepared_plan& pp, review_result& r) {
+    phase_scope profiling(phases, &review_phases::profile_s);
     profile_note.clear();
     std::map<std::string, double> values;
     std::vector<kernel_sample> kernels;
     if (!pp.plan.steps.empty()) {
-      std::vector<at::Tensor> originals = inputs_for(e, 0);
-      tensor_env env = candidate_env(e, originals);
+      tensor_env env;
+      {
+        phase_scope in(phases, &review_phases::inputs_s);
+        env = candidate_env(e, inputs_for(e, 0));
+        sync("profile: copying the inputs");
+      }
       auto run_once = [&]() -> status {
         try {
           run_plan(pp, env, -1);
@@ -755,7 +800,8 @@ struct reviewer::impl {
       task = std::move(sized.value());
     }
 
-    // 1. Compile.
+    // 1. Compile (with 2 and 3: the compile phase).
+    std::optional<phase_scope> compiling(std::in_place, phases, &review_phases::compile_s);
     auto compiled = compiler->compile(req.cand.source, req.cand.compile_options);
     if (!compiled) fail(review_status::compile_error, compiled.message());
     r.compile_log = compiled->log;
@@ -779,7 +825,10 @@ struct reviewer::impl {
     auto context = make_plan_context(task, req.cand.source);
     if (!context) fail(review_status::plan_error, context.message());
     context->limits = limits;
-    task_entry& entry = task_for(task);
+    task_entry& entry = [&]() -> task_entry& {
+      phase_scope reference(phases, &review_phases::reference_s);
+      return task_for(task);
+    }();
     context->reference_outputs = entry.reference_outputs;
     auto plan = resolve_plan(req.cand.plan, *context);
     if (!plan) fail(review_status::plan_error, plan.message());
@@ -792,11 +841,15 @@ struct reviewer::impl {
     module_guard mod;
     prepared_plan pp = prepare(std::move(plan.value()), compiled->cubin, mod, r);
     if (!pp.launches_kernel) add_flag(r, "no_custom_kernel");
+    compiling.reset();
 
     // 4. Verify; 5. time.
     independence_note.clear();
     timing_note.clear();
-    verify(req, entry, pp, r, deadline);
+    {
+      phase_scope verifying(phases, &review_phases::verify_s);
+      verify(req, entry, pp, r, deadline);
+    }
     if (req.options.time) time_both(req, entry, pp, r, deadline);
     profile_note.clear();
     if (req.options.profile) {
@@ -829,7 +882,10 @@ struct reviewer::impl {
     r.message = msg;
   }
 
+  review_phases phases;  // of the review in progress
+
   review_result review(const review_request& req) {
+    phases = {};
     review_result r;
     r.request_id = req.request_id;
     r.candidate_id = req.cand.id;
@@ -869,6 +925,7 @@ struct reviewer::impl {
       // A failed review reports no speedup.
       r.speedup = 0;
     }
+    r.phases = phases;
     return r;
   }
 };

@@ -577,10 +577,18 @@ TEST_CASE("format_review and review_to_json show what a reader needs", "[reviewe
   r.speedup = 2.0;
   r.flags = {"no_custom_kernel"};
   r.resources = {{"relu_f32", 16, 0, 0, 1024}};
+  r.phases = {0.125, 0.5, 0.25, 0.75, 0.0625, 1.75};
   std::string text = format_review(r);
   CHECK_THAT(text, Contains("review ok") && Contains("speedup: 2.000x") && Contains("flags: no_custom_kernel") &&
                        Contains("kernel relu_f32: 16 registers") && Contains("5/5 passed"));
+  CHECK_THAT(text, Contains("  time: 3.44 s (compile 0.12 s, inputs 0.50 s, reference 0.25 s, verify 0.75 s, "
+                            "timing 0.06 s, profile 1.75 s)\n"));
   CHECK_THAT(review_to_json(r), Contains("\"speedup\": 2.0") && Contains("\"status\": \"ok\""));
+  // The phase times go out in the JSON and come back, every one of them.
+  auto back = decode_json<review_result>(*parse_json(review_to_json(r), "review"), "review");
+  REQUIRE(back);
+  CHECK(back->phases == r.phases);
+  CHECK_THAT(review_to_json(r), Contains("\"profile_s\": 1.75") && Contains("\"inputs_s\": 0.5"));
   // Errors and times JSON has no number for are written by name and read back.
   review_result odd = r;
   odd.max_abs_error = std::numeric_limits<double>::infinity();
