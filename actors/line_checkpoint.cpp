@@ -14,7 +14,8 @@ nlohmann::json to_record(const line_checkpoint& c) {
   return {{"schema", "ks.line_checkpoint/1"}, {"round", c.round},   {"reviews", c.reviews},
           {"restarts", c.restarts},           {"cur", c.cur},       {"best", c.best},
           {"cur_review", c.cur_review},       {"best_review", c.best_review},
-          {"finished", c.finished},           {"reason", c.reason}};
+          {"finished", c.finished},           {"reason", c.reason},
+          {"review_time", c.review_time}};
 }
 
 result<line_checkpoint> checkpoint_from(const nlohmann::json& j) {
@@ -29,6 +30,8 @@ result<line_checkpoint> checkpoint_from(const nlohmann::json& j) {
     c.best_review = j.at("best_review").get<review_result>();
     c.finished = j.at("finished").get<bool>();
     c.reason = j.at("reason").get<std::string>();
+    // Absent from checkpoints written before reviews had phase times.
+    if (j.contains("review_time")) c.review_time = j.at("review_time").get<review_phases>();
     return c;
   } catch (const std::exception& e) {
     return error{std::string("a line checkpoint that cannot be read: ") + e.what()};

@@ -25,6 +25,7 @@ namespace ks {
 struct line_checkpoint {
   uint32_t round = 0;
   uint32_t reviews = 0;
+  review_phases review_time;  // the phase times of those reviews, summed
   int restarts = 0;
   std::string cur, best;  // kernel ids; best is empty before the first correct kernel
   review_result cur_review, best_review;

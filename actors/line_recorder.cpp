@@ -78,6 +78,7 @@ void line_recorder::reviewed(const candidate& c, const review_result& r,
               (r.status == review_status::ok ? ", speedup " + two_decimals(r.speedup) : "") +
               (r.flags.empty() ? "" : ", flagged") + (r.message.empty() ? "" : ": " + r.message);
   e.metrics = r.profile.values;
+  e.phases = r.phases;
   if (r.status == review_status::ok) {
     e.metrics["candidate_ms"] = r.candidate_time.median_ms;
     e.metrics["reference_ms"] = r.reference_time.median_ms;

@@ -35,6 +35,7 @@ class store;
 struct line_tally {
   uint32_t round = 0;    // optimisation rounds begun
   uint32_t reviews = 0;  // reviews run (a verdict seen before on the line is not one)
+  review_phases review_time;  // their phase times, summed
   int restarts = 0;      // agent restarts, all the line's agents together
   std::optional<candidate> best;  // the best correct kernel; none before the first
   review_result best_review;

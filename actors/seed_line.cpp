@@ -171,6 +171,7 @@ state seed_line::resume(line_state& s, const line_checkpoint& cp) {
   // Where the line stood after its last completed round: nothing done is redone.
   tally_.round = cp.round;
   tally_.reviews = cp.reviews;
+  tally_.review_time = cp.review_time;
   tally_.restarts = cp.restarts;
   if (!cp.best.empty()) {
     auto b = o_.memory->get_kernel(cp.best);
@@ -337,6 +338,7 @@ task_outcome seed_line::finish(const line_state& s) {
   out.reason = s.reason;
   out.rounds = tally_.round;
   out.reviews = tally_.reviews;
+  out.review_time = tally_.review_time;
   out.agent_restarts = static_cast<uint32_t>(tally_.restarts);
   if (tally_.best) {
     out.success = true;
@@ -387,13 +389,17 @@ review_result seed_line::review_kernel(candidate& c, const std::string& method,
   review_result r;
   if (auto it = reviewed_.find(c.id); it != reviewed_.end()) {
     // Seen before on this line (a method that gave back the same code): the verdict
-    // stands, but the attempt is still recorded, so the planner learns from it.
+    // stands, but the attempt is still recorded, so the planner learns from it. No
+    // review ran, so its entry shows no review time.
     r = it->second;
+    review_result again = r;
+    again.phases = {};
+    rec_.reviewed(c, again, method, bottleneck);
   } else {
     r = run_review(c);
     reviewed_[c.id] = r;
+    rec_.reviewed(c, r, method, bottleneck);
   }
-  rec_.reviewed(c, r, method, bottleneck);
   return r;
 }
 
@@ -417,6 +423,7 @@ review_result seed_line::run_review(const candidate& c) {
                });
   r.candidate_id = c.id;
   ++tally_.reviews;
+  tally_.review_time += r.phases;
   return r;
 }
 
@@ -440,6 +447,7 @@ void seed_line::save_checkpoint(const candidate* cur, const review_result* r,
   line_checkpoint c;
   c.round = tally_.round;
   c.reviews = tally_.reviews;
+  c.review_time = tally_.review_time;
   c.restarts = tally_.restarts;
   if (cur) c.cur = cur->id;
   if (r) c.cur_review = *r;

@@ -171,6 +171,7 @@ void combine(task_outcome& out, const line_results& r) {
   for (const auto& o : r.done) {
     out.rounds += o.rounds;
     out.reviews += o.reviews;
+    out.review_time += o.review_time;
     out.agent_restarts += o.agent_restarts;
     if (o.success && (!out.success || o.best_review.speedup > out.best_review.speedup)) {
       out.success = true;

@@ -30,6 +30,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 const std::vector<std::string> kAllKeys = {
     "name", "tasks",
     "gpus.local", "gpus.remote", "gpus.worker_binary", "gpus.review_timeout_s",
+    "gpus.trial_cache_gib",
     "budgets.seeds", "budgets.rounds", "budgets.repair_attempts", "budgets.tasks_in_flight",
     "budgets.llm_requests_in_flight", "budgets.device_queue_depth",
     "coder.backend", "coder.llm",
@@ -300,6 +301,10 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
       {"remote", [&](const yaml_field& f) { read_remote(r, f, g.remote); }},
       {"worker_binary", [&](const yaml_field& f) { r.string(f, g.worker_binary); }},
       {"review_timeout_s", [&](const yaml_field& f) { seconds(r, f, g.review_timeout_s); }},
+      {"trial_cache_gib", [&](const yaml_field& f) {
+        r.number(f, g.trial_cache_gib, 0, true, 1 << 20, true,
+                 "a number of GiB from 0 (0: half of each device's memory) to 1048576");
+      }},
     }, key_elsewhere); }},
     {"budgets", [&](const yaml_field& s) { r.map(s, {
       {"seeds", [&](const yaml_field& f) { positive(r, f, b.seeds); }},
@@ -527,6 +532,7 @@ std::string to_yaml(const experiment_config& c) {
   out << YAML::EndSeq;
   str("worker_binary", c.gpus.worker_binary);
   num("review_timeout_s", c.gpus.review_timeout_s);
+  num("trial_cache_gib", c.gpus.trial_cache_gib);
   out << YAML::EndMap;
 
   section("budgets");

@@ -41,6 +41,9 @@ struct gpu_config {
   std::vector<remote_worker> remote;  // distinct nodes
   std::string worker_binary;          // empty: `kernelskill-gpu` next to `kernelskill`
   double review_timeout_s = 60;       // per review request, > 0
+  // Device memory each local worker keeps for trial inputs and reference outputs
+  // (docs/reviewer.md, "Trial cache"), in GiB; 0 = half of the device's memory.
+  double trial_cache_gib = 0;
   friend bool operator==(const gpu_config&, const gpu_config&) = default;
 };
 

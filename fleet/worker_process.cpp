@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -49,6 +50,12 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
   if (opts.device >= 0) {
     args.push_back("--device");
     args.push_back(std::to_string(opts.device));
+  }
+  if (opts.trial_cache_gib > 0) {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.17g", opts.trial_cache_gib);
+    args.push_back("--trial-cache-gib");
+    args.push_back(gib);
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

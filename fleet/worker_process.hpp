@@ -20,6 +20,7 @@ struct worker_process_options {
   int device = -1;             // --device; -1 = the worker's default
   double start_timeout_s = 60; // until the worker prints its address
   std::string log_level = "error";  // the daemon reports what matters itself
+  double trial_cache_gib = 0;  // --trial-cache-gib; 0 = the worker's default
 };
 
 class worker_process {

@@ -93,6 +93,13 @@ int64_t first_bitwise_difference(const at::Tensor& a, const at::Tensor& b) {
   return first_true(ne);
 }
 
+int64_t bit_fingerprint(const at::Tensor& t) {
+  if (t.numel() == 0) return 0;
+  at::Tensor bytes = t.contiguous().reshape({-1}).view(at::kByte);
+  at::Tensor words = bytes.numel() % 4 == 0 ? bytes.view(at::kInt) : bytes;
+  return words.sum(at::kLong).item<int64_t>();
+}
+
 double poison_value(const at::Tensor& t, int pattern) {
   const at::ScalarType s = t.scalar_type();
   if (s == at::kBool) return pattern == 0 ? 1 : 0;

@@ -46,6 +46,12 @@ output_comparison compare_output(const at::Tensor& got, const at::Tensor& want,
 // identical. 0 when their shapes or dtypes differ.
 int64_t first_bitwise_difference(const at::Tensor& a, const at::Tensor& b);
 
+// A checksum of `t`'s bits: its bytes as 32-bit words (bytes where the size is not a
+// multiple of 4) summed into a wrapping 64-bit integer, on `t`'s device. Any change of
+// one element changes it; it guards the reviewer's cached trial data against a
+// candidate that writes outside its own buffers. 0 for an empty tensor.
+int64_t bit_fingerprint(const at::Tensor& t);
+
 // Poison patterns, written into outputs and scratch before each of a candidate's
 // runs: pattern 0 (the first run of every trial) writes NaN (floats), 0x7F7F7F7F…
 // (integers) or true (bool); pattern 1 (the second run of even trials) writes the

@@ -39,6 +39,8 @@ std::string format_review(const review_result& r) {
            format_double("%.4f", r.profile.duration_ms) + " ms of kernel time\n";
     for (auto& [name, v] : r.profile.values) out += "    " + name + " " + format_double("%.6g", v) + "\n";
   }
+  if (r.phases.total_s() > 0)
+    out += "  time: " + format_double("%.2f", r.phases.total_s()) + " s (" + describe_phases(r.phases) + ")\n";
   if (!r.flags.empty()) {
     out += "  flags:";
     for (auto& f : r.flags) out += " " + f;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <list>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <ATen/Functions.h>
@@ -26,6 +27,7 @@
 #include "gpu/output_check.hpp"
 #include "gpu/profiler.hpp"
 #include "gpu/torch_reference_tensors.hpp"
+#include "gpu/trial_cache.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
 
@@ -118,6 +120,28 @@ struct review_failure {
   throw review_failure{s, std::move(message)};
 }
 
+// Adds the wall time of its scope to one phase of `phases`, less the time that scopes
+// inside it added to other phases meanwhile (the reference's runs inside verification
+// count as reference, not twice). Ends with its scope, also when a review fails.
+class phase_scope {
+ public:
+  phase_scope(review_phases& phases, double review_phases::*phase)
+      : phases_(phases), phase_(phase), inner0_(phases.total_s()) {}
+  ~phase_scope() {
+    const double all = std::chrono::duration<double>(clock_type::now() - t0_).count();
+    const double inner = phases_.total_s() - inner0_;
+    phases_.*phase_ += std::max(0.0, all - inner);
+  }
+  phase_scope(const phase_scope&) = delete;
+  phase_scope& operator=(const phase_scope&) = delete;
+
+ private:
+  review_phases& phases_;
+  double review_phases::*phase_;
+  double inner0_;
+  clock_type::time_point t0_ = clock_type::now();
+};
+
 // Errors after which the context can no longer be used (CUDA's "sticky" errors).
 bool poisons_context(CUresult rc) {
   switch (rc) {
@@ -153,16 +177,14 @@ std::string hex(uint64_t v) {
 
 std::string shape_of(const at::Tensor& t) { return shape_to_string(t.sizes().vec()); }
 
-// One task the reviewer has seen: its reference, ready to run, and the inputs of the
-// trials made so far (drawing inputs on the CPU costs up to seconds per trial).
+// One task the reviewer has seen: its reference, ready to run. Its trials' inputs and
+// reference outputs are in the trial cache, under `key`.
 struct task_entry {
   std::string key;
   task_spec task;  // at the requested size
   std::unique_ptr<reference_program> program;
   std::vector<at::Tensor> pristine_params;  // copies of the program's parameters
-  std::map<uint32_t, std::vector<at::Tensor>> inputs;  // trial → inputs, on the device
   std::vector<tensor_info> reference_outputs;          // learned from its first run
-  uint64_t input_bytes = 0;
 };
 
 uint64_t bytes_of(const std::vector<at::Tensor>& ts) {
@@ -170,6 +192,37 @@ uint64_t bytes_of(const std::vector<at::Tensor>& ts) {
   for (auto& t : ts) b += static_cast<uint64_t>(t.numel()) * t.element_size();
   return b;
 }
+
+uint64_t bytes_of(const std::vector<tensor_spec>& specs) {
+  uint64_t b = 0;
+  for (const auto& s : specs) {
+    uint64_t n = 1;
+    for (int64_t d : s.shape) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    b += n * static_cast<uint64_t>(std::max<int64_t>(dtype_size(s.dtype), 0));
+  }
+  return b;
+}
+
+std::vector<int64_t> fingerprints(const std::vector<at::Tensor>& ts) {
+  std::vector<int64_t> out;
+  for (const auto& t : ts) out.push_back(bit_fingerprint(t));
+  return out;
+}
+
+// One trial in the trial cache: its inputs as drawn (pristine: runs get copies) and,
+// once the reference has run on them, the reference's outputs; with the fingerprints
+// they had when stored, checked whenever they are used (a candidate that writes
+// outside its own buffers could otherwise corrupt every later review of the task).
+struct trial_data {
+  std::vector<at::Tensor> inputs;
+  std::vector<int64_t> input_prints;
+  bool has_reference = false;
+  std::vector<at::Tensor> reference;
+  std::vector<int64_t> reference_prints;
+  bool intact() const {
+    return fingerprints(inputs) == input_prints && (!has_reference || fingerprints(reference) == reference_prints);
+  }
+};
 
 // A candidate's plan, ready to launch: the resolved plan and its kernels' functions.
 struct prepared_plan {
@@ -207,7 +260,9 @@ struct reviewer::impl {
   bool lost = false;
   std::string lost_reason;
   std::list<task_entry> tasks;  // most recently used first
-  uint64_t cache_budget = 0;
+  ks::trial_cache<trial_data> trials{0};
+  uint64_t cache_cap = 0;      // what the trial cache may hold during this review
+  trial_footprint footprint;   // of this review's task and plan (for messages)
   std::string node;
   std::unique_ptr<profiler> prof;
   sm_limits sm;
@@ -215,6 +270,7 @@ struct reviewer::impl {
   ~impl() {
     prof.reset();
     tasks.clear();
+    trials = ks::trial_cache<trial_data>(0);
     flush_buffer = at::Tensor();
     if (!lost) {
       if (start_event) drv->cuEventDestroy(start_event);
@@ -246,7 +302,9 @@ struct reviewer::impl {
                                       review_status otherwise) {
     CUresult rc = drv->cuCtxSynchronize();
     if (rc != CUDA_SUCCESS) check_cu(rc, where + ": " + message + "; then cuCtxSynchronize");
-    fail(otherwise, where + ": " + message);
+    std::string text = where + ": " + message;
+    if (message.find("out of memory") != std::string::npos) text += " (" + memory_note() + ")";
+    fail(otherwise, text);
   }
 
   void make_current() { check_cu(drv->cuCtxSetCurrent(context), "cuCtxSetCurrent"); }
@@ -274,27 +332,70 @@ struct reviewer::impl {
     return tasks.front();
   }
 
+  // Trial `trial`'s inputs: from the trial cache, or drawn now (and cached when they
+  // fit). A cached trial whose data no longer matches its fingerprints (a candidate of
+  // an earlier review wrote outside its buffers after its checks, while timed or
+  // profiled) is dropped and drawn again.
   std::vector<at::Tensor> inputs_for(task_entry& e, uint32_t trial) {
-    if (auto it = e.inputs.find(trial); it != e.inputs.end()) return it->second;
+    if (trial_data* d = trials.find(e.key, trial)) {
+      if (d->intact()) return d->inputs;
+      spdlog::warn("the cached data of trial {} of task '{}' changed since it was stored (a candidate wrote "
+                   "outside its buffers); drawing it again", trial, e.task.name);
+      trials.erase(e.key, trial);
+    }
     auto made = make_inputs(trial_task(e.task, trial), trial_seed(e.task.seed, trial), torch_device);
     if (!made) fail(review_status::internal_error, "cannot make the task's inputs: " + made.message());
     const uint64_t need = bytes_of(*made);
-    // Room for them: drop the inputs of the least recently used other tasks first.
-    auto total = [&] {
-      uint64_t t = 0;
-      for (auto& x : tasks) t += x.input_bytes;
-      return t;
-    };
-    for (auto it = tasks.rbegin(); it != tasks.rend() && total() + need > cache_budget; ++it)
-      if (&*it != &e) {
-        it->inputs.clear();
-        it->input_bytes = 0;
-      }
-    if (total() + need <= cache_budget) {
-      e.inputs[trial] = *made;
-      e.input_bytes += need;
+    if (trials.fits(e.key, trial, need, cache_cap)) {
+      trial_data d;
+      d.inputs = *made;
+      d.input_prints = fingerprints(d.inputs);
+      trials.put(e.key, trial, std::move(d), need, cache_cap);
     }
     return std::move(made.value());
+  }
+
+  // The reference's outputs of trial `trial`, whose inputs are `originals`: from the
+  // trial cache, or run now on copies of them (and cached beside them when they fit).
+  // Called after the candidate's runs: cached data that changed meanwhile was changed by
+  // the candidate, which is then a problem of this trial (and the data is dropped).
+  std::vector<at::Tensor> reference_for(task_entry& e, uint32_t trial, const std::vector<at::Tensor>& originals,
+                                        const std::string& label, std::vector<std::string>& problems) {
+    bool tampered = false;
+    if (trial_data* d = trials.find(e.key, trial)) {
+      if (!d->intact()) {
+        tampered = true;
+        problems.push_back("the reviewer's cached " + std::string(d->has_reference ? "inputs or reference outputs" : "inputs") +
+                           " of this trial changed while the candidate ran: it writes outside its own buffers");
+        trials.erase(e.key, trial);
+      } else if (d->has_reference) {
+        return d->reference;
+      }
+    }
+    std::vector<at::Tensor> ref_inputs;
+    {
+      phase_scope in(phases, &review_phases::inputs_s);
+      ref_inputs = clones(originals);
+      sync(label + ", copying the inputs for the reference");
+    }
+    std::vector<at::Tensor> ref;
+    {
+      phase_scope reference(phases, &review_phases::reference_s);
+      ref = run_reference(e, std::move(ref_inputs), label + ", reference");
+      sync(label + ", reference");
+    }
+    if (tampered) return ref;  // the originals may be what the candidate changed
+    const uint64_t need = bytes_of(originals) + bytes_of(ref);
+    if (trials.fits(e.key, trial, need, cache_cap)) {
+      trial_data d;
+      d.inputs = originals;
+      d.input_prints = fingerprints(originals);
+      d.has_reference = true;
+      d.reference = ref;
+      d.reference_prints = fingerprints(ref);
+      trials.put(e.key, trial, std::move(d), need, cache_cap);
+    }
+    return ref;
   }
 
   std::vector<at::Tensor> clones(const std::vector<at::Tensor>& ts) {
@@ -311,6 +412,41 @@ struct reviewer::impl {
     for (size_t i = 0; i < e.task.parameters.size() && i < e.pristine_params.size(); ++i)
       env[e.task.parameters[i].name] = e.pristine_params[i].clone(at::MemoryFormat::Contiguous);
     return env;
+  }
+
+  // What one trial of this task and plan takes; an error naming the sizes when it does
+  // not fit the device at all; then the trial cache's cap for this review, and the
+  // cache trimmed to it (other tasks' trials first).
+  void make_room(const task_entry& e, const prepared_plan& pp) {
+    footprint = trial_footprint{};
+    footprint.inputs = bytes_of(e.task.inputs);
+    footprint.parameters = bytes_of(e.task.parameters);
+    for (const auto& b : pp.plan.outputs) {
+      const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(b.numel(), 0));
+      footprint.outputs += static_cast<uint64_t>(std::max<int64_t>(b.bytes(), 0));
+      footprint.compare += estimate_compare_bytes(n, static_cast<uint64_t>(std::max<int64_t>(dtype_size(b.dtype), 0)));
+    }
+    for (const auto& b : pp.plan.scratch) footprint.scratch += static_cast<uint64_t>(std::max<int64_t>(b.bytes(), 0));
+    trial_footprint task_only = footprint;
+    task_only.scratch = 0;
+    if (auto st = check_fits_device(task_only, dev.total_memory_bytes, dev.name); !st)
+      fail(review_status::internal_error, st.message());
+    if (auto st = check_fits_device(footprint, dev.total_memory_bytes, dev.name); !st)
+      fail(review_status::plan_error, "with the plan's scratch buffers, " + st.message());
+    cache_cap = trial_cache_cap(trials.budget(), dev.total_memory_bytes, footprint);
+    trials.trim(e.key, cache_cap);
+  }
+
+  // "inputs 6.40 GB, outputs …": for an out-of-memory message.
+  std::string memory_note() const {
+    if (footprint.cached() == 0)  // before make_room: the task's sizes are not known yet
+      return "the trial cache held " + describe_bytes(trials.used()) + " of the device's " +
+             describe_bytes(dev.total_memory_bytes);
+    return "one trial of this task takes inputs " + describe_bytes(footprint.inputs) + ", outputs " +
+           describe_bytes(footprint.outputs) + ", parameters " + describe_bytes(footprint.parameters) +
+           ", scratch " + describe_bytes(footprint.scratch) + "; the trial cache held " +
+           describe_bytes(trials.used()) + " (cap " + describe_bytes(cache_cap) + ") of the device's " +
+           describe_bytes(dev.total_memory_bytes);
   }
 
   // --- the plan ---
@@ -506,11 +642,17 @@ struct reviewer::impl {
                                            plain_g(req.options.timeout_s) + " s after " + std::to_string(k) +
                                            " of " + std::to_string(trials) + " trials");
       const std::string label = trial_label(e, k);
-      std::vector<at::Tensor> originals = inputs_for(e, k);
+      std::vector<at::Tensor> originals;
+      tensor_env env;
+      {
+        phase_scope in(phases, &review_phases::inputs_s);
+        originals = inputs_for(e, k);
+        env = candidate_env(e, originals);
+        sync(label + ", copying the inputs");
+      }
       std::vector<std::string> problems;
 
       // The candidate first, twice, on its own copies, with different poison.
-      tensor_env env = candidate_env(e, originals);
       std::vector<at::Tensor> out_a = run_plan(pp, env, 0);
       sync(label + ", first candidate run");
       check_unchanged(e, env, originals, "first run", problems);
@@ -519,9 +661,9 @@ struct reviewer::impl {
       sync(label + ", second candidate run");
       if (problems.empty()) check_unchanged(e, env, originals, "second run", problems);
 
-      // Then the reference, on copies too (a reference may write its inputs in place).
-      std::vector<at::Tensor> ref = run_reference(e, clones(originals), label + ", reference");
-      sync(label + ", reference");
+      // Then the reference, on copies too (a reference may write its inputs in place),
+      // or its outputs from an earlier review of the task.
+      std::vector<at::Tensor> ref = reference_for(e, k, originals, label, problems);
       try {
         check_shapes(e, pp, ref);
         for (size_t i = 0; i < ref.size(); ++i) {
@@ -643,9 +785,16 @@ struct reviewer::impl {
 
   void time_both(const review_request& req, task_entry& e, const prepared_plan& pp, review_result& r,
                  clock_type::time_point deadline) {
-    std::vector<at::Tensor> originals = inputs_for(e, 0);
-    tensor_env env = candidate_env(e, originals);
-    std::vector<at::Tensor> ref_inputs = clones(originals);
+    phase_scope timing(phases, &review_phases::timing_s);
+    std::vector<at::Tensor> originals, ref_inputs;
+    tensor_env env;
+    {
+      phase_scope in(phases, &review_phases::inputs_s);
+      originals = inputs_for(e, 0);
+      env = candidate_env(e, originals);
+      ref_inputs = clones(originals);
+      sync("timing: copying the inputs");
+    }
     timing_options topt = opts.timing;
     const double left = std::chrono::duration<double>(deadline - clock_type::now()).count();
     topt.max_seconds = std::max(0.0, std::min(topt.max_seconds, left));
@@ -711,12 +860,17 @@ struct reviewer::impl {
   // 0's inputs. A profiler failure is logged and leaves the metrics out: the review
   // stays what verification and timing made it.
   void profile_plan(task_entry& e, const prepared_plan& pp, review_result& r) {
+    phase_scope profiling(phases, &review_phases::profile_s);
     profile_note.clear();
     std::map<std::string, double> values;
     std::vector<kernel_sample> kernels;
     if (!pp.plan.steps.empty()) {
-      std::vector<at::Tensor> originals = inputs_for(e, 0);
-      tensor_env env = candidate_env(e, originals);
+      tensor_env env;
+      {
+        phase_scope in(phases, &review_phases::inputs_s);
+        env = candidate_env(e, inputs_for(e, 0));
+        sync("profile: copying the inputs");
+      }
       auto run_once = [&]() -> status {
         try {
           run_plan(pp, env, -1);
@@ -755,7 +909,8 @@ struct reviewer::impl {
       task = std::move(sized.value());
     }
 
-    // 1. Compile.
+    // 1. Compile (with 2 and 3: the compile phase).
+    std::optional<phase_scope> compiling(std::in_place, phases, &review_phases::compile_s);
     auto compiled = compiler->compile(req.cand.source, req.cand.compile_options);
     if (!compiled) fail(review_status::compile_error, compiled.message());
     r.compile_log = compiled->log;
@@ -779,7 +934,10 @@ struct reviewer::impl {
     auto context = make_plan_context(task, req.cand.source);
     if (!context) fail(review_status::plan_error, context.message());
     context->limits = limits;
-    task_entry& entry = task_for(task);
+    task_entry& entry = [&]() -> task_entry& {
+      phase_scope reference(phases, &review_phases::reference_s);
+      return task_for(task);
+    }();
     context->reference_outputs = entry.reference_outputs;
     auto plan = resolve_plan(req.cand.plan, *context);
     if (!plan) fail(review_status::plan_error, plan.message());
@@ -792,11 +950,16 @@ struct reviewer::impl {
     module_guard mod;
     prepared_plan pp = prepare(std::move(plan.value()), compiled->cubin, mod, r);
     if (!pp.launches_kernel) add_flag(r, "no_custom_kernel");
+    compiling.reset();
+    make_room(entry, pp);
 
     // 4. Verify; 5. time.
     independence_note.clear();
     timing_note.clear();
-    verify(req, entry, pp, r, deadline);
+    {
+      phase_scope verifying(phases, &review_phases::verify_s);
+      verify(req, entry, pp, r, deadline);
+    }
     if (req.options.time) time_both(req, entry, pp, r, deadline);
     profile_note.clear();
     if (req.options.profile) {
@@ -829,7 +992,11 @@ struct reviewer::impl {
     r.message = msg;
   }
 
+  review_phases phases;  // of the review in progress
+
   review_result review(const review_request& req) {
+    phases = {};
+    footprint = {};
     review_result r;
     r.request_id = req.request_id;
     r.candidate_id = req.cand.id;
@@ -854,6 +1021,7 @@ struct reviewer::impl {
       CUresult rc = drv->cuCtxSynchronize();
       r.status = rc == CUDA_SUCCESS ? review_status::internal_error : review_status::crashed;
       r.message = torch_message(e);
+      if (r.message.find("out of memory") != std::string::npos) r.message += " (" + memory_note() + ")";
       if (rc != CUDA_SUCCESS) {
         r.message += "; " + drv->describe(rc, "cuCtxSynchronize");
         if (poisons_context(rc)) {
@@ -869,6 +1037,7 @@ struct reviewer::impl {
       // A failed review reports no speedup.
       r.speedup = 0;
     }
+    r.phases = phases;
     return r;
   }
 };
@@ -880,6 +1049,12 @@ review_result reviewer::review(const review_request& request) { return impl_->re
 bool reviewer::context_lost() const { return impl_->lost; }
 const device_info& reviewer::device() const { return impl_->dev; }
 const std::string& reviewer::arch() const { return impl_->arch; }
+reviewer::trial_cache_state reviewer::trial_cache() const {
+  return {impl_->trials.budget(), impl_->trials.used(), impl_->trials.size()};
+}
+void reviewer::set_trial_cache_bytes(uint64_t bytes) {
+  impl_->trials = ks::trial_cache<trial_data>(bytes ? bytes : default_trial_cache_bytes(impl_->dev.total_memory_bytes));
+}
 
 result<std::unique_ptr<reviewer>> reviewer::create(reviewer_options opts) {
   auto drv = cuda_driver::load();
@@ -936,7 +1111,8 @@ result<std::unique_ptr<reviewer>> reviewer::create(reviewer_options opts) {
   } catch (const std::exception& e) {
     return error{"cannot allocate the L2 flush buffer: " + torch_message(e)};
   }
-  p->cache_budget = opts.input_cache_bytes ? opts.input_cache_bytes : p->dev.total_memory_bytes / 8;
+  p->trials = ks::trial_cache<trial_data>(opts.trial_cache_bytes ? opts.trial_cache_bytes
+                                                               : default_trial_cache_bytes(p->dev.total_memory_bytes));
   p->sm.max_threads_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR));
   p->sm.max_blocks_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR));
   p->sm.registers_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR));

@@ -36,9 +36,10 @@ struct reviewer_options {
   std::string arch;              // NVRTC target; empty = arch_for(the device)
   nvrtc_options compiler;        // its arch is replaced by `arch`
   timing_options timing;
-  // Device memory the reviewer may keep for cached trial inputs (all tasks together);
-  // 0 = an eighth of the device's memory.
-  uint64_t input_cache_bytes = 0;
+  // Device memory the reviewer may keep for cached trial inputs and reference outputs
+  // (all tasks together; gpu/trial_cache.hpp); 0 = half of the device's memory. Lowered
+  // per trial to what the device has beside the review's working set.
+  uint64_t trial_cache_bytes = 0;
   std::string node;              // names the machine in review_result::device; empty = host name
 };
 
@@ -60,6 +61,17 @@ class reviewer {
   const device_info& device() const;
   // The NVRTC target in use ("sm_90a").
   const std::string& arch() const;
+
+  // The trial cache (gpu/trial_cache.hpp, docs/reviewer.md "Trial cache"): its budget,
+  // the bytes it holds and how many trials.
+  struct trial_cache_state {
+    uint64_t budget_bytes = 0;
+    uint64_t used_bytes = 0;
+    size_t trials = 0;
+  };
+  trial_cache_state trial_cache() const;
+  // A new budget (0: the default, half of the device's memory); empties the cache.
+  void set_trial_cache_bytes(uint64_t bytes);
 
  private:
   struct impl;

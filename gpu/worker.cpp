@@ -54,6 +54,7 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
           reviewer_options ro;
           ro.device = opts.device < 0 ? 0 : opts.device;
           ro.node = st->info.host;
+          ro.trial_cache_bytes = opts.trial_cache_bytes;
           auto made = reviewer::create(ro);
           if (made) st->rev = std::move(made.value());
           else st->rev_error = made.message();

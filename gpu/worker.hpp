@@ -2,6 +2,8 @@
 // The actor behind a kernelskill-gpu process: answers `describe` with the worker's
 // devices (or why it has none) and handles review requests for its device.
 
+#include <cstdint>
+
 #include <caf/fwd.hpp>
 
 #include "protocol/protocol.hpp"
@@ -10,6 +12,7 @@ namespace ks {
 
 struct worker_options {
   int device = -1;  // the ordinal this worker serves; -1 = describe all, review on 0
+  uint64_t trial_cache_bytes = 0;  // reviewer_options::trial_cache_bytes; 0 = its default
 };
 
 // Builds the worker's self-description: host, pid, version, driver and devices.

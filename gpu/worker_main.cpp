@@ -193,6 +193,7 @@ int run_review(const review_cli& cli, const worker_options& opts) {
   req.options.timeout_s = cli.timeout_s;
   reviewer_options ro;
   ro.device = opts.device < 0 ? 0 : opts.device;
+  ro.trial_cache_bytes = opts.trial_cache_bytes;
   using clock = std::chrono::steady_clock;
   auto ms_since = [](clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
@@ -290,6 +291,11 @@ int main(int argc, char** argv) {
                  "port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready");
   app.add_option("--device", opts.device, "The GPU ordinal this worker serves (default: all for\n"
                                           "describe, 0 for reviews)");
+  double trial_cache_gib = 0;
+  app.add_option("--trial-cache-gib", trial_cache_gib,
+                 "Device memory kept for trial inputs and reference outputs, in GiB (default 0:\n"
+                 "half of the device's memory); the config's gpus.trial_cache_gib")
+      ->check(CLI::Range(0.0, double(1 << 20)));
   app.add_option("--run-reference", reference_task,
                  "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
                  "of its outputs; a quick check that a task and the device work");
@@ -321,6 +327,7 @@ int main(int argc, char** argv) {
                "Exit when the parent process dies (the daemon passes this to its workers)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
   CLI11_PARSE(app, argc, argv);
+  opts.trial_cache_bytes = static_cast<uint64_t>(trial_cache_gib * double(1ull << 30));
 
   if (auto s = setup_logging(log_level); !s) {
     std::cerr << "kernelskill-gpu: --log-level: " << s.message() << "\n";

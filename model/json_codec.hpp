@@ -65,6 +65,7 @@ class json_decode_error : public std::runtime_error {
   X(kernel_resources) \
   X(timing_stats) \
   X(profile_metrics) \
+  X(review_phases) \
   X(review_result) \
   X(code_features) \
   X(method_choice) \

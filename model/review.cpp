@@ -1,5 +1,7 @@
 #include "model/review.hpp"
 
+#include <cstdio>
+
 namespace ks {
 
 const char* to_string(review_status s) {
@@ -13,6 +15,14 @@ const char* to_string(review_status s) {
     case review_status::internal_error: return "internal_error";
   }
   return "unknown";
+}
+
+std::string describe_phases(const review_phases& p) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "compile %.2f s, inputs %.2f s, reference %.2f s, verify %.2f s, timing %.2f s, profile %.2f s",
+                p.compile_s, p.inputs_s, p.reference_s, p.verify_s, p.timing_s, p.profile_s);
+  return buf;
 }
 
 }  // namespace ks

@@ -111,6 +111,40 @@ auto visit_fields(profile_metrics& x, F&& f) {
            KS_FIELD(duration_ms));
 }
 
+// Where a review's wall-clock time went, in seconds (std::chrono::steady_clock in the
+// worker, around each phase; docs/reviewer.md, "Phase times"). A phase the review did
+// not reach stays 0, so a compile error shows only compile_s.
+struct review_phases {
+  double compile_s = 0;    // NVRTC (or its cache), resolving the plan, loading the module
+  double inputs_s = 0;     // drawing the trials' inputs or taking them from the cache
+  double reference_s = 0;  // loading the task's reference and running it in verification
+  double verify_s = 0;     // the candidate's runs in verification and the output checks
+  double timing_s = 0;     // the timed runs, candidate and reference alternately
+  double profile_s = 0;    // the CUPTI trace and hardware metrics
+  double total_s() const {
+    return compile_s + inputs_s + reference_s + verify_s + timing_s + profile_s;
+  }
+  review_phases& operator+=(const review_phases& o) {
+    compile_s += o.compile_s;
+    inputs_s += o.inputs_s;
+    reference_s += o.reference_s;
+    verify_s += o.verify_s;
+    timing_s += o.timing_s;
+    profile_s += o.profile_s;
+    return *this;
+  }
+  friend bool operator==(const review_phases&, const review_phases&) = default;
+};
+template <class F>
+auto visit_fields(review_phases& x, F&& f) {
+  return f("review_phases", KS_FIELD(compile_s), KS_FIELD(inputs_s), KS_FIELD(reference_s),
+           KS_FIELD(verify_s), KS_FIELD(timing_s), KS_FIELD(profile_s));
+}
+
+// "compile 0.12 s, inputs 0.00 s, reference 0.03 s, verify 0.15 s, timing 0.08 s,
+// profile 1.60 s": how trajectories, reports and summaries print it.
+std::string describe_phases(const review_phases& p);
+
 struct review_result {
   uint64_t request_id = 0;
   std::string candidate_id;
@@ -129,6 +163,7 @@ struct review_result {
   std::vector<kernel_resources> resources;
   std::vector<std::string> flags;              // suspicious findings, e.g. "no_custom_kernel"
   std::string device;                          // "node/ordinal: name"
+  review_phases phases;                        // where the review's time went
   friend bool operator==(const review_result&, const review_result&) = default;
 };
 template <class F>
@@ -138,7 +173,7 @@ auto visit_fields(review_result& x, F&& f) {
            KS_FIELD(compile_log), KS_FIELD(trials_run), KS_FIELD(trials_passed),
            KS_FIELD(max_abs_error), KS_FIELD(max_rel_error), KS_FIELD(candidate_time),
            KS_FIELD(reference_time), KS_FIELD(speedup), KS_FIELD(profile),
-           KS_FIELD(resources), KS_FIELD(flags), KS_FIELD(device));
+           KS_FIELD(resources), KS_FIELD(flags), KS_FIELD(device), KS_FIELD(phases));
 }
 
 }  // namespace ks

@@ -40,6 +40,7 @@ struct task_outcome {
   review_result best_review;
   uint32_t rounds = 0;         // optimisation rounds run, over all seed lines
   uint32_t reviews = 0;
+  review_phases review_time;   // the phase times of those reviews, summed
   uint32_t agent_restarts = 0;
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
@@ -51,7 +52,7 @@ template <class F>
 auto visit_fields(task_outcome& x, F&& f) {
   return f("task_outcome", KS_FIELD(task), KS_FIELD(success), KS_FIELD(reason),
            KS_FIELD(best), KS_FIELD(best_review), KS_FIELD(rounds), KS_FIELD(reviews),
-           KS_FIELD(agent_restarts), KS_FIELD(input_tokens), KS_FIELD(output_tokens),
+           KS_FIELD(review_time), KS_FIELD(agent_restarts), KS_FIELD(input_tokens), KS_FIELD(output_tokens),
            KS_FIELD(cost_usd), KS_FIELD(wall_s));
 }
 

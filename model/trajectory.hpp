@@ -24,6 +24,7 @@ struct trajectory_entry {
   double speedup = 0;
   std::string summary;
   std::map<std::string, double> metrics;
+  review_phases phases;      // kind review: where the review's time went (0 when it did not run)
   friend bool operator==(const trajectory_entry&, const trajectory_entry&) = default;
 };
 template <class F>
@@ -31,7 +32,7 @@ auto visit_fields(trajectory_entry& x, F&& f) {
   return f("trajectory_entry", KS_FIELD(task), KS_FIELD(seq), KS_FIELD(unix_ms),
            KS_FIELD(round), KS_FIELD(kind), KS_FIELD(candidate_id),
            KS_FIELD(parent_id), KS_FIELD(method), KS_FIELD(status), KS_FIELD(speedup),
-           KS_FIELD(summary), KS_FIELD(metrics));
+           KS_FIELD(summary), KS_FIELD(metrics), KS_FIELD(phases));
 }
 
 // An error reported as a reply (an agent or worker could not do what was asked).

@@ -26,6 +26,7 @@ void register_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<kernel_resources>("ks::kernel_resources");
   cfg.add_message_type<timing_stats>("ks::timing_stats");
   cfg.add_message_type<profile_metrics>("ks::profile_metrics");
+  cfg.add_message_type<review_phases>("ks::review_phases");
   cfg.add_message_type<review_result>("ks::review_result");
   cfg.add_message_type<code_features>("ks::code_features");
   cfg.add_message_type<method_choice>("ks::method_choice");

@@ -35,6 +35,19 @@ status write_file(const fs::path& path, const std::string& text) {
 
 }  // namespace
 
+nlohmann::json phases_to_json(const review_phases& p) {
+  nlohmann::json j;
+  to_json(j, p);
+  j["total_s"] = double_to_json(p.total_s());
+  return j;
+}
+
+review_phases total_review_time(const std::vector<task_outcome>& outcomes) {
+  review_phases sum;
+  for (const auto& o : outcomes) sum += o.review_time;
+  return sum;
+}
+
 std::string safe_name(const std::string& name) {
   std::string s;
   for (char c : name)
@@ -58,6 +71,7 @@ nlohmann::json outcome_to_json(const task_outcome& o) {
   j["flags"] = o.best_review.flags;
   j["rounds"] = o.rounds;
   j["reviews"] = o.reviews;
+  j["review_phases"] = phases_to_json(o.review_time);
   j["agent_restarts"] = o.agent_restarts;
   j["input_tokens"] = o.input_tokens;
   j["output_tokens"] = o.output_tokens;
@@ -109,6 +123,11 @@ std::string summary_markdown(const run_summary& s) {
         format_double("%.2fx", geomean_speedup(s.outcomes)) + ". Wall time " + format_double("%.1f s", s.wall_s) +
         ". Tokens: " + std::to_string(in_tok) + " in, " + std::to_string(out_tok) + " out (" +
         format_double("$%.4f", cost) + ").\n\n";
+  const review_phases phases = total_review_time(s.outcomes);
+  uint32_t reviews = 0;
+  for (const auto& o : s.outcomes) reviews += o.reviews;
+  md += "Review time: " + format_double("%.1f s", phases.total_s()) + " over " + std::to_string(reviews) +
+        " reviews (" + describe_phases(phases) + ").\n\n";
   md += "| task | correct | speedup | kernel ms | eager ms | rounds | reviews | tokens | stopped because |\n";
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& o : s.outcomes) {
@@ -137,6 +156,7 @@ status write_summary(const fs::path& out_dir, const run_summary& s) {
   j["coder"] = s.coder;
   j["wall_s"] = double_to_json(s.wall_s);
   j["geomean_speedup"] = double_to_json(geomean_speedup(s.outcomes));
+  j["review_phases"] = phases_to_json(total_review_time(s.outcomes));
   j["tasks"] = nlohmann::json::array();
   for (const auto& o : s.outcomes) j["tasks"].push_back(outcome_to_json(o));
   j["pending"] = s.pending;

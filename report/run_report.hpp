@@ -3,7 +3,8 @@
 // reads after an experiment.
 //
 //   OUT/summary.md, OUT/summary.json   one row per task: success, speedup over eager,
-//                                      rounds, reviews, tokens, cost, why it stopped
+//                                      rounds, reviews, tokens, cost, why it stopped;
+//                                      the reviews' phase times, per task and summed
 //   OUT/tasks/TASK/kernel.cu           the best correct kernel's source
 //   OUT/tasks/TASK/plan.yaml           its launch plan
 //   OUT/tasks/TASK/review.json         its review (timings, errors, profile, flags)
@@ -43,6 +44,11 @@ status write_summary(const std::filesystem::path& out_dir, const run_summary& su
 
 nlohmann::json outcome_to_json(const task_outcome& o);
 std::string summary_markdown(const run_summary& summary);
+
+// A review_phases as JSON: its fields, plus total_s.
+nlohmann::json phases_to_json(const review_phases& p);
+// The phase times of every review of the finished tasks, summed.
+review_phases total_review_time(const std::vector<task_outcome>& outcomes);
 
 // The geometric mean of the speedups of the successful tasks (0 when none).
 double geomean_speedup(const std::vector<task_outcome>& outcomes);

@@ -37,6 +37,10 @@ std::string render_trajectory(const std::string& task, const std::vector<traject
     }
     out += "\n";
     if (!e.summary.empty()) out += "        " + e.summary + "\n";
+    if (e.phases.total_s() > 0) {
+      std::snprintf(buf, sizeof buf, "        review time %.2f s: ", e.phases.total_s());
+      out += buf + describe_phases(e.phases) + "\n";
+    }
   }
   return out;
 }

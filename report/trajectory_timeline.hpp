@@ -1,8 +1,8 @@
 #pragma once
 // A task's trajectory (short-term memory) as a timeline people read: one block per
 // round, one line per entry with its kind, method, candidate ← parent, review status
-// and speedup, and the entry's summary under it. Used by `kernelskill trajectory`
-// and by the run report.
+// and speedup, and the entry's summary under it (a review's phase times under that).
+// Used by `kernelskill trajectory` and by the run report.
 
 #include <string>
 #include <vector>

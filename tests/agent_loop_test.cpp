@@ -4,7 +4,8 @@
 // that cannot run here is the GPU: `scripted_gpu` stands in for the GPU pool. It
 // compiles each candidate with NVRTC (compile errors are real) and then gives the
 // verdict the kernel's `// verdict:` comment asks for, with the timing and profile a
-// memory-bound elementwise kernel shows. The same loop runs against the real worker on
+// memory-bound elementwise kernel shows, and the same phase times for every review
+// (kScriptedPhases). The same loop runs against the real worker on
 // the GPU machine (docs/agent-loop.md).
 
 #include <catch2/catch.hpp>
@@ -25,6 +26,7 @@
 #include "actors/agents.hpp"
 #include "actors/experiment_runner.hpp"
 #include "actors/task_coordinator.hpp"
+#include "base/number_format.hpp"
 #include "coder/llm_coder.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "llm/llm_client.hpp"
@@ -34,6 +36,7 @@
 #include "model/candidate_id.hpp"
 #include "model/json_codec.hpp"
 #include "report/run_report.hpp"
+#include "report/trajectory_timeline.hpp"
 #include "task/task_loader.hpp"
 
 namespace fs = std::filesystem;
@@ -92,6 +95,16 @@ std::string candidate_reply(const std::string& source, const std::string& plan =
   return "Here it is.\n\n```cuda\n" + source + "```\n\n```yaml\n" + plan + "```\n";
 }
 
+// The phase times the GPU stand-in gives every review: binary fractions, so that sums
+// of them are exact and a test can compare them with ==.
+const review_phases kScriptedPhases{0.125, 0.25, 0.5, 1.0, 2.0, 4.0};
+
+// The phase times of n reviews of the stand-in.
+review_phases scripted_phases(uint32_t n) {
+  const review_phases& p = kScriptedPhases;
+  return {p.compile_s * n, p.inputs_s * n, p.reference_s * n, p.verify_s * n, p.timing_s * n, p.profile_s * n};
+}
+
 // The GPU stand-in (see the top of the file).
 gpu_pool_actor::behavior_type scripted_gpu(gpu_pool_actor::pointer self,
                                            std::shared_ptr<nvrtc_compiler> nvrtc,
@@ -108,6 +121,7 @@ gpu_pool_actor::behavior_type scripted_gpu(gpu_pool_actor::pointer self,
         r.request_id = req.request_id;
         r.candidate_id = req.cand.id;
         r.device = "scripted/0";
+        r.phases = kScriptedPhases;
         auto c = nvrtc->compile(req.cand.source, req.cand.compile_options);
         if (!c || !c->ok) {
           r.status = review_status::compile_error;
@@ -628,9 +642,27 @@ TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on
     std::string text((std::istreambuf_iterator<char>(tr)), {});
     CHECK_THAT(text, Contains(std::string("trajectory of ") + t));
   }
+  // The reviews' phase times: per task, the sum over its reviews; in all, the sum over
+  // every review the GPU ran (each took kScriptedPhases).
+  uint32_t reviews = 0;
+  for (const auto& o : s.outcomes) {
+    INFO(o.task);
+    CHECK(o.reviews > 0);
+    CHECK(o.review_time == scripted_phases(o.reviews));
+    reviews += o.reviews;
+  }
+  CHECK(reviews == static_cast<uint32_t>(f.reviews->load()));
+  const review_phases all = scripted_phases(reviews);
+  CHECK(total_review_time(s.outcomes) == all);
+  CHECK(summary["review_phases"]["profile_s"].get<double>() == all.profile_s);
+  CHECK(summary["review_phases"]["compile_s"].get<double>() == all.compile_s);
+  CHECK(summary["review_phases"]["total_s"].get<double>() == 7.875 * reviews);
+  CHECK(summary["tasks"][0]["review_phases"]["verify_s"].get<double>() == s.outcomes[0].reviews * 1.0);
   std::ifstream md(out / "summary.md");
   std::string text((std::istreambuf_iterator<char>(md)), {});
   CHECK_THAT(text, Contains("| relu_doomed | yes |"));
+  CHECK_THAT(text, Contains("Review time: " + format_double("%.1f s", 7.875 * reviews) + " over " +
+                            std::to_string(reviews) + " reviews (" + describe_phases(all) + ")."));
   caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gpu, caf::exit_reason::user_shutdown);
 }
@@ -663,6 +695,9 @@ TEST_CASE("a line goes review, diagnose, repair, then plan, optimize and review 
   CHECK(reviews[1].metrics.at("candidate_ms") == Approx(1.0 / 1.1));
   CHECK(reviews[1].metrics.at("reference_ms") == Approx(1.0));
   CHECK(reviews[1].metrics.at("dram_throughput_pct") == Approx(72.5));
+  CHECK(reviews[1].phases == kScriptedPhases);
+  CHECK_THAT(render_trajectory(f.task.name, t),
+             Contains("        review time " + format_double("%.2f", 7.875) + " s: " + describe_phases(kScriptedPhases) + "\n"));
   CHECK_THAT(reviews[2].summary, Contains("[bottleneck="));
   CHECK_THAT(reviews[2].summary, Contains(": ok, speedup 1.40: correct in every trial"));
   CHECK(reviews[2].speedup == Approx(1.4));
@@ -1085,6 +1120,8 @@ TEST_CASE("a line resumes after its last completed round", "[agents][line][resum
   CHECK(f.script.generator == generated);
   CHECK(w.out.rounds == 3);
   CHECK(w.out.reviews == 4);  // the seed, round 1's attempt, then rounds 2 and 3
+  // The first two reviews' times came back with the checkpoint.
+  CHECK(w.out.review_time == scripted_phases(4));
   CHECK(w.out.reason == "best speedup 2.00 (round budget spent)");
   auto all = f.trajectory();
   std::vector<trajectory_entry> t(all.begin() + static_cast<long>(entries), all.end());

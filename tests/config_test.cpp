@@ -102,6 +102,7 @@ TEST_CASE("an empty config gives every documented default", "[config]") {
     CHECK(c.gpus.remote.empty());
     CHECK(c.gpus.worker_binary.empty());
     CHECK(c.gpus.review_timeout_s == 60);
+    CHECK(c.gpus.trial_cache_gib == 0);
     CHECK(c.budgets.seeds == 4);
     CHECK(c.budgets.rounds == 15);
     CHECK(c.budgets.repair_attempts == 3);
@@ -144,6 +145,7 @@ gpus:
   remote: ["gpu7:9001", {host: gpu8, port: 9002}, "[fe80::1]:9003"]
   worker_binary: /opt/ks/bin/kernelskill-gpu
   review_timeout_s: 30.5
+  trial_cache_gib: 48.5
 budgets:
   seeds: 2
   rounds: 0
@@ -193,6 +195,7 @@ serve:
   CHECK(c.gpus.remote == std::vector<ks::remote_worker>{{"gpu7", 9001}, {"gpu8", 9002}, {"fe80::1", 9003}});
   CHECK(c.gpus.worker_binary == "/opt/ks/bin/kernelskill-gpu");
   CHECK(c.gpus.review_timeout_s == 30.5);
+  CHECK(c.gpus.trial_cache_gib == 48.5);
   CHECK(c.budgets.seeds == 2);
   CHECK(c.budgets.rounds == 0);
   CHECK(c.budgets.repair_attempts == 1);
@@ -299,6 +302,7 @@ TEST_CASE("to_yaml round-trips through parse_config", "[config]") {
   c.gpus.remote = {{"gpu1", 8471}, {"::1", 8472}};
   c.gpus.worker_binary = "bin/kernelskill-gpu";
   c.gpus.review_timeout_s = 0.1;
+  c.gpus.trial_cache_gib = 0.75;
   c.budgets = {.seeds = 1, .rounds = 0, .repair_attempts = 7, .tasks_in_flight = 5,
                .llm_requests_in_flight = 9, .device_queue_depth = 11};
   c.coder.backend = "llm";
@@ -431,6 +435,9 @@ TEST_CASE("rejects: numbers out of range (temperature, timeouts, speedup)", "[co
   CHECK(rejected("coder:\n  llm:\n    temperature: 2.5\n") ==
         "exp.yaml:3:18: coder.llm.temperature: expected a number from 0 to 2, got 2.5");
   CHECK_THAT(rejected("coder: {llm: {temperature: -0.1}}\n"), Contains("coder.llm.temperature"));
+  CHECK(rejected("gpus:\n  trial_cache_gib: -1\n") ==
+        "exp.yaml:2:20: gpus.trial_cache_gib: expected a number of GiB from 0 (0: half of each device's "
+        "memory) to 1048576, got -1");
   CHECK(rejected("gpus:\n  review_timeout_s: 0\n") ==
         "exp.yaml:2:21: gpus.review_timeout_s: expected a number of seconds greater than 0, got 0");
   CHECK_THAT(rejected("coder: {llm: {timeout_s: -5}}\n"),

@@ -534,6 +534,22 @@ TEST_CASE("compare_output: tolerance, NaN and Inf, integers, first bad element",
   }
 }
 
+TEST_CASE("bit_fingerprint changes with any one element and not otherwise", "[reviewer][verify]") {
+  at::Tensor a = at::randn({64, 33});
+  CHECK(bit_fingerprint(a) == bit_fingerprint(a.clone()));
+  at::Tensor b = a.clone();
+  b[17][5] = std::nextafter(b[17][5].item<float>(), 1e30f);  // one bit of one element
+  CHECK(bit_fingerprint(b) != bit_fingerprint(a));
+  // A view that is not contiguous is read as its elements, in order.
+  CHECK(bit_fingerprint(a.t()) == bit_fingerprint(a.t().contiguous()));
+  // A size that is not a multiple of 4 bytes is summed byte by byte.
+  at::Tensor c = at::tensor({1, 2, 3}, at::kChar);
+  CHECK(bit_fingerprint(c) == 6);
+  c[1] = 7;
+  CHECK(bit_fingerprint(c) == 11);
+  CHECK(bit_fingerprint(at::empty({0})) == 0);
+}
+
 TEST_CASE("first_bitwise_difference and poison", "[reviewer][verify]") {
   at::Tensor a = at::tensor({1.0f, NAN, 0.0f});
   CHECK(first_bitwise_difference(a, a.clone()) == -1);  // NaN equals itself bit for bit
@@ -577,10 +593,18 @@ TEST_CASE("format_review and review_to_json show what a reader needs", "[reviewe
   r.speedup = 2.0;
   r.flags = {"no_custom_kernel"};
   r.resources = {{"relu_f32", 16, 0, 0, 1024}};
+  r.phases = {0.125, 0.5, 0.25, 0.75, 0.0625, 1.75};
   std::string text = format_review(r);
   CHECK_THAT(text, Contains("review ok") && Contains("speedup: 2.000x") && Contains("flags: no_custom_kernel") &&
                        Contains("kernel relu_f32: 16 registers") && Contains("5/5 passed"));
+  CHECK_THAT(text, Contains("  time: 3.44 s (compile 0.12 s, inputs 0.50 s, reference 0.25 s, verify 0.75 s, "
+                            "timing 0.06 s, profile 1.75 s)\n"));
   CHECK_THAT(review_to_json(r), Contains("\"speedup\": 2.0") && Contains("\"status\": \"ok\""));
+  // The phase times go out in the JSON and come back, every one of them.
+  auto back = decode_json<review_result>(*parse_json(review_to_json(r), "review"), "review");
+  REQUIRE(back);
+  CHECK(back->phases == r.phases);
+  CHECK_THAT(review_to_json(r), Contains("\"profile_s\": 1.75") && Contains("\"inputs_s\": 0.5"));
   // Errors and times JSON has no number for are written by name and read back.
   review_result odd = r;
   odd.max_abs_error = std::numeric_limits<double>::infinity();
@@ -1012,6 +1036,83 @@ steps:
     CHECK_THAT(r.message, Contains("second distribution"));
     CHECK(r.trials_passed >= 2);
   }
+}
+
+TEST_CASE("gpu: the trial cache keeps inputs and reference outputs; a task that does not fit "
+          "the cache still reviews, one that does not fit the device says so", "[reviewer][gpu][cache]") {
+  REQUIRE_GPU(rev);
+  task_spec t = task_from(kReluTask);
+  t.name = "relu_cache_test";
+  t.seed = 31;  // a task no other case has reviewed: its first review is cold
+  const std::string src = read_text(kExamples + "relu.cu"), plan = read_text(kExamples + "relu.yaml");
+  const std::string off_by_scale = relu_like("  if (i < n) y[i] = x[i] > 0.f ? x[i] * 1.001f : 0.f;");
+  review_options o = verify_only();
+  o.profile = false;
+  const uint64_t trial_bytes = 2ull * 1023 * 1031 * 4;  // x and y, float32
+
+  const auto before = rev->trial_cache();
+  auto cold = review_of(*rev, t, src, plan, o);
+  REQUIRE(cold.status == review_status::ok);
+  const auto after = rev->trial_cache();
+  // Five trials, each its input and the reference's output (the cache is far from full).
+  CHECK(after.trials == before.trials + 5);
+  CHECK(after.used_bytes == before.used_bytes + 5 * trial_bytes);
+  CHECK(cold.phases.reference_s > 0);
+  CHECK(cold.phases.inputs_s > 0);
+  CHECK(cold.phases.verify_s > 0);
+  CHECK(cold.phases.compile_s > 0);
+  CHECK(cold.phases.timing_s == 0);
+  CHECK(cold.phases.profile_s == 0);
+
+  // The next candidate of the task runs no reference in verification: its reference
+  // phase is the task lookup alone.
+  auto warm = review_of(*rev, t, src + "\n// another candidate\n", plan, o);
+  CHECK(warm.status == review_status::ok);
+  CHECK(warm.max_abs_error == cold.max_abs_error);
+  CHECK(warm.phases.reference_s < cold.phases.reference_s / 10);
+  CHECK(rev->trial_cache().used_bytes == after.used_bytes);
+  // A wrong candidate is still caught against the cached outputs.
+  auto wrong = review_of(*rev, t, off_by_scale, kRelu1D, o);
+  CHECK(wrong.status == review_status::incorrect);
+  CHECK(wrong.trials_passed == 0);
+
+  // A cache too small for one trial's inputs: the same verdicts, every trial drawn and
+  // run afresh.
+  rev->set_trial_cache_bytes(trial_bytes / 2 - 1);
+  CHECK(rev->trial_cache().used_bytes == 0);
+  auto uncached = review_of(*rev, t, src + "\n// uncached\n", plan, o);
+  CHECK(uncached.status == review_status::ok);
+  CHECK(uncached.max_abs_error == cold.max_abs_error);
+  CHECK(uncached.phases.reference_s > 0);
+  auto wrong_uncached = review_of(*rev, t, off_by_scale + "// uncached\n", kRelu1D, o);
+  CHECK(wrong_uncached.status == review_status::incorrect);
+  CHECK(wrong_uncached.message == wrong.message);
+  CHECK(rev->trial_cache().used_bytes == 0);
+  // Room for two trials: the first two stay, the other three are run afresh each time.
+  rev->set_trial_cache_bytes(2 * trial_bytes);
+  auto partly = review_of(*rev, t, src + "\n// partly\n", plan, o);
+  CHECK(partly.status == review_status::ok);
+  CHECK(rev->trial_cache().trials == 2);
+  auto partly_again = review_of(*rev, t, src + "\n// partly again\n", plan, o);
+  CHECK(partly_again.status == review_status::ok);
+  CHECK(rev->trial_cache().trials == 2);
+  rev->set_trial_cache_bytes(0);
+  CHECK(rev->trial_cache().budget_bytes == rev->device().total_memory_bytes / 2);
+
+  // 2^36 float32 elements (275 GB) in and out: an error naming the sizes, before any
+  // allocation (not an out-of-memory inside LibTorch).
+  task_spec huge = t;
+  huge.name = "relu_too_big";
+  huge.inputs[0].shape = {1 << 18, 1 << 18};
+  auto r = review_of(*rev, huge, src, plan, o);
+  CHECK(r.status == review_status::internal_error);
+  CHECK_THAT(r.message, Contains("the task does not fit " + rev->device().name) &&
+                            Contains("inputs 274.88 GB (274877906944 bytes)") &&
+                            Contains("but the device has"));
+  CHECK(r.phases.inputs_s == 0);
+  // The reviewer goes on.
+  auto after_huge = review_of(*rev, t, src + "\n// after the huge one\n", plan, o);
+  CHECK(after_huge.status == review_status::ok);
 }
 
 TEST_CASE("gpu: a correct review carries a hardware profile from CUPTI", "[reviewer][gpu][profile]") {

@@ -7,6 +7,9 @@
 // candidate's verdict not changing between runs or restarts — unless its source
 // names a verdict the way tests/agent_loop_test.cpp does:
 //   // verdict: ok speedup=1.7      // verdict: incorrect      // verdict: crash
+// Phase times: compile is the NVRTC compile's own wall time; the GPU phases are scripted
+// too, a few milliseconds per trial and 1.5 s of profile for a correct candidate, the
+// proportions an H200 showed at the tasks' test sizes (docs/reviewer.md).
 // KS_SCRIPTED_REVIEW_MS=N makes every review take at least N ms, so that a test can
 // act while tasks are running.
 // The rules coder asks the configured worker binary for the task's graph
@@ -41,7 +44,9 @@ ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& re
   r.request_id = req.request_id;
   r.candidate_id = req.cand.id;
   r.device = "scripted/0";
+  const auto t0 = std::chrono::steady_clock::now();
   auto c = nvrtc.compile(req.cand.source, req.cand.compile_options);
+  r.phases.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!c) {
     r.status = ks::review_status::internal_error;
     r.message = c.message();
@@ -64,7 +69,14 @@ ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& re
     if (m[2].matched) speedup = std::stod(m[2]);
   }
   r.trials_run = req.options.trials;
+  if (verdict != "crash") {
+    r.phases.inputs_s = 0.004 * r.trials_run;
+    r.phases.reference_s = 0.002 * r.trials_run;
+    r.phases.verify_s = 0.006 * r.trials_run;
+  }
   if (verdict == "ok") {
+    if (req.options.time) r.phases.timing_s = 0.05;
+    if (req.options.profile) r.phases.profile_s = 1.5;
     r.status = ks::review_status::ok;
     r.trials_passed = r.trials_run;
     r.reference_time.median_ms = 1.0;

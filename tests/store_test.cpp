@@ -129,6 +129,7 @@ timing_stats full_timing() { return {0.5, 0.55, 0.4, 0.9, 0.05, 100}; }
 profile_metrics full_profile() {
   return {{{"dram_throughput_pct", 91.5}, {"achieved_occupancy_pct", 48.25}}, 3, 0.61};
 }
+review_phases full_phases() { return {0.125, 0.75, 0.5, 0.25, 0.0625, 1.5}; }
 review_result full_review() {
   review_result r;
   r.request_id = 42;
@@ -148,6 +149,7 @@ review_result full_review() {
   r.resources = {full_resources()};
   r.flags = {"suspicious_speedup"};
   r.device = "local/0: NVIDIA H200";
+  r.phases = full_phases();
   return r;
 }
 code_features full_features() {
@@ -178,6 +180,7 @@ trajectory_entry full_entry() {
   e.speedup = 1.75;
   e.summary = "timed out after 60 s";
   e.metrics = {{"dram_throughput_pct", 80.5}};
+  e.phases = full_phases();
   return e;
 }
 experience_record full_experience() {
@@ -352,6 +355,7 @@ TEST_CASE("every stored protocol struct survives a JSON round trip", "[codec]") 
   check_round_trip(full_resources());
   check_round_trip(full_timing());
   check_round_trip(full_profile());
+  check_round_trip(full_phases());
   check_round_trip(full_review());
   check_round_trip(full_features());
   check_round_trip(full_choice());
