@@ -772,7 +772,7 @@ TEST_CASE("a seed its repairs cannot fix ends the line without a kernel", "[agen
   CHECK(w.states() == "generating reviewing repairing reviewing repairing reviewing failed");
 }
 
-TEST_CASE("a repairer that cannot fix the seed ends the line; one that cannot fix an attempt "
+TEST_CASE("a repairer that cannot fix the seed ends the line, one that cannot fix an attempt "
           "sends it back",
           "[agents][line]") {
   auto cannot = [](const repair_input&) -> std::optional<result<candidate>> {

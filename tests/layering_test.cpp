@@ -255,3 +255,21 @@ TEST_CASE("the source shape reader counts functions, not scopes, literals or com
   CHECK(spans[1].lines() == 3);
   CHECK(ks::test::line_count(src) == 14);
 }
+
+// ctest registers a Catch2 case by its name and silently runs nothing for a name with
+// a ';' in it (the list separator): such a case would pass without running.
+TEST_CASE("no test case name holds a semicolon") {
+  const std::regex test_case(R"re(TEST_CASE\(\s*((?:"(?:[^"\\]|\\.)*"\s*)+))re");
+  size_t names = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(KS_SOURCE_DIR) / "tests")) {
+    if (e.path().extension() != ".cpp") continue;
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::sregex_iterator it(text.begin(), text.end(), test_case), end; it != end; ++it) {
+      ++names;
+      INFO(e.path().filename().string() << ": " << (*it)[1].str());
+      CHECK((*it)[1].str().find(';') == std::string::npos);
+    }
+  }
+  CHECK(names > 300);
+}

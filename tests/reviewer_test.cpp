@@ -1038,7 +1038,7 @@ steps:
   }
 }
 
-TEST_CASE("gpu: the trial cache keeps inputs and reference outputs; a task that does not fit "
+TEST_CASE("gpu: the trial cache keeps inputs and reference outputs, a task that does not fit "
           "the cache still reviews, one that does not fit the device says so", "[reviewer][gpu][cache]") {
   REQUIRE_GPU(rev);
   task_spec t = task_from(kReluTask);
