@@ -86,6 +86,9 @@ SCALAR_TYPES = {}  # torch.dtype -> c10::ScalarType number, filled by main()
 def recorder(torch):
     real_factories = {n: getattr(torch, n) for n in ("rand", "randn", "randint", "zeros", "ones", "full", "arange")}
     lines = []  # "t3 = <expr>" in the order made
+    # Torch's own code (the meta kernels written in Python, in PyTorch 2) calls the
+    # factories too: only the problem's calls are recorded, torch's reach the real ones.
+    depth = [0]
     counter = [0]
 
     class Recorded(torch.Tensor):
@@ -101,8 +104,12 @@ def recorder(torch):
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            with torch._C.DisableTorchFunction():
-                out = func(*unwrap(args), **unwrap(kwargs))
+            depth[0] += 1
+            try:
+                with torch._C.DisableTorchFunction():
+                    out = func(*unwrap(args), **unwrap(kwargs))
+            finally:
+                depth[0] -= 1
             if isinstance(out, torch.Tensor):
                 return Recorded(out, expression(func, args, kwargs))
             if isinstance(out, (tuple, list)) and any(isinstance(o, torch.Tensor) for o in out):
@@ -250,7 +257,21 @@ def recorder(torch):
         raise Refusal("get_inputs calls torch.empty: uninitialised memory is not a distribution")
 
     factories.update(randint=randint, full=full, arange=arange, empty=empty)
-    return Recorded, lines, factories, literal
+
+    def only_outermost(name, f):
+        def call(*args, **kwargs):
+            if depth[0]:
+                return real_factories.get(name, original_empty if name == "empty" else None)(*args, **kwargs)
+            depth[0] += 1
+            try:
+                return f(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return call
+
+    original_empty = torch.empty
+    guarded = {name: only_outermost(name, f) for name, f in factories.items()}
+    return Recorded, lines, guarded, literal
 
 
 def record_inputs(torch, problem):
