@@ -131,7 +131,8 @@ status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module
 }
 
 // In place ops on a parameter whose result nothing reads (BatchNorm's step counter in
-// training mode) update the module's state, not the output: a kernel need not repeat them.
+// training mode) update the module's state, not the output: a kernel need not repeat
+// them, nor the running statistics a training-mode norm updates.
 void drop_state_updates(torch::jit::Graph& graph, size_t first_parameter) {
   std::set<torch::jit::Value*> params(graph.inputs().begin() + first_parameter, graph.inputs().end());
   std::vector<torch::jit::Node*> dead;
@@ -142,6 +143,22 @@ void drop_state_updates(torch::jit::Graph& graph, size_t first_parameter) {
       dead.push_back(n);
   });
   for (auto* n : dead) n->destroy();
+  // Normalisations on batch statistics (BatchNorm in training mode, InstanceNorm) read
+  // their running statistics only to update them: the output does not depend on them.
+  std::vector<torch::jit::Node*> norms;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    const std::string kind = n->kind().toQualString();
+    if ((kind == "aten::batch_norm" || kind == "aten::instance_norm") && n->inputs().size() >= 6) {
+      auto flag = torch::jit::toIValue(n->inputs()[5]);
+      if (flag && flag->isBool() && flag->toBool() && params.count(n->inputs()[3])) norms.push_back(n);
+    }
+  });
+  for (torch::jit::Node* n : norms) {
+    torch::jit::WithInsertPoint guard(n);
+    torch::jit::Value* none = graph.insertConstant(c10::IValue());
+    n->replaceInput(3, none);
+    n->replaceInput(4, none);
+  }
 }
 
 // Specialises a graph with control flow to the task's shapes: the rank, sizes and

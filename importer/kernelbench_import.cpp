@@ -103,7 +103,10 @@ import_outcome import_kernelbench_problem(const problem_file& problem, const fs:
   const std::string label = (problem.subdir / problem.path.filename()).string();
   // The child starts in the private directory, so that a relative write lands there
   // if the guard misses it.
-  std::string cmd = "cd " + shell_quote(dir->path().string()) + " && PYTHONDONTWRITEBYTECODE=1 exec " +
+  const fs::path scratch = dir->path() / "tmp";
+  fs::create_directory(scratch, ec);
+  std::string cmd = "cd " + shell_quote(dir->path().string()) + " && TMPDIR=" + shell_quote(scratch.string()) +
+                    " PYTHONDONTWRITEBYTECODE=1 exec " +
                     shell_quote(options.python) + " " + shell_quote(script.string()) +
                     " --problem " + shell_quote(source.string()) + " --name " + shell_quote(problem.task_name) +
                     " --label " + shell_quote(label) + " --out-yaml " + shell_quote(yaml.string()) +

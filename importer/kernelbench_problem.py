@@ -58,18 +58,29 @@ _FILESYSTEM = ("os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", 
 
 
 def install_guard():
+    # Scratch space torch itself may use (PyTorch 2 makes temporary directories while
+    # tracing and compiling): the private directory's tmp/, which TMPDIR names.
+    scratch = os.path.realpath(os.environ.get("TMPDIR", "/nonexistent")) + os.sep
+
+    def in_scratch(path):
+        try:
+            return isinstance(path, (str, bytes, os.PathLike)) and \
+                os.path.realpath(os.fsdecode(path)).startswith(scratch)
+        except (TypeError, ValueError):
+            return False
+
     def hook(event, args):
         if event == "open":
             path, mode, flags = (list(args) + [None, None, None])[:3]
             writes = (mode is not None and any(c in str(mode) for c in "wax+")) or (
                 mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS)
-            if writes:
+            if writes and not in_scratch(path):
                 raise PermissionError(f"the problem may not write files (it opened {path!r} for writing)")
         elif event in _NETWORK:
             raise PermissionError(f"the problem may not use the network ({event})")
         elif event in _PROCESS:
             raise PermissionError(f"the problem may not start or signal processes ({event})")
-        elif event in _FILESYSTEM:
+        elif event in _FILESYSTEM and not (args and in_scratch(args[0])):
             raise PermissionError(f"the problem may not change files ({event})")
 
     sys.addaudithook(hook)
@@ -589,7 +600,24 @@ def import_problem(args, yaml_out):
     try:
         torch.jit.save(scripted, args.out_module)
     except BaseException as e:
-        raise Refusal(f"torch.jit.save of the scripted module failed: {type(e).__name__}: {first_line(e)}")
+        if "traced" in " ".join(notes):
+            raise Refusal(f"torch.jit.save of the traced module failed: {type(e).__name__}: {first_line(e)}")
+        # Some scripted modules do not save (recurrent layers' flattened weights in some
+        # releases): a trace of the same model does.
+        reason = f"torch.jit.save of the scripted module failed: {first_line(e)}"
+        notes.append(f"{reason}; traced at the task's shapes instead")
+        scripted = trace(torch, model, program_text(lines, returned), inputs, constants, args.trace_bytes, reason)
+        scripted.train()
+        params = []
+        for path in tensor_attributes(torch, scripted):
+            t = lookup(scripted, path)
+            params.append({"name": identifier(path.replace(".", "_"), set(i["name"] for i in inputs)),
+                           "attr": path, "shape": list(t.shape),
+                           "dtype": dtype_name(t.dtype, f"module attribute {path}")})
+        try:
+            torch.jit.save(scripted, args.out_module)
+        except BaseException as e2:
+            raise Refusal(f"{reason}; and of its trace: {type(e2).__name__}: {first_line(e2)}")
 
     doc = (inspect.getdoc(problem.Model) or "").strip().splitlines()
     description = f"KernelBench {args.label}" + (f": {doc[0]}" if doc else "") + " (training mode)"
