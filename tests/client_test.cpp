@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -376,6 +377,35 @@ TEST_CASE("submit uploads the .pt module a task names, relative to the task file
   CHECK(contains(out.text, "module " + std::to_string(fs::file_size(dir / "swish.pt")) +
                                " bytes uploaded"));
   std::string id = out.text.substr(out.text.find("swish_pt-"));
+  id = id.substr(0, id.find(':'));
+  auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
+  INFO(d.log());
+  CHECK(t.state == "done");
+}
+
+// A KernelBench problem with weights, imported by the real CLI (the user's Python and
+// PyTorch) and submitted as is: the module with its weights is uploaded, the daemon takes
+// the new task keys (reference.training, parameters of kind module) and its rules coder
+// exports the module's graph with the weights lifted.
+TEST_CASE("an imported KernelBench problem with weights is submitted and optimised as is", "[client][kernelbench]") {
+  std::string python;
+  for (std::string p : {std::string(std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : ""),
+                        std::string("/usr/bin/python3"), std::string("python3")})
+    if (!p.empty() && python.empty() && run_shell(p + " -c 'import torch' 2>&1").status == 0) python = p;
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  running_daemon d({.rounds = 1});
+  const fs::path tasks = d.dir() / "imported";
+  auto imported = kernelskill("import kernelbench " +
+                              (fs::path(KS_SOURCE_DIR) / "tests/data/kernelbench/good/gemm_relu_divide.py").string() +
+                              " --out " + tasks.string() + " --python " + python);
+  INFO(imported.text);
+  REQUIRE(imported.status == 0);
+  auto out = kernelskill("submit " + (tasks / "gemm_relu_divide.yaml").string() + " --server " + d.url());
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(contains(out.text, "module " + std::to_string(fs::file_size(tasks / "gemm_relu_divide.pt")) +
+                               " bytes uploaded"));
+  std::string id = out.text.substr(out.text.find("gemm_relu_divide-"));
   id = id.substr(0, id.find(':'));
   auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
   INFO(d.log());
