@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -345,6 +346,7 @@ result<std::string> export_graph_json(const task_spec& task) {
   const std::string prefix = "task \"" + task.name + "\": graph export: ";
   try {
     std::shared_ptr<torch::jit::Graph> graph;
+    std::optional<torch::jit::Module> module;  // a saved module, loaded once
     if (!task.torchscript.empty()) {
       auto unit = torch::jit::compile(task.torchscript);
       torch::jit::Function* forward = nullptr;
@@ -357,12 +359,12 @@ result<std::string> export_graph_json(const task_spec& task) {
       // A saved module: its forward's graph, once `self` is gone: the tensors it reads
       // from its attributes become the task's parameters, the rest constants.
       std::istringstream bytes(task.module_bytes);
-      torch::jit::Module module = torch::jit::load(bytes, c10::Device(c10::kCPU));
-      module.train(task.module_training);
-      graph = module.get_method("forward").graph()->copy();
+      module = torch::jit::load(bytes, c10::Device(c10::kCPU));
+      module->train(task.module_training);
+      graph = module->get_method("forward").graph()->copy();
       torch::jit::Inline(*graph);
       if (graph->inputs().empty()) return error{prefix + "the module's forward has no self"};
-      if (auto st = lift_module_attributes(*graph, module, task); !st) return error{prefix + st.message()};
+      if (auto st = lift_module_attributes(*graph, *module, task); !st) return error{prefix + st.message()};
     }
 
     // Before anything runs it: constant propagation would already execute a file read.
@@ -373,7 +375,8 @@ result<std::string> export_graph_json(const task_spec& task) {
 
     auto inputs = make_inputs(task, trial_seed(task.seed, 0), c10::Device(c10::kCPU));
     if (!inputs) return error{prefix + inputs.message()};
-    auto params = make_parameters(task, c10::Device(c10::kCPU));
+    auto params = module ? module_parameters(task, *module, c10::Device(c10::kCPU))
+                         : make_parameters(task, c10::Device(c10::kCPU));
     if (!params) return error{prefix + params.message()};
     std::vector<c10::IValue> arguments(inputs->begin(), inputs->end());
     arguments.insert(arguments.end(), params->begin(), params->end());

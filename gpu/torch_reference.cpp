@@ -19,6 +19,7 @@
 #include <torch/script.h>
 
 #include "gpu/reference_ops.hpp"
+#include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {
@@ -97,18 +98,12 @@ at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen) {
   return t.to(target);
 }
 
-std::string format_sizes(at::IntArrayRef shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 // A tensor made elsewhere (a module attribute, an input program's output) must be what
 // the task declares: same shape and dtype.
 std::optional<std::string> mismatch(const tensor_spec& spec, const at::Tensor& t) {
   if (t.sizes().vec() != spec.shape || t.scalar_type() != *scalar_type(spec.dtype))
-    return "is " + format_sizes(t.sizes()) + " " + dtype_name(t.scalar_type()) +
-           ", the task declares " + format_sizes(spec.shape) + " " + spec.dtype;
+    return "is " + shape_to_string(t.sizes().vec()) + " " + dtype_name(t.scalar_type()) +
+           ", the task declares " + shape_to_string(spec.shape) + " " + spec.dtype;
   return std::nullopt;
 }
 
@@ -128,23 +123,6 @@ result<at::Tensor> module_attribute(const torch::jit::Module& module, const std:
   }
   if (!v.isTensor()) return error{"module attribute \"" + path + "\" is " + v.tagKind() + ", not a Tensor"};
   return v.toTensor();
-}
-
-// Parameters of kind module: copies of the module's attributes on `device`. Copies,
-// so that a reference which updates its own state (BatchNorm's running statistics in
-// training mode) never changes what the candidates are given.
-result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const torch::jit::Module& module,
-                                                  const c10::Device& device) {
-  std::vector<at::Tensor> out;
-  for (const auto& spec : task.parameters) {
-    auto t = module_attribute(module, spec.init.attr);
-    if (!t) return error{task_prefix(task) + "parameter \"" + spec.name + "\": " + t.message()};
-    if (auto why = mismatch(spec, *t))
-      return error{task_prefix(task) + "parameter \"" + spec.name + "\" (module attribute " +
-                   spec.init.attr + ") " + *why};
-    out.push_back(t->detach().to(device).clone());
-  }
-  return out;
 }
 
 // Inputs made by the task's input_program: compiled, checked like a reference, run
@@ -385,6 +363,23 @@ result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t tria
                                             const c10::Device& device) {
   if (!task.input_program.empty()) return program_inputs(task, trial_seed, device);
   return make_tensors(task, task.inputs, "input", trial_seed, device);
+}
+
+// Parameters of kind module: copies of the module's attributes on `device`. Copies,
+// so that a reference which updates its own state (BatchNorm's running statistics in
+// training mode) never changes what the candidates are given.
+result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const torch::jit::Module& module,
+                                                  const c10::Device& device) {
+  std::vector<at::Tensor> out;
+  for (const auto& spec : task.parameters) {
+    auto t = module_attribute(module, spec.init.attr);
+    if (!t) return error{task_prefix(task) + "parameter \"" + spec.name + "\": " + t.message()};
+    if (auto why = mismatch(spec, *t))
+      return error{task_prefix(task) + "parameter \"" + spec.name + "\" (module attribute " +
+                   spec.init.attr + ") " + *why};
+    out.push_back(t->detach().to(device).clone());
+  }
+  return out;
 }
 
 result<std::vector<at::Tensor>> make_parameters(const task_spec& task,

@@ -15,6 +15,10 @@
 
 #include "gpu/torch_reference.hpp"
 
+namespace torch::jit {
+struct Module;
+}
+
 namespace ks {
 
 // The task's inputs for one trial, in declaration order, on `device`. Drawn on the
@@ -24,9 +28,15 @@ namespace ks {
 result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
                                             const c10::Device& device);
 
-// The task's parameters, drawn the same way from the task seed itself.
+// The task's parameters, drawn the same way from the task seed itself (a module
+// reference's: copies of its attributes, the module loaded from the task's bytes).
 result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
                                                 const c10::Device& device);
+
+// A module reference's parameters (kind module) from a module already loaded: copies
+// of its attributes on `device`, each checked against the task's shape and dtype.
+result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const torch::jit::Module& module,
+                                                  const c10::Device& device);
 
 // Runs the program's forward on `inputs` (plus its parameters), without autograd,
 // and returns its outputs as tensors. Does not synchronise the device.

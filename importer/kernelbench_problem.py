@@ -591,7 +591,7 @@ def import_problem(args, yaml_out):
 
     params = []
     for path in tensor_attributes(torch, scripted):
-        t = lookup(model, path) if _has_path(model, path) else lookup(scripted, path)
+        t = lookup(scripted, path)
         params.append({"name": identifier(path.replace(".", "_"), taken), "attr": path,
                        "shape": list(t.shape), "dtype": dtype_name(t.dtype, f"module attribute {path}")})
 
@@ -661,14 +661,6 @@ def trace(torch, model, program, inputs, constants, limit_bytes, reason):
     except BaseException as e:
         raise Refusal(f"the model neither scripts nor traces: {type(e).__name__}: {first_line(e)}")
     return traced
-
-
-def _has_path(module, path):
-    try:
-        lookup(module, path)
-        return True
-    except AttributeError:
-        return False
 
 
 def main():
