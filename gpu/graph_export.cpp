@@ -384,13 +384,18 @@ result<std::string> export_graph_json(const task_spec& task) {
     if (!probed) return error{prefix + probed.message()};
     // Shape checks and the loops behind them fold away at the task's shapes (and the
     // graph is probed again); graphs without control flow are kept as they are.
+    // The shapes are read once, before either pass changes the graph: probed values
+    // that a pass destroys are not looked at again (ids of survivors stay the same).
     bool respecialised = false;
-    if (has_control_flow(*graph)) {
-      specialise_to_shapes(graph, known_shapes(*graph, arguments, *probed));
-      respecialised = true;
+    const bool control_flow = has_control_flow(*graph);
+    if (control_flow || !task.module_bytes.empty()) {
+      const shape_map shapes = known_shapes(*graph, arguments, *probed);
+      if (control_flow) {
+        specialise_to_shapes(graph, shapes);
+        respecialised = true;
+      }
+      if (!task.module_bytes.empty()) respecialised |= scalars_for_tensor_constants(*graph, shapes);
     }
-    if (!task.module_bytes.empty())
-      respecialised |= scalars_for_tensor_constants(*graph, known_shapes(*graph, arguments, *probed));
     if (respecialised) {
       probed = run_probe(graph, arguments);
       if (!probed) return error{prefix + probed.message()};
