@@ -2,6 +2,7 @@
 // torch_reference.cpp): TorchScript graph passes and the interpreter.
 #include "gpu/graph_export.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -9,12 +10,14 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/loop_unrolling.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/cuda.h>
 #include <torch/jit.h>
 #include <torch/script.h>
 
@@ -316,6 +319,99 @@ result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
   return out;
 }
 
+// The task's inputs and parameters as tensors without data, on the meta device, in
+// forward's order: the shapes and dtypes the task declares (a module's parameters are
+// its own, moved to meta). Nothing of the task's size is allocated.
+result<std::vector<c10::IValue>> meta_arguments(const task_spec& task, const std::optional<torch::jit::Module>& module) {
+  const c10::Device meta(c10::kMeta);
+  std::vector<c10::IValue> out;
+  auto declared = [&](const tensor_spec& t) -> result<at::Tensor> {
+    auto type = scalar_type(t.dtype);
+    if (!type) return error{"'" + t.name + "': unknown dtype " + t.dtype};
+    return at::empty(t.shape, at::TensorOptions().dtype(*type).device(meta));
+  };
+  for (const auto& t : task.inputs) {
+    auto x = declared(t);
+    if (!x) return x.error();
+    out.emplace_back(*x);
+  }
+  if (module) {
+    auto params = module_parameters(task, *module, meta);
+    if (!params) return params.error();
+    out.insert(out.end(), params->begin(), params->end());
+  } else {
+    for (const auto& t : task.parameters) {
+      auto x = declared(t);
+      if (!x) return x.error();
+      out.emplace_back(*x);
+    }
+  }
+  return out;
+}
+
+// The task's inputs and parameters drawn as the reviewer draws trial 0's, on `device`.
+result<std::vector<c10::IValue>> drawn_arguments(const task_spec& task, const std::optional<torch::jit::Module>& module,
+                                                 const c10::Device& device) {
+  auto inputs = make_inputs(task, trial_seed(task.seed, 0), device);
+  if (!inputs) return inputs.error();
+  auto params = module ? module_parameters(task, *module, device) : make_parameters(task, device);
+  if (!params) return params.error();
+  std::vector<c10::IValue> out(inputs->begin(), inputs->end());
+  out.insert(out.end(), params->begin(), params->end());
+  return out;
+}
+
+// The probe, as cheaply as the graph allows: the shapes, dtypes and scalars it reports
+// do not depend on where it runs (scalars read from data are never trusted downstream).
+//   1. on the meta device (no data: nothing of the task's size is allocated); fails for
+//      a graph that reads values (item, a branch on data, nonzero), an op without a
+//      meta kernel in this LibTorch (relu in 1.13), or a constant tensor of another
+//      device;
+//   2. on the GPU, when this process has one, on trial 0's inputs;
+//   3. on the CPU on trial 0's inputs, as the reviewer draws them. A KernelBench
+//      problem's 6.4 GB input took 113 s and 12.7 GB of memory here.
+// `arguments` is left holding what was probed (describe() reads only shapes and dtypes
+// of tensors); the reason each cheaper way failed is logged.
+result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& graph, const task_spec& task,
+                                   const std::optional<torch::jit::Module>& module,
+                                   std::vector<c10::IValue>& arguments) {
+  // The interpreter's message starts with a traceback: the line naming the error says why.
+  auto first_line = [](const std::string& s) {
+    size_t at = s.find("Error: ");
+    at = at == std::string::npos ? 0 : s.rfind('\n', at) + 1;
+    return s.substr(at, std::min(s.find('\n', at), at + 200) - at);
+  };
+  auto attempt = [&](const char* where, result<std::vector<c10::IValue>> args) -> std::optional<probe_result> {
+    std::string why;
+    if (!args) {
+      why = args.message();
+    } else {
+      try {
+        auto probed = run_probe(graph, *args);
+        if (probed) {
+          arguments = std::move(*args);
+          spdlog::info("graph export of {}: probed on {}", task.name, where);
+          return std::move(*probed);
+        }
+        why = probed.message();
+      } catch (const std::exception& e) {
+        why = torch_message(e);
+      }
+    }
+    spdlog::info("graph export of {}: not probed on {}: {}", task.name, where, first_line(why));
+    return std::nullopt;
+  };
+  if (auto p = attempt("meta", meta_arguments(task, module))) return std::move(*p);
+  if (torch::cuda::is_available()) {
+    const c10::Device gpu(c10::kCUDA, 0);
+    if (auto p = attempt("cuda", drawn_arguments(task, module, gpu))) return std::move(*p);
+  }
+  auto args = drawn_arguments(task, module, c10::Device(c10::kCPU));
+  if (!args) return args.error();
+  arguments = std::move(*args);
+  return run_probe(graph, arguments);
+}
+
 // The shapes of the graph's inputs and of every probed tensor whose shape cannot
 // depend on values.
 shape_map known_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& arguments,
@@ -373,14 +469,8 @@ result<std::string> export_graph_json(const task_spec& task) {
     torch::jit::EliminateDeadCode(graph);
     if (!task.module_bytes.empty()) drop_state_updates(*graph, task.inputs.size());
 
-    auto inputs = make_inputs(task, trial_seed(task.seed, 0), c10::Device(c10::kCPU));
-    if (!inputs) return error{prefix + inputs.message()};
-    auto params = module ? module_parameters(task, *module, c10::Device(c10::kCPU))
-                         : make_parameters(task, c10::Device(c10::kCPU));
-    if (!params) return error{prefix + params.message()};
-    std::vector<c10::IValue> arguments(inputs->begin(), inputs->end());
-    arguments.insert(arguments.end(), params->begin(), params->end());
-    auto probed = run_probe(graph, arguments);
+    std::vector<c10::IValue> arguments;
+    auto probed = probe_cheaply(graph, task, module, arguments);
     if (!probed) return error{prefix + probed.message()};
     // Shape checks and the loops behind them fold away at the task's shapes (and the
     // graph is probed again); graphs without control flow are kept as they are.

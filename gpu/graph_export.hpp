@@ -1,9 +1,11 @@
 #pragma once
 // Graph export: the reference's forward as a TorchScript graph (inlined, constants
 // propagated, dead code removed), with the shape and dtype of every tensor value and
-// the value of every scalar or list, found by running the graph once on the CPU on the
-// task's inputs. It is what the rules coder lowers into kernels (coder/task_graph.hpp
-// reads it). LibTorch-free header; needs no GPU.
+// the value of every scalar or list, found by running the graph once at the task's
+// shapes: on tensors without data (the meta device) where every op allows it, else on
+// the GPU if this process has one, else on the CPU, on the task's inputs. It is what
+// the rules coder lowers into kernels (coder/task_graph.hpp reads it). LibTorch-free
+// header; needs no GPU.
 
 #include <string>
 

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/script.h>
 
@@ -617,4 +618,31 @@ TEST_CASE("references that read or write files, or print, are refused before the
   ok.torchscript = "def forward(x):\n    y = x\n    for i in range(3):\n        y = torch.relu(y) + 1.0\n    return y\n";
   CHECK(reference_program::load(ok).ok());
   CHECK(export_graph_json(ok).ok());
+}
+
+// The graph export needs shapes, not values: a graph whose ops all have meta kernels is
+// probed on tensors without data, so a task far larger than this machine's memory
+// (64 GiB of input; the CPU allocator refuses it) exports at once with its shapes.
+TEST_CASE("the graph of a task larger than memory is exported from shapes alone", "[reference][graph]") {
+  task_spec t = example("gelu");
+  t.name = "larger_than_memory";
+  t.torchscript = "def forward(x, w):\n    return torch.softmax(x * 2.0 + w, dim=1).sum(dim=1)\n";
+  distribution_spec uniform;
+  uniform.kind = "uniform";
+  t.inputs = {tensor_spec{"x", {131072, 131072}, "float32", uniform}};
+  t.parameters = {tensor_spec{"w", {131072}, "float32", distribution_spec{}}};
+  t.sizes.clear();
+  auto g = export_graph_json(t);
+  REQUIRE(g.ok());
+  auto j = nlohmann::json::parse(*g);
+  const std::string out = j["outputs"][0];
+  CHECK(j["values"][out]["shape"] == std::vector<int64_t>{131072});
+  CHECK(j["values"][out]["dtype"] == "float32");
+  CHECK(j["values"][std::string(j["inputs"][0]["value"])]["shape"] == std::vector<int64_t>{131072, 131072});
+  // The same graph at a size the CPU can hold gives the same shapes per element count.
+  t.inputs[0].shape = {64, 128};
+  t.parameters[0].shape = {128};
+  auto small = export_graph_json(t);
+  REQUIRE(small.ok());
+  CHECK(nlohmann::json::parse(*small)["values"][out]["shape"] == std::vector<int64_t>{64});
 }
