@@ -30,7 +30,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 const std::vector<std::string> kAllKeys = {
     "name", "tasks",
     "gpus.local", "gpus.remote", "gpus.worker_binary", "gpus.review_timeout_s",
-    "gpus.trial_cache_gib",
+    "gpus.trial_cache_gib", "gpus.profile_replay",
     "budgets.seeds", "budgets.rounds", "budgets.repair_attempts", "budgets.tasks_in_flight",
     "budgets.llm_requests_in_flight", "budgets.device_queue_depth",
     "coder.backend", "coder.llm",
@@ -305,6 +305,7 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
         r.number(f, g.trial_cache_gib, 0, true, 1 << 20, true,
                  "a number of GiB from 0 (0: half of each device's memory) to 1048576");
       }},
+      {"profile_replay", [&](const yaml_field& f) { r.one_of(f, g.profile_replay, {"user", "kernel"}); }},
     }, key_elsewhere); }},
     {"budgets", [&](const yaml_field& s) { r.map(s, {
       {"seeds", [&](const yaml_field& f) { positive(r, f, b.seeds); }},
@@ -533,6 +534,7 @@ std::string to_yaml(const experiment_config& c) {
   str("worker_binary", c.gpus.worker_binary);
   num("review_timeout_s", c.gpus.review_timeout_s);
   num("trial_cache_gib", c.gpus.trial_cache_gib);
+  str("profile_replay", c.gpus.profile_replay);
   out << YAML::EndMap;
 
   section("budgets");

@@ -44,6 +44,9 @@ struct gpu_config {
   // Device memory each local worker keeps for trial inputs and reference outputs
   // (docs/reviewer.md, "Trial cache"), in GiB; 0 = half of the device's memory.
   double trial_cache_gib = 0;
+  // How each local worker's CUPTI profile replays its passes: "user" (the plan runs once
+  // per pass) or "kernel" (CUPTI saves and restores device memory around each kernel).
+  std::string profile_replay = "user";
   friend bool operator==(const gpu_config&, const gpu_config&) = default;
 };
 

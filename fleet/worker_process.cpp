@@ -57,6 +57,10 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
     args.push_back("--trial-cache-gib");
     args.push_back(gib);
   }
+  if (!opts.profile_replay.empty()) {
+    args.push_back("--profile-replay");
+    args.push_back(opts.profile_replay);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -21,6 +21,7 @@ struct worker_process_options {
   double start_timeout_s = 60; // until the worker prints its address
   std::string log_level = "error";  // the daemon reports what matters itself
   double trial_cache_gib = 0;  // --trial-cache-gib; 0 = the worker's default
+  std::string profile_replay;  // --profile-replay; empty = the worker's default (user)
 };
 
 class worker_process {

@@ -210,6 +210,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 struct profiler::impl {
   CUcontext context = nullptr;
   int device = 0;
+  profile_replay replay = profile_replay::user;
   bool set_up = false;
   std::string setup_error;  // set when CUPTI could not be set up: every profile fails so
   std::vector<std::string> unavailable;
@@ -290,8 +291,8 @@ struct profiler::impl {
     np.pConfigImage = config_image.data();
     np.configImageSize = config_image.size();
     if (cuptiProfilerHostGetNumOfPasses(&np) == CUPTI_SUCCESS) passes = np.numOfPasses;
-    spdlog::info("profiler: {} of {} metrics on {}, {} replay passes per kernel", metrics.size(),
-                 profiled_metrics().size(), chip_name, passes);
+    spdlog::info("profiler: {} of {} metrics on {}, {} replay passes per kernel ({} replay)", metrics.size(),
+                 profiled_metrics().size(), chip_name, passes, to_string(replay));
     return status::success();
   }
 
@@ -356,7 +357,7 @@ struct profiler::impl {
     sc.counterDataImageSize = counter_data.size();
     sc.pCounterDataImage = counter_data.data();
     sc.range = CUPTI_AutoRange;
-    sc.replayMode = CUPTI_KernelReplay;
+    sc.replayMode = replay == profile_replay::user ? CUPTI_UserReplay : CUPTI_KernelReplay;
     sc.maxRangesPerPass = max_ranges;
     sc.numNestingLevels = 1;
     sc.minNestingLevel = 1;
@@ -364,9 +365,12 @@ struct profiler::impl {
     sc.targetNestingLevel = 1;
     KS_CUPTI(cuptiRangeProfilerSetConfig(&sc), "cuptiRangeProfilerSetConfig");
 
-    // Kernel replay submits every pass within one run; the loop is the API's contract.
+    // Kernel replay submits every pass within one run; user replay takes one run per
+    // pass until CUPTI says all were submitted.
+    const int max_runs = replay == profile_replay::kernel ? 64 : passes > 0 ? static_cast<int>(passes) + 8 : 128;
     bool all_submitted = false;
-    for (int pass = 0; pass < 64 && !all_submitted; ++pass) {
+    int runs = 0;
+    for (; runs < max_runs && !all_submitted; ++runs) {
       auto st = params<CUpti_RangeProfiler_Start_Params>(CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
       st.pRangeProfilerObject = obj;
       KS_CUPTI(cuptiRangeProfilerStart(&st), "cuptiRangeProfilerStart");
@@ -378,7 +382,8 @@ struct profiler::impl {
       if (stopped != CUPTI_SUCCESS) return error{cupti_text(stopped, "cuptiRangeProfilerStop")};
       all_submitted = sp.isAllPassSubmitted != 0;
     }
-    if (!all_submitted) return error{"the range profiler did not finish its passes in 64 runs"};
+    if (!all_submitted)
+      return error{"the range profiler did not finish its passes in " + std::to_string(runs) + " runs"};
 
     auto dd = params<CUpti_RangeProfiler_DecodeData_Params>(CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
     dd.pRangeProfilerObject = obj;
@@ -422,14 +427,18 @@ struct profiler::impl {
 profiler::profiler(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 profiler::~profiler() = default;
 
-std::unique_ptr<profiler> profiler::create(CUcontext context, int device_ordinal) {
+const char* to_string(profile_replay r) { return r == profile_replay::user ? "user" : "kernel"; }
+
+std::unique_ptr<profiler> profiler::create(CUcontext context, int device_ordinal, profile_replay replay) {
   auto p = std::make_unique<impl>();
   p->context = context;
   p->device = device_ordinal;
+  p->replay = replay;
   return std::unique_ptr<profiler>(new profiler(std::move(p)));
 }
 
 const std::vector<std::string>& profiler::unavailable() const { return impl_->unavailable; }
+size_t profiler::passes() const { return impl_->passes; }
 
 result<profiled_run> profiler::profile(const std::function<status()>& run_once) {
   if (auto s = impl_->set_up_once(); !s) return error{"CUPTI cannot profile here: " + s.message()};

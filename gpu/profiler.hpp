@@ -6,8 +6,14 @@
 //   names and their durations;
 // - the range profiler (CUDA 13's cupti_range_profiler.h) collects Nsight Compute's
 //   metrics for every kernel of a second run, each kernel replayed by CUPTI as many
-//   times as the metrics need (auto range, kernel replay: the plan runs once, and
-//   CUPTI restores device memory between the replays of a kernel).
+//   times as the metrics need (auto range). Two replay modes (profile_replay):
+//   - user (the default): the plan is run whole once per pass; every run allocates and
+//     initialises its own outputs and scratch, and never writes its inputs (the
+//     reviewer checks that), so each pass sees the state the first one saw. Cost:
+//     passes × one run of the plan;
+//   - kernel: the plan runs once and CUPTI saves and restores device memory around
+//     every replay of every kernel. At KernelBench's sizes, with gigabytes of cached
+//     trials on the device, that cost 82 of a 92 s review (docs/reviewer.md).
 //
 // What it promises:
 // - a metric that cannot be collected (unknown on this chip, not supported by this
@@ -109,25 +115,35 @@ struct profiled_run {
   double duration_us = 0;
 };
 
+// How the range profiler's passes are replayed (see the top of this file).
+enum class profile_replay { user, kernel };
+const char* to_string(profile_replay r);
+
 // The CUPTI half. Made once per reviewer; CUPTI itself is set up on the first
 // profile() (its host object, the metrics this chip has, the configuration image).
 class profiler {
  public:
   // Only records the context and device; never fails on a machine without CUPTI
   // support (that shows on the first profile()).
-  static std::unique_ptr<profiler> create(CUcontext context, int device_ordinal);
+  static std::unique_ptr<profiler> create(CUcontext context, int device_ordinal,
+                                          profile_replay replay = profile_replay::user);
   ~profiler();
   profiler(const profiler&) = delete;
   profiler& operator=(const profiler&) = delete;
 
-  // Runs `run_once` twice (traced, then under the range profiler); `run_once`
-  // launches the plan once and waits for it, returning an error if that failed.
+  // Runs `run_once` once traced, then under the range profiler: once (kernel replay)
+  // or once per pass (user replay). `run_once` launches the plan once and waits for
+  // it, returning an error if that failed; under user replay it must launch the same
+  // kernels each time from the same state.
   // The kernels are in launch order.
   result<profiled_run> profile(const std::function<status()>& run_once);
 
   // Metrics this chip or CUPTI could not collect, with the reason ("" until the first
   // profile()).
   const std::vector<std::string>& unavailable() const;
+
+  // Replay passes one profile takes (0 until the first profile()).
+  size_t passes() const;
 
  private:
   struct impl;

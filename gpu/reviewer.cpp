@@ -1121,7 +1121,7 @@ result<std::unique_ptr<reviewer>> reviewer::create(reviewer_options opts) {
       static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
   p->sm.multiprocessors = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
   p->sm.warp_size = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE));
-  p->prof = profiler::create(p->context, opts.device);
+  p->prof = profiler::create(p->context, opts.device, opts.replay);
   if (opts.node.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);

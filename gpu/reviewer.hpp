@@ -27,6 +27,7 @@
 #include "model/device.hpp"
 #include "base/result.hpp"
 #include "gpu/nvrtc_compiler.hpp"
+#include "gpu/profiler.hpp"
 #include "gpu/timing.hpp"
 
 namespace ks {
@@ -40,6 +41,10 @@ struct reviewer_options {
   // (all tasks together; gpu/trial_cache.hpp); 0 = half of the device's memory. Lowered
   // per trial to what the device has beside the review's working set.
   uint64_t trial_cache_bytes = 0;
+  // How the CUPTI profile replays its passes (gpu/profiler.hpp): user replay runs the
+  // plan once per pass; kernel replay has CUPTI save and restore device memory around
+  // every kernel's replays, which at gigabytes of inputs costs tens of seconds.
+  profile_replay replay = profile_replay::user;
   std::string node;              // names the machine in review_result::device; empty = host name
 };
 

@@ -55,6 +55,7 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
           ro.device = opts.device < 0 ? 0 : opts.device;
           ro.node = st->info.host;
           ro.trial_cache_bytes = opts.trial_cache_bytes;
+          ro.replay = opts.replay;
           auto made = reviewer::create(ro);
           if (made) st->rev = std::move(made.value());
           else st->rev_error = made.message();

@@ -6,6 +6,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "gpu/profiler.hpp"
 #include "protocol/protocol.hpp"
 
 namespace ks {
@@ -13,6 +14,7 @@ namespace ks {
 struct worker_options {
   int device = -1;  // the ordinal this worker serves; -1 = describe all, review on 0
   uint64_t trial_cache_bytes = 0;  // reviewer_options::trial_cache_bytes; 0 = its default
+  profile_replay replay = profile_replay::user;  // reviewer_options::replay
 };
 
 // Builds the worker's self-description: host, pid, version, driver and devices.

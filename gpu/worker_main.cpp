@@ -194,6 +194,7 @@ int run_review(const review_cli& cli, const worker_options& opts) {
   reviewer_options ro;
   ro.device = opts.device < 0 ? 0 : opts.device;
   ro.trial_cache_bytes = opts.trial_cache_bytes;
+  ro.replay = opts.replay;
   using clock = std::chrono::steady_clock;
   auto ms_since = [](clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
@@ -296,6 +297,12 @@ int main(int argc, char** argv) {
                  "Device memory kept for trial inputs and reference outputs, in GiB (default 0:\n"
                  "half of the device's memory); the config's gpus.trial_cache_gib")
       ->check(CLI::Range(0.0, double(1 << 20)));
+  std::string replay = "user";
+  app.add_option("--profile-replay", replay,
+                 "How the CUPTI profile replays its passes: user (default: the plan runs once per\n"
+                 "pass) or kernel (CUPTI saves and restores device memory around each kernel's\n"
+                 "replays; slow with large inputs); the config's gpus.profile_replay")
+      ->check(CLI::IsMember({"user", "kernel"}));
   app.add_option("--run-reference", reference_task,
                  "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
                  "of its outputs; a quick check that a task and the device work");
@@ -328,6 +335,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
   CLI11_PARSE(app, argc, argv);
   opts.trial_cache_bytes = static_cast<uint64_t>(trial_cache_gib * double(1ull << 30));
+  opts.replay = replay == "kernel" ? profile_replay::kernel : profile_replay::user;
 
   if (auto s = setup_logging(log_level); !s) {
     std::cerr << "kernelskill-gpu: --log-level: " << s.message() << "\n";
