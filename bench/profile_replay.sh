@@ -22,21 +22,22 @@ kernel_replay=${KERNEL_REPLAY:-${problems[0]}}
 out=${OUT:-profile-replay-out}
 work=${WORK:-/tmp/profile-replay}
 build=${BUILD:-build-gpu}
-mkdir -p "$out" "$work/problems"
+mkdir -p "$out" "$work/problems" "$work/out"
+source .devdeps/env.sh
 if [ -z "${SKIP_BUILD:-}" ]; then
-  source .devdeps/env.sh
   if ! { cmake -S . -B "$build" -G Ninja $KS_CMAKE_ARGS && cmake --build "$build" -j16; } >"$out/build.log" 2>&1; then
     tail -30 "$out/build.log"; echo "profile_replay: build failed"; exit 1
   fi
 fi
 bin="$build/bin"
 for p in "${problems[@]}"; do cp "$kb/level1/$p.py" "$work/problems/"; done
-"$bin/kernelskill" import kernelbench "$work/problems" --out "$work/tasks" >"$out/import.log" 2>&1
+"$bin/kernelskill" import kernelbench "$work/problems" --out "$work/tasks" >"$work/out/import.log" 2>&1 || tail -5 "$work/out/import.log"
+res="$work/out"  # per-review JSON and logs; packed into $OUT/profile-replay.tgz at the end
 review() {  # name task cu plan mode
   local name=$1 task=$2 cu=$3 plan=$4 mode=$5 t0 t1
   t0=$(date +%s.%N)
   timeout 400 "$bin/kernelskill-gpu" --review "$task" --source "$cu" --plan "$plan" --trials 1 --no-time \
-    --profile-replay "$mode" --json --log-level info >"$out/$name.$mode.json" 2>"$out/$name.$mode.log"
+    --profile-replay "$mode" --json --log-level info >"$res/$name.$mode.json" 2>"$res/$name.$mode.log"
   local rc=$?
   t1=$(date +%s.%N)
   echo "$name $mode exit $rc wall $(python3 -c "print(round($t1-$t0,1))") s" | tee -a "$out/walls.txt"
@@ -45,11 +46,12 @@ for p in "${problems[@]}"; do
   task="$work/tasks/problems/$p.yaml"
   [ -f "$task" ] || { echo "$p: not imported" | tee -a "$out/walls.txt"; continue; }
   t0=$(date +%s)
-  timeout 240 "$bin/kernelskill" lower "$task" --seeds 1 --out "$work/lowered/$p" >"$out/$p.lower.log" 2>&1 \
-    || { echo "$p: lower failed" | tee -a "$out/walls.txt"; tail -3 "$out/$p.lower.log"; continue; }
+  timeout 240 "$bin/kernelskill" lower "$task" --seeds 1 --out "$work/lowered/$p" >"$res/$p.lower.log" 2>&1 \
+    || { echo "$p: lower failed" | tee -a "$out/walls.txt"; tail -3 "$res/$p.lower.log"; continue; }
   echo "$p lower $(( $(date +%s) - t0 )) s" | tee -a "$out/walls.txt"
-  review "$p" "$task" "$work/lowered/$p/seed-1.cu" "$work/lowered/$p/seed-1.yaml" user
-  case " $kernel_replay " in *" $p "*) review "$p" "$task" "$work/lowered/$p/seed-1.cu" "$work/lowered/$p/seed-1.yaml" kernel ;; esac
+  "$bin/kernelskill-gpu" --graph "$task" --log-level info 2>&1 >/dev/null | grep -o 'probed on [a-z]*\|not probed on [a-z]*: .\{0,120\}' >>"$out/walls.txt"
+  review "$p" "$task" "$work/lowered/$p/seed-0.cu" "$work/lowered/$p/seed-0.yaml" user
+  case " $kernel_replay " in *" $p "*) review "$p" "$task" "$work/lowered/$p/seed-0.cu" "$work/lowered/$p/seed-0.yaml" kernel ;; esac
 done
 # The example plans at their own sizes (what docs/metrics.md compared with ncu).
 cat >"$work/relu.yaml" <<'EOF'
@@ -66,7 +68,7 @@ for e in "relu $work/relu.yaml" "gelu_vec4 examples/tasks/gelu.yaml" "softmax_ro
   set -- $e
   for mode in user kernel; do review "$1" "$2" "examples/plans/$1.cu" "examples/plans/$1.yaml" $mode; done
 done
-python3 - "$out" <<'PY' >"$out/replay.md"
+python3 - "$res" <<'PY' >"$out/replay.md"
 import glob, json, os, sys
 out = sys.argv[1]
 runs = {}
@@ -99,5 +101,6 @@ for name, modes in runs.items():
         print(f"| {m} | {a} | {b} | {d} |")
     print()
 PY
+tar -czf "$out/profile-replay.tgz" -C "$work" out
 cat "$out/walls.txt"
-head -20 "$out/replay.md"
+head -12 "$out/replay.md"
