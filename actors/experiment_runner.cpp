@@ -35,6 +35,7 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
   run_summary summary;
   summary.experiment = opts.name;
   summary.coder = opts.base.backend ? opts.base.backend->name() : "";
+  summary.devices = opts.devices;
   caf::scoped_actor self{sys};
 
   std::deque<size_t> waiting;

@@ -22,6 +22,7 @@ struct experiment_options {
   std::vector<task_spec> tasks;
   uint32_t tasks_in_flight = 2;
   std::string output_dir;           // empty: nothing is written
+  uint32_t devices = 0;             // GPUs reviewing, for the summary's throughput (0: unknown)
   // The per-task options every coordinator starts from (task is filled per task).
   coordinator_options base;
   // Called on the runner's thread for each progress report, in order.

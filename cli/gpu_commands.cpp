@@ -115,6 +115,7 @@ int run_experiment(const std::string& config_path, const global_options& g) {
   eo.tasks = tasks;
   eo.tasks_in_flight = static_cast<uint32_t>(cfg->budgets.tasks_in_flight);
   eo.output_dir = cfg->output.dir;
+  eo.devices = static_cast<uint32_t>(pools.size());
   eo.base = coordinator_options_from(*cfg);
   eo.base.backend = backend->code;
   eo.base.model = backend->model;

@@ -105,6 +105,15 @@ status write_task_result(const fs::path& out_dir, const task_outcome& o,
   return write_file(dir / "trajectory.txt", render_trajectory(o.task, trajectory));
 }
 
+double tasks_per_hour(const run_summary& s) {
+  return s.wall_s > 0 ? 3600.0 * static_cast<double>(s.outcomes.size()) / s.wall_s : 0;
+}
+
+double device_busy_fraction(const run_summary& s) {
+  if (s.wall_s <= 0 || s.devices == 0) return 0;
+  return total_review_time(s.outcomes).total_s() / (s.wall_s * s.devices);
+}
+
 std::string summary_markdown(const run_summary& s) {
   std::string md = "# KernelSkill run: " + s.experiment + "\n\n";
   int ok = 0;
@@ -127,7 +136,13 @@ std::string summary_markdown(const run_summary& s) {
   uint32_t reviews = 0;
   for (const auto& o : s.outcomes) reviews += o.reviews;
   md += "Review time: " + format_double("%.1f s", phases.total_s()) + " over " + std::to_string(reviews) +
-        " reviews (" + describe_phases(phases) + ").\n\n";
+        " reviews (" + describe_phases(phases) + ").";
+  md += " Throughput: " + format_double("%.1f", tasks_per_hour(s)) + " tasks per hour";
+  if (s.devices > 0)
+    md += "; the reviews of finished tasks kept " + std::to_string(s.devices) + " device" +
+          (s.devices == 1 ? "" : "s") + " busy " + format_double("%.0f%%", 100 * device_busy_fraction(s)) +
+          " of the wall time";
+  md += ".\n\n";
   md += "| task | correct | speedup | kernel ms | eager ms | rounds | reviews | tokens | stopped because |\n";
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& o : s.outcomes) {
@@ -157,6 +172,9 @@ status write_summary(const fs::path& out_dir, const run_summary& s) {
   j["wall_s"] = double_to_json(s.wall_s);
   j["geomean_speedup"] = double_to_json(geomean_speedup(s.outcomes));
   j["review_phases"] = phases_to_json(total_review_time(s.outcomes));
+  j["tasks_per_hour"] = double_to_json(tasks_per_hour(s));
+  j["devices"] = s.devices;
+  if (s.devices > 0) j["device_busy_fraction"] = double_to_json(device_busy_fraction(s));
   j["tasks"] = nlohmann::json::array();
   for (const auto& o : s.outcomes) j["tasks"].push_back(outcome_to_json(o));
   j["pending"] = s.pending;

@@ -33,7 +33,14 @@ struct run_summary {
   std::vector<task_outcome> outcomes;  // in the config's task order
   std::vector<std::string> pending;    // tasks not finished yet
   double wall_s = 0;
+  uint32_t devices = 0;               // GPUs that reviewed (0: not known)
 };
+
+// Throughput of a run: finished tasks per hour of its wall time, and the share of the
+// devices' wall time spent reviewing (summed review phases / (wall × devices); the
+// rest is the devices waiting for candidates). 0 where not defined.
+double tasks_per_hour(const run_summary& summary);
+double device_busy_fraction(const run_summary& summary);
 
 // The files of one finished task.
 status write_task_result(const std::filesystem::path& out_dir, const task_outcome& outcome,

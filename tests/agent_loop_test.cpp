@@ -582,6 +582,7 @@ TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on
   eo.tasks = {good, doomed, third};
   eo.tasks_in_flight = 2;
   eo.output_dir = (f.dir / "out").string();
+  eo.devices = 1;  // one scripted GPU
   eo.base = f.options(1, 1);
   std::vector<task_progress> seen;
   eo.on_progress = [&](const task_progress& p) { seen.push_back(p); };
@@ -663,6 +664,18 @@ TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on
   CHECK_THAT(text, Contains("| relu_doomed | yes |"));
   CHECK_THAT(text, Contains("Review time: " + format_double("%.1f s", 7.875 * reviews) + " over " +
                             std::to_string(reviews) + " reviews (" + describe_phases(all) + ")."));
+  // Throughput: the finished tasks over the wall time; busy = review time over the
+  // devices' wall time (the scripted phases are not wall time, so only the arithmetic).
+  REQUIRE(s.wall_s > 0);
+  CHECK(tasks_per_hour(s) == Approx(3 * 3600.0 / s.wall_s));
+  CHECK(summary["tasks_per_hour"].get<double>() > 0);
+  CHECK(summary["devices"] == eo.devices);
+  CHECK_THAT(text, Contains(" tasks per hour; the reviews of finished tasks kept 1 device busy "));
+  run_summary two = s;
+  two.devices = 2;
+  CHECK(device_busy_fraction(two) == Approx(7.875 * reviews / (s.wall_s * 2)));
+  two.devices = 0;
+  CHECK(device_busy_fraction(two) == 0);
   caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(gpu, caf::exit_reason::user_shutdown);
 }
