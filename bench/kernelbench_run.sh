@@ -53,6 +53,9 @@ reviews = sum(t.get("reviews", 0) for t in tasks)
 print(f"imported {imported}; finished {done} tasks ({ok} correct), {len(s.get('pending', []))} pending, in {wall:.0f} s")
 print(f"throughput: {3600 * done / wall:.1f} tasks per GPU-hour (one GPU); {reviews} reviews, "
       f"{reviews / wall:.2f} reviews/s")
+if "device_busy_fraction" in s:
+    print(f"run summary: {s.get('tasks_per_hour', 0):.1f} tasks/hour until the last finished task; "
+          f"reviews kept the device busy {100 * s['device_busy_fraction']:.0f}% of that time")
 if ph:
     tot = ph.get("total_s", 0)
     print("review time %.1f s (%.0f%% of the wall): " % (tot, 100 * tot / wall) +
