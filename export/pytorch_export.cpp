@@ -321,7 +321,7 @@ result<std::string> python_file(const task_spec& task, const candidate& best,
     << (best.origin.empty() ? std::string() : ", " + best.origin) << ".\n";
   if (kernelbench) {
     p << export_detail::kernelbench_docstring(task, join(ex.sizes, ", "), ex.general_launcher_note.empty())
-      << "import inspect\nimport math\nimport numbers\nimport types\n\nimport torch\n"
+      << "import inspect\nimport numbers\nimport types\n\nimport torch\n"
       << "from torch.utils.cpp_extension import load_inline\n\n";
   } else {
     p << "\"\"\"The kernel KernelSkill found for task " << py_string(task.name).substr(1, py_string(task.name).size() - 2)
