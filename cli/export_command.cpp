@@ -1,5 +1,6 @@
 // `kernelskill export`: a finished kernel as a PyTorch module (ModelNew), from a run's
-// output directory or from a kernel source and its plan.
+// output directory or from a kernel source and its plan. A task imported from a
+// KernelBench problem gets KernelBench's interface (export/kernelbench_module.hpp).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -105,7 +106,7 @@ int export_model(const export_request& r) {
   std::cerr << "kernelskill export: " << (r.out_path == "-" ? std::string("stdout") : r.out_path) << ": ModelNew for "
             << task->name << " (module " << ex->module_name << ", sizes " ;
   for (size_t i = 0; i < ex->sizes.size(); ++i) std::cerr << (i ? ", " : "") << ex->sizes[i];
-  std::cerr << ")\n";
+  std::cerr << ")" << (task->kernelbench.source.empty() ? "" : ", with KernelBench's interface") << "\n";
   for (auto& s : ex->skipped_sizes) std::cerr << "  size left out: " << s << "\n";
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "base/content_hash.hpp"
 #include "export/general_launcher.hpp"
+#include "export/kernelbench_module.hpp"
 #include "export/size_launcher.hpp"
 #include "export/source_text.hpp"
 #include "plan/kernel_signatures.hpp"
@@ -193,11 +194,14 @@ std::string py_distribution(const distribution_spec& d) {
          ", \"low\": " + number(d.low) + ", \"high\": " + number(d.high) + ", \"value\": " + number(d.value) + "}";
 }
 
-// The Python file's fixed part, after its constants: the extension's loading, the
-// inputs' drawing, class ModelNew, get_inputs() and get_init_inputs().
-const char* const kModuleCode = R"PY(_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+// The Python file's fixed part, after its constants: the dtypes by name, the
+// extension's loading (kExtensionCode, which a KernelBench-interface file shares), then
+// the inputs' drawing, class ModelNew, get_inputs() and get_init_inputs().
+const char* const kDtypesCode = R"PY(_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
            "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
-_extension = None
+)PY";
+
+const char* const kExtensionCode = R"PY(_extension = None
 
 
 def load_extension(build_directory=None, verbose=False):
@@ -211,7 +215,9 @@ def load_extension(build_directory=None, verbose=False):
             extra_cuda_cflags=["-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}"] + NVCC_OPTIONS,
             build_directory=build_directory, verbose=verbose)
     return _extension
+)PY";
 
+const char* const kTaskModelCode = R"PY(
 
 def _draw(shape, dtype, init, generator, device):
     """A tensor drawn as a task's init says (normal, uniform, randint, constant, zeros, ones,
@@ -297,26 +303,41 @@ def get_init_inputs():
     return []
 )PY";
 
-// The Python file: a docstring, the task's constants, CUDA_SOURCE, then kModuleCode.
-std::string python_file(const task_spec& task, const candidate& best, const std::vector<size_variant>& variants,
-                        const pytorch_export& ex) {
+// The Python file: a docstring, the task's constants, CUDA_SOURCE, then the module's
+// code: the task's own ModelNew, or for a task imported from KernelBench one with
+// KernelBench's interface (export/kernelbench_module.hpp).
+result<std::string> python_file(const task_spec& task, const candidate& best,
+                                const std::vector<size_variant>& variants, const pytorch_export& ex) {
+  const bool kernelbench = export_detail::has_kernelbench_interface(task);
+  std::string kernelbench_constants;
+  if (kernelbench) {
+    auto c = export_detail::kernelbench_constants(task);
+    if (!c) return error{c.message()};
+    kernelbench_constants = *c;
+  }
   std::ostringstream p;
   p << "# ModelNew for KernelSkill task '" << task.name << "', written by `kernelskill export`.\n"
     << "# Candidate " << (best.id.empty() ? std::string("(no id)") : best.id)
-    << (best.origin.empty() ? std::string() : ", " + best.origin) << ".\n"
-    << "\"\"\"The kernel KernelSkill found for task " << py_string(task.name).substr(1, py_string(task.name).size() - 2)
-    << ", as a PyTorch module.\n\n"
-    << "    model = ModelNew().cuda()             # the task's parameters, drawn as the task says\n"
-    << "    y = model(*get_inputs())              # builds the extension on first use (nvcc)\n\n"
-    << "forward() takes the task's inputs; the parameters are module parameters, in the\n"
-    << "reference's order in model.task_parameters(). Inputs of the shapes of these sizes: "
-    << join(ex.sizes, ", ") << "\n"
-    << "(see SIZES) run a launcher specialised at export time; "
-    << (ex.general_launcher_note.empty() ? "other shapes run one that evaluates\nthe launch plan at run time.\n"
-                                         : "other shapes raise a RuntimeError.\n")
-    << "\"\"\"\n"
-    << "import math\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
-    << "TASK = " << py_string(task.name) << "\n"
+    << (best.origin.empty() ? std::string() : ", " + best.origin) << ".\n";
+  if (kernelbench) {
+    p << export_detail::kernelbench_docstring(task, join(ex.sizes, ", "), ex.general_launcher_note.empty())
+      << "import inspect\nimport numbers\nimport types\n\nimport torch\n"
+      << "from torch.utils.cpp_extension import load_inline\n\n";
+  } else {
+    p << "\"\"\"The kernel KernelSkill found for task " << py_string(task.name).substr(1, py_string(task.name).size() - 2)
+      << ", as a PyTorch module.\n\n"
+      << "    model = ModelNew().cuda()             # the task's parameters, drawn as the task says\n"
+      << "    y = model(*get_inputs())              # builds the extension on first use (nvcc)\n\n"
+      << "forward() takes the task's inputs; the parameters are module parameters, in the\n"
+      << "reference's order in model.task_parameters(). Inputs of the shapes of these sizes: "
+      << join(ex.sizes, ", ") << "\n"
+      << "(see SIZES) run a launcher specialised at export time; "
+      << (ex.general_launcher_note.empty() ? "other shapes run one that evaluates\nthe launch plan at run time.\n"
+                                           : "other shapes raise a RuntimeError.\n")
+      << "\"\"\"\n"
+      << "import math\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n";
+  }
+  p << "TASK = " << py_string(task.name) << "\n"
     << "CANDIDATE = " << py_string(best.id) << "\n"
     << "MODULE_NAME = " << py_string(ex.module_name) << "\n"
     << "# (name, dtype, init) of each input, then of each parameter, in the reference's order.\n"
@@ -347,7 +368,8 @@ std::string python_file(const task_spec& task, const candidate& best, const std:
        }() << "]\n\n"
     << "CPP_SOURCE = " << py_string(ex.cpp_source) << "\n\n"
     << "CUDA_SOURCE = " << py_block_string(ex.cuda_source) << "\n\n";
-  p << kModuleCode;
+  if (kernelbench) p << kernelbench_constants << "\n" << kExtensionCode << export_detail::kernelbench_module_code();
+  else p << kDtypesCode << kExtensionCode << kTaskModelCode;
   return p.str();
 }
 
@@ -389,7 +411,9 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
   ex.cuda_source = cuda_source(task, best, ex.launcher);
   ex.module_name = "ks_" + ident(task.name) + "_" + sha256_hex(ex.cuda_source + join(*nvcc, " ")).substr(0, 12);
   ex.nvcc_options = *nvcc;
-  ex.python = python_file(task, best, *variants, ex);
+  auto py = python_file(task, best, *variants, ex);
+  if (!py) return error{what + ": " + py.message()};
+  ex.python = std::move(*py);
   return ex;
 }
 

@@ -37,6 +37,12 @@
 // draw the task's inputs as the task says (on the GPU, from a seeded generator; not the
 // reviewer's exact values), and TOLERANCE, the task's comparison tolerance.
 //
+// A task imported from a KernelBench problem (task_spec::kernelbench) gets KernelBench's
+// interface instead (export/kernelbench_module.hpp): ModelNew(*get_init_inputs()) builds
+// the problem's own Model inside, so it holds Model's weights under the same seed, and
+// forward takes Model.forward's arguments; get_inputs / get_init_inputs are the
+// problem's. The kernel and its launcher are the same bytes either way.
+//
 // No LibTorch here: this is text generation over the plan validator's results.
 #include <set>
 #include <string>

@@ -10,6 +10,9 @@ What it promises:
   tensor its forward reads from its attributes is declared as a parameter of kind
   `module`; inputs are drawn from the distributions `get_inputs()` draws from (plain
   kinds where it calls torch.rand / randn / randint alone, an input program otherwise);
+- the task carries the problem itself (reference.kernelbench: its source exactly, where
+  Model sits in the module, forward's arguments as tensors or numbers), so that
+  `kernelskill export` can write a ModelNew with KernelBench's interface;
 - or it refuses, with one line naming the construct and the file (exit status 3);
 - what it prints on standard output is one JSON object: {"name", "notes"} or {"error"}.
 
@@ -441,13 +444,55 @@ def yaml_text(s):
     return json.dumps(s)  # a JSON string is a YAML double-quoted scalar
 
 
-def write_task(out, name, description, inputs, program, params, seed):
+def literal_safe(text):
+    """Whether a literal block (|) reads back as `text` exactly: task/task_loader.cpp's
+    rule (one final newline, no tab or carriage return, no trailing blanks)."""
+    if not text.endswith("\n") or text.endswith("\n\n") or text.startswith(" "):
+        return False
+    if any((c < " " and c != "\n") or c in "\x7f\x85\u2028\u2029\ufeff" for c in text):
+        return False  # tabs, carriage returns, control characters, YAML's other line breaks
+    return all(not line.endswith(" ") for line in text.split("\n"))
+
+
+def yaml_source(text):
+    """A double-quoted YAML scalar that reads back as `text` exactly (UTF-8 kept as it is;
+    YAML's other line breaks escaped, or a reader would fold them)."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    for c in "\x85\u2028\u2029\ufeff":
+        quoted = quoted.replace(c, f"\\u{ord(c):04x}")
+    return quoted
+
+
+def write_kernelbench(w, kernelbench):
+    """reference.kernelbench: what `kernelskill export` needs for KernelBench's ModelNew
+    (the problem's source, where Model sits in the module, forward's arguments)."""
+    w("  kernelbench:\n")
+    if kernelbench["model_attr"]:
+        w(f"    model_attr: {kernelbench['model_attr']}\n")
+    w("    arguments:\n")
+    for a in kernelbench["arguments"]:
+        if "input" in a:
+            w(f"      - {{name: {a['name']}, input: {a['input']}}}\n")
+        else:
+            w(f"      - {{name: {a['name']}, value: {yaml_text(a['value'])}}}\n")
+    source = kernelbench["source"]
+    if literal_safe(source):
+        w("    source: |\n")
+        for line in source[:-1].split("\n"):
+            w(f"      {line}\n" if line else "\n")
+    else:
+        w(f"    source: {yaml_source(source)}\n")
+
+
+def write_task(out, name, description, inputs, program, params, seed, kernelbench):
     w = out.write
     w(f"name: {name}\n")
     w(f"description: {yaml_text(description)}\n")
     w("reference:\n")
     w(f"  module: {name}.pt\n")
     w("  training: true\n")
+    if kernelbench:
+        write_kernelbench(w, kernelbench)
     w("inputs:\n")
     for i in inputs:
         w(f"  - name: {i['name']}\n    shape: {json.dumps(i['shape'])}\n    dtype: {i['dtype']}\n")
@@ -508,8 +553,20 @@ def set_seed(torch, seed):
     torch.manual_seed(seed)
 
 
+def problem_source(path):
+    """The problem file's text, which the task carries for the export; None (and the
+    task has no reference.kernelbench) where it is not UTF-8."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def import_problem(args, yaml_out):
     import torch
+    source = problem_source(args.problem)  # read before the problem's own code runs
     # c10::ScalarType's numbering, stable across releases.
     SCALAR_TYPES.update({torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4,
                          torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.bool: 11,
@@ -543,9 +600,12 @@ def import_problem(args, yaml_out):
     forward_names = [p for p in inspect.signature(model.forward).parameters]
     taken = set()
     inputs, returned, constants = [], [], {}
+    arguments = []  # forward's, in get_inputs' order: {"name", "input"} or {"name", "value"}
     for k, v in enumerate(values):
         if isinstance(v, (bool, int, float)) and not isinstance(v, Recorded):
             constants[k] = v  # the same number every call: part of the module
+            arguments.append({"label": forward_names[k] if k < len(forward_names) else f"arg{k}",
+                              "value": repr(v)})
             continue
         if not isinstance(v, Recorded):
             raise Refusal(f"get_inputs returns a {type(v).__name__} at position {k}; imported "
@@ -554,6 +614,7 @@ def import_problem(args, yaml_out):
         inputs.append({"name": identifier(label, taken), "shape": list(v.shape),
                        "dtype": dtype_name(v.dtype, f"input {label}"), "expr": v._ks_expr})
         returned.append(v._ks_var)
+        arguments.append({"name": inputs[-1]["name"], "input": inputs[-1]["name"]})
     if not inputs:
         raise Refusal("get_inputs returns no tensors")
 
@@ -572,8 +633,15 @@ def import_problem(args, yaml_out):
         except BaseException as e:
             raise Refusal(f"the input program written for get_inputs does not compile: {script_error(e)}")
 
+    # Numbers get names of their own, unlike the inputs' (their names stay as they were).
+    argument_names = {i["name"] for i in inputs}
+    for a in arguments:
+        if "value" in a:
+            a["name"] = identifier(a.pop("label"), argument_names)
+
     notes = []
     scripted = None
+    traced = False  # traced modules hold Model as their attribute `inner` (trace())
     if not constants:
         try:
             scripted = torch.jit.script(model)
@@ -585,6 +653,7 @@ def import_problem(args, yaml_out):
         notes.append(f"{reason}: they are constants of the traced module")
     if scripted is None:
         scripted = trace(torch, model, program_text(lines, returned), inputs, constants, args.trace_bytes, reason)
+        traced = True
     scripted.train()
     refuse_random(torch, scripted)
     drop_warnings(torch, scripted)
@@ -607,6 +676,7 @@ def import_problem(args, yaml_out):
         reason = f"torch.jit.save of the scripted module failed: {first_line(e)}"
         notes.append(f"{reason}; traced at the task's shapes instead")
         scripted = trace(torch, model, program_text(lines, returned), inputs, constants, args.trace_bytes, reason)
+        traced = True
         scripted.train()
         params = []
         for path in tensor_attributes(torch, scripted):
@@ -621,7 +691,13 @@ def import_problem(args, yaml_out):
 
     doc = (inspect.getdoc(problem.Model) or "").strip().splitlines()
     description = f"KernelBench {args.label}" + (f": {doc[0]}" if doc else "") + " (training mode)"
-    write_task(yaml_out, args.name, description, inputs, program, params, args.seed)
+    kernelbench = None
+    if source is None:
+        notes.append("the problem file is not UTF-8: the task does not carry its source, and its export "
+                     "will not have KernelBench's interface")
+    else:
+        kernelbench = {"source": source, "model_attr": "inner" if traced else "", "arguments": arguments}
+    write_task(yaml_out, args.name, description, inputs, program, params, args.seed, kernelbench)
     return {"name": args.name, "inputs": len(inputs), "parameters": len(params),
             "input_program": program is not None, "notes": notes}
 

@@ -54,6 +54,8 @@ class json_decode_error : public std::runtime_error {
   X(distribution_spec) \
   X(tensor_spec) \
   X(tolerance_spec) \
+  X(kernelbench_argument) \
+  X(kernelbench_spec) \
   X(task_spec) \
   X(plan_arg) \
   X(plan_step) \

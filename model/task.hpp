@@ -62,6 +62,37 @@ auto visit_fields(tolerance_spec& x, F&& f) {
   return f("tolerance_spec", KS_FIELD(atol), KS_FIELD(rtol));
 }
 
+// Model.forward's argument at one position of what the problem's get_inputs() returns:
+// a tensor (the task input `input`) or a number (`value`, as Python writes it: "3.14",
+// "2", "True", "inf"), which the module and so the kernel hold as a constant.
+struct kernelbench_argument {
+  std::string name;   // forward's own name for it (or the task input's, which is unique)
+  std::string input;  // the task input it is, or empty
+  std::string value;  // else the number get_inputs passed
+  friend bool operator==(const kernelbench_argument&, const kernelbench_argument&) = default;
+};
+template <class F>
+auto visit_fields(kernelbench_argument& x, F&& f) {
+  return f("kernelbench_argument", KS_FIELD(name), KS_FIELD(input), KS_FIELD(value));
+}
+
+// The KernelBench problem a task was imported from (`kernelskill import kernelbench`):
+// what `kernelskill export` needs to write a ModelNew with KernelBench's interface
+// (docs/kernelbench.md). Empty source: the task is not from KernelBench.
+struct kernelbench_spec {
+  std::string source;      // the problem file's Python source, as imported
+  // Where the problem's Model sits in the module reference: empty when the module is
+  // Model itself (scripted), "inner" when Model was traced inside a wrapper. Every
+  // parameter's `attr` starts with it.
+  std::string model_attr;
+  std::vector<kernelbench_argument> arguments;  // one per value get_inputs returns
+  friend bool operator==(const kernelbench_spec&, const kernelbench_spec&) = default;
+};
+template <class F>
+auto visit_fields(kernelbench_spec& x, F&& f) {
+  return f("kernelbench_spec", KS_FIELD(source), KS_FIELD(model_attr), KS_FIELD(arguments));
+}
+
 // A task: what to make faster. The reference is TorchScript source defining
 // `forward(inputs..., parameters...)`, or the bytes of a TorchScript module saved with
 // torch.jit.save (whose forward takes the inputs only; the tensors it reads from its
@@ -84,13 +115,15 @@ struct task_spec {
   uint64_t seed = 0;                  // base seed; trial k uses a seed derived from it
   // Named alternative shapes ("cpu", "small", …): size name → tensor name → shape.
   std::map<std::string, std::map<std::string, std::vector<int64_t>>> sizes;
+  kernelbench_spec kernelbench;       // the KernelBench problem it came from, if any
   friend bool operator==(const task_spec&, const task_spec&) = default;
 };
 template <class F>
 auto visit_fields(task_spec& x, F&& f) {
   return f("task_spec", KS_FIELD(name), KS_FIELD(description), KS_FIELD(torchscript),
            KS_BYTES_FIELD(module_bytes), KS_FIELD(module_path), KS_FIELD(module_training), KS_FIELD(inputs),
-           KS_FIELD(input_program), KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes));
+           KS_FIELD(input_program), KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes),
+           KS_FIELD(kernelbench));
 }
 
 }  // namespace ks

@@ -12,6 +12,8 @@ void register_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<distribution_spec>("ks::distribution_spec");
   cfg.add_message_type<tensor_spec>("ks::tensor_spec");
   cfg.add_message_type<tolerance_spec>("ks::tolerance_spec");
+  cfg.add_message_type<kernelbench_argument>("ks::kernelbench_argument");
+  cfg.add_message_type<kernelbench_spec>("ks::kernelbench_spec");
   cfg.add_message_type<task_spec>("ks::task_spec");
   cfg.add_message_type<plan_arg>("ks::plan_arg");
   cfg.add_message_type<plan_step>("ks::plan_step");

@@ -36,7 +36,10 @@ constexpr std::array<std::string_view, 10> kInitKinds = {
 constexpr std::array<std::string_view, 9> kTopKeys = {
     "name", "description", "reference", "inputs", "input_program", "parameters",
     "tolerance", "seed", "sizes"};
-constexpr std::array<std::string_view, 3> kReferenceKeys = {"torchscript", "module", "training"};
+constexpr std::array<std::string_view, 4> kReferenceKeys = {"torchscript", "module", "training",
+                                                             "kernelbench"};
+constexpr std::array<std::string_view, 3> kKernelbenchKeys = {"source", "model_attr", "arguments"};
+constexpr std::array<std::string_view, 3> kArgumentKeys = {"name", "input", "value"};
 constexpr std::array<std::string_view, 4> kTensorKeys = {"name", "shape", "dtype", "init"};
 constexpr std::array<std::string_view, 2> kToleranceKeys = {"atol", "rtol"};
 constexpr std::array<std::string_view, 7> kInitKeys = {"kind", "mean", "std", "low",
@@ -232,6 +235,54 @@ std::optional<problem> check_tensor(const tensor_spec& t, const key_path& at) {
   return std::nullopt;
 }
 
+// A number as Python writes it (repr of an int, float or bool): what get_inputs passed.
+bool python_number(std::string_view s) {
+  static const std::regex re(
+      "True|False|-?inf|nan|-?[0-9]+|-?([0-9]+\\.[0-9]*|\\.[0-9]+|[0-9]+)([eE][-+]?[0-9]+)?");
+  return std::regex_match(s.begin(), s.end(), re);
+}
+
+// reference.kernelbench: the problem's source, where Model sits in the module, and
+// forward's arguments, each a task input (every input once) or a number.
+std::optional<problem> check_kernelbench(const task_spec& t, const key_path& at) {
+  const kernelbench_spec& kb = t.kernelbench;
+  if (kb.source.find_first_not_of(" \t\r\n") == std::string::npos)
+    return problem{at / "source", "expected the problem file's Python source, got nothing"};
+  if (t.module_bytes.empty())
+    return problem{at, "a KernelBench problem is imported as a module reference (reference.module)"};
+  if (!kb.model_attr.empty() && !valid_attribute_path(kb.model_attr))
+    return problem{at / "model_attr", "expected the attribute path of Model in the module (e.g. inner), got " +
+                                          quote(kb.model_attr)};
+  if (!kb.model_attr.empty())
+    for (size_t i = 0; i < t.parameters.size(); ++i)
+      if (t.parameters[i].init.attr.rfind(kb.model_attr + ".", 0) != 0)
+        return problem{at / "model_attr", "parameters[" + std::to_string(i) + "] (attr " +
+                                              quote(t.parameters[i].init.attr) + ") is not inside " +
+                                              quote(kb.model_attr)};
+  if (kb.arguments.empty()) return problem{at / "arguments", "expected forward's arguments, got none"};
+  std::set<std::string> names, inputs;
+  for (size_t i = 0; i < kb.arguments.size(); ++i) {
+    const kernelbench_argument& a = kb.arguments[i];
+    key_path ai = (at / "arguments")[i];
+    if (!valid_identifier(a.name)) return problem{ai / "name", "expected a Python name, got " + quote(a.name)};
+    if (!names.insert(a.name).second) return problem{ai / "name", "duplicate argument " + quote(a.name)};
+    if (a.input.empty() == a.value.empty())
+      return problem{ai, "give either input (a task input's name) or value (the number get_inputs passes)"};
+    if (!a.value.empty() && !python_number(a.value))
+      return problem{ai / "value", "expected a number as Python writes it (3.14, 2, True, inf), got " +
+                                       quote(a.value)};
+    if (a.input.empty()) continue;
+    bool known = false;
+    for (const auto& in : t.inputs) known = known || in.name == a.input;
+    if (!known) return problem{ai / "input", "no input is named " + quote(a.input)};
+    if (!inputs.insert(a.input).second) return problem{ai / "input", "input " + quote(a.input) + " is named twice"};
+  }
+  for (const auto& in : t.inputs)
+    if (!inputs.count(in.name))
+      return problem{at / "arguments", "input " + quote(in.name) + " is none of forward's arguments"};
+  return std::nullopt;
+}
+
 std::optional<problem> check_task(const task_spec& t) {
   key_path root;
   if (!valid_task_name(t.name))
@@ -245,6 +296,8 @@ std::optional<problem> check_task(const task_spec& t) {
                    has_script ? "give either torchscript or module, not both"
                               : "expected torchscript (source defining forward) or module "
                                 "(a torch.jit.save'd file)"};
+  if (t.kernelbench != kernelbench_spec{})
+    if (auto p = check_kernelbench(t, root / "reference" / "kernelbench")) return p;
   if (has_script) {
     static const std::regex def_forward(R"(def\s+forward\s*\()");
     if (!std::regex_search(t.torchscript, def_forward))
@@ -480,6 +533,7 @@ class task_parser {
       if (v != "true" && v != "false") fail(*training, at / "training", "expected true or false, got " + quote(v));
       t.module_training = v == "true";
     }
+    if (const YAML::Node* kb = find(keys, "kernelbench")) parse_kernelbench(*kb, at / "kernelbench", t);
     if ((script != nullptr) == (module != nullptr))
       fail(n, at, script ? "give either torchscript or module, not both"
                          : "expected torchscript (source defining forward) or module (a "
@@ -506,6 +560,24 @@ class task_parser {
                                        " (unreadable or empty)");
     t.module_bytes = bytes.str();
     t.module_path = p.string();
+  }
+
+  void parse_kernelbench(const YAML::Node& n, const key_path& at, task_spec& t) const {
+    auto keys = check_map(n, at, kKernelbenchKeys, "a map {source, model_attr, arguments}");
+    kernelbench_spec& kb = t.kernelbench;
+    kb.source = string_at(require(keys, n, at, "source"), at / "source");
+    if (auto* m = find(keys, "model_attr")) kb.model_attr = string_at(*m, at / "model_attr");
+    const YAML::Node& args = require(keys, n, at, "arguments");
+    if (!args.IsSequence())
+      fail(args, at / "arguments", "expected a list of {name, input} or {name, value}, got " + describe(args));
+    for (size_t i = 0; i < args.size(); ++i) {
+      auto ak = check_map(args[i], (at / "arguments")[i], kArgumentKeys, "{name, input} or {name, value}");
+      kernelbench_argument a;
+      a.name = string_at(require(ak, args[i], (at / "arguments")[i], "name"), (at / "arguments")[i] / "name");
+      if (auto* v = find(ak, "input")) a.input = string_at(*v, (at / "arguments")[i] / "input");
+      if (auto* v = find(ak, "value")) a.value = string_at(*v, (at / "arguments")[i] / "value");
+      kb.arguments.push_back(std::move(a));
+    }
   }
 
   std::vector<tensor_spec> parse_tensors(const YAML::Node& n, const key_path& at,
@@ -670,6 +742,22 @@ void emit_tensors(YAML::Emitter& out, const std::vector<tensor_spec>& tensors) {
   out << YAML::EndSeq;
 }
 
+void emit_kernelbench(YAML::Emitter& out, const kernelbench_spec& kb) {
+  out << YAML::Key << "kernelbench" << YAML::Value << YAML::BeginMap;
+  if (!kb.model_attr.empty()) out << YAML::Key << "model_attr" << YAML::Value << kb.model_attr;
+  out << YAML::Key << "arguments" << YAML::Value << YAML::BeginSeq;
+  for (const auto& a : kb.arguments) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << a.name;
+    if (!a.input.empty()) out << YAML::Key << "input" << YAML::Value << a.input;
+    if (!a.value.empty()) out << YAML::Key << "value" << YAML::Value << YAML::DoubleQuoted << a.value;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::Key << "source" << YAML::Value;
+  if (literal_safe(kb.source)) out << YAML::Literal << kb.source.substr(0, kb.source.size() - 1);
+  else out << YAML::DoubleQuoted << kb.source;
+  out << YAML::EndMap;
+}
+
 }  // namespace
 
 tolerance_spec default_tolerance(const task_spec& task) {
@@ -769,6 +857,7 @@ std::string to_yaml(const task_spec& t) {
         << (t.module_path.empty() ? std::string("<module bytes without a path>") : t.module_path);
     if (t.module_training) out << YAML::Key << "training" << YAML::Value << true;
   }
+  if (t.kernelbench != kernelbench_spec{}) emit_kernelbench(out, t.kernelbench);
   out << YAML::EndMap;
   out << YAML::Key << "inputs" << YAML::Value;
   emit_tensors(out, t.inputs);

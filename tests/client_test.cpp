@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <thread>
@@ -410,6 +411,21 @@ TEST_CASE("an imported KernelBench problem with weights is submitted and optimis
   auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
   INFO(d.log());
   CHECK(t.state == "done");
+  // The problem travelled with the task (reference.kernelbench, inside the YAML): the
+  // daemon's export of the best kernel has KernelBench's interface, and holds up against
+  // the problem in Python as `kernelskill export`'s does (kernelbench_export_test).
+  auto api = d.client().result_of(id);
+  REQUIRE(api.ok());
+  REQUIRE_FALSE(api->pytorch.empty());
+  CHECK(contains(api->pytorch, "def __init__(self, *init_inputs, **init_kwargs):"));
+  const fs::path model_new = d.dir() / "model_new.py";
+  std::ofstream(model_new) << api->pytorch;
+  const fs::path data = fs::path(KS_SOURCE_DIR) / "tests/data/kernelbench";
+  auto check = run_shell(python + " " + (data / "check_export.py").string() + " " +
+                         (data / "good/gemm_relu_divide.py").string() + " " + model_new.string() + " " +
+                         (tasks / "gemm_relu_divide.pt").string() + " 2>&1");
+  INFO(check.text);
+  CHECK(check.status == 0);
 }
 
 // The daemon writes a best speedup JSON has no number for as "Infinity" / "NaN"

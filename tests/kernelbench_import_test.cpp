@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -98,7 +99,21 @@ TEST_CASE("kernelbench import: every problem of good/ imports, loads and names w
     CHECK(task->seed == 42);
     CHECK(task->description.find("KernelBench good/" + name + ".py") == 0);
     for (const auto& p : task->parameters) CHECK(p.init.kind == "module");
+    // What the export needs for KernelBench's interface: the problem's source, byte for
+    // byte (trailing blanks, a tab and UTF-8 in gemm_relu_divide), and forward's arguments.
+    std::ifstream file(kData / "good" / (name + ".py"), std::ios::binary);
+    std::string source((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    CHECK(task->kernelbench.source == source);
+    REQUIRE(task->kernelbench.arguments.size() >= task->inputs.size());
   }
+  auto scalar = load_task(good().at("scalar_multiply").task_path);
+  REQUIRE(scalar);
+  CHECK((scalar->kernelbench.arguments == std::vector<kernelbench_argument>{{"A", "A", ""}, {"s", "", "3.14"}}));
+  CHECK(scalar->kernelbench.model_attr == "inner");  // traced: Model inside a wrapper
+  auto conv = load_task(good().at("conv_hardtanh").task_path);
+  REQUIRE(conv);
+  CHECK(conv->kernelbench.model_attr == "inner");
+  CHECK(conv->parameters.at(0).init.attr == "inner.conv.bias");
   // The weights the module owns are declared, by attribute path.
   auto gemm = load_task(good().at("gemm_relu_divide").task_path);
   REQUIRE(gemm);
@@ -106,6 +121,8 @@ TEST_CASE("kernelbench import: every problem of good/ imports, loads and names w
   CHECK(gemm->parameters[0].init.attr == "linear.weight");
   CHECK(gemm->parameters[0].shape == std::vector<int64_t>{48, 64});
   CHECK(gemm->parameters[1].init.attr == "linear.bias");
+  CHECK(gemm->kernelbench.model_attr.empty());  // scripted: the module is Model
+  CHECK((gemm->kernelbench.arguments == std::vector<kernelbench_argument>{{"x", "x", ""}}));
   // Plain torch.rand is a plain distribution; compositions become an input program.
   auto relu = load_task(good().at("relu").task_path);
   REQUIRE(relu);

@@ -46,6 +46,7 @@ task_spec sample_task() {
   t.seed = 0xfeedfacecafebeefull;
   t.sizes["cpu"]["x"] = {64, 128};
   t.sizes["cpu"]["w"] = {128};
+  t.kernelbench = {"class Model:\n    pass\n", "inner", {{"x", "x", ""}, {"eps", "", "1e-05"}}};
   return t;
 }
 

@@ -84,6 +84,8 @@ task_spec full_task() {
   t.tolerance = {1e-3, 2e-3};
   t.seed = 18446744073709551615ull;
   t.sizes = {{"cpu", {{"x", {2, 8}}, {"y", {2}}}}, {"small", {{"x", {1}}}}};
+  t.kernelbench = {"import torch\nclass Model(torch.nn.Module):  \n\tpass\n", "inner",
+                   {{"x", "x", ""}, {"alpha", "", "3.14"}, {"y", "y", ""}}};
   return t;
 }
 plan_arg full_arg() { return {"int", "x.numel", "int64"}; }

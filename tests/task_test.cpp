@@ -487,3 +487,97 @@ sizes:
   REQUIRE(back.ok());
   CHECK(*back == *t);
 }
+
+// reference.kernelbench: the problem's own source and forward's arguments, which the
+// export needs to write KernelBench's ModelNew (docs/kernelbench.md).
+namespace {
+const std::string kKernelbench = R"(name: scaled
+reference:
+  module: net.pt
+  training: true
+  kernelbench:
+    model_attr: inner
+    arguments:
+      - {name: A, input: A}
+      - {name: s, value: "3.14"}
+    source: "import torch\nclass Model(torch.nn.Module):\n    def forward(self, A, s):  \n        return self.fc(A) * s\n"
+inputs:
+  - name: A
+    shape: [4, 8]
+parameters:
+  - name: inner_fc_weight
+    shape: [8, 8]
+    init: {kind: module, attr: inner.fc.weight}
+seed: 42
+)";
+}  // namespace
+
+TEST_CASE("to_yaml round-trips a KernelBench problem's source and forward arguments", "[task]") {
+  temp_dir dir;
+  write_file(dir.path / "net.pt", "bytes");
+  auto t = parse_task(kKernelbench, "scaled.yaml", dir.path);
+  REQUIRE(t.ok());
+  CHECK(t->kernelbench.model_attr == "inner");
+  REQUIRE(t->kernelbench.arguments.size() == 2);
+  CHECK(t->kernelbench.arguments[0] == kernelbench_argument{"A", "A", ""});
+  CHECK(t->kernelbench.arguments[1] == kernelbench_argument{"s", "", "3.14"});
+  // Exactly as written: the trailing spaces too (the export embeds this text).
+  CHECK(t->kernelbench.source.find("def forward(self, A, s):  \n") != std::string::npos);
+  auto back = parse_task(to_yaml(*t), "rt.yaml", dir.path);
+  INFO(to_yaml(*t));
+  REQUIRE(back.ok());
+  CHECK(*back == *t);
+
+  // A source that a literal block can hold is written as one, and reads back the same.
+  task_spec plain = *t;
+  plain.kernelbench.source = "import torch\n\nclass Model(torch.nn.Module):\n    pass\n";
+  plain.kernelbench.model_attr.clear();
+  plain.parameters[0].init.attr = "fc.weight";
+  REQUIRE(validate_task(plain).ok());
+  const std::string text = to_yaml(plain);
+  CHECK_THAT(text, Catch::Contains("    source: |\n      import torch\n\n      class Model"));
+  auto plain_back = parse_task(text, "rt.yaml", dir.path);
+  REQUIRE(plain_back.ok());
+  CHECK(*plain_back == plain);
+
+  // A task without the section writes none.
+  task_spec none = *t;
+  none.kernelbench = {};
+  CHECK(to_yaml(none).find("kernelbench") == std::string::npos);
+}
+
+TEST_CASE("a bad reference.kernelbench is named", "[task][errors]") {
+  temp_dir dir;
+  write_file(dir.path / "net.pt", "bytes");
+  auto err = [&](const std::string& yaml) { return error_of(yaml, dir.path); };
+  CHECK_THAT(err(replace(kKernelbench, "{name: s, value: \"3.14\"}", "{name: s, value: \"pi\"}")),
+             Catch::Contains("reference.kernelbench.arguments[1].value: expected a number as Python writes it"));
+  CHECK_THAT(err(replace(kKernelbench, "{name: A, input: A}", "{name: A, input: B}")),
+             Catch::Contains("reference.kernelbench.arguments[0].input: no input is named \"B\""));
+  CHECK_THAT(err(replace(kKernelbench, "{name: A, input: A}", "{name: A, input: A, value: \"1\"}")),
+             Catch::Contains("reference.kernelbench.arguments[0]: give either input"));
+  CHECK_THAT(err(replace(kKernelbench, "{name: s, value: \"3.14\"}", "{name: A, value: \"3.14\"}")),
+             Catch::Contains("reference.kernelbench.arguments[1].name: duplicate argument \"A\""));
+  CHECK_THAT(err(replace(kKernelbench, "      - {name: A, input: A}\n", "")),
+             Catch::Contains("reference.kernelbench.arguments: input \"A\" is none of forward's arguments"));
+  CHECK_THAT(err(replace(kKernelbench, "model_attr: inner", "model_attr: outer")),
+             Catch::Contains("reference.kernelbench.model_attr: parameters[0] (attr \"inner.fc.weight\") is not inside \"outer\""));
+  CHECK_THAT(err(replace(kKernelbench, "    source: \"import", "    sauce: \"import")),
+             Catch::Contains("reference.kernelbench.sauce: unknown key (did you mean \"source\"?)"));
+  const std::string source_line =
+      "    source: \"import torch\\nclass Model(torch.nn.Module):\\n    def forward(self, A, s):  \\n        return "
+      "self.fc(A) * s\\n\"\n";
+  CHECK_THAT(err(replace(kKernelbench, source_line, "    source: \"  \\n\"\n")),
+             Catch::Contains("reference.kernelbench.source: expected the problem file's Python source"));
+  CHECK_THAT(err(replace(replace(kKernelbench, "  module: net.pt\n  training: true\n",
+                                 "  torchscript: \"def forward(A):\\n    return A\\n\"\n"),
+                         "parameters:\n  - name: inner_fc_weight\n    shape: [8, 8]\n    init: {kind: module, attr: inner.fc.weight}\n", "")),
+             Catch::Contains("reference.kernelbench: a KernelBench problem is imported as a module reference"));
+  // validate_task: the same rules for a spec that did not come from YAML.
+  auto t = parse_task(kKernelbench, "scaled.yaml", dir.path);
+  REQUIRE(t.ok());
+  t->kernelbench.arguments[1].value = "1e";
+  auto v = validate_task(*t);
+  REQUIRE_FALSE(v.ok());
+  CHECK_THAT(v.message(), Catch::Contains("reference.kernelbench.arguments[1].value"));
+}

@@ -7,10 +7,11 @@ class Model(nn.Module):
         super(Model, self).__init__()
         self.linear = nn.Linear(in_features, out_features)
         self.divisor = divisor
-
+    
     def forward(self, x):
         x = self.linear(x)
-        x = torch.relu(x)
+        x = torch.relu(x)  
+        # then the division	(as KernelBench's files have them: trailing blanks, a tab, “quotes”)
         x = x / self.divisor
         return x
 

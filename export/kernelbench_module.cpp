@@ -1,0 +1,222 @@
+#include "export/kernelbench_module.hpp"
+
+#include <sstream>
+
+#include "export/source_text.hpp"
+
+namespace ks::export_detail {
+
+namespace {
+
+// A number as get_inputs passed it (task_loader checks the form: "3.14", "2", "True",
+// "inf") as a Python expression. Checked again here, character by character, because
+// the text lands in a Python file: nothing else than a number may get there.
+result<std::string> python_number(const std::string& text) {
+  if (text == "inf") return std::string("float(\"inf\")");
+  if (text == "-inf") return std::string("-float(\"inf\")");
+  if (text == "nan") return std::string("float(\"nan\")");
+  if (text == "True" || text == "False") return text;
+  bool digit = false;
+  for (char c : text) {
+    digit = digit || (c >= '0' && c <= '9');
+    if (!((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+      return error{"'" + text + "' is not a number"};
+  }
+  if (!digit) return error{"'" + text + "' is not a number"};
+  return text;
+}
+
+// Model's attribute path of a task parameter: its module path less model_attr.
+result<std::string> model_path(const kernelbench_spec& kb, const tensor_spec& p) {
+  if (p.init.kind != "module" || p.init.attr.empty())
+    return error{"parameter '" + p.name + "' is not a module attribute (kind " + p.init.kind +
+                 "): a KernelBench ModelNew takes every tensor from the problem's Model"};
+  if (kb.model_attr.empty()) return p.init.attr;
+  const std::string prefix = kb.model_attr + ".";
+  if (p.init.attr.rfind(prefix, 0) != 0)
+    return error{"parameter '" + p.name + "' (attr " + p.init.attr + ") is not inside the problem's Model (" +
+                 kb.model_attr + ")"};
+  return p.init.attr.substr(prefix.size());
+}
+
+}  // namespace
+
+bool has_kernelbench_interface(const task_spec& task) { return !task.kernelbench.source.empty(); }
+
+result<std::string> kernelbench_constants(const task_spec& task) {
+  const kernelbench_spec& kb = task.kernelbench;
+  std::ostringstream p;
+  p << "# The KernelBench problem the task was imported from, exactly as imported.\n"
+    << "PROBLEM_SOURCE = " << py_block_string(kb.source) << "\n"
+    << "# Model.forward's arguments in get_inputs' order: (name, the task input it is, or None\n"
+    << "# and the number the kernel was made with).\n"
+    << "ARGUMENTS = [\n";
+  for (const auto& a : kb.arguments) {
+    if (!a.input.empty()) {
+      bool known = false;
+      for (const auto& in : task.inputs) known = known || in.name == a.input;
+      if (!known) return error{"forward argument '" + a.name + "' names no task input ('" + a.input + "')"};
+      p << "    (" << py_string(a.name) << ", " << py_string(a.input) << ", None),\n";
+      continue;
+    }
+    auto v = python_number(a.value);
+    if (!v) return error{"forward argument '" + a.name + "': " + v.message()};
+    p << "    (" << py_string(a.name) << ", None, " << *v << "),\n";
+  }
+  p << "]\n"
+    << "# The task's parameters, after its inputs: (name, attribute path in the problem's Model).\n"
+    << "MODEL_PARAMETERS = [\n";
+  for (const auto& t : task.parameters) {
+    auto path = model_path(kb, t);
+    if (!path) return error{path.message()};
+    p << "    (" << py_string(t.name) << ", " << py_string(*path) << "),\n";
+  }
+  p << "]\n"
+    << "# The mode the kernel computes Model in (KernelBench runs models as constructed).\n"
+    << "TRAINING = " << (task.module_training ? "True" : "False") << "\n";
+  return p.str();
+}
+
+std::string kernelbench_docstring(const task_spec& task, const std::string& sizes, bool general) {
+  std::string name = py_string(task.name);
+  name = name.substr(1, name.size() - 2);
+  return "\"\"\"The kernel KernelSkill found for KernelBench problem " + name +
+         ", with KernelBench's interface.\n\n"
+         "    model = ModelNew(*get_init_inputs()).cuda()  # the problem's Model inside: its weights\n"
+         "    y = model(*[x.cuda() for x in get_inputs()])  # builds the extension on first use (nvcc)\n\n"
+         "ModelNew(*init_inputs) builds the problem's own Model(*init_inputs) before anything else\n"
+         "draws random numbers, so under the same seed it holds Model's weights. forward() takes\n"
+         "Model.forward's arguments and runs the kernel on the tensors and on the weights, read\n"
+         "from that Model at each call; model.reference(...) runs the problem's Model itself.\n"
+         "get_inputs and get_init_inputs are the problem's own. Inputs of the shapes of these\n"
+         "sizes: " + sizes + " (see SIZES) run a launcher specialised at export time; " +
+         (general ? "other shapes run one\nthat evaluates the launch plan at run time.\n"
+                  : "other shapes raise a RuntimeError.\n") +
+         "\"\"\"\n";
+}
+
+const char* kernelbench_module_code() {
+  return R"PY(
+
+def _problem_module():
+    """The problem's own code, run once in a namespace of its own: its module-level names
+    (batch_size, Model, ...) neither leak into this module nor clash with the caller's."""
+    module = types.ModuleType("kernelbench_problem_" + "".join(c if c.isalnum() else "_" for c in TASK))
+    exec(compile(PROBLEM_SOURCE, f"<KernelBench problem {TASK}>", "exec"), module.__dict__)
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, name):
+            raise ImportError(f"ModelNew (task {TASK}): the problem's source defines no {name}")
+    return module
+
+
+_PROBLEM = _problem_module()
+_SIGNATURE = inspect.signature(_PROBLEM.Model.forward)
+get_inputs = _PROBLEM.get_inputs
+get_init_inputs = _PROBLEM.get_init_inputs
+
+
+def _same_number(given, expected):
+    if isinstance(given, torch.Tensor) or not isinstance(given, numbers.Number):
+        return False
+    if expected != expected:  # nan: only nan is the same
+        return given != given
+    return given == expected
+
+
+class ModelNew(torch.nn.Module):
+    """The problem's Model computed by KernelSkill's kernel: ModelNew(*get_init_inputs()),
+    forward with Model.forward's arguments."""
+
+    def __init__(self, *init_inputs, **init_kwargs):
+        super().__init__()
+        # The first thing that draws from torch's generator: under the caller's seed the
+        # weights are exactly those of Model(*init_inputs). Nothing is compiled here.
+        self.model = _PROBLEM.Model(*init_inputs, **init_kwargs)
+
+    def reference(self, *args, **kwargs):
+        """The problem's own Model.forward, on the same weights."""
+        return self.model(*args, **kwargs)
+
+    def task_parameters(self):
+        """The tensors the kernel takes after the inputs, read from the Model now (so that
+        .to() and .cuda() on this module move them), in the task's order."""
+        out = []
+        for name, path in MODEL_PARAMETERS:
+            value = self.model
+            for part in path.split("."):
+                value = getattr(value, part)
+            out.append(value)
+        return out
+
+    def _kernel_tensors(self, args, kwargs):
+        """The task's inputs in its order, then its parameters on the inputs' device; a
+        number other than the kernel's is a ValueError, a tensor missing a TypeError."""
+        bound = _SIGNATURE.bind(self, *args, **kwargs)  # Model.forward's own TypeError
+        bound.apply_defaults()
+        tensors, k = {}, 0
+        for p in list(_SIGNATURE.parameters.values())[1:]:
+            given = bound.arguments[p.name]
+            if p.kind == p.VAR_KEYWORD:
+                if given:
+                    raise TypeError(f"ModelNew (task {TASK}): the kernel takes no keyword arguments "
+                                    f"{sorted(given)}; model.reference(...) runs the problem's Model")
+                continue
+            for value in (given if p.kind == p.VAR_POSITIONAL else (given,)):
+                if k < len(ARGUMENTS):
+                    name, task_input, expected = ARGUMENTS[k]
+                    if task_input is not None:
+                        if not isinstance(value, torch.Tensor):
+                            raise TypeError(f"ModelNew (task {TASK}): {name} must be a tensor, got "
+                                            f"{type(value).__name__}")
+                        tensors[task_input] = value
+                    elif not _same_number(value, expected):
+                        raise ValueError(
+                            f"ModelNew (task {TASK}): {name} is {value!r}, but the kernel was made for "
+                            f"{name} = {expected!r} (the value the problem's get_inputs passes, a constant "
+                            "of the kernel); model.reference(...) runs the problem's Model for other "
+                            "values, or import the problem with that value and export again")
+                elif p.kind == p.VAR_POSITIONAL:
+                    raise TypeError(f"ModelNew (task {TASK}) takes {len(ARGUMENTS)} arguments, got more")
+                elif not (value is p.default or _same_number(value, p.default)):
+                    raise ValueError(
+                        f"ModelNew (task {TASK}): {p.name} is {value!r}, but the kernel was made with "
+                        f"its default {p.default!r} (get_inputs does not pass it); model.reference(...) "
+                        "runs the problem's Model for other values")
+                k += 1
+        if k < len(ARGUMENTS):
+            raise TypeError(f"ModelNew (task {TASK}) takes {len(ARGUMENTS)} arguments "
+                            f"({', '.join(a[0] for a in ARGUMENTS)}), got {k}")
+        inputs = [tensors[name] for name, _, _ in INPUTS]
+        device = inputs[0].device
+        return inputs + [t if t.device == device else t.to(device) for t in self.task_parameters()]
+
+    def _run(self, args, kwargs, general):
+        tensors = self._kernel_tensors(args, kwargs)
+        if self.model.training != TRAINING:
+            raise RuntimeError(
+                f"ModelNew (task {TASK}): the kernel computes the problem's Model in "
+                f"{'training' if TRAINING else 'eval'} mode (as KernelBench runs it), and this model is in "
+                f"{'training' if self.model.training else 'eval'} mode; model.reference(...) runs the "
+                "problem's Model in its mode")
+        outputs = load_extension().ks_forward(tensors, general)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def forward(self, *args, **kwargs):
+        return self._run(args, kwargs, False)
+
+    def forward_general(self, *args, **kwargs):
+        """forward() through the general-shape launcher even at the exported sizes (which
+        forward() serves with launchers specialised at export time): to check it."""
+        if not GENERAL_LAUNCHER:
+            raise RuntimeError(f"ModelNew (task {TASK}): no general-shape launcher in this export: {GENERAL_NOTE}")
+        return self._run(args, kwargs, True)
+
+
+# forward() and forward_general() show Model.forward's signature (inspect, and the
+# arguments' binding above).
+ModelNew.forward.__signature__ = _SIGNATURE
+ModelNew.forward_general.__signature__ = _SIGNATURE
+)PY";
+}
+
+}  // namespace ks::export_detail
