@@ -144,6 +144,7 @@ TEST_CASE("input_draw: the names device and cpu, and a clear error for others", 
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.message(), Catch::StartsWith("\"gpu\": expected device") && Catch::Contains("or cpu"));
   CHECK(reference_options{}.draw == input_draw::cpu);
+  CHECK(review_options{}.draw_inputs == "device");
 }
 
 TEST_CASE("a device draw on the CPU is the CPU draw: inputs, parameters, input programs", "[draw]") {
