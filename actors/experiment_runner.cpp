@@ -18,6 +18,7 @@ coordinator_options coordinator_options_from(const experiment_config& cfg) {
   o.repair_attempts = static_cast<uint32_t>(cfg.budgets.repair_attempts);
   o.review.trials = static_cast<uint32_t>(cfg.review.trials);
   o.review.suspicious_speedup = cfg.review.suspicious_speedup;
+  o.review.draw_inputs = cfg.review.draw_inputs;
   o.review.timeout_s = cfg.gpus.review_timeout_s;
   // Tasks are already resized to review.size when loaded: review them as they are.
   o.review.size.clear();

@@ -37,7 +37,7 @@ const std::vector<std::string> kAllKeys = {
     "coder.llm.provider", "coder.llm.endpoint", "coder.llm.model", "coder.llm.api_key_env",
     "coder.llm.timeout_s", "coder.llm.max_retries", "coder.llm.temperature",
     "coder.llm.max_tokens", "coder.llm.cache_dir",
-    "review.trials", "review.suspicious_speedup", "review.size",
+    "review.trials", "review.suspicious_speedup", "review.size", "review.draw_inputs",
     "ablation.long_term_memory", "ablation.short_term_memory",
     "memory.path", "output.dir", "logging.level", "logging.file",
     "serve.listen", "serve.token_env",
@@ -350,6 +350,14 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
         r.number(f, c.review.suspicious_speedup, 1, false, kInf, false, "a number greater than 1");
       }},
       {"size", [&](const yaml_field& f) { r.string(f, c.review.size); }},
+      {"draw_inputs", [&](const yaml_field& f) {
+        // "gpu" is one letter from "cpu": say which value means the GPU rather than
+        // suggest the other one.
+        if (f.value.IsScalar() && (f.value.Scalar() == "gpu" || f.value.Scalar() == "cuda"))
+          return r.fail(f, "expected one of device, cpu, got \"" + f.value.Scalar() +
+                               "\" (device draws on the reviewing GPU)");
+        r.one_of(f, c.review.draw_inputs, {"device", "cpu"});
+      }},
     }, key_elsewhere); }},
     {"ablation", [&](const yaml_field& s) { r.map(s, {
       {"long_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.long_term_memory); }},
@@ -565,6 +573,7 @@ std::string to_yaml(const experiment_config& c) {
   integer("trials", c.review.trials);
   num("suspicious_speedup", c.review.suspicious_speedup);
   str("size", c.review.size);
+  str("draw_inputs", c.review.draw_inputs);
   out << YAML::EndMap;
 
   section("ablation");

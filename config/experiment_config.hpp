@@ -87,6 +87,10 @@ struct review_config {
   int trials = 5;                   // timed runs per measurement
   double suspicious_speedup = 20;   // speedups above this are re-checked, > 1
   std::string size;                 // a task's named size; empty = the full size
+  // Where trial inputs are drawn: device (on the reviewing GPU: fast, the same values
+  // on the same GPU model and PyTorch build) or cpu (on the CPU and copied: the same
+  // values on every machine, slow at large sizes). docs/reviewer.md.
+  std::string draw_inputs = "device";
   friend bool operator==(const review_config&, const review_config&) = default;
 };
 

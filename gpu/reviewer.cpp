@@ -178,10 +178,12 @@ std::string hex(uint64_t v) {
 std::string shape_of(const at::Tensor& t) { return shape_to_string(t.sizes().vec()); }
 
 // One task the reviewer has seen: its reference, ready to run. Its trials' inputs and
-// reference outputs are in the trial cache, under `key`.
+// reference outputs are in the trial cache, under `key`, which covers where they are
+// drawn: device and CPU draws of a task are different values, so different entries.
 struct task_entry {
   std::string key;
   task_spec task;  // at the requested size
+  input_draw draw = input_draw::device;
   std::unique_ptr<reference_program> program;
   std::vector<at::Tensor> pristine_params;  // copies of the program's parameters
   std::vector<tensor_info> reference_outputs;          // learned from its first run
@@ -311,8 +313,8 @@ struct reviewer::impl {
 
   // --- tasks and their inputs ---
 
-  task_entry& task_for(const task_spec& task) {
-    std::string key = sha256_hex(to_yaml(task) + "\n" + sha256_hex(task.module_bytes));
+  task_entry& task_for(const task_spec& task, input_draw draw) {
+    std::string key = sha256_hex(to_yaml(task) + "\n" + sha256_hex(task.module_bytes) + "\ndraw " + to_string(draw));
     for (auto it = tasks.begin(); it != tasks.end(); ++it)
       if (it->key == key) {
         tasks.splice(tasks.begin(), tasks, it);
@@ -320,11 +322,13 @@ struct reviewer::impl {
       }
     reference_options ro;
     ro.device = "cuda:" + std::to_string(dev.ordinal);
+    ro.draw = draw;
     auto program = reference_program::load(task, ro);
     if (!program) fail(review_status::internal_error, "the task's reference cannot run: " + program.message());
     task_entry e;
     e.key = key;
     e.task = task;
+    e.draw = draw;
     e.program = std::move(program.value());
     for (auto& p : parameter_tensors(*e.program)) e.pristine_params.push_back(p.clone());
     tasks.push_front(std::move(e));
@@ -343,7 +347,7 @@ struct reviewer::impl {
                    "outside its buffers); drawing it again", trial, e.task.name);
       trials.erase(e.key, trial);
     }
-    auto made = make_inputs(trial_task(e.task, trial), trial_seed(e.task.seed, trial), torch_device);
+    auto made = make_inputs(trial_task(e.task, trial), trial_seed(e.task.seed, trial), torch_device, e.draw);
     if (!made) fail(review_status::internal_error, "cannot make the task's inputs: " + made.message());
     const uint64_t need = bytes_of(*made);
     if (trials.fits(e.key, trial, need, cache_cap)) {
@@ -909,6 +913,9 @@ struct reviewer::impl {
       task = std::move(sized.value());
     }
 
+    auto draw = parse_input_draw(req.options.draw_inputs);
+    if (!draw) fail(review_status::internal_error, "review option draw_inputs " + draw.message());
+
     // 1. Compile (with 2 and 3: the compile phase).
     std::optional<phase_scope> compiling(std::in_place, phases, &review_phases::compile_s);
     auto compiled = compiler->compile(req.cand.source, req.cand.compile_options);
@@ -936,7 +943,7 @@ struct reviewer::impl {
     context->limits = limits;
     task_entry& entry = [&]() -> task_entry& {
       phase_scope reference(phases, &review_phases::reference_s);
-      return task_for(task);
+      return task_for(task, *draw);
     }();
     context->reference_outputs = entry.reference_outputs;
     auto plan = resolve_plan(req.cand.plan, *context);

@@ -33,6 +33,7 @@ struct reference_program::impl {
   // Or a saved module, whose forward takes the inputs only.
   std::optional<torch::jit::Module> module;
   std::vector<at::Tensor> parameters;
+  input_draw draw = input_draw::cpu;
 };
 
 // The door from the tensor-level functions below into reference_program's state.
@@ -55,16 +56,38 @@ at::Generator cpu_generator(uint64_t seed) {
   return at::detail::createCPUGenerator(seed ^ (seed >> 32));
 }
 
-// One tensor from its spec, on the CPU. Drawn in float32 (float64 for float64) or
-// int64 and cast: CPU LibTorch lacks some distributions for float16/bfloat16/int32,
-// and drawing in one dtype keeps the values independent of the torch version's
-// per-dtype kernels.
-at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen) {
+// Whether `draw` puts the drawing on `device` itself: a device draw on the CPU is the
+// CPU scheme, one generator for all the tensors, exactly as a cpu draw.
+bool draws_on_device(const c10::Device& device, input_draw draw) {
+  return draw == input_draw::device && !device.is_cpu();
+}
+
+// A generator of `device` of its own (a clone of the device's default generator, which
+// the reference and input programs may use), to be seeded per tensor.
+at::Generator device_generator(const c10::Device& device) {
+  at::Generator shared = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(shared.mutex());
+  return shared.clone();
+}
+
+// The seed of the tensor at `index` of a device draw from `seed`. Every tensor gets a
+// generator state of its own, so its values depend on its own spec and launch alone,
+// not on how many random numbers the tensors before it took on this GPU. The constant
+// keeps these seeds apart from trial_seed(task.seed, k) of the trials themselves.
+uint64_t tensor_seed(uint64_t seed, size_t index) {
+  return trial_seed(seed ^ 0xD1B54A32D192ED03ull, static_cast<uint32_t>(index));
+}
+
+// One tensor from its spec, drawn on `device` from `gen` (a generator of that device).
+// Drawn in float32 (float64 for float64) or int64 and cast: CPU LibTorch lacks some
+// distributions for float16/bfloat16/int32, and drawing in one dtype keeps the values
+// independent of the torch version's per-dtype kernels.
+at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen, const c10::Device& device) {
   at::ScalarType target = *scalar_type(spec.dtype);
   at::ScalarType draw = target == at::kDouble      ? at::kDouble
                         : at::isFloatingType(target) ? at::kFloat
                                                      : at::kLong;
-  auto opts = at::TensorOptions().dtype(draw).device(at::kCPU);
+  auto opts = at::TensorOptions().dtype(draw).device(device);
   const distribution_spec& d = spec.init;
   at::IntArrayRef shape(spec.shape);
   at::Tensor t;
@@ -125,12 +148,24 @@ result<at::Tensor> module_attribute(const torch::jit::Module& module, const std:
   return v.toTensor();
 }
 
-// Inputs made by the task's input_program: compiled, checked like a reference, run
-// on the CPU from the default CPU generator seeded with the trial's seed, then
-// copied. The default generator is shared by the process: the worker draws one
-// trial at a time, and nothing else in it draws from that generator.
+// Seeds a default generator of the process (the one an op without a generator
+// argument draws from). Its mutex is released before anything draws from it.
+void seed_default_generator(const c10::Device& device, uint64_t seed) {
+  at::Generator gen = device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                                      : at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
+
+// Inputs made by the task's input_program: compiled, checked like a reference, then
+// run as inputs(device) with the default generators seeded from the trial's seed. A
+// cpu draw (or a device draw on the CPU) runs it on the CPU and copies what it made;
+// a device draw runs it on the CUDA device, whose default generator is seeded with the
+// trial's seed (the CPU's is seeded too, for any tensor the program makes there). The
+// default generators are shared by the process: the worker draws one trial at a time,
+// and nothing else in it draws from them.
 result<std::vector<at::Tensor>> program_inputs(const task_spec& task, uint64_t seed,
-                                               const c10::Device& device) {
+                                               const c10::Device& device, input_draw draw) {
   const std::string where = task_prefix(task) + "input_program: ";
   std::shared_ptr<torch::jit::CompilationUnit> unit;
   try {
@@ -148,12 +183,10 @@ result<std::vector<at::Tensor>> program_inputs(const task_spec& task, uint64_t s
   c10::IValue returned;
   try {
     at::NoGradGuard no_grad;
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());  // released before the program draws
-      gen.set_current_seed(seed ^ (seed >> 32));
-    }
-    returned = (*fn)({c10::IValue(c10::Device(c10::kCPU))});
+    const bool on_device = draws_on_device(device, draw);
+    seed_default_generator(c10::Device(c10::kCPU), seed ^ (seed >> 32));
+    if (on_device) seed_default_generator(device, seed);
+    returned = (*fn)({c10::IValue(on_device ? device : c10::Device(c10::kCPU))});
   } catch (const std::exception& e) {
     return error{where + "failed: " + torch_message(e)};
   }
@@ -174,19 +207,26 @@ result<std::vector<at::Tensor>> program_inputs(const task_spec& task, uint64_t s
   return out;
 }
 
+// The tensors of `specs` on `device`. A CPU draw takes them one after the other from
+// one CPU generator seeded with `seed`, then copies them; a device draw seeds a
+// generator of the device for each tensor (tensor_seed) and draws it in place.
 result<std::vector<at::Tensor>> make_tensors(const task_spec& task,
                                              const std::vector<tensor_spec>& specs,
                                              const char* what, uint64_t seed,
-                                             const c10::Device& device) {
+                                             const c10::Device& device, input_draw draw) {
   std::vector<at::Tensor> out;
   out.reserve(specs.size());
-  at::Generator gen = cpu_generator(seed);
-  for (const auto& spec : specs) {
+  const bool on_device = draws_on_device(device, draw);
+  std::optional<at::Generator> gen;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const tensor_spec& spec = specs[i];
     if (!scalar_type(spec.dtype))
       return error{task_prefix(task) + what + " \"" + spec.name + "\": unknown dtype \"" +
                    spec.dtype + "\""};
     try {
-      out.push_back(make_tensor(spec, gen).to(device));
+      if (!gen) gen = on_device ? device_generator(device) : cpu_generator(seed);
+      if (on_device) gen->set_current_seed(tensor_seed(seed, i));
+      out.push_back(make_tensor(spec, *gen, on_device ? device : c10::Device(c10::kCPU)).to(device));
     } catch (const std::exception& e) {
       return error{task_prefix(task) + "cannot make " + what + " \"" + spec.name + "\" (" +
                    spec.init.kind + " " + spec.dtype + "): " + torch_message(e)};
@@ -264,6 +304,16 @@ reference_program::~reference_program() = default;
 
 const task_spec& reference_program::task() const { return impl_->task; }
 std::string reference_program::device() const { return impl_->device.str(); }
+input_draw reference_program::draw() const { return impl_->draw; }
+
+const char* to_string(input_draw d) { return d == input_draw::cpu ? "cpu" : "device"; }
+
+result<input_draw> parse_input_draw(const std::string& name) {
+  if (name == "device") return input_draw::device;
+  if (name == "cpu") return input_draw::cpu;
+  return error{"\"" + name + "\": expected device (draw on the device the reference runs on) or cpu (draw on "
+               "the CPU and copy: the same values on every machine)"};
+}
 
 result<std::unique_ptr<reference_program>> reference_program::load(
     const task_spec& task, const reference_options& options) {
@@ -279,6 +329,7 @@ result<std::unique_ptr<reference_program>> reference_program::load(
   auto p = std::make_unique<impl>();
   p->task = task;
   p->device = *device;
+  p->draw = options.draw;
   size_t declared = task.inputs.size() + task.parameters.size();
 
   if (!task.torchscript.empty()) {
@@ -322,7 +373,7 @@ result<std::unique_ptr<reference_program>> reference_program::load(
                    " (" + tensor_list(task) + ")"};
   }
 
-  auto params = p->module ? module_parameters(task, *p->module, *device) : make_parameters(task, *device);
+  auto params = p->module ? module_parameters(task, *p->module, *device) : make_parameters(task, *device, p->draw);
   if (!params) return params.error();
   p->parameters = std::move(params.value());
   return reference_access::make(std::move(p));
@@ -332,7 +383,7 @@ result<reference_outputs> reference_program::run(uint64_t seed) {
   reference_outputs out;
   out.trial_seed = seed;
   auto t0 = std::chrono::steady_clock::now();
-  auto inputs = make_inputs(impl_->task, seed, impl_->device);
+  auto inputs = make_inputs(impl_->task, seed, impl_->device, impl_->draw);
   if (!inputs) return inputs.error();
   synchronize(impl_->device);
   out.inputs_ms = ms_since(t0);
@@ -360,9 +411,9 @@ uint64_t trial_seed(uint64_t task_seed, uint32_t trial) {
 }
 
 result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
-                                            const c10::Device& device) {
-  if (!task.input_program.empty()) return program_inputs(task, trial_seed, device);
-  return make_tensors(task, task.inputs, "input", trial_seed, device);
+                                            const c10::Device& device, input_draw draw) {
+  if (!task.input_program.empty()) return program_inputs(task, trial_seed, device, draw);
+  return make_tensors(task, task.inputs, "input", trial_seed, device, draw);
 }
 
 // Parameters of kind module: copies of the module's attributes on `device`. Copies,
@@ -383,7 +434,7 @@ result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const t
 }
 
 result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
-                                                const c10::Device& device) {
+                                                const c10::Device& device, input_draw draw) {
   if (!task.module_bytes.empty() && !task.parameters.empty()) {
     try {
       std::istringstream bytes(task.module_bytes);
@@ -392,7 +443,7 @@ result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
       return error{task_prefix(task) + "cannot load the module: " + torch_message(e)};
     }
   }
-  return make_tensors(task, task.parameters, "parameter", task.seed, device);
+  return make_tensors(task, task.parameters, "parameter", task.seed, device, draw);
 }
 
 result<std::vector<at::Tensor>> run_tensors(reference_program& program,

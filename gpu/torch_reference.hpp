@@ -6,9 +6,10 @@
 // themselves, uses gpu/torch_reference_tensors.hpp.
 //
 // Determinism: parameters are drawn once per program from the task seed; inputs are
-// drawn per trial from trial_seed(task.seed, k). Every draw uses a CPU generator and
-// the result is then moved to the device, so a CPU run and a GPU run of the same trial
-// see bit-identical inputs.
+// drawn per trial from trial_seed(task.seed, k), where input_draw says (below): on the
+// CPU and copied to the device, so that every device sees bit-identical values, or on
+// the device itself, which is much faster for large tensors and the same on every run
+// on the same GPU model and PyTorch build (docs/reviewer.md, "Where inputs are drawn").
 
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,20 @@
 
 namespace ks {
 
+// Where the random tensors of a task (inputs, and parameters of random kinds) are drawn.
+//  cpu:    from a CPU generator (Mersenne Twister) on the CPU, then copied to the device:
+//          the same values on every device and machine with the same PyTorch version.
+//  device: on the device the reference runs on. On the CPU that is the cpu scheme
+//          itself. On a CUDA device each tensor is drawn from its own Philox generator
+//          seeded from (seed, the tensor's index); an input_program runs on the device
+//          with the device's default generator seeded. Deterministic for a given GPU
+//          model and PyTorch build; PyTorch's launch configuration depends on the SM
+//          count, so other GPU models may draw other values for large tensors.
+enum class input_draw : uint8_t { device, cpu };
+const char* to_string(input_draw d);
+// "device" or "cpu"; the error names both.
+result<input_draw> parse_input_draw(const std::string& name);
+
 struct reference_options {
   // "cpu", "cuda" (device 0) or "cuda:N".
   std::string device = "cpu";
@@ -30,6 +45,10 @@ struct reference_options {
   // speedups are quoted against eager PyTorch, as in KernelBench, not against
   // TorchScript's own fusers. The setting is process-wide in LibTorch.
   bool jit_optimize = false;
+  // Where inputs and random parameters are drawn. cpu (the default here) keeps a
+  // program's values independent of its device; the reviewer passes
+  // review_options::draw_inputs, which defaults to device.
+  input_draw draw = input_draw::cpu;
 };
 
 // A numerical fingerprint of one output tensor, computed in float64. sum, mean, min,
@@ -51,7 +70,7 @@ struct tensor_summary {
 struct reference_outputs {
   uint64_t trial_seed = 0;
   std::vector<tensor_summary> outputs;  // in the order forward returns them
-  double inputs_ms = 0;                 // making the inputs (CPU draw + copy to device)
+  double inputs_ms = 0;                 // making the inputs (a device draw, or a CPU draw and a copy)
   double forward_ms = 0;                // forward alone, device synchronised
 };
 
@@ -74,6 +93,8 @@ class reference_program {
   const task_spec& task() const;
   // The device as LibTorch names it ("cpu", "cuda:0").
   std::string device() const;
+  // Where its inputs and random parameters are drawn (reference_options::draw).
+  input_draw draw() const;
 
  private:
   struct impl;

@@ -21,17 +21,20 @@ struct Module;
 
 namespace ks {
 
-// The task's inputs for one trial, in declaration order, on `device`. Drawn on the
-// CPU from a generator seeded with `trial_seed` and then copied, so every device gets
-// the same values. Float dtypes are drawn in float32 (float64 for float64) and cast;
-// integer and bool dtypes are drawn in int64 and cast.
+// The task's inputs for one trial, in declaration order, on `device`, from generators
+// seeded with `trial_seed`. input_draw::cpu draws on the CPU and copies, so every
+// device gets the same values; input_draw::device draws on `device` itself (on the CPU
+// the two are one scheme). Float dtypes are drawn in float32 (float64 for float64) and
+// cast; integer and bool dtypes are drawn in int64 and cast.
 result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
-                                            const c10::Device& device);
+                                            const c10::Device& device,
+                                            input_draw draw = input_draw::cpu);
 
 // The task's parameters, drawn the same way from the task seed itself (a module
 // reference's: copies of its attributes, the module loaded from the task's bytes).
 result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
-                                                const c10::Device& device);
+                                                const c10::Device& device,
+                                                input_draw draw = input_draw::cpu);
 
 // A module reference's parameters (kind module) from a module already loaded: copies
 // of its attributes on `device`, each checked against the task's shape and dtype.

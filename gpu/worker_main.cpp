@@ -75,7 +75,7 @@ int list_devices(const worker_options& opts, bool json) {
   return 0;
 }
 
-int run_reference(const std::string& task_path, const std::string& size, std::string on) {
+int run_reference(const std::string& task_path, const std::string& size, std::string on, const std::string& draw) {
   auto task = load_task(task_path);
   if (!task) {
     std::cerr << "kernelskill-gpu: " << task.message() << "\n";
@@ -92,6 +92,7 @@ int run_reference(const std::string& task_path, const std::string& size, std::st
   if (on.empty()) on = describe_this_worker({}).devices.empty() ? "cpu" : "cuda";
   reference_options ro;
   ro.device = on;
+  ro.draw = *parse_input_draw(draw);  // checked by the command line
   auto prog = reference_program::load(*task, ro);
   if (!prog) {
     std::cerr << "kernelskill-gpu: " << prog.message() << "\n";
@@ -103,8 +104,8 @@ int run_reference(const std::string& task_path, const std::string& size, std::st
       std::cerr << "kernelskill-gpu: " << out.message() << "\n";
       return 2;
     }
-    std::printf("%s on %s, trial %u: inputs %.2f ms, forward %.2f ms\n", task->name.c_str(),
-                (*prog)->device().c_str(), trial, out->inputs_ms, out->forward_ms);
+    std::printf("%s on %s, trial %u: inputs %.2f ms (drawn: %s), forward %.2f ms\n", task->name.c_str(),
+                (*prog)->device().c_str(), trial, out->inputs_ms, to_string((*prog)->draw()), out->forward_ms);
     for (size_t i = 0; i < out->outputs.size(); ++i) {
       auto& o = out->outputs[i];
       std::string shape;
@@ -150,7 +151,7 @@ std::optional<std::string> read_file(const std::string& path) {
 }
 
 struct review_cli {
-  std::string task, source, plan, size;
+  std::string task, source, plan, size, draw_inputs = "device";
   uint32_t trials = 5;
   bool no_time = false;
   bool no_profile = false;
@@ -191,6 +192,7 @@ int run_review(const review_cli& cli, const worker_options& opts) {
   req.options.profile = !cli.no_profile;
   req.options.size = cli.size;
   req.options.timeout_s = cli.timeout_s;
+  req.options.draw_inputs = cli.draw_inputs;
   reviewer_options ro;
   ro.device = opts.device < 0 ? 0 : opts.device;
   ro.trial_cache_bytes = opts.trial_cache_bytes;
@@ -223,7 +225,7 @@ int run_review(const review_cli& cli, const worker_options& opts) {
       std::cerr << "review " << k + 1 << " of " << cli.repeat << ": " << ms_since(t1) << " ms wall, "
                 << to_string(r.status) << ", candidate " << r.candidate_time.repetitions << " x "
                 << r.candidate_time.mean_ms << " ms, reference " << r.reference_time.repetitions << " x "
-                << r.reference_time.mean_ms << " ms\n";
+                << r.reference_time.mean_ms << " ms; phases " << describe_phases(r.phases) << "\n";
   }
   if (cli.json)
     std::cout << review_to_json(r) << "\n";
@@ -330,6 +332,12 @@ int main(int argc, char** argv) {
   app.add_option("--size", size, "With --run-reference, --graph or --review: the task's named size (e.g. cpu)");
   app.add_option("--on", on, "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
                              "available, else cpu)");
+  app.add_option("--draw-inputs", review.draw_inputs,
+                 "With --review or --run-reference: where inputs are drawn. device (default):\n"
+                 "on the GPU, seeded per trial, the same values on the same GPU model and\n"
+                 "PyTorch build; cpu: on the CPU and copied, the same values on every machine\n"
+                 "(seconds per trial at large sizes). The config's review.draw_inputs")
+      ->check(CLI::IsMember({"device", "cpu"}));
   app.add_flag("--exit-with-parent", exit_with_parent,
                "Exit when the parent process dies (the daemon passes this to its workers)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
@@ -350,7 +358,7 @@ int main(int argc, char** argv) {
   }
   if (list) return list_devices(opts, json);
   if (!graph_task.empty()) return export_graph(graph_task, size);
-  if (!reference_task.empty()) return run_reference(reference_task, size, on);
+  if (!reference_task.empty()) return run_reference(reference_task, size, on, review.draw_inputs);
   if (!review.task.empty()) {
     if (review.source.empty() || review.plan.empty()) {
       std::cerr << "kernelskill-gpu: --review needs --source K.cu and --plan P.yaml\n";

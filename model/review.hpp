@@ -33,12 +33,18 @@ struct review_options {
   double timeout_s = 60.0;
   double suspicious_speedup = 20.0;  // flag speedups above this
   std::string size;                   // named size from task_spec::sizes, or empty
+  // Where the trials' inputs (and random parameters) are drawn: "device" (on the GPU
+  // that reviews, from a seeded Philox generator: the same values on every run on the
+  // same GPU model and PyTorch build) or "cpu" (on the CPU and copied: the same values
+  // on every machine, 10 s and more per trial at KernelBench's sizes). The config's
+  // review.draw_inputs (docs/reviewer.md, "Where inputs are drawn").
+  std::string draw_inputs = "device";
   friend bool operator==(const review_options&, const review_options&) = default;
 };
 template <class F>
 auto visit_fields(review_options& x, F&& f) {
   return f("review_options", KS_FIELD(trials), KS_FIELD(profile), KS_FIELD(time),
-           KS_FIELD(timeout_s), KS_FIELD(suspicious_speedup), KS_FIELD(size));
+           KS_FIELD(timeout_s), KS_FIELD(suspicious_speedup), KS_FIELD(size), KS_FIELD(draw_inputs));
 }
 
 struct review_request {

@@ -327,6 +327,25 @@ TEST_CASE("to_yaml round-trips through parse_config", "[config]") {
   }
 }
 
+TEST_CASE("review.draw_inputs is device by default, cpu when asked, nothing else", "[config]") {
+  CHECK(defaults_from("exp.yaml").review.draw_inputs == "device");
+  auto empty = parse("name: t\n");
+  REQUIRE(empty.ok());
+  CHECK(empty->review.draw_inputs == "device");
+  auto cpu = parse("review:\n  draw_inputs: cpu\n");
+  REQUIRE(cpu.ok());
+  CHECK(cpu->review.draw_inputs == "cpu");
+  auto back = parse(ks::to_yaml(*cpu));
+  REQUIRE(back.ok());
+  CHECK(back->review.draw_inputs == "cpu");
+  CHECK(rejected("review:\n  draw_inputs: gpu\n") ==
+        "exp.yaml:2:16: review.draw_inputs: expected one of device, cpu, got \"gpu\" "
+        "(device draws on the reviewing GPU)");
+  CHECK_THAT(rejected("review: {draw_inputs: cpus}\n"),
+             Contains("review.draw_inputs: expected one of device, cpu, got \"cpus\" (did you mean 'cpu'?)"));
+  CHECK_THAT(rejected("draw_inputs: cpu\n"), Contains("did you mean 'review.draw_inputs'?"));
+}
+
 TEST_CASE("parse_host_port reads HOST:PORT and bracketed IPv6", "[config]") {
   CHECK(*ks::parse_host_port("gpu1:8471") == ks::remote_worker{"gpu1", 8471});
   CHECK(*ks::parse_host_port("10.0.0.2:1") == ks::remote_worker{"10.0.0.2", 1});

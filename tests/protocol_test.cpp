@@ -87,7 +87,7 @@ candidate sample_candidate() {
   return c;
 }
 
-review_options sample_options() { return {3, false, false, 12.5, 40.0, "cpu"}; }
+review_options sample_options() { return {3, false, false, 12.5, 40.0, "cpu", "cpu"}; }
 
 review_request sample_review_request() {
   return {42, sample_task(), sample_candidate(), sample_options()};

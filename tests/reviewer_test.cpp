@@ -1115,6 +1115,49 @@ TEST_CASE("gpu: the trial cache keeps inputs and reference outputs, a task that 
   CHECK(after_huge.status == review_status::ok);
 }
 
+TEST_CASE("gpu: inputs drawn on the device or on the CPU give the same verdicts, in trial-cache entries "
+          "of their own", "[reviewer][gpu][cache][draw]") {
+  REQUIRE_GPU(rev);
+  task_spec t = task_from(kReluTask);
+  t.name = "relu_draw_test";
+  t.seed = 41;  // a task no other case has reviewed
+  const std::string src = read_text(kExamples + "relu.cu"), plan = read_text(kExamples + "relu.yaml");
+  const std::string off_by_scale = relu_like("  if (i < n) y[i] = x[i] > 0.f ? x[i] * 1.001f : 0.f;");
+  const std::string clamps = relu_like("  if (i < n) y[i] = fmaxf(fminf(x[i], 8.f), 0.f);");
+  review_options o = verify_only();
+  o.profile = false;
+
+  const size_t before = rev->trial_cache().trials;
+  o.draw_inputs = "device";
+  auto on_device = review_of(*rev, t, src, plan, o);
+  CHECK(on_device.status == review_status::ok);
+  CHECK(on_device.phases.inputs_s > 0);
+  CHECK(rev->trial_cache().trials == before + 5);
+  o.draw_inputs = "cpu";
+  auto on_cpu = review_of(*rev, t, src + "\n// drawn on the CPU\n", plan, o);
+  CHECK(on_cpu.status == review_status::ok);
+  // The CPU's draws are other values than the device's: five more entries, not hits.
+  CHECK(rev->trial_cache().trials == before + 10);
+  CHECK(on_cpu.phases.reference_s > 0);
+
+  for (const char* where : {"device", "cpu"}) {
+    INFO(where);
+    o.draw_inputs = where;
+    auto wrong = review_of(*rev, t, off_by_scale, kRelu1D, o);
+    CHECK(wrong.status == review_status::incorrect);
+    CHECK(wrong.trials_passed == 0);
+    auto clamped = review_of(*rev, t, clamps, kRelu1D, o);
+    CHECK(clamped.status == review_status::incorrect);
+    CHECK_THAT(clamped.message, Contains("second distribution"));
+  }
+  CHECK(rev->trial_cache().trials == before + 10);
+
+  o.draw_inputs = "gpu";
+  auto bad = review_of(*rev, t, src, plan, o);
+  CHECK(bad.status == review_status::internal_error);
+  CHECK_THAT(bad.message, Contains("review option draw_inputs \"gpu\": expected device"));
+}
+
 TEST_CASE("gpu: a correct review carries a hardware profile from CUPTI", "[reviewer][gpu][profile]") {
   REQUIRE_GPU(rev);
   auto r = review_of(*rev, task_from(kReluTask), read_text(kExamples + "relu.cu"), read_text(kExamples + "relu.yaml"));

@@ -124,7 +124,7 @@ candidate full_candidate() {
   c.recipe = {{"template", "elementwise"}, {"vector_width", "4"}};
   return c;
 }
-review_options full_review_options() { return {9, false, false, 12.5, 40.0, "cpu"}; }
+review_options full_review_options() { return {9, false, false, 12.5, 40.0, "cpu", "cpu"}; }
 compile_diagnostic full_diagnostic() { return {12, 7, "error", "identifier \"foo\" is undefined"}; }
 kernel_resources full_resources() { return {"gelu_kernel", 32, 4096, 16, 1024}; }
 timing_stats full_timing() { return {0.5, 0.55, 0.4, 0.9, 0.05, 100}; }
