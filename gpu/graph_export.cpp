@@ -398,7 +398,8 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
         why = torch_message(e);
       }
     }
-    spdlog::info("graph export of {}: not probed on {}: {}", task.name, where, first_line(why));
+    const std::string reason = first_line(why);  // a named value: fmt 12 takes no temporaries
+    spdlog::info("graph export of {}: not probed on {}: {}", task.name, where, reason);
     return std::nullopt;
   };
   if (auto p = attempt("meta", meta_arguments(task, module))) return std::move(*p);

@@ -291,8 +291,9 @@ struct profiler::impl {
     np.pConfigImage = config_image.data();
     np.configImageSize = config_image.size();
     if (cuptiProfilerHostGetNumOfPasses(&np) == CUPTI_SUCCESS) passes = np.numOfPasses;
+    const char* mode = to_string(replay);
     spdlog::info("profiler: {} of {} metrics on {}, {} replay passes per kernel ({} replay)", metrics.size(),
-                 profiled_metrics().size(), chip_name, passes, to_string(replay));
+                 profiled_metrics().size(), chip_name, passes, mode);
     return status::success();
   }
 
