@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -371,10 +370,10 @@ result<std::vector<c10::IValue>> drawn_arguments(const task_spec& task, const st
 //   3. on the CPU on trial 0's inputs, as the reviewer draws them. A KernelBench
 //      problem's 6.4 GB input took 113 s and 12.7 GB of memory here.
 // `arguments` is left holding what was probed (describe() reads only shapes and dtypes
-// of tensors); the reason each cheaper way failed is logged.
+// of tensors); `note` gets where it was probed and why each cheaper way failed.
 result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& graph, const task_spec& task,
                                    const std::optional<torch::jit::Module>& module,
-                                   std::vector<c10::IValue>& arguments) {
+                                   std::vector<c10::IValue>& arguments, std::string& note) {
   // The interpreter's message starts with a traceback: the line naming the error says why.
   auto first_line = [](const std::string& s) {
     size_t at = s.find("Error: ");
@@ -390,7 +389,7 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
         auto probed = run_probe(graph, *args);
         if (probed) {
           arguments = std::move(*args);
-          spdlog::info("graph export of {}: probed on {}", task.name, where);
+          note += std::string(note.empty() ? "" : "; ") + "probed on " + where;
           return std::move(*probed);
         }
         why = probed.message();
@@ -398,8 +397,7 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
         why = torch_message(e);
       }
     }
-    const std::string reason = first_line(why);  // a named value: fmt 12 takes no temporaries
-    spdlog::info("graph export of {}: not probed on {}: {}", task.name, where, reason);
+    note += std::string(note.empty() ? "" : "; ") + "not probed on " + where + ": " + first_line(why);
     return std::nullopt;
   };
   if (auto p = attempt("meta", meta_arguments(task, module))) return std::move(*p);
@@ -410,6 +408,7 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
   auto args = drawn_arguments(task, module, c10::Device(c10::kCPU));
   if (!args) return args.error();
   arguments = std::move(*args);
+  note += std::string(note.empty() ? "" : "; ") + "probed on cpu";
   return run_probe(graph, arguments);
 }
 
@@ -439,7 +438,7 @@ shape_map known_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>&
 
 }  // namespace
 
-result<std::string> export_graph_json(const task_spec& task) {
+result<std::string> export_graph_json(const task_spec& task, std::string* probe_note) {
   const std::string prefix = "task \"" + task.name + "\": graph export: ";
   try {
     std::shared_ptr<torch::jit::Graph> graph;
@@ -471,7 +470,9 @@ result<std::string> export_graph_json(const task_spec& task) {
     if (!task.module_bytes.empty()) drop_state_updates(*graph, task.inputs.size());
 
     std::vector<c10::IValue> arguments;
-    auto probed = probe_cheaply(graph, task, module, arguments);
+    std::string note;
+    auto probed = probe_cheaply(graph, task, module, arguments, note);
+    if (probe_note) *probe_note = note;
     if (!probed) return error{prefix + probed.message()};
     // Shape checks and the loops behind them fold away at the task's shapes (and the
     // graph is probed again); graphs without control flow are kept as they are.

@@ -17,6 +17,8 @@ namespace ks {
 // The graph of `task`'s reference as JSON (format: coder/task_graph.hpp). Run at the
 // task's current shapes (apply with_size first for a small one). TorchScript-source
 // references only: a saved module's graph carries `self` and its attributes.
-result<std::string> export_graph_json(const task_spec& task);
+// `probe_note`, when given, gets where the graph was probed (meta, cuda or cpu) and why
+// each cheaper way was not taken.
+result<std::string> export_graph_json(const task_spec& task, std::string* probe_note = nullptr);
 
 }  // namespace ks

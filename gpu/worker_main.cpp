@@ -133,7 +133,9 @@ int export_graph(const std::string& task_path, const std::string& size) {
     }
     task = std::move(sized);
   }
-  auto json = export_graph_json(*task);
+  std::string probe_note;
+  auto json = export_graph_json(*task, &probe_note);
+  spdlog::info("graph export of {}: {}", task->name, probe_note);
   if (!json) {
     std::cerr << "kernelskill-gpu: " << json.message() << "\n";
     return 2;
