@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "importer/kernelbench_import.hpp"
+#include "model/candidate.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 class store;
@@ -58,6 +61,10 @@ struct export_request {
   std::vector<std::string> compile_options;
 };
 int export_model(const export_request& r);
+// The best kernel of `task` in a `kernelskill run` output (output.dir/tasks/NAME/ or
+// output.dir): what `export --run-dir` exports. Fails naming the file, or saying the task
+// ended without a correct kernel.
+result<candidate> run_candidate(const task_spec& task, const std::filesystem::path& run_dir);
 
 // `kernelskill import kernelbench PATH... --out DIR`: each KernelBench problem file
 // (directories searched for *.py) as a task file and its module; one problem that
@@ -72,6 +79,14 @@ struct import_request {
   unsigned jobs = 2;
 };
 int import_kernelbench(const import_request& r);
+// The work of it, shared with `kernelskill bench`: the problems imported into out_dir,
+// `jobs` at once; `done` is called (one call at a time) as each one finishes.
+std::vector<import_outcome> import_problems(const std::vector<problem_file>& problems,
+                                            const std::filesystem::path& out_dir,
+                                            const kernelbench_import_options& options, unsigned jobs,
+                                            const std::function<void(size_t, const import_outcome&)>& done);
+// One line for a person: the file, and the task it became or why it failed.
+std::string describe_import(const problem_file& problem, const import_outcome& outcome);
 
 // Opens a memory store read-only (so that a running daemon may hold it) without
 // creating it: the inspecting commands never write.
