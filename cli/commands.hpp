@@ -88,6 +88,25 @@ std::vector<import_outcome> import_problems(const std::vector<problem_file>& pro
 // One line for a person: the file, and the task it became or why it failed.
 std::string describe_import(const problem_file& problem, const import_outcome& outcome);
 
+// `kernelskill bench PROBLEMS… --out DIR`: import, run per ablation variant, export,
+// and the side-by-side measurement, resumable (docs/bench.md). 0: everything measured,
+// 1: an error (or the measurement is incomplete), 2: bad usage, 3: no GPU for the run or
+// the measurement (the finished steps' results and the summary are written).
+struct bench_request {
+  std::vector<std::string> paths;
+  std::string out_dir;
+  std::string config_path;
+  std::optional<int> seeds, rounds;
+  std::string coder;     // empty: the config's
+  std::string ablation;  // "full,no-ltm,…"; empty: the config's own ablation section
+  std::string python = "python3";
+  std::vector<int> devices;
+  int reps = 30, trials = 3, compile_timeout = 120;
+  unsigned jobs = 0;     // 0: half the cores
+  uint64_t seed = 42;
+};
+int bench_problems(const bench_request& r, const global_options& g);
+
 // Opens a memory store read-only (so that a running daemon may hold it) without
 // creating it: the inspecting commands never write.
 result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_path);

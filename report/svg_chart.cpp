@@ -96,8 +96,8 @@ double linear_axis::to_px(double v) const { return px0 + (v - lo) / (hi - lo) * 
 
 namespace {
 
-double nice_step(double span) {
-  const double raw = span / 5;
+double nice_step(double span, double min_step) {
+  const double raw = std::max(span / 5, min_step);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   for (double f : {1.0, 2.0, 5.0, 10.0})
     if (f * mag >= raw) return f * mag;
@@ -108,16 +108,16 @@ double nice_step(double span) {
 
 std::vector<double> linear_axis::ticks() const {
   std::vector<double> t;
-  const double step = nice_step(hi - lo);
+  const double step = nice_step(hi - lo, min_step);
   for (double v = lo; v <= hi + step * 1e-6; v += step) t.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
   return t;
 }
 
-linear_axis fit_linear_axis(double lo, double hi, double px0, double px1) {
+linear_axis fit_linear_axis(double lo, double hi, double px0, double px1, double min_step) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
   if (hi <= lo) hi = lo + 1;
-  const double step = nice_step(hi - lo);
-  return linear_axis{std::floor(lo / step) * step, std::ceil(hi / step) * step, px0, px1};
+  const double step = nice_step(hi - lo, min_step);
+  return linear_axis{std::floor(lo / step) * step, std::ceil(hi / step) * step, px0, px1, min_step};
 }
 
 std::string svg_strip_chart(const std::string& title, const std::string& x_label, const std::vector<strip_row>& rows) {
@@ -172,7 +172,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::vector<line_series>& series) {
   const double left = 70, right = 170, top = 44, width = 820, height = 420, bottom = height - 56;
   double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
-  bool any = false;
+  bool any = false, whole_x = true;
   size_t left_out = 0;
   for (const auto& sr : series)
     for (const auto& [x, y] : sr.points) {
@@ -182,10 +182,11 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
       }
       if (!any) x_lo = x_hi = x, y_hi = y;
       x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x);
+      whole_x = whole_x && x == std::floor(x);
       y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
       any = true;
     }
-  const linear_axis ax = fit_linear_axis(x_lo, x_hi, left, width - right);
+  const linear_axis ax = fit_linear_axis(x_lo, x_hi, left, width - right, whole_x ? 1.0 : 0.0);
   const linear_axis ay = fit_linear_axis(y_lo, y_hi, bottom, top);
   std::string s = header(width, height, title);
   for (double t : ay.ticks()) {

@@ -33,11 +33,13 @@ log2_axis fit_log2_axis(const std::vector<double>& values, double px0, double px
 struct linear_axis {
   double lo = 0, hi = 1;
   double px0 = 0, px1 = 1;
+  double min_step = 0;
   double to_px(double v) const;
   std::vector<double> ticks() const;  // lo, lo + step, … hi (step 1, 2 or 5 × 10^k)
 };
-// From lo to hi rounded out to the tick step (about five ticks).
-linear_axis fit_linear_axis(double lo, double hi, double px0, double px1);
+// From lo to hi rounded out to the tick step (about five ticks, and steps of at least
+// min_step: 1 for an axis of whole numbers such as rounds).
+linear_axis fit_linear_axis(double lo, double hi, double px0, double px1, double min_step = 0);
 
 // One row of a strip chart: every value a dot on a shared log2 axis.
 struct strip_row {
@@ -54,7 +56,7 @@ struct line_series {
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in order
 };
 // Lines with a dot at each point, over linear axes; y from 0 (or below, for negative
-// values) to the largest y.
+// values) to the largest y; x ticks at whole numbers when every x is one.
 std::string svg_line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
                            const std::vector<line_series>& series);
 
