@@ -519,19 +519,52 @@ def kb_compile(torch, model, xs, cfg, dev):
         return None, None, "torch.compile: " + kb_first_line(ex)
 
 
+def kb_context_lost(text):
+    """A CUDA error that leaves the process's context unusable (every later call fails)."""
+    return any(k in text for k in ("illegal memory access", "device-side assert", "unspecified launch failure",
+                                   "misaligned address", "illegal instruction", "CUDA error: an illegal"))
+
+
+class ContextLost(Exception):
+    pass
+
+
+def kb_time(torch, dev, problem, model, ours, row, cells, cfg, events_ms):
+    """torch.compile (bounded), then eager, compile and each of ours alternated."""
+    xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
+    compiled, compile_s, compile_error = kb_compile(torch, model, xs, cfg, dev)
+    if compile_error:
+        row["compile_error"] = compile_error
+    else:
+        row["compile_s"] = compile_s
+    fns = {"eager": (model, xs)}
+    if compiled is not None:
+        fns["compile"] = (compiled, xs)
+    for v, m in ours.items():
+        fns["ours:" + v] = (m, xs)
+    for k, v in time_alternated(torch, events_ms, fns, cfg["reps"], cfg.get("warmup", 3)).items():
+        target = row if not k.startswith("ours:") else cells[k[5:]]
+        name = k if not k.startswith("ours:") else "ours"
+        target[name + "_ms"] = statistics.median(v)
+        target[name + "_min_ms"] = min(v)
+
+
 def kb_measure_problem(torch, dev, entry, cfg, events_ms):
+    """One problem: correctness of each variant's ModelNew against the Model, then (with
+    events_ms) the timing. Raises ContextLost, after filling the row, when a CUDA error
+    has made the process's context unusable."""
     row = {"key": entry["key"], "name": entry["name"], "level": entry["level"], "device": str(dev),
            "torch": torch.__version__, "timed": events_ms is not None, "variants": {}}
     if dev.type == "cuda":
         row["device"] = torch.cuda.get_device_name(dev)
     cells = {m["variant"]: {"sha256": m["sha256"]} for m in entry["models"]}
+    row["variants"] = cells
     mods = {}
     for m in entry["models"]:
         try:
             mods[m["variant"]], cells[m["variant"]]["build_s"] = kb_build(m, cfg["builds"], dev)
         except Exception as ex:
             cells[m["variant"]]["error"] = "build/load: " + kb_first_line(ex)
-    row["variants"] = cells
     t_problem = time.perf_counter()
     try:
         with torch.no_grad():
@@ -540,32 +573,25 @@ def kb_measure_problem(torch, dev, entry, cfg, events_ms):
             for v, e in errors.items():
                 cells[v]["error"] = e
             kb_correctness(torch, problem, model, ours, cells, cfg, dev)
-            if events_ms is None:
-                return row
-            xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
-            compiled, compile_s, compile_error = kb_compile(torch, model, xs, cfg, dev)
-            if compile_error:
-                row["compile_error"] = compile_error
-            else:
-                row["compile_s"] = compile_s
-            fns = {"eager": (model, xs)}
-            if compiled is not None:
-                fns["compile"] = (compiled, xs)
-            for v, m in ours.items():
-                fns["ours:" + v] = (m, xs)
-            for k, v in time_alternated(torch, events_ms, fns, cfg["reps"], cfg.get("warmup", 3)).items():
-                target = row if not k.startswith("ours:") else cells[k[5:]]
-                name = k if not k.startswith("ours:") else "ours"
-                target[name + "_ms"] = statistics.median(v)
-                target[name + "_min_ms"] = min(v)
     except Exception as ex:
         # The problem's own Model (or the machine) failed: ours cannot be checked.
         row["error"] = "the problem's Model: " + kb_first_line(ex)
         for c in cells.values():
             c.setdefault("error", "not checked (the problem's Model failed)")
             c["correct"] = {str(t): False for t in cfg.get("tolerances", [1e-4, 1e-2])}
-    finally:
-        row["problem_s"] = time.perf_counter() - t_problem
+        ours = {}
+    lost = any(kb_context_lost(c.get("error", "")) for c in cells.values()) or kb_context_lost(row.get("error", ""))
+    if events_ms is not None and ours and not lost:
+        try:
+            with torch.no_grad():
+                kb_time(torch, dev, problem, model, ours, row, cells, cfg, events_ms)
+        except Exception as ex:
+            # Correctness stands; this problem has no times.
+            row["timing_error"] = "timing: " + kb_first_line(ex)
+            lost = kb_context_lost(row["timing_error"])
+    row["problem_s"] = time.perf_counter() - t_problem
+    if lost:
+        raise ContextLost(row)
     return row
 
 
@@ -586,7 +612,11 @@ def kb_measure(opts):
         events_ms = events_timer(torch, dev)
     problems = cfg["problems"]
     for i, entry in enumerate(problems):
-        row = kb_measure_problem(torch, dev, entry, cfg, events_ms)
+        lost = False
+        try:
+            row = kb_measure_problem(torch, dev, entry, cfg, events_ms)
+        except ContextLost as ex:
+            row, lost = ex.args[0], True
         with open(opts.kb_out, "a") as f:
             f.write(json.dumps(row) + "\n")
             f.flush()
@@ -599,7 +629,12 @@ def kb_measure(opts):
                          + "correct " + "/".join("yes" if ok.get(str(t)) else "no" for t in cfg.get("tolerances", []))
                          + (f" ({c['error']})" if "error" in c else ""))
         print(f"[measure {dev}] {i + 1}/{len(problems)} {entry['key']}: " + ", ".join(p for p in parts if p)
-              + (f"; {row['error']}" if "error" in row else ""), file=sys.stderr, flush=True)
+              + "".join(f"; {row[k]}" for k in ("error", "timing_error") if k in row), file=sys.stderr, flush=True)
+        if lost:
+            # Every later call in this process would fail: stop, and let kernelskill bench
+            # start a fresh process for the problems left.
+            print(f"[measure {dev}] the CUDA context is lost; stopping this process", file=sys.stderr, flush=True)
+            sys.exit(3)
         torch.cuda.empty_cache() if dev.type == "cuda" else None
         if hasattr(torch, "_dynamo"):
             torch._dynamo.reset()

@@ -110,6 +110,7 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
       bp.compile_ms = number(row, "compile_ms");
       bp.compile_error = text(row, "compile_error");
       bp.error = text(row, "error");
+      if (const std::string t = text(row, "timing_error"); !t.empty()) bp.error += (bp.error.empty() ? "" : "; ") + t;
       if (r.device.empty() && row.value("timed", false)) {
         r.device = text(row, "device");
         r.torch_version = text(row, "torch");

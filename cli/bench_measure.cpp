@@ -228,28 +228,36 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
     return wait_all(pids) + static_cast<int>(commands.size() - pids.size());
   };
   run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", jobs}});
-  progress("measure", "warming torch.compile's caches (" + jobs + " at once)");
-  run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-warm", "--jobs", jobs, "--devices",
-            device_list}});
+  // Each warm-up holds a problem's model and inputs on a GPU: at most 4 per GPU at once.
+  const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 4 * devices.size()));
+  progress("measure", "warming torch.compile's caches (" + warm_jobs + " at once)");
+  run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-warm", "--jobs", warm_jobs,
+            "--devices", device_list}});
   progress("measure", "measuring: one process per GPU, eager, torch.compile and ours alternated, medians of " +
                           std::to_string(s.reps));
-  std::vector<std::vector<std::string>> measuring;
-  for (size_t k = 0; k < devices.size(); ++k) {
-    json mine = json::array();
-    for (size_t i = k; i < todo.size(); i += devices.size()) mine.push_back(todo[i]);
-    if (mine.empty()) continue;
-    const std::string d = std::to_string(devices[k]);
-    const fs::path m = l.measure() / ("todo-" + d + ".json");
-    if (auto st = write_manifest(m, base, mine); !st) {
-      std::cerr << "kernelskill bench: " << st.message() << "\n";
-      return {1, false, "not measured: " + st.message()};
+  // A process stops when a kernel has broken its CUDA context (its problem is recorded);
+  // the problems left go to fresh processes, as long as each pass measures something.
+  int failed = 0;
+  json left = todo;
+  for (size_t before = left.size() + 1; !left.empty() && left.size() < before;) {
+    before = left.size();
+    std::vector<std::vector<std::string>> measuring;
+    for (size_t k = 0; k < devices.size(); ++k) {
+      json mine = json::array();
+      for (size_t i = k; i < left.size(); i += devices.size()) mine.push_back(left[i]);
+      if (mine.empty()) continue;
+      const std::string d = std::to_string(devices[k]);
+      const fs::path m = l.measure() / ("todo-" + d + ".json");
+      if (auto st = write_manifest(m, base, mine); !st) {
+        std::cerr << "kernelskill bench: " << st.message() << "\n";
+        return {1, false, "not measured: " + st.message()};
+      }
+      measuring.push_back({s.python, script.string(), "--kb-manifest", m.string(), "--kb-measure", "--device", d,
+                           "--kb-out", (l.measure() / ("results-" + d + ".jsonl")).string()});
     }
-    measuring.push_back({s.python, script.string(), "--kb-manifest", m.string(), "--kb-measure", "--device", d,
-                         "--kb-out", (l.measure() / ("results-" + d + ".jsonl")).string()});
+    failed += run_all(measuring);
+    entries(l, variants, problems, read_measurements(l), left);
   }
-  const int failed = run_all(measuring);
-  json left;
-  entries(l, variants, problems, read_measurements(l), left);
   const size_t done = all.size() - left.size();
   progress("measure", "done: " + std::to_string(done) + " of " + std::to_string(all.size()) + " problems measured" +
                           (failed ? " (" + std::to_string(failed) + " measuring process(es) failed)" : ""));
