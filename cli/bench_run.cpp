@@ -3,9 +3,9 @@
 // directory, and the export of every task's best kernel through `kernelskill export`'s
 // (run_candidate, export_pytorch).
 //
-// A variant's directory records the config it ran with (config.yaml); a later
-// invocation that asks for another config for it is refused rather than mixing two
-// experiments in one result. A task is finished when the run wrote its outcome.json;
+// A variant's directory records the config it ran with (config.yaml: the part results
+// depend on); a later invocation that asks for another is refused rather than mixing two
+// experiments in one result (other GPUs or more tasks at once are fine). A task is finished when the run wrote its outcome.json;
 // the unfinished ones run again with resume (from their last completed round). The
 // run step ends with rounds.json: each task's best speedup after each round, read from
 // the variant's store (the trajectories).
@@ -68,6 +68,27 @@ status write_rounds(const layout& l, const variant& v, const experiment_config& 
   return write_file_atomically(l.variant_dir(v.name) / "rounds.json", j.dump(1) + "\n");
 }
 
+// The part of a config the results depend on: what the agents are asked to do and with
+// which model, not where the GPUs are, how much runs at once, or where files go (the
+// directory's own paths are written relative, so that it can move).
+experiment_config experiment_identity(const experiment_config& cfg) {
+  experiment_config id;
+  id.name = cfg.name;
+  id.budgets.seeds = cfg.budgets.seeds;
+  id.budgets.rounds = cfg.budgets.rounds;
+  id.budgets.repair_attempts = cfg.budgets.repair_attempts;
+  id.coder.backend = cfg.coder.backend;
+  id.coder.llm.provider = cfg.coder.llm.provider;
+  id.coder.llm.model = cfg.coder.llm.model;
+  id.coder.llm.temperature = cfg.coder.llm.temperature;
+  id.coder.llm.max_tokens = cfg.coder.llm.max_tokens;
+  id.review = cfg.review;
+  id.ablation = cfg.ablation;
+  id.memory.path = "memory";
+  id.output.dir = "run";
+  return id;
+}
+
 bool rounds_complete(const layout& l, const variant& v, const std::vector<std::string>& names) {
   const json j = read_json_file(l.variant_dir(v.name) / "rounds.json");
   if (!j.is_object() || !j.contains("tasks") || !j["tasks"].is_object()) return false;
@@ -86,11 +107,9 @@ int run_step(const layout& l, const variant& v, experiment_config cfg, const std
   cfg.output.dir = l.run_dir(v.name).string();
   cfg.ablation.long_term_memory = v.long_term_memory;
   cfg.ablation.short_term_memory = v.short_term_memory;
-  // Recorded with the directory's own paths relative, so that the directory can move.
-  experiment_config recorded = cfg;
-  recorded.memory.path = "memory";
-  recorded.output.dir = "run";
-  if (auto st = record_config(l, v, to_yaml(recorded)); !st) {
+  if (auto st = record_config(l, v, "# What variant " + v.name + "'s results depend on (kernelskill bench).\n" +
+                                        to_yaml(experiment_identity(cfg)));
+      !st) {
     std::cerr << "kernelskill bench: " << st.message() << "\n";
     return 1;
   }

@@ -241,5 +241,15 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   CHECK(other.status == 1);
   CHECK_THAT(other.text, Contains("records the config variant full ran with"));
   CHECK_THAT(other.text, Contains("rounds: 2"));
+  // Other concurrency (or other GPUs) is the same experiment: it resumes.
+  std::ofstream(dir / "gpu2.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
+                                   << "\n  local: [0]\n  review_timeout_s: 90\n"
+                                   << "budgets: {repair_attempts: 1, tasks_in_flight: 1}\nreview: {trials: 2}\n";
+  std::string again = args;
+  again.replace(again.find("gpu.yaml"), 8, "gpu2.yaml");
+  auto same = kernelskill(again);
+  INFO(same.text);
+  CHECK(same.status == 3);
+  CHECK_THAT(same.text, Contains("[run full] complete: 2 tasks finished"));
   fs::remove_all(dir);
 }
