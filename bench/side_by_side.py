@@ -27,6 +27,20 @@ or failure is reported in the table, and that task's compile column is left empt
 --warm-compile runs torch.compile once per task (several such processes can run at once)
 so that the side-by-side's compile is served from inductor's on-disk caches; the
 compile time in the table is then that of a warm cache.
+
+KernelBench problems (`kernelskill bench`, which embeds this file and runs it with the
+user's Python):
+
+    python3 side_by_side.py --kb-manifest M.json --kb-prebuild --jobs N
+    python3 side_by_side.py --kb-manifest M.json --kb-warm --jobs N --devices 0,1
+    python3 side_by_side.py --kb-manifest M.json --kb-measure --device 0 --kb-out R.jsonl
+    python3 side_by_side.py --kb-manifest M.json --kb-measure --kb-cpu-check --kb-out R.jsonl
+
+Eager is the problem file's own Model, torch.compile compiles that Model, ours is the
+exported ModelNew(*get_init_inputs()), built and seeded as KernelBench's evaluator does;
+correctness is KernelBench's torch.allclose at 1e-4 and at 1e-2 over --trials inputs,
+timing as above. --kb-cpu-check runs the correctness part alone on the CPU (no timing:
+no CPU number is ever reported as a GPU one).
 """
 import argparse, glob, importlib.util, json, math, os, signal, statistics, sys, time, types
 
@@ -77,6 +91,40 @@ def prebuild(models, jobs):
 
 class Timeout(Exception):
     pass
+
+
+def on_alarm(signum, frame):
+    raise Timeout()
+
+
+def events_timer(torch, dev):
+    """events_ms(fn, args): one call timed with CUDA events, the L2 flushed before it (a
+    memset of 256 MiB, larger than any GPU's L2), as the reviewer times."""
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
+
+    def events_ms(fn, args):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn(*args)
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e)
+    return events_ms
+
+
+def time_alternated(torch, events_ms, fns, reps, warmup=3):
+    """{name: [ms, ...]}: `warmup` calls of each, then `reps` rounds calling each once in
+    turn (eager, compile, ours, eager, ...), so that all see the same clocks and heat."""
+    times = {k: [] for k in fns}
+    for k, (fn, a) in fns.items():
+        for _ in range(warmup):
+            fn(*a)
+    torch.cuda.synchronize()
+    for _ in range(reps):
+        for k, (fn, a) in fns.items():
+            times[k].append(events_ms(fn, a))
+    return times
 
 
 def torch_setup(opts):
@@ -176,20 +224,7 @@ def close(ref, out, atol, rtol):
 
 def side_by_side(opts):
     torch, dev, torch_names = torch_setup(opts)
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
-
-    def events_ms(fn, args):
-        flush.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn(*args)
-        e.record()
-        torch.cuda.synchronize()
-        return s.elapsed_time(e)
-
-    def on_alarm(signum, frame):
-        raise Timeout()
-
+    events_ms = events_timer(torch, dev)
     signal.signal(signal.SIGALRM, on_alarm)
     results = []
     for path in opts.tasks:
@@ -296,14 +331,7 @@ def side_by_side(opts):
                 fns["compile"] = (compiled, (*inputs, *params))
             if model is not None:
                 fns["ours"] = (model, tuple(inputs))
-            times = {k: [] for k in fns}
-            for k, (fn, a) in fns.items():
-                for _ in range(3):
-                    fn(*a)
-            torch.cuda.synchronize()
-            for _ in range(opts.reps):
-                for k, (fn, a) in fns.items():
-                    times[k].append(events_ms(fn, a))
+            times = time_alternated(torch, events_ms, fns, opts.reps)
             for k, v in times.items():
                 row[k + "_ms"] = statistics.median(v)
                 row[k + "_min_ms"] = min(v)
@@ -321,6 +349,349 @@ def side_by_side(opts):
         torch._dynamo.reset()
         torch.cuda.empty_cache()
     return results
+
+
+# --- KernelBench problems (`kernelskill bench`) --------------------------------------
+# The problem file's own Model against the exported ModelNew, built as KernelBench's
+# evaluator builds them (src/kernelbench/eval.py): the seed set before get_init_inputs,
+# again before Model(*init_inputs) and again before ModelNew(*init_inputs); each trial's
+# inputs from get_inputs after its own seed; correct when every trial passes
+# torch.allclose(output, output_new, atol=tol, rtol=tol).
+#
+# The manifest (JSON, written by kernelskill bench) names the problems:
+#   {"seed": 42, "trials": 3, "reps": 30, "warmup": 3, "compile_timeout": 120,
+#    "tolerances": [1e-4, 1e-2], "builds": DIR,
+#    "problems": [{"key": "level1/19_ReLU", "name": ..., "level": ..., "problem": FILE.py,
+#                  "models": [{"variant": "full", "path": MODEL.py, "sha256": ...}]}]}
+# --kb-measure appends one JSON line per problem to --kb-out as soon as it is measured
+# (so that an interrupted measurement keeps what it finished).
+
+
+def kb_set_seed(torch, seed):
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(seed)
+
+
+def kb_load_problem(path):
+    spec = importlib.util.spec_from_file_location("kb_problem", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(mod, name):
+            raise RuntimeError(f"{path} does not define {name}")
+    return mod
+
+
+def kb_to(torch, xs, dev):
+    return [x.to(dev) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def kb_inputs(torch, problem, seed, dev):
+    """get_inputs() after the trial's seed, on dev. PyTorch 2's default-device context
+    draws them there (KernelBench's largest inputs take seconds on the CPU); where that
+    fails or does not exist they are drawn on the CPU, as KernelBench does, and moved."""
+    if dev.type == "cuda" and hasattr(dev, "__enter__"):
+        try:
+            kb_set_seed(torch, seed)
+            with dev:
+                return kb_to(torch, problem.get_inputs(), dev)
+        except Exception:
+            pass
+    kb_set_seed(torch, seed)
+    return kb_to(torch, problem.get_inputs(), dev)
+
+
+def kb_trial_seeds(torch, seed, n):
+    """KernelBench's correctness-trial seeds: drawn from the problem's seed."""
+    torch.manual_seed(seed)
+    return [int(torch.randint(0, 2 ** 32 - 1, (1,)).item()) for _ in range(n)]
+
+
+def kb_outputs(x):
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def kb_check(torch, ref, out, tol):
+    """KernelBench's check: same shapes, torch.allclose(output, output_new, tol, tol)."""
+    refs, outs = kb_outputs(ref), kb_outputs(out)
+    if len(refs) != len(outs):
+        return False
+    for r_, o_ in zip(refs, outs):
+        if not isinstance(o_, torch.Tensor) or r_.shape != o_.shape or r_.dtype != o_.dtype:
+            return False
+        if not torch.allclose(r_, o_, atol=tol, rtol=tol):
+            return False
+    return True
+
+
+def kb_max_abs_error(torch, ref, out):
+    worst = 0.0
+    for r_, o_ in zip(kb_outputs(ref), kb_outputs(out)):
+        if isinstance(o_, torch.Tensor) and r_.shape == o_.shape:
+            d = (o_.double() - r_.double()).abs()
+            finite = torch.isfinite(d)
+            if finite.any():
+                worst = max(worst, float(d[finite].max()))
+            if not bool(finite.all()):
+                worst = float("inf")
+    return worst
+
+
+def kb_first_line(ex):
+    text = str(ex).strip()
+    return (text.splitlines()[-1] if text else type(ex).__name__)[:300]
+
+
+def kb_build(m, builds, dev):
+    """Imports an exported model file and builds its extension (when the file builds one
+    itself with load_extension) under builds/MODULE_NAME: a kernel that two variants share
+    is built once, and a build survives an interrupted measurement."""
+    mod = import_model(m["path"])
+    t0 = time.perf_counter()
+    if hasattr(mod, "load_extension"):
+        d = os.path.join(builds, getattr(mod, "MODULE_NAME", os.path.basename(m["path"])[:-3]))
+        os.makedirs(d, exist_ok=True)
+        if dev.type == "cuda":
+            mod.load_extension(build_directory=d)
+    return mod, time.perf_counter() - t0
+
+
+def kb_construct(torch, problem, mods, seed, dev):
+    """Model and each ModelNew as KernelBench's evaluator makes them."""
+    kb_set_seed(torch, seed)
+    init = kb_to(torch, problem.get_init_inputs(), dev)
+    kb_set_seed(torch, seed)
+    model = problem.Model(*init).to(dev)
+    ours, errors = {}, {}
+    for v, mod in mods.items():
+        try:
+            kb_set_seed(torch, seed)
+            ours[v] = mod.ModelNew(*init).to(dev)
+        except Exception as ex:
+            errors[v] = "ModelNew(*get_init_inputs()): " + kb_first_line(ex)
+    return model, ours, errors
+
+
+def kb_correctness(torch, problem, model, ours, cells, cfg, dev):
+    tols = cfg.get("tolerances", [1e-4, 1e-2])
+    for v in ours:
+        cells[v].update(trials=0, passed={str(t): 0 for t in tols}, max_abs_error=0.0)
+    for ts in kb_trial_seeds(torch, cfg["seed"], cfg["trials"]):
+        xs = kb_inputs(torch, problem, ts, dev)
+        ref = model(*xs)
+        for v, m in list(ours.items()):
+            c = cells[v]
+            c["trials"] += 1
+            try:
+                out = m(*xs)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+            except Exception as ex:
+                c["error"] = "run: " + kb_first_line(ex)
+                del ours[v]
+                continue
+            for t in tols:
+                c["passed"][str(t)] += kb_check(torch, ref, out, t)
+            c["max_abs_error"] = max(c["max_abs_error"], kb_max_abs_error(torch, ref, out))
+            del out
+        del xs, ref
+    for v, c in cells.items():
+        c["correct"] = {str(t): bool(c.get("trials")) and c["passed"][str(t)] == cfg["trials"] and "error" not in c
+                        for t in tols} if "passed" in c else {str(t): False for t in tols}
+
+
+def kb_compile(torch, model, xs, cfg, dev):
+    """torch.compile(model) (default mode) and its first call, bounded in time."""
+    t0 = time.perf_counter()
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(int(cfg.get("compile_timeout", 120)))
+    try:
+        compiled = torch.compile(model)
+        compiled(*xs)
+        torch.cuda.synchronize(dev)
+        signal.alarm(0)
+        return compiled, time.perf_counter() - t0, None
+    except Timeout:
+        return None, None, f"torch.compile did not finish within {cfg.get('compile_timeout', 120)} s"
+    except Exception as ex:
+        signal.alarm(0)
+        return None, None, "torch.compile: " + kb_first_line(ex)
+
+
+def kb_context_lost(text):
+    """A CUDA error that leaves the process's context unusable (every later call fails)."""
+    return any(k in text for k in ("illegal memory access", "device-side assert", "unspecified launch failure",
+                                   "misaligned address", "illegal instruction", "CUDA error: an illegal"))
+
+
+class ContextLost(Exception):
+    pass
+
+
+def kb_time(torch, dev, problem, model, ours, row, cells, cfg, events_ms):
+    """torch.compile (bounded), then eager, compile and each of ours alternated."""
+    xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
+    compiled, compile_s, compile_error = kb_compile(torch, model, xs, cfg, dev)
+    if compile_error:
+        row["compile_error"] = compile_error
+    else:
+        row["compile_s"] = compile_s
+    fns = {"eager": (model, xs)}
+    if compiled is not None:
+        fns["compile"] = (compiled, xs)
+    for v, m in ours.items():
+        fns["ours:" + v] = (m, xs)
+    for k, v in time_alternated(torch, events_ms, fns, cfg["reps"], cfg.get("warmup", 3)).items():
+        target = row if not k.startswith("ours:") else cells[k[5:]]
+        name = k if not k.startswith("ours:") else "ours"
+        target[name + "_ms"] = statistics.median(v)
+        target[name + "_min_ms"] = min(v)
+
+
+def kb_measure_problem(torch, dev, entry, cfg, events_ms):
+    """One problem: correctness of each variant's ModelNew against the Model, then (with
+    events_ms) the timing. Raises ContextLost, after filling the row, when a CUDA error
+    has made the process's context unusable."""
+    row = {"key": entry["key"], "name": entry["name"], "level": entry["level"], "device": str(dev),
+           "torch": torch.__version__, "timed": events_ms is not None, "variants": {}}
+    if dev.type == "cuda":
+        row["device"] = torch.cuda.get_device_name(dev)
+    cells = {m["variant"]: {"sha256": m["sha256"]} for m in entry["models"]}
+    row["variants"] = cells
+    mods = {}
+    for m in entry["models"]:
+        try:
+            mods[m["variant"]], cells[m["variant"]]["build_s"] = kb_build(m, cfg["builds"], dev)
+        except Exception as ex:
+            cells[m["variant"]]["error"] = "build/load: " + kb_first_line(ex)
+    t_problem = time.perf_counter()
+    try:
+        with torch.no_grad():
+            problem = kb_load_problem(entry["problem"])
+            model, ours, errors = kb_construct(torch, problem, mods, cfg["seed"], dev)
+            for v, e in errors.items():
+                cells[v]["error"] = e
+            kb_correctness(torch, problem, model, ours, cells, cfg, dev)
+    except Exception as ex:
+        # The problem's own Model (or the machine) failed: ours cannot be checked.
+        row["error"] = "the problem's Model: " + kb_first_line(ex)
+        for c in cells.values():
+            c.setdefault("error", "not checked (the problem's Model failed)")
+            c["correct"] = {str(t): False for t in cfg.get("tolerances", [1e-4, 1e-2])}
+        ours = {}
+    lost = any(kb_context_lost(c.get("error", "")) for c in cells.values()) or kb_context_lost(row.get("error", ""))
+    if events_ms is not None and ours and not lost:
+        try:
+            with torch.no_grad():
+                kb_time(torch, dev, problem, model, ours, row, cells, cfg, events_ms)
+        except Exception as ex:
+            # Correctness stands; this problem has no times.
+            row["timing_error"] = "timing: " + kb_first_line(ex)
+            lost = kb_context_lost(row["timing_error"])
+    row["problem_s"] = time.perf_counter() - t_problem
+    if lost:
+        raise ContextLost(row)
+    return row
+
+
+def kb_manifest(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def kb_measure(opts):
+    """Measures the manifest's problems on one device, one JSON line each to --kb-out."""
+    import torch
+    cfg = kb_manifest(opts.kb_manifest)
+    if opts.kb_cpu_check:
+        dev, events_ms = torch.device("cpu"), None
+    else:
+        dev = torch.device("cuda", opts.device)
+        torch.cuda.set_device(dev)
+        events_ms = events_timer(torch, dev)
+    problems = cfg["problems"]
+    for i, entry in enumerate(problems):
+        lost = False
+        try:
+            row = kb_measure_problem(torch, dev, entry, cfg, events_ms)
+        except ContextLost as ex:
+            row, lost = ex.args[0], True
+        with open(opts.kb_out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        parts = [f"eager {row['eager_ms']:.4f} ms" if "eager_ms" in row else None,
+                 f"compile {row['compile_ms']:.4f} ms" if "compile_ms" in row else row.get("compile_error")]
+        for v, c in row["variants"].items():
+            ok = c.get("correct", {})
+            parts.append(f"{v} " + (f"{c['ours_ms']:.4f} ms " if "ours_ms" in c else "")
+                         + "correct " + "/".join("yes" if ok.get(str(t)) else "no" for t in cfg.get("tolerances", []))
+                         + (f" ({c['error']})" if "error" in c else ""))
+        print(f"[measure {dev}] {i + 1}/{len(problems)} {entry['key']}: " + ", ".join(p for p in parts if p)
+              + "".join(f"; {row[k]}" for k in ("error", "timing_error") if k in row), file=sys.stderr, flush=True)
+        if lost:
+            # Every later call in this process would fail: stop, and let kernelskill bench
+            # start a fresh process for the problems left.
+            print(f"[measure {dev}] the CUDA context is lost; stopping this process", file=sys.stderr, flush=True)
+            sys.exit(3)
+        torch.cuda.empty_cache() if dev.type == "cuda" else None
+        if hasattr(torch, "_dynamo"):
+            torch._dynamo.reset()
+
+
+def kb_build_one(args):
+    path, builds = args
+    import torch
+    t0 = time.perf_counter()
+    try:
+        kb_build({"path": path}, builds, torch.device("cuda"))
+        return path, True, time.perf_counter() - t0, ""
+    except Exception as ex:
+        return path, False, time.perf_counter() - t0, kb_first_line(ex)
+
+
+def kb_prebuild(opts):
+    """Builds every model of the manifest in parallel processes (nvcc; the GPU only names
+    the architecture), so that the measuring processes only load them."""
+    import multiprocessing as mp
+    cfg = kb_manifest(opts.kb_manifest)
+    paths = sorted({m["path"] for p in cfg["problems"] for m in p["models"]})
+    os.environ.setdefault("MAX_JOBS", "2")
+    with mp.get_context("spawn").Pool(max(1, opts.jobs)) as pool:
+        for path, ok, secs, err in pool.imap_unordered(kb_build_one, [(p, cfg["builds"]) for p in paths]):
+            print(f"[build] {path}: {'built' if ok else 'FAILED'} in {secs:.1f} s" + ("" if ok else f": {err}"),
+                  file=sys.stderr, flush=True)
+
+
+def kb_warm_one(args):
+    entry, cfg, device = args
+    import torch
+    dev = torch.device("cuda", device)
+    torch.cuda.set_device(dev)
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            problem = kb_load_problem(entry["problem"])
+            model, _, _ = kb_construct(torch, problem, {}, cfg["seed"], dev)
+            xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
+            _, _, err = kb_compile(torch, model, xs, cfg, dev)
+        return entry["key"], err, time.perf_counter() - t0
+    except Exception as ex:
+        return entry["key"], kb_first_line(ex), time.perf_counter() - t0
+
+
+def kb_warm(opts):
+    """torch.compile of every problem's Model once, in parallel processes, so that the
+    measuring process's compile is served by inductor's on-disk caches."""
+    import multiprocessing as mp
+    cfg = kb_manifest(opts.kb_manifest)
+    devices = [int(d) for d in opts.devices.split(",")] if opts.devices else [0]
+    work = [(p, cfg, devices[i % len(devices)]) for i, p in enumerate(cfg["problems"])]
+    with mp.get_context("spawn").Pool(max(1, opts.jobs), maxtasksperchild=1) as pool:
+        for key, err, secs in pool.imap_unordered(kb_warm_one, work):
+            print(f"[warm] {key}: " + (f"compiled in {secs:.1f} s" if not err else f"{err} ({secs:.1f} s)"),
+                  file=sys.stderr, flush=True)
 
 
 def geomean(xs):
@@ -379,7 +750,25 @@ def main():
     ap.add_argument("--build-one", help="build this one exported model's extension (into --models DIR/build), then stop")
     ap.add_argument("--warm-compile", action="store_true", help="torch.compile each task once (fills inductor's caches), then stop")
     ap.add_argument("--merge", nargs="+", help="merge result files and print the table")
+    ap.add_argument("--kb-manifest", help="KernelBench problems and their exported models (JSON; kernelskill bench)")
+    ap.add_argument("--kb-measure", action="store_true", help="measure the manifest's problems on --device")
+    ap.add_argument("--kb-out", help="append one JSON line per measured problem here")
+    ap.add_argument("--kb-cpu-check", action="store_true",
+                    help="with --kb-measure: correctness only, on the CPU, no timing (for tests)")
+    ap.add_argument("--kb-prebuild", action="store_true", help="build the manifest's models in --jobs processes")
+    ap.add_argument("--kb-warm", action="store_true", help="torch.compile the manifest's Models once, --jobs processes")
+    ap.add_argument("--devices", help="GPUs for --kb-warm, comma-separated (default 0)")
     opts = ap.parse_args()
+    if opts.kb_manifest:
+        if opts.kb_prebuild:
+            kb_prebuild(opts)
+        elif opts.kb_warm:
+            kb_warm(opts)
+        elif opts.kb_measure and opts.kb_out:
+            kb_measure(opts)
+        else:
+            ap.error("--kb-manifest needs --kb-prebuild, --kb-warm, or --kb-measure with --kb-out")
+        return
     if opts.merge:
         results = [r for p in opts.merge if os.path.exists(p) for r in json.load(open(p))]
     elif opts.prebuild:

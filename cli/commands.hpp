@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "importer/kernelbench_import.hpp"
+#include "model/candidate.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 class store;
@@ -58,6 +61,10 @@ struct export_request {
   std::vector<std::string> compile_options;
 };
 int export_model(const export_request& r);
+// The best kernel of `task` in a `kernelskill run` output (output.dir/tasks/NAME/ or
+// output.dir): what `export --run-dir` exports. Fails naming the file, or saying the task
+// ended without a correct kernel.
+result<candidate> run_candidate(const task_spec& task, const std::filesystem::path& run_dir);
 
 // `kernelskill import kernelbench PATH... --out DIR`: each KernelBench problem file
 // (directories searched for *.py) as a task file and its module; one problem that
@@ -72,6 +79,33 @@ struct import_request {
   unsigned jobs = 2;
 };
 int import_kernelbench(const import_request& r);
+// The work of it, shared with `kernelskill bench`: the problems imported into out_dir,
+// `jobs` at once; `done` is called (one call at a time) as each one finishes.
+std::vector<import_outcome> import_problems(const std::vector<problem_file>& problems,
+                                            const std::filesystem::path& out_dir,
+                                            const kernelbench_import_options& options, unsigned jobs,
+                                            const std::function<void(size_t, const import_outcome&)>& done);
+// One line for a person: the file, and the task it became or why it failed.
+std::string describe_import(const problem_file& problem, const import_outcome& outcome);
+
+// `kernelskill bench PROBLEMS… --out DIR`: import, run per ablation variant, export,
+// and the side-by-side measurement, resumable (docs/bench.md). 0: everything measured,
+// 1: an error (or the measurement is incomplete), 2: bad usage, 3: no GPU for the run or
+// the measurement (the finished steps' results and the summary are written).
+struct bench_request {
+  std::vector<std::string> paths;
+  std::string out_dir;
+  std::string config_path;
+  std::optional<int> seeds, rounds;
+  std::string coder;     // empty: the config's
+  std::string ablation;  // "full,no-ltm,…"; empty: the config's own ablation section
+  std::string python = "python3";
+  std::vector<int> devices;
+  int reps = 30, trials = 3, compile_timeout = 120;
+  unsigned jobs = 0;     // 0: half the cores
+  uint64_t seed = 42;
+};
+int bench_problems(const bench_request& r, const global_options& g);
 
 // Opens a memory store read-only (so that a running daemon may hold it) without
 // creating it: the inspecting commands never write.

@@ -51,6 +51,63 @@ std::string progress_line(const task_progress& p) {
 
 }  // namespace
 
+experiment_result run_tasks(const experiment_config& cfg, const std::vector<task_spec>& tasks, const run_hooks& hooks) {
+  experiment_result out;
+  const std::string who = hooks.who.empty() ? "kernelskill run" : hooks.who;
+  auto fail = [&](int status, const std::string& message) {
+    std::cerr << message << "\n";
+    out.status = status;
+    return out;
+  };
+  auto lib = load_skill_library(KS_DEFAULT_SKILLS_DIR);
+  if (!lib) return fail(1, lib.message());
+  auto library = std::make_shared<const skill_library>(std::move(*lib));
+  spdlog::info("experiment '{}': {} tasks, coder {}, {} seeds, {} rounds", cfg.name,
+               tasks.size(), cfg.coder.backend, cfg.budgets.seeds, cfg.budgets.rounds);
+  daemon_system_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  auto found = discover_gpus(sys, cfg.gpus);
+  if (found.device_count() == 0) return fail(3, who + ": " + no_gpu_message(found));
+  print_nodes(found);
+  for (auto& p : found.problems) spdlog::warn("{}", p);
+  auto backend = make_backend(cfg, library);
+  if (!backend) return fail(1, who + ": " + backend.message());
+
+  auto db = store::open(cfg.memory.path);
+  if (!db) return fail(1, who + ": " + db.message());
+  std::shared_ptr<store> memory = std::move(*db);
+  if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version),
+                                             library_hash(*library), to_store_docs(*library));
+      !s)
+    return fail(1, who + ": " + s.message());
+
+  auto pools = start_pools(sys, cfg, found).pools;
+  auto reviewer = sys.spawn(reviewer_agent, pools);
+
+  experiment_options eo;
+  eo.name = cfg.name;
+  eo.tasks = tasks;
+  eo.tasks_in_flight = static_cast<uint32_t>(cfg.budgets.tasks_in_flight);
+  eo.output_dir = cfg.output.dir;
+  eo.devices = static_cast<uint32_t>(pools.size());
+  eo.base = coordinator_options_from(cfg);
+  eo.base.resume = hooks.resume;
+  eo.base.backend = backend->code;
+  eo.base.model = backend->model;
+  eo.base.usage = backend->usage;
+  eo.base.library = library;
+  eo.base.memory = memory;
+  eo.base.compiler = std::make_shared<nvrtc_compiler>();
+  const std::string prefix = hooks.progress_prefix;
+  eo.on_progress = [prefix](const task_progress& p) {
+    std::fprintf(stderr, "%s%s\n", prefix.c_str(), progress_line(p).c_str());
+  };
+  out.summary = ks::run_experiment(sys, eo, reviewer);
+  caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
+  for (auto& p : pools) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  return out;
+}
+
 int run_experiment(const std::string& config_path, const global_options& g) {
   auto cfg = load_for_command(config_path, g);
   if (!cfg) {
@@ -71,62 +128,9 @@ int run_experiment(const std::string& config_path, const global_options& g) {
     std::cerr << config_path << ": the config names no tasks (add them under `tasks:`)\n";
     return 1;
   }
-  auto lib = load_skill_library(KS_DEFAULT_SKILLS_DIR);
-  if (!lib) {
-    std::cerr << lib.message() << "\n";
-    return 1;
-  }
-  auto library = std::make_shared<const skill_library>(std::move(*lib));
-  spdlog::info("experiment '{}': {} tasks, coder {}, {} seeds, {} rounds", cfg->name,
-               tasks.size(), cfg->coder.backend, cfg->budgets.seeds, cfg->budgets.rounds);
-  daemon_system_config sys_cfg;
-  caf::actor_system sys{sys_cfg};
-  auto found = discover_gpus(sys, cfg->gpus);
-  if (found.device_count() == 0) {
-    std::cerr << "kernelskill run: " << no_gpu_message(found) << "\n";
-    return 3;
-  }
-  print_nodes(found);
-  for (auto& p : found.problems) spdlog::warn("{}", p);
-  auto backend = make_backend(*cfg, library);
-  if (!backend) {
-    std::cerr << "kernelskill run: " << backend.message() << "\n";
-    return 1;
-  }
-
-  auto db = store::open(cfg->memory.path);
-  if (!db) {
-    std::cerr << "kernelskill run: " << db.message() << "\n";
-    return 1;
-  }
-  std::shared_ptr<store> memory = std::move(*db);
-  if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version),
-                                             library_hash(*library), to_store_docs(*library));
-      !s) {
-    std::cerr << "kernelskill run: " << s.message() << "\n";
-    return 1;
-  }
-
-  auto pools = start_pools(sys, *cfg, found).pools;
-  auto reviewer = sys.spawn(reviewer_agent, pools);
-
-  experiment_options eo;
-  eo.name = cfg->name;
-  eo.tasks = tasks;
-  eo.tasks_in_flight = static_cast<uint32_t>(cfg->budgets.tasks_in_flight);
-  eo.output_dir = cfg->output.dir;
-  eo.devices = static_cast<uint32_t>(pools.size());
-  eo.base = coordinator_options_from(*cfg);
-  eo.base.backend = backend->code;
-  eo.base.model = backend->model;
-  eo.base.usage = backend->usage;
-  eo.base.library = library;
-  eo.base.memory = memory;
-  eo.base.compiler = std::make_shared<nvrtc_compiler>();
-  eo.on_progress = [](const task_progress& p) { std::fprintf(stderr, "%s\n", progress_line(p).c_str()); };
-  auto summary = ks::run_experiment(sys, eo, reviewer);
-  caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
-  for (auto& p : pools) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  auto ran = run_tasks(*cfg, tasks, {});
+  if (ran.status != 0) return ran.status;
+  const run_summary& summary = ran.summary;
   std::fputs(summary_markdown(summary).c_str(), stdout);
   std::fprintf(stderr, "kernelskill run: results in %s (summary.md, summary.json, tasks/)\n",
                cfg->output.dir.c_str());

@@ -17,6 +17,40 @@ namespace ks::cli {
 
 namespace fs = std::filesystem;
 
+std::vector<import_outcome> import_problems(const std::vector<problem_file>& problems, const fs::path& out_dir,
+                                            const kernelbench_import_options& options, unsigned jobs,
+                                            const std::function<void(size_t, const import_outcome&)>& done) {
+  const size_t n = problems.size();
+  std::vector<import_outcome> outcomes(n);
+  std::atomic<size_t> next{0};
+  std::mutex report;
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      outcomes[i] = import_kernelbench_problem(problems[i], out_dir, options);
+      std::lock_guard<std::mutex> lock(report);
+      if (done) done(i, outcomes[i]);
+    }
+  };
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(n, 1))));
+  std::vector<std::thread> threads;
+  for (unsigned j = 0; j < jobs; ++j) threads.emplace_back(work);
+  for (auto& t : threads) t.join();
+  return outcomes;
+}
+
+std::string describe_import(const problem_file& p, const import_outcome& o) {
+  std::string line = (p.subdir / p.path.filename()).string();
+  if (o.ok()) {
+    line += ": " + o.task_path.string() + " (" + std::to_string(o.inputs) + " input" + (o.inputs == 1 ? "" : "s") +
+            (o.input_program ? " from an input program" : "") + ", " + std::to_string(o.parameters) + " parameter" +
+            (o.parameters == 1 ? "" : "s") + ")";
+    for (const auto& note : o.notes) line += "; " + note;
+  } else {
+    line += ": FAILED: " + o.error.substr(std::min(o.error.size(), p.path.string().size() + 2));
+  }
+  return line;
+}
+
 int import_kernelbench(const import_request& r) {
   auto problems = find_problem_files(r.paths);
   if (!problems) {
@@ -44,31 +78,10 @@ int import_kernelbench(const import_request& r) {
   }
 
   const size_t n = problems->size();
-  std::vector<import_outcome> outcomes(n);
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex print;
-  auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) {
-      outcomes[i] = import_kernelbench_problem((*problems)[i], r.out_dir, options);
-      const import_outcome& o = outcomes[i];
-      std::lock_guard<std::mutex> lock(print);
-      size_t k = ++done;
-      std::cerr << "[" << k << "/" << n << "] " << ((*problems)[i].subdir / (*problems)[i].path.filename()).string();
-      if (o.ok()) {
-        std::cerr << ": " << o.task_path.string() << " (" << o.inputs << " input" << (o.inputs == 1 ? "" : "s")
-                  << (o.input_program ? " from an input program" : "") << ", " << o.parameters << " parameter"
-                  << (o.parameters == 1 ? "" : "s") << ")";
-        for (const auto& note : o.notes) std::cerr << "; " << note;
-      } else {
-        std::cerr << ": FAILED: " << o.error.substr((*problems)[i].path.string().size() + 2);
-      }
-      std::cerr << "\n";
-    }
-  };
-  unsigned jobs = std::max(1u, std::min<unsigned>(r.jobs, static_cast<unsigned>(n)));
-  std::vector<std::thread> threads;
-  for (unsigned j = 0; j < jobs; ++j) threads.emplace_back(work);
-  for (auto& t : threads) t.join();
+  size_t finished = 0;
+  const auto outcomes = import_problems(*problems, r.out_dir, options, r.jobs, [&](size_t i, const import_outcome& o) {
+    std::cerr << "[" << ++finished << "/" << n << "] " << describe_import((*problems)[i], o) << "\n";
+  });
 
   nlohmann::json report = nlohmann::json::array();
   size_t failed = 0;

@@ -157,6 +157,49 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--compile-option", exp.compile_options, "An NVRTC option the kernel was reviewed with");
   export_cmd->add_option("--out", exp.out_path, "The Python file to write (default model_new.py; - for stdout)");
 
+  bench_request bench;
+  auto* bench_cmd = app.add_subcommand(
+      "bench",
+      "KernelBench problems end to end, with KernelBench's and the paper's metrics:\n"
+      "(a) import the problem files as `import kernelbench` does; (b) optimise them as `run`\n"
+      "does, once per ablation variant, each with its own store; (c) export each task's best\n"
+      "kernel as `export` does; (d) measure the problem's Model in PyTorch eager, torch.compile\n"
+      "and ours side by side (one process per GPU, alternated, L2 flushed, medians), ours\n"
+      "checked against the Model at 1e-4 and at KernelBench's older 1e-2. Writes\n"
+      "DIR/summary.md, summary.json and SVG pictures: correctness, geometric-mean speedup\n"
+      "over eager and torch.compile, fast_p (p = 0, 1, 1.5, 2), mean speedup by round, per\n"
+      "level and variant. Resumable: run it again with the same --out after an interruption\n"
+      "and the finished steps are kept. Needs a Python with PyTorch (--python) and a GPU for\n"
+      "the run and the measurement. Exit status 0: all measured; 1: an error or an\n"
+      "incomplete measurement; 3: no GPU (what could be done is kept). See docs/bench.md.");
+  bench_cmd->add_option("problems", bench.paths, "KernelBench problem files (.py) or directories of them")->required();
+  bench_cmd->add_option("--out", bench.out_dir, "The output directory (its state: run again to resume)")->required();
+  bench_cmd->add_option("--config", bench.config_path,
+                        "An experiment config (YAML) for the run: gpus, budgets, coder, review (its tasks,\n"
+                        "memory and output are the bench's own); the flags below override it")
+      ->check(CLI::ExistingFile);
+  bench_cmd->add_option("--seeds", bench.seeds, "Seed kernels per task (budgets.seeds; default 4)");
+  bench_cmd->add_option("--rounds", bench.rounds, "Optimisation rounds per seed (budgets.rounds; default 15)");
+  bench_cmd->add_option("--coder", bench.coder, "rules (built in, the default) or llm (needs --config with coder.llm)")
+      ->check(CLI::IsMember({"rules", "llm"}));
+  bench_cmd->add_option("--ablation", bench.ablation,
+                        "Variants to run, comma-separated: full, no-ltm (no skill library or experience,\n"
+                        "in the planner and the llm coder's prompts), no-stm (no trajectory), no-ltm-stm\n"
+                        "(default: the config's ablation section, full without one)");
+  bench_cmd->add_option("--python", bench.python, "Python with torch for the import and the measurement (default python3)");
+  bench_cmd->add_option("--device", bench.devices,
+                        "GPUs to use, comma-separated (the run's gpus.local and one measuring process each;\n"
+                        "default: the config's GPUs for the run, every GPU PyTorch sees for the measurement)")
+      ->delimiter(',');
+  bench_cmd->add_option("--reps", bench.reps, "Timed calls of each of eager, torch.compile and ours (median; default 30)")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--trials", bench.trials, "Correctness trials on fresh inputs (default 3)")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--compile-timeout", bench.compile_timeout,
+                        "Seconds torch.compile's first call may take per problem (default 120)")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--jobs", bench.jobs, "Imports, extension builds and torch.compile warm-ups at once (default: half the cores)");
+  bench_cmd->add_option("--seed", bench.seed, "The seed before get_init_inputs, Model and ModelNew (default 42, as KernelBench)");
+
   std::string trajectory_task, trajectory_memory = "ks-memory";
   auto* trajectory = app.add_subcommand(
       "trajectory", "Print a task's trajectory (short-term memory): every attempt, review,\n"
@@ -175,8 +218,8 @@ int main(int argc, char** argv) {
     for (auto* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
-                << "' (expected run, serve, check, task, plan, lower, export, import, devices, skills, trajectory,\n"
-                   "  submit, status, cancel, priority, result or watch; see --help)\n";
+                << "' (expected run, serve, check, task, plan, lower, export, import, bench, devices, skills,\n"
+                   "  trajectory, submit, status, cancel, priority, result or watch; see --help)\n";
       return 2;
     }
     break;
@@ -197,6 +240,7 @@ int main(int argc, char** argv) {
   if (*lower) return lower_task(lower_task_path, lower_out, lower_seeds, skills_dir, lower_worker, size);
   if (*export_cmd) return export_model(exp);
   if (*import_kb) return import_kernelbench(imp);
+  if (*bench_cmd) return bench_problems(bench, g);
   if (*devices) return list_devices(config_path, g);
   if (*trajectory) return show_trajectory(trajectory_memory, trajectory_task);
   if (*skills_list_cmd) return skills_list(skills_dir);

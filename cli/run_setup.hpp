@@ -15,6 +15,7 @@
 #include "coder/coder.hpp"
 #include "config/experiment_config.hpp"
 #include "policy/skill_library.hpp"
+#include "report/run_report.hpp"
 
 namespace ks {
 class llm_coder;
@@ -53,5 +54,21 @@ gpu_pools start_pools(caf::actor_system& sys, const experiment_config& cfg, cons
 
 // One line per GPU found, on stdout.
 void print_nodes(const gpu_discovery& found);
+
+// How run_tasks reports and resumes.
+struct run_hooks {
+  std::string who;              // prefixes its messages (default "kernelskill run")
+  std::string progress_prefix;  // before each progress line on stderr
+  bool resume = false;          // start each task from its checkpoints in cfg's store
+};
+struct experiment_result {
+  int status = 0;  // 0 ran (the summary says how each task ended), 1 a setup error, 3 no GPU
+  run_summary summary;
+};
+// What `kernelskill run` does with a config's tasks, already loaded: finds the GPUs,
+// makes the backend, opens the store and installs the skill library, starts a review
+// pool per GPU and runs the experiment runner (output.dir written as tasks finish).
+// Errors are printed on stderr.
+experiment_result run_tasks(const experiment_config& cfg, const std::vector<task_spec>& tasks, const run_hooks& hooks);
 
 }  // namespace ks::cli

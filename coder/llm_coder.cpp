@@ -24,6 +24,15 @@ candidate from_reply(const parsed_candidate& p, const std::string& task,
 
 }  // namespace
 
+llm_coder_options llm_coder_options_for(const experiment_config& config, chat_function chat,
+                                        std::shared_ptr<const skill_library> library) {
+  llm_coder_options o;
+  o.chat = std::move(chat);
+  o.library = std::move(library);
+  o.use_long_term_memory = config.ablation.long_term_memory;
+  return o;
+}
+
 llm_coder::llm_coder(llm_coder_options options) : options_(std::move(options)) {}
 
 result<std::vector<candidate>> llm_coder::seeds(const task_spec& task, uint32_t count) {
@@ -56,8 +65,11 @@ result<std::vector<candidate>> llm_coder::seeds(const task_spec& task, uint32_t 
 }
 
 result<candidate> llm_coder::optimize(const optimize_input& in) {
-  const method_def* method =
-      options_.library ? options_.library->find_method(in.plan.chosen) : nullptr;
+  // Without long-term memory the method is named only: its knowledge is the skill
+  // library's, which the ablation takes away from the model as from the planner.
+  const method_def* method = options_.library && options_.use_long_term_memory
+                                 ? options_.library->find_method(in.plan.chosen)
+                                 : nullptr;
   auto req = optimizer_prompt(in.task, in.base, in.review, in.features, in.plan, method,
                               in.history, options_.limits);
   req.task = in.task.name;

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "coder/coder.hpp"
+#include "config/experiment_config.hpp"
 #include "llm/candidate_request.hpp"
 #include "llm/prompts.hpp"
 #include "policy/skill_library.hpp"
@@ -19,9 +20,20 @@ namespace ks {
 struct llm_coder_options {
   chat_function chat;                               // required
   std::shared_ptr<const skill_library> library;     // method knowledge; may be null
+  // false (the ablation `ablation.long_term_memory: false`): the optimizer's prompt
+  // names the planner's method by its id only and carries none of the skill
+  // library's knowledge (name, rationale, preconditions, expected effect, forbidden
+  // patterns, example), as the paper's run without long-term memory.
+  bool use_long_term_memory = true;
   int max_format_repairs = 2;
   prompt_limits limits;
 };
+
+// The options an experiment config asks for: `chat` and the library, with the
+// library's knowledge left out of every prompt when the config's ablation turns
+// long-term memory off.
+llm_coder_options llm_coder_options_for(const experiment_config& config, chat_function chat,
+                                        std::shared_ptr<const skill_library> library);
 
 class llm_coder final : public coder {
  public:

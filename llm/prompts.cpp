@@ -224,7 +224,8 @@ const char* failure_checklist(review_status status) {
 }
 
 std::string method_knowledge_section(const method_def* method, const std::string& chosen) {
-  if (!method) return "## Method: `" + chosen + "`\n(no further knowledge recorded)\n";
+  if (!method)
+    return "## Method: `" + chosen + "`\nNamed only: what it means for this kernel is for you to judge.\n";
   return render_method(*method);
 }
 
@@ -566,18 +567,28 @@ chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
   u += method_knowledge_section(method, plan.chosen) + "\n";
   u += render_history(history, limits) + "\n";
   u += launch_plan_guide() + "\n";
-  u += "## What to do\n"
-       "1. Check the method's preconditions against this kernel. If one does not hold, do "
-       "not force the method: say so in one sentence and make the closest change that "
-       "does hold.\n"
-       "2. Apply `" + plan.chosen + "` and only it; keep everything the method does not "
-       "concern as it is. Avoid every forbidden pattern above, and every method the "
-       "planner forbade.\n"
-       "3. Keep the kernel correct for every shape of the task, with the same outputs in "
+  u += "## What to do\n";
+  if (method)
+    u += "1. Check the method's preconditions against this kernel. If one does not hold, do "
+         "not force the method: say so in one sentence and make the closest change that "
+         "does hold.\n"
+         "2. Apply `" + plan.chosen + "` and only it; keep everything the method does not "
+         "concern as it is. Avoid every forbidden pattern above, and every method the "
+         "planner forbade.\n";
+  else
+    // The method named only (no knowledge recorded, or long-term memory off): what it
+    // means and when it applies is the model's own judgement.
+    u += "1. Decide from the review and the code features whether `" + plan.chosen +
+         "` can help this kernel. If it cannot, say so in one sentence and make the closest "
+         "change that can.\n"
+         "2. Apply `" + plan.chosen + "` and only it; keep everything the method does not "
+         "concern as it is, and avoid every method the planner forbade.\n";
+  u += "3. Keep the kernel correct for every shape of the task, with the same outputs in "
        "the same order; update the plan to match every changed kernel signature, grid, "
-       "block or shared-memory size.\n"
-       "4. Aim for the expected effect on the profile; the next review measures it.\n\n"
-       "Reply with the complete new source in one ```cuda block and the complete launch "
+       "block or shared-memory size.\n";
+  u += method ? "4. Aim for the expected effect on the profile; the next review measures it.\n\n"
+              : "4. The next review measures the effect.\n\n";
+  u += "Reply with the complete new source in one ```cuda block and the complete launch "
        "plan in one ```yaml block.\n";
   req.messages.push_back({"user", std::move(u)});
   return req;

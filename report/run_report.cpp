@@ -13,9 +13,7 @@ namespace ks {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-status write_file(const fs::path& path, const std::string& text) {
+status write_file_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   if (ec) return error{"cannot create " + path.parent_path().string() + ": " + ec.message()};
@@ -32,8 +30,6 @@ status write_file(const fs::path& path, const std::string& text) {
   if (ec) return error{"cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message()};
   return {};
 }
-
-}  // namespace
 
 nlohmann::json phases_to_json(const review_phases& p) {
   nlohmann::json j;
@@ -95,14 +91,14 @@ status write_task_result(const fs::path& out_dir, const task_outcome& o,
                          const std::vector<trajectory_entry>& trajectory) {
   fs::path dir = out_dir / "tasks" / safe_name(o.task);
   if (o.success) {
-    if (auto s = write_file(dir / "kernel.cu", o.best.source); !s) return s;
-    if (auto s = write_file(dir / "plan.yaml", to_yaml(o.best.plan)); !s) return s;
+    if (auto s = write_file_atomically(dir / "kernel.cu", o.best.source); !s) return s;
+    if (auto s = write_file_atomically(dir / "plan.yaml", to_yaml(o.best.plan)); !s) return s;
     nlohmann::json r;
     to_json(r, o.best_review);
-    if (auto s = write_file(dir / "review.json", r.dump(2) + "\n"); !s) return s;
+    if (auto s = write_file_atomically(dir / "review.json", r.dump(2) + "\n"); !s) return s;
   }
-  if (auto s = write_file(dir / "outcome.json", outcome_to_json(o).dump(2) + "\n"); !s) return s;
-  return write_file(dir / "trajectory.txt", render_trajectory(o.task, trajectory));
+  if (auto s = write_file_atomically(dir / "outcome.json", outcome_to_json(o).dump(2) + "\n"); !s) return s;
+  return write_file_atomically(dir / "trajectory.txt", render_trajectory(o.task, trajectory));
 }
 
 double tasks_per_hour(const run_summary& s) {
@@ -178,8 +174,8 @@ status write_summary(const fs::path& out_dir, const run_summary& s) {
   j["tasks"] = nlohmann::json::array();
   for (const auto& o : s.outcomes) j["tasks"].push_back(outcome_to_json(o));
   j["pending"] = s.pending;
-  if (auto st = write_file(out_dir / "summary.json", j.dump(2) + "\n"); !st) return st;
-  return write_file(out_dir / "summary.md", summary_markdown(s));
+  if (auto st = write_file_atomically(out_dir / "summary.json", j.dump(2) + "\n"); !st) return st;
+  return write_file_atomically(out_dir / "summary.md", summary_markdown(s));
 }
 
 }  // namespace ks

@@ -42,6 +42,10 @@ struct run_summary {
 double tasks_per_hour(const run_summary& summary);
 double device_busy_fraction(const run_summary& summary);
 
+// Writes `text` to PATH.tmp and renames it to `path` (creating the directory): a reader
+// or a crash never sees half a file.
+status write_file_atomically(const std::filesystem::path& path, const std::string& text);
+
 // The files of one finished task.
 status write_task_result(const std::filesystem::path& out_dir, const task_outcome& outcome,
                          const std::vector<trajectory_entry>& trajectory);

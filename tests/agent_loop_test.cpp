@@ -180,9 +180,11 @@ struct model_script {
   std::function<std::string(int call)> repair_verdict;
 };
 
+// The optimizer's method: from its knowledge section's title, or, without long-term
+// memory, from the section that names it only.
 std::string method_in(const std::string& user) {
   std::smatch m;
-  std::regex re("## Method to apply: [^\\n]*\\(`([a-z0-9_]+)`");
+  std::regex re("## Method(?: to apply: [^\\n]*\\(|: )`([a-z0-9_]+)`");
   if (std::regex_search(user, m, re)) return m[1];
   return "";
 }
@@ -542,6 +544,79 @@ TEST_CASE("without long-term memory the method is chosen freely", "[agents][abla
   CHECK(exp->empty());
   for (auto h : {reviewer, reviewer2}) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   for (auto h : {gpu, gpu2}) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+}
+
+// The skill library's prose: what a model learns from the long-term memory. Ids and
+// expressions are left out (the planner's decision names a method by its id either way);
+// strings shorter than 12 characters could match ordinary words by chance.
+std::vector<std::string> library_prose(const skill_library& lib) {
+  std::vector<std::string> all;
+  auto add = [&](const std::string& s) {
+    if (s.size() >= 12) all.push_back(s);
+  };
+  for (const auto& m : lib.methods) {
+    add(m.name);
+    add(m.rationale);
+    for (const auto& p : m.preconditions) add(p);
+    for (const auto& p : m.forbidden_patterns) add(p);
+    add(m.example);
+  }
+  for (const auto& b : lib.bottlenecks) add(b.description);
+  for (const auto& c : lib.decisions) {
+    add(c.description);
+    for (const auto& a : c.allow) add(a.why);
+    for (const auto& f : c.forbid) add(f.why);
+  }
+  for (const auto& v : lib.vetoes) add(v.why);
+  return all;
+}
+
+// The ablation without long-term memory takes the skill library's knowledge out of the
+// llm coder's prompts too, as the paper's ablation does: the coder is made from a config
+// the way `kernelskill run` makes it (llm_coder_options_for), the loop runs, and the
+// optimizer's prompt that went over HTTP (built by the real prompt builder) carries none
+// of the library's prose; with the memory on it carries the chosen method's rationale,
+// preconditions and example.
+TEST_CASE("without long-term memory the optimizer's prompt carries no skill knowledge", "[agents][ablation]") {
+  for (bool ltm : {true, false}) {
+    INFO((ltm ? "long-term memory on" : "long-term memory off"));
+    fixture f(ltm ? "prompt-ltm" : "prompt-no-ltm");
+    auto cfg = parse_config(ltm ? "name: full\n" : "ablation: {long_term_memory: false}\n", "ablation.yaml", f.dir);
+    REQUIRE(cfg.ok());
+    f.model = std::make_shared<llm_coder>(llm_coder_options_for(*cfg, chat_with(*f.client), f.library));
+    f.script.generator = 1;  // the seed is correct: straight to the optimizer
+    test_system_config sc;
+    caf::actor_system sys{sc};
+    scripted_review rv(sys, f);
+    auto o = f.options(1, 1);
+    o.use_long_term_memory = cfg->ablation.long_term_memory;
+    task_outcome out = run_task(sys, o, rv.reviewer, caf::actor{});
+    REQUIRE(out.success);
+    std::vector<std::string> prompts;
+    for (const auto& r : f.server.requests()) {
+      json body = r.body_json();
+      if (std::string(body["messages"][0]["content"]).find("You are the optimizer") != std::string::npos)
+        prompts.push_back(body["messages"].back()["content"]);
+    }
+    REQUIRE(prompts.size() == 1);
+    REQUIRE(f.script.methods_asked.size() == 1);
+    const method_def* m = f.library->find_method(f.script.methods_asked[0]);
+    REQUIRE(m != nullptr);
+    const std::string& prompt = prompts[0];
+    if (ltm) {
+      CHECK_THAT(prompt, Contains(m->rationale));
+      CHECK_THAT(prompt, Contains(m->example));
+      for (const auto& p : m->preconditions) CHECK_THAT(prompt, Contains(p));
+    } else {
+      CHECK_THAT(prompt, Contains("## Method: `" + m->id + "`"));
+      std::vector<std::string> found;
+      const auto prose = library_prose(*f.library);
+      REQUIRE(prose.size() > 100);  // the whole library is looked for, not a sample
+      for (const auto& text : prose)
+        if (prompt.find(text) != std::string::npos) found.push_back(text);
+      CHECK(found.empty());
+    }
+  }
 }
 
 TEST_CASE("a crashed agent is restarted and its request re-sent", "[agents][supervision]") {

@@ -1,0 +1,270 @@
+// `kernelskill bench`, step (d): eager, torch.compile and ours side by side, by
+// bench/side_by_side.py (embedded; written to measure/side_by_side.py and run with the
+// user's Python): the exported models built in parallel processes, torch.compile warmed
+// in parallel processes, then one measuring process per GPU with the problems dealt
+// round-robin. Each measured problem is one JSON line in measure/results-GPU.jsonl, so
+// an interrupted measurement keeps what it finished; a problem counts as measured when
+// its line names the SHA-256 of every model exported for it now.
+//
+// Without a GPU (PyTorch sees none) nothing is measured and the step says so: no CPU
+// time is ever reported as a GPU result.
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "base/bounded_child.hpp"
+#include "base/content_hash.hpp"
+#include "cli/bench_steps.hpp"
+#include "report/run_report.hpp"
+
+extern char** environ;
+
+namespace ks::cli::bench {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Starts argv[0] (looked up in PATH) with this process's stdout and stderr.
+result<pid_t> start(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0)
+    return error{"cannot start " + args[0] + ": " + std::strerror(rc)};
+  return pid;
+}
+
+// Waits for the children; the number of them that did not exit with status 0.
+int wait_all(const std::vector<pid_t>& pids) {
+  int failed = 0;
+  for (pid_t pid : pids) {
+    int ws = 0;
+    while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    failed += !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  }
+  return failed;
+}
+
+struct torch_probe {
+  std::string version;
+  int gpus = 0;
+};
+
+result<torch_probe> probe_torch(const std::string& python, const fs::path& dir) {
+  auto run = run_bounded(
+      shell_quote(python) + " -c " +
+          shell_quote("import torch; print(torch.__version__); "
+                      "print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"),
+      {.cpu_seconds = 120, .memory_mb = 16384, .wall_seconds = 180}, dir / "probe.err");
+  if (!run || !run->ok())
+    return error{"the measurement runs with " + python + " and PyTorch, which did not start (" +
+                 (run ? (run->limit.empty() ? "exit status " + std::to_string(WEXITSTATUS(run->status)) : run->limit)
+                      : run.message()) +
+                 "); give --python a Python with torch"};
+  std::istringstream out(run->out);
+  torch_probe p;
+  std::string gpus;
+  std::getline(out, p.version);
+  std::getline(out, gpus);
+  try {
+    p.gpus = std::stoi(gpus);
+  } catch (...) {
+    return error{python + " printed no GPU count: " + run->out};
+  }
+  return p;
+}
+
+json manifest_base(const layout& l, const measure_settings& s) {
+  return {{"schema", "ks.bench_measure/1"},
+          {"seed", s.seed},
+          {"trials", s.trials},
+          {"reps", s.reps},
+          {"warmup", 3},
+          {"compile_timeout", s.compile_timeout},
+          {"tolerances", {1e-4, 1e-2}},
+          {"builds", (l.measure() / "build").string()}};
+}
+
+// The problems with a model of ours to measure, as manifest entries; `todo` gets those
+// not measured yet (or measured with other models).
+json entries(const layout& l, const std::vector<variant>& variants, const std::vector<problem>& problems,
+             const std::map<std::string, json>& rows, json& todo) {
+  std::vector<json> records;
+  for (const auto& v : variants) records.push_back(read_export_record(l, v));
+  json all = json::array();
+  todo = json::array();
+  for (const auto& p : problems) {
+    if (!p.ok()) continue;
+    json models = json::array();
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const json& e = records[k].contains(p.name) ? records[k][p.name] : json();
+      if (!e.is_object() || e.value("file", "").empty()) continue;
+      const fs::path file = l.models_dir(variants[k].name) / e.value("file", "");
+      models.push_back({{"variant", variants[k].name}, {"path", file.string()}, {"sha256", file_sha256(file)}});
+    }
+    if (models.empty()) continue;
+    json entry = {{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()}, {"models", models}};
+    bool measured = rows.count(p.key) > 0;
+    for (const auto& m : models) {
+      if (!measured) break;
+      const json& row = rows.at(p.key);
+      measured = row.contains("variants") && row["variants"].contains(m["variant"].get<std::string>()) &&
+                 row["variants"][m["variant"].get<std::string>()].value("sha256", "") == m["sha256"];
+    }
+    if (!measured) todo.push_back(entry);
+    all.push_back(std::move(entry));
+  }
+  return all;
+}
+
+status write_manifest(const fs::path& path, json base, json problems) {
+  base["problems"] = std::move(problems);
+  return write_file_atomically(path, base.dump(1) + "\n");
+}
+
+status write_script(const layout& l) {
+  const fs::path path = l.measure() / "side_by_side.py";
+  if (read_text_file(path) == side_by_side_script()) return {};
+  return write_file_atomically(path, std::string(side_by_side_script()));
+}
+
+}  // namespace
+
+std::string file_sha256(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";
+  return sha256_hex(read_text_file(path));
+}
+
+std::map<std::string, json> read_measurements(const layout& l) {
+  std::map<std::string, json> rows;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (auto it = fs::directory_iterator(l.measure(), ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("results-", 0) == 0 && it->path().extension() == ".jsonl") files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& p : files) {
+    std::ifstream f(p);
+    for (std::string line; std::getline(f, line);) {
+      // A line cut short by a crash does not parse, and its problem is measured again.
+      // Rows of the script's CPU check (timed false) are never taken for a measurement.
+      json row = json::parse(line, nullptr, false);
+      if (row.is_object() && row.contains("key") && row["key"].is_string() && row.value("timed", false))
+        rows[row["key"].get<std::string>()] = row;
+    }
+  }
+  return rows;
+}
+
+measure_outcome measure_step(const layout& l, const std::vector<variant>& variants, const std::vector<problem>& problems,
+                             const measure_settings& s) {
+  json todo;
+  const json all = entries(l, variants, problems, read_measurements(l), todo);
+  if (all.empty()) {
+    progress("measure", "nothing to measure: no kernel was exported");
+    return {0, false, "nothing to measure (no kernel was exported)"};
+  }
+  if (todo.empty()) {
+    progress("measure", "complete: " + std::to_string(all.size()) + " problems measured in " + l.measure().string() +
+                            "; skipped");
+    return {0, true, "measured"};
+  }
+  // The script is written first: it is in the directory for a person to read, or to run
+  // by hand, even where there is no GPU to run it on.
+  if (auto st = write_script(l); !st) {
+    std::cerr << "kernelskill bench: " << st.message() << "\n";
+    return {1, false, "not measured: " + st.message()};
+  }
+  auto torch = probe_torch(s.python, l.measure());
+  if (!torch) {
+    std::cerr << "kernelskill bench: " << torch.message() << "\n";
+    return {1, all.size() > todo.size(), "not measured: " + torch.message()};
+  }
+  if (torch->gpus == 0) {
+    const std::string why = s.python + " (PyTorch " + torch->version +
+                            ") sees no CUDA GPU (torch.cuda.is_available() is False), and the side-by-side timing "
+                            "needs one; run kernelskill bench again with the same --out on a GPU machine (the finished "
+                            "steps are kept)";
+    progress("measure", "skipped: " + why);
+    return {3, all.size() > todo.size(), "not measured: " + why};
+  }
+  std::vector<int> devices = s.devices;
+  if (devices.empty())
+    for (int d = 0; d < torch->gpus; ++d) devices.push_back(d);
+  for (int d : devices)
+    if (d < 0 || d >= torch->gpus) {
+      std::cerr << "kernelskill bench: --device " << d << ": PyTorch sees " << torch->gpus << " GPU(s)\n";
+      return {1, all.size() > todo.size(), "not measured: no GPU " + std::to_string(d)};
+    }
+  const json base = manifest_base(l, s);
+  const fs::path script = l.measure() / "side_by_side.py", manifest = l.measure() / "todo.json";
+  if (auto st = write_manifest(manifest, base, todo); !st) {
+    std::cerr << "kernelskill bench: " << st.message() << "\n";
+    return {1, false, "not measured: " + st.message()};
+  }
+  const std::string jobs = std::to_string(std::max(1u, s.jobs));
+  std::string device_list;
+  for (int d : devices) device_list += (device_list.empty() ? "" : ",") + std::to_string(d);
+  progress("measure", std::to_string(todo.size()) + " of " + std::to_string(all.size()) + " problems to measure on GPU " +
+                          device_list + " (PyTorch " + torch->version + "); building the models (" + jobs + " at once)");
+  auto run_all = [&](const std::vector<std::vector<std::string>>& commands) {
+    std::vector<pid_t> pids;
+    for (const auto& c : commands)
+      if (auto pid = start(c)) pids.push_back(*pid);
+      else std::cerr << "kernelskill bench: " << pid.message() << "\n";
+    return wait_all(pids) + static_cast<int>(commands.size() - pids.size());
+  };
+  run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", jobs}});
+  // Each warm-up holds a problem's model and inputs on a GPU: at most 4 per GPU at once.
+  const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 4 * devices.size()));
+  progress("measure", "warming torch.compile's caches (" + warm_jobs + " at once)");
+  run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-warm", "--jobs", warm_jobs,
+            "--devices", device_list}});
+  progress("measure", "measuring: one process per GPU, eager, torch.compile and ours alternated, medians of " +
+                          std::to_string(s.reps));
+  // A process stops when a kernel has broken its CUDA context (its problem is recorded);
+  // the problems left go to fresh processes, as long as each pass measures something.
+  int failed = 0;
+  json left = todo;
+  for (size_t before = left.size() + 1; !left.empty() && left.size() < before;) {
+    before = left.size();
+    std::vector<std::vector<std::string>> measuring;
+    for (size_t k = 0; k < devices.size(); ++k) {
+      json mine = json::array();
+      for (size_t i = k; i < left.size(); i += devices.size()) mine.push_back(left[i]);
+      if (mine.empty()) continue;
+      const std::string d = std::to_string(devices[k]);
+      const fs::path m = l.measure() / ("todo-" + d + ".json");
+      if (auto st = write_manifest(m, base, mine); !st) {
+        std::cerr << "kernelskill bench: " << st.message() << "\n";
+        return {1, false, "not measured: " + st.message()};
+      }
+      measuring.push_back({s.python, script.string(), "--kb-manifest", m.string(), "--kb-measure", "--device", d,
+                           "--kb-out", (l.measure() / ("results-" + d + ".jsonl")).string()});
+    }
+    failed += run_all(measuring);
+    entries(l, variants, problems, read_measurements(l), left);
+  }
+  const size_t done = all.size() - left.size();
+  progress("measure", "done: " + std::to_string(done) + " of " + std::to_string(all.size()) + " problems measured" +
+                          (failed ? " (" + std::to_string(failed) + " measuring process(es) failed)" : ""));
+  if (left.empty()) return {0, true, "measured"};
+  return {1, done > 0,
+          "partly measured: " + std::to_string(done) + " of " + std::to_string(all.size()) +
+              " problems (run kernelskill bench again with the same --out to measure the rest)"};
+}
+
+}  // namespace ks::cli::bench

@@ -1,0 +1,129 @@
+#include "report/bench_metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ks {
+
+double speedup_of(double baseline_ms, double ours_ms) {
+  if (!(baseline_ms > 0) || !(ours_ms > 0) || !std::isfinite(baseline_ms) || !std::isfinite(ours_ms)) return 0;
+  return baseline_ms / ours_ms;
+}
+
+std::optional<double> geometric_mean(const std::vector<double>& values) {
+  double log_sum = 0;
+  size_t n = 0;
+  for (double v : values)
+    if (v > 0 && std::isfinite(v)) {
+      log_sum += std::log(v);
+      ++n;
+    }
+  if (n == 0) return std::nullopt;
+  return std::exp(log_sum / static_cast<double>(n));
+}
+
+namespace {
+
+double baseline_ms(const problem_measure& m, baseline b) { return b == baseline::eager ? m.eager_ms : m.compile_ms; }
+
+}  // namespace
+
+std::optional<double> fast_p(const std::vector<problem_measure>& problems, double p, baseline b) {
+  size_t known = 0, fast = 0;
+  for (const auto& m : problems) {
+    if (m.state == measure_state::pending) continue;
+    ++known;
+    if (m.state == measure_state::measured && m.correct_strict && speedup_of(baseline_ms(m, b), m.ours_ms) > p) ++fast;
+  }
+  if (known == 0) return std::nullopt;
+  return static_cast<double>(fast) / static_cast<double>(known);
+}
+
+const std::vector<double>& fast_p_thresholds() {
+  static const std::vector<double> ps = {0.0, 1.0, 1.5, 2.0};
+  return ps;
+}
+
+metric_set compute_metrics(const std::vector<problem_measure>& problems) {
+  metric_set s;
+  s.problems = problems.size();
+  std::vector<double> over_eager, over_compile, compile_eager;
+  for (const auto& m : problems) {
+    if (m.eager_ms > 0 && m.compile_ms > 0) compile_eager.push_back(speedup_of(m.eager_ms, m.compile_ms));
+    if (m.state == measure_state::pending) continue;
+    ++s.known;
+    if (m.state != measure_state::measured) continue;
+    ++s.measured;
+    s.correct_strict += m.correct_strict;
+    s.correct_loose += m.correct_loose;
+    if (!m.correct_strict) continue;
+    if (double x = speedup_of(m.eager_ms, m.ours_ms); x > 0) over_eager.push_back(x);
+    if (double x = speedup_of(m.compile_ms, m.ours_ms); x > 0) over_compile.push_back(x);
+  }
+  if (s.known > 0) {
+    s.correct_rate_strict = static_cast<double>(s.correct_strict) / static_cast<double>(s.known);
+    s.correct_rate_loose = static_cast<double>(s.correct_loose) / static_cast<double>(s.known);
+  }
+  s.geomean_over_eager = geometric_mean(over_eager);
+  s.geomean_over_eager_n = over_eager.size();
+  s.geomean_over_compile = geometric_mean(over_compile);
+  s.geomean_over_compile_n = over_compile.size();
+  s.compile_over_eager = geometric_mean(compile_eager);
+  s.compile_over_eager_n = compile_eager.size();
+  for (double p : fast_p_thresholds()) {
+    s.fast_p_eager.emplace_back(p, fast_p(problems, p, baseline::eager));
+    s.fast_p_compile.emplace_back(p, fast_p(problems, p, baseline::compile));
+  }
+  return s;
+}
+
+namespace {
+
+// The reviewer names a disqualifying flag in its message ("Flag speedup_above_threshold:
+// …"), and the review's trajectory entry carries the message in its summary; the seed
+// line never keeps such a kernel (actors/seed_line.cpp, disqualifying_flag).
+bool kept_by_the_run(const trajectory_entry& e) {
+  if (e.kind != "review" || e.status != review_status::ok || !(e.speedup > 0) || !std::isfinite(e.speedup))
+    return false;
+  for (const char* flag : {"Flag output_independent_of_input", "Flag speedup_above_threshold"})
+    if (e.summary.find(flag) != std::string::npos) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<double> best_by_round(const std::vector<trajectory_entry>& trajectory, uint32_t rounds) {
+  std::vector<double> best(rounds + 1, 0.0);
+  for (const auto& e : trajectory) {
+    if (!kept_by_the_run(e)) continue;
+    const uint32_t r = std::min(e.round, rounds);
+    best[r] = std::max(best[r], e.speedup);
+  }
+  for (uint32_t r = 1; r <= rounds; ++r) best[r] = std::max(best[r], best[r - 1]);
+  return best;
+}
+
+std::vector<round_point> speedup_by_round(const std::vector<std::vector<double>>& per_task) {
+  size_t rounds = 0;
+  for (const auto& t : per_task) rounds = std::max(rounds, t.size());
+  std::vector<round_point> out;
+  for (size_t r = 0; r < rounds; ++r) {
+    round_point p;
+    p.round = static_cast<uint32_t>(r);
+    p.of = per_task.size();
+    std::vector<double> values;
+    double sum = 0;
+    for (const auto& t : per_task)
+      if (r < t.size() && t[r] > 0) {
+        values.push_back(t[r]);
+        sum += t[r];
+      }
+    p.tasks = values.size();
+    if (!values.empty()) p.mean = sum / static_cast<double>(values.size());
+    p.geomean = geometric_mean(values);
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace ks

@@ -1,0 +1,95 @@
+#pragma once
+// The numbers `kernelskill bench` reports, defined as KernelBench and the paper define
+// them, as pure functions of per-problem results, so that each can be checked by hand.
+//
+// What it promises:
+// - a problem counts in every denominator it belongs to: one that failed to import,
+//   ended without a correct kernel or failed to export is known to be neither correct nor
+//   fast, and counts as such (KernelBench's fast_p divides by all problems);
+// - fast_p is the share of problems that are correct (at the strict tolerance) AND
+//   faster than p: speedup > p, strictly (score.py's `speed_up > p`);
+// - geometric means are taken over the problems that are correct at the strict tolerance
+//   and were timed, and say over how many;
+// - nothing is made up: where no problem's outcome is known yet (the measurement did
+//   not run), every measured number is nullopt, never 0.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/trajectory.hpp"
+
+namespace ks {
+
+// Where a problem stands for one variant.
+enum class measure_state {
+  pending,    // it has a kernel to measure, and the measurement has not run yet
+  no_kernel,  // no kernel to measure (import, run or export failed): not correct
+  measured,   // measured side by side (correct or not)
+};
+
+// One problem under one variant.
+struct problem_measure {
+  std::string level;
+  measure_state state = measure_state::pending;
+  bool correct_strict = false;  // every trial within 1e-4 (KernelBench's fp32 tolerance)
+  bool correct_loose = false;   // every trial within 1e-2 (KernelBench v0 and v0.1)
+  // Medians in ms; 0: not timed. eager and compile are timed for every problem whose
+  // Model ran, with or without a kernel of ours.
+  double eager_ms = 0, compile_ms = 0, ours_ms = 0;
+};
+
+// baseline / ours; 0 when either time is missing (0) or not finite.
+double speedup_of(double baseline_ms, double ours_ms);
+
+// The geometric mean of the positive, finite values; nullopt when there are none.
+std::optional<double> geometric_mean(const std::vector<double>& values);
+
+// What a speedup is measured against.
+enum class baseline { eager, compile };
+
+// KernelBench's fast_p over `problems` (pending ones left out): the share that are
+// correct at the strict tolerance and whose speedup over `b` is greater than p.
+// nullopt when no problem's outcome is known.
+std::optional<double> fast_p(const std::vector<problem_measure>& problems, double p, baseline b);
+
+// The thresholds reported, as the issue asks: p = 0, 1, 1.5 and 2.
+const std::vector<double>& fast_p_thresholds();
+
+struct metric_set {
+  size_t problems = 0;  // all of them, pending included
+  size_t known = 0;     // measured or known to have no kernel
+  size_t measured = 0;
+  size_t correct_strict = 0, correct_loose = 0;
+  std::optional<double> correct_rate_strict, correct_rate_loose;  // of `known`
+  // Over the problems correct at 1e-4 and timed against the baseline.
+  std::optional<double> geomean_over_eager, geomean_over_compile;
+  size_t geomean_over_eager_n = 0, geomean_over_compile_n = 0;
+  // torch.compile against eager, over every problem where both were timed.
+  std::optional<double> compile_over_eager;
+  size_t compile_over_eager_n = 0;
+  std::vector<std::pair<double, std::optional<double>>> fast_p_eager, fast_p_compile;
+};
+metric_set compute_metrics(const std::vector<problem_measure>& problems);
+
+// The run's best speedup after each round 0..rounds from a task's trajectory: the
+// running maximum over the reviews the run could keep (status ok, and not flagged
+// the way the seed line refuses: output independent of the input, or a speedup above
+// the suspicious threshold; the reviewer names either flag in its message, which the
+// entry's summary carries). Round 0 is the seeds (and their repairs). 0 for a round
+// before the task's first kept kernel. These are the reviewer's speedups over the
+// reference in the run, not the side-by-side's.
+std::vector<double> best_by_round(const std::vector<trajectory_entry>& trajectory, uint32_t rounds);
+
+struct round_point {
+  uint32_t round = 0;
+  size_t tasks = 0;   // tasks with a kept kernel by this round
+  size_t of = 0;      // tasks in all
+  std::optional<double> mean, geomean;  // over those tasks; nullopt when none
+};
+// Per round, over the tasks' best_by_round rows (each of the same length).
+std::vector<round_point> speedup_by_round(const std::vector<std::vector<double>>& per_task);
+
+}  // namespace ks

@@ -1,0 +1,85 @@
+#pragma once
+// What `kernelskill bench` leaves behind in its output directory, as text: summary.json,
+// summary.md and the pictures (SVG), made from one bench_report that the command
+// gathers from its steps' files. Pure functions: the same report gives the same bytes.
+//
+// What it promises:
+// - every number comes from the report (report/bench_metrics.hpp computes them), per
+//   variant, per level and over all problems; a number that was not measured is
+//   written as null in JSON and "-" in Markdown, never as 0;
+// - the measurement's status is said first (measured, partly measured, or not measured
+//   and why), so nobody reads a run's numbers as a side-by-side measurement;
+// - the speedup by round is labelled as what it is: the run's own reviews;
+// - pictures are made only from data that exists: the distribution and the ablation
+//   charts need measured problems, the ablation chart two variants or more.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/bench_metrics.hpp"
+
+namespace ks {
+
+// One problem under one variant: what the run, the export and the measurement gave.
+struct bench_cell {
+  bool run_done = false;  // the run wrote the task's outcome
+  bool run_success = false;
+  std::string run_reason;
+  double run_speedup = 0;  // the run's own review of its best kernel
+  uint32_t rounds = 0;
+  bool exported = false;
+  std::string export_error;
+  measure_state state = measure_state::pending;
+  bool correct_strict = false, correct_loose = false;
+  uint32_t trials = 0, passed_strict = 0, passed_loose = 0;
+  double max_abs_error = 0;
+  double ours_ms = 0;
+  std::string error;  // the measurement's, for ours (build, construction, a run that raised)
+};
+
+struct bench_problem {
+  std::string key;    // LEVEL/NAME
+  std::string name;   // the task's name (the file's stem)
+  std::string level;  // "level1", …
+  std::string file;   // the problem file as given
+  std::string import_error;  // non-empty: it was not imported
+  double eager_ms = 0, compile_ms = 0;  // medians; 0: not timed
+  std::string compile_error;  // torch.compile failed or timed out
+  std::string error;          // the problem's own Model failed in the measurement
+  std::vector<bench_cell> cells;  // one per variant, in the report's variant order
+};
+
+struct bench_variant {
+  std::string name;  // full, no-ltm, no-stm, no-ltm-stm
+  bool long_term_memory = true, short_term_memory = true;
+  std::vector<round_point> rounds;  // the run's mean best speedup after each round
+};
+
+struct bench_report {
+  std::string out_dir;
+  std::vector<bench_variant> variants;
+  std::vector<bench_problem> problems;
+  // How the side-by-side measurement stands, for people: "measured", or why not.
+  std::string measurement = "not run";
+  bool measurement_ran = false;
+  std::string device, torch_version;
+  int reps = 0, trials = 0;
+  std::string coder;
+  int seeds = 0, rounds = 0;
+};
+
+// The levels in first-seen order.
+std::vector<std::string> report_levels(const bench_report& r);
+// The measures of variant `v` for the problems of `level` (empty: all).
+std::vector<problem_measure> measures_of(const bench_report& r, size_t v, const std::string& level);
+
+nlohmann::json bench_summary_json(const bench_report& r);
+std::string bench_summary_markdown(const bench_report& r);
+// The pictures: (file name, SVG text), only those the data allows.
+std::vector<std::pair<std::string, std::string>> bench_pictures(const bench_report& r);
+
+}  // namespace ks

@@ -1,0 +1,255 @@
+// `kernelskill bench` as a user runs it, where there is no GPU: the real CLI imports two
+// small KernelBench-format problems with the user's Python and PyTorch, runs the rules
+// coder against the stand-in GPU worker (ks-scripted-gpu: real NVRTC compiles, scripted
+// verdicts), exports the best kernels, reports the side-by-side measurement as not
+// possible (no fake numbers), and a second invocation keeps every finished step; an
+// interrupted import and run go on from where their files stop. The side-by-side
+// script's correctness check runs on the CPU against the problem's own Model (no timing).
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/command_output.hpp"
+#include "tests/gpu_skip.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const fs::path kSource = KS_SOURCE_DIR;
+const fs::path kBin = fs::path(KS_BINARY_DIR) / "bin";
+const fs::path kGood = kSource / "tests" / "data" / "kernelbench" / "good";
+
+std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+
+ks::test::command_output kernelskill(const std::string& args) {
+  return ks::test::run_shell((kBin / "kernelskill").string() + " " + args + " 2>&1");
+}
+
+// The Python with PyTorch the project uses (KS_PYTHON, Debian's python3-torch, python3).
+std::string python_with_torch() {
+  for (std::string p : {std::string(std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : ""),
+                        std::string("/usr/bin/python3"), std::string("python3")})
+    if (!p.empty() && ks::test::run_shell(p + " -c 'import torch' 2>&1").status == 0) return p;
+  return "";
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+json read_json(const fs::path& p) { return json::parse(read(p)); }
+
+fs::path scratch(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("ks-bench-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// What a step left, by modification time: a step that is skipped changes none of it.
+std::map<std::string, fs::file_time_type> stamps(const fs::path& dir, const std::vector<std::string>& files) {
+  std::map<std::string, fs::file_time_type> out;
+  for (const auto& f : files) out[f] = fs::last_write_time(dir / f);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("bench --help says what it does, and bad requests get clear messages", "[bench]") {
+  auto help = kernelskill("bench --help");
+  CHECK(help.status == 0);
+  for (const char* what : {"--out", "--ablation", "--python", "--reps", "--trials", "fast_p", "torch.compile", "1e-2",
+                           "Resumable"})
+    CHECK_THAT(help.text, Contains(what));
+  const fs::path dir = scratch("usage");
+  auto unknown = kernelskill("bench " + quote(kGood / "relu.py") + " --out " + quote(dir / "o") + " --ablation full,no-memory");
+  CHECK(unknown.status == 2);
+  CHECK_THAT(unknown.text, Contains("unknown variant 'no-memory' (known: full, no-ltm, no-stm, no-ltm-stm)"));
+  auto llm = kernelskill("bench " + quote(kGood / "relu.py") + " --out " + quote(dir / "o") + " --coder llm");
+  CHECK(llm.status == 1);
+  CHECK_THAT(llm.text, Contains("--coder llm needs the model's endpoint"));
+  auto missing = kernelskill("bench " + quote(kGood / "absent.py") + " --out " + quote(dir / "o"));
+  CHECK(missing.status == 1);
+  CHECK_THAT(missing.text, Contains("absent.py: no such file or directory"));
+  auto no_out = kernelskill("bench " + quote(kGood / "relu.py"));
+  CHECK(no_out.status == 2);
+  fs::remove_all(dir);
+}
+
+// The script's KernelBench check on the CPU: it builds the problem's Model and each
+// ModelNew(*get_init_inputs()) after the same seed, as KernelBench's evaluator does, and
+// compares them with torch.allclose at 1e-4 and 1e-2. Stand-ins in plain PyTorch take the
+// place of exported models (which need CUDA). No timing on the CPU: the rows say so.
+TEST_CASE("the side-by-side script checks ModelNew against the problem's Model at 1e-4 and 1e-2", "[bench]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  const fs::path dir = scratch("cpu-check");
+  const fs::path stand_ins = kSource / "tests" / "data" / "kernelbench" / "bench";
+  json models = json::array();
+  for (const char* v : {"exact", "loose", "wrong", "reseeded", "broken"})
+    models.push_back({{"variant", v}, {"path", (stand_ins / (std::string(v) + "_new.py")).string()}, {"sha256", v}});
+  json manifest = {{"seed", 42}, {"trials", 2}, {"reps", 1}, {"tolerances", {1e-4, 1e-2}},
+                   {"builds", (dir / "build").string()},
+                   {"problems", {{{"key", "good/gemm_relu_divide"}, {"name", "gemm_relu_divide"}, {"level", "good"},
+                                  {"problem", (kGood / "gemm_relu_divide.py").string()}, {"models", models}}}}};
+  std::ofstream(dir / "manifest.json") << manifest.dump();
+  auto out = ks::test::run_shell(python + " " + quote(kSource / "bench" / "side_by_side.py") + " --kb-manifest " +
+                                 quote(dir / "manifest.json") + " --kb-measure --kb-cpu-check --kb-out " +
+                                 quote(dir / "rows.jsonl") + " 2>&1");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  const json row = json::parse(read(dir / "rows.jsonl"));
+  CHECK(row["key"] == "good/gemm_relu_divide");
+  CHECK(row["timed"] == false);
+  CHECK_FALSE(row.contains("eager_ms"));
+  CHECK_FALSE(row.contains("error"));
+  const json& v = row["variants"];
+  auto correct = [&](const char* variant, const char* tol) { return v[variant]["correct"][tol].get<bool>(); };
+  CHECK(correct("exact", "0.0001"));
+  CHECK(correct("exact", "0.01"));
+  CHECK(v["exact"]["max_abs_error"] == 0.0);
+  CHECK(v["exact"]["passed"]["0.0001"] == 2);
+  CHECK_FALSE(correct("loose", "0.0001"));
+  CHECK(correct("loose", "0.01"));
+  CHECK(v["loose"]["max_abs_error"].get<double>() == Approx(2e-3).epsilon(1e-3));
+  CHECK_FALSE(correct("wrong", "0.0001"));
+  CHECK_FALSE(correct("wrong", "0.01"));
+  CHECK_FALSE(correct("reseeded", "0.01"));  // its own weights: the seeding matters
+  CHECK_FALSE(correct("broken", "0.01"));
+  CHECK_THAT(v["broken"]["error"].get<std::string>(), Contains("ModelNew(*get_init_inputs())"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and resumes", "[bench][nogpu]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status == 0)
+    KS_SKIP("PyTorch sees a GPU here: the measurement would run (bench/kernelbench_bench_gpu.sh measures on the GPU machine)");
+  const fs::path dir = scratch("e2e");
+  std::ofstream(dir / "gpu.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
+                                  << "\n  local: [0]\nbudgets: {repair_attempts: 1}\nreview: {trials: 2}\n";
+  const fs::path out = dir / "out";
+  const std::string args = "bench " + quote(kGood / "relu.py") + " " + quote(kGood / "gemm_relu_divide.py") + " --out " +
+                           quote(out) + " --config " + quote(dir / "gpu.yaml") +
+                           " --seeds 1 --rounds 1 --coder rules --jobs 1 --python " + python;
+  auto first = kernelskill(args);
+  INFO(first.text);
+  // Exit 3: no GPU for the measurement; everything before it is done.
+  REQUIRE(first.status == 3);
+  CHECK_THAT(first.text, Contains("[import] done: 2 of 2 problems imported"));
+  CHECK_THAT(first.text, Contains("[run full] done: 2 of 2 tasks with a correct kernel"));
+  CHECK_THAT(first.text, Contains("[export full] done: 2 of 2 tasks exported"));
+  CHECK_THAT(first.text, Contains("[measure] skipped: " + python));
+  CHECK_THAT(first.text, Contains("sees no CUDA GPU"));
+  const std::vector<std::string> files = {"import/good/relu.json",
+                                          "tasks/good/relu.yaml",
+                                          "tasks/good/gemm_relu_divide.pt",
+                                          "problems/good/relu.py",
+                                          "variants/full/config.yaml",
+                                          "variants/full/run/tasks/relu/outcome.json",
+                                          "variants/full/run/tasks/gemm_relu_divide/kernel.cu",
+                                          "variants/full/rounds.json",
+                                          "variants/full/models/relu.py",
+                                          "variants/full/models/gemm_relu_divide.py",
+                                          "variants/full/models/export.json"};
+  for (const auto& f : files) CHECK(fs::exists(out / f));
+  CHECK_THAT(read(out / "variants/full/models/relu.py"), Contains("class ModelNew"));
+  // The script ships in the binary: the copy it wrote is the source's, byte for byte.
+  CHECK(read(out / "measure/side_by_side.py") == read(kSource / "bench/side_by_side.py"));
+  // The summary: what ran, and no measured number.
+  const json s = read_json(out / "summary.json");
+  CHECK(s["measurement"]["ran"] == false);
+  CHECK_THAT(s["measurement"]["status"].get<std::string>(), Contains("not measured"));
+  const json& overall = s["variants"][0]["overall"];
+  CHECK(overall["problems"] == 2);
+  CHECK(overall["known"] == 0);
+  CHECK(overall["correct_rate_1e-4"].is_null());
+  CHECK(overall["geomean_speedup_over_eager"].is_null());
+  CHECK(overall["fast_p_over_eager"]["1"].is_null());
+  for (const auto& p : s["problems"]) {
+    CHECK(p["eager_ms"].is_null());
+    CHECK(p["variants"]["full"]["run_success"] == true);
+    CHECK(p["variants"]["full"]["exported"] == true);
+    CHECK(p["variants"]["full"]["state"] == "pending");
+  }
+  // Speedup by round: the run's own reviews, rounds 0 and 1, both tasks.
+  const json& rounds = s["variants"][0]["speedup_by_round"];
+  REQUIRE(rounds.size() == 2);
+  CHECK(rounds[1]["tasks"] == 2);
+  CHECK(rounds[1]["mean"].is_number());
+  CHECK_THAT(read(out / "summary.md"), Contains("**Measurement: not measured:"));
+  CHECK(fs::exists(out / "speedup_by_round.svg"));
+  CHECK_FALSE(fs::exists(out / "speedup_distribution.svg"));  // nothing measured, nothing drawn
+
+  // Again: every finished step is kept (nothing rewritten), the measurement still skipped.
+  const auto before = stamps(out, files);
+  auto second = kernelskill(args);
+  INFO(second.text);
+  CHECK(second.status == 3);
+  CHECK_THAT(second.text, Contains("[import] complete: 2 problems (2 imported, 0 failed)"));
+  CHECK_THAT(second.text, Contains("[run full] complete: 2 tasks finished"));
+  CHECK_THAT(second.text, Contains("[export full] complete: 2 tasks"));
+  CHECK_THAT(second.text, !Contains("[run full] [relu]"));
+  CHECK(stamps(out, files) == before);
+
+  // The CPU check's rows are never taken for the measurement, even for the exported model.
+  const std::string sha = read_json(out / "variants/full/models/export.json")["relu"]["sha256"];
+  std::ofstream(out / "measure/results-cpu.jsonl")
+      << json{{"key", "good/relu"}, {"timed", false},
+              {"variants", {{"full", {{"sha256", sha}, {"correct", {{"0.0001", true}, {"0.01", true}}}}}}}}.dump()
+      << "\n";
+  auto third = kernelskill(args);
+  CHECK(third.status == 3);
+  const json after_cpu_rows = read_json(out / "summary.json");
+  REQUIRE(after_cpu_rows["problems"].size() == 2);
+  for (const auto& p : after_cpu_rows["problems"]) CHECK(p["variants"]["full"]["state"] == "pending");
+
+  // An interrupted import and run: the record of one import and the outcome of one task
+  // are gone (as if the process had been stopped before writing them). Only those are
+  // done again; the other problem and task are kept.
+  fs::remove(out / "import/good/relu.json");
+  fs::remove(out / "variants/full/run/tasks/gemm_relu_divide/outcome.json");
+  const auto kept = stamps(out, {"import/good/gemm_relu_divide.json", "variants/full/run/tasks/relu/outcome.json"});
+  auto fourth = kernelskill(args);
+  INFO(fourth.text);
+  CHECK(fourth.status == 3);
+  CHECK_THAT(fourth.text, Contains("[import] 1 of 2 problems to import (1 imported before)"));
+  CHECK_THAT(fourth.text, Contains("[run full] 1 of 2 tasks to run (1 finished before; unfinished ones resume)"));
+  CHECK_THAT(fourth.text, !Contains("[run full] [relu]"));
+  CHECK(fs::exists(out / "variants/full/run/tasks/gemm_relu_divide/outcome.json"));
+  CHECK(stamps(out, {"import/good/gemm_relu_divide.json", "variants/full/run/tasks/relu/outcome.json"}) == kept);
+
+  // Another config for the same variant is refused, not mixed into its results.
+  auto other = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "gemm_relu_divide.py") + " --out " +
+                           quote(out) + " --config " + quote(dir / "gpu.yaml") +
+                           " --seeds 1 --rounds 2 --jobs 1 --python " + python);
+  CHECK(other.status == 1);
+  CHECK_THAT(other.text, Contains("records the config variant full ran with"));
+  CHECK_THAT(other.text, Contains("rounds: 2"));
+  // Other concurrency (or other GPUs) is the same experiment: it resumes.
+  std::ofstream(dir / "gpu2.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
+                                   << "\n  local: [0]\n  review_timeout_s: 90\n"
+                                   << "budgets: {repair_attempts: 1, tasks_in_flight: 1}\nreview: {trials: 2}\n";
+  std::string again = args;
+  again.replace(again.find("gpu.yaml"), 8, "gpu2.yaml");
+  auto same = kernelskill(again);
+  INFO(same.text);
+  CHECK(same.status == 3);
+  CHECK_THAT(same.text, Contains("[run full] complete: 2 tasks finished"));
+  fs::remove_all(dir);
+}

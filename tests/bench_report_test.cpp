@@ -1,0 +1,290 @@
+// `kernelskill bench`'s numbers and pictures as pure functions, checked against values
+// computed by hand: geometric means, KernelBench's fast_p (incorrect problems are not
+// fast, a speedup of exactly p is not greater than p, problems without a kernel count),
+// the run's best speedup by round from a trajectory, the SVG charts (where a value must
+// be drawn, escaping, well-formed XML) and the summary (null, never 0, for what was not
+// measured).
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "report/bench_metrics.hpp"
+#include "report/bench_summary.hpp"
+#include "report/svg_chart.hpp"
+#include "tests/command_output.hpp"
+
+using namespace ks;
+using Catch::Matchers::Contains;
+
+namespace {
+
+problem_measure measured(bool correct, double eager_ms, double ours_ms, double compile_ms = 0, bool loose = false) {
+  problem_measure m;
+  m.state = measure_state::measured;
+  m.correct_strict = correct;
+  m.correct_loose = correct || loose;
+  m.eager_ms = eager_ms;
+  m.ours_ms = ours_ms;
+  m.compile_ms = compile_ms;
+  return m;
+}
+
+problem_measure with_state(measure_state s) {
+  problem_measure m;
+  m.state = s;
+  return m;
+}
+
+// The x coordinates of every <circle> in an SVG text.
+std::vector<std::string> circle_xs(const std::string& svg) {
+  std::vector<std::string> xs;
+  std::regex re("<circle cx=\"([0-9.]+)\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator(); ++it)
+    xs.push_back((*it)[1]);
+  return xs;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Parses the text as XML with python3's parser: exit 0 when it is well-formed.
+bool well_formed_xml(const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / ("ks-bench-svg-" + std::to_string(::getpid()) + ".svg");
+  std::ofstream(path) << text;
+  auto out = ks::test::run_shell("python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' " +
+                                 path.string() + " 2>&1");
+  std::filesystem::remove(path);
+  INFO(out.text);
+  return out.status == 0;
+}
+
+}  // namespace
+
+TEST_CASE("geometric means are over positive finite values, and absent when there are none", "[bench][metrics]") {
+  CHECK(*geometric_mean({2, 8}) == Approx(4));
+  CHECK(*geometric_mean({1, 4, 16}) == Approx(4));
+  CHECK(*geometric_mean({2, 0, 8, -3, NAN, INFINITY}) == Approx(4));
+  CHECK_FALSE(geometric_mean({}).has_value());
+  CHECK_FALSE(geometric_mean({0, -1, NAN}).has_value());
+  CHECK(speedup_of(3, 1.5) == 2);
+  CHECK(speedup_of(0, 1) == 0);
+  CHECK(speedup_of(1, 0) == 0);
+}
+
+TEST_CASE("fast_p counts correct problems faster than p, strictly, over every problem whose outcome is known",
+          "[bench][metrics]") {
+  const std::vector<problem_measure> ps = {
+      measured(true, 2.0, 1.0, 1.0),     // 2.0x over eager (exactly 2), 1.0x over compile (exactly 1)
+      measured(true, 1.5, 1.0, 3.0),     // 1.5x (exactly 1.5), 3.0x over compile
+      measured(true, 1.0, 1.0),          // 1.0x, compile not timed
+      measured(false, 4.0, 1.0, 1.0, true),  // 4x but wrong at 1e-4 (right at 1e-2): not fast
+      with_state(measure_state::no_kernel),  // no kernel: in the denominator, not fast
+      with_state(measure_state::pending),    // not measured yet: left out
+  };
+  // Known: 5 problems.
+  CHECK(*fast_p(ps, 0, baseline::eager) == Approx(3.0 / 5));
+  CHECK(*fast_p(ps, 1, baseline::eager) == Approx(2.0 / 5));    // 2.0 and 1.5; 1.0 is not > 1
+  CHECK(*fast_p(ps, 1.5, baseline::eager) == Approx(1.0 / 5));  // 2.0 only; 1.5 is not > 1.5
+  CHECK(*fast_p(ps, 2, baseline::eager) == Approx(0.0));        // 2.0 is not > 2
+  CHECK(*fast_p(ps, 0, baseline::compile) == Approx(2.0 / 5));  // 1.0x and 3.0x; the third has no compile time
+  CHECK(*fast_p(ps, 1, baseline::compile) == Approx(1.0 / 5));
+
+  const metric_set m = compute_metrics(ps);
+  CHECK(m.problems == 6);
+  CHECK(m.known == 5);
+  CHECK(m.measured == 4);
+  CHECK(m.correct_strict == 3);
+  CHECK(m.correct_loose == 4);
+  CHECK(*m.correct_rate_strict == Approx(0.6));
+  CHECK(*m.correct_rate_loose == Approx(0.8));
+  CHECK(*m.geomean_over_eager == Approx(std::cbrt(2.0 * 1.5 * 1.0)));  // the correct ones only
+  CHECK(m.geomean_over_eager_n == 3);
+  CHECK(*m.geomean_over_compile == Approx(std::sqrt(1.0 * 3.0)));
+  CHECK(m.geomean_over_compile_n == 2);
+  // torch.compile against eager wherever both were timed: 2/1, 1.5/3, 4/1.
+  CHECK(*m.compile_over_eager == Approx(std::cbrt(2.0 * 0.5 * 4.0)));
+  REQUIRE(m.fast_p_eager.size() == 4);
+  CHECK(m.fast_p_eager[2].first == 1.5);
+  CHECK(*m.fast_p_eager[2].second == Approx(0.2));
+}
+
+TEST_CASE("nothing measured gives no rates, means or fast_p, not zeros", "[bench][metrics]") {
+  const std::vector<problem_measure> ps = {with_state(measure_state::pending), with_state(measure_state::pending)};
+  const metric_set m = compute_metrics(ps);
+  CHECK(m.known == 0);
+  CHECK_FALSE(m.correct_rate_strict.has_value());
+  CHECK_FALSE(m.geomean_over_eager.has_value());
+  for (const auto& [p, v] : m.fast_p_eager) CHECK_FALSE(v.has_value());
+  // Problems known to have no kernel are known: 0% correct, fast_p 0 (KernelBench's n).
+  const metric_set none = compute_metrics({with_state(measure_state::no_kernel)});
+  CHECK(*none.correct_rate_strict == 0);
+  CHECK(*none.fast_p_eager[0].second == 0);
+  CHECK_FALSE(none.geomean_over_eager.has_value());
+}
+
+TEST_CASE("the best speedup by round is the running maximum of the reviews the run keeps", "[bench][metrics]") {
+  auto review = [](uint32_t round, review_status st, double speedup, std::string summary = "") {
+    trajectory_entry e;
+    e.kind = "review";
+    e.round = round;
+    e.status = st;
+    e.speedup = speedup;
+    e.summary = std::move(summary);
+    return e;
+  };
+  trajectory_entry plan;
+  plan.kind = "plan";
+  plan.round = 1;
+  plan.speedup = 9;  // not a review
+  const std::vector<trajectory_entry> t = {
+      review(0, review_status::incorrect, 0),
+      review(0, review_status::ok, 1.2),
+      plan,
+      review(1, review_status::ok, 25, "origin x: ok, speedup 25.00. Flag speedup_above_threshold: a speedup above 20x"),
+      review(1, review_status::ok, 1.1),
+      review(2, review_status::ok, 3.0, "origin y: ok. Flag output_independent_of_input: its outputs in trials 0 and 1"),
+      review(2, review_status::ok, 1.8),
+      review(3, review_status::crashed, 0),
+  };
+  CHECK(best_by_round(t, 3) == std::vector<double>{1.2, 1.2, 1.8, 1.8});
+  // A task whose first kept kernel came in round 1.
+  const std::vector<trajectory_entry> late = {review(0, review_status::compile_error, 0), review(1, review_status::ok, 1.3)};
+  CHECK(best_by_round(late, 3) == std::vector<double>{0, 1.3, 1.3, 1.3});
+
+  const auto points = speedup_by_round({best_by_round(t, 3), best_by_round(late, 3)});
+  REQUIRE(points.size() == 4);
+  CHECK(points[0].tasks == 1);
+  CHECK(points[0].of == 2);
+  CHECK(*points[0].mean == Approx(1.2));
+  CHECK(points[1].tasks == 2);
+  CHECK(*points[1].mean == Approx(1.25));
+  CHECK(*points[1].geomean == Approx(std::sqrt(1.2 * 1.3)));
+  CHECK(*points[3].mean == Approx(1.55));
+  CHECK_FALSE(speedup_by_round({{0, 0}})[0].mean.has_value());
+}
+
+TEST_CASE("a log2 axis spans powers of two around the values and 1", "[bench][svg]") {
+  const log2_axis a = fit_log2_axis({0.3, 3}, 100, 500);
+  CHECK(a.lo == 0.25);
+  CHECK(a.hi == 4);
+  CHECK(a.ticks() == std::vector<double>{0.25, 0.5, 1, 2, 4});
+  CHECK(a.to_px(1) == Approx(300));
+  CHECK(a.to_px(0.25) == Approx(100));
+  CHECK(a.to_px(4) == Approx(500));
+  const log2_axis b = fit_log2_axis({1.5, 1.9, 0, NAN}, 0, 10);  // 0 and NaN cannot be drawn
+  CHECK(b.lo == 1);
+  CHECK(b.hi == 2);
+  const linear_axis l = fit_linear_axis(0, 0.93, 0, 100);
+  CHECK(l.lo == 0);
+  CHECK(l.hi == Approx(1.0));
+  CHECK(l.ticks().size() == 6);  // 0, 0.2, … 1
+}
+
+TEST_CASE("a strip chart draws each value where the axis puts it and leaves out what it cannot draw", "[bench][svg]") {
+  const std::string svg = svg_strip_chart("Speed <&> \"x\"", "speedup", {{"level1", {1.0, 2.0, 0.0}}, {"lvl<2>", {2.0}}});
+  CHECK(well_formed_xml(svg));
+  CHECK_THAT(svg, Contains("Speed &lt;&amp;&gt; &quot;x&quot;"));
+  CHECK_THAT(svg, Contains("lvl&lt;2&gt;"));
+  // Values 1 and 2: the axis runs from 1 at x = 170 to 2 at x = 630 (the plot's edges).
+  CHECK(circle_xs(svg) == std::vector<std::string>{"170.0", "630.0", "630.0"});
+  CHECK_THAT(svg, Contains("1 value(s) not drawn"));
+  CHECK_THAT(svg, Contains("n=2, geomean 1.41x"));
+  CHECK_THAT(svg, Contains("n=1, geomean 2.00x"));
+}
+
+TEST_CASE("line and bar charts put points and bars at their values", "[bench][svg]") {
+  const std::string lines = svg_line_chart("by round", "round", "speedup",
+                                           {{"full", {{0, 1.0}, {1, 1.5}, {2, 2.0}}}, {"no-ltm", {{0, 1.0}, {1, NAN}}}});
+  CHECK(well_formed_xml(lines));
+  CHECK(count(lines, "<polyline") == 2);
+  CHECK(count(lines, "<circle") == 4);  // NaN left out
+  CHECK_THAT(lines, Contains("1 point(s) not drawn"));
+  CHECK_THAT(lines, Contains(">no-ltm</text>"));  // the legend
+  // x from 0 to 2 over [70, 650]; y from 0 to 2 over [364, 44]: (1, 1.5) is at (360, 124).
+  CHECK_THAT(lines, Contains("<circle cx=\"360.0\" cy=\"124.0\""));
+
+  const std::string bars = svg_bar_chart("shares", "share", {"a", "b"}, {{"full", {0.5, std::nullopt}}}, 1.0);
+  CHECK(well_formed_xml(bars));
+  // y from 0 to 1 over [364, 44]: 0.5 is at 204, a bar 160 high.
+  CHECK_THAT(bars, Contains("y=\"204.0\""));
+  CHECK_THAT(bars, Contains("height=\"160.0\""));
+  CHECK(count(bars, "<rect x=") == 1);
+  CHECK_THAT(bars, Contains(">n/a</text>"));
+}
+
+TEST_CASE("the bench summary writes null and '-' for what was not measured, and says why", "[bench][summary]") {
+  bench_report r;
+  r.out_dir = "out";
+  r.measurement = "not measured: no CUDA GPU";
+  r.coder = "rules";
+  r.variants = {{"full", true, true, speedup_by_round({{1.0, 1.5}})}};
+  bench_problem a;
+  a.key = "level1/a";
+  a.name = "a";
+  a.level = "level1";
+  bench_cell c;
+  c.run_done = c.run_success = c.exported = true;
+  c.run_speedup = 1.5;
+  a.cells = {c};
+  bench_problem b = a;
+  b.key = "level1/b";
+  b.name = "b";
+  b.import_error = "it does not define Model";
+  b.cells[0] = bench_cell{};
+  b.cells[0].state = measure_state::no_kernel;
+  r.problems = {a, b};
+
+  auto j = bench_summary_json(r);
+  const auto& overall = j["variants"][0]["overall"];
+  CHECK(overall["problems"] == 2);
+  CHECK(overall["known"] == 1);
+  CHECK(overall["correct_rate_1e-4"] == 0.0);  // b is known: no kernel
+  CHECK(overall["geomean_speedup_over_eager"].is_null());
+  CHECK(j["variants"][0]["speedup_by_round"][1]["mean"] == 1.5);
+  CHECK(j["problems"][0]["variants"]["full"]["state"] == "pending");
+  CHECK(j["problems"][0]["eager_ms"].is_null());
+  CHECK(j["problems"][1]["imported"] == false);
+
+  const std::string md = bench_summary_markdown(r);
+  CHECK_THAT(md, Contains("**Measurement: not measured: no CUDA GPU.**"));
+  CHECK_THAT(md, Contains("| full | level1 | 2 (1 pending) | 0.0% (0/1) |"));
+  CHECK_THAT(md, Contains("not measured"));
+  CHECK_THAT(md, Contains("import: it does not define Model"));
+  // Nothing measured: no distribution; the run's rounds: a chart; one variant: no ablation.
+  auto pictures = bench_pictures(r);
+  REQUIRE(pictures.size() == 1);
+  CHECK(pictures[0].first == "speedup_by_round.svg");
+
+  // Measured, with two variants: every picture.
+  r.measurement_ran = true;
+  r.problems[0].eager_ms = 2;
+  r.problems[0].compile_ms = 1;
+  r.problems[0].cells[0].state = measure_state::measured;
+  r.problems[0].cells[0].correct_strict = r.problems[0].cells[0].correct_loose = true;
+  r.problems[0].cells[0].ours_ms = 1;
+  r.variants.push_back({"no-ltm", false, true, speedup_by_round({{1.0, 1.2}})});
+  for (auto& p : r.problems) {
+    const bench_cell same = p.cells[0];
+    p.cells.push_back(same);
+  }
+  j = bench_summary_json(r);
+  CHECK(j["variants"][1]["overall"]["fast_p_over_eager"]["1"] == 0.5);
+  CHECK(j["variants"][1]["overall"]["fast_p_over_eager"]["2"] == 0.0);  // 2.0x is not > 2
+  CHECK(j["problems"][0]["variants"]["no-ltm"]["speedup_over_eager"] == 2.0);
+  std::vector<std::string> names;
+  for (const auto& [name, svg] : bench_pictures(r)) {
+    names.push_back(name);
+    CHECK(well_formed_xml(svg));
+  }
+  CHECK(names == std::vector<std::string>{"speedup_distribution.svg", "speedup_by_round.svg", "ablation.svg",
+                                          "ablation_speedup.svg"});
+}
