@@ -120,7 +120,7 @@ json entries(const layout& l, const std::vector<variant>& variants, const std::v
       if (!measured) break;
       const json& row = rows.at(p.key);
       measured = row.contains("variants") && row["variants"].contains(m["variant"].get<std::string>()) &&
-                 row["variants"][m["variant"].get<std::string>()].value("sha256", "") == m["sha256"];
+                 row["variants"][m["variant"].get<std::string>()].value("sha256", "") == m["sha256"].get<std::string>();
     }
     if (!measured) todo.push_back(entry);
     all.push_back(std::move(entry));
