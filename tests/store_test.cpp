@@ -1139,7 +1139,7 @@ void crash_rounds(bool sync) {
     const int target = kill_after(rng);
     INFO("round " << round << ": kill after " << target << " acks");
     std::vector<std::string> args = {store_writer, dir.string(), "--task", task};
-    if (sync) args.push_back("--sync");
+    if (!sync) args.push_back("--no-sync");
     child_process writer(args);
 
     uint64_t first_ack = 0, max_ack = 0;
@@ -1179,7 +1179,7 @@ void crash_rounds(bool sync) {
     // could not acknowledge before the previous kill.
     CHECK(first_ack == stored_before + 1);
 
-    auto s = open_ok(dir, store_options{true, sync, false});
+    auto s = open_ok(dir, store_options{true, sync, false, true});
     auto entries = s->read_trajectory(task);
     INFO((entries ? std::string() : entries.message()));
     REQUIRE(entries.ok());  // every entry decodes
