@@ -110,10 +110,6 @@ void store_logger::Logv(const rocksdb::InfoLogLevel level, const char* format, v
   std::string text = format_line(format, ap);
   while (!text.empty() && text.back() == '\n') text.pop_back();
   std::lock_guard lock(mu_);
-  if (auto at = text.find(", log_number is "); at != std::string::npos &&
-                                                text.find("Recovered from manifest") != std::string::npos) {
-    recovered_log_number_ = std::strtoull(text.c_str() + at + 16, nullptr, 10);
-  }
   if (level >= rocksdb::InfoLogLevel::WARN_LEVEL && level != rocksdb::InfoLogLevel::HEADER_LEVEL) {
     warnings_.push_back(text);
     ++warnings_total_;
@@ -131,11 +127,6 @@ void store_logger::Logv(const rocksdb::InfoLogLevel level, const char* format, v
 uint64_t store_logger::mark() const {
   std::lock_guard lock(mu_);
   return warnings_total_;
-}
-
-uint64_t store_logger::recovered_log_number() const {
-  std::lock_guard lock(mu_);
-  return recovered_log_number_;
 }
 
 std::vector<std::string> store_logger::warnings_since(uint64_t mark) const {

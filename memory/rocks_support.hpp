@@ -44,9 +44,6 @@ class store_logger : public rocksdb::Logger {
   // A position in the stream of warnings; warnings_since(mark()) are those logged after.
   uint64_t mark() const;
   std::vector<std::string> warnings_since(uint64_t mark) const;
-  // The write-ahead log the last recovered MANIFEST starts from ("log_number is N" in
-  // RocksDB's recovery line), 0 when none was logged.
-  uint64_t recovered_log_number() const;
 
  private:
   void write_line(const std::string& line);
@@ -56,7 +53,6 @@ class store_logger : public rocksdb::Logger {
   mutable std::mutex mu_;
   std::deque<std::string> warnings_;
   uint64_t warnings_total_ = 0;
-  uint64_t recovered_log_number_ = 0;
 };
 
 // The options of every open. create: make a missing database and column families.

@@ -261,16 +261,8 @@ status store::impl::open_rocks(bool creating) {
     const watermark& w = **wm;
     if (recovered < w.acked_seq) {
       ro.close();
-      // Which log: the one the MANIFEST says recovery starts from, if it is gone.
-      std::string which;
-      if (uint64_t n = logger->recovered_log_number(); n > 0) {
-        char name[32];
-        std::snprintf(name, sizeof name, "%06llu.log", static_cast<unsigned long long>(n));
-        std::error_code ec;
-        if (!fs::exists(dir / name, ec)) which = std::string("the write-ahead log ") + name + " is missing; ";
-      }
       return error{damaged_message(
-          dir, which + "writes up to " + std::to_string(w.acked_seq) +
+          dir, "writes up to " + std::to_string(w.acked_seq) +
                    " were acknowledged, but the store holds only those up to " +
                    std::to_string(recovered) +
                    ": a write-ahead log was cut or removed (write-ahead logs now: " +

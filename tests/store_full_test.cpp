@@ -184,7 +184,8 @@ TEST_CASE("a full disk refuses writes, keeps reads and recovers; a full start op
     std::cout << "store_full_test (tmpfs of 8 MiB in a user namespace):\n" << log;
   } else {
     // No user namespaces here: the same scenario in a child with a file size limit.
-    WARN(disk.why() << "; using RLIMIT_FSIZE in a child process instead");
+    WARN((force_rlimit ? std::string("KS_FULL_DISK=rlimit") : disk.why())
+         << "; using RLIMIT_FSIZE in a child process instead");
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     pid_t pid = ::fork();
