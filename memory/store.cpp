@@ -694,19 +694,36 @@ result<candidate> store::get_kernel(const std::string& id) const {
 
 // ---- tasks ------------------------------------------------------------------------
 
-status store::put_task_record(const std::string& id, const json& record) {
-  const std::string op = "put task record '" + id + "'";
-  if (impl_->options.read_only) return impl_->fail(op, "the store was opened read-only");
-  if (id.empty()) return impl_->fail(op, "the task record id is empty");
+namespace {
+
+status check_task_record(const store::impl& im, const std::string& op, const std::string& id,
+                         const json& record) {
+  if (id.empty()) return im.fail(op, "the task record id is empty");
   auto schema = record.is_object() ? record.find("schema") : record.end();
   if (!record.is_object() || schema == record.end() || !schema->is_string()) {
-    return impl_->fail(op, "a task record must be a JSON object with a \"schema\" string");
+    return im.fail(op, "a task record must be a JSON object with a \"schema\" string");
+  }
+  return {};
+}
+
+}  // namespace
+
+status store::put_task_record(const std::string& id, const json& record) {
+  return put_task_records({{id, record}});
+}
+
+status store::put_task_records(const std::vector<std::pair<std::string, json>>& records) {
+  const std::string op = records.size() == 1 ? "put task record '" + records[0].first + "'"
+                                             : "put " + std::to_string(records.size()) + " task records";
+  if (impl_->options.read_only) return impl_->fail(op, "the store was opened read-only");
+  for (const auto& [id, record] : records) {
+    if (auto c = check_task_record(*impl_, op, id, record); !c) return c;
   }
   impl_->recover_space_if_due();
   read_lock g(impl_->db_mu);
   if (auto w = impl_->writable(op); !w) return w;
   rocksdb::WriteBatch batch;
-  batch.Put(impl_->cf(cf_tasks), id, dump_json(record));
+  for (const auto& [id, record] : records) batch.Put(impl_->cf(cf_tasks), id, dump_json(record));
   return impl_->commit(op, batch);
 }
 

@@ -153,6 +153,8 @@ class store {
   // Records are JSON objects whose "schema" field the caller sets.
 
   status put_task_record(const std::string& id, const nlohmann::json& record);
+  // Several records in one atomic write (one fsync): all of them are stored, or none.
+  status put_task_records(const std::vector<std::pair<std::string, nlohmann::json>>& records);
   result<std::optional<nlohmann::json>> get_task_record(const std::string& id) const;
   // The records whose id starts with `prefix` (every record when empty), in id
   // order; at most `limit` of them when limit > 0.

@@ -264,9 +264,9 @@ status store::impl::open_rocks(bool creating) {
       return error{damaged_message(
           dir, "writes up to " + std::to_string(w.acked_seq) +
                    " were acknowledged, but the store holds only those up to " +
-                   std::to_string(recovered) +
-                   ": a write-ahead log was cut or removed (write-ahead logs now: " +
-                   wal_listing(dir) + "), or the store was restored from an older copy")};
+                   std::to_string(recovered) + ": a write-ahead log was cut, damaged or removed "
+                   "(write-ahead logs now: " + wal_listing(dir) +
+                   "), or the store was restored from an older copy")};
     }
     const std::string cur = current_manifest(dir);
     if (!w.manifest.empty() && cur == w.manifest) {

@@ -241,7 +241,7 @@ void verify_case(const fault_options& o, const fs::path& dir, const fs::path& tr
   } else if (rc == 3 && out.rfind("refused: ", 0) == 0) {
     // The damaged file by name, or the write-ahead log by kind when it is gone.
     static const std::regex names_file(
-        R"(MANIFEST|CURRENT|[0-9]+\.log|[0-9]+\.sst|WATERMARK|a write-ahead log was cut or removed)");
+        R"(MANIFEST|CURRENT|[0-9]+\.log|[0-9]+\.sst|WATERMARK|a write-ahead log was cut, damaged or removed)");
     const bool says_what = out.find("is damaged") != std::string::npos &&
                            std::regex_search(out, names_file) &&
                            out.find("kernelskill store repair") != std::string::npos;
