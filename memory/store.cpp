@@ -262,6 +262,7 @@ status run_migrations(store::impl& s, uint32_t found) {
 }
 
 using store_detail::lock_name;
+using read_lock_t = std::shared_lock<std::shared_mutex>;
 
 // Files that are ours, not RocksDB's: a directory holding only these (and RocksDB's info
 // LOG) holds no store yet.
@@ -294,6 +295,13 @@ std::string store::write_problem() const {
 
 uint64_t store::acknowledged_writes() const {
   return impl_->mark ? impl_->mark->current().acked_seq : 0;
+}
+
+uint64_t store::writes_before_repair() const {
+  read_lock_t g(impl_->db_mu);
+  if (!impl_->db) return 0;
+  auto n = impl_->get_meta_number("meta/acked_before_repair", "read meta/acked_before_repair");
+  return n && *n ? **n : 0;
 }
 
 result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_options& options) {

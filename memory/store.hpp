@@ -103,6 +103,11 @@ class store {
   // The RocksDB sequence number of the last acknowledged write (the watermark; 0 for a
   // read-only store).
   uint64_t acknowledged_writes() const;
+  // For a store rebuilt by repair_store (memory/store_check.hpp): the last write the
+  // damaged store had acknowledged or that the salvage reached; 0 for a store never
+  // repaired. Every counter a caller bumps once per write (the daemon's task numbers)
+  // was at most this before the repair, so numbers above it were never handed out.
+  uint64_t writes_before_repair() const;
   // When the store was created (meta/created_unix_ms).
   int64_t created_unix_ms() const;
 

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/daemon_process.hpp"
+#include "tests/command_output.hpp"
 #include "tests/disk_full.hpp"
 
 using ks::testing::daemon_options;
@@ -287,4 +288,61 @@ TEST_CASE("a daemon refuses to start on a damaged store, names the file and chan
       CHECK(d.terminate() == 0);
     }
   }
+}
+
+TEST_CASE("store check and repair: a store that lost tasks is salvaged and no task id is reused",
+          "[daemon][store][repair]") {
+  daemon_options o;
+  o.with_gpu = false;
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  std::set<std::string> acked;
+  auto submit_some = [&](int n) {
+    auto c = client_for(d);
+    for (int i = 0; i < n; ++i) {
+      auto r = post_task(c, "softmax");
+      REQUIRE(r);
+      REQUIRE(r->status == 201);
+      acked.insert(json::parse(r->body)["id"].get<std::string>());
+    }
+  };
+  submit_some(20);
+  d.kill9();
+  REQUIRE_FALSE(d.start().empty());  // the first 20 go into a table
+  submit_some(20);                   // these stay in the write-ahead log
+  d.kill9();
+  const fs::path store = d.store_dir();
+  fs::path wal;
+  for (const auto& e : fs::directory_iterator(store))
+    if (e.path().extension() == ".log" && fs::file_size(e.path()) > 0) wal = e.path();
+  REQUIRE_FALSE(wal.empty());
+  fs::resize_file(wal, fs::file_size(wal) / 2);
+
+  const std::string ks = (ks::testing::bin_dir() / "kernelskill").string();
+  auto check = ks::test::run_shell(ks + " store check --memory " + store.string() + " 2>&1");
+  INFO(check.text);
+  CHECK(check.status == 1);
+  CHECK_THAT(check.text, Contains("DAMAGED"));
+  CHECK_THAT(check.text, Contains("were acknowledged"));
+
+  auto repair = ks::test::run_shell(ks + " store repair --memory " + store.string() + " 2>&1");
+  INFO(repair.text);
+  CHECK(repair.status == 5);  // repaired, with losses listed
+  CHECK_THAT(repair.text, Contains("the damaged store is kept, untouched, in"));
+  CHECK_THAT(repair.text, Contains("NOT RECOVERED"));
+  CHECK_THAT(repair.text, Contains("tasks submitted after it may be lost"));
+  CHECK_THAT(repair.text, Contains("none handed out before is reused"));
+
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  auto now = listed_ids(c);
+  for (const auto& id : now) CHECK(acked.count(id) == 1);  // nothing invented
+  CHECK(now.size() >= 20);  // the table's tasks
+  CHECK(now.size() < acked.size());
+  auto r = post_task(c, "softmax");
+  REQUIRE(r);
+  REQUIRE(r->status == 201);
+  const std::string fresh = json::parse(r->body)["id"];
+  CHECK(acked.count(fresh) == 0);  // the id of a lost task is not handed out again
+  CHECK(d.terminate() == 0);
 }
