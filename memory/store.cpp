@@ -10,10 +10,6 @@
 #include <mutex>
 #include <set>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <shared_mutex>
 #include <thread>
@@ -294,6 +290,7 @@ std::string store::write_problem() const {
 }
 
 uint64_t store::acknowledged_writes() const {
+  std::shared_lock g(impl_->db_mu);
   return impl_->mark ? impl_->mark->current().acked_seq : 0;
 }
 
@@ -351,20 +348,13 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
     if (ec) return error{where + ": cannot create the directory: " + ec.message()};
   }
 
-  // One writer: KernelSkill's own lock, taken before anything is looked at or written,
-  // so that the damage checks never race a live writer. flock, not RocksDB's LOCK (an
-  // fcntl lock a second descriptor of the same file would release). A killed holder
+  // One writer: KernelSkill's own lock (store_impl.hpp), taken before anything is looked
+  // at or written, so that the damage checks never race a live writer. A killed holder
   // leaves no stale lock.
   if (!options.read_only) {
-    im->lock_fd = ::open((dir / lock_name).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (im->lock_fd < 0) {
-      return error{where + ": cannot open " + lock_name + ": " + std::strerror(errno)};
-    }
-    if (::flock(im->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-      return error{where + " is in use: another process (or another open store in this one) "
-                           "has it open for writing. Stop it, open the store read-only, or "
-                           "use another memory.path"};
-    }
+    auto lock = store_detail::take_writer_lock(dir);
+    if (!lock) return lock.error();
+    im->lock = *lock;
   }
 
   // A reader beside a running writer can catch the writer between two steps (a flush

@@ -1,9 +1,5 @@
 #include "memory/store_check.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -218,15 +214,12 @@ result<store_repair_report> repair_store(const fs::path& dir) {
   if (!fs::is_directory(dir, ec) || (!fs::exists(dir / "CURRENT", ec) && sst_files(dir).empty())) {
     return error{where + ": no store there to repair"};
   }
-  int lock = ::open((dir / lock_name).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) != 0) {
-    if (lock >= 0) ::close(lock);
-    return error{where + " is open for writing by another process (a daemon?); stop it first"};
-  }
+  auto lock = take_writer_lock(dir);
+  if (!lock) return error{where + " is open for writing by another process (a daemon?); stop it first"};
   struct unlock {
-    int fd;
-    ~unlock() { ::close(fd); }
-  } unlock_at_end{lock};
+    writer_lock l;
+    ~unlock() { release_writer_lock(l); }
+  } unlock_at_end{*lock};
 
   store_repair_report report;
   const std::string wals_before = wal_listing(dir);

@@ -35,9 +35,22 @@ namespace ks {
 
 namespace store_detail {
 
-// KernelSkill's writer lock (flock) in the store directory.
+// KernelSkill's writer lock in the store directory: a POSIX record lock (fcntl) on
+// KERNELSKILL-LOCK, taken before anything is looked at. Not flock: a flock belongs to the
+// open file, which forked children share — a killed daemon's NVRTC compile child (forked,
+// no exec) would keep the store locked until it finished. A record lock belongs to the
+// process. Since closing any descriptor of a file drops the process's record locks on it,
+// the files this process has locked are kept in a registry and never opened twice.
 inline constexpr const char* lock_name = "KERNELSKILL-LOCK";
-// Whether a process has the store open for writing (holds the lock).
+struct writer_lock {
+  int fd = -1;
+  uint64_t dev = 0, ino = 0;
+  bool held() const { return fd >= 0; }
+};
+// Takes the lock; an error says the store is in use (or why the lock file cannot be made).
+result<writer_lock> take_writer_lock(const std::filesystem::path& dir);
+void release_writer_lock(writer_lock& lock);
+// Whether a process (this one included) has the store open for writing.
 bool writer_active(const std::filesystem::path& dir);
 
 // The column families of a KernelSkill store, in the order a new store creates them.
@@ -87,7 +100,7 @@ struct store::impl {
   rocksdb::WriteOptions write_options;
   int64_t created_ms = 0;
 
-  int lock_fd = -1;  // flock'ed KERNELSKILL-LOCK, held while open for writing
+  store_detail::writer_lock lock;  // held while open for writing
   std::shared_ptr<store_detail::store_logger> logger;
   std::unique_ptr<store_detail::watermark_file> mark;
   std::atomic<bool> manifest_changed{false};

@@ -21,8 +21,11 @@
 // such a record). The damaged log is copied to lost/ first, so even those bytes are kept.
 
 #include <fcntl.h>
-#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <optional>
+#include <set>
 
 #include <fstream>
 #include <regex>
@@ -45,11 +48,72 @@ const std::vector<std::string>& our_column_families() {
   return names;
 }
 
+namespace {
+
+std::mutex& locks_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::set<std::pair<uint64_t, uint64_t>>& locks_held() {
+  static std::set<std::pair<uint64_t, uint64_t>> held;
+  return held;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> file_id(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+}
+
+}  // namespace
+
+result<writer_lock> take_writer_lock(const fs::path& dir) {
+  const fs::path file = dir / lock_name;
+  const std::string in_use = "memory store " + dir.string() +
+                             " is in use: another process (or another open store in this one) "
+                             "has it open for writing. Stop it, open the store read-only, or "
+                             "use another memory.path";
+  std::lock_guard g(locks_mu());
+  if (auto id = file_id(file); id && locks_held().count(*id)) return error{in_use};
+  writer_lock l;
+  l.fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (l.fd < 0) return error{"memory store " + dir.string() + ": cannot open " + lock_name + ": " + std::strerror(errno)};
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(l.fd, F_SETLK, &fl) != 0) {
+    ::close(l.fd);  // this process holds no lock on it: closing drops nothing
+    return error{in_use};
+  }
+  struct stat st {};
+  ::fstat(l.fd, &st);
+  l.dev = st.st_dev;
+  l.ino = st.st_ino;
+  locks_held().insert({l.dev, l.ino});
+  return l;
+}
+
+void release_writer_lock(writer_lock& l) {
+  if (!l.held()) return;
+  std::lock_guard g(locks_mu());
+  locks_held().erase({l.dev, l.ino});
+  ::close(l.fd);
+  l.fd = -1;
+}
+
 bool writer_active(const fs::path& dir) {
-  int fd = ::open((dir / lock_name).c_str(), O_RDONLY | O_CLOEXEC);
+  const fs::path file = dir / lock_name;
+  std::lock_guard g(locks_mu());
+  auto id = file_id(file);
+  if (!id) return false;
+  if (locks_held().count(*id)) return true;
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
-  ::close(fd);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  bool held = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);  // not locked by this process (the registry says so): nothing to drop
   return held;
 }
 
@@ -157,7 +221,7 @@ store::impl::~impl() {
   stop_keeper();
   close_rocks();
   mark.reset();
-  if (lock_fd >= 0) ::close(lock_fd);
+  release_writer_lock(lock);
 }
 
 void store::impl::close_rocks() {

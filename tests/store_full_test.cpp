@@ -170,7 +170,7 @@ fs::path scratch() {
 
 }  // namespace
 
-TEST_CASE("a full disk refuses writes, keeps reads and recovers; a full start opens read-only",
+TEST_CASE("a full disk refuses writes, keeps reads and recovers, and a full start opens read-only",
           "[store][full]") {
   const fs::path work = scratch();
   ks::test::small_disk disk(work / "mnt", 8);

@@ -1221,6 +1221,27 @@ void crash_rounds(bool sync) {
 
 }  // namespace
 
+TEST_CASE("the writer lock is the process's: a forked child does not keep the store locked",
+          "[store][lock]") {
+  // The daemon forks NVRTC compile children without exec; when it is killed they may run
+  // on for a while. They must not keep the next daemon out.
+  temp_dir tmp;
+  const auto dir = tmp / "memory";
+  auto s = open_ok(dir);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::sleep(3);
+    ::_exit(0);
+  }
+  s.reset();  // the parent lets go (as a killed daemon's process does)
+  auto again = store::open(dir);
+  INFO((again ? std::string() : again.message()));
+  CHECK(again.ok());
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
 TEST_CASE("a writer killed mid-write loses nothing it acknowledged (WAL, no sync)",
           "[store][crash]") {
   crash_rounds(false);
