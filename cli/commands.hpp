@@ -114,6 +114,14 @@ result<std::unique_ptr<store>> open_store_for_reading(const std::string& memory_
 // A task's trajectory (short-term memory) as a timeline; the tasks when task is empty.
 int show_trajectory(const std::string& memory_path, const std::string& task);
 
+// `kernelskill store check | repair`: exit 0 healthy (check) or nothing lost (repair);
+// 1 damaged (check) or the repair failed; 5 repaired, with what could not be recovered
+// listed. store_path: --memory, else the config's memory.path.
+result<std::string> store_path(const std::string& memory_path, const std::string& config_path,
+                               const global_options& g);
+int store_check(const std::string& memory_path);
+int store_repair(const std::string& memory_path);
+
 // The clients of a running daemon (cli/client_commands.cpp): submit, status, cancel,
 // priority, result, watch. Their exit statuses add 6 (no daemon answers), 7 (the
 // daemon refused the token) and 8 (the daemon failed) to the ones above.

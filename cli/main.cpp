@@ -207,6 +207,26 @@ int main(int argc, char** argv) {
   trajectory->add_option("task", trajectory_task, "Task name");
   trajectory->add_option("--memory", trajectory_memory, "The memory store directory (default ks-memory)");
 
+  std::string store_memory;
+  auto* store_cmd = app.add_subcommand(
+      "store", "Check a memory store for damage, or salvage a damaged one (docs/store.md)");
+  store_cmd->require_subcommand(1);
+  auto* store_check_cmd = store_cmd->add_subcommand(
+      "check", "Look at a store without changing it: the checks the daemon makes when it\n"
+               "starts, every table's checksums, and what a repair could read. Exit status 0\n"
+               "healthy, 1 damaged. Stop the daemon first (or check a copy).");
+  auto* store_repair_cmd = store_cmd->add_subcommand(
+      "repair", "Salvage a damaged store: the damaged directory is moved aside whole\n"
+                "(DIR.damaged-TIME) and a new store is built at DIR from everything that can\n"
+                "be read. Lists every thing it could not recover; no task number is reused.\n"
+                "Exit status 0 nothing acknowledged is missing, 5 repaired with losses\n"
+                "(listed), 1 it could not repair (nothing was changed). Stop the daemon first.");
+  for (auto* sub : {store_check_cmd, store_repair_cmd}) {
+    sub->add_option("--memory", store_memory, "The memory store directory");
+    sub->add_option("--config", config_path, "A config whose memory.path names the store")
+        ->check(CLI::ExistingFile);
+  }
+
   auto run_client_command = add_client_commands(app);
 
   // CLI11 reports an unknown subcommand only as "a subcommand is required".
@@ -219,7 +239,7 @@ int main(int argc, char** argv) {
     if (!known) {
       std::cerr << "kernelskill: unknown subcommand '" << arg
                 << "' (expected run, serve, check, task, plan, lower, export, import, bench, devices, skills,\n"
-                   "  trajectory, submit, status, cancel, priority, result or watch; see --help)\n";
+                   "  trajectory, store, submit, status, cancel, priority, result or watch; see --help)\n";
       return 2;
     }
     break;
@@ -243,6 +263,14 @@ int main(int argc, char** argv) {
   if (*bench_cmd) return bench_problems(bench, g);
   if (*devices) return list_devices(config_path, g);
   if (*trajectory) return show_trajectory(trajectory_memory, trajectory_task);
+  if (*store_check_cmd || *store_repair_cmd) {
+    auto path = store_path(store_memory, config_path, g);
+    if (!path) {
+      std::cerr << "kernelskill store: " << path.message() << "\n";
+      return 2;
+    }
+    return *store_check_cmd ? store_check(*path) : store_repair(*path);
+  }
   if (*skills_list_cmd) return skills_list(skills_dir);
   if (*skills_show_cmd) return skills_show(skills_dir, method);
   if (*skills_check_cmd) return skills_check(skills_dir);

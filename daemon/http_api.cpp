@@ -115,6 +115,7 @@ const char* code_for(int status) {
     case 409: return "conflict";
     case 413: return "payload_too_large";
     case 415: return "unsupported_media_type";
+    case 507: return "insufficient_storage";
     default: return status >= 500 ? "internal" : "bad_request";
   }
 }
@@ -182,6 +183,13 @@ struct http_api::impl {
   std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
 
   impl(http_api_options o, http_api_context c) : opts(std::move(o)), ctx(std::move(c)) {}
+
+  // A write the queue could not make: 507 when the store is out of space (the daemon
+  // keeps serving reads and takes writes again once space returns), else 500.
+  api_error write_failure(const std::string& message) const {
+    if (ctx.memory && ctx.memory->out_of_space()) return {507, "insufficient_storage", message};
+    return {500, "internal", message};
+  }
 
   // The task a path names: 400 for something that is not an id, 404 for none.
   result<queued_task> task_at(const std::string& id, api_error* err) {
@@ -309,6 +317,11 @@ struct http_api::impl {
     line("ks_queue_depth", "", static_cast<double>(counts[task_state::queued]));
     out += "# HELP ks_tasks Tasks by state.\n# TYPE ks_tasks gauge\n";
     for (auto& [st, n] : counts) line("ks_tasks", "state=\"" + std::string(to_string(st)) + "\"", n);
+    if (ctx.memory) {
+      out += "# HELP ks_store_out_of_space 1 while the store refuses writes for lack of disk space.\n"
+             "# TYPE ks_store_out_of_space gauge\n";
+      line("ks_store_out_of_space", "", ctx.memory->out_of_space() ? 1 : 0);
+    }
     out += "# HELP ks_gpus Devices the daemon reviews on.\n# TYPE ks_gpus gauge\n";
     line("ks_gpus", "", static_cast<double>(opts.gpus));
     if (ctx.meter) {
@@ -414,8 +427,15 @@ struct http_api::impl {
     server.Get("/api/health", [this](const httplib::Request&, httplib::Response& res) {
       json tasks = json::object();
       for (auto& [st, n] : ctx.queue->counts()) tasks[to_string(st)] = n;
+      // "store": whether submits are taken (a full disk: not, until space returns).
+      json store_state{{"writable", true}};
+      if (ctx.memory) {
+        std::string problem = ctx.memory->write_problem();
+        store_state = {{"writable", problem.empty()}, {"out_of_space", ctx.memory->out_of_space()}};
+        if (!problem.empty()) store_state["problem"] = problem;
+      }
       reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
-                            {"gpus", opts.gpus}});
+                            {"gpus", opts.gpus}, {"store", store_state}});
     });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics_text(), "text/plain; version=0.0.4");
@@ -425,7 +445,7 @@ struct http_api::impl {
       auto sub = read_submission(req, &err);
       if (!sub) return reply_error(res, err);
       auto t = ctx.queue->submit(sub->first, sub->second, opts.rounds_budget);
-      if (!t) return reply_error(res, {500, "internal", t.message()});
+      if (!t) return reply_error(res, write_failure(t.message()));
       spdlog::info("task '{}': queued (priority {})", t->id, t->priority);
       reply_json(res, 201, to_json(*t, false));
     });
@@ -467,9 +487,11 @@ struct http_api::impl {
       if (!t) return reply_error(res, err);
       refusal why;
       auto c = ctx.queue->cancel(t->id, &why);
-      if (!c) return reply_error(res, {why == refusal::conflict ? 409 : why == refusal::not_found ? 404 : 500,
-                                       code_for(why == refusal::conflict ? 409 : why == refusal::not_found ? 404 : 500),
-                                       c.message()});
+      if (!c) {
+        if (why == refusal::none) return reply_error(res, write_failure(c.message()));
+        int st = why == refusal::conflict ? 409 : 404;
+        return reply_error(res, {st, code_for(st), c.message()});
+      }
       if (ctx.tasks) ctx.tasks->cancel(t->id);
       spdlog::info("task '{}': cancel requested", t->id);
       reply_json(res, 200, to_json(*c, false));
@@ -495,8 +517,11 @@ struct http_api::impl {
       if (!v) return reply_error(res, {400, "bad_request", v.message()});
       refusal why;
       auto c = ctx.queue->set_priority(t->id, *v, &why);
-      if (!c) return reply_error(res, {why == refusal::conflict ? 409 : 404,
-                                       why == refusal::conflict ? "conflict" : "not_found", c.message()});
+      if (!c) {
+        if (why == refusal::none) return reply_error(res, write_failure(c.message()));
+        return reply_error(res, {why == refusal::conflict ? 409 : 404,
+                                 why == refusal::conflict ? "conflict" : "not_found", c.message()});
+      }
       reply_json(res, 200, to_json(*c, false));
     });
     server.Get(R"(/api/tasks/([^/]+)/result)", [this](const httplib::Request& req, httplib::Response& res) {

@@ -135,6 +135,9 @@ result<std::unique_ptr<task_queue>> task_queue::open(std::shared_ptr<store> db) 
   auto counter = q->db_->get_task_record(kCounter);
   if (!counter) return counter.error();
   if (*counter) q->next_seq_ = (**counter).value("next", uint64_t{1});
+  // A repaired store may have lost tasks and the counter with them: numbers the damaged
+  // store had handed out are never handed out again.
+  q->next_seq_ = std::max(q->next_seq_, q->db_->writes_before_repair() + 1);
   auto records = q->db_->list_task_records("task/");
   if (!records) return records.error();
   for (const auto& [key, j] : *records) {

@@ -10,10 +10,16 @@
 #include <mutex>
 #include <set>
 
+#include <cerrno>
+#include <shared_mutex>
+#include <thread>
+
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
+
+#include "memory/store_impl.hpp"
 
 #include "model/candidate_id.hpp"
 #include "model/json_codec.hpp"
@@ -33,9 +39,6 @@ constexpr const char* cf_experience = "experience";
 constexpr const char* cf_trajectories = "trajectories";
 constexpr const char* cf_kernels = "kernels";
 constexpr const char* cf_tasks = "tasks";
-const std::vector<std::string> our_column_families = {
-    rocksdb::kDefaultColumnFamilyName, cf_skills, cf_experience, cf_trajectories,
-    cf_kernels, cf_tasks};
 
 constexpr const char* meta_format_version = "meta/format_version";
 constexpr const char* meta_created_unix_ms = "meta/created_unix_ms";
@@ -140,87 +143,42 @@ std::string printable(const std::string& key) {
 
 // ---------------------------------------------------------------------------------
 
-struct store::impl {
-  // Per-task sequence allocation: appends to one task are serialised so that seqs
-  // are dense and in write order; different tasks append in parallel.
-  struct trajectory_lane {
-    std::mutex mu;
-    bool loaded = false;
-    uint64_t last = 0;
-  };
+result<std::optional<std::string>> store::impl::get(rocksdb::ColumnFamilyHandle* h,
+                                                    const std::string& key,
+                                                    const std::string& op) const {
+  std::string value;
+  auto s = db->Get(rocksdb::ReadOptions(), h, key, &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return fail(op, s);
+  return std::optional<std::string>(std::move(value));
+}
 
-  fs::path dir;
-  store_options options;
-  rocksdb::DB* db = nullptr;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
-  rocksdb::WriteOptions write_options;
-  int64_t created_ms = 0;
+result<std::optional<uint64_t>> store::impl::get_meta_number(const char* key,
+                                                             const std::string& op) const {
+  auto v = get(db->DefaultColumnFamily(), key, op);
+  if (!v) return v.error();
+  if (!*v) return std::optional<uint64_t>();
+  auto n = parse_number<uint64_t>(**v);
+  if (!n) return fail(op, std::string(key) + " holds \"" + printable(**v) + "\", not a number");
+  return std::optional<uint64_t>(*n);
+}
 
-  std::mutex lanes_mu;
-  std::map<std::string, std::shared_ptr<trajectory_lane>> lanes;
-  std::mutex kernels_mu;
-  std::mutex experience_mu;
-  std::optional<uint64_t> experience_seq;
-  std::mutex skills_mu;
+std::unique_ptr<rocksdb::Iterator> store::impl::iterate(const char* cf_name) const {
+  return std::unique_ptr<rocksdb::Iterator>(db->NewIterator(rocksdb::ReadOptions(), cf(cf_name)));
+}
 
-  ~impl() {
-    if (!db) return;
-    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-    auto s = db->Close();
-    if (!s.ok()) spdlog::warn("memory store {}: close: {}", dir.string(), s.ToString());
-    delete db;
+result<uint64_t> store::impl::last_trajectory_seq(const std::string& task,
+                                                  const std::string& op) const {
+  auto it = iterate(cf_trajectories);
+  std::string prefix = task + '\0';
+  it->SeekForPrev(prefix + std::string(8, '\xff'));
+  if (!it->status().ok()) return fail(op, it->status());
+  if (!it->Valid() || !starts_with(it->key(), prefix)) return uint64_t(0);
+  if (it->key().size() != prefix.size() + 8) {
+    return fail(op, "malformed trajectory key \"" + printable(it->key().ToString()) + "\"");
   }
-
-  rocksdb::ColumnFamilyHandle* cf(const std::string& name) const { return by_name.at(name); }
-
-  // "memory store DIR: OP: PROBLEM" — every error says where and what was attempted.
-  error fail(const std::string& op, const std::string& problem) const {
-    return error{"memory store " + dir.string() + ": " + op + ": " + problem};
-  }
-  error fail(const std::string& op, const rocksdb::Status& s) const {
-    return fail(op, s.ToString());
-  }
-  status writable(const std::string& op) const {
-    if (options.read_only) return fail(op, "the store was opened read-only");
-    return {};
-  }
-
-  result<std::optional<std::string>> get(rocksdb::ColumnFamilyHandle* h, const std::string& key,
-                                         const std::string& op) const {
-    std::string value;
-    auto s = db->Get(rocksdb::ReadOptions(), h, key, &value);
-    if (s.IsNotFound()) return std::optional<std::string>();
-    if (!s.ok()) return fail(op, s);
-    return std::optional<std::string>(std::move(value));
-  }
-
-  result<std::optional<uint64_t>> get_meta_number(const char* key, const std::string& op) const {
-    auto v = get(db->DefaultColumnFamily(), key, op);
-    if (!v) return v.error();
-    if (!*v) return std::optional<uint64_t>();
-    auto n = parse_number<uint64_t>(**v);
-    if (!n) return fail(op, std::string(key) + " holds \"" + printable(**v) + "\", not a number");
-    return std::optional<uint64_t>(*n);
-  }
-
-  std::unique_ptr<rocksdb::Iterator> iterate(const char* cf_name) const {
-    return std::unique_ptr<rocksdb::Iterator>(db->NewIterator(rocksdb::ReadOptions(), cf(cf_name)));
-  }
-
-  // The highest seq of `task`, 0 when it has no entry.
-  result<uint64_t> last_trajectory_seq(const std::string& task, const std::string& op) const {
-    auto it = iterate(cf_trajectories);
-    std::string prefix = task + '\0';
-    it->SeekForPrev(prefix + std::string(8, '\xff'));
-    if (!it->status().ok()) return fail(op, it->status());
-    if (!it->Valid() || !starts_with(it->key(), prefix)) return uint64_t(0);
-    if (it->key().size() != prefix.size() + 8) {
-      return fail(op, "malformed trajectory key \"" + printable(it->key().ToString()) + "\"");
-    }
-    return read_be64(std::string_view(it->key().data() + prefix.size(), 8));
-  }
-};
+  return read_be64(std::string_view(it->key().data() + prefix.size(), 8));
+}
 
 // ---------------------------------------------------------------------------------
 // Format migrations. Each turns a store of format `from` into format from+1 by adding
@@ -290,38 +248,22 @@ status run_migrations(store::impl& s, uint32_t found) {
     rocksdb::WriteBatch batch;
     if (auto st = m->apply(s, batch); !st) return st;
     batch.Put(s.db->DefaultColumnFamily(), meta_format_version, std::to_string(v + 1));
-    rocksdb::WriteOptions synced;
-    synced.sync = true;
-    auto w = s.db->Write(synced, &batch);
-    if (!w.ok()) return s.fail("migrate format " + std::to_string(v), w);
+    if (auto w = s.commit("migrate format " + std::to_string(v), batch, /*force_sync=*/true); !w) {
+      return w;
+    }
     spdlog::info("memory store {}: migrated store format {} to {} ({}; {} changes)",
                  s.dir.string(), v, v + 1, m->summary, batch.Count());
   }
   return {};
 }
 
-rocksdb::Options db_options(bool create) {
-  rocksdb::Options o;
-  o.create_if_missing = create;
-  o.create_missing_column_families = create;
-  // RocksDB's own LOG files: a few are enough to diagnose a problem.
-  o.keep_log_file_num = 4;
-  // A store holds small JSON records; smaller memtables keep an idle daemon lean.
-  o.write_buffer_size = 16 << 20;
-  return o;
-}
+using store_detail::lock_name;
+using read_lock_t = std::shared_lock<std::shared_mutex>;
 
-std::string open_error(const fs::path& dir, const rocksdb::Status& s) {
-  std::string text = s.ToString();
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  if (s.IsIOError() && lower.find("lock") != std::string::npos) {
-    return "memory store " + dir.string() +
-           " is in use: another process (or another open store in this one) has it open "
-           "for writing. Stop it, open the store read-only, or use another memory.path (" +
-           text + ")";
-  }
-  return "memory store " + dir.string() + ": open: " + text;
+// Files that are ours, not RocksDB's: a directory holding only these (and RocksDB's info
+// LOG) holds no store yet.
+bool ignorable_in_empty_dir(const std::string& name) {
+  return name == lock_name || name == "LOG" || name.rfind("LOG.old.", 0) == 0;
 }
 
 }  // namespace
@@ -334,6 +276,30 @@ store::~store() = default;
 const fs::path& store::dir() const { return impl_->dir; }
 bool store::read_only() const { return impl_->options.read_only; }
 int64_t store::created_unix_ms() const { return impl_->created_ms; }
+
+bool store::out_of_space() const { return impl_->out_of_space(); }
+
+std::string store::write_problem() const {
+  if (impl_->options.read_only) return "opened read-only";
+  {
+    std::shared_lock g(impl_->db_mu);
+    if (!impl_->db) return impl_->broken;
+  }
+  if (impl_->out_of_space()) return impl_->out_of_space_text();
+  return "";
+}
+
+uint64_t store::acknowledged_writes() const {
+  std::shared_lock g(impl_->db_mu);
+  return impl_->mark ? impl_->mark->current().acked_seq : 0;
+}
+
+uint64_t store::writes_before_repair() const {
+  read_lock_t g(impl_->db_mu);
+  if (!impl_->db) return 0;
+  auto n = impl_->get_meta_number("meta/acked_before_repair", "read meta/acked_before_repair");
+  return n && *n ? **n : 0;
+}
 
 result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_options& options) {
   auto im = std::make_unique<impl>();
@@ -348,40 +314,59 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
     return error{where + ": exists and is not a directory; memory.path must name a directory"};
   }
   bool has_db = exists && fs::exists(dir / "CURRENT", ec);
+  if (!has_db && exists) {
+    // No CURRENT: a new directory, someone else's, or a store that lost its CURRENT.
+    std::vector<std::string> ours, others;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::string name = e.path().filename().string();
+      if (store_detail::is_rocksdb_file_name(name) || name == store_detail::watermark_name) {
+        ours.push_back(name);
+      } else if (!ignorable_in_empty_dir(name)) {
+        others.push_back(name);
+      }
+    }
+    if (!ours.empty()) {
+      std::sort(ours.begin(), ours.end());
+      std::string list;
+      for (size_t i = 0; i < ours.size() && i < 6; ++i) list += (i ? ", " : "") + ours[i];
+      return error{store_detail::damaged_message(
+          dir, "CURRENT (the file that names the live MANIFEST) is missing, but the store's "
+               "files are there (" + list + (ours.size() > 6 ? ", …" : "") + ")")};
+    }
+    if (!others.empty() && !options.read_only && options.create_if_missing) {
+      return error{where + ": the directory is not empty and holds no RocksDB database, "
+                           "so it is not a KernelSkill store; refusing to write into it. "
+                           "Point memory.path at an empty or new directory"};
+    }
+  }
   if (!has_db) {
     if (options.read_only) return error{where + ": no store there to open read-only"};
     if (!options.create_if_missing) {
       return error{where + ": no store there (and create_if_missing is off)"};
     }
-    if (exists && !fs::is_empty(dir, ec)) {
-      return error{where + ": the directory is not empty and holds no RocksDB database, "
-                           "so it is not a KernelSkill store; refusing to write into it. "
-                           "Point memory.path at an empty or new directory"};
-    }
     fs::create_directories(dir, ec);
     if (ec) return error{where + ": cannot create the directory: " + ec.message()};
   }
 
-  // Open with the column families the database already has (RocksDB requires all of
-  // them), and add ours only once the metadata says the store is ours.
-  std::vector<std::string> names;
-  if (has_db) {
-    auto s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.string(), &names);
-    if (!s.ok()) return error{where + ": list column families: " + s.ToString()};
-  } else {
-    names = our_column_families;
+  // One writer: KernelSkill's own lock (store_impl.hpp), taken before anything is looked
+  // at or written, so that the damage checks never race a live writer. A killed holder
+  // leaves no stale lock.
+  if (!options.read_only) {
+    auto lock = store_detail::take_writer_lock(dir);
+    if (!lock) return lock.error();
+    im->lock = *lock;
   }
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : names) descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions(db_options(false)));
-  auto opts = db_options(!has_db);
-  rocksdb::Status s;
-  if (options.read_only) {
-    s = rocksdb::DB::OpenForReadOnly(opts, dir.string(), descriptors, &im->handles, &im->db);
-  } else {
-    s = rocksdb::DB::Open(opts, dir.string(), descriptors, &im->handles, &im->db);
+
+  // A reader beside a running writer can catch the writer between two steps (a flush
+  // written, the MANIFEST not yet): look again before calling the store damaged.
+  status opened;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    opened = im->open_rocks(!has_db);
+    if (opened || !options.read_only || !store_detail::writer_active(dir)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (!s.ok()) return error{open_error(dir, s)};
-  for (auto* h : im->handles) im->by_name[h->GetName()] = h;
+  if (!opened) return error{opened.message()};
+  const bool full = im->db_read_only && !options.read_only;
 
   auto version = im->get_meta_number(meta_format_version, "open");
   if (!version) return version.error();
@@ -395,13 +380,18 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
       it->SeekToFirst();
       if (it->Valid()) empty = false;
     }
-    bool only_ours = std::all_of(names.begin(), names.end(), [](const std::string& n) {
-      return std::find(our_column_families.begin(), our_column_families.end(), n) !=
-             our_column_families.end();
-    });
-    if (!empty || !only_ours || options.read_only) {
+    const auto& known = store_detail::our_column_families();
+    bool only_ours = std::all_of(im->column_families.begin(), im->column_families.end(),
+                                 [&](const std::string& n) {
+                                   return std::find(known.begin(), known.end(), n) != known.end();
+                                 });
+    if (!empty || !only_ours || options.read_only || full) {
       std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      for (const auto& n : im->column_families) list += (list.empty() ? "" : ", ") + n;
+      if (empty && only_ours && full) {
+        return error{where + ": an unfinished store, and the disk is too full to finish it (" +
+                     im->out_of_space_text() + ")"};
+      }
       return error{where + ": a RocksDB database that is not a KernelSkill store (it has no " +
                    meta_format_version + " key; column families: " + list +
                    "). Point memory.path at an empty or new directory"};
@@ -410,10 +400,8 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
     batch.Put(im->db->DefaultColumnFamily(), meta_format_version,
               std::to_string(store_format_version));
     batch.Put(im->db->DefaultColumnFamily(), meta_created_unix_ms, std::to_string(now_unix_ms()));
-    rocksdb::WriteOptions synced;
-    synced.sync = true;
-    if (auto w = im->db->Write(synced, &batch); !w.ok()) {
-      return error{where + ": write the store's metadata: " + w.ToString()};
+    if (auto w = im->commit("write the store's metadata", batch, /*force_sync=*/true); !w) {
+      return error{w.message()};
     }
     version = std::optional<uint64_t>(store_format_version);
   }
@@ -425,25 +413,27 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
   }
 
   // Column families a store of an older format may lack.
-  for (const auto& n : our_column_families) {
+  for (const auto& n : store_detail::our_column_families()) {
     if (im->by_name.count(n)) continue;
-    if (options.read_only) {
-      return error{where + ": column family '" + n +
-                   "' is missing; open the store for writing once to add it"};
+    if (options.read_only || full) {
+      return error{where + ": column family '" + n + "' is missing; open the store for writing once to add it" +
+                   (full ? " (the disk is too full to do it now: " + im->out_of_space_text() + ")" : "")};
     }
     rocksdb::ColumnFamilyHandle* h = nullptr;
-    auto c = im->db->CreateColumnFamily(rocksdb::ColumnFamilyOptions(db_options(false)), n, &h);
+    auto c = im->db->CreateColumnFamily(store_detail::rocks_cf_options(), n, &h);
     if (!c.ok()) return error{where + ": create column family '" + n + "': " + c.ToString()};
     im->handles.push_back(h);
     im->by_name[n] = h;
+    im->column_families.push_back(n);
   }
 
   if (**version < store_format_version) {
-    if (options.read_only) {
+    if (options.read_only || full) {
       return error{where + " is in store format " + std::to_string(**version) +
                    " and needs a migration to format " + std::to_string(store_format_version) +
                    ", which a read-only open cannot do; open it for writing once (any "
-                   "kernelskill command that uses this memory.path does)"};
+                   "kernelskill command that uses this memory.path does)" +
+                   (full ? " once the disk has room (" + im->out_of_space_text() + ")" : "")};
     }
     if (auto st = run_migrations(*im, uint32_t(**version)); !st) return error{st.message()};
   }
@@ -451,16 +441,27 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
   auto created = im->get_meta_number(meta_created_unix_ms, "open");
   if (!created) return created.error();
   im->created_ms = created->value_or(0);
+  if (auto w = im->start_watermark(); !w) return error{w.message()};
+  im->start_keeper();
   return std::unique_ptr<store>(new store(std::move(im)));
 }
 
 // ---- skills ---------------------------------------------------------------------
+//
+// Every method below holds db_mu shared while it uses RocksDB (a reopen after a full
+// disk replaces the instance under the exclusive lock); writers first give a due reopen
+// its chance, before taking the lock.
 
-result<skill_library_info> store::installed_skill_library() const {
+namespace {
+
+using read_lock = std::shared_lock<std::shared_mutex>;
+
+// Under db_mu.
+result<skill_library_info> installed_library(const store::impl& im) {
   const std::string op = "read the installed skill library";
-  auto version = impl_->get_meta_number(meta_skill_library_version, op);
+  auto version = im.get_meta_number(meta_skill_library_version, op);
   if (!version) return version.error();
-  auto hash = impl_->get(impl_->db->DefaultColumnFamily(), meta_skill_library_hash, op);
+  auto hash = im.get(im.db->DefaultColumnFamily(), meta_skill_library_hash, op);
   if (!hash) return hash.error();
   skill_library_info info;
   info.version = uint32_t(version->value_or(0));
@@ -468,13 +469,10 @@ result<skill_library_info> store::installed_skill_library() const {
   return info;
 }
 
-namespace {
-
-// The rule shared by check and install: no version 0, no downgrade.
-status acceptable_library(const store& s, const store::impl& im, const std::string& op,
-                          uint32_t version) {
+// The rule shared by check and install: no version 0, no downgrade. Under db_mu.
+status acceptable_library(const store::impl& im, const std::string& op, uint32_t version) {
   if (version == 0) return im.fail(op, "skill library versions start at 1");
-  auto installed = s.installed_skill_library();
+  auto installed = installed_library(im);
   if (!installed) return error{installed.message()};
   if (installed->version > version) {
     return im.fail(op, "the store holds skill library version " +
@@ -489,20 +487,31 @@ status acceptable_library(const store& s, const store::impl& im, const std::stri
 
 }  // namespace
 
+result<skill_library_info> store::installed_skill_library() const {
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable("read the installed skill library"); !u) return error{u.message()};
+  return installed_library(*impl_);
+}
+
 status store::check_skill_library(uint32_t version, const std::string& hash) const {
-  return acceptable_library(*this, *impl_, "check skill library version " + std::to_string(version),
-                            version);
+  const std::string op = "check skill library version " + std::to_string(version);
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return u;
+  return acceptable_library(*impl_, op, version);
 }
 
 status store::install_skill_library(uint32_t version, const std::string& hash,
                                     const std::vector<std::pair<std::string, std::string>>& docs) {
   const std::string op = "install skill library version " + std::to_string(version);
-  if (auto w = impl_->writable(op); !w) return w;
+  impl_->recover_space_if_due();
   std::lock_guard lock(impl_->skills_mu);
-  if (auto c = acceptable_library(*this, *impl_, op, version); !c) return c;
-  auto installed = installed_skill_library();
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return u;
+  if (auto c = acceptable_library(*impl_, op, version); !c) return c;
+  auto installed = installed_library(*impl_);
   if (!installed) return error{installed.message()};
   if (installed->version == version && installed->hash == hash) return {};
+  if (auto w = impl_->writable(op); !w) return w;
 
   rocksdb::WriteBatch batch;
   std::set<std::string> seen;
@@ -537,7 +546,7 @@ status store::install_skill_library(uint32_t version, const std::string& hash,
                  "(hash {} → {}); reinstalling it. Bump the version when editing skills/*.yaml",
                  impl_->dir.string(), version, installed->hash, hash);
   }
-  if (auto w = impl_->db->Write(impl_->write_options, &batch); !w.ok()) return impl_->fail(op, w);
+  if (auto w = impl_->commit(op, batch); !w) return w;
   spdlog::info("memory store {}: installed skill library version {} ({} docs; was version {}, "
                "{} docs removed)",
                impl_->dir.string(), version, docs.size(), installed->version, removed);
@@ -545,17 +554,23 @@ status store::install_skill_library(uint32_t version, const std::string& hash,
 }
 
 result<std::optional<std::string>> store::get_skill_doc(const std::string& key) const {
-  return impl_->get(impl_->cf(cf_skills), key, "get skill doc '" + key + "'");
+  const std::string op = "get skill doc '" + key + "'";
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
+  return impl_->get(impl_->cf(cf_skills), key, op);
 }
 
 result<std::vector<std::pair<std::string, std::string>>> store::list_skill_docs(
     const std::string& prefix) const {
+  const std::string op = "list skill docs '" + prefix + "'";
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
   std::vector<std::pair<std::string, std::string>> out;
   auto it = impl_->iterate(cf_skills);
   for (it->Seek(prefix); it->Valid() && starts_with(it->key(), prefix); it->Next()) {
     out.emplace_back(it->key().ToString(), it->value().ToString());
   }
-  if (!it->status().ok()) return impl_->fail("list skill docs '" + prefix + "'", it->status());
+  if (!it->status().ok()) return impl_->fail(op, it->status());
   return out;
 }
 
@@ -563,8 +578,8 @@ result<std::vector<std::pair<std::string, std::string>>> store::list_skill_docs(
 
 result<uint64_t> store::append_trajectory(const std::string& task, trajectory_entry e) {
   const std::string op = "append to the trajectory of task '" + task + "'";
-  if (auto w = impl_->writable(op); !w) return error{w.message()};
   if (auto n = check_name("the task name", task); !n) return impl_->fail(op, n.message());
+  impl_->recover_space_if_due();
 
   std::shared_ptr<impl::trajectory_lane> lane;
   {
@@ -576,6 +591,8 @@ result<uint64_t> store::append_trajectory(const std::string& task, trajectory_en
   // Held across the write: the next seq is only taken once this one is stored, so a
   // failed write leaves no gap.
   std::lock_guard lock(lane->mu);
+  read_lock g(impl_->db_mu);
+  if (auto w = impl_->writable(op); !w) return error{w.message()};
   if (!lane->loaded) {
     auto last = impl_->last_trajectory_seq(task, op);
     if (!last) return last.error();
@@ -585,9 +602,10 @@ result<uint64_t> store::append_trajectory(const std::string& task, trajectory_en
   e.task = task;
   e.seq = lane->last + 1;
   if (e.unix_ms == 0) e.unix_ms = now_unix_ms();
-  auto s = impl_->db->Put(impl_->write_options, impl_->cf(cf_trajectories),
-                          trajectory_key(task, e.seq), encode_value(e, schema_trajectory_entry));
-  if (!s.ok()) return impl_->fail(op, s);
+  rocksdb::WriteBatch batch;
+  batch.Put(impl_->cf(cf_trajectories), trajectory_key(task, e.seq),
+            encode_value(e, schema_trajectory_entry));
+  if (auto w = impl_->commit(op, batch); !w) return error{w.message()};
   lane->last = e.seq;
   return e.seq;
 }
@@ -596,6 +614,8 @@ result<std::vector<trajectory_entry>> store::read_trajectory(const std::string& 
                                                              uint64_t from_seq) const {
   const std::string op = "read the trajectory of task '" + task + "'";
   if (auto n = check_name("the task name", task); !n) return impl_->fail(op, n.message());
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
   std::vector<trajectory_entry> out;
   const std::string prefix = task + '\0';
   auto it = impl_->iterate(cf_trajectories);
@@ -619,6 +639,9 @@ result<std::vector<trajectory_entry>> store::read_trajectory(const std::string& 
 }
 
 result<std::vector<std::string>> store::list_trajectory_tasks() const {
+  const std::string op = "list trajectory tasks";
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
   std::vector<std::string> out;
   auto it = impl_->iterate(cf_trajectories);
   it->SeekToFirst();
@@ -626,13 +649,13 @@ result<std::vector<std::string>> store::list_trajectory_tasks() const {
     std::string key = it->key().ToString();
     auto nul = key.find('\0');
     if (nul == std::string::npos) {
-      return impl_->fail("list trajectory tasks", "malformed trajectory key \"" + printable(key) + "\"");
+      return impl_->fail(op, "malformed trajectory key \"" + printable(key) + "\"");
     }
     out.push_back(key.substr(0, nul));
     // Skip the rest of this task's entries: every key of the task is below task + 1.
     it->Seek(out.back() + '\x01');
   }
-  if (!it->status().ok()) return impl_->fail("list trajectory tasks", it->status());
+  if (!it->status().ok()) return impl_->fail(op, it->status());
   return out;
 }
 
@@ -642,19 +665,23 @@ result<std::string> store::put_kernel(const candidate& c) {
   candidate stored = c;
   stored.id = candidate_id(c);
   const std::string op = "put kernel " + stored.id;
-  if (auto w = impl_->writable(op); !w) return error{w.message()};
+  impl_->recover_space_if_due();
   std::lock_guard lock(impl_->kernels_mu);
+  read_lock g(impl_->db_mu);
+  if (auto w = impl_->writable(op); !w) return error{w.message()};
   auto existing = impl_->get(impl_->cf(cf_kernels), stored.id, op);
   if (!existing) return existing.error();
   if (*existing) return stored.id;
-  auto s = impl_->db->Put(impl_->write_options, impl_->cf(cf_kernels), stored.id,
-                          encode_value(stored, schema_candidate));
-  if (!s.ok()) return impl_->fail(op, s);
+  rocksdb::WriteBatch batch;
+  batch.Put(impl_->cf(cf_kernels), stored.id, encode_value(stored, schema_candidate));
+  if (auto w = impl_->commit(op, batch); !w) return error{w.message()};
   return stored.id;
 }
 
 result<candidate> store::get_kernel(const std::string& id) const {
   const std::string op = "get kernel '" + id + "'";
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
   auto v = impl_->get(impl_->cf(cf_kernels), id, op);
   if (!v) return v.error();
   if (!*v) return impl_->fail(op, "no kernel with that id");
@@ -665,21 +692,43 @@ result<candidate> store::get_kernel(const std::string& id) const {
 
 // ---- tasks ------------------------------------------------------------------------
 
-status store::put_task_record(const std::string& id, const json& record) {
-  const std::string op = "put task record '" + id + "'";
-  if (auto w = impl_->writable(op); !w) return w;
-  if (id.empty()) return impl_->fail(op, "the task record id is empty");
+namespace {
+
+status check_task_record(const store::impl& im, const std::string& op, const std::string& id,
+                         const json& record) {
+  if (id.empty()) return im.fail(op, "the task record id is empty");
   auto schema = record.is_object() ? record.find("schema") : record.end();
   if (!record.is_object() || schema == record.end() || !schema->is_string()) {
-    return impl_->fail(op, "a task record must be a JSON object with a \"schema\" string");
+    return im.fail(op, "a task record must be a JSON object with a \"schema\" string");
   }
-  auto s = impl_->db->Put(impl_->write_options, impl_->cf(cf_tasks), id, dump_json(record));
-  if (!s.ok()) return impl_->fail(op, s);
   return {};
+}
+
+}  // namespace
+
+status store::put_task_record(const std::string& id, const json& record) {
+  return put_task_records({{id, record}});
+}
+
+status store::put_task_records(const std::vector<std::pair<std::string, json>>& records) {
+  const std::string op = records.size() == 1 ? "put task record '" + records[0].first + "'"
+                                             : "put " + std::to_string(records.size()) + " task records";
+  if (impl_->options.read_only) return impl_->fail(op, "the store was opened read-only");
+  for (const auto& [id, record] : records) {
+    if (auto c = check_task_record(*impl_, op, id, record); !c) return c;
+  }
+  impl_->recover_space_if_due();
+  read_lock g(impl_->db_mu);
+  if (auto w = impl_->writable(op); !w) return w;
+  rocksdb::WriteBatch batch;
+  for (const auto& [id, record] : records) batch.Put(impl_->cf(cf_tasks), id, dump_json(record));
+  return impl_->commit(op, batch);
 }
 
 result<std::optional<json>> store::get_task_record(const std::string& id) const {
   const std::string op = "get task record '" + id + "'";
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
   auto v = impl_->get(impl_->cf(cf_tasks), id, op);
   if (!v) return v.error();
   if (!*v) return std::optional<json>();
@@ -690,53 +739,62 @@ result<std::optional<json>> store::get_task_record(const std::string& id) const 
 
 result<std::vector<std::pair<std::string, json>>> store::list_task_records(
     const std::string& prefix, size_t limit) const {
+  const std::string op = "list task records";
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
   std::vector<std::pair<std::string, json>> out;
   auto it = impl_->iterate(cf_tasks);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     if (limit > 0 && out.size() >= limit) break;
     std::string id = it->key().ToString();
     auto j = parse_json(it->value().ToString(), "task record '" + printable(id) + "'");
-    if (!j) return impl_->fail("list task records", j.message());
+    if (!j) return impl_->fail(op, j.message());
     out.emplace_back(std::move(id), std::move(*j));
   }
-  if (!it->status().ok()) return impl_->fail("list task records", it->status());
+  if (!it->status().ok()) return impl_->fail(op, it->status());
   return out;
 }
 
 status store::delete_task_record(const std::string& id) {
   const std::string op = "delete task record '" + id + "'";
+  impl_->recover_space_if_due();
+  read_lock g(impl_->db_mu);
   if (auto w = impl_->writable(op); !w) return w;
-  auto s = impl_->db->Delete(impl_->write_options, impl_->cf(cf_tasks), id);
-  if (!s.ok()) return impl_->fail(op, s);
-  return {};
+  rocksdb::WriteBatch batch;
+  batch.Delete(impl_->cf(cf_tasks), id);
+  return impl_->commit(op, batch);
 }
 
 status store::delete_task_records(const std::string& prefix) {
   const std::string op = "delete task records '" + printable(prefix) + "*'";
-  if (auto w = impl_->writable(op); !w) return w;
+  if (impl_->options.read_only) return impl_->fail(op, "the store was opened read-only");
   if (prefix.empty()) return impl_->fail(op, "the prefix is empty (that would delete every record)");
+  impl_->recover_space_if_due();
+  read_lock g(impl_->db_mu);
+  if (auto w = impl_->writable(op); !w) return w;
   rocksdb::WriteBatch batch;
   auto it = impl_->iterate(cf_tasks);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next())
     batch.Delete(impl_->cf(cf_tasks), it->key());
   if (!it->status().ok()) return impl_->fail(op, it->status());
-  auto s = impl_->db->Write(impl_->write_options, &batch);
-  if (!s.ok()) return impl_->fail(op, s);
-  return {};
+  return impl_->commit(op, batch);
 }
 
 // ---- experience -------------------------------------------------------------------
 
 status store::record_experience(experience_record rec) {
   const std::string op = "record experience of method '" + rec.method + "'";
-  if (auto w = impl_->writable(op); !w) return w;
+  if (impl_->options.read_only) return impl_->fail(op, "the store was opened read-only");
   if (auto n = check_name("the method name", rec.method); !n) return impl_->fail(op, n.message());
   if (rec.bottleneck_class.find('\0') != std::string::npos) {
     return impl_->fail(op, "the bottleneck class contains a NUL byte");
   }
   if (rec.unix_ms == 0) rec.unix_ms = now_unix_ms();
+  impl_->recover_space_if_due();
 
   std::lock_guard lock(impl_->experience_mu);
+  read_lock g(impl_->db_mu);
+  if (auto w = impl_->writable(op); !w) return w;
   if (!impl_->experience_seq) {
     auto stored = impl_->get_meta_number(meta_experience_seq, op);
     if (!stored) return error{stored.message()};
@@ -760,13 +818,15 @@ status store::record_experience(experience_record rec) {
   rocksdb::WriteBatch batch;
   batch.Put(impl_->cf(cf_experience), key, encode_value(rec, schema_experience_record));
   batch.Put(impl_->db->DefaultColumnFamily(), meta_experience_seq, std::to_string(next));
-  if (auto w = impl_->db->Write(impl_->write_options, &batch); !w.ok()) return impl_->fail(op, w);
+  if (auto w = impl_->commit(op, batch); !w) return w;
   impl_->experience_seq = next;
   return {};
 }
 
 result<std::vector<experience_record>> store::read_experience(const std::string& method) const {
   const std::string op = method.empty() ? "read experience" : "read experience of method '" + method + "'";
+  read_lock g(impl_->db_mu);
+  if (auto u = impl_->usable(op); !u) return error{u.message()};
   std::vector<experience_record> out;
   const std::string prefix = experience_prefix(method);
   auto it = impl_->iterate(cf_experience);

@@ -14,10 +14,18 @@
 // docs/store.md describes every key and value.
 //
 // Promises:
-// - Durability: every write goes through RocksDB's write-ahead log before the call
-//   returns, so a crash of the process (kill -9 included) loses nothing that a call
-//   reported as done. With sync_writes each write is also fsync'ed, which extends the
-//   promise to power loss and kernel crashes, at the cost of a disk flush per write.
+// - Durability: a write is acknowledged (the call returns success) only once it is in
+//   RocksDB's write-ahead log and, with sync_writes (the default), fsync'ed: a crash of
+//   the process (kill -9 included), of the kernel or of the power loses nothing that a
+//   call reported as done.
+// - Damage is refused, never repaired by deleting: open looks at the store read-only
+//   first and refuses (naming the damaged file, changing nothing) a store that lost an
+//   acknowledged write or whose MANIFEST, CURRENT, write-ahead log or tables are damaged.
+//   The acknowledgement watermark (memory/ack_watermark.hpp) is what makes loss visible.
+//   memory/store_check.hpp checks a store and salvages a damaged one.
+// - A full disk is not a crash: a write that finds no space fails with out_of_space()
+//   true, reads go on, and the store reopens itself for writing once space is back; an
+//   open on a full disk opens read-only (read_only_when_full) with the same state.
 // - Atomicity: each call is one RocksDB write batch: a skill-library install, an
 //   experience record and its counter, a format migration are all-or-nothing.
 // - Concurrency: a store object may be used from many threads at once. Only one
@@ -51,13 +59,18 @@ struct store_options {
   // Create an empty store when `dir` holds none. A directory that exists, is not
   // empty and holds no RocksDB database is never written to.
   bool create_if_missing = true;
-  // fsync every write. The write-ahead log is always on; without sync a process crash
-  // loses nothing, a power loss or OS crash may lose the last writes.
-  bool sync_writes = false;
+  // fsync every write before it is acknowledged. The write-ahead log is always on;
+  // without sync a process crash loses nothing, a power loss or OS crash may lose the
+  // last writes (for throwaway stores: some tests and benches).
+  bool sync_writes = true;
   // Open without taking the lock (another process may be writing): reads see the
   // store as it was when opened; every write is refused. A store that needs a format
   // migration cannot be opened read-only.
   bool read_only = false;
+  // A disk too full to open the store for writing: open it read-only instead (writes
+  // fail with out_of_space() until space returns, then it reopens for writing). Off:
+  // such an open is an error.
+  bool read_only_when_full = true;
 };
 
 // The skill library a store holds. version 0: none installed yet.
@@ -81,6 +94,20 @@ class store {
 
   const std::filesystem::path& dir() const;
   bool read_only() const;
+  // Writes are being refused for lack of space (the disk, a quota or a file size limit):
+  // a write failed with "no space", or the store was opened on a full disk. Clears itself
+  // when a later write finds space again. Reads work throughout.
+  bool out_of_space() const;
+  // Why writes would be refused now ("" when they would not): read-only, out of space.
+  std::string write_problem() const;
+  // The RocksDB sequence number of the last acknowledged write (the watermark; 0 for a
+  // read-only store).
+  uint64_t acknowledged_writes() const;
+  // For a store rebuilt by repair_store (memory/store_check.hpp): the last write the
+  // damaged store had acknowledged or that the salvage reached; 0 for a store never
+  // repaired. Every counter a caller bumps once per write (the daemon's task numbers)
+  // was at most this before the repair, so numbers above it were never handed out.
+  uint64_t writes_before_repair() const;
   // When the store was created (meta/created_unix_ms).
   int64_t created_unix_ms() const;
 
@@ -131,6 +158,8 @@ class store {
   // Records are JSON objects whose "schema" field the caller sets.
 
   status put_task_record(const std::string& id, const nlohmann::json& record);
+  // Several records in one atomic write (one fsync): all of them are stored, or none.
+  status put_task_records(const std::vector<std::pair<std::string, nlohmann::json>>& records);
   result<std::optional<nlohmann::json>> get_task_record(const std::string& id) const;
   // The records whose id starts with `prefix` (every record when empty), in id
   // order; at most `limit` of them when limit > 0.

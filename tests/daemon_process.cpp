@@ -36,7 +36,7 @@ daemon_process::daemon_process(daemon_options opts) : opts_(std::move(opts)) {
       << "budgets: {seeds: " << opts_.seeds << ", rounds: " << opts_.rounds
       << ", repair_attempts: 1, tasks_in_flight: " << opts_.tasks_in_flight << "}\n"
       << "review: {trials: 2}\n"
-      << "memory: {path: " << (dir_ / "memory").string() << "}\n"
+      << "memory: {path: " << store_dir().string() << "}\n"
       << "serve: {listen: \"127.0.0.1:0\"}\n"
       << opts_.extra_config;
 }

@@ -21,6 +21,7 @@ struct daemon_options {
   bool with_gpu = true;         // false: gpus.local none (tasks stay queued)
   std::string token;            // non-empty: KS_TOKEN for the daemon
   std::string extra_config;     // YAML appended to the config
+  std::string memory_path;      // the store; empty: DIR/memory
 };
 
 class daemon_process {
@@ -43,7 +44,9 @@ class daemon_process {
   std::string host() const;  // "127.0.0.1"
   int port() const;
   const std::filesystem::path& dir() const { return dir_; }
-  std::filesystem::path store_dir() const { return dir_ / "memory"; }
+  std::filesystem::path store_dir() const {
+    return opts_.memory_path.empty() ? dir_ / "memory" : std::filesystem::path(opts_.memory_path);
+  }
   std::string log() const;  // the daemon's stderr so far
   const std::string& last_error() const { return error_; }
 

@@ -1,21 +1,29 @@
-// store_writer: the victim of store_test's crash test. It opens a memory store and
-// appends to it in a tight loop, acknowledging each write on stdout only after the
-// store call returned, until it is killed:
+// store_writer: the victim of store_test's crash test and of store_fault_test. It opens a
+// memory store and appends to it in a tight loop, acknowledging each write on stdout only
+// after the store call returned, until it is killed:
 //
-//   store_writer DIR [--sync] [--task NAME] [--count N]
+//   store_writer DIR [--no-sync] [--task NAME] [--count N]
 //       ack SEQ          a trajectory entry, stored
 //       kernel ID        a candidate, stored (every 10th append)
 //       experience N     an experience record, stored (every 25th append)
 //   store_writer DIR --open-only
 //       opens the store, prints "opened" and exits 0; or prints the error, exits 3
+//   store_writer DIR --verify TRANSCRIPT [--task NAME]
+//       opens the store for writing (as the daemon does) and checks that everything a
+//       writer acknowledged in TRANSCRIPT (its stdout) is there: "verified N" and exit 0;
+//       "LOST: ..." and exit 4; "refused: MESSAGE" and exit 3 when the open refuses.
 //
-// The test kills it with SIGKILL at a random point and then checks that everything
-// acknowledged is in the store.
+// The tests kill it with SIGKILL at a random point and then check that everything
+// acknowledged is in the store (or that the store refuses to open, saying why).
+// Stores are synced (the default); --no-sync turns that off, --sync is accepted for the
+// old command lines.
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <set>
 #include <string>
 
 #include "memory/store.hpp"
@@ -24,8 +32,57 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: store_writer DIR [--sync] [--task NAME] [--count N] [--open-only]\n");
+               "usage: store_writer DIR [--sync|--no-sync] [--task NAME] [--count N] "
+               "[--open-only | --verify TRANSCRIPT]\n");
   return 2;
+}
+
+// Everything TRANSCRIPT acknowledged must be in the store.
+int verify(ks::store& db, const std::string& task, const std::string& transcript) {
+  std::ifstream in(transcript);
+  if (!in) {
+    std::printf("error: cannot read %s\n", transcript.c_str());
+    return 2;
+  }
+  unsigned long long max_ack = 0, experiences = 0;
+  std::set<std::string> kernels;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("ack ", 0) == 0) max_ack = std::max(max_ack, std::strtoull(line.c_str() + 4, nullptr, 10));
+    if (line.rfind("kernel ", 0) == 0) kernels.insert(line.substr(7));
+    if (line.rfind("experience ", 0) == 0) ++experiences;
+  }
+  auto entries = db.read_trajectory(task);
+  if (!entries) {
+    std::printf("LOST: the trajectory cannot be read: %s\n", entries.message().c_str());
+    return 4;
+  }
+  if (entries->size() < max_ack) {
+    std::printf("LOST: %llu trajectory entries acknowledged, %zu in the store\n", max_ack,
+                entries->size());
+    return 4;
+  }
+  for (size_t i = 0; i < entries->size(); ++i) {
+    if ((*entries)[i].seq != i + 1) {
+      std::printf("LOST: trajectory entry %zu is missing (found %llu there)\n", i + 1,
+                  static_cast<unsigned long long>((*entries)[i].seq));
+      return 4;
+    }
+  }
+  for (const auto& id : kernels) {
+    if (auto k = db.get_kernel(id); !k) {
+      std::printf("LOST: kernel %s: %s\n", id.c_str(), k.message().c_str());
+      return 4;
+    }
+  }
+  auto exp = db.read_experience("vectorize_loads");
+  if (!exp || exp->size() < experiences) {
+    std::printf("LOST: %llu experience records acknowledged, %zu in the store\n", experiences,
+                exp ? exp->size() : size_t{0});
+    return 4;
+  }
+  std::printf("verified %llu\n", max_ack);
+  return 0;
 }
 
 }  // namespace
@@ -36,11 +93,16 @@ int main(int argc, char** argv) {
   ks::store_options options;
   std::string task = "crash-task";
   bool open_only = false;
+  std::string transcript;
   unsigned long long count = 0;  // 0: until killed
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--sync") {
       options.sync_writes = true;
+    } else if (a == "--no-sync") {
+      options.sync_writes = false;
+    } else if (a == "--verify" && i + 1 < argc) {
+      transcript = argv[++i];
     } else if (a == "--open-only") {
       open_only = true;
     } else if (a == "--task" && i + 1 < argc) {
@@ -54,11 +116,12 @@ int main(int argc, char** argv) {
 
   auto opened = ks::store::open(dir, options);
   if (!opened) {
-    std::printf("error: %s\n", opened.message().c_str());
+    std::printf("%s: %s\n", transcript.empty() ? "error" : "refused", opened.message().c_str());
     std::fflush(stdout);
     return 3;
   }
   auto& db = *opened;
+  if (!transcript.empty()) return verify(*db, task, transcript);
   std::printf("opened\n");
   std::fflush(stdout);
   if (open_only) return 0;

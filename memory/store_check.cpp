@@ -1,0 +1,361 @@
+#include "memory/store_check.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <regex>
+#include <set>
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include "memory/store_impl.hpp"
+
+namespace ks {
+
+namespace fs = std::filesystem;
+using namespace store_detail;
+
+namespace {
+
+std::string human(uint64_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+// Opens `dir` with the column families it lists (or `fallback` when it cannot list them).
+rocksdb::Status open_plain(const fs::path& dir, const std::vector<std::string>& names,
+                           rocksdb::WALRecoveryMode mode, bool read_only,
+                           std::shared_ptr<rocksdb::Logger> logger, rocks_instance& r) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> d;
+  for (const auto& n : names) d.emplace_back(n, rocks_cf_options());
+  auto o = rocks_options(!read_only, std::move(logger), mode);
+  r.read_only = read_only;
+  if (read_only) return rocksdb::DB::OpenForReadOnly(o, dir.string(), d, &r.handles, &r.db);
+  return rocksdb::DB::Open(o, dir.string(), d, &r.handles, &r.db);
+}
+
+std::vector<std::string> column_families_of(const fs::path& dir) {
+  std::vector<std::string> names;
+  if (!rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.string(), &names).ok()) names.clear();
+  for (const auto& n : our_column_families())
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  return names;
+}
+
+std::set<std::string> sst_files(const fs::path& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (is_sst_name(e.path().filename().string())) out.insert(e.path().filename().string());
+  return out;
+}
+
+std::set<std::string> live_ssts(rocksdb::DB* db) {
+  std::vector<rocksdb::LiveFileMetaData> files;
+  db->GetLiveFilesMetaData(&files);
+  std::set<std::string> out;
+  for (auto& f : files) out.insert(f.name.substr(f.name.rfind('/') + 1));
+  return out;
+}
+
+// RocksDB's words for what it skipped: "000012.log: dropping 15870 bytes; …",
+// "Log #12: ignoring …", "Table #9: ignoring …".
+std::vector<std::string> losses_in(const std::vector<std::string>& warnings) {
+  std::vector<std::string> out;
+  for (const auto& w : warnings) {
+    if (w.find("dropping") != std::string::npos || w.find("ignoring") != std::string::npos) {
+      out.push_back("RocksDB: " + w.substr(w.find(']') == std::string::npos ? 0 : w.rfind(']') + 2));
+    }
+  }
+  return out;
+}
+
+std::string stamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+// Copies every readable record of `src` into `dst`, column family by column family. A
+// read error skips the damaged table's key range and is reported in `lost`.
+void copy_records(rocks_instance& src, const std::vector<std::string>& names, rocks_instance& dst,
+                  store_repair_report& report) {
+  std::vector<rocksdb::LiveFileMetaData> files;
+  src.db->GetLiveFilesMetaData(&files);
+  static const std::regex sst_re(R"(([0-9]{6,})\.(sst|ldb))");
+  for (size_t i = 0; i < names.size(); ++i) {
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it(src.db->NewIterator(ro, src.handles[i]));
+    uint64_t copied = 0;
+    std::string last;
+    rocksdb::WriteBatch batch;
+    auto flush = [&] {
+      if (batch.Count() == 0) return;
+      dst.db->Write(rocksdb::WriteOptions(), &batch);
+      batch.Clear();
+    };
+    it->SeekToFirst();
+    for (int skips = 0; skips < 100;) {
+      for (; it->Valid(); it->Next()) {
+        // The watermark belongs to the damaged store; the new one makes its own.
+        if (names[i] == rocksdb::kDefaultColumnFamilyName && it->key() == "meta/watermark") continue;
+        batch.Put(dst.handles[i], it->key(), it->value());
+        last = it->key().ToString();
+        ++copied;
+        if (batch.Count() >= 1000) flush();
+      }
+      if (it->status().ok()) break;
+      // A damaged table: resume after its largest key in this column family.
+      const std::string why = it->status().ToString();
+      std::smatch m;
+      std::string skip_to;
+      if (std::regex_search(why, m, sst_re)) {
+        for (auto& f : files) {
+          if (f.column_family_name == names[i] && f.name.find(m[1].str()) != std::string::npos) {
+            skip_to = f.largestkey;
+          }
+        }
+      }
+      report.not_recovered.push_back(
+          "column family " + names[i] + ": records after key \"" + last + "\"" +
+          (skip_to.empty() ? " to the end" : " up to \"" + skip_to + "\"") +
+          " could not be read (" + why + ")");
+      if (skip_to.empty() || skip_to < last) break;
+      ++skips;
+      // The smallest key above the damaged table's range: the seek does not read it.
+      last = skip_to + '\0';
+      it.reset(src.db->NewIterator(ro, src.handles[i]));
+      it->Seek(last);
+    }
+    flush();
+    report.recovered.push_back(names[i] + ": " + std::to_string(copied) + " records");
+  }
+}
+
+}  // namespace
+
+result<store_check_report> check_store(const fs::path& dir) {
+  const std::string where = "memory store " + dir.string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return error{where + ": no such directory"};
+  if (writer_active(dir)) {
+    return error{where + " is open for writing by another process (a daemon?); stop it "
+                         "first, or check a copy of the directory"};
+  }
+  store_check_report r;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file()) names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::string files;
+  for (const auto& n : names) files += (files.empty() ? "" : ", ") + n + " (" + human(fs::file_size(dir / n, ec)) + ")";
+  r.lines.push_back("files: " + files);
+
+  auto wm = read_watermark(dir);
+  if (!wm) {
+    r.lines.push_back("watermark: " + wm.message());
+  } else if (!*wm) {
+    r.lines.push_back("watermark: none (a store from before the watermark, or it was removed)");
+  } else {
+    r.lines.push_back("watermark: writes acknowledged up to " + std::to_string((*wm)->acked_seq) +
+                      (((*wm)->manifest.empty()) ? std::string()
+                                                 : "; " + (*wm)->manifest + " was " + human((*wm)->manifest_size)));
+  }
+
+  // The verdict: what an open says (read-only, so nothing is written).
+  store_options o;
+  o.read_only = true;
+  o.create_if_missing = false;
+  auto opened = store::open(dir, o);
+  r.verdict = opened ? "" : opened.message();
+  r.lines.push_back(std::string("open: ") + (opened ? "it opens" : "refused: " + opened.message()));
+  opened = error{""};  // close it before looking on our own
+
+  // What a salvage could read: every intact write-ahead log record, every table.
+  auto logger = std::make_shared<store_logger>(fs::path());
+  auto mark = logger->mark();
+  rocks_instance look;
+  auto cfs = column_families_of(dir);
+  auto s = open_plain(dir, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, true, logger, look);
+  bool tables_ok = false;
+  if (!s.ok()) {
+    r.lines.push_back("salvage look: RocksDB cannot open it even skipping damaged log records: " + s.ToString());
+  } else {
+    r.lines.push_back("salvage look: writes up to " + std::to_string(look.db->GetLatestSequenceNumber()) +
+                      " readable");
+    for (auto& l : losses_in(logger->warnings_since(mark))) r.lines.push_back("  " + l);
+    auto unreferenced = sst_files(dir);
+    for (auto& f : live_ssts(look.db)) unreferenced.erase(f);
+    for (auto& f : unreferenced) {
+      r.lines.push_back("  table " + f + " is not in the MANIFEST (an ordinary open would delete it)");
+    }
+    for (size_t i = 0; i < cfs.size(); ++i) {
+      std::unique_ptr<rocksdb::Iterator> it(look.db->NewIterator(rocksdb::ReadOptions(), look.handles[i]));
+      uint64_t n = 0;
+      for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+      r.lines.push_back("  " + cfs[i] + ": " + std::to_string(n) + " records" +
+                        (it->status().ok() ? "" : " before an error: " + it->status().ToString()));
+    }
+    auto v = look.db->VerifyChecksum();
+    tables_ok = v.ok();
+    r.lines.push_back("table checksums: " + (v.ok() ? std::string("all match") : v.ToString()));
+    look.close();
+  }
+  r.healthy = r.verdict.empty() && tables_ok;
+  return r;
+}
+
+result<store_repair_report> repair_store(const fs::path& dir) {
+  const std::string where = "memory store " + dir.string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || (!fs::exists(dir / "CURRENT", ec) && sst_files(dir).empty())) {
+    return error{where + ": no store there to repair"};
+  }
+  auto lock = take_writer_lock(dir);
+  if (!lock) return error{where + " is open for writing by another process (a daemon?); stop it first"};
+  struct unlock {
+    writer_lock l;
+    ~unlock() { release_writer_lock(l); }
+  } unlock_at_end{*lock};
+
+  store_repair_report report;
+  const std::string wals_before = wal_listing(dir);
+  auto wm = read_watermark(dir);
+  if (wm && *wm) report.acked_before = (*wm)->acked_seq;
+  if (!wm) report.not_recovered.push_back(wm.message() + ": what was acknowledged is not known");
+  if (wm && !*wm) {
+    report.not_recovered.push_back(std::string("there is no ") + watermark_name +
+                                   ": whether acknowledged writes are missing cannot be told");
+  }
+
+  const std::string when = stamp();
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  const std::string base = dir.filename().string();
+  const fs::path scratch = parent / (base + ".repair-scratch-" + when);
+  const fs::path rebuilt = parent / (base + ".repaired-" + when);
+  report.kept = parent / (base + ".damaged-" + when);
+  for (const auto& p : {scratch, rebuilt, report.kept}) {
+    if (fs::exists(p, ec)) return error{where + ": " + p.string() + " already exists; try again in a second"};
+  }
+  // Salvage from a copy: RocksDB's recovery and RepairDB both write where they read.
+  fs::create_directories(scratch, ec);
+  if (ec) return error{where + ": cannot create " + scratch.string() + ": " + ec.message()};
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_regular_file() || n == lock_name || n == "LOCK" || n.rfind("LOG", 0) == 0) continue;
+    fs::copy_file(e.path(), scratch / n, ec);
+    if (ec) {
+      fs::remove_all(scratch);
+      return error{where + ": cannot copy " + n + " (" + ec.message() + "); free space for a copy of the store"};
+    }
+  }
+
+  auto logger = std::make_shared<store_logger>(fs::path());
+  auto cfs = column_families_of(scratch);
+
+  // The MANIFEST is sound when a read-only look opens, lists every table there is, and
+  // matches the watermark; then RocksDB's own recovery (skipping only damaged log
+  // records) reads the most. Otherwise RepairDB rebuilds it from the tables and logs.
+  bool manifest_sound = false;
+  {
+    rocks_instance look;
+    if (open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, true, logger, look).ok()) {
+      auto unreferenced = sst_files(scratch);
+      for (auto& f : live_ssts(look.db)) unreferenced.erase(f);
+      manifest_sound = unreferenced.empty();
+      look.close();
+    }
+    if (manifest_sound && wm && *wm && !(*wm)->manifest.empty() && current_manifest(scratch) == (*wm)->manifest) {
+      auto h = hash_prefix(scratch / (*wm)->manifest, (*wm)->manifest_size);
+      manifest_sound = h && *h == (*wm)->manifest_hash;
+    }
+  }
+  rocks_instance src;
+  rocksdb::Status s;
+  const auto mark = logger->mark();  // what the salvage itself skips, from here on
+  if (manifest_sound) {
+    s = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, false, logger, src);
+  }
+  if (!manifest_sound || !s.ok()) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> d;
+    for (const auto& n : cfs) d.emplace_back(n, rocks_cf_options());
+    auto o = rocks_options(false, logger, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords);
+    auto rep = rocksdb::RepairDB(scratch.string(), o, d, rocks_cf_options());
+    if (!rep.ok()) {
+      fs::remove_all(scratch, ec);
+      return error{where + ": RocksDB's repair failed: " + rep.ToString() + " (nothing was changed)"};
+    }
+    report.not_recovered.push_back(
+        "the MANIFEST was damaged and was rebuilt from the tables and logs (RocksDB's "
+        "RepairDB): look through the result. A log record whose column family had no table "
+        "yet cannot be placed by it; each such record is listed below");
+    cfs = column_families_of(scratch);
+    s = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, false, logger, src);
+  }
+  if (!s.ok()) {
+    fs::remove_all(scratch, ec);
+    return error{where + ": the salvaged copy cannot be opened: " + s.ToString() + " (nothing was changed)"};
+  }
+  report.reached = src.db->GetLatestSequenceNumber();
+
+  // A new store holding every record that could be read.
+  rocks_instance dst;
+  s = open_plain(rebuilt, cfs, rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords, false, nullptr, dst);
+  if (!s.ok()) {
+    src.close();
+    fs::remove_all(scratch, ec);
+    return error{where + ": cannot create " + rebuilt.string() + ": " + s.ToString()};
+  }
+  copy_records(src, cfs, dst, report);
+  for (auto& l : losses_in(logger->warnings_since(mark))) report.not_recovered.push_back(l);
+  // RocksDB names the scratch copy; the same files are in the kept store.
+  for (auto& l : report.not_recovered) {
+    for (auto at = l.find(scratch.string()); at != std::string::npos; at = l.find(scratch.string())) {
+      l.replace(at, scratch.string().size(), report.kept.string());
+    }
+  }
+  if (report.acked_before > report.reached) {
+    report.not_recovered.push_back(
+        "writes " + std::to_string(report.reached + 1) + " to " + std::to_string(report.acked_before) +
+        " were acknowledged and are not in what could be read (the write-ahead logs were: " +
+        wals_before + ")");
+  }
+  rocksdb::WriteBatch meta;
+  meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_unix_ms",
+           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count()));
+  meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_from", report.kept.string());
+  // Numbers handed out before the repair stay used: ids derived from a counter stay
+  // above this (docs/store.md, "Repair").
+  meta.Put(dst.db->DefaultColumnFamily(), "meta/acked_before_repair",
+           std::to_string(std::max(report.acked_before, report.reached)));
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  auto w = dst.db->Write(synced, &meta);
+  auto f = dst.db->Flush(rocksdb::FlushOptions());
+  src.close();
+  dst.close();
+  if (!w.ok() || !f.ok()) {
+    fs::remove_all(scratch, ec);
+    return error{where + ": writing " + rebuilt.string() + " failed: " + (w.ok() ? f : w).ToString() +
+                 " (the damaged store was not touched; " + rebuilt.string() + " is incomplete)"};
+  }
+  fs::remove_all(scratch, ec);
+
+  // Swap: the damaged store is kept whole, the new one takes its place.
+  fs::rename(dir, report.kept, ec);
+  if (ec) return error{where + ": cannot move it to " + report.kept.string() + ": " + ec.message() +
+                       " (the repaired store is in " + rebuilt.string() + ")"};
+  fs::rename(rebuilt, dir, ec);
+  if (ec) return error{where + ": cannot move " + rebuilt.string() + " into its place: " + ec.message() +
+                       " (the damaged store is in " + report.kept.string() + ")"};
+  auto check = store::open(dir);
+  if (!check) return error{where + ": the repaired store does not open: " + check.message()};
+  report.complete = report.not_recovered.empty();
+  return report;
+}
+
+}  // namespace ks
