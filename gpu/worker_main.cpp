@@ -313,7 +313,8 @@ int main(int argc, char** argv) {
   std::string graph_task;
   app.add_option("--graph", graph_task,
                  "Print a task's reference graph as JSON (inlined TorchScript, every value's\n"
-                 "shape, dtype or constant value from one CPU run); what the rules coder lowers");
+                 "shape, dtype or constant value from one run: meta, else GPU, else CPU); what\n"
+                 "the rules coder lowers");
   review_cli review;
   app.add_option("--review", review.task,
                  "Review one candidate against a task (a task YAML) in this process: compile,\n"
