@@ -16,7 +16,7 @@
 # kept between calls while the machine stays warm: a later call with the same problems
 # resumes, skipping those evaluated); KB_SRC (.devdeps/KernelBench/src); BUDGET_S (570,
 # the call's wall clock: what does not fit is listed as not evaluated); JOBS (4 problems
-# imported and lowered at once: at the published sizes a level-1 tensor is up to 7.5 GB
+# imported and lowered at once: at the published sizes a level-1 tensor is up to 7.5 GB, and
 # the graph export probes shapes on meta tensors or the GPU); LOWER_TIMEOUT_S
 # (240 per problem); TRIALS (5) and PERF_TRIALS (100), as KernelBench's run_and_check.py;
 # SKIP_BUILD=1 uses build-gpu as it is.
