@@ -63,6 +63,9 @@ result<backend_choice> make_backend(const experiment_config& cfg,
   rules_coder_options ro;
   ro.gpu_worker = cfg.gpus.worker_binary.empty() ? default_worker_binary() : cfg.gpus.worker_binary;
   ro.skills_dir = KS_DEFAULT_SKILLS_DIR;
+  ro.limits = {.cpu_seconds = cfg.references.cpu_seconds,
+               .memory_mb = cfg.references.memory_mb,
+               .wall_seconds = cfg.references.wall_seconds};
   auto rules = rules_coder::create(ro);
   if (!rules) return ks::error{"the rules coder: " + rules.message()};
   b.code = std::shared_ptr<coder>(std::move(*rules));

