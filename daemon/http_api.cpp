@@ -19,6 +19,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/private_dir.hpp"
+#include "base/secret.hpp"
 #include "fleet/review_meter.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
@@ -31,59 +32,6 @@ namespace ks {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-namespace {
-
-bool is_loopback_address(const sockaddr* a) {
-  if (a->sa_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(a);
-    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (a->sa_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(a);
-    return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
-  }
-  return false;
-}
-
-}  // namespace
-
-bool is_loopback_host(const std::string& host_in) {
-  std::string host = host_in;
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty()) return false;
-  // Decided by what the name resolves to, every address of it: "127.example.com" is a
-  // name like any other, and a name that resolves to no address is not loopback.
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) return false;
-  bool all_loopback = true;
-  for (addrinfo* a = found; a; a = a->ai_next) all_loopback = all_loopback && is_loopback_address(a->ai_addr);
-  ::freeaddrinfo(found);
-  return all_loopback;
-}
-
-bool is_loopback_name(std::string_view host) {
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host == "localhost" || host == "::1") return true;
-  in_addr v4{};
-  return ::inet_pton(AF_INET, std::string(host).c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
-}
-
-bool tokens_equal(std::string_view a, std::string_view b) {
-  // Constant time in the contents: every byte of the longer is looked at, and the
-  // lengths are compared in the same pass.
-  size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
 
 namespace {
 
@@ -186,7 +134,7 @@ struct http_api::impl {
   // The task a path names: 400 for something that is not an id, 404 for none.
   result<queued_task> task_at(const std::string& id, api_error* err) {
     if (!valid_task_id(id)) {
-      *err = {400, "bad_request", "'" + id.substr(0, 80) + "' is not a task id (NAME-NNNNNN)"};
+      *err = {400, "bad_request", "'" + id.substr(0, 80) + "' is not a task id (NAME-, then the 26 letters and digits submit gave)"};
       return error{err->message};
     }
     auto t = ctx.queue->get(id);
@@ -377,7 +325,7 @@ struct http_api::impl {
       // it navigates: the page is served to anyone, and its API calls carry the token
       // (from the URL fragment #token=…), so everything it shows is still guarded.
       if (req.method == "GET" && req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
-      if (tokens_equal(req.get_header_value("Authorization"), "Bearer " + opts.token))
+      if (equal_secrets(req.get_header_value("Authorization"), "Bearer " + opts.token))
         return httplib::Server::HandlerResponse::Unhandled;
       reply_error(res, {401, "unauthorized",
                         "this daemon needs `Authorization: Bearer TOKEN` (the client reads it "

@@ -22,6 +22,7 @@
 
 #include "model/task.hpp"
 #include "model/candidate.hpp"
+#include "base/loopback.hpp"
 #include "base/result.hpp"
 
 namespace ks {
@@ -75,17 +76,5 @@ class http_api {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
-
-// Whether `host` (a name or an address, [::1] in brackets too) resolves to loopback
-// addresses only (127.0.0.0/8, ::1). A name that does not resolve is not loopback.
-bool is_loopback_host(const std::string& host);
-
-// Whether `host` is literally a loopback name or address — localhost, 127.x.y.z, ::1 —
-// without resolving it: what a Host or Origin header must say to reach a daemon that
-// serves loopback only.
-bool is_loopback_name(std::string_view host);
-
-// Equal strings, compared in time that does not depend on where they first differ.
-bool tokens_equal(std::string_view a, std::string_view b);
 
 }  // namespace ks

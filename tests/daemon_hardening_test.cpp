@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -214,4 +215,56 @@ TEST_CASE("a daemon killed with SIGKILL leaves no child running a reference", "[
   // The child's parent gets SIGTERM when the daemon's thread that started it dies
   // (PR_SET_PDEATHSIG) and passes it on: the loop does not outlive the daemon.
   CHECK(gone_within(*child, 30));
+}
+
+TEST_CASE("task ids cannot be guessed from one another, and stay the same after a restart", "[daemon][ids]") {
+  daemon_options o;
+  o.with_gpu = false;  // the tasks stay queued
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  const std::string yaml = read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / "swish.yaml");
+  std::vector<std::string> ids, tails;
+  for (int i = 0; i < 40; ++i) {
+    ids.push_back(submit_yaml(c, yaml)["id"]);
+    REQUIRE(ids.back().rfind("swish-", 0) == 0);
+    tails.push_back(ids.back().substr(6));
+  }
+  // 128 random bits each: 26 letters of base32, all distinct, in no order, and any two
+  // differ almost everywhere (a counter's would share all but a few letters).
+  CHECK(std::set<std::string>(ids.begin(), ids.end()).size() == ids.size());
+  for (auto& t : tails) {
+    CHECK(t.size() == 26);
+    CHECK(t.find_first_not_of("abcdefghijklmnopqrstuvwxyz234567") == std::string::npos);
+  }
+  CHECK_FALSE(std::is_sorted(tails.begin(), tails.end()));
+  for (size_t i = 1; i < tails.size(); ++i) {
+    int differ = 0;
+    for (size_t k = 0; k < 26; ++k) differ += tails[i][k] != tails[i - 1][k];
+    CHECK(differ >= 13);
+  }
+  // The old sequential names find nothing.
+  for (int n = 1; n <= 41; ++n) {
+    char guess[32];
+    std::snprintf(guess, sizeof guess, "swish-%06d", n);
+    auto r = c.Get(("/api/tasks/" + std::string(guess)).c_str());
+    REQUIRE(r);
+    CHECK(r->status == 404);
+  }
+  // After a restart every task answers to the id it was given; new ids are new.
+  REQUIRE(d.terminate() == 0);
+  REQUIRE_FALSE(d.start().empty());
+  auto c2 = client_for(d);
+  for (auto& id : ids) {
+    auto r = c2.Get(("/api/tasks/" + id).c_str());
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(json::parse(r->body)["id"] == id);
+  }
+  auto listed = json::parse(c2.Get("/api/tasks?limit=1000")->body);
+  CHECK(listed["total"] == 40);
+  CHECK(listed["tasks"][0]["id"] == ids.back());  // newest first, as submitted
+  std::set<std::string> all(ids.begin(), ids.end());
+  for (int i = 0; i < 10; ++i) CHECK(all.insert(submit_yaml(c2, yaml)["id"].get<std::string>()).second);
+  CHECK(d.terminate() == 0);
 }
