@@ -21,6 +21,7 @@
 #include "base/private_dir.hpp"
 #include "base/secret.hpp"
 #include "fleet/review_meter.hpp"
+#include "daemon/guarded_server.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
 #include "llm/usage_ledger.hpp"
@@ -126,10 +127,24 @@ result<int> parse_int(const std::string& text, const std::string& what, int lo, 
 struct http_api::impl {
   http_api_options opts;
   http_api_context ctx;
-  httplib::Server server;
+  guarded_server server;
   std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
 
-  impl(http_api_options o, http_api_context c) : opts(std::move(o)), ctx(std::move(c)) {}
+  impl(http_api_options o, http_api_context c)
+      : opts(std::move(o)),
+        ctx(std::move(c)),
+        server(connection_limits{.header_timeout_s = opts.header_timeout_s,
+                                 .body_timeout_s = opts.body_timeout_s,
+                                 .max_pending = opts.max_pending_connections}) {}
+
+  // A route's handler runs once the request's body is in: from then on the daemon's
+  // work has no deadline (daemon/guarded_server.hpp).
+  httplib::Server::Handler handled(httplib::Server::Handler h) {
+    return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+      server.body_received();
+      h(req, res);
+    };
+  }
 
   // The task a path names: 400 for something that is not an id, 404 for none.
   result<queued_task> task_at(const std::string& id, api_error* err) {
@@ -274,6 +289,9 @@ struct http_api::impl {
     out += "# HELP ks_llm_tokens_total LLM tokens billed.\n# TYPE ks_llm_tokens_total counter\n";
     line("ks_llm_tokens_total", "direction=\"input\"", static_cast<double>(usage.input_tokens));
     line("ks_llm_tokens_total", "direction=\"output\"", static_cast<double>(usage.output_tokens));
+    out += "# HELP ks_http_connections_dropped_total Connections closed for a request head or body past "
+           "its deadline, or dropped for room (slow clients).\n# TYPE ks_http_connections_dropped_total counter\n";
+    line("ks_http_connections_dropped_total", "", static_cast<double>(server.dropped()));
     out += "# HELP ks_uptime_seconds Seconds since the daemon started.\n# TYPE ks_uptime_seconds gauge\n";
     line("ks_uptime_seconds", "",
          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
@@ -316,6 +334,7 @@ struct http_api::impl {
     server.set_payload_max_length(opts.max_body_bytes);
     server.set_tcp_nodelay(true);  // small answers on a kept-alive connection: no Nagle wait
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      server.head_received();
       if (auto refused = check_origin(req)) {
         reply_error(res, *refused);
         return httplib::Server::HandlerResponse::Handled;
@@ -354,21 +373,21 @@ struct http_api::impl {
       reply_error(res, {500, "internal", what});
     });
 
-    server.Get("/", [this](const httplib::Request&, httplib::Response& res) {
+    server.Get("/", handled([this](const httplib::Request&, httplib::Response& res) {
       if (!ctx.dashboard) return reply_error(res, {404, "not_found", "this build has no dashboard"});
       auto page = ctx.dashboard();
       res.set_content(std::string(page), "text/html; charset=utf-8");
-    });
-    server.Get("/api/health", [this](const httplib::Request&, httplib::Response& res) {
+    }));
+    server.Get("/api/health", handled([this](const httplib::Request&, httplib::Response& res) {
       json tasks = json::object();
       for (auto& [st, n] : ctx.queue->counts()) tasks[to_string(st)] = n;
       reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
                             {"gpus", opts.gpus}});
-    });
-    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    }));
+    server.Get("/metrics", handled([this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics_text(), "text/plain; version=0.0.4");
-    });
-    server.Post("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post("/api/tasks", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto sub = read_submission(req, &err);
       if (!sub) return reply_error(res, err);
@@ -376,8 +395,8 @@ struct http_api::impl {
       if (!t) return reply_error(res, {500, "internal", t.message()});
       spdlog::info("task '{}': queued (priority {})", t->id, t->priority);
       reply_json(res, 201, to_json(*t, false));
-    });
-    server.Get("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get("/api/tasks", handled([this](const httplib::Request& req, httplib::Response& res) {
       std::optional<task_state> state;
       size_t limit = 100;
       for (auto& [k, v] : req.params) {
@@ -402,14 +421,14 @@ struct http_api::impl {
       json arr = json::array();
       for (auto& t : *tasks) arr.push_back(to_json(t, false));
       reply_json(res, 200, {{"tasks", arr}, {"total", total}});
-    });
-    server.Get(R"(/api/tasks/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get(R"(/api/tasks/([^/]+))", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
       reply_json(res, 200, to_json(*t, true));
-    });
-    server.Post(R"(/api/tasks/([^/]+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post(R"(/api/tasks/([^/]+)/cancel)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -421,8 +440,8 @@ struct http_api::impl {
       if (ctx.tasks) ctx.tasks->cancel(t->id);
       spdlog::info("task '{}': cancel requested", t->id);
       reply_json(res, 200, to_json(*c, false));
-    });
-    server.Post(R"(/api/tasks/([^/]+)/priority)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post(R"(/api/tasks/([^/]+)/priority)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -446,8 +465,8 @@ struct http_api::impl {
       if (!c) return reply_error(res, {why == refusal::conflict ? 409 : 404,
                                        why == refusal::conflict ? "conflict" : "not_found", c.message()});
       reply_json(res, 200, to_json(*c, false));
-    });
-    server.Get(R"(/api/tasks/([^/]+)/result)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get(R"(/api/tasks/([^/]+)/result)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -479,8 +498,8 @@ struct http_api::impl {
         }
       }
       reply_json(res, 200, body);
-    });
-    server.Get(R"(/api/tasks/([^/]+)/trajectory)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get(R"(/api/tasks/([^/]+)/trajectory)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -497,7 +516,7 @@ struct http_api::impl {
       json arr = json::array();
       for (auto& e : *entries) arr.push_back(e);
       reply_json(res, 200, {{"entries", arr}});
-    });
+    }));
   }
 };
 

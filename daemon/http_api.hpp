@@ -11,6 +11,8 @@
 // - web pages cannot drive it: unless a token guards a daemon served beyond loopback,
 //   a Host or Origin that is not a loopback name is refused (403), and requests that
 //   change state must be JSON or YAML (415 for form posts);
+// - slow clients cannot hold it: a request's head and body have deadlines, and only so
+//   many connections may wait for their heads at once (daemon/guarded_server.hpp);
 // - the daemon never reads its own files for a request: a task's .pt module comes in
 //   the request or not at all.
 
@@ -44,6 +46,11 @@ struct http_api_options {
   size_t max_task_yaml_bytes = 1u << 20;
   uint32_t rounds_budget = 0;      // seeds × rounds, recorded with each task
   size_t gpus = 0;                 // devices the daemon reviews on (health, metrics)
+  // Slow clients (daemon/guarded_server.hpp): the request head's and body's deadlines,
+  // and how many connections may wait for their heads at once.
+  double header_timeout_s = 10;
+  double body_timeout_s = 60;
+  size_t max_pending_connections = 32;
   std::string version;
 };
 

@@ -7,14 +7,19 @@
 // - slow connections (slowloris) neither hold the daemon nor keep an authorised
 //   request from being answered.
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -143,8 +148,6 @@ std::string endless_task(const std::string& name) {
          "  cpu: {x: [64, 256]}\n";
 }
 
-}  // namespace
-
 // The child the rules coder's graph export runs for the task, once it is running.
 std::optional<pid_t> wait_for_graph_child(const daemon_process& d, double timeout_s) {
   std::optional<pid_t> child;
@@ -164,6 +167,60 @@ bool gone_within(pid_t pid, double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return !running(pid);
 }
+
+// A connection to the daemon that sends `opening` and then one more byte of `trickle`
+// at each send_one(): a slowloris client.
+struct slow_connection {
+  int fd = -1;
+  std::string trickle;
+  size_t sent = 0;
+  slow_connection(const daemon_process& d, const std::string& opening, std::string more)
+      : trickle(std::move(more)) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(d.port()));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::send(fd, opening.data(), opening.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(opening.size()));
+  }
+  ~slow_connection() { ::close(fd); }
+  slow_connection(const slow_connection&) = delete;
+  slow_connection& operator=(const slow_connection&) = delete;
+  void send_one() {
+    if (sent < trickle.size() && ::send(fd, &trickle[sent], 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) ++sent;
+  }
+  // Whether the daemon has closed (or reset) it; what it answered is read first.
+  bool closed_by_daemon() {
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0) return true;
+      if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+    }
+  }
+};
+
+// Sends a byte on every connection each `every`, until it goes away.
+struct trickler {
+  std::vector<std::unique_ptr<slow_connection>>& conns;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  trickler(std::vector<std::unique_ptr<slow_connection>>& c, std::chrono::milliseconds every) : conns(c) {
+    thread = std::thread([this, every] {
+      while (!stop) {
+        for (auto& s : conns) s->send_one();
+        std::this_thread::sleep_for(every);
+      }
+    });
+  }
+  ~trickler() {
+    stop = true;
+    thread.join();
+  }
+};
+
+}  // namespace
 
 TEST_CASE("cancelling a task ends the child that runs its reference at once", "[daemon][cancel]") {
   daemon_options o;
@@ -266,5 +323,77 @@ TEST_CASE("task ids cannot be guessed from one another, and stay the same after 
   CHECK(listed["tasks"][0]["id"] == ids.back());  // newest first, as submitted
   std::set<std::string> all(ids.begin(), ids.end());
   for (int i = 0; i < 10; ++i) CHECK(all.insert(submit_yaml(c2, yaml)["id"].get<std::string>()).second);
+  CHECK(d.terminate() == 0);
+}
+
+TEST_CASE("slow connections do not keep an authorised request from being answered", "[daemon][slowloris]") {
+  daemon_options o;
+  o.with_gpu = false;
+  o.token = "slow-test-token";
+  // Deadlines far beyond the test: only the daemon's handling of its connections (a
+  // thread each, the oldest waiting dropped for room) can answer the health check.
+  o.serve_extra = ", header_timeout_s: 600, body_timeout_s: 600";
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  std::vector<std::unique_ptr<slow_connection>> slow;
+  const std::string head = "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+  for (int i = 0; i < 40; ++i) slow.push_back(std::make_unique<slow_connection>(d, head, std::string(4000, 'a')));
+  trickler t(slow, std::chrono::milliseconds(1000));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // every slow one is in, trickling
+  auto c = client_for(d, "slow-test-token");
+  auto h = c.Get("/api/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  // Answered while the slow connections were still held open: it did not wait for
+  // them to give up or time out. Of 40, at most max_pending_connections (32) wait at
+  // once, the oldest dropped for room.
+  int open = 0;
+  for (auto& s : slow) open += s->closed_by_daemon() ? 0 : 1;
+  CHECK(open >= 16);
+  CHECK(open <= 32);
+  // Without the token the same request is refused, slow connections or not.
+  auto anon = client_for(d).Get("/api/health");
+  REQUIRE(anon);
+  CHECK(anon->status == 401);
+}
+
+TEST_CASE("a request's head and body must arrive within their deadlines, however steadily bytes come", "[daemon][slowloris]") {
+  daemon_options o;
+  o.with_gpu = false;
+  o.serve_extra = ", header_timeout_s: 2, body_timeout_s: 2";
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  std::vector<std::unique_ptr<slow_connection>> slow;
+  // A head that never ends, a byte every 300 ms (well inside any per-read timeout).
+  slow.push_back(std::make_unique<slow_connection>(
+      d, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", std::string(4000, 'a')));
+  // A whole head, then a body of 100,000 bytes a byte at a time.
+  slow.push_back(std::make_unique<slow_connection>(
+      d,
+      "POST /api/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/yaml\r\n"
+      "Content-Length: 100000\r\n\r\nname: x\n",
+      std::string(4000, '#')));
+  trickler t(slow, std::chrono::milliseconds(300));
+  // Both are closed by the daemon (the test allows far more than the 2 s deadlines), and
+  // neither got anywhere near the end of what it had to send.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool head_closed = false, body_closed = false;
+  while ((!head_closed || !body_closed) && std::chrono::steady_clock::now() < deadline) {
+    head_closed = head_closed || slow[0]->closed_by_daemon();
+    body_closed = body_closed || slow[1]->closed_by_daemon();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(head_closed);
+  CHECK(body_closed);
+  CHECK(slow[0]->sent < slow[0]->trickle.size());
+  CHECK(slow[1]->sent < slow[1]->trickle.size());
+  // A request that comes at a normal pace is still answered, and the metrics count the
+  // two closed connections.
+  auto h = client_for(d).Get("/api/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  auto m = client_for(d).Get("/metrics");
+  REQUIRE(m);
+  CHECK_THAT(m->body, Contains("ks_http_connections_dropped_total 2"));
   CHECK(d.terminate() == 0);
 }

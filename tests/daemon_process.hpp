@@ -21,6 +21,7 @@ struct daemon_options {
   bool with_gpu = true;         // false: gpus.local none (tasks stay queued)
   std::string token;            // non-empty: KS_TOKEN for the daemon
   std::string extra_config;     // YAML appended to the config
+  std::string serve_extra;      // more keys of `serve:` (", header_timeout_s: 2")
 };
 
 class daemon_process {
