@@ -69,24 +69,53 @@ bool equal_secrets(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+namespace {
+
+constexpr size_t kMinTokenLength = 16;
+
+std::string trimmed(std::string token) {
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t' ||
+                            token.back() == '\n'))
+    token.pop_back();
+  return token;
+}
+
+result<std::string> read_token_file(const std::string& file, const std::string& what) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return error{what + ": cannot read " + file + " (it does not exist)"};
+  if (st.st_mode & (S_IRWXG | S_IRWXO))
+    return error{what + ": " + file + " may be read by other users; a token file must be its " +
+                 "owner's alone (chmod 600 " + file + ")"};
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return error{what + ": cannot read " + file};
+  std::string token;
+  std::getline(in, token);
+  token = trimmed(std::move(token));
+  if (token.empty()) return error{what + ": " + file + " holds no token (its first line is empty)"};
+  return token;
+}
+
+}  // namespace
+
 result<std::string> read_shared_token(const std::string& file, const std::string& env_name,
                                       const std::string& what) {
   std::string token;
   if (!file.empty()) {
-    struct stat st {};
-    if (::stat(file.c_str(), &st) != 0) return error{what + ": cannot read " + file + " (it does not exist)"};
-    if (st.st_mode & (S_IRWXG | S_IRWXO))
-      return error{what + ": " + file + " may be read by other users; a token file must be its " +
-                   "owner's alone (chmod 600 " + file + ")"};
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return error{what + ": cannot read " + file};
-    std::getline(in, token);
+    // "~/x" as a shell would read it: configs name files in the home directory so.
+    std::string path = file;
+    if (path.rfind("~/", 0) == 0)
+      if (const char* home = std::getenv("HOME")) path = std::string(home) + path.substr(1);
+    auto read = read_token_file(path, what);
+    if (!read) return read;
+    token = std::move(*read);
   } else if (!env_name.empty()) {
-    if (const char* v = std::getenv(env_name.c_str())) token = v;
+    if (const char* v = std::getenv(env_name.c_str())) token = trimmed(v);
   }
-  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t' ||
-                            token.back() == '\n'))
-    token.pop_back();
+  // A short secret can be guessed one connection at a time.
+  if (!token.empty() && token.size() < kMinTokenLength)
+    return error{what + ": the token " + (file.empty() ? "in $" + env_name : "in " + file) + " has " +
+                 std::to_string(token.size()) + " characters; use at least " + std::to_string(kMinTokenLength) +
+                 " (for example: head -c 24 /dev/urandom | base64)"};
   return token;
 }
 

@@ -32,10 +32,12 @@ std::string hmac_sha256(std::string_view key, std::string_view message);
 // Equal strings, compared in time that does not depend on where they first differ.
 bool equal_secrets(std::string_view a, std::string_view b);
 
-// A shared token: the first line of `file` when it is set (the file must not be
-// readable by group or others: chmod 600), else the value of the environment variable
-// `env_name`; trailing white space is dropped. Empty when neither gives one (an unset
-// variable, an empty file). `what` prefixes errors ("--token-file", "gpus.remote_token_file").
+// A shared token: the first line of `file` when it is set (`~/` is the home directory;
+// the file must not be readable by group or others: chmod 600; an empty first line is
+// an error), else the value of the environment variable `env_name`; trailing white
+// space is dropped. Empty when no file is named and the variable is unset or empty. A
+// token of fewer than 16 characters is refused (it could be guessed). `what` prefixes
+// errors ("--token-file", "gpus.remote_token_file").
 result<std::string> read_shared_token(const std::string& file, const std::string& env_name,
                                       const std::string& what);
 
