@@ -87,6 +87,9 @@ gpu_pools start_pools(caf::actor_system& sys, const experiment_config& cfg, cons
       po.worker.device = d.ordinal;
       po.worker.log_level = "warn";
       po.worker.trial_cache_gib = cfg.gpus.trial_cache_gib;
+      po.worker.reference_cpu_seconds = cfg.references.cpu_seconds;
+      po.worker.reference_memory_mb = cfg.references.memory_mb;
+      po.worker.reference_wall_seconds = cfg.references.wall_seconds;
       po.max_queue = static_cast<size_t>(std::max(
           cfg.budgets.device_queue_depth, cfg.budgets.tasks_in_flight * cfg.budgets.seeds));
       out.pools.push_back(sys.spawn<caf::detached>(gpu_pool, po));

@@ -350,6 +350,18 @@ int main(int argc, char** argv) {
   app.add_option("--size", size, "With --run-reference, --graph or --review: the task's named size (e.g. cpu)");
   app.add_option("--on", on, "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
                              "available, else cpu)");
+  app.add_option("--reference-cpu-seconds", opts.reference_limits.cpu_seconds,
+                 "With --listen: CPU seconds a task's reference may use when it is first run, in\n"
+                 "a child, before any review runs it in this process (default 120; the config's\n"
+                 "references.cpu_seconds)")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--reference-memory-mb", opts.reference_limits.memory_mb,
+                 "With --listen: MiB that child may allocate (default 16384; references.memory_mb)")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--reference-wall-seconds", opts.reference_limits.wall_seconds,
+                 "With --listen: wall-clock seconds for that child (default 300, and at most 80%\n"
+                 "of the review's timeout; references.wall_seconds)")
+      ->check(CLI::Range(1, 10000000));
   app.add_flag("--exit-with-parent", exit_with_parent,
                "Exit when the parent process dies (the daemon passes this to its workers)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");

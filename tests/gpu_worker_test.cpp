@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <string>
 
@@ -27,6 +28,7 @@
 #include "fleet/gpu_nodes.hpp"
 #include "protocol/worker_link.hpp"
 #include "fleet/worker_process.hpp"
+#include "task/task_loader.hpp"
 #include "tests/command_output.hpp"
 #include "tests/gpu_skip.hpp"
 
@@ -321,4 +323,85 @@ TEST_CASE("kernelskill-gpu does not listen beyond loopback without a token", "[g
   // The help says where the token comes from.
   auto help = run_command(worker_binary + " --help");
   CHECK_THAT(help.text, Catch::Contains("--token-file") && Catch::Contains("KS_WORKER_TOKEN"));
+}
+
+namespace {
+
+// A review of `task` (any candidate: the reference is what is under test), answered
+// within `wait`.
+std::optional<review_result> review_once(caf::actor_system& sys, const gpu_worker_actor& worker,
+                                         const task_spec& task, std::chrono::seconds wait) {
+  review_request req;
+  req.request_id = 7;
+  req.task = task;
+  req.cand.task = task.name;
+  req.cand.source = "extern \"C\" __global__ void k(float* y, const float* x) {}\n";
+  req.cand.id = "c0ffee";
+  req.options.size = "cpu";
+  req.options.timeout_s = 60;
+  caf::scoped_actor self{sys};
+  std::optional<review_result> out;
+  self->request(worker, wait, req)
+      .receive([&](review_result& r) { out = std::move(r); },
+               [&](const caf::error& err) { FAIL_CHECK("no review: " << sys.render(err)); });
+  return out;
+}
+
+task_spec swish_with(const std::string& name, const std::string& torchscript) {
+  auto t = load_task(std::string(KS_SOURCE_DIR) + "/examples/tasks/swish.yaml");
+  REQUIRE(t);
+  t->name = name;
+  t->torchscript = torchscript;
+  return *t;
+}
+
+}  // namespace
+
+TEST_CASE("the worker stops a reference that loops forever or allocates without end, and says why",
+          "[gpu_worker][network][limits]") {
+  worker_process_options wo;
+  wo.binary = worker_binary;
+  wo.reference_cpu_seconds = 2;
+  wo.reference_memory_mb = 2048;
+  wo.reference_wall_seconds = 60;
+  auto proc = worker_process::start(wo);
+  REQUIRE(proc);
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto worker = connect_worker(sys, "127.0.0.1", (*proc)->port(), (*proc)->token());
+  REQUIRE(worker);
+
+  const auto endless = swish_with("endless",
+                                  "def forward(x):\n"
+                                  "    y = x\n"
+                                  "    for i in range(2000000000):\n"
+                                  "        y = y * 1.0\n"
+                                  "    return y\n");
+  auto r = review_once(sys, *worker, endless, 120s);
+  REQUIRE(r);
+  CHECK(r->status == review_status::internal_error);
+  CHECK_THAT(r->message, Catch::Contains("\"endless\"") && Catch::Contains("2 s of CPU time") &&
+                             Catch::Contains("--reference-cpu-seconds"));
+  // The verdict is kept: the next review of the task is answered without running it.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto again = review_once(sys, *worker, endless, 120s);
+  REQUIRE(again);
+  CHECK(again->message == r->message);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+
+  // 6.4 GB asked for under a 2048 MiB limit.
+  const auto greedy = swish_with("greedy", "def forward(x):\n    return torch.zeros([40000, 40000]) + x.sum()\n");
+  auto g = review_once(sys, *worker, greedy, 120s);
+  REQUIRE(g);
+  CHECK(g->status == review_status::internal_error);
+  CHECK_THAT(g->message, Catch::Contains("\"greedy\"") && Catch::Contains("more than 2048 MiB of memory"));
+
+  // A reference that computes passes the check: what answers is the review itself
+  // (here, without a GPU, that this worker cannot review; on a GPU machine a verdict).
+  auto ok = review_once(sys, *worker, swish_with("plain", "def forward(x):\n    return x * torch.sigmoid(x)\n"), 120s);
+  REQUIRE(ok);
+  CHECK_THAT(ok->message, !Catch::Contains("was stopped"));
+  // The worker is well.
+  CHECK((*proc)->alive());
+  CHECK(describes(sys, *worker));
 }
