@@ -242,7 +242,9 @@ bool guarded_server::process_and_close_socket(socket_t sock) {
     }
     bool closed = false;
     ok = process_request(strm, left == 1, closed, nullptr);
-    if (!ok || closed) break;
+    // A request whose head or body missed its deadline was answered (400) at most: the
+    // connection ends with it, or the answer would start a new head's deadline.
+    if (!ok || closed || c->expired) break;
   }
   current = nullptr;
   {

@@ -190,14 +190,23 @@ struct slow_connection {
   void send_one() {
     if (sent < trickle.size() && ::send(fd, &trickle[sent], 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) ++sent;
   }
-  // Whether the daemon has closed (or reset) it; what it answered is read first.
+  // Whether the daemon has closed (or reset) it; what it answered is read first, into
+  // `received`.
+  std::string received;
   bool closed_by_daemon() {
     char buf[4096];
     for (;;) {
       ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0) return true;
       if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+      received.append(buf, static_cast<size_t>(n));
     }
+  }
+  // How many answers (status lines) the daemon sent on it.
+  size_t answers() const {
+    size_t n = 0;
+    for (size_t at = received.find("HTTP/1.1 "); at != std::string::npos; at = received.find("HTTP/1.1 ", at + 1)) ++n;
+    return n;
   }
 };
 
@@ -364,15 +373,20 @@ TEST_CASE("a request's head and body must arrive within their deadlines, however
   daemon_process d(o);
   REQUIRE_FALSE(d.start().empty());
   std::vector<std::unique_ptr<slow_connection>> slow;
-  // A head that never ends, a byte every 300 ms (well inside any per-read timeout).
+  // Lines of text, each a whole line: read as the next request's line should a missed
+  // deadline be followed by anything but the close.
+  std::string lines;
+  while (lines.size() < 4000) lines += "X-a: b\r\n";
+  // A head that never ends (header after header, no blank line), a byte every 300 ms
+  // (well inside any per-read timeout).
   slow.push_back(std::make_unique<slow_connection>(
-      d, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", std::string(4000, 'a')));
+      d, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n", lines));
   // A whole head, then a body of 100,000 bytes a byte at a time.
   slow.push_back(std::make_unique<slow_connection>(
       d,
       "POST /api/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/yaml\r\n"
       "Content-Length: 100000\r\n\r\nname: x\n",
-      std::string(4000, '#')));
+      lines));
   trickler t(slow, std::chrono::milliseconds(300));
   // Both are closed by the daemon (the test allows far more than the 2 s deadlines), and
   // neither got anywhere near the end of what it had to send.
@@ -387,6 +401,10 @@ TEST_CASE("a request's head and body must arrive within their deadlines, however
   CHECK(body_closed);
   CHECK(slow[0]->sent < slow[0]->trickle.size());
   CHECK(slow[1]->sent < slow[1]->trickle.size());
+  // Closed at the first deadline missed: at most one answer (a 400) before the close,
+  // never a fresh deadline for what keeps trickling in.
+  CHECK(slow[0]->answers() <= 1);
+  CHECK(slow[1]->answers() <= 1);
   // A request that comes at a normal pace is still answered, and the metrics count the
   // two closed connections.
   auto h = client_for(d).Get("/api/health");
