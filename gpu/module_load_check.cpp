@@ -56,6 +56,15 @@ std::string unfollowed_call(const torch::jit::Block& block) {
 }  // namespace
 
 status check_module_load_code(const std::string& module_bytes) {
+  // Not a zip archive: torch::jit::load cannot read it either and says so in its own
+  // words — except a flatbuffer module (magic "PTMF" at byte 4), which it would load,
+  // setstate and all, by another path.
+  if (module_bytes.size() < 4 || module_bytes.compare(0, 4, "PK\x03\x04") != 0) {
+    if (module_bytes.size() >= 8 && module_bytes.compare(4, 4, "PTMF") == 0)
+      return error{"the module is in the flatbuffer format, whose load-time code cannot be checked; "
+                   "save it with torch.jit.save (a zip archive)"};
+    return {};
+  }
   try {
     std::istringstream in(module_bytes);
     caffe2::serialize::PyTorchStreamReader reader(&in);

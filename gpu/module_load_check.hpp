@@ -19,7 +19,9 @@
 
 namespace ks {
 
-// `module_bytes`: a .pt archive as torch::jit::save writes it.
+// `module_bytes`: a .pt archive as torch::jit::save writes it. Bytes that are no zip
+// archive pass (torch::jit::load refuses them in its own words), but a flatbuffer
+// module, which it would load by another path, is refused.
 status check_module_load_code(const std::string& module_bytes);
 
 }  // namespace ks
