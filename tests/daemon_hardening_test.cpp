@@ -229,14 +229,19 @@ struct trickler {
   }
 };
 
+// A daemon whose reference limits are far beyond the tests' waits: only a cancel (or
+// the daemon's end) can end a reference's child in time.
+daemon_options patient_daemon() {
+  daemon_options o;
+  o.seeds = 1;
+  o.extra_config = "references: {cpu_seconds: 3600, wall_seconds: 3600}\n";
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("cancelling a task ends the child that runs its reference at once", "[daemon][cancel]") {
-  daemon_options o;
-  o.seeds = 1;
-  // Limits far beyond the test's waits: only the cancel can end the child in time.
-  o.extra_config = "references: {cpu_seconds: 3600, wall_seconds: 3600}\n";
-  daemon_process d(o);
+  daemon_process d(patient_daemon());
   REQUIRE_FALSE(d.start().empty());
   auto c = client_for(d);
   const std::string id = submit_yaml(c, endless_task("endless"))["id"];
@@ -267,10 +272,7 @@ TEST_CASE("cancelling a task ends the child that runs its reference at once", "[
 }
 
 TEST_CASE("a daemon killed with SIGKILL leaves no child running a reference", "[daemon][cancel]") {
-  daemon_options o;
-  o.seeds = 1;
-  o.extra_config = "references: {cpu_seconds: 3600, wall_seconds: 3600}\n";
-  daemon_process d(o);
+  daemon_process d(patient_daemon());
   REQUIRE_FALSE(d.start().empty());
   auto c = client_for(d);
   submit_yaml(c, endless_task("orphan"));
