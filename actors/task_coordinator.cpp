@@ -223,7 +223,8 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
     report.tell(task_progress{name, "generating", 0, 0, 0, "", "writing seed kernels"});
     auto generated = generate_seeds(self.ptr(), opts, &out.agent_restarts);
     if (!generated) {
-      out.reason = generated.message();
+      // A cancel ends the seeds' generation too (its graph export is killed): say so.
+      out.reason = opts.cancel && opts.cancel->load() ? "cancelled" : generated.message();
       return report.finish(out);
     }
     seeds = std::move(*generated);

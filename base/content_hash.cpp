@@ -51,9 +51,7 @@ void compress(std::array<uint32_t, 8>& h, const unsigned char* block) {
   h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
-}  // namespace
-
-std::string sha256_hex(std::string_view data) {
+std::array<uint32_t, 8> sha256_words(std::string_view data) {
   std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
@@ -69,6 +67,21 @@ std::string sha256_hex(std::string_view data) {
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
   compress(h, tail);
   if (tail_len == 128) compress(h, tail + 64);
+  return h;
+}
+
+}  // namespace
+
+std::string sha256_bytes(std::string_view data) {
+  const auto h = sha256_words(data);
+  std::string out(32, '\0');
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 4; ++j) out[4 * i + j] = static_cast<char>((h[i] >> (24 - 8 * j)) & 0xff);
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) {
+  const auto h = sha256_words(data);
   static const char* hex = "0123456789abcdef";
   std::string out(64, '0');
   for (int i = 0; i < 8; ++i)

@@ -10,5 +10,7 @@ namespace ks {
 
 // The digest of `data` as 64 lowercase hex digits.
 std::string sha256_hex(std::string_view data);
+// The digest of `data`: its 32 bytes (for HMAC, base/secret.hpp).
+std::string sha256_bytes(std::string_view data);
 
 }  // namespace ks

@@ -522,7 +522,7 @@ std::function<std::optional<int>()> add_client_commands(CLI::App& app) {
       "status", "Without ID: the daemon's tasks, newest first, as a table (state, priority,\n"
                 "round, reviews, best speedup, what it is doing). With ID: one task in detail,\n"
                 "with its best speedup after each round.");
-  status_cmd->add_option("id", a->id, "Task id (NAME-NNNNNN, as submit printed it)");
+  status_cmd->add_option("id", a->id, "Task id (NAME-XXXXXXXXXXXXXXXXXXXXXXXXXX, as submit printed it)");
   status_cmd->add_option("--state", a->state, "Only tasks in this state: queued, running, done, failed, cancelled");
   status_cmd->add_option("--limit", a->limit, "At most this many tasks (default 100, at most 1000)")
       ->check(CLI::Range(1, 1000));

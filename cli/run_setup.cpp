@@ -62,6 +62,9 @@ result<backend_choice> make_backend(const experiment_config& cfg,
   rules_coder_options ro;
   ro.gpu_worker = cfg.gpus.worker_binary.empty() ? default_worker_binary() : cfg.gpus.worker_binary;
   ro.skills_dir = KS_DEFAULT_SKILLS_DIR;
+  ro.limits = {.cpu_seconds = cfg.references.cpu_seconds,
+               .memory_mb = cfg.references.memory_mb,
+               .wall_seconds = cfg.references.wall_seconds};
   auto rules = rules_coder::create(ro);
   if (!rules) return ks::error{"the rules coder: " + rules.message()};
   b.code = std::shared_ptr<coder>(std::move(*rules));
@@ -84,6 +87,9 @@ gpu_pools start_pools(caf::actor_system& sys, const experiment_config& cfg, cons
       po.worker.log_level = "warn";
       po.worker.trial_cache_gib = cfg.gpus.trial_cache_gib;
       po.worker.profile_replay = cfg.gpus.profile_replay;
+      po.worker.reference_cpu_seconds = cfg.references.cpu_seconds;
+      po.worker.reference_memory_mb = cfg.references.memory_mb;
+      po.worker.reference_wall_seconds = cfg.references.wall_seconds;
       po.max_queue = static_cast<size_t>(std::max(
           cfg.budgets.device_queue_depth, cfg.budgets.tasks_in_flight * cfg.budgets.seeds));
       out.pools.push_back(sys.spawn<caf::detached>(gpu_pool, po));

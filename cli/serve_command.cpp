@@ -107,6 +107,9 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   ho.host = where->host;
   ho.port = where->port;
   ho.token = token;
+  ho.header_timeout_s = cfg->serve.header_timeout_s;
+  ho.body_timeout_s = cfg->serve.body_timeout_s;
+  ho.max_pending_connections = static_cast<size_t>(cfg->serve.max_pending_connections);
   ho.rounds_budget = static_cast<uint32_t>(cfg->budgets.seeds * cfg->budgets.rounds);
   ho.gpus = found.device_count();
   ho.version = std::string("kernelskill 0.1.0 (") + protocol_version + ")";

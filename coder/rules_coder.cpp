@@ -13,6 +13,7 @@
 #include "base/private_dir.hpp"
 #include "base/strings.hpp"
 #include "model/candidate_id.hpp"
+#include "task/task_files.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {
@@ -44,23 +45,16 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
   if (gpu_worker.empty()) return error{"rules coder: the path of kernelskill-gpu (for --graph) is not set"};
   auto dir = private_dir::create("ks-graph");
   if (!dir) return error{"rules coder: " + dir.message()};
-  const std::filesystem::path yaml = dir->path() / "task.yaml";
   const std::filesystem::path err = dir->path() / "graph.err";
-  const std::filesystem::path module = dir->path() / "module.pt";
   // The task file names its module by path; a module that came without one (uploaded
   // to the daemon) is written beside the file for the worker to read.
-  task_spec with_file = task;
-  if (!task.module_bytes.empty()) {
-    std::ofstream(module, std::ios::binary) << task.module_bytes;
-    with_file.module_path = module.string();
-  }
-  {
-    std::ofstream out(yaml);
-    out << to_yaml(with_file);
-  }
+  auto written = write_task_files(task, dir->path());
+  if (!written) return error{"rules coder: " + written.message()};
+  const std::filesystem::path yaml = *written;
   std::string cmd = "exec " + shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
   if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
-  auto run = run_bounded(cmd, limits, err);
+  // Owned by the task: cancelling it ends the export (base/bounded_child.hpp).
+  auto run = run_bounded(cmd, limits, err, task.name);
   if (!run) return error{"rules coder: cannot run " + gpu_worker.string()};
   std::string errors = run->err;
   if (!run->ok()) {

@@ -30,7 +30,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 const std::vector<std::string> kAllKeys = {
     "name", "tasks",
     "gpus.local", "gpus.remote", "gpus.worker_binary", "gpus.review_timeout_s",
-    "gpus.trial_cache_gib", "gpus.profile_replay",
+    "gpus.trial_cache_gib", "gpus.profile_replay", "gpus.remote_token_env", "gpus.remote_token_file",
     "budgets.seeds", "budgets.rounds", "budgets.repair_attempts", "budgets.tasks_in_flight",
     "budgets.llm_requests_in_flight", "budgets.device_queue_depth",
     "coder.backend", "coder.llm",
@@ -38,9 +38,11 @@ const std::vector<std::string> kAllKeys = {
     "coder.llm.timeout_s", "coder.llm.max_retries", "coder.llm.temperature",
     "coder.llm.max_tokens", "coder.llm.cache_dir",
     "review.trials", "review.suspicious_speedup", "review.size", "review.draw_inputs",
+    "references.cpu_seconds", "references.memory_mb", "references.wall_seconds",
     "ablation.long_term_memory", "ablation.short_term_memory",
     "memory.path", "output.dir", "logging.level", "logging.file",
-    "serve.listen", "serve.token_env",
+    "serve.listen", "serve.token_env", "serve.header_timeout_s", "serve.body_timeout_s",
+    "serve.max_pending_connections",
 };
 
 std::string key_elsewhere(const std::string& name) {
@@ -306,6 +308,8 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
                  "a number of GiB from 0 (0: half of each device's memory) to 1048576");
       }},
       {"profile_replay", [&](const yaml_field& f) { r.one_of(f, g.profile_replay, {"user", "kernel"}); }},
+      {"remote_token_env", [&](const yaml_field& f) { env_name(r, f, g.remote_token_env, "KS_WORKER_TOKEN"); }},
+      {"remote_token_file", [&](const yaml_field& f) { r.string(f, g.remote_token_file); }},
     }, key_elsewhere); }},
     {"budgets", [&](const yaml_field& s) { r.map(s, {
       {"seeds", [&](const yaml_field& f) { positive(r, f, b.seeds); }},
@@ -359,6 +363,15 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
         r.one_of(f, c.review.draw_inputs, {"device", "cpu"});
       }},
     }, key_elsewhere); }},
+    {"references", [&](const yaml_field& s) { r.map(s, {
+      {"cpu_seconds", [&](const yaml_field& f) {
+        r.integer(f, c.references.cpu_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
+      }},
+      {"memory_mb", [&](const yaml_field& f) { positive(r, f, c.references.memory_mb); }},
+      {"wall_seconds", [&](const yaml_field& f) {
+        r.integer(f, c.references.wall_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
+      }},
+    }, key_elsewhere); }},
     {"ablation", [&](const yaml_field& s) { r.map(s, {
       {"long_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.long_term_memory); }},
       {"short_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.short_term_memory); }},
@@ -385,6 +398,9 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
         c.serve.listen = v;
       }},
       {"token_env", [&](const yaml_field& f) { env_name(r, f, c.serve.token_env, "KS_TOKEN"); }},
+      {"header_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.header_timeout_s); }},
+      {"body_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.body_timeout_s); }},
+      {"max_pending_connections", [&](const yaml_field& f) { positive(r, f, c.serve.max_pending_connections); }},
     }, key_elsewhere); }},
   }, key_elsewhere);
 
@@ -543,6 +559,8 @@ std::string to_yaml(const experiment_config& c) {
   num("review_timeout_s", c.gpus.review_timeout_s);
   num("trial_cache_gib", c.gpus.trial_cache_gib);
   str("profile_replay", c.gpus.profile_replay);
+  str("remote_token_env", c.gpus.remote_token_env);
+  str("remote_token_file", c.gpus.remote_token_file);
   out << YAML::EndMap;
 
   section("budgets");
@@ -576,6 +594,12 @@ std::string to_yaml(const experiment_config& c) {
   str("draw_inputs", c.review.draw_inputs);
   out << YAML::EndMap;
 
+  section("references");
+  integer("cpu_seconds", c.references.cpu_seconds);
+  integer("memory_mb", c.references.memory_mb);
+  integer("wall_seconds", c.references.wall_seconds);
+  out << YAML::EndMap;
+
   section("ablation");
   flag("long_term_memory", c.ablation.long_term_memory);
   flag("short_term_memory", c.ablation.short_term_memory);
@@ -594,6 +618,9 @@ std::string to_yaml(const experiment_config& c) {
   section("serve");
   str("listen", c.serve.listen);
   str("token_env", c.serve.token_env);
+  num("header_timeout_s", c.serve.header_timeout_s);
+  num("body_timeout_s", c.serve.body_timeout_s);
+  integer("max_pending_connections", c.serve.max_pending_connections);
   out << YAML::EndMap;
 
   out << YAML::EndMap;

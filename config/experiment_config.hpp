@@ -47,6 +47,11 @@ struct gpu_config {
   // How each local worker's CUPTI profile replays its passes: "user" (the plan runs once
   // per pass) or "kernel" (CUPTI saves and restores device memory around each kernel).
   std::string profile_replay = "user";
+  // The shared secret remote workers (`kernelskill-gpu --listen` with a token) ask for:
+  // read from the file remote_token_file when set, else from the environment variable
+  // remote_token_env. Never written in the config itself (docs/configuration.md).
+  std::string remote_token_env = "KS_WORKER_TOKEN";
+  std::string remote_token_file;
   friend bool operator==(const gpu_config&, const gpu_config&) = default;
 };
 
@@ -94,6 +99,16 @@ struct review_config {
   friend bool operator==(const review_config&, const review_config&) = default;
 };
 
+// Limits on a submitted reference wherever it runs outside a review's own process
+// checks: the rules coder's graph export and each worker's reference check
+// (base/bounded_child.hpp). Past them the child is stopped and the task says why.
+struct reference_limits_config {
+  int cpu_seconds = 120;   // CPU time
+  int memory_mb = 16384;   // memory it may allocate (RLIMIT_DATA), MiB
+  int wall_seconds = 300;  // wall-clock time
+  friend bool operator==(const reference_limits_config&, const reference_limits_config&) = default;
+};
+
 // Switches for ablation studies: turn memory off to measure what it contributes.
 struct ablation_config {
   bool long_term_memory = true;
@@ -121,6 +136,13 @@ struct logging_config {
 struct serve_config {
   std::string listen = "127.0.0.1:8470";  // HOST:PORT
   std::string token_env = "KS_TOKEN";     // env var holding the bearer token
+  // Slow clients (slowloris): a request's line and headers must arrive within
+  // header_timeout_s of the connection (or of its previous answer), its body within
+  // body_timeout_s of its headers; at most max_pending_connections connections may wait
+  // for their headers at once (the oldest is dropped for a new one).
+  double header_timeout_s = 10;
+  double body_timeout_s = 60;
+  int max_pending_connections = 32;
   friend bool operator==(const serve_config&, const serve_config&) = default;
 };
 
@@ -133,6 +155,7 @@ struct experiment_config {
   budget_config budgets;
   coder_config coder;
   review_config review;
+  reference_limits_config references;
   ablation_config ablation;
   memory_config memory;
   output_config output;

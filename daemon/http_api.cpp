@@ -19,7 +19,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "base/private_dir.hpp"
+#include "base/secret.hpp"
 #include "fleet/review_meter.hpp"
+#include "daemon/guarded_server.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
 #include "llm/usage_ledger.hpp"
@@ -31,59 +33,6 @@ namespace ks {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-namespace {
-
-bool is_loopback_address(const sockaddr* a) {
-  if (a->sa_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(a);
-    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (a->sa_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(a);
-    return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
-  }
-  return false;
-}
-
-}  // namespace
-
-bool is_loopback_host(const std::string& host_in) {
-  std::string host = host_in;
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty()) return false;
-  // Decided by what the name resolves to, every address of it: "127.example.com" is a
-  // name like any other, and a name that resolves to no address is not loopback.
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) return false;
-  bool all_loopback = true;
-  for (addrinfo* a = found; a; a = a->ai_next) all_loopback = all_loopback && is_loopback_address(a->ai_addr);
-  ::freeaddrinfo(found);
-  return all_loopback;
-}
-
-bool is_loopback_name(std::string_view host) {
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host == "localhost" || host == "::1") return true;
-  in_addr v4{};
-  return ::inet_pton(AF_INET, std::string(host).c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
-}
-
-bool tokens_equal(std::string_view a, std::string_view b) {
-  // Constant time in the contents: every byte of the longer is looked at, and the
-  // lengths are compared in the same pass.
-  size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
 
 namespace {
 
@@ -179,10 +128,24 @@ result<int> parse_int(const std::string& text, const std::string& what, int lo, 
 struct http_api::impl {
   http_api_options opts;
   http_api_context ctx;
-  httplib::Server server;
+  guarded_server server;
   std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
 
-  impl(http_api_options o, http_api_context c) : opts(std::move(o)), ctx(std::move(c)) {}
+  impl(http_api_options o, http_api_context c)
+      : opts(std::move(o)),
+        ctx(std::move(c)),
+        server(connection_limits{.header_timeout_s = opts.header_timeout_s,
+                                 .body_timeout_s = opts.body_timeout_s,
+                                 .max_pending = opts.max_pending_connections}) {}
+
+  // A route's handler runs once the request's body is in: from then on the daemon's
+  // work has no deadline (daemon/guarded_server.hpp).
+  httplib::Server::Handler handled(httplib::Server::Handler h) {
+    return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+      server.body_received();
+      h(req, res);
+    };
+  }
 
   // A write the queue could not make: 507 when the store is out of space (the daemon
   // keeps serving reads and takes writes again once space returns), else 500.
@@ -194,7 +157,7 @@ struct http_api::impl {
   // The task a path names: 400 for something that is not an id, 404 for none.
   result<queued_task> task_at(const std::string& id, api_error* err) {
     if (!valid_task_id(id)) {
-      *err = {400, "bad_request", "'" + id.substr(0, 80) + "' is not a task id (NAME-NNNNNN)"};
+      *err = {400, "bad_request", "'" + id.substr(0, 80) + "' is not a task id (NAME-, then the 26 letters and digits submit gave)"};
       return error{err->message};
     }
     auto t = ctx.queue->get(id);
@@ -339,6 +302,9 @@ struct http_api::impl {
     out += "# HELP ks_llm_tokens_total LLM tokens billed.\n# TYPE ks_llm_tokens_total counter\n";
     line("ks_llm_tokens_total", "direction=\"input\"", static_cast<double>(usage.input_tokens));
     line("ks_llm_tokens_total", "direction=\"output\"", static_cast<double>(usage.output_tokens));
+    out += "# HELP ks_http_connections_dropped_total Connections closed for a request head or body past "
+           "its deadline, or dropped for room (slow clients).\n# TYPE ks_http_connections_dropped_total counter\n";
+    line("ks_http_connections_dropped_total", "", static_cast<double>(server.dropped()));
     out += "# HELP ks_uptime_seconds Seconds since the daemon started.\n# TYPE ks_uptime_seconds gauge\n";
     line("ks_uptime_seconds", "",
          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
@@ -381,6 +347,7 @@ struct http_api::impl {
     server.set_payload_max_length(opts.max_body_bytes);
     server.set_tcp_nodelay(true);  // small answers on a kept-alive connection: no Nagle wait
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      server.head_received();
       if (auto refused = check_origin(req)) {
         reply_error(res, *refused);
         return httplib::Server::HandlerResponse::Handled;
@@ -390,7 +357,7 @@ struct http_api::impl {
       // it navigates: the page is served to anyone, and its API calls carry the token
       // (from the URL fragment #token=…), so everything it shows is still guarded.
       if (req.method == "GET" && req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
-      if (tokens_equal(req.get_header_value("Authorization"), "Bearer " + opts.token))
+      if (equal_secrets(req.get_header_value("Authorization"), "Bearer " + opts.token))
         return httplib::Server::HandlerResponse::Unhandled;
       reply_error(res, {401, "unauthorized",
                         "this daemon needs `Authorization: Bearer TOKEN` (the client reads it "
@@ -419,12 +386,12 @@ struct http_api::impl {
       reply_error(res, {500, "internal", what});
     });
 
-    server.Get("/", [this](const httplib::Request&, httplib::Response& res) {
+    server.Get("/", handled([this](const httplib::Request&, httplib::Response& res) {
       if (!ctx.dashboard) return reply_error(res, {404, "not_found", "this build has no dashboard"});
       auto page = ctx.dashboard();
       res.set_content(std::string(page), "text/html; charset=utf-8");
-    });
-    server.Get("/api/health", [this](const httplib::Request&, httplib::Response& res) {
+    }));
+    server.Get("/api/health", handled([this](const httplib::Request&, httplib::Response& res) {
       json tasks = json::object();
       for (auto& [st, n] : ctx.queue->counts()) tasks[to_string(st)] = n;
       // "store": whether submits are taken (a full disk: not, until space returns).
@@ -436,11 +403,11 @@ struct http_api::impl {
       }
       reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
                             {"gpus", opts.gpus}, {"store", store_state}});
-    });
-    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    }));
+    server.Get("/metrics", handled([this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics_text(), "text/plain; version=0.0.4");
-    });
-    server.Post("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post("/api/tasks", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto sub = read_submission(req, &err);
       if (!sub) return reply_error(res, err);
@@ -448,8 +415,8 @@ struct http_api::impl {
       if (!t) return reply_error(res, write_failure(t.message()));
       spdlog::info("task '{}': queued (priority {})", t->id, t->priority);
       reply_json(res, 201, to_json(*t, false));
-    });
-    server.Get("/api/tasks", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get("/api/tasks", handled([this](const httplib::Request& req, httplib::Response& res) {
       std::optional<task_state> state;
       size_t limit = 100;
       for (auto& [k, v] : req.params) {
@@ -474,14 +441,14 @@ struct http_api::impl {
       json arr = json::array();
       for (auto& t : *tasks) arr.push_back(to_json(t, false));
       reply_json(res, 200, {{"tasks", arr}, {"total", total}});
-    });
-    server.Get(R"(/api/tasks/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get(R"(/api/tasks/([^/]+))", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
       reply_json(res, 200, to_json(*t, true));
-    });
-    server.Post(R"(/api/tasks/([^/]+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post(R"(/api/tasks/([^/]+)/cancel)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -495,8 +462,8 @@ struct http_api::impl {
       if (ctx.tasks) ctx.tasks->cancel(t->id);
       spdlog::info("task '{}': cancel requested", t->id);
       reply_json(res, 200, to_json(*c, false));
-    });
-    server.Post(R"(/api/tasks/([^/]+)/priority)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post(R"(/api/tasks/([^/]+)/priority)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -523,8 +490,8 @@ struct http_api::impl {
                                  why == refusal::conflict ? "conflict" : "not_found", c.message()});
       }
       reply_json(res, 200, to_json(*c, false));
-    });
-    server.Get(R"(/api/tasks/([^/]+)/result)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get(R"(/api/tasks/([^/]+)/result)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -556,8 +523,8 @@ struct http_api::impl {
         }
       }
       reply_json(res, 200, body);
-    });
-    server.Get(R"(/api/tasks/([^/]+)/trajectory)", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Get(R"(/api/tasks/([^/]+)/trajectory)", handled([this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -574,7 +541,7 @@ struct http_api::impl {
       json arr = json::array();
       for (auto& e : *entries) arr.push_back(e);
       reply_json(res, 200, {{"entries", arr}});
-    });
+    }));
   }
 };
 

@@ -11,6 +11,8 @@
 // - web pages cannot drive it: unless a token guards a daemon served beyond loopback,
 //   a Host or Origin that is not a loopback name is refused (403), and requests that
 //   change state must be JSON or YAML (415 for form posts);
+// - slow clients cannot hold it: a request's head and body have deadlines, and only so
+//   many connections may wait for their heads at once (daemon/guarded_server.hpp);
 // - the daemon never reads its own files for a request: a task's .pt module comes in
 //   the request or not at all.
 
@@ -22,6 +24,7 @@
 
 #include "model/task.hpp"
 #include "model/candidate.hpp"
+#include "base/loopback.hpp"
 #include "base/result.hpp"
 
 namespace ks {
@@ -43,6 +46,11 @@ struct http_api_options {
   size_t max_task_yaml_bytes = 1u << 20;
   uint32_t rounds_budget = 0;      // seeds × rounds, recorded with each task
   size_t gpus = 0;                 // devices the daemon reviews on (health, metrics)
+  // Slow clients (daemon/guarded_server.hpp): the request head's and body's deadlines,
+  // and how many connections may wait for their heads at once.
+  double header_timeout_s = 10;
+  double body_timeout_s = 60;
+  size_t max_pending_connections = 32;
   std::string version;
 };
 
@@ -75,17 +83,5 @@ class http_api {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
-
-// Whether `host` (a name or an address, [::1] in brackets too) resolves to loopback
-// addresses only (127.0.0.0/8, ::1). A name that does not resolve is not loopback.
-bool is_loopback_host(const std::string& host);
-
-// Whether `host` is literally a loopback name or address — localhost, 127.x.y.z, ::1 —
-// without resolving it: what a Host or Origin header must say to reach a daemon that
-// serves loopback only.
-bool is_loopback_name(std::string_view host);
-
-// Equal strings, compared in time that does not depend on where they first differ.
-bool tokens_equal(std::string_view a, std::string_view b);
 
 }  // namespace ks

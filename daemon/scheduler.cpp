@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/bounded_child.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {
@@ -28,7 +29,13 @@ void scheduler::stop() {
 
 void scheduler::cancel(const std::string& id) {
   std::lock_guard lock(mu_);
-  if (auto it = cancel_flags_.find(id); it != cancel_flags_.end()) *it->second = true;
+  auto it = cancel_flags_.find(id);
+  if (it == cancel_flags_.end()) return;
+  *it->second = true;
+  // A child running the task's reference (the rules coder's graph export) may be in an
+  // endless loop: it is ended now, not at the task's next step.
+  if (int n = cancel_children(id); n > 0)
+    spdlog::info("task '{}': ended {} child process(es) running its reference", id, n);
 }
 
 size_t scheduler::running() const {
@@ -119,6 +126,7 @@ void scheduler::loop() {
             std::lock_guard lock(mu_);
             cancel_flags_.erase(id);
           }
+          release_owner(id);
           if (!reported.count(id)) fail(id, "the task coordinator crashed: " + sys_.render(d.reason));
           reported.erase(id);
         },

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "actors/task_coordinator.hpp"
+#include "base/secret.hpp"
 #include "model/json_codec.hpp"
 #include "memory/store.hpp"
 
@@ -21,6 +22,7 @@ int64_t now_ms() {
 }
 
 const char* const kCounter = "counter/task_seq";
+constexpr size_t kIdLetters = 26;  // base32 of 16 random bytes
 std::string task_key(const std::string& id) { return "task/" + id; }
 std::string spec_key(const std::string& id) { return "spec/" + id; }
 std::string result_key(const std::string& id) { return "result/" + id; }
@@ -114,10 +116,17 @@ bool valid_task_name(const std::string& name) {
 
 bool valid_task_id(const std::string& id) {
   auto dash = id.rfind('-');
-  if (dash == std::string::npos || id.size() - dash - 1 < 6) return false;
-  for (size_t i = dash + 1; i < id.size(); ++i)
-    if (id[i] < '0' || id[i] > '9') return false;
-  return valid_task_name(id.substr(0, dash));
+  if (dash == std::string::npos) return false;
+  const std::string_view tail = std::string_view(id).substr(dash + 1);
+  // 26 letters of base32 (128 random bits), or the six or more digits of a store made
+  // before ids were random: those tasks keep their ids.
+  const bool random = tail.size() == kIdLetters && std::all_of(tail.begin(), tail.end(), [](char c) {
+                        return (c >= 'a' && c <= 'z') || (c >= '2' && c <= '7');
+                      });
+  const bool sequential = tail.size() >= 6 && std::all_of(tail.begin(), tail.end(), [](char c) {
+                            return c >= '0' && c <= '9';
+                          });
+  return (random || sequential) && valid_task_name(id.substr(0, dash));
 }
 
 json outcome_json(const task_outcome& o) {
@@ -173,10 +182,13 @@ result<queued_task> task_queue::submit(const task_spec& spec, int priority,
   // The counter first: a crash between the two writes wastes a number, never reuses one.
   if (auto s = db_->put_task_record(kCounter, json{{"schema", "ks.counter/1"}, {"next", next_seq_}}); !s)
     return error{s.message()};
-  char num[24];
-  std::snprintf(num, sizeof num, "%06llu", static_cast<unsigned long long>(seq));
   queued_task t;
-  t.id = spec.name + "-" + num;
+  // 128 bits from the kernel's generator: one task's id says nothing of another's
+  // (sequential ids let anyone who sees one walk the others). Drawn again on the
+  // (2^-128) chance of meeting an id this store has had.
+  do {
+    t.id = spec.name + "-" + base32_lower(random_bytes(16));
+  } while (index_.count(t.id));
   t.name = spec.name;
   t.priority = std::clamp(priority, min_priority, max_priority);
   t.seq = seq;

@@ -3,7 +3,10 @@
 // the store's tasks column family (docs/daemon.md). What it promises:
 // - a task that submit() returned is in the store (write-ahead logged) before the
 //   call returns, so a crash of the daemon, kill -9 included, never loses it;
-// - ids are NAME-NNNNNN with a sequence number that never repeats in one store;
+// - ids are NAME-XXXXXXXXXXXXXXXXXXXXXXXXXX: the name and 128 random bits (26 letters
+//   and digits of base32) from the kernel's generator, so that no id tells another;
+//   kept in the store (the same after a restart) and never given twice in one store;
+//   tasks are listed in submission order by an internal sequence number;
 // - memory: only a small index entry per task (id, state, priority, sequence) is kept
 //   in RAM; specs, progress histories and results stay in the store;
 // - thread-safe: the HTTP threads and the scheduler use it at once.
@@ -126,7 +129,8 @@ class task_queue {
 
 // Task names the daemon accepts: 1–64 of A–Z a–z 0–9 _ . -, not starting with '.'.
 bool valid_task_name(const std::string& name);
-// Ids: a valid name, '-', six or more digits.
+// Ids: a valid name, '-', then 26 of a–z 2–7 (or six or more digits: the sequential
+// ids of stores made before ids were random).
 bool valid_task_id(const std::string& id);
 
 // The JSON form of a task_outcome (ks.task_outcome/1).

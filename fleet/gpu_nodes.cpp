@@ -3,6 +3,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
+
+#include "base/secret.hpp"
+#include "protocol/worker_link.hpp"
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -74,19 +77,26 @@ gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg, doubl
     if (!proc) {
       found.problems.push_back("local: " + proc.message());
     } else {
-      auto handle = sys.middleman().remote_actor<gpu_worker_actor>((*proc)->host(), (*proc)->port());
+      auto handle = connect_worker(sys, (*proc)->host(), (*proc)->port(), (*proc)->token(), timeout_s);
       if (!handle)
         found.problems.push_back("local: cannot connect to the worker on port " +
-                                 std::to_string((*proc)->port()) + ": " + sys.render(handle.error()));
+                                 std::to_string((*proc)->port()) + ": " + handle.message());
       else
         add_node(found, sys, "local", *handle, std::move(*proc), cfg.local_devices, timeout_s);
     }
   }
+  if (cfg.remote.empty()) return found;
+  // The shared secret remote workers ask for (protocol/worker_link.hpp).
+  auto token = read_shared_token(cfg.remote_token_file, cfg.remote_token_env, "gpus.remote_token_file");
+  if (!token) {
+    found.problems.push_back(token.message());
+    return found;
+  }
   for (auto& remote : cfg.remote) {
     auto name = to_string(remote);
-    auto handle = sys.middleman().remote_actor<gpu_worker_actor>(remote.host, remote.port);
+    auto handle = connect_worker(sys, remote.host, remote.port, *token, timeout_s);
     if (!handle) {
-      found.problems.push_back(name + ": cannot connect (" + sys.render(handle.error()) +
+      found.problems.push_back(name + ": cannot connect (" + handle.message() +
                                "); is `kernelskill-gpu --listen " + name + "` running there?");
       continue;
     }
@@ -99,11 +109,13 @@ std::string no_gpu_message(const gpu_discovery& found) {
   std::string msg = "no GPU is available, so there is nothing to check kernels on.\n";
   for (auto& p : found.problems) msg += "  - " + p + "\n";
   msg +=
-      "To use a GPU on another machine, start the worker there:\n"
-      "    kernelskill-gpu --listen 0.0.0.0:8471\n"
+      "To use a GPU on another machine, start the worker there with a token (a file only\n"
+      "you can read, the same on both machines):\n"
+      "    kernelskill-gpu --listen 0.0.0.0:8471 --token-file ~/.ks-worker-token\n"
       "and name it in the config:\n"
       "    gpus:\n"
       "      remote: [\"gpu-host:8471\"]\n"
+      "      remote_token_file: ~/.ks-worker-token\n"
       "`kernelskill-gpu --list-devices` shows what a machine's driver sees.";
   return msg;
 }

@@ -16,6 +16,8 @@
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
+#include "protocol/worker_link.hpp"
+
 namespace ks {
 
 namespace {
@@ -149,9 +151,8 @@ class pool {
     stop_worker();
     auto proc = worker_process::start(st_.opts.worker);
     if (!proc) return fail_start(proc.message());
-    auto handle = self_->system().middleman().remote_actor<gpu_worker_actor>(
-        (*proc)->host(), (*proc)->port());
-    if (!handle) return fail_start("cannot connect to the worker: " + self_->system().render(handle.error()));
+    auto handle = connect_worker(self_->system(), (*proc)->host(), (*proc)->port(), (*proc)->token());
+    if (!handle) return fail_start("cannot connect to the worker: " + handle.message());
     st_.process = std::move(*proc);
     st_.worker = *handle;
     st_.courier = self_->spawn(courier, st_.worker);

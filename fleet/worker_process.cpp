@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/secret.hpp"
+#include "protocol/worker_link.hpp"
+
 extern char** environ;
 
 namespace ks {
@@ -34,6 +37,19 @@ std::string default_worker_binary() {
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "kernelskill-gpu";
   return (self.parent_path() / "kernelskill-gpu").string();
+}
+
+const std::string& local_worker_token() {
+  static const std::string token = [] {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : random_bytes(32)) {
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+    return out;
+  }();
+  return token;
 }
 
 result<std::unique_ptr<worker_process>> worker_process::start(const worker_process_options& opts) {
@@ -61,15 +77,31 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
     args.push_back("--profile-replay");
     args.push_back(opts.profile_replay);
   }
+  for (auto [flag, v] : {std::pair{"--reference-cpu-seconds", opts.reference_cpu_seconds},
+                         std::pair{"--reference-memory-mb", opts.reference_memory_mb},
+                         std::pair{"--reference-wall-seconds", opts.reference_wall_seconds}})
+    if (v > 0) {
+      args.push_back(flag);
+      args.push_back(std::to_string(v));
+    }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The token goes in the environment (a command line is readable by every user).
+  const std::string token_var = std::string(default_worker_token_env) + "=";
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::string(*e).rfind(token_var, 0) != 0) env.emplace_back(*e);
+  if (!opts.token.empty()) env.push_back(token_var + opts.token);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);
   if (rc != 0) {
@@ -80,6 +112,7 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
   std::unique_ptr<worker_process> proc{new worker_process};
   proc->pid_ = pid;
   proc->host_ = opts.host;
+  proc->token_ = opts.token;
 
   // Read the child's stdout until it names its port, it exits, or time runs out.
   const std::string marker = "listening on ";

@@ -14,6 +14,9 @@
 
 namespace ks {
 
+// A random token made once per process (64 hex digits) for the workers it starts.
+const std::string& local_worker_token();
+
 struct worker_process_options {
   std::string binary;          // empty = default_worker_binary()
   std::string host = "127.0.0.1";
@@ -22,6 +25,12 @@ struct worker_process_options {
   std::string log_level = "error";  // the daemon reports what matters itself
   double trial_cache_gib = 0;  // --trial-cache-gib; 0 = the worker's default
   std::string profile_replay;  // --profile-replay; empty = the worker's default (user)
+  // The worker asks peers for this token (given in its environment, never on its
+  // command line); connect with connect_worker(..., token). Default: this process's
+  // own random one, so that other users of the machine cannot drive its workers.
+  std::string token = local_worker_token();
+  // The limits on the worker's reference checks (--reference-*; 0: the worker's default).
+  int reference_cpu_seconds = 0, reference_memory_mb = 0, reference_wall_seconds = 0;
 };
 
 class worker_process {
@@ -36,6 +45,7 @@ class worker_process {
   pid_t pid() const { return pid_; }
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
+  const std::string& token() const { return token_; }
   // True while the child has not exited (reaps it if it has).
   bool alive();
   // Ends the child at once (SIGKILL) and reaps it.
@@ -54,6 +64,7 @@ class worker_process {
   std::string exit_;
   std::string host_;
   uint16_t port_ = 0;
+  std::string token_;
 };
 
 // "exited with status N" / "was killed by signal N (name)" for a waitpid status.

@@ -20,6 +20,7 @@
 #include <torch/jit.h>
 #include <torch/script.h>
 
+#include "gpu/module_load_check.hpp"
 #include "gpu/reference_ops.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "model/json_codec.hpp"
@@ -455,6 +456,8 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
       // A saved module: its forward's graph, once `self` is gone: the tensors it reads
       // from its attributes become the task's parameters, the rest constants.
       std::istringstream bytes(task.module_bytes);
+      // Loading runs the module's __setstate__ code: checked first.
+      if (auto safe = check_module_load_code(task.module_bytes); !safe) return error{prefix + safe.message()};
       module = torch::jit::load(bytes, c10::Device(c10::kCPU));
       module->train(task.module_training);
       graph = module->get_method("forward").graph()->copy();

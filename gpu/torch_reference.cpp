@@ -18,6 +18,7 @@
 #include <torch/jit.h>
 #include <torch/script.h>
 
+#include "gpu/module_load_check.hpp"
 #include "gpu/reference_ops.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
@@ -353,6 +354,9 @@ result<std::unique_ptr<reference_program>> reference_program::load(
   } else {
     std::istringstream bytes(task.module_bytes);
     std::string where = task.module_path.empty() ? "the module" : "module \"" + task.module_path + "\"";
+    // Loading runs the module's __setstate__ code: checked first (gpu/module_load_check.hpp).
+    if (auto safe = check_module_load_code(task.module_bytes); !safe)
+      return error{task_prefix(task) + where + ": " + safe.message()};
     try {
       p->module = torch::jit::load(bytes, *device);
       // Eval mode unless the task says training (an imported KernelBench problem runs
@@ -436,6 +440,8 @@ result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const t
 result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
                                                 const c10::Device& device, input_draw draw) {
   if (!task.module_bytes.empty() && !task.parameters.empty()) {
+    if (auto safe = check_module_load_code(task.module_bytes); !safe)
+      return error{task_prefix(task) + "the module: " + safe.message()};
     try {
       std::istringstream bytes(task.module_bytes);
       return module_parameters(task, torch::jit::load(bytes, device), device);

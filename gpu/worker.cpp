@@ -6,6 +6,7 @@
 
 #include "protocol/wire_safe.hpp"
 #include "gpu/cuda_driver.hpp"
+#include "gpu/reference_check.hpp"
 #include "gpu/reviewer.hpp"
 
 namespace ks {
@@ -44,12 +45,27 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
     worker_info info;
     std::unique_ptr<reviewer> rev;
     std::string rev_error;  // why no reviewer could be made
+    std::unique_ptr<reference_check> check;
   };
   auto st = std::make_shared<state>();
   st->info = describe_this_worker(opts);
+  reference_check_options co;
+  co.limits = opts.reference_limits;
+  // The child runs the reference where the reviews will: this worker's GPU, if it has one.
+  co.device = st->info.devices.empty() ? "cpu" : "cuda:" + std::to_string(opts.device < 0 ? 0 : opts.device);
+  st->check = std::make_unique<reference_check>(co);
   return {
       [st](describe_atom) { return st->info; },
       [st, opts](const review_request& req) {
+        if (std::string why = st->check->refused(req.task, req.options.size, req.options.timeout_s); !why.empty()) {
+          review_result r;
+          r.request_id = req.request_id;
+          r.candidate_id = req.cand.id;
+          r.status = review_status::internal_error;
+          r.message = why;
+          r.device = st->info.host;
+          return r;
+        }
         if (!st->rev && st->rev_error.empty()) {
           reviewer_options ro;
           ro.device = opts.device < 0 ? 0 : opts.device;

@@ -1,12 +1,16 @@
 #pragma once
 // The actor behind a kernelskill-gpu process: answers `describe` with the worker's
-// devices (or why it has none) and handles review requests for its device.
+// devices (or why it has none) and handles review requests for its device, each
+// task's reference checked in a bounded child before any review runs it here
+// (gpu/reference_check.hpp): a reference that loops forever or allocates without end
+// gets an answer naming the limit, not a hung worker.
 
 #include <cstdint>
 
 #include <caf/fwd.hpp>
 
 #include "gpu/profiler.hpp"
+#include "base/bounded_child.hpp"
 #include "protocol/protocol.hpp"
 
 namespace ks {
@@ -15,6 +19,9 @@ struct worker_options {
   int device = -1;  // the ordinal this worker serves; -1 = describe all, review on 0
   uint64_t trial_cache_bytes = 0;  // reviewer_options::trial_cache_bytes; 0 = its default
   profile_replay replay = profile_replay::user;  // reviewer_options::replay
+  // Each task's reference is first run in a child under these limits
+  // (gpu/reference_check.hpp); one stopped there is never run in this process.
+  process_limits reference_limits;
 };
 
 // Builds the worker's self-description: host, pid, version, driver and devices.

@@ -19,6 +19,9 @@
 
 #include "protocol/protocol.hpp"
 #include "base/logging.hpp"
+#include "base/loopback.hpp"
+#include "base/secret.hpp"
+#include "protocol/worker_link.hpp"
 #include "config/experiment_config.hpp"
 #include "base/content_hash.hpp"
 #include "gpu/graph_export.hpp"
@@ -236,10 +239,24 @@ int run_review(const review_cli& cli, const worker_options& opts) {
   return r.status == review_status::ok ? 0 : 1;
 }
 
-int listen(const std::string& address, const worker_options& opts) {
+int listen(const std::string& address, const worker_options& opts, const std::string& token_file,
+           const std::string& token_env) {
   auto where = parse_host_port(address, /*allow_any_port=*/true);
   if (!where) {
     std::cerr << "kernelskill-gpu: --listen: " << where.message() << "\n";
+    return 2;
+  }
+  auto token = read_shared_token(token_file, token_env, "--token-file");
+  if (!token) {
+    std::cerr << "kernelskill-gpu: " << token.message() << "\n";
+    return 2;
+  }
+  if (token->empty() && !is_loopback_host(where->host)) {
+    std::cerr << "kernelskill-gpu: --listen " << address
+              << ": not a loopback address, and no token is set: anyone who reaches this port "
+                 "would run code on this GPU. Give a token (--token-file F, a file only you can "
+                 "read, or $" << token_env << ") and the same to the daemon (gpus.remote_token_file "
+                 "or gpus.remote_token_env), or listen on 127.0.0.1 and tunnel to it\n";
     return 2;
   }
   // Block the signals that end us before CAF starts its threads, so that only the
@@ -255,16 +272,16 @@ int listen(const std::string& address, const worker_options& opts) {
   // Detached: a review blocks its actor for seconds, and must not hold one of CAF's
   // scheduler threads (which also serve the network) while it does.
   auto worker = sys.spawn<caf::detached>(gpu_worker, opts);
-  auto bound = sys.middleman().publish(worker, where->port, where->host.c_str(), true);
+  auto bound = publish_worker(sys, worker, where->host, where->port, *token);
   if (!bound) {
-    std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << sys.render(bound.error())
-              << "\n";
+    std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << bound.message() << "\n";
     caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
     return 2;
   }
   auto info = describe_this_worker(opts);
   if (info.devices.empty())
     spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
+  if (!token->empty()) spdlog::info("peers must prove the token before anything else is read");
   // The daemon reads this exact line to learn the port when it asked for port 0.
   std::printf("kernelskill-gpu: listening on %s:%u\n", where->host.c_str(), unsigned{*bound});
   std::fflush(stdout);
@@ -293,7 +310,17 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "With --list-devices or --review: print JSON");
   app.add_option("--listen", listen_at,
                  "Serve the daemon on HOST:PORT over CAF's network layer; port 0 picks a free\n"
-                 "port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready");
+                 "port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready. A host\n"
+                 "beyond loopback needs a token (--token-file or $KS_WORKER_TOKEN)");
+  std::string token_file, token_env = default_worker_token_env;
+  app.add_option("--token-file", token_file,
+                 "With --listen: a file (mode 600) whose first line is the shared secret peers\n"
+                 "must prove they know before anything is read from them; the daemon gives the\n"
+                 "same secret (gpus.remote_token_file or gpus.remote_token_env). Never on the\n"
+                 "command line itself: every user of the machine can read that");
+  app.add_option("--token-env", token_env,
+                 "With --listen and no --token-file: the environment variable holding the token\n"
+                 "(default KS_WORKER_TOKEN; unset or empty: no token, loopback only)");
   app.add_option("--device", opts.device, "The GPU ordinal this worker serves (default: all for\n"
                                           "describe, 0 for reviews)");
   double trial_cache_gib = 0;
@@ -341,6 +368,18 @@ int main(int argc, char** argv) {
                  "PyTorch build; cpu: on the CPU and copied, the same values on every machine\n"
                  "(seconds per trial at large sizes). The config's review.draw_inputs")
       ->check(CLI::IsMember({"device", "cpu"}));
+  app.add_option("--reference-cpu-seconds", opts.reference_limits.cpu_seconds,
+                 "With --listen: CPU seconds a task's reference may use when it is first run, in\n"
+                 "a child, before any review runs it in this process (default 120; the config's\n"
+                 "references.cpu_seconds)")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--reference-memory-mb", opts.reference_limits.memory_mb,
+                 "With --listen: MiB that child may allocate (default 16384; references.memory_mb)")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--reference-wall-seconds", opts.reference_limits.wall_seconds,
+                 "With --listen: wall-clock seconds for that child (default 300, and at most 80%\n"
+                 "of the review's timeout; references.wall_seconds)")
+      ->check(CLI::Range(1, 10000000));
   app.add_flag("--exit-with-parent", exit_with_parent,
                "Exit when the parent process dies (the daemon passes this to its workers)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
@@ -371,7 +410,7 @@ int main(int argc, char** argv) {
     review.json = json;
     return run_review(review, opts);
   }
-  if (!listen_at.empty()) return listen(listen_at, opts);
+  if (!listen_at.empty()) return listen(listen_at, opts, token_file, token_env);
   std::cerr << app.help() << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen, "
                              "--run-reference or --review\n";
   return 2;

@@ -37,7 +37,7 @@ daemon_process::daemon_process(daemon_options opts) : opts_(std::move(opts)) {
       << ", repair_attempts: 1, tasks_in_flight: " << opts_.tasks_in_flight << "}\n"
       << "review: {trials: 2}\n"
       << "memory: {path: " << store_dir().string() << "}\n"
-      << "serve: {listen: \"127.0.0.1:0\"}\n"
+      << "serve: {listen: \"127.0.0.1:0\"" << opts_.serve_extra << "}\n"
       << opts_.extra_config;
 }
 

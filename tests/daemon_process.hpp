@@ -22,6 +22,7 @@ struct daemon_options {
   std::string token;            // non-empty: KS_TOKEN for the daemon
   std::string extra_config;     // YAML appended to the config
   std::string memory_path;      // the store; empty: DIR/memory
+  std::string serve_extra;      // more keys of `serve:` (", header_timeout_s: 2")
 };
 
 class daemon_process {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/task_coordinator.hpp"
+#include "base/secret.hpp"
 #include "daemon/http_api.hpp"
 #include "daemon/task_queue.hpp"
 #include "model/json_codec.hpp"
@@ -157,8 +158,10 @@ TEST_CASE("the task queue keeps tasks across reopen and hands them out by priori
       REQUIRE(t.ok());
       ids.push_back(t->id);
     }
-    CHECK(ids[0] == "a-000001");
-    CHECK(ids[3] == "d-000004");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      CHECK(ids[i].rfind(std::string(1, char('a' + i)) + "-", 0) == 0);
+      CHECK(valid_task_id(ids[i]));
+    }
     auto bad = (*q)->submit(spec_named("../etc"), 0, 6);
     REQUIRE_FALSE(bad.ok());
     CHECK_THAT(bad.message(), Contains("not a valid task name"));
@@ -166,16 +169,16 @@ TEST_CASE("the task queue keeps tasks across reopen and hands them out by priori
     auto first = (*q)->start_next();
     REQUIRE(first.ok());
     REQUIRE(first->has_value());
-    CHECK((**first).id == "b-000002");
+    CHECK((**first).id == ids[1]);
     CHECK((**first).state == task_state::running);
     refusal why;
-    REQUIRE((*q)->set_priority("c-000003", 9, &why).ok());
-    CHECK_FALSE((*q)->set_priority("b-000002", 1, &why).ok());
+    REQUIRE((*q)->set_priority(ids[2], 9, &why).ok());
+    CHECK_FALSE((*q)->set_priority(ids[1], 1, &why).ok());
     CHECK(why == refusal::conflict);
-    CHECK_FALSE((*q)->set_priority("zz-000009", 1, &why).ok());
+    CHECK_FALSE((*q)->set_priority("zz-aaaaaaaaaaaaaaaaaaaaaaaaaa", 1, &why).ok());
     CHECK(why == refusal::not_found);
-    REQUIRE((*q)->cancel("a-000001", &why).ok());
-    auto cancelled_again = (*q)->cancel("a-000001", &why);
+    REQUIRE((*q)->cancel(ids[0], &why).ok());
+    auto cancelled_again = (*q)->cancel(ids[0], &why);
     CHECK_FALSE(cancelled_again.ok());
     CHECK(why == refusal::conflict);
   }
@@ -189,35 +192,36 @@ TEST_CASE("the task queue keeps tasks across reopen and hands them out by priori
   auto all = (*q)->list(std::nullopt, 100, &total);
   REQUIRE(all.ok());
   CHECK(total == 4);
-  CHECK((*all)[0].id == "d-000004");  // newest first
-  CHECK((*q)->interrupted() == std::vector<std::string>{"b-000002"});
+  CHECK((*all)[0].id == ids[3]);  // newest first
+  CHECK((*q)->interrupted() == std::vector<std::string>{ids[1]});
   auto counts = (*q)->counts();
   CHECK(counts[task_state::queued] == 2);
   CHECK(counts[task_state::cancelled] == 1);
   auto next = (*q)->start_next();
   REQUIRE(next.ok());
-  CHECK((**next).id == "c-000003");  // reprioritised to 9
-  auto spec = (*q)->spec("c-000003");
+  CHECK((**next).id == ids[2]);  // reprioritised to 9
+  auto spec = (*q)->spec(ids[2]);
   REQUIRE(spec.ok());
   CHECK(spec->name == "c");
   // Ids never repeat, even after reopening.
   auto e = (*q)->submit(spec_named("e"), 0, 6);
   REQUIRE(e.ok());
-  CHECK(e->id == "e-000005");
+  CHECK(std::find(ids.begin(), ids.end(), e->id) == ids.end());
+  CHECK(e->id.rfind("e-", 0) == 0);
   // An outcome ends the task and clears its checkpoints.
-  REQUIRE(s->put_task_record(checkpoint_prefix("c-000003") + "seeds", json{{"schema", "x/1"}}).ok());
+  REQUIRE(s->put_task_record(checkpoint_prefix(ids[2]) + "seeds", json{{"schema", "x/1"}}).ok());
   task_outcome o;
-  o.task = "c-000003";
+  o.task = ids[2];
   o.success = true;
   o.reason = "round budget spent";
   o.best_review.speedup = 1.5;
-  REQUIRE((*q)->finish("c-000003", o).ok());
-  auto c = (*q)->get("c-000003");
+  REQUIRE((*q)->finish(ids[2], o).ok());
+  auto c = (*q)->get(ids[2]);
   REQUIRE(c.ok());
   CHECK((**c).state == task_state::done);
   CHECK((**c).best_speedup == 1.5);
-  CHECK(s->list_task_records(checkpoint_prefix("c-000003"))->empty());
-  auto stored = (*q)->outcome("c-000003");
+  CHECK(s->list_task_records(checkpoint_prefix(ids[2]))->empty());
+  auto stored = (*q)->outcome(ids[2]);
   REQUIRE(stored.ok());
   REQUIRE(stored->has_value());
   CHECK((**stored)["reason"] == "round budget spent");
@@ -241,7 +245,8 @@ TEST_CASE("the daemon's API runs submitted tasks and answers status, cancel, pri
   auto a = submit(c, "softmax");
   auto b = submit(c, "gelu");
   auto z = submit(c, "swish");
-  CHECK(a["id"] == "softmax-000001");
+  CHECK(valid_task_id(a["id"].get<std::string>()));
+  CHECK(a["id"].get<std::string>().rfind("softmax-", 0) == 0);
   CHECK(a["state"] == "queued");
   CHECK(a["rounds_budget"] == 6);
   // One task in flight: b and z wait. z is cancelled before it starts, b moves up.
@@ -692,10 +697,10 @@ TEST_CASE("loopback is decided by what a name resolves to, not by its spelling",
   CHECK(is_loopback_name("127.0.0.1"));
   CHECK(is_loopback_name("[::1]"));
   CHECK_FALSE(is_loopback_name("127.0.0.1.evil.example"));
-  CHECK(tokens_equal("Bearer abc", "Bearer abc"));
-  CHECK_FALSE(tokens_equal("Bearer abc", "Bearer abd"));
-  CHECK_FALSE(tokens_equal("Bearer abc", "Bearer abcd"));
-  CHECK_FALSE(tokens_equal("", "x"));
+  CHECK(equal_secrets("Bearer abc", "Bearer abc"));
+  CHECK_FALSE(equal_secrets("Bearer abc", "Bearer abd"));
+  CHECK_FALSE(equal_secrets("Bearer abc", "Bearer abcd"));
+  CHECK_FALSE(equal_secrets("", "x"));
 }
 
 // The queue's records are JSON: a best speedup JSON has no number for (an infinite

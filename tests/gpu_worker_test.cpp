@@ -4,13 +4,21 @@
 
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <string>
 
@@ -18,7 +26,9 @@
 #include <caf/io/all.hpp>
 
 #include "fleet/gpu_nodes.hpp"
+#include "protocol/worker_link.hpp"
 #include "fleet/worker_process.hpp"
+#include "task/task_loader.hpp"
 #include "tests/command_output.hpp"
 #include "tests/gpu_skip.hpp"
 
@@ -86,7 +96,8 @@ TEST_CASE("a worker started on loopback answers describe over the middleman",
 
   daemon_config cfg;
   caf::actor_system sys{cfg};
-  auto handle = sys.middleman().remote_actor<gpu_worker_actor>("127.0.0.1", (*proc)->port());
+  auto handle = connect_worker(sys, "127.0.0.1", (*proc)->port(), (*proc)->token());
+  INFO((handle ? std::string() : handle.message()));
   REQUIRE(handle);
   caf::scoped_actor self{sys};
   bool answered = false;
@@ -175,4 +186,222 @@ TEST_CASE("discover_gpus says how to reach a GPU where there is none", "[gpu_wor
   auto msg = no_gpu_message(found);
   CHECK(msg.find("kernelskill-gpu --listen") != std::string::npos);
   CHECK(msg.find("gpus:") != std::string::npos);
+}
+
+namespace {
+
+// Whether describe is answered through `handle`.
+bool describes(caf::actor_system& sys, const gpu_worker_actor& handle) {
+  caf::scoped_actor self{sys};
+  bool answered = false;
+  self->request(handle, 10s, describe_atom::value)
+      .receive([&](const worker_info&) { answered = true; }, [&](const caf::error&) {});
+  return answered;
+}
+
+// A raw TCP connection to the worker's port, as an attacker would open one.
+int raw_connect(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{20, 0};  // no read below waits longer
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// Everything the worker sends until it closes the connection (or 20 s pass).
+std::string read_until_closed(int fd, bool* closed) {
+  std::string got;
+  char buf[256];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      got.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    *closed = n == 0 || errno == ECONNRESET;
+    return got;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a worker with a token serves only peers that prove they know it",
+          "[gpu_worker][network][auth]") {
+  worker_process_options wo;
+  wo.binary = worker_binary;
+  wo.token = "the-right-token-4f9a";
+  auto proc = worker_process::start(wo);
+  REQUIRE(proc);
+  const uint16_t port = (*proc)->port();
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+
+  auto good = connect_worker(sys, "127.0.0.1", port, "the-right-token-4f9a");
+  INFO((good ? std::string() : good.message()));
+  REQUIRE(good);
+  CHECK(describes(sys, *good));
+
+  auto wrong = connect_worker(sys, "127.0.0.1", port, "the-wrong-token");
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.message(), Catch::Contains("refused the token"));
+  CHECK_THAT(wrong.message(), !Catch::Contains("the-wrong-token"));
+
+  auto none = connect_worker(sys, "127.0.0.1", port, "");
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.message(), Catch::Contains("asks for a token"));
+
+  // A peer that answers the challenge with anything but the proof, then speaks CAF as
+  // if it had passed: refused (a 0) and closed; nothing it sent is read as a message.
+  int fd = raw_connect(port);
+  char hello[36];
+  REQUIRE(::recv(fd, hello, sizeof hello, MSG_WAITALL) == 36);
+  CHECK(std::string(hello, 4) == "KSW1");
+  std::string forged = "KSW1" + std::string(64, 'x') + std::string(512, '\0');
+  ::send(fd, forged.data(), forged.size(), MSG_NOSIGNAL);
+  bool closed = false;
+  std::string answer = read_until_closed(fd, &closed);
+  ::close(fd);
+  CHECK(closed);
+  CHECK(answer == std::string(1, '\0'));
+
+  // A peer that says nothing is closed within the handshake's 5 s (20 s allowed here).
+  const auto t0 = std::chrono::steady_clock::now();
+  fd = raw_connect(port);
+  closed = false;
+  answer = read_until_closed(fd, &closed);
+  ::close(fd);
+  CHECK(closed);
+  CHECK(answer.size() == 36);  // the challenge, and nothing after it
+  CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+
+  // Twenty silent peers at once do not keep the right one out.
+  std::vector<int> silent;
+  for (int i = 0; i < 20; ++i) silent.push_back(raw_connect(port));
+  std::this_thread::sleep_for(200ms);
+  auto again = connect_worker(sys, "127.0.0.1", port, "the-right-token-4f9a");
+  INFO((again ? std::string() : again.message()));
+  REQUIRE(again);
+  CHECK(describes(sys, *again));
+  for (int f : silent) ::close(f);
+  CHECK((*proc)->alive());
+}
+
+TEST_CASE("a daemon with a token refuses a worker that asks for none", "[gpu_worker][network][auth]") {
+  worker_process_options wo;
+  wo.binary = worker_binary;
+  wo.token = "";  // a worker anyone on this machine may use
+  auto proc = worker_process::start(wo);
+  REQUIRE(proc);
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto with = connect_worker(sys, "127.0.0.1", (*proc)->port(), "some-token");
+  REQUIRE_FALSE(with);
+  CHECK_THAT(with.message(), Catch::Contains("does not ask for a token"));
+  auto without = connect_worker(sys, "127.0.0.1", (*proc)->port(), "");
+  INFO((without ? std::string() : without.message()));
+  REQUIRE(without);
+  CHECK(describes(sys, *without));
+}
+
+TEST_CASE("kernelskill-gpu does not listen beyond loopback without a token", "[gpu_worker][auth]") {
+  auto open = run_command("env -u KS_WORKER_TOKEN " + worker_binary + " --listen 0.0.0.0:0");
+  CHECK(open.status == 2);
+  CHECK_THAT(open.text, Catch::Contains("not a loopback address") && Catch::Contains("token"));
+  // A token file others may read is refused, and the token is never printed.
+  const auto file = std::filesystem::temp_directory_path() / ("ks-token-" + std::to_string(::getpid()));
+  std::ofstream(file) << "file-token-7d1c\n";
+  ::chmod(file.c_str(), 0644);
+  auto loose = run_command(worker_binary + " --listen 0.0.0.0:0 --token-file " + file.string());
+  CHECK(loose.status == 2);
+  CHECK_THAT(loose.text, Catch::Contains("chmod 600"));
+  CHECK_THAT(loose.text, !Catch::Contains("file-token-7d1c"));
+  std::filesystem::remove(file);
+  // The help says where the token comes from.
+  auto help = run_command(worker_binary + " --help");
+  CHECK_THAT(help.text, Catch::Contains("--token-file") && Catch::Contains("KS_WORKER_TOKEN"));
+}
+
+namespace {
+
+// A review of `task` (any candidate: the reference is what is under test), answered
+// within `wait`.
+std::optional<review_result> review_once(caf::actor_system& sys, const gpu_worker_actor& worker,
+                                         const task_spec& task, std::chrono::seconds wait) {
+  review_request req;
+  req.request_id = 7;
+  req.task = task;
+  req.cand.task = task.name;
+  req.cand.source = "extern \"C\" __global__ void k(float* y, const float* x) {}\n";
+  req.cand.id = "c0ffee";
+  req.options.size = "cpu";
+  req.options.timeout_s = 60;
+  caf::scoped_actor self{sys};
+  std::optional<review_result> out;
+  self->request(worker, wait, req)
+      .receive([&](review_result& r) { out = std::move(r); },
+               [&](const caf::error& err) { FAIL_CHECK("no review: " << sys.render(err)); });
+  return out;
+}
+
+task_spec swish_with(const std::string& name, const std::string& torchscript) {
+  auto t = load_task(std::string(KS_SOURCE_DIR) + "/examples/tasks/swish.yaml");
+  REQUIRE(t);
+  t->name = name;
+  t->torchscript = torchscript;
+  return *t;
+}
+
+}  // namespace
+
+TEST_CASE("the worker stops a reference that loops forever or allocates without end, and says why",
+          "[gpu_worker][network][limits]") {
+  worker_process_options wo;
+  wo.binary = worker_binary;
+  wo.reference_cpu_seconds = 2;
+  wo.reference_memory_mb = 2048;
+  wo.reference_wall_seconds = 60;
+  auto proc = worker_process::start(wo);
+  REQUIRE(proc);
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto worker = connect_worker(sys, "127.0.0.1", (*proc)->port(), (*proc)->token());
+  REQUIRE(worker);
+
+  const auto endless = swish_with("endless",
+                                  "def forward(x):\n"
+                                  "    y = x\n"
+                                  "    for i in range(2000000000):\n"
+                                  "        y = y * 1.0\n"
+                                  "    return y\n");
+  auto r = review_once(sys, *worker, endless, 120s);
+  REQUIRE(r);
+  CHECK(r->status == review_status::internal_error);
+  CHECK_THAT(r->message, Catch::Contains("\"endless\"") && Catch::Contains("2 s of CPU time") &&
+                             Catch::Contains("--reference-cpu-seconds"));
+  // The verdict is kept: the next review of the task is answered without running it.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto again = review_once(sys, *worker, endless, 120s);
+  REQUIRE(again);
+  CHECK(again->message == r->message);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+
+  // 6.4 GB asked for under a 2048 MiB limit.
+  const auto greedy = swish_with("greedy", "def forward(x):\n    return torch.zeros([40000, 40000]) + x.sum()\n");
+  auto g = review_once(sys, *worker, greedy, 120s);
+  REQUIRE(g);
+  CHECK(g->status == review_status::internal_error);
+  CHECK_THAT(g->message, Catch::Contains("\"greedy\"") && Catch::Contains("more than 2048 MiB of memory"));
+
+  // A reference that computes passes the check: what answers is the review itself
+  // (here, without a GPU, that this worker cannot review; on a GPU machine a verdict).
+  auto ok = review_once(sys, *worker, swish_with("plain", "def forward(x):\n    return x * torch.sigmoid(x)\n"), 120s);
+  REQUIRE(ok);
+  CHECK_THAT(ok->message, !Catch::Contains("was stopped"));
+  // The worker is well.
+  CHECK((*proc)->alive());
+  CHECK(describes(sys, *worker));
 }

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -645,4 +647,57 @@ TEST_CASE("the graph of a task larger than memory is exported from shapes alone"
   auto small = export_graph_json(t);
   REQUIRE(small.ok());
   CHECK(nlohmann::json::parse(*small)["values"][out]["shape"] == std::vector<int64_t>{64});
+}
+
+// A saved module runs its __setstate__ while torch::jit::load loads it, before its
+// forward could be checked: the load-time code is checked first, against the same
+// rules (tests/data/setstate/make_modules.py made these modules with PyTorch).
+TEST_CASE("a saved module whose __setstate__ reads files or prints is refused before it loads",
+          "[reference][untrusted][setstate]") {
+  const fs::path dir = fs::path(KS_SOURCE_DIR) / "tests" / "data" / "setstate";
+  auto with_module = [&](const std::string& file) {
+    auto t = load_task(dir / "setstate_task.yaml");
+    REQUIRE(t.ok());
+    std::ifstream in(dir / file, std::ios::binary);
+    t->module_bytes.assign(std::istreambuf_iterator<char>(in), {});
+    REQUIRE_FALSE(t->module_bytes.empty());
+    t->module_path = (dir / file).string();
+    return *t;
+  };
+  const std::tuple<std::string, std::string, std::string> cases[] = {
+      {"printing.pt", "__torch__.Printing", "prim::Print"},
+      {"reading.pt", "__torch__.Reading", "aten::from_file"},
+      {"helper.pt", "__torch__.ThroughHelper", "prim::Print"},  // through a method it calls
+      {"nested.pt", "__torch__.Printing", "prim::Print"},       // a submodule's
+  };
+  for (const auto& [file, cls, op] : cases) {
+    INFO(file);
+    const task_spec t = with_module(file);
+    auto p = reference_program::load(t);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains(cls) && Catch::Contains("__setstate__") && Catch::Contains(op));
+    auto g = export_graph_json(t);
+    REQUIRE_FALSE(g.ok());
+    CHECK_THAT(g.message(), Catch::Contains(cls) && Catch::Contains(op));
+  }
+  // Nothing of it ran: the real worker refuses the module and prints nothing of its.
+  const fs::path task_file = fs::path(KS_BINARY_DIR) / "ks-setstate-task.yaml";
+  std::ofstream(task_file) << "name: setstate\nreference:\n  module: " << (dir / "printing.pt").string()
+                           << "\ninputs:\n  - {name: x, shape: [4]}\n";
+  const std::string worker = (fs::path(KS_BINARY_DIR) / "bin" / "kernelskill-gpu").string();
+  FILE* pipe = ::popen((worker + " --run-reference " + task_file.string() + " --on cpu 2>&1").c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  fs::remove(task_file);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK_THAT(out, Catch::Contains("__setstate__") && Catch::Contains("prim::Print"));
+  CHECK_THAT(out, !Catch::Contains("SETSTATE-RAN"));
+
+  // A __setstate__ that only computes loads, and ran: forward gives x * (1 * 2).
+  auto program = load_program(with_module("computing.pt"));
+  auto r = run_trial(*program);
+  CHECK(excess(r.outputs[0], r.inputs[0] * 2.0, 0, 0) <= 0);
 }

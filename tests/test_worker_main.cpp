@@ -11,6 +11,8 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "protocol/worker_link.hpp"
+
 namespace ks::test {
 
 namespace {
@@ -39,7 +41,10 @@ int serve_test_worker(int argc, char** argv, worker_behavior behavior) {
   config cfg;
   caf::actor_system sys{cfg};
   auto worker = sys.spawn<caf::detached>(behavior);
-  auto port = sys.middleman().publish(worker, 0, host.c_str(), true);
+  // The token as kernelskill-gpu takes it by default: the daemon hands its local
+  // workers one in $KS_WORKER_TOKEN, and the stand-ins ask for it too.
+  const char* token = std::getenv(default_worker_token_env);
+  auto port = publish_worker(sys, worker, host, 0, token ? token : "");
   if (!port) return 2;
   std::printf("kernelskill-gpu: listening on %s:%u\n", host.c_str(), unsigned{*port});
   std::fflush(stdout);

@@ -12,7 +12,8 @@ using worker_behavior = gpu_worker_actor::behavior_type (*)(gpu_worker_actor::po
 // that start it: reads the host of --listen HOST:PORT (127.0.0.1 without it; the port
 // is always an ephemeral one, as the pool passes HOST:0; other arguments are ignored),
 // dies with its parent (PR_SET_PDEATHSIG), spawns the worker detached and publishes it
-// over CAF, prints "kernelskill-gpu: listening on HOST:PORT" to stdout (callers parse
+// over CAF (asking for the token in $KS_WORKER_TOKEN when it is set, as the real one
+// does; protocol/worker_link.hpp), prints "kernelskill-gpu: listening on HOST:PORT" to stdout (callers parse
 // that line), then waits for SIGINT or SIGTERM and leaves with std::_Exit(0): no
 // orderly shutdown, since a hung review holds the worker actor. Returns 2, having
 // printed nothing, when it cannot publish.

@@ -1,0 +1,50 @@
+#pragma once
+// The link between the daemon (or `kernelskill run`) and a GPU worker
+// (`kernelskill-gpu --listen`) over CAF's network layer, guarded by a shared secret:
+// whoever reaches a worker's port runs code on its GPU, so a worker with a token lets
+// no peer speak CAF to it until the peer has proved it knows the token.
+//
+// The handshake, on the TCP connection before CAF's own (HMAC-SHA256, base/secret.hpp):
+//   worker → peer:  "KSW1", a 32-byte random challenge Cw
+//   peer → worker:  "KSW1", a 32-byte random challenge Cp, HMAC(token, "client" Cw Cp)
+//   worker → peer:  1 and HMAC(token, "worker" Cp Cw), or 0 and the connection closed.
+// The token itself never crosses the network, a recorded handshake is worth nothing
+// later (fresh challenges), and the peer checks the worker's answer too: a daemon with
+// a token talks only to workers that know it. The link is not encrypted: on networks
+// others can read, tunnel it (SSH, WireGuard).
+//
+// What it promises:
+// - a worker with a token hands a connection to CAF only after a correct proof; a
+//   wrong, missing or late one (5 s) closes the connection, so nothing of a task, nor
+//   any CAF message, is read from an unauthenticated peer; at most 16 handshakes are
+//   under way at once (a 17th cuts the oldest short: silent peers cannot keep a
+//   daemon out, whose handshake takes one round trip);
+// - a worker without a token listens on loopback only: publish_worker refuses any host
+//   that does not resolve to loopback alone (base/loopback.hpp);
+// - connect_worker's errors say which side lacks or refuses the token, never the token.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "protocol/protocol.hpp"
+#include "base/result.hpp"
+
+namespace ks {
+
+// The environment variable a worker and the daemon read the token from by default.
+inline constexpr const char* default_worker_token_env = "KS_WORKER_TOKEN";
+
+// Publishes `worker` on host:port (port 0: a free one) and returns the port. With a
+// token, peers must pass the handshake above; without one, `host` must be loopback.
+result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker,
+                                const std::string& host, uint16_t port, const std::string& token);
+
+// The worker at host:port, reached with `token` (empty: none). Fails when the worker
+// asks for a token and none is given, refuses the one given, does not know it, or
+// does not ask for one while one is given (it would be a worker anyone may use).
+result<gpu_worker_actor> connect_worker(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                        const std::string& token, double timeout_s = 30);
+
+}  // namespace ks
