@@ -107,8 +107,7 @@ int run_experiment(const std::string& config_path, const global_options& g) {
     return 1;
   }
 
-  auto pools = start_pools(sys, *cfg, found).pools;
-  auto reviewer = sys.spawn(reviewer_agent, pools);
+  auto fleet = start_fleet(sys, *cfg, found);
 
   experiment_options eo;
   eo.name = cfg->name;
@@ -123,9 +122,8 @@ int run_experiment(const std::string& config_path, const global_options& g) {
   eo.base.memory = memory;
   eo.base.compiler = std::make_shared<nvrtc_compiler>();
   eo.on_progress = [](const task_progress& p) { std::fprintf(stderr, "%s\n", progress_line(p).c_str()); };
-  auto summary = ks::run_experiment(sys, eo, reviewer);
-  caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
-  for (auto& p : pools) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  auto summary = ks::run_experiment(sys, eo, fleet.reviewer);
+  fleet.stop();
   std::fputs(summary_markdown(summary).c_str(), stdout);
   std::fprintf(stderr, "kernelskill run: results in %s (summary.md, summary.json, tasks/)\n",
                cfg->output.dir.c_str());

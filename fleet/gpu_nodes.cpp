@@ -1,5 +1,7 @@
 #include "fleet/gpu_nodes.hpp"
 
+#include "fleet/node_link.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -21,6 +23,12 @@ result<worker_info> ask_describe(caf::actor_system& sys, const gpu_worker_actor&
       .receive([&](worker_info& info) { out = std::move(info); },
                [&](caf::error& err) { out = ks::error{sys.render(err)}; });
   return out;
+}
+
+void log_devices(const std::string& name, const worker_info& info) {
+  for (auto& d : info.devices)
+    spdlog::info("{}: gpu {}: {} (sm_{}{}, {:.1f} GiB)", name, d.ordinal, d.name, d.cc_major, d.cc_minor,
+                 d.total_memory_bytes / 1073741824.0);
 }
 
 void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name,
@@ -45,10 +53,13 @@ void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name,
                                                          : info->driver_error));
     return;
   }
-  for (auto& d : info->devices)
-    spdlog::info("{}: gpu {}: {} (sm_{}{}, {:.1f} GiB)", name, d.ordinal, d.name, d.cc_major,
-                 d.cc_minor, d.total_memory_bytes / 1073741824.0);
-  found.nodes.push_back({std::move(name), std::move(*info), std::move(handle), std::move(proc)});
+  log_devices(name, *info);
+  gpu_node node;
+  node.name = std::move(name);
+  node.info = std::move(*info);
+  node.handle = std::move(handle);
+  node.process = std::move(proc);
+  found.nodes.push_back(std::move(node));
 }
 
 }  // namespace
@@ -84,13 +95,22 @@ gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg, doubl
   }
   for (auto& remote : cfg.remote) {
     auto name = to_string(remote);
-    auto handle = sys.middleman().remote_actor<gpu_worker_actor>(remote.host, remote.port);
-    if (!handle) {
-      found.problems.push_back(name + ": cannot connect (" + sys.render(handle.error()) +
-                               "); is `kernelskill-gpu --listen " + name + "` running there?");
+    auto link = open_node_link(sys, remote.host, remote.port, timeout_s);
+    if (!link) {
+      found.problems.push_back(link.message());
+      found.unreachable.push_back(remote);
       continue;
     }
-    add_node(found, sys, name, *handle, nullptr, {}, timeout_s);
+    if (link->info.devices.empty()) {
+      found.problems.push_back(name + " (" + link->info.host + "): no GPU: " + link->info.driver_error);
+      continue;
+    }
+    log_devices(name, link->info);
+    gpu_node node;
+    node.name = name;
+    node.info = std::move(link->info);
+    node.remote = remote;
+    found.nodes.push_back(std::move(node));
   }
   return found;
 }
@@ -99,7 +119,7 @@ std::string no_gpu_message(const gpu_discovery& found) {
   std::string msg = "no GPU is available, so there is nothing to check kernels on.\n";
   for (auto& p : found.problems) msg += "  - " + p + "\n";
   msg +=
-      "To use a GPU on another machine, start the worker there:\n"
+      "To use a GPU on another machine, start its node agent there:\n"
       "    kernelskill-gpu --listen 0.0.0.0:8471\n"
       "and name it in the config:\n"
       "    gpus:\n"
