@@ -29,7 +29,11 @@ struct agent_state {
     worker_info out = opts.base;
     out.devices.clear();
     for (auto& [ordinal, d] : devices) out.devices.push_back(d);
-    if (out.devices.empty() && out.driver_error.empty()) out.driver_error = problems.empty() ? "no device to serve" : problems;
+    // driver_error is for a node with no device: then it says why (the machine's
+    // driver, or each worker's problem); a node that serves devices has none.
+    if (!out.devices.empty()) out.driver_error.clear();
+    else if (!problems.empty()) out.driver_error = problems;
+    else if (out.driver_error.empty()) out.driver_error = "no device to serve";
     return out;
   }
 
