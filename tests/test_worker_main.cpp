@@ -29,7 +29,7 @@ int device_arg = -1;
 int requested_device() { return device_arg; }
 
 int serve_test_worker(int argc, char** argv, worker_behavior behavior) {
-  // The pool passes --listen HOST:0 --exit-with-parent --log-level L [--device N].
+  // The pool passes --listen HOST:0 --worker --exit-with-parent --log-level L [--device N].
   std::string host = "127.0.0.1";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--listen")
