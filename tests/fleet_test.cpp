@@ -227,6 +227,44 @@ TEST_CASE("a review that hangs on a node times out for that candidate alone, and
   caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
 }
 
+namespace {
+
+// Sends review 1 through the dispatcher (both idle: it goes to the first pool, a),
+// waits until a's worker has begun it, does `fault` to a, and checks that the review
+// is answered all the same (by b: the loss is not the candidate's) and a is out.
+void lose_a_review_on_a(two_nodes& f, const node_process& a, const std::function<void()>& fault) {
+  caf::scoped_actor self{f.sys};
+  auto pending = self->request(f.dispatcher, 300s, scripted_review(1, "t"));
+  REQUIRE(wait_until(120, [&] { return a.reviews_begun() >= 1; }));
+  fault();
+  std::move(pending).receive(
+      [&](review_result& r) {
+        CHECK(r.status == review_status::ok);
+        CHECK(r.request_id == 1);
+      },
+      [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  CHECK(reading(*f.meter, 0).lost == 1);
+  CHECK(reading(*f.meter, 0).reviews == 0);
+  CHECK_FALSE(reading(*f.meter, 0).up);
+  CHECK(reading(*f.meter, 1).reviews == 1);
+}
+
+// Waits until a is back in the rotation, then sends 4 reviews at once (ids from
+// first_id): all are answered, and a takes some of them.
+void check_a_takes_work_again(two_nodes& f, uint64_t first_id) {
+  REQUIRE(wait_until(60, [&] { return reading(*f.meter, 0).up; }));
+  caf::scoped_actor self{f.sys};
+  std::vector<decltype(self->request(f.dispatcher, 300s, review_request{}))> batch;
+  for (uint64_t id = first_id; id < first_id + 4; ++id)
+    batch.push_back(self->request(f.dispatcher, 300s, scripted_review(id, "t")));
+  for (auto& h : batch)
+    std::move(h).receive([&](review_result& r) { CHECK(r.status == review_status::ok); },
+                         [&](caf::error& err) { FAIL(f.sys.render(err)); });
+  CHECK(reading(*f.meter, 0).reviews >= 1);
+}
+
+}  // namespace
+
 TEST_CASE("a node killed during a review: another node answers it, and the dead node is out until it "
           "is back",
           "[fleet]") {
@@ -236,22 +274,8 @@ TEST_CASE("a node killed during a review: another node answers it, and the dead 
   REQUIRE(b.start());
   two_nodes f;
   f.start(a, b);
-  caf::scoped_actor self{f.sys};
-  // Both idle: the first review goes to the first pool, a.
-  auto pending = self->request(f.dispatcher, 300s, scripted_review(1, "t"));
-  REQUIRE(wait_until(120, [&] { return a.reviews_begun() >= 1; }));
   const int port = a.port();
-  a.kill9();
-  std::move(pending).receive(
-      [&](review_result& r) {
-        CHECK(r.status == review_status::ok);  // b's verdict: the loss is not the candidate's
-        CHECK(r.request_id == 1);
-      },
-      [&](caf::error& err) { FAIL(f.sys.render(err)); });
-  CHECK(reading(*f.meter, 0).lost == 1);
-  CHECK(reading(*f.meter, 0).reviews == 0);
-  CHECK_FALSE(reading(*f.meter, 0).up);
-  CHECK(reading(*f.meter, 1).reviews == 1);
+  lose_a_review_on_a(f, a, [&] { a.kill9(); });
   // While a is down everything goes to b, and nothing waits for a.
   for (uint64_t id = 2; id <= 4; ++id) CHECK(ask(f.sys, f.dispatcher, scripted_review(id, "t")).status == review_status::ok);
   CHECK(reading(*f.meter, 0).reviews == 0);
@@ -261,13 +285,7 @@ TEST_CASE("a node killed during a review: another node answers it, and the dead 
   // a comes back on its port: it rejoins the rotation and takes work again.
   node_process a2({.port = port});
   REQUIRE(a2.start());
-  REQUIRE(wait_until(60, [&] { return reading(*f.meter, 0).up; }));
-  std::vector<decltype(self->request(f.dispatcher, 300s, review_request{}))> batch;
-  for (uint64_t id = 5; id <= 8; ++id) batch.push_back(self->request(f.dispatcher, 300s, scripted_review(id, "t")));
-  for (auto& h : batch)
-    std::move(h).receive([&](review_result& r) { CHECK(r.status == review_status::ok); },
-                         [&](caf::error& err) { FAIL(f.sys.render(err)); });
-  CHECK(reading(*f.meter, 0).reviews >= 1);
+  check_a_takes_work_again(f, 5);
   CHECK(a2.reviews_begun() >= 1);
   CHECK(reading(*f.meter, 0).reviews + reading(*f.meter, 1).reviews == 8);
 }
@@ -281,27 +299,10 @@ TEST_CASE("a node that stops answering during a review: another node answers it,
   REQUIRE(b.start());
   two_nodes f;
   f.start(a, b);
-  caf::scoped_actor self{f.sys};
-  auto pending = self->request(f.dispatcher, 300s, scripted_review(1, "t"));
-  REQUIRE(wait_until(120, [&] { return a.reviews_begun() >= 1; }));
-  a.stop();  // the machine hangs: the connection stays open, nothing answers
-  std::move(pending).receive(
-      [&](review_result& r) {
-        CHECK(r.status == review_status::ok);
-        CHECK(r.request_id == 1);
-      },
-      [&](caf::error& err) { FAIL(f.sys.render(err)); });
-  CHECK(reading(*f.meter, 0).lost == 1);
-  CHECK_FALSE(reading(*f.meter, 0).up);
-  CHECK(reading(*f.meter, 1).reviews == 1);
+  // The machine hangs: the connection stays open, nothing answers.
+  lose_a_review_on_a(f, a, [&] { a.stop(); });
   a.resume();
-  REQUIRE(wait_until(60, [&] { return reading(*f.meter, 0).up; }));
-  std::vector<decltype(self->request(f.dispatcher, 300s, review_request{}))> batch;
-  for (uint64_t id = 2; id <= 5; ++id) batch.push_back(self->request(f.dispatcher, 300s, scripted_review(id, "t")));
-  for (auto& h : batch)
-    std::move(h).receive([&](review_result& r) { CHECK(r.status == review_status::ok); },
-                         [&](caf::error& err) { FAIL(f.sys.render(err)); });
-  CHECK(reading(*f.meter, 0).reviews >= 1);
+  check_a_takes_work_again(f, 2);
 }
 
 TEST_CASE("a task is reviewed on one GPU model only, and waits for it when its devices are gone",
