@@ -378,11 +378,15 @@ struct agent_process {
         ks::testing::environment_without({}), log, 120);
   }
   ~agent_process() {
-    if (server.pid > 0) {
-      ::kill(server.pid, SIGKILL);
-      ::waitpid(server.pid, nullptr, 0);
-    }
+    stop();
     std::filesystem::remove(log);
+  }
+  // Before KS_SKIP, which may leave the process with std::exit (no destructors).
+  void stop() {
+    if (server.pid <= 0) return;
+    ::kill(server.pid, SIGKILL);  // its workers die with it (PR_SET_PDEATHSIG)
+    ::waitpid(server.pid, nullptr, 0);
+    server.pid = -1;
   }
   uint16_t port() const { return static_cast<uint16_t>(std::stoi(server.address.substr(server.address.rfind(':') + 1))); }
 };
@@ -396,7 +400,10 @@ TEST_CASE("a node agent on a machine without a GPU says why it has no device", "
   caf::actor_system sys{cfg};
   auto link = open_node_link(sys, "127.0.0.1", agent.port(), 30);
   REQUIRE(link.ok());
-  if (!link->info.devices.empty()) KS_SKIP("this machine has a GPU: the no-GPU answer is not exercised here");
+  if (!link->info.devices.empty()) {
+    agent.stop();
+    KS_SKIP("this machine has a GPU: the no-GPU answer is not exercised here");
+  }
   CHECK(link->info.pid == agent.server.pid);
   CHECK_THAT(link->info.driver_error, Catch::Matchers::Contains("no CUDA driver"));
 }
@@ -410,8 +417,10 @@ TEST_CASE("gpu: a node agent serves each GPU with a worker of its own, and isola
   caf::actor_system sys{cfg};
   auto link = open_node_link(sys, "127.0.0.1", agent.port(), 60);
   REQUIRE(link.ok());
-  if (link->info.devices.empty())
+  if (link->info.devices.empty()) {
+    agent.stop();
     KS_SKIP("the node has no GPU here (" << link->info.driver_error << "); this test runs on the GPU machine");
+  }
   CHECK(link->info.driver_error.empty());
   for (const auto& d : link->info.devices) CHECK(d.cc_major >= 7);
   remote_pool_options ro;
