@@ -9,6 +9,7 @@
 #include "base/number_format.hpp"
 #include "coder/llm_coder.hpp"
 #include "features/feature_extractor.hpp"
+#include "fleet/review_dispatcher.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "policy/decision_policy.hpp"
 #include "memory/store.hpp"
@@ -230,69 +231,14 @@ planner_actor::behavior_type planner_agent(planner_actor::pointer self, planner_
 // ---------------------------------------------------------------------------
 // Reviewer.
 
-namespace {
-
-struct reviewer_state {
-  std::vector<gpu_pool_actor> pools;
-  std::vector<int> in_flight;
-  std::shared_ptr<review_meter> meter;  // may be null
-};
-
-}  // namespace
-
 reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
                                              std::vector<gpu_pool_actor> pools) {
-  return metered_reviewer_agent(self, std::move(pools), nullptr);
-}
-
-reviewer_actor::behavior_type metered_reviewer_agent(reviewer_actor::pointer self,
-                                                     std::vector<gpu_pool_actor> pools,
-                                                     std::shared_ptr<review_meter> meter) {
-  auto st = std::make_shared<reviewer_state>();
-  st->pools = std::move(pools);
-  st->meter = std::move(meter);
-  st->in_flight.assign(st->pools.size(), 0);
-  return {[=](review_request& req) -> caf::result<review_result> {
-    auto rp = self->make_response_promise<review_result>();
-    if (st->pools.empty()) {
-      review_result r;
-      r.request_id = req.request_id;
-      r.candidate_id = req.cand.id;
-      r.status = review_status::internal_error;
-      r.message = "no GPU worker to review on";
-      rp.deliver(std::move(r));
-      return rp;
-    }
-    size_t pick = std::min_element(st->in_flight.begin(), st->in_flight.end()) -
-                  st->in_flight.begin();
-    ++st->in_flight[pick];
-    if (st->meter) st->meter->started(pick);
-    const uint64_t id = req.request_id;
-    const std::string cand = req.cand.id;
-    // A pool answers every request (it times reviews out itself); a remote worker
-    // used directly may vanish with the request, so wait a bounded time.
-    const auto bound = std::chrono::milliseconds(
-        static_cast<int64_t>((req.options.timeout_s * 2 + 120) * 1000));
-    self->request(st->pools[pick], caf::duration{bound}, std::move(req))
-        .then(
-            [=](review_result& r) mutable {
-              --st->in_flight[pick];
-              if (st->meter) st->meter->finished(pick);
-              rp.deliver(std::move(r));
-            },
-            [=](caf::error& e) mutable {
-              --st->in_flight[pick];
-              if (st->meter) st->meter->finished(pick);
-              review_result r;
-              r.request_id = id;
-              r.candidate_id = cand;
-              r.status = review_status::internal_error;
-              r.message = "GPU pool " + std::to_string(pick) + " failed the request: " +
-                          self->system().render(e);
-              rp.deliver(std::move(r));
-            });
-    return rp;
-  }};
+  dispatcher_options o;
+  for (size_t i = 0; i < pools.size(); ++i) o.pools.push_back({pools[i], "pool " + std::to_string(i), ""});
+  o.own_pools = false;  // the caller's
+  auto dispatcher = spawn_review_dispatcher(self->system(), std::move(o));
+  self->link_to(dispatcher);  // it ends with the reviewer
+  return {[=](review_request& req) { return self->delegate(dispatcher, std::move(req)); }};
 }
 
 }  // namespace ks

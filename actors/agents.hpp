@@ -17,7 +17,6 @@
 #include <caf/error.hpp>
 
 #include "protocol/protocol.hpp"
-#include "fleet/review_meter.hpp"
 #include "coder/coder.hpp"
 #include "policy/skill_library.hpp"
 
@@ -67,14 +66,11 @@ struct planner_options {
 };
 planner_actor::behavior_type planner_agent(planner_actor::pointer self, planner_options options);
 
-// Reviewer: the front of the GPU pools. Sends each request to the pool with the
-// fewest reviews in flight; a pool's error becomes an internal_error review naming it.
+// Reviewer: the front of the GPU pools, as a fleet dispatcher
+// (fleet/review_dispatcher.hpp) over `pools`, all of one device class. The daemon and
+// `run` start the dispatcher themselves, with device classes, remote nodes and a
+// meter (cli/run_setup.hpp).
 reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
                                              std::vector<gpu_pool_actor> pools);
-// The same, recording each pool's busy time and answers in `meter` (one meter name
-// per pool, in the same order).
-reviewer_actor::behavior_type metered_reviewer_agent(reviewer_actor::pointer self,
-                                                     std::vector<gpu_pool_actor> pools,
-                                                     std::shared_ptr<review_meter> meter);
 
 }  // namespace ks

@@ -35,6 +35,14 @@ bool acceptable(const review_result& r) {
   return r.status == review_status::ok && !disqualifying_flag(r);
 }
 
+// Whether a review judged the candidate. internal_error is KernelSkill's own failure
+// (no device of the task's GPU model could take it, the review was lost with its node
+// too often, a worker that cannot start): it says nothing about the candidate or the
+// method that made it, so it is never recorded as experience and never kept as the
+// candidate's verdict. Everything else (crashed and timed_out included: the node's
+// pool answers those only for the candidate that caused them) is the candidate's.
+bool judged(const review_result& r) { return r.status != review_status::internal_error; }
+
 // The line's states (drawn in actors/seed_line.hpp).
 enum class state { review, diagnose, repair, features, plan, optimize, done };
 
@@ -199,9 +207,10 @@ state seed_line::review(line_state& s) {
   if (r.status == review_status::ok)
     spdlog::warn("task '{}': {} passed but is flagged ({}); not taken", o_.task.name,
                  short_id(s.cur.id), r.message);
-  const bool reviewer_failed = r.status == review_status::internal_error;
+  const bool reviewer_failed = !judged(r);
   if (s.repairs < o_.repair_attempts && !reviewer_failed) return state::diagnose;
-  // No repair left, or nothing a repair could fix: the attempt failed.
+  // No repair left: the attempt failed. Or the reviewer failed: the attempt is
+  // abandoned unjudged (record_experience leaves it out of the experience).
   record_experience(s, r, nullptr);
   std::string why = reviewer_failed ? "the reviewer failed: " + r.message
                                     : std::to_string(s.repairs) + " repairs did not make " +
@@ -364,7 +373,7 @@ bool seed_line::back_to_best(line_state& s, const std::string& why) {
 // What applying s.method achieved, for the long-term memory (nothing for a seed).
 void seed_line::record_experience(const line_state& s, const review_result& r,
                                   const code_features* f) {
-  if (s.method.empty() || !o_.use_long_term_memory) return;
+  if (s.method.empty() || !o_.use_long_term_memory || !judged(r)) return;
   experience_record rec;
   rec.method = s.method;
   rec.bottleneck_class = s.bottleneck;
@@ -397,7 +406,7 @@ review_result seed_line::review_kernel(candidate& c, const std::string& method,
     rec_.reviewed(c, again, method, bottleneck);
   } else {
     r = run_review(c);
-    reviewed_[c.id] = r;
+    if (judged(r)) reviewed_[c.id] = r;
     rec_.reviewed(c, r, method, bottleneck);
   }
   return r;

@@ -81,15 +81,14 @@ experiment_result run_tasks(const experiment_config& cfg, const std::vector<task
       !s)
     return fail(1, who + ": " + s.message());
 
-  auto pools = start_pools(sys, cfg, found).pools;
-  auto reviewer = sys.spawn(reviewer_agent, pools);
+  auto fleet = start_fleet(sys, cfg, found);
 
   experiment_options eo;
   eo.name = cfg.name;
   eo.tasks = tasks;
   eo.tasks_in_flight = static_cast<uint32_t>(cfg.budgets.tasks_in_flight);
   eo.output_dir = cfg.output.dir;
-  eo.devices = static_cast<uint32_t>(pools.size());
+  eo.devices = static_cast<uint32_t>(fleet.pools.size());
   eo.base = coordinator_options_from(cfg);
   eo.base.resume = hooks.resume;
   eo.base.backend = backend->code;
@@ -102,9 +101,8 @@ experiment_result run_tasks(const experiment_config& cfg, const std::vector<task
   eo.on_progress = [prefix](const task_progress& p) {
     std::fprintf(stderr, "%s%s\n", prefix.c_str(), progress_line(p).c_str());
   };
-  out.summary = ks::run_experiment(sys, eo, reviewer);
-  caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);
-  for (auto& p : pools) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  out.summary = ks::run_experiment(sys, eo, fleet.reviewer);
+  fleet.stop();
   return out;
 }
 

@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "fleet/gpu_pool.hpp"
+#include "fleet/remote_pool.hpp"
+#include "fleet/review_dispatcher.hpp"
 #include "base/logging.hpp"
 #include "coder/llm_coder.hpp"
 #include "coder/rules_coder.hpp"
@@ -72,31 +74,53 @@ result<backend_choice> make_backend(const experiment_config& cfg,
   return b;
 }
 
-gpu_pools start_pools(caf::actor_system& sys, const experiment_config& cfg, const gpu_discovery& found) {
-  gpu_pools out;
+gpu_fleet start_fleet(caf::actor_system& sys, const experiment_config& cfg, const gpu_discovery& found) {
+  gpu_fleet out;
+  dispatcher_options dopts;
+  const size_t max_queue = static_cast<size_t>(
+      std::max(cfg.budgets.device_queue_depth, cfg.budgets.tasks_in_flight * cfg.budgets.seeds));
+  dopts.remote.max_queue = max_queue;
+  dopts.remote.token = found.remote_token;
   for (auto& node : found.nodes) {
-    if (!node.process) {
-      out.pools.push_back(node.handle);
-      out.names.push_back(node.name);
-      continue;
-    }
     for (auto& d : node.info.devices) {
-      gpu_pool_options po;
-      po.worker.binary = cfg.gpus.worker_binary;
-      po.worker.device = d.ordinal;
-      po.worker.log_level = "warn";
-      po.worker.trial_cache_gib = cfg.gpus.trial_cache_gib;
-      po.worker.profile_replay = cfg.gpus.profile_replay;
-      po.worker.reference_cpu_seconds = cfg.references.cpu_seconds;
-      po.worker.reference_memory_mb = cfg.references.memory_mb;
-      po.worker.reference_wall_seconds = cfg.references.wall_seconds;
-      po.max_queue = static_cast<size_t>(std::max(
-          cfg.budgets.device_queue_depth, cfg.budgets.tasks_in_flight * cfg.budgets.seeds));
-      out.pools.push_back(sys.spawn<caf::detached>(gpu_pool, po));
-      out.names.push_back(node.name + "/" + std::to_string(d.ordinal));
+      gpu_pool_actor pool;
+      std::string name;
+      if (node.is_remote()) {
+        remote_pool_options ro = dopts.remote;
+        ro.host = node.remote.host;
+        ro.port = node.remote.port;
+        ro.device = d.ordinal;
+        ro.expected = d;
+        pool = spawn_remote_pool(sys, ro);
+        name = remote_device_name(ro);
+      } else {
+        gpu_pool_options po;
+        po.worker.binary = cfg.gpus.worker_binary;
+        po.worker.device = d.ordinal;
+        po.worker.log_level = "warn";
+        po.worker.trial_cache_gib = cfg.gpus.trial_cache_gib;
+        po.worker.profile_replay = cfg.gpus.profile_replay;
+        po.worker.reference_cpu_seconds = cfg.references.cpu_seconds;
+        po.worker.reference_memory_mb = cfg.references.memory_mb;
+        po.worker.reference_wall_seconds = cfg.references.wall_seconds;
+        po.max_queue = max_queue;
+        pool = sys.spawn<caf::detached>(gpu_pool, po);
+        name = node.name + "/" + std::to_string(d.ordinal);
+      }
+      out.pools.push_back(pool);
+      out.names.push_back(name);
+      dopts.pools.push_back({pool, name, device_class(d)});
     }
   }
+  for (auto& r : found.unreachable) dopts.late_nodes.push_back({r.host, r.port});
+  out.meter = std::make_shared<review_meter>(out.names);
+  dopts.meter = out.meter;
+  out.reviewer = spawn_review_dispatcher(sys, std::move(dopts));
   return out;
+}
+
+void gpu_fleet::stop() {
+  caf::anon_send_exit(reviewer, caf::exit_reason::user_shutdown);  // its pools end with it
 }
 
 }  // namespace ks::cli

@@ -1,6 +1,7 @@
 #pragma once
 // What `kernelskill run` and `kernelskill serve` both set up from a config: the actor
-// system's config, logging, the coder backend, and a GPU pool per local device.
+// system's config, logging, the coder backend, and the GPU fleet (a pool per device,
+// local or on a node, and the reviewer in front of them).
 
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include "fleet/gpu_nodes.hpp"
+#include "fleet/review_meter.hpp"
 #include "protocol/protocol.hpp"
 #include "base/result.hpp"
 #include "cli/commands.hpp"
@@ -44,13 +46,20 @@ struct backend_choice {
 result<backend_choice> make_backend(const experiment_config& cfg,
                                     std::shared_ptr<const skill_library> lib);
 
-// A pool per local GPU (it owns its worker: restarts it after a crash, kills it on a
-// hung review); remote workers are used as they are. names: "local/0", "HOST:PORT".
-struct gpu_pools {
+// The GPUs as the agents see them: a pool per device (a local device's pool owns its
+// worker: restarts it after a crash, kills it on a hung review; a remote node's
+// device gets a remote pool, fleet/remote_pool.hpp) and the reviewer in front of them
+// (fleet/review_dispatcher.hpp: one GPU model per task, nodes in and out of the
+// rotation, lost reviews re-queued), metered for /metrics. names: "local/0",
+// "HOST:PORT/0", in the meter's order.
+struct gpu_fleet {
   std::vector<gpu_pool_actor> pools;
   std::vector<std::string> names;
+  std::shared_ptr<review_meter> meter;
+  reviewer_actor reviewer;
+  void stop();  // ends the reviewer, and with it the pools (and their workers)
 };
-gpu_pools start_pools(caf::actor_system& sys, const experiment_config& cfg, const gpu_discovery& found);
+gpu_fleet start_fleet(caf::actor_system& sys, const experiment_config& cfg, const gpu_discovery& found);
 
 // One line per GPU found, on stdout.
 void print_nodes(const gpu_discovery& found);

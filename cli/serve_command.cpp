@@ -86,9 +86,7 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   for (auto& p : found.problems) spdlog::warn("{}", p);
   if (found.device_count() == 0)
     spdlog::warn("no GPU: tasks are accepted and wait in the queue. {}", no_gpu_message(found));
-  auto pools = start_pools(sys, *cfg, found);
-  auto meter = std::make_shared<review_meter>(pools.names);
-  auto reviewer = sys.spawn(metered_reviewer_agent, pools.pools, meter);
+  auto fleet = start_fleet(sys, *cfg, found);
 
   scheduler_options so;
   so.base = coordinator_options_from(*cfg);
@@ -99,9 +97,16 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   so.base.memory = memory;
   so.base.compiler = std::make_shared<nvrtc_compiler>();
   so.tasks_in_flight = static_cast<uint32_t>(cfg->budgets.tasks_in_flight);
-  so.run_tasks = found.device_count() > 0;
+  // Nodes not reached yet are tried again (the dispatcher adds their devices when they
+  // answer): tasks start while some device is in the rotation.
+  so.run_tasks = found.device_count() > 0 || !found.unreachable.empty();
+  so.gpus_up = [meter = fleet.meter] {
+    for (const auto& p : meter->read())
+      if (p.up) return true;
+    return false;
+  };
   so.size = cfg->review.size;
-  scheduler tasks(sys, **queue, reviewer, so);
+  scheduler tasks(sys, **queue, fleet.reviewer, so);
 
   http_api_options ho;
   ho.host = where->host;
@@ -117,7 +122,7 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   hc.queue = queue->get();
   hc.tasks = &tasks;
   hc.memory = memory.get();
-  hc.meter = meter.get();
+  hc.meter = fleet.meter.get();
   hc.usage = backend->usage.get();
   hc.dashboard = &dashboard_page;
   // The result's `pytorch`: the best kernel as a ModelNew module (docs/export.md).

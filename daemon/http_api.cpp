@@ -292,6 +292,14 @@ struct http_api::impl {
              "# TYPE ks_gpu_busy_seconds_total counter\n";
       auto pools = ctx.meter->read();
       for (auto& p : pools) line("ks_gpu_busy_seconds_total", "device=\"" + p.name + "\"", p.busy_s);
+      out += "# HELP ks_gpu_up Whether each GPU pool is in the rotation (a node's device: its node answers).\n"
+             "# TYPE ks_gpu_up gauge\n";
+      for (auto& p : pools) line("ks_gpu_up", "device=\"" + p.name + "\"", p.up ? 1 : 0);
+      out += "# HELP ks_gpu_reviews_total Reviews each GPU pool answered.\n# TYPE ks_gpu_reviews_total counter\n";
+      for (auto& p : pools) line("ks_gpu_reviews_total", "device=\"" + p.name + "\"", static_cast<double>(p.reviews));
+      out += "# HELP ks_gpu_reviews_lost_total Reviews lost with a GPU pool's node and sent to another device.\n"
+             "# TYPE ks_gpu_reviews_lost_total counter\n";
+      for (auto& p : pools) line("ks_gpu_reviews_lost_total", "device=\"" + p.name + "\"", static_cast<double>(p.lost));
       out += "# HELP ks_reviews_total Reviews answered.\n# TYPE ks_reviews_total counter\n";
       line("ks_reviews_total", "", static_cast<double>(ctx.meter->reviews()));
       out += "# HELP ks_reviews_per_second Reviews answered per second over the last minute.\n"

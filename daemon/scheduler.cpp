@@ -82,7 +82,7 @@ void scheduler::loop() {
     spdlog::info("task '{}': {}", t.id, resume ? "resuming" : "started");
   };
   auto start_more = [&] {
-    if (!opts_.run_tasks) return;
+    if (!opts_.run_tasks || (opts_.gpus_up && !opts_.gpus_up())) return;
     while (running.size() < std::max<uint32_t>(1, opts_.tasks_in_flight) && !stop_) {
       if (!to_resume.empty()) {
         auto id = to_resume.front();

@@ -6,6 +6,7 @@
 // One task's failure (its coordinator crashing included) never stops another.
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,9 @@ struct scheduler_options {
   uint32_t tasks_in_flight = 2;
   // False when no GPU is reachable: tasks wait in the queue.
   bool run_tasks = true;
+  // When set, tasks start only while it says a GPU is in the rotation (nodes that
+  // were not reachable at start may join later; fleet/review_dispatcher.hpp).
+  std::function<bool()> gpus_up;
   // The size (task's named shapes) tasks are reviewed at; empty: their own shapes.
   std::string size;
 };

@@ -1,5 +1,7 @@
 #include "fleet/gpu_nodes.hpp"
 
+#include "fleet/node_link.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
@@ -26,6 +28,12 @@ result<worker_info> ask_describe(caf::actor_system& sys, const gpu_worker_actor&
   return out;
 }
 
+void log_devices(const std::string& name, const worker_info& info) {
+  for (auto& d : info.devices)
+    spdlog::info("{}: gpu {}: {} (sm_{}{}, {:.1f} GiB)", name, d.ordinal, d.name, d.cc_major, d.cc_minor,
+                 d.total_memory_bytes / 1073741824.0);
+}
+
 void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name,
               gpu_worker_actor handle, std::unique_ptr<worker_process> proc,
               const std::vector<int>& only, double timeout_s) {
@@ -48,10 +56,13 @@ void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name,
                                                          : info->driver_error));
     return;
   }
-  for (auto& d : info->devices)
-    spdlog::info("{}: gpu {}: {} (sm_{}{}, {:.1f} GiB)", name, d.ordinal, d.name, d.cc_major,
-                 d.cc_minor, d.total_memory_bytes / 1073741824.0);
-  found.nodes.push_back({std::move(name), std::move(*info), std::move(handle), std::move(proc)});
+  log_devices(name, *info);
+  gpu_node node;
+  node.name = std::move(name);
+  node.info = std::move(*info);
+  node.handle = std::move(handle);
+  node.process = std::move(proc);
+  found.nodes.push_back(std::move(node));
 }
 
 }  // namespace
@@ -86,21 +97,31 @@ gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg, doubl
     }
   }
   if (cfg.remote.empty()) return found;
-  // The shared secret remote workers ask for (protocol/worker_link.hpp).
+  // The shared secret remote nodes ask for (protocol/worker_link.hpp).
   auto token = read_shared_token(cfg.remote_token_file, cfg.remote_token_env, "gpus.remote_token_file");
   if (!token) {
     found.problems.push_back(token.message());
     return found;
   }
+  found.remote_token = *token;
   for (auto& remote : cfg.remote) {
     auto name = to_string(remote);
-    auto handle = connect_worker(sys, remote.host, remote.port, *token, timeout_s);
-    if (!handle) {
-      found.problems.push_back(name + ": cannot connect (" + handle.message() +
-                               "); is `kernelskill-gpu --listen " + name + "` running there?");
+    auto link = open_node_link(sys, remote.host, remote.port, *token, timeout_s);
+    if (!link) {
+      found.problems.push_back(link.message());
+      found.unreachable.push_back(remote);
       continue;
     }
-    add_node(found, sys, name, *handle, nullptr, {}, timeout_s);
+    if (link->info.devices.empty()) {
+      found.problems.push_back(name + " (" + link->info.host + "): no GPU: " + link->info.driver_error);
+      continue;
+    }
+    log_devices(name, link->info);
+    gpu_node node;
+    node.name = name;
+    node.info = std::move(link->info);
+    node.remote = remote;
+    found.nodes.push_back(std::move(node));
   }
   return found;
 }
@@ -109,7 +130,7 @@ std::string no_gpu_message(const gpu_discovery& found) {
   std::string msg = "no GPU is available, so there is nothing to check kernels on.\n";
   for (auto& p : found.problems) msg += "  - " + p + "\n";
   msg +=
-      "To use a GPU on another machine, start the worker there with a token (a file only\n"
+      "To use a GPU on another machine, start its node agent there with a token (a file only\n"
       "you can read, the same on both machines):\n"
       "    kernelskill-gpu --listen 0.0.0.0:8471 --token-file ~/.ks-worker-token\n"
       "and name it in the config:\n"

@@ -214,6 +214,8 @@ class pool {
     st_.queue.pop_front();
     const uint64_t gen = st_.generation;
     limit_s_ = current->request.options.timeout_s + st_.opts.review_margin_s;
+    spdlog::info("gpu pool: review {} of '{}' to worker pid {}", current->request.request_id,
+                 current->request.task.name, st_.process->pid());
     watchdog_.arm(st_.process->pid(), std::chrono::steady_clock::now() +
                                           std::chrono::milliseconds(static_cast<int64_t>(limit_s_ * 1000)));
     self_->request(st_.courier, caf::infinite, current->request)
@@ -307,6 +309,7 @@ class pool {
     }
     answer_describes("the GPU pool stopped");
     stop_worker();
+    if (st_.opts.on_stopped) st_.opts.on_stopped();
   }
 
   void describe(caf::typed_response_promise<worker_info> rp) {

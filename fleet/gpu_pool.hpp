@@ -14,6 +14,7 @@
 // - a replaced worker is started again and the queue goes on; restarts that keep
 //   failing are bounded, and then queued requests are answered with the reason.
 
+#include <functional>
 #include <string>
 
 #include <caf/fwd.hpp>
@@ -28,6 +29,10 @@ struct gpu_pool_options {
   double review_margin_s = 30;       // added to a request's own timeout_s
   size_t max_queue = 256;            // more pending reviews are refused at once
   int max_consecutive_restart_failures = 3;
+  // Called on the pool's thread once it has ended and stopped its worker: the node
+  // agent waits for every pool's before its process leaves (its workers must not
+  // outlive it). May be empty.
+  std::function<void()> on_stopped;
 };
 
 // Spawn with caf::detached: starting a worker blocks for as long as the process takes

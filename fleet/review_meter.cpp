@@ -8,6 +8,17 @@ review_meter::review_meter(std::vector<std::string> pool_names) {
   for (auto& n : pool_names) pools_.push_back(pool_state{std::move(n)});
 }
 
+size_t review_meter::add_pool(std::string name) {
+  std::lock_guard lock(mu_);
+  pools_.push_back(pool_state{std::move(name)});
+  return pools_.size() - 1;
+}
+
+void review_meter::end_one(pool_state& p, clock::time_point now) {
+  if (p.in_flight > 0 && --p.in_flight == 0)
+    p.busy_s += std::chrono::duration<double>(now - p.busy_since).count();
+}
+
 void review_meter::started(size_t pool) {
   std::lock_guard lock(mu_);
   if (pool >= pools_.size()) return;
@@ -21,11 +32,27 @@ void review_meter::finished(size_t pool) {
   auto& p = pools_[pool];
   const auto now = clock::now();
   ++p.reviews;
-  if (p.in_flight > 0 && --p.in_flight == 0)
-    p.busy_s += std::chrono::duration<double>(now - p.busy_since).count();
+  end_one(p, now);
   recent_.push_back(now);
   // Bounded memory: an hour of answers at most.
   while (!recent_.empty() && now - recent_.front() > std::chrono::hours(1)) recent_.pop_front();
+}
+
+void review_meter::lost(size_t pool) {
+  std::lock_guard lock(mu_);
+  if (pool >= pools_.size()) return;
+  ++pools_[pool].lost;
+  end_one(pools_[pool], clock::now());
+}
+
+void review_meter::refused(size_t pool) {
+  std::lock_guard lock(mu_);
+  if (pool < pools_.size()) end_one(pools_[pool], clock::now());
+}
+
+void review_meter::set_up(size_t pool, bool up) {
+  std::lock_guard lock(mu_);
+  if (pool < pools_.size()) pools_[pool].up = up;
 }
 
 std::vector<review_meter::pool_reading> review_meter::read() const {
@@ -35,7 +62,7 @@ std::vector<review_meter::pool_reading> review_meter::read() const {
   for (const auto& p : pools_) {
     double busy = p.busy_s;
     if (p.in_flight > 0) busy += std::chrono::duration<double>(now - p.busy_since).count();
-    out.push_back(pool_reading{p.name, busy, p.reviews});
+    out.push_back(pool_reading{p.name, busy, p.reviews, p.lost, p.up});
   }
   return out;
 }

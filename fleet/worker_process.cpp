@@ -61,7 +61,8 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return ks::error{"cannot create a pipe for the GPU worker"};
 
-  std::vector<std::string> args = {binary, "--listen", opts.host + ":0", "--exit-with-parent",
+  // --worker: this process serves one device itself (plain --listen is a node agent).
+  std::vector<std::string> args = {binary, "--listen", opts.host + ":0", "--worker", "--exit-with-parent",
                                    "--log-level", opts.log_level};
   if (opts.device >= 0) {
     args.push_back("--device");

@@ -35,7 +35,7 @@ struct worker_process_options {
 
 class worker_process {
  public:
-  // Starts the worker with --listen HOST:0 and waits for the line that names its port.
+  // Starts the worker with --listen HOST:0 --worker and waits for the line that names its port.
   // Errors name the binary and say what the worker printed or why it exited.
   static result<std::unique_ptr<worker_process>> start(const worker_process_options& opts);
   ~worker_process();

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -29,6 +30,8 @@
 #include "gpu/reviewer.hpp"
 #include "gpu/torch_reference.hpp"
 #include "gpu/worker.hpp"
+#include "fleet/node_agent.hpp"
+#include "fleet/worker_process.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
 
@@ -239,14 +242,111 @@ int run_review(const review_cli& cli, const worker_options& opts) {
   return r.status == review_status::ok ? 0 : 1;
 }
 
-int listen(const std::string& address, const worker_options& opts, const std::string& token_file,
-           const std::string& token_env) {
+// Blocks the signals that end us before CAF starts its threads, so that only the main
+// thread receives them (sigwait in serve_until_signal) and shutdown is orderly.
+sigset_t block_stop_signals() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  return stop;
+}
+
+// Publishes `actor` on `where`, prints the "listening on" line, and serves until
+// SIGINT or SIGTERM.
+template <class Handle>
+int serve_until_signal(caf::actor_system& sys, const Handle& actor, const remote_worker& where,
+                       const std::string& address, const std::string& token, sigset_t stop) {
+  // With a token, peers prove it before CAF reads anything of theirs (protocol/worker_link.hpp).
+  auto bound = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(actor), sys.message_types(actor),
+                               where.host, where.port, token);
+  if (!bound) {
+    std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << bound.message() << "\n";
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    return 2;
+  }
+  if (!token.empty()) spdlog::info("peers must prove the token before anything else is read");
+  // The daemon (or the node agent) reads this exact line to learn the port when it
+  // asked for port 0.
+  std::printf("kernelskill-gpu: listening on %s:%u\n", where.host.c_str(), unsigned{*bound});
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+// --listen --worker: one device, served directly (the daemon and the node agent start
+// these and supervise them).
+int serve_one_device(const remote_worker& where, const std::string& address, const std::string& token,
+                     const worker_options& opts) {
+  auto stop = block_stop_signals();
+  worker_system_config cfg;
+  caf::actor_system sys{cfg};
+  // Detached: a review blocks its actor for seconds, and must not hold one of CAF's
+  // scheduler threads (which also serve the network) while it does.
+  auto worker = sys.spawn<caf::detached>(gpu_worker, opts);
+  auto info = describe_this_worker(opts);
+  if (info.devices.empty())
+    spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
+  return serve_until_signal(sys, worker, where, address, token, stop);
+}
+
+struct agent_cli {
+  std::vector<int> devices;   // --devices; empty: every device the driver sees
+  std::string worker_binary;  // --worker-binary; empty: this program
+  double review_margin_s = 30;  // --review-margin
+};
+
+// --listen: the node agent (fleet/node_agent.hpp), a supervised worker per device.
+int serve_node(const remote_worker& where, const std::string& address, const std::string& token,
+               const worker_options& opts, const agent_cli& agent, const std::string& log_level) {
+  auto stop = block_stop_signals();
+  node_agent_options ao;
+  ao.base = describe_this_worker({});
+  if (agent.devices.empty()) {
+    for (auto& d : ao.base.devices) ao.devices.push_back(d.ordinal);
+  } else {
+    ao.devices.assign(agent.devices.begin(), agent.devices.end());
+  }
+  if (ao.devices.empty())
+    spdlog::warn("no GPU: {} (the node answers describe requests only; --devices names devices to serve)",
+                 ao.base.driver_error);
+  ao.pool.worker.binary = agent.worker_binary.empty() ? default_worker_binary() : agent.worker_binary;
+  ao.pool.worker.log_level = log_level;
+  ao.pool.review_margin_s = agent.review_margin_s;
+  ao.pool.worker.trial_cache_gib = opts.trial_cache_bytes / double(1ull << 30);
+  ao.pool.worker.profile_replay = opts.replay == profile_replay::kernel ? "kernel" : "user";
+  ao.pool.worker.reference_cpu_seconds = opts.reference_limits.cpu_seconds;
+  ao.pool.worker.reference_memory_mb = opts.reference_limits.memory_mb;
+  ao.pool.worker.reference_wall_seconds = opts.reference_limits.wall_seconds;
+  worker_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto node = spawn_node_agent(sys, std::move(ao));
+  const int rc = serve_until_signal(sys, node.agent, where, address, token, stop);
+  stop_node_agent(node);  // every worker is gone before the agent is
+  // Leave without the actor system's orderly shutdown: the pools answered daemons on
+  // other machines, and the network layer's references to them may hold it (the
+  // courier in fleet/gpu_pool.cpp says why); everything the node started has ended.
+  std::fflush(nullptr);
+  std::_Exit(rc);
+}
+
+struct token_cli {
+  std::string file;                            // --token-file
+  std::string env = default_worker_token_env;  // --token-env
+};
+
+int listen(const std::string& address, const token_cli& secret, const worker_options& opts, bool one_worker,
+           const agent_cli& agent, const std::string& log_level) {
   auto where = parse_host_port(address, /*allow_any_port=*/true);
   if (!where) {
     std::cerr << "kernelskill-gpu: --listen: " << where.message() << "\n";
     return 2;
   }
-  auto token = read_shared_token(token_file, token_env, "--token-file");
+  auto token = read_shared_token(secret.file, secret.env, "--token-file");
   if (!token) {
     std::cerr << "kernelskill-gpu: " << token.message() << "\n";
     return 2;
@@ -255,41 +355,12 @@ int listen(const std::string& address, const worker_options& opts, const std::st
     std::cerr << "kernelskill-gpu: --listen " << address
               << ": not a loopback address, and no token is set: anyone who reaches this port "
                  "would run code on this GPU. Give a token (--token-file F, a file only you can "
-                 "read, or $" << token_env << ") and the same to the daemon (gpus.remote_token_file "
+                 "read, or $" << secret.env << ") and the same to the daemon (gpus.remote_token_file "
                  "or gpus.remote_token_env), or listen on 127.0.0.1 and tunnel to it\n";
     return 2;
   }
-  // Block the signals that end us before CAF starts its threads, so that only the
-  // main thread receives them (sigwait below) and shutdown is orderly.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-
-  worker_system_config cfg;
-  caf::actor_system sys{cfg};
-  // Detached: a review blocks its actor for seconds, and must not hold one of CAF's
-  // scheduler threads (which also serve the network) while it does.
-  auto worker = sys.spawn<caf::detached>(gpu_worker, opts);
-  auto bound = publish_worker(sys, worker, where->host, where->port, *token);
-  if (!bound) {
-    std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << bound.message() << "\n";
-    caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
-    return 2;
-  }
-  auto info = describe_this_worker(opts);
-  if (info.devices.empty())
-    spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
-  if (!token->empty()) spdlog::info("peers must prove the token before anything else is read");
-  // The daemon reads this exact line to learn the port when it asked for port 0.
-  std::printf("kernelskill-gpu: listening on %s:%u\n", where->host.c_str(), unsigned{*bound});
-  std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop, &sig);
-  spdlog::info("signal {}: shutting down", sig);
-  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
-  return 0;
+  if (one_worker) return serve_one_device(*where, address, *token, opts);
+  return serve_node(*where, address, *token, opts, agent, log_level);
 }
 
 }  // namespace
@@ -299,9 +370,10 @@ int main(int argc, char** argv) {
       "kernelskill-gpu: the GPU worker of KernelSkill.\n"
       "It owns one GPU: compiles candidate kernels with NVRTC, runs the task's PyTorch\n"
       "reference with LibTorch, verifies, times and profiles candidates. The kernelskill\n"
-      "daemon starts one per local GPU, or connects to workers started with --listen on\n"
-      "other machines. The CUDA driver is loaded at run time: on a machine without one\n"
-      "this program still starts and says so."};
+      "daemon starts one per local GPU; on another machine, --listen runs the node agent,\n"
+      "which starts and supervises one per GPU there for daemons that connect to it\n"
+      "(docs/distributed.md). The CUDA driver is loaded at run time: on a machine without\n"
+      "one this program still starts and says so."};
   app.set_version_flag("--version", std::string("kernelskill-gpu 0.1.0 (") + protocol_version + ")");
   bool list = false, json = false, exit_with_parent = false;
   std::string listen_at, reference_task, size, on, log_level = "info";
@@ -309,20 +381,39 @@ int main(int argc, char** argv) {
   app.add_flag("--list-devices", list, "Print the GPUs the driver sees (name, compute capability, memory) and exit");
   app.add_flag("--json", json, "With --list-devices or --review: print JSON");
   app.add_option("--listen", listen_at,
-                 "Serve the daemon on HOST:PORT over CAF's network layer; port 0 picks a free\n"
-                 "port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready. A host\n"
-                 "beyond loopback needs a token (--token-file or $KS_WORKER_TOKEN)");
-  std::string token_file, token_env = default_worker_token_env;
-  app.add_option("--token-file", token_file,
+                 "Serve daemons on HOST:PORT over CAF's network layer as this machine's node agent:\n"
+                 "one worker process per GPU (or per --devices entry), each restarted after a crash\n"
+                 "or a hung review; the daemon sees every device as its own pool (docs/distributed.md).\n"
+                 "Port 0 picks a free port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready");
+  bool one_worker = false;
+  app.add_flag("--worker", one_worker,
+               "With --listen: serve one device directly, unsupervised (what the daemon and the node\n"
+               "agent start for each device; use --listen alone on a GPU machine)");
+  agent_cli agent;
+  app.add_option("--devices", agent.devices,
+                 "With --listen: the GPU ordinals to serve, comma-separated (default: every device the\n"
+                 "driver sees). Two nodes on one machine may each serve the same device")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--review-margin", agent.review_margin_s,
+                 "With --listen: seconds past a review's own timeout before a worker is taken as hung,\n"
+                 "killed and restarted, and the review answered timed_out (default 30)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--worker-binary", agent.worker_binary,
+                 "With --listen: the program each device's worker runs (default: this one); tests\n"
+                 "use a stand-in");
+  app.add_option("--device", opts.device, "With --worker: the GPU ordinal this worker serves (default: all\n"
+                                          "for describe, 0 for reviews)");
+  token_cli secret;
+  app.add_option("--token-file", secret.file,
                  "With --listen: a file (mode 600) whose first line is the shared secret peers\n"
                  "must prove they know before anything is read from them; the daemon gives the\n"
                  "same secret (gpus.remote_token_file or gpus.remote_token_env). Never on the\n"
-                 "command line itself: every user of the machine can read that");
-  app.add_option("--token-env", token_env,
+                 "command line itself: every user of the machine can read that. A host beyond\n"
+                 "loopback needs a token");
+  app.add_option("--token-env", secret.env,
                  "With --listen and no --token-file: the environment variable holding the token\n"
                  "(default KS_WORKER_TOKEN; unset or empty: no token, loopback only)");
-  app.add_option("--device", opts.device, "The GPU ordinal this worker serves (default: all for\n"
-                                          "describe, 0 for reviews)");
   double trial_cache_gib = 0;
   app.add_option("--trial-cache-gib", trial_cache_gib,
                  "Device memory kept for trial inputs and reference outputs, in GiB (default 0:\n"
@@ -395,7 +486,10 @@ int main(int argc, char** argv) {
   // its end: a later write to stdout must fail with EPIPE, not kill the worker.
   signal(SIGPIPE, SIG_IGN);
   if (exit_with_parent) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    // SIGKILL, not SIGTERM: a worker whose daemon or node agent died has nobody to
+    // answer, and an orderly exit would wait for a review in flight (for ever, when
+    // its kernel hangs).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1) return 0;  // the parent is already gone
   }
   if (list) return list_devices(opts, json);
@@ -410,7 +504,7 @@ int main(int argc, char** argv) {
     review.json = json;
     return run_review(review, opts);
   }
-  if (!listen_at.empty()) return listen(listen_at, opts, token_file, token_env);
+  if (!listen_at.empty()) return listen(listen_at, secret, opts, one_worker, agent, log_level);
   std::cerr << app.help() << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen, "
                              "--run-reference or --review\n";
   return 2;

@@ -54,8 +54,18 @@ using gpu_worker_actor = caf::typed_actor<
     caf::replies_to<describe_atom>::with<worker_info>,
     caf::replies_to<review_request>::with<review_result>>;
 
+// A GPU machine's node agent (`kernelskill-gpu --listen`, fleet/node_agent.hpp): it
+// supervises one worker process per device. describe lists every device it serves;
+// (device, N, request) reviews on device N. The daemon reaches other machines only
+// through this interface, so a plain worker published by mistake is refused at connect.
+using device_atom = caf::atom_constant<caf::atom("device")>;
+using gpu_node_actor = caf::typed_actor<
+    caf::replies_to<describe_atom>::with<worker_info>,
+    caf::replies_to<device_atom, int32_t, review_request>::with<review_result>>;
+
 // In the daemon, one per device: queues review requests, sends one at a time to its
-// worker, restarts the worker when it dies.
+// worker, restarts the worker when it dies (fleet/gpu_pool.hpp for a local device,
+// fleet/remote_pool.hpp for a device of a node).
 using gpu_pool_actor = caf::typed_actor<
     caf::replies_to<describe_atom>::with<worker_info>,
     caf::replies_to<review_request>::with<review_result>>;

@@ -287,8 +287,9 @@ caf::actor spawn_link(caf::actor_system& sys, const std::string& token, std::sha
 
 }  // namespace
 
-result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker,
-                                const std::string& host, uint16_t port, const std::string& token) {
+result<uint16_t> publish_guarded(caf::actor_system& sys, caf::strong_actor_ptr actor,
+                                 std::set<std::string> ifs, const std::string& host, uint16_t port,
+                                 const std::string& token) {
   if (token.empty() && !is_loopback_host(host))
     return error{host + " is not a loopback address: a worker serving beyond this machine needs a "
                         "token (--token-file F, or $KS_WORKER_TOKEN), or anyone who reaches it runs "
@@ -297,13 +298,23 @@ result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& 
   auto link = spawn_link(sys, token, why, 30);
   caf::scoped_actor self{sys};
   result<uint16_t> out = error{"no answer"};
-  self->request(link, caf::infinite, caf::publish_atom_v, port,
-                caf::actor_cast<caf::strong_actor_ptr>(worker), sys.message_types(worker), host, true)
+  self->request(link, caf::infinite, caf::publish_atom_v, port, std::move(actor), std::move(ifs), host, true)
       .receive([&](uint16_t bound) { out = bound; },
                [&](caf::error& err) { out = error{sys.render(err)}; });
   // The doorman belongs to the broker now; the link actor is not needed any more.
   self->send_exit(link, caf::exit_reason::user_shutdown);
   return out;
+}
+
+result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker,
+                                const std::string& host, uint16_t port, const std::string& token) {
+  return publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(worker), sys.message_types(worker), host,
+                         port, token);
+}
+
+caf::actor spawn_guarded_connector(caf::actor_system& sys, const std::string& token,
+                                   std::shared_ptr<std::string> why, double timeout_s) {
+  return spawn_link(sys, token, std::move(why), timeout_s);
 }
 
 result<gpu_worker_actor> connect_worker(caf::actor_system& sys, const std::string& host, uint16_t port,

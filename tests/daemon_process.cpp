@@ -1,27 +1,35 @@
 #include "tests/daemon_process.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "tests/child_process.hpp"
 
 namespace ks::testing {
 
 namespace fs = std::filesystem;
 
 fs::path bin_dir() { return fs::path(KS_BINARY_DIR) / "bin"; }
+
+namespace {
+
+// "  remote: [\"A\", \"B\"]\n", or nothing for no nodes.
+std::string remote_line(const std::vector<std::string>& nodes) {
+  if (nodes.empty()) return "";
+  std::string s = "  remote: [";
+  for (size_t i = 0; i < nodes.size(); ++i) s += (i ? ", \"" : "\"") + nodes[i] + "\"";
+  return s + "]\n";
+}
+
+}  // namespace
 
 daemon_process::daemon_process(daemon_options opts) : opts_(std::move(opts)) {
   std::random_device rd;
@@ -33,6 +41,7 @@ daemon_process::daemon_process(daemon_options opts) : opts_(std::move(opts)) {
       << "gpus:\n"
       << "  worker_binary: " << (bin_dir() / "ks-scripted-gpu").string() << "\n"
       << "  local: " << (opts_.with_gpu ? "[0]" : "none") << "\n"
+      << remote_line(opts_.remote_nodes)
       << "budgets: {seeds: " << opts_.seeds << ", rounds: " << opts_.rounds
       << ", repair_attempts: 1, tasks_in_flight: " << opts_.tasks_in_flight << "}\n"
       << "review: {trials: 2}\n"
@@ -50,71 +59,14 @@ daemon_process::~daemon_process() {
 std::string daemon_process::start(double timeout_s) {
   error_.clear();
   url_.clear();
-  int fds[2];
-  if (::pipe(fds) != 0) {
-    error_ = std::string("pipe: ") + std::strerror(errno);
-    return "";
-  }
-  const std::string bin = (bin_dir() / "kernelskill").string();
-  const std::string cfg = (dir_ / "daemon.yaml").string();
-  const std::string log = (dir_ / "serve.log").string();
-  std::vector<std::string> args = {bin, "serve", "--config", cfg};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string v = *e;
-    if (v.rfind("KS_TOKEN=", 0) == 0 || v.rfind("KS_SCRIPTED_REVIEW_MS=", 0) == 0) continue;
-    env.push_back(v);
-  }
+  auto env = environment_without({"KS_TOKEN=", "KS_SCRIPTED_REVIEW_MS="});
   env.push_back("KS_SCRIPTED_REVIEW_MS=" + std::to_string(opts_.review_ms));
   if (!opts_.token.empty()) env.push_back("KS_TOKEN=" + opts_.token);
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  int rc = ::posix_spawn(&pid_, bin.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    pid_ = -1;
-    error_ = "posix_spawn " + bin + ": " + std::strerror(rc);
-    return "";
-  }
-  // Read stdout until the URL line (other lines, such as the GPU list, come first).
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  const std::string marker = "listening on ";
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (::poll(&p, 1, 100) > 0) {
-      char buf[4096];
-      ssize_t n = ::read(fds[0], buf, sizeof buf);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-      auto at = out.find(marker);
-      if (at != std::string::npos) {
-        auto end = out.find('\n', at);
-        if (end != std::string::npos) {
-          url_ = out.substr(at + marker.size(), end - at - marker.size());
-          break;
-        }
-      }
-    }
-  }
-  ::close(fds[0]);  // the daemon prints nothing more on stdout
-  if (url_.empty()) {
-    error_ = "the daemon did not print its URL; stdout: " + out + "\nstderr: " + this->log();
-    kill9();
-  }
+  auto started = start_server({(bin_dir() / "kernelskill").string(), "serve", "--config", (dir_ / "daemon.yaml").string()},
+                              env, (dir_ / "serve.log").string(), timeout_s);
+  pid_ = started.pid;
+  url_ = started.address;
+  if (url_.empty()) error_ = "the daemon did not start: " + started.error + "\nstderr: " + this->log();
   return url_;
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace ks::testing {
 
@@ -18,6 +19,7 @@ struct daemon_options {
   int rounds = 3;
   int tasks_in_flight = 2;
   int review_ms = 0;            // KS_SCRIPTED_REVIEW_MS: how long each review takes
+  std::vector<std::string> remote_nodes;  // gpus.remote ("HOST:PORT" of node agents)
   bool with_gpu = true;         // false: gpus.local none (tasks stay queued)
   std::string token;            // non-empty: KS_TOKEN for the daemon
   std::string extra_config;     // YAML appended to the config

@@ -304,6 +304,8 @@ TEST_CASE("the daemon's API runs submitted tasks and answers status, cancel, pri
   CHECK_THAT(m->body, Contains("ks_tasks{state=\"done\"} 2"));
   CHECK_THAT(m->body, Contains("ks_queue_depth 0"));
   CHECK_THAT(m->body, Contains("ks_gpu_busy_seconds_total{device=\"local/0\"}"));
+  CHECK_THAT(m->body, Contains("ks_gpu_up{device=\"local/0\"} 1"));
+  CHECK_THAT(m->body, Contains("ks_gpu_reviews_lost_total{device=\"local/0\"} 0"));
   CHECK_THAT(m->body, Contains("ks_reviews_total"));
 
   CHECK(d.terminate() == 0);

@@ -1,12 +1,15 @@
 // The gpu pool actor with real worker processes: kills and stops are made for real
 // (SIGKILL, SIGSTOP) on kernelskill-gpu, aborts and hangs from inside a fake worker
 // (fake_gpu_worker), and the pool must answer every request and go on with a fresh
-// worker. Needs no GPU: the worker runs everywhere. Where there is a GPU, one more test
-// sends real faulting, trapping and hanging kernels through the pool.
+// worker. Needs no GPU: the worker runs everywhere. Where there is a GPU, more tests
+// send real faulting, trapping and hanging kernels through the pool, and through a
+// node agent (`kernelskill-gpu --listen`, a pool per device) from a remote pool.
 
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -17,8 +20,11 @@
 #include <caf/io/all.hpp>
 
 #include "fleet/gpu_pool.hpp"
+#include "fleet/node_link.hpp"
+#include "fleet/remote_pool.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
+#include "tests/child_process.hpp"
 #include "tests/gpu_skip.hpp"
 
 using namespace ks;
@@ -354,4 +360,91 @@ TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the 
 
   auto again = review(f, relu_review(5, good, 120));
   CHECK(again.status == review_status::ok);
+}
+
+// ===========================================================================
+// The node agent on this machine's GPUs, reached as a daemon reaches another machine.
+
+namespace {
+
+// `kernelskill-gpu --listen 127.0.0.1:0` (the node agent), SIGKILLed at the end.
+struct agent_process {
+  ks::testing::started_server server;
+  std::string log = (std::filesystem::temp_directory_path() /
+                     ("ks-agent-" + std::to_string(::getpid()) + ".log")).string();
+  agent_process() {
+    server = ks::testing::start_server(
+        {std::string(KS_BINARY_DIR) + "/bin/kernelskill-gpu", "--listen", "127.0.0.1:0", "--review-margin", "1"},
+        ks::testing::environment_without({}), log, 120);
+  }
+  ~agent_process() {
+    stop();
+    std::filesystem::remove(log);
+  }
+  // Before KS_SKIP, which may leave the process with std::exit (no destructors).
+  void stop() {
+    if (server.pid <= 0) return;
+    ::kill(server.pid, SIGKILL);  // its workers die with it (PR_SET_PDEATHSIG)
+    ::waitpid(server.pid, nullptr, 0);
+    server.pid = -1;
+  }
+  uint16_t port() const { return static_cast<uint16_t>(std::stoi(server.address.substr(server.address.rfind(':') + 1))); }
+};
+
+}  // namespace
+
+TEST_CASE("a node agent on a machine without a GPU says why it has no device", "[gpu_pool][nogpu]") {
+  agent_process agent;
+  REQUIRE(agent.server.pid > 0);
+  pool_config cfg;
+  caf::actor_system sys{cfg};
+  auto link = open_node_link(sys, "127.0.0.1", agent.port(), "", 30);
+  REQUIRE(link.ok());
+  if (!link->info.devices.empty()) {
+    agent.stop();
+    KS_SKIP("this machine has a GPU: the no-GPU answer is not exercised here");
+  }
+  CHECK(link->info.pid == agent.server.pid);
+  CHECK_THAT(link->info.driver_error, Catch::Matchers::Contains("no CUDA driver"));
+}
+
+TEST_CASE("gpu: a node agent serves each GPU with a worker of its own, and isolates faulting and hanging "
+          "candidates like a local pool",
+          "[gpu_pool][gpu]") {
+  agent_process agent;
+  REQUIRE(agent.server.pid > 0);
+  pool_config cfg;
+  caf::actor_system sys{cfg};
+  auto link = open_node_link(sys, "127.0.0.1", agent.port(), "", 60);
+  REQUIRE(link.ok());
+  if (link->info.devices.empty()) {
+    agent.stop();
+    KS_SKIP("the node has no GPU here (" << link->info.driver_error << "); this test runs on the GPU machine");
+  }
+  CHECK(link->info.driver_error.empty());
+  for (const auto& d : link->info.devices) CHECK(d.cc_major >= 7);
+  remote_pool_options ro;
+  ro.host = "127.0.0.1";
+  ro.port = agent.port();
+  ro.device = link->info.devices.front().ordinal;
+  auto pool = spawn_remote_pool(sys, ro);
+  auto ask = [&](const review_request& req) {
+    caf::scoped_actor self{sys};
+    review_result out;
+    self->request(pool, 300s, req)
+        .receive([&](review_result& r) { out = std::move(r); },
+                 [&](caf::error& err) { FAIL("a node fault: " << sys.render(err)); });
+    std::printf("review %llu: %s: %s\n", static_cast<unsigned long long>(req.request_id), to_string(out.status),
+                out.message.c_str());
+    return out;
+  };
+  const std::string good = "  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];";
+  CHECK(ask(relu_review(1, good, 120)).status == review_status::ok);
+  auto fault = ask(relu_review(2, "  if (i < n) y[i + (1ll << 40)] = 1.f;", 120));
+  CHECK(fault.status == review_status::crashed);
+  CHECK_THAT(fault.message, Catch::Matchers::Contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
+  auto hang = ask(relu_review(3, "  if (i == 0) { while (clock64() >= 0) {} }\n  if (i < n) y[i] = x[i];", 5));
+  CHECK(hang.status == review_status::timed_out);
+  CHECK(ask(relu_review(4, good, 120)).status == review_status::ok);
+  caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
 }

@@ -10,14 +10,25 @@
 // Phase times: compile is the NVRTC compile's own wall time; the GPU phases are scripted
 // too, a few milliseconds per trial and 1.5 s of profile for a correct candidate, the
 // proportions an H200 showed at the tasks' test sizes (docs/reviewer.md).
+//   // verdict: abort                // verdict: hang
+// (abort: the worker process aborts mid-review, as a kernel that kills its process;
+// hang: the review never ends, as a kernel that never finishes.)
 // KS_SCRIPTED_REVIEW_MS=N makes every review take at least N ms, so that a test can
-// act while tasks are running.
+// act while tasks are running. KS_SCRIPTED_COMPILE=0 skips NVRTC (every candidate
+// compiles), so that a bench of many stand-in nodes on a few cores measures the fleet,
+// not the compiler. Each review's start is logged to stderr
+// ("ks-scripted-gpu: reviewing ID on device N, pid P"), so that a test can act while
+// one is in flight. The device it describes has the ordinal of --device (0 without)
+// and the model KS_SCRIPTED_GPU_NAME (a default name without): tests of the fleet
+// give nodes different models. A review's `device` names the model, the ordinal and
+// the worker's pid.
 // The rules coder asks the configured worker binary for the task's graph
 // (`--graph`, CPU LibTorch, no GPU needed): that request is handed to the real
 // kernelskill-gpu beside this program, so one `gpus.worker_binary` serves both.
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,12 +50,30 @@ double unit_from(const std::string& text, size_t salt) {
   return std::stoul(h.substr(salt * 6 % 56, 6), nullptr, 16) / double(1 << 24);
 }
 
+std::string gpu_name() {
+  const char* name = std::getenv("KS_SCRIPTED_GPU_NAME");
+  return name && *name ? name : "Scripted GPU (NVRTC only; verdicts are scripted)";
+}
+
 ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& req) {
   ks::review_result r;
   r.request_id = req.request_id;
   r.candidate_id = req.cand.id;
-  r.device = "scripted/0";
+  // Which worker process reviewed it: tests of the fleet tell nodes apart by it.
+  r.device = gpu_name() + "/" + std::to_string(std::max(0, ks::test::requested_device())) + " pid " +
+             std::to_string(getpid());
   const auto t0 = std::chrono::steady_clock::now();
+  static const bool compile = [] {
+    const char* c = std::getenv("KS_SCRIPTED_COMPILE");
+    return !(c && std::string(c) == "0");
+  }();
+  if (!compile) {
+    r.status = ks::review_status::ok;
+    r.trials_run = r.trials_passed = req.options.trials;
+    r.speedup = 1;
+    r.message = "not compiled (KS_SCRIPTED_COMPILE=0); correct (scripted verdict)";
+    return r;
+  }
   auto c = nvrtc.compile(req.cand.source, req.cand.compile_options);
   r.phases.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!c) {
@@ -68,6 +97,9 @@ ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& re
     verdict = m[1];
     if (m[2].matched) speedup = std::stod(m[2]);
   }
+  if (verdict == "abort") std::abort();
+  if (verdict == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   r.trials_run = req.options.trials;
   if (verdict != "crash") {
     r.phases.inputs_s = 0.004 * r.trials_run;
@@ -116,7 +148,8 @@ ks::gpu_worker_actor::behavior_type scripted_worker(ks::gpu_worker_actor::pointe
         info.pid = static_cast<int32_t>(getpid());
         info.version = ks::protocol_version;
         ks::device_info d;
-        d.name = "Scripted GPU (NVRTC only; verdicts are scripted)";
+        d.ordinal = std::max(0, ks::test::requested_device());
+        d.name = gpu_name();
         d.cc_major = 9;
         d.cc_minor = 0;
         d.total_memory_bytes = 1ull << 34;
@@ -126,6 +159,9 @@ ks::gpu_worker_actor::behavior_type scripted_worker(ks::gpu_worker_actor::pointe
       },
       [nvrtc, delay_ms](const ks::review_request& req) {
         const auto t0 = std::chrono::steady_clock::now();
+        std::fprintf(stderr, "ks-scripted-gpu: reviewing %s on device %d, pid %d\n", req.cand.id.c_str(),
+                     std::max(0, ks::test::requested_device()), static_cast<int>(getpid()));
+        std::fflush(stderr);
         auto r = review(*nvrtc, req);
         std::this_thread::sleep_until(t0 + std::chrono::milliseconds(delay_ms));
         return r;

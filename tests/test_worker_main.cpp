@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,15 +25,23 @@ struct config : caf::actor_system_config {
   }
 };
 
+int device_arg = -1;
+
 }  // namespace
 
+int requested_device() { return device_arg; }
+
 int serve_test_worker(int argc, char** argv, worker_behavior behavior) {
-  // The pool passes --listen HOST:0 --exit-with-parent --log-level L [--device N].
+  // The pool passes --listen HOST:0 --worker --exit-with-parent --log-level L [--device N].
   std::string host = "127.0.0.1";
-  for (int i = 1; i + 1 < argc; ++i)
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--listen")
       host = std::string(argv[i + 1]).substr(0, std::string(argv[i + 1]).rfind(':'));
+    if (std::string(argv[i]) == "--device") device_arg = std::atoi(argv[i + 1]);
+  }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // A parent that died before the prctl sends no signal: it has been reaped already.
+  if (getppid() == 1) return 0;
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);

@@ -16,7 +16,11 @@ using worker_behavior = gpu_worker_actor::behavior_type (*)(gpu_worker_actor::po
 // does; protocol/worker_link.hpp), prints "kernelskill-gpu: listening on HOST:PORT" to stdout (callers parse
 // that line), then waits for SIGINT or SIGTERM and leaves with std::_Exit(0): no
 // orderly shutdown, since a hung review holds the worker actor. Returns 2, having
-// printed nothing, when it cannot publish.
+// printed nothing, when it cannot publish. --device N is kept for requested_device().
 int serve_test_worker(int argc, char** argv, worker_behavior behavior);
+
+// The N of --device N on the command line (what the daemon's pools and the node agent
+// pass each worker); -1 without one. Set before the behaviour runs.
+int requested_device();
 
 }  // namespace ks::test
