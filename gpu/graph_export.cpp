@@ -352,9 +352,12 @@ result<std::vector<c10::IValue>> meta_arguments(const task_spec& task, const std
 // The task's inputs and parameters drawn as the reviewer draws trial 0's, on `device`.
 result<std::vector<c10::IValue>> drawn_arguments(const task_spec& task, const std::optional<torch::jit::Module>& module,
                                                  const c10::Device& device) {
-  auto inputs = make_inputs(task, trial_seed(task.seed, 0), device);
+  // On the GPU the probe draws there too: only shapes are read from it, and a CPU draw
+  // of a KernelBench-sized input takes seconds per tensor (docs/reviewer.md).
+  const input_draw draw = device.is_cuda() ? input_draw::device : input_draw::cpu;
+  auto inputs = make_inputs(task, trial_seed(task.seed, 0), device, draw);
   if (!inputs) return inputs.error();
-  auto params = module ? module_parameters(task, *module, device) : make_parameters(task, device);
+  auto params = module ? module_parameters(task, *module, device) : make_parameters(task, device, draw);
   if (!params) return params.error();
   std::vector<c10::IValue> out(inputs->begin(), inputs->end());
   out.insert(out.end(), params->begin(), params->end());

@@ -346,6 +346,19 @@ TEST_CASE("review.draw_inputs is device by default, cpu when asked, nothing else
   CHECK_THAT(rejected("draw_inputs: cpu\n"), Contains("did you mean 'review.draw_inputs'?"));
 }
 
+TEST_CASE("gpus.profile_replay is user by default, kernel when asked, nothing else", "[config]") {
+  CHECK(defaults_from("exp.yaml").gpus.profile_replay == "user");
+  auto kernel = parse("gpus:\n  profile_replay: kernel\n");
+  REQUIRE(kernel.ok());
+  CHECK(kernel->gpus.profile_replay == "kernel");
+  auto back = parse(ks::to_yaml(*kernel));
+  REQUIRE(back.ok());
+  CHECK(back->gpus.profile_replay == "kernel");
+  CHECK_THAT(rejected("gpus:\n  profile_replay: bogus\n"),
+             Contains("exp.yaml:2:19: gpus.profile_replay: expected one of user, kernel, got \"bogus\""));
+  CHECK_THAT(rejected("profile_replay: user\n"), Contains("did you mean 'gpus.profile_replay'?"));
+}
+
 TEST_CASE("parse_host_port reads HOST:PORT and bracketed IPv6", "[config]") {
   CHECK(*ks::parse_host_port("gpu1:8471") == ks::remote_worker{"gpu1", 8471});
   CHECK(*ks::parse_host_port("10.0.0.2:1") == ks::remote_worker{"10.0.0.2", 1});

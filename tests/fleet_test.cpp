@@ -185,7 +185,7 @@ TEST_CASE("a plain worker is refused as a node, with a message saying what to st
   wo.binary = (ks::testing::bin_dir() / "kernelskill-gpu").string();
   auto worker = worker_process::start(wo);
   REQUIRE(worker.ok());
-  auto link = open_node_link(sys, "127.0.0.1", (*worker)->port(), "", 30);
+  auto link = open_node_link(sys, "127.0.0.1", (*worker)->port(), (*worker)->token(), 30);
   REQUIRE_FALSE(link.ok());
   CHECK_THAT(link.message(), Contains("not a KernelSkill node agent"));
   CHECK_THAT(link.message(), Contains("kernelskill-gpu --listen"));
