@@ -160,7 +160,7 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
   target_shapes target;
   for (auto* list : {&task.inputs, &task.parameters})
     for (auto& t : *list) target[t.name] = t.shape;
-  auto lowered = lower_graph(*g, params, target);
+  auto lowered = lower_graph(*g, params, target, options_.device);
   if (!lowered) return lowered.error();
   candidate c;
   c.task = task.name;

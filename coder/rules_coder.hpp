@@ -46,6 +46,9 @@ struct rules_coder_options {
   std::filesystem::path skills_dir;
   // The task size to export graphs at, when the task has it.
   std::string graph_size = "cpu";
+  // The GPU the kernels are written for (how many blocks fill it: few long rows are
+  // split to do so). Defaults are an H200's.
+  lowering_device device;
   reference_limits limits;
 };
 

@@ -81,6 +81,7 @@ template <class T> inline void __stcs(T* p, T v) { *p = v; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __expf(float x) { return expf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 static void ks_entry() {
   ks_body();
   ks_fibers[ks_cur].done = true;

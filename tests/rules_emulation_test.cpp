@@ -476,3 +476,93 @@ TEST_CASE("emulated: seeds of imported KernelBench problems match the imported r
     check_task(load_task(imported.task_path), 2);
   }
 }
+
+// Few long rows are split over several blocks each (coder/rules/row_split.hpp). A
+// coder for a device of 2 SMs makes 3 rows of 13001 elements few: with 256 threads
+// and at least 16 elements a thread, SPLIT = min(ceil(13001 / 4096), ceil(16 / 3)) = 4
+// blocks a row. Every seed that splits runs against the reference, twice: the two
+// runs must give the same bits (the merges are in a fixed order; the sources hold no
+// atomics). Rows of 13001 are not a multiple of 4 (element by element) and rows of
+// 13000 are (float4 chunks).
+rules_coder& small_device_coder() {
+  static std::unique_ptr<rules_coder> c = [] {
+    rules_coder_options o;
+    o.gpu_worker = kWorker;
+    o.skills_dir = kSource / "skills";
+    o.device.multiprocessors = 2;
+    auto r = rules_coder::create(o);
+    if (!r) FAIL(r.message());
+    return std::move(r.value());
+  }();
+  return *c;
+}
+
+// `rel` with its last dim `len` and its rows `rows`, declared and at its cpu size.
+result<task_spec> reshaped(const std::string& rel, int64_t rows, int64_t len) {
+  auto t = load_task(kSource / rel);
+  if (!t) return t;
+  auto fix = [&](std::vector<int64_t>& shape, bool input) {
+    if (shape.empty()) return;
+    shape.back() = len;
+    if (input && shape.size() > 1) shape.front() = rows;
+  };
+  for (auto& i : t->inputs) fix(i.shape, true);
+  for (auto& p : t->parameters) fix(p.shape, false);
+  for (auto& [name, shape] : t->sizes["cpu"]) {
+    bool input = std::any_of(t->inputs.begin(), t->inputs.end(), [&](const tensor_spec& s) { return s.name == name; });
+    fix(shape, input);
+  }
+  return t;
+}
+
+// Runs `c` twice on the task's trial-0 inputs; the outputs must be the same bits.
+void check_bit_identical(const task_spec& task, const candidate& c) {
+  auto sized = with_size(task, "cpu");
+  REQUIRE(sized);
+  auto prog = reference_program::load(*sized);
+  REQUIRE(prog);
+  auto inputs = make_inputs(*sized, trial_seed(sized->seed, 0), c10::Device(c10::kCPU));
+  REQUIRE(inputs);
+  const auto& params = parameter_tensors(**prog);
+  auto a = run_candidate(*sized, c, *inputs, params);
+  auto b = run_candidate(*sized, c, *inputs, params);
+  if (!a || !b) FAIL((a ? b.message() : a.message()));
+  for (size_t i = 0; i < a->size(); ++i) CHECK(at::equal((*a)[i], (*b)[i]));
+}
+
+TEST_CASE("emulated: few long rows split over several blocks match the reference, bit for bit on reruns", "[rules][emulated][split]") {
+  const char* cases[] = {
+      "examples/tasks/layernorm.yaml",           // moments (Welford), affine, float4 chunks
+      "examples/tasks/row_sum.yaml",             // a plain sum: a warp per row merges the partials
+      "bench/tasks/row_var.yaml",                // Welford's variance, unbiased
+      "bench/tasks/row_max.yaml",
+      "examples/tasks/softmax.yaml",             // online max and sum merged across blocks
+      "bench/tasks/log_softmax.yaml",
+      "bench/tasks/softmax_temperature.yaml",    // prologue recomputed in the second pass
+      "bench/tasks/logsumexp_keepdim_sub.yaml",  // an epilogue that re-reads x
+      "bench/tasks/rmsnorm.yaml",                // prologue and epilogue, weight at c
+      "bench/tasks/layernorm_gelu.yaml",         // a chain after the normalisation
+  };
+  for (const char* rel : cases) {
+    for (int64_t len : {13001, 13000}) {
+      auto task = reshaped(rel, 3, len);
+      REQUIRE(task);
+      INFO(rel << " rows of " << len);
+      auto seeds = small_device_coder().seeds(*task, 5);
+      if (!seeds) FAIL(seeds.message());
+      std::vector<candidate> split;
+      for (const candidate& c : *seeds)
+        if (c.source.find("_part(") != std::string::npos) split.push_back(c);
+      REQUIRE(split.size() >= 2);
+      split.resize(2);  // CI time: the first two (256 threads with float4, 512)
+      for (const candidate& c : split) {
+        INFO(c.source);
+        CHECK(c.source.find("atomic") == std::string::npos);
+        CHECK(c.plan.constants.count("SPLIT" + std::to_string(0)) + c.plan.constants.count("SPLIT1") +
+                  c.plan.constants.count("SPLIT2") >= 1);
+      }
+      check_candidates(*task, split);
+      check_bit_identical(*task, split.front());
+    }
+  }
+}

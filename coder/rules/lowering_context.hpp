@@ -73,12 +73,14 @@ struct stage {
 };
 
 struct lowering_context {
-  lowering_context(const task_graph& graph, const lowering_params& params, const target_shapes& target_shapes)
-      : g(graph), p(params), target(target_shapes) {}
+  lowering_context(const task_graph& graph, const lowering_params& params, const target_shapes& target_shapes,
+                   const lowering_device& device)
+      : g(graph), p(params), target(target_shapes), dev(device) {}
 
   const task_graph& g;
   const lowering_params& p;
   const target_shapes& target;
+  const lowering_device& dev;
 
   // What planning found (stages.cpp, shapes.cpp).
   std::map<std::string, shaped> shapes;               // tensor value → shape
@@ -95,6 +97,7 @@ struct lowering_context {
   lowered_kernel_set out;
   std::string src;
   bool uses_smem = false;  // a kernel stages rows in shared memory: the source needs its helpers
+  bool uses_welford = false;  // a kernel merges Welford states: the source needs ks_wf_merge
   std::set<std::string> written;  // values some step stores
 
   const graph_value& val(const std::string& id) const { return g.values.at(id); }

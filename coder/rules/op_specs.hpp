@@ -28,9 +28,10 @@ bool is_meta(const std::string& kind);
 int64_t normalize_dim(int64_t d, size_t rank);
 
 // How a reduction accumulates: one running value (sum, max, min), the online
-// max-and-sum of the exponentials (logsumexp, softmax), or shifted moments (var,
-// std, layer_norm).
-enum class acc_kind { sum, max, min, online, moments };
+// max-and-sum of the exponentials (logsumexp, softmax), or moments (var, std,
+// layer_norm): shifted sums, or Welford's count, mean and M2 (the row-reduce
+// template picks welford for split rows or when the params say so).
+enum class acc_kind { sum, max, min, online, moments, welford };
 
 // A reduction read from its node.
 struct reduction_spec {

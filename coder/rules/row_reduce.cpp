@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "coder/rules/chain.hpp"
+#include "coder/rules/row_split.hpp"
 
 namespace ks::rules {
 
@@ -17,8 +18,12 @@ void normalisation_text(reduce_parts& rp) {
   if (r.op == "softmax") rp.prelude = "  const float inv = 1.0f / s;\n", rp.y = "KS_EXP(v - m) * inv";
   else if (r.op == "log_softmax") rp.prelude = "  const float lse = m + logf(s);\n", rp.y = "v - lse";
   else if (r.op == "layer_norm") {
-    rp.prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
-    rp.prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
+    if (r.acc == acc_kind::welford) {
+      rp.prelude = "  const float mean = wm;\n  const float var = fmaxf(w2 / (float)" + C + ", 0.0f);\n";
+    } else {
+      rp.prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
+      rp.prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
+    }
     rp.prelude += "  const float rstd = rsqrtf(var + " + flit(r.eps) + ");\n";
     rp.y = "(v - mean) * rstd";
     if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + "[c]";
@@ -26,7 +31,9 @@ void normalisation_text(reduce_parts& rp) {
   }
 }
 
-result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
+}  // namespace
+
+result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only) {
   stage& st = cx.stages[si];
   const graph_node& n = *st.nodes[0];
   auto spec = read_reduction(cx, n, base_kind(n.kind));
@@ -47,6 +54,13 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
   int64_t graph_len = 1;
   for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
   rp.row_len = cx.target_size(rp.red, graph_len);
+  rp.rows_n = cx.target_size(rp.outer, rp.outer_n);
+  if (rp.inner_n == 1 && !(rp.outer_n == 1 && !rp.r.normalizes())) rp.split = choose_split(cx.p, cx.dev, rp);
+  // Split rows merge partial states of whole blocks: Welford's merge keeps the
+  // variance of rows of millions within fp32's rounding, where shifted sums would
+  // cancel. Elsewhere the params say which.
+  if (rp.r.acc == acc_kind::moments && (rp.split > 1 || cx.p.moments == "welford")) rp.r.acc = acc_kind::welford;
+  if (rp.r.acc == acc_kind::welford) cx.uses_welford = true;
   rp.ROWS = kp.int64(product(rp.outer));
   rp.C = kp.int64(product(rp.red));
   if (rp.inner_n != 1) rp.INNER = kp.int64(product(rp.inner));
@@ -55,6 +69,12 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
     if (auto s = chain_code(cx, *rp.pro, "i", kp, rp.load_code, rp.var, ""); !s) return error{s.message()};
   }
   if (!rp.pro) rp.X = kp.tensor_in(cx.tensor_of.at(r.input));
+  if (pass1_only) {
+    rp.a = acc_of(r);
+    rp.name = kernel_name(si, r.op);
+    for (size_t q = 0; q < rp.a.state.size(); ++q) rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
+    return rp;
+  }
   if (!r.weight.empty()) rp.W = kp.tensor_in(cx.tensor_of.at(r.weight));
   if (!r.bias.empty()) rp.Bi = kp.tensor_in(cx.tensor_of.at(r.bias));
   rp.epi = st.epilogue >= 0 ? &cx.stages[st.epilogue] : nullptr;
@@ -74,6 +94,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
   normalisation_text(rp);
   return rp;
 }
+
+namespace {
 
 // The whole second pass over `loop`: the normalisation's constants, then each
 // element's value, stored or handed to the epilogue.
@@ -198,10 +220,7 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   const std::string& C = rp.C;
   const std::string lane = lay.lane(), width = lay.width();
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
-  // In a row, i = row * C + c with 0 <= c < C: an operand broadcast along the rows
-  // (i % C) is at c, one broadcast along the row (i / C) at row; no 64-bit division
-  // per element.
-  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + C + ")", "c"), "(i / " + C + ")", "row");
+  index_epilogue_by_row(rp);
   if (lay.warp) {
     k << "  const int lane = threadIdx.x & 31;\n";
     k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
@@ -296,6 +315,11 @@ status write_thread_per_output(lowering_context& cx, const reduce_parts& rp, con
 
 }  // namespace
 
+void index_epilogue_by_row(reduce_parts& rp) {
+  // In a row, i = row * C + c with 0 <= c < C.
+  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + rp.C + ")", "c"), "(i / " + rp.C + ")", "row");
+}
+
 std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into) {
   if (!rp.pro) return "    const float " + into + " = " + rp.X + "[" + idx + "];\n";
   return "    float " + into + ";\n    {\n    const long long i = " + idx + ";\n" + rp.load_code + "    " + into + " = " +
@@ -332,9 +356,11 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   else if (rp.inner_n == 1) lay.form = reduce_layout::rows;
   else if (!r.normalizes() && !rp.epi) lay.form = reduce_layout::middle_slices;
   else lay.form = reduce_layout::thread_per_output;
-  lay.warp = p.row_mapping == "warp" && rp.inner_n == 1;
+  lay.split = lay.form == reduce_layout::rows && rp.split > 1;
+  // Split rows are walked by blocks whatever the mapping asked: a row is long.
+  lay.warp = p.row_mapping == "warp" && rp.inner_n == 1 && !lay.split;
   lay.block = p.block_size;
-  if (lay.form == reduce_layout::rows) lay.cache = choose_row_cache(p, rp, lay.warp);
+  if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, rp, lay.warp);
   // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
   // aligned), the rest element by element.
   lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;
@@ -347,6 +373,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
   reduce_parts& rp = *parts;
   const reduce_layout lay = choose_reduce_layout(cx.p, rp);
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
+  if (lay.split) return emit_split_rows(cx, si, rp, lay);
   std::ostringstream k;
   k << kernel_head(rp, lay);
   plan_step step;
