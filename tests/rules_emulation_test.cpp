@@ -566,3 +566,39 @@ TEST_CASE("emulated: few long rows split over several blocks match the reference
     }
   }
 }
+
+// Rows of 4M elements (KernelBench's LayerNorm normalises 16 rows of 64 x 256 x 256):
+// split over SPLIT blocks with Welford's partials, the layer norm and the variance
+// stay within 1e-4 of PyTorch's, and of the same computed in double.
+TEST_CASE("emulated: split rows of 4M elements stay within 1e-4 of the reference", "[rules][emulated][split][long]") {
+  const int64_t len = int64_t{1} << 22;
+  for (const char* rel : {"examples/tasks/layernorm.yaml", "bench/tasks/row_var.yaml"}) {
+    auto task = reshaped(rel, 2, len);
+    REQUIRE(task);
+    INFO(rel);
+    auto seeds = the_coder().seeds(*task, 1);
+    if (!seeds) FAIL(seeds.message());
+    const candidate& c = seeds->front();
+    REQUIRE(c.source.find("ks_wf_merge") != std::string::npos);
+    auto sized = with_size(*task, "cpu");
+    REQUIRE(sized);
+    auto prog = reference_program::load(*sized);
+    REQUIRE(prog);
+    auto inputs = make_inputs(*sized, trial_seed(sized->seed, 0), c10::Device(c10::kCPU));
+    REQUIRE(inputs);
+    auto ref = run_tensors(**prog, *inputs);
+    REQUIRE(ref);
+    const auto& params = parameter_tensors(**prog);
+    auto outs = run_candidate(*sized, c, *inputs, params);
+    if (!outs) FAIL(outs.message());
+    at::Tensor x = (*inputs)[0].to(at::kDouble);
+    at::Tensor exact = std::string(rel).find("layernorm") != std::string::npos
+                           ? at::layer_norm(x, {len}, params[0].to(at::kDouble), params[1].to(at::kDouble), 1e-5)
+                           : at::var(x, {1}, /*unbiased=*/true, /*keepdim=*/false);
+    const double vs_torch = ((*outs)[0] - (*ref)[0]).abs().max().item<double>();
+    const double vs_exact = ((*outs)[0].to(at::kDouble) - exact).abs().max().item<double>();
+    INFO("max abs error: " << vs_torch << " against PyTorch, " << vs_exact << " against double");
+    CHECK(vs_torch <= 1e-4);
+    CHECK(vs_exact <= 1e-4);
+  }
+}
