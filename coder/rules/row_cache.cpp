@@ -131,7 +131,8 @@ const char* shared_row_helpers() { return kSharedHelpers; }
 row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp) {
   row_cache_layout c;
   const reduction_spec& r = rp.r;
-  if (p.row_cache == "none" || !(r.normalizes() || rp.epi)) return c;
+  // group_norm's second pass walks a row channel by channel (group_pass2): not cached.
+  if (p.row_cache == "none" || !(r.normalizes() || rp.epi) || r.groups > 0) return c;
   const std::string pass1 = rp.pro ? rp.load_code : rp.X + "[i]";
   for (auto& [tensor, param] : rp.kp.tensor_param)
     if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i")) c.row_params.push_back(param);

@@ -17,7 +17,7 @@ void normalisation_text(reduce_parts& rp) {
   const std::string& C = rp.C;
   if (r.op == "softmax") rp.prelude = "  const float inv = 1.0f / s;\n", rp.y = "KS_EXP(v - m) * inv";
   else if (r.op == "log_softmax") rp.prelude = "  const float lse = m + logf(s);\n", rp.y = "v - lse";
-  else if (r.op == "layer_norm") {
+  else if (r.moment_norm()) {
     if (r.acc == acc_kind::welford) {
       rp.prelude = "  const float mean = wm;\n  const float var = fmaxf(w2 / (float)" + C + ", 0.0f);\n";
     } else {
@@ -26,8 +26,15 @@ void normalisation_text(reduce_parts& rp) {
     }
     rp.prelude += "  const float rstd = rsqrtf(var + " + flit(r.eps) + ");\n";
     rp.y = "(v - mean) * rstd";
-    if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + "[c]";
-    if (!rp.Bi.empty()) rp.y += " + " + rp.Bi + "[c]";
+    // layer_norm's affine is per element of the row; instance_norm's per row (its
+    // channel), read once; group_norm's per channel of the row (group_pass2).
+    std::string at = "[c]";
+    if (r.channel_affine && (!rp.W.empty() || !rp.Bi.empty())) {
+      rp.prelude += "  const long long ch = row % " + rp.CH + ";\n";
+      at = "[ch]";
+    }
+    if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + at;
+    if (!rp.Bi.empty()) rp.y += " + " + rp.Bi + at;
   }
 }
 
@@ -53,6 +60,16 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   // what the row cache and the seeds' row mapping are sized for.
   int64_t graph_len = 1;
   for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
+  if (r.groups > 0) {
+    // group_norm: a row is a (batch, group) pair; the group's channels and their
+    // spatial dims are contiguous.
+    const std::string G = std::to_string(r.groups);
+    rp.outer = {in.sym[0], G};
+    rp.red = {paren(in.sym[1]) + " / " + G};
+    rp.red.insert(rp.red.end(), in.sym.begin() + 2, in.sym.end());
+    rp.outer_n *= r.groups;
+    graph_len /= r.groups;
+  }
   rp.row_len = cx.target_size(rp.red, graph_len);
   rp.rows_n = cx.target_size(rp.outer, rp.outer_n);
   if (rp.inner_n == 1 && !(rp.outer_n == 1 && !rp.r.normalizes())) rp.split = choose_split(cx.p, cx.dev, rp);
@@ -77,6 +94,12 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   }
   if (!r.weight.empty()) rp.W = kp.tensor_in(cx.tensor_of.at(r.weight));
   if (!r.bias.empty()) rp.Bi = kp.tensor_in(cx.tensor_of.at(r.bias));
+  if (r.channel_affine) rp.CH = kp.int64(in.sym[1]);
+  if (r.groups > 0) {
+    rp.G = kp.int64(std::to_string(r.groups));
+    rp.CG = kp.int64(rp.red[0]);
+    rp.SP = kp.int64(product(std::vector<std::string>(in.sym.begin() + 2, in.sym.end())));
+  }
   rp.epi = st.epilogue >= 0 ? &cx.stages[st.epilogue] : nullptr;
   if (rp.epi) {
     rp.epi_var[r.output] = "red";
@@ -247,6 +270,7 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   k << (lay.warp ? warp_combine(r, a) : block_combine(r, a));
   if (lay.cache.kind == row_cache_layout::shared) k << shared_pass2(cx, rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::registers) k << registers_pass2(cx, rp, lay, loop);
+  else if (r.groups > 0) k << group_pass2(cx, rp, "0", C, lane, width);
   else k << rows_pass2(cx, rp, lay, loop, full_loop);
   const int B = lay.block;
   std::string rpb = lay.warp ? std::to_string(B / 32) : "1";
@@ -314,6 +338,33 @@ status write_thread_per_output(lowering_context& cx, const reduce_parts& rp, con
 }
 
 }  // namespace
+
+std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std::string& lo, const std::string& hi,
+                        const std::string& lane, const std::string& width) {
+  static const char* lanes4[] = {"x", "y", "z", "w"};
+  const std::string &SP = rp.SP, &CG = rp.CG;
+  const std::string y = "(v - mean) * a_k + b_k";
+  std::ostringstream k;
+  k << rp.prelude;
+  k << "  const long long g0 = (row % " << rp.G << ") * " << CG << ";  // the group's first channel\n";
+  k << "  for (long long k = " << lo << " / " << SP << "; k < " << CG << " && k * " << SP << " < " << hi << "; ++k) {\n";
+  k << "    const float a_k = rstd" << (rp.W.empty() ? "" : " * " + rp.W + "[g0 + k]") << ";\n";
+  k << "    const float b_k = " << (rp.Bi.empty() ? "0.0f" : rp.Bi + "[g0 + k]") << ";\n";
+  k << "    const long long s_lo = max(" << lo << " - k * " << SP << ", 0LL), s_hi = min(" << hi << " - k * " << SP << ", " << SP << ");\n";
+  const std::string loop = "    for (long long s = s_lo + " + lane + "; s < s_hi; s += " + width + ") {\n      const long long c = k * " + SP +
+                           " + s;\n" + reduce_load(rp, "base + c", "v") + pass2_body(cx, rp, "base + c", y) + "    }\n";
+  if (!rp.pro && !rp.epi) {
+    // Channels 16-byte aligned: float4 loads and stores.
+    k << "    if ((" << SP << " & 3) == 0) {\n";
+    k << "      const long long cb = base + k * " << SP << ";\n";
+    k << "      for (long long s4 = s_lo / 4 + " << lane << "; s4 < s_hi / 4; s4 += " << width << ") {\n";
+    k << "        const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + cb)[s4];\n        float4 o4;\n";
+    for (auto* l : lanes4) k << "        { const float v = q." << l << "; o4." << l << " = " << y << "; }\n";
+    k << "        reinterpret_cast<float4*>(" << rp.OUT << " + cb)[s4] = o4;\n      }\n      continue;\n    }\n";
+  }
+  k << loop << "  }\n";
+  return k.str();
+}
 
 void index_epilogue_by_row(reduce_parts& rp) {
   // In a row, i = row * C + c with 0 <= c < C.

@@ -54,7 +54,9 @@ struct reduce_parts {
   std::string load_code;
   std::map<std::string, std::string> var;
   std::string X;
-  std::string W, Bi;  // layer_norm's weight and bias parameters, or empty
+  std::string W, Bi;  // the norm's weight and bias parameters, or empty
+  std::string CH;     // instance_norm: the channels (a row's channel is row % CH)
+  std::string G, CG, SP;  // group_norm: groups, channels a group, a channel's spatial size
   // The fused epilogue chain, evaluated per element of the row with the reduced
   // value in the register `red`.
   const stage* epi = nullptr;
@@ -103,6 +105,11 @@ std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::
 // What pass 2 starts from: the normalisation's constants, or the reduced value for an
 // epilogue; with the softmax's stored exps, each thread's rescaling factor.
 std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay);
+// group_norm's second pass over the columns [lo, hi) of a row (`lane` and `width`
+// stride them): channel by channel, each channel's scale and shift read once, float4
+// where a channel's spatial size is a multiple of 4 (no prologue, no epilogue).
+std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std::string& lo, const std::string& hi,
+                        const std::string& lane, const std::string& width);
 // The epilogue's reads of operands broadcast along the rows (i % C) at the column c,
 // and of those broadcast along the row (i / C) at row: no 64-bit division per element.
 void index_epilogue_by_row(reduce_parts& rp);

@@ -90,7 +90,7 @@ std::string second_pass_kernel(lowering_context& cx, reduce_parts& rp, const red
   k << chunk_head(rp, S) << rp.decl;
   k << merge_partials(rp, PIN, S, "(long long)threadIdx.x", "(long long)blockDim.x") << block_combine(r, rp.a);
   const std::string loop = "  for (long long c = c0 + threadIdx.x; c < c1; c += blockDim.x)";
-  if (r.normalizes() && !rp.epi && lay.vec_rows) {
+  if (r.normalizes() && !rp.epi && lay.vec_rows && r.groups == 0) {
     k << rp.prelude;
     k << "  const long long c4n = (" << rp.C << " & 3) == 0 ? c1 / 4 : c0 / 4;\n";
     k << "#pragma unroll 4\n  for (long long c4 = c0 / 4 + threadIdx.x; c4 < c4n; c4 += blockDim.x) {\n";
@@ -101,6 +101,8 @@ std::string second_pass_kernel(lowering_context& cx, reduce_parts& rp, const red
     k << "    reinterpret_cast<float4*>(" << rp.OUT << " + base)[c4] = o4;\n  }\n";
     k << "  for (long long c = c4n * 4 + threadIdx.x; c < c1; c += blockDim.x) {\n"
       << reduce_load(rp, "base + c", "v") << "    " << rp.OUT << "[base + c] = " << rp.y << ";\n  }\n";
+  } else if (r.groups > 0) {
+    k << group_pass2(cx, rp, "c0", "c1", "(long long)threadIdx.x", "(long long)blockDim.x");
   } else if (r.normalizes()) {
     k << rp.prelude << loop << " {\n" << reduce_load(rp, "base + c", "v") << pass2_body(cx, rp, "base + c") << "  }\n";
   } else {
