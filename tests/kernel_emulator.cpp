@@ -149,7 +149,8 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
     for (size_t i = 0; i < k.params.size(); ++i) {
       const kernel_param& p = k.params[i];
       if (i) text += ", ";
-      if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + "float**)a[" + std::to_string(i) + "]";
+      const std::string elem = p.kind == scalar_kind::float64 ? "double" : "float";
+      if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + elem + "**)a[" + std::to_string(i) + "]";
       else text += "*(" + scalar_type(p) + "*)a[" + std::to_string(i) + "]";
     }
     text += "); });\n}\n";

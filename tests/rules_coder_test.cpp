@@ -696,3 +696,79 @@ TEST_CASE("rules coder: a graph a template does not expect gives an error, not a
   CHECK_NOTHROW(seeds.emplace(the_coder().seeds(t, 2)));
   if (seeds && !*seeds) CHECK_THAT(seeds->message(), Catch::Contains("lse_one_row"));
 }
+
+// The row-reduce template's forms for every aspect ratio at KernelBench's published
+// sizes (level 1: LayerNorm over 64 x 256 x 256, GroupNorm, InstanceNorm and RMSNorm
+// over channels of 112 x 64 x 512 x 512) and a sum over few long rows: every seed
+// compiles with NVRTC and its plan resolves at that size, on the default device (an
+// H200: 132 SMs). The graphs come from small sizes; the shapes the templates choose
+// from are the declared ones.
+task_spec sized_task(const std::string& name, const std::string& args, const std::string& body,
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& cpu) {
+  auto dims = [](const std::vector<int64_t>& s) {
+    std::string t;
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return "[" + t + "]";
+  };
+  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(" + args + "):\n        return " + body + "\ninputs:\n";
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (i == 1) yaml += "parameters:\n";
+    yaml += "  - name: " + tensors[i].first + "\n    shape: " + dims(tensors[i].second) + "\n";
+  }
+  yaml += "sizes:\n  cpu: {";
+  for (size_t i = 0; i < cpu.size(); ++i) yaml += (i ? ", " : "") + cpu[i].first + ": " + dims(cpu[i].second);
+  yaml += "}\n";
+  auto t = parse_task(yaml, name + ".yaml", kSource);
+  if (!t) FAIL(t.message());
+  return *t;
+}
+
+TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes compile and resolve", "[rules][lower][aspect]") {
+  struct aspect_case {
+    task_spec t;
+    const char* form;  // a comment the chosen kernel carries
+  };
+  const aspect_case cases[] = {
+      {sized_task("layer_norm_kb", "x, weight, bias", "torch.layer_norm(x, [x.size(1), x.size(2), x.size(3)], weight, bias, 1e-5)",
+                  {{"x", {16, 64, 256, 256}}, {"weight", {64, 256, 256}}, {"bias", {64, 256, 256}}},
+                  {{"x", {2, 4, 8, 8}}, {"weight", {4, 8, 8}}, {"bias", {4, 8, 8}}}),
+       "few long rows, second pass"},
+      {sized_task("group_norm_kb", "x, weight, bias", "torch.group_norm(x, 8, weight, bias, 1e-5)",
+                  {{"x", {112, 64, 512, 512}}, {"weight", {64}}, {"bias", {64}}},
+                  {{"x", {2, 16, 4, 4}}, {"weight", {16}}, {"bias", {16}}}),
+       "group's first channel"},
+      {sized_task("instance_norm_kb", "x", "torch.instance_norm(x, None, None, None, None, True, 0.1, 1e-5, False)",
+                  {{"x", {112, 64, 512, 512}}}, {{"x", {2, 4, 4, 4}}}),
+       "instance_norm over the last dims"},
+      {sized_task("rms_channels_kb", "x", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {{"x", {112, 64, 512, 512}}},
+                  {{"x", {2, 4, 4, 4}}}),
+       "read twice"},
+      {sized_task("sum_few_rows", "x", "torch.sum(x, [1])", {{"x", {8, 1048576}}}, {{"x", {2, 4096}}}),
+       "a warp per row merges"},
+      {sized_task("cumsum_reverse_kb", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
+       "its input read reversed, its result stored reversed"},
+      {sized_task("cumsum_exclusive_kb", "x",
+                  "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), dim=1)",
+                  {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
+       "exclusive"},
+      {sized_task("cumsum_few_long_rows", "x", "torch.cumsum(x, 1)", {{"x", {4, 4194304}}}, {{"x", {2, 5000}}}),
+       "each block scans its chunk after the chunks before"},
+      {sized_task("cumprod_block_rows", "x", "torch.cumprod(x, 1)", {{"x", {512, 4096}}}, {{"x", {2, 500}}}),
+       "a block per row"},
+  };
+  for (const auto& ac : cases) {
+    INFO(ac.t.name);
+    auto seeds = the_coder().seeds(ac.t, 2);
+    if (!seeds) FAIL(seeds.message());
+    for (const candidate& c : *seeds) {
+      INFO(c.source);
+      CHECK(c.source.find(ac.form) != std::string::npos);
+      compiled_and_resolved(ac.t, c);
+    }
+  }
+  // The split of 16 rows of 4M on 132 SMs: 8 blocks of 256 an SM, 66 a row.
+  auto ln = the_coder().seeds(cases[0].t, 1);
+  REQUIRE(ln);
+  CHECK(compiled_and_resolved(cases[0].t, ln->front()).constants.at("SPLIT0").i == 66);
+}

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <tuple>
 
 #include "coder/rules_coder.hpp"
 #include "gpu/library_ops.hpp"
@@ -356,19 +357,24 @@ TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules]
 
 // A softmax over rows with -inf entries (log(relu(x - 3)): about 3 in 4 masked) where
 // many threads hold only -inf: their part adds nothing, not NaN. Rows kept in
-// registers (rows of 1024 at the task's size) and staged in shared memory (16384).
+// registers (rows of 1024 at the task's size), staged in shared memory (16384), and
+// split over several blocks (64 rows of 16384: blocks whose chunk is all -inf).
 TEST_CASE("emulated: a softmax over masked rows is not NaN", "[rules][emulated][row_cache]") {
-  for (int64_t target : {1024, 16384}) {
+  const std::tuple<int64_t, int64_t, const char*, std::vector<int64_t>> cases[] = {
+      {64, 1024, "float rv[", {9, 2048}},
+      {4096, 16384, "KS_DYNAMIC_SHARED(ks_row);", {9, 2048}},
+      {64, 16384, "_part(", {3, 13000}}};  // 4 blocks a row at the cpu size
+  for (auto [rows, target, form, cpu] : cases) {
     auto task = load_task(kSource / "examples/tasks/softmax.yaml");
     REQUIRE(task);
-    INFO("rows of " << target << " at the task's size");
+    INFO(rows << " rows of " << target << " at the task's size");
     task->torchscript = "def forward(x):\n    return torch.softmax(torch.log(torch.relu(x - 3.0)), -1)\n";
-    task->inputs.at(0).shape = {64, target};
-    task->sizes.at("cpu").at("x") = {9, 2048};
+    task->inputs.at(0).shape = {rows, target};
+    task->sizes.at("cpu").at("x") = cpu;
     auto seeds = the_coder().seeds(*task, 1);
     if (!seeds) FAIL(seeds.message());
     INFO(seeds->front().source);
-    CHECK(seeds->front().source.find(target > 8192 ? "KS_DYNAMIC_SHARED(ks_row);" : "float rv[") != std::string::npos);
+    CHECK(seeds->front().source.find(form) != std::string::npos);
     check_candidates(*task, *seeds);
   }
 }
@@ -659,4 +665,107 @@ TEST_CASE("emulated: group_norm and instance_norm as row normalisations match th
     check_candidates(*t, split);
     check_bit_identical(*t, split.front());
   }
+}
+
+// Reductions over a middle dim that read their column twice (middle_reduce.hpp): a
+// normalisation over dim 1, or a keepdim reduction with the chain after it fused
+// (RMSNorm over the channels of NCHW). Columns that the registers hold whole at the
+// task's size, and columns longer at run time than at the task's size (the rest read
+// from memory again).
+TEST_CASE("emulated: middle-dim reductions read twice match the reference", "[rules][emulated][middle]") {
+  struct middle_case {
+    const char* name;
+    const char* body;
+    std::vector<int64_t> declared, run;
+  };
+  const middle_case cases[] = {
+      {"rms_channels", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {2, 8, 5, 7}, {2, 8, 5, 7}},
+      {"rms_channels_long", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {2, 16, 5, 7}, {2, 70, 3, 5}},
+      {"softmax_dim1", "torch.softmax(x, 1)", {2, 40, 33}, {2, 40, 33}},
+      {"log_softmax_dim1_long", "torch.log_softmax(x * 0.5, 1)", {2, 24, 33}, {3, 50, 7}},
+      {"sub_logsumexp_dim1", "x - torch.logsumexp(x, [1], True)", {3, 50, 7}, {3, 50, 7}},
+      {"scale_by_sum_dim1", "x * torch.sum(x, [1], True)", {2, 9, 11}, {2, 9, 11}},
+      {"l1_over_two_dims", "x / torch.mean(torch.abs(x), [1, 2], True)", {2, 6, 5, 7}, {2, 6, 5, 7}},
+      {"var_dim1", "(x - torch.mean(x, [1], True)) * torch.rsqrt(torch.var(x, [1], False, True) + 1e-5)", {2, 12, 9}, {2, 12, 9}},
+  };
+  for (const auto& mc : cases) {
+    auto t = norm_task(mc.name, mc.body, mc.declared, false);
+    REQUIRE(t);
+    t->sizes["cpu"] = {{"x", mc.run}};
+    INFO(mc.name);
+    auto seeds = the_coder().seeds(*t, 5);
+    if (!seeds) FAIL(seeds.message());
+    bool two_pass = false;
+    for (auto& c : *seeds) two_pass = two_pass || c.source.find("read twice") != std::string::npos;
+    CHECK(two_pass);
+    check_candidates(*t, *seeds);
+  }
+}
+
+// Reverse and exclusive scans (the flips and the zero-padded shift fused into the
+// scan's loads and stores) and scans of few long rows (a block per row, or split over
+// several blocks: reduce, then scan), against the reference; split scans rerun bit
+// for bit. Declared shapes pick the form: many rows (a warp per row), 8 rows (a block
+// per row), 2 rows of 50000 (13 blocks a row on an H200).
+TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference", "[rules][emulated][scan]") {
+  struct scan_case {
+    const char* name;
+    const char* body;
+  };
+  const scan_case cases[] = {
+      {"cumsum_reverse", "torch.cumsum(x.flip(1), 1).flip(1)"},
+      {"cumsum_flip_in", "torch.cumsum(x.flip(1), 1)"},
+      {"cumsum_flip_out", "torch.cumsum(x, 1).flip(1)"},
+      {"cumsum_exclusive",
+       "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), dim=1)"},
+      {"cumprod_reverse", "torch.cumprod((x * 0.001 + 1.0).flip(1), 1).flip(1)"},
+      {"cumsum_reverse_exp", "torch.exp(torch.cumsum(x.flip(1), 1).flip(1) * 0.01) - 1.0"},
+  };
+  struct form_case {
+    std::vector<int64_t> declared, run;
+    const char* form;
+  };
+  const form_case forms[] = {
+      {{32768, 4096}, {5, 1000}, "a warp per row"},
+      {{8, 4096}, {3, 1001}, "a block per row"},
+      {{2, 50000}, {2, 50000}, "few long rows"},
+  };
+  for (const auto& sc : cases) {
+    for (const auto& fc : forms) {
+      auto t = norm_task(sc.name, sc.body, fc.declared, false);
+      REQUIRE(t);
+      t->sizes["cpu"] = {{"x", fc.run}};
+      INFO(sc.name << " " << fc.form);
+      auto seeds = the_coder().seeds(*t, 1);
+      if (!seeds) FAIL(seeds.message());
+      const candidate& c = seeds->front();
+      INFO(c.source);
+      CHECK(c.recipe.at("stages").find("scan") != std::string::npos);
+      CHECK(c.recipe.count("fallback") == 0);  // no flip, cat or narrow left as a library step
+      CHECK(c.source.find(fc.form) != std::string::npos);
+      check_candidates(*t, *seeds);
+      if (std::string(fc.form) == "few long rows") check_bit_identical(*t, c);
+    }
+  }
+  // Along a middle dim: a thread per position walks its column reversed.
+  auto mid = norm_task("cumsum_reverse_dim1", "torch.cumsum(x.flip(1), 1).flip(1)", {4, 30, 9}, false);
+  REQUIRE(mid);
+  check_task(mid, 2);
+}
+
+// A split cumsum's chunks start from the partials of the chunks before them, summed in
+// double: still within an fp32 rounding of the exact running sum.
+TEST_CASE("emulated: a split cumsum is within an fp32 rounding of the exact running sum", "[rules][emulated][scan][split]") {
+  auto task = norm_task("cumsum_long", "torch.cumsum(x, 1)", {2, 60000}, false);
+  REQUIRE(task);
+  auto seeds = the_coder().seeds(*task, 1);
+  if (!seeds) FAIL(seeds.message());
+  REQUIRE(seeds->front().source.find("_part(") != std::string::npos);
+  at::Tensor x = at::rand({2, 60000}, at::kFloat) * 0.5 + 0.75;
+  auto outs = run_candidate(*task, seeds->front(), {x}, {});
+  if (!outs) FAIL(outs.message());
+  at::Tensor exact = at::cumsum(x.to(at::kDouble), 1);
+  const double worst = (((*outs)[0].to(at::kDouble) - exact).abs() / exact.abs()).max().item<double>();
+  INFO("largest relative error " << worst);
+  CHECK(worst <= 1.5 * std::ldexp(1.0, -24));
 }

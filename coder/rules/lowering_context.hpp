@@ -70,6 +70,10 @@ struct stage {
   // library: why no template takes this op, when it is a fallback (an ATen call by
   // its schema) rather than a product or convolution.
   std::string fallback = "";
+  // scan: the value it reads and the value it stores when a flip or a zero-padded
+  // shift around it is fused into its loads and stores (empty: its node's own).
+  std::string scan_in = "", scan_out = "";
+  bool reverse_in = false, reverse_out = false, exclusive = false;
 };
 
 struct lowering_context {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "coder/rules/chain.hpp"
+#include "coder/rules/middle_reduce.hpp"
 #include "coder/rules/row_split.hpp"
 
 namespace ks::rules {
@@ -199,7 +200,7 @@ std::string kernel_head(const reduce_parts& rp, const reduce_layout& lay) {
   k << "\n// " << r.op << " over " << (in_rows ? "the last dims" : "a middle dim") << (rp.pro ? ", with the feeding elementwise chain fused into its loads" : "")
     << (in_rows ? (lay.warp ? "; a warp per row" : "; a block per row")
                 : (!r.normalizes() && !rp.epi ? "; each output's column in slices, a warp per slice and a lane per output"
-                                              : "; a thread per output"))
+                                              : "; each output's column in slices, a warp per slice and a lane per output, read twice"))
     << (lay.cache.kind == row_cache_layout::registers ? "; the row kept in registers between the passes" : "")
     << (lay.cache.kind == row_cache_layout::shared ? "; the row kept in shared memory between the passes" : "") << ".\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
@@ -313,30 +314,6 @@ void write_middle_slices(const reduce_parts& rp, const reduce_layout& lay, std::
   step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", 32)", "1", "1"};
 }
 
-// A middle dim with a second pass (softmax over dim 1): a thread per output, which
-// walks its column twice.
-status write_thread_per_output(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
-                               std::ostringstream& k, plan_step& step) {
-  const reduction_spec& r = rp.r;
-  const std::string &C = rp.C, &INNER = rp.INNER;
-  k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
-  k << "  if (t >= " << rp.ROWS << " * " << INNER << ") return;\n";
-  k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
-  k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
-  k << rp.decl;
-  if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
-  std::string loop = "  for (long long c = 0; c < " + C + "; ++c)";
-  k << loop << " {\n" << reduce_load(rp, "base + c * " + INNER, "v") << "    " << rp.a.update << "\n  }\n";
-  if (r.normalizes()) {
-    if (r.op == "layer_norm") return error{"layer_norm over a middle dim cannot happen"};
-    k << second_pass(cx, rp, loop, "base + c * " + INNER);
-  } else {
-    k << "  " << rp.OUT << "[t] = " << finish(r, C) << ";\n";
-  }
-  step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", " + std::to_string(lay.block) + ")", "1", "1"};
-  return {};
-}
-
 }  // namespace
 
 std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std::string& lo, const std::string& hi,
@@ -406,7 +383,7 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   if (rp.inner_n == 1 && rp.outer_n == 1 && !r.normalizes() && rp.in->shape.size() > 0) lay.form = reduce_layout::whole_tensor;
   else if (rp.inner_n == 1) lay.form = reduce_layout::rows;
   else if (!r.normalizes() && !rp.epi) lay.form = reduce_layout::middle_slices;
-  else lay.form = reduce_layout::thread_per_output;
+  else lay.form = reduce_layout::middle_two_pass;
   lay.split = lay.form == reduce_layout::rows && rp.split > 1;
   // Split rows are walked by blocks whatever the mapping asked: a row is long.
   lay.warp = p.row_mapping == "warp" && rp.inner_n == 1 && !lay.split;
@@ -435,7 +412,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
     write_rows(cx, rp, lay, k, step);
   } else if (lay.form == reduce_layout::middle_slices) {
     write_middle_slices(rp, lay, k, step);
-  } else if (auto s = write_thread_per_output(cx, rp, lay, k, step); !s) {
+  } else if (auto s = write_middle_two_pass(cx, rp, lay, k, step); !s) {
     return s;
   }
   k << "}\n";

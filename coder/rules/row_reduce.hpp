@@ -12,7 +12,9 @@
 //                      few long rows are split over several blocks each (row_split.hpp);
 //   middle_slices      a middle dim to one value per output: each output's column in
 //                      slices, a warp per slice and a lane per output;
-//   thread_per_output  a middle dim with a second pass: a thread per output.
+//   middle_two_pass    a middle dim read twice (a normalisation, or a keepdim
+//                      reduction with its epilogue): slices as middle_slices, the
+//                      column kept in registers between the passes (middle_reduce.hpp).
 //
 // What it promises:
 // - the layout (reduce_layout) is decided from the params, the shapes and which
@@ -72,7 +74,7 @@ struct reduce_parts {
 
 // What the row-reduce template chose for one reduction.
 struct reduce_layout {
-  enum form_t { whole_tensor, rows, middle_slices, thread_per_output } form = rows;
+  enum form_t { whole_tensor, rows, middle_slices, middle_two_pass } form = rows;
   bool warp = false;      // rows: a warp per row (else a block)
   int block = 256;        // threads per block
   bool vec_rows = false;  // rows read as float4 where 16-byte aligned (no prologue, no cache)

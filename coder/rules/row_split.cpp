@@ -17,10 +17,6 @@ const char* lanes4[] = {"x", "y", "z", "w"};
 // reduction and the launch cost more than the parallelism gains.
 constexpr int64_t kMinPerThread = 16;
 
-int64_t blocks_wanted(const lowering_params& p, const lowering_device& dev) {
-  const int64_t resident = std::max<int64_t>(1, dev.max_threads_per_sm / std::max(32, p.block_size));
-  return static_cast<int64_t>(std::max(1, dev.multiprocessors)) * resident * p.row_split;
-}
 
 // The block's row, its part and its chunk [c0, c1) of the row.
 std::string chunk_head(const reduce_parts& rp, const std::string& S) {
@@ -130,13 +126,28 @@ std::string final_kernel(const reduce_parts& rp, const reduce_layout& lay, const
 
 }  // namespace
 
-int64_t choose_split(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp) {
-  if (p.row_split <= 0 || rp.row_len <= 0 || rp.rows_n <= 0) return 1;
+int64_t blocks_wanted(const lowering_params& p, const lowering_device& dev) {
+  const int64_t resident = std::max<int64_t>(1, dev.max_threads_per_sm / std::max(32, p.block_size));
+  return static_cast<int64_t>(std::max(1, dev.multiprocessors)) * resident * p.row_split;
+}
+
+int64_t split_blocks(const lowering_params& p, const lowering_device& dev, int64_t rows, int64_t len) {
+  if (p.row_split <= 0 || len <= 0 || rows <= 0) return 1;
   const int64_t min_chunk = kMinPerThread * p.block_size;
-  const int64_t by_length = (rp.row_len + min_chunk - 1) / min_chunk;
-  const int64_t by_device = (blocks_wanted(p, dev) + rp.rows_n - 1) / rp.rows_n;
+  const int64_t by_length = (len + min_chunk - 1) / min_chunk;
+  const int64_t by_device = (blocks_wanted(p, dev) + rows - 1) / rows;
   const int64_t s = std::min(by_length, by_device);
   return s >= 2 ? s : 1;
+}
+
+std::string split_expression(const lowering_params& p, const lowering_device& dev, const std::string& rows,
+                             const std::string& len) {
+  return "max(1, min(ceil_div(" + paren(len) + ", " + std::to_string(kMinPerThread * p.block_size) + "), ceil_div(" +
+         std::to_string(blocks_wanted(p, dev)) + ", " + paren(rows) + ")))";
+}
+
+int64_t choose_split(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp) {
+  return split_blocks(p, dev, rp.rows_n, rp.row_len);
 }
 
 status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const reduce_layout& lay) {
@@ -146,8 +157,7 @@ status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const 
   // SPLIT at the run's shapes: as many blocks per row as fill the device, no chunk
   // under kMinPerThread elements a thread.
   const std::string SPLIT = "SPLIT" + id;
-  cx.out.plan.constants[SPLIT] = "max(1, min(ceil_div(" + paren(len) + ", " + std::to_string(kMinPerThread * lay.block) +
-                                 "), ceil_div(" + std::to_string(blocks_wanted(cx.p, cx.dev)) + ", " + paren(rows) + ")))";
+  cx.out.plan.constants[SPLIT] = split_expression(cx.p, cx.dev, rows, len);
   const std::string part = "partial" + id;
   cx.out.plan.scratch.push_back({part, {std::to_string(rp.a.state.size()) + " * " + paren(rows) + " * " + SPLIT}, "float32", "none"});
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);

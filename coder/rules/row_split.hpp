@@ -34,6 +34,14 @@ struct reduce_layout;
 // Blocks per row at the target shapes for a reduction over rows (rp's row_len and
 // rows_n): 1 when a block per row already fills the device or rows are short.
 int64_t choose_split(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp);
+// The same for `rows` rows of `len` elements (the scan template's split too).
+int64_t split_blocks(const lowering_params& p, const lowering_device& dev, int64_t rows, int64_t len);
+// Blocks of p.block_size that fill the device row_split times (0 when row_split is 0).
+int64_t blocks_wanted(const lowering_params& p, const lowering_device& dev);
+// SPLIT as a plan expression over the run's `rows` and row length `len`: as many
+// blocks a row as fill the device, no chunk under 16 elements a thread.
+std::string split_expression(const lowering_params& p, const lowering_device& dev, const std::string& rows,
+                             const std::string& len);
 
 // Stage `si`'s reduction over split rows: its two kernels, plan steps, the SPLIT
 // constant and the partials' scratch.
