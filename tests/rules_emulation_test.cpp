@@ -769,3 +769,30 @@ TEST_CASE("emulated: a split cumsum is within an fp32 rounding of the exact runn
   INFO("largest relative error " << worst);
   CHECK(worst <= 1.5 * std::ldexp(1.0, -24));
 }
+
+// Many short rows share a warp (at least 4 elements a lane): rows of 5 to 24 elements,
+// 37 rows (the last warp's groups past the end repeat the last row), every seed (the
+// warp ones pack rows; the block ones stay a block per row).
+TEST_CASE("emulated: short rows packed several a warp match the reference", "[rules][emulated][short]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"softmax_short", "torch.softmax(x, -1)"},
+      {"log_softmax_short", "torch.log_softmax(x * 2.0, -1)"},
+      {"layer_norm_short", "torch.layer_norm(x, [x.size(-1)], None, None, 1e-5)"},
+      {"sub_logsumexp_short", "x - torch.logsumexp(x, [-1], True)"},
+      {"sum_short", "torch.sum(x, [-1])"},
+      {"var_short", "torch.var(x, [-1], True, True)"},
+  };
+  for (auto [name, body] : cases) {
+    for (int64_t len : {5, 16, 24}) {
+      auto t = norm_task(name, body, {37, len}, false);
+      REQUIRE(t);
+      INFO(name << " rows of " << len);
+      auto seeds = the_coder().seeds(*t, 5);
+      if (!seeds) FAIL(seeds.message());
+      bool packed = false;
+      for (auto& c : *seeds) packed = packed || c.source.find(" rows a warp") != std::string::npos;
+      CHECK(packed);
+      check_candidates(*t, *seeds);
+    }
+  }
+}

@@ -53,8 +53,8 @@ std::string merge(const reduction_spec& r, const std::vector<std::string>& other
   return {};
 }
 
-std::string warp_combine(const reduction_spec& r, const acc_text& a) {
-  std::string s = "  for (int o = 16; o > 0; o >>= 1) {\n";
+std::string warp_combine(const reduction_spec& r, const acc_text& a, int lanes) {
+  std::string s = "  for (int o = " + std::to_string(lanes / 2) + "; o > 0; o >>= 1) {\n";
   std::vector<std::string> other;
   for (auto& v : a.state) {
     s += "    const float o_" + v + " = __shfl_xor_sync(0xffffffffu, " + v + ", o);\n";

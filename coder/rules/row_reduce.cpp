@@ -198,7 +198,8 @@ std::string kernel_head(const reduce_parts& rp, const reduce_layout& lay) {
   const bool in_rows = rp.inner_n == 1;
   std::ostringstream k;
   k << "\n// " << r.op << " over " << (in_rows ? "the last dims" : "a middle dim") << (rp.pro ? ", with the feeding elementwise chain fused into its loads" : "")
-    << (in_rows ? (lay.warp ? "; a warp per row" : "; a block per row")
+    << (in_rows ? (lay.warp ? (lay.lanes < 32 ? "; " + std::to_string(32 / lay.lanes) + " rows a warp" : std::string("; a warp per row"))
+                            : std::string("; a block per row"))
                 : (!r.normalizes() && !rp.epi ? "; each output's column in slices, a warp per slice and a lane per output"
                                               : "; each output's column in slices, a warp per slice and a lane per output, read twice"))
     << (lay.cache.kind == row_cache_layout::registers ? "; the row kept in registers between the passes" : "")
@@ -245,7 +246,15 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   const std::string lane = lay.lane(), width = lay.width();
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
   index_epilogue_by_row(rp);
-  if (lay.warp) {
+  if (lay.warp && lay.lanes < 32) {
+    // Short rows: 32 / L rows a warp. A group past the last row repeats the last row
+    // (the same values to the same places): the warp's shuffles need all its lanes.
+    const std::string L = std::to_string(lay.lanes);
+    k << "  const int lane = threadIdx.x & " << lay.lanes - 1 << ";\n";
+    k << "  const long long first = ((long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31u)) / " << L << ";\n";
+    k << "  if (first >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
+    k << "  const long long row = min(((long long)blockIdx.x * blockDim.x + threadIdx.x) / " << L << ", " << rp.ROWS << " - 1);\n";
+  } else if (lay.warp) {
     k << "  const int lane = threadIdx.x & 31;\n";
     k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
     k << "  if (row >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
@@ -268,13 +277,13 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   if (lay.cache.kind == row_cache_layout::registers) k << registers_pass1(rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::shared) k << shared_pass1(cx, rp, lay, loop);
   k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << a.update << "\n  }\n";
-  k << (lay.warp ? warp_combine(r, a) : block_combine(r, a));
+  k << (lay.warp ? warp_combine(r, a, lay.lanes) : block_combine(r, a));
   if (lay.cache.kind == row_cache_layout::shared) k << shared_pass2(cx, rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::registers) k << registers_pass2(cx, rp, lay, loop);
   else if (r.groups > 0) k << group_pass2(cx, rp, "0", C, lane, width);
   else k << rows_pass2(cx, rp, lay, loop, full_loop);
   const int B = lay.block;
-  std::string rpb = lay.warp ? std::to_string(B / 32) : "1";
+  std::string rpb = lay.warp ? std::to_string(B / lay.lanes) : "1";
   step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + rpb + ")" : product(rp.outer), "1", "1"};
   if (lay.cache.kind == row_cache_layout::shared)
     step.shared_mem = std::to_string(4 * lay.cache.row_params.size()) + " * min(" + product(rp.red) + ", " +
@@ -387,8 +396,11 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   lay.split = lay.form == reduce_layout::rows && rp.split > 1;
   // Split rows are walked by blocks whatever the mapping asked: a row is long.
   lay.warp = p.row_mapping == "warp" && rp.inner_n == 1 && !lay.split;
+  // Short rows share a warp: at least 4 elements a lane (at the target shapes).
+  if (lay.warp && lay.form == reduce_layout::rows)
+    while (lay.lanes > 1 && rp.row_len > 0 && rp.row_len <= 4 * (lay.lanes / 2)) lay.lanes /= 2;
   lay.block = p.block_size;
-  if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, rp, lay.warp);
+  if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, rp, lay.warp, lay.lanes);
   // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
   // aligned), the rest element by element.
   lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;

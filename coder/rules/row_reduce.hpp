@@ -80,9 +80,11 @@ struct reduce_layout {
   bool vec_rows = false;  // rows read as float4 where 16-byte aligned (no prologue, no cache)
   bool split = false;     // rows: each row split over several blocks (row_split.hpp)
   row_cache_layout cache;
+  // warp: the lanes of a row (32; fewer for short rows, 32 / lanes rows a warp).
+  int lanes = 32;
   // A row's elements for this thread: from lane(), every width().
   std::string lane() const { return warp ? "lane" : "(int)threadIdx.x"; }
-  std::string width() const { return warp ? "32" : "(int)blockDim.x"; }
+  std::string width() const { return warp ? std::to_string(lanes) : "(int)blockDim.x"; }
 };
 
 reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp);
