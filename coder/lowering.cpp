@@ -144,8 +144,11 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   if (kinds.count("library") && kinds.count("row_reduce")) cx.out.template_name = "mixed";
   // A fallback alone is one library call; beside kernels it makes the candidate mixed.
   if (kinds.count("fallback")) cx.out.template_name = kinds.size() == 1 ? "library" : "mixed";
-  std::string fast = cx.p.fast_math ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
-                                  : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
+  // Fast math only where a kernel calls what it changes: otherwise the same source.
+  const bool calls = cx.src.find("KS_EXP") != std::string::npos || cx.src.find("KS_DIV") != std::string::npos ||
+                     cx.src.find("ks_ms_merge") != std::string::npos;
+  std::string fast = cx.p.fast_math && calls ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
+                                             : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
   cx.out.source = fast + kHeader + (cx.uses_welford ? welford_helpers() : "") + (cx.uses_smem ? shared_row_helpers() : "") + cx.src;
   return cx.out;
 }
