@@ -20,7 +20,11 @@
 //   row_reduce.cpp        reduce_layout       reductions and normalisations
 //   row_cache.cpp         row_cache_layout    a row kept in registers or shared
 //                                             memory between row_reduce's passes
-//   scan.cpp              scan_layout         cumsum, cumprod
+//   row_split.cpp                             few long rows split over several blocks
+//   middle_reduce.cpp                         a middle dim read twice (slices, the
+//                                             column kept in registers)
+//   scan.cpp              scan_layout         cumsum, cumprod (flipped, exclusive,
+//                                             split)
 //   pool.cpp              pool_layout         max_pool2d, avg_pool2d
 //   library.cpp           library_call        matmul, linear, conv2d ... as ATen steps
 //   fallback.cpp          fallback_call       any other ATen op, by its schema
