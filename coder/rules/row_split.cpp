@@ -91,9 +91,17 @@ std::string second_pass_kernel(lowering_context& cx, reduce_parts& rp, const red
     k << "  const long long c4n = (" << rp.C << " & 3) == 0 ? c1 / 4 : c0 / 4;\n";
     k << "#pragma unroll 4\n  for (long long c4 = c0 / 4 + threadIdx.x; c4 < c4n; c4 += blockDim.x) {\n";
     k << "    const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + base)[c4];\n    float4 o4;\n";
-    for (int l = 0; l < 4; ++l)
+    // layer_norm's weight and bias are rows of C too: read as float4 beside x.
+    const bool affine4 = r.op == "layer_norm";
+    if (affine4 && !rp.W.empty()) k << "    const float4 w4 = reinterpret_cast<const float4*>(" << rp.W << ")[c4];\n";
+    if (affine4 && !rp.Bi.empty()) k << "    const float4 b4 = reinterpret_cast<const float4*>(" << rp.Bi << ")[c4];\n";
+    for (int l = 0; l < 4; ++l) {
+      std::string y = rp.y;
+      if (affine4 && !rp.W.empty()) y = replace_all(y, rp.W + "[c]", std::string("w4.") + lanes4[l]);
+      if (affine4 && !rp.Bi.empty()) y = replace_all(y, rp.Bi + "[c]", std::string("b4.") + lanes4[l]);
       k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4." << lanes4[l]
-        << " = " << rp.y << "; }\n";
+        << " = " << y << "; }\n";
+    }
     k << "    reinterpret_cast<float4*>(" << rp.OUT << " + base)[c4] = o4;\n  }\n";
     k << "  for (long long c = c4n * 4 + threadIdx.x; c < c1; c += blockDim.x) {\n"
       << reduce_load(rp, "base + c", "v") << "    " << rp.OUT << "[base + c] = " << rp.y << ";\n  }\n";
