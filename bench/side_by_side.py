@@ -3,7 +3,7 @@
 
     python3 bench/side_by_side.py --models DIR [--run-dir RUN] [--out RESULTS.json]
                                   [--device N] [--trials 3] [--reps 30] [--compile-timeout 240]
-                                  TASK.yaml ...
+                                  [--rerun-bits] TASK.yaml ...
     python3 bench/side_by_side.py --merge A.json B.json ... [--md TABLE.md]
 
 For each task: the reference's TorchScript source (also Python) is exec'd as the eager
@@ -265,6 +265,14 @@ def side_by_side(opts):
                     row["correct"] = passed == opts.trials
                     row["trials_passed"] = passed
                     row["max_abs_error"] = worst
+                    if opts.rerun_bits:
+                        # Two runs on the same inputs: the same bits (no atomics whose
+                        # order varies).
+                        a, b = model(*inputs), model(*inputs)
+                        a = a if isinstance(a, (tuple, list)) else (a,)
+                        b = b if isinstance(b, (tuple, list)) else (b,)
+                        row["bit_identical"] = all(bool(torch.equal(x, y)) for x, y in zip(a, b))
+                        del a, b
                     # The general-shape launcher (plan evaluated at run time), at the
                     # default shapes and at every other exported size.
                     if getattr(mod, "GENERAL_LAUNCHER", False):
@@ -709,6 +717,8 @@ def table(results):
                                      ("general-shape launcher failed: " + r.get("general_error", "wrong values")) if r.get("general_correct") is False else None,
                                      ("other shapes failed: " + r.get("other_shape_error", "wrong values")) if r.get("other_shape_correct") is False else None) if x)
         corr = "-" if "correct" not in r else ("yes" if r["correct"] else f"NO ({r.get('trials_passed', 0)} trials)")
+        if r.get("bit_identical") is False:
+            corr += ", reruns differ"
         lines.append(f"| {r['task']} | {f(r.get('eager_ms'))} | {f(r.get('compile_ms'))} | {f(r.get('ours_ms'))} | "
                      f"{f(r.get('speedup_ours'), 2) + 'x' if r.get('speedup_ours') else '-'} | "
                      f"{f(r.get('speedup_compile'), 2) + 'x' if r.get('speedup_compile') else '-'} | {corr} | "
@@ -745,6 +755,7 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--compile-timeout", type=int, default=240)
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--rerun-bits", action="store_true", help="run ours twice on the same inputs: bit_identical in the results")
     ap.add_argument("--prebuild", action="store_true", help="build every --models DIR/*.py extension in parallel, then stop")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--build-one", help="build this one exported model's extension (into --models DIR/build), then stop")

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "coder/rules/combine.hpp"
 #include "coder/rules/elementwise.hpp"
 #include "coder/rules/fallback.hpp"
 #include "coder/rules/kernel_text.hpp"
@@ -26,7 +27,9 @@ std::map<std::string, std::string> to_recipe(const lowering_params& p) {
           {"grid_cap", std::to_string(p.grid_cap)},
           {"row_mapping", p.row_mapping},
           {"fast_math", p.fast_math ? "1" : "0"},
-          {"fuse_prologue", p.fuse_prologue ? "1" : "0"}};
+          {"fuse_prologue", p.fuse_prologue ? "1" : "0"},
+          {"row_split", std::to_string(p.row_split)},
+          {"moments", p.moments}};
 }
 
 result<lowering_params> from_recipe(const std::map<std::string, std::string>& recipe) {
@@ -49,7 +52,7 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
   for (auto s : {integer("vector_width", p.vector_width, 1, 4), integer("block_size", p.block_size, 32, 1024),
                  integer("elements_per_thread", p.elements_per_thread, 1, 16),
                  integer("grid_cap", p.grid_cap, 1, 1 << 20), integer("fast_math", fast, 0, 1),
-                 integer("fuse_prologue", fuse, 0, 1)})
+                 integer("fuse_prologue", fuse, 0, 1), integer("row_split", p.row_split, 0, 16)})
     if (!s) return error{s.message()};
   if (p.vector_width == 3) return error{"recipe: vector_width = 3: expected 1, 2 or 4"};
   if (p.block_size % 32) return error{"recipe: block_size = " + std::to_string(p.block_size) + ": expected a multiple of 32"};
@@ -64,6 +67,11 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
     if (it->second != "none" && it->second != "registers" && it->second != "shared" && it->second != "on_chip")
       return error{"recipe: row_cache = '" + it->second + "': expected none, registers, shared or on_chip"};
     p.row_cache = it->second;
+  }
+  if (auto it = recipe.find("moments"); it != recipe.end()) {
+    if (it->second != "shifted" && it->second != "welford")
+      return error{"recipe: moments = '" + it->second + "': expected shifted or welford"};
+    p.moments = it->second;
   }
   if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
     if (it->second != "none" && it->second != "streaming" && it->second != "readonly")
@@ -136,17 +144,20 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   if (kinds.count("library") && kinds.count("row_reduce")) cx.out.template_name = "mixed";
   // A fallback alone is one library call; beside kernels it makes the candidate mixed.
   if (kinds.count("fallback")) cx.out.template_name = kinds.size() == 1 ? "library" : "mixed";
-  std::string fast = cx.p.fast_math ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
-                                  : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
-  cx.out.source = fast + kHeader + (cx.uses_smem ? shared_row_helpers() : "") + cx.src;
+  // Fast math only where a kernel calls what it changes: otherwise the same source.
+  const bool calls = cx.src.find("KS_EXP") != std::string::npos || cx.src.find("KS_DIV") != std::string::npos ||
+                     cx.src.find("ks_ms_merge") != std::string::npos;
+  std::string fast = cx.p.fast_math && calls ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
+                                             : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
+  cx.out.source = fast + kHeader + (cx.uses_welford ? welford_helpers() : "") + (cx.uses_smem ? shared_row_helpers() : "") + cx.src;
   return cx.out;
 }
 
 }  // namespace
 
 result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params,
-                                       const target_shapes& target) {
-  lowering_context cx(graph, params, target);
+                                       const target_shapes& target, const lowering_device& device) {
+  lowering_context cx(graph, params, target, device);
   // A template that meets a graph it did not expect must give an error, never end the
   // caller (an agent) with an exception: the lowering's own lookups throw on a missing
   // tensor (e.g. an epilogue fused after a reduction over every dim).

@@ -42,6 +42,19 @@ struct lowering_params {
   bool fuse_prologue = true;    // row_reduce: compute the feeding chain on load
   std::string row_cache = "none";   // row_reduce: "registers" keeps the row on chip for its second read
   std::string cache_hint = "none";  // elementwise: "streaming" (__ldcs/__stcs) or "readonly" (__ldg)
+  // row_reduce: how many device-fulls of blocks a reduction over few long rows is
+  // split into (several blocks per row, combined in a fixed order); 0: a block per row.
+  int row_split = 1;
+  // row_reduce: how mean and variance accumulate: "shifted" sums (from the row's first
+  // element) or "welford" (Welford's update, Chan's merge). Split rows always use Welford.
+  std::string moments = "shifted";
+};
+
+// What the lowering knows of the GPU it writes for: the split of few long rows aims
+// at filling every SM. Defaults are an H200's.
+struct lowering_device {
+  int multiprocessors = 132;
+  int max_threads_per_sm = 2048;
 };
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p);
@@ -75,6 +88,6 @@ using target_shapes = std::map<std::string, std::vector<int64_t>>;
 // or when a size cannot be evaluated). Errors name the op (and its value) that neither
 // a template nor a library step covers.
 result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params,
-                                       const target_shapes& target = {});
+                                       const target_shapes& target = {}, const lowering_device& device = {});
 
 }  // namespace ks

@@ -148,13 +148,13 @@ std::vector<lowering_params> rules_coder::seed_params() {
 
 result<candidate> rules_coder::build(const task_spec& task, const lowering_params& params,
                                      const std::string& origin, const std::string& parent,
-                                     const std::string& excluded) {
+                                     const std::string& excluded, bool with_methods) {
   auto g = graph(task);
   if (!g) return g.error();
   target_shapes target;
   for (auto* list : {&task.inputs, &task.parameters})
     for (auto& t : *list) target[t.name] = t.shape;
-  auto lowered = lower_graph(*g, params, target);
+  auto lowered = lower_graph(*g, params, target, options_.device);
   if (!lowered) return lowered.error();
   candidate c;
   c.task = task.name;
@@ -182,7 +182,21 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
   if (!excluded.empty()) c.recipe["excluded"] = excluded;
   if (lowered->longest_row > 0) c.recipe["longest_row"] = std::to_string(lowered->longest_row);
   c.id = candidate_id(c);
+  if (with_methods) c.recipe["methods"] = join(applicable_methods(task, c), ",");
   return c;
+}
+
+std::vector<std::string> rules_coder::applicable_methods(const task_spec& task, const candidate& c) {
+  std::vector<std::string> out;
+  for (const method_def& m : skills_.methods) {
+    if (m.rules_coder.empty()) continue;
+    optimize_input in;
+    in.task = task;
+    in.base = c;
+    in.plan.chosen = m.id;
+    if (optimize_once(in, false)) out.push_back(m.id);
+  }
+  return out;
 }
 
 result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_t count) {
@@ -192,7 +206,7 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
   std::string first_error;
   for (const lowering_params& p : seed_params()) {
     if (out.size() >= count) break;
-    auto c = build(task, p, "seed:rules", "", "");
+    auto c = build(task, p, "seed:rules", "", "", false);
     if (!c) {
       if (first_error.empty()) first_error = c.message();
       continue;
@@ -212,6 +226,7 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
   for (auto& c : poor)
     if (out.size() < count) out.push_back(std::move(c));
   for (auto& c : out) {
+    c.recipe["methods"] = join(applicable_methods(task, c), ",");
     c.origin = "seed:" + c.recipe["template"];
     if (c.recipe.count("fallback")) c.origin += " (library fallback: " + c.recipe["fallback"] + ")";
   }
@@ -222,10 +237,10 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
 namespace {
 
 // One parameter change: the recipe's new value of `param`, or why the method does
-// not apply.
+// not apply. `source` is the base candidate's (what its kernels call).
 result<std::pair<std::string, std::string>> apply_rule(const std::string& method, const coder_rule& rule,
                                                       const std::map<std::string, std::string>& recipe,
-                                                      const std::set<std::string>& excluded) {
+                                                      const std::set<std::string>& excluded, const std::string& source) {
   const std::string templ = get(recipe, "template");
   const std::string prefix = "method " + method + " does not apply to template " + templ + ": ";
   const bool ew = has_stage(recipe, "elementwise");
@@ -300,6 +315,9 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
   }
   if (p == "online_softmax") {
     if (!rows) return error{prefix + "it has no row reduction"};
+    // The softmax family merges online states (ks_ms_merge); a sum or a norm has none.
+    if (source.find("ks_ms_merge(m, s,") == std::string::npos)
+      return error{prefix + "it has no softmax, log_softmax or logsumexp"};
     // The softmax family is already online (max and sum from one read); the read the
     // method's rationale still counts, the normalising pass's, goes when the row stays
     // in registers.
@@ -315,7 +333,14 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
     if (!ew) return error{prefix + "it has no elementwise kernel"};
     return pick("cache_hint", rule.values);
   }
-  if (p == "welford") return error{prefix + "its moments are already single-pass (shifted sums)"};
+  if (p == "row_split") {
+    if (!rows && !has_stage(recipe, "scan")) return error{prefix + "it has no row reduction or scan"};
+    return pick("row_split", rule.values);
+  }
+  if (p == "moments" || p == "welford") {
+    if (!rows) return error{prefix + "it has no row reduction"};
+    return pick("moments", {"welford"});
+  }
   if (p == "float_literals")
     return error{prefix + "its kernels already use float literals (0.5f) and f-suffixed math (expf, tanhf)"};
   if (p == "use_library_step")
@@ -326,7 +351,9 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
 
 }  // namespace
 
-result<candidate> rules_coder::optimize(const optimize_input& in) {
+result<candidate> rules_coder::optimize(const optimize_input& in) { return optimize_once(in, true); }
+
+result<candidate> rules_coder::optimize_once(const optimize_input& in, bool with_methods) {
   const std::string& method = in.plan.chosen;
   const method_def* m = skills_.find_method(method);
   const std::string templ = get(in.base.recipe, "template");
@@ -338,7 +365,7 @@ result<candidate> rules_coder::optimize(const optimize_input& in) {
   std::set<std::string> excluded = split_set(get(in.base.recipe, "excluded"));
   std::string reasons;
   for (const coder_rule& rule : m->rules_coder) {
-    auto change = apply_rule(method, rule, in.base.recipe, excluded);
+    auto change = apply_rule(method, rule, in.base.recipe, excluded, in.base.source);
     if (!change) {
       reasons += (reasons.empty() ? "" : "; ") + change.message();
       continue;
@@ -347,7 +374,7 @@ result<candidate> rules_coder::optimize(const optimize_input& in) {
     recipe[change->first] = change->second;
     auto p = from_recipe(recipe);
     if (!p) return p.error();
-    auto c = build(in.task, *p, "optimize:" + method, in.base.id, get(in.base.recipe, "excluded"));
+    auto c = build(in.task, *p, "optimize:" + method, in.base.id, get(in.base.recipe, "excluded"), with_methods);
     if (!c) return c;
     if (c->id == in.base.id) {
       reasons += (reasons.empty() ? "" : "; ") + std::string("method ") + method + " does not apply to template " +
@@ -366,7 +393,7 @@ result<candidate> rules_coder::repair(const repair_input& in) {
     for (auto& e : split_set(get(in.failed.recipe, "excluded"))) excluded.insert(e);
     // The change that failed: every parameter where the failed recipe differs.
     for (auto& [k, v] : in.failed.recipe) {
-      if (k == "excluded" || k == "template" || k == "stages") continue;
+      if (k == "excluded" || k == "template" || k == "stages" || k == "methods") continue;
       if (get(good.recipe, k) != v) excluded.insert(k + "=" + v);
     }
     auto params = from_recipe(good.recipe);

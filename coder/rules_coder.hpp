@@ -11,6 +11,9 @@
 // - optimize(): the chosen method's `rules_coder` entry (skills/*.yaml) changes one
 //   parameter of base's recipe; a method whose parameter the templates lack, or that
 //   would change nothing, is an error "method M does not apply to template T: why";
+// - every candidate it returns lists in its recipe's `methods` the methods whose
+//   optimize() would change its kernels (tried, not guessed): the decision policy
+//   offers no other for it (docs/skills.md, "How decide() works");
 // - repair(): back to the last good candidate, the failed change recorded in the
 //   recipe's `excluded` list so it is not tried again (the method's next value is
 //   tried when it has one); a failing seed falls back to the most conservative
@@ -46,6 +49,9 @@ struct rules_coder_options {
   std::filesystem::path skills_dir;
   // The task size to export graphs at, when the task has it.
   std::string graph_size = "cpu";
+  // The GPU the kernels are written for (how many blocks fill it: few long rows are
+  // split to do so). Defaults are an H200's.
+  lowering_device device;
   reference_limits limits;
 };
 
@@ -69,10 +75,17 @@ class rules_coder : public coder {
   // The parameter sets seeds() tries, in order.
   static std::vector<lowering_params> seed_params();
 
+  // The methods of the skill library whose optimize() changes `c`'s kernels (a
+  // different source or launch), in library order.
+  std::vector<std::string> applicable_methods(const task_spec& task, const candidate& c);
+
  private:
   result<candidate> build(const task_spec& task, const lowering_params& params,
                           const std::string& origin, const std::string& parent,
-                          const std::string& excluded);
+                          const std::string& excluded, bool with_methods = true);
+  // optimize(); with_methods false leaves the result's `methods` out (what
+  // applicable_methods tries with).
+  result<candidate> optimize_once(const optimize_input& in, bool with_methods);
 
   rules_coder_options options_;
   skill_library skills_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <sstream>
 
 #include "base/number_format.hpp"
 #include "base/strings.hpp"
@@ -268,6 +269,13 @@ policy_input make_policy_input(const plan_request& req) {
   }
   in.round = req.cand.round;
   in.history = req.history;
+  if (auto it = req.cand.recipe.find("methods"); it != req.cand.recipe.end()) {
+    std::vector<std::string> methods;
+    std::stringstream list(it->second);
+    for (std::string m; std::getline(list, m, ',');)
+      if (!m.empty()) methods.push_back(m);
+    in.coder_methods = methods;
+  }
   return in;
 }
 
@@ -389,6 +397,14 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
       }
       t.vetoes_checked.push_back(std::move(o));
     }
+  }
+
+  // What the coder can do: a method it has no change for on this candidate would end
+  // the round with "could not be applied".
+  if (in.coder_methods) {
+    const std::set<std::string> can(in.coder_methods->begin(), in.coder_methods->end());
+    for (const auto& [id, cm] : candidates)
+      if (!can.count(id)) vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods)");
   }
 
   // Preconditions (`requires`).

@@ -47,10 +47,16 @@ struct policy_input {
   // false (ablation): no decision table and no global vetoes; every method whose
   // `requires` holds is allowed with score 1; the guardrails still apply.
   bool use_long_term_memory = true;
+  // The methods the candidate's coder can apply to it (a rules-coder candidate's
+  // recipe `methods`: those whose change alters its kernels); every other method is
+  // vetoed, with or without long-term memory. nullopt: not known (any coder may try
+  // any method).
+  std::optional<std::vector<std::string>> coder_methods;
 };
 
 // The input for a planner request: profile from the review, the features, the
-// task's tolerance and dtype (of its first input), its history and round.
+// task's tolerance and dtype (of its first input), its history and round, and the
+// methods the candidate's recipe says its coder can apply (`methods`, when present).
 policy_input make_policy_input(const plan_request& req);
 
 // The input a decision case's example describes (candidate id "example"): what

@@ -587,6 +587,36 @@ TEST_CASE("make_policy_input reads a planner request", "[policy]") {
   CHECK(ks::primary_bottleneck(fixture(), in) == "latency_bound");
 }
 
+// A rules-coder candidate's recipe lists the methods that change its kernels
+// (`methods`); the policy offers no other, with or without long-term memory, and says
+// why. Without the key (another coder), nothing is filtered.
+TEST_CASE("the coder's methods for a candidate: no other is offered", "[policy][coder]") {
+  ks::plan_request req;
+  req.cand.id = "c_stream";
+  req.cand.recipe = {{"template", "elementwise"}, {"methods", "increase_elements_per_thread,tune_block_size"}};
+  req.features = streaming_input().features;
+  req.review.profile = streaming_input().profile;
+  ks::policy_input in = ks::make_policy_input(req);
+  REQUIRE(in.coder_methods);
+  CHECK(*in.coder_methods == std::vector<std::string>{"increase_elements_per_thread", "tune_block_size"});
+  const auto t = ks::decide(fixture(), in);
+  INFO(ks::render_trace(t));
+  // vectorize_loads ranked first without the filter (the streaming case above).
+  CHECK(ranked_ids(t) == std::vector<std::string>{"increase_elements_per_thread", "tune_block_size"});
+  REQUIRE(veto_of(t, "vectorize_loads"));
+  CHECK_THAT(veto_of(t, "vectorize_loads")->reason, Contains("the coder has no change for it on this candidate"));
+  in.use_long_term_memory = false;
+  for (const auto& m : ks::decide(fixture(), in).ranked) CHECK(in.coder_methods->end() != std::find(in.coder_methods->begin(), in.coder_methods->end(), m.method));
+  // An empty list: nothing to offer.
+  req.cand.recipe["methods"] = "";
+  CHECK(ks::decide(fixture(), ks::make_policy_input(req)).ranked.empty());
+  // No list: every method as before.
+  req.cand.recipe.erase("methods");
+  const ks::policy_input open = ks::make_policy_input(req);
+  CHECK_FALSE(open.coder_methods);
+  CHECK(ranked_ids(ks::decide(fixture(), open)).front() == "vectorize_loads");
+}
+
 TEST_CASE("bottleneck tags round-trip", "[policy]") {
   CHECK(ks::bottleneck_tag("memory_bandwidth") == "[bottleneck=memory_bandwidth]");
   CHECK(ks::bottleneck_from_summary("planned: [bottleneck=latency_bound] tune") == "latency_bound");

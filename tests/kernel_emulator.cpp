@@ -81,6 +81,7 @@ template <class T> inline void __stcs(T* p, T v) { *p = v; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __expf(float x) { return expf(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 static void ks_entry() {
   ks_body();
   ks_fibers[ks_cur].done = true;
@@ -148,7 +149,8 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
     for (size_t i = 0; i < k.params.size(); ++i) {
       const kernel_param& p = k.params[i];
       if (i) text += ", ";
-      if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + "float**)a[" + std::to_string(i) + "]";
+      const std::string elem = p.kind == scalar_kind::float64 ? "double" : "float";
+      if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + elem + "**)a[" + std::to_string(i) + "]";
       else text += "*(" + scalar_type(p) + "*)a[" + std::to_string(i) + "]";
     }
     text += "); });\n}\n";

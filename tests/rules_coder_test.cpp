@@ -13,6 +13,7 @@
 
 #include "coder/rules_coder.hpp"
 #include "gpu/nvrtc_compiler.hpp"
+#include "policy/decision_policy.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
 
@@ -231,11 +232,22 @@ TEST_CASE("rules coder: optimize applies a method as a parameter change", "[rule
   CHECK(v->parent_id == in.base.id);
   CHECK(v->id != in.base.id);
 
+  // Fast math where a kernel calls exp or a division (swish's sigmoid); gelu's erf
+  // has neither: there it changes no kernel.
   in.plan.chosen = "fast_math_intrinsics";
-  auto f = the_coder().optimize(in);
-  REQUIRE(f);
-  CHECK(f->recipe.at("fast_math") == "1");
-  CHECK(f->source.find("__expf") != std::string::npos);
+  CHECK_THAT(the_coder().optimize(in).message(), Catch::Contains("changes no kernel of this task"));
+  {
+    optimize_input sw;
+    sw.task = task("examples/tasks/swish.yaml");
+    auto s = the_coder().seeds(sw.task, 1);
+    REQUIRE(s);
+    sw.base = s->front();
+    sw.plan.chosen = "fast_math_intrinsics";
+    auto f = the_coder().optimize(sw);
+    REQUIRE(f);
+    CHECK(f->recipe.at("fast_math") == "1");
+    CHECK(f->source.find("__expf") != std::string::npos);
+  }
 
   in.plan.chosen = "increase_block_size";
   auto b = the_coder().optimize(in);
@@ -448,21 +460,33 @@ TEST_CASE("rules coder: repair returns to the last good version without the fail
   CHECK(fixed->recipe.at("block_size") == "1024");
   CHECK(fixed->origin == "repair:increase_block_size");
 
-  // A change with no other value: back to the last good code.
-  in.plan.chosen = "fast_math_intrinsics";
-  auto fast = the_coder().optimize(in);
-  REQUIRE(fast);
-  r.failed = *fast;
-  auto back = the_coder().repair(r);
-  REQUIRE(back);
-  CHECK(back->source == in.base.source);
-  CHECK(back->plan == in.base.plan);
-  CHECK(back->recipe.at("excluded") == "fast_math=1");
-  // ... and the method is not offered again.
-  optimize_input again = in;
-  again.base = *back;
-  again.plan.chosen = "fast_math_intrinsics";
-  CHECK_FALSE(the_coder().optimize(again));
+  // A change with no other value: back to the last good code (swish: its sigmoid
+  // calls exp, which fast math changes).
+  {
+    optimize_input sw;
+    sw.task = task("examples/tasks/swish.yaml");
+    auto s = the_coder().seeds(sw.task, 1);
+    REQUIRE(s);
+    sw.base = s->front();
+    sw.plan.chosen = "fast_math_intrinsics";
+    auto fast = the_coder().optimize(sw);
+    REQUIRE(fast);
+    repair_input rs;
+    rs.task = sw.task;
+    rs.failed = *fast;
+    rs.last_good = sw.base;
+    auto back = the_coder().repair(rs);
+    REQUIRE(back);
+    CHECK(back->source == sw.base.source);
+    CHECK(back->plan == sw.base.plan);
+    CHECK(back->recipe.at("excluded") == "fast_math=1");
+    // ... and the method is not offered again: not applied, and not in its methods.
+    optimize_input again = sw;
+    again.base = *back;
+    CHECK_FALSE(the_coder().optimize(again));
+    CHECK(back->recipe.at("methods").find("fast_math_intrinsics") == std::string::npos);
+    CHECK(sw.base.recipe.at("methods").find("fast_math_intrinsics") != std::string::npos);
+  }
 
   // A failing seed: the plainest parameters.
   repair_input s;
@@ -695,4 +719,175 @@ TEST_CASE("rules coder: a graph a template does not expect gives an error, not a
   std::optional<result<std::vector<candidate>>> seeds;
   CHECK_NOTHROW(seeds.emplace(the_coder().seeds(t, 2)));
   if (seeds && !*seeds) CHECK_THAT(seeds->message(), Catch::Contains("lse_one_row"));
+}
+
+// The row-reduce template's forms for every aspect ratio at KernelBench's published
+// sizes (level 1: LayerNorm over 64 x 256 x 256, GroupNorm, InstanceNorm and RMSNorm
+// over channels of 112 x 64 x 512 x 512) and a sum over few long rows: every seed
+// compiles with NVRTC and its plan resolves at that size, on the default device (an
+// H200: 132 SMs). The graphs come from small sizes; the shapes the templates choose
+// from are the declared ones.
+task_spec sized_task(const std::string& name, const std::string& args, const std::string& body,
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& cpu) {
+  auto dims = [](const std::vector<int64_t>& s) {
+    std::string t;
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return "[" + t + "]";
+  };
+  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(" + args + "):\n        return " + body + "\ninputs:\n";
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (i == 1) yaml += "parameters:\n";
+    yaml += "  - name: " + tensors[i].first + "\n    shape: " + dims(tensors[i].second) + "\n";
+  }
+  yaml += "sizes:\n  cpu: {";
+  for (size_t i = 0; i < cpu.size(); ++i) yaml += (i ? ", " : "") + cpu[i].first + ": " + dims(cpu[i].second);
+  yaml += "}\n";
+  auto t = parse_task(yaml, name + ".yaml", kSource);
+  if (!t) FAIL(t.message());
+  return *t;
+}
+
+TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes compile and resolve", "[rules][lower][aspect]") {
+  struct aspect_case {
+    task_spec t;
+    const char* form;  // a comment the chosen kernel carries
+  };
+  const aspect_case cases[] = {
+      {sized_task("layer_norm_kb", "x, weight, bias", "torch.layer_norm(x, [x.size(1), x.size(2), x.size(3)], weight, bias, 1e-5)",
+                  {{"x", {16, 64, 256, 256}}, {"weight", {64, 256, 256}}, {"bias", {64, 256, 256}}},
+                  {{"x", {2, 4, 8, 8}}, {"weight", {4, 8, 8}}, {"bias", {4, 8, 8}}}),
+       "few long rows, second pass"},
+      {sized_task("group_norm_kb", "x, weight, bias", "torch.group_norm(x, 8, weight, bias, 1e-5)",
+                  {{"x", {112, 64, 512, 512}}, {"weight", {64}}, {"bias", {64}}},
+                  {{"x", {2, 16, 4, 4}}, {"weight", {16}}, {"bias", {16}}}),
+       "group's first channel"},
+      {sized_task("instance_norm_kb", "x", "torch.instance_norm(x, None, None, None, None, True, 0.1, 1e-5, False)",
+                  {{"x", {112, 64, 512, 512}}}, {{"x", {2, 4, 4, 4}}}),
+       "instance_norm over the last dims"},
+      {sized_task("rms_channels_kb", "x", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {{"x", {112, 64, 512, 512}}},
+                  {{"x", {2, 4, 4, 4}}}),
+       "read twice"},
+      {sized_task("sum_few_rows", "x", "torch.sum(x, [1])", {{"x", {8, 1048576}}}, {{"x", {2, 4096}}}),
+       "a warp per row merges"},
+      {sized_task("cumsum_reverse_kb", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
+       "its input read reversed, its result stored reversed"},
+      {sized_task("cumsum_exclusive_kb", "x",
+                  "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), dim=1)",
+                  {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
+       "exclusive"},
+      {sized_task("cumsum_few_long_rows", "x", "torch.cumsum(x, 1)", {{"x", {4, 4194304}}}, {{"x", {2, 5000}}}),
+       "each block scans its chunk after the chunks before"},
+      {sized_task("cumprod_block_rows", "x", "torch.cumprod(x, 1)", {{"x", {512, 4096}}}, {{"x", {2, 500}}}),
+       "a block per row"},
+  };
+  for (const auto& ac : cases) {
+    INFO(ac.t.name);
+    auto seeds = the_coder().seeds(ac.t, 2);
+    if (!seeds) FAIL(seeds.message());
+    for (const candidate& c : *seeds) {
+      INFO(c.source);
+      CHECK(c.source.find(ac.form) != std::string::npos);
+      compiled_and_resolved(ac.t, c);
+    }
+  }
+  // The split of 16 rows of 4M on 132 SMs: 8 blocks of 256 an SM, 66 a row.
+  auto ln = the_coder().seeds(cases[0].t, 1);
+  REQUIRE(ln);
+  CHECK(compiled_and_resolved(cases[0].t, ln->front()).constants.at("SPLIT0").i == 66);
+}
+
+// Issue 17, item 4: every (template, method) pair the decision policy can produce for
+// a rules-coder candidate is a real change of that candidate's kernels. The walk: the
+// seeds of every example and suite task and of the aspect-ratio tasks above, and for
+// each seed the child made by its first offered method (a state no seed is in); for
+// each candidate, the policy's offer without evidence and without long-term memory
+// (every method allowed unless vetoed: the largest offer it can make, since evidence
+// only removes methods), read through make_policy_input as the planner reads it.
+// Each method offered must give a candidate with other kernels (another source or
+// launch); each method not offered that has a rules_coder entry must be refused by
+// optimize() (so the offer hides no real change). Then the methods the row templates
+// are built for must be offered somewhere, and methods with no parameter in the
+// templates nowhere.
+TEST_CASE("rules coder: every method the policy offers a candidate changes its kernels", "[rules][contract]") {
+  auto lib = load_skill_library(kSource / "skills");
+  REQUIRE(lib);
+  std::vector<task_spec> corpus;
+  for (const char* dir : {"examples/tasks", "bench/tasks"})
+    for (auto& path : task_files(dir)) corpus.push_back(task(fs::relative(path, kSource).string()));
+  corpus.push_back(sized_task("layer_norm_few_rows", "x, weight, bias", "torch.layer_norm(x, [x.size(1)], weight, bias, 1e-5)",
+                              {{"x", {16, 1048576}}, {"weight", {1048576}}, {"bias", {1048576}}},
+                              {{"x", {2, 4096}}, {"weight", {4096}}, {"bias", {4096}}}));
+  corpus.push_back(sized_task("group_norm_kb", "x, weight, bias", "torch.group_norm(x, 8, weight, bias, 1e-5)",
+                              {{"x", {112, 64, 512, 512}}, {"weight", {64}}, {"bias", {64}}},
+                              {{"x", {2, 16, 4, 4}}, {"weight", {16}}, {"bias", {16}}}));
+  corpus.push_back(sized_task("rms_channels_kb", "x", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)",
+                              {{"x", {112, 64, 512, 512}}}, {{"x", {2, 4, 4, 4}}}));
+  corpus.push_back(sized_task("cumsum_reverse_few_rows", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {4, 4194304}}},
+                              {{"x", {2, 5000}}}));
+  corpus.push_back(sized_task("softmax_short_rows_16", "x", "torch.softmax(x, -1)", {{"x", {1048576, 16}}}, {{"x", {64, 16}}}));
+  std::vector<std::string> with_rule;
+  for (const method_def& m : lib->methods)
+    if (!m.rules_coder.empty()) with_rule.push_back(m.id);
+  std::map<std::string, std::set<std::string>> pairs;  // template → methods offered somewhere
+  size_t walked = 0;
+  // Walks `c`: every method offered changes its kernels, every other is refused. The
+  // first change made is handed back (a state to walk next).
+  auto walk = [&](const task_spec& t, const candidate& c) -> std::optional<candidate> {
+    REQUIRE(c.recipe.count("methods"));
+    plan_request req;  // what the policy offers `c`, read as the planner reads it
+    req.task = t;
+    req.cand = c;
+    policy_input in = make_policy_input(req);
+    in.use_long_term_memory = false;
+    std::set<std::string> offered;
+    for (const auto& m : decide(*lib, in).ranked) offered.insert(m.method);
+    const std::string templ = c.recipe.at("template");
+    INFO(t.name << " " << c.origin << " (" << c.recipe.at("stages") << "), methods " << c.recipe.at("methods"));
+    ++walked;
+    std::optional<candidate> first;
+    for (const std::string& m : with_rule) {
+      optimize_input oi;
+      oi.task = t;
+      oi.base = c;
+      oi.plan.chosen = m;
+      auto changed = the_coder().optimize(oi);
+      INFO("method " << m << (changed ? std::string() : ": " + changed.message()));
+      if (!offered.count(m)) {
+        CHECK_FALSE(changed);
+        continue;
+      }
+      REQUIRE(changed);
+      CHECK((changed->source != c.source || !(changed->plan == c.plan)));
+      pairs[templ].insert(m);
+      if (!first) first = *changed;
+    }
+    return first;
+  };
+  for (const task_spec& t : corpus) {
+    auto seeds = the_coder().seeds(t, 5);
+    if (!seeds) FAIL(seeds.message());
+    for (const candidate& seed : *seeds)
+      if (auto child = walk(t, seed)) walk(t, *child);
+  }
+  INFO(walked << " candidates walked");
+  auto somewhere = [&](const std::string& m) {
+    for (auto& [templ, ms] : pairs)
+      if (ms.count(m)) return true;
+    return false;
+  };
+  for (const char* m : {"multi_block_row_split", "welford_single_pass", "cache_row_in_registers", "warp_per_row",
+                        "block_per_row_vectorized", "balance_waves", "online_softmax", "fuse_reduction_producer_consumer",
+                        "vectorize_loads", "streaming_cache_hints", "fast_math_intrinsics", "increase_block_size"}) {
+    INFO(m);
+    CHECK(somewhere(m));
+  }
+  for (const char* m : {"tensor_cores_tf32", "split_k", "hierarchical_atomic_reduction", "shared_memory_tiling",
+                        "cuda_graph_capture", "persistent_kernel"}) {
+    INFO(m);
+    CHECK_FALSE(somewhere(m));
+  }
+  CHECK(pairs.count("row_reduce"));
+  CHECK(pairs.count("scan"));
+  CHECK(pairs.count("elementwise"));
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <tuple>
 
 #include "coder/rules_coder.hpp"
 #include "gpu/library_ops.hpp"
@@ -356,19 +357,24 @@ TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules]
 
 // A softmax over rows with -inf entries (log(relu(x - 3)): about 3 in 4 masked) where
 // many threads hold only -inf: their part adds nothing, not NaN. Rows kept in
-// registers (rows of 1024 at the task's size) and staged in shared memory (16384).
+// registers (rows of 1024 at the task's size), staged in shared memory (16384), and
+// split over several blocks (64 rows of 16384: blocks whose chunk is all -inf).
 TEST_CASE("emulated: a softmax over masked rows is not NaN", "[rules][emulated][row_cache]") {
-  for (int64_t target : {1024, 16384}) {
+  const std::tuple<int64_t, int64_t, const char*, std::vector<int64_t>> cases[] = {
+      {64, 1024, "float rv[", {9, 2048}},
+      {4096, 16384, "KS_DYNAMIC_SHARED(ks_row);", {9, 2048}},
+      {64, 16384, "_part(", {3, 13000}}};  // 4 blocks a row at the cpu size
+  for (auto [rows, target, form, cpu] : cases) {
     auto task = load_task(kSource / "examples/tasks/softmax.yaml");
     REQUIRE(task);
-    INFO("rows of " << target << " at the task's size");
+    INFO(rows << " rows of " << target << " at the task's size");
     task->torchscript = "def forward(x):\n    return torch.softmax(torch.log(torch.relu(x - 3.0)), -1)\n";
-    task->inputs.at(0).shape = {64, target};
-    task->sizes.at("cpu").at("x") = {9, 2048};
+    task->inputs.at(0).shape = {rows, target};
+    task->sizes.at("cpu").at("x") = cpu;
     auto seeds = the_coder().seeds(*task, 1);
     if (!seeds) FAIL(seeds.message());
     INFO(seeds->front().source);
-    CHECK(seeds->front().source.find(target > 8192 ? "KS_DYNAMIC_SHARED(ks_row);" : "float rv[") != std::string::npos);
+    CHECK(seeds->front().source.find(form) != std::string::npos);
     check_candidates(*task, *seeds);
   }
 }
@@ -474,5 +480,319 @@ TEST_CASE("emulated: seeds of imported KernelBench problems match the imported r
     auto imported = import_kernelbench_problem(f, out, o);
     if (!imported.ok()) FAIL(imported.error);
     check_task(load_task(imported.task_path), 2);
+  }
+}
+
+// Few long rows are split over several blocks each (coder/rules/row_split.hpp). A
+// coder for a device of 2 SMs makes 3 rows of 13001 elements few: with 256 threads
+// and at least 16 elements a thread, SPLIT = min(ceil(13001 / 4096), ceil(16 / 3)) = 4
+// blocks a row. Every seed that splits runs against the reference, twice: the two
+// runs must give the same bits (the merges are in a fixed order; the sources hold no
+// atomics). Rows of 13001 are not a multiple of 4 (element by element) and rows of
+// 13000 are (float4 chunks).
+rules_coder& small_device_coder() {
+  static std::unique_ptr<rules_coder> c = [] {
+    rules_coder_options o;
+    o.gpu_worker = kWorker;
+    o.skills_dir = kSource / "skills";
+    o.device.multiprocessors = 2;
+    auto r = rules_coder::create(o);
+    if (!r) FAIL(r.message());
+    return std::move(r.value());
+  }();
+  return *c;
+}
+
+// `rel` with its last dim `len` and its rows `rows`, declared and at its cpu size.
+result<task_spec> reshaped(const std::string& rel, int64_t rows, int64_t len) {
+  auto t = load_task(kSource / rel);
+  if (!t) return t;
+  auto fix = [&](std::vector<int64_t>& shape, bool input) {
+    if (shape.empty()) return;
+    shape.back() = len;
+    if (input && shape.size() > 1) shape.front() = rows;
+  };
+  for (auto& i : t->inputs) fix(i.shape, true);
+  for (auto& p : t->parameters) fix(p.shape, false);
+  for (auto& [name, shape] : t->sizes["cpu"]) {
+    bool input = std::any_of(t->inputs.begin(), t->inputs.end(), [&](const tensor_spec& s) { return s.name == name; });
+    fix(shape, input);
+  }
+  return t;
+}
+
+// Runs `c` twice on the task's trial-0 inputs; the outputs must be the same bits.
+void check_bit_identical(const task_spec& task, const candidate& c) {
+  auto sized = task.sizes.count("cpu") ? with_size(task, "cpu") : result<task_spec>(task);
+  REQUIRE(sized);
+  auto prog = reference_program::load(*sized);
+  REQUIRE(prog);
+  auto inputs = make_inputs(*sized, trial_seed(sized->seed, 0), c10::Device(c10::kCPU));
+  REQUIRE(inputs);
+  const auto& params = parameter_tensors(**prog);
+  auto a = run_candidate(*sized, c, *inputs, params);
+  auto b = run_candidate(*sized, c, *inputs, params);
+  if (!a || !b) FAIL((a ? b.message() : a.message()));
+  for (size_t i = 0; i < a->size(); ++i) CHECK(at::equal((*a)[i], (*b)[i]));
+}
+
+TEST_CASE("emulated: few long rows split over several blocks match the reference, bit for bit on reruns", "[rules][emulated][split]") {
+  const char* cases[] = {
+      "examples/tasks/layernorm.yaml",           // moments (Welford), affine, float4 chunks
+      "examples/tasks/row_sum.yaml",             // a plain sum: a warp per row merges the partials
+      "bench/tasks/row_var.yaml",                // Welford's variance, unbiased
+      "bench/tasks/row_max.yaml",
+      "examples/tasks/softmax.yaml",             // online max and sum merged across blocks
+      "bench/tasks/log_softmax.yaml",
+      "bench/tasks/softmax_temperature.yaml",    // prologue recomputed in the second pass
+      "bench/tasks/logsumexp_keepdim_sub.yaml",  // an epilogue that re-reads x
+      "bench/tasks/rmsnorm.yaml",                // prologue and epilogue, weight at c
+      "bench/tasks/layernorm_gelu.yaml",         // a chain after the normalisation
+  };
+  for (const char* rel : cases) {
+    for (int64_t len : {13001, 13000}) {
+      auto task = reshaped(rel, 3, len);
+      REQUIRE(task);
+      INFO(rel << " rows of " << len);
+      auto seeds = small_device_coder().seeds(*task, 5);
+      if (!seeds) FAIL(seeds.message());
+      std::vector<candidate> split;
+      for (const candidate& c : *seeds)
+        if (c.source.find("_part(") != std::string::npos) split.push_back(c);
+      REQUIRE(split.size() >= 2);
+      split.resize(2);  // CI time: the first two (256 threads with float4, 512)
+      for (const candidate& c : split) {
+        INFO(c.source);
+        CHECK(c.source.find("atomic") == std::string::npos);
+        CHECK(c.plan.constants.count("SPLIT" + std::to_string(0)) + c.plan.constants.count("SPLIT1") +
+                  c.plan.constants.count("SPLIT2") >= 1);
+      }
+      check_candidates(*task, split);
+      check_bit_identical(*task, split.front());
+    }
+  }
+}
+
+// Rows of 4M elements (KernelBench's LayerNorm normalises 16 rows of 64 x 256 x 256):
+// split over SPLIT blocks with Welford's partials, the layer norm and the variance
+// stay within 1e-4 of PyTorch's, and of the same computed in double.
+TEST_CASE("emulated: split rows of 4M elements stay within 1e-4 of the reference", "[rules][emulated][split][long]") {
+  const int64_t len = int64_t{1} << 22;
+  for (const char* rel : {"examples/tasks/layernorm.yaml", "bench/tasks/row_var.yaml"}) {
+    auto task = reshaped(rel, 2, len);
+    REQUIRE(task);
+    INFO(rel);
+    auto seeds = the_coder().seeds(*task, 1);
+    if (!seeds) FAIL(seeds.message());
+    const candidate& c = seeds->front();
+    REQUIRE(c.source.find("ks_wf_merge") != std::string::npos);
+    auto sized = with_size(*task, "cpu");
+    REQUIRE(sized);
+    auto prog = reference_program::load(*sized);
+    REQUIRE(prog);
+    auto inputs = make_inputs(*sized, trial_seed(sized->seed, 0), c10::Device(c10::kCPU));
+    REQUIRE(inputs);
+    auto ref = run_tensors(**prog, *inputs);
+    REQUIRE(ref);
+    const auto& params = parameter_tensors(**prog);
+    auto outs = run_candidate(*sized, c, *inputs, params);
+    if (!outs) FAIL(outs.message());
+    at::Tensor x = (*inputs)[0].to(at::kDouble);
+    at::Tensor exact = std::string(rel).find("layernorm") != std::string::npos
+                           ? at::layer_norm(x, {len}, params[0].to(at::kDouble), params[1].to(at::kDouble), 1e-5)
+                           : at::var(x, {1}, /*unbiased=*/true, /*keepdim=*/false);
+    const double vs_torch = ((*outs)[0] - (*ref)[0]).abs().max().item<double>();
+    const double vs_exact = ((*outs)[0].to(at::kDouble) - exact).abs().max().item<double>();
+    INFO("max abs error: " << vs_torch << " against PyTorch, " << vs_exact << " against double");
+    CHECK(vs_torch <= 1e-4);
+    CHECK(vs_exact <= 1e-4);
+  }
+}
+
+// group_norm and instance_norm as row normalisations: a row is a (batch, group) or a
+// (batch, channel) pair; group_norm's second pass walks a row channel by channel (its
+// scale and shift read once a channel), instance_norm reads its channel's once a row.
+// Spatial sizes that are a multiple of 4 (float4) and that are not, with and without
+// the affine, with a chain before (a prologue) and after (an epilogue); many rows (a
+// block or a warp per row) and, on a 2-SM device, few long rows (split).
+result<task_spec> norm_task(const std::string& name, const std::string& body, std::vector<int64_t> shape, bool affine) {
+  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x" + (affine ? ", weight, bias" : "") +
+                     "):\n        return " + body + "\ninputs:\n  - name: x\n    shape: [";
+  for (size_t i = 0; i < shape.size(); ++i) yaml += (i ? ", " : "") + std::to_string(shape[i]);
+  yaml += "]\n    init: {kind: normal, mean: 0.5, std: 2}\n";
+  if (affine)
+    yaml += "parameters:\n  - name: weight\n    shape: [" + std::to_string(shape[1]) +
+            "]\n    init: {kind: normal, mean: 1, std: 0.1}\n  - name: bias\n    shape: [" + std::to_string(shape[1]) +
+            "]\n    init: {kind: normal, mean: 0, std: 0.1}\n";
+  yaml += "seed: 5\n";
+  return parse_task(yaml, name + ".yaml", kSource);
+}
+
+TEST_CASE("emulated: group_norm and instance_norm as row normalisations match the reference", "[rules][emulated][norms]") {
+  struct norm_case {
+    const char* name;
+    const char* body;
+    bool affine;
+  };
+  const norm_case cases[] = {
+      {"group_norm", "torch.group_norm(x, 4, weight, bias, 1e-5)", true},
+      {"group_norm_plain", "torch.group_norm(x, 2, None, None, 1e-5)", false},
+      {"group_norm_chain", "torch.gelu(torch.group_norm(x * 2.0, 4, weight, bias, 1e-5)) + 1.0", true},
+      {"instance_norm", "torch.instance_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)", true},
+      {"instance_norm_plain", "torch.instance_norm(x, None, None, None, None, True, 0.1, 1e-5, False)", false},
+  };
+  for (const auto& nc : cases) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 8, 6, 8}, std::vector<int64_t>{2, 8, 5, 7}}) {
+      auto t = norm_task(nc.name, nc.body, shape, nc.affine);
+      REQUIRE(t);
+      INFO(nc.name << " of " << shape[0] << "x" << shape[1] << "x" << shape[2] << "x" << shape[3]);
+      auto seeds = the_coder().seeds(*t, 5);
+      if (!seeds) FAIL(seeds.message());
+      for (auto& c : *seeds) CHECK(c.recipe.at("stages").find("row_reduce") != std::string::npos);
+      check_candidates(*t, *seeds);
+    }
+    // Few long rows on a 2-SM device: 4 groups of 2 x 320 x 41 (or 8 instances of
+    // 320 x 41), split by the seeds whose block wants more than a block per row.
+    auto t = norm_task(nc.name, nc.body, {1, 8, 320, 41}, nc.affine);
+    REQUIRE(t);
+    INFO(nc.name << " split");
+    auto seeds = small_device_coder().seeds(*t, 5);
+    if (!seeds) FAIL(seeds.message());
+    std::vector<candidate> split;
+    for (auto& c : *seeds)
+      if (c.source.find("_part(") != std::string::npos) split.push_back(c);
+    REQUIRE(!split.empty());
+    check_candidates(*t, split);
+    check_bit_identical(*t, split.front());
+  }
+}
+
+// Reductions over a middle dim that read their column twice (middle_reduce.hpp): a
+// normalisation over dim 1, or a keepdim reduction with the chain after it fused
+// (RMSNorm over the channels of NCHW). Columns that the registers hold whole at the
+// task's size, and columns longer at run time than at the task's size (the rest read
+// from memory again).
+TEST_CASE("emulated: middle-dim reductions read twice match the reference", "[rules][emulated][middle]") {
+  struct middle_case {
+    const char* name;
+    const char* body;
+    std::vector<int64_t> declared, run;
+  };
+  const middle_case cases[] = {
+      {"rms_channels", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {2, 8, 5, 7}, {2, 8, 5, 7}},
+      {"rms_channels_long", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {2, 16, 5, 7}, {2, 70, 3, 5}},
+      {"softmax_dim1", "torch.softmax(x, 1)", {2, 40, 33}, {2, 40, 33}},
+      {"log_softmax_dim1_long", "torch.log_softmax(x * 0.5, 1)", {2, 24, 33}, {3, 50, 7}},
+      {"sub_logsumexp_dim1", "x - torch.logsumexp(x, [1], True)", {3, 50, 7}, {3, 50, 7}},
+      {"scale_by_sum_dim1", "x * torch.sum(x, [1], True)", {2, 9, 11}, {2, 9, 11}},
+      {"l1_over_two_dims", "x / torch.mean(torch.abs(x), [1, 2], True)", {2, 6, 5, 7}, {2, 6, 5, 7}},
+      {"var_dim1", "(x - torch.mean(x, [1], True)) * torch.rsqrt(torch.var(x, [1], False, True) + 1e-5)", {2, 12, 9}, {2, 12, 9}},
+  };
+  for (const auto& mc : cases) {
+    auto t = norm_task(mc.name, mc.body, mc.declared, false);
+    REQUIRE(t);
+    t->sizes["cpu"] = {{"x", mc.run}};
+    INFO(mc.name);
+    auto seeds = the_coder().seeds(*t, 5);
+    if (!seeds) FAIL(seeds.message());
+    bool two_pass = false;
+    for (auto& c : *seeds) two_pass = two_pass || c.source.find("read twice") != std::string::npos;
+    CHECK(two_pass);
+    check_candidates(*t, *seeds);
+  }
+}
+
+// Reverse and exclusive scans (the flips and the zero-padded shift fused into the
+// scan's loads and stores) and scans of few long rows (a block per row, or split over
+// several blocks: reduce, then scan), against the reference; split scans rerun bit
+// for bit. Declared shapes pick the form: many rows (a warp per row), 8 rows (a block
+// per row), 2 rows of 50000 (13 blocks a row on an H200).
+TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference", "[rules][emulated][scan]") {
+  struct scan_case {
+    const char* name;
+    const char* body;
+  };
+  const scan_case cases[] = {
+      {"cumsum_reverse", "torch.cumsum(x.flip(1), 1).flip(1)"},
+      {"cumsum_flip_in", "torch.cumsum(x.flip(1), 1)"},
+      {"cumsum_flip_out", "torch.cumsum(x, 1).flip(1)"},
+      {"cumsum_exclusive",
+       "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), dim=1)"},
+      {"cumprod_reverse", "torch.cumprod((x * 0.001 + 1.0).flip(1), 1).flip(1)"},
+      {"cumsum_reverse_exp", "torch.exp(torch.cumsum(x.flip(1), 1).flip(1) * 0.01) - 1.0"},
+  };
+  struct form_case {
+    std::vector<int64_t> declared, run;
+    const char* form;
+  };
+  const form_case forms[] = {
+      {{32768, 4096}, {5, 1000}, "a warp per row"},
+      {{8, 4096}, {3, 1001}, "a block per row"},
+      {{2, 50000}, {2, 50000}, "few long rows"},
+  };
+  for (const auto& sc : cases) {
+    for (const auto& fc : forms) {
+      auto t = norm_task(sc.name, sc.body, fc.declared, false);
+      REQUIRE(t);
+      t->sizes["cpu"] = {{"x", fc.run}};
+      INFO(sc.name << " " << fc.form);
+      auto seeds = the_coder().seeds(*t, 1);
+      if (!seeds) FAIL(seeds.message());
+      const candidate& c = seeds->front();
+      INFO(c.source);
+      CHECK(c.recipe.at("stages").find("scan") != std::string::npos);
+      CHECK(c.recipe.count("fallback") == 0);  // no flip, cat or narrow left as a library step
+      CHECK(c.source.find(fc.form) != std::string::npos);
+      check_candidates(*t, *seeds);
+      if (std::string(fc.form) == "few long rows") check_bit_identical(*t, c);
+    }
+  }
+  // Along a middle dim: a thread per position walks its column reversed.
+  auto mid = norm_task("cumsum_reverse_dim1", "torch.cumsum(x.flip(1), 1).flip(1)", {4, 30, 9}, false);
+  REQUIRE(mid);
+  check_task(mid, 2);
+}
+
+// A split cumsum's chunks start from the partials of the chunks before them, summed in
+// double: still within an fp32 rounding of the exact running sum.
+TEST_CASE("emulated: a split cumsum is within an fp32 rounding of the exact running sum", "[rules][emulated][scan][split]") {
+  auto task = norm_task("cumsum_long", "torch.cumsum(x, 1)", {2, 60000}, false);
+  REQUIRE(task);
+  auto seeds = the_coder().seeds(*task, 1);
+  if (!seeds) FAIL(seeds.message());
+  REQUIRE(seeds->front().source.find("_part(") != std::string::npos);
+  at::Tensor x = at::rand({2, 60000}, at::kFloat) * 0.5 + 0.75;
+  auto outs = run_candidate(*task, seeds->front(), {x}, {});
+  if (!outs) FAIL(outs.message());
+  at::Tensor exact = at::cumsum(x.to(at::kDouble), 1);
+  const double worst = (((*outs)[0].to(at::kDouble) - exact).abs() / exact.abs()).max().item<double>();
+  INFO("largest relative error " << worst);
+  CHECK(worst <= 1.5 * std::ldexp(1.0, -24));
+}
+
+// Many short rows share a warp (at least 4 elements a lane): rows of 5 to 24 elements,
+// 37 rows (the last warp's groups past the end repeat the last row), every seed (the
+// warp ones pack rows; the block ones stay a block per row).
+TEST_CASE("emulated: short rows packed several a warp match the reference", "[rules][emulated][short]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"softmax_short", "torch.softmax(x, -1)"},
+      {"log_softmax_short", "torch.log_softmax(x * 2.0, -1)"},
+      {"layer_norm_short", "torch.layer_norm(x, [x.size(-1)], None, None, 1e-5)"},
+      {"sub_logsumexp_short", "x - torch.logsumexp(x, [-1], True)"},
+      {"sum_short", "torch.sum(x, [-1])"},
+      {"var_short", "torch.var(x, [-1], True, True)"},
+  };
+  for (auto [name, body] : cases) {
+    for (int64_t len : {5, 16, 24}) {
+      auto t = norm_task(name, body, {37, len}, false);
+      REQUIRE(t);
+      INFO(name << " rows of " << len);
+      auto seeds = the_coder().seeds(*t, 5);
+      if (!seeds) FAIL(seeds.message());
+      bool packed = false;
+      for (auto& c : *seeds) packed = packed || c.source.find(" rows a warp") != std::string::npos;
+      CHECK(packed);
+      check_candidates(*t, *seeds);
+    }
   }
 }

@@ -16,8 +16,29 @@ acc_text acc_of(const reduction_spec& r) {
               "if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }"};
     case acc_kind::moments:
       return {{"s1", "s2"}, {"0.0f", "0.0f"}, "{ const float d = v - shift; s1 += d; s2 += d * d; }"};
+    case acc_kind::welford:
+      // __fdividef (2 ulp): the mean's error from it stays far below the rounding of
+      // the sums themselves, and M2's update d * (v - wm) stays consistent with it.
+      return {{"wn", "wm", "w2"}, {"0.0f", "0.0f", "0.0f"},
+              "{ wn += 1.0f; const float d = v - wm; wm += __fdividef(d, wn); w2 += d * (v - wm); }"};
   }
   return {};
+}
+
+const char* welford_helpers() {
+  // Chan et al.'s merge of two (count, mean, M2) states, written symmetrically
+  // (__fmul_rn is never contracted into an fma) so that the two lanes of a shuffle
+  // end with the same bits.
+  return R"(
+__device__ __forceinline__ void ks_wf_merge(float& n, float& m, float& m2, float nb, float mb, float m2b) {
+  const float N = n + nb;
+  if (N == 0.0f) return;
+  const float d = mb - m;
+  m = (__fmul_rn(n, m) + __fmul_rn(nb, mb)) / N;
+  m2 = (m2 + m2b) + d * d * (__fmul_rn(n, nb) / N);
+  n = N;
+}
+)";
 }
 
 std::string merge(const reduction_spec& r, const std::vector<std::string>& other) {
@@ -27,12 +48,13 @@ std::string merge(const reduction_spec& r, const std::vector<std::string>& other
     case acc_kind::min: return "a = fminf(a, " + other[0] + ");";
     case acc_kind::online: return "ks_ms_merge(m, s, " + other[0] + ", " + other[1] + ");";
     case acc_kind::moments: return "s1 += " + other[0] + "; s2 += " + other[1] + ";";
+    case acc_kind::welford: return "ks_wf_merge(wn, wm, w2, " + other[0] + ", " + other[1] + ", " + other[2] + ");";
   }
   return {};
 }
 
-std::string warp_combine(const reduction_spec& r, const acc_text& a) {
-  std::string s = "  for (int o = 16; o > 0; o >>= 1) {\n";
+std::string warp_combine(const reduction_spec& r, const acc_text& a, int lanes) {
+  std::string s = "  for (int o = " + std::to_string(lanes / 2) + "; o > 0; o >>= 1) {\n";
   std::vector<std::string> other;
   for (auto& v : a.state) {
     s += "    const float o_" + v + " = __shfl_xor_sync(0xffffffffu, " + v + ", o);\n";
@@ -62,7 +84,9 @@ std::string finish(const reduction_spec& r, const std::string& count) {
   if (r.op == "norm1") return "a";
   if (r.op == "norm2") return "sqrtf(a)";
   if (r.op == "lse") return "(m == -KS_INF ? -KS_INF : m + logf(s))";
-  const std::string var = "fmaxf(s2 - s1 * s1 / (float)" + count + ", 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")";
+  const std::string var = r.acc == acc_kind::welford
+                              ? "fmaxf(w2, 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")"
+                              : "fmaxf(s2 - s1 * s1 / (float)" + count + ", 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")";
   if (r.op == "var") return var;
   if (r.op == "std") return "sqrtf(" + var + ")";
   return "0.0f";

@@ -25,11 +25,15 @@ struct acc_text {
 };
 
 acc_text acc_of(const reduction_spec& r);
+// The device helper Welford states merge with (ks_wf_merge): prepended once to a
+// source whose kernels use acc_kind::welford (lowering_context::uses_welford).
+const char* welford_helpers();
 // The statement that merges the state variables `other` (in the order of
 // acc_text::state) into the state.
 std::string merge(const reduction_spec& r, const std::vector<std::string>& other);
-// Warp-level combine of the state; every lane ends with the warp's result.
-std::string warp_combine(const reduction_spec& r, const acc_text& a);
+// Warp-level combine of the state; every lane ends with the warp's result (with
+// `lanes` < 32: the result of its aligned group of that many lanes).
+std::string warp_combine(const reduction_spec& r, const acc_text& a, int lanes = 32);
 // Block-level combine through one float per warp and state variable.
 std::string block_combine(const reduction_spec& r, const acc_text& a);
 // The value of a reducing op from the combined state; `count` is the number of

@@ -80,20 +80,20 @@ std::string base_kind(const std::string& kind) {
 
 std::string kernel_name(size_t i, const std::string& what) { return "ks" + std::to_string(i) + "_" + what; }
 
-std::string kernel_params::tensor_in(const std::string& tensor) {
+std::string kernel_params::tensor_in(const std::string& tensor, const std::string& ctype) {
   auto it = tensor_param.find(tensor);
   if (it != tensor_param.end()) return it->second;
   std::string p = "in" + std::to_string(tensor_param.size());
   tensor_param[tensor] = p;
-  decls.push_back("const float* __restrict__ " + p);
+  decls.push_back("const " + ctype + "* __restrict__ " + p);
   args.push_back({"tensor", tensor, ""});
   return p;
 }
 
-std::string kernel_params::tensor_out(const std::string& tensor) {
+std::string kernel_params::tensor_out(const std::string& tensor, const std::string& ctype) {
   std::string p = "out" + std::to_string(decls.size());
   tensor_param[tensor] = p;
-  decls.push_back("float* __restrict__ " + p);
+  decls.push_back(ctype + "* __restrict__ " + p);
   args.push_back({"tensor", tensor, ""});
   return p;
 }

@@ -49,8 +49,9 @@ struct kernel_params {
   std::map<std::string, std::string> tensor_param;  // plan tensor name → parameter
   std::map<std::string, std::string> int_param;     // expression → parameter
 
-  std::string tensor_in(const std::string& tensor);
-  std::string tensor_out(const std::string& tensor);
+  // `ctype`: the element type of the pointer (float; double for a float64 scratch).
+  std::string tensor_in(const std::string& tensor, const std::string& ctype = "float");
+  std::string tensor_out(const std::string& tensor, const std::string& ctype = "float");
   std::string int64(const std::string& expr);
   std::string float32(const std::string& expr);
 };

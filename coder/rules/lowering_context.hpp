@@ -20,7 +20,11 @@
 //   row_reduce.cpp        reduce_layout       reductions and normalisations
 //   row_cache.cpp         row_cache_layout    a row kept in registers or shared
 //                                             memory between row_reduce's passes
-//   scan.cpp              scan_layout         cumsum, cumprod
+//   row_split.cpp                             few long rows split over several blocks
+//   middle_reduce.cpp                         a middle dim read twice (slices, the
+//                                             column kept in registers)
+//   scan.cpp              scan_layout         cumsum, cumprod (flipped, exclusive,
+//                                             split)
 //   pool.cpp              pool_layout         max_pool2d, avg_pool2d
 //   library.cpp           library_call        matmul, linear, conv2d ... as ATen steps
 //   fallback.cpp          fallback_call       any other ATen op, by its schema
@@ -70,15 +74,21 @@ struct stage {
   // library: why no template takes this op, when it is a fallback (an ATen call by
   // its schema) rather than a product or convolution.
   std::string fallback = "";
+  // scan: the value it reads and the value it stores when a flip or a zero-padded
+  // shift around it is fused into its loads and stores (empty: its node's own).
+  std::string scan_in = "", scan_out = "";
+  bool reverse_in = false, reverse_out = false, exclusive = false;
 };
 
 struct lowering_context {
-  lowering_context(const task_graph& graph, const lowering_params& params, const target_shapes& target_shapes)
-      : g(graph), p(params), target(target_shapes) {}
+  lowering_context(const task_graph& graph, const lowering_params& params, const target_shapes& target_shapes,
+                   const lowering_device& device)
+      : g(graph), p(params), target(target_shapes), dev(device) {}
 
   const task_graph& g;
   const lowering_params& p;
   const target_shapes& target;
+  const lowering_device& dev;
 
   // What planning found (stages.cpp, shapes.cpp).
   std::map<std::string, shaped> shapes;               // tensor value → shape
@@ -95,6 +105,7 @@ struct lowering_context {
   lowered_kernel_set out;
   std::string src;
   bool uses_smem = false;  // a kernel stages rows in shared memory: the source needs its helpers
+  bool uses_welford = false;  // a kernel merges Welford states: the source needs ks_wf_merge
   std::set<std::string> written;  // values some step stores
 
   const graph_value& val(const std::string& id) const { return g.values.at(id); }

@@ -26,7 +26,7 @@ const std::set<std::string>& reduction_ops() {
   static const std::set<std::string> ops = {
       "aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
       "aten::logsumexp", "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::var",
-      "aten::std", "aten::norm", "aten::linalg_vector_norm"};
+      "aten::std", "aten::norm", "aten::linalg_vector_norm", "aten::group_norm", "aten::instance_norm"};
   return ops;
 }
 
@@ -115,6 +115,29 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
     if (!cx.val(n.inputs[2]).is_none()) r.weight = n.inputs[2];
     if (!cx.val(n.inputs[3]).is_none()) r.bias = n.inputs[3];
     r.eps = cx.val(n.inputs[4]).numbers.at(0);
+  } else if (k == "group_norm") {
+    r.op = k;
+    if (rank < 2) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    const auto& g = cx.val(n.inputs[1]).numbers;
+    r.groups = g.empty() ? 0 : static_cast<int64_t>(g[0]);
+    if (r.groups <= 0 || x.shape[1] % r.groups != 0)
+      return error{kind + ": the channels (" + std::to_string(x.shape[1]) + ") do not split into the groups"};
+    if (!cx.val(n.inputs[2]).is_none()) r.weight = n.inputs[2];
+    if (!cx.val(n.inputs[3]).is_none()) r.bias = n.inputs[3];
+    r.eps = cx.val(n.inputs[4]).numbers.at(0);
+    r.first = 1;
+    r.last = static_cast<int64_t>(rank);
+  } else if (k == "instance_norm") {
+    r.op = k;
+    if (rank < 3) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    // On running statistics (eval mode, tracked) it is an elementwise affine map.
+    if (!flag(5)) return error{kind + " on running statistics is not supported by the rules coder"};
+    if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
+    if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
+    r.eps = cx.val(n.inputs[7]).numbers.at(0);
+    r.channel_affine = true;
+    r.first = 2;
+    r.last = static_cast<int64_t>(rank);
   } else if (k == "var" || k == "std") {
     r.op = k;
     if (n.inputs.size() == 2) {  // var(x, unbiased)

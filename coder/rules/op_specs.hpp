@@ -28,22 +28,32 @@ bool is_meta(const std::string& kind);
 int64_t normalize_dim(int64_t d, size_t rank);
 
 // How a reduction accumulates: one running value (sum, max, min), the online
-// max-and-sum of the exponentials (logsumexp, softmax), or shifted moments (var,
-// std, layer_norm).
-enum class acc_kind { sum, max, min, online, moments };
+// max-and-sum of the exponentials (logsumexp, softmax), or moments (var, std,
+// layer_norm): shifted sums, or Welford's count, mean and M2 (the row-reduce
+// template picks welford for split rows or when the params say so).
+enum class acc_kind { sum, max, min, online, moments, welford };
 
 // A reduction read from its node.
 struct reduction_spec {
-  std::string op;  // sum mean max min lse var std norm1 norm2 softmax log_softmax layer_norm
+  std::string op;  // sum mean max min lse var std norm1 norm2 softmax log_softmax layer_norm group_norm instance_norm
   acc_kind acc = acc_kind::sum;
   std::string input;                       // value id
   std::string output;                      // value id
   int64_t first = 0, last = 0;             // reduced dims [first, last)
   bool keepdim = false;
   double correction = 1;                   // var/std
-  double eps = 1e-5;                       // layer_norm
-  std::string weight, bias;                // layer_norm (value ids, or empty)
-  bool normalizes() const { return op == "softmax" || op == "log_softmax" || op == "layer_norm"; }
+  double eps = 1e-5;                       // layer_norm, group_norm, instance_norm
+  std::string weight, bias;                // the norms' affine (value ids, or empty)
+  // group_norm: the number of groups; a row is one (batch, group) pair, its channels
+  // and their spatial dims contiguous. 0 for every other op.
+  int64_t groups = 0;
+  // instance_norm: a row is one (batch, channel) pair; weight and bias are per channel.
+  bool channel_affine = false;
+  bool normalizes() const {
+    return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "group_norm" || op == "instance_norm";
+  }
+  // The norms built on mean and variance.
+  bool moment_norm() const { return op == "layer_norm" || op == "group_norm" || op == "instance_norm"; }
 };
 
 // A 2-d pool read from its node.

@@ -128,10 +128,11 @@ std::string shared_copies(const reduce_parts& rp, const reduce_layout& lay) {
 
 const char* shared_row_helpers() { return kSharedHelpers; }
 
-row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp) {
+row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp, int lanes) {
   row_cache_layout c;
   const reduction_spec& r = rp.r;
-  if (p.row_cache == "none" || !(r.normalizes() || rp.epi)) return c;
+  // group_norm's second pass walks a row channel by channel (group_pass2): not cached.
+  if (p.row_cache == "none" || !(r.normalizes() || rp.epi) || r.groups > 0) return c;
   const std::string pass1 = rp.pro ? rp.load_code : rp.X + "[i]";
   for (auto& [tensor, param] : rp.kp.tensor_param)
     if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i")) c.row_params.push_back(param);
@@ -145,7 +146,7 @@ row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& 
   // threads (one block an SM, the loads of the next row not overlapping this
   // one's reduction) ran no faster than reading it twice through float4 loads.
   const int64_t kmax = 32 / arrays;
-  const int64_t width = warp ? 32 : p.block_size;
+  const int64_t width = warp ? lanes : p.block_size;
   const int64_t need = (rp.row_len + width - 1) / width;
   if ((p.row_cache != "shared" || warp) && need <= kmax) {
     c.kind = row_cache_layout::registers;

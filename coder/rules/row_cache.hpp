@@ -61,8 +61,8 @@ struct row_cache_layout {
 };
 
 // The cache for a row reduction with a second pass (none for any other), with a
-// warp (`warp`) or a block per row.
-row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp);
+// warp (`warp`, `lanes` of it a row) or a block per row.
+row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp, int lanes = 32);
 
 // Pass 1 over the cached part of a row, and the loop header over the rest (`loop`,
 // replaced).

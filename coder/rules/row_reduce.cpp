@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "coder/rules/chain.hpp"
+#include "coder/rules/middle_reduce.hpp"
+#include "coder/rules/row_split.hpp"
 
 namespace ks::rules {
 
@@ -16,17 +18,30 @@ void normalisation_text(reduce_parts& rp) {
   const std::string& C = rp.C;
   if (r.op == "softmax") rp.prelude = "  const float inv = 1.0f / s;\n", rp.y = "KS_EXP(v - m) * inv";
   else if (r.op == "log_softmax") rp.prelude = "  const float lse = m + logf(s);\n", rp.y = "v - lse";
-  else if (r.op == "layer_norm") {
-    rp.prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
-    rp.prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
+  else if (r.moment_norm()) {
+    if (r.acc == acc_kind::welford) {
+      rp.prelude = "  const float mean = wm;\n  const float var = fmaxf(w2 / (float)" + C + ", 0.0f);\n";
+    } else {
+      rp.prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
+      rp.prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
+    }
     rp.prelude += "  const float rstd = rsqrtf(var + " + flit(r.eps) + ");\n";
     rp.y = "(v - mean) * rstd";
-    if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + "[c]";
-    if (!rp.Bi.empty()) rp.y += " + " + rp.Bi + "[c]";
+    // layer_norm's affine is per element of the row; instance_norm's per row (its
+    // channel), read once; group_norm's per channel of the row (group_pass2).
+    std::string at = "[c]";
+    if (r.channel_affine && (!rp.W.empty() || !rp.Bi.empty())) {
+      rp.prelude += "  const long long ch = row % " + rp.CH + ";\n";
+      at = "[ch]";
+    }
+    if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + at;
+    if (!rp.Bi.empty()) rp.y += " + " + rp.Bi + at;
   }
 }
 
-result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
+}  // namespace
+
+result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only) {
   stage& st = cx.stages[si];
   const graph_node& n = *st.nodes[0];
   auto spec = read_reduction(cx, n, base_kind(n.kind));
@@ -46,7 +61,24 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
   // what the row cache and the seeds' row mapping are sized for.
   int64_t graph_len = 1;
   for (int64_t d = r.first; d < r.last; ++d) graph_len *= in.shape[d];
+  if (r.groups > 0) {
+    // group_norm: a row is a (batch, group) pair; the group's channels and their
+    // spatial dims are contiguous.
+    const std::string G = std::to_string(r.groups);
+    rp.outer = {in.sym[0], G};
+    rp.red = {paren(in.sym[1]) + " / " + G};
+    rp.red.insert(rp.red.end(), in.sym.begin() + 2, in.sym.end());
+    rp.outer_n *= r.groups;
+    graph_len /= r.groups;
+  }
   rp.row_len = cx.target_size(rp.red, graph_len);
+  rp.rows_n = cx.target_size(rp.outer, rp.outer_n);
+  if (rp.inner_n == 1 && !(rp.outer_n == 1 && !rp.r.normalizes())) rp.split = choose_split(cx.p, cx.dev, rp);
+  // Split rows merge partial states of whole blocks: Welford's merge keeps the
+  // variance of rows of millions within fp32's rounding, where shifted sums would
+  // cancel. Elsewhere the params say which.
+  if (rp.r.acc == acc_kind::moments && (rp.split > 1 || cx.p.moments == "welford")) rp.r.acc = acc_kind::welford;
+  if (rp.r.acc == acc_kind::welford) cx.uses_welford = true;
   rp.ROWS = kp.int64(product(rp.outer));
   rp.C = kp.int64(product(rp.red));
   if (rp.inner_n != 1) rp.INNER = kp.int64(product(rp.inner));
@@ -55,8 +87,20 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
     if (auto s = chain_code(cx, *rp.pro, "i", kp, rp.load_code, rp.var, ""); !s) return error{s.message()};
   }
   if (!rp.pro) rp.X = kp.tensor_in(cx.tensor_of.at(r.input));
+  if (pass1_only) {
+    rp.a = acc_of(r);
+    rp.name = kernel_name(si, r.op);
+    for (size_t q = 0; q < rp.a.state.size(); ++q) rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
+    return rp;
+  }
   if (!r.weight.empty()) rp.W = kp.tensor_in(cx.tensor_of.at(r.weight));
   if (!r.bias.empty()) rp.Bi = kp.tensor_in(cx.tensor_of.at(r.bias));
+  if (r.channel_affine) rp.CH = kp.int64(in.sym[1]);
+  if (r.groups > 0) {
+    rp.G = kp.int64(std::to_string(r.groups));
+    rp.CG = kp.int64(rp.red[0]);
+    rp.SP = kp.int64(product(std::vector<std::string>(in.sym.begin() + 2, in.sym.end())));
+  }
   rp.epi = st.epilogue >= 0 ? &cx.stages[st.epilogue] : nullptr;
   if (rp.epi) {
     rp.epi_var[r.output] = "red";
@@ -74,6 +118,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si) {
   normalisation_text(rp);
   return rp;
 }
+
+namespace {
 
 // The whole second pass over `loop`: the normalisation's constants, then each
 // element's value, stored or handed to the epilogue.
@@ -152,9 +198,10 @@ std::string kernel_head(const reduce_parts& rp, const reduce_layout& lay) {
   const bool in_rows = rp.inner_n == 1;
   std::ostringstream k;
   k << "\n// " << r.op << " over " << (in_rows ? "the last dims" : "a middle dim") << (rp.pro ? ", with the feeding elementwise chain fused into its loads" : "")
-    << (in_rows ? (lay.warp ? "; a warp per row" : "; a block per row")
+    << (in_rows ? (lay.warp ? (lay.lanes < 32 ? "; " + std::to_string(32 / lay.lanes) + " rows a warp" : std::string("; a warp per row"))
+                            : std::string("; a block per row"))
                 : (!r.normalizes() && !rp.epi ? "; each output's column in slices, a warp per slice and a lane per output"
-                                              : "; a thread per output"))
+                                              : "; each output's column in slices, a warp per slice and a lane per output, read twice"))
     << (lay.cache.kind == row_cache_layout::registers ? "; the row kept in registers between the passes" : "")
     << (lay.cache.kind == row_cache_layout::shared ? "; the row kept in shared memory between the passes" : "") << ".\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
@@ -198,11 +245,16 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   const std::string& C = rp.C;
   const std::string lane = lay.lane(), width = lay.width();
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
-  // In a row, i = row * C + c with 0 <= c < C: an operand broadcast along the rows
-  // (i % C) is at c, one broadcast along the row (i / C) at row; no 64-bit division
-  // per element.
-  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + C + ")", "c"), "(i / " + C + ")", "row");
-  if (lay.warp) {
+  index_epilogue_by_row(rp);
+  if (lay.warp && lay.lanes < 32) {
+    // Short rows: 32 / L rows a warp. A group past the last row repeats the last row
+    // (the same values to the same places): the warp's shuffles need all its lanes.
+    const std::string L = std::to_string(lay.lanes);
+    k << "  const int lane = threadIdx.x & " << lay.lanes - 1 << ";\n";
+    k << "  const long long first = ((long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31u)) / " << L << ";\n";
+    k << "  if (first >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
+    k << "  const long long row = min(((long long)blockIdx.x * blockDim.x + threadIdx.x) / " << L << ", " << rp.ROWS << " - 1);\n";
+  } else if (lay.warp) {
     k << "  const int lane = threadIdx.x & 31;\n";
     k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
     k << "  if (row >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
@@ -225,12 +277,13 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   if (lay.cache.kind == row_cache_layout::registers) k << registers_pass1(rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::shared) k << shared_pass1(cx, rp, lay, loop);
   k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << a.update << "\n  }\n";
-  k << (lay.warp ? warp_combine(r, a) : block_combine(r, a));
+  k << (lay.warp ? warp_combine(r, a, lay.lanes) : block_combine(r, a));
   if (lay.cache.kind == row_cache_layout::shared) k << shared_pass2(cx, rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::registers) k << registers_pass2(cx, rp, lay, loop);
+  else if (r.groups > 0) k << group_pass2(cx, rp, "0", C, lane, width);
   else k << rows_pass2(cx, rp, lay, loop, full_loop);
   const int B = lay.block;
-  std::string rpb = lay.warp ? std::to_string(B / 32) : "1";
+  std::string rpb = lay.warp ? std::to_string(B / lay.lanes) : "1";
   step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + rpb + ")" : product(rp.outer), "1", "1"};
   if (lay.cache.kind == row_cache_layout::shared)
     step.shared_mem = std::to_string(4 * lay.cache.row_params.size()) + " * min(" + product(rp.red) + ", " +
@@ -270,31 +323,39 @@ void write_middle_slices(const reduce_parts& rp, const reduce_layout& lay, std::
   step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", 32)", "1", "1"};
 }
 
-// A middle dim with a second pass (softmax over dim 1): a thread per output, which
-// walks its column twice.
-status write_thread_per_output(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
-                               std::ostringstream& k, plan_step& step) {
-  const reduction_spec& r = rp.r;
-  const std::string &C = rp.C, &INNER = rp.INNER;
-  k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
-  k << "  if (t >= " << rp.ROWS << " * " << INNER << ") return;\n";
-  k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
-  k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
-  k << rp.decl;
-  if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
-  std::string loop = "  for (long long c = 0; c < " + C + "; ++c)";
-  k << loop << " {\n" << reduce_load(rp, "base + c * " + INNER, "v") << "    " << rp.a.update << "\n  }\n";
-  if (r.normalizes()) {
-    if (r.op == "layer_norm") return error{"layer_norm over a middle dim cannot happen"};
-    k << second_pass(cx, rp, loop, "base + c * " + INNER);
-  } else {
-    k << "  " << rp.OUT << "[t] = " << finish(r, C) << ";\n";
+}  // namespace
+
+std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std::string& lo, const std::string& hi,
+                        const std::string& lane, const std::string& width) {
+  static const char* lanes4[] = {"x", "y", "z", "w"};
+  const std::string &SP = rp.SP, &CG = rp.CG;
+  const std::string y = "(v - mean) * a_k + b_k";
+  std::ostringstream k;
+  k << rp.prelude;
+  k << "  const long long g0 = (row % " << rp.G << ") * " << CG << ";  // the group's first channel\n";
+  k << "  for (long long k = " << lo << " / " << SP << "; k < " << CG << " && k * " << SP << " < " << hi << "; ++k) {\n";
+  k << "    const float a_k = rstd" << (rp.W.empty() ? "" : " * " + rp.W + "[g0 + k]") << ";\n";
+  k << "    const float b_k = " << (rp.Bi.empty() ? "0.0f" : rp.Bi + "[g0 + k]") << ";\n";
+  k << "    const long long s_lo = max(" << lo << " - k * " << SP << ", 0LL), s_hi = min(" << hi << " - k * " << SP << ", " << SP << ");\n";
+  const std::string loop = "    for (long long s = s_lo + " + lane + "; s < s_hi; s += " + width + ") {\n      const long long c = k * " + SP +
+                           " + s;\n" + reduce_load(rp, "base + c", "v") + pass2_body(cx, rp, "base + c", y) + "    }\n";
+  if (!rp.pro && !rp.epi) {
+    // Channels 16-byte aligned: float4 loads and stores.
+    k << "    if ((" << SP << " & 3) == 0) {\n";
+    k << "      const long long cb = base + k * " << SP << ";\n";
+    k << "      for (long long s4 = s_lo / 4 + " << lane << "; s4 < s_hi / 4; s4 += " << width << ") {\n";
+    k << "        const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + cb)[s4];\n        float4 o4;\n";
+    for (auto* l : lanes4) k << "        { const float v = q." << l << "; o4." << l << " = " << y << "; }\n";
+    k << "        reinterpret_cast<float4*>(" << rp.OUT << " + cb)[s4] = o4;\n      }\n      continue;\n    }\n";
   }
-  step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", " + std::to_string(lay.block) + ")", "1", "1"};
-  return {};
+  k << loop << "  }\n";
+  return k.str();
 }
 
-}  // namespace
+void index_epilogue_by_row(reduce_parts& rp) {
+  // In a row, i = row * C + c with 0 <= c < C.
+  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + rp.C + ")", "c"), "(i / " + rp.C + ")", "row");
+}
 
 std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into) {
   if (!rp.pro) return "    const float " + into + " = " + rp.X + "[" + idx + "];\n";
@@ -331,10 +392,15 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   if (rp.inner_n == 1 && rp.outer_n == 1 && !r.normalizes() && rp.in->shape.size() > 0) lay.form = reduce_layout::whole_tensor;
   else if (rp.inner_n == 1) lay.form = reduce_layout::rows;
   else if (!r.normalizes() && !rp.epi) lay.form = reduce_layout::middle_slices;
-  else lay.form = reduce_layout::thread_per_output;
-  lay.warp = p.row_mapping == "warp" && rp.inner_n == 1;
+  else lay.form = reduce_layout::middle_two_pass;
+  lay.split = lay.form == reduce_layout::rows && rp.split > 1;
+  // Split rows are walked by blocks whatever the mapping asked: a row is long.
+  lay.warp = p.row_mapping == "warp" && rp.inner_n == 1 && !lay.split;
+  // Short rows share a warp: at least 4 elements a lane (at the target shapes).
+  if (lay.warp && lay.form == reduce_layout::rows)
+    while (lay.lanes > 1 && rp.row_len > 0 && rp.row_len <= 4 * (lay.lanes / 2)) lay.lanes /= 2;
   lay.block = p.block_size;
-  if (lay.form == reduce_layout::rows) lay.cache = choose_row_cache(p, rp, lay.warp);
+  if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, rp, lay.warp, lay.lanes);
   // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
   // aligned), the rest element by element.
   lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;
@@ -347,6 +413,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
   reduce_parts& rp = *parts;
   const reduce_layout lay = choose_reduce_layout(cx.p, rp);
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
+  if (lay.split) return emit_split_rows(cx, si, rp, lay);
   std::ostringstream k;
   k << kernel_head(rp, lay);
   plan_step step;
@@ -357,7 +424,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
     write_rows(cx, rp, lay, k, step);
   } else if (lay.form == reduce_layout::middle_slices) {
     write_middle_slices(rp, lay, k, step);
-  } else if (auto s = write_thread_per_output(cx, rp, lay, k, step); !s) {
+  } else if (auto s = write_middle_two_pass(cx, rp, lay, k, step); !s) {
     return s;
   }
   k << "}\n";

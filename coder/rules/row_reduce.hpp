@@ -4,14 +4,17 @@
 // elementwise chain that feeds them fused in as a prologue (on the loads) and the
 // one after them as an epilogue (on the second pass).
 //
-// Four forms, by what is reduced:
+// Five forms, by what is reduced:
 //   whole_tensor       everything to one value: blocks reduce grid-strided slices
 //                      into partial states, one block combines them (two kernels);
 //   rows               the last dims: a block or a warp per row, the row kept on chip
 //                      between the passes when it is read twice (row_cache.hpp);
+//                      few long rows are split over several blocks each (row_split.hpp);
 //   middle_slices      a middle dim to one value per output: each output's column in
 //                      slices, a warp per slice and a lane per output;
-//   thread_per_output  a middle dim with a second pass: a thread per output.
+//   middle_two_pass    a middle dim read twice (a normalisation, or a keepdim
+//                      reduction with its epilogue): slices as middle_slices, the
+//                      column kept in registers between the passes (middle_reduce.hpp).
 //
 // What it promises:
 // - the layout (reduce_layout) is decided from the params, the shapes and which
@@ -43,6 +46,8 @@ struct reduce_parts {
   std::vector<std::string> outer, red, inner;  // the input's dims before, in and after the reduced span
   int64_t inner_n = 1, outer_n = 1;            // their sizes in the graph
   int64_t row_len = 0;  // the reduced span's length at the target shapes (the graph's as fallback)
+  int64_t rows_n = 0;   // the number of rows (outputs before the span) at the target shapes
+  int64_t split = 1;    // rows: blocks per row at the target shapes (row_split.hpp); 1: not split
   kernel_params kp;
   std::string ROWS, C, INNER;  // parameters: outputs before the span, its length, the inner size
   // How an element of the reduced input is read: straight (X) or through the fused
@@ -51,7 +56,9 @@ struct reduce_parts {
   std::string load_code;
   std::map<std::string, std::string> var;
   std::string X;
-  std::string W, Bi;  // layer_norm's weight and bias parameters, or empty
+  std::string W, Bi;  // the norm's weight and bias parameters, or empty
+  std::string CH;     // instance_norm: the channels (a row's channel is row % CH)
+  std::string G, CG, SP;  // group_norm: groups, channels a group, a channel's spatial size
   // The fused epilogue chain, evaluated per element of the row with the reduced
   // value in the register `red`.
   const stage* epi = nullptr;
@@ -67,20 +74,28 @@ struct reduce_parts {
 
 // What the row-reduce template chose for one reduction.
 struct reduce_layout {
-  enum form_t { whole_tensor, rows, middle_slices, thread_per_output } form = rows;
+  enum form_t { whole_tensor, rows, middle_slices, middle_two_pass } form = rows;
   bool warp = false;      // rows: a warp per row (else a block)
   int block = 256;        // threads per block
   bool vec_rows = false;  // rows read as float4 where 16-byte aligned (no prologue, no cache)
+  bool split = false;     // rows: each row split over several blocks (row_split.hpp)
   row_cache_layout cache;
+  // warp: the lanes of a row (32; fewer for short rows, 32 / lanes rows a warp).
+  int lanes = 32;
   // A row's elements for this thread: from lane(), every width().
   std::string lane() const { return warp ? "lane" : "(int)threadIdx.x"; }
-  std::string width() const { return warp ? "32" : "(int)blockDim.x"; }
+  std::string width() const { return warp ? std::to_string(lanes) : "(int)blockDim.x"; }
 };
 
 reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp);
 
 // Stage `si` (a reduction) as its kernels and plan steps.
 status emit_reduce(lowering_context& cx, size_t si);
+
+// The parts of stage `si`'s reduction. With pass1_only, only what its first pass reads
+// (the input or the prologue, the sizes): the parameters of a kernel that reduces and
+// stores nothing else.
+result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only = false);
 
 // Pieces of the row form that the row cache's passes share.
 // Element `idx` of the reduced input into the variable `into`.
@@ -94,5 +109,13 @@ std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::
 // What pass 2 starts from: the normalisation's constants, or the reduced value for an
 // epilogue; with the softmax's stored exps, each thread's rescaling factor.
 std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay);
+// group_norm's second pass over the columns [lo, hi) of a row (`lane` and `width`
+// stride them): channel by channel, each channel's scale and shift read once, float4
+// where a channel's spatial size is a multiple of 4 (no prologue, no epilogue).
+std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std::string& lo, const std::string& hi,
+                        const std::string& lane, const std::string& width);
+// The epilogue's reads of operands broadcast along the rows (i % C) at the column c,
+// and of those broadcast along the row (i / C) at row: no 64-bit division per element.
+void index_epilogue_by_row(reduce_parts& rp);
 
 }  // namespace ks::rules

@@ -143,8 +143,27 @@ status fallback_shapes(lowering_context& cx, const graph_node& n, const std::str
     return error{cannot + "; its node has " + std::to_string(n.inputs.size()) + " inputs for the " +
                  std::to_string(sch->args.size()) + " arguments of " + n.schema};
   std::vector<const shaped*> ins;
-  for (auto& i : n.inputs)
+  std::vector<const shaped*> listed;  // the tensors of a list input (cat's, stack's)
+  for (auto& i : n.inputs) {
     if (auto it = cx.shapes.find(i); it != cx.shapes.end()) ins.push_back(&it->second);
+    if (auto l = cx.list_of.find(i); l != cx.list_of.end())
+      for (auto& e : l->second)
+        if (auto it = cx.shapes.find(e); it != cx.shapes.end()) listed.push_back(&it->second);
+  }
+  ins.insert(ins.end(), listed.begin(), listed.end());
+  // cat(tensors, d): the joined dim is the sum of theirs, at every size.
+  int64_t joined = -1;
+  std::string joined_sym;
+  if (base_kind(n.kind) == "aten::cat" && n.inputs.size() == 2 && cx.val(n.inputs[1]).numbers.size() == 1 && !listed.empty() &&
+      !n.outputs.empty() && cx.val(n.outputs[0]).is_tensor()) {
+    const size_t rank = cx.val(n.outputs[0]).shape.size();
+    joined = normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers[0]), rank);
+    std::vector<std::string> parts;
+    for (const shaped* e : listed)
+      if (e->sym.size() == rank) parts.push_back(paren(e->sym[joined]));
+    if (parts.size() == listed.size()) joined_sym = join(parts, " + ");
+    else joined = -1;
+  }
   for (auto& o : n.outputs) {
     const graph_value& ov = cx.val(o);
     if (!ov.is_tensor()) {
@@ -154,9 +173,19 @@ status fallback_shapes(lowering_context& cx, const graph_node& n, const std::str
       continue;
     }
     shaped s{ov.shape, {}};
+    // narrow(x, d, start, x.size(k)): the narrowed dim is that size at every size.
+    int64_t narrowed = -1;
+    std::string narrowed_sym;
+    if (base_kind(n.kind) == "aten::narrow" && n.inputs.size() == 4 && cx.val(n.inputs[1]).numbers.size() == 1)
+      if (auto it = cx.scalar_sym.find(n.inputs[3]); it != cx.scalar_sym.end()) {
+        narrowed = normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers[0]), ov.shape.size());
+        narrowed_sym = it->second;
+      }
     for (size_t d = 0; d < ov.shape.size(); ++d) {
       const int64_t size = ov.shape[d];
       std::string sym;
+      if (static_cast<int64_t>(d) == narrowed) sym = narrowed_sym;
+      if (static_cast<int64_t>(d) == joined) sym = joined_sym;
       if (size == 1) sym = "1";
       for (const shaped* in : ins)
         if (sym.empty() && in->shape.size() == ov.shape.size() && in->shape[d] == size) sym = in->sym[d];

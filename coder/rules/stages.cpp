@@ -1,6 +1,7 @@
 #include "coder/rules/stages.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "coder/rules/kernel_text.hpp"
 #include "coder/rules/op_specs.hpp"
@@ -206,10 +207,11 @@ void fuse_prologues(lowering_context& cx) {
   }
 }
 
-// A chain right after a row reduction that reads the reduced value broadcast over
-// the reduction's own input shape (x / norm, x * rsqrt(mean + eps), x - lse) is
-// computed in the reduction kernel's second pass over the row: the reduced value
-// never goes through memory, and one launch is saved.
+// A chain right after a row or middle-dim reduction that reads the reduced value
+// broadcast over the reduction's own input shape (x / norm, x * rsqrt(mean + eps),
+// x - lse; x / sqrt(mean(x * x, 1, True) + eps) over channels) is computed in the
+// reduction kernel's second pass: the reduced value never goes through memory, and
+// one launch is saved.
 void fuse_reduce_epilogues(lowering_context& cx) {
   for (size_t i = 0; i + 1 < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
@@ -218,10 +220,9 @@ void fuse_reduce_epilogues(lowering_context& cx) {
     auto spec = read_reduction(cx, *st.nodes[0], base_kind(st.nodes[0]->kind));
     if (!spec) continue;
     const shaped& in = cx.shapes.at(spec->input);
-    const int64_t rank = static_cast<int64_t>(in.shape.size());
     // Normalisations: any chain over their output (layer_norm then gelu). Reductions:
-    // rows only, read back through keepdim.
-    if (!spec->normalizes() && (spec->last != rank || spec->first == 0 || !spec->keepdim)) continue;
+    // rows or a middle dim, read back through keepdim.
+    if (!spec->normalizes() && (spec->first == 0 || !spec->keepdim)) continue;
     if (epi.iter.shape != in.shape) continue;
     const std::string& v = spec->output;
     if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) continue;
@@ -233,22 +234,142 @@ void fuse_reduce_epilogues(lowering_context& cx) {
   }
 }
 
+// The only stage that reads `v` is `reader`, and the graph does not return it.
+bool read_only_by(lowering_context& cx, const std::string& v, int reader) {
+  if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) return false;
+  const std::vector<int>& readers = cx.consumers[v];
+  if (readers.empty()) return false;
+  for (int c : readers)
+    if (c != reader) return false;
+  return true;
+}
+
+// The fallback stage (an op no template takes) of op `kind` that makes `v`, or -1.
+int fallback_making(const lowering_context& cx, const std::string& v, const std::string& kind) {
+  auto it = cx.producer.find(v);
+  if (it == cx.producer.end()) return -1;
+  const stage& p = cx.stages[it->second];
+  if (p.kind != stage::library || p.fallback.empty() || p.fused_away || base_kind(p.nodes[0]->kind) != kind) return -1;
+  return it->second;
+}
+
+// A flip along the scanned dim (dims exactly [d]).
+bool flips_along(const lowering_context& cx, const graph_node& flip, int64_t d, size_t rank) {
+  const auto& dims = cx.val(flip.inputs.at(1)).numbers;
+  return dims.size() == 1 && normalize_dim(static_cast<int64_t>(dims[0]), rank) == d;
+}
+
+// An integer argument of `n`, when it is a constant.
+std::optional<int64_t> int_arg(const lowering_context& cx, const graph_node& n, size_t k) {
+  if (k >= n.inputs.size()) return std::nullopt;
+  const graph_value& v = cx.val(n.inputs[k]);
+  if (v.numbers.size() != 1 || v.type != "int") return std::nullopt;
+  return static_cast<int64_t>(v.numbers[0]);
+}
+
+// Absorbs the fallback stage `si` and, recursively, the fallback stages that make its
+// tensor inputs for it alone (zeros_like(x.select(d, 0).unsqueeze(d)): only shapes).
+void absorb(lowering_context& cx, int si) {
+  stage& st = cx.stages[si];
+  st.fused_away = true;
+  for (auto& in : st.nodes[0]->inputs) {
+    auto it = cx.producer.find(in);
+    if (it == cx.producer.end() || !cx.is_tensor(in)) continue;
+    const stage& p = cx.stages[it->second];
+    if (p.kind == stage::library && !p.fallback.empty() && !p.fused_away && read_only_by(cx, in, si)) absorb(cx, it->second);
+  }
+}
+
+// cumsum(narrow(cat([zeros, x], d), d, 0, x.size(d)), d) with zeros of size 1 along
+// d: the scan of x shifted by one, 0 first. Returns x's value, or "".
+std::string exclusive_source(lowering_context& cx, size_t si, int64_t d, std::vector<int>& absorbed) {
+  const graph_node& n = *cx.stages[si].nodes[0];
+  const int nr = fallback_making(cx, n.inputs[0], "aten::narrow");
+  if (nr < 0 || !read_only_by(cx, n.inputs[0], static_cast<int>(si))) return "";
+  const graph_node& narrow = *cx.stages[nr].nodes[0];
+  const size_t rank = cx.val(n.inputs[0]).shape.size();
+  auto ndim = int_arg(cx, narrow, 1);
+  auto start = int_arg(cx, narrow, 2);
+  if (!ndim || normalize_dim(*ndim, rank) != d || !start || *start != 0) return "";
+  const int ct = fallback_making(cx, narrow.inputs[0], "aten::cat");
+  if (ct < 0 || !read_only_by(cx, narrow.inputs[0], nr)) return "";
+  const graph_node& cat = *cx.stages[ct].nodes[0];
+  auto cdim = int_arg(cx, cat, 1);
+  auto list = cx.list_of.find(cat.inputs[0]);
+  if (!cdim || normalize_dim(*cdim, rank) != d || list == cx.list_of.end() || list->second.size() != 2) return "";
+  const std::string &z = list->second[0], &x = list->second[1];
+  if (!cx.shapes.count(x) || !cx.is_tensor(z)) return "";
+  const graph_value &zv = cx.val(z), &xv = cx.val(x);
+  if (zv.shape.size() != rank || xv.shape.size() != rank || zv.shape[d] != 1) return "";
+  for (size_t k = 0; k < rank; ++k)
+    if (static_cast<int64_t>(k) != d && zv.shape[k] != xv.shape[k]) return "";
+  int zs = fallback_making(cx, z, "aten::zeros_like");
+  if (zs < 0) zs = fallback_making(cx, z, "aten::zeros");
+  if (zs < 0 || !read_only_by(cx, z, ct)) return "";
+  // The narrowed length is x's own size along d, at every size.
+  const std::string& len = narrow.inputs.at(3);
+  auto sym = cx.scalar_sym.find(len);
+  if (sym == cx.scalar_sym.end() || sym->second != cx.shapes.at(x).sym[d]) return "";
+  absorbed = {nr, ct, zs};
+  return x;
+}
+
+// Flips along the scanned dim right before or after a scan, and the zero-padded
+// shift of an exclusive scan, become the scan's loads and stores: no library step,
+// no round trip through memory.
+void fuse_scan_transforms(lowering_context& cx) {
+  for (size_t i = 0; i < cx.stages.size(); ++i) {
+    stage& st = cx.stages[i];
+    if (st.kind != stage::scan) continue;
+    const graph_node& n = *st.nodes[0];
+    const size_t rank = cx.val(n.inputs[0]).shape.size();
+    if (rank == 0) continue;
+    auto dim = int_arg(cx, n, 1);
+    if (!dim) continue;
+    const int64_t d = normalize_dim(*dim, rank);
+    const int fi = fallback_making(cx, n.inputs[0], "aten::flip");
+    std::vector<int> absorbed;
+    if (fi >= 0 && read_only_by(cx, n.inputs[0], static_cast<int>(i)) && flips_along(cx, *cx.stages[fi].nodes[0], d, rank)) {
+      st.scan_in = cx.stages[fi].nodes[0]->inputs[0];
+      st.reverse_in = true;
+      absorb(cx, fi);
+    } else if (std::string x = exclusive_source(cx, i, d, absorbed); !x.empty()) {
+      st.scan_in = x;
+      st.exclusive = true;
+      for (int a : absorbed) absorb(cx, a);
+    }
+    const std::string& v = n.outputs[0];
+    const std::vector<int>& readers = cx.consumers[v];
+    if (!readers.empty() && read_only_by(cx, v, readers.front())) {
+      const int fo = fallback_making(cx, cx.stages[readers.front()].nodes[0]->outputs[0], "aten::flip");
+      if (fo == readers.front() && cx.stages[fo].nodes[0]->inputs[0] == v && flips_along(cx, *cx.stages[fo].nodes[0], d, rank)) {
+        st.scan_out = cx.stages[fo].nodes[0]->outputs[0];
+        st.reverse_out = true;
+        absorb(cx, fo);
+      }
+    }
+  }
+}
+
 // A chain over a pool's or a scan's result, at that result's shape, runs in the
 // same kernel before the store: the pooled or scanned value stays in a register.
 void fuse_register_epilogues(lowering_context& cx) {
   for (size_t i = 0; i + 1 < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
-    stage& epi = cx.stages[i + 1];
+    // The next stage the kernels compute (a flip fused into the scan's stores is not).
+    size_t e = i + 1;
+    while (e + 1 < cx.stages.size() && cx.stages[e].fused_away && cx.stages[e].kind == stage::library) ++e;
+    stage& epi = cx.stages[e];
     if ((st.kind != stage::pool && st.kind != stage::scan) || epi.kind != stage::elementwise || epi.fused_away ||
         epi.is_epilogue)
       continue;
-    const std::string& v = st.nodes[0]->outputs[0];
+    const std::string& v = st.kind == stage::scan && !st.scan_out.empty() ? st.scan_out : st.nodes[0]->outputs[0];
     if (epi.iter.shape != cx.shapes.at(v).shape) continue;
     if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) continue;
     bool only = !cx.consumers[v].empty();
-    for (int c : cx.consumers[v]) only = only && c == static_cast<int>(i + 1);
+    for (int c : cx.consumers[v]) only = only && c == static_cast<int>(e);
     if (!only) continue;
-    st.epilogue = static_cast<int>(i + 1);
+    st.epilogue = static_cast<int>(e);
     epi.is_epilogue = true;
   }
 }
@@ -280,10 +401,10 @@ void plan_buffers(lowering_context& cx) {
       continue;
     }
     for (auto* n : st.nodes) {
-      const std::string& v = n->outputs[0];
+      // A scan with a flip fused into its stores makes the flip's result.
+      const std::string& v = st.kind == stage::scan && !st.scan_out.empty() ? st.scan_out : n->outputs[0];
       if (cx.tensor_of.count(v) || cx.consumers[v].empty()) continue;
-      if (st.epilogue >= 0 && v == n->outputs[0] &&
-          (st.kind == stage::reduce || st.kind == stage::pool || st.kind == stage::scan))
+      if (st.epilogue >= 0 && (st.kind == stage::reduce || st.kind == stage::pool || st.kind == stage::scan))
         continue;  // stays in registers
       std::string name = "t_" + ident(v).substr(1);
       cx.tensor_of[v] = name;
@@ -298,6 +419,7 @@ status plan_stages(lowering_context& cx) {
   if (auto s = prepare(cx); !s) return s;
   if (auto s = collect_stages(cx); !s) return s;
   link_stages(cx);
+  fuse_scan_transforms(cx);
   fuse_prologues(cx);
   fuse_reduce_epilogues(cx);
   fuse_register_epilogues(cx);

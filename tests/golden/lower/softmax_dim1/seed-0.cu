@@ -10,22 +10,39 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// softmax over a middle dim; a thread per output.
+// softmax over a middle dim; each output's column in slices, a warp per slice and a lane per output, read twice.
 extern "C" __global__ void __launch_bounds__(256)
 ks0_softmax(long long n0, long long n1, long long n2, const float* __restrict__ in0, float* __restrict__ out4) {
-  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= n0 * n2) return;
-  const long long o = t / n2, j = t % n2;
+  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+  const long long t = (long long)blockIdx.x * 32 + lane;
+  const bool live = t < n0 * n2;
+  const long long o = live ? t / n2 : 0, j = live ? t % n2 : 0;
   const long long base = o * n1 * n2 + j;
   float m = -KS_INF;
   float s = 0.0f;
-  for (long long c = 0; c < n1; ++c) {
+  if (live) {
+#pragma unroll 4
+    for (long long c = slice + (long long)0 * 8; c < n1; c += 8) {
     const float v = in0[base + c * n2];
     if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+    }
   }
+  __shared__ float sh_m[8][33];
+  __shared__ float sh_s[8][33];
+  sh_m[slice][lane] = m;
+  sh_s[slice][lane] = s;
+  __syncthreads();
+  m = -KS_INF;
+  s = 0.0f;
+  for (int q = 0; q < 8; ++q) {
+    const float p_m = sh_m[q][lane];
+    const float p_s = sh_s[q][lane];
+    ks_ms_merge(m, s, p_m, p_s);
+  }
+  if (!live) return;
   const float inv = 1.0f / s;
-  for (long long c = 0; c < n1; ++c) {
+    for (long long c = slice + (long long)0 * 8; c < n1; c += 8) {
     const float v = in0[base + c * n2];
     out4[base + c * n2] = KS_EXP(v - m) * inv;
-  }
+    }
 }
