@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>

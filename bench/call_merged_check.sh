@@ -13,6 +13,12 @@ R=/tmp/r
 mkdir -p "$R"
 t0=$(date +%s)
 left() { echo $(( ${BUDGET:-575} - ($(date +%s) - t0) )); }
+# Build first with -k 0, so that one call shows every error a compiler here finds.
+if ! { cmake -S . -B build-gpu -G Ninja $KS_CMAKE_ARGS && cmake --build build-gpu -j16 -- -k 0; } >"$R/build.log" 2>&1; then
+  grep -E 'error|FAILED' "$R/build.log" | head -40; echo "build failed"
+  cp "$R/build.log" "$OUT/"; exit 1
+fi
+echo "build $(( $(date +%s) - t0 )) s"
 OUT="$R/harden" timeout 330 bench/harden_gpu.sh >"$R/harden.log" 2>&1
 echo "--- harden_gpu (exit $?, $(( $(date +%s) - t0 )) s)" >"$R/summary.txt"
 grep -E 'harden_gpu:' "$R/harden.log" | cut -c1-300 >>"$R/summary.txt"

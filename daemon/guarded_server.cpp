@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>

@@ -17,6 +17,7 @@
 // - a review for a device the node does not serve is answered internal_error naming
 //   the devices it does serve.
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 

@@ -27,6 +27,7 @@
 // - every answer and every loss is metered per pool (review_meter);
 // - the dispatcher owns its pools (unless own_pools is false): they end with it.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,5 +1,6 @@
 #include "coder/rules/middle_reduce.hpp"
 
+#include <cstdint>
 #include <algorithm>
 
 #include "coder/rules/combine.hpp"

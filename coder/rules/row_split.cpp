@@ -1,5 +1,6 @@
 #include "coder/rules/row_split.hpp"
 
+#include <cstdint>
 #include <algorithm>
 #include <sstream>
 
