@@ -479,7 +479,8 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     std::string note;
     auto probed = probe_cheaply(graph, task, module, arguments, note);
     if (probe_note) *probe_note = note;
-    if (!probed) return error{prefix + probed.message()};
+    // Why the cheaper probes failed comes first: the CPU's own message is a traceback.
+    if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
     // Shape checks and the loops behind them fold away at the task's shapes (and the
     // graph is probed again); graphs without control flow are kept as they are.
     // The shapes are read once, before either pass changes the graph: probed values
@@ -496,7 +497,8 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     }
     if (respecialised) {
       probed = run_probe(graph, arguments);
-      if (!probed) return error{prefix + probed.message()};
+      // Why the cheaper probes failed comes first: the CPU's own message is a traceback.
+    if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
     }
     const std::vector<torch::jit::Value*>& values = probed->values;
 

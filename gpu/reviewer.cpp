@@ -1017,6 +1017,35 @@ struct reviewer::impl {
     const auto deadline =
         clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
                                 req.options.timeout_s > 0 ? req.options.timeout_s : 1e9));
+    attempt(req, r, deadline);
+    // Out of device memory with other tasks' trials cached (or PyTorch's cache of freed
+    // blocks fragmented): drop the whole trial cache and try once more; what then
+    // fails says so with the sizes. The first attempt's work is not counted.
+    if (r.status != review_status::ok && !lost && r.message.find("out of memory") != std::string::npos &&
+        trials.used() > 0) {
+      spdlog::warn("review of '{}' ran out of device memory with {} cached; retrying with the trial cache emptied",
+                   req.task.name, describe_bytes(trials.used()));
+      trials = ks::trial_cache<trial_data>(trials.budget());
+      const std::string first = r.message;
+      r = review_result{};
+      r.request_id = req.request_id;
+      r.candidate_id = req.cand.id;
+      r.device = node + "/" + std::to_string(dev.ordinal) + ": " + dev.name;
+      phases = {};
+      footprint = {};
+      attempt(req, r, deadline);
+      if (r.status != review_status::ok)
+        r.message += " (also with the trial cache emptied; the first attempt: " + first.substr(0, 300) + ")";
+    }
+    if (r.status != review_status::ok) {
+      // A failed review reports no speedup.
+      r.speedup = 0;
+    }
+    r.phases = phases;
+    return r;
+  }
+
+  void attempt(const review_request& req, review_result& r, clock_type::time_point deadline) {
     try {
       make_current();
       review_body(req, r, deadline);
@@ -1040,12 +1069,6 @@ struct reviewer::impl {
       r.status = review_status::internal_error;
       r.message = std::string("internal error: ") + e.what();
     }
-    if (r.status != review_status::ok) {
-      // A failed review reports no speedup.
-      r.speedup = 0;
-    }
-    r.phases = phases;
-    return r;
   }
 };
 

@@ -17,6 +17,7 @@
 #include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <torch/version.h>
 
 #include "protocol/protocol.hpp"
 #include "base/logging.hpp"
@@ -365,7 +366,21 @@ int listen(const std::string& address, const token_cli& secret, const worker_opt
 
 }  // namespace
 
+// PyTorch's CUDA allocator, unless the user configured it: expandable segments, so that
+// freed blocks of one size serve allocations of another. Reviews at KernelBench's sizes
+// alternate between tasks whose tensors are gigabytes of different shapes, and with
+// fixed segments a worker ran out of memory with 31-39 GiB reserved but unused (an
+// H200, 40 level-1 problems, two tasks in flight). Set before LibTorch reads it (the
+// first CUDA allocation); children (graph export, reference checks) inherit it.
+static void configure_cuda_allocator() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
+    ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 0);
+#endif
+}
+
 int main(int argc, char** argv) {
+  configure_cuda_allocator();
   CLI::App app{
       "kernelskill-gpu: the GPU worker of KernelSkill.\n"
       "It owns one GPU: compiles candidate kernels with NVRTC, runs the task's PyTorch\n"
