@@ -264,6 +264,7 @@ struct reviewer::impl {
   std::list<task_entry> tasks;  // most recently used first
   ks::trial_cache<trial_data> trials{0};
   uint64_t cache_cap = 0;      // what the trial cache may hold during this review
+  bool bypass_cache = false;   // this review caches nothing (a retry after running out of memory)
   trial_footprint footprint;   // of this review's task and plan (for messages)
   std::string node;
   std::unique_ptr<profiler> prof;
@@ -437,7 +438,7 @@ struct reviewer::impl {
       fail(review_status::internal_error, st.message());
     if (auto st = check_fits_device(footprint, dev.total_memory_bytes, dev.name); !st)
       fail(review_status::plan_error, "with the plan's scratch buffers, " + st.message());
-    cache_cap = trial_cache_cap(trials.budget(), dev.total_memory_bytes, footprint);
+    cache_cap = bypass_cache ? 0 : trial_cache_cap(trials.budget(), dev.total_memory_bytes, footprint);
     trials.trim(e.key, cache_cap);
   }
 
@@ -1018,12 +1019,13 @@ struct reviewer::impl {
         clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
                                 req.options.timeout_s > 0 ? req.options.timeout_s : 1e9));
     attempt(req, r, deadline);
-    // Out of device memory with other tasks' trials cached (or PyTorch's cache of freed
-    // blocks fragmented): drop the whole trial cache and try once more; what then
-    // fails says so with the sizes. The first attempt's work is not counted.
+    // Out of device memory with trials cached (other tasks', or this task's own: the
+    // footprint's estimate does not see the reference's intermediates): drop the whole
+    // trial cache and try once more caching nothing; what then fails says so with the
+    // sizes. The first attempt's work is not counted.
     if (r.status != review_status::ok && !lost && r.message.find("out of memory") != std::string::npos &&
         trials.used() > 0) {
-      spdlog::warn("review of '{}' ran out of device memory with {} cached; retrying with the trial cache emptied",
+      spdlog::warn("review of '{}' ran out of device memory with {} cached; retrying with the trial cache emptied, caching nothing",
                    req.task.name, describe_bytes(trials.used()));
       trials = ks::trial_cache<trial_data>(trials.budget());
       const std::string first = r.message;
@@ -1033,9 +1035,11 @@ struct reviewer::impl {
       r.device = node + "/" + std::to_string(dev.ordinal) + ": " + dev.name;
       phases = {};
       footprint = {};
+      bypass_cache = true;
       attempt(req, r, deadline);
+      bypass_cache = false;
       if (r.status != review_status::ok)
-        r.message += " (also with the trial cache emptied; the first attempt: " + first.substr(0, 300) + ")";
+        r.message += " (also with the trial cache emptied and nothing cached; the first attempt: " + first.substr(0, 300) + ")";
     }
     if (r.status != review_status::ok) {
       // A failed review reports no speedup.
