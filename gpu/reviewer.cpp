@@ -265,6 +265,7 @@ struct reviewer::impl {
   ks::trial_cache<trial_data> trials{0};
   uint64_t cache_cap = 0;      // what the trial cache may hold during this review
   bool bypass_cache = false;   // this review caches nothing (a retry after running out of memory)
+  std::set<std::string> uncached_tasks;  // tasks (keys) whose reviews ran out of memory with trials cached
   trial_footprint footprint;   // of this review's task and plan (for messages)
   std::string node;
   std::unique_ptr<profiler> prof;
@@ -438,7 +439,11 @@ struct reviewer::impl {
       fail(review_status::internal_error, st.message());
     if (auto st = check_fits_device(footprint, dev.total_memory_bytes, dev.name); !st)
       fail(review_status::plan_error, "with the plan's scratch buffers, " + st.message());
-    cache_cap = bypass_cache ? 0 : trial_cache_cap(trials.budget(), dev.total_memory_bytes, footprint);
+    // A task that ran out of memory once caches nothing from then on: its later reviews
+    // do not pay for a failed first attempt each.
+    if (bypass_cache) uncached_tasks.insert(e.key);
+    const bool no_cache = uncached_tasks.count(e.key) > 0;
+    cache_cap = no_cache ? 0 : trial_cache_cap(trials.budget(), dev.total_memory_bytes, footprint);
     trials.trim(e.key, cache_cap);
   }
 
