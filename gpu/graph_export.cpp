@@ -3,6 +3,7 @@
 #include "gpu/graph_export.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <optional>
@@ -402,6 +403,9 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
       }
     }
     note += std::string(note.empty() ? "" : "; ") + "not probed on " + where + ": " + first_line(why);
+    // Also at once on stderr: a probe that then dies on the CPU (killed at its memory
+    // limit) returns no note, and the caller shows the child's stderr from its start.
+    std::fprintf(stderr, "graph export: not probed on %s: %s\n", where, first_line(why).c_str());
     return std::nullopt;
   };
   if (auto p = attempt("meta", meta_arguments(task, module))) return std::move(*p);

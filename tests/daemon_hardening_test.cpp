@@ -30,30 +30,19 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/daemon_http.hpp"
 #include "tests/daemon_process.hpp"
 
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;
+using ks::testing::read_file;
+using ks::testing::client_for;
+using ks::testing::wait_for;
 using Catch::Contains;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-httplib::Client client_for(const daemon_process& d, const std::string& token = "") {
-  httplib::Client c(d.host(), d.port());
-  c.set_read_timeout(30, 0);
-  c.set_connection_timeout(5, 0);
-  if (!token.empty()) c.set_bearer_token_auth(token.c_str());
-  return c;
-}
 
 json submit_yaml(httplib::Client& c, const std::string& yaml) {
   auto r = c.Post("/api/tasks", yaml, "application/yaml");
@@ -61,19 +50,6 @@ json submit_yaml(httplib::Client& c, const std::string& yaml) {
   INFO(r->body);
   REQUIRE(r->status == 201);
   return json::parse(r->body);
-}
-
-// Polls until pred(task) holds; false after timeout_s.
-template <class Pred>
-bool wait_for(httplib::Client& c, const std::string& id, Pred pred, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto r = c.Get(("/api/tasks/" + id).c_str());
-    if (r && r->status == 200 && pred(json::parse(r->body))) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
 }
 
 // The parent pid and state letter of a process, from /proc/PID/stat; nullopt when it

@@ -24,35 +24,21 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/daemon_http.hpp"
 #include "tests/daemon_process.hpp"
 #include "tests/command_output.hpp"
 #include "tests/disk_full.hpp"
 
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;
+using ks::testing::read_file;
+using ks::testing::example_task;
+using ks::testing::client_for;
 using Catch::Contains;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string example_task(const std::string& name) {
-  return read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / (name + ".yaml"));
-}
-
-httplib::Client client_for(const daemon_process& d) {
-  httplib::Client c(d.host(), d.port());
-  c.set_read_timeout(30, 0);
-  c.set_connection_timeout(5, 0);
-  return c;
-}
 
 httplib::Result post_task(httplib::Client& c, const std::string& name) {
   return c.Post("/api/tasks", example_task(name), "application/yaml");

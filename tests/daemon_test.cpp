@@ -25,27 +25,21 @@
 #include "model/json_codec.hpp"
 #include "memory/store.hpp"
 #include "task/task_loader.hpp"
+#include "tests/daemon_http.hpp"
 #include "tests/daemon_process.hpp"
 
 using namespace ks;
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;
+using ks::testing::read_file;
+using ks::testing::example_task;
+using ks::testing::client_for;
+using ks::testing::wait_for;
 using Catch::Contains;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string example_task(const std::string& name) {
-  return read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / (name + ".yaml"));
-}
 
 struct temp_store {
   fs::path dir;
@@ -64,13 +58,6 @@ task_spec spec_named(const std::string& name) {
   REQUIRE(t.ok());
   t->name = name;
   return *t;
-}
-
-httplib::Client client_for(const daemon_process& d) {
-  httplib::Client c(d.host(), d.port());
-  c.set_read_timeout(30, 0);
-  c.set_connection_timeout(5, 0);
-  return c;
 }
 
 json body_of(const httplib::Result& r) {
@@ -94,19 +81,6 @@ json task(httplib::Client& c, const std::string& id) {
   INFO(r->body);
   REQUIRE(r->status == 200);
   return json::parse(r->body);
-}
-
-// Polls until pred(task) holds; false after timeout_s.
-template <class Pred>
-bool wait_for(httplib::Client& c, const std::string& id, Pred pred, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto r = c.Get(("/api/tasks/" + id).c_str());
-    if (r && r->status == 200 && pred(json::parse(r->body))) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
 }
 
 bool ended(const json& t) {
