@@ -70,7 +70,7 @@ experiment_result run_tasks(const experiment_config& cfg, const std::vector<task
   if (found.device_count() == 0) return fail(3, who + ": " + no_gpu_message(found));
   print_nodes(found);
   for (auto& p : found.problems) spdlog::warn("{}", p);
-  auto backend = make_backend(cfg, library);
+  auto backend = make_backend(cfg, library, lowering_device_for(found));
   if (!backend) return fail(1, who + ": " + backend.message());
 
   auto db = store::open(cfg.memory.path);

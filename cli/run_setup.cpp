@@ -44,8 +44,28 @@ void print_nodes(const gpu_discovery& found) {
                   d.cc_major, d.cc_minor, d.total_memory_bytes / 1073741824.0, d.multiprocessors);
 }
 
+lowering_device lowering_device_for(const gpu_discovery& found) {
+  lowering_device out;
+  std::vector<std::pair<const device_info*, int>> models;  // a device of each model, how many
+  for (const auto& node : found.nodes)
+    for (const auto& d : node.info.devices) {
+      auto same = [&](const auto& m) {
+        return m.first->name == d.name && m.first->cc_major == d.cc_major && m.first->cc_minor == d.cc_minor;
+      };
+      auto it = std::find_if(models.begin(), models.end(), same);
+      if (it == models.end()) models.push_back({&d, 1});
+      else ++it->second;
+    }
+  const std::pair<const device_info*, int>* best = nullptr;
+  for (const auto& m : models)
+    if (!best || m.second > best->second) best = &m;
+  if (best && best->first->multiprocessors > 0) out.multiprocessors = best->first->multiprocessors;
+  return out;
+}
+
 result<backend_choice> make_backend(const experiment_config& cfg,
-                                    std::shared_ptr<const skill_library> lib) {
+                                    std::shared_ptr<const skill_library> lib,
+                                    const lowering_device& device) {
   backend_choice b;
   if (cfg.coder.backend == "llm") {
     auto co = client_options(cfg);
@@ -67,10 +87,12 @@ result<backend_choice> make_backend(const experiment_config& cfg,
   ro.limits = {.cpu_seconds = cfg.references.cpu_seconds,
                .memory_mb = cfg.references.memory_mb,
                .wall_seconds = cfg.references.wall_seconds};
+  ro.device = device;
   auto rules = rules_coder::create(ro);
   if (!rules) return ks::error{"the rules coder: " + rules.message()};
   b.code = std::shared_ptr<coder>(std::move(*rules));
-  spdlog::info("coder: rules (templates lowered from each task's graph; no model)");
+  spdlog::info("coder: rules (templates lowered from each task's graph for {} SMs; no model)",
+               device.multiprocessors);
   return b;
 }
 

@@ -15,6 +15,7 @@
 #include "base/result.hpp"
 #include "cli/commands.hpp"
 #include "coder/coder.hpp"
+#include "coder/lowering.hpp"
 #include "config/experiment_config.hpp"
 #include "policy/skill_library.hpp"
 #include "report/run_report.hpp"
@@ -43,8 +44,16 @@ struct backend_choice {
   std::shared_ptr<llm_coder> model;   // set for the llm backend (the diagnoser uses it)
   std::shared_ptr<usage_ledger> usage;
 };
+// `device`: the GPU the rules coder writes for (how many blocks fill it); see
+// lowering_device_for.
 result<backend_choice> make_backend(const experiment_config& cfg,
-                                    std::shared_ptr<const skill_library> lib);
+                                    std::shared_ptr<const skill_library> lib,
+                                    const lowering_device& device = {});
+
+// The GPU the rules coder writes kernels for: the model most of the discovered
+// devices are (the first found on a tie), with its SM count; an H200's defaults when
+// none was found (a daemon whose nodes come later).
+lowering_device lowering_device_for(const gpu_discovery& found);
 
 // The GPUs as the agents see them: a pool per device (a local device's pool owns its
 // worker: restarts it after a crash, kills it on a hung review; a remote node's

@@ -73,11 +73,6 @@ int serve(const std::string& config_path, const std::string& listen, const globa
     std::cerr << "kernelskill serve: " << queue.message() << "\n";
     return 1;
   }
-  auto backend = make_backend(*cfg, library);
-  if (!backend) {
-    std::cerr << "kernelskill serve: " << backend.message() << "\n";
-    return 1;
-  }
 
   daemon_system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
@@ -86,6 +81,12 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   for (auto& p : found.problems) spdlog::warn("{}", p);
   if (found.device_count() == 0)
     spdlog::warn("no GPU: tasks are accepted and wait in the queue. {}", no_gpu_message(found));
+  // The rules coder writes for the GPUs found at start (an H200's shape when none was).
+  auto backend = make_backend(*cfg, library, lowering_device_for(found));
+  if (!backend) {
+    std::cerr << "kernelskill serve: " << backend.message() << "\n";
+    return 1;
+  }
   auto fleet = start_fleet(sys, *cfg, found);
 
   scheduler_options so;

@@ -456,8 +456,9 @@ run_result run_kernelskill(const fs::path& config, const fs::path& log, const st
 TEST_CASE("kernelskill run across two nodes finishes every task when one is killed mid-run, and "
           "records nothing against a method for it",
           "[fleet][run]") {
-  node_process a({.review_ms = 600000});  // a's reviews are in flight until it is killed
-  node_process b({.review_ms = 50});
+  // Their devices report 66 SMs: the rules coder writes for the GPUs found.
+  node_process a({.review_ms = 600000, .sms = 66});  // a's reviews are in flight until it is killed
+  node_process b({.review_ms = 50, .sms = 66});
   REQUIRE(a.start());
   REQUIRE(b.start());
   std::random_device rd;
@@ -488,6 +489,7 @@ TEST_CASE("kernelskill run across two nodes finishes every task when one is kill
   REQUIRE(run.status == 0);
   CHECK_THAT(run.log, Contains("lost with its node"));
   CHECK_THAT(run.log, Contains("out of the rotation"));
+  CHECK_THAT(run.log, Contains("graph for 66 SMs"));
 
   // Every task, once, with a correct kernel.
   std::ifstream sj(dir / "out" / "summary.json");

@@ -50,6 +50,7 @@ bool node_process::start(double timeout_s) {
   env.push_back("KS_SCRIPTED_REVIEW_MS=" + std::to_string(opts_.review_ms));
   if (!opts_.gpu_name.empty()) env.push_back("KS_SCRIPTED_GPU_NAME=" + opts_.gpu_name);
   if (!opts_.compile) env.push_back("KS_SCRIPTED_COMPILE=0");
+  if (opts_.sms > 0) env.push_back("KS_SCRIPTED_SMS=" + std::to_string(opts_.sms));
   auto started = start_server({(bin_dir() / "kernelskill-gpu").string(), "--listen", "127.0.0.1:" + std::to_string(port_),
                                "--devices", opts_.devices, "--worker-binary", (bin_dir() / "ks-scripted-gpu").string(),
                                "--review-margin", std::to_string(opts_.review_margin_s), "--log-level", "info"},

@@ -23,6 +23,7 @@ struct node_options {
   int port = 0;                 // 0: an ephemeral port (port() says which once started)
   bool compile = true;          // false: KS_SCRIPTED_COMPILE=0, its workers skip NVRTC (benches)
   std::string token;            // KS_WORKER_TOKEN for the agent: peers must prove it ("" = none)
+  int sms = 0;                  // KS_SCRIPTED_SMS: the SM count its devices report; 0 = the default
 };
 
 class node_process {

@@ -55,6 +55,13 @@ std::string gpu_name() {
   return name && *name ? name : "Scripted GPU (NVRTC only; verdicts are scripted)";
 }
 
+// KS_SCRIPTED_SMS: the SM count its device reports (default an H200's 132).
+int scripted_sms() {
+  const char* s = std::getenv("KS_SCRIPTED_SMS");
+  const int n = s && *s ? std::atoi(s) : 0;
+  return n > 0 ? n : 132;
+}
+
 ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& req) {
   ks::review_result r;
   r.request_id = req.request_id;
@@ -153,7 +160,7 @@ ks::gpu_worker_actor::behavior_type scripted_worker(ks::gpu_worker_actor::pointe
         d.cc_major = 9;
         d.cc_minor = 0;
         d.total_memory_bytes = 1ull << 34;
-        d.multiprocessors = 132;
+        d.multiprocessors = scripted_sms();
         info.devices.push_back(d);
         return info;
       },
