@@ -5,6 +5,7 @@
 #include <string>
 
 #include "coder/rules/combine.hpp"
+#include "coder/rules/composites.hpp"
 #include "coder/rules/elementwise.hpp"
 #include "coder/rules/fallback.hpp"
 #include "coder/rules/kernel_text.hpp"
@@ -157,7 +158,9 @@ result<lowered_kernel_set> run(lowering_context& cx) {
 
 result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params,
                                        const target_shapes& target, const lowering_device& device) {
-  lowering_context cx(graph, params, target, device);
+  // Losses ATen runs in one call, written out into ops the templates fuse.
+  const task_graph expanded = rules::expand_composites(graph);
+  lowering_context cx(expanded, params, target, device);
   // A template that meets a graph it did not expect must give an error, never end the
   // caller (an agent) with an exception: the lowering's own lookups throw on a missing
   // tensor (e.g. an epilogue fused after a reduction over every dim).

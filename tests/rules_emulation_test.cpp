@@ -216,6 +216,31 @@ TEST_CASE("emulated: library-step fallbacks between fused kernels match the refe
   }
 }
 
+// Losses ATen computes in one call are written out (coder/rules/composites.hpp) and
+// run as one fused reduction with its prologue, not as a library step; every
+// reduction mode and the edge b = 0 (smooth L1 is then L1).
+TEST_CASE("emulated: pointwise losses run as fused reductions and match the reference", "[rules][emulated][losses]") {
+  const std::pair<const char*, const char*> losses[] = {
+      {"loss_smooth_l1_mean", "torch.smooth_l1_loss(a, b, 1, 0.5)"},
+      {"loss_smooth_l1_beta0", "torch.smooth_l1_loss(a, b, 1, 0.0)"},
+      {"loss_huber_sum", "torch.huber_loss(a, b, 2, 2.0)"},
+      {"loss_mse_sum", "torch.mse_loss(a, b, 2)"},
+      {"loss_l1_none", "torch.l1_loss(a, b, 0) * 2.0"},
+      {"loss_huber_none", "torch.huber_loss(a, b, 0, 0.25)"},
+  };
+  for (auto& [name, expr] : losses) {
+    INFO(name);
+    auto t = load_task(kSource / "bench/tasks/mse_loss.yaml");
+    REQUIRE(t);
+    t->name = name;
+    t->torchscript = std::string("def forward(a, b):\n    return ") + expr + "\n";
+    auto cands = the_coder().seeds(*t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const auto& c : *cands) CHECK_THAT(c.recipe.at("stages"), !Catch::Contains("fallback"));
+    check_candidates(*t, *cands);
+  }
+}
+
 result<task_spec> with_body(const std::string& rel, const std::string& name, const std::string& body) {
   auto t = load_task(kSource / rel);
   if (!t) return t;

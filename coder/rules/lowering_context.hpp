@@ -15,6 +15,8 @@
 //   chain.cpp             an elementwise chain's statements, the index of a broadcast
 //                         operand, the epilogue fused into a pool or a scan
 //   combine.cpp           a reduction's state, merges, warp and block combines
+//   composites.cpp        losses ATen runs in one call, written out into the ops
+//                         above before the stages are planned
 // The templates, one file each (layout struct → emit_*):
 //   elementwise.cpp       elementwise_layout  fused elementwise chains
 //   row_reduce.cpp        reduce_layout       reductions and normalisations

@@ -1,0 +1,165 @@
+#include "coder/rules/composites.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ks::rules {
+
+namespace {
+
+const char* kSub = "aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
+const char* kAdd = "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
+const char* kMul = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
+const char* kMulScalar = "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor";
+const char* kAbs = "aten::abs(Tensor self) -> Tensor";
+const char* kClampMax = "aten::clamp_max(Tensor self, Scalar max) -> Tensor";
+const char* kMean = "aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor";
+const char* kSum = "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor";
+
+bool is_float(const std::string& dtype) {
+  return dtype == "float32" || dtype == "float64" || dtype == "float16" || dtype == "bfloat16";
+}
+
+// A constant number of the graph, or nothing.
+const graph_value* constant_number(const task_graph& g, const std::string& id) {
+  const graph_value* v = g.value(id);
+  if (!v || !v->constant || !v->is_scalar() || v->numbers.size() != 1) return nullptr;
+  return v;
+}
+
+// Writes one loss node out; false (nothing added) when it is not one this rewrites.
+class expansion {
+ public:
+  expansion(task_graph& out, const graph_node& n, int index) : g_(out), n_(n), prefix_("ks.composite." + std::to_string(index) + ".") {}
+
+  bool run() {
+    const std::string op = n_.kind;
+    if (op != "aten::mse_loss" && op != "aten::l1_loss" && op != "aten::smooth_l1_loss" && op != "aten::huber_loss")
+      return false;
+    const bool two_args = op == "aten::mse_loss" || op == "aten::l1_loss";
+    const size_t want = two_args ? 3 : 4;
+    if (n_.inputs.size() != want || n_.outputs.size() != 1) return false;
+    const graph_value* x = g_.value(n_.inputs[0]);
+    const graph_value* y = g_.value(n_.inputs[1]);
+    if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape != y->shape || x->dtype != y->dtype ||
+        !is_float(x->dtype))
+      return false;
+    const graph_value* red = constant_number(g_, n_.inputs[2]);
+    if (!red) return false;
+    const int reduction = static_cast<int>(red->numbers[0]);
+    if (reduction < 0 || reduction > 2) return false;
+    double b = 0;
+    if (!two_args) {
+      const graph_value* bv = constant_number(g_, n_.inputs[3]);
+      if (!bv || bv->numbers[0] < 0) return false;
+      b = bv->numbers[0];
+    }
+    shape_ = x->shape;
+    dtype_ = x->dtype;
+    const graph_value* result = g_.value(n_.outputs[0]);
+    if (!result) return false;
+
+    const std::string d = node("aten::sub", kSub, {n_.inputs[0], n_.inputs[1], number("int", 1)});
+    std::string loss;
+    if (op == "aten::mse_loss") {
+      loss = node("aten::mul", kMul, {d, d});
+    } else if (op == "aten::l1_loss" || (op == "aten::smooth_l1_loss" && b == 0)) {
+      loss = node("aten::abs", kAbs, {d});
+    } else {  // smooth_l1_loss with b > 0, huber_loss
+      const std::string a = node("aten::abs", kAbs, {d});
+      const std::string m = node("aten::clamp_max", kClampMax, {a, number("float", b)});
+      const std::string mm = node("aten::mul", kMul, {m, m});
+      const bool smooth = op == "aten::smooth_l1_loss";
+      const std::string quad = node("aten::mul", kMulScalar, {mm, number("float", smooth ? 0.5 / b : 0.5)});
+      std::string lin = node("aten::sub", kSub, {a, m, number("int", 1)});
+      if (!smooth) lin = node("aten::mul", kMulScalar, {lin, number("float", b)});
+      loss = node("aten::add", kAdd, {quad, lin, number("int", 1)});
+    }
+    if (reduction == 0) {
+      rename(loss, n_.outputs[0]);
+    } else {
+      graph_node r;
+      r.kind = reduction == 1 ? "aten::mean" : "aten::sum";
+      r.schema = reduction == 1 ? kMean : kSum;
+      r.inputs = {loss, none()};
+      r.outputs = {n_.outputs[0]};
+      added_.push_back(std::move(r));
+    }
+    return true;
+  }
+
+  std::vector<graph_node>& nodes() { return added_; }
+
+ private:
+  std::string fresh(const std::string& what) { return prefix_ + std::to_string(next_++) + "." + what; }
+
+  std::string number(const std::string& type, double v) {
+    graph_value c;
+    c.id = fresh(type);
+    c.type = type;
+    c.numbers = {v};
+    c.constant = true;
+    g_.values[c.id] = c;
+    return c.id;
+  }
+
+  std::string none() {
+    graph_value c;
+    c.id = fresh("none");
+    c.type = "None";
+    c.constant = true;
+    g_.values[c.id] = c;
+    return c.id;
+  }
+
+  std::string node(const std::string& kind, const char* schema, std::vector<std::string> inputs) {
+    graph_value t;
+    t.id = fresh(kind.substr(6));
+    t.type = "Tensor";
+    t.shape = shape_;
+    t.dtype = dtype_;
+    g_.values[t.id] = t;
+    graph_node n;
+    n.kind = kind;
+    n.schema = schema;
+    n.inputs = std::move(inputs);
+    n.outputs = {t.id};
+    added_.push_back(std::move(n));
+    return t.id;
+  }
+
+  // The last node writes the loss's own value instead of a fresh one.
+  void rename(const std::string& from, const std::string& to) {
+    for (auto& in : added_.back().outputs)
+      if (in == from) in = to;
+    g_.values.erase(from);
+  }
+
+  task_graph& g_;
+  const graph_node& n_;
+  std::string prefix_;
+  std::vector<int64_t> shape_;
+  std::string dtype_;
+  int next_ = 0;
+  std::vector<graph_node> added_;
+};
+
+}  // namespace
+
+task_graph expand_composites(const task_graph& graph) {
+  task_graph out = graph;
+  out.nodes.clear();
+  int index = 0;
+  for (const auto& n : graph.nodes) {
+    expansion e(out, n, index);
+    if (e.run()) {
+      ++index;
+      for (auto& added : e.nodes()) out.nodes.push_back(std::move(added));
+    } else {
+      out.nodes.push_back(n);
+    }
+  }
+  return out;
+}
+
+}  // namespace ks::rules

@@ -1,0 +1,32 @@
+#pragma once
+// Ops ATen computes in one call that the templates can fuse once written out: the
+// pointwise losses, rewritten before lowering into the elementwise ops and the
+// whole-tensor reduction they are made of, so that the loss runs as one reduction
+// with its prologue computed on load instead of a library step.
+//
+//   d = x - y, a = |d|, m = min(a, b)
+//   mse_loss(x, y, r)            d * d
+//   l1_loss(x, y, r)             a
+//   smooth_l1_loss(x, y, r, b)   m * m * (0.5 / b) + (a - m)      (a when b is 0)
+//   huber_loss(x, y, r, b)       m * m * 0.5 + b * (a - m)
+// then reduction r: 0 none, 1 mean (over every element), 2 sum.
+//
+// Below b, m = a and the first term is ATen's 0.5 d² / b (resp. 0.5 d²); above it,
+// m = b and the sum is a - b / 2 (resp. b (a - b / 2)). Rounding differs from ATen's by
+// an ulp or so per element (1 / b taken once).
+//
+// What it promises:
+// - only a loss whose two inputs are float tensors of one shape, whose reduction and
+//   b are constants of the graph, and whose result nothing else reads under another
+//   name is rewritten; anything else is left as it was (a library step runs it);
+// - new values have ids no graph export gives ("ks.composite.N.…"), with the input's
+//   shape and dtype; every new node carries its ATen schema, so that a stage no
+//   template takes can still run it as a library step.
+
+#include "coder/task_graph.hpp"
+
+namespace ks::rules {
+
+task_graph expand_composites(const task_graph& graph);
+
+}  // namespace ks::rules
