@@ -227,6 +227,9 @@ TEST_CASE("emulated: pointwise losses run as fused reductions and match the refe
       {"loss_mse_sum", "torch.mse_loss(a, b, 2)"},
       {"loss_l1_none", "torch.l1_loss(a, b, 0) * 2.0"},
       {"loss_huber_none", "torch.huber_loss(a, b, 0, 0.25)"},
+      // KL divergence as KernelBench writes it: log-probabilities against probabilities.
+      {"loss_kl_div_mean", "torch.kl_div(torch.log_softmax(a, 1), torch.softmax(b, 1), 1, log_target=False)"},
+      {"loss_kl_div_log_target_sum", "torch.kl_div(torch.log_softmax(a, 1), torch.log_softmax(b, 1), 2, log_target=True)"},
   };
   for (auto& [name, expr] : losses) {
     INFO(name);

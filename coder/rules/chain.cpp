@@ -281,6 +281,11 @@ struct chain_writer {
       auto b = second();
       if (!b) return error{n->kind + ": " + b.message()};
       e = (kind == "aten::maximum" ? "fmaxf(" : kind == "aten::minimum" ? "fminf(" : "atan2f(") + X + ", " + *b + ")";
+    } else if (kind == "aten::xlogy") {
+      auto b = second();
+      if (!b) return error{n->kind + ": " + b.message()};
+      // ATen's: 0 where x is 0 (unless y is NaN), else x * log(y).
+      e = "((" + X + ") == 0.0f && (" + *b + ") == (" + *b + ") ? 0.0f : (" + X + ") * logf(" + *b + "))";
     }
     return e;
   }

@@ -13,6 +13,8 @@ const char* kMul = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
 const char* kMulScalar = "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor";
 const char* kAbs = "aten::abs(Tensor self) -> Tensor";
 const char* kClampMax = "aten::clamp_max(Tensor self, Scalar max) -> Tensor";
+const char* kXlogy = "aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor";
+const char* kExp = "aten::exp(Tensor self) -> Tensor";
 const char* kMean = "aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor";
 const char* kSum = "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor";
 
@@ -34,7 +36,8 @@ class expansion {
 
   bool run() {
     const std::string op = n_.kind;
-    if (op != "aten::mse_loss" && op != "aten::l1_loss" && op != "aten::smooth_l1_loss" && op != "aten::huber_loss")
+    if (op != "aten::mse_loss" && op != "aten::l1_loss" && op != "aten::smooth_l1_loss" && op != "aten::huber_loss" &&
+        op != "aten::kl_div")
       return false;
     const bool two_args = op == "aten::mse_loss" || op == "aten::l1_loss";
     const size_t want = two_args ? 3 : 4;
@@ -52,15 +55,30 @@ class expansion {
     if (!two_args) {
       const graph_value* bv = constant_number(g_, n_.inputs[3]);
       if (!bv || bv->numbers[0] < 0) return false;
-      b = bv->numbers[0];
+      b = bv->numbers[0];  // kl_div: log_target, 0 or 1
     }
     shape_ = x->shape;
     dtype_ = x->dtype;
     const graph_value* result = g_.value(n_.outputs[0]);
     if (!result) return false;
 
-    const std::string d = node("aten::sub", kSub, {n_.inputs[0], n_.inputs[1], number("int", 1)});
     std::string loss;
+    if (op == "aten::kl_div") {
+      // ATen's: input holds log-probabilities, target probabilities (or their logs).
+      const std::string& x = n_.inputs[0];
+      const std::string& t = n_.inputs[1];
+      if (b != 0) {
+        const std::string e = node("aten::exp", kExp, {t});
+        const std::string df = node("aten::sub", kSub, {t, x, number("int", 1)});
+        loss = node("aten::mul", kMul, {e, df});
+      } else {
+        const std::string xl = node("aten::xlogy", kXlogy, {t, t});
+        const std::string tx = node("aten::mul", kMul, {t, x});
+        loss = node("aten::sub", kSub, {xl, tx, number("int", 1)});
+      }
+      return finish(loss, reduction);
+    }
+    const std::string d = node("aten::sub", kSub, {n_.inputs[0], n_.inputs[1], number("int", 1)});
     if (op == "aten::mse_loss") {
       loss = node("aten::mul", kMul, {d, d});
     } else if (op == "aten::l1_loss" || (op == "aten::smooth_l1_loss" && b == 0)) {
@@ -75,6 +93,14 @@ class expansion {
       if (!smooth) lin = node("aten::mul", kMulScalar, {lin, number("float", b)});
       loss = node("aten::add", kAdd, {quad, lin, number("int", 1)});
     }
+    return finish(loss, reduction);
+  }
+
+  std::vector<graph_node>& nodes() { return added_; }
+
+ private:
+  // The elementwise loss `loss` reduced as `reduction` says, into the node's output.
+  bool finish(const std::string& loss, int reduction) {
     if (reduction == 0) {
       rename(loss, n_.outputs[0]);
     } else {
@@ -88,9 +114,6 @@ class expansion {
     return true;
   }
 
-  std::vector<graph_node>& nodes() { return added_; }
-
- private:
   std::string fresh(const std::string& what) { return prefix_ + std::to_string(next_++) + "." + what; }
 
   std::string number(const std::string& type, double v) {

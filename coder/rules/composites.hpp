@@ -1,6 +1,7 @@
 #pragma once
 // Ops ATen computes in one call that the templates can fuse once written out: the
-// pointwise losses, rewritten before lowering into the elementwise ops and the
+// pointwise losses (kl_div as ATen 2.x computes it: xlogy, so a negative target gives
+// NaN where ATen 1.x gave 0), rewritten before lowering into the elementwise ops and the
 // whole-tensor reduction they are made of, so that the loss runs as one reduction
 // with its prologue computed on load instead of a library step.
 //
@@ -9,6 +10,7 @@
 //   l1_loss(x, y, r)             a
 //   smooth_l1_loss(x, y, r, b)   m * m * (0.5 / b) + (a - m)      (a when b is 0)
 //   huber_loss(x, y, r, b)       m * m * 0.5 + b * (a - m)
+//   kl_div(x, t, r, log_target)  xlogy(t, t) - t * x, or exp(t) * (t - x) with log_target
 // then reduction r: 0 none, 1 mean (over every element), 2 sum.
 //
 // Below b, m = a and the first term is ATen's 0.5 d² / b (resp. 0.5 d²); above it,

@@ -17,7 +17,7 @@ const std::set<std::string>& elementwise_ops() {
       "aten::alpha_dropout", "aten::contiguous", "aten::clone", "aten::detach", "aten::to",
       "aten::type_as", "aten::expand_as", "aten::expand", "aten::hardshrink", "aten::softshrink",
       "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub", "aten::maximum",
-      "aten::minimum", "aten::atan2", "aten::true_divide", "aten::multiply", "aten::subtract",
+      "aten::minimum", "aten::atan2", "aten::xlogy", "aten::true_divide", "aten::multiply", "aten::subtract",
       "aten::divide", "aten::sigmoid", "aten::softsign", "aten::logit"};
   return ops;
 }
