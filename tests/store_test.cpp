@@ -32,6 +32,7 @@
 #include "model/json_codec.hpp"
 #include "memory/store.hpp"
 #include "memory/store_check.hpp"
+#include "tests/line_child.hpp"
 
 extern char** environ;
 
@@ -277,66 +278,7 @@ const std::vector<std::string> all_cfs = {"default", "skills", "experience", "tr
 
 // ---- child processes ---------------------------------------------------------------
 
-// A child whose stdout and stderr come back through one pipe, read line by line.
-class child_process {
- public:
-  explicit child_process(const std::vector<std::string>& args) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    out_ = fds[0];
-    INFO("posix_spawn " << args[0] << ": " << std::strerror(rc));
-    REQUIRE(rc == 0);
-  }
-  ~child_process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-
-  // The next line, or nullopt at end of output.
-  std::optional<std::string> next_line() {
-    for (;;) {
-      auto nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      char chunk[4096];
-      ssize_t n = ::read(out_, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return std::nullopt;  // a partial last line is not a line
-      buffer_.append(chunk, size_t(n));
-    }
-  }
-
-  void kill_now() { ::kill(pid_, SIGKILL); }
-
-  // Waits for the child to end; returns waitpid's status.
-  int wait() {
-    int st = 0;
-    REQUIRE(::waitpid(pid_, &st, 0) == pid_);
-    pid_ = -1;
-    return st;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string buffer_;
-};
+using child_process = ks::testing::line_child;
 
 const std::string store_writer = KS_BINARY_DIR "/bin/store_writer";
 
