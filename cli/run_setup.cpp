@@ -46,13 +46,12 @@ void print_nodes(const gpu_discovery& found) {
 
 lowering_device lowering_device_for(const gpu_discovery& found) {
   lowering_device out;
-  std::vector<std::pair<const device_info*, int>> models;  // a device of each model, how many
+  // Models as the dispatcher tells them apart (device_class); a device of each, how many.
+  std::vector<std::pair<const device_info*, int>> models;
   for (const auto& node : found.nodes)
     for (const auto& d : node.info.devices) {
-      auto same = [&](const auto& m) {
-        return m.first->name == d.name && m.first->cc_major == d.cc_major && m.first->cc_minor == d.cc_minor;
-      };
-      auto it = std::find_if(models.begin(), models.end(), same);
+      auto it = std::find_if(models.begin(), models.end(),
+                             [&](const auto& m) { return device_class(*m.first) == device_class(d); });
       if (it == models.end()) models.push_back({&d, 1});
       else ++it->second;
     }
