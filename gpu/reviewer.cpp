@@ -1007,13 +1007,19 @@ struct reviewer::impl {
 
   review_phases phases;  // of the review in progress
 
-  review_result review(const review_request& req) {
-    phases = {};
-    footprint = {};
+  // A result naming the request, the candidate and this device, nothing judged yet.
+  review_result blank_result(const review_request& req) const {
     review_result r;
     r.request_id = req.request_id;
     r.candidate_id = req.cand.id;
     r.device = node + "/" + std::to_string(dev.ordinal) + ": " + dev.name;
+    return r;
+  }
+
+  review_result review(const review_request& req) {
+    phases = {};
+    footprint = {};
+    review_result r = blank_result(req);
     if (lost) {
       r.status = review_status::crashed;
       r.message = "the CUDA context of this worker was lost in an earlier review (" + lost_reason +
@@ -1034,10 +1040,7 @@ struct reviewer::impl {
                    req.task.name, describe_bytes(trials.used()));
       trials = ks::trial_cache<trial_data>(trials.budget());
       const std::string first = r.message;
-      r = review_result{};
-      r.request_id = req.request_id;
-      r.candidate_id = req.cand.id;
-      r.device = node + "/" + std::to_string(dev.ordinal) + ": " + dev.name;
+      r = blank_result(req);
       phases = {};
       footprint = {};
       bypass_cache = true;
