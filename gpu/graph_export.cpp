@@ -186,7 +186,15 @@ bool has_control_flow(torch::jit::Graph& graph) {
 // output shape depends on values (nonzero, masked_select, unique, …) is left out.
 using shape_map = std::map<size_t, std::vector<int64_t>>;
 
-void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes) {
+// Dtypes of the probed tensors and the graph's inputs, by Value::unique(): never
+// value-dependent.
+using dtype_map = std::map<size_t, c10::ScalarType>;
+
+// Besides the shapes, what a graph can ask of a tensor that the task fixes: its layout
+// (strided: tasks and plans use dense tensors), its device (the GPU the kernel is
+// written for: torch.norm in PyTorch 2.x branches on `input.device.type` before it picks
+// linalg.vector_norm) and its dtype.
+void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes, const dtype_map& dtypes) {
   torch::jit::Graph& graph = *g;
   auto lookup = [&](torch::jit::Value* v) -> const std::vector<int64_t>* {
     auto it = shapes.find(v->unique());
@@ -195,6 +203,18 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
   for (int round = 0; round < 4; ++round) {
     bool changed = false;
     std::vector<std::pair<torch::jit::Node*, c10::IValue>> folds;
+    each_node(graph.block(), [&](torch::jit::Node* n) {
+      if (n->inputs().size() != 1 || !n->input()->type()->cast<c10::TensorType>()) return;
+      if (n->kind() == c10::Symbol::fromQualString("prim::layout")) {
+        folds.emplace_back(n, static_cast<int64_t>(at::kStrided));
+      } else if (n->kind() == torch::jit::prim::device) {
+        folds.emplace_back(n, c10::Device(c10::kCUDA, 0));
+      } else if (n->kind() == c10::Symbol::fromQualString("prim::is_cuda")) {
+        folds.emplace_back(n, true);
+      } else if (n->kind() == torch::jit::prim::dtype && dtypes.count(n->input()->unique())) {
+        folds.emplace_back(n, static_cast<int64_t>(dtypes.at(n->input()->unique())));
+      }
+    });
     each_node(graph.block(), [&](torch::jit::Node* n) {
       if (n->inputs().empty()) return;
       const std::vector<int64_t>* known = lookup(n->inputs()[0]);
@@ -289,8 +309,32 @@ struct probe_result {
   std::vector<c10::IValue> results;        // one per value
 };
 
+// Ops whose one output has the shape and dtype of their first input, whatever their
+// other arguments, for every dtype they accept (ops that turn integers into floats, as
+// sigmoid does, are not here). LibTorch's C++ lacks the meta kernels of some of them
+// (relu in 1.13; abs, group_norm, instance_norm, batch_norm in 2.x register theirs from
+// Python), so a probe on meta tensors takes a clone of the input in their place: the
+// shapes and dtypes it reports are the same, and nothing else is read from meta data.
+bool keeps_input_shape(torch::jit::Node* n) {
+  static const std::set<std::string> ops = {
+      "aten::abs",        "aten::neg",        "aten::sign",          "aten::relu",         "aten::relu6",
+      "aten::hardtanh",   "aten::threshold",  "aten::leaky_relu",    "aten::elu",          "aten::selu",
+      "aten::celu",       "aten::gelu",       "aten::silu",          "aten::mish",         "aten::hardsigmoid",
+      "aten::hardswish",  "aten::softplus",   "aten::softshrink",    "aten::hardshrink",   "aten::dropout",
+      "aten::layer_norm", "aten::group_norm", "aten::instance_norm", "aten::batch_norm",   "aten::rms_norm"};
+  if (!ops.count(n->kind().toQualString()) || n->outputs().size() != 1 || n->inputs().empty()) return false;
+  if (!n->maybeSchema() || !n->schema().overload_name().empty()) return false;
+  return n->inputs()[0]->type()->cast<c10::TensorType>() && n->output()->type()->cast<c10::TensorType>();
+}
+
+bool on_meta(const std::vector<c10::IValue>& arguments) {
+  return std::any_of(arguments.begin(), arguments.end(),
+                     [](const c10::IValue& v) { return v.isTensor() && v.toTensor().is_meta(); });
+}
+
+// `on_meta`: the arguments are meta tensors (see keeps_input_shape).
 result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
-                               const std::vector<c10::IValue>& arguments) {
+                               const std::vector<c10::IValue>& arguments, bool on_meta) {
   std::shared_ptr<torch::jit::Graph> probe = graph->copy();
   probe_result out;
   auto g_nodes = graph->nodes();
@@ -300,6 +344,18 @@ result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
     for (size_t o = 0; o < (*pi)->outputs().size(); ++o) {
       probe->registerOutput((*pi)->outputs()[o]);
       out.values.push_back((*gi)->outputs()[o]);
+    }
+  }
+  if (on_meta) {
+    std::vector<torch::jit::Node*> stand_ins;
+    each_node(probe->block(), [&](torch::jit::Node* n) {
+      if (keeps_input_shape(n)) stand_ins.push_back(n);
+    });
+    for (torch::jit::Node* n : stand_ins) {
+      torch::jit::WithInsertPoint guard(n);
+      torch::jit::Value* copy = probe->insert(c10::Symbol::fromQualString("aten::clone"), {n->inputs()[0]});
+      n->output()->replaceAllUsesWith(copy);
+      n->destroy();
     }
   }
   size_t first_probe = graph->outputs().size();
@@ -367,10 +423,10 @@ result<std::vector<c10::IValue>> drawn_arguments(const task_spec& task, const st
 
 // The probe, as cheaply as the graph allows: the shapes, dtypes and scalars it reports
 // do not depend on where it runs (scalars read from data are never trusted downstream).
-//   1. on the meta device (no data: nothing of the task's size is allocated); fails for
-//      a graph that reads values (item, a branch on data, nonzero), an op without a
-//      meta kernel in this LibTorch (relu in 1.13), or a constant tensor of another
-//      device;
+//   1. on the meta device (no data: nothing of the task's size is allocated), the ops of
+//      keeps_input_shape stood in for by a clone; fails for a graph that reads values
+//      (item, a branch on data, nonzero), another op without a meta kernel in this
+//      LibTorch, or a constant tensor of another device;
 //   2. on the GPU, when this process has one, on trial 0's inputs;
 //   3. on the CPU on trial 0's inputs, as the reviewer draws them. A KernelBench
 //      problem's 6.4 GB input took 113 s and 12.7 GB of memory here.
@@ -391,7 +447,7 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
       why = args.message();
     } else {
       try {
-        auto probed = run_probe(graph, *args);
+        auto probed = run_probe(graph, *args, on_meta(*args));
         if (probed) {
           arguments = std::move(*args);
           note += std::string(note.empty() ? "" : "; ") + "probed on " + where;
@@ -417,11 +473,21 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
   if (!args) return args.error();
   arguments = std::move(*args);
   note += std::string(note.empty() ? "" : "; ") + "probed on cpu";
-  return run_probe(graph, arguments);
+  return run_probe(graph, arguments, false);
 }
 
 // The shapes of the graph's inputs and of every probed tensor whose shape cannot
 // depend on values.
+dtype_map known_dtypes(torch::jit::Graph& graph, const std::vector<c10::IValue>& arguments,
+                       const probe_result& probed) {
+  dtype_map out;
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].isTensor()) out[graph.inputs()[i]->unique()] = arguments[i].toTensor().scalar_type();
+  for (size_t i = 0; i < probed.values.size(); ++i)
+    if (probed.results[i].isTensor()) out[probed.values[i]->unique()] = probed.results[i].toTensor().scalar_type();
+  return out;
+}
+
 shape_map known_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& arguments,
                        const probe_result& probed) {
   static const std::set<std::string> value_shaped = {
@@ -494,13 +560,13 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     if (control_flow || !task.module_bytes.empty()) {
       const shape_map shapes = known_shapes(*graph, arguments, *probed);
       if (control_flow) {
-        specialise_to_shapes(graph, shapes);
+        specialise_to_shapes(graph, shapes, known_dtypes(*graph, arguments, *probed));
         respecialised = true;
       }
       if (!task.module_bytes.empty()) respecialised |= scalars_for_tensor_constants(*graph, shapes);
     }
     if (respecialised) {
-      probed = run_probe(graph, arguments);
+      probed = run_probe(graph, arguments, on_meta(arguments));
       // Why the cheaper probes failed comes first: the CPU's own message is a traceback.
     if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
     }

@@ -649,6 +649,54 @@ TEST_CASE("the graph of a task larger than memory is exported from shapes alone"
   CHECK(nlohmann::json::parse(*small)["values"][out]["shape"] == std::vector<int64_t>{64});
 }
 
+// Some ops have no meta kernel in LibTorch's C++ (relu in 1.13; abs, group_norm,
+// instance_norm in 2.x register theirs from Python): the probe still runs on meta, with a
+// copy of the input in their place, so KernelBench's Softsign, L1Norm, GroupNorm and
+// InstanceNorm at their published sizes export without a GPU or their 6.4 GB on the CPU.
+// A check of the device the tensor is on folds to the GPU's branch.
+TEST_CASE("the graph of ops without meta kernels is still exported from shapes alone", "[reference][graph]") {
+  task_spec t = example("gelu");
+  t.name = "no_meta_kernels";
+  t.torchscript =
+      "def forward(x, w, b):\n"
+      "    y = torch.abs(x) + torch.relu(x) / (1.0 + torch.abs(x))\n"
+      "    z = torch.group_norm(y, 8, w, b, 1e-5, False)\n"
+      "    if z.is_cuda and z.device.type in ['cpu', 'cuda', 'meta']:\n"
+      "        return torch.instance_norm(z, None, None, None, None, True, 0.1, 1e-5, False) * 2.0\n"
+      "    return z + 1.0\n";
+  distribution_spec uniform;
+  uniform.kind = "uniform";
+  t.inputs = {tensor_spec{"x", {4096, 64, 512, 512}, "float32", uniform}};  // 256 GiB
+  t.parameters = {tensor_spec{"w", {64}, "float32", distribution_spec{}},
+                  tensor_spec{"b", {64}, "float32", distribution_spec{}}};
+  t.sizes.clear();
+  std::string note;
+  auto g = export_graph_json(t, &note);
+  REQUIRE(g.ok());
+  CHECK(note == "probed on meta");
+  auto j = nlohmann::json::parse(*g);
+  std::vector<std::string> kinds;
+  for (const auto& n : j["nodes"]) kinds.push_back(n["kind"]);
+  // The nodes are the task's own (the stand-ins were only in the probe's copy), the
+  // device check gone, and the GPU's branch kept.
+  CHECK(kinds == std::vector<std::string>{"aten::abs", "aten::relu", "aten::abs", "aten::add", "aten::div",
+                                          "aten::add", "aten::group_norm", "aten::instance_norm", "aten::mul"});
+  for (const auto& n : j["nodes"])
+    for (const auto& v : n["outputs"]) {
+      INFO(n["kind"]);
+      CHECK(j["values"][std::string(v)]["shape"] == std::vector<int64_t>{4096, 64, 512, 512});
+      CHECK(j["values"][std::string(v)]["dtype"] == "float32");
+    }
+  // At a size the CPU could hold, still meta: the CPU is never the first choice.
+  t.inputs[0].shape = {2, 16, 4, 4};
+  t.parameters[0].shape = t.parameters[1].shape = {16};
+  auto small = export_graph_json(t, &note);
+  REQUIRE(small.ok());
+  CHECK(note == "probed on meta");
+  CHECK(nlohmann::json::parse(*small)["values"][std::string(nlohmann::json::parse(*small)["outputs"][0])]["shape"] ==
+        std::vector<int64_t>{2, 16, 4, 4});
+}
+
 // A saved module runs its __setstate__ while torch::jit::load loads it, before its
 // forward could be checked: the load-time code is checked first, against the same
 // rules (tests/data/setstate/make_modules.py made these modules with PyTorch).
