@@ -31,7 +31,7 @@ struct review_options {
   bool profile = true;
   bool time = true;
   double timeout_s = 60.0;
-  double suspicious_speedup = 20.0;  // flag speedups above this
+  double suspicious_speedup = 20.0;  // speedups above this are checked again (docs/reviewer.md "Flags")
   std::string size;                   // named size from task_spec::sizes, or empty
   // Where the trials' inputs (and random parameters) are drawn: "device" (on the GPU
   // that reviews, from a seeded Philox generator: the same values on every run on the

@@ -1022,12 +1022,36 @@ steps:
     CHECK(has_flag(r, "no_custom_kernel"));
     CHECK_THAT(r.message, Contains("no_custom_kernel"));
   }
-  SECTION("a speedup above the suspicious threshold is flagged") {
+  SECTION("a speedup above the suspicious threshold is checked again, and kept when it holds") {
     review_options o;
     o.suspicious_speedup = 1e-6;
+    o.profile = false;
     auto r = review_of(*rev, relu, read_text(kExamples + "relu.cu"), read_text(kExamples + "relu.yaml"), o);
     CHECK(r.status == review_status::ok);
+    CHECK(has_flag(r, "speedup_rechecked"));
+    CHECK_FALSE(has_flag(r, "speedup_above_threshold"));
+    CHECK(r.speedup > 0);
+    CHECK_THAT(r.message, Contains("Flag speedup_rechecked") && Contains("trial 5"));
+  }
+  SECTION("a kernel that stops working once it is no longer verified fails the re-check") {
+    // Correct in verification's 2 trials x 2 runs; from its 6th launch on (timing) every
+    // block returns at once, and the outputs keep whatever the buffer held.
+    review_options o;
+    o.trials = 2;
+    o.suspicious_speedup = 1e-6;
+    o.profile = false;
+    const std::string src =
+        "__device__ unsigned int launches;\n" +
+        relu_like("  __shared__ unsigned int seen;\n"
+                  "  if (threadIdx.x == 0) seen = atomicAdd(&launches, blockIdx.x == 0 ? 1u : 0u);\n"
+                  "  __syncthreads();\n"
+                  "  if (seen >= 5u) return;\n"
+                  "  if (i < n) y[i] = fmaxf(x[i], 0.f);");
+    auto r = review_of(*rev, relu, src, kRelu1D, o);
+    CHECK(r.status == review_status::incorrect);
+    CHECK(r.trials_passed == 2);
     CHECK(has_flag(r, "speedup_above_threshold"));
+    CHECK_THAT(r.message, Contains("did not hold up") && Contains("re-check") && Contains("never written"));
   }
   SECTION("passes only the task's own distribution (assumes |x| < 8)") {
     // Clamps its input to [-8, 8]: invisible under normal(0, 1), caught by normal(0, 4).
