@@ -19,6 +19,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/cuda.h>
 #include <torch/jit.h>
+#include <torch/library.h>
 #include <torch/script.h>
 
 #include "gpu/module_load_check.hpp"
@@ -327,6 +328,57 @@ bool keeps_input_shape(torch::jit::Node* n) {
   return n->inputs()[0]->type()->cast<c10::TensorType>() && n->output()->type()->cast<c10::TensorType>();
 }
 
+// Convolutions reach aten::convolution_overrideable on the meta device, which LibTorch's
+// C++ leaves unimplemented (PyTorch's meta for convolution is registered from Python),
+// so a graph with a convolution could not be probed on meta: at KernelBench's level-2
+// sizes it then fell to the GPU beside the worker's caches, or to the CPU with gigabytes
+// of input (16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling). This kernel gives the
+// output's shape from the arguments, as ATen's conv_output_size and conv_input_size
+// (transposed) compute it; it is registered for Meta only where no Meta kernel exists.
+std::vector<int64_t> int_list(const c10::IValue& v) {
+  std::vector<int64_t> out;
+  for (const c10::IValue& x : v.toListRef()) out.push_back(x.isInt() ? x.toInt() : x.toSymInt().expect_int());
+  return out;
+}
+
+void convolution_meta(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  const std::vector<c10::IValue> args(stack->end() - 9, stack->end());
+  const at::Tensor input = args[0].toTensor(), weight = args[1].toTensor();
+  const std::vector<int64_t> stride = int_list(args[3]), padding = int_list(args[4]), dilation = int_list(args[5]),
+                             output_padding = int_list(args[7]);
+  const bool transposed = args[6].toBool();
+  const int64_t groups = args[8].isInt() ? args[8].toInt() : args[8].toSymInt().expect_int();
+  const int64_t spatial = input.dim() - 2;
+  TORCH_CHECK(spatial >= 1 && weight.dim() == input.dim(), "convolution (meta): input of rank ", input.dim(),
+              " and weight of rank ", weight.dim());
+  auto at_dim = [](const std::vector<int64_t>& v, int64_t d, int64_t fallback) {
+    return v.empty() ? fallback : v[v.size() == 1 ? 0 : static_cast<size_t>(d)];
+  };
+  std::vector<int64_t> shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
+  for (int64_t d = 0; d < spatial; ++d) {
+    const int64_t in = input.size(d + 2), k = weight.size(d + 2), s = at_dim(stride, d, 1), p = at_dim(padding, d, 0),
+                  dl = at_dim(dilation, d, 1);
+    const int64_t out = transposed ? (in - 1) * s - 2 * p + dl * (k - 1) + at_dim(output_padding, d, 0) + 1
+                                   : (in + 2 * p - dl * (k - 1) - 1) / s + 1;
+    TORCH_CHECK(out > 0, "convolution (meta): the output's spatial dimension ", d, " would be ", out);
+    shape.push_back(out);
+  }
+  torch::jit::drop(*stack, 9);
+  stack->emplace_back(at::empty(shape, input.options()));
+}
+
+void register_meta_kernels() {
+  static const bool done = [] {
+    auto op = c10::Dispatcher::singleton().findSchema({"aten::convolution_overrideable", ""});
+    if (op && !op->hasKernelForDispatchKey(c10::DispatchKey::Meta)) {
+      static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
+      lib.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&convolution_meta>());
+    }
+    return true;
+  }();
+  (void)done;
+}
+
 bool on_meta(const std::vector<c10::IValue>& arguments) {
   return std::any_of(arguments.begin(), arguments.end(),
                      [](const c10::IValue& v) { return v.isTensor() && v.toTensor().is_meta(); });
@@ -464,6 +516,7 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
     std::fprintf(stderr, "graph export: not probed on %s: %s\n", where, first_line(why).c_str());
     return std::nullopt;
   };
+  register_meta_kernels();
   if (auto p = attempt("meta", meta_arguments(task, module))) return std::move(*p);
   if (torch::cuda::is_available()) {
     const c10::Device gpu(c10::kCUDA, 0);

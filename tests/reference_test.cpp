@@ -697,6 +697,58 @@ TEST_CASE("the graph of ops without meta kernels is still exported from shapes a
         std::vector<int64_t>{2, 16, 4, 4});
 }
 
+// Convolutions have no meta kernel in LibTorch's C++ (convolution_overrideable): the
+// export registers one computing the output's shape. Checked against the shapes the CPU
+// computes, over ranks, strides, padding, dilation, groups and transposed convolutions
+// with output padding; and at a level-2 size (64 GiB of output) it exports at once.
+TEST_CASE("convolutions are probed on meta with the shapes the CPU computes", "[reference][graph]") {
+  struct conv_case {
+    std::string call;  // of x and w
+    std::vector<int64_t> x, w;
+  };
+  const std::vector<conv_case> cases = {
+      {"torch.conv1d(x, w, None, [2], [1], [1], 1)", {2, 4, 17}, {6, 4, 3}},
+      {"torch.conv2d(x, w, None, [1, 2], [0, 1], [2, 1], 2)", {3, 4, 13, 11}, {6, 2, 3, 3}},
+      {"torch.conv3d(x, w, None, [2, 1, 1], [1, 0, 2], [1, 1, 2], 1)", {1, 2, 9, 8, 7}, {3, 2, 3, 3, 2}},
+      {"torch.conv_transpose1d(x, w, None, [3], [1], [2], 1, [2])", {2, 4, 5}, {4, 3, 4}},
+      {"torch.conv_transpose2d(x, w, None, [2, 2], [1, 1], [1, 0], 2, [1, 1])", {2, 4, 7, 6}, {4, 3, 3, 3}},
+      {"torch.conv_transpose3d(x, w, None, [2, 1, 2], [0, 1, 1], [0, 0, 1], 1, [1, 1, 2])", {1, 2, 4, 5, 3},
+       {2, 3, 3, 3, 2}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.call);
+    task_spec t = example("gelu");
+    t.name = "conv_meta";
+    t.torchscript = "def forward(x, w):\n    return " + c.call + " * 2.0\n";
+    distribution_spec uniform;
+    uniform.kind = "uniform";
+    t.inputs = {tensor_spec{"x", c.x, "float32", uniform}};
+    t.parameters = {tensor_spec{"w", c.w, "float32", uniform}};
+    t.sizes.clear();
+    std::string note;
+    auto g = export_graph_json(t, &note);
+    REQUIRE(g.ok());
+    CHECK(note == "probed on meta");
+    auto j = nlohmann::json::parse(*g);
+    auto program = load_program(t);
+    const run_result r = run_trial(*program);
+    CHECK(j["values"][std::string(j["outputs"][0])]["shape"] == r.outputs.at(0).sizes().vec());
+  }
+  task_spec big = example("gelu");
+  big.name = "conv_meta_large";
+  big.torchscript = "def forward(x, w, b):\n    return torch.conv_transpose2d(x, w, b, [2, 2], [1, 1], [1, 1], 1, [1, 1])\n";
+  big.inputs = {tensor_spec{"x", {1024, 64, 256, 256}, "float32", distribution_spec{}}};
+  big.parameters = {tensor_spec{"w", {64, 32, 3, 3}, "float32", distribution_spec{}},
+                    tensor_spec{"b", {32}, "float32", distribution_spec{}}};
+  big.sizes.clear();
+  std::string note;
+  auto g = export_graph_json(big, &note);
+  REQUIRE(g.ok());
+  CHECK(note == "probed on meta");
+  auto j = nlohmann::json::parse(*g);
+  CHECK(j["values"][std::string(j["outputs"][0])]["shape"] == std::vector<int64_t>{1024, 32, 512, 512});
+}
+
 // A saved module runs its __setstate__ while torch::jit::load loads it, before its
 // forward could be checked: the load-time code is checked first, against the same
 // rules (tests/data/setstate/make_modules.py made these modules with PyTorch).
