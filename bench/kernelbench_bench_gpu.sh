@@ -11,6 +11,12 @@
 # exported kernel, a measured problem), a task that was running resumes from its last
 # completed round.
 #
+# A machine that went cold between calls has lost build-gpu/kb-bench: each call also
+# writes $OUT/kb-bench.tgz, the directory without what can be made again there (the
+# imported modules' .pt files, which the import step re-creates from the problem files
+# when it finds them missing, and the models' builds); carry it back as
+# .kbstate/kb-bench.tgz (STATE= names another path) and the next call starts from it.
+#
 #   bench/kernelbench_bench_gpu.sh [KERNELBENCH_DIR]     (default .devdeps/KernelBench)
 #   L1 (40) L2 (30): the problems 1..N of each level; SEEDS (2) ROUNDS (1) TRIALS (3,
 #   the run's reviews) ABLATION (full; e.g. full,no-ltm) REPS (30) SBS_TRIALS (3) JOBS (14)
@@ -29,6 +35,10 @@ if ! { cmake -S . -B build-gpu -G Ninja $KS_CMAKE_ARGS && cmake --build build-gp
   tail -30 "$out/build.log"; echo "kernelbench_bench_gpu: build failed"; exit 1
 fi
 [ -n "${FRESH:-}" ] && rm -rf "$dir"
+state=${STATE:-.kbstate/kb-bench.tgz}
+if [ ! -d "$dir" ] && [ -z "${FRESH:-}" ] && [ -f "$state" ]; then
+  tar -xzf "$state" -C build-gpu && echo "kernelbench_bench_gpu: resumed from $state" | tee -a "$out/build.log"
+fi
 mkdir -p "$dir"
 files=()
 for level in 1 2; do
@@ -63,6 +73,8 @@ wait "$pid"; rc=$?
 cp "$dir"/summary.md "$dir"/summary.json "$dir"/*.svg "$out/" 2>/dev/null
 for v in "$dir"/variants/*/; do [ -d "$v" ] && cp "$v/rounds.json" "$out/rounds-$(basename "$v").json" 2>/dev/null; done
 cp "$dir"/measure/results-*.jsonl "$out/" 2>/dev/null
+tar -czf "$out/kb-bench.tgz" --exclude='*.pt' --exclude='kb-bench/measure/build' -C build-gpu kb-bench 2>/dev/null &&
+  echo "kernelbench_bench_gpu: state for the next call in kb-bench.tgz ($(du -k "$out/kb-bench.tgz" | cut -f1) KiB; the device returns files up to 16 MiB)"
 echo "kernelbench_bench_gpu: exit $rc after $(( $(date +%s) - t0 )) s"
 grep -E "^kernelskill bench: \[(import|run [a-z-]+|export [a-z-]+|measure)\] (complete|done|skipped|[0-9]+ of)" "$out/bench.log" | tail -12
 grep -A4 "^kernelskill bench: /" "$out/bench.log" | tail -6
