@@ -244,6 +244,37 @@ TEST_CASE("emulated: pointwise losses run as fused reductions and match the refe
   }
 }
 
+// What expand_composites promises to leave alone. Operands that broadcast: the ATen
+// call stays, run as a library step, and the seed is still correct. A reduction or beta
+// computed at run time (here from the rank): not rewritten either, and since a library
+// step's attributes are fixed text, the coder says so instead of guessing.
+TEST_CASE("emulated: losses the rewrite must not take are left to ATen or refused by name", "[rules][emulated][losses]") {
+  auto task = [](const std::string& name, const std::string& expr) {
+    auto t = load_task(kSource / "bench/tasks/mse_loss.yaml");
+    REQUIRE(t);
+    t->name = name;
+    t->torchscript = "def forward(a, b):\n    return " + expr + "\n";
+    return *t;
+  };
+  {
+    const task_spec t = task("loss_broadcast", "torch.l1_loss(a, b[0], 1)");
+    auto cands = the_coder().seeds(t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const auto& c : *cands) CHECK_THAT(c.recipe.at("stages"), Catch::Contains("aten::l1_loss"));
+    check_candidates(t, *cands);
+  }
+  const std::tuple<const char*, const char*, const char*> computed[] = {
+      {"loss_reduction_computed", "torch.mse_loss(a, b, a.dim() - 1)", "aten::mse_loss"},
+      {"loss_beta_computed", "torch.huber_loss(a, b, 1, float(a.dim()) * 0.25)", "aten::huber_loss"},
+  };
+  for (auto& [name, expr, op] : computed) {
+    INFO(name);
+    auto cands = the_coder().seeds(task(name, expr), 2);
+    REQUIRE_FALSE(cands);
+    CHECK_THAT(cands.message(), Catch::Contains(op) && Catch::Contains("computed at run time"));
+  }
+}
+
 result<task_spec> with_body(const std::string& rel, const std::string& name, const std::string& body) {
   auto t = load_task(kSource / rel);
   if (!t) return t;

@@ -20,7 +20,9 @@
 // What it promises:
 // - only a loss whose two inputs are float tensors of one shape, whose reduction and
 //   b are constants of the graph, and whose result nothing else reads under another
-//   name is rewritten; anything else is left as it was (a library step runs it);
+//   name is rewritten; anything else is left as it was: a library step runs it (operands
+//   that broadcast), or, with a reduction or b computed at run time, the lowering
+//   refuses it naming that argument (a library step's attributes are fixed text);
 // - new values have ids no graph export gives ("ks.composite.N.…"), with the input's
 //   shape and dtype; every new node carries its ATen schema, so that a stage no
 //   template takes can still run it as a library step.
