@@ -234,6 +234,18 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   CHECK(fs::exists(out / "variants/full/run/tasks/gemm_relu_divide/outcome.json"));
   CHECK(stamps(out, {"import/good/gemm_relu_divide.json", "variants/full/run/tasks/relu/outcome.json"}) == kept);
 
+  // The state a GPU machine hands on (bench/kernelbench_bench_gpu.sh's kb-bench.tgz)
+  // has no .pt modules: the import makes them again from the copied problem files and
+  // the run keeps its finished tasks.
+  fs::remove(out / "tasks/good/gemm_relu_divide.pt");
+  auto fifth = kernelskill(args);
+  INFO(fifth.text);
+  CHECK(fifth.status == 3);
+  CHECK_THAT(fifth.text, Contains("[import] 1 of 2 problems to import (1 imported before)"));
+  CHECK_THAT(fifth.text, Contains("[run full] complete: 2 tasks finished"));
+  CHECK(fs::exists(out / "tasks/good/gemm_relu_divide.pt"));
+  CHECK(fs::exists(out / "variants/full/run/tasks/gemm_relu_divide/outcome.json"));
+
   // Another config for the same variant is refused, not mixed into its results.
   auto other = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "gemm_relu_divide.py") + " --out " +
                            quote(out) + " --config " + quote(dir / "gpu.yaml") +

@@ -117,7 +117,7 @@ candidate seed_candidate(const exported& x) {
 }  // namespace
 
 TEST_CASE("kernelbench export: imported problems export with KernelBench's interface", "[kernelbench]") {
-  REQUIRE(exports().size() == 12);
+  REQUIRE(exports().size() == 13);
   // The rules coder lowers these (with and without weights, traced, with a number).
   for (const char* name : {"batch_norm", "conv_hardtanh", "gemm_relu_divide", "group_norm", "layer_norm", "relu",
                            "scalar_multiply", "symmetric_matmul"}) {
