@@ -205,9 +205,10 @@ TEST_CASE("the dashboard page is self-contained", "[dashboard]") {
 TEST_CASE("the dashboard shows a submitted task and follows it as it advances", "[dashboard]") {
   std::string bin = chromium_or_skip();
   // One task at a time with slow reviews: the first task runs (longer than Chromium
-  // takes to start on a busy machine), the second waits in the queue until the test
+  // takes to start on a busy machine: its line may stop after one review, so one
+  // review must outlast that, 20 s), the second waits in the queue until the test
   // frees the GPU.
-  running_daemon d({.tasks_in_flight = 1, .rounds = 2, .review_ms = 2000, .token = "dash-token"});
+  running_daemon d({.tasks_in_flight = 1, .rounds = 2, .review_ms = 20000, .token = "dash-token"});
   auto first = d.client().submit(read_text(softmax));
   REQUIRE(first.ok());
   d.wait_for(first->id, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
