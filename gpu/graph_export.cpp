@@ -205,19 +205,22 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
     bool changed = false;
     std::vector<std::pair<torch::jit::Node*, c10::IValue>> folds;
     each_node(graph.block(), [&](torch::jit::Node* n) {
-      if (n->inputs().size() != 1 || !n->input()->type()->cast<c10::TensorType>()) return;
-      if (n->kind() == c10::Symbol::fromQualString("prim::layout")) {
-        folds.emplace_back(n, static_cast<int64_t>(at::kStrided));
-      } else if (n->kind() == torch::jit::prim::device) {
-        folds.emplace_back(n, c10::Device(c10::kCUDA, 0));
-      } else if (n->kind() == c10::Symbol::fromQualString("prim::is_cuda")) {
-        folds.emplace_back(n, true);
-      } else if (n->kind() == torch::jit::prim::dtype && dtypes.count(n->input()->unique())) {
-        folds.emplace_back(n, static_cast<int64_t>(dtypes.at(n->input()->unique())));
-      }
-    });
-    each_node(graph.block(), [&](torch::jit::Node* n) {
       if (n->inputs().empty()) return;
+      if (n->inputs().size() == 1 && n->input()->type()->cast<c10::TensorType>()) {
+        std::optional<c10::IValue> fixed;
+        if (n->kind() == c10::Symbol::fromQualString("prim::layout"))
+          fixed = static_cast<int64_t>(at::kStrided);
+        else if (n->kind() == torch::jit::prim::device)
+          fixed = c10::Device(c10::kCUDA, 0);
+        else if (n->kind() == c10::Symbol::fromQualString("prim::is_cuda"))
+          fixed = true;
+        else if (n->kind() == torch::jit::prim::dtype && dtypes.count(n->input()->unique()))
+          fixed = static_cast<int64_t>(dtypes.at(n->input()->unique()));
+        if (fixed) {
+          folds.emplace_back(n, *fixed);
+          return;
+        }
+      }
       const std::vector<int64_t>* known = lookup(n->inputs()[0]);
       if (!known) return;
       const auto& shape = *known;
@@ -384,9 +387,9 @@ bool on_meta(const std::vector<c10::IValue>& arguments) {
                      [](const c10::IValue& v) { return v.isTensor() && v.toTensor().is_meta(); });
 }
 
-// `on_meta`: the arguments are meta tensors (see keeps_input_shape).
+// On meta arguments, the ops of keeps_input_shape run as a clone of their input.
 result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
-                               const std::vector<c10::IValue>& arguments, bool on_meta) {
+                               const std::vector<c10::IValue>& arguments) {
   std::shared_ptr<torch::jit::Graph> probe = graph->copy();
   probe_result out;
   auto g_nodes = graph->nodes();
@@ -398,7 +401,7 @@ result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
       out.values.push_back((*gi)->outputs()[o]);
     }
   }
-  if (on_meta) {
+  if (on_meta(arguments)) {
     std::vector<torch::jit::Node*> stand_ins;
     each_node(probe->block(), [&](torch::jit::Node* n) {
       if (keeps_input_shape(n)) stand_ins.push_back(n);
@@ -499,7 +502,7 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
       why = args.message();
     } else {
       try {
-        auto probed = run_probe(graph, *args, on_meta(*args));
+        auto probed = run_probe(graph, *args);
         if (probed) {
           arguments = std::move(*args);
           note += std::string(note.empty() ? "" : "; ") + "probed on " + where;
@@ -526,7 +529,7 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
   if (!args) return args.error();
   arguments = std::move(*args);
   note += std::string(note.empty() ? "" : "; ") + "probed on cpu";
-  return run_probe(graph, arguments, false);
+  return run_probe(graph, arguments);
 }
 
 // The shapes of the graph's inputs and of every probed tensor whose shape cannot
@@ -619,7 +622,7 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
       if (!task.module_bytes.empty()) respecialised |= scalars_for_tensor_constants(*graph, shapes);
     }
     if (respecialised) {
-      probed = run_probe(graph, arguments, on_meta(arguments));
+      probed = run_probe(graph, arguments);
       // Why the cheaper probes failed comes first: the CPU's own message is a traceback.
     if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
     }
