@@ -759,6 +759,12 @@ struct reviewer::impl {
     return true;
   }
 
+  // Whether `v`, an element of `t`, is the poison `pattern` wrote (NaN for pattern 0).
+  static bool holds_poison(const at::Tensor& t, double v, int pattern) {
+    const double p = poison_value(t, pattern);
+    return std::isnan(p) ? std::isnan(v) : v == p;
+  }
+
   std::string mismatch_message(const std::string& name, const at::Tensor& got, const at::Tensor& second,
                                int second_poison, const output_comparison& c, const tolerance_spec& tol) {
     const std::string at_index = name + index_string(got.sizes().vec(), c.first_bad);
@@ -767,8 +773,7 @@ struct reviewer::impl {
                       plain_g(tol.rtol) + " * |ref|; first at " + at_index + " (flat " + std::to_string(c.first_bad) +
                       "): got " + plain_g(c.got) + ", expected " + plain_g(c.want);
     const double b = element_at(second, c.first_bad);
-    const bool poison_a = std::isnan(poison_value(got, 0)) ? std::isnan(c.got) : c.got == poison_value(got, 0);
-    if (poison_a && b == poison_value(got, second_poison))
+    if (holds_poison(got, c.got, 0) && holds_poison(got, b, second_poison))
       msg += " (never written: it still holds the verifier's poison)";
     msg += "; max abs error " + plain_g(c.max_abs_error) + ", max rel error " + plain_g(c.max_rel_error);
     if (c.nonfinite_count > 0)
@@ -856,8 +861,7 @@ struct reviewer::impl {
         output_comparison c = compare_output(out[i], ref[i], e.task.tolerance);
         if (c.ok) continue;
         std::string m = mismatch_message(pp.plan.outputs[i].name, out[i], out[i], 1, c, e.task.tolerance);
-        const double p = poison_value(out[i], 1);
-        if (std::isnan(p) ? std::isnan(c.got) : c.got == p) m += " (never written: it still holds the poison)";
+        if (holds_poison(out[i], c.got, 1)) m += " (never written: it still holds the poison)";
         problems.push_back(m);
       }
     } catch (const c10::Error& err) {
