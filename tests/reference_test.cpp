@@ -649,32 +649,57 @@ TEST_CASE("the graph of a task larger than memory is exported from shapes alone"
   CHECK(nlohmann::json::parse(*small)["values"][out]["shape"] == std::vector<int64_t>{64});
 }
 
+namespace {
+
+// A float32 tensor of a graph-export test's task; `kind` empty: the default draw.
+tensor_spec f32(const std::string& name, std::vector<int64_t> shape, const std::string& kind = "") {
+  distribution_spec d;
+  if (!kind.empty()) d.kind = kind;
+  return tensor_spec{name, std::move(shape), "float32", d};
+}
+
+task_spec graph_task(const std::string& name, const std::string& torchscript, std::vector<tensor_spec> inputs,
+                     std::vector<tensor_spec> parameters) {
+  task_spec t = example("gelu");
+  t.name = name;
+  t.torchscript = torchscript;
+  t.inputs = std::move(inputs);
+  t.parameters = std::move(parameters);
+  t.sizes.clear();
+  return t;
+}
+
+// The exported graph of `t`, which must have been probed on meta.
+nlohmann::json exported_on_meta(const task_spec& t) {
+  std::string note;
+  auto g = export_graph_json(t, &note);
+  REQUIRE(g.ok());
+  CHECK(note == "probed on meta");
+  return nlohmann::json::parse(*g);
+}
+
+std::vector<int64_t> first_output_shape(const nlohmann::json& graph) {
+  return graph["values"][graph["outputs"][0].get<std::string>()]["shape"].get<std::vector<int64_t>>();
+}
+
+}  // namespace
+
 // Some ops have no meta kernel in LibTorch's C++ (relu in 1.13; abs, group_norm,
 // instance_norm in 2.x register theirs from Python): the probe still runs on meta, with a
 // copy of the input in their place, so KernelBench's Softsign, L1Norm, GroupNorm and
 // InstanceNorm at their published sizes export without a GPU or their 6.4 GB on the CPU.
 // A check of the device the tensor is on folds to the GPU's branch.
 TEST_CASE("the graph of ops without meta kernels is still exported from shapes alone", "[reference][graph]") {
-  task_spec t = example("gelu");
-  t.name = "no_meta_kernels";
-  t.torchscript =
+  const std::string source =
       "def forward(x, w, b):\n"
       "    y = torch.abs(x) + torch.relu(x) / (1.0 + torch.abs(x))\n"
       "    z = torch.group_norm(y, 8, w, b, 1e-5, False)\n"
       "    if z.is_cuda and z.device.type in ['cpu', 'cuda', 'meta']:\n"
       "        return torch.instance_norm(z, None, None, None, None, True, 0.1, 1e-5, False) * 2.0\n"
       "    return z + 1.0\n";
-  distribution_spec uniform;
-  uniform.kind = "uniform";
-  t.inputs = {tensor_spec{"x", {4096, 64, 512, 512}, "float32", uniform}};  // 256 GiB
-  t.parameters = {tensor_spec{"w", {64}, "float32", distribution_spec{}},
-                  tensor_spec{"b", {64}, "float32", distribution_spec{}}};
-  t.sizes.clear();
-  std::string note;
-  auto g = export_graph_json(t, &note);
-  REQUIRE(g.ok());
-  CHECK(note == "probed on meta");
-  auto j = nlohmann::json::parse(*g);
+  task_spec t = graph_task("no_meta_kernels", source, {f32("x", {4096, 64, 512, 512}, "uniform")},  // 256 GiB
+                           {f32("w", {64}), f32("b", {64})});
+  const nlohmann::json j = exported_on_meta(t);
   std::vector<std::string> kinds;
   for (const auto& n : j["nodes"]) kinds.push_back(n["kind"]);
   // The nodes are the task's own (the stand-ins were only in the probe's copy), the
@@ -690,11 +715,7 @@ TEST_CASE("the graph of ops without meta kernels is still exported from shapes a
   // At a size the CPU could hold, still meta: the CPU is never the first choice.
   t.inputs[0].shape = {2, 16, 4, 4};
   t.parameters[0].shape = t.parameters[1].shape = {16};
-  auto small = export_graph_json(t, &note);
-  REQUIRE(small.ok());
-  CHECK(note == "probed on meta");
-  CHECK(nlohmann::json::parse(*small)["values"][std::string(nlohmann::json::parse(*small)["outputs"][0])]["shape"] ==
-        std::vector<int64_t>{2, 16, 4, 4});
+  CHECK(first_output_shape(exported_on_meta(t)) == std::vector<int64_t>{2, 16, 4, 4});
 }
 
 // Convolutions have no meta kernel in LibTorch's C++ (convolution_overrideable): the
@@ -717,36 +738,17 @@ TEST_CASE("convolutions are probed on meta with the shapes the CPU computes", "[
   };
   for (const auto& c : cases) {
     INFO(c.call);
-    task_spec t = example("gelu");
-    t.name = "conv_meta";
-    t.torchscript = "def forward(x, w):\n    return " + c.call + " * 2.0\n";
-    distribution_spec uniform;
-    uniform.kind = "uniform";
-    t.inputs = {tensor_spec{"x", c.x, "float32", uniform}};
-    t.parameters = {tensor_spec{"w", c.w, "float32", uniform}};
-    t.sizes.clear();
-    std::string note;
-    auto g = export_graph_json(t, &note);
-    REQUIRE(g.ok());
-    CHECK(note == "probed on meta");
-    auto j = nlohmann::json::parse(*g);
+    const task_spec t = graph_task("conv_meta", "def forward(x, w):\n    return " + c.call + " * 2.0\n",
+                                   {f32("x", c.x, "uniform")}, {f32("w", c.w, "uniform")});
+    const std::vector<int64_t> exported = first_output_shape(exported_on_meta(t));
     auto program = load_program(t);
     const run_result r = run_trial(*program);
-    CHECK(j["values"][std::string(j["outputs"][0])]["shape"] == r.outputs.at(0).sizes().vec());
+    CHECK(exported == r.outputs.at(0).sizes().vec());
   }
-  task_spec big = example("gelu");
-  big.name = "conv_meta_large";
-  big.torchscript = "def forward(x, w, b):\n    return torch.conv_transpose2d(x, w, b, [2, 2], [1, 1], [1, 1], 1, [1, 1])\n";
-  big.inputs = {tensor_spec{"x", {1024, 64, 256, 256}, "float32", distribution_spec{}}};
-  big.parameters = {tensor_spec{"w", {64, 32, 3, 3}, "float32", distribution_spec{}},
-                    tensor_spec{"b", {32}, "float32", distribution_spec{}}};
-  big.sizes.clear();
-  std::string note;
-  auto g = export_graph_json(big, &note);
-  REQUIRE(g.ok());
-  CHECK(note == "probed on meta");
-  auto j = nlohmann::json::parse(*g);
-  CHECK(j["values"][std::string(j["outputs"][0])]["shape"] == std::vector<int64_t>{1024, 32, 512, 512});
+  const task_spec big = graph_task(
+      "conv_meta_large", "def forward(x, w, b):\n    return torch.conv_transpose2d(x, w, b, [2, 2], [1, 1], [1, 1], 1, [1, 1])\n",
+      {f32("x", {1024, 64, 256, 256})}, {f32("w", {64, 32, 3, 3}), f32("b", {32})});
+  CHECK(first_output_shape(exported_on_meta(big)) == std::vector<int64_t>{1024, 32, 512, 512});
 }
 
 // A saved module runs its __setstate__ while torch::jit::load loads it, before its
