@@ -529,7 +529,12 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
   if (!args) return args.error();
   arguments = std::move(*args);
   note += std::string(note.empty() ? "" : "; ") + "probed on cpu";
-  return run_probe(graph, arguments);
+  // As an error, not an exception: the caller puts why the cheaper probes failed first.
+  try {
+    return run_probe(graph, arguments);
+  } catch (const std::exception& e) {
+    return error{torch_message(e)};
+  }
 }
 
 // The shapes of the graph's inputs and of every probed tensor whose shape cannot

@@ -749,6 +749,14 @@ TEST_CASE("convolutions are probed on meta with the shapes the CPU computes", "[
       "conv_meta_large", "def forward(x, w, b):\n    return torch.conv_transpose2d(x, w, b, [2, 2], [1, 1], [1, 1], 1, [1, 1])\n",
       {f32("x", {1024, 64, 256, 256})}, {f32("w", {64, 32, 3, 3}), f32("b", {32})});
   CHECK(first_output_shape(exported_on_meta(big)) == std::vector<int64_t>{1024, 32, 512, 512});
+  // A kernel wider than its padded input: an error, why the meta probe failed first,
+  // then the CPU's, not a shape of zero or less.
+  const task_spec too_wide = graph_task("conv_meta_too_wide", "def forward(x, w):\n    return torch.conv1d(x, w)\n",
+                                        {f32("x", {1, 2, 3})}, {f32("w", {4, 2, 5})});
+  auto g = export_graph_json(too_wide);
+  REQUIRE_FALSE(g.ok());
+  CHECK_THAT(g.message(), Catch::StartsWith("task \"conv_meta_too_wide\": graph export: not probed on meta") &&
+                              Catch::Contains("Kernel size can't be greater") && Catch::Contains("on the cpu"));
 }
 
 // A saved module runs its __setstate__ while torch::jit::load loads it, before its
