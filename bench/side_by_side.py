@@ -659,17 +659,61 @@ def kb_build_one(args):
         return path, False, time.perf_counter() - t0, kb_first_line(ex)
 
 
+def kb_module_name(path):
+    """The MODULE_NAME an exported file builds (content-addressed), read from its text."""
+    import re
+    with open(path) as f:
+        m = re.search(r'^MODULE_NAME = "([A-Za-z0-9_]+)"', f.read(), re.M)
+    return m.group(1) if m else None
+
+
+def kb_built(path, builds):
+    """True when the file's extension is built already (builds/NAME/NAME.so)."""
+    name = kb_module_name(path)
+    return bool(name) and os.path.exists(os.path.join(builds, name, name + ".so"))
+
+
 def kb_prebuild(opts):
     """Builds every model of the manifest in parallel processes (nvcc; the GPU only names
-    the architecture), so that the measuring processes only load them."""
+    the architecture), so that the measuring processes only load them. A model built
+    already (during the run, or by an interrupted measurement) is left as it is."""
     import multiprocessing as mp
     cfg = kb_manifest(opts.kb_manifest)
     paths = sorted({m["path"] for p in cfg["problems"] for m in p["models"]})
+    todo = [p for p in paths if not kb_built(p, cfg["builds"])]
+    if len(todo) < len(paths):
+        print(f"[build] {len(paths) - len(todo)} of {len(paths)} models built already", file=sys.stderr, flush=True)
+    if not todo:
+        return
     os.environ.setdefault("MAX_JOBS", "2")
     with mp.get_context("spawn").Pool(max(1, opts.jobs)) as pool:
-        for path, ok, secs, err in pool.imap_unordered(kb_build_one, [(p, cfg["builds"]) for p in paths]):
+        for path, ok, secs, err in pool.imap_unordered(kb_build_one, [(p, cfg["builds"]) for p in todo]):
             print(f"[build] {path}: {'built' if ok else 'FAILED'} in {secs:.1f} s" + ("" if ok else f": {err}"),
                   file=sys.stderr, flush=True)
+
+
+def kb_warm_marker(entry):
+    """Where a finished warm-up of this problem is recorded: beside the inductor cache it
+    filled (TORCHINDUCTOR_CACHE_DIR, set from the manifest), so that the record and the
+    cache are lost together."""
+    root = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    return os.path.join(root, "ks-warmed", entry["key"].replace("/", "__") + ".json") if root else None
+
+
+def kb_file_sha256(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def kb_warmed(entry):
+    """True when this problem file's Model was compiled into the cache already."""
+    marker = kb_warm_marker(entry)
+    try:
+        with open(marker) as f:
+            return json.load(f).get("problem_sha256") == kb_file_sha256(entry["problem"])
+    except Exception:
+        return False
 
 
 def kb_warm_one(args):
@@ -684,18 +728,35 @@ def kb_warm_one(args):
             model, _, _ = kb_construct(torch, problem, {}, cfg["seed"], dev)
             xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
             _, _, err = kb_compile(torch, model, xs, cfg, dev)
-        return entry["key"], err, time.perf_counter() - t0
     except Exception as ex:
-        return entry["key"], kb_first_line(ex), time.perf_counter() - t0
+        err = kb_first_line(ex)
+    secs = time.perf_counter() - t0
+    marker = kb_warm_marker(entry)
+    if not err and marker:
+        # Only a compile that succeeded is recorded: one that failed (out of memory beside
+        # the run's reviews, say) is tried again by the next warm-up.
+        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        with open(marker + ".tmp", "w") as f:
+            json.dump({"problem_sha256": kb_file_sha256(entry["problem"]), "seconds": secs,
+                       "torch": torch.__version__}, f)
+        os.replace(marker + ".tmp", marker)
+    return entry["key"], err, secs
 
 
 def kb_warm(opts):
     """torch.compile of every problem's Model once, in parallel processes, so that the
-    measuring process's compile is served by inductor's on-disk caches."""
+    measuring process's compile is served by inductor's on-disk caches. A problem warmed
+    already (during the run) is left out."""
     import multiprocessing as mp
     cfg = kb_manifest(opts.kb_manifest)
     devices = [int(d) for d in opts.devices.split(",")] if opts.devices else [0]
-    work = [(p, cfg, devices[i % len(devices)]) for i, p in enumerate(cfg["problems"])]
+    todo = [p for p in cfg["problems"] if not kb_warmed(p)]
+    if len(todo) < len(cfg["problems"]):
+        print(f"[warm] {len(cfg['problems']) - len(todo)} of {len(cfg['problems'])} problems warmed already",
+              file=sys.stderr, flush=True)
+    if not todo:
+        return
+    work = [(p, cfg, devices[i % len(devices)]) for i, p in enumerate(todo)]
     with mp.get_context("spawn").Pool(max(1, opts.jobs), maxtasksperchild=1) as pool:
         for key, err, secs in pool.imap_unordered(kb_warm_one, work):
             print(f"[warm] {key}: " + (f"compiled in {secs:.1f} s" if not err else f"{err} ({secs:.1f} s)"),
@@ -771,6 +832,11 @@ def main():
     ap.add_argument("--devices", help="GPUs for --kb-warm, comma-separated (default 0)")
     opts = ap.parse_args()
     if opts.kb_manifest:
+        # One inductor cache for the warm-ups and the measuring processes (set before
+        # torch is imported; the worker processes inherit it), unless the user named one.
+        inductor = kb_manifest(opts.kb_manifest).get("inductor")
+        if inductor:
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor)
         if opts.kb_prebuild:
             kb_prebuild(opts)
         elif opts.kb_warm:

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <set>
 #include <thread>
@@ -132,8 +133,13 @@ int bench_problems(const bench_request& r, const global_options& g) {
   }
   measure_outcome measured{0, false, "not run"};
   int status = 0;
+  measure_settings ms{r.python, r.devices, r.reps, r.trials, r.compile_timeout, jobs, r.seed};
+  std::optional<early_measurement> early;
+  if (r.overlap) early.emplace(l, *problems, ms);
   for (const auto& v : variants) {
+    if (early) early->running(&v);
     const int rc = run_step(l, v, *cfg, *problems);
+    if (early) early->running(nullptr);
     if (rc == 3) {
       measured = {3, false, "not measured: the run found no GPU to review kernels on (see the message above)"};
       status = 3;
@@ -145,7 +151,7 @@ int bench_problems(const bench_request& r, const global_options& g) {
       return 1;
     }
   }
-  measure_settings ms{r.python, r.devices, r.reps, r.trials, r.compile_timeout, jobs, r.seed};
+  if (early) early->finish();
   if (status == 0) {
     measured = measure_step(l, variants, *problems, ms);
     status = measured.status;

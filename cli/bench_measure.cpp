@@ -14,10 +14,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "base/bounded_child.hpp"
 #include "base/content_hash.hpp"
@@ -54,6 +60,16 @@ int wait_all(const std::vector<pid_t>& pids) {
     failed += !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
   }
   return failed;
+}
+
+// Runs the commands at once and waits for them all; the number that failed or could not
+// start.
+int run_all(const std::vector<std::vector<std::string>>& commands) {
+  std::vector<pid_t> pids;
+  for (const auto& c : commands)
+    if (auto pid = start(c)) pids.push_back(*pid);
+    else std::cerr << "kernelskill bench: " << pid.message() << "\n";
+  return wait_all(pids) + static_cast<int>(commands.size() - pids.size());
 }
 
 struct torch_probe {
@@ -93,7 +109,10 @@ json manifest_base(const layout& l, const measure_settings& s) {
           {"warmup", 3},
           {"compile_timeout", s.compile_timeout},
           {"tolerances", {1e-4, 1e-2}},
-          {"builds", (l.measure() / "build").string()}};
+          {"builds", (l.measure() / "build").string()},
+          // inductor's cache (unless the user's TORCHINDUCTOR_CACHE_DIR names one): the
+          // warm-ups fill it, the measuring processes read it
+          {"inductor", (l.measure() / "inductor").string()}};
 }
 
 // The problems with a model of ours to measure, as manifest entries; `todo` gets those
@@ -220,13 +239,6 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
   for (int d : devices) device_list += (device_list.empty() ? "" : ",") + std::to_string(d);
   progress("measure", std::to_string(todo.size()) + " of " + std::to_string(all.size()) + " problems to measure on GPU " +
                           device_list + " (PyTorch " + torch->version + "); building the models (" + jobs + " at once)");
-  auto run_all = [&](const std::vector<std::vector<std::string>>& commands) {
-    std::vector<pid_t> pids;
-    for (const auto& c : commands)
-      if (auto pid = start(c)) pids.push_back(*pid);
-      else std::cerr << "kernelskill bench: " << pid.message() << "\n";
-    return wait_all(pids) + static_cast<int>(commands.size() - pids.size());
-  };
   run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", jobs}});
   // Each warm-up holds a problem's model and inputs on a GPU: at most 4 per GPU at once.
   const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 4 * devices.size()));
@@ -265,6 +277,160 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
   return {1, done > 0,
           "partly measured: " + std::to_string(done) + " of " + std::to_string(all.size()) +
               " problems (run kernelskill bench again with the same --out to measure the rest)"};
+}
+
+
+// ---------------------------------------------------------------------------
+// The early part, during the run.
+
+struct early_measurement::state {
+  layout l;
+  std::vector<problem> problems;
+  measure_settings s;
+  std::mutex m;
+  std::condition_variable cv;
+  bool stop = false;
+  bool abandon = false;            // an error ends the bench: stop the warm-ups too
+  pid_t warm = -1;
+  std::optional<variant> current;  // the variant being run
+  std::mutex exporting;            // held while this thread exports `current`
+  std::thread thread;
+};
+
+early_measurement::early_measurement(layout l, std::vector<problem> problems, measure_settings s)
+    : s_(std::make_unique<state>()) {
+  s_->l = std::move(l);
+  s_->problems = std::move(problems);
+  s_->s = std::move(s);
+  s_->thread = std::thread([this] { work(); });
+}
+
+early_measurement::~early_measurement() {
+  {
+    std::lock_guard lock(s_->m);
+    s_->abandon = true;
+    if (s_->warm > 0) ::kill(s_->warm, SIGTERM);
+  }
+  finish();
+}
+
+void early_measurement::running(const variant* v) {
+  std::lock_guard export_done(s_->exporting);
+  std::lock_guard lock(s_->m);
+  s_->current = v ? std::optional<variant>(*v) : std::nullopt;
+}
+
+void early_measurement::finish() {
+  {
+    std::lock_guard lock(s_->m);
+    if (s_->stop && !s_->thread.joinable()) return;
+    s_->stop = true;
+  }
+  s_->cv.notify_all();
+  if (s_->thread.joinable()) s_->thread.join();
+}
+
+void early_measurement::work() {
+  const layout& l = s_->l;
+  const measure_settings& s = s_->s;
+  std::error_code ec;
+  fs::create_directories(l.measure(), ec);
+  auto torch = probe_torch(s.python, l.measure());
+  if (!torch || torch->gpus == 0) {
+    progress("prepare", std::string("nothing prepared during the run: ") +
+                            (torch ? s.python + " sees no CUDA GPU" : torch.message()));
+    return;
+  }
+  std::vector<int> devices = s.devices;
+  if (devices.empty())
+    for (int d = 0; d < torch->gpus; ++d) devices.push_back(d);
+  std::string device_list;
+  for (int d : devices) device_list += (device_list.empty() ? "" : ",") + std::to_string(d);
+  if (auto st = write_script(l); !st) {
+    progress("prepare", "nothing prepared during the run: " + st.message());
+    return;
+  }
+  const json base = manifest_base(l, s);
+  const fs::path script = l.measure() / "side_by_side.py";
+  // Every imported problem's Model, warmed while the run goes on: the GPU is shared with
+  // the run's reviews, so few at once.
+  json problems = json::array();
+  for (const auto& p : s_->problems)
+    if (p.ok())
+      problems.push_back({{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()},
+                          {"models", json::array()}});
+  const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 3 * devices.size()));
+  if (!problems.empty() && write_manifest(l.measure() / "prepare-warm.json", base, problems)) {
+    progress("prepare", "warming torch.compile for " + std::to_string(problems.size()) + " problems during the run (" +
+                            warm_jobs + " at once), building each model once its task is exported");
+    std::lock_guard lock(s_->m);
+    if (!s_->abandon)
+      if (auto pid = start({s.python, script.string(), "--kb-manifest", (l.measure() / "prepare-warm.json").string(),
+                            "--kb-warm", "--jobs", warm_jobs, "--devices", device_list}))
+        s_->warm = *pid;
+  }
+  // The run uses the cores too (NVRTC, graph export, the references): a third of the
+  // jobs build, each compiling two files at once (MAX_JOBS=2).
+  const std::string build_jobs = std::to_string(std::max(1u, s.jobs / 3));
+  std::set<std::string> tried;  // model files (by SHA-256) handed to a build already
+  size_t built = 0;
+  for (;;) {
+    std::optional<variant> v;
+    bool last = false;
+    {
+      std::unique_lock lock(s_->m);
+      s_->cv.wait_for(lock, std::chrono::seconds(5), [&] { return s_->stop; });
+      last = s_->stop;
+      v = s_->current;
+    }
+    if (v) {
+      // While this holds `exporting`, running() waits: the caller's export never runs
+      // beside this one.
+      std::lock_guard exporting(s_->exporting);
+      bool still = false;
+      {
+        std::lock_guard lock(s_->m);
+        still = s_->current && s_->current->name == v->name;
+      }
+      if (still)
+        if (auto st = export_step(l, *v, s_->problems, /*quiet=*/true); !st)
+          progress("prepare", "early export: " + st.message());
+    }
+    if (last) break;
+    // The exported models not handed to a build yet, of every variant run so far.
+    std::vector<variant> variants;
+    for (auto it = fs::directory_iterator(l.root / "variants", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec))
+      if (it->is_directory()) variants.push_back({it->path().filename().string(), true, true});
+    json todo;
+    json fresh = json::array();
+    for (auto& e : entries(l, variants, s_->problems, {}, todo)) {
+      json models = json::array();
+      for (const auto& m : e["models"])
+        if (tried.insert(m["sha256"].get<std::string>()).second) models.push_back(m);
+      if (models.empty()) continue;
+      e["models"] = models;
+      fresh.push_back(e);
+    }
+    if (fresh.empty()) continue;
+    const fs::path manifest = l.measure() / "prepare-build.json";
+    if (!write_manifest(manifest, base, fresh)) continue;
+    built += fresh.size();
+    run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", build_jobs}});
+  }
+  // The builds of the last export and the warm-ups are what the measurement needs next.
+  if (built) progress("prepare", std::to_string(built) + " problems' models handed to builds during the run");
+  pid_t warm = -1;
+  {
+    std::lock_guard lock(s_->m);
+    warm = s_->warm;
+  }
+  if (warm > 0) {
+    progress("prepare", "the run is over: waiting for torch.compile's warm-ups to end");
+    wait_all({warm});
+    std::lock_guard lock(s_->m);
+    s_->warm = -1;  // reaped: its number may belong to another process now
+  }
 }
 
 }  // namespace ks::cli::bench

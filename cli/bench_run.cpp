@@ -163,7 +163,7 @@ nlohmann::json read_export_record(const layout& l, const variant& v) {
   return j.is_object() ? j : json::object();
 }
 
-status export_step(const layout& l, const variant& v, const std::vector<problem>& problems) {
+status export_step(const layout& l, const variant& v, const std::vector<problem>& problems, bool quiet) {
   const std::string step = "export " + v.name;
   const json before = read_export_record(l, v);
   // What the run finished: task → its best candidate ("" without one).
@@ -180,7 +180,8 @@ status export_step(const layout& l, const variant& v, const std::vector<problem>
     finished.emplace_back(&p, std::move(outcome));
   }
   if (complete) {
-    progress(step, "complete: " + std::to_string(finished.size()) + " tasks in " + l.models_dir(v.name).string() +
+    if (!quiet)
+      progress(step, "complete: " + std::to_string(finished.size()) + " tasks in " + l.models_dir(v.name).string() +
                        "; skipped");
     return {};
   }
@@ -205,12 +206,13 @@ status export_step(const layout& l, const variant& v, const std::vector<problem>
       ++exported;
     } else {
       e["error"] = ex.message();
-      progress(step, p->name + ": " + ex.message());
+      if (!quiet) progress(step, p->name + ": " + ex.message());
     }
     rec[p->name] = e;
   }
   if (auto st = write_file_atomically(l.models_dir(v.name) / "export.json", rec.dump(1) + "\n"); !st) return st;
-  progress(step, "done: " + std::to_string(exported) + " of " + std::to_string(finished.size()) +
+  if (!quiet)
+    progress(step, "done: " + std::to_string(exported) + " of " + std::to_string(finished.size()) +
                      " tasks exported to " + l.models_dir(v.name).string());
   return {};
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,8 +89,9 @@ result<std::vector<problem>> import_step(const layout& l, const std::vector<std:
 // 3 no GPU.
 int run_step(const layout& l, const variant& v, experiment_config cfg, const std::vector<problem>& problems);
 
-// (c) Each finished task's best kernel as variants/V/models/NAME.py.
-status export_step(const layout& l, const variant& v, const std::vector<problem>& problems);
+// (c) Each finished task's best kernel as variants/V/models/NAME.py. `quiet`: no progress
+// lines (the early preparation below exports while the run goes on, many times).
+status export_step(const layout& l, const variant& v, const std::vector<problem>& problems, bool quiet = false);
 // What the export step recorded: task name → {candidate, file (its name in models/),
 // sha256, error}.
 nlohmann::json read_export_record(const layout& l, const variant& v);
@@ -109,6 +111,34 @@ struct measure_outcome {
 };
 measure_outcome measure_step(const layout& l, const std::vector<variant>& variants, const std::vector<problem>& problems,
                              const measure_settings& s);
+// (d, early) The measurement's slow preparation, while the run reviews kernels (the GPU
+// busy, most cores idle): torch.compile of every imported problem's Model is warmed
+// (inductor's on-disk cache, measure/inductor), and each finished task's kernel is
+// exported and its model built (measure/build) as soon as its task ends, so that after
+// the run the measurement mostly measures. It shares the GPU with the run's reviews (up
+// to three warm-ups per GPU at once), which the run's own timings then see; --no-overlap leaves it
+// out. Where the Python has no GPU it does nothing. What it makes is what measure_step
+// would make: a build or warm-up it finished is reused there, one that failed is tried
+// again there.
+class early_measurement {
+ public:
+  early_measurement(layout l, std::vector<problem> problems, measure_settings s);
+  ~early_measurement();  // finish()
+  early_measurement(const early_measurement&) = delete;
+  early_measurement& operator=(const early_measurement&) = delete;
+  // The variant whose run is going on (its finished tasks are exported and built), or
+  // none; returns once an export of the previous one under way has ended, so that the
+  // caller's own export step never runs beside it.
+  void running(const variant* v);
+  // Stops looking for finished tasks and waits for the builds and warm-ups under way.
+  void finish();
+
+ private:
+  void work();
+  struct state;
+  std::unique_ptr<state> s_;
+};
+
 // Every measured problem's row (key → the last complete row in measure/results-*.jsonl).
 std::map<std::string, nlohmann::json> read_measurements(const layout& l);
 // The SHA-256 of a file's bytes ("" when it cannot be read): a model measured is the

@@ -104,6 +104,7 @@ struct bench_request {
   int reps = 30, trials = 3, compile_timeout = 120;
   unsigned jobs = 0;     // 0: half the cores
   uint64_t seed = 42;
+  bool overlap = true;   // build models and warm torch.compile while the run goes on
 };
 int bench_problems(const bench_request& r, const global_options& g);
 

@@ -199,6 +199,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--jobs", bench.jobs, "Imports, extension builds and torch.compile warm-ups at once (default: half the cores)");
   bench_cmd->add_option("--seed", bench.seed, "The seed before get_init_inputs, Model and ModelNew (default 42, as KernelBench)");
+  bench_cmd->add_flag("--no-overlap{false}", bench.overlap,
+                      "Build the models and warm torch.compile only after the run. By default they start\n"
+                      "while the run reviews (a model as soon as its task is exported), which saves most\n"
+                      "of the measurement's preparation, and the run's own timings share the GPU with up\n"
+                      "to three warm-ups per GPU");
 
   std::string trajectory_task, trajectory_memory = "ks-memory";
   auto* trajectory = app.add_subcommand(

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -74,7 +75,7 @@ TEST_CASE("bench --help says what it does, and bad requests get clear messages",
   auto help = kernelskill("bench --help");
   CHECK(help.status == 0);
   for (const char* what : {"--out", "--ablation", "--python", "--reps", "--trials", "fast_p", "torch.compile", "1e-2",
-                           "Resumable"})
+                           "Resumable", "--no-overlap"})
     CHECK_THAT(help.text, Contains(what));
   const fs::path dir = scratch("usage");
   auto unknown = kernelskill("bench " + quote(kGood / "relu.py") + " --out " + quote(dir / "o") + " --ablation full,no-memory");
@@ -156,6 +157,8 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   CHECK_THAT(first.text, Contains("[export full] done: 2 of 2 tasks exported"));
   CHECK_THAT(first.text, Contains("[measure] skipped: " + python));
   CHECK_THAT(first.text, Contains("sees no CUDA GPU"));
+  // Nothing is built or warmed during the run without a GPU, and it says so.
+  CHECK_THAT(first.text, Contains("[prepare] nothing prepared during the run: " + python + " sees no CUDA GPU"));
   const std::vector<std::string> files = {"import/good/relu.json",
                                           "tasks/good/relu.yaml",
                                           "tasks/good/gemm_relu_divide.pt",
@@ -263,5 +266,47 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   INFO(same.text);
   CHECK(same.status == 3);
   CHECK_THAT(same.text, Contains("[run full] complete: 2 tasks finished"));
+  fs::remove_all(dir);
+}
+
+// On the GPU machine: the measurement's preparation overlaps the run. torch.compile of
+// every problem is warmed and each finished task's model is built while the others are
+// reviewed (one task in flight, so the first ones finish while the last runs), and the
+// measurement then finds them done instead of doing them again.
+TEST_CASE("bench on a GPU builds models and warms torch.compile during the run, then measures", "[bench][gpu]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch");
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status != 0)
+    KS_SKIP("PyTorch sees no GPU here (the GPU machine runs this case)");
+  const fs::path dir = scratch("overlap");
+  std::ofstream(dir / "gpu.yaml") << "gpus:\n  local: [0]\nbudgets: {repair_attempts: 1, tasks_in_flight: 1}\n"
+                                  << "review: {trials: 1}\n";
+  const fs::path out = dir / "out";
+  auto r = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "scalar_multiply.py") + " " +
+                       quote(kGood / "layer_norm.py") + " --out " + quote(out) + " --config " + quote(dir / "gpu.yaml") +
+                       " --seeds 1 --rounds 0 --reps 5 --trials 1 --jobs 4 --python " + python);
+  INFO(r.text);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.text, Contains("[prepare] warming torch.compile for 3 problems during the run"));
+  const size_t run_done = r.text.find("[run full] done:");
+  const size_t first_warm = r.text.find("[warm] good/");
+  REQUIRE(run_done != std::string::npos);
+  CHECK(first_warm < r.text.find("[measure]"));
+  // The measurement's warm-up found every problem warmed, and its builds at least the
+  // model of the task that finished first.
+  CHECK_THAT(r.text, Contains("[warm] 3 of 3 problems warmed already"));
+  std::smatch m;
+  REQUIRE(std::regex_search(r.text, m, std::regex(R"(\[build\] ([0-9]+) of 3 models built already)")));
+  CHECK(std::stoi(m[1]) >= 1);
+  // Every problem measured and correct at 1e-4, with torch.compile's time beside ours.
+  const json s = read_json(out / "summary.json");
+  CHECK(s["measurement"]["ran"] == true);
+  const json& overall = s["variants"][0]["overall"];
+  CHECK(overall["measured"] == 3);
+  CHECK(overall["correct_1e-4"] == 3);
+  for (const auto& p : s["problems"]) {
+    CHECK(p["eager_ms"].is_number());
+    CHECK(p["compile_ms"].is_number());
+  }
   fs::remove_all(dir);
 }
