@@ -116,7 +116,8 @@ json manifest_base(const layout& l, const measure_settings& s) {
 }
 
 // The problems with a model of ours to measure, as manifest entries; `todo` gets those
-// not measured yet (or measured with other models).
+// not measured yet (or measured with other models, or whose measurement failed before
+// ours could be checked).
 json entries(const layout& l, const std::vector<variant>& variants, const std::vector<problem>& problems,
              const std::map<std::string, json>& rows, json& todo) {
   std::vector<json> records;
@@ -134,7 +135,9 @@ json entries(const layout& l, const std::vector<variant>& variants, const std::v
     }
     if (models.empty()) continue;
     json entry = {{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()}, {"models", models}};
-    bool measured = rows.count(p.key) > 0;
+    // A row whose problem could not be checked (its Model, or the measurement around it,
+    // failed: out of memory, say) is measured again, in a fresh process.
+    bool measured = rows.count(p.key) > 0 && !rows.at(p.key).contains("error");
     for (const auto& m : models) {
       if (!measured) break;
       const json& row = rows.at(p.key);

@@ -222,6 +222,33 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   REQUIRE(after_cpu_rows["problems"].size() == 2);
   for (const auto& p : after_cpu_rows["problems"]) CHECK(p["variants"]["full"]["state"] == "pending");
 
+  // A GPU's rows (as a measuring process writes them) are kept, except one whose problem
+  // could not be checked (its Model failed: out of memory beside other work, say): that
+  // problem is measured again, here where there is no GPU to do it.
+  const std::string gemm_sha = read_json(out / "variants/full/models/export.json")["gemm_relu_divide"]["sha256"];
+  auto timed_row = [](const std::string& key, const std::string& model_sha, bool failed) {
+    json row = {{"key", key},
+                {"timed", true},
+                {"eager_ms", 1.0},
+                {"variants",
+                 {{"full", {{"sha256", model_sha}, {"ours_ms", 0.5}, {"correct", {{"0.0001", true}, {"0.01", true}}}}}}}};
+    if (failed) row["error"] = "the problem's Model: CUDA out of memory";
+    return row.dump() + "\n";
+  };
+  std::ofstream(out / "measure/results-0.jsonl") << timed_row("good/relu", sha, false)
+                                                 << timed_row("good/gemm_relu_divide", gemm_sha, false);
+  auto measured = kernelskill(args);
+  INFO(measured.text);
+  CHECK(measured.status == 0);
+  CHECK_THAT(measured.text, Contains("[measure] complete: 2 problems measured"));
+  std::ofstream(out / "measure/results-0.jsonl") << timed_row("good/relu", sha, true)
+                                                 << timed_row("good/gemm_relu_divide", gemm_sha, false);
+  auto remeasure = kernelskill(args);
+  INFO(remeasure.text);
+  CHECK(remeasure.status == 3);
+  CHECK_THAT(remeasure.text, Contains("[measure] skipped: " + python));
+  fs::remove(out / "measure/results-0.jsonl");
+
   // An interrupted import and run: the record of one import and the outcome of one task
   // are gone (as if the process had been stopped before writing them). Only those are
   // done again; the other problem and task are kept.
