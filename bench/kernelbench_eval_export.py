@@ -3,10 +3,15 @@ problems (issue 15 item 3). Run by bench/kernelbench_eval_export.sh on the GPU m
 
     python3 bench/kernelbench_eval_export.py --kb-src .devdeps/KernelBench/src \\
         --manifest WORK/manifest.json --work WORK --out OUT [--trials 5] [--perf-trials 100] \\
-        [--jobs 8] [--deadline UNIX_SECONDS] [--timeout-s 300]
+        [--jobs 8] [--eval-jobs 1] [--deadline UNIX_SECONDS] [--timeout-s 300]
 
 MANIFEST.json lists the problems: [{"name", "problem", "export" (or null), "stage",
-"error"}], as the shell script writes it after importing, lowering and exporting.
+"error", "build_dir" (optional)}], as the shell script writes it after importing,
+lowering and exporting, or from a `kernelskill bench` directory (FROM_BENCH), whose
+rows name the bench's own build directory so that its built models are loaded, not
+built again. --perf-trials 0 asks KernelBench for correctness alone
+(measure_performance=False); only then may --eval-jobs evaluate several problems at
+once (each still in its own process): timed trials need the GPU to themselves.
 
 What it promises:
 - the judge is KernelBench's `eval_kernel_against_ref` (src/kernelbench/eval.py, imported
@@ -146,12 +151,13 @@ def eval_one(kb_src, problem_path, export_path, build_dir, trials, perf_trials, 
     problem_src = open(problem_path, encoding="utf-8").read()
     export_src = open(export_path, encoding="utf-8").read()
     t0 = time.time()
+    timed = perf_trials > 0
     r = eval_kernel_against_ref(
         original_model_src=problem_src, custom_model_src=export_src, seed_num=42,
-        num_correct_trials=trials, num_perf_trials=perf_trials, measure_performance=True,
+        num_correct_trials=trials, num_perf_trials=max(perf_trials, 1), measure_performance=timed,
         timing_method="cuda_event", verbose=False, build_dir=build_dir,
         device=torch.device("cuda", 0), backend="cuda", precision=torch.float32,
-        check_for_excessive_speedup=True)
+        check_for_excessive_speedup=timed)
     out = {"shims": shims, "eval_s": round(time.time() - t0, 1)}
     if r is None:  # KernelBench's answer to a lock-file error during the build
         out.update(compiled=False, correct=False, error="KernelBench returned no result (build lock; retry)")
@@ -197,10 +203,10 @@ def write_tables(out_dir, rows, args):
     correct = [r for r in done if r["result"].get("correct")]
     compiled = [r for r in done if r["result"].get("compiled")]
     lines = [
-        "# KernelBench's evaluator on `kernelskill export` (rules coder, seed 0)", "",
+        f"# KernelBench's evaluator on `kernelskill export` ({args.what})", "",
         f"eval_kernel_against_ref: fp32 (atol = rtol = 1e-4), {args.trials} correctness trial(s), "
-        f"{args.perf_trials} timed trial(s) (cuda_event, L2 flushed); times in ms as KernelBench's timing "
-        "returns them (mean).", "",
+        + (f"{args.perf_trials} timed trial(s) (cuda_event, L2 flushed); times in ms as KernelBench's timing "
+           "returns them (mean)." if args.perf_trials > 0 else "correctness only (measure_performance=False)."), "",
         f"{len(rows)} problems: {len(done)} evaluated, {len(compiled)} compiled, {len(correct)} correct.", "",
         "| problem | stage | compiled | correct | runtime ms | ref runtime ms | speedup | note |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | --- |"]
@@ -237,9 +243,14 @@ def main():
     ap.add_argument("--trials", type=int, default=5, help="num_correct_trials (KernelBench's scripts: 5)")
     ap.add_argument("--perf-trials", type=int, default=100, help="num_perf_trials (KernelBench's scripts: 100)")
     ap.add_argument("--jobs", type=int, default=8, help="extensions built at once")
+    ap.add_argument("--what", default="rules coder, seed 0", help="what the exports are, for the table's title")
+    ap.add_argument("--eval-jobs", type=int, default=1,
+                    help="evaluations at once (only with --perf-trials 0: timing wants the GPU alone)")
     ap.add_argument("--deadline", type=float, default=0, help="unix time after which no evaluation starts")
     ap.add_argument("--timeout-s", type=float, default=300, help="per build and per evaluation")
     args = ap.parse_args()
+    if args.eval_jobs > 1 and args.perf_trials > 0:
+        sys.exit("--eval-jobs above 1 needs --perf-trials 0: KernelBench's timed trials need the GPU to themselves")
     if not os.path.exists(os.path.join(args.kb_src, "kernelbench", "eval.py")):
         sys.exit(f"--kb-src {args.kb_src}: no kernelbench/eval.py there (KernelBench's src/ directory)")
     args.work = os.path.abspath(args.work)  # build_dir lands in the evaluated source as a literal
@@ -251,7 +262,7 @@ def main():
 
     def paths(r):
         s = safe(r["name"])
-        return (os.path.join(args.work, "ext", s), os.path.join(args.work, "results", s + ".json"),
+        return (r.get("build_dir") or os.path.join(args.work, "ext", s), os.path.join(args.work, "results", s + ".json"),
                 os.path.join(args.work, "logs", s + ".log"))
 
     todo = []
@@ -270,20 +281,22 @@ def main():
         rc = child(["--build-one", r["export"], ext], min(args.timeout_s, max(1, deadline - time.time())), log)
         if rc == 0:
             return r, None
-        shutil.rmtree(ext, ignore_errors=True)  # no half-built directory (or lock file) for the evaluation
+        if not r.get("build_dir"):  # a bench's build directory is shared by its models: left as it is
+            shutil.rmtree(ext, ignore_errors=True)  # no half-built directory (or lock file) for the evaluation
         return r, f"the extension did not build ({rc}; {log})"
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for r, why in pool.map(build, todo):
             if why:
                 r["build_note"] = why
-    # Then KernelBench's evaluation, one problem at a time on the GPU. A build that
-    # failed above is evaluated all the same: KernelBench reports its compile error.
-    for r in todo:
+    # Then KernelBench's evaluation, one problem at a time on the GPU (several at once for
+    # correctness alone). A build that failed above is evaluated all the same: KernelBench
+    # reports its compile error.
+    def evaluate(r):
         ext, result, log = paths(r)
         if r.get("build_note", "").startswith("not built") or time.time() + 30 > deadline:
             r["stage"] = "not evaluated (out of time)"
-            continue
+            return r
         rc = child(["--eval-one", args.kb_src, r["problem"], r["export"], ext, str(args.trials),
                     str(args.perf_trials), result], min(args.timeout_s, max(1, deadline - time.time())), log)
         if os.path.exists(result):
@@ -295,6 +308,10 @@ def main():
             r["error"] = f"exit {rc}" + (f": {text.splitlines()[-1][:200]}" if text else "") + f" ({log})"
         print(f"{r['name']}: {r['stage']}" + (f", correct={r['result'].get('correct')}" if r.get("result") else ""),
               flush=True)
+        return r
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.eval_jobs)) as pool:
+        list(pool.map(evaluate, todo))
     for r in rows:
         if r.get("result") and r["stage"] == "exported":
             r["stage"] = "evaluated"

@@ -11,6 +11,13 @@
 #
 #   bench/kernelbench_eval_export.sh PROBLEM.py|DIR ...
 #   bench/kernelbench_eval_export.sh .devdeps/KernelBench/level1/{19_ReLU,23_Softmax,33_BatchNorm}.py
+#   FROM_BENCH=build-gpu/kb-bench [VARIANT=full] bench/kernelbench_eval_export.sh
+#
+# FROM_BENCH: instead of importing and lowering, evaluate what a `kernelskill bench`
+# directory exported (variants/VARIANT/models, the best kernel of each task's run), with
+# the problem files it copied, loading the models it built (measure/build). With
+# PERF_TRIALS=0 KernelBench checks correctness alone and EVAL_JOBS (default 1) problems
+# are evaluated at once, each in its own process.
 #
 # Environment: OUT (default kernelbench-eval-out); WORK (default build-gpu/kernelbench-eval,
 # kept between calls while the machine stays warm: a later call with the same problems
@@ -22,7 +29,7 @@
 # SKIP_BUILD=1 uses build-gpu as it is.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -eq 0 ]; then sed -n 2,22p "$0"; exit 2; fi
+if [ $# -eq 0 ] && [ -z "${FROM_BENCH:-}" ]; then sed -n 2,30p "$0"; exit 2; fi
 t0=$(date +%s)
 out=${OUT:-kernelbench-eval-out}
 work=${WORK:-build-gpu/kernelbench-eval}
@@ -32,6 +39,32 @@ jobs=${JOBS:-4}
 mkdir -p "$out" "$work"
 [ -f "$kb_src/kernelbench/eval.py" ] || { echo "kernelbench_eval_export: $kb_src/kernelbench/eval.py not found (KB_SRC: KernelBench's src/)"; exit 2; }
 source .devdeps/env.sh
+if [ -n "${FROM_BENCH:-}" ]; then
+  # The bench's exports, problems and builds: nothing to build, import or lower here.
+  t1=$(date +%s); t2=$t1; t3=$t1
+  what="the best kernels of kernelskill bench $FROM_BENCH, variant ${VARIANT:-full}"
+  python3 - "$FROM_BENCH" "${VARIANT:-full}" >"$work/manifest.json" <<'PY' || { echo "kernelbench_eval_export: $FROM_BENCH is not a bench directory with exports"; exit 2; }
+import glob, json, os, sys
+bench, variant = os.path.abspath(sys.argv[1]), sys.argv[2]
+models = os.path.join(bench, "variants", variant, "models")
+record = json.load(open(os.path.join(models, "export.json")))
+rows = []
+for problem in sorted(glob.glob(os.path.join(bench, "problems", "*", "*.py"))):
+    level, name = os.path.basename(os.path.dirname(problem)), os.path.splitext(os.path.basename(problem))[0]
+    e = record.get(name)
+    row = {"name": level + "/" + name, "problem": problem, "export": None}
+    if not isinstance(e, dict):
+        row.update(stage="not run", error="the bench's run did not finish this task")
+    elif e.get("file"):
+        row.update(stage="exported", export=os.path.join(models, e["file"]), build_dir=os.path.join(bench, "measure", "build"))
+    else:
+        row.update(stage="no kernel", error=e.get("error", ""))
+    rows.append(row)
+print(json.dumps(rows, indent=1))
+PY
+else
+  what="rules coder, seed 0"
+# (the branch without FROM_BENCH: build, import, lower and export, at the left margin for the here-documents)
 if [ -z "${SKIP_BUILD:-}" ]; then
   if ! { cmake -S . -B build-gpu -G Ninja $KS_CMAKE_ARGS && cmake --build build-gpu -j16 --target kernelskill kernelskill-gpu; } >"$out/build.log" 2>&1; then
     tail -30 "$out/build.log"; echo "kernelbench_eval_export: build failed"; exit 1
@@ -101,9 +134,12 @@ for e in json.load(open(os.path.join(work, "tasks", "import-report.json"))):
 print(json.dumps(rows, indent=1))
 PY
 
+fi
+
 # KernelBench's evaluator.
 python3 bench/kernelbench_eval_export.py --kb-src "$kb_src" --manifest "$work/manifest.json" --work "$work" \
   --out "$out" --trials "${TRIALS:-5}" --perf-trials "${PERF_TRIALS:-100}" --jobs 8 --deadline "$deadline" \
+  --eval-jobs "${EVAL_JOBS:-1}" --what "$what" \
   2>&1 | tee "$out/eval.log" | tail -40
 t4=$(date +%s)
 cp "$work/manifest.json" "$out/"
