@@ -909,6 +909,27 @@ TEST_CASE("gpu: adversarial candidates fail or are flagged", "[reviewer][gpu][ad
     CHECK(r.status == review_status::incorrect);
     CHECK(has_flag(r, "output_independent_of_input"));
   }
+  SECTION("a constant where the reference's output is constant too is not flagged") {
+    // relu(x - 10) of x in [0, 1) is all zeros whatever x is (KernelBench's
+    // 9_Matmul_Subtract_Multiply_ReLU at its published sizes): correct kernels, the
+    // honest one and the constant one alike, have outputs that do not change either.
+    task_spec zeros = task_from(R"(
+name: relu_of_shifted
+reference:
+  torchscript: |
+    def forward(x):
+        return torch.relu(x - 10.0)
+inputs:
+  - {name: x, shape: [1023, 1031], init: {kind: uniform, low: 0, high: 1}}
+seed: 3
+)");
+    for (const char* body : {"  if (i < n) y[i] = fmaxf(x[i] - 10.f, 0.f);", "  if (i < n) y[i] = 0.f;"}) {
+      auto r = review_of(*rev, zeros, relu_like(body), kRelu1D, v);
+      INFO(body << ": " << r.message);
+      CHECK(r.status == review_status::ok);
+      CHECK_FALSE(has_flag(r, "output_independent_of_input"));
+    }
+  }
   SECTION("off by one: skips the last element") {
     auto r = review_of(*rev, relu, relu_like("  if (i < n - 1) y[i] = fmaxf(x[i], 0.f);"), kRelu1D, v);
     CHECK(r.status == review_status::incorrect);
