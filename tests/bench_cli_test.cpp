@@ -247,6 +247,18 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   INFO(remeasure.text);
   CHECK(remeasure.status == 3);
   CHECK_THAT(remeasure.text, Contains("[measure] skipped: " + python));
+  // Meanwhile the summary counts it as pending, with its error, not as incorrect.
+  const json after_error = read_json(out / "summary.json");
+  for (const auto& p : after_error["problems"]) {
+    INFO(p.dump());
+    if (p["name"] == "relu") {
+      CHECK(p["variants"]["full"]["state"] == "pending");
+      CHECK_THAT(p["error"].get<std::string>(), Contains("CUDA out of memory"));
+    } else {
+      CHECK(p["variants"]["full"]["state"] == "measured");
+    }
+  }
+  CHECK(after_error["variants"][0]["overall"]["known"] == 1);
   fs::remove(out / "measure/results-0.jsonl");
 
   // An interrupted import and run: the record of one import and the outcome of one task
