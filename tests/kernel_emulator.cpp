@@ -74,6 +74,7 @@ template <class T> inline T __shfl_sync(unsigned, T v, int src) {
   return r;
 }
 inline float __int_as_float(unsigned v) { float f; std::memcpy(&f, &v, 4); return f; }
+inline int __float_as_int(float f) { int v; std::memcpy(&v, &f, 4); return v; }
 // Cache hints change where data lives on a GPU, not what a load returns.
 template <class T> inline T __ldcs(const T* p) { return *p; }
 template <class T> inline T __ldg(const T* p) { return *p; }
@@ -149,7 +150,8 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
     for (size_t i = 0; i < k.params.size(); ++i) {
       const kernel_param& p = k.params[i];
       if (i) text += ", ";
-      const std::string elem = p.kind == scalar_kind::float64 ? "double" : "float";
+      // The pointee as declared: float32 data, float64 scratch, int64 indices (argmax).
+      const std::string elem = p.kind == scalar_kind::float64 ? "double" : p.kind == scalar_kind::int64 ? "long long" : "float";
       if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + elem + "**)a[" + std::to_string(i) + "]";
       else text += "*(" + scalar_type(p) + "*)a[" + std::to_string(i) + "]";
     }

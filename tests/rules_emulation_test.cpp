@@ -855,3 +855,38 @@ TEST_CASE("emulated: short rows packed several a warp match the reference", "[ru
     }
   }
 }
+
+// argmax and argmin as reductions (the best value and its index, the index carried in
+// a float state variable as an int's bits): over the last dim (a warp or a block per
+// row, short rows packed), a middle dim (KernelBench's 51_Argmax_over_a_dimension at a
+// small size), the first dim and a whole 1-d tensor, with keepdim, behind a fused
+// prologue, on ties (the first index wins) and on NaN (the first NaN wins, as torch).
+TEST_CASE("emulated: argmax and argmin match the reference, first index on ties and NaN", "[rules][emulated][arg]") {
+  struct arg_case {
+    const char* name;
+    const char* body;
+    std::vector<int64_t> shape;
+  };
+  const arg_case cases[] = {
+      {"argmax_last", "torch.argmax(x, -1)", {37, 129}},
+      {"argmin_last_keepdim", "torch.argmin(x, 1, True)", {5, 1000}},
+      {"argmax_short_rows", "torch.argmax(x, 2)", {4, 9, 6}},
+      {"argmax_middle", "torch.argmax(x, 1)", {3, 40, 33}},
+      {"argmin_middle_keepdim", "torch.argmin(x, 1, True)", {2, 17, 5, 7}},
+      {"argmax_first_dim", "torch.argmax(x, 0)", {30, 6, 5}},
+      {"argmax_1d", "torch.argmax(x, 0)", {1000}},
+      {"argmax_ties", "torch.argmax(torch.floor(x), 1)", {16, 300}},
+      {"argmin_ties_middle", "torch.argmin(torch.floor(x), 1)", {3, 40, 33}},
+      {"argmax_nan", "torch.argmax(torch.log(x), 1)", {16, 300}},
+      {"argmin_nan_middle", "torch.argmin(torch.log(x), 1)", {3, 40, 33}},
+  };
+  for (const auto& ac : cases) {
+    auto t = norm_task(ac.name, ac.body, ac.shape, false);
+    REQUIRE(t);
+    INFO(ac.name);
+    auto seeds = the_coder().seeds(*t, 5);
+    if (!seeds) FAIL(seeds.message());
+    for (auto& c : *seeds) CHECK(c.recipe.at("stages").find("row_reduce") != std::string::npos);
+    check_candidates(*t, *seeds);
+  }
+}

@@ -4,6 +4,19 @@
 
 namespace ks::rules {
 
+namespace {
+
+// Whether (vb, ib) beats the state (a, ai) for argmax (`greater`) or argmin: NaN first
+// (as torch, a NaN is the extreme), then the value, then the smaller index (the first
+// occurrence). Indices are ints' bits in floats: compared as ints, never computed on.
+std::string arg_beats(bool greater, const std::string& vb, const std::string& ib) {
+  const std::string cmp = greater ? " > " : " < ";
+  return "((" + vb + " != " + vb + ") ? (a == a || __float_as_int(" + ib + ") < __float_as_int(ai)) : (a == a && (" + vb +
+         cmp + "a || (" + vb + " == a && __float_as_int(" + ib + ") < __float_as_int(ai)))))";
+}
+
+}  // namespace
+
 acc_text acc_of(const reduction_spec& r) {
   switch (r.acc) {
     case acc_kind::sum:
@@ -16,6 +29,13 @@ acc_text acc_of(const reduction_spec& r) {
               "if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }"};
     case acc_kind::moments:
       return {{"s1", "s2"}, {"0.0f", "0.0f"}, "{ const float d = v - shift; s1 += d; s2 += d * d; }"};
+    case acc_kind::arg: {
+      // The loop's `c` is the element's index along the reduced dim.
+      const bool greater = r.op == "argmax";
+      return {{"a", "ai"},
+              {greater ? "-KS_INF" : "KS_INF", "__int_as_float(0x7fffffff)"},
+              "{ const float ci = __int_as_float((int)c); if (" + arg_beats(greater, "v", "ci") + ") { a = v; ai = ci; } }"};
+    }
     case acc_kind::welford:
       // __fdividef (2 ulp): the mean's error from it stays far below the rounding of
       // the sums themselves, and M2's update d * (v - wm) stays consistent with it.
@@ -49,6 +69,8 @@ std::string merge(const reduction_spec& r, const std::vector<std::string>& other
     case acc_kind::online: return "ks_ms_merge(m, s, " + other[0] + ", " + other[1] + ");";
     case acc_kind::moments: return "s1 += " + other[0] + "; s2 += " + other[1] + ";";
     case acc_kind::welford: return "ks_wf_merge(wn, wm, w2, " + other[0] + ", " + other[1] + ", " + other[2] + ");";
+    case acc_kind::arg:
+      return "if (" + arg_beats(r.op == "argmax", other[0], other[1]) + ") { a = " + other[0] + "; ai = " + other[1] + "; }";
   }
   return {};
 }
@@ -80,6 +102,7 @@ std::string block_combine(const reduction_spec& r, const acc_text& a) {
 
 std::string finish(const reduction_spec& r, const std::string& count) {
   if (r.op == "sum" || r.op == "max" || r.op == "min") return "a";
+  if (r.op == "argmax" || r.op == "argmin") return "(long long)__float_as_int(ai)";
   if (r.op == "mean") return "a / (float)" + count;
   if (r.op == "norm1") return "a";
   if (r.op == "norm2") return "sqrtf(a)";

@@ -26,7 +26,8 @@ const std::set<std::string>& reduction_ops() {
   static const std::set<std::string> ops = {
       "aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
       "aten::logsumexp", "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::var",
-      "aten::std", "aten::norm", "aten::linalg_vector_norm", "aten::group_norm", "aten::instance_norm"};
+      "aten::std", "aten::norm", "aten::linalg_vector_norm", "aten::group_norm", "aten::instance_norm",
+      "aten::argmax", "aten::argmin"};
   return ops;
 }
 
@@ -99,6 +100,14 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
     } else {
       return error{kind + " of two tensors is elementwise (use maximum/minimum)"};
     }
+  } else if (k == "argmax" || k == "argmin") {
+    r.op = k;
+    // argmax(self, dim=None, keepdim=False). Over the whole tensor the indices are flat
+    // ones, which the library serves.
+    if (n.inputs.size() < 2 || cx.val(n.inputs[1]).is_none() || cx.val(n.inputs[1]).numbers.empty())
+      return error{kind + " over the whole tensor (no dim) is not supported by the rules coder"};
+    (void)set_dims({normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers[0]), rank)}, false);
+    r.keepdim = flag(2);
   } else if (k == "logsumexp") {
     r.op = "lse";
     auto d = dims_from(n.inputs[1], all);
@@ -170,6 +179,7 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
   if (r.op == "sum" || r.op == "mean" || r.op == "norm1" || r.op == "norm2") r.acc = acc_kind::sum;
   else if (r.op == "max") r.acc = acc_kind::max;
   else if (r.op == "min") r.acc = acc_kind::min;
+  else if (r.op == "argmax" || r.op == "argmin") r.acc = acc_kind::arg;
   else if (r.op == "lse" || r.op == "softmax" || r.op == "log_softmax") r.acc = acc_kind::online;
   else r.acc = acc_kind::moments;
   return r;

@@ -31,11 +31,13 @@ int64_t normalize_dim(int64_t d, size_t rank);
 // max-and-sum of the exponentials (logsumexp, softmax), or moments (var, std,
 // layer_norm): shifted sums, or Welford's count, mean and M2 (the row-reduce
 // template picks welford for split rows or when the params say so).
-enum class acc_kind { sum, max, min, online, moments, welford };
+// arg: the best value and its index (argmax, argmin), the index carried as an int's
+// bits in a float state variable (shuffles and shared memory move bits exactly).
+enum class acc_kind { sum, max, min, online, moments, welford, arg };
 
 // A reduction read from its node.
 struct reduction_spec {
-  std::string op;  // sum mean max min lse var std norm1 norm2 softmax log_softmax layer_norm group_norm instance_norm
+  std::string op;  // sum mean max min argmax argmin lse var std norm1 norm2 softmax log_softmax layer_norm group_norm instance_norm
   acc_kind acc = acc_kind::sum;
   std::string input;                       // value id
   std::string output;                      // value id

@@ -73,7 +73,10 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   }
   rp.row_len = cx.target_size(rp.red, graph_len);
   rp.rows_n = cx.target_size(rp.outer, rp.outer_n);
-  if (rp.inner_n == 1 && !(rp.outer_n == 1 && !rp.r.normalizes())) rp.split = choose_split(cx.p, cx.dev, rp);
+  // argmax/argmin rows are not split: a split row's blocks would merge indices too,
+  // which the combine does, but nothing measured asks for it yet.
+  if (rp.inner_n == 1 && !(rp.outer_n == 1 && !rp.r.normalizes()) && rp.r.acc != acc_kind::arg)
+    rp.split = choose_split(cx.p, cx.dev, rp);
   // Split rows merge partial states of whole blocks: Welford's merge keeps the
   // variance of rows of millions within fp32's rounding, where shifted sums would
   // cancel. Elsewhere the params say which.
@@ -102,6 +105,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
     rp.SP = kp.int64(product(std::vector<std::string>(in.sym.begin() + 2, in.sym.end())));
   }
   rp.epi = st.epilogue >= 0 ? &cx.stages[st.epilogue] : nullptr;
+  if (rp.epi && r.acc == acc_kind::arg)
+    return error{"aten::" + r.op + " followed by elementwise ops (on its int64 indices) is not supported by the rules coder"};
   if (rp.epi) {
     rp.epi_var[r.output] = "red";
     if (auto s = chain_code(cx, *rp.epi, "i", kp, rp.epi_code, rp.epi_var, "p"); !s) return error{s.message()};
@@ -111,7 +116,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
     }
     for (auto& [v, t] : rp.epi_out) t = kp.tensor_out(t);
   }
-  rp.OUT = rp.epi ? std::string() : kp.tensor_out(cx.tensor_of.at(r.output));
+  // argmax/argmin write int64 indices; every other reduction float32.
+  rp.OUT = rp.epi ? std::string() : kp.tensor_out(cx.tensor_of.at(r.output), r.acc == acc_kind::arg ? "long long" : "float");
   rp.a = acc_of(r);
   rp.name = kernel_name(si, r.op);
   for (size_t q = 0; q < rp.a.state.size(); ++q) rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
@@ -167,7 +173,7 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   const std::string PIN = kb.tensor_in(part);
   const std::string NP = kb.int64(P);
   const std::string CB = kb.int64(product(rp.red));
-  const std::string OUTB = kb.tensor_out(cx.tensor_of.at(r.output));
+  const std::string OUTB = kb.tensor_out(cx.tensor_of.at(r.output), r.acc == acc_kind::arg ? "long long" : "float");
   k << "\n// " << r.op << " of a whole tensor, second pass: one block combines the partial states.\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_final(" << join(kb.decls, ", ") << ") {\n";
   k << rp.decl;
@@ -403,7 +409,8 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, rp, lay.warp, lay.lanes);
   // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
   // aligned), the rest element by element.
-  lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;
+  // Not for argmax/argmin: their update needs each element's index `c`.
+  lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none && r.acc != acc_kind::arg;
   return lay;
 }
 

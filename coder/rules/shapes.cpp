@@ -33,7 +33,10 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
   const std::string& out = n.outputs[0];
   const graph_value& ov = cx.val(out);
   if (!ov.is_tensor()) return error{kind + ": result is not a tensor"};
-  if (ov.dtype != "float32") return error{kind + " (value " + out + ") gives " + ov.dtype + "; the rules coder writes float32 kernels only"};
+  // argmax/argmin write their int64 indices (row_reduce.cpp); everything else float32.
+  const bool indices = (kind == "aten::argmax" || kind == "aten::argmin") && ov.dtype == "int64";
+  if (ov.dtype != "float32" && !indices)
+    return error{kind + " (value " + out + ") gives " + ov.dtype + "; the rules coder writes float32 kernels only"};
   std::vector<std::string> tin;
   for (auto& i : n.inputs)
     if (cx.is_tensor(i)) tin.push_back(i);
