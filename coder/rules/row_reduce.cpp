@@ -73,6 +73,9 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   }
   rp.row_len = cx.target_size(rp.red, graph_len);
   rp.rows_n = cx.target_size(rp.outer, rp.outer_n);
+  if (rp.r.acc == acc_kind::arg && rp.row_len > 2147483647LL)
+    return error{"aten::" + rp.r.op + " over " + std::to_string(rp.row_len) +
+                 " elements: its kernel carries indices as 32-bit ints"};
   // argmax/argmin rows are not split: a split row's blocks would merge indices too,
   // which the combine does, but nothing measured asks for it yet.
   if (rp.inner_n == 1 && !(rp.outer_n == 1 && !rp.r.normalizes()) && rp.r.acc != acc_kind::arg)
