@@ -279,7 +279,9 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
     k << "  const long long c4n = (" << C << " & 3) == 0 ? " << C << " / 4 : 0;\n";
     k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
     k << "    const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + base)[c4];\n";
-    for (auto* l : lanes4) k << "    { const float v = q." << l << "; " << a.update << " }\n";
+    for (int l = 0; l < 4; ++l)
+      k << "    { " << (r.acc == acc_kind::arg ? "const long long c = c4 * 4 + " + std::to_string(l) + "; " : std::string())
+        << "const float v = q." << lanes4[l] << "; " << a.update << " }\n";
     k << "  }\n";
     loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
   }
@@ -412,8 +414,7 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, rp, lay.warp, lay.lanes);
   // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
   // aligned), the rest element by element.
-  // Not for argmax/argmin: their update needs each element's index `c`.
-  lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none && r.acc != acc_kind::arg;
+  lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;
   return lay;
 }
 
