@@ -102,7 +102,7 @@ std::string block_combine(const reduction_spec& r, const acc_text& a) {
 
 std::string finish(const reduction_spec& r, const std::string& count) {
   if (r.op == "sum" || r.op == "max" || r.op == "min") return "a";
-  if (r.op == "argmax" || r.op == "argmin") return "(long long)__float_as_int(ai)";
+  if (r.acc == acc_kind::arg) return "(long long)__float_as_int(ai)";
   if (r.op == "mean") return "a / (float)" + count;
   if (r.op == "norm1") return "a";
   if (r.op == "norm2") return "sqrtf(a)";

@@ -56,6 +56,8 @@ struct reduction_spec {
   }
   // The norms built on mean and variance.
   bool moment_norm() const { return op == "layer_norm" || op == "group_norm" || op == "instance_norm"; }
+  // The C type its kernel writes: argmax/argmin's int64 indices, float32 otherwise.
+  const char* out_ctype() const { return acc == acc_kind::arg ? "long long" : "float"; }
 };
 
 // A 2-d pool read from its node.

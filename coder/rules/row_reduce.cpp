@@ -119,8 +119,7 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
     }
     for (auto& [v, t] : rp.epi_out) t = kp.tensor_out(t);
   }
-  // argmax/argmin write int64 indices; every other reduction float32.
-  rp.OUT = rp.epi ? std::string() : kp.tensor_out(cx.tensor_of.at(r.output), r.acc == acc_kind::arg ? "long long" : "float");
+  rp.OUT = rp.epi ? std::string() : kp.tensor_out(cx.tensor_of.at(r.output), r.out_ctype());
   rp.a = acc_of(r);
   rp.name = kernel_name(si, r.op);
   for (size_t q = 0; q < rp.a.state.size(); ++q) rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
@@ -176,7 +175,7 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   const std::string PIN = kb.tensor_in(part);
   const std::string NP = kb.int64(P);
   const std::string CB = kb.int64(product(rp.red));
-  const std::string OUTB = kb.tensor_out(cx.tensor_of.at(r.output), r.acc == acc_kind::arg ? "long long" : "float");
+  const std::string OUTB = kb.tensor_out(cx.tensor_of.at(r.output), r.out_ctype());
   k << "\n// " << r.op << " of a whole tensor, second pass: one block combines the partial states.\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_final(" << join(kb.decls, ", ") << ") {\n";
   k << rp.decl;
