@@ -66,10 +66,8 @@ bench_cell cell_of(const layout& l, const variant& v, const problem& p, const js
   const json& m = row.is_object() && row.contains("variants") && row["variants"].contains(v.name)
                       ? row["variants"][v.name]
                       : json();
-  // Measured, and measured as it is exported now. A row whose problem could not be
-  // checked (its Model, or the measurement around it, failed) leaves the cell pending:
-  // the problem is measured again (measure_step), and its error is the problem's note.
-  if (m.is_object() && text(row, "error").empty() &&
+  // Measured, and measured as it is exported now; a failed row leaves the cell pending.
+  if (m.is_object() && !measurement_failed(row) &&
       text(m, "sha256") == file_sha256(l.models_dir(v.name) / text(e, "file")))
     measured_cell(m, c);
   return c;

@@ -135,9 +135,8 @@ json entries(const layout& l, const std::vector<variant>& variants, const std::v
     }
     if (models.empty()) continue;
     json entry = {{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()}, {"models", models}};
-    // A row whose problem could not be checked (its Model, or the measurement around it,
-    // failed: out of memory, say) is measured again, in a fresh process.
-    bool measured = rows.count(p.key) > 0 && !rows.at(p.key).contains("error");
+    // A failed row is measured again, in a fresh process.
+    bool measured = rows.count(p.key) > 0 && !measurement_failed(rows.at(p.key));
     for (const auto& m : models) {
       if (!measured) break;
       const json& row = rows.at(p.key);
@@ -162,6 +161,10 @@ status write_script(const layout& l) {
 }
 
 }  // namespace
+
+bool measurement_failed(const json& row) {
+  return row.is_object() && row.contains("error") && row["error"].is_string() && !row["error"].get<std::string>().empty();
+}
 
 std::string file_sha256(const fs::path& path) {
   std::error_code ec;

@@ -141,6 +141,10 @@ class early_measurement {
 
 // Every measured problem's row (key → the last complete row in measure/results-*.jsonl).
 std::map<std::string, nlohmann::json> read_measurements(const layout& l);
+// Whether a row's problem could not be checked (its Model, or the measurement around
+// it, failed: out of memory, say): such a problem is measured again and, until then,
+// pending in the summary with the row's error as its note.
+bool measurement_failed(const nlohmann::json& row);
 // The SHA-256 of a file's bytes ("" when it cannot be read): a model measured is the
 // model exported.
 std::string file_sha256(const std::filesystem::path& path);
