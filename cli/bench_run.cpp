@@ -166,17 +166,22 @@ nlohmann::json read_export_record(const layout& l, const variant& v) {
 status export_step(const layout& l, const variant& v, const std::vector<problem>& problems, bool quiet) {
   const std::string step = "export " + v.name;
   const json before = read_export_record(l, v);
-  // What the run finished: task → its best candidate ("" without one).
+  // Whether the record names the task's best candidate ("" without one) and, when it
+  // has a model, the file is there: exported already, and kept as it is.
+  auto kept = [&](const problem& p, const json& outcome) {
+    const std::string best = outcome.value("success", false) ? outcome.value("best_candidate", "") : "";
+    const json& had = before.contains(p.name) ? before[p.name] : json();
+    return had.is_object() && had.value("candidate", "") == best &&
+           (best.empty() || fs::exists(l.models_dir(v.name) / had.value("file", "")));
+  };
+  // What the run finished.
   std::vector<std::pair<const problem*, json>> finished;
   bool complete = true;
   for (const auto& p : problems) {
     if (!p.ok()) continue;
     json outcome = read_json_file(outcome_path(l, v, p.name));
     if (!outcome.is_object()) continue;  // not run (the run step stopped early)
-    const std::string best = outcome.value("success", false) ? outcome.value("best_candidate", "") : "";
-    const json& had = before.contains(p.name) ? before[p.name] : json();
-    complete = complete && had.is_object() && had.value("candidate", "") == best &&
-               (best.empty() || fs::exists(l.models_dir(v.name) / had.value("file", "")));
+    complete = complete && kept(p, outcome);
     finished.emplace_back(&p, std::move(outcome));
   }
   if (complete) {
@@ -188,6 +193,13 @@ status export_step(const layout& l, const variant& v, const std::vector<problem>
   json rec = json::object();
   size_t exported = 0;
   for (const auto& [p, outcome] : finished) {
+    // Only what changed is exported again (the early measurement calls this each time a
+    // task of a running variant finishes).
+    if (kept(*p, outcome)) {
+      rec[p->name] = before[p->name];
+      exported += !before[p->name].value("file", "").empty();
+      continue;
+    }
     json e = {{"candidate", ""}, {"file", ""}, {"sha256", ""}, {"error", ""}};
     if (!outcome.value("success", false)) {
       e["error"] = "no correct kernel: " + outcome.value("reason", std::string("no reason given"));
