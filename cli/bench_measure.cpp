@@ -379,6 +379,7 @@ void early_measurement::work() {
   // jobs build, each compiling two files at once (MAX_JOBS=2).
   const std::string build_jobs = std::to_string(std::max(1u, s.jobs / 3));
   std::set<std::string> tried;  // model files (by SHA-256) handed to a build already
+  std::string seen_records;     // the variants' export.json, as last looked at
   size_t built = 0;
   for (;;) {
     std::optional<variant> v;
@@ -408,6 +409,11 @@ void early_measurement::work() {
     for (auto it = fs::directory_iterator(l.root / "variants", ec); !ec && it != fs::directory_iterator();
          it.increment(ec))
       if (it->is_directory()) variants.push_back({it->path().filename().string(), true, true});
+    // Nothing exported since the last look: no model to hash again.
+    std::string records;
+    for (const auto& vv : variants) records += read_text_file(l.models_dir(vv.name) / "export.json");
+    if (records == seen_records) continue;
+    seen_records = std::move(records);
     json todo;
     json fresh = json::array();
     for (auto& e : entries(l, variants, s_->problems, {}, todo)) {
