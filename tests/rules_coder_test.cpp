@@ -768,6 +768,10 @@ TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes 
       {sized_task("rms_channels_kb", "x", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {{"x", {112, 64, 512, 512}}},
                   {{"x", {2, 4, 4, 4}}}),
        "read twice"},
+      {sized_task("batch_norm_kb", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
+                  {{"x", {64, 64, 512, 512}}, {"weight", {64}}, {"bias", {64}}},
+                  {{"x", {2, 4, 4, 4}}, {"weight", {4}}, {"bias", {4}}}),
+       "the partial states of the row's channel in every batch"},
       {sized_task("sum_few_rows", "x", "torch.sum(x, [1])", {{"x", {8, 1048576}}}, {{"x", {2, 4096}}}),
        "a warp per row merges"},
       {sized_task("cumsum_reverse_kb", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
@@ -797,6 +801,35 @@ TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes 
   CHECK(compiled_and_resolved(cases[0].t, ln->front()).constants.at("SPLIT0").i == 66);
 }
 
+// batch_norm is a row normalisation only on the batch's statistics and with
+// (batch, channel) rows: on running statistics (eval mode) it is an affine map that
+// stays ATen's, as does a 2-d input (one element a row); each says why.
+TEST_CASE("rules coder: batch_norm on running statistics or of a 2-d input stays a library step, named", "[rules][batch_norm]") {
+  const task_spec eval = sized_task("bn_eval", "x, weight, bias, rm, rv",
+                                    "torch.batch_norm(x, weight, bias, rm, rv, False, 0.1, 1e-5, False)",
+                                    {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}, {"rm", {8}}, {"rv", {8}}},
+                                    {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}, {"rm", {8}}, {"rv", {8}}});
+  const task_spec flat = sized_task("bn_2d", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
+                                    {{"x", {16, 8}}, {"weight", {8}}, {"bias", {8}}},
+                                    {{"x", {16, 8}}, {"weight", {8}}, {"bias", {8}}});
+  const std::pair<const task_spec*, const char*> cases[] = {{&eval, "on running statistics"}, {&flat, "rank 2"}};
+  for (const auto& [t, why] : cases) {
+    INFO(t->name);
+    auto seeds = the_coder().seeds(*t, 1);
+    if (!seeds) FAIL(seeds.message());
+    const candidate& c = seeds->front();
+    CHECK(c.recipe.at("template") == "library");
+    CHECK_THAT(c.recipe.at("fallback_why"), Catch::Contains("aten::batch_norm") && Catch::Contains(why));
+  }
+  // With the batch's statistics, the same 4-d input is one row_reduce stage.
+  const task_spec train = sized_task("bn_train", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
+                                     {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}},
+                                     {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}});
+  auto seeds = the_coder().seeds(train, 1);
+  if (!seeds) FAIL(seeds.message());
+  CHECK(seeds->front().recipe.at("stages") == "row_reduce");
+}
+
 // Issue 17, item 4: every (template, method) pair the decision policy can produce for
 // a rules-coder candidate is a real change of that candidate's kernels. The walk: the
 // seeds of every example and suite task and of the aspect-ratio tasks above, and for
@@ -823,6 +856,10 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
                               {{"x", {2, 16, 4, 4}}, {"weight", {16}}, {"bias", {16}}}));
   corpus.push_back(sized_task("rms_channels_kb", "x", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)",
                               {{"x", {112, 64, 512, 512}}}, {{"x", {2, 4, 4, 4}}}));
+  corpus.push_back(sized_task("batch_norm_kb", "x, weight, bias",
+                              "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
+                              {{"x", {64, 64, 512, 512}}, {"weight", {64}}, {"bias", {64}}},
+                              {{"x", {2, 4, 4, 4}}, {"weight", {4}}, {"bias", {4}}}));
   corpus.push_back(sized_task("cumsum_reverse_few_rows", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {4, 4194304}}},
                               {{"x", {2, 5000}}}));
   corpus.push_back(sized_task("softmax_short_rows_16", "x", "torch.softmax(x, -1)", {{"x", {1048576, 16}}}, {{"x", {64, 16}}}));

@@ -726,6 +726,50 @@ TEST_CASE("emulated: group_norm and instance_norm as row normalisations match th
   }
 }
 
+// batch_norm with the batch's statistics (training mode, as KernelBench runs it): a
+// channel's rows in every batch are reduced into partial states, which each block of
+// the second kernel merges batch by batch before it normalises its chunk. Many
+// batches and one, spatial sizes a multiple of 4 and not, with and without the
+// affine, a chain before and after it; on a 2-SM device the rows are also split over
+// several blocks each (partials per batch and part). Reruns are bit for bit.
+TEST_CASE("emulated: batch_norm with the batch's statistics matches the reference", "[rules][emulated][norms][batch_norm]") {
+  struct bn_case {
+    const char* name;
+    const char* body;
+    bool affine;
+  };
+  const bn_case cases[] = {
+      {"batch_norm", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)", true},
+      {"batch_norm_plain", "torch.batch_norm(x, None, None, None, None, True, 0.1, 1e-3, False)", false},
+      {"batch_norm_chain", "torch.tanh(torch.batch_norm(x * 2.0 - 1.0, weight, bias, None, None, True, 0.1, 1e-5, False)) * 0.5",
+       true},
+  };
+  for (const auto& bc : cases) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 8, 6, 8}, std::vector<int64_t>{5, 4, 5, 7},
+                                       std::vector<int64_t>{1, 6, 9, 12}, std::vector<int64_t>{4, 3, 13}}) {
+      auto t = norm_task(bc.name, bc.body, shape, bc.affine);
+      REQUIRE(t);
+      INFO(bc.name << " of " << shape.size() << "-d shape " << shape[0] << "x" << shape[1] << "x" << shape[2]);
+      auto seeds = the_coder().seeds(*t, 5);
+      if (!seeds) FAIL(seeds.message());
+      for (auto& c : *seeds) {
+        CHECK(c.recipe.at("stages").find("row_reduce") != std::string::npos);
+        CHECK(c.source.find("_part(") != std::string::npos);
+        CHECK(c.source.find("atomic") == std::string::npos);
+      }
+      check_candidates(*t, *seeds);
+    }
+    // Few long rows on a 2-SM device: each (batch, channel) row split over blocks too.
+    auto t = norm_task(bc.name, bc.body, {3, 4, 320, 41}, bc.affine);
+    REQUIRE(t);
+    INFO(bc.name << " split");
+    auto seeds = small_device_coder().seeds(*t, 5);
+    if (!seeds) FAIL(seeds.message());
+    check_candidates(*t, *seeds);
+    check_bit_identical(*t, seeds->front());
+  }
+}
+
 // Reductions over a middle dim that read their column twice (middle_reduce.hpp): a
 // normalisation over dim 1, or a keepdim reduction with the chain after it fused
 // (RMSNorm over the channels of NCHW). Columns that the registers hold whole at the

@@ -27,7 +27,7 @@ const std::set<std::string>& reduction_ops() {
       "aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
       "aten::logsumexp", "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::var",
       "aten::std", "aten::norm", "aten::linalg_vector_norm", "aten::group_norm", "aten::instance_norm",
-      "aten::argmax", "aten::argmin"};
+      "aten::argmax", "aten::argmin", "aten::batch_norm"};
   return ops;
 }
 
@@ -145,6 +145,23 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
     if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
     r.eps = cx.val(n.inputs[7]).numbers.at(0);
     r.channel_affine = true;
+    r.first = 2;
+    r.last = static_cast<int64_t>(rank);
+  } else if (k == "batch_norm") {
+    // batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+    // eps, cudnn_enabled) normalises by the batch's statistics in training mode (as
+    // KernelBench runs it) or where there are no running statistics. The running
+    // statistics' update is module state, not an output: the kernel does not repeat it.
+    r.op = k;
+    if (rank < 3)
+      return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    if (!flag(5) && !cx.val(n.inputs[3]).is_none())
+      return error{kind + " on running statistics is not supported by the rules coder"};
+    if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
+    if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
+    r.eps = cx.val(n.inputs[7]).numbers.at(0);
+    r.channel_affine = true;
+    r.batch_stats = true;
     r.first = 2;
     r.last = static_cast<int64_t>(rank);
   } else if (k == "var" || k == "std") {

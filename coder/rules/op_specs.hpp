@@ -37,25 +37,34 @@ enum class acc_kind { sum, max, min, online, moments, welford, arg };
 
 // A reduction read from its node.
 struct reduction_spec {
-  std::string op;  // sum mean max min argmax argmin lse var std norm1 norm2 softmax log_softmax layer_norm group_norm instance_norm
+  std::string op;  // sum mean max min argmax argmin lse var std norm1 norm2 softmax log_softmax layer_norm group_norm instance_norm batch_norm
   acc_kind acc = acc_kind::sum;
   std::string input;                       // value id
   std::string output;                      // value id
   int64_t first = 0, last = 0;             // reduced dims [first, last)
   bool keepdim = false;
   double correction = 1;                   // var/std
-  double eps = 1e-5;                       // layer_norm, group_norm, instance_norm
+  double eps = 1e-5;                       // layer_norm, group_norm, instance_norm, batch_norm
   std::string weight, bias;                // the norms' affine (value ids, or empty)
   // group_norm: the number of groups; a row is one (batch, group) pair, its channels
   // and their spatial dims contiguous. 0 for every other op.
   int64_t groups = 0;
-  // instance_norm: a row is one (batch, channel) pair; weight and bias are per channel.
+  // instance_norm and batch_norm: a row is one (batch, channel) pair; weight and bias
+  // are per channel.
   bool channel_affine = false;
+  // batch_norm (the batch's statistics): a channel's mean and variance are those of
+  // its rows in every batch, so the rows' partial states are merged across the batch
+  // (always the split rows' two kernels, row_split.hpp), and the variance divides by
+  // the merged count.
+  bool batch_stats = false;
   bool normalizes() const {
-    return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "group_norm" || op == "instance_norm";
+    return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "group_norm" || op == "instance_norm" ||
+           op == "batch_norm";
   }
   // The norms built on mean and variance.
-  bool moment_norm() const { return op == "layer_norm" || op == "group_norm" || op == "instance_norm"; }
+  bool moment_norm() const {
+    return op == "layer_norm" || op == "group_norm" || op == "instance_norm" || op == "batch_norm";
+  }
   // The C type its kernel writes: argmax/argmin's int64 indices, float32 otherwise.
   const char* out_ctype() const { return acc == acc_kind::arg ? "long long" : "float"; }
 };

@@ -20,7 +20,8 @@ void normalisation_text(reduce_parts& rp) {
   else if (r.op == "log_softmax") rp.prelude = "  const float lse = m + logf(s);\n", rp.y = "v - lse";
   else if (r.moment_norm()) {
     if (r.acc == acc_kind::welford) {
-      rp.prelude = "  const float mean = wm;\n  const float var = fmaxf(w2 / (float)" + C + ", 0.0f);\n";
+      // batch_norm's rows are merged across the batch: its count is the merged one.
+      rp.prelude = "  const float mean = wm;\n  const float var = fmaxf(w2 / " + (r.batch_stats ? std::string("wn") : "(float)" + C) + ", 0.0f);\n";
     } else {
       rp.prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
       rp.prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
@@ -31,7 +32,8 @@ void normalisation_text(reduce_parts& rp) {
     // channel), read once; group_norm's per channel of the row (group_pass2).
     std::string at = "[c]";
     if (r.channel_affine && (!rp.W.empty() || !rp.Bi.empty())) {
-      rp.prelude += "  const long long ch = row % " + rp.CH + ";\n";
+      // (batch_norm's merge of the channel's partials has `ch` already.)
+      if (!r.batch_stats) rp.prelude += "  const long long ch = row % " + rp.CH + ";\n";
       at = "[ch]";
     }
     if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + at;
@@ -82,8 +84,10 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
     rp.split = choose_split(cx.p, cx.dev, rp);
   // Split rows merge partial states of whole blocks: Welford's merge keeps the
   // variance of rows of millions within fp32's rounding, where shifted sums would
-  // cancel. Elsewhere the params say which.
-  if (rp.r.acc == acc_kind::moments && (rp.split > 1 || cx.p.moments == "welford")) rp.r.acc = acc_kind::welford;
+  // cancel. batch_norm always merges its rows' partials (across the batch). Elsewhere
+  // the params say which.
+  if (rp.r.acc == acc_kind::moments && (rp.split > 1 || rp.r.batch_stats || cx.p.moments == "welford"))
+    rp.r.acc = acc_kind::welford;
   if (rp.r.acc == acc_kind::welford) cx.uses_welford = true;
   rp.ROWS = kp.int64(product(rp.outer));
   rp.C = kp.int64(product(rp.red));
@@ -403,7 +407,9 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   else if (rp.inner_n == 1) lay.form = reduce_layout::rows;
   else if (!r.normalizes() && !rp.epi) lay.form = reduce_layout::middle_slices;
   else lay.form = reduce_layout::middle_two_pass;
-  lay.split = lay.form == reduce_layout::rows && rp.split > 1;
+  // batch_norm's rows are merged across the batch: always the split rows' kernels
+  // (SPLIT may be 1: a block per row, the merge across the batch all the same).
+  lay.split = lay.form == reduce_layout::rows && (rp.split > 1 || r.batch_stats);
   // Split rows are walked by blocks whatever the mapping asked: a row is long.
   lay.warp = p.row_mapping == "warp" && rp.inner_n == 1 && !lay.split;
   // Short rows share a warp: at least 4 elements a lane (at the target shapes).

@@ -1,6 +1,7 @@
 #pragma once
-// The row-reduce template: sum/mean/amax/amin/logsumexp/var/std/norm and the
-// normalisations built on them (softmax, log_softmax, layer_norm), with the
+// The row-reduce template: sum/mean/amax/amin/logsumexp/var/std/norm/argmax/argmin
+// and the normalisations built on them (softmax, log_softmax, layer_norm, group_norm,
+// instance_norm, batch_norm), with the
 // elementwise chain that feeds them fused in as a prologue (on the loads) and the
 // one after them as an epilogue (on the second pass).
 //
@@ -9,7 +10,8 @@
 //                      into partial states, one block combines them (two kernels);
 //   rows               the last dims: a block or a warp per row, the row kept on chip
 //                      between the passes when it is read twice (row_cache.hpp);
-//                      few long rows are split over several blocks each (row_split.hpp);
+//                      few long rows are split over several blocks each, and
+//                      batch_norm's rows merged across the batch (row_split.hpp);
 //   middle_slices      a middle dim to one value per output: each output's column in
 //                      slices, a warp per slice and a lane per output;
 //   middle_two_pass    a middle dim read twice (a normalisation, or a keepdim

@@ -31,14 +31,22 @@ std::string chunk_head(const reduce_parts& rp, const std::string& S) {
 
 // The row's partial states merged in part order: thread t takes parts t, t + width,
 // ...; the warp or block combine that follows is itself in a fixed order.
+// batch_norm: the partials of the row's channel in every batch, rows n * CH + ch,
+// batch by batch and part by part within a row.
 std::string merge_partials(const reduce_parts& rp, const std::string& PIN, const std::string& S, const std::string& lane,
                            const std::string& width) {
   const acc_text& a = rp.a;
-  std::string t = "  for (long long q = " + lane + "; q < " + S + "; q += " + width + ") {\n";
+  std::string t, at = "row * " + S + " + q";
+  if (rp.r.batch_stats) {
+    t = "  const long long ch = row % " + rp.CH + ";  // the channel: its rows are ch, ch + " + rp.CH + ", ...\n";
+    t += "  for (long long q = " + lane + "; q < " + rp.ROWS + " / " + rp.CH + " * " + S + "; q += " + width + ") {\n";
+    at = "((q / " + S + ") * " + rp.CH + " + ch) * " + S + " + q % " + S;
+  } else {
+    t = "  for (long long q = " + lane + "; q < " + S + "; q += " + width + ") {\n";
+  }
   std::vector<std::string> other;
   for (size_t k = 0; k < a.state.size(); ++k) {
-    t += "    const float p_" + a.state[k] + " = " + PIN + "[" + std::to_string(k) + " * " + rp.ROWS + " * " + S +
-         " + row * " + S + " + q];\n";
+    t += "    const float p_" + a.state[k] + " = " + PIN + "[" + std::to_string(k) + " * " + rp.ROWS + " * " + S + " + " + at + "];\n";
     other.push_back("p_" + a.state[k]);
   }
   return t + "    " + merge(rp.r, other) + "\n  }\n";
@@ -81,7 +89,8 @@ std::string second_pass_kernel(lowering_context& cx, reduce_parts& rp, const red
   const reduction_spec& r = rp.r;
   std::ostringstream k;
   k << "\n// " << r.op << " over the last dims of few long rows, second pass: each of a row's " << split_name
-    << " blocks merges the row's partial states in order, then "
+    << (r.batch_stats ? " blocks merges the partial states of the row's channel in every batch in order, then "
+                      : " blocks merges the row's partial states in order, then ")
     << (r.normalizes() ? "normalises its chunk" : "runs the fused epilogue over its chunk") << ".\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
   k << chunk_head(rp, S) << rp.decl;

@@ -9,7 +9,10 @@
 // SPLIT partials in the order of b, then either stores the reduced value (a warp per
 // row) or, for a normalisation or a fused epilogue, runs the second pass: each of the
 // row's SPLIT blocks merges the same partials in the same order (so every block of a
-// row holds the same bits) and walks its own chunk again.
+// row holds the same bits) and walks its own chunk again. batch_norm's rows are
+// (batch, channel) pairs whose statistics are the channel's: it always takes these two
+// kernels (SPLIT may be 1), and its second kernel merges the partials of the row's
+// channel in every batch, batch by batch and part by part.
 //
 // What it promises:
 // - choose_split decides from the params (row_split: how many device-fulls of blocks
