@@ -244,6 +244,44 @@ TEST_CASE("emulated: pointwise losses run as fused reductions and match the refe
   }
 }
 
+// The triplet margin loss written out (composites.hpp): the distances as row norms
+// over the last dim with the difference and eps fused into their loads, the hinge and
+// the reduction after them; p 1 and 2, swap, every reduction mode, 2-d and 3-d inputs.
+TEST_CASE("emulated: the triplet margin loss runs as row norms and a reduction and matches the reference",
+          "[rules][emulated][losses][triplet]") {
+  struct triplet_case {
+    const char* name;
+    const char* expr;
+    std::vector<int64_t> shape;
+  };
+  const triplet_case cases[] = {
+      {"triplet_mean", "torch.triplet_margin_loss(a, p, n, 1.0, 2.0, 1e-6, False, 1)", {48, 200}},
+      {"triplet_sum_p1", "torch.triplet_margin_loss(a, p, n, 0.5, 1.0, 1e-6, False, 2)", {33, 130}},
+      {"triplet_swap_none", "torch.triplet_margin_loss(a, p, n, 2.0, 2.0, 1e-3, True, 0) * 2.0", {6, 5, 64}},
+  };
+  for (const auto& tc : cases) {
+    INFO(tc.name);
+    std::string dims;
+    for (size_t i = 0; i < tc.shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(tc.shape[i]);
+    // Anchors scaled down so that some triplets are inside the margin and some not.
+    std::string yaml = std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(a, p, n):\n        return " +
+                       tc.expr + "\ninputs:\n";
+    for (const char* in : {"a", "p", "n"})
+      yaml += std::string("  - name: ") + in + "\n    shape: [" + dims + "]\n    init: {kind: uniform, low: 0, high: " +
+              (std::string(in) == "a" ? "0.3" : "1") + "}\n";
+    yaml += "seed: 3\n";
+    auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
+    REQUIRE(t);
+    auto cands = the_coder().seeds(*t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const auto& c : *cands) {
+      CHECK_THAT(c.recipe.at("stages"), !Catch::Contains("fallback"));
+      CHECK_THAT(c.source, Catch::Contains("_norm"));
+    }
+    check_candidates(*t, *cands);
+  }
+}
+
 // What expand_composites promises to leave alone. Operands that broadcast: the ATen
 // call stays, run as a library step, and the seed is still correct. A reduction or beta
 // computed at run time (here from the rank): not rewritten either, and since a library

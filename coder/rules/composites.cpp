@@ -1,5 +1,6 @@
 #include "coder/rules/composites.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ const char* kXlogy = "aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor";
 const char* kExp = "aten::exp(Tensor self) -> Tensor";
 const char* kMean = "aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor";
 const char* kSum = "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor";
+const char* kAddScalar = "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor";
+const char* kNormDim = "aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor";
+const char* kMinimum = "aten::minimum(Tensor self, Tensor other) -> Tensor";
+const char* kClampMin = "aten::clamp_min(Tensor self, Scalar min) -> Tensor";
 
 bool is_float(const std::string& dtype) {
   return dtype == "float32" || dtype == "float64" || dtype == "float16" || dtype == "bfloat16";
@@ -36,6 +41,7 @@ class expansion {
 
   bool run() {
     const std::string op = n_.kind;
+    if (op == "aten::triplet_margin_loss") return triplet();
     if (op != "aten::mse_loss" && op != "aten::l1_loss" && op != "aten::smooth_l1_loss" && op != "aten::huber_loss" &&
         op != "aten::kl_div")
       return false;
@@ -99,6 +105,46 @@ class expansion {
   std::vector<graph_node>& nodes() { return added_; }
 
  private:
+  // triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction)
+  // as ATen computes it: d(x, y) = norm(x - y + eps, p) over the last dim (ATen's
+  // pairwise_distance), clamp_min(margin + d(a, pos) - d(a, neg), 0), with
+  // min(d(a, neg), d(pos, neg)) for d(a, neg) under swap; then the reduction. Taken
+  // for three float tensors of one shape of rank 2 or more, p 1 or 2 (the norms the
+  // row reductions compute) and constant arguments.
+  bool triplet() {
+    if (n_.inputs.size() != 8 || n_.outputs.size() != 1) return false;
+    const graph_value* a = g_.value(n_.inputs[0]);
+    const graph_value* pos = g_.value(n_.inputs[1]);
+    const graph_value* neg = g_.value(n_.inputs[2]);
+    if (!a || !pos || !neg || !a->is_tensor() || !pos->is_tensor() || !neg->is_tensor() || a->shape != pos->shape ||
+        a->shape != neg->shape || a->dtype != pos->dtype || a->dtype != neg->dtype || !is_float(a->dtype) ||
+        a->shape.size() < 2)
+      return false;
+    const graph_value* margin = constant_number(g_, n_.inputs[3]);
+    const graph_value* p = constant_number(g_, n_.inputs[4]);
+    const graph_value* eps = constant_number(g_, n_.inputs[5]);
+    const graph_value* swap = constant_number(g_, n_.inputs[6]);
+    const graph_value* red = constant_number(g_, n_.inputs[7]);
+    if (!margin || !p || !eps || !swap || !red || !g_.value(n_.outputs[0])) return false;
+    if (p->numbers[0] != 1 && p->numbers[0] != 2) return false;
+    const int reduction = static_cast<int>(red->numbers[0]);
+    if (reduction < 0 || reduction > 2) return false;
+    shape_ = a->shape;
+    dtype_ = a->dtype;
+    const std::vector<int64_t> rows(a->shape.begin(), a->shape.end() - 1);
+    auto distance = [&](const std::string& x, const std::string& y) {
+      const std::string d = node("aten::sub", kSub, {x, y, number("int", 1)});
+      const std::string e = node("aten::add", kAddScalar, {d, number("float", eps->numbers[0]), number("int", 1)});
+      return node("aten::norm", kNormDim, {e, number("float", p->numbers[0]), ints({-1}), number("bool", 0)}, rows);
+    };
+    const std::string dp = distance(n_.inputs[0], n_.inputs[1]);
+    std::string dn = distance(n_.inputs[0], n_.inputs[2]);
+    if (swap->numbers[0] != 0) dn = node("aten::minimum", kMinimum, {dn, distance(n_.inputs[1], n_.inputs[2])}, rows);
+    const std::string m = node("aten::add", kAddScalar, {dp, number("float", margin->numbers[0]), number("int", 1)}, rows);
+    const std::string s = node("aten::sub", kSub, {m, dn, number("int", 1)}, rows);
+    return finish(node("aten::clamp_min", kClampMin, {s, number("float", 0)}, rows), reduction);
+  }
+
   // The elementwise loss `loss` reduced as `reduction` says, into the node's output.
   bool finish(const std::string& loss, int reduction) {
     if (reduction == 0) {
@@ -135,11 +181,23 @@ class expansion {
     return c.id;
   }
 
-  std::string node(const std::string& kind, const char* schema, std::vector<std::string> inputs) {
+  std::string ints(const std::vector<int64_t>& v) {
+    graph_value c;
+    c.id = fresh("int[]");
+    c.type = "int[]";
+    for (int64_t x : v) c.numbers.push_back(static_cast<double>(x));
+    c.constant = true;
+    g_.values[c.id] = c;
+    return c.id;
+  }
+
+  // A new node of one tensor result, of the loss's inputs' shape unless `shape` says.
+  std::string node(const std::string& kind, const char* schema, std::vector<std::string> inputs,
+                   std::optional<std::vector<int64_t>> shape = std::nullopt) {
     graph_value t;
     t.id = fresh(kind.substr(6));
     t.type = "Tensor";
-    t.shape = shape_;
+    t.shape = shape ? *shape : shape_;
     t.dtype = dtype_;
     g_.values[t.id] = t;
     graph_node n;

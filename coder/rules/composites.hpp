@@ -11,15 +11,21 @@
 //   smooth_l1_loss(x, y, r, b)   m * m * (0.5 / b) + (a - m)      (a when b is 0)
 //   huber_loss(x, y, r, b)       m * m * 0.5 + b * (a - m)
 //   kl_div(x, t, r, log_target)  xlogy(t, t) - t * x, or exp(t) * (t - x) with log_target
-// then reduction r: 0 none, 1 mean (over every element), 2 sum.
+// then reduction r: 0 none, 1 mean (over every element), 2 sum. And the triplet
+// margin loss, as two (three with swap) row norms over the last dim and the
+// elementwise chain after them:
+//   triplet_margin_loss(a, p, n, margin, q, eps, swap, r)
+//       clamp_min(margin + d(a, p) - d(a, n), 0),  d(x, y) = norm(x - y + eps, q) over
+//       the last dim (ATen's pairwise_distance; q 1 or 2), d(a, n) = min(d(a, n), d(p, n))
+//       with swap.
 //
 // Below b, m = a and the first term is ATen's 0.5 d² / b (resp. 0.5 d²); above it,
 // m = b and the sum is a - b / 2 (resp. b (a - b / 2)). Rounding differs from ATen's by
 // an ulp or so per element (1 / b taken once).
 //
 // What it promises:
-// - only a loss whose two inputs are float tensors of one shape, whose reduction and
-//   b are constants of the graph, and whose result nothing else reads under another
+// - only a loss whose two (three) inputs are float tensors of one shape, whose
+//   reduction and b (margin, q, eps, swap) are constants of the graph, and whose result nothing else reads under another
 //   name is rewritten; anything else is left as it was: a library step runs it (operands
 //   that broadcast), or, with a reduction or b computed at run time, the lowering
 //   refuses it naming that argument (a library step's attributes are fixed text);
