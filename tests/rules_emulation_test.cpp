@@ -764,6 +764,41 @@ TEST_CASE("emulated: group_norm and instance_norm as row normalisations match th
   }
 }
 
+// Pools over one and three dims (the pool template's window over the last 1, 2 or 3
+// dims): max with padding and dilation (NaN from log of negatives propagates), average
+// counting padding or not, divisor_override, strides that do not divide, inputs with
+// and without the batch dim, and an epilogue fused before the store.
+TEST_CASE("emulated: 1-d and 3-d max and average pools match the reference", "[rules][emulated][pool]") {
+  struct pool_case {
+    const char* name;
+    const char* body;
+    std::vector<int64_t> shape;
+  };
+  const pool_case cases[] = {
+      {"max_pool1d_dil", "torch.max_pool1d(x, [8], [1], [4], [3], False)", {2, 3, 70}},
+      {"max_pool1d_nan", "torch.max_pool1d(torch.log(x), [3], [2], [1], [1], False)", {2, 3, 41}},
+      {"max_pool1d_2d_input", "torch.max_pool1d(x, [4], [3], [2], [1], False) * 2.0 + 1.0", {5, 37}},
+      {"avg_pool1d_pad", "torch.avg_pool1d(x, [8], [1], [4], False, True)", {2, 3, 70}},
+      {"avg_pool1d_no_pad_count", "torch.tanh(torch.avg_pool1d(x, [5], [2], [2], False, False))", {2, 4, 33}},
+      {"max_pool3d_dil", "torch.max_pool3d(x, [3, 3, 3], [2, 2, 2], [1, 1, 1], [3, 3, 3], False)", {2, 2, 13, 12, 11}},
+      {"max_pool3d_4d_input", "torch.relu(torch.max_pool3d(x, [2, 3, 2], [1, 2, 2], [1, 1, 0], [1, 1, 1], False) - 0.5)",
+       {3, 7, 9, 8}},
+      {"avg_pool3d_pad", "torch.avg_pool3d(x, [3, 3, 3], [2, 2, 2], [1, 1, 1], False, True, None)", {2, 2, 9, 10, 11}},
+      {"avg_pool3d_no_pad_count", "torch.avg_pool3d(x, [3, 2, 3], [2, 2, 1], [1, 1, 1], False, False, None)", {1, 3, 7, 6, 9}},
+      {"avg_pool3d_divisor", "torch.avg_pool3d(x, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, 5)", {2, 2, 6, 7, 8}},
+  };
+  for (const auto& pc : cases) {
+    auto t = norm_task(pc.name, pc.body, pc.shape, false);
+    REQUIRE(t);
+    INFO(pc.name);
+    auto seeds = the_coder().seeds(*t, 2);
+    if (!seeds) FAIL(seeds.message());
+    // (log(x) before a pool is its own elementwise kernel: pools take no prologue.)
+    for (auto& c : *seeds) CHECK_THAT(c.recipe.at("stages"), Catch::EndsWith("pool") || Catch::Contains("pool+epilogue"));
+    check_candidates(*t, *seeds, /*nan_positions=*/true);
+  }
+}
+
 // batch_norm with the batch's statistics (training mode, as KernelBench runs it): a
 // channel's rows in every batch are reduced into partial states, which each block of
 // the second kernel merges batch by batch before it normalises its chunk. Many

@@ -27,7 +27,7 @@
 //                                             column kept in registers)
 //   scan.cpp              scan_layout         cumsum, cumprod (flipped, exclusive,
 //                                             split)
-//   pool.cpp              pool_layout         max_pool2d, avg_pool2d
+//   pool.cpp              pool_layout         max_pool and avg_pool, 1-d to 3-d
 //   library.cpp           library_call        matmul, linear, conv2d ... as ATen steps
 //   fallback.cpp          fallback_call       any other ATen op, by its schema
 // The driver (coder/lowering.cpp: lower_graph) plans the stages, calls each stage's

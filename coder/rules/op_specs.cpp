@@ -202,20 +202,30 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
   return r;
 }
 
+bool is_pool(const std::string& kind) {
+  static const std::set<std::string> ops = {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d",
+                                            "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"};
+  return ops.count(kind) > 0;
+}
+
 result<pool_spec> read_pool(const lowering_context& cx, const graph_node& n, const std::string& kind) {
   pool_spec p;
-  p.max = kind == "aten::max_pool2d";
+  p.max = kind.rfind("aten::max_pool", 0) == 0;
+  p.dims = kind.back() == 'd' && kind.size() >= 2 ? kind[kind.size() - 2] - '0' : 2;
+  if (p.dims < 1 || p.dims > 3) return error{kind + " is not a pool the rules coder takes"};
+  const int D = p.dims;
+  // One integer for every dim, or one for each.
   auto pair = [&](size_t k, int64_t* out, bool may_be_empty) -> status {
     const auto& v = cx.val(n.inputs.at(k)).numbers;
     if (v.empty() && may_be_empty) return {};
-    if (v.empty() || v.size() > 2) return error{kind + ": argument " + std::to_string(k) + " is not 1 or 2 integers"};
-    out[0] = static_cast<int64_t>(v[0]);
-    out[1] = static_cast<int64_t>(v.size() == 2 ? v[1] : v[0]);
+    if (v.empty() || (v.size() != 1 && static_cast<int>(v.size()) != D))
+      return error{kind + ": argument " + std::to_string(k) + " is not 1" + (D > 1 ? " or " + std::to_string(D) : std::string()) +
+                   " integers"};
+    for (int d = 0; d < D; ++d) out[d] = static_cast<int64_t>(v.size() == 1 ? v[0] : v[d]);
     return {};
   };
   if (auto s = pair(1, p.kernel, false); !s) return error{s.message()};
-  p.stride[0] = p.kernel[0];
-  p.stride[1] = p.kernel[1];
+  for (int d = 0; d < D; ++d) p.stride[d] = p.kernel[d];
   if (auto s = pair(2, p.stride, true); !s) return error{s.message()};
   if (auto s = pair(3, p.pad, false); !s) return error{s.message()};
   if (p.max) {
@@ -227,6 +237,7 @@ result<pool_spec> read_pool(const lowering_context& cx, const graph_node& n, con
     if (!cx.val(n.inputs.at(4)).numbers.empty() && cx.val(n.inputs[4]).numbers[0] != 0)
       return error{kind + " with ceil_mode is not supported by the rules coder"};
     p.count_include_pad = cx.val(n.inputs.at(5)).numbers.empty() || cx.val(n.inputs[5]).numbers[0] != 0;
+    // (avg_pool1d has no divisor_override.)
     if (n.inputs.size() > 6 && !cx.val(n.inputs[6]).is_none()) p.divisor = cx.val(n.inputs[6]).numbers.at(0);
   }
   return p;

@@ -69,10 +69,12 @@ struct reduction_spec {
   const char* out_ctype() const { return acc == acc_kind::arg ? "long long" : "float"; }
 };
 
-// A 2-d pool read from its node.
+// A 1-, 2- or 3-d pool read from its node: the window over the last `dims` dims,
+// entries [0, dims) of each array (the first of them the outermost).
 struct pool_spec {
   bool max = true;
-  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
+  int dims = 2;
+  int64_t kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
   bool count_include_pad = true;
   double divisor = 0;  // divisor_override, 0 = none
 };
@@ -83,5 +85,7 @@ struct pool_spec {
 result<reduction_spec> read_reduction(const lowering_context& cx, const graph_node& n, const std::string& kind);
 // The pool `n` computes; an error for ceil_mode or indices.
 result<pool_spec> read_pool(const lowering_context& cx, const graph_node& n, const std::string& kind);
+// max_pool1d/2d/3d and avg_pool1d/2d/3d: the ops the pool template takes.
+bool is_pool(const std::string& kind);
 
 }  // namespace ks::rules

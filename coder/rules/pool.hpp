@@ -1,7 +1,7 @@
 #pragma once
-// The pool template: max_pool2d and avg_pool2d over the last two dims (NCHW or CHW),
-// a thread per output element, with the elementwise chain after them fused before
-// the store.
+// The pool template: max_pool and avg_pool over the last one, two or three dims
+// (NCL, NCHW, NCDHW, or without the batch), a thread per output element, with the
+// elementwise chain after them fused before the store.
 //
 // What it promises:
 // - a max pool propagates NaN and never picks padding; an average counts padding

@@ -74,13 +74,16 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
     cx.shapes[out] = cx.shapes.at(n.inputs[0]);
     return {};
   }
-  if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
+  if (is_pool(kind)) {
     auto pp = read_pool(cx, n, kind);
     if (!pp) return error{pp.message()};
     const shaped& x = cx.shapes.at(n.inputs[0]);
-    shaped s{ov.shape, {x.sym.begin(), x.sym.end() - 2}};
-    for (int k = 0; k < 2; ++k)
-      s.sym.push_back("(" + x.sym[x.sym.size() - 2 + k] + " + " + std::to_string(2 * pp->pad[k]) + " - " +
+    const int D = pp->dims;
+    if (static_cast<int>(x.sym.size()) < D + 1)
+      return error{kind + " of a tensor of rank " + std::to_string(x.sym.size()) + " is not supported by the rules coder"};
+    shaped s{ov.shape, {x.sym.begin(), x.sym.end() - D}};
+    for (int k = 0; k < D; ++k)
+      s.sym.push_back("(" + x.sym[x.sym.size() - D + k] + " + " + std::to_string(2 * pp->pad[k]) + " - " +
                       std::to_string(pp->dil[k] * (pp->kernel[k] - 1) + 1) + ") / " + std::to_string(pp->stride[k]) + " + 1");
     cx.shapes[out] = s;
     return {};

@@ -149,7 +149,7 @@ status collect_stages(lowering_context& cx) {
       add_elementwise(cx, n);
     } else if (reduction_ops().count(kind)) {
       cx.stages.push_back(stage{stage::reduce, {&n}, {}, -1, false});
-    } else if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
+    } else if (is_pool(kind)) {
       cx.stages.push_back(stage{stage::pool, {&n}, {}, -1, false});
     } else if (kind == "aten::cumsum" || kind == "aten::cumprod") {
       cx.stages.push_back(stage{stage::scan, {&n}, {}, -1, false});
