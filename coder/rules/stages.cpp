@@ -21,8 +21,8 @@ status prepare(lowering_context& cx) {
     bool read = std::find(cx.g.outputs.begin(), cx.g.outputs.end(), id) != cx.g.outputs.end();
     for (const auto& n : cx.g.nodes) read = read || std::find(n.inputs.begin(), n.inputs.end(), id) != n.inputs.end();
     if (!read) continue;
-    if (v.dtype != "float32")
-      return error{"input " + cx.g.input_names[i] + " is " + v.dtype + "; the rules coder writes float32 kernels only"};
+    // Another dtype (cross_entropy's int64 targets, a bool mask) is read by library
+    // steps only: template_refusal sends every node that reads it to ATen.
     shaped s{v.shape, {}};
     for (size_t d = 0; d < v.shape.size(); ++d)
       s.sym.push_back(cx.g.input_names[i] + ".shape[" + std::to_string(d) + "]");
