@@ -44,6 +44,68 @@ bool is_meta(const std::string& kind) {
 
 int64_t normalize_dim(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
 
+namespace {
+
+// The normalisations over a row: layer_norm over its normalized_shape, group_norm
+// over (batch, group) rows, instance_norm and batch_norm over (batch, channel) rows.
+status read_norm(const lowering_context& cx, const graph_node& n, const std::string& kind, const std::string& k,
+                 size_t rank, reduction_spec& r) {
+  auto flag = [&](size_t i) { return i < n.inputs.size() && !cx.val(n.inputs[i]).numbers.empty() && cx.val(n.inputs[i]).numbers[0] != 0; };
+  const graph_value& x = cx.val(r.input);
+  if (k == "layer_norm") {
+    r.op = k;
+    size_t nd = cx.val(n.inputs[1]).numbers.size();
+    r.first = static_cast<int64_t>(rank - nd);
+    r.last = static_cast<int64_t>(rank);
+    if (!cx.val(n.inputs[2]).is_none()) r.weight = n.inputs[2];
+    if (!cx.val(n.inputs[3]).is_none()) r.bias = n.inputs[3];
+    r.eps = cx.val(n.inputs[4]).numbers.at(0);
+  } else if (k == "group_norm") {
+    r.op = k;
+    if (rank < 2) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    const auto& g = cx.val(n.inputs[1]).numbers;
+    r.groups = g.empty() ? 0 : static_cast<int64_t>(g[0]);
+    if (r.groups <= 0 || x.shape[1] % r.groups != 0)
+      return error{kind + ": the channels (" + std::to_string(x.shape[1]) + ") do not split into the groups"};
+    if (!cx.val(n.inputs[2]).is_none()) r.weight = n.inputs[2];
+    if (!cx.val(n.inputs[3]).is_none()) r.bias = n.inputs[3];
+    r.eps = cx.val(n.inputs[4]).numbers.at(0);
+    r.first = 1;
+    r.last = static_cast<int64_t>(rank);
+  } else if (k == "instance_norm") {
+    r.op = k;
+    if (rank < 3) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    // On running statistics (eval mode, tracked) it is an elementwise affine map.
+    if (!flag(5)) return error{kind + " on running statistics is not supported by the rules coder"};
+    if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
+    if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
+    r.eps = cx.val(n.inputs[7]).numbers.at(0);
+    r.channel_affine = true;
+    r.first = 2;
+    r.last = static_cast<int64_t>(rank);
+  } else if (k == "batch_norm") {
+    // batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+    // eps, cudnn_enabled) normalises by the batch's statistics in training mode (as
+    // KernelBench runs it) or where there are no running statistics. The running
+    // statistics' update is module state, not an output: the kernel does not repeat it.
+    r.op = k;
+    if (rank < 3)
+      return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    if (!flag(5) && !cx.val(n.inputs[3]).is_none())
+      return error{kind + " on running statistics is not supported by the rules coder"};
+    if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
+    if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
+    r.eps = cx.val(n.inputs[7]).numbers.at(0);
+    r.channel_affine = true;
+    r.batch_stats = true;
+    r.first = 2;
+    r.last = static_cast<int64_t>(rank);
+  }
+  return {};
+}
+
+}  // namespace
+
 result<reduction_spec> read_reduction(const lowering_context& cx, const graph_node& n, const std::string& kind) {
   reduction_spec r;
   r.input = n.inputs[0];
@@ -116,54 +178,8 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
   } else if (k == "softmax" || k == "log_softmax") {
     r.op = k;
     (void)set_dims({normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers.at(0)), rank)}, false);
-  } else if (k == "layer_norm") {
-    r.op = k;
-    size_t nd = cx.val(n.inputs[1]).numbers.size();
-    r.first = static_cast<int64_t>(rank - nd);
-    r.last = static_cast<int64_t>(rank);
-    if (!cx.val(n.inputs[2]).is_none()) r.weight = n.inputs[2];
-    if (!cx.val(n.inputs[3]).is_none()) r.bias = n.inputs[3];
-    r.eps = cx.val(n.inputs[4]).numbers.at(0);
-  } else if (k == "group_norm") {
-    r.op = k;
-    if (rank < 2) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
-    const auto& g = cx.val(n.inputs[1]).numbers;
-    r.groups = g.empty() ? 0 : static_cast<int64_t>(g[0]);
-    if (r.groups <= 0 || x.shape[1] % r.groups != 0)
-      return error{kind + ": the channels (" + std::to_string(x.shape[1]) + ") do not split into the groups"};
-    if (!cx.val(n.inputs[2]).is_none()) r.weight = n.inputs[2];
-    if (!cx.val(n.inputs[3]).is_none()) r.bias = n.inputs[3];
-    r.eps = cx.val(n.inputs[4]).numbers.at(0);
-    r.first = 1;
-    r.last = static_cast<int64_t>(rank);
-  } else if (k == "instance_norm") {
-    r.op = k;
-    if (rank < 3) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
-    // On running statistics (eval mode, tracked) it is an elementwise affine map.
-    if (!flag(5)) return error{kind + " on running statistics is not supported by the rules coder"};
-    if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
-    if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
-    r.eps = cx.val(n.inputs[7]).numbers.at(0);
-    r.channel_affine = true;
-    r.first = 2;
-    r.last = static_cast<int64_t>(rank);
-  } else if (k == "batch_norm") {
-    // batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
-    // eps, cudnn_enabled) normalises by the batch's statistics in training mode (as
-    // KernelBench runs it) or where there are no running statistics. The running
-    // statistics' update is module state, not an output: the kernel does not repeat it.
-    r.op = k;
-    if (rank < 3)
-      return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
-    if (!flag(5) && !cx.val(n.inputs[3]).is_none())
-      return error{kind + " on running statistics is not supported by the rules coder"};
-    if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
-    if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
-    r.eps = cx.val(n.inputs[7]).numbers.at(0);
-    r.channel_affine = true;
-    r.batch_stats = true;
-    r.first = 2;
-    r.last = static_cast<int64_t>(rank);
+  } else if (k == "layer_norm" || k == "group_norm" || k == "instance_norm" || k == "batch_norm") {
+    if (auto s = read_norm(cx, n, kind, k, rank, r); !s) return error{s.message()};
   } else if (k == "var" || k == "std") {
     r.op = k;
     if (n.inputs.size() == 2) {  // var(x, unbiased)
