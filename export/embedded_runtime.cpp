@@ -22,4 +22,11 @@ const std::string& dispatch_runtime() {
   return text;
 }
 
+// gpu/result_adoption.hpp (whether a library step's result may become its declared
+// buffer, as the reviewer decides it).
+const std::string& library_results_runtime() {
+  static const std::string text(embedded::result_adoption_hpp());
+  return text;
+}
+
 }  // namespace ks::export_detail

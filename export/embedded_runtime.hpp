@@ -19,5 +19,7 @@ std::string_view launcher_expr_inc();
 std::string_view dispatch_runtime_hpp();
 // export/launcher_dispatch.inc: the module's arguments, readers and errors, over it.
 std::string_view launcher_dispatch_inc();
+// gpu/result_adoption.hpp: taking a library step's result as its declared buffer (ATen only).
+std::string_view result_adoption_hpp();
 
 }  // namespace ks::embedded

@@ -366,7 +366,8 @@ class general_writer {
     std::string decls;
     const std::set<std::string> declared_before = available_;
     std::string block = library_results(
-        label, s.outputs, *c, [&](const std::string& n) { return declared_before.count(n) > 0; }, decls);
+        label, s.outputs, *c, [&](const std::string& n) { return declared_before.count(n) > 0; },
+        std::vector<std::string>(declared_before.begin(), declared_before.end()), decls);
     for (auto& out : s.outputs) available_.insert(out);
     return decls + block;
   }

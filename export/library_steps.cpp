@@ -142,7 +142,8 @@ std::string dispatch_call(const std::map<std::string, std::string>& attrs, const
 
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
-                            const std::function<bool(const std::string&)>& is_declared_buffer, std::string& decls) {
+                            const std::function<bool(const std::string&)>& is_declared_buffer,
+                            const std::vector<std::string>& in_scope, std::string& decls) {
   std::ostringstream o;
   o << "  {\n" << c.pre;
   o << "    const std::vector<at::Tensor> r = " << (c.dispatcher ? c.call : "{" + c.call + "}") << ";\n"
@@ -155,7 +156,15 @@ std::string library_results(const std::string& label, const std::vector<std::str
       o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
         << var(out) << ".scalar_type(), "
         << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
-        << "    " << var(out) << ".copy_(r[" << k << "]);\n";
+        << "    if (ks::result_adoption::adoptable(r, " << k << ", " << var(out) << ", {";
+      bool first = true;
+      for (const std::string& t : in_scope) {
+        if (t == out) continue;
+        o << (first ? "" : ", ") << "&" << var(t);
+        first = false;
+      }
+      o << "})) " << var(out) << " = r[" << k << "];\n"
+        << "    else " << var(out) << ".copy_(r[" << k << "]);\n";
     } else {
       decls += "  at::Tensor " + var(out) + ";\n";
       o << "    " << var(out) << " = r[" << k << "].contiguous();\n";

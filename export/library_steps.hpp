@@ -39,10 +39,15 @@ result<library_step_call> library_step(const std::string& label, const resolved_
                                        const std::vector<bool>& is_tensor);
 
 // The C++ block that runs `c` and takes its results: a declared buffer
-// (`is_declared_buffer`) is checked against the result and copied into; a new
-// intermediate is declared in `decls` (before the block, so that later steps see it).
+// (`is_declared_buffer`) is checked against the result, then becomes the result where
+// ks::result_adoption::adoptable allows (gpu/result_adoption.hpp, in the module) and is
+// copied into otherwise; a new intermediate is declared in `decls` (before the block,
+// so that later steps see it). `in_scope`: every tensor the launcher has declared so
+// far (inputs, parameters, buffers, intermediates), which an adopted result must not
+// share memory with.
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
-                            const std::function<bool(const std::string&)>& is_declared_buffer, std::string& decls);
+                            const std::function<bool(const std::string&)>& is_declared_buffer,
+                            const std::vector<std::string>& in_scope, std::string& decls);
 
 }  // namespace ks::export_detail

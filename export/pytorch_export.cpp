@@ -151,6 +151,11 @@ result<std::string> launcher(const task_spec& task, const candidate& best, const
     << "#endif\n\n";
   bool has_dispatcher_step = false;
   for (const auto& st : best.plan.steps) has_dispatcher_step = has_dispatcher_step || st.attrs.count("schema");
+  bool has_library_step = false;
+  for (const auto& st : best.plan.steps) has_library_step = has_library_step || st.kind != "kernel";
+  if (has_library_step)
+    l << "// Library steps' results: taken as their declared buffers where nothing else sees them.\n"
+      << export_detail::library_results_runtime() << "\n";
   if (has_dispatcher_step)
     l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << export_detail::dispatch_runtime() << "\n";
   auto general = export_detail::general_function(task, best.plan, kernels);

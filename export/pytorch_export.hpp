@@ -103,6 +103,9 @@ const std::string& expression_runtime();
 // calling an ATen op by its schema), then export/launcher_dispatch.inc (ks_arg,
 // ks_targ/iarg/farg, ks_call_by_schema); emitted when a plan has one.
 const std::string& dispatch_runtime();
+// The helper of every library step's results: gpu/result_adoption.hpp (a result taken as
+// the declared buffer instead of copied into it); emitted when a plan has a library step.
+const std::string& library_results_runtime();
 // `text` as a C++ expression of type ks_v: constants become c_NAME, tensors t_NAME.
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
                                          const std::set<std::string>& tensors);

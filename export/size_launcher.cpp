@@ -62,7 +62,7 @@ result<std::string> kernel_step(const resolved_step& s, const std::vector<kernel
 }
 
 // A library step, its numbers fixed; `declared` holds the intermediates declared so far.
-result<std::string> library_step_block(const resolved_step& s, const resolved_plan& plan,
+result<std::string> library_step_block(const task_spec& task, const resolved_step& s, const resolved_plan& plan,
                                        std::set<std::string>& declared) {
   std::vector<std::string> a, dargs;
   std::vector<bool> is_tensor;
@@ -81,11 +81,18 @@ result<std::string> library_step_block(const resolved_step& s, const resolved_pl
   }
   auto c = library_step(s.label(), s, s.outputs, a, dargs, is_tensor);
   if (!c) return error{c.message()};
+  const std::set<std::string> declared_before = declared;
   for (auto& out : s.outputs) {
     const resolved_buffer* b = plan.find_buffer(out);
     if (!(b && b->role != buffer_role::intermediate) && !declared.insert(out).second)
       return error{s.label() + ": intermediate '" + out + "' is produced twice"};
   }
+  std::vector<std::string> in_scope;
+  for (const auto* list : {&task.inputs, &task.parameters})
+    for (const auto& t : *list) in_scope.push_back(t.name);
+  for (const auto* list : {&plan.outputs, &plan.scratch})
+    for (const auto& b : *list) in_scope.push_back(b.name);
+  for (const auto& n : declared_before) in_scope.push_back(n);
   std::string decls;
   std::string block = library_results(
       s.label(), s.outputs, *c,
@@ -93,7 +100,7 @@ result<std::string> library_step_block(const resolved_step& s, const resolved_pl
         const resolved_buffer* b = plan.find_buffer(n);
         return b && b->role != buffer_role::intermediate;
       },
-      decls);
+      in_scope, decls);
   return decls + block;
 }
 
@@ -120,7 +127,7 @@ result<std::string> size_function(const task_spec& task, const size_variant& v,
   std::set<std::string> declared;  // intermediates already declared
   for (const auto& s : v.plan.steps) {
     o << "  // " << s.label() << "\n";
-    auto step = s.kind == "kernel" ? kernel_step(s, kernels) : library_step_block(s, v.plan, declared);
+    auto step = s.kind == "kernel" ? kernel_step(s, kernels) : library_step_block(task, s, v.plan, declared);
     if (!step) return error{step.message()};
     o << *step;
   }

@@ -26,6 +26,7 @@
 #include "gpu/library_ops.hpp"
 #include "gpu/output_check.hpp"
 #include "gpu/profiler.hpp"
+#include "gpu/result_adoption.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "gpu/trial_cache.hpp"
 #include "plan/plan_validator.hpp"
@@ -568,7 +569,13 @@ struct reviewer::impl {
           fail(review_status::plan_error, s.label() + ": outputs[" + std::to_string(k) + "] '" + name +
                                               "': the op returned " + shape_of(out) + " " + dtype_name(out) +
                                               ", but the buffer is declared " + shape_of(dst) + " " + dtype_name(dst));
-        dst.copy_(out);
+        // Taken as the buffer when nothing else can see its memory (gpu/result_adoption.hpp):
+        // the copy was a full pass over the output.
+        std::vector<const at::Tensor*> live;
+        for (const auto& [other, t] : env)
+          if (other != name) live.push_back(&t);
+        if (result_adoption::adoptable(*outs, k, dst, live)) dst = out;
+        else dst.copy_(out);
       } else {
         env[name] = out.contiguous();
       }

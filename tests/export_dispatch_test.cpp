@@ -16,6 +16,7 @@
 #include <c10/util/Exception.h>
 
 #include "gpu/dispatch_runtime.hpp"
+#include "gpu/result_adoption.hpp"
 #include "export/launcher_dispatch.inc"
 
 namespace {
@@ -61,4 +62,40 @@ TEST_CASE("exported dispatcher steps: the module's side of gpu/dispatch_runtime.
         "ModelNew: result 0 of aten::size is not a tensor");
   CHECK(failure({{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}, {ks_targ(x)}) ==
         "ModelNew: this PyTorch has no operator for the schema aten::no_such_op(Tensor self) -> Tensor");
+}
+
+// gpu/result_adoption.hpp, as the reviewer's plan runner and the module's launcher
+// decide it: a fresh result is taken as the buffer; one that shares memory with
+// anything the plan can still see, or is not laid out as the buffer, is copied.
+TEST_CASE("library results: taken as the declared buffer only when nothing else sees their memory",
+          "[export][adoption]") {
+  using ks::result_adoption::adoptable;
+  using ks::result_adoption::shares_memory;
+  const at::Tensor x = at::arange(24, at::kFloat).reshape({4, 6});
+  const at::Tensor w = at::ones({6, 3}, at::kFloat);
+  const at::Tensor dst = at::empty({4, 3}, at::kFloat);
+  const std::vector<const at::Tensor*> live{&x, &w};
+  // A new tensor of the buffer's sizes, dtype and layout: taken.
+  CHECK(adoptable({at::matmul(x, w)}, 0, dst, live));
+  // A view of an input (reshape, or contiguous() with nothing to do): copied.
+  const at::Tensor xv = x.reshape({4, 6});
+  CHECK(shares_memory(xv, x));
+  CHECK_FALSE(adoptable({xv}, 0, at::empty({4, 6}, at::kFloat), live));
+  CHECK_FALSE(adoptable({x.contiguous()}, 0, at::empty({4, 6}, at::kFloat), live));
+  // A view of part of an input shares its storage even where the bytes differ.
+  CHECK_FALSE(adoptable({x.narrow(0, 2, 2).contiguous()}, 0, at::empty({2, 6}, at::kFloat), live));
+  // Two results in one storage (chunk): neither is taken.
+  const at::Tensor y = at::matmul(x, w).t().contiguous();  // 3 x 4, a fresh storage
+  auto halves = at::chunk(y, 3, 0);
+  std::vector<at::Tensor> parts(halves.begin(), halves.end());
+  CHECK_FALSE(adoptable(parts, 0, at::empty({1, 4}, at::kFloat), live));
+  // Laid out otherwise than the buffer, or of other sizes or dtype: copied.
+  const at::Tensor fresh_t = at::matmul(x, w).t();
+  CHECK_FALSE(fresh_t.is_contiguous());
+  CHECK_FALSE(adoptable({fresh_t}, 0, at::empty({3, 4}, at::kFloat), live));
+  CHECK_FALSE(adoptable({at::matmul(x, w)}, 0, at::empty({3, 4}, at::kFloat), live));
+  CHECK_FALSE(adoptable({at::matmul(x, w).to(at::kDouble)}, 0, dst, live));
+  // A fresh tensor shares nothing with the inputs; an empty one has no bytes to share.
+  CHECK_FALSE(shares_memory(at::matmul(x, w), x));
+  CHECK(adoptable({at::empty({0, 3}, at::kFloat)}, 0, at::empty({0, 3}, at::kFloat), live));
 }

@@ -176,6 +176,36 @@ TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
         std::string::npos);
 }
 
+TEST_CASE("export: a library step's result becomes its declared buffer where nothing else sees it", "[export][cxx]") {
+  auto ex = export_pytorch(task("tests/data/export/matmul_task.yaml"),
+                           cand(kSource / "examples/plans/relu.cu", kData / "matmul_library.yaml"));
+  if (!ex) FAIL(ex.message());
+  const std::string runtime = export_detail::library_results_runtime();
+  CHECK(ex->launcher.find(runtime) != std::string::npos);
+  CHECK(runtime.find("inline bool adoptable(") != std::string::npos);
+  // Both launchers: the size-specialised one names the tensors in declaration order,
+  // the general one in its set's; the output itself is not among them.
+  CHECK(ex->launcher.find("    if (ks::result_adoption::adoptable(r, 0, t_out, {&t_x, &t_weight})) t_out = r[0];\n"
+                          "    else t_out.copy_(r[0]);\n") != std::string::npos);
+  CHECK(ex->launcher.find("    if (ks::result_adoption::adoptable(r, 0, t_out, {&t_weight, &t_x})) t_out = r[0];\n"
+                          "    else t_out.copy_(r[0]);\n") != std::string::npos);
+  // The launcher compiles against the stand-ins (the helper's body needs the real
+  // at::Tensor: export_dispatch_test runs it on CPU LibTorch).
+  std::string launcher = ex->launcher;
+  launcher.erase(launcher.find(runtime), runtime.size());
+  fs::path dir = temp_dir();
+  write(dir / "adopt.cpp", "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
+  int rc = run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + (dir / "adopt.cpp").string() + " 2>" +
+               (dir / "log.txt").string());
+  INFO(read(dir / "log.txt"));
+  CHECK(rc == 0);
+  fs::remove_all(dir);
+  // A plan of kernels alone carries no such helper.
+  auto gelu = export_pytorch(task("examples/tasks/gelu.yaml"), cand(kData / "gelu.cu", kData / "gelu.yaml"));
+  REQUIRE(gelu);
+  CHECK(gelu->launcher.find(runtime) == std::string::npos);
+}
+
 TEST_CASE("export: dynamic shared memory is opted in, scratch buffers are allocated", "[export]") {
   auto ex = export_pytorch(task("examples/tasks/softmax.yaml"),
                            cand(kSource / "examples/plans/softmax_rows.cu", kSource / "examples/plans/softmax_rows.yaml"));
@@ -240,7 +270,10 @@ TEST_CASE("export: the launcher compiles against ATen stand-ins, launches checke
     auto ex = export_pytorch(task(e.task), cand(kSource / e.cu, kSource / e.yaml));
     REQUIRE(ex);
     fs::path cpp = dir / (ex->module_name + ".cpp");
-    write(cpp, "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + ex->launcher);
+    std::string launcher = ex->launcher;  // without the results helper's body (as the stand-ins declare it)
+    const std::string& runtime = export_detail::library_results_runtime();
+    if (auto at = launcher.find(runtime); at != std::string::npos) launcher.erase(at, runtime.size());
+    write(cpp, "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
     std::string cmd = std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only -Wall -Werror=return-type " +
                       cpp.string() + " 2>" + (dir / "log.txt").string();
     int rc = run(cmd);
@@ -375,6 +408,8 @@ TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two result
   // need the real dispatcher: they are left out here).
   std::string launcher = ex->launcher;
   launcher.erase(launcher.find(runtime), runtime.size());
+  const std::string& results = export_detail::library_results_runtime();
+  launcher.erase(launcher.find(results), results.size());
   fs::path dir = temp_dir();
   write(dir / "dispatch.cpp", "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
   int rc = run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + (dir / "dispatch.cpp").string() + " 2>" +

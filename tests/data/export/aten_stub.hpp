@@ -157,3 +157,13 @@ ks_arg ks_iarg(int64_t v);
 ks_arg ks_farg(double v);
 std::vector<at::Tensor> ks_call_by_schema(const std::map<std::string, std::string>& attrs,
                                           const std::vector<ks_arg>& args);
+
+// Library steps' results (gpu/result_adoption.hpp in the module): the launcher's call,
+// without the body (which needs the real at::Tensor's storage; reviewer_test compiles
+// and runs it against CPU LibTorch).
+namespace ks {
+namespace result_adoption {
+bool adoptable(const std::vector<at::Tensor>& results, size_t k, const at::Tensor& dst,
+               const std::vector<const at::Tensor*>& live);
+}  // namespace result_adoption
+}  // namespace ks
