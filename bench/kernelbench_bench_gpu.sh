@@ -28,6 +28,9 @@
 #   the run's reviews) ABLATION (full; e.g. full,no-ltm) REPS (30) SBS_TRIALS (3) JOBS (14)
 #   IN_FLIGHT (4 tasks per GPU: 87 % of the device busy, against 62-67 % with 2)
 #   BUDGET (560 s for the whole call) FRESH=1 starts over (removes build-gpu/kb-bench)
+#   PICK1 / PICK2: instead of the prefixes, the problems of each level by number
+#   ("7,9,41-46"; a level whose PICK is unset or empty is left out once either is set):
+#   to measure what a change touched, against the last full run's table
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kb=${1:-.devdeps/KernelBench}
@@ -54,11 +57,26 @@ else
   fi
   mkdir -p "$dir"
   files=()
+  # in_pick LIST K: whether K is in LIST ("7,9,41-46").
+  in_pick() {
+    local item
+    for item in ${1//,/ }; do
+      if [[ "$item" == *-* ]]; then [ "$2" -ge "${item%-*}" ] && [ "$2" -le "${item#*-}" ] && return 0
+      elif [ "$2" -eq "$item" ]; then return 0; fi
+    done
+    return 1
+  }
   for level in 1 2; do
     n=$([ $level = 1 ] && echo "${L1:-40}" || echo "${L2:-30}")
+    pick=$([ $level = 1 ] && echo "${PICK1-}" || echo "${PICK2-}")
     for f in "$kb/level$level"/*.py; do
       k=$(basename "$f"); k=${k%%_*}
-      [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -le "$n" ] && files+=("$f")
+      [[ "$k" =~ ^[0-9]+$ ]] || continue
+      if [ -n "${PICK1+x}${PICK2+x}" ]; then
+        [ -n "$pick" ] && in_pick "$pick" "$k" && files+=("$f")
+      elif [ "$k" -le "$n" ]; then
+        files+=("$f")
+      fi
     done
   done
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$ngpu" -ge 1 ] || ngpu=1
