@@ -264,6 +264,7 @@ struct reviewer::impl {
   std::string lost_reason;
   std::list<task_entry> tasks;  // most recently used first
   ks::trial_cache<trial_data> trials{0};
+  uint64_t reference_runs = 0;  // in verification (trial_cache_state::reference_runs)
   uint64_t cache_cap = 0;      // what the trial cache may hold during this review
   bool bypass_cache = false;   // this review caches nothing (a retry after running out of memory)
   std::set<std::string> uncached_tasks;  // tasks (keys) whose reviews ran out of memory with trials cached
@@ -388,6 +389,7 @@ struct reviewer::impl {
     std::vector<at::Tensor> ref;
     {
       phase_scope reference(phases, &review_phases::reference_s);
+      ++reference_runs;
       ref = run_reference(e, std::move(ref_inputs), label + ", reference");
       sync(label + ", reference");
     }
@@ -1158,7 +1160,7 @@ bool reviewer::context_lost() const { return impl_->lost; }
 const device_info& reviewer::device() const { return impl_->dev; }
 const std::string& reviewer::arch() const { return impl_->arch; }
 reviewer::trial_cache_state reviewer::trial_cache() const {
-  return {impl_->trials.budget(), impl_->trials.used(), impl_->trials.size()};
+  return {impl_->trials.budget(), impl_->trials.used(), impl_->trials.size(), impl_->reference_runs};
 }
 void reviewer::set_trial_cache_bytes(uint64_t bytes) {
   impl_->trials = ks::trial_cache<trial_data>(bytes ? bytes : default_trial_cache_bytes(impl_->dev.total_memory_bytes));

@@ -73,6 +73,9 @@ class reviewer {
     uint64_t budget_bytes = 0;
     uint64_t used_bytes = 0;
     size_t trials = 0;
+    // The reference's runs in verification since the reviewer started: a trial whose
+    // outputs the cache held ran none.
+    uint64_t reference_runs = 0;
   };
   trial_cache_state trial_cache() const;
   // A new budget (0: the default, half of the device's memory); empties the cache.
