@@ -545,14 +545,39 @@ class ContextLost(Exception):
     pass
 
 
+def kb_compile_correctness(torch, problem, model, compiled, row, cfg, dev):
+    """torch.compile's own outputs against eager's, on the trials ours is checked on and
+    at the same tolerances: whether the baseline it is compared with is within
+    KernelBench's tolerance itself (row: compile_trials, compile_passed by tolerance,
+    compile_max_abs_error). A failure here is recorded, not raised."""
+    tols = cfg.get("tolerances", [1e-4, 1e-2])
+    row["compile_trials"], row["compile_passed"], row["compile_max_abs_error"] = 0, {str(t): 0 for t in tols}, 0.0
+    try:
+        for ts in kb_trial_seeds(torch, cfg["seed"], cfg["trials"]):
+            xs = kb_inputs(torch, problem, ts, dev)
+            ref, out = model(*xs), compiled(*xs)
+            torch.cuda.synchronize(dev)
+            row["compile_trials"] += 1
+            for t in tols:
+                row["compile_passed"][str(t)] += kb_check(torch, ref, out, t)
+            row["compile_max_abs_error"] = max(row["compile_max_abs_error"], kb_max_abs_error(torch, ref, out))
+            del xs, ref, out
+    except Exception as ex:
+        row["compile_check_error"] = "torch.compile's correctness: " + kb_first_line(ex)
+
+
 def kb_time(torch, dev, problem, model, ours, row, cells, cfg, events_ms):
-    """torch.compile (bounded), then eager, compile and each of ours alternated."""
+    """torch.compile (bounded) and its correctness, then eager, compile and each of ours
+    alternated."""
     xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
     compiled, compile_s, compile_error = kb_compile(torch, model, xs, cfg, dev)
     if compile_error:
         row["compile_error"] = compile_error
     else:
         row["compile_s"] = compile_s
+        del xs
+        kb_compile_correctness(torch, problem, model, compiled, row, cfg, dev)
+        xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
     fns = {"eager": (model, xs)}
     if compiled is not None:
         fns["compile"] = (compiled, xs)

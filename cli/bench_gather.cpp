@@ -111,6 +111,12 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
       bp.eager_ms = number(row, "eager_ms");
       bp.compile_ms = number(row, "compile_ms");
       bp.compile_error = text(row, "compile_error");
+      if (const std::string t = text(row, "compile_check_error"); !t.empty())
+        bp.compile_error += (bp.compile_error.empty() ? "" : "; ") + t;
+      bp.compile_trials = static_cast<uint32_t>(number(row, "compile_trials"));
+      if (row.contains("compile_passed") && row["compile_passed"].is_object())
+        bp.compile_passed_strict = row["compile_passed"].value("0.0001", 0u);
+      bp.compile_max_abs_error = number(row, "compile_max_abs_error");
       bp.error = text(row, "error");
       if (const std::string t = text(row, "timing_error"); !t.empty()) bp.error += (bp.error.empty() ? "" : "; ") + t;
       if (r.device.empty() && row.value("timed", false)) {

@@ -144,6 +144,9 @@ nlohmann::json bench_summary_json(const bench_report& r) {
     jp["eager_ms"] = ms_json(p.eager_ms);
     jp["compile_ms"] = ms_json(p.compile_ms);
     jp["compile_error"] = p.compile_error;
+    jp["compile_trials"] = p.compile_trials;
+    jp["compile_correct"] = p.compile_trials > 0 ? json(p.compile_correct_strict()) : json(nullptr);
+    jp["compile_max_abs_error"] = p.compile_trials > 0 ? double_to_json(p.compile_max_abs_error) : json(nullptr);
     jp["error"] = p.error;
     for (size_t v = 0; v < r.variants.size() && v < p.cells.size(); ++v) {
       json c = cell_json(p.cells[v]);
@@ -227,6 +230,27 @@ std::string rounds_table(const bench_report& r) {
   return md;
 }
 
+// How many of the problems whose torch.compile was checked are within 1e-4 of eager
+// themselves: the baseline's own correctness, by KernelBench's rule.
+std::string compile_correct_line(const bench_report& r) {
+  size_t checked = 0, correct = 0;
+  std::vector<std::string> off;
+  for (const auto& p : r.problems) {
+    if (p.compile_trials == 0) continue;
+    ++checked;
+    if (p.compile_correct_strict()) ++correct;
+    else off.push_back(p.name);
+  }
+  if (checked == 0) return "";
+  std::string line = "\ntorch.compile's own outputs are within 1e-4 of eager's on " + std::to_string(correct) + " of " +
+                     std::to_string(checked) + " problems (the trials ours is checked on)";
+  if (!off.empty()) {
+    line += "; not on: ";
+    for (size_t k = 0; k < off.size(); ++k) line += (k ? ", " : "") + cell_text(off[k]);
+  }
+  return line + ".\n";
+}
+
 std::string problem_note(const bench_problem& p, const bench_cell& c) {
   std::vector<std::string> notes;
   if (!p.import_error.empty()) notes.push_back("import: " + p.import_error);
@@ -235,6 +259,9 @@ std::string problem_note(const bench_problem& p, const bench_cell& c) {
   if (!p.error.empty()) notes.push_back(p.error);
   if (!c.error.empty()) notes.push_back(c.error);
   if (!p.compile_error.empty()) notes.push_back(p.compile_error);
+  if (p.compile_trials > 0 && !p.compile_correct_strict())
+    notes.push_back("torch.compile itself is not within 1e-4 of eager (" + std::to_string(p.compile_passed_strict) + " of " +
+                    std::to_string(p.compile_trials) + " trials; max abs error " + plain_g(p.compile_max_abs_error) + ")");
   std::string s;
   for (const auto& n : notes) s += (s.empty() ? "" : "; ") + n;
   return cell_text(s.size() > 300 ? s.substr(0, 297) + "..." : s);
@@ -309,7 +336,7 @@ std::string bench_summary_markdown(const bench_report& r) {
         "more than p times faster than eager (KernelBench's definition; a problem without a kernel counts as not "
         "fast).\n\n";
   md += metrics_table(r);
-  md += "\n### fast_p over torch.compile\n\n" + fast_p_compile_table(r);
+  md += "\n### fast_p over torch.compile\n\n" + fast_p_compile_table(r) + compile_correct_line(r);
   md += "\n## Speedup by round (the run's own reviews)\n\nThe mean of each task's best speedup over the reference "
         "after each round, as the run's reviewer measured it (round 0: the seeds), over the tasks with a kernel by "
         "then.\n\n" +

@@ -49,6 +49,10 @@ struct bench_problem {
   std::string import_error;  // non-empty: it was not imported
   double eager_ms = 0, compile_ms = 0;  // medians; 0: not timed
   std::string compile_error;  // torch.compile failed or timed out
+  // torch.compile's own outputs against eager's, on ours' trials (0 trials: not checked).
+  uint32_t compile_trials = 0, compile_passed_strict = 0;
+  double compile_max_abs_error = 0;
+  bool compile_correct_strict() const { return compile_trials > 0 && compile_passed_strict == compile_trials; }
   std::string error;          // the problem's own Model failed in the measurement
   std::vector<bench_cell> cells;  // one per variant, in the report's variant order
 };

@@ -288,3 +288,46 @@ TEST_CASE("the bench summary writes null and '-' for what was not measured, and 
   CHECK(names == std::vector<std::string>{"speedup_distribution.svg", "speedup_by_round.svg", "ablation.svg",
                                           "ablation_speedup.svg"});
 }
+
+TEST_CASE("the bench summary says where torch.compile itself is not within 1e-4 of eager", "[bench][summary]") {
+  bench_report r;
+  r.out_dir = "out";
+  r.measurement = "measured";
+  r.measurement_ran = true;
+  r.variants = {{"full", true, true, {}}};
+  bench_problem a;
+  a.key = "level2/1_conv";
+  a.name = "1_conv";
+  a.level = "level2";
+  a.eager_ms = 4;
+  a.compile_ms = 2;
+  bench_cell c;
+  c.run_done = c.run_success = c.exported = true;
+  c.state = measure_state::measured;
+  c.correct_strict = c.correct_loose = true;
+  c.ours_ms = 3;
+  a.cells = {c};
+  bench_problem b = a;
+  b.key = "level2/2_gemm";
+  b.name = "2_gemm";
+  bench_problem d = a;  // torch.compile not checked (it failed): neither counted nor noted
+  d.key = "level2/3_pool";
+  d.name = "3_pool";
+  a.compile_trials = b.compile_trials = 3;
+  a.compile_passed_strict = 1;
+  a.compile_max_abs_error = 0.0025;
+  b.compile_passed_strict = 3;
+  b.compile_max_abs_error = 1e-6;
+  r.problems = {a, b, d};
+
+  const auto j = bench_summary_json(r);
+  CHECK(j["problems"][0]["compile_correct"] == false);
+  CHECK(j["problems"][0]["compile_max_abs_error"] == 0.0025);
+  CHECK(j["problems"][1]["compile_correct"] == true);
+  CHECK(j["problems"][2]["compile_correct"].is_null());
+  const std::string md = bench_summary_markdown(r);
+  CHECK_THAT(md, Contains("torch.compile's own outputs are within 1e-4 of eager's on 1 of 2 problems (the trials ours "
+                          "is checked on); not on: 1_conv."));
+  CHECK_THAT(md, Contains("torch.compile itself is not within 1e-4 of eager (1 of 3 trials; max abs error 0.0025)"));
+  CHECK(md.find("2_gemm | level2 | 4.0000 | 2.0000 | 3.0000 | 1.33x | 0.67x | yes / yes | 0.00x | 0 |  |") != std::string::npos);
+}
