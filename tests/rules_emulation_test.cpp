@@ -549,6 +549,49 @@ TEST_CASE("emulated: elementwise kernels over rows x columns match the reference
   check_split(both);
 }
 
+// A whole-tensor reduction whose prologue broadcasts an operand (KernelBench's hinge
+// loss: targets along the columns) walks rows x columns, so that the operand is
+// indexed by the column (or the row) instead of a 64-bit modulo of the flat index.
+TEST_CASE("emulated: whole-tensor reductions over rows x columns match the reference", "[rules][emulated][split][whole]") {
+  auto base = load_task(kSource / "bench/tasks/hinge_loss.yaml");
+  REQUIRE(base);
+  auto check_split = [](task_spec t, const std::string& kernel) {
+    INFO(t.name);
+    auto seeds = the_coder().seeds(t, 2);
+    if (!seeds) FAIL(seeds.message());
+    for (const auto& c : *seeds) {
+      INFO(c.source);
+      CHECK(c.source.find(kernel + "_part") != std::string::npos);
+      CHECK(c.source.find("blockIdx.y walks the rows") != std::string::npos);
+    }
+    check_candidates(t, *seeds);
+  };
+  // Targets along the columns, as KernelBench's 100_HingeLoss.
+  task_spec cols = *base;
+  cols.name = "hinge_loss_column_targets";
+  cols.inputs[1].shape = {16384};
+  for (auto size : std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{6, 1100}, 1100}, {{3, 2048}, 2048}, {{70, 1030}, 1030}}) {
+    cols.sizes["cpu"] = {{"pred", size.first}, {"target", {size.second}}};
+    check_split(cols, "mean");
+  }
+  // A row operand and a sum (its scale along the rows), then a column and a row together.
+  task_spec rows = *base;
+  rows.name = "row_scaled_sum";
+  rows.torchscript = "def forward(pred, target):\n    return torch.sum(pred * target)\n";
+  rows.inputs[1].shape = {16384, 1};
+  rows.sizes["cpu"] = {{"pred", {9, 1500}}, {"target", {9, 1}}};
+  check_split(rows, "sum");
+  task_spec both = cols;
+  both.name = "row_and_column_max";
+  both.torchscript = "def forward(pred, target, a):\n    return torch.amax(pred * target + a)\n";
+  tensor_spec a = both.inputs[1];
+  a.name = "a";
+  a.shape = {16384, 1};
+  both.inputs.push_back(a);
+  both.sizes["cpu"] = {{"pred", {7, 1300}}, {"target", {1300}}, {"a", {7, 1}}};
+  check_split(both, "max");
+}
+
 // A running sum is carried in double: within an fp32 rounding of the exact running
 // sum, where fp32 carries drift by ~sqrt(n) roundings (two fp32 orders of 4096
 // values differed by 2.1e-4 on the H200, beyond a 1e-4 tolerance).

@@ -1,5 +1,7 @@
 #include "coder/rules/chain.hpp"
 
+#include <set>
+
 namespace ks::rules {
 
 std::vector<std::pair<size_t, size_t>> kept_groups(const shaped& in, const shaped& iter) {
@@ -22,12 +24,43 @@ std::vector<std::pair<size_t, size_t>> kept_groups(const shaped& in, const shape
   return out;
 }
 
-// A broadcast operand indexed by the flat element index costs a 64-bit division
-// (and a modulo) per element, which an elementwise kernel at memory speed cannot
-// afford. When the iteration splits into rows x c (dims [0, s) and [s, r)) such that
-// every broadcast operand is indexed by `row` alone, or by `c` with neither division
-// nor modulo (a bias along the last dims), the kernel walks rows and columns and
-// pays a division per row instead. Returns s, or 0 when no split does that or the
+// A broadcast operand indexed by the flat element index costs a 64-bit division (and
+// a modulo) per element, which a kernel at memory speed cannot afford. When the
+// iteration splits into rows x c (dims [0, s) and [s, r)) such that every broadcast
+// operand is indexed by `row` alone, or by `c` with neither division nor modulo (a
+// bias along the last dims), the kernel walks rows and columns and pays a division
+// per row instead (elementwise kernels, a whole-tensor reduction's prologue).
+size_t choose_column_split(const lowering_context& cx, const stage& st) {
+  const shaped& iter = st.iter;
+  const size_t r = iter.shape.size();
+  std::set<std::string> inside;
+  for (auto* n : st.nodes) inside.insert(n->outputs.begin(), n->outputs.end());
+  std::vector<const shaped*> operands;
+  for (auto* n : st.nodes)
+    for (auto& id : n->inputs)
+      if (!inside.count(id) && cx.val(id).is_tensor() && cx.shapes.count(id) && cx.shapes.at(id).shape != iter.shape)
+        operands.push_back(&cx.shapes.at(id));
+  if (operands.empty() || r < 2) return 0;
+  for (size_t sp = 1; sp < r; ++sp) {
+    bool ok = true;
+    for (const shaped* o : operands) {
+      for (auto [a, b] : kept_groups(*o, iter)) {
+        if (a < sp && sp < b) ok = false;  // straddles the split
+        if (a >= sp) {                     // indexed by c: no division, no modulo
+          for (size_t q = b; q < r; ++q) ok = ok && iter.shape[q] == 1;
+          for (size_t q = sp; q < a; ++q) ok = ok && iter.shape[q] == 1;
+        }
+      }
+    }
+    if (!ok) continue;
+    int64_t graph_inner = 1;
+    for (size_t q = sp; q < r; ++q) graph_inner *= iter.shape[q];
+    const std::vector<std::string> inner(iter.sym.begin() + sp, iter.sym.end());
+    if (cx.target_size(inner, graph_inner) < 1024) return 0;
+    return sp;
+  }
+  return 0;
+}
 
 std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp, size_t split_) {
   if (in.shape == iter.shape) return i;

@@ -38,6 +38,12 @@ struct chain_reads {
 // right, as broadcasting does) is not broadcast.
 std::vector<std::pair<size_t, size_t>> kept_groups(const shaped& in, const shaped& iter);
 
+// Split mode's first dim of the columns for chain `st` (over its iteration shape):
+// the s where every broadcast operand is indexed by the row (dims [0, s)) alone or by
+// the column with neither division nor modulo, and rows are at least 1024 elements
+// long at the target size; 0 when there is none (or nothing is broadcast).
+size_t choose_column_split(const lowering_context& cx, const stage& st);
+
 // The element index of a tensor of shape `in` for flat index `i` of `iter`.
 std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp, size_t split = 0);
 

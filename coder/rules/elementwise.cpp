@@ -12,45 +12,6 @@ namespace ks::rules {
 
 namespace {
 
-// A broadcast operand indexed by the flat element index costs a 64-bit division
-// (and a modulo) per element, which an elementwise kernel at memory speed cannot
-// afford. When the iteration splits into rows x c (dims [0, s) and [s, r)) such that
-// every broadcast operand is indexed by `row` alone, or by `c` with neither division
-// nor modulo (a bias along the last dims), the kernel walks rows and columns and
-// pays a division per row instead. Returns s, or 0 when no split does that or the
-// rows would be too short (under 1024 elements at the target size).
-size_t choose_split(const lowering_context& cx, const stage& st) {
-  const shaped& iter = st.iter;
-  const size_t r = iter.shape.size();
-  std::set<std::string> inside;
-  for (auto* n : st.nodes) inside.insert(n->outputs.begin(), n->outputs.end());
-  std::vector<const shaped*> operands;
-  for (auto* n : st.nodes)
-    for (auto& id : n->inputs)
-      if (!inside.count(id) && cx.val(id).is_tensor() && cx.shapes.count(id) && cx.shapes.at(id).shape != iter.shape)
-        operands.push_back(&cx.shapes.at(id));
-  if (operands.empty() || r < 2) return 0;
-  for (size_t sp = 1; sp < r; ++sp) {
-    bool ok = true;
-    for (const shaped* o : operands) {
-      for (auto [a, b] : kept_groups(*o, iter)) {
-        if (a < sp && sp < b) ok = false;  // straddles the split
-        if (a >= sp) {                     // indexed by c: no division, no modulo
-          for (size_t q = b; q < r; ++q) ok = ok && iter.shape[q] == 1;
-          for (size_t q = sp; q < a; ++q) ok = ok && iter.shape[q] == 1;
-        }
-      }
-    }
-    if (!ok) continue;
-    int64_t graph_inner = 1;
-    for (size_t q = sp; q < r; ++q) graph_inner *= iter.shape[q];
-    const std::vector<std::string> inner(iter.sym.begin() + sp, iter.sym.end());
-    if (cx.target_size(inner, graph_inner) < 1024) return 0;
-    return sp;
-  }
-  return 0;
-}
-
 // What the kernel's text is made of: its parameters, the chain's statements for the
 // main loop and for the tail, and the values it stores.
 struct elementwise_parts {
@@ -208,7 +169,7 @@ elementwise_layout choose_elementwise_layout(const lowering_context& cx, const s
   lay.block = cx.p.block_size;
   lay.grid_cap = cx.p.grid_cap;
   lay.cache_hint = cx.p.cache_hint;
-  lay.split = lay.vector_width > 1 ? choose_split(cx, st) : 0;
+  lay.split = lay.vector_width > 1 ? choose_column_split(cx, st) : 0;
   // The vector loop loads the full-shape operands itself (with the hint); the chain
   // reads the broadcast ones, through __ldg when the hint is readonly.
   const std::string& hint = lay.cache_hint;

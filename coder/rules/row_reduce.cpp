@@ -1,6 +1,7 @@
 #include "coder/rules/row_reduce.hpp"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "coder/rules/chain.hpp"
@@ -149,28 +150,66 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   const std::string& name = rp.name;
   std::ostringstream k;
   const std::string P = "PARTS" + std::to_string(si);
-  cx.out.plan.constants[P] = "max(1, min(1024, ceil_div(" + paren(product(rp.red)) + ", " + std::to_string(B * 8) + ")))";
   const std::string part = "partial" + std::to_string(si);
-  cx.out.plan.scratch.push_back({part, {std::to_string(a.state.size()) + " * " + P}, "float32", "none"});
   // Kernel A writes the partials: rebuild its parameters with the scratch as output.
   kernel_params ka = rp.kp;
   ka.decls.pop_back();
   ka.args.pop_back();
+  // A prologue with broadcast operands (a hinge loss's targets along the columns) is
+  // walked as rows x columns, as an elementwise kernel is (chain.hpp's split mode): a
+  // 64-bit division per element for its flat index would bound the kernel, not DRAM.
+  // The shift of a moments accumulation reads element 0 by the flat index: no split.
+  const size_t sp = rp.pro && r.acc != acc_kind::moments && rp.pro->iter.shape == rp.in->shape
+                        ? choose_column_split(cx, *rp.pro)
+                        : 0;
+  std::string rows_loop;
+  std::vector<std::string> grid = {P, "1", "1"};
+  if (sp > 0) {
+    const shaped& it = rp.pro->iter;
+    const std::string rows = product(std::vector<std::string>(it.sym.begin(), it.sym.begin() + sp));
+    const std::string cols = product(std::vector<std::string>(it.sym.begin() + sp, it.sym.end()));
+    // Blocks across a row (about 8 trips a thread in it), rows until about 1024 blocks.
+    const std::string PX = P + "_X", PY = P + "_Y";
+    cx.out.plan.constants[PX] = "max(1, min(1024, ceil_div(" + paren(cols) + ", " + std::to_string(B * 8) + ")))";
+    cx.out.plan.constants[PY] = "max(1, min(" + paren(rows) + ", min(65535, ceil_div(1024, " + PX + "))))";
+    cx.out.plan.constants[P] = PX + " * " + PY;
+    grid = {PX, PY, "1"};
+    std::string code;
+    std::map<std::string, std::string> var;
+    chain_reads reads;
+    reads.split = sp;
+    if (auto s = chain_code(cx, *rp.pro, "i", ka, code, var, "", reads); !s) return s;
+    const std::string ROWS = ka.int64(rows), COLS = ka.int64(cols);
+    rows_loop = "  for (long long row = blockIdx.y; row < " + ROWS + "; row += gridDim.y) {\n  const long long base = row * " +
+                COLS + ";\n#pragma unroll 4\n  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " + COLS +
+                "; c += (long long)gridDim.x * blockDim.x) {\n    float v;\n    {\n    const long long i = base + c;\n" + code +
+                "    v = " + var.at(r.input) + ";\n    }\n    " + a.update + "\n  }\n  }\n";
+  } else {
+    cx.out.plan.constants[P] = "max(1, min(1024, ceil_div(" + paren(product(rp.red)) + ", " + std::to_string(B * 8) + ")))";
+  }
+  cx.out.plan.scratch.push_back({part, {std::to_string(a.state.size()) + " * " + P}, "float32", "none"});
   const std::string PART = ka.tensor_out(part);
-  k << "\n// " << r.op << " of a whole tensor, first pass: each block reduces a grid-strided slice" << (rp.pro ? " (with the feeding chain fused into its loads)" : "") << ".\n";
+  k << "\n// " << r.op << " of a whole tensor, first pass: each block reduces a grid-strided slice" << (rp.pro ? " (with the feeding chain fused into its loads)" : "")
+    << (sp > 0 ? "; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element" : "") << ".\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_part(" << join(ka.decls, ", ") << ") {\n";
   k << rp.decl;
-  if (r.acc == acc_kind::moments) k << reduce_load(rp, "0", "shift");
-  k << "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " << rp.C << "; c += (long long)gridDim.x * blockDim.x) {\n"
-    << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
+  if (sp > 0) {
+    k << rows_loop;
+  } else {
+    if (r.acc == acc_kind::moments) k << reduce_load(rp, "0", "shift");
+    k << "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " << rp.C << "; c += (long long)gridDim.x * blockDim.x) {\n"
+      << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
+  }
   k << block_combine(r, a);
+  const std::string block_id = sp > 0 ? "(blockIdx.y * gridDim.x + blockIdx.x)" : "blockIdx.x";
+  const std::string blocks = sp > 0 ? "gridDim.x * gridDim.y" : "gridDim.x";
   k << "  if (threadIdx.x == 0) {";
-  for (size_t q = 0; q < a.state.size(); ++q) k << " " << PART << "[" << q << " * gridDim.x + blockIdx.x] = " << a.state[q] << ";";
+  for (size_t q = 0; q < a.state.size(); ++q) k << " " << PART << "[" << q << " * " << blocks << " + " << block_id << "] = " << a.state[q] << ";";
   k << " }\n}\n";
   plan_step sa;
   sa.kind = "kernel";
   sa.name = name + "_part";
-  sa.grid = {P, "1", "1"};
+  sa.grid = grid;
   sa.block = {std::to_string(B), "1", "1"};
   sa.args = ka.args;
   cx.out.plan.steps.push_back(sa);
