@@ -181,7 +181,7 @@ class expr_translator {
 class general_writer {
  public:
   general_writer(const task_spec& task, const launch_plan& plan, const std::vector<kernel_signature>& kernels)
-      : task_(task), plan_(plan), kernels_(kernels) {
+      : task_(task), plan_(plan), kernels_(kernels), kernel_reads_(tensors_read_by_kernels(plan)) {
     for (auto& [k, _] : plan.constants) constants_.insert(k);
   }
 
@@ -367,6 +367,7 @@ class general_writer {
     const std::set<std::string> declared_before = available_;
     std::string block = library_results(
         label, s.outputs, *c, [&](const std::string& n) { return declared_before.count(n) > 0; },
+        [&](const std::string& n) { return kernel_reads_.count(n) > 0; },
         std::vector<std::string>(declared_before.begin(), declared_before.end()), decls);
     for (auto& out : s.outputs) available_.insert(out);
     return decls + block;
@@ -377,6 +378,7 @@ class general_writer {
   const std::vector<kernel_signature>& kernels_;
   std::set<std::string> constants_;
   std::set<std::string> available_;  // tensors declared so far
+  const std::set<std::string> kernel_reads_;  // made contiguous when a library step makes them
   std::ostringstream o_;
 };
 

@@ -143,6 +143,7 @@ std::string dispatch_call(const std::map<std::string, std::string>& attrs, const
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
                             const std::function<bool(const std::string&)>& is_declared_buffer,
+                            const std::function<bool(const std::string&)>& read_by_kernel,
                             const std::vector<std::string>& in_scope, std::string& decls) {
   std::ostringstream o;
   o << "  {\n" << c.pre;
@@ -167,7 +168,7 @@ std::string library_results(const std::string& label, const std::vector<std::str
         << "    else " << var(out) << ".copy_(r[" << k << "]);\n";
     } else {
       decls += "  at::Tensor " + var(out) + ";\n";
-      o << "    " << var(out) << " = r[" << k << "].contiguous();\n";
+      o << "    " << var(out) << " = r[" << k << "]" << (read_by_kernel(out) ? ".contiguous()" : "") << ";\n";
     }
   }
   o << "  }\n";

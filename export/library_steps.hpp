@@ -42,12 +42,15 @@ result<library_step_call> library_step(const std::string& label, const resolved_
 // (`is_declared_buffer`) is checked against the result, then becomes the result where
 // ks::result_adoption::adoptable allows (gpu/result_adoption.hpp, in the module) and is
 // copied into otherwise; a new intermediate is declared in `decls` (before the block,
-// so that later steps see it). `in_scope`: every tensor the launcher has declared so
-// far (inputs, parameters, buffers, intermediates), which an adopted result must not
-// share memory with.
+// so that later steps see it), made contiguous when a kernel reads it
+// (`read_by_kernel`, tensors_read_by_kernels of the plan) and kept as the op returned
+// it otherwise, as the reviewer does. `in_scope`: every tensor the launcher has
+// declared so far (inputs, parameters, buffers, intermediates), which an adopted
+// result must not share memory with.
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
                             const std::function<bool(const std::string&)>& is_declared_buffer,
+                            const std::function<bool(const std::string&)>& read_by_kernel,
                             const std::vector<std::string>& in_scope, std::string& decls);
 
 }  // namespace ks::export_detail

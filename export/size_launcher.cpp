@@ -82,6 +82,7 @@ result<std::string> library_step_block(const task_spec& task, const resolved_ste
   auto c = library_step(s.label(), s, s.outputs, a, dargs, is_tensor);
   if (!c) return error{c.message()};
   const std::set<std::string> declared_before = declared;
+  const std::set<std::string> kernel_reads = tensors_read_by_kernels(plan);
   for (auto& out : s.outputs) {
     const resolved_buffer* b = plan.find_buffer(out);
     if (!(b && b->role != buffer_role::intermediate) && !declared.insert(out).second)
@@ -100,7 +101,7 @@ result<std::string> library_step_block(const task_spec& task, const resolved_ste
         const resolved_buffer* b = plan.find_buffer(n);
         return b && b->role != buffer_role::intermediate;
       },
-      in_scope, decls);
+      [&](const std::string& n) { return kernel_reads.count(n) > 0; }, in_scope, decls);
   return decls + block;
 }
 

@@ -232,6 +232,7 @@ struct prepared_plan {
   resolved_plan plan;
   std::map<std::string, CUfunction> functions;
   bool launches_kernel = false;
+  std::set<std::string> kernel_reads;  // tensors_read_by_kernels(plan)
 };
 
 struct module_guard {
@@ -468,6 +469,7 @@ struct reviewer::impl {
                         review_result& r) {
     prepared_plan pp;
     pp.plan = std::move(plan);
+    pp.kernel_reads = tensors_read_by_kernels(pp.plan);
     mod.drv = drv;
     check_cu(drv->cuModuleLoadData(&mod.module, cubin.data()), "cuModuleLoadData");
     auto attr = [&](CUfunction fn, CUfunction_attribute a, const std::string& what) {
@@ -579,7 +581,9 @@ struct reviewer::impl {
         if (result_adoption::adoptable(*outs, k, dst, live)) dst = out;
         else dst.copy_(out);
       } else {
-        env[name] = out.contiguous();
+        // Kernels index an intermediate row-major; library ops take a view's strides
+        // (a transposed operand of a matmul stays a transpose flag, as in eager).
+        env[name] = pp.kernel_reads.count(name) ? out.contiguous() : out;
       }
     }
   }

@@ -966,6 +966,24 @@ class resolver {
 
 }  // namespace
 
+std::set<std::string> tensors_read_by_kernels(const resolved_plan& plan) {
+  std::set<std::string> out;
+  for (const auto& s : plan.steps)
+    if (s.kind == "kernel")
+      for (const auto& a : s.args)
+        if (a.kind == "tensor") out.insert(a.tensor);
+  return out;
+}
+
+std::set<std::string> tensors_read_by_kernels(const launch_plan& plan) {
+  std::set<std::string> out;
+  for (const auto& s : plan.steps)
+    if (s.kind == "kernel")
+      for (const auto& a : s.args)
+        if (a.kind == "tensor") out.insert(a.value);
+  return out;
+}
+
 result<resolved_plan> resolve_plan(const launch_plan& plan, const plan_context& context) {
   resolver r(plan, context);
   if (auto s = r.run(); !s.ok()) return error{s.message()};

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -138,6 +139,13 @@ struct resolved_plan {
 
 // Checks `plan` against `context` and evaluates it. Returns the first error found.
 result<resolved_plan> resolve_plan(const launch_plan& plan, const plan_context& context);
+
+// The tensors that some kernel step of the plan takes as an argument. A library
+// step's new intermediate that none of them reads may stay as the op returned it (a
+// transposed view, say: the next library op takes its strides, as eager does);
+// one that a kernel reads is made contiguous, as kernels index it row-major.
+std::set<std::string> tensors_read_by_kernels(const resolved_plan& plan);
+std::set<std::string> tensors_read_by_kernels(const launch_plan& plan);
 
 // "[128, 64]"; "[]" for a 0-d tensor.
 std::string shape_to_string(const std::vector<int64_t>& shape);

@@ -1100,6 +1100,34 @@ TEST_CASE("validate: library outputs into declared buffers", "[plan][validate][l
         "step 1 (library aten::matmul): outputs[0] 'x': is an input; a library step may not overwrite inputs");
 }
 
+TEST_CASE("the tensors kernels read: a library intermediate only library ops read may stay a view",
+          "[plan][validate][library]") {
+  const std::string plan =
+      "outputs:\n"
+      "  - {name: out, shape: [128, 32]}\n"
+      "  - {name: y, shape: [128, 64]}\n"
+      "steps:\n"
+      "  - library: aten::matmul\n"
+      "    args: [x, w]\n"
+      "    outputs: [p]\n"
+      "  - library: aten::matmul\n"
+      "    args: [x, w]\n"
+      "    outputs: [q]\n"
+      "  - kernel: scale\n"
+      "    grid: [32]\n"
+      "    block: [256]\n"
+      "    args: [x, y, {int64: 8192}, {float32: 2}]\n"
+      "  - kernel: scale\n"
+      "    grid: [32]\n"
+      "    block: [256]\n"
+      "    args: [p, out, {int64: 4096}, {float32: 2}]\n";
+  const std::set<std::string> want{"out", "p", "x", "y"};  // q: only made, never read by a kernel
+  auto parsed = parse_launch_plan(plan, "test.yaml");
+  if (!parsed.ok()) FAIL(parsed.message());
+  CHECK(tensors_read_by_kernels(parsed.value()) == want);
+  CHECK(tensors_read_by_kernels(resolve_ok(plan, library_context())) == want);
+}
+
 TEST_CASE("validate: ops without shape inference", "[plan][validate][library]") {
   // An unknown op's new result has no shape until the plan runs; naming it is an error.
   CHECK(library_error("aten::cumsum", "[x]", "{dim: 1}") ==
