@@ -366,8 +366,12 @@ class general_writer {
     std::string decls;
     const std::set<std::string> declared_before = available_;
     std::string block = library_results(
-        label, s.outputs, *c, [&](const std::string& n) { return declared_before.count(n) > 0; },
-        [&](const std::string& n) { return kernel_reads_.count(n) > 0; },
+        label, s.outputs, *c,
+        [&](const std::string& n) {
+          bool scratch = false;
+          for (const auto& b : plan_.scratch) scratch = scratch || b.name == n;
+          return target_of(declared_before.count(n) > 0, scratch, kernel_reads_.count(n) > 0);
+        },
         std::vector<std::string>(declared_before.begin(), declared_before.end()), decls);
     for (auto& out : s.outputs) available_.insert(out);
     return decls + block;

@@ -140,10 +140,14 @@ std::string dispatch_call(const std::map<std::string, std::string>& attrs, const
 
 }  // namespace
 
+result_target target_of(bool declared, bool scratch, bool touched_by_kernel) {
+  if (!declared) return touched_by_kernel ? result_target::kernel_intermediate : result_target::library_intermediate;
+  return scratch && !touched_by_kernel ? result_target::library_scratch : result_target::buffer;
+}
+
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
-                            const std::function<bool(const std::string&)>& is_declared_buffer,
-                            const std::function<bool(const std::string&)>& read_by_kernel,
+                            const std::function<result_target(const std::string&)>& target,
                             const std::vector<std::string>& in_scope, std::string& decls) {
   std::ostringstream o;
   o << "  {\n" << c.pre;
@@ -153,7 +157,13 @@ std::string library_results(const std::string& label, const std::vector<std::str
     << ");\n";
   for (size_t k = 0; k < outputs.size(); ++k) {
     const std::string& out = outputs[k];
-    if (is_declared_buffer(out)) {
+    const result_target to = target(out);
+    if (to == result_target::library_scratch) {
+      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
+        << var(out) << ".scalar_type(), "
+        << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
+        << "    " << var(out) << " = r[" << k << "];  // scratch only library steps use: as the op returned it\n";
+    } else if (to == result_target::buffer) {
       o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
         << var(out) << ".scalar_type(), "
         << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
@@ -168,7 +178,8 @@ std::string library_results(const std::string& label, const std::vector<std::str
         << "    else " << var(out) << ".copy_(r[" << k << "]);\n";
     } else {
       decls += "  at::Tensor " + var(out) + ";\n";
-      o << "    " << var(out) << " = r[" << k << "]" << (read_by_kernel(out) ? ".contiguous()" : "") << ";\n";
+      o << "    " << var(out) << " = r[" << k << "]" << (to == result_target::kernel_intermediate ? ".contiguous()" : "")
+        << ";\n";
     }
   }
   o << "  }\n";

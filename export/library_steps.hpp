@@ -38,19 +38,28 @@ result<library_step_call> library_step(const std::string& label, const resolved_
                                        const std::vector<std::string>& dispatch_args,
                                        const std::vector<bool>& is_tensor);
 
-// The C++ block that runs `c` and takes its results: a declared buffer
-// (`is_declared_buffer`) is checked against the result, then becomes the result where
-// ks::result_adoption::adoptable allows (gpu/result_adoption.hpp, in the module) and is
-// copied into otherwise; a new intermediate is declared in `decls` (before the block,
-// so that later steps see it), made contiguous when a kernel reads it
-// (`read_by_kernel`, tensors_read_by_kernels of the plan) and kept as the op returned
-// it otherwise, as the reviewer does. `in_scope`: every tensor the launcher has
-// declared so far (inputs, parameters, buffers, intermediates), which an adopted
-// result must not share memory with.
+// Where a library step's result goes; the launcher knows the plan (target_of).
+enum class result_target {
+  kernel_intermediate,   // a new intermediate a kernel step reads: made contiguous
+  library_intermediate,  // a new intermediate only library steps read: as the op returned it
+  buffer,                // a declared output, or scratch a kernel touches: taken or copied into
+  library_scratch,       // declared scratch no kernel touches: stands for the result as returned
+};
+// `declared`: an output or scratch buffer; `scratch`: scratch; `touched_by_kernel`: among
+// the plan's tensors_read_by_kernels (a kernel's argument). As the reviewer decides it.
+result_target target_of(bool declared, bool scratch, bool touched_by_kernel);
+
+// The C++ block that runs `c` and takes its results, by `target`: a buffer is checked
+// against the result, then becomes the result where ks::result_adoption::adoptable
+// allows (gpu/result_adoption.hpp, in the module) and is copied into otherwise (a
+// transposed view of an input is a scratch no kernel touches, say: taken as it is, so
+// the next library op gets the view's strides, as in eager); a new intermediate is
+// declared in `decls` (before the block, so that later steps see it). `in_scope`:
+// every tensor the launcher has declared so far (inputs, parameters, buffers,
+// intermediates), which an adopted result must not share memory with.
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
-                            const std::function<bool(const std::string&)>& is_declared_buffer,
-                            const std::function<bool(const std::string&)>& read_by_kernel,
+                            const std::function<result_target(const std::string&)>& target,
                             const std::vector<std::string>& in_scope, std::string& decls);
 
 }  // namespace ks::export_detail

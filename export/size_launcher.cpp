@@ -99,9 +99,10 @@ result<std::string> library_step_block(const task_spec& task, const resolved_ste
       s.label(), s.outputs, *c,
       [&](const std::string& n) {
         const resolved_buffer* b = plan.find_buffer(n);
-        return b && b->role != buffer_role::intermediate;
+        return target_of(b && b->role != buffer_role::intermediate, b && b->role == buffer_role::scratch,
+                         kernel_reads.count(n) > 0);
       },
-      [&](const std::string& n) { return kernel_reads.count(n) > 0; }, in_scope, decls);
+      in_scope, decls);
   return decls + block;
 }
 

@@ -573,8 +573,14 @@ struct reviewer::impl {
           fail(review_status::plan_error, s.label() + ": outputs[" + std::to_string(k) + "] '" + name +
                                               "': the op returned " + shape_of(out) + " " + dtype_name(out) +
                                               ", but the buffer is declared " + shape_of(dst) + " " + dtype_name(dst));
-        // Taken as the buffer when nothing else can see its memory (gpu/result_adoption.hpp):
-        // the copy was a full pass over the output.
+        // Scratch that no kernel touches stands for the result as the op returned it (a
+        // transposed view of an input: the next library op takes its strides, as eager
+        // does). Otherwise taken as the buffer when nothing else can see its memory
+        // (gpu/result_adoption.hpp): the copy was a full pass over the output.
+        if (declared->role == buffer_role::scratch && !pp.kernel_reads.count(name)) {
+          dst = out;
+          continue;
+        }
         std::vector<const at::Tensor*> live;
         for (const auto& [other, t] : env)
           if (other != name) live.push_back(&t);

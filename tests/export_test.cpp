@@ -200,6 +200,15 @@ TEST_CASE("export: a library step's result becomes its declared buffer where not
   INFO(read(dir / "log.txt"));
   CHECK(rc == 0);
   fs::remove_all(dir);
+  // Scratch that no kernel touches (a transposed view of a parameter) stands for the
+  // op's result as it came: the product gets the view's strides, as eager's does.
+  auto tr = export_pytorch(task("tests/data/export/matmul_transposed_task.yaml"),
+                           cand(kSource / "examples/plans/relu.cu", kData / "matmul_transposed_library.yaml"));
+  if (!tr) FAIL(tr.message());
+  CHECK(tr->launcher.find("    t_wt = r[0];  // scratch only library steps use: as the op returned it\n") != std::string::npos);
+  CHECK(tr->launcher.find("t_wt.copy_") == std::string::npos);
+  CHECK(tr->launcher.find("if (ks::result_adoption::adoptable(r, 0, t_out, {&t_x, &t_weight, &t_wt})) t_out = r[0];") !=
+        std::string::npos);
   // A plan of kernels alone carries no such helper.
   auto gelu = export_pytorch(task("examples/tasks/gelu.yaml"), cand(kData / "gelu.cu", kData / "gelu.yaml"));
   REQUIRE(gelu);
