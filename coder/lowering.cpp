@@ -20,7 +20,7 @@
 namespace ks {
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p) {
-  return {{"vector_width", std::to_string(p.vector_width)},
+  std::map<std::string, std::string> r = {{"vector_width", std::to_string(p.vector_width)},
           {"row_cache", p.row_cache},
           {"cache_hint", p.cache_hint},
           {"block_size", std::to_string(p.block_size)},
@@ -31,6 +31,9 @@ std::map<std::string, std::string> to_recipe(const lowering_params& p) {
           {"fuse_prologue", p.fuse_prologue ? "1" : "0"},
           {"row_split", std::to_string(p.row_split)},
           {"moments", p.moments}};
+  // Only when not the default: recipes of tasks without a convolution stay as they were.
+  if (p.conv_layout != "nchw") r["conv_layout"] = p.conv_layout;
+  return r;
 }
 
 result<lowering_params> from_recipe(const std::map<std::string, std::string>& recipe) {
@@ -73,6 +76,11 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
     if (it->second != "shifted" && it->second != "welford")
       return error{"recipe: moments = '" + it->second + "': expected shifted or welford"};
     p.moments = it->second;
+  }
+  if (auto it = recipe.find("conv_layout"); it != recipe.end()) {
+    if (it->second != "nchw" && it->second != "channels_last")
+      return error{"recipe: conv_layout = '" + it->second + "': expected nchw or channels_last"};
+    p.conv_layout = it->second;
   }
   if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
     if (it->second != "none" && it->second != "streaming" && it->second != "readonly")

@@ -74,7 +74,15 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
     pre += "  const std::vector<int64_t> " + v + "stride" + shape_list(*stride, "{", "}") + ";\n";
     pre += "  const std::vector<int64_t> " + v + "dilation" + shape_list(*dilation, "{", "}") + ";\n";
     std::string bias = a.size() > 2 ? a[2] : "std::optional<at::Tensor>()";
-    std::string head = "at::conv2d(" + a[0] + ", " + a[1] + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
+    // memory_format channels_last: input and weight converted first (as the reviewer runs it).
+    std::string x = a[0], w = a[1];
+    if (auto mf = s.attrs.find("memory_format"); mf != s.attrs.end() && trim_blanks(mf->second) == "channels_last") {
+      x += ".contiguous(at::MemoryFormat::ChannelsLast)";
+      w += ".contiguous(at::MemoryFormat::ChannelsLast)";
+    } else if (mf != s.attrs.end() && trim_blanks(mf->second) != "contiguous") {
+      return error{"attrs.memory_format: expected contiguous or channels_last, got " + cpp_string(mf->second)};
+    }
+    std::string head = "at::conv2d(" + x + ", " + w + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
     std::string tail = ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
     auto pad = s.attrs.find("padding");
     if (pad != s.attrs.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid"))

@@ -107,17 +107,25 @@ const std::map<std::string, op_entry>& table() {
                          }};
     m["aten::conv2d"] = {2, 3, [](const args_t& a, const attrs_t& at_) {
                            at::Tensor bias = a.size() > 2 ? tensor_arg(a, 2) : at::Tensor();
+                           // memory_format channels_last: cuDNN computes in NHWC (input and
+                           // weight converted first), as torch.compile chooses.
+                           auto in = [&](size_t k) {
+                             auto mf = at_.find("memory_format");
+                             return mf != at_.end() && trim_blanks(mf->second) == "channels_last"
+                                        ? tensor_arg(a, k).contiguous(at::MemoryFormat::ChannelsLast)
+                                        : tensor_arg(a, k);
+                           };
                            auto stride = int_list(at_, "stride", 2, {1, 1});
                            auto dilation = int_list(at_, "dilation", 2, {1, 1});
                            int64_t groups = int_attr(at_, "groups", 1);
                            auto pad = at_.find("padding");
                            if (pad != at_.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid")) {
                              std::string mode = trim_blanks(pad->second);
-                             return at::conv2d(tensor_arg(a, 0), tensor_arg(a, 1), bias, stride,
+                             return at::conv2d(in(0), in(1), bias, stride,
                                                c10::string_view(mode.c_str()), dilation, groups);
                            }
                            auto padding = int_list(at_, "padding", 2, {0, 0});
-                           return at::conv2d(tensor_arg(a, 0), tensor_arg(a, 1), bias, stride, padding,
+                           return at::conv2d(in(0), in(1), bias, stride, padding,
                                              dilation, groups);
                          }};
     for (const char* op : {"aten::add", "aten::sub", "aten::mul", "aten::div"}) {

@@ -330,6 +330,12 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
     if (padding[i] < 0) return error{"attrs.padding: must not be negative, got " + std::to_string(padding[i])};
   }
   if (groups < 1) return error{"attrs.groups: must be at least 1, got " + std::to_string(groups)};
+  if (auto it = attrs.find("memory_format");
+      it != attrs.end() && it->second != "contiguous" && it->second != "channels_last")
+    return error{"attrs.memory_format: expected contiguous or channels_last, got \"" + it->second + "\""};
+  if (auto it = attrs.find("memory_format"); it != attrs.end() && it->second == "channels_last" && x.size() != 4)
+    return error{"attrs.memory_format: channels_last needs an input [N, C, H, W], '" + in[0].name + "' is " +
+                 shape_to_string(x)};
   if (same && (stride[0] != 1 || stride[1] != 1))
     return error{"attrs.padding: \"same\" needs stride 1, as in PyTorch"};
   bool batched = x.size() == 4;
@@ -409,7 +415,7 @@ const std::map<std::string, known_op>& known_ops() {
         {"aten::bmm", {2, 2, {}, tensors_only, infer_matmul}},
         {"aten::addmm", {3, 3, {"beta", "alpha"}, tensors_only, infer_addmm}},
         {"aten::linear", {2, 3, {}, tensors_only, infer_linear}},
-        {"aten::conv2d", {2, 3, {"stride", "padding", "dilation", "groups"}, tensors_only, infer_conv2d}},
+        {"aten::conv2d", {2, 3, {"stride", "padding", "dilation", "groups", "memory_format"}, tensors_only, infer_conv2d}},
         {"aten::add", {2, 2, {"alpha"}, 1, infer_binary}},
         {"aten::sub", {2, 2, {"alpha"}, 1, infer_binary}},
         {"aten::mul", {2, 2, {}, 1, infer_binary}},

@@ -170,6 +170,15 @@ TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
   CHECK(conv->launcher.find("const std::vector<int64_t> s0_padding{1, 1};") != std::string::npos);
   CHECK(conv->launcher.find("at::conv2d(t_x, t_weight, t_bias, at::IntArrayRef(s0_stride), at::IntArrayRef(s0_padding), "
                             "at::IntArrayRef(s0_dilation), static_cast<int64_t>(1))") != std::string::npos);
+  // Computed channels-last: input and weight converted first, as the reviewer runs it.
+  candidate nhwc = cand(kData / "conv2d_relu_bias.cu", kData / "conv2d_relu_bias.yaml");
+  nhwc.plan.steps[0].attrs["memory_format"] = "channels_last";
+  auto cl = export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc);
+  REQUIRE(cl);
+  CHECK(cl->launcher.find("at::conv2d(t_x.contiguous(at::MemoryFormat::ChannelsLast), "
+                          "t_weight.contiguous(at::MemoryFormat::ChannelsLast), t_bias, ") != std::string::npos);
+  nhwc.plan.steps[0].attrs["memory_format"] = "nhwc";
+  CHECK_FALSE(export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc));
   auto mse = export_pytorch(task("bench/tasks/mse_loss.yaml"), cand(kData / "mse_loss.cu", kData / "mse_loss.yaml"));
   REQUIRE(mse);
   CHECK(mse->launcher.find("at::Tensor t_out = at::empty(at::IntArrayRef(), options.dtype(at::kFloat));  // output") !=

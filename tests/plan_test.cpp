@@ -1013,6 +1013,7 @@ TEST_CASE("validate: library shape inference for conv2d, elementwise and softmax
   CHECK(library_shape("aten::conv2d", "[img, filt]", "{padding: same}") == shape{2, 8, 32, 32});
   CHECK(library_shape("aten::conv2d", "[img, filt]", "{padding: valid, dilation: 2}") == shape{2, 8, 28, 28});
   CHECK(library_shape("aten::conv2d", "[img, dw]", "{groups: 3}") == shape{2, 3, 30, 30});
+  CHECK(library_shape("aten::conv2d", "[img, filt]", "{memory_format: channels_last}") == shape{2, 8, 30, 30});
   CHECK(library_shape("aten::add", "[x, v]", "{alpha: 2}") == shape{128, 64});
   CHECK(library_shape("aten::mul", "[bx, x]") == shape{5, 128, 64});
   CHECK(library_shape("aten::sub", "[x, {float32: 1.5}]") == shape{128, 64});
@@ -1047,7 +1048,9 @@ TEST_CASE("validate: library shape errors", "[plan][validate][library]") {
         "step 0 (library aten::conv2d): attrs.stride: expected an integer or a list of 2 integers, got \"[1, x]\"");
   CHECK(library_error("aten::conv2d", "[img, filt]", "{strides: 2}") ==
         "step 0 (library aten::conv2d): attrs.strides: aten::conv2d has no attribute 'strides' (did you mean "
-        "'stride'?); its attributes: stride, padding, dilation, groups");
+        "'stride'?); its attributes: stride, padding, dilation, groups, memory_format");
+  CHECK(library_error("aten::conv2d", "[img, filt]", "{memory_format: nhwc}") ==
+        "step 0 (library aten::conv2d): attrs.memory_format: expected contiguous or channels_last, got \"nhwc\"");
   CHECK(library_error("aten::conv2d", "[img, filt]", "{padding: same, stride: 2}") ==
         "step 0 (library aten::conv2d): attrs.padding: \"same\" needs stride 1, as in PyTorch");
   CHECK(library_error("aten::conv2d", "[img, filt, b]") ==

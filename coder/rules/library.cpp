@@ -7,7 +7,7 @@ namespace ks::rules {
 namespace {
 
 // The constants of addmm (beta, alpha) and conv2d (stride, padding, dilation,
-// groups) as the step's attributes.
+// groups, and the layout it computes in) as the step's attributes.
 void library_attrs(const lowering_context& cx, const graph_node& n, const std::string& kind, plan_step& step) {
   auto list_text = [&](size_t k) {
     std::string s = "[";
@@ -23,6 +23,9 @@ void library_attrs(const lowering_context& cx, const graph_node& n, const std::s
     step.attrs["padding"] = list_text(4);
     step.attrs["dilation"] = list_text(5);
     step.attrs["groups"] = std::to_string(static_cast<int64_t>(cx.val(n.inputs[6]).numbers.at(0)));
+    // (channels-last is a layout of 4-d tensors: an unbatched input stays as it is)
+    if (cx.p.conv_layout == "channels_last" && cx.shapes.count(n.inputs[0]) && cx.shapes.at(n.inputs[0]).shape.size() == 4)
+      step.attrs["memory_format"] = "channels_last";
   }
 }
 

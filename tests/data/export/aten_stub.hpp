@@ -77,6 +77,7 @@ using c10::Device;
 using c10::IntArrayRef;
 using c10::kCUDA;
 enum class ScalarType : int8_t { Float, Half, BFloat16, Double, Int, Long, Bool };
+enum class MemoryFormat : int8_t { Contiguous, Preserve, ChannelsLast, ChannelsLast3d };
 constexpr ScalarType kFloat = ScalarType::Float, kHalf = ScalarType::Half, kBFloat16 = ScalarType::BFloat16,
                      kDouble = ScalarType::Double, kInt = ScalarType::Int, kLong = ScalarType::Long,
                      kBool = ScalarType::Bool;
@@ -99,7 +100,7 @@ class Tensor {
   ScalarType scalar_type() const;
   bool is_cuda() const;
   Device device() const;
-  Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat memory_format = MemoryFormat::Contiguous) const;
   void* data_ptr() const;
   Tensor& copy_(const Tensor& src, bool non_blocking = false);
 };
