@@ -127,10 +127,6 @@ std::vector<lowering_params> rules_coder::seed_params() {
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
   p.block_size = 256;
-  // The other layout for a library convolution: a two-seed run measures both (cuDNN's
-  // NHWC kernels were torch.compile's 1.8x on KernelBench's level-2 convolutions, and
-  // within 1e-4 of eager's NCHW ones there).
-  p.conv_layout = "channels_last";
   out.push_back(p);  // a warp per row (short rows) kept on chip, two vectors per trip
   p = {};
   p.block_size = 512;
