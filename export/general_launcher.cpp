@@ -183,6 +183,7 @@ class general_writer {
   general_writer(const task_spec& task, const launch_plan& plan, const std::vector<kernel_signature>& kernels)
       : task_(task), plan_(plan), kernels_(kernels), kernel_reads_(tensors_read_by_kernels(plan)) {
     for (auto& [k, _] : plan.constants) constants_.insert(k);
+    for (const auto& b : plan.scratch) scratch_.insert(b.name);
   }
 
   result<std::string> run() {
@@ -368,9 +369,7 @@ class general_writer {
     std::string block = library_results(
         label, s.outputs, *c,
         [&](const std::string& n) {
-          bool scratch = false;
-          for (const auto& b : plan_.scratch) scratch = scratch || b.name == n;
-          return target_of(declared_before.count(n) > 0, scratch, kernel_reads_.count(n) > 0);
+          return target_of(declared_before.count(n) > 0, scratch_.count(n) > 0, kernel_reads_.count(n) > 0);
         },
         std::vector<std::string>(declared_before.begin(), declared_before.end()), decls);
     for (auto& out : s.outputs) available_.insert(out);
@@ -383,6 +382,7 @@ class general_writer {
   std::set<std::string> constants_;
   std::set<std::string> available_;  // tensors declared so far
   const std::set<std::string> kernel_reads_;  // made contiguous when a library step makes them
+  std::set<std::string> scratch_;             // the plan's scratch buffers, by name
   std::ostringstream o_;
 };
 

@@ -148,11 +148,6 @@ std::string dispatch_call(const std::map<std::string, std::string>& attrs, const
 
 }  // namespace
 
-result_target target_of(bool declared, bool scratch, bool touched_by_kernel) {
-  if (!declared) return touched_by_kernel ? result_target::kernel_intermediate : result_target::library_intermediate;
-  return scratch && !touched_by_kernel ? result_target::library_scratch : result_target::buffer;
-}
-
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
                             const std::function<result_target(const std::string&)>& target,
@@ -166,16 +161,14 @@ std::string library_results(const std::string& label, const std::vector<std::str
   for (size_t k = 0; k < outputs.size(); ++k) {
     const std::string& out = outputs[k];
     const result_target to = target(out);
+    if (to == result_target::library_scratch || to == result_target::buffer)
+      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
+        << var(out) << ".scalar_type(), "
+        << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n";
     if (to == result_target::library_scratch) {
-      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
-        << var(out) << ".scalar_type(), "
-        << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
-        << "    " << var(out) << " = r[" << k << "];  // scratch only library steps use: as the op returned it\n";
+      o << "    " << var(out) << " = r[" << k << "];  // scratch only library steps use: as the op returned it\n";
     } else if (to == result_target::buffer) {
-      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
-        << var(out) << ".scalar_type(), "
-        << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n"
-        << "    if (ks::result_adoption::adoptable(r, " << k << ", " << var(out) << ", {";
+      o << "    if (ks::result_adoption::adoptable(r, " << k << ", " << var(out) << ", {";
       bool first = true;
       for (const std::string& t : in_scope) {
         if (t == out) continue;

@@ -38,18 +38,8 @@ result<library_step_call> library_step(const std::string& label, const resolved_
                                        const std::vector<std::string>& dispatch_args,
                                        const std::vector<bool>& is_tensor);
 
-// Where a library step's result goes; the launcher knows the plan (target_of).
-enum class result_target {
-  kernel_intermediate,   // a new intermediate a kernel step reads: made contiguous
-  library_intermediate,  // a new intermediate only library steps read: as the op returned it
-  buffer,                // a declared output, or scratch a kernel touches: taken or copied into
-  library_scratch,       // declared scratch no kernel touches: stands for the result as returned
-};
-// `declared`: an output or scratch buffer; `scratch`: scratch; `touched_by_kernel`: among
-// the plan's tensors_read_by_kernels (a kernel's argument). As the reviewer decides it.
-result_target target_of(bool declared, bool scratch, bool touched_by_kernel);
-
-// The C++ block that runs `c` and takes its results, by `target`: a buffer is checked
+// The C++ block that runs `c` and takes its results, by `target` (plan/'s target_of,
+// as the reviewer decides it): a buffer is checked
 // against the result, then becomes the result where ks::result_adoption::adoptable
 // allows (gpu/result_adoption.hpp, in the module) and is copied into otherwise (a
 // transposed view of an input is a scratch no kernel touches, say: taken as it is, so

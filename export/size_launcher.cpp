@@ -61,9 +61,10 @@ result<std::string> kernel_step(const resolved_step& s, const std::vector<kernel
   return o.str();
 }
 
-// A library step, its numbers fixed; `declared` holds the intermediates declared so far.
+// A library step, its numbers fixed; `declared` holds the intermediates declared so far,
+// `kernel_reads` the plan's tensors_read_by_kernels.
 result<std::string> library_step_block(const task_spec& task, const resolved_step& s, const resolved_plan& plan,
-                                       std::set<std::string>& declared) {
+                                       const std::set<std::string>& kernel_reads, std::set<std::string>& declared) {
   std::vector<std::string> a, dargs;
   std::vector<bool> is_tensor;
   for (const auto& arg : s.args) {
@@ -82,7 +83,6 @@ result<std::string> library_step_block(const task_spec& task, const resolved_ste
   auto c = library_step(s.label(), s, s.outputs, a, dargs, is_tensor);
   if (!c) return error{c.message()};
   const std::set<std::string> declared_before = declared;
-  const std::set<std::string> kernel_reads = tensors_read_by_kernels(plan);
   for (auto& out : s.outputs) {
     const resolved_buffer* b = plan.find_buffer(out);
     if (!(b && b->role != buffer_role::intermediate) && !declared.insert(out).second)
@@ -127,9 +127,10 @@ result<std::string> size_function(const task_spec& task, const size_variant& v,
         << (b.shape.empty() ? std::string("at::IntArrayRef()") : shape_list(b.shape, "{", "}")) << ", options.dtype(" << dt << "));  // " << to_string(b.role) << "\n";
     }
   std::set<std::string> declared;  // intermediates already declared
+  const std::set<std::string> kernel_reads = tensors_read_by_kernels(v.plan);
   for (const auto& s : v.plan.steps) {
     o << "  // " << s.label() << "\n";
-    auto step = s.kind == "kernel" ? kernel_step(s, kernels) : library_step_block(task, s, v.plan, declared);
+    auto step = s.kind == "kernel" ? kernel_step(s, kernels) : library_step_block(task, s, v.plan, kernel_reads, declared);
     if (!step) return error{step.message()};
     o << *step;
   }

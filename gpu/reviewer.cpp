@@ -567,30 +567,33 @@ struct reviewer::impl {
       const at::Tensor& out = (*outs)[k];
       const std::string& name = s.outputs[k];
       const resolved_buffer* declared = pp.plan.find_buffer(name);
-      if (declared && declared->role != buffer_role::intermediate) {
-        at::Tensor& dst = env.at(name);
-        if (out.sizes() != dst.sizes() || out.scalar_type() != dst.scalar_type())
-          fail(review_status::plan_error, s.label() + ": outputs[" + std::to_string(k) + "] '" + name +
-                                              "': the op returned " + shape_of(out) + " " + dtype_name(out) +
-                                              ", but the buffer is declared " + shape_of(dst) + " " + dtype_name(dst));
-        // Scratch that no kernel touches stands for the result as the op returned it (a
-        // transposed view of an input: the next library op takes its strides, as eager
-        // does). Otherwise taken as the buffer when nothing else can see its memory
-        // (gpu/result_adoption.hpp): the copy was a full pass over the output.
-        if (declared->role == buffer_role::scratch && !pp.kernel_reads.count(name)) {
-          dst = out;
-          continue;
-        }
-        std::vector<const at::Tensor*> live;
-        for (const auto& [other, t] : env)
-          if (other != name) live.push_back(&t);
-        if (result_adoption::adoptable(*outs, k, dst, live)) dst = out;
-        else dst.copy_(out);
-      } else {
+      const bool buffer = declared && declared->role != buffer_role::intermediate;
+      const result_target to = target_of(buffer, buffer && declared->role == buffer_role::scratch,
+                                         pp.kernel_reads.count(name) > 0);
+      if (to == result_target::kernel_intermediate || to == result_target::library_intermediate) {
         // Kernels index an intermediate row-major; library ops take a view's strides
         // (a transposed operand of a matmul stays a transpose flag, as in eager).
-        env[name] = pp.kernel_reads.count(name) ? out.contiguous() : out;
+        env[name] = to == result_target::kernel_intermediate ? out.contiguous() : out;
+        continue;
       }
+      at::Tensor& dst = env.at(name);
+      if (out.sizes() != dst.sizes() || out.scalar_type() != dst.scalar_type())
+        fail(review_status::plan_error, s.label() + ": outputs[" + std::to_string(k) + "] '" + name +
+                                            "': the op returned " + shape_of(out) + " " + dtype_name(out) +
+                                            ", but the buffer is declared " + shape_of(dst) + " " + dtype_name(dst));
+      // Scratch that no kernel touches stands for the result as the op returned it (a
+      // transposed view of an input: the next library op takes its strides, as eager
+      // does). Otherwise taken as the buffer when nothing else can see its memory
+      // (gpu/result_adoption.hpp): the copy was a full pass over the output.
+      if (to == result_target::library_scratch) {
+        dst = out;
+        continue;
+      }
+      std::vector<const at::Tensor*> live;
+      for (const auto& [other, t] : env)
+        if (other != name) live.push_back(&t);
+      if (result_adoption::adoptable(*outs, k, dst, live)) dst = out;
+      else dst.copy_(out);
     }
   }
 

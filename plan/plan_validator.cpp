@@ -972,22 +972,9 @@ class resolver {
 
 }  // namespace
 
-std::set<std::string> tensors_read_by_kernels(const resolved_plan& plan) {
-  std::set<std::string> out;
-  for (const auto& s : plan.steps)
-    if (s.kind == "kernel")
-      for (const auto& a : s.args)
-        if (a.kind == "tensor") out.insert(a.tensor);
-  return out;
-}
-
-std::set<std::string> tensors_read_by_kernels(const launch_plan& plan) {
-  std::set<std::string> out;
-  for (const auto& s : plan.steps)
-    if (s.kind == "kernel")
-      for (const auto& a : s.args)
-        if (a.kind == "tensor") out.insert(a.value);
-  return out;
+result_target target_of(bool declared, bool scratch, bool touched_by_kernel) {
+  if (!declared) return touched_by_kernel ? result_target::kernel_intermediate : result_target::library_intermediate;
+  return scratch && !touched_by_kernel ? result_target::library_scratch : result_target::buffer;
 }
 
 result<resolved_plan> resolve_plan(const launch_plan& plan, const plan_context& context) {

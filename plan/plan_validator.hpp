@@ -103,6 +103,9 @@ struct resolved_arg {
   double float_value = 0;
   friend bool operator==(const resolved_arg&, const resolved_arg&) = default;
 };
+// The tensor a tensor argument names, in either form of a plan.
+inline const std::string& arg_tensor_name(const resolved_arg& a) { return a.tensor; }
+inline const std::string& arg_tensor_name(const plan_arg& a) { return a.value; }
 
 // One step with every expression evaluated.
 struct resolved_step {
@@ -144,8 +147,28 @@ result<resolved_plan> resolve_plan(const launch_plan& plan, const plan_context& 
 // step's new intermediate that none of them reads may stay as the op returned it (a
 // transposed view, say: the next library op takes its strides, as eager does);
 // one that a kernel reads is made contiguous, as kernels index it row-major.
-std::set<std::string> tensors_read_by_kernels(const resolved_plan& plan);
-std::set<std::string> tensors_read_by_kernels(const launch_plan& plan);
+// For a launch_plan or a resolved_plan.
+template <class Plan>
+std::set<std::string> tensors_read_by_kernels(const Plan& plan) {
+  std::set<std::string> out;
+  for (const auto& s : plan.steps)
+    if (s.kind == "kernel")
+      for (const auto& a : s.args)
+        if (a.kind == "tensor") out.insert(arg_tensor_name(a));
+  return out;
+}
+
+// Where a library step's result goes. The reviewer's plan runner and the exported
+// launchers both ask this, so that a plan runs the same way in both.
+enum class result_target {
+  kernel_intermediate,   // a new intermediate a kernel step reads: made contiguous
+  library_intermediate,  // a new intermediate only library steps read: as the op returned it
+  buffer,                // a declared output, or scratch a kernel touches: taken or copied into
+  library_scratch,       // declared scratch no kernel touches: stands for the result as returned
+};
+// `declared`: an output or scratch buffer; `scratch`: scratch; `touched_by_kernel`:
+// among tensors_read_by_kernels (a kernel's argument).
+result_target target_of(bool declared, bool scratch, bool touched_by_kernel);
 
 // "[128, 64]"; "[]" for a 0-d tensor.
 std::string shape_to_string(const std::vector<int64_t>& shape);
