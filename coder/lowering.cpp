@@ -6,6 +6,7 @@
 
 #include "coder/rules/combine.hpp"
 #include "coder/rules/composites.hpp"
+#include "coder/rules/conv_bias.hpp"
 #include "coder/rules/elementwise.hpp"
 #include "coder/rules/fallback.hpp"
 #include "coder/rules/kernel_text.hpp"
@@ -167,7 +168,8 @@ result<lowered_kernel_set> run(lowering_context& cx) {
 result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_params& params,
                                        const target_shapes& target, const lowering_device& device) {
   // Losses ATen runs in one call, written out into ops the templates fuse.
-  const task_graph expanded = rules::expand_composites(graph);
+  // A convolution's bias added in the kernel that reads its result.
+  const task_graph expanded = rules::split_conv_bias(rules::expand_composites(graph));
   lowering_context cx(expanded, params, target, device);
   // A template that meets a graph it did not expect must give an error, never end the
   // caller (an agent) with an exception: the lowering's own lookups throw on a missing

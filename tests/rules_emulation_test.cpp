@@ -1087,3 +1087,58 @@ TEST_CASE("emulated: argmax and argmin match the reference, first index on ties 
     check_candidates(*t, *seeds);
   }
 }
+
+// A convolution's bias added by the kernel that reads its result (split_conv_bias):
+// the library step runs without it and the kernel reads the task's own bias as
+// [C, 1, ...]; over a middle dim it is read at the channel, over rows at the row.
+// Where nothing but an output reads the convolution, the bias stays ATen's.
+TEST_CASE("emulated: a convolution's bias added in the kernel after it matches the reference", "[rules][emulated][conv_bias]") {
+  auto base = load_task(kSource / "bench/tasks/conv2d_relu_bias.yaml");
+  REQUIRE(base);
+  const std::string conv = "torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)";
+  struct variant {
+    const char* name;
+    std::string body;
+    bool split;  // the convolution runs without its bias
+  };
+  const variant variants[] = {
+      {"conv_bias_min_channels", "    return torch.tanh(torch.min(" + conv + ", 1, True)[0])\n", true},
+      {"conv_bias_instance_norm",
+       "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", true},
+      {"conv_bias_spatial_amax", "    return torch.sigmoid(torch.amax(" + conv + " * 2.0, [2, 3]))\n", true},
+      {"conv_transpose_bias_clamp",
+       "    y = torch.conv2d(x, weight, None, [1, 1], [1, 1], [1, 1], 1)\n"
+       "    return torch.clamp(torch.conv_transpose2d(y, weight_t, bias, [2, 2], [1, 1], [1, 1], 1, [1, 1]), -0.5, 0.5)\n",
+       true},
+      {"convolution_bias_sigmoid",
+       "    return torch.sigmoid(torch._convolution(x, weight, bias, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, "
+       "False, True, True))\n",
+       true},
+      {"conv_bias_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", false},
+      {"conv_bias_max_pool", "    return torch.max_pool2d(" + conv + ", [2, 2], [2, 2], [0, 0], [1, 1], False)\n", false},
+  };
+  for (const variant& v : variants) {
+    INFO(v.name);
+    task_spec t = *base;
+    t.name = v.name;
+    t.torchscript = "def forward(x, weight, bias, bias2, weight_t):\n" + v.body;
+    t.parameters.push_back({"weight_t", {128, 128, 3, 3}, "float32", t.parameters[0].init});
+    t.sizes["cpu"]["weight_t"] = {8, 8, 3, 3};
+    auto cands = the_coder().seeds(t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const candidate& c : *cands) {
+      const plan_step* lib = nullptr;
+      bool kernel_reads_bias = false;
+      for (const plan_step& s : c.plan.steps) {
+        if (s.kind == "library" && !lib) lib = &s;
+        for (const plan_arg& a : s.args)
+          if (s.kind == "kernel" && a.kind == "tensor" && a.value == "bias") kernel_reads_bias = true;
+      }
+      REQUIRE(lib);
+      CHECK(lib->args.size() == (v.split ? 2u : 3u));
+      CHECK(kernel_reads_bias == v.split);
+      for (const plan_step& s : c.plan.steps) CHECK(s.name.find("unsqueeze") == std::string::npos);
+    }
+    check_candidates(t, *cands);
+  }
+}

@@ -17,6 +17,7 @@
 //   combine.cpp           a reduction's state, merges, warp and block combines
 //   composites.cpp        losses ATen runs in one call, written out into the ops
 //                         above before the stages are planned
+//   conv_bias.cpp         a convolution's bias moved into the kernel after it
 // The templates, one file each (layout struct → emit_*):
 //   elementwise.cpp       elementwise_layout  fused elementwise chains
 //   row_reduce.cpp        reduce_layout       reductions and normalisations

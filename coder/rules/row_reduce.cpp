@@ -408,6 +408,19 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
 void index_epilogue_by_row(reduce_parts& rp) {
   // In a row, i = row * C + c with 0 <= c < C.
   rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + rp.C + ")", "c"), "(i / " + rp.C + ")", "row");
+  // The prologue's too, for operands along the rows (a convolution's bias before an
+  // instance norm): row is the same in every loop over the row, so what is computed
+  // from it alone leaves the loop.
+  rp.load_code = replace_all(rp.load_code, "(i / " + rp.C + ")", "row");
+}
+
+void index_prologue_by_channel(reduce_parts& rp) {
+  // Over a middle dim, i = (o * C + c) * INNER + j with 0 <= c < C: an operand along
+  // the reduced dims alone (a convolution's bias before a min over channels) is read
+  // at c, without a 64-bit division and modulo per element. The moments' shift is
+  // loaded at c = 0, outside the loops over c: left as it is.
+  if (rp.INNER.empty() || rp.r.acc == acc_kind::moments || rp.r.acc == acc_kind::welford) return;
+  rp.load_code = replace_all(rp.load_code, "((i / " + rp.INNER + ") % " + rp.C + ")", "c");
 }
 
 std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into) {
@@ -467,6 +480,8 @@ status emit_reduce(lowering_context& cx, size_t si) {
   if (!parts) return error{parts.message()};
   reduce_parts& rp = *parts;
   const reduce_layout lay = choose_reduce_layout(cx.p, rp);
+  if (lay.form == reduce_layout::middle_slices || lay.form == reduce_layout::middle_two_pass)
+    index_prologue_by_channel(rp);
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
   if (lay.split) return emit_split_rows(cx, si, rp, lay);
   std::ostringstream k;

@@ -118,6 +118,10 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
                         const std::string& lane, const std::string& width);
 // The epilogue's reads of operands broadcast along the rows (i % C) at the column c,
 // and of those broadcast along the row (i / C) at row: no 64-bit division per element.
+// The prologue's reads along the row likewise (row is defined wherever it is loaded).
 void index_epilogue_by_row(reduce_parts& rp);
+// Over a middle dim: the prologue's reads of operands along the reduced dims alone at
+// the channel c the loops over C name (not for moments, whose shift is read outside).
+void index_prologue_by_channel(reduce_parts& rp);
 
 }  // namespace ks::rules

@@ -129,6 +129,24 @@ status collect_stages(lowering_context& cx) {
       if (kind == "prim::ListConstruct") cx.list_of[n.outputs[0]] = n.inputs;
       continue;
     }
+    // unsqueeze of an input (a convolution's bias as split_conv_bias writes it, a
+    // bias.unsqueeze(-1) of the model): a view of the same contiguous memory, read by
+    // the kernels through its own shape; no step.
+    if (kind == "aten::unsqueeze" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
+        cx.input_name.count(n.inputs[0]) && cx.val(n.inputs[1]).constant && cx.val(n.inputs[1]).numbers.size() == 1) {
+      shaped s = cx.shapes.at(n.inputs[0]);
+      int64_t d = normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers[0]), s.shape.size() + 1);
+      if (d >= 0 && d <= static_cast<int64_t>(s.shape.size())) {
+        s.shape.insert(s.shape.begin() + d, 1);
+        s.sym.insert(s.sym.begin() + d, "1");
+        if (s.shape == cx.val(n.outputs[0]).shape) {
+          cx.shapes[n.outputs[0]] = s;
+          cx.input_name[n.outputs[0]] = cx.input_name.at(n.inputs[0]);
+          cx.tensor_of[n.outputs[0]] = cx.tensor_of.at(n.inputs[0]);
+          continue;
+        }
+      }
+    }
     // Scalar arithmetic (x.dim() - 1) computes no tensor: its values are in the
     // graph, and whatever reads one refuses it unless it is a constant or a size.
     bool makes_tensor = false;

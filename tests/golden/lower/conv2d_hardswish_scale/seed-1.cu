@@ -10,64 +10,81 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// Fused elementwise chain: hardswish mul. 4 floats per vector, 2 vector(s) per thread per trip, grid-stride.
+// Fused elementwise chain: add hardswish mul. 4 floats per vector, 2 vector(s) per thread per trip, grid-stride; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element.
 extern "C" __global__ void __launch_bounds__(256)
-ks1_elementwise(long long n0, const float* __restrict__ in0, float* __restrict__ out2) {
+ks1_elementwise(long long n0, long long n1, long long n2, const float* __restrict__ in0, const float* __restrict__ in1, long long n5, float* __restrict__ out6) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long long nv = n0 / 4;
+  for (long long row = blockIdx.y; row < n1; row += gridDim.y) {
+  const long long base = row * n2;
+  if (n2 % 4 == 0) {
+  const long long nv = n2 / 4, bv = base / 4;
   for (long long j = tid; j < nv; j += stride * 2) {
   float4 q_in0[2];
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
-    const long long w = j + u * stride;
-    if (w >= nv) break;
+    const long long cv = j + u * stride, w = bv + cv;
+    if (cv >= nv) break;
     q_in0[u] = reinterpret_cast<const float4*>(in0)[w];
   }
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
-    const long long w = j + u * stride;
-    if (w >= nv) break;
-    float4 r_out2;
+    const long long cv = j + u * stride, w = bv + cv;
+    if (cv >= nv) break;
+    float4 r_out6;
     {
-    const long long i = w * 4 + 0;
-    (void)i;
+    const long long c = cv * 4 + 0, i = base + c;
+    (void)c; (void)i;
     const float x0 = q_in0[u].x;
-    const float e1 = x0 * fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e2 = e1 * (0.5f);
-    r_out2.x = e2;
+    const float x1 = in1[(row % n5)];
+    const float e2 = x0 + x1;
+    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+    const float e4 = e3 * (0.5f);
+    r_out6.x = e4;
     }
     {
-    const long long i = w * 4 + 1;
-    (void)i;
+    const long long c = cv * 4 + 1, i = base + c;
+    (void)c; (void)i;
     const float x0 = q_in0[u].y;
-    const float e1 = x0 * fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e2 = e1 * (0.5f);
-    r_out2.y = e2;
+    const float x1 = in1[(row % n5)];
+    const float e2 = x0 + x1;
+    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+    const float e4 = e3 * (0.5f);
+    r_out6.y = e4;
     }
     {
-    const long long i = w * 4 + 2;
-    (void)i;
+    const long long c = cv * 4 + 2, i = base + c;
+    (void)c; (void)i;
     const float x0 = q_in0[u].z;
-    const float e1 = x0 * fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e2 = e1 * (0.5f);
-    r_out2.z = e2;
+    const float x1 = in1[(row % n5)];
+    const float e2 = x0 + x1;
+    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+    const float e4 = e3 * (0.5f);
+    r_out6.z = e4;
     }
     {
-    const long long i = w * 4 + 3;
-    (void)i;
+    const long long c = cv * 4 + 3, i = base + c;
+    (void)c; (void)i;
     const float x0 = q_in0[u].w;
-    const float e1 = x0 * fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e2 = e1 * (0.5f);
-    r_out2.w = e2;
+    const float x1 = in1[(row % n5)];
+    const float e2 = x0 + x1;
+    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+    const float e4 = e3 * (0.5f);
+    r_out6.w = e4;
     }
-    reinterpret_cast<float4*>(out2)[w] = r_out2;
+    reinterpret_cast<float4*>(out6)[w] = r_out6;
   }
   }
-  for (long long i = nv * 4 + tid; i < n0; i += stride) {
+  } else {
+  for (long long c = tid; c < n2; c += stride) {
+    const long long i = base + c;
     const float xt0 = in0[i];
-    const float et1 = xt0 * fminf(fmaxf(xt0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float et2 = et1 * (0.5f);
-    out2[i] = et2;
+    const float xt1 = in1[(row % n5)];
+    const float et2 = xt0 + xt1;
+    const float et3 = et2 * fminf(fmaxf(et2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+    const float et4 = et3 * (0.5f);
+    out6[i] = et4;
+  }
+  }
   }
 }

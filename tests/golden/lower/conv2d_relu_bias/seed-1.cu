@@ -10,9 +10,9 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// Fused elementwise chain: add relu. 4 floats per vector, 2 vector(s) per thread per trip, grid-stride; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element.
+// Fused elementwise chain: add add relu. 4 floats per vector, 2 vector(s) per thread per trip, grid-stride; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element.
 extern "C" __global__ void __launch_bounds__(256)
-ks1_elementwise(long long n0, long long n1, long long n2, const float* __restrict__ in0, const float* __restrict__ in1, long long n5, long long n6, float* __restrict__ out7) {
+ks1_elementwise(long long n0, long long n1, long long n2, const float* __restrict__ in0, const float* __restrict__ in1, long long n5, const float* __restrict__ in2, long long n7, float* __restrict__ out8) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   for (long long row = blockIdx.y; row < n1; row += gridDim.y) {
@@ -31,54 +31,64 @@ ks1_elementwise(long long n0, long long n1, long long n2, const float* __restric
   for (int u = 0; u < 2; ++u) {
     const long long cv = j + u * stride, w = bv + cv;
     if (cv >= nv) break;
-    float4 r_out7;
+    float4 r_out8;
     {
     const long long c = cv * 4 + 0, i = base + c;
     (void)c; (void)i;
     const float x0 = q_in0[u].x;
-    const float x1 = in1[(row % n5) * n6];
+    const float x1 = in1[(row % n5)];
     const float e2 = x0 + x1;
-    const float e3 = fmaxf(e2, 0.0f);
-    r_out7.x = e3;
+    const float x3 = in2[(row % n5) * n7];
+    const float e4 = e2 + x3;
+    const float e5 = fmaxf(e4, 0.0f);
+    r_out8.x = e5;
     }
     {
     const long long c = cv * 4 + 1, i = base + c;
     (void)c; (void)i;
     const float x0 = q_in0[u].y;
-    const float x1 = in1[(row % n5) * n6];
+    const float x1 = in1[(row % n5)];
     const float e2 = x0 + x1;
-    const float e3 = fmaxf(e2, 0.0f);
-    r_out7.y = e3;
+    const float x3 = in2[(row % n5) * n7];
+    const float e4 = e2 + x3;
+    const float e5 = fmaxf(e4, 0.0f);
+    r_out8.y = e5;
     }
     {
     const long long c = cv * 4 + 2, i = base + c;
     (void)c; (void)i;
     const float x0 = q_in0[u].z;
-    const float x1 = in1[(row % n5) * n6];
+    const float x1 = in1[(row % n5)];
     const float e2 = x0 + x1;
-    const float e3 = fmaxf(e2, 0.0f);
-    r_out7.z = e3;
+    const float x3 = in2[(row % n5) * n7];
+    const float e4 = e2 + x3;
+    const float e5 = fmaxf(e4, 0.0f);
+    r_out8.z = e5;
     }
     {
     const long long c = cv * 4 + 3, i = base + c;
     (void)c; (void)i;
     const float x0 = q_in0[u].w;
-    const float x1 = in1[(row % n5) * n6];
+    const float x1 = in1[(row % n5)];
     const float e2 = x0 + x1;
-    const float e3 = fmaxf(e2, 0.0f);
-    r_out7.w = e3;
+    const float x3 = in2[(row % n5) * n7];
+    const float e4 = e2 + x3;
+    const float e5 = fmaxf(e4, 0.0f);
+    r_out8.w = e5;
     }
-    reinterpret_cast<float4*>(out7)[w] = r_out7;
+    reinterpret_cast<float4*>(out8)[w] = r_out8;
   }
   }
   } else {
   for (long long c = tid; c < n2; c += stride) {
     const long long i = base + c;
     const float xt0 = in0[i];
-    const float xt1 = in1[(row % n5) * n6];
+    const float xt1 = in1[(row % n5)];
     const float et2 = xt0 + xt1;
-    const float et3 = fmaxf(et2, 0.0f);
-    out7[i] = et3;
+    const float xt3 = in2[(row % n5) * n7];
+    const float et4 = et2 + xt3;
+    const float et5 = fmaxf(et4, 0.0f);
+    out8[i] = et5;
   }
   }
   }

@@ -10,9 +10,9 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// Fused elementwise chain: add relu. 1 floats per vector, 1 vector(s) per thread per trip, grid-stride.
+// Fused elementwise chain: add add relu. 1 floats per vector, 1 vector(s) per thread per trip, grid-stride.
 extern "C" __global__ void __launch_bounds__(128)
-ks1_elementwise(long long n0, const float* __restrict__ in0, const float* __restrict__ in1, long long n3, long long n4, long long n5, float* __restrict__ out6) {
+ks1_elementwise(long long n0, const float* __restrict__ in0, const float* __restrict__ in1, long long n3, long long n4, const float* __restrict__ in2, long long n6, float* __restrict__ out7) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   for (long long j = tid; j < n0; j += stride * 1) {
@@ -21,10 +21,12 @@ ks1_elementwise(long long n0, const float* __restrict__ in0, const float* __rest
     const long long i = j + u * stride;
     if (i >= n0) break;
     const float x0 = in0[i];
-    const float x1 = in1[((i / n3) % n4) * n5];
+    const float x1 = in1[((i / n3) % n4)];
     const float e2 = x0 + x1;
-    const float e3 = fmaxf(e2, 0.0f);
-    out6[i] = e3;
+    const float x3 = in2[((i / n3) % n4) * n6];
+    const float e4 = e2 + x3;
+    const float e5 = fmaxf(e4, 0.0f);
+    out7[i] = e5;
   }
   }
 }
