@@ -842,6 +842,24 @@ TEST_CASE("emulated: group_norm and instance_norm as row normalisations match th
     check_candidates(*t, split);
     check_bit_identical(*t, split.front());
   }
+  // Channels shorter than the lanes (a group norm after a GEMM: [batch, C], one element
+  // a channel; or 3 a channel): pass 2 walks the row flat. Also split on a 2-SM device
+  // (few rows of 4096 single-element channels).
+  for (const char* body : {"torch.group_norm(x, 4, weight, bias, 1e-5)", "torch.clamp(torch.group_norm(x, 2, weight, bias, 1e-5), -1.0, 1.0)"}) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{5, 64}, std::vector<int64_t>{3, 16, 3}}) {
+      auto t = norm_task("group_norm_short_channels", body, shape, true);
+      REQUIRE(t);
+      INFO(body << " of rank " << shape.size());
+      auto seeds = the_coder().seeds(*t, 5);
+      if (!seeds) FAIL(seeds.message());
+      check_candidates(*t, *seeds);
+    }
+    auto t = norm_task("group_norm_short_channels_split", body, {2, 8192}, true);
+    REQUIRE(t);
+    auto seeds = small_device_coder().seeds(*t, 5);
+    if (!seeds) FAIL(seeds.message());
+    check_candidates(*t, *seeds);
+  }
 }
 
 // Pools over one and three dims (the pool template's window over the last 1, 2 or 3
@@ -1140,5 +1158,29 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
       for (const plan_step& s : c.plan.steps) CHECK(s.name.find("unsqueeze") == std::string::npos);
     }
     check_candidates(t, *cands);
+  }
+  // Few long rows on a 2-SM device: the reduction is split, and its first kernel reads
+  // the bias at the block's row too (a batch norm: every row's partials are merged).
+  for (const char* body : {"    return torch.sigmoid(torch.amax(torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)"
+                           " * 2.0, [2, 3]))\n",
+                           "    return torch.batch_norm(torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1), None, None, "
+                           "None, None, True, 0.1, 1e-5, False)\n"}) {
+    INFO(body);
+    task_spec t = *base;
+    t.name = "conv_bias_split_rows";
+    t.torchscript = std::string("def forward(x, weight, bias, bias2):\n") + body;
+    // (the layout is chosen at the task's own shapes: these, not the suite's)
+    t.inputs[0].shape = {1, 4, 96, 96};
+    t.parameters[0].shape = {2, 4, 3, 3};
+    t.parameters[1].shape = {2};
+    t.parameters[2].shape = {2, 1, 1};
+    t.sizes.clear();
+    auto cands = small_device_coder().seeds(t, 5);
+    if (!cands) FAIL(cands.message());
+    std::vector<candidate> split;
+    for (auto& c : *cands)
+      if (c.source.find("_part(") != std::string::npos) split.push_back(c);
+    REQUIRE(!split.empty());
+    check_candidates(t, split);
   }
 }

@@ -386,6 +386,16 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
   std::ostringstream k;
   k << rp.prelude;
   k << "  const long long g0 = (row % " << rp.G << ") * " << CG << ";  // the group's first channel\n";
+  // Channels shorter than the lanes (a group norm after a GEMM: one element each)
+  // would leave all lanes but a few idle channel after channel: walk the row flat,
+  // each element's channel from its column.
+  k << "  if (" << SP << " < " << width << ") {\n";
+  k << "  for (long long c = " << lo << " + " << lane << "; c < " << hi << "; c += " << width << ") {\n";
+  k << "    const long long k = c / " << SP << ";\n";
+  k << "    const float a_k = rstd" << (rp.W.empty() ? "" : " * " + rp.W + "[g0 + k]") << ";\n";
+  k << "    const float b_k = " << (rp.Bi.empty() ? "0.0f" : rp.Bi + "[g0 + k]") << ";\n";
+  k << reduce_load(rp, "base + c", "v") << pass2_body(cx, rp, "base + c", y) << "  }\n";
+  k << "  } else\n";
   k << "  for (long long k = " << lo << " / " << SP << "; k < " << CG << " && k * " << SP << " < " << hi << "; ++k) {\n";
   k << "    const float a_k = rstd" << (rp.W.empty() ? "" : " * " + rp.W + "[g0 + k]") << ";\n";
   k << "    const float b_k = " << (rp.Bi.empty() ? "0.0f" : rp.Bi + "[g0 + k]") << ";\n";

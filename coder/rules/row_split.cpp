@@ -185,6 +185,9 @@ status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const 
   auto p1 = gather_parts(cx, si, true);
   if (!p1) return error{p1.message()};
   reduce_parts& rp1 = *p1;
+  // An operand along the rows (a convolution's bias before a batch norm) at the block's
+  // row (chunk_head), not by a 64-bit division per element.
+  rp1.load_code = replace_all(rp1.load_code, "(i / " + rp1.C + ")", "row");
   const std::string SA = rp1.kp.int64(SPLIT);
   const std::string PART = rp1.kp.tensor_out(part);
   std::string src = part_kernel(rp1, lay, SA, PART, rp.name + "_part", SPLIT);
