@@ -1159,6 +1159,21 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
     }
     check_candidates(t, *cands);
   }
+  // An unsqueezed input read by a kernel is a view (no step); returned as is, it is an
+  // output some step must write (a library step, as before).
+  {
+    task_spec t = *base;
+    t.name = "bias_view_returned";
+    t.torchscript = "def forward(x, weight, bias, bias2):\n    v = bias.unsqueeze(-1)\n    return torch.relu(v) * 2.0, v\n";
+    auto cands = the_coder().seeds(t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const candidate& c : *cands) {
+      int library = 0;
+      for (const plan_step& s : c.plan.steps) library += s.kind == "library";
+      CHECK(library == 1);
+    }
+    check_candidates(t, *cands);
+  }
   // Few long rows on a 2-SM device: the reduction is split, and its first kernel reads
   // the bias at the block's row too (a batch norm: every row's partials are merged).
   for (const char* body : {"    return torch.sigmoid(torch.amax(torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)"

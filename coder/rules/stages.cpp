@@ -131,9 +131,11 @@ status collect_stages(lowering_context& cx) {
     }
     // unsqueeze of an input (a convolution's bias as split_conv_bias writes it, a
     // bias.unsqueeze(-1) of the model): a view of the same contiguous memory, read by
-    // the kernels through its own shape; no step.
-    if (kind == "aten::unsqueeze" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
-        cx.input_name.count(n.inputs[0]) && cx.val(n.inputs[1]).constant && cx.val(n.inputs[1]).numbers.size() == 1) {
+    // the kernels through its own shape; no step. (Not in place, and not an output of
+    // the graph: an output needs a step that writes it.)
+    if (n.kind == "aten::unsqueeze" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
+        !std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[0]) && cx.input_name.count(n.inputs[0]) &&
+        cx.val(n.inputs[1]).constant && cx.val(n.inputs[1]).numbers.size() == 1) {
       shaped s = cx.shapes.at(n.inputs[0]);
       int64_t d = normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers[0]), s.shape.size() + 1);
       if (d >= 0 && d <= static_cast<int64_t>(s.shape.size())) {
