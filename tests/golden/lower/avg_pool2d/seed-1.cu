@@ -10,37 +10,61 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// avg_pool2d 3x3, stride 2x2, padding 1x1: a thread per output element.
-extern "C" __global__ void __launch_bounds__(512)
+// avg_pool2d 3x3, stride 2x2, padding 1x1: a thread per 2 consecutive outputs along the last dim, their 5 inputs along it loaded once.
+extern "C" __global__ void __launch_bounds__(256)
 ks0_avg_pool2d(const float* __restrict__ in0, long long n1, long long n2, long long n3, long long n4, long long n5, float* __restrict__ out6) {
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n5) return;
+  const long long OL = (n4 + 1) / 2;  // runs of 2 a line
   long long ow, oh, plane;
   if (n5 <= 0x7fffffffLL) {
-    const unsigned u = (unsigned)t, q = u / (unsigned)n4;
-    ow = u - q * (unsigned)n4; oh = q % (unsigned)n3; plane = q / (unsigned)n3;
+    const unsigned u = (unsigned)t, q = u / (unsigned)OL;
+    ow = u - q * (unsigned)OL; oh = q % (unsigned)n3; plane = q / (unsigned)n3;
   } else {
-    ow = t % n4; oh = (t / n4) % n3; plane = t / (n4 * n3);
+    ow = t % OL; oh = (t / OL) % n3; plane = t / (OL * n3);
   }
+  ow *= 2;  // the run's first output
   const float* xp = in0 + plane * n1 * n2;
   const long long h0 = oh * 2 - 1, w0 = ow * 2 - 1;
-  float acc = 0.0f;
-  int count = 0;
+  float acc[2];
+  int count[2];
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    acc[v] = 0.0f;
+    count[v] = 0;
+  }
 #pragma unroll
   for (int i = 0; i < 3; ++i) {
     const long long h = h0 + i * 1;
     if (h < 0 || h >= n1) continue;
+    float xs[5];
+    bool ok[5];
 #pragma unroll
-    for (int j = 0; j < 3; ++j) {
-      const long long w = w0 + j * 1;
-      if (w < 0 || w >= n2) continue;
-      const float v = xp[h * n2 + w];
-      acc += v;
-      ++count;
+    for (int s = 0; s < 5; ++s) {
+      const long long w = w0 + s;
+      ok[s] = w >= 0 && w < n2;
+      xs[s] = ok[s] ? xp[h * n2 + w] : 0.0f;
+    }
+#pragma unroll
+    for (int v = 0; v < 2; ++v) {
+#pragma unroll
+      for (int l = 0; l < 3; ++l) {
+        const int s = v * 2 + l * 1;
+        if (!ok[s]) continue;
+        acc[v] += xs[s];
+        ++count[v];
+      }
     }
   }
-  const long long he = min(h0 + 3, n1 + 1), we = min(w0 + 3, n2 + 1);
-  const float res = acc / (float)((he - h0) * (we - w0));
-  out6[t] = res;
+  const long long he = min(h0 + 3, n1 + 1);
+  const long long tv0 = (t / OL) * n4 + ow;
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    if (ow + v >= n4) break;
+    const long long tv = tv0 + v;
+    const long long w0v = w0 + v * 2, wev = min(w0v + 3, n2 + 1);
+    const float res = acc[v] / (float)((he - h0) * (wev - w0v));
+    out6[tv] = res;
+  }
   (void)count;
 }

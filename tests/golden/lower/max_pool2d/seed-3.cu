@@ -11,7 +11,7 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
 }
 
 // max_pool2d 3x3, stride 2x2, padding 1x1: a thread per output element.
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(128)
 ks0_max_pool2d(const float* __restrict__ in0, long long n1, long long n2, long long n3, long long n4, long long n5, float* __restrict__ out6) {
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n5) return;
