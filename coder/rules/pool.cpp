@@ -34,6 +34,34 @@ int64_t pool_layout::span() const {
 
 namespace {
 
+// The loops over the taps of window dims [0, n), outermost first: each tap's input
+// position in its dim and the bounds check that skips padding.
+void tap_loops(std::ostringstream& k, const pool_spec& p, const std::vector<std::string>& nm,
+               const std::vector<std::string>& I, int n) {
+  static const char* tap_names[] = {"i", "j", "l"};
+  for (int q = 0; q < n; ++q) {
+    const std::string ind(2 + 2 * q, ' ');
+    k << "#pragma unroll\n" << ind << "for (int " << tap_names[q] << " = 0; " << tap_names[q] << " < " << p.kernel[q] << "; ++"
+      << tap_names[q] << ") {\n";
+    k << ind << "  const long long " << nm[q] << " = " << nm[q] << "0 + " << tap_names[q] << " * " << p.dil[q] << ";\n";
+    k << ind << "  if (" << nm[q] << " < 0 || " << nm[q] << " >= " << I[q] << ") continue;\n";
+  }
+}
+
+void close_tap_loops(std::ostringstream& k, int n) {
+  for (int q = n - 1; q >= 0; --q) k << std::string(2 + 2 * q, ' ') << "}\n";
+}
+
+// count_include_pad's window ends in dims [0, n): PyTorch counts padding inside the
+// padded input, but not past it.
+void padded_ends(std::ostringstream& k, const pool_spec& p, const std::vector<std::string>& nm,
+                 const std::vector<std::string>& I, int n) {
+  k << "  const long long";
+  for (int q = 0; q < n; ++q)
+    k << (q ? ", " : " ") << nm[q] << "e = min(" << nm[q] << "0 + " << p.kernel[q] << ", " << I[q] << " + " << p.pad[q] << ")";
+  k << ";\n";
+}
+
 // The body after the index for a thread that computes V consecutive outputs along the
 // last dim (o<last> is the run's first, OL the runs a line): the outer dims' taps as for
 // one output, the last dim's span of inputs loaded once into registers (a load only
@@ -43,20 +71,13 @@ namespace {
 std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, const std::vector<std::string>& I,
                      const std::string& O_last, int V, int64_t span, const std::string& at, const epilogue_code* epi,
                      const std::string& Y) {
-  static const char* tap_names[] = {"i", "j", "l"};
   const int D = p.dims, L = D - 1;
   const std::string Vs = std::to_string(V), S = std::to_string(span), w = nm[L];
   std::ostringstream k;
   k << "  float acc[" << Vs << "];\n  int count[" << Vs << "];\n";
   k << "#pragma unroll\n  for (int v = 0; v < " << Vs << "; ++v) {\n    acc[v] = " << (p.max ? "-KS_INF" : "0.0f")
     << ";\n    count[v] = 0;\n  }\n";
-  for (int q = 0; q < L; ++q) {
-    const std::string ind(2 + 2 * q, ' ');
-    k << "#pragma unroll\n" << ind << "for (int " << tap_names[q] << " = 0; " << tap_names[q] << " < " << p.kernel[q] << "; ++"
-      << tap_names[q] << ") {\n";
-    k << ind << "  const long long " << nm[q] << " = " << nm[q] << "0 + " << tap_names[q] << " * " << p.dil[q] << ";\n";
-    k << ind << "  if (" << nm[q] << " < 0 || " << nm[q] << " >= " << I[q] << ") continue;\n";
-  }
+  tap_loops(k, p, nm, I, L);
   const std::string in(2 + 2 * L, ' ');
   k << in << "float xs[" << S << "];\n" << in << "bool ok[" << S << "];\n";
   k << "#pragma unroll\n" << in << "for (int s = 0; s < " << S << "; ++s) {\n";
@@ -69,13 +90,8 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
   k << in << "    if (!ok[s]) continue;\n";
   k << in << "    " << (p.max ? "acc[v] = (xs[s] > acc[v] || xs[s] != xs[s]) ? xs[s] : acc[v];" : "acc[v] += xs[s];")
     << "\n" << in << "    ++count[v];\n" << in << "  }\n" << in << "}\n";
-  for (int q = L - 1; q >= 0; --q) k << std::string(2 + 2 * q, ' ') << "}\n";
-  if (!p.max && p.divisor == 0 && p.count_include_pad && L > 0) {
-    k << "  const long long";
-    for (int q = 0; q < L; ++q)
-      k << (q ? ", " : " ") << nm[q] << "e = min(" << nm[q] << "0 + " << p.kernel[q] << ", " << I[q] << " + " << p.pad[q] << ")";
-    k << ";\n";
-  }
+  close_tap_loops(k, L);
+  if (!p.max && p.divisor == 0 && p.count_include_pad && L > 0) padded_ends(k, p, nm, I, L);
   k << "  const long long tv0 = (t / OL) * " << O_last << " + o" << w << ";\n";
   k << "#pragma unroll\n  for (int v = 0; v < " << Vs << "; ++v) {\n";
   k << "    if (o" << w << " + v >= " << O_last << ") break;\n";
@@ -101,18 +117,14 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
   return k.str();
 }
 
-// The kernel's text into the source and its plan step: a block per B threads (an
+// The kernel's text into the source and its plan step: a block per B of `threads` (an
 // output or a run of V each).
-status finish_pool(lowering_context& cx, size_t si, const std::string& text, const std::string& name, const shaped& out,
-                   int V, int B, const kernel_params& kp) {
+status finish_pool(lowering_context& cx, size_t si, const std::string& text, const std::string& name,
+                   const std::string& threads, int B, const kernel_params& kp) {
   cx.src += text;
   plan_step step;
   step.kind = "kernel";
   step.name = name;
-  std::string threads = product(out.sym);
-  if (V > 1)
-    threads = product(std::vector<std::string>(out.sym.begin(), out.sym.end() - 1)) + " * ceil_div(" + out.sym.back() + ", " +
-              std::to_string(V) + ")";
   step.grid = {"ceil_div(" + paren(threads) + ", " + std::to_string(B) + ")", "1", "1"};
   step.block = {std::to_string(B), "1", "1"};
   step.args = kp.args;
@@ -135,7 +147,6 @@ status emit_pool(lowering_context& cx, size_t si) {
   // The window's dims, outermost first: their names, the input's and the output's
   // sizes, and the loop over the window's taps in each.
   static const char* all_names[] = {"d", "h", "w"};
-  static const char* tap_names[] = {"i", "j", "l"};
   std::vector<std::string> nm(all_names + 3 - D, all_names + 3);
   kernel_params kp;
   const std::string X = kp.tensor_in(cx.tensor_of.at(n.inputs[0]));
@@ -145,8 +156,9 @@ status emit_pool(lowering_context& cx, size_t si) {
   const int V = layout->per_thread;
   const std::vector<std::string> outer_sym(out.sym.begin(), out.sym.end() - 1);
   // The threads: an output each, or a run of V along the last dim (OL runs a line).
-  const std::string N = V == 1 ? kp.int64(product(out.sym))
-                               : kp.int64(product(outer_sym) + " * ceil_div(" + out.sym.back() + ", " + std::to_string(V) + ")");
+  const std::string threads =
+      V == 1 ? product(out.sym) : product(outer_sym) + " * ceil_div(" + out.sym.back() + ", " + std::to_string(V) + ")";
+  const std::string N = kp.int64(threads);
   const std::string OL = V == 1 ? O[D - 1] : "OL";
   auto epi = fused_epilogue(cx, si, n.outputs[0], V == 1 ? "t" : "tv", kp);
   if (!epi) return epi.error();
@@ -208,31 +220,21 @@ status emit_pool(lowering_context& cx, size_t si) {
   for (int q = 1; q < D; ++q) at = (q > 1 ? "(" + at + ")" : at) + " * " + I[q] + " + " + nm[q];
   if (V > 1) {
     k << run_body(*p, nm, I, O[D - 1], V, layout->span(), at, fused ? &*epi : nullptr, Y);
-    return finish_pool(cx, si, k.str(), name, out, V, B, kp);
+    return finish_pool(cx, si, k.str(), name, threads, B, kp);
   }
   k << "  float acc = " << (p->max ? "-KS_INF" : "0.0f") << ";\n  int count = 0;\n";
-  for (int q = 0; q < D; ++q) {
-    const std::string ind(2 + 2 * q, ' ');
-    k << "#pragma unroll\n" << ind << "for (int " << tap_names[q] << " = 0; " << tap_names[q] << " < " << p->kernel[q] << "; ++"
-      << tap_names[q] << ") {\n";
-    k << ind << "  const long long " << nm[q] << " = " << nm[q] << "0 + " << tap_names[q] << " * " << p->dil[q] << ";\n";
-    k << ind << "  if (" << nm[q] << " < 0 || " << nm[q] << " >= " << I[q] << ") continue;\n";
-  }
+  tap_loops(k, *p, nm, I, D);
   const std::string body(2 + 2 * D, ' ');
   k << body << "const float v = xp[" << at << "];\n";
   k << body << (p->max ? "acc = (v > acc || v != v) ? v : acc;\n" : "acc += v;\n") << body << "++count;\n";
-  for (int q = D - 1; q >= 0; --q) k << std::string(2 + 2 * q, ' ') << "}\n";
+  close_tap_loops(k, D);
   if (p->max) {
     k << "  const float res = acc;\n";
   } else {
     std::string div;
     if (p->divisor != 0) div = flit(p->divisor);
     else if (p->count_include_pad) {
-      // PyTorch counts padding inside the padded input, but not past it.
-      k << "  const long long";
-      for (int q = 0; q < D; ++q)
-        k << (q ? ", " : " ") << nm[q] << "e = min(" << nm[q] << "0 + " << p->kernel[q] << ", " << I[q] << " + " << p->pad[q] << ")";
-      k << ";\n";
+      padded_ends(k, *p, nm, I, D);
       div = "(float)(";
       for (int q = 0; q < D; ++q) div += (q ? " * (" : "(") + nm[q] + "e - " + nm[q] + "0)";
       div += ")";
@@ -244,7 +246,7 @@ status emit_pool(lowering_context& cx, size_t si) {
   if (fused) k << epi->code << epi->stores;
   else k << "  " << Y << "[t] = res;\n";
   k << "  (void)count;\n}\n";
-  return finish_pool(cx, si, k.str(), name, out, V, B, kp);
+  return finish_pool(cx, si, k.str(), name, threads, B, kp);
 }
 
 }  // namespace ks::rules

@@ -418,9 +418,12 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
 void index_epilogue_by_row(reduce_parts& rp) {
   // In a row, i = row * C + c with 0 <= c < C.
   rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + rp.C + ")", "c"), "(i / " + rp.C + ")", "row");
-  // The prologue's too, for operands along the rows (a convolution's bias before an
-  // instance norm): row is the same in every loop over the row, so what is computed
-  // from it alone leaves the loop.
+  index_prologue_by_row(rp);
+}
+
+void index_prologue_by_row(reduce_parts& rp) {
+  // Operands along the rows (a convolution's bias before an instance norm): row is the
+  // same in every loop over the row, so what is computed from it alone leaves the loop.
   rp.load_code = replace_all(rp.load_code, "(i / " + rp.C + ")", "row");
 }
 

@@ -120,6 +120,9 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
 // and of those broadcast along the row (i / C) at row: no 64-bit division per element.
 // The prologue's reads along the row likewise (row is defined wherever it is loaded).
 void index_epilogue_by_row(reduce_parts& rp);
+// The prologue's reads of operands along the rows (i / C) at row alone: what a split
+// reduction's first kernel does too (its prologue runs over a chunk of one row).
+void index_prologue_by_row(reduce_parts& rp);
 // Over a middle dim: the prologue's reads of operands along the reduced dims alone at
 // the channel c the loops over C name (not for moments, whose shift is read outside).
 void index_prologue_by_channel(reduce_parts& rp);

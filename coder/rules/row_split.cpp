@@ -187,7 +187,7 @@ status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const 
   reduce_parts& rp1 = *p1;
   // An operand along the rows (a convolution's bias before a batch norm) at the block's
   // row (chunk_head), not by a 64-bit division per element.
-  rp1.load_code = replace_all(rp1.load_code, "(i / " + rp1.C + ")", "row");
+  index_prologue_by_row(rp1);
   const std::string SA = rp1.kp.int64(SPLIT);
   const std::string PART = rp1.kp.tensor_out(part);
   std::string src = part_kernel(rp1, lay, SA, PART, rp.name + "_part", SPLIT);
