@@ -29,4 +29,11 @@ const std::string& library_results_runtime() {
   return text;
 }
 
+// gpu/matmul_precision.hpp (a split-precision product's call with TF32 allowed, as the
+// reviewer runs it).
+const std::string& matmul_precision_runtime() {
+  static const std::string text(embedded::matmul_precision_hpp());
+  return text;
+}
+
 }  // namespace ks::export_detail

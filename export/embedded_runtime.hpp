@@ -21,5 +21,7 @@ std::string_view dispatch_runtime_hpp();
 std::string_view launcher_dispatch_inc();
 // gpu/result_adoption.hpp: taking a library step's result as its declared buffer (ATen only).
 std::string_view result_adoption_hpp();
+// gpu/matmul_precision.hpp: a product run with cuBLAS allowed TF32 (ATen only).
+std::string_view matmul_precision_hpp();
 
 }  // namespace ks::embedded

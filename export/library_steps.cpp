@@ -47,9 +47,15 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
     return tensors(t);
   };
   const std::string v = "s" + std::to_string(s.index) + "_";
+  // attrs.math tf32: cuBLAS may use TF32 for this call (gpu/matmul_precision.hpp, in the module).
+  auto product = [&](const std::string& call) -> result<std::string> {
+    auto math = choice_attr(s.attrs, "math", "ieee", {"ieee", "tf32"});
+    if (!math) return error{math.message()};
+    return *math == "tf32" ? "ks::matmul_precision::with_tf32([&] { return " + call + "; })" : call;
+  };
   if (op == "aten::matmul" || op == "aten::mm" || op == "aten::bmm") {
     if (auto st = both(2, 2, 2); !st) return error{st.message()};
-    return "at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ")";
+    return product("at::" + op.substr(6) + "(" + a[0] + ", " + a[1] + ")");
   }
   if (op == "aten::addmm") {
     if (auto st = both(3, 3, 3); !st) return error{st.message()};
@@ -57,11 +63,11 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
     if (!beta) return error{beta.message()};
     auto alpha = scalar_attr(s.attrs, "alpha", "at::Scalar(1.0)");
     if (!alpha) return error{alpha.message()};
-    return "at::addmm(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + *beta + ", " + *alpha + ")";
+    return product("at::addmm(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + *beta + ", " + *alpha + ")");
   }
   if (op == "aten::linear") {
     if (auto st = both(2, 3, a.size()); !st) return error{st.message()};
-    return "at::linear(" + a[0] + ", " + a[1] + (a.size() > 2 ? ", " + a[2] : std::string()) + ")";
+    return product("at::linear(" + a[0] + ", " + a[1] + (a.size() > 2 ? ", " + a[2] : std::string()) + ")");
   }
   if (op == "aten::conv2d") {
     if (auto st = both(2, 3, a.size()); !st) return error{st.message()};

@@ -156,6 +156,11 @@ result<std::string> launcher(const task_spec& task, const candidate& best, const
   if (has_library_step)
     l << "// Library steps' results: taken as their declared buffers where nothing else sees them.\n"
       << export_detail::library_results_runtime() << "\n";
+  bool has_tf32_step = false;
+  for (const auto& st : best.plan.steps) has_tf32_step = has_tf32_step || st.attrs.count("math") && st.attrs.at("math") == "tf32";
+  if (has_tf32_step)
+    l << "// Split-precision products: cuBLAS allowed TF32 for their call only.\n"
+      << export_detail::matmul_precision_runtime() << "\n";
   if (has_dispatcher_step)
     l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << export_detail::dispatch_runtime() << "\n";
   auto general = export_detail::general_function(task, best.plan, kernels);

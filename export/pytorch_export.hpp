@@ -106,6 +106,8 @@ const std::string& dispatch_runtime();
 // The helper of every library step's results: gpu/result_adoption.hpp (a result taken as
 // the declared buffer instead of copied into it); emitted when a plan has a library step.
 const std::string& library_results_runtime();
+// gpu/matmul_precision.hpp: a product with cuBLAS allowed TF32 for one call.
+const std::string& matmul_precision_runtime();
 // `text` as a C++ expression of type ks_v: constants become c_NAME, tensors t_NAME.
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
                                          const std::set<std::string>& tensors);

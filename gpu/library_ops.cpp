@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "gpu/dispatch_runtime.hpp"
+#include "gpu/matmul_precision.hpp"
 #include "plan/attr_parse.hpp"
 
 namespace ks {
@@ -91,19 +92,36 @@ at::Tensor binary(const std::string& op, const args_t& a, const attrs_t& attrs) 
   return a[1].is_tensor() ? at::div(x, a[1].tensor) : at::div(x, number_of(a[1]));
 }
 
+// A product's attrs.math: "ieee" (ATen's own setting, the default) or "tf32" (cuBLAS
+// may use TF32 tensor cores for this call: the operands of a split-precision GEMM,
+// gpu/matmul_precision.hpp).
+template <class F>
+at::Tensor product(const attrs_t& attrs, F&& f) {
+  const std::string math = string_attr(attrs, "math", "ieee", {"ieee", "tf32"});
+  return math == "tf32" ? matmul_precision::with_tf32(f) : f();
+}
+
 const std::map<std::string, op_entry>& table() {
   static const std::map<std::string, op_entry> t = [] {
     std::map<std::string, op_entry> m;
-    m["aten::matmul"] = {2, 2, [](const args_t& a, const attrs_t&) { return at::matmul(tensor_arg(a, 0), tensor_arg(a, 1)); }};
-    m["aten::mm"] = {2, 2, [](const args_t& a, const attrs_t&) { return at::mm(tensor_arg(a, 0), tensor_arg(a, 1)); }};
-    m["aten::bmm"] = {2, 2, [](const args_t& a, const attrs_t&) { return at::bmm(tensor_arg(a, 0), tensor_arg(a, 1)); }};
+    m["aten::matmul"] = {2, 2, [](const args_t& a, const attrs_t& at_) {
+                           return product(at_, [&] { return at::matmul(tensor_arg(a, 0), tensor_arg(a, 1)); });
+                         }};
+    m["aten::mm"] = {2, 2, [](const args_t& a, const attrs_t& at_) {
+                       return product(at_, [&] { return at::mm(tensor_arg(a, 0), tensor_arg(a, 1)); });
+                     }};
+    m["aten::bmm"] = {2, 2, [](const args_t& a, const attrs_t& at_) {
+                        return product(at_, [&] { return at::bmm(tensor_arg(a, 0), tensor_arg(a, 1)); });
+                      }};
     m["aten::addmm"] = {3, 3, [](const args_t& a, const attrs_t& at_) {
-                          return at::addmm(tensor_arg(a, 0), tensor_arg(a, 1), tensor_arg(a, 2),
-                                           scalar_attr(at_, "beta", 1.0), scalar_attr(at_, "alpha", 1.0));
+                          return product(at_, [&] {
+                            return at::addmm(tensor_arg(a, 0), tensor_arg(a, 1), tensor_arg(a, 2),
+                                             scalar_attr(at_, "beta", 1.0), scalar_attr(at_, "alpha", 1.0));
+                          });
                         }};
-    m["aten::linear"] = {2, 3, [](const args_t& a, const attrs_t&) {
+    m["aten::linear"] = {2, 3, [](const args_t& a, const attrs_t& at_) {
                            at::Tensor bias = a.size() > 2 ? tensor_arg(a, 2) : at::Tensor();
-                           return at::linear(tensor_arg(a, 0), tensor_arg(a, 1), bias);
+                           return product(at_, [&] { return at::linear(tensor_arg(a, 0), tensor_arg(a, 1), bias); });
                          }};
     m["aten::conv2d"] = {2, 3, [](const args_t& a, const attrs_t& at_) {
                            at::Tensor bias = a.size() > 2 ? tensor_arg(a, 2) : at::Tensor();

@@ -410,11 +410,12 @@ const std::map<std::string, known_op>& known_ops() {
   static const std::map<std::string, known_op> ops = [] {
     constexpr size_t tensors_only = SIZE_MAX;
     std::map<std::string, known_op> m = {
-        {"aten::matmul", {2, 2, {}, tensors_only, infer_matmul}},
-        {"aten::mm", {2, 2, {}, tensors_only, infer_matmul}},
-        {"aten::bmm", {2, 2, {}, tensors_only, infer_matmul}},
-        {"aten::addmm", {3, 3, {"beta", "alpha"}, tensors_only, infer_addmm}},
-        {"aten::linear", {2, 3, {}, tensors_only, infer_linear}},
+        // math: "ieee" or "tf32" (cuBLAS may use TF32 for this call: gpu/matmul_precision.hpp)
+        {"aten::matmul", {2, 2, {"math"}, tensors_only, infer_matmul}},
+        {"aten::mm", {2, 2, {"math"}, tensors_only, infer_matmul}},
+        {"aten::bmm", {2, 2, {"math"}, tensors_only, infer_matmul}},
+        {"aten::addmm", {3, 3, {"beta", "alpha", "math"}, tensors_only, infer_addmm}},
+        {"aten::linear", {2, 3, {"math"}, tensors_only, infer_linear}},
         {"aten::conv2d", {2, 3, {"stride", "padding", "dilation", "groups", "memory_format"}, tensors_only, infer_conv2d}},
         {"aten::add", {2, 2, {"alpha"}, 1, infer_binary}},
         {"aten::sub", {2, 2, {"alpha"}, 1, infer_binary}},
@@ -856,6 +857,8 @@ class resolver {
           return error{label + ": attrs." + k + ": " + op + " has no attribute '" + k + "'" +
                        (known->attrs.empty() ? std::string(" (it takes none)")
                                              : did_you_mean(k, known->attrs) + "; its attributes: " + join(known->attrs))};
+      if (auto it = s.attrs.find("math"); it != s.attrs.end() && it->second != "ieee" && it->second != "tf32")
+        return error{label + ": attrs.math: expected ieee or tf32, got \"" + it->second + "\""};
       if (inputs.size() < known->min_args || inputs.size() > known->max_args) {
         std::string range = known->min_args == known->max_args
                                 ? std::to_string(known->min_args)

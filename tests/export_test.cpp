@@ -185,6 +185,38 @@ TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
         std::string::npos);
 }
 
+TEST_CASE("export: a split-precision product runs with TF32 allowed for its call only", "[export][cxx]") {
+  candidate c = cand(kSource / "examples/plans/relu.cu", kData / "matmul_library.yaml");
+  auto plain = export_pytorch(task("tests/data/export/matmul_task.yaml"), c);
+  REQUIRE(plain);
+  const std::string runtime = export_detail::matmul_precision_runtime();
+  CHECK(runtime.find("auto with_tf32(F&& f)") != std::string::npos);
+  CHECK(plain->launcher.find(runtime) == std::string::npos);  // only where a step asks for it
+  c.plan.steps[0].attrs["math"] = "tf32";
+  auto ex = export_pytorch(task("tests/data/export/matmul_task.yaml"), c);
+  if (!ex) FAIL(ex.message());
+  CHECK(ex->launcher.find(runtime) != std::string::npos);
+  CHECK(ex->launcher.find("ks::matmul_precision::with_tf32([&] { return at::matmul(t_x, t_weight); })") != std::string::npos);
+  // It compiles against the stand-ins, with the helper declared as the module has it.
+  std::string launcher = ex->launcher;
+  launcher.erase(launcher.find(runtime), runtime.size());
+  const std::string adoption = export_detail::library_results_runtime();
+  launcher.erase(launcher.find(adoption), adoption.size());
+  fs::path dir = temp_dir();
+  write(dir / "tf32.cpp", "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" +
+                              "namespace ks { namespace matmul_precision { template <class F> auto with_tf32(F&& f) -> "
+                              "decltype(f()) { return f(); } } }\n" + ex->kernel_declarations + launcher);
+  int rc = run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + (dir / "tf32.cpp").string() + " 2>" +
+               (dir / "log.txt").string());
+  INFO(read(dir / "log.txt"));
+  CHECK(rc == 0);
+  fs::remove_all(dir);
+  c.plan.steps[0].attrs["math"] = "fast";
+  auto bad = export_pytorch(task("tests/data/export/matmul_task.yaml"), c);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.message().find("attrs.math") != std::string::npos);
+}
+
 TEST_CASE("export: a library step's result becomes its declared buffer where nothing else sees it", "[export][cxx]") {
   auto ex = export_pytorch(task("tests/data/export/matmul_task.yaml"),
                            cand(kSource / "examples/plans/relu.cu", kData / "matmul_library.yaml"));

@@ -1051,6 +1051,14 @@ TEST_CASE("validate: library shape errors", "[plan][validate][library]") {
         "'stride'?); its attributes: stride, padding, dilation, groups, memory_format");
   CHECK(library_error("aten::conv2d", "[img, filt]", "{memory_format: nhwc}") ==
         "step 0 (library aten::conv2d): attrs.memory_format: expected contiguous or channels_last, got \"nhwc\"");
+  // A product's math: ieee or tf32 (a split-precision GEMM's operands), nothing else.
+  CHECK(library_shape("aten::linear", "[x, lw]", "{math: tf32}") == shape{128, 32});
+  CHECK(library_shape("aten::addmm", "[b, x, w]", "{math: ieee}") == shape{128, 32});
+  CHECK(library_shape("aten::bmm", "[bx, bw]", "{math: tf32}") == shape{5, 128, 16});
+  CHECK(library_error("aten::mm", "[x, w]", "{math: fast}") ==
+        "step 0 (library aten::mm): attrs.math: expected ieee or tf32, got \"fast\"");
+  CHECK(library_error("aten::relu", "[x]", "{math: tf32}") ==
+        "step 0 (library aten::relu): attrs.math: aten::relu has no attribute 'math' (it takes none)");
   CHECK(library_error("aten::conv2d", "[img, filt]", "{padding: same, stride: 2}") ==
         "step 0 (library aten::conv2d): attrs.padding: \"same\" needs stride 1, as in PyTorch");
   CHECK(library_error("aten::conv2d", "[img, filt, b]") ==
@@ -1066,7 +1074,7 @@ TEST_CASE("validate: library shape errors", "[plan][validate][library]") {
   CHECK(library_error("aten::matmul", "[x, {float32: 1}]") ==
         "step 0 (library aten::matmul): args[1]: aten::matmul takes a tensor here, got the number \"1\"");
   CHECK(library_error("aten::matmul", "[x, w]", "{alpha: 1}") ==
-        "step 0 (library aten::matmul): attrs.alpha: aten::matmul has no attribute 'alpha' (it takes none)");
+        "step 0 (library aten::matmul): attrs.alpha: aten::matmul has no attribute 'alpha'; its attributes: math");
   CHECK(library_error("aten::addmm", "[b, x, w]", "{alpha: two}") ==
         "step 0 (library aten::addmm): attrs.alpha: expected a number, got \"two\"");
   CHECK(library_error("aten::matmul", "[x, zz]") ==

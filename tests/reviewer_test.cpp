@@ -329,6 +329,14 @@ TEST_CASE("library ops: the table holds the validator's ops and computes what AT
   at::Tensor w = randn({4, 3});
   CHECK(run_op("aten::linear", {A::of(a), A::of(w), A::of(bias)}).allclose(at::mm(a, w.t()) + bias, 1e-5, 1e-5));
   CHECK(run_op("aten::linear", {A::of(a), A::of(w)}).sizes() == at::IntArrayRef({5, 4}));
+  // math tf32 (a split-precision product's operands): cuBLAS may use TF32 for that call
+  // only; on the CPU it computes the same, and the setting is back afterwards.
+  REQUIRE_FALSE(at::globalContext().allowTF32CuBLAS());
+  CHECK(run_op("aten::linear", {A::of(a), A::of(w), A::of(bias)}, {{"math", "tf32"}}).allclose(at::mm(a, w.t()) + bias, 1e-5, 1e-5));
+  CHECK(run_op("aten::bmm", {A::of(randn({2, 5, 3})), A::of(randn({2, 3, 4}))}, {{"math", "tf32"}}).sizes() ==
+        at::IntArrayRef({2, 5, 4}));
+  CHECK(run_op("aten::mm", {A::of(a), A::of(b)}, {{"math", "ieee"}}).allclose(at::mm(a, b)));
+  CHECK_FALSE(at::globalContext().allowTF32CuBLAS());
 
   at::Tensor img = randn({2, 3, 9, 9}), k = randn({6, 3, 3, 3}), kb = randn({6});
   CHECK(run_op("aten::conv2d", {A::of(img), A::of(k), A::of(kb)}).sizes() == at::IntArrayRef({2, 6, 7, 7}));
@@ -420,8 +428,13 @@ TEST_CASE("library ops: errors name the op, the argument or the attribute", "[re
   CHECK(op_error("aten::gelu", {A::of(x)}, {{"approximate", "fast"}}) ==
         "attrs.approximate: expected one of none, tanh, got \"fast\"");
   CHECK(op_error("aten::relu", {A::of(x), A::of(x)}) == "args: aten::relu takes 1 arguments, got 2");
+  CHECK(op_error("aten::matmul", {A::of(x), A::of(x.t())}, {{"math", "fast"}}) ==
+        "attrs.math: expected one of ieee, tf32, got \"fast\"");
   CHECK(op_error("aten::mul", {A::of_int(2), A::of(x)}) == "args[0]: expected a tensor");
   CHECK_THAT(op_error("aten::mm", {A::of(x), A::of(x)}), Contains("aten::mm: ") && Contains("mat1 and mat2"));
+  // A product that throws with TF32 allowed leaves the setting as it was.
+  CHECK_THAT(op_error("aten::mm", {A::of(x), A::of(x)}, {{"math", "tf32"}}), Contains("mat1 and mat2"));
+  CHECK_FALSE(at::globalContext().allowTF32CuBLAS());
 }
 
 TEST_CASE("library ops: result shapes agree with the validator's inference", "[reviewer][library]") {
