@@ -34,6 +34,7 @@ std::map<std::string, std::string> to_recipe(const lowering_params& p) {
           {"moments", p.moments}};
   // Only when not the default: recipes of tasks without a convolution stay as they were.
   if (p.conv_layout != "nchw") r["conv_layout"] = p.conv_layout;
+  if (p.gemm_precision != "fp32") r["gemm_precision"] = p.gemm_precision;
   return r;
 }
 
@@ -82,6 +83,11 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
     if (it->second != "nchw" && it->second != "channels_last")
       return error{"recipe: conv_layout = '" + it->second + "': expected nchw or channels_last"};
     p.conv_layout = it->second;
+  }
+  if (auto it = recipe.find("gemm_precision"); it != recipe.end()) {
+    if (it->second != "fp32" && it->second != "split_tf32")
+      return error{"recipe: gemm_precision = '" + it->second + "': expected fp32 or split_tf32"};
+    p.gemm_precision = it->second;
   }
   if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
     if (it->second != "none" && it->second != "streaming" && it->second != "readonly")

@@ -53,6 +53,11 @@ struct lowering_params {
   // channels-last, made contiguous where a kernel reads it). torch.compile's layout
   // choice: about 1.8x of eager's NCHW on KernelBench's level-2 convolutions.
   std::string conv_layout = "nchw";
+  // library float32 products: "fp32" (cuBLAS's FP32 SGEMM, as eager) or "split_tf32"
+  // (3xTF32: operands split into TF32 big and small parts, one TF32 product over 3K at
+  // FP32's accuracy; only where the task's shapes make the product bound by
+  // arithmetic, coder/rules/split_tf32.hpp).
+  std::string gemm_precision = "fp32";
 };
 
 // What the lowering knows of the GPU it writes for: the split of few long rows aims
@@ -82,6 +87,11 @@ struct lowered_kernel_set {
   // The longest row a row reduction walks, at the target shapes (0: none): a warp per
   // row of thousands of elements is a poor seed, which the generator skips.
   int64_t longest_row = 0;
+  // What was rewritten beyond the templates' own choices, one line per stage
+  // ("aten::linear: 3xTF32 (...)"): a candidate's origin says it.
+  std::vector<std::string> rewrites;
+  // How many products run split-precision (gemm_precision split_tf32 applied).
+  int split_products = 0;
 };
 
 // The tensor shapes a task's kernels are tuned for (its default size): name → shape.

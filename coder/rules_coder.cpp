@@ -118,6 +118,9 @@ std::vector<lowering_params> rules_coder::seed_params() {
   // kernels: no tail wave of a capped grid), 256 threads, a block per row kept on chip
   // between its passes (registers, or shared memory for rows too long for them).
   lowering_params p;
+  // Float32 products bound by arithmetic on TF32 tensor cores at FP32's accuracy
+  // (3xTF32, coder/rules/split_tf32.hpp); the plainest seed keeps cuBLAS's SGEMM.
+  p.gemm_precision = "split_tf32";
   p.row_cache = "on_chip";
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
@@ -129,6 +132,7 @@ std::vector<lowering_params> rules_coder::seed_params() {
   p.block_size = 256;
   out.push_back(p);  // a warp per row (short rows) kept on chip, two vectors per trip
   p = {};
+  p.gemm_precision = "split_tf32";
   p.block_size = 512;
   p.elements_per_thread = 4;
   p.grid_cap = 8192;
@@ -140,6 +144,7 @@ std::vector<lowering_params> rules_coder::seed_params() {
   p.fuse_prologue = false;
   out.push_back(p);  // the plainest code: a reference point and a safe fallback
   p = {};
+  p.gemm_precision = "split_tf32";
   p.block_size = 1024;
   p.vector_width = 2;
   out.push_back(p);
@@ -182,6 +187,9 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
   // The convolution layout is a parameter of library convolutions only: elsewhere it
   // changes nothing, and the recipe does not claim it.
   if (stages.find("library:aten::conv2d") == std::string::npos) c.recipe.erase("conv_layout");
+  // Likewise the product precision where no product was split (too small, or none).
+  if (lowered->split_products == 0) c.recipe.erase("gemm_precision");
+  if (!lowered->rewrites.empty()) c.recipe["rewrites"] = join(lowered->rewrites, "; ");
   if (!excluded.empty()) c.recipe["excluded"] = excluded;
   if (lowered->longest_row > 0) c.recipe["longest_row"] = std::to_string(lowered->longest_row);
   c.id = candidate_id(c);
@@ -232,6 +240,7 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
     c.recipe["methods"] = join(applicable_methods(task, c), ",");
     c.origin = "seed:" + c.recipe["template"];
     if (c.recipe.count("fallback")) c.origin += " (library fallback: " + c.recipe["fallback"] + ")";
+    if (c.recipe.count("rewrites")) c.origin += " (rewritten: " + c.recipe["rewrites"] + ")";
   }
   if (out.empty()) return error{first_error.empty() ? "rules coder: no seed for task \"" + task.name + "\"" : first_error};
   return out;
@@ -344,6 +353,14 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
     if (!rows) return error{prefix + "it has no row reduction"};
     return pick("moments", {"welford"});
   }
+  if (p == "gemm_precision") {
+    const std::string st = get(recipe, "stages");
+    bool product = false;
+    for (const char* op : {"mm", "matmul", "bmm", "addmm", "linear"})
+      for (const std::string& s : split_set(st)) product = product || s == std::string("library:aten::") + op;
+    if (!product) return error{prefix + "it has no library product"};
+    return pick("gemm_precision", rule.values);
+  }
   if (p == "float_literals")
     return error{prefix + "its kernels already use float literals (0.5f) and f-suffixed math (expf, tanhf)"};
   if (p == "use_library_step")
@@ -396,7 +413,7 @@ result<candidate> rules_coder::repair(const repair_input& in) {
     for (auto& e : split_set(get(in.failed.recipe, "excluded"))) excluded.insert(e);
     // The change that failed: every parameter where the failed recipe differs.
     for (auto& [k, v] : in.failed.recipe) {
-      if (k == "excluded" || k == "template" || k == "stages" || k == "methods") continue;
+      if (k == "excluded" || k == "template" || k == "stages" || k == "methods" || k == "rewrites") continue;
       if (get(good.recipe, k) != v) excluded.insert(k + "=" + v);
     }
     auto params = from_recipe(good.recipe);

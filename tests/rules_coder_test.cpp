@@ -206,14 +206,48 @@ TEST_CASE("rules coder: templates chosen per task", "[rules][lower]") {
   CHECK(swish.plan.steps.size() == 1);  // sigmoid and mul fused
   candidate mm = first("examples/tasks/matmul_bias_relu.yaml");
   CHECK(mm.recipe.at("template") == "library");
-  REQUIRE(mm.plan.steps.size() == 2);  // the product, then one epilogue kernel
-  CHECK(mm.plan.steps[0].kind == "library");
-  CHECK(mm.plan.steps[0].name == "aten::matmul");
+  // The operands split for a 3xTF32 product (4096^3), the product, one epilogue kernel.
+  REQUIRE(mm.plan.steps.size() == 4);
+  CHECK(mm.plan.steps[0].name == "ks0_split_a");
+  CHECK(mm.plan.steps[1].name == "ks0_split_b");
+  CHECK(mm.plan.steps[2].kind == "library");
+  CHECK(mm.plan.steps[2].name == "aten::matmul");
+  CHECK(mm.plan.steps[2].attrs.at("math") == "tf32");
+  CHECK(mm.plan.steps[3].kind == "kernel");
   candidate rms = first("bench/tasks/rmsnorm.yaml");
   CHECK(rms.recipe.at("stages").find("row_reduce+prologue") != std::string::npos);
   candidate mse = first("bench/tasks/mse_loss.yaml");
   CHECK(mse.plan.steps.size() == 2);  // partials, then the final combine
   CHECK(mse.recipe.at("stages") == "row_reduce+prologue");
+}
+
+TEST_CASE("rules coder: split_tf32_gemm splits an SGEMM product, and only a product", "[rules][optimize]") {
+  const task_spec t = task("examples/tasks/matmul_bias_relu.yaml");
+  auto seeds = the_coder().seeds(t, 5);
+  REQUIRE(seeds);
+  const candidate* plain = nullptr;
+  const candidate* split = nullptr;
+  for (const candidate& c : *seeds) (c.recipe.count("gemm_precision") ? split : plain) = &c;
+  REQUIRE(plain);  // the plainest seed keeps cuBLAS's SGEMM
+  REQUIRE(split);
+  optimize_input in;
+  in.task = t;
+  in.plan.chosen = "split_tf32_gemm";
+  in.base = *plain;
+  CHECK(plain->recipe.at("methods").find("split_tf32_gemm") != std::string::npos);
+  auto v = the_coder().optimize(in);
+  if (!v) FAIL(v.message());
+  CHECK(v->recipe.at("gemm_precision") == "split_tf32");
+  CHECK(v->origin == "optimize:split_tf32_gemm");
+  CHECK(v->source.find("_split_a(") != std::string::npos);
+  in.base = *split;
+  CHECK(split->recipe.at("methods").find("split_tf32_gemm") == std::string::npos);
+  CHECK_THAT(the_coder().optimize(in).message(), Catch::Contains("gemm_precision is already split_tf32"));
+  auto gelu = the_coder().seeds(task("examples/tasks/gelu.yaml"), 1);
+  REQUIRE(gelu);
+  in.task = task("examples/tasks/gelu.yaml");
+  in.base = gelu->front();
+  CHECK_THAT(the_coder().optimize(in).message(), Catch::Contains("it has no library product"));
 }
 
 TEST_CASE("rules coder: optimize applies a method as a parameter change", "[rules][optimize]") {

@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <tuple>
 
 #include "coder/rules_coder.hpp"
@@ -1197,5 +1198,117 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
       if (c.source.find("_part(") != std::string::npos) split.push_back(c);
     REQUIRE(!split.empty());
     check_candidates(t, split);
+  }
+}
+
+// Float32 products bound by arithmetic run split-precision (3xTF32): two kernels write
+// each operand as TF32 big and small parts three times along K, and one library
+// product over 3K with TF32 allowed sums big*big + big*small + small*big. On the CPU the
+// product is FP32's, so the outputs match at the task's tolerance only if the parts and
+// their order are right (the second operand as [big | big | small] gives ~2x).
+TEST_CASE("emulated: split-precision products (3xTF32) match the reference", "[rules][emulated][split_tf32]") {
+  for (const char* file : {"bench/tasks/linear_gelu.yaml", "bench/tasks/addmm_tanh_scale.yaml",
+                           "bench/tasks/bmm_softmax.yaml", "examples/tasks/matmul_bias_relu.yaml"}) {
+    auto t = load_task(kSource / file);
+    REQUIRE(t);
+    INFO(t->name);
+    auto seeds = the_coder().seeds(*t, 5);
+    if (!seeds) FAIL(seeds.message());
+    int split = 0;
+    for (const candidate& c : *seeds) {
+      INFO(c.origin);
+      const plan_step* product = nullptr;
+      std::vector<std::string> before;
+      for (const plan_step& s : c.plan.steps) {
+        if (s.kind == "library" && !product) product = &s;
+        else if (!product) before.push_back(s.name);
+      }
+      REQUIRE(product);
+      const bool tf32 = product->attrs.count("math") && product->attrs.at("math") == "tf32";
+      // Every seed but the plainest (cuBLAS's SGEMM) splits.
+      CHECK(tf32 == (c.recipe.count("gemm_precision") > 0));
+      if (!tf32) continue;
+      ++split;
+      CHECK(c.origin.find("3xTF32") != std::string::npos);
+      REQUIRE(before.size() >= 2);
+      CHECK(before[before.size() - 2].find("_split_a") != std::string::npos);
+      CHECK(before.back().find("_split_b") != std::string::npos);
+      int tripled = 0;
+      for (const buffer_spec& b : c.plan.scratch)
+        for (const std::string& d : b.shape) tripled += d.rfind("3 * ", 0) == 0;
+      CHECK(tripled == 2);
+    }
+    CHECK(split >= 3);
+    check_candidates(*t, *seeds);
+  }
+}
+
+// The split itself: big is x's nearest TF32 value (the low 13 bits clear), small the
+// nearest to what is left, and big + small is x to ~2^-22; both row layouts and both
+// loops (float4 where a row's run is aligned, scalars otherwise).
+TEST_CASE("emulated: the 3xTF32 split is exact to 2^-22 and laid out along K", "[rules][emulated][split_tf32]") {
+  auto t = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  REQUIRE(t);
+  auto seeds = the_coder().seeds(*t, 1);
+  if (!seeds) FAIL(seeds.message());
+  const candidate& c = seeds->front();
+  auto module = test::emulated_module::build(c.source, kWork);
+  if (!module) FAIL(module.message());
+  std::string split_a, split_b;
+  for (const plan_step& s : c.plan.steps) {
+    if (s.name.find("_split_a") != std::string::npos) split_a = s.name;
+    if (s.name.find("_split_b") != std::string::npos) split_b = s.name;
+  }
+  REQUIRE(!split_a.empty());
+  REQUIRE(!split_b.empty());
+  for (auto [rows, run] : std::vector<std::pair<int64_t, int64_t>>{{3, 40}, {5, 37}}) {
+    for (const std::string& kernel : {split_a, split_b}) {
+      INFO(kernel << " over " << rows << " x " << run);
+      at::Tensor x = at::randn({rows, run}) * 1000.0;
+      x[0][1] = 0.0f;
+      x[1][2] = std::numeric_limits<float>::infinity();
+      at::Tensor out = at::full({rows, 3 * run}, NAN);
+      void* in_ptr = x.data_ptr();
+      void* out_ptr = out.data_ptr();
+      int64_t r = rows, n = run;
+      auto st = (*module)->launch(kernel, {2, 2, 1}, {256, 1, 1}, 0, {&in_ptr, &out_ptr, &r, &n});
+      if (!st) FAIL(st.message());
+      at::Tensor big = out.narrow(1, 0, run), mid = out.narrow(1, run, run), last = out.narrow(1, 2 * run, run);
+      const bool second = kernel == split_b;
+      at::Tensor small = second ? mid : last;
+      CHECK(at::equal(second ? last : mid, big));
+      at::Tensor bits = big.contiguous().view(at::kInt);
+      CHECK(at::equal(bits.bitwise_and(0x1fff), at::zeros_like(bits)));
+      at::Tensor finite = x.isfinite();
+      at::Tensor sbits = small.contiguous().view(at::kInt);
+      CHECK(at::equal(sbits.bitwise_and(0x1fff), at::zeros_like(sbits)));
+      at::Tensor xf = x.masked_select(finite), bf = big.masked_select(finite), sf = small.masked_select(finite);
+      CHECK(((xf - bf).abs() <= xf.abs() * std::ldexp(1.0, -11)).all().item<bool>());
+      CHECK(((xf - bf - sf).abs() <= xf.abs() * std::ldexp(1.0, -21)).all().item<bool>());
+      CHECK(big[1][2].item<float>() == std::numeric_limits<float>::infinity());
+    }
+  }
+}
+
+// Where K is short or the product small, the split's passes would cost more than the
+// product saves: the product stays cuBLAS's SGEMM.
+TEST_CASE("rules coder: products that memory bounds keep FP32 SGEMM", "[rules][emulated][split_tf32]") {
+  auto t = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  REQUIRE(t);
+  for (auto [x, w] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{16384, 64}, {16384, 64}},   // K = 64
+           {{4096, 4096}, {8, 4096}},    // a few outputs a row: ~16 FLOPs per operand element
+           {{256, 256}, {256, 256}}}) {  // 33 MFLOP in all
+    t->inputs[0].shape = x;
+    t->parameters[0].shape = w;
+    t->parameters[1].shape = {w[0]};
+    t->name = "linear_gelu_" + std::to_string(x[0]) + "x" + std::to_string(x[1]) + "x" + std::to_string(w[0]);
+    t->sizes["cpu"] = {{"x", {16, 64}}, {"weight", {8, 64}}, {"bias", {8}}};
+    auto seeds = the_coder().seeds(*t, 2);
+    if (!seeds) FAIL(seeds.message());
+    for (const candidate& c : *seeds) {
+      CHECK(c.recipe.count("gemm_precision") == 0);
+      for (const plan_step& s : c.plan.steps) CHECK(s.attrs.count("math") == 0);
+    }
   }
 }

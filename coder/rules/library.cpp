@@ -1,6 +1,7 @@
 #include "coder/rules/library.hpp"
 
 #include "coder/rules/kernel_text.hpp"
+#include "coder/rules/split_tf32.hpp"
 
 namespace ks::rules {
 
@@ -57,6 +58,9 @@ status emit_library(lowering_context& cx, size_t si) {
     step.args.push_back({"tensor", *t, ""});
   }
   library_attrs(cx, n, kind, step);
+  // A float32 product bound by arithmetic: on TF32 tensor cores at FP32's accuracy.
+  if (const split_tf32_layout split = choose_split_tf32(cx, n, call); split.apply)
+    if (auto s = emit_split_tf32(cx, si, n, split, step); !s) return s;
   const std::string& v = n.outputs[0];
   auto it = cx.tensor_of.find(v);
   if (it == cx.tensor_of.end()) return error{kind + ": result " + v + " is used by nothing"};

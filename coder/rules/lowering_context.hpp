@@ -18,6 +18,7 @@
 //   composites.cpp        losses ATen runs in one call, written out into the ops
 //                         above before the stages are planned
 //   conv_bias.cpp         a convolution's bias moved into the kernel after it
+//   split_tf32.cpp        a float32 library product as 3xTF32 (split operands)
 // The templates, one file each (layout struct → emit_*):
 //   elementwise.cpp       elementwise_layout  fused elementwise chains
 //   row_reduce.cpp        reduce_layout       reductions and normalisations
