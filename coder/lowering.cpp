@@ -17,6 +17,7 @@
 #include "coder/rules/row_reduce.hpp"
 #include "coder/rules/scan.hpp"
 #include "coder/rules/stages.hpp"
+#include "coder/rules/sum_of_product.hpp"
 
 namespace ks {
 
@@ -175,8 +176,11 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
                                        const target_shapes& target, const lowering_device& device) {
   // Losses ATen runs in one call, written out into ops the templates fuse.
   // A convolution's bias added in the kernel that reads its result.
-  const task_graph expanded = rules::split_conv_bias(rules::expand_composites(graph));
+  // A sum or mean over a product's outputs as a matrix-vector product.
+  std::vector<std::string> rewrites;
+  const task_graph expanded = rules::sum_of_products(rules::split_conv_bias(rules::expand_composites(graph)), rewrites);
   lowering_context cx(expanded, params, target, device);
+  cx.out.rewrites = rewrites;
   // A template that meets a graph it did not expect must give an error, never end the
   // caller (an agent) with an exception: the lowering's own lookups throw on a missing
   // tensor (e.g. an epilogue fused after a reduction over every dim).

@@ -1312,3 +1312,41 @@ TEST_CASE("rules coder: products that memory bounds keep FP32 SGEMM", "[rules][e
     }
   }
 }
+
+// A sum or mean over a product's output features is a matrix-vector product: the
+// weight's sum over its outputs, then one dot per row (no library product left).
+TEST_CASE("emulated: a sum over a product's outputs as a matrix-vector product matches the reference",
+          "[rules][emulated][sum_of_product]") {
+  auto base = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  REQUIRE(base);
+  struct form {
+    const char* name;
+    const char* body;
+    bool rewritten;
+  };
+  for (const form& f : std::vector<form>{
+           {"linear_sum", "    return torch.sum(torch.linear(x, weight, bias), dim=1, keepdim=True)\n", true},
+           {"linear_mean", "    return torch.mean(torch.linear(x, weight, bias), dim=-1)\n", true},
+           {"linear_sum_no_bias", "    return torch.sum(torch.linear(x, weight), dim=1) * 0.5\n", true},
+           {"matmul_sum", "    return torch.sum(torch.matmul(x, weight), dim=1, keepdim=True)\n", true},
+           // Read elsewhere too, or summed over the rows: the product stays.
+           {"linear_sum_and_max", "    y = torch.linear(x, weight, bias)\n    return torch.sum(y, dim=1) + torch.amax(y, dim=1)\n",
+            false},
+           {"linear_sum_rows", "    return torch.sum(torch.linear(x, weight, bias), dim=0)\n", false}}) {
+    INFO(f.name);
+    task_spec t = *base;
+    t.name = f.name;
+    t.torchscript = std::string("def forward(x, weight, bias):\n") + f.body;
+    t.sizes["cpu"] = {{"x", {24, 128}}, {"weight", {128, 128}}, {"bias", {128}}};
+    auto seeds = the_coder().seeds(t, 2);
+    if (!seeds) FAIL(seeds.message());
+    for (const candidate& c : *seeds) {
+      INFO(c.origin);
+      int products = 0;
+      for (const plan_step& s : c.plan.steps) products += s.kind == "library";
+      CHECK((products == 0) == f.rewritten);
+      CHECK((c.origin.find("a matrix-vector product") != std::string::npos) == f.rewritten);
+    }
+    check_candidates(t, *seeds);
+  }
+}
