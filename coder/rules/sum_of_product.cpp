@@ -14,6 +14,11 @@ const char* kSumDim = "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keep
 const char* kMeanDim = "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
 const char* kMul = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
 const char* kAdd = "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
+const char* kToDtype =
+    "aten::to.dtype(Tensor self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? "
+    "memory_format=None) -> Tensor";
+// ScalarType codes, as a graph's constants give them.
+constexpr double kFloat32 = 6, kFloat64 = 7;
 
 bool f32(const graph_value* v, size_t rank) {
   return v && v->is_tensor() && v->dtype == "float32" && v->shape.size() == rank;
@@ -123,10 +128,20 @@ task_graph sum_of_products(const task_graph& graph, std::vector<std::string>& re
     const std::string reduce_schema = red == "sum" ? kSumDim : kMeanDim;
     const std::string reduce_kind = "aten::" + red;
     const int64_t K = xv.shape[1];
-    // The weight's sum (or mean) over its N dim: [K].
+    // The weight's sum (or mean) over its N dim, accumulated in float64 and rounded
+    // once: [K]. Each of its K elements enters the dot with x, so their FP32 rounding
+    // errors would add up over K (a column summed in float: 1.8e-4 off on KernelBench's
+    // 18_Matmul_Sum_... at 1024 x 8192 x 8192, where the reference's pairwise sums of
+    // the outputs are good to ~1e-5, and 1e-4 fails a result near 0).
+    graph_value& w64 = value("w64", "Tensor");
+    w64.shape = {K};
+    w64.dtype = "float64";
+    out.nodes.push_back(graph_node{reduce_kind,
+                                   {p.w, constant("w_dim", "int[]", {static_cast<double>(p.n_dim)}), no,
+                                    constant("f64", "int", {kFloat64})},
+                                   {w64.id}, reduce_schema});
     const std::string w = tensor("w", {K});
-    out.nodes.push_back(graph_node{reduce_kind, {p.w, constant("w_dim", "int[]", {static_cast<double>(p.n_dim)}), no, none},
-                                   {w}, reduce_schema});
+    out.nodes.push_back(graph_node{"aten::to", {w64.id, constant("f32", "int", {kFloat32}), no, no, none}, {w}, kToDtype});
     const std::string xw = tensor("xw", xv.shape);
     out.nodes.push_back(graph_node{"aten::mul", {p.x, w}, {xw}, kMul});
     const std::string result = r.outputs[0];

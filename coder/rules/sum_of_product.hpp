@@ -10,9 +10,11 @@
 // by N instead: mean(W, [0]), mean(b).) The product's 2·M·N·K FLOPs become one read of
 // the weight and one of x: on KernelBench level 2's 18_Matmul_Sum_... (1024 x 8192 x
 // 8192) a 2.8 ms SGEMM becomes two passes of well under a tenth of that. The result is
-// the same sum in another order: both are FP32 sums of the same products, within a few
-// FP32 roundings of the exact value, far inside KernelBench's 1e-4 of outputs that are
-// sums of thousands of terms.
+// the same sum in another order. The weight's sum is accumulated in float64 (ATen's
+// reduction, through the dispatcher) and rounded once: each of its K elements enters
+// the dot with x, so FP32 errors in them would add up over K (a column summed in float
+// was 1.8e-4 off a result of 0.064 on the H200, beyond 1e-4); the dot itself is a row
+// reduction of products, as accurate as the reference's own sum of the outputs.
 //
 // What it promises:
 // - only a linear (or mm/matmul) of a 2-d float32 input x [M, K] whose result is read by
