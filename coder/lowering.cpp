@@ -36,6 +36,7 @@ std::map<std::string, std::string> to_recipe(const lowering_params& p) {
   // Only when not the default: recipes of tasks without a convolution stay as they were.
   if (p.conv_layout != "nchw") r["conv_layout"] = p.conv_layout;
   if (p.gemm_precision != "fp32") r["gemm_precision"] = p.gemm_precision;
+  if (p.matvec_sums) r["matvec_sums"] = "1";
   return r;
 }
 
@@ -55,16 +56,18 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
                    std::to_string(lo) + ", " + std::to_string(hi) + "]"};
     }
   };
-  int fast = p.fast_math, fuse = p.fuse_prologue;
+  int fast = p.fast_math, fuse = p.fuse_prologue, matvec = p.matvec_sums;
   for (auto s : {integer("vector_width", p.vector_width, 1, 4), integer("block_size", p.block_size, 32, 1024),
                  integer("elements_per_thread", p.elements_per_thread, 1, 16),
                  integer("grid_cap", p.grid_cap, 1, 1 << 20), integer("fast_math", fast, 0, 1),
-                 integer("fuse_prologue", fuse, 0, 1), integer("row_split", p.row_split, 0, 16)})
+                 integer("fuse_prologue", fuse, 0, 1), integer("row_split", p.row_split, 0, 16),
+                 integer("matvec_sums", matvec, 0, 1)})
     if (!s) return error{s.message()};
   if (p.vector_width == 3) return error{"recipe: vector_width = 3: expected 1, 2 or 4"};
   if (p.block_size % 32) return error{"recipe: block_size = " + std::to_string(p.block_size) + ": expected a multiple of 32"};
   p.fast_math = fast;
   p.fuse_prologue = fuse;
+  p.matvec_sums = matvec;
   if (auto it = recipe.find("row_mapping"); it != recipe.end()) {
     if (it->second != "block" && it->second != "warp")
       return error{"recipe: row_mapping = '" + it->second + "': expected block or warp"};
@@ -178,9 +181,11 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
   // A convolution's bias added in the kernel that reads its result.
   // A sum or mean over a product's outputs as a matrix-vector product.
   std::vector<std::string> rewrites;
-  const task_graph expanded = rules::sum_of_products(rules::split_conv_bias(rules::expand_composites(graph)), rewrites);
+  const task_graph composed = rules::split_conv_bias(rules::expand_composites(graph));
+  const task_graph expanded = params.matvec_sums ? rules::sum_of_products(composed, rewrites) : composed;
   lowering_context cx(expanded, params, target, device);
   cx.out.rewrites = rewrites;
+  cx.out.matvec_sums = static_cast<int>(rewrites.size());
   // A template that meets a graph it did not expect must give an error, never end the
   // caller (an agent) with an exception: the lowering's own lookups throw on a missing
   // tensor (e.g. an epilogue fused after a reduction over every dim).

@@ -58,6 +58,11 @@ struct lowering_params {
   // FP32's accuracy; only where the task's shapes make the product bound by
   // arithmetic, coder/rules/split_tf32.hpp).
   std::string gemm_precision = "fp32";
+  // A sum or mean over a product's outputs as a matrix-vector product
+  // (coder/rules/sum_of_product.hpp). The same products summed in another order: where
+  // the reference's own rounding is near the tolerance, the review can fail it, so a
+  // seed without it stays (the plainest, and a failed seed's repair).
+  bool matvec_sums = false;
 };
 
 // What the lowering knows of the GPU it writes for: the split of few long rows aims
@@ -92,6 +97,8 @@ struct lowered_kernel_set {
   std::vector<std::string> rewrites;
   // How many products run split-precision (gemm_precision split_tf32 applied).
   int split_products = 0;
+  // How many sums over a product's outputs became matrix-vector products.
+  int matvec_sums = 0;
 };
 
 // The tensor shapes a task's kernels are tuned for (its default size): name → shape.

@@ -119,8 +119,10 @@ std::vector<lowering_params> rules_coder::seed_params() {
   // between its passes (registers, or shared memory for rows too long for them).
   lowering_params p;
   // Float32 products bound by arithmetic on TF32 tensor cores at FP32's accuracy
-  // (3xTF32, coder/rules/split_tf32.hpp); the plainest seed keeps cuBLAS's SGEMM.
+  // (3xTF32, coder/rules/split_tf32.hpp), and sums over a product's outputs as
+  // matrix-vector products; the plainest seed keeps cuBLAS's SGEMM and the product.
   p.gemm_precision = "split_tf32";
+  p.matvec_sums = true;
   p.row_cache = "on_chip";
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
@@ -133,6 +135,7 @@ std::vector<lowering_params> rules_coder::seed_params() {
   out.push_back(p);  // a warp per row (short rows) kept on chip, two vectors per trip
   p = {};
   p.gemm_precision = "split_tf32";
+  p.matvec_sums = true;
   p.block_size = 512;
   p.elements_per_thread = 4;
   p.grid_cap = 8192;
@@ -145,6 +148,7 @@ std::vector<lowering_params> rules_coder::seed_params() {
   out.push_back(p);  // the plainest code: a reference point and a safe fallback
   p = {};
   p.gemm_precision = "split_tf32";
+  p.matvec_sums = true;
   p.block_size = 1024;
   p.vector_width = 2;
   out.push_back(p);
@@ -189,6 +193,7 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
   if (stages.find("library:aten::conv2d") == std::string::npos) c.recipe.erase("conv_layout");
   // Likewise the product precision where no product was split (too small, or none).
   if (lowered->split_products == 0) c.recipe.erase("gemm_precision");
+  if (lowered->matvec_sums == 0) c.recipe.erase("matvec_sums");
   if (!lowered->rewrites.empty()) c.recipe["rewrites"] = join(lowered->rewrites, "; ");
   if (!excluded.empty()) c.recipe["excluded"] = excluded;
   if (lowered->longest_row > 0) c.recipe["longest_row"] = std::to_string(lowered->longest_row);
@@ -353,13 +358,13 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
     if (!rows) return error{prefix + "it has no row reduction"};
     return pick("moments", {"welford"});
   }
-  if (p == "gemm_precision") {
+  if (p == "gemm_precision" || p == "matvec_sums") {
     const std::string st = get(recipe, "stages");
     bool product = false;
     for (const char* op : {"mm", "matmul", "bmm", "addmm", "linear"})
       for (const std::string& s : split_set(st)) product = product || s == std::string("library:aten::") + op;
     if (!product) return error{prefix + "it has no library product"};
-    return pick("gemm_precision", rule.values);
+    return pick(p, rule.values);
   }
   if (p == "float_literals")
     return error{prefix + "its kernels already use float literals (0.5f) and f-suffixed math (expf, tanhf)"};
