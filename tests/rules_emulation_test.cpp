@@ -1343,8 +1343,8 @@ TEST_CASE("emulated: a sum over a product's outputs as a matrix-vector product m
     int plain = 0;
     for (const candidate& c : *seeds) {
       INFO(c.origin);
-      // Every seed but the plainest rewrites (lowering param matvec_sums): the plainest
-      // keeps the product, for where the review fails the rewrite.
+      // The first and the last seed rewrite (lowering param matvec_sums); the others
+      // keep the product, for where the review fails the rewrite.
       const bool rewritten = f.rewritten && c.recipe.count("matvec_sums");
       plain += !c.recipe.count("matvec_sums");
       int products = 0;
@@ -1358,7 +1358,7 @@ TEST_CASE("emulated: a sum over a product's outputs as a matrix-vector product m
         f64 = f64 || (s.kind == "library" && s.attrs.count("dtype") && s.attrs.at("dtype") == "7");
       CHECK(f64 == rewritten);
     }
-    CHECK(plain >= 1);
+    CHECK(plain >= 3);
     CHECK((plain < static_cast<int>(seeds->size())) == f.rewritten);
     check_candidates(t, *seeds);
   }
