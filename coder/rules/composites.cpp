@@ -4,13 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "coder/rules/graph_rewrite.hpp"
+
 namespace ks::rules {
 
 namespace {
 
 const char* kSub = "aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
-const char* kAdd = "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
-const char* kMul = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
+const char* kAdd = kAddTensorSchema;
+const char* kMul = kMulTensorSchema;
 const char* kMulScalar = "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor";
 const char* kAbs = "aten::abs(Tensor self) -> Tensor";
 const char* kClampMax = "aten::clamp_max(Tensor self, Scalar max) -> Tensor";

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "coder/rules/graph_rewrite.hpp"
 #include "coder/rules/kernel_text.hpp"
 #include "coder/rules/op_specs.hpp"
 
@@ -12,7 +13,6 @@ namespace ks::rules {
 
 namespace {
 
-const char* kAdd = "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
 const char* kUnsqueeze = "aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)";
 
 // The convolutions whose third argument is the bias (aten::_convolution: what a
@@ -56,10 +56,7 @@ task_graph split_conv_bias(const task_graph& graph) {
     }
     const std::string prefix = "ks.conv_bias." + std::to_string(index++) + ".";
     auto value = [&](const std::string& name, const std::string& type) -> graph_value& {
-      graph_value& v = out.values[prefix + name];
-      v.id = prefix + name;
-      v.type = type;
-      return v;
+      return new_value(out, prefix, name, type);
     };
     graph_value& none = value("none", "None");
     none.constant = true;
@@ -87,7 +84,7 @@ task_graph split_conv_bias(const task_graph& graph) {
       out.nodes.push_back(graph_node{"aten::unsqueeze", {view, last.id}, {u.id}, kUnsqueeze});
       view = u.id;
     }
-    out.nodes.push_back(graph_node{"aten::add", {raw.id, view, one.id}, {y->id}, kAdd});
+    out.nodes.push_back(graph_node{"aten::add", {raw.id, view, one.id}, {y->id}, kAddTensorSchema});
   }
   return out;
 }

@@ -18,6 +18,7 @@
 //   composites.cpp        losses ATen runs in one call, written out into the ops
 //                         above before the stages are planned
 //   conv_bias.cpp         a convolution's bias moved into the kernel after it
+//   graph_rewrite.hpp     what those graph rewrites share: node schemas, new values
 //   sum_of_product.cpp    a sum over a product's outputs as a matrix-vector product
 //   split_tf32.cpp        a float32 library product as 3xTF32 (split operands)
 // The templates, one file each (layout struct → emit_*):

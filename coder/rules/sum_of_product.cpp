@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "coder/rules/graph_rewrite.hpp"
 #include "coder/rules/kernel_text.hpp"
 
 namespace ks::rules {
@@ -12,8 +13,6 @@ namespace {
 
 const char* kSumDim = "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
 const char* kMeanDim = "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
-const char* kMul = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
-const char* kAdd = "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
 const char* kToDtype =
     "aten::to.dtype(Tensor self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? "
     "memory_format=None) -> Tensor";
@@ -105,10 +104,7 @@ task_graph sum_of_products(const task_graph& graph, std::vector<std::string>& re
     const graph_value& wv = *graph.value(p.w);
     const std::string prefix = "ks.sum_of_product." + std::to_string(index++) + ".";
     auto value = [&](const std::string& name, const std::string& type) -> graph_value& {
-      graph_value& v = out.values[prefix + name];
-      v.id = prefix + name;
-      v.type = type;
-      return v;
+      return new_value(out, prefix, name, type);
     };
     auto constant = [&](const std::string& name, const std::string& type, std::vector<double> numbers) {
       graph_value& v = value(name, type);
@@ -143,14 +139,14 @@ task_graph sum_of_products(const task_graph& graph, std::vector<std::string>& re
     const std::string w = tensor("w", {K});
     out.nodes.push_back(graph_node{"aten::to", {w64.id, constant("f32", "int", {kFloat32}), no, no, none}, {w}, kToDtype});
     const std::string xw = tensor("xw", xv.shape);
-    out.nodes.push_back(graph_node{"aten::mul", {p.x, w}, {xw}, kMul});
+    out.nodes.push_back(graph_node{"aten::mul", {p.x, w}, {xw}, kMulTensorSchema});
     const std::string result = r.outputs[0];
     const std::string dot = p.bias.empty() ? result : tensor("dot", graph.value(result)->shape);
     out.nodes.push_back(graph_node{"aten::sum", {xw, constant("dot_dim", "int[]", {-1}), r.inputs[2], none}, {dot}, kSumDim});
     if (!p.bias.empty()) {
       const std::string bs = tensor("bias", {});
       out.nodes.push_back(graph_node{reduce_kind, {p.bias, constant("bias_dim", "int[]", {0}), no, none}, {bs}, reduce_schema});
-      out.nodes.push_back(graph_node{"aten::add", {dot, bs, constant("alpha", "int", {1})}, {result}, kAdd});
+      out.nodes.push_back(graph_node{"aten::add", {dot, bs, constant("alpha", "int", {1})}, {result}, kAddTensorSchema});
     }
     rewrites.push_back(base_kind(n.kind) + " + " + reduce_kind + ": a matrix-vector product (x · " + red +
                        " of the weight over its " + std::to_string(wv.shape[p.n_dim]) + " outputs" +
