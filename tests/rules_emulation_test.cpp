@@ -1363,3 +1363,24 @@ TEST_CASE("emulated: a sum over a product's outputs as a matrix-vector product m
     check_candidates(t, *seeds);
   }
 }
+
+// A product of transposed operands (views ATen makes) split for 3xTF32: the split
+// kernels read the transposes as the plan materialises them for a kernel.
+TEST_CASE("emulated: 3xTF32 products of transposed operands match the reference", "[rules][emulated][split_tf32]") {
+  auto base = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  REQUIRE(base);
+  for (const char* body : {"    return torch.matmul(x.T, weight)\n", "    return torch.matmul(x, weight.T) + bias\n",
+                           "    return torch.matmul(x.T, weight.T)\n"}) {
+    INFO(body);
+    task_spec t = *base;
+    t.name = std::string("split_transposed_") + std::to_string(std::hash<std::string>{}(body) % 1000);
+    t.torchscript = std::string("def forward(x, weight, bias):\n") + body;
+    t.sizes["cpu"] = {{"x", {48, 48}}, {"weight", {48, 48}}, {"bias", {48}}};
+    auto seeds = the_coder().seeds(t, 2);
+    if (!seeds) FAIL(seeds.message());
+    int split = 0;
+    for (const candidate& c : *seeds) split += c.recipe.count("gemm_precision") > 0;
+    CHECK(split >= 1);
+    check_candidates(t, *seeds);
+  }
+}
