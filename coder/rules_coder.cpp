@@ -362,10 +362,9 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
     return pick("moments", {"welford"});
   }
   if (p == "gemm_precision" || p == "matvec_sums") {
-    const std::string st = get(recipe, "stages");
     bool product = false;
     for (const char* op : {"mm", "matmul", "bmm", "addmm", "linear"})
-      for (const std::string& s : split_set(st)) product = product || s == std::string("library:aten::") + op;
+      product = product || has_stage(recipe, std::string("library:aten::") + op);
     if (!product) return error{prefix + "it has no library product"};
     return pick(p, rule.values);
   }
