@@ -221,6 +221,19 @@ TEST_CASE("rules coder: templates chosen per task", "[rules][lower]") {
   CHECK(mse.recipe.at("stages") == "row_reduce+prologue");
 }
 
+TEST_CASE("rules coder: a recipe's product parameters are read or refused by name", "[rules][optimize]") {
+  auto ok = from_recipe({{"gemm_precision", "split_tf32"}, {"matvec_sums", "1"}});
+  REQUIRE(ok);
+  CHECK(ok->gemm_precision == "split_tf32");
+  CHECK(ok->matvec_sums);
+  CHECK(to_recipe(*ok).at("gemm_precision") == "split_tf32");
+  CHECK(to_recipe(lowering_params{}).count("gemm_precision") == 0);  // defaults stay out of recipes
+  CHECK(from_recipe({{"gemm_precision", "tf32"}}).message() ==
+        "recipe: gemm_precision = 'tf32': expected fp32 or split_tf32");
+  CHECK(from_recipe({{"matvec_sums", "yes"}}).message() == "recipe: matvec_sums = 'yes': expected an integer in [0, 1]");
+  CHECK(from_recipe({{"matvec_sums", "2"}}).message() == "recipe: matvec_sums = '2': expected an integer in [0, 1]");
+}
+
 TEST_CASE("rules coder: split_tf32_gemm splits an SGEMM product, and only a product", "[rules][optimize]") {
   const task_spec t = task("examples/tasks/matmul_bias_relu.yaml");
   auto seeds = the_coder().seeds(t, 5);
