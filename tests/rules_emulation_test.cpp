@@ -945,8 +945,9 @@ TEST_CASE("emulated: batch_norm with the batch's statistics matches the referenc
 // Reductions over a middle dim that read their column twice (middle_reduce.hpp): a
 // normalisation over dim 1, or a keepdim reduction with the chain after it fused
 // (RMSNorm over the channels of NCHW). Columns that the registers hold whole at the
-// task's size, and columns longer at run time than at the task's size (the rest read
-// from memory again).
+// task's size (one slice a column and 8 groups of 32 columns a block up to 32 values,
+// two slices and 4 groups for 64), and columns longer at run time than at the task's
+// size (the rest read from memory again).
 TEST_CASE("emulated: middle-dim reductions read twice match the reference", "[rules][emulated][middle]") {
   struct middle_case {
     const char* name;
@@ -956,6 +957,7 @@ TEST_CASE("emulated: middle-dim reductions read twice match the reference", "[ru
   const middle_case cases[] = {
       {"rms_channels", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {2, 8, 5, 7}, {2, 8, 5, 7}},
       {"rms_channels_long", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {2, 16, 5, 7}, {2, 70, 3, 5}},
+      {"rms_channels_64", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {2, 64, 5, 7}, {2, 100, 3, 5}},
       {"softmax_dim1", "torch.softmax(x, 1)", {2, 40, 33}, {2, 40, 33}},
       {"log_softmax_dim1_long", "torch.log_softmax(x * 0.5, 1)", {2, 24, 33}, {3, 50, 7}},
       {"sub_logsumexp_dim1", "x - torch.logsumexp(x, [1], True)", {3, 50, 7}, {3, 50, 7}},

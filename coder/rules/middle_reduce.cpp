@@ -37,6 +37,20 @@ middle_cache choose_middle_cache(const lowering_params& p, const reduce_parts& r
   return m;
 }
 
+}  // namespace
+
+void column_of(const reduce_parts& rp, std::ostringstream& k) {
+  const std::string& INNER = rp.INNER;
+  k << "  long long o = 0, j = 0;\n";
+  k << "  if (live) {\n";
+  k << "    if (" << rp.ROWS << " * " << INNER << " <= 0x7fffffffLL) {\n";
+  k << "      const unsigned q = (unsigned)t / (unsigned)" << INNER << ";\n";
+  k << "      o = q, j = (unsigned)t - q * (unsigned)" << INNER << ";\n";
+  k << "    } else {\n      o = t / " << INNER << ", j = t % " << INNER << ";\n    }\n  }\n";
+}
+
+namespace {
+
 std::string from_registers(const middle_cache& m, std::string code) {
   for (auto& P : m.raw) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
   return code;
@@ -50,14 +64,31 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
   const acc_text& a = rp.a;
   const std::string &C = rp.C, &INNER = rp.INNER;
   if (r.moment_norm()) return error{r.op + " over a middle dim cannot happen"};
-  const int S = lay.block / 32;
-  const middle_cache m = choose_middle_cache(cx.p, rp, S);
+  // The fewest slices whose share of a column fits the registers: a column cut in
+  // fewer, longer slices keeps more loads in flight a thread and merges fewer partial
+  // states (RMSNorm over 64 channels on the H200, bench/memory_bound_probe.cu: 8 slices
+  // of 8 4.46 ms, 2 of 32 3.72 ms); the block's other warps take the next columns.
+  const int warps = lay.block / 32;
+  int S = warps;
+  middle_cache m;
+  for (int s = 1; s <= warps; s *= 2)
+    if (warps % s == 0 && (m = choose_middle_cache(cx.p, rp, s)).per_thread > 0) {
+      S = s;
+      break;
+    }
+  if (m.per_thread == 0) m = {};
+  const int G = warps / S;  // groups of 32 columns a block
   const int K = m.per_thread;
   const std::string Ks = std::to_string(K), Ss = std::to_string(S);
-  k << "  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;\n";
-  k << "  const long long t = (long long)blockIdx.x * 32 + lane;\n";
+  if (G == 1) {
+    k << "  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;\n";
+    k << "  const long long t = (long long)blockIdx.x * 32 + lane;\n";
+  } else {
+    k << "  const int lane = threadIdx.x & 31, slice = (threadIdx.x >> 5) % " << S << ", group = threadIdx.x / " << 32 * S << ";\n";
+    k << "  const long long t = ((long long)blockIdx.x * " << G << " + group) * 32 + lane;\n";
+  }
   k << "  const bool live = t < " << rp.ROWS << " * " << INNER << ";\n";
-  k << "  const long long o = live ? t / " << INNER << " : 0, j = live ? t % " << INNER << " : 0;\n";
+  column_of(rp, k);
   k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
   k << rp.decl;
   if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
@@ -84,18 +115,22 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
   const std::string rest = "    for (long long c = slice + (long long)" + Ks + " * " + Ss + "; c < " + C + "; c += " + Ss + ")";
   k << "#pragma unroll 4\n" << rest << " {\n" << reduce_load(rp, "base + c * " + INNER, "v") << "    " << a.update << "\n    }\n  }\n";
   // The slices' states through shared memory: every slice merges all of them in
-  // slice order, so that each holds the same bits.
-  for (auto& v : a.state) k << "  __shared__ float sh_" << v << "[" << S << "][33];\n";
-  for (auto& v : a.state) k << "  sh_" << v << "[slice][lane] = " << v << ";\n";
-  k << "  __syncthreads();\n";
-  for (size_t q = 0; q < a.state.size(); ++q) k << "  " << a.state[q] << " = " << a.identity[q] << ";\n";
-  k << "  for (int q = 0; q < " << S << "; ++q) {\n";
-  std::vector<std::string> other;
-  for (auto& v : a.state) {
-    k << "    const float p_" << v << " = sh_" << v << "[q][lane];\n";
-    other.push_back("p_" + v);
+  // slice order, so that each holds the same bits. One slice holds its column's state.
+  if (S > 1) {
+    const std::string dims = G == 1 ? "" : "[" + std::to_string(G) + "]", at = G == 1 ? "" : "[group]";
+    for (auto& v : a.state) k << "  __shared__ float sh_" << v << dims << "[" << S << "][33];\n";
+    for (auto& v : a.state) k << "  sh_" << v << at << "[slice][lane] = " << v << ";\n";
+    k << "  __syncthreads();\n";
+    for (size_t q = 0; q < a.state.size(); ++q) k << "  " << a.state[q] << " = " << a.identity[q] << ";\n";
+    k << "  for (int q = 0; q < " << S << "; ++q) {\n";
+    std::vector<std::string> other;
+    for (auto& v : a.state) {
+      k << "    const float p_" << v << " = sh_" << v << at << "[q][lane];\n";
+      other.push_back("p_" + v);
+    }
+    k << "    " << merge(r, other) << "\n  }\n";
   }
-  k << "    " << merge(r, other) << "\n  }\n  if (!live) return;\n";
+  k << "  if (!live) return;\n";
   // Pass 2: the kept part from registers, the rest from memory.
   k << (r.normalizes() ? rp.prelude : "  const float red = " + finish(r, C) + ";\n");
   const std::string idx = "base + c * " + INNER;
@@ -118,7 +153,7 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
   }
   k << "    }\n";
   for (auto& [v, param] : rp.epi_out) cx.written.insert(v);
-  step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", 32)", "1", "1"};
+  step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", " + std::to_string(32 * G) + ")", "1", "1"};
   return {};
 }
 

@@ -356,7 +356,7 @@ void write_middle_slices(const reduce_parts& rp, const reduce_layout& lay, std::
   k << "  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;\n";
   k << "  const long long t = (long long)blockIdx.x * 32 + lane;\n";
   k << "  const bool live = t < " << rp.ROWS << " * " << INNER << ";\n";
-  k << "  const long long o = live ? t / " << INNER << " : 0, j = live ? t % " << INNER << " : 0;\n";
+  column_of(rp, k);
   k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
   k << rp.decl;
   if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");

@@ -16,7 +16,15 @@ ks0_mean(long long n0, long long n1, long long n2, const float* __restrict__ in0
   const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
   const long long t = (long long)blockIdx.x * 32 + lane;
   const bool live = t < n0 * n2;
-  const long long o = live ? t / n2 : 0, j = live ? t % n2 : 0;
+  long long o = 0, j = 0;
+  if (live) {
+    if (n0 * n2 <= 0x7fffffffLL) {
+      const unsigned q = (unsigned)t / (unsigned)n2;
+      o = q, j = (unsigned)t - q * (unsigned)n2;
+    } else {
+      o = t / n2, j = t % n2;
+    }
+  }
   const long long base = o * n1 * n2 + j;
   float a = 0.0f;
   if (live) {
