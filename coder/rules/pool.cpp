@@ -48,10 +48,10 @@ namespace {
 // position in its dim and the bounds check that skips padding.
 // `last_base` names the last dim's window start where it is not <name>0.
 void tap_loops(std::ostringstream& k, const pool_spec& p, const std::vector<std::string>& nm,
-               const std::vector<std::string>& I, int n, const std::string& last_base = "") {
+               const std::vector<std::string>& I, int n, const std::string& last_base = "", int indent = 2) {
   static const char* tap_names[] = {"i", "j", "l"};
   for (int q = 0; q < n; ++q) {
-    const std::string ind(2 + 2 * q, ' ');
+    const std::string ind(indent + 2 * q, ' ');
     const std::string base = q == p.dims - 1 && !last_base.empty() ? last_base : nm[q] + "0";
     k << "#pragma unroll\n" << ind << "for (int " << tap_names[q] << " = 0; " << tap_names[q] << " < " << p.kernel[q] << "; ++"
       << tap_names[q] << ") {\n";
@@ -60,8 +60,8 @@ void tap_loops(std::ostringstream& k, const pool_spec& p, const std::vector<std:
   }
 }
 
-void close_tap_loops(std::ostringstream& k, int n) {
-  for (int q = n - 1; q >= 0; --q) k << std::string(2 + 2 * q, ' ') << "}\n";
+void close_tap_loops(std::ostringstream& k, int n, int indent = 2) {
+  for (int q = n - 1; q >= 0; --q) k << std::string(indent + 2 * q, ' ') << "}\n";
 }
 
 // count_include_pad's window ends in dims [0, n): PyTorch counts padding inside the
@@ -207,8 +207,9 @@ status emit_strided_pool(lowering_context& cx, size_t si, const pool_layout& lay
   const std::string Y = fused ? std::string() : kp.tensor_out(cx.tensor_of.at(n.outputs[0]));
   const std::string name = kernel_name(si, op_name(p));
   std::ostringstream k;
-  k << "\n// " << window_text(p) << ": a block per tile of " << tile << " consecutive outputs of a line, a thread's " << V
-    << " outputs " << B << " apart (loads and stores coalesced, the inputs of neighbouring windows from L1)"
+  k << "\n// " << window_text(p) << ": a block per tile of " << tile << " consecutive outputs of a line, "
+    << (V == 1 ? std::string("a thread per output") : "a thread's " + std::to_string(V) + " outputs " + std::to_string(B) + " apart")
+    << " (loads and stores coalesced, the inputs of neighbouring windows from L1)"
     << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
   // Fewer than 2^31 blocks: the block's line and tile split in 32 bits, once.
@@ -225,11 +226,11 @@ status emit_strided_pool(lowering_context& cx, size_t si, const pool_layout& lay
   k << "#pragma unroll\n  for (int v = 0; v < " << V << "; ++v) {\n";
   k << "    acc[v] = " << (p.max ? "-KS_INF" : "0.0f") << ";\n    count[v] = 0;\n";
   k << "    const long long " << w << "0v = " << w << "0 + v * " << p.stride[L] * B << ";\n";
-  tap_loops(k, p, nm, I, D, w + "0v");
-  const std::string body(2 + 2 * D, ' ');
+  tap_loops(k, p, nm, I, D, w + "0v", 4);
+  const std::string body(4 + 2 * D, ' ');
   k << body << "const float x = xp[" << at << "];\n";
   k << body << (p.max ? "acc[v] = (x > acc[v] || x != x) ? x : acc[v];\n" : "acc[v] += x;\n") << body << "++count[v];\n";
-  close_tap_loops(k, D);
+  close_tap_loops(k, D, 4);
   k << "  }\n";
   write_results(k, p, nm, I, O[L], V, B, "(long long)line", fused ? &*epi : nullptr, Y);
   ++cx.out.strided_pools;
