@@ -37,7 +37,6 @@ std::map<std::string, std::string> to_recipe(const lowering_params& p) {
   if (p.conv_layout != "nchw") r["conv_layout"] = p.conv_layout;
   if (p.gemm_precision != "fp32") r["gemm_precision"] = p.gemm_precision;
   if (p.matvec_sums) r["matvec_sums"] = "1";
-  if (p.pool_layout != "runs") r["pool_layout"] = p.pool_layout;
   return r;
 }
 
@@ -93,11 +92,6 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
     if (it->second != "fp32" && it->second != "split_tf32")
       return error{"recipe: gemm_precision = '" + it->second + "': expected fp32 or split_tf32"};
     p.gemm_precision = it->second;
-  }
-  if (auto it = recipe.find("pool_layout"); it != recipe.end()) {
-    if (it->second != "runs" && it->second != "strided")
-      return error{"recipe: pool_layout = '" + it->second + "': expected runs or strided"};
-    p.pool_layout = it->second;
   }
   if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
     if (it->second != "none" && it->second != "streaming" && it->second != "readonly")

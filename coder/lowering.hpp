@@ -63,12 +63,6 @@ struct lowering_params {
   // the reference's own rounding is near the tolerance, the review can fail it, so a
   // seed without it stays (the plainest, and a failed seed's repair).
   bool matvec_sums = false;
-  // pool: how a thread's elements_per_thread outputs lie along the last dim: "runs"
-  // (consecutive, the inputs their overlapping windows share loaded once) or
-  // "strided" (a block's threads per tile of consecutive outputs, a thread's outputs
-  // a block apart: every load and store coalesced, the overlap served by L1; only
-  // where a line holds at least a block of outputs, else runs).
-  std::string pool_layout = "runs";
 };
 
 // What the lowering knows of the GPU it writes for: the split of few long rows aims
@@ -105,9 +99,6 @@ struct lowered_kernel_set {
   int split_products = 0;
   // How many sums over a product's outputs became matrix-vector products.
   int matvec_sums = 0;
-  // How many pools were written with pool_layout strided (a pool whose lines are
-  // shorter than a block keeps runs).
-  int strided_pools = 0;
 };
 
 // The tensor shapes a task's kernels are tuned for (its default size): name → shape.

@@ -123,18 +123,14 @@ std::vector<lowering_params> rules_coder::seed_params() {
   // matrix-vector products; the second and third seeds keep the product under such a
   // sum (the rewrite's other order of the sum can fail a tight tolerance where the
   // 3xTF32 product passes; a warp per long row puts the second after the third), the
-  // plainest keeps cuBLAS's SGEMM and the product. Pools: the first seed's outputs a
-  // block apart, the second's in runs (which is faster depends on the window: the
-  // review picks).
+  // plainest keeps cuBLAS's SGEMM and the product.
   p.gemm_precision = "split_tf32";
   p.matvec_sums = true;
-  p.pool_layout = "strided";
   p.row_cache = "on_chip";
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
   out.push_back(p);
   p.grid_cap = lowering_params{}.grid_cap;
-  p.pool_layout = "runs";
   p.row_cache = "registers";
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
@@ -201,7 +197,6 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
   // Likewise the product precision where no product was split (too small, or none).
   if (lowered->split_products == 0) c.recipe.erase("gemm_precision");
   if (lowered->matvec_sums == 0) c.recipe.erase("matvec_sums");
-  if (lowered->strided_pools == 0) c.recipe.erase("pool_layout");
   if (!lowered->rewrites.empty()) c.recipe["rewrites"] = join(lowered->rewrites, "; ");
   if (!excluded.empty()) c.recipe["excluded"] = excluded;
   if (lowered->longest_row > 0) c.recipe["longest_row"] = std::to_string(lowered->longest_row);

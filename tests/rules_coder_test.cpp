@@ -234,16 +234,6 @@ TEST_CASE("rules coder: a recipe's product parameters are read or refused by nam
   CHECK(from_recipe({{"matvec_sums", "2"}}).message() == "recipe: matvec_sums = '2': expected an integer in [0, 1]");
 }
 
-TEST_CASE("rules coder: a recipe's pool layout is read or refused by name", "[rules][optimize]") {
-  auto ok = from_recipe({{"pool_layout", "strided"}});
-  REQUIRE(ok);
-  CHECK(ok->pool_layout == "strided");
-  CHECK(to_recipe(*ok).at("pool_layout") == "strided");
-  CHECK(to_recipe(lowering_params{}).count("pool_layout") == 0);  // the default stays out of recipes
-  CHECK(from_recipe({{"pool_layout", "tiled"}}).message() == "recipe: pool_layout = 'tiled': expected runs or strided");
-  CHECK(from_recipe({{"pool_layout", ""}}).message() == "recipe: pool_layout = '': expected runs or strided");
-}
-
 TEST_CASE("rules coder: split_tf32_gemm splits an SGEMM product, and only a product", "[rules][optimize]") {
   const task_spec t = task("examples/tasks/matmul_bias_relu.yaml");
   auto seeds = the_coder().seeds(t, 5);

@@ -898,46 +898,6 @@ TEST_CASE("emulated: 1-d and 3-d max and average pools match the reference", "[r
   }
 }
 
-// pool_layout strided (the first seed, pool.hpp): where a line holds a block of
-// outputs at the task's size, a block per tile of consecutive outputs of a line and a
-// thread's outputs a block apart. Declared with lines of 2000 outputs (runs of 4, tiles
-// of 1024), run with lines that end inside a tile and inside a thread's outputs; the
-// second seed keeps runs. A line shorter than a block keeps runs in both seeds.
-TEST_CASE("emulated: pools with a thread's outputs a block apart match the reference", "[rules][emulated][pool]") {
-  struct pool_case {
-    const char* name;
-    const char* body;
-    std::vector<int64_t> declared, run;
-    bool strided;
-  };
-  const pool_case cases[] = {
-      {"max_pool1d_dil", "torch.max_pool1d(x, [8], [1], [4], [3], False)", {2, 3, 2000}, {2, 3, 1300}, true},
-      {"max_pool1d_nan_epi", "torch.max_pool1d(torch.log(x), [3], [2], [1], [1], False) * 2.0 + 1.0", {2, 4000}, {3, 2100}, true},
-      {"avg_pool1d_pad", "torch.avg_pool1d(x, [8], [1], [4], False, True)", {2, 2, 2000}, {2, 2, 700}, true},
-      {"avg_pool1d_no_pad_count", "torch.tanh(torch.avg_pool1d(x, [5], [2], [2], False, False))", {2, 2, 4000}, {1, 2, 2500}, true},
-      {"avg_pool2d_pad", "torch.avg_pool2d(x, [3, 3], [1, 1], [1, 1], False, True, None)", {1, 2, 3, 2000}, {1, 2, 5, 1100}, true},
-      {"max_pool3d_dil", "torch.max_pool3d(x, [2, 3, 3], [1, 2, 1], [1, 1, 1], [1, 1, 2], False)", {1, 2, 3, 3, 2000},
-       {2, 1, 3, 4, 1030}, true},
-      {"avg_pool3d_divisor", "torch.avg_pool3d(x, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, 5)", {1, 2, 4, 4, 4000},
-       {1, 2, 4, 3, 2050}, true},
-      {"max_pool1d_short", "torch.max_pool1d(x, [8], [1], [4], [3], False)", {2, 3, 70}, {2, 3, 70}, false},
-  };
-  for (const auto& pc : cases) {
-    auto t = norm_task(pc.name, pc.body, pc.declared, false);
-    REQUIRE(t);
-    t->sizes["cpu"] = {{"x", pc.run}};
-    INFO(pc.name);
-    auto seeds = the_coder().seeds(*t, 2);
-    if (!seeds) FAIL(seeds.message());
-    REQUIRE(seeds->size() == 2);
-    const candidate& first = (*seeds)[0];
-    CHECK(first.recipe.count("pool_layout") == (pc.strided ? 1u : 0u));
-    CHECK((first.source.find("a thread's") != std::string::npos) == pc.strided);
-    CHECK((*seeds)[1].recipe.count("pool_layout") == 0);
-    check_candidates(*t, *seeds, /*nan_positions=*/true);
-  }
-}
-
 // batch_norm with the batch's statistics (training mode, as KernelBench runs it): a
 // channel's rows in every batch are reduced into partial states, which each block of
 // the second kernel merges batch by batch before it normalises its chunk. Many

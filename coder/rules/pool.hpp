@@ -1,9 +1,8 @@
 #pragma once
 // The pool template: max_pool and avg_pool over the last one, two or three dims
-// (NCL, NCHW, NCDHW, or without the batch), a thread per output element, per run of
-// consecutive outputs along the last dim, or per V outputs a block apart in a tile of a
-// line (pool_layout strided), with the elementwise chain after them fused before the
-// store.
+// (NCL, NCHW, NCDHW, or without the batch), a thread per output element or per run of
+// consecutive outputs along the last dim, with the elementwise chain after them fused
+// before the store.
 //
 // What it promises:
 // - a max pool propagates NaN and never picks padding; an average counts padding
@@ -27,14 +26,7 @@ struct pool_layout {
   // (per_thread - 1) * stride + (kernel - 1) * dilation + 1 inputs of their windows
   // along that dim are loaded once, and the index is split once for all of them.
   int per_thread = 1;
-  // pool_layout strided, where a line (the output's last dim at the task's size) holds
-  // at least a block of outputs: a block per tile of block * per_thread consecutive
-  // outputs of one line (per_thread halved while a tile is longer than the line), a
-  // thread's outputs a block apart. Loads and stores stay coalesced; the inputs that
-  // neighbouring threads' windows share come from L1 (KernelBench's 41_Max_Pooling_1D
-  // on the H200: 2.82 ms against 3.37 for runs of 4, bench/memory_bound_probe.cu).
-  bool strided = false;
-  int64_t span() const;  // runs: those inputs, registers a thread holds
+  int64_t span() const;  // those inputs: registers a thread holds
 };
 
 result<pool_layout> choose_pool_layout(const lowering_context& cx, const graph_node& n);
