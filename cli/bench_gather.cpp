@@ -89,13 +89,18 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
   std::vector<json> exports;
   for (const auto& v : variants) {
     exports.push_back(read_export_record(l, v));
-    bench_variant bv{v.name, v.long_term_memory, v.short_term_memory, {}};
+    bench_variant bv{v.name, v.long_term_memory, v.short_term_memory, {}, {}};
     const json rounds = read_json_file(l.variant_dir(v.name) / "rounds.json");
     std::vector<std::vector<double>> per_task;
+    std::vector<std::pair<std::string, std::vector<double>>> named;
     if (rounds.is_object() && rounds.contains("tasks") && rounds["tasks"].is_object())
       for (const auto& p : problems)
-        if (p.ok() && rounds["tasks"].contains(p.name)) per_task.push_back(rounds["tasks"][p.name].get<std::vector<double>>());
+        if (p.ok() && rounds["tasks"].contains(p.name)) {
+          per_task.push_back(rounds["tasks"][p.name].get<std::vector<double>>());
+          named.emplace_back(p.name, per_task.back());
+        }
     bv.rounds = speedup_by_round(per_task);
+    bv.vs_seeds = compare_rounds_to_seeds(named);
     r.variants.push_back(std::move(bv));
   }
   const auto rows = read_measurements(l);

@@ -126,4 +126,27 @@ std::vector<round_point> speedup_by_round(const std::vector<std::vector<double>>
   return out;
 }
 
+rounds_vs_seeds compare_rounds_to_seeds(const std::vector<std::pair<std::string, std::vector<double>>>& per_task) {
+  rounds_vs_seeds out;
+  std::vector<double> gains;
+  for (const auto& [name, best] : per_task) {
+    if (best.empty()) continue;
+    const double seed = best.front(), last = best.back();
+    if (seed <= 0) {
+      out.rescued += last > 0;
+      continue;
+    }
+    ++out.tasks;
+    if (last <= seed) continue;
+    ++out.beat;
+    out.beat_by_2pct += last > seed * 1.02;
+    gains.push_back(last / seed);
+    out.gains.emplace_back(name, last / seed);
+  }
+  out.geomean_gain = geometric_mean(gains);
+  std::sort(out.gains.begin(), out.gains.end(),
+            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  return out;
+}
+
 }  // namespace ks

@@ -92,4 +92,18 @@ struct round_point {
 // Per round, over the tasks' best_by_round rows (each of the same length).
 std::vector<round_point> speedup_by_round(const std::vector<std::vector<double>>& per_task);
 
+// The rounds against the seeds (issue 17, item 4): per task, its best after the last
+// round over its best seed (round 0), as the run's reviewer measured them.
+struct rounds_vs_seeds {
+  size_t tasks = 0;         // tasks with a seed kernel (round 0 above 0)
+  size_t beat = 0;          // of those, tasks whose rounds found a faster kernel
+  size_t beat_by_2pct = 0;  // ... more than 2 % faster (beyond the timing's noise)
+  size_t rescued = 0;       // tasks with no seed kernel that a round gave one
+  // Over the tasks that beat their seeds: the gains' geometric mean; nullopt when none.
+  std::optional<double> geomean_gain;
+  // The gains of the tasks that beat their seeds, largest first (ties by name).
+  std::vector<std::pair<std::string, double>> gains;
+};
+rounds_vs_seeds compare_rounds_to_seeds(const std::vector<std::pair<std::string, std::vector<double>>>& per_task);
+
 }  // namespace ks

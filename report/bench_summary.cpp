@@ -130,6 +130,12 @@ nlohmann::json bench_summary_json(const bench_report& r) {
     for (const auto& p : var.rounds)
       jv["speedup_by_round"].push_back(
           {{"round", p.round}, {"tasks", p.tasks}, {"of", p.of}, {"mean", opt_json(p.mean)}, {"geomean", opt_json(p.geomean)}});
+    const rounds_vs_seeds& vs = var.vs_seeds;
+    json gains = json::array();
+    for (const auto& [name, g] : vs.gains) gains.push_back({{"task", name}, {"gain", g}});
+    jv["rounds_vs_seeds"] = {{"tasks", vs.tasks},       {"beat", vs.beat},
+                             {"beat_by_2pct", vs.beat_by_2pct}, {"rescued", vs.rescued},
+                             {"geomean_gain", opt_json(vs.geomean_gain)}, {"gains", gains}};
     j["variants"].push_back(std::move(jv));
   }
   j["problems"] = json::array();
@@ -226,6 +232,27 @@ std::string rounds_table(const bench_report& r) {
       md += " " + times(p.mean) + " (" + std::to_string(p.tasks) + "/" + std::to_string(p.of) + ") |";
     }
     md += "\n";
+  }
+  return md;
+}
+
+// Each variant's rounds against its seeds, a line each: how many tasks the rounds made
+// faster than their best seed, by how much, and the largest gains.
+std::string rounds_vs_seeds_lines(const bench_report& r) {
+  std::string md;
+  for (const auto& v : r.variants) {
+    if (v.rounds.size() < 2) continue;  // no round after the seeds
+    const rounds_vs_seeds& s = v.vs_seeds;
+    md += "\n" + (r.variants.size() > 1 ? v.name + ": the" : std::string("The")) + " rounds beat the best seed on " +
+          std::to_string(s.beat) + " of " + std::to_string(s.tasks) + " tasks with a seed kernel (by more than 2 % on " +
+          std::to_string(s.beat_by_2pct) + ")";
+    if (s.geomean_gain) md += ", by " + times(s.geomean_gain) + " in geometric mean where they did";
+    std::string top;
+    for (size_t i = 0; i < s.gains.size() && i < 5; ++i)
+      top += (i ? ", " : "") + s.gains[i].first + " " + times(s.gains[i].second);
+    if (!top.empty()) md += " (" + top + (s.gains.size() > 5 ? ", ..." : "") + ")";
+    if (s.rescued) md += "; on " + std::to_string(s.rescued) + " more only a round found a kernel";
+    md += ".\n";
   }
   return md;
 }
@@ -340,7 +367,7 @@ std::string bench_summary_markdown(const bench_report& r) {
   md += "\n## Speedup by round (the run's own reviews)\n\nThe mean of each task's best speedup over the reference "
         "after each round, as the run's reviewer measured it (round 0: the seeds), over the tasks with a kernel by "
         "then.\n\n" +
-        rounds_table(r);
+        rounds_table(r) + rounds_vs_seeds_lines(r);
   md += "\n## Pictures\n\n";
   const auto pictures = bench_pictures(r);
   if (pictures.empty()) md += "None yet (nothing measured and no round data).\n";

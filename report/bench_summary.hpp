@@ -9,7 +9,8 @@
 //   written as null in JSON and "-" in Markdown, never as 0;
 // - the measurement's status is said first (measured, partly measured, or not measured
 //   and why), so nobody reads a run's numbers as a side-by-side measurement;
-// - the speedup by round is labelled as what it is: the run's own reviews;
+// - the speedup by round, and the rounds against the seeds, are labelled as what they
+//   are: the run's own reviews;
 // - pictures are made only from data that exists: the distribution and the ablation
 //   charts need measured problems, the ablation chart two variants or more.
 
@@ -61,6 +62,7 @@ struct bench_variant {
   std::string name;  // full, no-ltm, no-stm, no-ltm-stm
   bool long_term_memory = true, short_term_memory = true;
   std::vector<round_point> rounds;  // the run's mean best speedup after each round
+  rounds_vs_seeds vs_seeds;         // each task's last round against its seeds
 };
 
 struct bench_report {

@@ -195,6 +195,10 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   REQUIRE(rounds.size() == 2);
   CHECK(rounds[1]["tasks"] == 2);
   CHECK(rounds[1]["mean"].is_number());
+  // The rounds against the seeds, from the same rounds.json: both tasks had a seed kernel.
+  CHECK(s["variants"][0]["rounds_vs_seeds"]["tasks"] == 2);
+  CHECK(s["variants"][0]["rounds_vs_seeds"]["beat"].get<int>() <= 2);
+  CHECK_THAT(read(out / "summary.md"), Contains("rounds beat the best seed on "));
   CHECK_THAT(read(out / "summary.md"), Contains("**Measurement: not measured:"));
   CHECK(fs::exists(out / "speedup_by_round.svg"));
   CHECK_FALSE(fs::exists(out / "speedup_distribution.svg"));  // nothing measured, nothing drawn

@@ -172,6 +172,44 @@ TEST_CASE("the best speedup by round is the running maximum of the reviews the r
   CHECK_FALSE(speedup_by_round({{0, 0}})[0].mean.has_value());
 }
 
+TEST_CASE("the rounds against the seeds: which tasks the rounds made faster, and by how much", "[bench][metrics]") {
+  const rounds_vs_seeds s = compare_rounds_to_seeds({
+      {"flat", {1.5, 1.5}},         // the rounds found nothing faster
+      {"small", {2.0, 2.02}},       // faster, within 2 %
+      {"big", {1.0, 1.25}},         // faster by 25 %
+      {"also_big", {2.0, 2.5}},     // the same gain: ties by name
+      {"late", {0, 1.3}},           // no seed kernel: a round found the first
+      {"none", {0, 0}},             // no kernel at all
+      {"empty", {}},
+  });
+  CHECK(s.tasks == 4);
+  CHECK(s.beat == 3);
+  CHECK(s.beat_by_2pct == 2);
+  CHECK(s.rescued == 1);
+  REQUIRE(s.geomean_gain.has_value());
+  CHECK(*s.geomean_gain == Approx(std::cbrt(1.01 * 1.25 * 1.25)));
+  REQUIRE(s.gains.size() == 3);
+  CHECK(s.gains[0].first == "also_big");
+  CHECK(s.gains[1].first == "big");
+  CHECK(s.gains[2].first == "small");
+  CHECK(s.gains[2].second == Approx(1.01));
+  CHECK_FALSE(compare_rounds_to_seeds({{"flat", {1.5, 1.5}}}).geomean_gain.has_value());
+
+  bench_report r;
+  r.out_dir = "out";
+  r.variants = {{"full", true, true, speedup_by_round({{1.5, 1.5}, {1.0, 1.25}}), {}}};
+  r.variants[0].vs_seeds = compare_rounds_to_seeds({{"flat", {1.5, 1.5}}, {"big", {1.0, 1.25}}});
+  const std::string md = bench_summary_markdown(r);
+  CHECK_THAT(md, Contains("The rounds beat the best seed on 1 of 2 tasks with a seed kernel (by more than 2 % on 1), "
+                          "by 1.250x in geometric mean where they did (big 1.250x)."));
+  const auto j = bench_summary_json(r);
+  CHECK(j["variants"][0]["rounds_vs_seeds"]["beat"] == 1);
+  CHECK(j["variants"][0]["rounds_vs_seeds"]["gains"][0]["task"] == "big");
+  // Seeds only (no round after them): no such line.
+  r.variants[0].rounds = speedup_by_round({{1.5}, {1.0}});
+  CHECK_THAT(bench_summary_markdown(r), !Contains("rounds beat the best seed"));
+}
+
 TEST_CASE("a log2 axis spans powers of two around the values and 1", "[bench][svg]") {
   const log2_axis a = fit_log2_axis({0.3, 3}, 100, 500);
   CHECK(a.lo == 0.25);
@@ -226,7 +264,7 @@ TEST_CASE("the bench summary writes null and '-' for what was not measured, and 
   r.out_dir = "out";
   r.measurement = "not measured: no CUDA GPU";
   r.coder = "rules";
-  r.variants = {{"full", true, true, speedup_by_round({{1.0, 1.5}})}};
+  r.variants = {{"full", true, true, speedup_by_round({{1.0, 1.5}}), {}}};
   bench_problem a;
   a.key = "level1/a";
   a.name = "a";
@@ -271,7 +309,7 @@ TEST_CASE("the bench summary writes null and '-' for what was not measured, and 
   r.problems[0].cells[0].state = measure_state::measured;
   r.problems[0].cells[0].correct_strict = r.problems[0].cells[0].correct_loose = true;
   r.problems[0].cells[0].ours_ms = 1;
-  r.variants.push_back({"no-ltm", false, true, speedup_by_round({{1.0, 1.2}})});
+  r.variants.push_back({"no-ltm", false, true, speedup_by_round({{1.0, 1.2}}), {}});
   for (auto& p : r.problems) {
     const bench_cell same = p.cells[0];
     p.cells.push_back(same);
@@ -294,7 +332,7 @@ TEST_CASE("the bench summary says where torch.compile itself is not within 1e-4 
   r.out_dir = "out";
   r.measurement = "measured";
   r.measurement_ran = true;
-  r.variants = {{"full", true, true, {}}};
+  r.variants = {{"full", true, true, {}, {}}};
   bench_problem a;
   a.key = "level2/1_conv";
   a.name = "1_conv";
