@@ -290,7 +290,10 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
     return pick("vector_width", numbers("vector_width", 1, 4));
   }
   if (p == "unroll" || p == "elements_per_thread") {
-    if (!ew) return error{prefix + "it has no elementwise kernel"};
+    // Vectors a loop trip in elementwise kernels; the run of outputs a pool thread
+    // computes where windows overlap (elsewhere a pool's kernel does not change, which
+    // optimize_once finds and says).
+    if (!ew && !has_stage(recipe, "pool")) return error{prefix + "it has no elementwise or pool kernel"};
     if (p == "unroll" && rule.op == "set") return pick("elements_per_thread", numbers("elements_per_thread", 1, 16));
     return pick("elements_per_thread", numbers("elements_per_thread", 1, 16));
   }

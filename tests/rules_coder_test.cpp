@@ -974,4 +974,7 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
   CHECK(pairs.count("row_reduce"));
   CHECK(pairs.count("scan"));
   CHECK(pairs.count("elementwise"));
+  // A pool's run of outputs a thread is a parameter the rounds can change.
+  REQUIRE(pairs.count("pool"));
+  CHECK((pairs["pool"].count("thread_coarsening") || pairs["pool"].count("increase_ilp_elements_per_thread")));
 }

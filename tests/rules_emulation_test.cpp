@@ -898,6 +898,45 @@ TEST_CASE("emulated: 1-d and 3-d max and average pools match the reference", "[r
   }
 }
 
+// The rounds change a pool's run of outputs a thread (thread_coarsening: longer runs;
+// increase_grid_parallelism: shorter) where windows overlap; each result matches the
+// reference, and disjoint windows (one output a thread) are left alone.
+TEST_CASE("emulated: pools whose runs a round changed match the reference", "[rules][emulated][pool]") {
+  struct pool_case {
+    const char* name;
+    const char* body;
+    std::vector<int64_t> shape;
+    bool overlap;
+  };
+  const pool_case cases[] = {
+      {"max_pool1d_dil", "torch.max_pool1d(x, [8], [1], [4], [3], False)", {2, 3, 70}, true},
+      {"avg_pool3d_pad", "torch.avg_pool3d(x, [3, 3, 3], [2, 2, 2], [1, 1, 1], False, True, None)", {2, 2, 9, 10, 23}, true},
+      {"avg_pool2d_disjoint", "torch.avg_pool2d(x, [3, 3], [3, 3], [0, 0], False, True, None)", {2, 2, 9, 12}, false},
+  };
+  for (const auto& pc : cases) {
+    auto t = norm_task(pc.name, pc.body, pc.shape, false);
+    REQUIRE(t);
+    INFO(pc.name);
+    auto seeds = the_coder().seeds(*t, 1);
+    if (!seeds) FAIL(seeds.message());
+    std::vector<candidate> changed;
+    for (const char* method : {"thread_coarsening", "increase_grid_parallelism"}) {
+      optimize_input in;
+      in.task = *t;
+      in.base = seeds->front();
+      in.plan.chosen = method;
+      auto c = the_coder().optimize(in);
+      INFO(method << (c ? std::string() : ": " + c.message()));
+      CHECK(bool(c) == pc.overlap);
+      if (c) {
+        CHECK(c->recipe.at("elements_per_thread") != seeds->front().recipe.at("elements_per_thread"));
+        changed.push_back(*c);
+      }
+    }
+    check_candidates(*t, changed, /*nan_positions=*/true);
+  }
+}
+
 // batch_norm with the batch's statistics (training mode, as KernelBench runs it): a
 // channel's rows in every batch are reduced into partial states, which each block of
 // the second kernel merges batch by batch before it normalises its chunk. Many
