@@ -31,9 +31,17 @@ const std::set<std::string>& reduction_ops() {
   return ops;
 }
 
+const std::set<std::string>& product_ops() {
+  static const std::set<std::string> ops = {"aten::matmul", "aten::mm", "aten::bmm", "aten::addmm", "aten::linear"};
+  return ops;
+}
+
 const std::set<std::string>& library_ops() {
-  static const std::set<std::string> ops = {"aten::matmul", "aten::mm", "aten::bmm", "aten::addmm",
-                                            "aten::linear", "aten::conv2d"};
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> all = product_ops();
+    all.insert("aten::conv2d");
+    return all;
+  }();
   return ops;
 }
 

@@ -20,6 +20,11 @@ namespace ks::rules {
 
 const std::set<std::string>& elementwise_ops();
 const std::set<std::string>& reduction_ops();
+// The float products a library step runs: mm, matmul, bmm, addmm, linear (ATen names).
+// The ops 3xTF32 (split_tf32.hpp) and the matrix-vector rewrite (sum_of_product.hpp)
+// take, and the ones a method on products needs a candidate to have.
+const std::set<std::string>& product_ops();
+// The products and the convolutions the library template runs.
 const std::set<std::string>& library_ops();
 // Nodes that compute nothing a kernel needs: lists and sizes are read from the
 // graph's values when an op uses them.
