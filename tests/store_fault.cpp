@@ -183,11 +183,16 @@ void verify_case(const fault_options& o, const fs::path& dir, const fs::path& tr
     return;
   }
   const int rc = WEXITSTATUS(st);
-  if (rc == 0 && out.rfind("verified ", 0) == 0) {
+  // The verifier's own lines; the store's log (a warning that it dropped a damaged
+  // record no writer acknowledged, say) may come before them on the same stream.
+  const auto says = [&](const std::string& prefix) {
+    return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
+  };
+  if (rc == 0 && says("verified ")) {
     c.outcome = "intact";
   } else if (rc == 4) {
     c.outcome = "LOST";
-  } else if (rc == 3 && out.rfind("refused: ", 0) == 0) {
+  } else if (rc == 3 && says("refused: ")) {
     // The damaged file by name, or the write-ahead log by kind when it is gone.
     static const std::regex names_file(
         R"(MANIFEST|CURRENT|[0-9]+\.log|[0-9]+\.sst|WATERMARK|a write-ahead log was cut, damaged or removed)");
