@@ -76,7 +76,6 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
       S = s;
       break;
     }
-  if (m.per_thread == 0) m = {};
   const int G = warps / S;  // groups of 32 columns a block
   const int K = m.per_thread;
   const std::string Ks = std::to_string(K), Ss = std::to_string(S);
