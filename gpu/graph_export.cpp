@@ -316,8 +316,8 @@ struct probe_result {
 // Ops whose one output has the shape and dtype of their first input, whatever their
 // other arguments, for every dtype they accept (ops that turn integers into floats, as
 // sigmoid does, are not here). LibTorch's C++ lacks the meta kernels of some of them
-// (relu in 1.13; abs, group_norm, instance_norm, batch_norm in 2.x register theirs from
-// Python), so a probe on meta tensors takes a clone of the input in their place: the
+// (relu and flip in 1.13; abs, group_norm, instance_norm, batch_norm in 2.x register
+// theirs from Python), so a probe on meta tensors takes a clone of the input in their place: the
 // shapes and dtypes it reports are the same, and nothing else is read from meta data.
 bool keeps_input_shape(torch::jit::Node* n) {
   static const std::set<std::string> ops = {
@@ -325,7 +325,8 @@ bool keeps_input_shape(torch::jit::Node* n) {
       "aten::hardtanh",   "aten::threshold",  "aten::leaky_relu",    "aten::elu",          "aten::selu",
       "aten::celu",       "aten::gelu",       "aten::silu",          "aten::mish",         "aten::hardsigmoid",
       "aten::hardswish",  "aten::softplus",   "aten::softshrink",    "aten::hardshrink",   "aten::dropout",
-      "aten::layer_norm", "aten::group_norm", "aten::instance_norm", "aten::batch_norm",   "aten::rms_norm"};
+      "aten::layer_norm", "aten::group_norm", "aten::instance_norm", "aten::batch_norm",   "aten::rms_norm",
+      "aten::flip",       "aten::roll"};
   if (!ops.count(n->kind().toQualString()) || n->outputs().size() != 1 || n->inputs().empty()) return false;
   if (!n->maybeSchema() || !n->schema().overload_name().empty()) return false;
   return n->inputs()[0]->type()->cast<c10::TensorType>() && n->output()->type()->cast<c10::TensorType>();

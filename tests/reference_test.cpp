@@ -718,6 +718,20 @@ TEST_CASE("the graph of ops without meta kernels is still exported from shapes a
   CHECK(first_output_shape(exported_on_meta(t)) == std::vector<int64_t>{2, 16, 4, 4});
 }
 
+// flip has no meta kernel in LibTorch 1.13's C++: KernelBench's reverse cumsum
+// (flip, cumsum, flip over 32768 x 32768) fell to the CPU and its 16 GB of copies.
+// Its stand-in keeps the shape, as roll's does.
+TEST_CASE("a reverse scan's flips are probed on meta", "[reference][graph]") {
+  const task_spec t = graph_task("flip_meta",
+                                 "def forward(x):\n    return torch.roll(torch.cumsum(x.flip(1), 1).flip(1), 1, 1)\n",
+                                 {f32("x", {65536, 1048576}, "uniform")}, {});  // 256 GiB
+  const nlohmann::json j = exported_on_meta(t);
+  std::vector<std::string> kinds;
+  for (const auto& n : j["nodes"]) kinds.push_back(n["kind"]);
+  CHECK(kinds == std::vector<std::string>{"aten::flip", "aten::cumsum", "aten::flip", "aten::roll"});
+  CHECK(first_output_shape(j) == std::vector<int64_t>{65536, 1048576});
+}
+
 // Convolutions have no meta kernel in LibTorch's C++ (convolution_overrideable): the
 // export registers one computing the output's shape. Checked against the shapes the CPU
 // computes, over ranks, strides, padding, dilation, groups and transposed convolutions

@@ -1034,6 +1034,8 @@ TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference",
       {"cumsum_flip_out", "torch.cumsum(x, 1).flip(1)"},
       {"cumsum_exclusive",
        "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), dim=1)"},
+      {"cumsum_exclusive_after",
+       "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), 1)"},
       {"cumprod_reverse", "torch.cumprod((x * 0.001 + 1.0).flip(1), 1).flip(1)"},
       {"cumsum_reverse_exp", "torch.exp(torch.cumsum(x.flip(1), 1).flip(1) * 0.01) - 1.0"},
   };
@@ -1067,6 +1069,19 @@ TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference",
   auto mid = norm_task("cumsum_reverse_dim1", "torch.cumsum(x.flip(1), 1).flip(1)", {4, 30, 9}, false);
   REQUIRE(mid);
   check_task(mid, 2);
+  // The shift after the scan along a middle dim, with an epilogue after the cat.
+  auto mid_ex = norm_task("cumsum_exclusive_after_dim1",
+                          "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), 1) * 2.0",
+                          {4, 30, 9}, false);
+  REQUIRE(mid_ex);
+  auto mid_seeds = the_coder().seeds(*mid_ex, 2);
+  if (!mid_seeds) FAIL(mid_seeds.message());
+  for (const candidate& c : *mid_seeds) {
+    INFO(c.source);
+    CHECK(c.recipe.count("fallback") == 0);
+    CHECK(c.source.find("with the elementwise chain after it fused") != std::string::npos);
+  }
+  check_candidates(*mid_ex, *mid_seeds);
 }
 
 // A split cumsum's chunks start from the partials of the chunks before them, summed in

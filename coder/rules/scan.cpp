@@ -15,7 +15,9 @@ result<scan_layout> choose_scan_layout(const lowering_context& cx, size_t si) {
   const graph_node& n = *st.nodes[0];
   scan_layout lay;
   lay.sum = base_kind(n.kind) == "aten::cumsum";
-  const shaped& in = cx.shapes.at(n.inputs[0]);
+  // What the scan reads (x itself where a flip or a shift was fused into its loads):
+  // its shape is the scan's.
+  const shaped& in = cx.shapes.at(st.scan_in.empty() ? n.inputs[0] : st.scan_in);
   const int64_t rank = static_cast<int64_t>(in.shape.size());
   if (rank == 0) return error{n.kind + " of a 0-d tensor is not supported by the rules coder"};
   lay.dim = normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers.at(0)), in.shape.size());
@@ -176,7 +178,7 @@ status emit_scan(lowering_context& cx, size_t si) {
   const int64_t dim = lay.dim;
   const std::string in_value = st.scan_in.empty() ? n.inputs[0] : st.scan_in;
   const std::string out_value = st.scan_out.empty() ? n.outputs[0] : st.scan_out;
-  const shaped& in = cx.shapes.at(n.inputs[0]);
+  const shaped& in = cx.shapes.at(in_value);
   kernel_params kp;
   std::vector<std::string> outer(in.sym.begin(), in.sym.begin() + dim), inner(in.sym.begin() + dim + 1, in.sym.end());
   const std::string ROWS = kp.int64(product(outer)), C = kp.int64(in.sym[dim]);

@@ -4,7 +4,9 @@
 // them fused into their loads and stores:
 //   flip(cumsum(flip(x, d), d), d)   a reverse scan (each position's sum of those after it);
 //   cumsum(narrow(cat([zeros with 1 along d, x], d), d, 0, x.size(d)), d)
-//                                    an exclusive scan (each position's sum of those before it).
+//                                    an exclusive scan (each position's sum of those before it);
+//   cat([zeros with 1 along d, cumsum(narrow(x, d, 0, x.size(d) - 1), d)], d)
+//                                    the same exclusive scan, shifted after the scan.
 //
 // What it promises:
 // - along the last dim, a warp per row walks tiles of 128 elements (4 consecutive

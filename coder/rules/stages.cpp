@@ -112,6 +112,17 @@ void add_elementwise(lowering_context& cx, const graph_node& n) {
   cx.stages.back().iter = os;
 }
 
+// aten::add / aten::sub of a size and an integer constant (x.size(d) - 1): its
+// expression, so that a narrow to that length keeps its size at every size.
+void note_size_arithmetic(lowering_context& cx, const graph_node& n, const std::string& kind) {
+  if ((kind != "aten::sub" && kind != "aten::add") || n.inputs.size() != 2 || n.outputs.size() != 1) return;
+  auto sym = cx.scalar_sym.find(n.inputs[0]);
+  const graph_value& k = cx.val(n.inputs[1]);
+  if (sym == cx.scalar_sym.end() || !k.constant || k.type != "int" || k.numbers.size() != 1) return;
+  cx.scalar_sym[n.outputs[0]] = "(" + sym->second + (kind == "aten::sub" ? " - " : " + ") +
+                                std::to_string(static_cast<int64_t>(k.numbers[0])) + ")";
+}
+
 // The stages, in graph order: a chain of elementwise ops or one node each.
 status collect_stages(lowering_context& cx) {
   for (const graph_node& n : cx.g.nodes) {
@@ -151,9 +162,13 @@ status collect_stages(lowering_context& cx) {
     }
     // Scalar arithmetic (x.dim() - 1) computes no tensor: its values are in the
     // graph, and whatever reads one refuses it unless it is a constant or a size.
+    // A size plus or minus a constant (x.size(d) - 1) keeps its expression.
     bool makes_tensor = false;
     for (auto& o : n.outputs) makes_tensor = makes_tensor || cx.val(o).is_tensor();
-    if (!makes_tensor) continue;
+    if (!makes_tensor) {
+      note_size_arithmetic(cx, n, kind);
+      continue;
+    }
     // An op no template takes becomes a library step (ATen through its schema); the
     // chains before and after it stay fused kernels.
     if (std::string why = template_refusal(cx, n, kind); !why.empty()) {
@@ -334,6 +349,48 @@ std::string exclusive_source(lowering_context& cx, size_t si, int64_t d, std::ve
   return x;
 }
 
+// cat([zeros, cumsum(narrow(x, d, 0, x.size(d) - 1), d)], d) with zeros of size 1
+// along d (KernelBench's exclusive cumsum since its fix #109): the same scan of x
+// shifted by one, 0 first, at x's shape. Returns x's value and sets `out` to the
+// cat's result, or "".
+std::string exclusive_after(lowering_context& cx, size_t si, int64_t d, std::vector<int>& absorbed, std::string& out) {
+  const graph_node& n = *cx.stages[si].nodes[0];
+  const int nr = fallback_making(cx, n.inputs[0], "aten::narrow");
+  if (nr < 0 || !read_only_by(cx, n.inputs[0], static_cast<int>(si))) return "";
+  const graph_node& narrow = *cx.stages[nr].nodes[0];
+  const std::string& x = narrow.inputs.at(0);
+  const size_t rank = cx.val(n.inputs[0]).shape.size();
+  auto ndim = int_arg(cx, narrow, 1);
+  auto start = int_arg(cx, narrow, 2);
+  if (!ndim || normalize_dim(*ndim, rank) != d || !start || *start != 0 || !cx.shapes.count(x)) return "";
+  auto len = cx.scalar_sym.find(narrow.inputs.at(3));
+  if (len == cx.scalar_sym.end() || len->second != "(" + cx.shapes.at(x).sym[d] + " - 1)") return "";
+  const std::string& v = n.outputs[0];
+  const std::vector<int>& readers = cx.consumers[v];
+  if (readers.size() != 1) return "";
+  const int ct = fallback_making(cx, cx.stages[readers.front()].nodes[0]->outputs[0], "aten::cat");
+  if (ct != readers.front()) return "";
+  const graph_node& cat = *cx.stages[ct].nodes[0];
+  auto cdim = int_arg(cx, cat, 1);
+  auto list = cx.list_of.find(cat.inputs[0]);
+  if (!cdim || normalize_dim(*cdim, rank) != d || list == cx.list_of.end() || list->second.size() != 2 || list->second[1] != v)
+    return "";
+  const std::string& z = list->second[0];
+  if (!cx.is_tensor(z)) return "";
+  const graph_value &zv = cx.val(z), &xv = cx.val(x);
+  if (zv.shape.size() != rank || xv.shape.size() != rank || zv.shape[d] != 1) return "";
+  for (size_t k = 0; k < rank; ++k)
+    if (static_cast<int64_t>(k) != d && zv.shape[k] != xv.shape[k]) return "";
+  int zs = fallback_making(cx, z, "aten::zeros_like");
+  if (zs < 0) zs = fallback_making(cx, z, "aten::zeros");
+  if (zs < 0 || !read_only_by(cx, z, ct)) return "";
+  out = cat.outputs.at(0);
+  // The result has x's shape: 1 + (C - 1) along d is C.
+  cx.shapes[out] = cx.shapes.at(x);
+  absorbed = {nr, ct, zs};
+  return x;
+}
+
 // Flips along the scanned dim right before or after a scan, and the zero-padded
 // shift of an exclusive scan, become the scan's loads and stores: no library step,
 // no round trip through memory.
@@ -357,10 +414,15 @@ void fuse_scan_transforms(lowering_context& cx) {
       st.scan_in = x;
       st.exclusive = true;
       for (int a : absorbed) absorb(cx, a);
+    } else if (std::string out, x = exclusive_after(cx, i, d, absorbed, out); !x.empty()) {
+      st.scan_in = x;
+      st.scan_out = out;
+      st.exclusive = true;
+      for (int a : absorbed) absorb(cx, a);
     }
     const std::string& v = n.outputs[0];
     const std::vector<int>& readers = cx.consumers[v];
-    if (!readers.empty() && read_only_by(cx, v, readers.front())) {
+    if (st.scan_out.empty() && !readers.empty() && read_only_by(cx, v, readers.front())) {
       const int fo = fallback_making(cx, cx.stages[readers.front()].nodes[0]->outputs[0], "aten::flip");
       if (fo == readers.front() && cx.stages[fo].nodes[0]->inputs[0] == v && flips_along(cx, *cx.stages[fo].nodes[0], d, rank)) {
         st.scan_out = cx.stages[fo].nodes[0]->outputs[0];
