@@ -1440,3 +1440,47 @@ TEST_CASE("emulated: 3xTF32 products of transposed operands match the reference"
     check_candidates(t, *seeds);
   }
 }
+
+// A whole-tensor reduction's first pass takes elements_per_thread elements a thread a
+// trip, their loads written before their updates (U loads in flight), then the rest
+// one at a time: every element once, at sizes that leave a tail, leave no tail, or
+// give some threads nothing.
+TEST_CASE("emulated: whole-tensor reductions with several loads in flight match the reference",
+          "[rules][emulated][whole]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"kl_like_sum", "torch.sum(torch.log(x * x + 1.0) * x)"},
+      {"abs_mean", "torch.mean(torch.abs(x - 0.5))"},
+      {"whole_max", "torch.max(x * 2.0)"},
+      {"whole_min", "torch.min(torch.sin(x))"},
+      {"whole_var", "torch.var(x)"},
+  };
+  const std::vector<std::vector<int64_t>> runs = {{3, 2049}, {2, 4096}, {1, 5}};
+  for (const auto& [name, body] : cases) {
+    INFO(name);
+    auto t = norm_task(name, body, {4096, 4096}, false);
+    REQUIRE(t);
+    auto seeds = the_coder().seeds(*t, 2);
+    if (!seeds) FAIL(seeds.message());
+    REQUIRE(seeds->size() == 2);
+    CHECK(seeds->at(0).source.find("c += 4 * stride") != std::string::npos);
+    CHECK(seeds->at(1).source.find("c += 2 * stride") != std::string::npos);
+    for (const auto& run : runs) {
+      INFO(name << " at " << run[0] << " x " << run[1]);
+      t->sizes["cpu"] = {{"x", run}};
+      check_candidates(*t, *seeds);
+    }
+  }
+  // The argmax of a 1-d tensor: each unrolled element's index is its own (ties: the
+  // first index wins).
+  auto arg = norm_task("argmax_1d_ties", "torch.argmax(torch.floor(x), 0)", {16777216}, false);
+  REQUIRE(arg);
+  auto seeds = the_coder().seeds(*arg, 2);
+  if (!seeds) FAIL(seeds.message());
+  REQUIRE(seeds->size() == 2);
+  CHECK(seeds->at(0).source.find("const long long c = cu;") != std::string::npos);
+  for (int64_t n : {5000, 7, 4096}) {
+    INFO("argmax over " << n);
+    arg->sizes["cpu"] = {{"x", {n}}};
+    check_candidates(*arg, *seeds);
+  }
+}

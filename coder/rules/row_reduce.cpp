@@ -140,6 +140,41 @@ std::string second_pass(lowering_context& cx, const reduce_parts& rp, const std:
   return rp.prelude + loop + " {\n" + reduce_load(rp, idx, "v") + pass2_body(cx, rp, idx) + "  }\n";
 }
 
+// The first pass's grid-strided loop over the whole tensor. With U > 1 elements a
+// thread a trip (elements_per_thread), the U elements' loads (and their prologue)
+// are written before the U updates, so that a thread keeps U loads of each input in
+// flight: one at a time left DRAM idle behind a chain of transcendentals (a KL
+// divergence's two logs an element). The updates keep the element order.
+std::string whole_tensor_loop(const reduce_parts& rp, const acc_text& a, int U) {
+  const std::string& C = rp.C;
+  std::ostringstream k;
+  if (U <= 1) {
+    k << "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " << C << "; c += (long long)gridDim.x * blockDim.x) {\n"
+      << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
+    return k.str();
+  }
+  const bool arg = rp.r.acc == acc_kind::arg;  // its update reads the index `c`
+  k << "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
+  k << "  long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
+  k << "  for (; c + " << U - 1 << " * stride < " << C << "; c += " << U << " * stride) {\n";
+  for (int u = 0; u < U; ++u) {
+    std::ostringstream idx;
+    idx << "c";
+    if (u > 0) idx << " + " << u << " * stride";
+    std::string var = "v";
+    var += std::to_string(u);
+    k << reduce_load(rp, idx.str(), var);
+  }
+  for (int u = 0; u < U; ++u) {
+    k << "    { ";
+    if (arg && u > 0) k << "const long long cu = c + " << u << " * stride; const long long c = cu; ";
+    k << "const float v = v" << u << "; " << a.update << " }\n";
+  }
+  k << "  }\n";
+  k << "  for (; c < " << C << "; c += stride) {\n" << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
+  return k.str();
+}
+
 // A reduction of everything: one row would be one block for the whole tensor.
 // Instead, blocks reduce grid-strided slices into partial states, and a second
 // kernel of one block combines them (deterministic: no atomics).
@@ -197,8 +232,7 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
     k << rows_loop;
   } else {
     if (r.acc == acc_kind::moments) k << reduce_load(rp, "0", "shift");
-    k << "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " << rp.C << "; c += (long long)gridDim.x * blockDim.x) {\n"
-      << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
+    k << whole_tensor_loop(rp, a, cx.p.elements_per_thread);
   }
   k << block_combine(r, a);
   const std::string block_id = sp > 0 ? "(blockIdx.y * gridDim.x + blockIdx.x)" : "blockIdx.x";

@@ -14,7 +14,51 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
 extern "C" __global__ void __launch_bounds__(256)
 ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out4) {
   float a = 0.0f;
-  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n1; c += (long long)gridDim.x * blockDim.x) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; c + 3 * stride < n1; c += 4 * stride) {
+    float v0;
+    {
+    const long long i = c;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v0 = e3;
+    }
+    float v1;
+    {
+    const long long i = c + 1 * stride;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v1 = e3;
+    }
+    float v2;
+    {
+    const long long i = c + 2 * stride;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v2 = e3;
+    }
+    float v3;
+    {
+    const long long i = c + 3 * stride;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v3 = e3;
+    }
+    { const float v = v0; a += v; }
+    { const float v = v1; a += v; }
+    { const float v = v2; a += v; }
+    { const float v = v3; a += v; }
+  }
+  for (; c < n1; c += stride) {
     float v;
     {
     const long long i = c;

@@ -10,31 +10,64 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// Fused elementwise chain: sub abs. 1 floats per vector, 1 vector(s) per thread per trip, grid-stride.
-extern "C" __global__ void __launch_bounds__(128)
-ks0_elementwise(long long n0, const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out3) {
+// mean of a whole tensor, first pass: each block reduces a grid-strided slice (with the feeding chain fused into its loads).
+extern "C" __global__ void __launch_bounds__(512)
+ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out4) {
+  float a = 0.0f;
   const long long stride = (long long)gridDim.x * blockDim.x;
-  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  for (long long j = tid; j < n0; j += stride * 1) {
-#pragma unroll
-  for (int u = 0; u < 1; ++u) {
-    const long long i = j + u * stride;
-    if (i >= n0) break;
+  long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; c + 3 * stride < n1; c += 4 * stride) {
+    float v0;
+    {
+    const long long i = c;
     const float x0 = in0[i];
     const float x1 = in1[i];
     const float e2 = x0 - x1;
     const float e3 = fabsf(e2);
-    out3[i] = e3;
+    v0 = e3;
+    }
+    float v1;
+    {
+    const long long i = c + 1 * stride;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v1 = e3;
+    }
+    float v2;
+    {
+    const long long i = c + 2 * stride;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v2 = e3;
+    }
+    float v3;
+    {
+    const long long i = c + 3 * stride;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v3 = e3;
+    }
+    { const float v = v0; a += v; }
+    { const float v = v1; a += v; }
+    { const float v = v2; a += v; }
+    { const float v = v3; a += v; }
   }
-  }
-}
-
-// mean of a whole tensor, first pass: each block reduces a grid-strided slice.
-extern "C" __global__ void __launch_bounds__(128)
-ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, float* __restrict__ out3) {
-  float a = 0.0f;
-  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n1; c += (long long)gridDim.x * blockDim.x) {
-    const float v = in0[c];
+  for (; c < n1; c += stride) {
+    float v;
+    {
+    const long long i = c;
+    const float x0 = in0[i];
+    const float x1 = in1[i];
+    const float e2 = x0 - x1;
+    const float e3 = fabsf(e2);
+    v = e3;
+    }
     a += v;
   }
   for (int o = 16; o > 0; o >>= 1) {
@@ -52,11 +85,11 @@ ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, float* 
     const float o_a = __shfl_xor_sync(0xffffffffu, a, o);
     a += o_a;
   }
-  if (threadIdx.x == 0) { out3[0 * gridDim.x + blockIdx.x] = a; }
+  if (threadIdx.x == 0) { out4[0 * gridDim.x + blockIdx.x] = a; }
 }
 
 // mean of a whole tensor, second pass: one block combines the partial states.
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(512)
 ks1_mean_final(const float* __restrict__ in0, long long n1, long long n2, float* __restrict__ out3) {
   float a = 0.0f;
   for (long long b = threadIdx.x; b < n1; b += blockDim.x) {

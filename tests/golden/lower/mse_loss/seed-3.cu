@@ -10,20 +10,31 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// mean of a whole tensor, first pass: each block reduces a grid-strided slice (with the feeding chain fused into its loads).
-extern "C" __global__ void __launch_bounds__(1024)
-ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out4) {
-  float a = 0.0f;
-  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n1; c += (long long)gridDim.x * blockDim.x) {
-    float v;
-    {
-    const long long i = c;
+// Fused elementwise chain: sub pow. 1 floats per vector, 1 vector(s) per thread per trip, grid-stride.
+extern "C" __global__ void __launch_bounds__(128)
+ks0_elementwise(long long n0, const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out3) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (long long j = tid; j < n0; j += stride * 1) {
+#pragma unroll
+  for (int u = 0; u < 1; ++u) {
+    const long long i = j + u * stride;
+    if (i >= n0) break;
     const float x0 = in0[i];
     const float x1 = in1[i];
     const float e2 = x0 - x1;
     const float e3 = e2 * e2;
-    v = e3;
-    }
+    out3[i] = e3;
+  }
+  }
+}
+
+// mean of a whole tensor, first pass: each block reduces a grid-strided slice.
+extern "C" __global__ void __launch_bounds__(128)
+ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, float* __restrict__ out3) {
+  float a = 0.0f;
+  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n1; c += (long long)gridDim.x * blockDim.x) {
+    const float v = in0[c];
     a += v;
   }
   for (int o = 16; o > 0; o >>= 1) {
@@ -41,11 +52,11 @@ ks1_mean_part(long long n0, long long n1, const float* __restrict__ in0, const f
     const float o_a = __shfl_xor_sync(0xffffffffu, a, o);
     a += o_a;
   }
-  if (threadIdx.x == 0) { out4[0 * gridDim.x + blockIdx.x] = a; }
+  if (threadIdx.x == 0) { out3[0 * gridDim.x + blockIdx.x] = a; }
 }
 
 // mean of a whole tensor, second pass: one block combines the partial states.
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(128)
 ks1_mean_final(const float* __restrict__ in0, long long n1, long long n2, float* __restrict__ out3) {
   float a = 0.0f;
   for (long long b = threadIdx.x; b < n1; b += blockDim.x) {
