@@ -124,7 +124,7 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   std::set<std::string> kinds;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
-    if (st.fused_away || st.is_epilogue) continue;
+    if (st.fused_away || st.is_epilogue || st.twin_of >= 0) continue;
     status s;
     if (st.kind == stage::elementwise) {
       s = emit_elementwise(cx, i);
@@ -132,8 +132,10 @@ result<lowered_kernel_set> run(lowering_context& cx) {
       kinds.insert("elementwise");
     } else if (st.kind == stage::reduce) {
       s = emit_reduce(cx, i);
+      bool twin = false;  // a later reduction read by this kernel too
+      for (const auto& other : cx.stages) twin = twin || other.twin_of == static_cast<int>(i);
       cx.out.stages.push_back(std::string("row_reduce") + (st.prologue >= 0 ? "+prologue" : "") +
-                            (st.epilogue >= 0 ? "+epilogue" : ""));
+                            (st.epilogue >= 0 ? "+epilogue" : "") + (twin ? "+twin" : ""));
       kinds.insert("row_reduce");
     } else if (st.kind == stage::scan) {
       s = emit_scan(cx, i);

@@ -1484,3 +1484,123 @@ TEST_CASE("emulated: whole-tensor reductions with several loads in flight match 
     check_candidates(*arg, *seeds);
   }
 }
+
+// Rows whose reduction reads a fused prologue (scalar loads) take elements_per_thread
+// elements a thread a trip as well, the rest one at a time: sums, a max, an argmax
+// on ties, moments and a softmax, over rows a block or a warp each and short rows
+// packed into a warp.
+TEST_CASE("emulated: row reductions over a prologue with several loads in flight match the reference",
+          "[rules][emulated][rows]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"sq_diff_sum", "torch.sum((x - 0.5) ** 2, 1)"},
+      {"abs_amax", "torch.amax(torch.abs(x - 1.0), 1)"},
+      {"argmax_floor", "torch.argmax(torch.floor(x * 2.0), 1)"},
+      {"var_scaled", "torch.var(x * 2.0, 1)"},
+      {"softmax_scaled", "torch.softmax(x * 0.5, 1)"},
+  };
+  struct form {
+    std::vector<int64_t> declared;
+    std::vector<std::vector<int64_t>> runs;
+    bool unrolled;  // a block per row, nothing on chip: the loop is the strided one
+  };
+  const form forms[] = {
+      {{32768, 8192}, {{3, 1000}, {2, 4096}, {4, 37}}, true},
+      {{65536, 512}, {{5, 300}, {9, 512}}, false},
+      {{1 << 20, 6}, {{9, 6}, {33, 6}}, false},
+  };
+  for (const auto& [name, body] : cases)
+    for (const auto& f : forms) {
+      INFO(name << " declared " << f.declared[0] << " x " << f.declared[1]);
+      auto t = norm_task(name, body, f.declared, false);
+      REQUIRE(t);
+      auto seeds = the_coder().seeds(*t, 2);
+      if (!seeds) FAIL(seeds.message());
+      bool unrolled = false;
+      for (const auto& c : *seeds) unrolled = unrolled || c.source.find("c += 4 * (int)blockDim.x") != std::string::npos;
+      // A softmax's row of 8192 stays on chip between its passes: no strided loop.
+      if (f.unrolled && std::string(name) != "softmax_scaled") CHECK(unrolled);
+      for (const auto& run : f.runs) {
+        INFO("run at " << run[0] << " x " << run[1]);
+        t->sizes["cpu"] = {{"x", run}};
+        check_candidates(*t, *seeds);
+      }
+    }
+}
+
+namespace {
+
+result<task_spec> three_input_task(const std::string& name, const std::string& body, const std::vector<int64_t>& shape) {
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x, y, z):\n        return " + body +
+                     "\ninputs:\n";
+  for (const char* in : {"x", "y", "z"})
+    yaml += std::string("  - name: ") + in + "\n    shape: [" + dims + "]\n    init: {kind: normal, mean: 0.5, std: 2}\n";
+  yaml += "seed: 7\n";
+  return parse_task(yaml, name + ".yaml", kSource);
+}
+
+}  // namespace
+
+// Two plain reductions over the same rows, each behind its own prologue, read in one
+// kernel (twin_rows.hpp): the triplet loss's two distances, a sum beside a max, at
+// row lengths that leave a tail; each result bit for bit what its own kernel gives.
+// A reduction whose prologue reads the other's result keeps its own kernel.
+TEST_CASE("emulated: sibling row reductions read in one pass match the reference", "[rules][emulated][twin]") {
+  const std::vector<std::vector<int64_t>> runs = {{5, 1000}, {3, 4096}, {2, 37}};
+  auto twin_seeds = [](const task_spec& t) {
+    auto seeds = the_coder().seeds(t, 2);
+    REQUIRE(seeds);
+    for (const auto& c : *seeds) {
+      INFO(c.source);
+      CHECK(c.recipe.at("stages").find("+twin") != std::string::npos);
+      CHECK(c.source.find("read in one pass") != std::string::npos);
+    }
+    return *seeds;
+  };
+  auto sized = [](task_spec t, const std::vector<int64_t>& run) {
+    t.sizes["cpu"] = {{"x", run}, {"y", run}, {"z", run}};
+    return t;
+  };
+  auto triplet = three_input_task("triplet_rows", "torch.triplet_margin_loss(x, y, z, 1.0, 2.0, 1e-6, False, 1)", {32768, 8192});
+  REQUIRE(triplet);
+  const auto triplet_seeds = twin_seeds(*triplet);
+  auto pair = three_input_task("sum_beside_max", "(torch.sum((x - y) ** 2, 1), torch.amax(torch.abs(x * z), 1))", {32768, 8192});
+  REQUIRE(pair);
+  const auto pair_seeds = twin_seeds(*pair);
+  for (const auto& run : runs) {
+    INFO("rows of " << run[1]);
+    check_candidates(sized(*triplet, run), triplet_seeds);
+    const task_spec p = sized(*pair, run);
+    check_candidates(p, pair_seeds);
+    // The twin's sum against the sum's own kernel (its own seeds), bit for bit.
+    task_spec alone = *pair;
+    alone.name = "sum_alone_of_pair";
+    alone.torchscript = "def forward(x, y, z):\n    return torch.sum((x - y) ** 2, 1)\n";
+    alone = sized(alone, run);
+    auto alone_seeds = the_coder().seeds(alone, 2);
+    REQUIRE(alone_seeds);
+    auto sp = with_size(p, "cpu");
+    auto sa = with_size(alone, "cpu");
+    REQUIRE(sp);
+    REQUIRE(sa);
+    auto prog = reference_program::load(*sp);
+    REQUIRE(prog);
+    auto inputs = make_inputs(*sp, trial_seed(sp->seed, 0), c10::Device(c10::kCPU));
+    REQUIRE(inputs);
+    for (size_t k = 0; k < pair_seeds.size(); ++k) {
+      auto twin = run_candidate(*sp, pair_seeds[k], *inputs, parameter_tensors(**prog));
+      auto own = run_candidate(*sa, alone_seeds->at(k), *inputs, parameter_tensors(**prog));
+      if (!twin || !own) FAIL((twin ? own.message() : twin.message()));
+      CHECK(alone_seeds->at(k).recipe.at("stages").find("+twin") == std::string::npos);
+      CHECK(at::equal(twin->at(0), own->at(0)));
+    }
+  }
+  // The second's prologue reads the first's result: two kernels, in order.
+  auto chained = three_input_task("sum_of_scaled_by_sum", "torch.sum(x * torch.sum(y * 2.0, 1, True), 1)", {32768, 8192});
+  REQUIRE(chained);
+  auto chained_seeds = the_coder().seeds(*chained, 2);
+  REQUIRE(chained_seeds);
+  for (const auto& c : *chained_seeds) CHECK(c.recipe.at("stages").find("+twin") == std::string::npos);
+  check_candidates(sized(*chained, {4, 900}), *chained_seeds);
+}

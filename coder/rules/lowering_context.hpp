@@ -84,6 +84,8 @@ struct stage {
   // shift around it is fused into its loads and stores (empty: its node's own).
   std::string scan_in = "", scan_out = "";
   bool reverse_in = false, reverse_out = false, exclusive = false;
+  // reduce: the stage whose kernel reads this reduction too (twin_rows.hpp), or -1.
+  int twin_of = -1;
 };
 
 struct lowering_context {

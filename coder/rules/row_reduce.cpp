@@ -7,6 +7,7 @@
 #include "coder/rules/chain.hpp"
 #include "coder/rules/middle_reduce.hpp"
 #include "coder/rules/row_split.hpp"
+#include "coder/rules/twin_rows.hpp"
 
 namespace ks::rules {
 
@@ -44,7 +45,7 @@ void normalisation_text(reduce_parts& rp) {
 
 }  // namespace
 
-result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only) {
+result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only, const kernel_params* start) {
   stage& st = cx.stages[si];
   const graph_node& n = *st.nodes[0];
   auto spec = read_reduction(cx, n, base_kind(n.kind));
@@ -55,6 +56,7 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   rp.in = &cx.shapes.at(r.input);
   const shaped& in = *rp.in;
   kernel_params& kp = rp.kp;
+  if (start) kp = *start;
   rp.outer.assign(in.sym.begin(), in.sym.begin() + r.first);
   rp.red.assign(in.sym.begin() + r.first, in.sym.begin() + r.last);
   rp.inner.assign(in.sym.begin() + r.last, in.sym.end());
@@ -140,39 +142,52 @@ std::string second_pass(lowering_context& cx, const reduce_parts& rp, const std:
   return rp.prelude + loop + " {\n" + reduce_load(rp, idx, "v") + pass2_body(cx, rp, idx) + "  }\n";
 }
 
-// The first pass's grid-strided loop over the whole tensor. With U > 1 elements a
-// thread a trip (elements_per_thread), the U elements' loads (and their prologue)
-// are written before the U updates, so that a thread keeps U loads of each input in
-// flight: one at a time left DRAM idle behind a chain of transcendentals (a KL
-// divergence's two logs an element). The updates keep the element order.
-std::string whole_tensor_loop(const reduce_parts& rp, const acc_text& a, int U) {
-  const std::string& C = rp.C;
+}  // namespace
+
+std::string strided_pass1(const std::vector<pass1_reader>& rs, int U, const std::string& first, const std::string& step,
+                          const std::string& base) {
+  const std::string& C = rs.front().rp->C;
   std::ostringstream k;
-  if (U <= 1) {
-    k << "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " << C << "; c += (long long)gridDim.x * blockDim.x) {\n"
-      << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
-    return k.str();
-  }
-  const bool arg = rp.r.acc == acc_kind::arg;  // its update reads the index `c`
-  k << "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
-  k << "  long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
-  k << "  for (; c + " << U - 1 << " * stride < " << C << "; c += " << U << " * stride) {\n";
-  for (int u = 0; u < U; ++u) {
-    std::ostringstream idx;
-    idx << "c";
-    if (u > 0) idx << " + " << u << " * stride";
-    std::string var = "v";
-    var += std::to_string(u);
-    k << reduce_load(rp, idx.str(), var);
-  }
-  for (int u = 0; u < U; ++u) {
-    k << "    { ";
-    if (arg && u > 0) k << "const long long cu = c + " << u << " * stride; const long long c = cu; ";
-    k << "const float v = v" << u << "; " << a.update << " }\n";
+  k << "  long long c = " << first << ";\n";
+  k << "  for (; c + " << U - 1 << " * " << step << " < " << C << "; c += " << U << " * " << step << ") {\n";
+  for (int u = 0; u < U; ++u)
+    for (const pass1_reader& r : rs) {
+      std::ostringstream idx;
+      idx << base << "c";
+      if (u > 0) idx << " + " << u << " * " << step;
+      std::string var = r.v;
+      var += std::to_string(u);
+      k << reduce_load(*r.rp, idx.str(), var);
+    }
+  for (int u = 0; u < U; ++u)
+    for (const pass1_reader& r : rs) {
+      k << "    { ";
+      // An argmax's update reads the index `c`.
+      if (r.rp->r.acc == acc_kind::arg && u > 0) k << "const long long cu = c + " << u << " * " << step << "; const long long c = cu; ";
+      k << "const float v = " << r.v << u << "; " << r.a.update << " }\n";
+    }
+  k << "  }\n";
+  k << "  for (; c < " << C << "; c += " << step << ") {\n";
+  for (const pass1_reader& r : rs) {
+    if (rs.size() == 1) {
+      k << reduce_load(*r.rp, base + "c", "v") << "    " << r.a.update << "\n";
+    } else {
+      k << reduce_load(*r.rp, base + "c", r.v + "t") << "    { const float v = " << r.v << "t; " << r.a.update << " }\n";
+    }
   }
   k << "  }\n";
-  k << "  for (; c < " << C << "; c += stride) {\n" << reduce_load(rp, "c", "v") << "    " << a.update << "\n  }\n";
   return k.str();
+}
+
+namespace {
+
+// The first pass's grid-strided loop over the whole tensor.
+std::string whole_tensor_loop(const reduce_parts& rp, const acc_text& a, int U) {
+  if (U <= 1)
+    return "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " + rp.C +
+           "; c += (long long)gridDim.x * blockDim.x) {\n" + reduce_load(rp, "c", "v") + "    " + a.update + "\n  }\n";
+  return "  const long long stride = (long long)gridDim.x * blockDim.x;\n" +
+         strided_pass1({{&rp, a, "v"}}, U, "(long long)blockIdx.x * blockDim.x + threadIdx.x", "stride", "");
 }
 
 // A reduction of everything: one row would be one block for the whole tensor.
@@ -363,7 +378,11 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   }
   if (lay.cache.kind == row_cache_layout::registers) k << registers_pass1(rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::shared) k << shared_pass1(cx, rp, lay, loop);
-  k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << a.update << "\n  }\n";
+  // A prologue's loads are scalar (no float4 form): several a thread in flight.
+  if (rp.pro && !lay.vec_rows && lay.cache.kind == row_cache_layout::none && cx.p.elements_per_thread > 1)
+    k << "  {\n" << strided_pass1({{&rp, a, "v"}}, cx.p.elements_per_thread, lane, width, "base + ") << "  }\n";
+  else
+    k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << a.update << "\n  }\n";
   k << (lay.warp ? warp_combine(r, a, lay.lanes) : block_combine(r, a));
   if (lay.cache.kind == row_cache_layout::shared) k << shared_pass2(cx, rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::registers) k << registers_pass2(cx, rp, lay, loop);
@@ -531,6 +550,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
     index_prologue_by_channel(rp);
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
   if (lay.split) return emit_split_rows(cx, si, rp, lay);
+  if (const int sj = find_twin_rows(cx, si, rp, lay); sj >= 0) return emit_twin_rows(cx, si, static_cast<size_t>(sj), rp, lay);
   std::ostringstream k;
   k << kernel_head(rp, lay);
   plan_step step;

@@ -97,7 +97,24 @@ status emit_reduce(lowering_context& cx, size_t si);
 // The parts of stage `si`'s reduction. With pass1_only, only what its first pass reads
 // (the input or the prologue, the sizes): the parameters of a kernel that reduces and
 // stores nothing else.
-result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only = false);
+// With `start`, its parameters continue those (a kernel that reads two reductions).
+result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only = false,
+                                  const kernel_params* start = nullptr);
+
+// One reduction read by a strided first pass: its parts, its accumulator (state names
+// its own) and the prefix of its values' names.
+struct pass1_reader {
+  const reduce_parts* rp;
+  acc_text a;
+  std::string v;
+};
+// Pass 1's strided loop over the elements base + c, c = first, first + step, ... below
+// C (`step` a name or an expression of the thread), of one reduction or several over
+// the same rows. U elements a thread a trip: every reader's U loads (and prologues)
+// are written before its U updates, so that a thread keeps U loads of each input in
+// flight; the updates keep the element order; the rest one at a time.
+std::string strided_pass1(const std::vector<pass1_reader>& rs, int U, const std::string& first, const std::string& step,
+                          const std::string& base);
 
 // Pieces of the row form that the row cache's passes share.
 // Element `idx` of the reduced input into the variable `into`.

@@ -95,7 +95,43 @@ ks2_softmax(long long n0, long long n1, const float* __restrict__ in0, float* __
   const long long base = row * n1;
   float m = -KS_INF;
   float s = 0.0f;
-  for (long long c = (int)threadIdx.x; c < n1; c += (int)blockDim.x) {
+  {
+  long long c = (int)threadIdx.x;
+  for (; c + 3 * (int)blockDim.x < n1; c += 4 * (int)blockDim.x) {
+    float v0;
+    {
+    const long long i = base + c;
+    const float x0 = in0[i];
+    const float e1 = x0 * (0.0883883476f);
+    v0 = e1;
+    }
+    float v1;
+    {
+    const long long i = base + c + 1 * (int)blockDim.x;
+    const float x0 = in0[i];
+    const float e1 = x0 * (0.0883883476f);
+    v1 = e1;
+    }
+    float v2;
+    {
+    const long long i = base + c + 2 * (int)blockDim.x;
+    const float x0 = in0[i];
+    const float e1 = x0 * (0.0883883476f);
+    v2 = e1;
+    }
+    float v3;
+    {
+    const long long i = base + c + 3 * (int)blockDim.x;
+    const float x0 = in0[i];
+    const float e1 = x0 * (0.0883883476f);
+    v3 = e1;
+    }
+    { const float v = v0; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = v1; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = v2; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = v3; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+  }
+  for (; c < n1; c += (int)blockDim.x) {
     float v;
     {
     const long long i = base + c;
@@ -104,6 +140,7 @@ ks2_softmax(long long n0, long long n1, const float* __restrict__ in0, float* __
     v = e1;
     }
     if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+  }
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float o_m = __shfl_xor_sync(0xffffffffu, m, o);

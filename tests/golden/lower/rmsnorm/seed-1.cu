@@ -16,7 +16,43 @@ ks1_mean(long long n0, long long n1, const float* __restrict__ in0, const float*
   const long long row = blockIdx.x;
   const long long base = row * n1;
   float a = 0.0f;
-  for (long long c = (int)threadIdx.x; c < n1; c += (int)blockDim.x) {
+  {
+  long long c = (int)threadIdx.x;
+  for (; c + 3 * (int)blockDim.x < n1; c += 4 * (int)blockDim.x) {
+    float v0;
+    {
+    const long long i = base + c;
+    const float x0 = in0[i];
+    const float e1 = x0 * x0;
+    v0 = e1;
+    }
+    float v1;
+    {
+    const long long i = base + c + 1 * (int)blockDim.x;
+    const float x0 = in0[i];
+    const float e1 = x0 * x0;
+    v1 = e1;
+    }
+    float v2;
+    {
+    const long long i = base + c + 2 * (int)blockDim.x;
+    const float x0 = in0[i];
+    const float e1 = x0 * x0;
+    v2 = e1;
+    }
+    float v3;
+    {
+    const long long i = base + c + 3 * (int)blockDim.x;
+    const float x0 = in0[i];
+    const float e1 = x0 * x0;
+    v3 = e1;
+    }
+    { const float v = v0; a += v; }
+    { const float v = v1; a += v; }
+    { const float v = v2; a += v; }
+    { const float v = v3; a += v; }
+  }
+  for (; c < n1; c += (int)blockDim.x) {
     float v;
     {
     const long long i = base + c;
@@ -25,6 +61,7 @@ ks1_mean(long long n0, long long n1, const float* __restrict__ in0, const float*
     v = e1;
     }
     a += v;
+  }
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float o_a = __shfl_xor_sync(0xffffffffu, a, o);

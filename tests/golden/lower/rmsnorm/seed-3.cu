@@ -18,7 +18,27 @@ ks1_mean(long long n0, long long n1, const float* __restrict__ in0, const float*
   if (row >= n0) return;  // the whole warp leaves together
   const long long base = row * n1;
   float a = 0.0f;
-  for (long long c = lane; c < n1; c += 32) {
+  {
+  long long c = lane;
+  for (; c + 1 * 32 < n1; c += 2 * 32) {
+    float v0;
+    {
+    const long long i = base + c;
+    const float x0 = in0[i];
+    const float e1 = x0 * x0;
+    v0 = e1;
+    }
+    float v1;
+    {
+    const long long i = base + c + 1 * 32;
+    const float x0 = in0[i];
+    const float e1 = x0 * x0;
+    v1 = e1;
+    }
+    { const float v = v0; a += v; }
+    { const float v = v1; a += v; }
+  }
+  for (; c < n1; c += 32) {
     float v;
     {
     const long long i = base + c;
@@ -27,6 +47,7 @@ ks1_mean(long long n0, long long n1, const float* __restrict__ in0, const float*
     v = e1;
     }
     a += v;
+  }
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float o_a = __shfl_xor_sync(0xffffffffu, a, o);

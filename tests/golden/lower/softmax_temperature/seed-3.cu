@@ -19,7 +19,27 @@ ks1_softmax(long long n0, long long n1, const float* __restrict__ in0, float* __
   const long long base = row * n1;
   float m = -KS_INF;
   float s = 0.0f;
-  for (long long c = lane; c < n1; c += 32) {
+  {
+  long long c = lane;
+  for (; c + 1 * 32 < n1; c += 2 * 32) {
+    float v0;
+    {
+    const long long i = base + c;
+    const float x0 = in0[i];
+    const float e1 = x0 / (0.7f);
+    v0 = e1;
+    }
+    float v1;
+    {
+    const long long i = base + c + 1 * 32;
+    const float x0 = in0[i];
+    const float e1 = x0 / (0.7f);
+    v1 = e1;
+    }
+    { const float v = v0; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = v1; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+  }
+  for (; c < n1; c += 32) {
     float v;
     {
     const long long i = base + c;
@@ -28,6 +48,7 @@ ks1_softmax(long long n0, long long n1, const float* __restrict__ in0, float* __
     v = e1;
     }
     if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+  }
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float o_m = __shfl_xor_sync(0xffffffffu, m, o);
