@@ -29,6 +29,8 @@
 //   row_split.cpp                             few long rows split over several blocks
 //   middle_reduce.cpp                         a middle dim read twice (slices, the
 //                                             column kept in registers)
+//   twin_rows.cpp                             two reductions over the same rows
+//                                             read in one pass
 //   scan.cpp              scan_layout         cumsum, cumprod (flipped, exclusive,
 //                                             split)
 //   pool.cpp              pool_layout         max_pool and avg_pool, 1-d to 3-d
