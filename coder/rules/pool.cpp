@@ -92,7 +92,7 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
     << "\n" << in << "    ++count[v];\n" << in << "  }\n" << in << "}\n";
   close_tap_loops(k, L);
   if (!p.max && p.divisor == 0 && p.count_include_pad && L > 0) padded_ends(k, p, nm, I, L);
-  k << "  const long long tv0 = (t / OL) * " << O_last << " + o" << w << ";\n";
+  k << "  const long long tv0 = line * " << O_last << " + o" << w << ";\n";
   k << "#pragma unroll\n  for (int v = 0; v < " << Vs << "; ++v) {\n";
   k << "    if (o" << w << " + v >= " << O_last << ") break;\n";
   k << "    const long long tv = tv0 + v;\n";
@@ -187,7 +187,7 @@ status emit_pool(lowering_context& cx, size_t si) {
   // make the kernel compute bound: below 2^31 outputs the index splits in 32 bits.
   k << "  long long";
   for (int q = D - 1; q >= 0; --q) k << " o" << nm[q] << ",";
-  k << " plane;\n";
+  k << " plane" << (V > 1 ? ", line;  // line: the run's line of outputs, t / OL\n" : ";\n");
   k << "  if (" << N << " <= 0x7fffffffLL) {\n";
   k << "    const unsigned u = (unsigned)t, q = u / (unsigned)" << OL << ";\n";
   k << "    o" << nm[D - 1] << " = u - q * (unsigned)" << OL << ";";
@@ -202,7 +202,9 @@ status emit_pool(lowering_context& cx, size_t si) {
     }
   }
   if (D == 1) k << " plane = q;";
+  if (V > 1) k << " line = q;";
   k << "\n  } else {\n    o" << nm[D - 1] << " = t % " << OL << ";";
+  if (V > 1) k << " line = t / OL;";
   std::string inner = OL;
   for (int q = D - 2; q >= 0; --q) {
     k << " o" << nm[q] << " = (t / " << (q == D - 2 ? inner : "(" + inner + ")") << ") % " << O[q] << ";";

@@ -16,12 +16,12 @@ ks0_max_pool2d(const float* __restrict__ in0, long long n1, long long n2, long l
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n5) return;
   const long long OL = (n4 + 1) / 2;  // runs of 2 a line
-  long long ow, oh, plane;
+  long long ow, oh, plane, line;  // line: the run's line of outputs, t / OL
   if (n5 <= 0x7fffffffLL) {
     const unsigned u = (unsigned)t, q = u / (unsigned)OL;
-    ow = u - q * (unsigned)OL; oh = q % (unsigned)n3; plane = q / (unsigned)n3;
+    ow = u - q * (unsigned)OL; oh = q % (unsigned)n3; plane = q / (unsigned)n3; line = q;
   } else {
-    ow = t % OL; oh = (t / OL) % n3; plane = t / (OL * n3);
+    ow = t % OL; line = t / OL; oh = (t / OL) % n3; plane = t / (OL * n3);
   }
   ow *= 2;  // the run's first output
   const float* xp = in0 + plane * n1 * n2;
@@ -56,7 +56,7 @@ ks0_max_pool2d(const float* __restrict__ in0, long long n1, long long n2, long l
       }
     }
   }
-  const long long tv0 = (t / OL) * n4 + ow;
+  const long long tv0 = line * n4 + ow;
 #pragma unroll
   for (int v = 0; v < 2; ++v) {
     if (ow + v >= n4) break;
