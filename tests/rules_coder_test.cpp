@@ -852,6 +852,21 @@ TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes 
   CHECK(compiled_and_resolved(cases[0].t, ln->front()).constants.at("SPLIT0").i == 66);
 }
 
+// cross_entropy at KernelBench's 95's size: the logits read once, by a row logsumexp kernel.
+TEST_CASE("rules coder: cross-entropy at KernelBench's size compiles and resolves", "[rules][lower][loss]") {
+  auto t = parse_task("name: cross_entropy_kb\nreference:\n  torchscript: |\n    def forward(x, t):\n"
+                      "        return torch.cross_entropy_loss(x, t, None, 1, -100, 0.0)\ninputs:\n"
+                      "  - {name: x, shape: [32768, 4096]}\n  - {name: t, shape: [32768], dtype: int64, init: {kind: randint, "
+                      "low: 0, high: 4096}}\nsizes:\n  cpu: {x: [5, 300], t: [5]}\n", "cross_entropy_kb.yaml", kSource);
+  REQUIRE(t);
+  auto seeds = the_coder().seeds(*t, 2);
+  if (!seeds) FAIL(seeds.message());
+  for (const candidate& c : *seeds) {
+    CHECK_THAT(c.recipe.at("stages"), Catch::StartsWith("row_reduce,") && Catch::Contains("fallback:aten::gather"));
+    CHECK(compiled_and_resolved(*t, c, {"", "cpu"}).steps.front().name.find("_lse") != std::string::npos);
+  }
+}
+
 // batch_norm is a row normalisation only on the batch's statistics and with
 // (batch, channel) rows: on running statistics (eval mode) it is an affine map that
 // stays ATen's, as does a 2-d input (one element a row); each says why.

@@ -284,8 +284,57 @@ TEST_CASE("emulated: the triplet margin loss runs as row norms and a reduction a
   }
 }
 
+// cross_entropy with class indices written out (composites.hpp): logsumexp over each
+// row as a row reduction that reads the logits once, the target's logit gathered by a
+// library step, the ignored targets masked out and left out of the mean. Every
+// reduction mode; rows not a multiple of 4 and a single row; targets drawn from a few
+// classes so that ignore_index is hit by some of them, or by all (the mean is then
+// NaN, 0 / 0, as ATen's; the sum 0); ignored targets made in the graph itself. The
+// op is called as F.cross_entropy calls it (a script from text has no
+// torch.nn.functional; the int64 test below imports F.cross_entropy itself).
+TEST_CASE("emulated: cross-entropy written out matches the reference", "[rules][emulated][loss]") {
+  struct ce_case {
+    const char* name;
+    const char* expr;
+    int64_t rows, classes, targets_below;  // targets drawn from [0, targets_below)
+    bool nan = false;
+  };
+  const ce_case cases[] = {
+      {"ce_mean", "torch.cross_entropy_loss(x, t, None, 1, -100, 0.0)", 64, 256, 256},
+      {"ce_mean_ignore", "torch.cross_entropy_loss(x, t, None, 1, 3, 0.0)", 37, 11, 5},
+      {"ce_sum_ignore", "torch.cross_entropy_loss(x, t, None, 2, 0, 0.0)", 130, 257, 4},
+      {"ce_none_ignore", "torch.cross_entropy_loss(x, t, None, 0, 2, 0.0) * 2.0", 9, 1000, 3},
+      {"ce_one_row", "torch.cross_entropy_loss(x, t, None, 1, -100, 0.0)", 1, 64, 64},
+      {"ce_all_ignored_mean", "torch.cross_entropy_loss(x, t, None, 1, 0, 0.0)", 3, 8, 1, true},
+      {"ce_all_ignored_sum", "torch.cross_entropy_loss(x, t, None, 2, 0, 0.0)", 3, 8, 1},
+      {"ce_ignored_in_graph", "torch.cross_entropy_loss(torch.relu(x) * 2.0, torch.where(t == 3, -100, t), None, 1, -100, 0.0)", 50,
+       7, 7},
+  };
+  for (const auto& tc : cases) {
+    INFO(tc.name);
+    std::string yaml = std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(x, t):\n" +
+                       "        return " + tc.expr + "\ninputs:\n  - name: x\n    shape: [" + std::to_string(tc.rows) + ", " +
+                       std::to_string(tc.classes) + "]\n    init: {kind: normal, mean: 0, std: 2}\n" +
+                       "  - name: t\n    shape: [" + std::to_string(tc.rows) + "]\n    dtype: int64\n" +
+                       "    init: {kind: randint, low: 0, high: " + std::to_string(tc.targets_below) + "}\nseed: 5\n";
+    auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
+    if (!t) FAIL(t.message());
+    auto cands = the_coder().seeds(*t, 2);
+    if (!cands) FAIL(cands.message());
+    REQUIRE(cands->size() == 2);
+    for (const auto& c : *cands) {
+      INFO(c.recipe.at("stages"));
+      CHECK_THAT(c.recipe.at("stages"), Catch::Contains("row_reduce"));
+      CHECK_THAT(c.recipe.at("stages"), !Catch::Contains("fallback:aten::cross_entropy_loss"));
+      CHECK_THAT(c.recipe.at("stages"), Catch::Contains("fallback:aten::gather"));
+    }
+    check_candidates(*t, *cands, tc.nan);
+  }
+}
+
 // An input of another dtype than float32 (cross_entropy's int64 class indices) is
-// read by library steps only; the float32 work around it stays the templates'. The
+// read by library steps only; the float32 work around it stays the templates' (here
+// the logits' logsumexp, cross_entropy being written out: composites.hpp). The
 // problems are KernelBench files written here and imported as a user would.
 TEST_CASE("emulated: int64 inputs go to library steps and the seed matches the reference", "[rules][emulated][fallback][int64]") {
   kernelbench_import_options o;
@@ -315,7 +364,10 @@ TEST_CASE("emulated: int64 inputs go to library steps and the seed matches the r
     REQUIRE(t);
     auto seeds = the_coder().seeds(*t, 2);
     if (!seeds) FAIL(seeds.message());
-    for (const auto& c : *seeds) CHECK_THAT(c.recipe.at("fallback_why"), Catch::Contains("int64"));
+    for (const auto& c : *seeds) {
+      CHECK_THAT(c.recipe.at("fallback_why"), Catch::Contains("int64"));
+      CHECK_THAT(c.recipe.at("stages"), Catch::Contains("row_reduce") && !Catch::Contains("cross_entropy"));
+    }
     check_candidates(*t, *seeds);
   }
 }

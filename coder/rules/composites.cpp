@@ -24,6 +24,13 @@ const char* kAddScalar = "aten::add.Scalar(Tensor self, Scalar other, Scalar alp
 const char* kNormDim = "aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor";
 const char* kMinimum = "aten::minimum(Tensor self, Tensor other) -> Tensor";
 const char* kClampMin = "aten::clamp_min(Tensor self, Scalar min) -> Tensor";
+const char* kLogsumexp = "aten::logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor";
+const char* kNeScalar = "aten::ne.Scalar(Tensor self, Scalar other) -> Tensor";
+const char* kWhereScalarOther = "aten::where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor";
+const char* kUnsqueeze = "aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)";
+const char* kGather = "aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor";
+const char* kSqueezeDim = "aten::squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)";
+const char* kDiv = "aten::div.Tensor(Tensor self, Tensor other) -> Tensor";
 
 bool is_float(const std::string& dtype) {
   return dtype == "float32" || dtype == "float64" || dtype == "float16" || dtype == "bfloat16";
@@ -44,6 +51,7 @@ class expansion {
   bool run() {
     const std::string op = n_.kind;
     if (op == "aten::triplet_margin_loss") return triplet();
+    if (op == "aten::cross_entropy_loss") return cross_entropy();
     if (op != "aten::mse_loss" && op != "aten::l1_loss" && op != "aten::smooth_l1_loss" && op != "aten::huber_loss" &&
         op != "aten::kl_div")
       return false;
@@ -147,6 +155,60 @@ class expansion {
     return finish(node("aten::clamp_min", kClampMin, {s, number("float", 0)}, rows), reduction);
   }
 
+  // cross_entropy_loss(x, t, weight, reduction, ignore_index, label_smoothing) with
+  // class indices, as ATen computes it (log_softmax, then nll_loss):
+  //   valid = t != ignore_index, l = logsumexp(x, [1]) - x[i, t'] with t' = where(valid, t, 0),
+  //   lm = where(valid, l, 0); reduction none: lm, sum: sum(lm), mean: sum(lm) / sum(valid)
+  // (NaN, 0 / 0, when every target is ignored, as ATen's). The logsumexp is a row
+  // reduction over x; the gather and whatever reads the int64 targets or the mask are
+  // library steps. A target out of [0, C) that is not ignore_index makes the gather
+  // raise, as ATen's nll_loss does. Taken for a float x of rank 2 (classes along dim 1),
+  // int64 targets of shape [N], no weight, constant reduction and ignore_index, and
+  // label_smoothing a constant 0.
+  bool cross_entropy() {
+    if (n_.inputs.size() != 6 || n_.outputs.size() != 1) return false;
+    const graph_value* x = g_.value(n_.inputs[0]);
+    const graph_value* t = g_.value(n_.inputs[1]);
+    const graph_value* weight = g_.value(n_.inputs[2]);
+    if (!x || !t || !weight || !x->is_tensor() || !t->is_tensor() || !is_float(x->dtype) || x->shape.size() != 2 ||
+        t->dtype != "int64" || t->shape != std::vector<int64_t>{x->shape[0]} || !weight->is_none() || !weight->constant)
+      return false;
+    const graph_value* red = constant_number(g_, n_.inputs[3]);
+    const graph_value* ignore = constant_number(g_, n_.inputs[4]);
+    const graph_value* smoothing = constant_number(g_, n_.inputs[5]);
+    if (!red || !ignore || !smoothing || smoothing->numbers[0] != 0 || !g_.value(n_.outputs[0])) return false;
+    const int reduction = static_cast<int>(red->numbers[0]);
+    if (reduction < 0 || reduction > 2) return false;
+    shape_ = x->shape;
+    dtype_ = x->dtype;
+    const std::vector<int64_t> rows = {x->shape[0]};
+    const std::string& xs = n_.inputs[0];
+    const std::string& ts = n_.inputs[1];
+    const std::string lse = node("aten::logsumexp", kLogsumexp, {xs, ints({1}), number("bool", 0)}, rows);
+    const std::string valid = node("aten::ne", kNeScalar, {ts, number("int", ignore->numbers[0])}, rows, "bool");
+    const std::string safe = node("aten::where", kWhereScalarOther, {valid, ts, number("int", 0)}, rows, "int64");
+    const std::string index =
+        node("aten::unsqueeze", kUnsqueeze, {safe, number("int", 1)}, std::vector<int64_t>{x->shape[0], 1}, "int64");
+    const std::string picked = node("aten::gather", kGather, {xs, number("int", 1), index, number("bool", 0)},
+                                    std::vector<int64_t>{x->shape[0], 1});
+    const std::string p = node("aten::squeeze", kSqueezeDim, {picked, number("int", 1)}, rows);
+    const std::string l = node("aten::sub", kSub, {lse, p, number("int", 1)}, rows);
+    const std::string lm = node("aten::where", kWhereScalarOther, {valid, l, number("float", 0)}, rows);
+    if (reduction == 0) {
+      rename(lm, n_.outputs[0]);
+      return true;
+    }
+    const std::vector<int64_t> scalar;
+    if (reduction == 2) {
+      added_.push_back(graph_node{"aten::sum", {lm, none()}, {n_.outputs[0]}, kSum});
+      return true;
+    }
+    const std::string total = node("aten::sum", kSum, {lm, none()}, scalar);
+    const std::string count = node("aten::sum", kSum, {valid, none()}, scalar, "int64");
+    added_.push_back(graph_node{"aten::div", {total, count}, {n_.outputs[0]}, kDiv});
+    return true;
+  }
+
   // The elementwise loss `loss` reduced as `reduction` says, into the node's output.
   bool finish(const std::string& loss, int reduction) {
     if (reduction == 0) {
@@ -193,14 +255,15 @@ class expansion {
     return c.id;
   }
 
-  // A new node of one tensor result, of the loss's inputs' shape unless `shape` says.
+  // A new node of one tensor result, of the loss's inputs' shape and dtype unless
+  // `shape` (`dtype`) says.
   std::string node(const std::string& kind, const char* schema, std::vector<std::string> inputs,
-                   std::optional<std::vector<int64_t>> shape = std::nullopt) {
+                   std::optional<std::vector<int64_t>> shape = std::nullopt, const std::string& dtype = "") {
     graph_value t;
     t.id = fresh(kind.substr(6));
     t.type = "Tensor";
     t.shape = shape ? *shape : shape_;
-    t.dtype = dtype_;
+    t.dtype = dtype.empty() ? dtype_ : dtype;
     g_.values[t.id] = t;
     graph_node n;
     n.kind = kind;

@@ -23,15 +23,31 @@
 // m = b and the sum is a - b / 2 (resp. b (a - b / 2)). Rounding differs from ATen's by
 // an ulp or so per element (1 / b taken once).
 //
+// And cross_entropy with class indices (ATen's log_softmax then nll_loss), as a row
+// logsumexp over the classes and the target's logit gathered:
+//   cross_entropy_loss(x, t, None, r, ignore_index, 0)
+//       valid = t != ignore_index, l = logsumexp(x, [1]) - gather(x, 1, where(valid, t, 0)),
+//       lm = where(valid, l, 0); r none: lm, sum: sum(lm), mean: sum(lm) / sum(valid)
+//       (NaN when every target is ignored, 0 / 0, as ATen's).
+//
 // What it promises:
 // - only a loss whose two (three) inputs are float tensors of one shape, whose
 //   reduction and b (margin, q, eps, swap) are constants of the graph, and whose result nothing else reads under another
 //   name is rewritten; anything else is left as it was: a library step runs it (operands
 //   that broadcast), or, with a reduction or b computed at run time, the lowering
 //   refuses it naming that argument (a library step's attributes are fixed text);
+// - cross_entropy only with a float x of rank 2 (classes along dim 1), int64 targets
+//   of shape [N], weight None, reduction and ignore_index constants of the graph and
+//   label_smoothing a constant 0 (class probabilities as targets, weights, smoothing
+//   and higher ranks stay ATen's one call). The logsumexp is a row reduction that
+//   reads x once; what reads the targets, the mask or the int64 count (ne, where,
+//   unsqueeze, gather, squeeze, the count's sum, the mean's div) runs as library
+//   steps. A target outside [0, C) that is not ignore_index makes the gather raise,
+//   as ATen's nll_loss raises;
 // - new values have ids no graph export gives ("ks.composite.N.…"), with the input's
-//   shape and dtype; every new node carries its ATen schema, so that a stage no
-//   template takes can still run it as a library step.
+//   shape and dtype unless the op makes another (cross_entropy's bool mask, int64
+//   indices and count, its [N] rows); every new node carries its ATen schema, so that
+//   a stage no template takes can still run it as a library step.
 
 #include "coder/task_graph.hpp"
 
