@@ -139,7 +139,7 @@ result<lowered_kernel_set> run(lowering_context& cx) {
       kinds.insert("row_reduce");
     } else if (st.kind == stage::scan) {
       s = emit_scan(cx, i);
-      cx.out.stages.push_back(st.epilogue >= 0 ? "scan+epilogue" : "scan");
+      cx.out.stages.push_back(std::string("scan") + (st.prologue >= 0 ? "+prologue" : "") + (st.epilogue >= 0 ? "+epilogue" : ""));
       kinds.insert("scan");
     } else if (st.kind == stage::pool) {
       s = emit_pool(cx, i);

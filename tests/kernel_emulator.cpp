@@ -150,8 +150,12 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
     for (size_t i = 0; i < k.params.size(); ++i) {
       const kernel_param& p = k.params[i];
       if (i) text += ", ";
-      // The pointee as declared: float32 data, float64 scratch, int64 indices (argmax).
-      const std::string elem = p.kind == scalar_kind::float64 ? "double" : p.kind == scalar_kind::int64 ? "long long" : "float";
+      // The pointee as declared: float32 data, float64 scratch, int64 indices (argmax),
+      // bool masks.
+      const std::string elem = p.kind == scalar_kind::float64 ? "double"
+                               : p.kind == scalar_kind::int64 ? "long long"
+                               : p.kind == scalar_kind::boolean ? "bool"
+                                                                : "float";
       if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + elem + "**)a[" + std::to_string(i) + "]";
       else text += "*(" + scalar_type(p) + "*)a[" + std::to_string(i) + "]";
     }

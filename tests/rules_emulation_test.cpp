@@ -703,8 +703,7 @@ TEST_CASE("emulated: seeds of imported KernelBench problems match the imported r
   fs::remove_all(out);
   auto files = find_problem_files({(kSource / "tests/data/kernelbench/good").string()});
   REQUIRE(files);
-  // masked_cumsum takes a bool mask, which no template reads: what reads it is a
-  // library step, the rest the templates'.
+  // masked_cumsum takes a bool mask: its product with x is computed on the scan's loads.
   for (const auto& f : *files) {
     INFO(f.path.string());
     auto imported = import_kernelbench_problem(f, out, o);
@@ -1134,6 +1133,72 @@ TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference",
     CHECK(c.source.find("with the elementwise chain after it fused") != std::string::npos);
   }
   check_candidates(*mid_ex, *mid_seeds);
+}
+
+// A bool mask (KernelBench's 93_masked_cumsum: cumsum(x * mask)) is read by the
+// kernels as ATen promotes it, 0.0f or 1.0f, by byte loads of its own: the chain before
+// a scan computed on the scan's loads (every form of the scan, and along a middle dim),
+// and the mask in elementwise kernels (vector and tail paths, broadcast along rows) and
+// in row reductions' prologues (cached rows). Nothing is left to a library step.
+// Declared at x_shape (the layout's size), run at `run` (x's; the mask's broadcast dims
+// stay 1) when given.
+result<task_spec> masked_task(const std::string& name, const std::string& body, const std::vector<int64_t>& x_shape,
+                              const std::vector<int64_t>& mask_shape, const std::vector<int64_t>& run) {
+  auto dims = [](const std::vector<int64_t>& s) {
+    std::string t;
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return "[" + t + "]";
+  };
+  const std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x, mask):\n        return " + body +
+                           "\ninputs:\n  - name: x\n    shape: " + dims(x_shape) +
+                           "\n    init: {kind: normal, mean: 0.5, std: 2}\n  - name: mask\n    shape: " + dims(mask_shape) +
+                           "\n    dtype: bool\nseed: 5\n";
+  auto t = parse_task(yaml, name + ".yaml", kSource);
+  if (t && !run.empty()) {
+    std::vector<int64_t> m = run;
+    for (size_t d = 0; d < m.size(); ++d)
+      if (mask_shape[d] == 1) m[d] = 1;
+    t->sizes["cpu"] = {{"x", run}, {"mask", m}};
+  }
+  return t;
+}
+
+TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels matches the reference", "[rules][emulated][scan][bool]") {
+  struct mask_case {
+    const char* name;
+    const char* body;
+    std::vector<int64_t> x, mask, run;
+    const char* stage;  // what the seeds' stages must contain
+    const char* form;   // a phrase of the source, or ""
+  };
+  const mask_case cases[] = {
+      {"masked_cumsum_warp", "torch.cumsum(x * mask, dim=1)", {32768, 4096}, {32768, 4096}, {5, 1001}, "scan+prologue", "a warp per row"},
+      {"masked_cumsum_block", "torch.cumsum(x * mask, dim=1)", {8, 4096}, {8, 4096}, {3, 1001}, "scan+prologue", "a block per row"},
+      {"masked_cumsum_long", "torch.cumsum(x * mask, dim=1)", {2, 50000}, {2, 50000}, {}, "scan+prologue", "few long rows"},
+      {"masked_cumsum_mid", "torch.cumsum(x * mask, dim=1) * 2.0", {4, 30, 9}, {4, 30, 9}, {}, "scan+prologue+epilogue",
+       "a middle dim"},
+      {"masked_cumprod_rows", "torch.cumprod(x * 0.01 + mask, dim=1)", {5, 333}, {5, 1}, {}, "scan+prologue", ""},
+      {"mask_elementwise", "torch.relu(x * mask + 1.0) - mask * 0.5", {7, 1003}, {7, 1003}, {}, "elementwise", ""},
+      {"mask_elementwise_rows", "x * mask", {64, 4096}, {64, 1}, {}, "elementwise", ""},
+      {"mask_only", "mask * 2.0", {5, 7}, {5, 7}, {}, "elementwise", ""},
+      {"masked_row_sum", "torch.sum(x * mask, dim=1)", {9, 2050}, {9, 2050}, {}, "row_reduce+prologue", ""},
+      {"masked_softmax_cached", "torch.softmax(x * mask, dim=1)", {16, 1000}, {16, 1000}, {}, "row_reduce", ""},
+  };
+  for (const auto& mc : cases) {
+    INFO(mc.name);
+    auto t = masked_task(mc.name, mc.body, mc.x, mc.mask, mc.run);
+    if (!t) FAIL(t.message());
+    auto seeds = the_coder().seeds(*t, 2);
+    if (!seeds) FAIL(seeds.message());
+    for (const candidate& c : *seeds) {
+      INFO(c.recipe.at("stages"));
+      CHECK(c.recipe.count("fallback") == 0);
+      CHECK_THAT(c.recipe.at("stages"), Catch::Contains(mc.stage));
+      CHECK_THAT(c.source, Catch::Contains("const bool* __restrict__ m"));
+    }
+    if (*mc.form) CHECK_THAT(seeds->front().source, Catch::Contains(mc.form));
+    check_candidates(*t, *seeds);
+  }
 }
 
 // A split cumsum's chunks start from the partials of the chunks before them, summed in

@@ -229,10 +229,18 @@ struct chain_writer {
     if (v.is_tensor()) {
       auto t = cx.tensor_of.find(id);
       if (t == cx.tensor_of.end()) return error{"value " + id + " is read before it is computed"};
-      if (v.dtype != "float32") return error{"value " + id + " is " + v.dtype + "; float32 only"};
-      std::string p = kp.tensor_in(t->second);
+      if (v.dtype != "float32" && v.dtype != "bool") return error{"value " + id + " is " + v.dtype + "; float32 or bool only"};
+      // A bool is promoted as ATen promotes it (0.0f or 1.0f), by a byte load of its
+      // own: the templates' float vector loads and row caches take "in" parameters only.
+      const bool mask = v.dtype == "bool";
+      std::string p = kp.tensor_in(t->second, mask ? "bool" : "float");
       std::string name = "x" + tag + std::to_string(var.size());
       const std::string idx = access(cx.shapes.at(id), st.iter, i, kp, reads.split);
+      if (mask) {
+        code += "    const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;\n";
+        var[id] = name;
+        return name;
+      }
       std::string ld = p + "[" + idx + "]";
       if (reads.load_hint == "streaming" && idx == i) ld = "__ldcs(" + p + " + " + i + ")";
       else if (reads.load_hint == "readonly" || (reads.load_hint == "readonly_broadcast" && idx != i))

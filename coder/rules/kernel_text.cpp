@@ -83,7 +83,9 @@ std::string kernel_name(size_t i, const std::string& what) { return "ks" + std::
 std::string kernel_params::tensor_in(const std::string& tensor, const std::string& ctype) {
   auto it = tensor_param.find(tensor);
   if (it != tensor_param.end()) return it->second;
-  std::string p = "in" + std::to_string(tensor_param.size());
+  // A bool tensor is "m<k>": what looks for the float inputs "in<k>" (vector loads,
+  // row caches) leaves it to the chain's own byte loads.
+  std::string p = (ctype == "bool" ? "m" : "in") + std::to_string(tensor_param.size());
   tensor_param[tensor] = p;
   decls.push_back("const " + ctype + "* __restrict__ " + p);
   args.push_back({"tensor", tensor, ""});

@@ -49,7 +49,8 @@ struct kernel_params {
   std::map<std::string, std::string> tensor_param;  // plan tensor name → parameter
   std::map<std::string, std::string> int_param;     // expression → parameter
 
-  // `ctype`: the element type of the pointer (float; double for a float64 scratch).
+  // `ctype`: the element type of the pointer (float; double for a float64 scratch;
+  // bool for a mask, whose parameter is named m<k> rather than in<k>).
   std::string tensor_in(const std::string& tensor, const std::string& ctype = "float");
   std::string tensor_out(const std::string& tensor, const std::string& ctype = "float");
   std::string int64(const std::string& expr);

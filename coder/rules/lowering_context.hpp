@@ -75,7 +75,7 @@ struct stage {
   enum kind_t { elementwise, reduce, library, pool, scan } kind = elementwise;
   std::vector<const graph_node*> nodes;  // elementwise: the chain; else one node
   shaped iter;                           // elementwise: the iteration shape
-  int prologue = -1;                     // reduce: index of the fused elementwise stage
+  int prologue = -1;                     // reduce, scan: index of the fused elementwise stage
   bool fused_away = false;               // elementwise: emitted inside a reduction
   int epilogue = -1;                     // reduce: index of the elementwise stage fused after it
   bool is_epilogue = false;              // elementwise: emitted in a reduction's second pass

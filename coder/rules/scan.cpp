@@ -1,6 +1,8 @@
 #include "coder/rules/scan.hpp"
 
+#include <map>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "coder/rules/chain.hpp"
@@ -50,10 +52,20 @@ namespace {
 struct scan_text {
   const scan_layout* lay = nullptr;
   std::string C, T, id;
+  // With a prologue, what is scanned is the chain's value, `ks_load(i)` of element i
+  // (load_lambda), and a row `xr` is the index of its first element, not a pointer.
+  bool pro = false;
   std::string op(const std::string& a, const std::string& b) const { return lay->sum ? a + " + " + b : a + " * " + b; }
+  // The row's start: a pointer into X, or (with a prologue) an element index.
+  std::string row_start(const std::string& X, const std::string& at) const {
+    return pro ? "  const long long xr = " + at + ";\n" : "  const float* xr = " + X + " + " + at + ";\n";
+  }
   // The scanned value at position `p` of the row `xr` (flipped or shifted).
   std::string load(const std::string& xr, const std::string& p, const std::string& stride = "") const {
-    auto at = [&](const std::string& q) { return xr + "[" + (stride.empty() ? q : paren(q) + " * " + stride) + "]"; };
+    auto at = [&](const std::string& q) {
+      const std::string off = stride.empty() ? q : paren(q) + " * " + stride;
+      return pro ? "ks_load(" + xr + " + " + paren(off) + ")" : xr + "[" + off + "]";
+    };
     if (lay->exclusive) return "(" + p + " > 0 ? " + at(p + " - 1") + " : 0.0f)";
     if (lay->reverse_in) return at(C + " - 1 - " + paren(p));
     return at(p);
@@ -69,7 +81,7 @@ void warp_rows(std::ostringstream& k, const scan_text& s, const std::string& ROW
   k << "  const int lane = threadIdx.x & 31;\n";
   k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
   k << "  if (row >= " << ROWS << ") return;  // the whole warp leaves together\n";
-  k << "  const float* xr = " << X << " + row * " << C << ";\n";
+  k << s.row_start(X, "row * " + C);
   if (!fused) k << "  float* yr = " << Y << " + row * " << C << ";\n";
   k << "  " << T << " carry = " << id << ";\n";
   k << "  for (long long t0 = 0; t0 < " << C << "; t0 += 128) {\n";
@@ -102,14 +114,14 @@ std::string chunk_of_row(const std::string& C, bool split) {
 
 // The first kernel of a split scan: each block's chunk reduced into its partial.
 std::string part_kernel(const scan_text& s, const std::string& name, const std::string& decls, const std::string& X,
-                        const std::string& PART, int B) {
+                        const std::string& PART, int B, const std::string& pro) {
   const std::string &T = s.T, &id = s.id;
   std::ostringstream k;
   k << "\n// " << (s.lay->sum ? "cumsum" : "cumprod") << " along the last dim of few long rows, first pass: each row split "
     << "over blocks, each block reduces its chunk into a partial.\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << decls << ") {\n";
-  k << chunk_of_row(s.C, true);
-  k << "  const float* xr = " << X << " + row * " << s.C << ";\n";
+  k << pro << chunk_of_row(s.C, true);
+  k << s.row_start(X, "row * " + s.C);
   k << "  " << T << " acc = " << id << ";\n";
   k << "  for (long long p = c0 + threadIdx.x; p < c1; p += blockDim.x) acc = " << s.op("acc", s.load("xr", "p")) << ";\n";
   k << "  for (int o = 16; o > 0; o >>= 1) acc = " << s.op("acc", "__shfl_xor_sync(0xffffffffu, acc, o)") << ";\n";
@@ -128,7 +140,7 @@ void block_scan_body(std::ostringstream& k, const scan_text& s, const std::strin
                      const std::string& PIN, const epilogue_code& epi, bool fused, bool split) {
   const std::string &C = s.C, &T = s.T, &id = s.id;
   k << chunk_of_row(C, split);
-  k << "  const float* xr = " << X << " + row * " << C << ";\n";
+  k << s.row_start(X, "row * " + C);
   if (!fused) k << "  float* yr = " << Y << " + row * " << C << ";\n";
   k << "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
   k << "  __shared__ " << T << " sh_w[32];\n";
@@ -166,6 +178,15 @@ void block_scan_body(std::ostringstream& k, const scan_text& s, const std::strin
   k << "    __syncthreads();  // sh_w is written again by the next tile\n  }\n}\n";
 }
 
+// The prologue's chain as a lambda, ks_load(i): the value scanned at element i of
+// the scan's input shape, computed from the chain's operands where it is read.
+result<std::string> load_lambda(const lowering_context& cx, const stage& pro, const std::string& value, kernel_params& kp) {
+  std::string code;
+  std::map<std::string, std::string> var;
+  if (auto st = chain_code(cx, pro, "i", kp, code, var, ""); !st) return error{st.message()};
+  return "  auto ks_load = [&](long long i) -> float {\n" + code + "    return " + var.at(value) + ";\n  };\n";
+}
+
 }  // namespace
 
 status emit_scan(lowering_context& cx, size_t si) {
@@ -183,7 +204,15 @@ status emit_scan(lowering_context& cx, size_t si) {
   std::vector<std::string> outer(in.sym.begin(), in.sym.begin() + dim), inner(in.sym.begin() + dim + 1, in.sym.end());
   const std::string ROWS = kp.int64(product(outer)), C = kp.int64(in.sym[dim]);
   std::string INNER = last ? "1" : kp.int64(product(inner));
-  const std::string X = kp.tensor_in(cx.tensor_of.at(in_value));
+  const stage* pro = st.prologue >= 0 ? &cx.stages[st.prologue] : nullptr;
+  std::string X, pro_code;
+  if (pro) {
+    auto l = load_lambda(cx, *pro, in_value, kp);
+    if (!l) return error{l.message()};
+    pro_code = *l;
+  } else {
+    X = kp.tensor_in(cx.tensor_of.at(in_value));
+  }
   auto epi = fused_epilogue(cx, si, out_value, "i", kp);
   if (!epi) return epi.error();
   const bool fused = st.epilogue >= 0;
@@ -193,13 +222,15 @@ status emit_scan(lowering_context& cx, size_t si) {
   s.C = C;
   s.T = lay.carry_type;
   s.id = sum ? "0.0f" : "1.0f";
+  s.pro = pro != nullptr;
   const std::string& T = s.T;
   const int B = lay.block;
   const std::string what = sum ? "cumsum" : "cumprod";
   std::string name = kernel_name(si, what);
   const bool block_rows = last && lay.block_rows;
   const bool split = last && lay.split > 1;
-  std::string transforms = std::string(lay.exclusive ? ", exclusive (position p reads p - 1)" : "") +
+  std::string transforms = std::string(pro ? ", with the feeding elementwise chain computed on its loads" : "") +
+                           (lay.exclusive ? ", exclusive (position p reads p - 1)" : "") +
                            (lay.reverse_in ? ", its input read reversed" : "") + (lay.reverse_out ? ", its result stored reversed" : "");
   plan_step step;
   step.kind = "kernel";
@@ -217,13 +248,20 @@ status emit_scan(lowering_context& cx, size_t si) {
       cx.out.plan.scratch.push_back({part, {paren(rows) + " * " + SPLIT}, sum ? "float64" : "float32", "none"});
       kernel_params ka;
       const std::string CA = ka.int64(in.sym[dim]);
-      const std::string XA = ka.tensor_in(cx.tensor_of.at(in_value));
+      std::string XA, pro_a;
+      if (pro) {
+        auto l = load_lambda(cx, *pro, in_value, ka);
+        if (!l) return error{l.message()};
+        pro_a = *l;
+      } else {
+        XA = ka.tensor_in(cx.tensor_of.at(in_value));
+      }
       ka.decls.push_back("long long nparts");
       ka.args.push_back({"int", SPLIT, "int64"});
       const std::string PART = ka.tensor_out(part, T);
       scan_text sa = s;
       sa.C = CA;
-      k << part_kernel(sa, name + "_part", join(ka.decls, ", "), XA, PART, B);
+      k << part_kernel(sa, name + "_part", join(ka.decls, ", "), XA, PART, B, pro_a);
       plan_step sp = step;
       sp.name = name + "_part";
       sp.grid = {paren(rows) + " * " + SPLIT, "1", "1"};
@@ -238,12 +276,12 @@ status emit_scan(lowering_context& cx, size_t si) {
     }
     k << "\n// " << what << " along the last dim" << (split ? " of few long rows, second pass: each block scans its chunk after the chunks before" : ": a block per row")
       << ", tiles of 4 elements a thread" << transforms << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
-    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n" << pro_code;
     block_scan_body(k, s, X, Y, PIN, *epi, fused, split);
   } else {
     k << "\n// " << what << " along " << (last ? "the last dim: a warp per row" : "a middle dim: a thread per position") << transforms
       << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
-    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n" << pro_code;
     if (last) {
       warp_rows(k, s, ROWS, X, Y, *epi, fused);
       step.grid = {"ceil_div(" + paren(product(outer)) + ", " + std::to_string(B / 32) + ")", "1", "1"};
@@ -253,8 +291,8 @@ status emit_scan(lowering_context& cx, size_t si) {
       k << "  const long long o = t / " << INNER << ", j = t % " << INNER << ";\n";
       k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
       k << "  " << T << " acc = " << s.id << ";\n";
-      const bool plain = !lay.exclusive && !lay.reverse_in;
-      const std::string x_at = plain ? X + "[base + c * " + INNER + "]" : s.load("(" + X + " + base)", "c", INNER);
+      const bool plain = !lay.exclusive && !lay.reverse_in && !pro;
+      const std::string x_at = plain ? X + "[base + c * " + INNER + "]" : s.load(pro ? "base" : "(" + X + " + base)", "c", INNER);
       const std::string y_at = "base + " + (lay.reverse_out ? paren(s.dst("c")) : std::string("c")) + " * " + INNER;
       k << "  for (long long c = 0; c < " << C << "; ++c) {\n    acc = " << s.op("acc", x_at) << ";\n";
       if (fused)

@@ -45,9 +45,14 @@ status prepare(lowering_context& cx) {
 // Why no template takes `n` ("" when one does). Sets the shapes of its results when
 // one does.
 std::string template_refusal(lowering_context& cx, const graph_node& n, const std::string& kind) {
+  // A bool operand of an elementwise op whose result is float32 (x * mask) is what
+  // ATen computes it as: promoted to 0.0f or 1.0f before the op (chain.cpp loads it
+  // so). Elsewhere, and for other dtypes, the templates read float32 only.
+  const bool bool_ok = elementwise_ops().count(kind) > 0;
   for (auto& i : n.inputs)
-    if (cx.is_tensor(i) && cx.val(i).dtype != "float32")
-      return "its input " + i + " is " + cx.val(i).dtype + "; the templates read float32 only";
+    if (cx.is_tensor(i) && cx.val(i).dtype != "float32" && !(bool_ok && cx.val(i).dtype == "bool"))
+      return "its input " + i + " is " + cx.val(i).dtype + "; the templates read float32" +
+             (bool_ok ? " and bool only" : " only");
   if (auto s = shape_of_node(cx, n, kind); !s) return s.message();
   auto flag = [&](size_t k) {
     return k < n.inputs.size() && !cx.val(n.inputs[k]).numbers.empty() && cx.val(n.inputs[k]).numbers[0] != 0;
@@ -214,13 +219,14 @@ void link_stages(lowering_context& cx) {
       }
 }
 
-// A reduction's feeding chain, needed by it alone, is computed on its loads.
+// A reduction's or a scan's feeding chain, needed by it alone, is computed on its
+// loads (a scan's: on what it scans, after the flips and shifts fused into it).
 void fuse_prologues(lowering_context& cx) {
   if (cx.p.fuse_prologue) {
     for (size_t i = 0; i < cx.stages.size(); ++i) {
       stage& st = cx.stages[i];
-      if (st.kind != stage::reduce) continue;
-      const std::string& in = st.nodes[0]->inputs[0];
+      if (st.kind != stage::reduce && st.kind != stage::scan) continue;
+      const std::string& in = st.kind == stage::scan && !st.scan_in.empty() ? st.scan_in : st.nodes[0]->inputs[0];
       auto it = cx.producer.find(in);
       if (it == cx.producer.end()) continue;
       stage& pro = cx.stages[it->second];
