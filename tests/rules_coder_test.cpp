@@ -610,12 +610,13 @@ TEST_CASE("rules coder: an op no template takes runs as a library step between f
     CHECK(s->front().recipe.at("stages") == "fallback:aten::flip,row_reduce+prologue");
     check_seeds(t);
   }
-  SECTION("a comparison and a cast: bool values go through library steps, float ones through kernels") {
+  SECTION("a comparison and a cast: the comparison a library step, its bool result cast to float in the kernel") {
     task_spec t = fallback_task("fallback_mask", "    return x * (x > 0.5).float() + 1.0\n");
     auto s = the_coder().seeds(t, 1);
     if (!s) FAIL(s.message());
-    CHECK(step_names(s->front()) == V{"aten::gt.Scalar", "aten::to.dtype", "kernel"});
+    CHECK(step_names(s->front()) == V{"aten::gt.Scalar", "kernel"});
     CHECK(s->front().plan.scratch.at(0).dtype == "bool");
+    CHECK_THAT(s->front().source, Catch::Contains("const bool* __restrict__ m"));
     check_seeds(t);
   }
   SECTION("cat of two chains' results") {
