@@ -952,40 +952,6 @@ TEST_CASE("emulated: 1-d and 3-d max and average pools match the reference", "[r
 // The rounds change a pool's run of outputs a thread (thread_coarsening: longer runs;
 // increase_grid_parallelism: shorter) where windows overlap; each result matches the
 // reference, and disjoint windows (one output a thread) are left alone.
-// Overlapping windows along the last dim: a block per tile of block x per_thread
-// outputs of a line, their inputs read into shared memory once (pool.hpp). Lines
-// longer than a tile, the last tile partial, stride 1 and 2, dilation, padding on both
-// ends, the outer window dims' taps (2-d, 3-d: a tile read again per tap), every way an
-// average divides, and an epilogue.
-TEST_CASE("emulated: pools over tiles in shared memory match the reference", "[rules][emulated][pool][tile]") {
-  struct pool_case {
-    const char* name;
-    const char* body;
-    std::vector<int64_t> shape;
-  };
-  const pool_case cases[] = {
-      {"max_pool1d_tiles", "torch.max_pool1d(x, [8], [1], [4], [3], False)", {2, 3, 2500}},
-      {"max_pool1d_tiles_nan", "torch.max_pool1d(torch.log(x), [4], [2], [2], [1], False)", {2, 2, 4500}},
-      {"avg_pool1d_tiles", "torch.avg_pool1d(x, [8], [1], [4], False, True)", {3, 2, 3000}},
-      {"avg_pool1d_tiles_no_pad_count", "torch.relu(torch.avg_pool1d(x, [5], [2], [2], False, False)) * 2.0", {2, 2, 4101}},
-      {"avg_pool2d_tiles", "torch.avg_pool2d(x, [3, 3], [1, 1], [1, 1], False, True, None)", {1, 2, 5, 1500}},
-      {"avg_pool2d_tiles_divisor", "torch.avg_pool2d(x, [2, 3], [2, 1], [1, 1], False, True, 4)", {2, 1, 5, 1300}},
-      {"max_pool3d_tiles", "torch.max_pool3d(x, [2, 2, 3], [1, 1, 1], [1, 1, 1], [1, 1, 2], False)", {1, 1, 3, 4, 1300}},
-  };
-  for (const auto& pc : cases) {
-    auto t = norm_task(pc.name, pc.body, pc.shape, false);
-    REQUIRE(t);
-    INFO(pc.name);
-    auto seeds = the_coder().seeds(*t, 2);
-    if (!seeds) FAIL(seeds.message());
-    for (auto& c : *seeds) {
-      INFO(c.recipe.at("stages"));
-      CHECK_THAT(c.source, Catch::Contains("inputs along it read into shared memory once"));
-    }
-    check_candidates(*t, *seeds, /*nan_positions=*/true);
-  }
-}
-
 TEST_CASE("emulated: pools whose runs a round changed match the reference", "[rules][emulated][pool]") {
   struct pool_case {
     const char* name;

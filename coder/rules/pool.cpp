@@ -23,22 +23,8 @@ result<pool_layout> choose_pool_layout(const lowering_context& cx, const graph_n
   const int L = p->dims - 1;
   const bool overlap = p->stride[L] < (p->kernel[L] - 1) * p->dil[L] + 1;
   lay.per_thread = overlap ? std::max(1, cx.p.elements_per_thread) : 1;
-  // Overlapping windows: a block's tile of block * per_thread outputs of a line reads
-  // its inputs along the last dim into shared memory once, coalesced (a run of
-  // consecutive outputs a thread loads them into registers with lanes 4 * per_thread
-  // bytes apart: ~3 times the L1 wavefronts of a thread per output, and 4-way split
-  // stores). Within 32 KiB of tile.
-  lay.tile = overlap && lay.per_thread > 1;
-  while (lay.tile && lay.per_thread > 1 && lay.tile_span() * 4 > 32768) lay.per_thread /= 2;
-  if (lay.tile && lay.tile_span() * 4 > 32768) lay.tile = false;
-  if (!lay.tile)
-    while (lay.per_thread > 1 && lay.span() > 64) lay.per_thread /= 2;
+  while (lay.per_thread > 1 && lay.span() > 64) lay.per_thread /= 2;
   return lay;
-}
-
-int64_t pool_layout::tile_span() const {
-  const int q = window.dims - 1;
-  return (int64_t{block} * per_thread - 1) * window.stride[q] + (window.kernel[q] - 1) * window.dil[q] + 1;
 }
 
 int64_t pool_layout::span() const {
@@ -131,66 +117,6 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
   return k.str();
 }
 
-// The body after the line's index for a block that computes the tile [o0, o0 + B * V)
-// of a line's outputs along the last dim (thread x: outputs o0 + x + v * B): for each
-// tap of the outer window dims, the tile's inputs along the last dim are read into
-// shared memory once, coalesced, then each output sums its taps from there. The taps
-// are summed in the same order as a thread per output sums them: the same bits. The
-// outer taps' bounds are the line's, the same for the whole block (its barriers stay
-// uniform).
-std::string tile_body(const pool_spec& p, const std::vector<std::string>& nm, const std::vector<std::string>& I,
-                      const std::string& O_last, int V, int B, int64_t span, const std::string& at, const epilogue_code* epi,
-                      const std::string& Y) {
-  const int D = p.dims, L = D - 1;
-  const std::string Vs = std::to_string(V), Bs = std::to_string(B), w = nm[L];
-  const std::string sL = std::to_string(p.stride[L]), dL = std::to_string(p.dil[L]);
-  std::ostringstream k;
-  k << "  __shared__ float sh[" << span << "];\n";
-  k << "  const long long wb = o0 * " << sL << " - " << p.pad[L] << ";  // the input position of sh[0]\n";
-  k << "  float acc[" << Vs << "];\n  int count[" << Vs << "];\n";
-  k << "#pragma unroll\n  for (int v = 0; v < " << Vs << "; ++v) {\n    acc[v] = " << (p.max ? "-KS_INF" : "0.0f")
-    << ";\n    count[v] = 0;\n  }\n";
-  tap_loops(k, p, nm, I, L);
-  const std::string in(2 + 2 * L, ' ');
-  k << in << "__syncthreads();  // the tile of the tap before is read\n";
-  k << in << "for (int e = threadIdx.x; e < " << span << "; e += " << Bs << ") {\n";
-  k << in << "  const long long " << w << " = wb + e;\n";
-  k << in << "  sh[e] = " << w << " >= 0 && " << w << " < " << I[L] << " ? xp[" << at << "] : 0.0f;\n" << in << "}\n";
-  k << in << "__syncthreads();\n";
-  k << "#pragma unroll\n" << in << "for (int v = 0; v < " << Vs << "; ++v) {\n";
-  k << "#pragma unroll\n" << in << "  for (int l = 0; l < " << p.kernel[L] << "; ++l) {\n";
-  k << in << "    const int s = ((int)threadIdx.x + v * " << Bs << ") * " << sL << " + l * " << dL << ";\n";
-  k << in << "    const long long " << w << " = wb + s;\n";
-  k << in << "    if (" << w << " < 0 || " << w << " >= " << I[L] << ") continue;\n";
-  k << in << "    " << (p.max ? "acc[v] = (sh[s] > acc[v] || sh[s] != sh[s]) ? sh[s] : acc[v];" : "acc[v] += sh[s];")
-    << "\n" << in << "    ++count[v];\n" << in << "  }\n" << in << "}\n";
-  close_tap_loops(k, L);
-  if (!p.max && p.divisor == 0 && p.count_include_pad && L > 0) padded_ends(k, p, nm, I, L);
-  k << "#pragma unroll\n  for (int v = 0; v < " << Vs << "; ++v) {\n";
-  k << "    const long long ov = o0 + threadIdx.x + v * " << Bs << ";\n";
-  k << "    if (ov >= " << O_last << ") break;\n";
-  k << "    const long long tv = line * " << O_last << " + ov;\n";
-  if (p.max) {
-    k << "    const float res = acc[v];\n";
-  } else if (p.divisor != 0) {
-    k << "    const float res = acc[v] / " << flit(p.divisor) << ";\n";
-  } else if (p.count_include_pad) {
-    // PyTorch counts padding inside the padded input, but not past it.
-    k << "    const long long " << w << "0v = ov * " << sL << " - " << p.pad[L] << ", " << w << "ev = min(" << w << "0v + "
-      << p.kernel[L] << ", " << I[L] << " + " << p.pad[L] << ");\n";
-    std::string div = "(float)(";
-    for (int q = 0; q < L; ++q) div += "(" + nm[q] + "e - " + nm[q] + "0) * ";
-    div += "(" + w + "ev - " + w + "0v))";
-    k << "    const float res = acc[v] / " << div << ";\n";
-  } else {
-    k << "    const float res = acc[v] / (float)count[v];\n";
-  }
-  if (epi) k << epi->code << epi->stores;
-  else k << "    " << Y << "[tv] = res;\n";
-  k << "  }\n  (void)count;\n}\n";
-  return k.str();
-}
-
 // The kernel's text into the source and its plan step: a block per B of `threads` (an
 // output or a run of V each).
 status finish_pool(lowering_context& cx, size_t si, const std::string& text, const std::string& name,
@@ -228,22 +154,17 @@ status emit_pool(lowering_context& cx, size_t si) {
   for (int k = 0; k < D; ++k) I[k] = kp.int64(in.sym[r - D + k]);
   for (int k = 0; k < D; ++k) O[k] = kp.int64(out.sym[r - D + k]);
   const int V = layout->per_thread;
-  const bool tile = layout->tile;
-  const int B = layout->block;
   const std::vector<std::string> outer_sym(out.sym.begin(), out.sym.end() - 1);
-  // The threads: an output each, a run of V along the last dim (OL runs a line), or a
-  // block per tile of B * V outputs of a line.
-  const std::string T = std::to_string(int64_t{B} * V);
+  // The threads: an output each, or a run of V along the last dim (OL runs a line).
   const std::string threads =
-      tile ? product(outer_sym) + " * ceil_div(" + out.sym.back() + ", " + T + ") * " + std::to_string(B)
-      : V == 1 ? product(out.sym)
-               : product(outer_sym) + " * ceil_div(" + out.sym.back() + ", " + std::to_string(V) + ")";
-  const std::string N = tile ? std::string() : kp.int64(threads);
+      V == 1 ? product(out.sym) : product(outer_sym) + " * ceil_div(" + out.sym.back() + ", " + std::to_string(V) + ")";
+  const std::string N = kp.int64(threads);
   const std::string OL = V == 1 ? O[D - 1] : "OL";
   auto epi = fused_epilogue(cx, si, n.outputs[0], V == 1 ? "t" : "tv", kp);
   if (!epi) return epi.error();
   const bool fused = cx.stages[si].epilogue >= 0;
   const std::string Y = fused ? std::string() : kp.tensor_out(cx.tensor_of.at(n.outputs[0]));
+  const int B = layout->block;
   const std::string op = std::string(p->max ? "max" : "avg") + "_pool" + std::to_string(D) + "d";
   std::string name = kernel_name(si, op);
   auto dims_text = [&](const int64_t* v) {
@@ -253,32 +174,11 @@ status emit_pool(lowering_context& cx, size_t si) {
   };
   std::ostringstream k;
   k << "\n// " << op << " " << dims_text(p->kernel) << ", stride " << dims_text(p->stride) << ", padding " << dims_text(p->pad)
-    << (tile ? ": a block per tile of " + T + " outputs of a line along the last dim, their " +
-                   std::to_string(layout->tile_span()) + " inputs along it read into shared memory once, coalesced"
-        : V == 1 ? std::string(": a thread per output element")
+    << (V == 1 ? std::string(": a thread per output element")
                : ": a thread per " + std::to_string(V) + " consecutive outputs along the last dim, their " +
                      std::to_string(layout->span()) + " inputs along it loaded once")
     << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
-  std::string at = nm[0];
-  for (int q = 1; q < D; ++q) at = (q > 1 ? "(" + at + ")" : at) + " * " + I[q] + " + " + nm[q];
-  if (tile) {
-    // The block's line and tile (divisions once a block), then the line's position in
-    // the outer window dims and its plane.
-    const std::string& OLast = O[D - 1];
-    k << "  const long long segs = (" << OLast << " + " << T << " - 1) / " << T << ";\n";
-    k << "  const long long line = (long long)blockIdx.x / segs, o0 = ((long long)blockIdx.x - line * segs) * " << T << ";\n";
-    k << "  long long rest = line;\n";
-    for (int q = D - 2; q >= 0; --q)
-      k << "  const long long o" << nm[q] << " = rest % " << O[q] << ";\n  rest /= " << O[q] << ";\n";
-    k << "  const long long plane = rest;\n";
-    k << "  const float* xp = " << X << " + plane";
-    for (int q = 0; q < D; ++q) k << " * " << I[q];
-    k << ";\n";
-    for (int q = 0; q + 1 < D; ++q) k << "  const long long " << nm[q] << "0 = o" << nm[q] << " * " << p->stride[q] << " - " << p->pad[q] << ";\n";
-    k << tile_body(*p, nm, I, OLast, V, B, layout->tile_span(), at, fused ? &*epi : nullptr, Y);
-    return finish_pool(cx, si, k.str(), name, threads, B, kp);
-  }
   k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
   k << "  if (t >= " << N << ") return;\n";
   if (V > 1) k << "  const long long OL = (" << O[D - 1] << " + " << V - 1 << ") / " << V << ";  // runs of " << V << " a line\n";
@@ -318,6 +218,8 @@ status emit_pool(lowering_context& cx, size_t si) {
   for (int q = 0; q < D; ++q)
     k << (q ? ", " : " ") << nm[q] << "0 = o" << nm[q] << " * " << p->stride[q] << " - " << p->pad[q];
   k << ";\n";
+  std::string at = nm[0];
+  for (int q = 1; q < D; ++q) at = (q > 1 ? "(" + at + ")" : at) + " * " + I[q] + " + " + nm[q];
   if (V > 1) {
     k << run_body(*p, nm, I, O[D - 1], V, layout->span(), at, fused ? &*epi : nullptr, Y);
     return finish_pool(cx, si, k.str(), name, threads, B, kp);

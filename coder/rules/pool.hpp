@@ -27,11 +27,6 @@ struct pool_layout {
   // along that dim are loaded once, and the index is split once for all of them.
   int per_thread = 1;
   int64_t span() const;  // those inputs: registers a thread holds
-  // Overlapping windows: a block computes a tile of block * per_thread outputs of a
-  // line (thread x: outputs x + v * block), the tile's inputs along the last dim read
-  // into shared memory once (tile_span floats, at most 32 KiB), coalesced.
-  bool tile = false;
-  int64_t tile_span() const;
 };
 
 result<pool_layout> choose_pool_layout(const lowering_context& cx, const graph_node& n);

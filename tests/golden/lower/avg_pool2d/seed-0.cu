@@ -10,19 +10,22 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// avg_pool2d 3x3, stride 2x2, padding 1x1: a block per tile of 1024 outputs of a line along the last dim, their 2049 inputs along it read into shared memory once, coalesced.
+// avg_pool2d 3x3, stride 2x2, padding 1x1: a thread per 4 consecutive outputs along the last dim, their 9 inputs along it loaded once.
 extern "C" __global__ void __launch_bounds__(256)
-ks0_avg_pool2d(const float* __restrict__ in0, long long n1, long long n2, long long n3, long long n4, float* __restrict__ out5) {
-  const long long segs = (n4 + 1024 - 1) / 1024;
-  const long long line = (long long)blockIdx.x / segs, o0 = ((long long)blockIdx.x - line * segs) * 1024;
-  long long rest = line;
-  const long long oh = rest % n3;
-  rest /= n3;
-  const long long plane = rest;
+ks0_avg_pool2d(const float* __restrict__ in0, long long n1, long long n2, long long n3, long long n4, long long n5, float* __restrict__ out6) {
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n5) return;
+  const long long OL = (n4 + 3) / 4;  // runs of 4 a line
+  long long ow, oh, plane, line;  // line: the run's line of outputs, t / OL
+  if (n5 <= 0x7fffffffLL) {
+    const unsigned u = (unsigned)t, q = u / (unsigned)OL;
+    ow = u - q * (unsigned)OL; oh = q % (unsigned)n3; plane = q / (unsigned)n3; line = q;
+  } else {
+    ow = t % OL; line = t / OL; oh = (t / OL) % n3; plane = t / (OL * n3);
+  }
+  ow *= 4;  // the run's first output
   const float* xp = in0 + plane * n1 * n2;
-  const long long h0 = oh * 2 - 1;
-  __shared__ float sh[2049];
-  const long long wb = o0 * 2 - 1;  // the input position of sh[0]
+  const long long h0 = oh * 2 - 1, w0 = ow * 2 - 1;
   float acc[4];
   int count[4];
 #pragma unroll
@@ -34,33 +37,34 @@ ks0_avg_pool2d(const float* __restrict__ in0, long long n1, long long n2, long l
   for (int i = 0; i < 3; ++i) {
     const long long h = h0 + i * 1;
     if (h < 0 || h >= n1) continue;
-    __syncthreads();  // the tile of the tap before is read
-    for (int e = threadIdx.x; e < 2049; e += 256) {
-      const long long w = wb + e;
-      sh[e] = w >= 0 && w < n2 ? xp[h * n2 + w] : 0.0f;
+    float xs[9];
+    bool ok[9];
+#pragma unroll
+    for (int s = 0; s < 9; ++s) {
+      const long long w = w0 + s;
+      ok[s] = w >= 0 && w < n2;
+      xs[s] = ok[s] ? xp[h * n2 + w] : 0.0f;
     }
-    __syncthreads();
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
 #pragma unroll
       for (int l = 0; l < 3; ++l) {
-        const int s = ((int)threadIdx.x + v * 256) * 2 + l * 1;
-        const long long w = wb + s;
-        if (w < 0 || w >= n2) continue;
-        acc[v] += sh[s];
+        const int s = v * 2 + l * 1;
+        if (!ok[s]) continue;
+        acc[v] += xs[s];
         ++count[v];
       }
     }
   }
   const long long he = min(h0 + 3, n1 + 1);
+  const long long tv0 = line * n4 + ow;
 #pragma unroll
   for (int v = 0; v < 4; ++v) {
-    const long long ov = o0 + threadIdx.x + v * 256;
-    if (ov >= n4) break;
-    const long long tv = line * n4 + ov;
-    const long long w0v = ov * 2 - 1, wev = min(w0v + 3, n2 + 1);
+    if (ow + v >= n4) break;
+    const long long tv = tv0 + v;
+    const long long w0v = w0 + v * 2, wev = min(w0v + 3, n2 + 1);
     const float res = acc[v] / (float)((he - h0) * (wev - w0v));
-    out5[tv] = res;
+    out6[tv] = res;
   }
   (void)count;
 }
