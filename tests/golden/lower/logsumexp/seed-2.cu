@@ -19,7 +19,7 @@ ks0_lse(long long n0, long long n1, const float* __restrict__ in0, float* __rest
   float s = 0.0f;
   for (long long c = (int)threadIdx.x; c < n1; c += (int)blockDim.x) {
     const float v = in0[base + c];
-    if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+    { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; }
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float o_m = __shfl_xor_sync(0xffffffffu, m, o);

@@ -22,14 +22,14 @@ ks0_lse(long long n0, long long n1, const float* __restrict__ in0, float* __rest
   const long long c4n = (n1 & 3) == 0 ? n1 / 4 : 0;
   for (long long c4 = lane; c4 < c4n; c4 += 32) {
     const float4 q = reinterpret_cast<const float4*>(in0 + base)[c4];
-    { const float v = q.x; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
-    { const float v = q.y; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
-    { const float v = q.z; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
-    { const float v = q.w; if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); } }
+    { const float v = q.x; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
+    { const float v = q.y; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
+    { const float v = q.z; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
+    { const float v = q.w; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
   }
   for (long long c = c4n * 4 + lane; c < n1; c += 32) {
     const float v = in0[base + c];
-    if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+    { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; }
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float o_m = __shfl_xor_sync(0xffffffffu, m, o);

@@ -32,7 +32,7 @@ ks0_softmax(long long n0, long long n1, long long n2, const float* __restrict__ 
 #pragma unroll 4
     for (long long c = slice + (long long)0 * 8; c < n1; c += 8) {
     const float v = in0[base + c * n2];
-    if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+    { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; }
     }
   }
   __shared__ float sh_m[8][33];

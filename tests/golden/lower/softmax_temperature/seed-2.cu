@@ -25,7 +25,7 @@ ks1_softmax(long long n0, long long n1, const float* __restrict__ in0, float* __
     const float e1 = x0 / (0.7f);
     v = e1;
     }
-    if (v > m) { s = s * KS_EXP(m - v) + 1.0f; m = v; } else if (v != -KS_INF) { s += KS_EXP(v - m); }
+    { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; }
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float o_m = __shfl_xor_sync(0xffffffffu, m, o);
