@@ -74,44 +74,32 @@ struct scan_text {
   std::string dst(const std::string& p) const { return lay->reverse_out ? C + " - 1 - " + paren(p) : p; }
 };
 
-// Last dim, many rows: a warp per row, tiles of 128, kTilesInFlight of them loaded
-// before any is scanned: the loads do not wait on the carry, so a warp has that many
-// tiles of loads in flight rather than one (with one, a warp per row of 32768 ran at
-// 3.3 TB/s, KernelBench's cumsum 0.93 of the DRAM floor's speed short).
-constexpr int kTilesInFlight = 4;
+// Last dim, many rows: a warp per row, tiles of 128.
 void warp_rows(std::ostringstream& k, const scan_text& s, const std::string& ROWS, const std::string& X, const std::string& Y,
                const epilogue_code& epi, bool fused) {
   const std::string &C = s.C, &T = s.T, &id = s.id;
-  const std::string U = std::to_string(kTilesInFlight);
   k << "  const int lane = threadIdx.x & 31;\n";
   k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
   k << "  if (row >= " << ROWS << ") return;  // the whole warp leaves together\n";
   k << s.row_start(X, "row * " + C);
   if (!fused) k << "  float* yr = " << Y << " + row * " << C << ";\n";
   k << "  " << T << " carry = " << id << ";\n";
-  k << "  for (long long t00 = 0; t00 < " << C << "; t00 += " << 128 * kTilesInFlight << ") {\n";
-  k << "    " << T << " vt[" << U << "][4];\n";
-  k << "#pragma unroll\n    for (int u = 0; u < " << U << "; ++u) {\n";
-  k << "      const long long c0 = t00 + u * 128 + lane * 4;\n";
-  k << "#pragma unroll\n      for (int q = 0; q < 4; ++q) vt[u][q] = c0 + q < " << C << " ? " << s.load("xr", "c0 + q") << " : " << id
-    << ";\n    }\n";
-  k << "#pragma unroll\n  for (int u = 0; u < " << U << "; ++u) {\n";
-  k << "    const long long t0 = t00 + u * 128;\n";
-  k << "    if (t0 >= " << C << ") break;  // the same for the whole warp\n";
-  k << "    const long long c0 = t0 + lane * 4;\n";
-  k << "#pragma unroll\n    for (int q = 1; q < 4; ++q) vt[u][q] = " << s.op("vt[u][q - 1]", "vt[u][q]") << ";\n";
-  k << "    " << T << " s = vt[u][3];\n";
+  k << "  for (long long t0 = 0; t0 < " << C << "; t0 += 128) {\n";
+  k << "    const long long c0 = t0 + lane * 4;\n    " << T << " v[4];\n";
+  k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = c0 + q < " << C << " ? " << s.load("xr", "c0 + q") << " : " << id << ";\n";
+  k << "#pragma unroll\n    for (int q = 1; q < 4; ++q) v[q] = " << s.op("v[q - 1]", "v[q]") << ";\n";
+  k << "    " << T << " s = v[3];\n";
   k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T << " up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << s.op("up", "s") << ";\n    }\n";
   k << "    " << T << " before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
   k << "    before = " << s.op("carry", "before") << ";\n";
   if (fused)
     k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") {\n    const float res = (float)("
-      << s.op("before", "vt[u][q]") << ");\n    const long long i = row * " << C << " + " << s.dst("c0 + q") << ";\n"
+      << s.op("before", "v[q]") << ");\n    const long long i = row * " << C << " + " << s.dst("c0 + q") << ";\n"
       << epi.code << epi.stores << "      }\n";
   else
     k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[" << s.dst("c0 + q") << "] = (float)("
-      << s.op("before", "vt[u][q]") << ");\n";
-  k << "    carry = " << s.op("carry", "__shfl_sync(0xffffffffu, s, 31)") << ";\n  }\n  }\n}\n";
+      << s.op("before", "v[q]") << ");\n";
+  k << "    carry = " << s.op("carry", "__shfl_sync(0xffffffffu, s, 31)") << ";\n  }\n}\n";
 }
 
 // Last dim, few long rows: the block's chunk [c0, c1) of its row. With `parts`, each

@@ -19,22 +19,14 @@ ks0_cumprod(long long n0, long long n1, const float* __restrict__ in0, float* __
   const float* xr = in0 + row * n1;
   float* yr = out3 + row * n1;
   float carry = 1.0f;
-  for (long long t00 = 0; t00 < n1; t00 += 512) {
-    float vt[4][4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const long long c0 = t00 + u * 128 + lane * 4;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) vt[u][q] = c0 + q < n1 ? xr[c0 + q] : 1.0f;
-    }
-#pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const long long t0 = t00 + u * 128;
-    if (t0 >= n1) break;  // the same for the whole warp
+  for (long long t0 = 0; t0 < n1; t0 += 128) {
     const long long c0 = t0 + lane * 4;
+    float v[4];
 #pragma unroll
-    for (int q = 1; q < 4; ++q) vt[u][q] = vt[u][q - 1] * vt[u][q];
-    float s = vt[u][3];
+    for (int q = 0; q < 4; ++q) v[q] = c0 + q < n1 ? xr[c0 + q] : 1.0f;
+#pragma unroll
+    for (int q = 1; q < 4; ++q) v[q] = v[q - 1] * v[q];
+    float s = v[3];
     for (int o = 1; o < 32; o <<= 1) {
       const float up = __shfl_up_sync(0xffffffffu, s, o);
       if (lane >= o) s = up * s;
@@ -44,8 +36,7 @@ ks0_cumprod(long long n0, long long n1, const float* __restrict__ in0, float* __
     before = carry * before;
 #pragma unroll
     for (int q = 0; q < 4; ++q)
-      if (c0 + q < n1) yr[c0 + q] = (float)(before * vt[u][q]);
+      if (c0 + q < n1) yr[c0 + q] = (float)(before * v[q]);
     carry = carry * __shfl_sync(0xffffffffu, s, 31);
-  }
   }
 }
