@@ -321,7 +321,9 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
     return error{prefix + "row_mapping is already " + get(recipe, "row_mapping")};
   }
   if (p == "num_kernels" || p == "fuse_epilogue") {
-    if (get(recipe, "fuse_prologue") == "0" && rows) return pick("fuse_prologue", {"1"});
+    // A row reduction's or a scan's feeding chain computed on its loads (where the
+    // task has none, optimize_once finds the kernels unchanged and says so).
+    if (get(recipe, "fuse_prologue") == "0" && (rows || has_stage(recipe, "scan"))) return pick("fuse_prologue", {"1"});
     return error{prefix + "its elementwise chains and epilogues are already fused as far as its templates go"};
   }
   if (p == "grid_stride") return error{prefix + "its elementwise kernels already use grid-stride loops"};

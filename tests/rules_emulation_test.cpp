@@ -1199,6 +1199,28 @@ TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels match
     if (*mc.form) CHECK_THAT(seeds->front().source, Catch::Contains(mc.form));
     check_candidates(*t, *seeds);
   }
+  // The plainest seed keeps the chain a kernel of its own (fuse_prologue 0); fusing it
+  // into the scan's loads is a method that seed offers, and its result matches too.
+  auto t = masked_task("masked_cumsum_unfused", "torch.cumsum(x * mask, dim=1)", {6, 700}, {6, 700}, {});
+  REQUIRE(t);
+  auto all = the_coder().seeds(*t, 8);
+  if (!all) FAIL(all.message());
+  std::vector<candidate> fused;
+  for (const candidate& c : *all) {
+    if (c.recipe.at("fuse_prologue") != "0") continue;
+    CHECK(c.recipe.at("stages") == "elementwise,scan");
+    CHECK_THAT(c.recipe.at("methods"), Catch::Contains("fuse_elementwise_chain"));
+    optimize_input in;
+    in.task = *t;
+    in.base = c;
+    in.plan.chosen = "fuse_elementwise_chain";
+    auto f = the_coder().optimize(in);
+    if (!f) FAIL(f.message());
+    CHECK(f->recipe.at("stages") == "scan+prologue");
+    fused.push_back(*f);
+  }
+  REQUIRE(fused.size() == 1);
+  check_candidates(*t, fused);
 }
 
 // A split cumsum's chunks start from the partials of the chunks before them, summed in
