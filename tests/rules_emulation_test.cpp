@@ -1139,7 +1139,9 @@ TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference",
 // kernels as ATen promotes it, 0.0f or 1.0f, by byte loads of its own: the chain before
 // a scan computed on the scan's loads (every form of the scan, and along a middle dim),
 // and the mask in elementwise kernels (vector and tail paths, broadcast along rows) and
-// in row reductions' prologues (cached rows). Nothing is left to a library step.
+// in row reductions' prologues (cached rows), as a factor or as where's condition and
+// masked_fill's mask (a softmax over masked rows: -inf where masked). Nothing is left
+// to a library step.
 // Declared at x_shape (the layout's size), run at `run` (x's; the mask's broadcast dims
 // stay 1) when given.
 result<task_spec> masked_task(const std::string& name, const std::string& body, const std::vector<int64_t>& x_shape,
@@ -1183,6 +1185,14 @@ TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels match
       {"mask_only", "mask * 2.0", {5, 7}, {5, 7}, {}, "elementwise", ""},
       {"masked_row_sum", "torch.sum(x * mask, dim=1)", {9, 2050}, {9, 2050}, {}, "row_reduce+prologue", ""},
       {"masked_softmax_cached", "torch.softmax(x * mask, dim=1)", {16, 1000}, {16, 1000}, {}, "row_reduce", ""},
+      {"where_mask", "torch.where(mask, x, x * 0.1) + 1.0", {7, 1003}, {7, 1003}, {}, "elementwise", ""},
+      {"where_scalar_other", "torch.where(mask, torch.exp(x), 0.0)", {5, 333}, {5, 1}, {}, "elementwise", ""},
+      {"where_scalar_self", "torch.where(mask, 1.5, x)", {5, 333}, {5, 333}, {}, "elementwise", ""},
+      {"masked_fill_scalar", "torch.masked_fill(x, mask, 0.5) * 2.0", {6, 1001}, {6, 1001}, {}, "elementwise", ""},
+      {"masked_fill_softmax", "torch.softmax(torch.masked_fill(x, mask, float('-inf')), -1)", {12, 1000}, {12, 1000}, {},
+       "row_reduce", ""},
+      {"masked_fill_rows_sum", "torch.sum(torch.masked_fill(x, mask, 0.0), dim=1)", {9, 2050}, {9, 1}, {},
+       "row_reduce+prologue", ""},
   };
   for (const auto& mc : cases) {
     INFO(mc.name);
@@ -1198,6 +1208,22 @@ TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels match
     }
     if (*mc.form) CHECK_THAT(seeds->front().source, Catch::Contains(mc.form));
     check_candidates(*t, *seeds);
+  }
+  // A causal-attention mask made in the graph (`att.masked_fill(b == 0, -inf)`, then a
+  // softmax): the comparison is a library step writing bool, the masked_fill the
+  // softmax's prologue reading it.
+  {
+    const std::string yaml =
+        "name: attention_mask\nreference:\n  torchscript: |\n    def forward(x, b):\n"
+        "        return torch.softmax(torch.masked_fill(x, torch.lt(b, 0.3), float('-inf')), -1)\n"
+        "inputs:\n  - {name: x, shape: [16, 1000]}\n  - {name: b, shape: [16, 1000], init: {kind: uniform, low: 0, high: 1}}\nseed: 5\n";
+    auto at = parse_task(yaml, "attention_mask.yaml", kSource);
+    if (!at) FAIL(at.message());
+    auto seeds = the_coder().seeds(*at, 2);
+    if (!seeds) FAIL(seeds.message());
+    CHECK(seeds->front().recipe.at("stages") == "fallback:aten::lt,row_reduce+prologue");
+    for (const candidate& c : *seeds) CHECK_THAT(c.source, Catch::Contains("const bool* __restrict__ m"));
+    check_candidates(*at, *seeds);
   }
   // The plainest seed keeps the chain a kernel of its own (fuse_prologue 0); fusing it
   // into the scan's loads is a method that seed offers, and its result matches too.

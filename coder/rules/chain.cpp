@@ -322,6 +322,16 @@ struct chain_writer {
       auto b = second();
       if (!b) return error{n->kind + ": " + b.message()};
       e = (kind == "aten::maximum" ? "fmaxf(" : kind == "aten::minimum" ? "fminf(" : "atan2f(") + X + ", " + *b + ")";
+    } else if (kind == "aten::where" || kind == "aten::masked_fill") {
+      // where(condition, self, other), masked_fill(self, mask, value): the condition
+      // or mask is a bool operand (read as 0.0f or 1.0f); the other two tensors or
+      // scalars, the one picked passed through untouched (NaN included).
+      if (n->inputs.size() != 3) return error{n->kind + " with " + std::to_string(n->inputs.size()) + " inputs is not supported"};
+      auto a = opnd(1);
+      if (!a) return error{n->kind + ": " + a.message()};
+      auto b = opnd(2);
+      if (!b) return error{n->kind + ": " + b.message()};
+      e = kind == "aten::where" ? "(" + X + " != 0.0f ? " + *a + " : " + *b + ")" : "(" + *a + " != 0.0f ? " + *b + " : " + X + ")";
     } else if (kind == "aten::xlogy") {
       auto b = second();
       if (!b) return error{n->kind + ": " + b.message()};

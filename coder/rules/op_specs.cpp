@@ -18,7 +18,7 @@ const std::set<std::string>& elementwise_ops() {
       "aten::type_as", "aten::expand_as", "aten::expand", "aten::hardshrink", "aten::softshrink",
       "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub", "aten::maximum",
       "aten::minimum", "aten::atan2", "aten::xlogy", "aten::true_divide", "aten::multiply", "aten::subtract",
-      "aten::divide", "aten::sigmoid", "aten::softsign", "aten::logit"};
+      "aten::divide", "aten::sigmoid", "aten::softsign", "aten::logit", "aten::where", "aten::masked_fill"};
   return ops;
 }
 
