@@ -187,6 +187,23 @@ result<std::string> load_lambda(const lowering_context& cx, const stage& pro, co
   return "  auto ks_load = [&](long long i) -> float {\n" + code + "    return " + var.at(value) + ";\n  };\n";
 }
 
+// What a scan kernel with parameters `kp` reads: its input tensor (`X`) or, with a
+// prologue, the lambda that computes it (`code`).
+struct scan_source {
+  std::string X, code;
+};
+result<scan_source> scan_source_of(const lowering_context& cx, const stage* pro, const std::string& in_value, kernel_params& kp) {
+  scan_source out;
+  if (!pro) {
+    out.X = kp.tensor_in(cx.tensor_of.at(in_value));
+    return out;
+  }
+  auto l = load_lambda(cx, *pro, in_value, kp);
+  if (!l) return error{l.message()};
+  out.code = *l;
+  return out;
+}
+
 }  // namespace
 
 status emit_scan(lowering_context& cx, size_t si) {
@@ -205,14 +222,9 @@ status emit_scan(lowering_context& cx, size_t si) {
   const std::string ROWS = kp.int64(product(outer)), C = kp.int64(in.sym[dim]);
   std::string INNER = last ? "1" : kp.int64(product(inner));
   const stage* pro = st.prologue >= 0 ? &cx.stages[st.prologue] : nullptr;
-  std::string X, pro_code;
-  if (pro) {
-    auto l = load_lambda(cx, *pro, in_value, kp);
-    if (!l) return error{l.message()};
-    pro_code = *l;
-  } else {
-    X = kp.tensor_in(cx.tensor_of.at(in_value));
-  }
+  auto source = scan_source_of(cx, pro, in_value, kp);
+  if (!source) return error{source.message()};
+  const std::string X = source->X, pro_code = source->code;
   auto epi = fused_epilogue(cx, si, out_value, "i", kp);
   if (!epi) return epi.error();
   const bool fused = st.epilogue >= 0;
@@ -248,14 +260,9 @@ status emit_scan(lowering_context& cx, size_t si) {
       cx.out.plan.scratch.push_back({part, {paren(rows) + " * " + SPLIT}, sum ? "float64" : "float32", "none"});
       kernel_params ka;
       const std::string CA = ka.int64(in.sym[dim]);
-      std::string XA, pro_a;
-      if (pro) {
-        auto l = load_lambda(cx, *pro, in_value, ka);
-        if (!l) return error{l.message()};
-        pro_a = *l;
-      } else {
-        XA = ka.tensor_in(cx.tensor_of.at(in_value));
-      }
+      auto source_a = scan_source_of(cx, pro, in_value, ka);
+      if (!source_a) return error{source_a.message()};
+      const std::string XA = source_a->X, pro_a = source_a->code;
       ka.decls.push_back("long long nparts");
       ka.args.push_back({"int", SPLIT, "int64"});
       const std::string PART = ka.tensor_out(part, T);
