@@ -171,7 +171,8 @@ result<lowered_kernel_set> run(lowering_context& cx) {
                      cx.src.find("ks_ms_merge") != std::string::npos;
   std::string fast = cx.p.fast_math && calls ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
                                              : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
-  cx.out.source = fast + kHeader + (cx.uses_welford ? welford_helpers() : "") + (cx.uses_smem ? shared_row_helpers() : "") + cx.src;
+  cx.out.source = fast + kHeader + (cx.uses_welford ? welford_helpers() : "") + (cx.uses_smem ? shared_row_helpers() : "") +
+                   (cx.uses_cluster ? cluster_helpers() : "") + cx.src;
   return cx.out;
 }
 

@@ -20,6 +20,7 @@
 //
 // Inside: coder/rules/ (lowering_context.hpp maps which file holds which template).
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -70,6 +71,12 @@ struct lowering_params {
 struct lowering_device {
   int multiprocessors = 132;
   int max_threads_per_sm = 2048;
+  // Compute capability major: thread-block clusters and their distributed shared
+  // memory need 9 (Hopper) or later; below it no kernel is written with them.
+  int cc_major = 9;
+  // The most shared memory one block may opt into (bytes): what a row spread over a
+  // cluster may stage a block.
+  int64_t shared_per_block_optin = 232448;
 };
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p);

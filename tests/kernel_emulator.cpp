@@ -15,6 +15,11 @@ namespace {
 // One OS thread; each CUDA thread is a fiber (ucontext) that yields to the block's
 // scheduler at every barrier. A pass over the fibers brings each to its next barrier,
 // which is what __syncthreads and a warp shuffle need (done fibers are skipped).
+// A cluster's blocks (a kernel declared with __cluster_dims__) run one after another
+// up to each barrier across the cluster, then on from it: each block its own dynamic
+// shared memory, which ks_cluster_map reads across. Static __shared__ arrays are one
+// for all blocks, so what a block keeps in them must not outlive a cluster barrier
+// (the templates' block combines use them between two barriers of one block).
 const char* kShim = R"SHIM(
 #include <cmath>
 #include <cstring>
@@ -25,10 +30,11 @@ struct dim3_t { unsigned x = 1, y = 1, z = 1; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 static dim3_t threadIdx, blockIdx, blockDim, gridDim;
-struct ks_fiber { ucontext_t ctx; std::vector<char> stack; bool done = false; };
+struct ks_fiber { ucontext_t ctx; std::vector<char> stack; bool done = false, at_cluster = false; };
 static ucontext_t ks_main;
 static std::vector<ks_fiber> ks_fibers;
-static unsigned ks_cur = 0;
+static unsigned ks_cur = 0;   // the running fiber: rank * blockDim.x + threadIdx.x
+static unsigned ks_rank = 0;  // the running block's rank in its cluster
 static std::function<void()> ks_body;
 static std::vector<double> ks_slots;  // a lane's shuffled value: float or double, exact either way
 #define __global__
@@ -40,12 +46,24 @@ static std::vector<double> ks_slots;  // a lane's shuffled value: float or doubl
 // A block's dynamic shared memory: NaN at the start of every block (a read of what no
 // thread copied shows), followed by guard words that a launch checks afterwards (a
 // write past the plan's shared_mem is an error, as it would be a fault on a GPU).
-static std::vector<float> ks_dynamic;
+static std::vector<std::vector<float>> ks_dynamic;  // a cluster's blocks', by rank
 static size_t ks_dynamic_n = 0;
 constexpr size_t ks_guard = 64;
 constexpr float ks_guard_value = 1234.5f;
-#define KS_DYNAMIC_SHARED(name) float4* const name = reinterpret_cast<float4*>(ks_dynamic.data())
-static inline void ks_yield() { swapcontext(&ks_fibers[ks_cur].ctx, &ks_main); threadIdx.x = ks_cur; }
+#define KS_DYNAMIC_SHARED(name) float4* const name = reinterpret_cast<float4*>(ks_dynamic[ks_rank].data())
+static inline void ks_yield() { swapcontext(&ks_fibers[ks_cur].ctx, &ks_main); threadIdx.x = ks_cur % blockDim.x; }
+#define __cluster_dims__(...)
+#define KS_CLUSTER_EMULATED 1
+// A barrier across the cluster: the fiber waits until every thread of every block of
+// the cluster has reached one (or is done). arrive/wait pairs are kept as a whole
+// barrier at the wait.
+inline void ks_cluster_sync() { ks_fibers[ks_cur].at_cluster = true; ks_yield(); }
+inline void ks_cluster_arrive() {}
+inline void ks_cluster_wait() { ks_cluster_sync(); }
+// The place p (in this block's dynamic shared memory) in block `rank`'s.
+inline const float* ks_cluster_map(const float* p, unsigned rank) {
+  return ks_dynamic[rank].data() + (p - ks_dynamic[ks_rank].data());
+}
 inline void __syncthreads() { ks_yield(); }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
   unsigned t = threadIdx.x;
@@ -87,42 +105,61 @@ static void ks_entry() {
   ks_body();
   ks_fibers[ks_cur].done = true;
 }
+// Returns 0, 1 when a block wrote past its dynamic shared memory, 2 when the grid is
+// not a whole number of clusters.
 template <class F>
-int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, F body) {
+int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, unsigned cl, F body) {
+  if (cl == 0 || gx % cl != 0) return 2;
   gridDim = {gx, gy, gz};
   ks_dynamic_n = (smem + 15) / 16 * 4;
   blockDim = {bx, 1, 1};
   ks_body = body;
-  ks_fibers.resize(bx);
+  ks_fibers.resize(bx * cl);
+  ks_dynamic.resize(cl);
   ks_slots.assign(((bx + 31) / 32) * 32, 0.0f);
   for (auto& f : ks_fibers) f.stack.resize(1 << 16);
   for (unsigned z = 0; z < gz; ++z)
     for (unsigned y = 0; y < gy; ++y)
-      for (unsigned x = 0; x < gx; ++x) {
-        blockIdx = {x, y, z};
-        ks_dynamic.assign(ks_dynamic_n, __builtin_nanf(""));
-        ks_dynamic.resize(ks_dynamic_n + ks_guard, ks_guard_value);
-        for (unsigned t = 0; t < bx; ++t) {
+      for (unsigned x0 = 0; x0 < gx; x0 += cl) {
+        for (unsigned r = 0; r < cl; ++r) {
+          ks_dynamic[r].assign(ks_dynamic_n, __builtin_nanf(""));
+          ks_dynamic[r].resize(ks_dynamic_n + ks_guard, ks_guard_value);
+        }
+        for (unsigned t = 0; t < bx * cl; ++t) {
           ks_fiber& f = ks_fibers[t];
           f.done = false;
+          f.at_cluster = false;
           getcontext(&f.ctx);
           f.ctx.uc_stack.ss_sp = f.stack.data();
           f.ctx.uc_stack.ss_size = f.stack.size();
           f.ctx.uc_link = &ks_main;
           makecontext(&f.ctx, ks_entry, 0);
         }
-        for (bool running = true; running;) {
-          running = false;
-          for (unsigned t = 0; t < bx; ++t) {
-            if (ks_fibers[t].done) continue;
-            ks_cur = t;
-            threadIdx = {t, 0, 0};
-            swapcontext(&ks_main, &ks_fibers[t].ctx);
-            running = running || !ks_fibers[t].done;
+        // Each block in turn up to its next barrier across the cluster (or its end),
+        // then all released together.
+        for (bool left = true; left;) {
+          left = false;
+          for (unsigned r = 0; r < cl; ++r) {
+            ks_rank = r;
+            blockIdx = {x0 + r, y, z};
+            for (bool running = true; running;) {
+              running = false;
+              for (unsigned t = 0; t < bx; ++t) {
+                ks_fiber& f = ks_fibers[r * bx + t];
+                if (f.done || f.at_cluster) continue;
+                ks_cur = r * bx + t;
+                threadIdx = {t, 0, 0};
+                swapcontext(&ks_main, &f.ctx);
+                running = running || (!f.done && !f.at_cluster);
+              }
+            }
           }
+          for (auto& f : ks_fibers)
+            if (f.at_cluster) f.at_cluster = false, left = true;
         }
-        for (size_t g = 0; g < ks_guard; ++g)
-          if (ks_dynamic[ks_dynamic_n + g] != ks_guard_value) return 1;
+        for (unsigned r = 0; r < cl; ++r)
+          for (size_t g = 0; g < ks_guard; ++g)
+            if (ks_dynamic[r][ks_dynamic_n + g] != ks_guard_value) return 1;
       }
   return 0;
 }
@@ -144,9 +181,17 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
                                                                 const std::filesystem::path& work_dir) {
   std::string text = std::string(kShim) + "\n" + source + "\n";
   for (const kernel_signature& k : extract_kernel_signatures(source)) {
+    // Blocks a cluster: `__cluster_dims__(G, 1, 1)` in the kernel's declaration.
+    unsigned cl = 1;
+    const size_t at = source.find("\n" + k.name + "(");
+    const size_t decl = at == std::string::npos ? at : source.rfind("extern \"C\"", at);
+    if (decl != std::string::npos) {
+      const size_t cd = source.find("__cluster_dims__(", decl);
+      if (cd != std::string::npos && cd < at) cl = static_cast<unsigned>(std::stoul(source.substr(cd + 17)));
+    }
     text += "extern \"C\" int ks_launch_" + k.name +
-            "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, void** a) {\n  return ks_run(gx, gy, gz, bx, smem, [=] { " +
-            k.name + "(";
+            "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, void** a) {\n  return ks_run(gx, gy, gz, bx, smem, " +
+            std::to_string(cl) + "u, [=] { " + k.name + "(";
     for (size_t i = 0; i < k.params.size(); ++i) {
       const kernel_param& p = k.params[i];
       if (i) text += ", ";
@@ -190,8 +235,10 @@ status emulated_module::launch(const std::string& kernel, std::array<int64_t, 3>
   auto f = reinterpret_cast<fn>(dlsym(handle_, ("ks_launch_" + kernel).c_str()));
   if (!f) return error{"emulator: no kernel " + kernel};
   if (block[1] != 1 || block[2] != 1) return error{"emulator: only 1-D blocks"};
-  if (f(static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
-        static_cast<unsigned>(block[0]), static_cast<unsigned long long>(shared_bytes), args.data()) != 0)
+  const int rc = f(static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
+                   static_cast<unsigned>(block[0]), static_cast<unsigned long long>(shared_bytes), args.data());
+  if (rc == 2) return error{"emulator: kernel " + kernel + ": its grid is not a whole number of its clusters"};
+  if (rc != 0)
     return error{"emulator: kernel " + kernel + " wrote past its " + std::to_string(shared_bytes) +
                  " bytes of dynamic shared memory"};
   return {};

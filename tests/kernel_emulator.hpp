@@ -4,7 +4,9 @@
 // is compiled by the host C++ compiler with a shim (blockIdx/threadIdx, __syncthreads,
 // __shfl_xor_sync, static __shared__, KS_DYNAMIC_SHARED, float4, the intrinsics it
 // uses), and each block runs as blockDim.x fibers on one OS thread, one block after
-// another. Test-only: it knows only the CUDA subset those templates use.
+// another (a cluster's blocks in turn up to each barrier across the cluster, with
+// distributed shared memory between them). Test-only: it knows only the CUDA subset
+// those templates use.
 
 #include <array>
 #include <filesystem>

@@ -850,6 +850,26 @@ TEST_CASE("gpu: the example plans review ok against their tasks", "[reviewer][gp
   }
 }
 
+// The rules coder's first seeds of the suite's long-row tasks (tests/golden/lower, what
+// `kernelskill lower` writes for them): each row spread over a thread-block cluster,
+// its blocks' partial states read through distributed shared memory. Compiled by
+// NVRTC and launched by cuLaunchKernel with the kernel's compile-time cluster size,
+// checked against the reference over every trial.
+TEST_CASE("gpu: rows spread over a cluster's shared memory review ok", "[reviewer][gpu][cluster]") {
+  REQUIRE_GPU(rev);
+  if (rev->device().cc_major < 9) KS_SKIP("compute capability below 9.0: no clusters");
+  const std::string golden = std::string(KS_SOURCE_DIR) + "/tests/golden/lower/";
+  for (const char* name : {"softmax_long_rows", "l1_normalize_long_rows"}) {
+    INFO(name);
+    auto task = load_task(std::string(KS_SOURCE_DIR) + "/bench/tasks/" + name + ".yaml");
+    REQUIRE(task);
+    const std::string source = read_text(golden + name + "/seed-0.cu");
+    REQUIRE(source.find("__cluster_dims__(") != std::string::npos);
+    auto r = review_of(*rev, *task, source, read_text(golden + name + "/seed-0.yaml"));
+    check_ok_example(r);
+  }
+}
+
 TEST_CASE("gpu: compile and plan errors are reported as such", "[reviewer][gpu]") {
   REQUIRE_GPU(rev);
   task_spec relu = task_from(kReluTask);

@@ -542,14 +542,97 @@ TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules]
   }
 }
 
+// Rows too long for one block's staging space at the task's size are spread over a
+// cluster by the first seed (on_chip): 4 blocks a row of 65536, each staging its
+// chunk, and 8 blocks a row of 393216, staging 49152 floats each. At the cpu size:
+// short rows (chunks of 256 elements), rows whose length is not a multiple of 4
+// (4-byte copies, the last chunk shorter), rows so short that the last blocks' chunks
+// are empty, and rows longer than the cluster's staging space, whose rest is read
+// twice. The blocks' partial states cross through the emulator's distributed shared
+// memory.
+TEST_CASE("emulated: rows spread over a cluster's shared memory match the reference", "[rules][emulated][row_cache][cluster]") {
+  const char* cases[] = {
+      "examples/tasks/softmax.yaml",             // online max and sum, no prologue
+      "bench/tasks/softmax_temperature.yaml",    // prologue, recomputed from the staged row
+      "bench/tasks/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
+      "bench/tasks/rmsnorm.yaml",                // epilogue re-reads x, weight at the column
+      "bench/tasks/layernorm_gelu.yaml",         // moments (the row's shift), affine at the column, epilogue
+      "bench/tasks/l2_normalize_rows.yaml",
+  };
+  const std::tuple<int64_t, int, std::vector<int64_t>> sizes[] = {
+      {65536, 4, {2048, 2101, 9, 4 * 16384 + 40}}, {393216, 8, {2048, 2101, 8 * 49152 + 12}}};
+  for (const char* path : cases) {
+    for (const auto& [target, blocks, lens] : sizes) {
+      for (int64_t len : lens) {
+        auto task = load_task(kSource / path);
+        REQUIRE(task);
+        INFO(path << ": rows of " << target << " at the task's size, " << len << " at the cpu size");
+        for (auto* list : {&task->inputs, &task->parameters})
+          for (auto& t : *list) {
+            if (t.shape.empty()) continue;
+            t.shape.back() = target;
+            if (t.shape.size() > 1) t.shape.front() = 4096;
+          }
+        for (auto& [name, shape] : task->sizes.at("cpu")) {
+          if (shape.empty()) continue;
+          shape.back() = len;
+          if (shape.size() > 1) shape.front() = len > 8192 ? 2 : 5;
+        }
+        auto seeds = the_coder().seeds(*task, 1);
+        if (!seeds) FAIL(seeds.message());
+        const candidate& c = seeds->at(0);
+        INFO(c.source);
+        REQUIRE(c.recipe.at("row_cache") == "on_chip");
+        REQUIRE(c.source.find("__cluster_dims__(" + std::to_string(blocks) + ", 1, 1)") != std::string::npos);
+        REQUIRE(c.source.find("ks_cluster_map(ks_part, q)") != std::string::npos);
+        check_candidates(*task, *seeds);
+      }
+    }
+  }
+}
+
+// A device without clusters (compute capability 8) keeps a block per row, staging
+// what its shared memory holds of the row.
+TEST_CASE("rules coder: rows over a cluster only where the device has clusters", "[rules][row_cache][cluster]") {
+  auto task = load_task(kSource / "examples/tasks/softmax.yaml");
+  REQUIRE(task);
+  task->inputs.at(0).shape = {4096, 65536};
+  auto g = the_coder().graph(*task);
+  REQUIRE(g);
+  target_shapes target{{"x", {4096, 65536}}};
+  lowering_params p = rules_coder::seed_params().front();
+  auto hopper = lower_graph(*g, p, target, lowering_device{});
+  REQUIRE(hopper);
+  CHECK(hopper->source.find("__cluster_dims__(4, 1, 1)") != std::string::npos);
+  lowering_device ampere;
+  ampere.cc_major = 8;
+  ampere.shared_per_block_optin = 166912;
+  auto older = lower_graph(*g, p, target, ampere);
+  REQUIRE(older);
+  CHECK(older->source.find("__cluster_dims__") == std::string::npos);
+  CHECK(older->source.find("ks_cluster") == std::string::npos);
+  CHECK(older->source.find("KS_DYNAMIC_SHARED(ks_row);") != std::string::npos);
+  // A row longer than 8 blocks can stage (8 x 227 KiB) is not spread either.
+  task->inputs.at(0).shape = {64, 8 * 60000};
+  auto huge = lower_graph(*g, p, {{"x", {64, 8 * 60000}}}, lowering_device{});
+  REQUIRE(huge);
+  CHECK(huge->source.find("__cluster_dims__") == std::string::npos);
+  // row_cache shared: one block's shared memory, never a cluster.
+  p.row_cache = "shared";
+  auto one = lower_graph(*g, p, target, lowering_device{});
+  REQUIRE(one);
+  CHECK(one->source.find("__cluster_dims__") == std::string::npos);
+}
+
 // A softmax over rows with -inf entries (log(relu(x - 3)): about 3 in 4 masked) where
 // many threads hold only -inf: their part adds nothing, not NaN. Rows kept in
-// registers (rows of 1024 at the task's size), staged in shared memory (16384), and
-// split over several blocks (64 rows of 16384: blocks whose chunk is all -inf).
+// registers (rows of 1024 at the task's size), staged in shared memory (16384),
+// spread over a cluster (65536), and split over several blocks (64 rows of 16384: blocks whose chunk is all -inf).
 TEST_CASE("emulated: a softmax over masked rows is not NaN", "[rules][emulated][row_cache]") {
   const std::tuple<int64_t, int64_t, const char*, std::vector<int64_t>> cases[] = {
       {64, 1024, "float rv[", {9, 2048}},
       {4096, 16384, "KS_DYNAMIC_SHARED(ks_row);", {9, 2048}},
+      {4096, 65536, "__cluster_dims__(4, 1, 1)", {3, 2048}},  // blocks whose chunk is all -inf
       {64, 16384, "_part(", {3, 13000}}};  // 4 blocks a row at the cpu size
   for (auto [rows, target, form, cpu] : cases) {
     auto task = load_task(kSource / "examples/tasks/softmax.yaml");

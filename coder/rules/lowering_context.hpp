@@ -26,6 +26,7 @@
 //   row_reduce.cpp        reduce_layout       reductions and normalisations
 //   row_cache.cpp         row_cache_layout    a row kept in registers or shared
 //                                             memory between row_reduce's passes
+//                                             (a long row: in a cluster's)
 //   row_split.cpp                             few long rows split over several blocks
 //   middle_reduce.cpp                         a middle dim read twice (slices, the
 //                                             column kept in registers)
@@ -116,6 +117,7 @@ struct lowering_context {
   std::string src;
   bool uses_smem = false;  // a kernel stages rows in shared memory: the source needs its helpers
   bool uses_welford = false;  // a kernel merges Welford states: the source needs ks_wf_merge
+  bool uses_cluster = false;  // a kernel spreads rows over a cluster: the source needs its helpers
   std::set<std::string> written;  // values some step stores
 
   const graph_value& val(const std::string& id) const { return g.values.at(id); }

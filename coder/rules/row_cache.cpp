@@ -109,13 +109,17 @@ std::string staged(const reduce_layout& lay, const std::function<std::string(con
 // it copied: waiting for its own copies is enough, no barrier.
 std::string shared_copies(const reduce_parts& rp, const reduce_layout& lay) {
   const std::vector<std::string>& row_params = lay.cache.row_params;
-  const std::string &C = rp.C, lane = lay.lane(), width = lay.width();
+  const std::string C = cached_span(rp, lay.cache), lane = lay.lane(), width = lay.width();
   const int64_t cap = lay.cache.shared_cap();
   std::string t = "  KS_DYNAMIC_SHARED(ks_row);\n";
   t += "  const int cc = (int)(" + C + " < " + std::to_string(cap) + " ? " + C + " : " + std::to_string(cap) + ");\n";
-  t += "  const bool v4 = (" + C + " & 3) == 0;  // rows 16-byte aligned: float4 copies, loads and stores\n";
+  t += "  const bool v4 = (" + rp.C + " & 3) == 0;  // rows 16-byte aligned: float4 copies, loads and stores\n";
+  // In a cluster the block's partial state goes first (16 bytes: the chunk stays
+  // aligned), where the other blocks read it.
+  if (lay.cache.cluster > 1) t += "  float* const ks_part = reinterpret_cast<float*>(ks_row);\n";
+  const std::string first = lay.cache.cluster > 1 ? "4 + " : "";
   for (size_t q = 0; q < row_params.size(); ++q)
-    t += "  float* const sh_" + row_params[q] + " = reinterpret_cast<float*>(ks_row) + " + std::to_string(q) + " * cc;\n";
+    t += "  float* const sh_" + row_params[q] + " = reinterpret_cast<float*>(ks_row) + " + first + std::to_string(q) + " * cc;\n";
   t += "  if (v4) {\n    for (int c4 = " + lane + "; c4 < cc / 4; c4 += " + width + ") {\n";
   for (auto& P : row_params) t += "      ks_cp_async16(sh_" + P + " + c4 * 4, " + P + " + base + c4 * 4);\n";
   t += "    }\n  } else {\n    for (int c = " + lane + "; c < cc; c += " + width + ") {\n";
@@ -128,7 +132,36 @@ std::string shared_copies(const reduce_parts& rp, const reduce_layout& lay) {
 
 const char* shared_row_helpers() { return kSharedHelpers; }
 
-row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp, int lanes) {
+const char* cluster_helpers() {
+  // barrier.cluster's release and acquire order the partial states written to shared
+  // memory before the barrier against the other blocks' reads after it; mapa gives the
+  // generic address of the same place in another block's shared memory. Below sm_90
+  // they are declared only: no kernel there calls them (the lowering writes none).
+  return R"(
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void ks_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void ks_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void ks_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ const float* ks_cluster_map(const float* p, unsigned rank) {
+  unsigned long long r;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "r"(rank));
+  return reinterpret_cast<const float*>(r);
+}
+#elif !defined(KS_CLUSTER_EMULATED)
+__device__ void ks_cluster_sync();
+__device__ void ks_cluster_arrive();
+__device__ void ks_cluster_wait();
+__device__ const float* ks_cluster_map(const float* p, unsigned rank);
+#endif
+)";
+}
+
+std::string cached_span(const reduce_parts& rp, const row_cache_layout& c) { return c.cluster > 1 ? "cn" : rp.C; }
+
+row_cache_layout choose_row_cache(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp, bool warp,
+                                  int lanes) {
   row_cache_layout c;
   const reduction_spec& r = rp.r;
   // group_norm's second pass walks a row channel by channel (group_pass2): not cached.
@@ -158,6 +191,20 @@ row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& 
   }
   if (warp || c.row_params.empty() || p.row_cache == "registers") return {};
   c.kind = row_cache_layout::shared;
+  // A row longer than a block's staging space: the fewest blocks of a cluster (a power
+  // of two) whose chunks fit it, or 8 blocks staging more each, up to what a block may
+  // opt into (less its static shared memory: the block combine's, 1 KiB at most).
+  const int64_t n = static_cast<int64_t>(c.row_params.size());
+  if (p.row_cache == "on_chip" && dev.cc_major >= 9 && rp.row_len * n > kSharedRow) {
+    int g = 2;
+    while (g < kMaxCluster && g * kSharedRow < rp.row_len * n) g *= 2;
+    const int64_t chunk = ((rp.row_len + g - 1) / g + 3) / 4 * 4;
+    const int64_t most = (dev.shared_per_block_optin - 1024 - 16) / 4 / n * n;
+    if (chunk * n <= most) {
+      c.cluster = g;
+      c.staged = std::max(kSharedRow, chunk * n);
+    }
+  }
   // A prologue's value replaces the raw element in place when nothing reads the raw
   // row again, so later loops do not recompute it; the softmax stores exp(v - the
   // thread's max) there too, so pass 2 needs no exp (each thread rescales its own
@@ -244,7 +291,7 @@ std::string shared_pass1(lowering_context& cx, const reduce_parts& rp, const red
         },
         cache.store_exp ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
   }
-  loop = "  for (long long c = cc + " + lay.lane() + "; c < " + rp.C + "; c += " + lay.width() + ")";
+  loop = "  for (long long c = cc + " + lay.lane() + "; c < " + cached_span(rp, cache) + "; c += " + lay.width() + ")";
   return t;
 }
 

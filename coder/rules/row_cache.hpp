@@ -19,7 +19,17 @@
 // value replaces the raw element there when nothing reads the raw row again; else
 // pass 2 recomputes it. A longer row's rest is read twice. With a warp per row it
 // means "registers".
-// "on_chip": registers where the row fits them, else shared memory.
+// "on_chip": registers where the row fits them, else shared memory; a row longer than
+// one block's staging space is spread over a thread-block cluster (sm_90 on, `cluster`
+// blocks a row, a power of two up to 8, the portable size): each block stages its chunk
+// of the row (as row_split.hpp cuts it) in its own shared memory, reduces it, and every
+// block of the cluster reads the others' partial states through distributed shared
+// memory and merges them in rank order (the same bits in every block), then walks its
+// chunk again from shared memory. One read and one write of the row in one kernel,
+// where a block per row read a row of 1.5 MiB twice (KernelBench's softmax: 4096 rows
+// of 393216). The chunks stay within kSharedRow floats a block where the cluster
+// holds the row so; a longer row's blocks stage more, up to what a block may opt into
+// (a cluster of 8 a row then holds one block an SM); longer still, a block per row.
 //
 // What it promises:
 // - choose_row_cache decides from the params, the row's length at the target shapes
@@ -41,6 +51,8 @@ struct reduce_layout;
 
 // A row staged in shared memory holds at most this many floats (64 KiB).
 constexpr int64_t kSharedRow = 16384;
+// Blocks a row at most in a cluster: the portable cluster size.
+constexpr int kMaxCluster = 8;
 
 // The device helpers that staging rows in shared memory calls (dynamic shared
 // memory, cp.async copies): prepended once to a source whose kernels stage rows
@@ -56,13 +68,29 @@ struct row_cache_layout {
   bool keep_value = false;              // registers: rv, the reduced value, for a normalisation's pass 2
   bool in_place = false;                // shared: pass 1 writes the prologue's value over the raw element
   bool store_exp = false;               // the softmax's cache holds exp(v - the thread's max)
-  // Shared: floats staged per tensor (the rest of a longer row is read twice).
-  int64_t shared_cap() const { return kSharedRow / static_cast<int64_t>(row_params.size()); }
+    // Shared: the blocks of a cluster that hold a row between them (0: a block per row).
+  int cluster = 0;
+  // Shared: floats staged a block in all tensors.
+  int64_t staged = kSharedRow;
+  // Shared: floats staged per tensor (the rest of a longer row, or of a block's
+  // chunk, is read twice).
+  int64_t shared_cap() const { return staged / static_cast<int64_t>(row_params.size()); }
 };
+
+// The device helpers of a row spread over a cluster (barriers across the cluster, a
+// pointer into another block's shared memory): prepended once to a source that has
+// such a kernel (lowering_context::uses_cluster). A host build of the source (the
+// tests' emulator) defines KS_CLUSTER_EMULATED and its own.
+const char* cluster_helpers();
 
 // The cache for a row reduction with a second pass (none for any other), with a
 // warp (`warp`, `lanes` of it a row) or a block per row.
-row_cache_layout choose_row_cache(const lowering_params& p, const reduce_parts& rp, bool warp, int lanes = 32);
+row_cache_layout choose_row_cache(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp, bool warp,
+                                  int lanes = 32);
+
+// Where a pass walks a row of the cache: the row (C) for a block per row, the block's
+// chunk (cn) in a cluster.
+std::string cached_span(const reduce_parts& rp, const row_cache_layout& c);
 
 // Pass 1 over the cached part of a row, and the loop header over the rest (`loop`,
 // replaced).

@@ -292,6 +292,28 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   return {};
 }
 
+// A row spread over a cluster of G blocks, after each block combined its chunk: the
+// block's state into its shared memory, a barrier across the cluster, then every
+// thread reads the G states from the blocks' shared memory and merges them in rank
+// order, so every block holds the same bits (as row_split.hpp's second kernel). The
+// arrive says this block has read the others' states; it waits for theirs before
+// it leaves (ks_cluster_wait at the kernel's end), so its pass 2 does not wait.
+std::string cluster_merge(const reduce_parts& rp, int G) {
+  const acc_text& a = rp.a;
+  std::string t = "  if (threadIdx.x == 0) {";
+  for (size_t q = 0; q < a.state.size(); ++q) t += " ks_part[" + std::to_string(q) + "] = " + a.state[q] + ";";
+  t += " }\n  ks_cluster_sync();\n  {\n    const float* const p0 = ks_cluster_map(ks_part, 0);\n   ";
+  for (size_t q = 0; q < a.state.size(); ++q) t += " " + a.state[q] + " = p0[" + std::to_string(q) + "];";
+  t += "\n  }\n  for (unsigned q = 1; q < " + std::to_string(G) + "; ++q) {\n    const float* const pq = ks_cluster_map(ks_part, q);\n";
+  std::vector<std::string> other;
+  for (size_t q = 0; q < a.state.size(); ++q) {
+    t += "    const float p_" + a.state[q] + " = pq[" + std::to_string(q) + "];\n";
+    other.push_back("p_" + a.state[q]);
+  }
+  t += "    " + merge(rp.r, other) + "\n  }\n  ks_cluster_arrive();\n";
+  return t;
+}
+
 // The comment and signature of a row, slice or per-output kernel.
 std::string kernel_head(const reduce_parts& rp, const reduce_layout& lay) {
   const reduction_spec& r = rp.r;
@@ -303,8 +325,14 @@ std::string kernel_head(const reduce_parts& rp, const reduce_layout& lay) {
                 : (!r.normalizes() && !rp.epi ? "; each output's column in slices, a warp per slice and a lane per output"
                                               : "; each output's column in slices, a warp per slice and a lane per output, read twice"))
     << (lay.cache.kind == row_cache_layout::registers ? "; the row kept in registers between the passes" : "")
-    << (lay.cache.kind == row_cache_layout::shared ? "; the row kept in shared memory between the passes" : "") << ".\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
+    << (lay.cache.kind == row_cache_layout::shared && lay.cache.cluster == 0 ? "; the row kept in shared memory between the passes" : "")
+    << (lay.cache.cluster > 1 ? "; the row spread over a cluster of " + std::to_string(lay.cache.cluster) +
+                                    " blocks, each keeping its chunk in shared memory between the passes and reading the others' partial states from theirs"
+                              : std::string())
+    << ".\n";
+  k << "extern \"C\" __global__ void ";
+  if (lay.cache.cluster > 1) k << "__cluster_dims__(" << lay.cache.cluster << ", 1, 1) ";
+  k << "__launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
   return k.str();
 }
 
@@ -345,8 +373,23 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   const std::string& C = rp.C;
   const std::string lane = lay.lane(), width = lay.width();
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
-  index_epilogue_by_row(rp);
-  if (lay.warp && lay.lanes < 32) {
+  const int G = lay.cache.cluster;
+  // In a cluster, c walks the block's chunk: the row's column is c0 + c.
+  index_epilogue_by_row(rp, G > 1 ? "(c0 + c)" : "c");
+  if (G > 1) {
+    if (!rp.W.empty()) rp.y = replace_all(rp.y, rp.W + "[c]", rp.W + "[c0 + c]");
+    if (!rp.Bi.empty()) rp.y = replace_all(rp.y, rp.Bi + "[c]", rp.Bi + "[c0 + c]");
+  }
+  if (G > 1) {
+    // The row's chunks as row_split.hpp cuts them (a multiple of 4: float4 stays
+    // aligned); a chunk past the row's end is empty.
+    const std::string g = std::to_string(G);
+    k << "  const long long row = (long long)blockIdx.x / " << g << ", part = (long long)blockIdx.x % " << g
+      << ";  // the cluster's rank\n";
+    k << "  const long long chunk = ((" << C << " + " << G - 1 << ") / " << g << " + 3) / 4 * 4;\n";
+    k << "  const long long c0 = min(" << C << ", part * chunk), c1 = min(" << C << ", c0 + chunk), cn = c1 - c0;\n";
+    k << "  const long long base = row * " << C << " + c0;  // the block's chunk: base + c, 0 <= c < cn\n";
+  } else if (lay.warp && lay.lanes < 32) {
     // Short rows: 32 / L rows a warp. A group past the last row repeats the last row
     // (the same values to the same places): the warp's shuffles need all its lanes.
     const std::string L = std::to_string(lay.lanes);
@@ -361,10 +404,12 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   } else {
     k << "  const long long row = blockIdx.x;\n";
   }
-  k << "  const long long base = row * " << C << ";\n";
+  if (G <= 1) k << "  const long long base = row * " << C << ";\n";
   k << rp.decl;
-  if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
-  std::string loop = "  for (long long c = " + lane + "; c < " + C + "; c += " + width + ")";
+  // The shift of shifted sums: the row's first element, the same in every block of a
+  // cluster (their sums then merge by adding).
+  if (r.acc == acc_kind::moments) k << reduce_load(rp, G > 1 ? "row * " + C : "base", "shift");
+  std::string loop = "  for (long long c = " + lane + "; c < " + cached_span(rp, lay.cache) + "; c += " + width + ")";
   const std::string full_loop = loop;
   if (lay.vec_rows) {
     k << "  const long long c4n = (" << C << " & 3) == 0 ? " << C << " / 4 : 0;\n";
@@ -384,16 +429,26 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   else
     k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << a.update << "\n  }\n";
   k << (lay.warp ? warp_combine(r, a, lay.lanes) : block_combine(r, a));
+  if (G > 1) k << cluster_merge(rp, G);
   if (lay.cache.kind == row_cache_layout::shared) k << shared_pass2(cx, rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::registers) k << registers_pass2(cx, rp, lay, loop);
   else if (r.groups > 0) k << group_pass2(cx, rp, "0", C, lane, width);
   else k << rows_pass2(cx, rp, lay, loop, full_loop);
+  // A block leaves only once the others of its cluster have read its partial state.
+  if (G > 1) k << "  ks_cluster_wait();\n";
   const int B = lay.block;
   std::string rpb = lay.warp ? std::to_string(B / lay.lanes) : "1";
   step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + rpb + ")" : product(rp.outer), "1", "1"};
-  if (lay.cache.kind == row_cache_layout::shared)
+  if (G > 1) {
+    cx.uses_cluster = true;
+    step.grid[0] = paren(product(rp.outer)) + " * " + std::to_string(G);
+    // The partial state (16 bytes), then each tensor's chunk, up to the cap.
+    step.shared_mem = "16 + " + std::to_string(4 * lay.cache.row_params.size()) + " * min(ceil_div(ceil_div(" +
+                      product(rp.red) + ", " + std::to_string(G) + "), 4) * 4, " + std::to_string(lay.cache.shared_cap()) + ")";
+  } else if (lay.cache.kind == row_cache_layout::shared) {
     step.shared_mem = std::to_string(4 * lay.cache.row_params.size()) + " * min(" + product(rp.red) + ", " +
                       std::to_string(lay.cache.shared_cap()) + ")";
+  }
 }
 
 // A middle dim reduced to one value per output: a thread per output would leave too
@@ -468,9 +523,9 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
   return k.str();
 }
 
-void index_epilogue_by_row(reduce_parts& rp) {
-  // In a row, i = row * C + c with 0 <= c < C.
-  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + rp.C + ")", "c"), "(i / " + rp.C + ")", "row");
+void index_epilogue_by_row(reduce_parts& rp, const std::string& column) {
+  // In a row, i = row * C + column with 0 <= column < C.
+  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + rp.C + ")", column), "(i / " + rp.C + ")", "row");
   index_prologue_by_row(rp);
 }
 
@@ -518,7 +573,7 @@ std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay) {
   return t;
 }
 
-reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp) {
+reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp, const lowering_device& dev) {
   reduce_layout lay;
   const reduction_spec& r = rp.r;
   if (rp.inner_n == 1 && rp.outer_n == 1 && !r.normalizes() && rp.in->shape.size() > 0) lay.form = reduce_layout::whole_tensor;
@@ -534,7 +589,17 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   if (lay.warp && lay.form == reduce_layout::rows)
     while (lay.lanes > 1 && rp.row_len > 0 && rp.row_len <= 4 * (lay.lanes / 2)) lay.lanes /= 2;
   lay.block = p.block_size;
-  if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, rp, lay.warp, lay.lanes);
+  if (lay.form == reduce_layout::rows && !lay.split) lay.cache = choose_row_cache(p, dev, rp, lay.warp, lay.lanes);
+  // Rows too few for a block each, but each held by a cluster whose blocks reach every
+  // SM: the cluster reads a row once where split rows read it twice.
+  if (lay.split && !r.batch_stats) {
+    const row_cache_layout c = choose_row_cache(p, dev, rp, false);
+    if (c.cluster > 1 && rp.rows_n * c.cluster >= dev.multiprocessors) {
+      lay.split = false;
+      lay.warp = false;
+      lay.cache = c;
+    }
+  }
   // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
   // aligned), the rest element by element.
   lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;
@@ -545,7 +610,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
   auto parts = gather_parts(cx, si);
   if (!parts) return error{parts.message()};
   reduce_parts& rp = *parts;
-  const reduce_layout lay = choose_reduce_layout(cx.p, rp);
+  const reduce_layout lay = choose_reduce_layout(cx.p, rp, cx.dev);
   if (lay.form == reduce_layout::middle_slices || lay.form == reduce_layout::middle_two_pass)
     index_prologue_by_channel(rp);
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);

@@ -89,7 +89,7 @@ struct reduce_layout {
   std::string width() const { return warp ? std::to_string(lanes) : "(int)blockDim.x"; }
 };
 
-reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp);
+reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp, const lowering_device& dev = {});
 
 // Stage `si` (a reduction) as its kernels and plan steps.
 status emit_reduce(lowering_context& cx, size_t si);
@@ -136,7 +136,8 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
 // The epilogue's reads of operands broadcast along the rows (i % C) at the column c,
 // and of those broadcast along the row (i / C) at row: no 64-bit division per element.
 // The prologue's reads along the row likewise (row is defined wherever it is loaded).
-void index_epilogue_by_row(reduce_parts& rp);
+// `column` is the row's column where the loops walk it (c; in a cluster's chunk c0 + c).
+void index_epilogue_by_row(reduce_parts& rp, const std::string& column = "c");
 // The prologue's reads of operands along the rows (i / C) at row alone: what a split
 // reduction's first kernel does too (its prologue runs over a chunk of one row).
 void index_prologue_by_row(reduce_parts& rp);

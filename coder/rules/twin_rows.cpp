@@ -94,7 +94,7 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   auto second = gather_parts(cx, sj, false, &rp.kp);
   if (!second) return error{second.message()};
   reduce_parts& rq = *second;
-  const reduce_layout lq = choose_reduce_layout(cx.p, rq);
+  const reduce_layout lq = choose_reduce_layout(cx.p, rq, cx.dev);
   if (!plain_rows(rq, lq) || lq.warp != lay.warp || lq.block != lay.block || rq.C != rp.C || rq.ROWS != rp.ROWS)
     return error{"twin rows: stage " + std::to_string(sj) + " is not read as stage " + std::to_string(si) + " is"};
   index_epilogue_by_row(rp);

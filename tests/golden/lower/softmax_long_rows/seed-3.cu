@@ -1,0 +1,108 @@
+#define KS_EXP expf
+#define KS_DIV(a, b) ((a) / (b))
+// Written by KernelSkill's rules coder from the reference's TorchScript graph.
+#define KS_INF __int_as_float(0x7f800000)
+
+__device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float s2) {
+  const float M = fmaxf(m, m2);
+  if (M == -KS_INF) return;  // both empty: exp(-inf - -inf) would be NaN
+  s = s * KS_EXP(m - M) + s2 * KS_EXP(m2 - M);
+  m = M;
+}
+
+// softmax over the last dims of few long rows, first pass: each row split over SPLIT0 blocks, each block reduces its chunk into a partial state.
+extern "C" __global__ void __launch_bounds__(256)
+ks0_softmax_part(long long n0, long long n1, const float* __restrict__ in0, long long n3, float* __restrict__ out4) {
+  const long long parts = n3;
+  const long long row = (long long)blockIdx.x / parts, part = (long long)blockIdx.x % parts;
+  const long long base = row * n1;
+  const long long chunk = ((n1 + parts - 1) / parts + 3) / 4 * 4;  // float4 reads stay aligned
+  const long long c0 = part * chunk, c1 = min(n1, c0 + chunk);
+  float m = -KS_INF;
+  float s = 0.0f;
+  const long long c4n = (n1 & 3) == 0 ? c1 / 4 : c0 / 4;
+#pragma unroll 4
+  for (long long c4 = c0 / 4 + threadIdx.x; c4 < c4n; c4 += blockDim.x) {
+    const float4 q = reinterpret_cast<const float4*>(in0 + base)[c4];
+    { const float v = q.x; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
+    { const float v = q.y; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
+    { const float v = q.z; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
+    { const float v = q.w; { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; } }
+  }
+  for (long long c = c4n * 4 + threadIdx.x; c < c1; c += blockDim.x) {
+    const float v = in0[base + c];
+    { const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_m = __shfl_xor_sync(0xffffffffu, m, o);
+    const float o_s = __shfl_xor_sync(0xffffffffu, s, o);
+    ks_ms_merge(m, s, o_m, o_s);
+  }
+  {
+    __shared__ float sh_m[32];
+    __shared__ float sh_s[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { sh_m[warp] = m; sh_s[warp] = s; }
+    __syncthreads();
+    m = lane < (int)(blockDim.x >> 5) ? sh_m[lane] : -KS_INF;
+    s = lane < (int)(blockDim.x >> 5) ? sh_s[lane] : 0.0f;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_m = __shfl_xor_sync(0xffffffffu, m, o);
+    const float o_s = __shfl_xor_sync(0xffffffffu, s, o);
+    ks_ms_merge(m, s, o_m, o_s);
+  }
+  if (threadIdx.x == 0) { out4[0 * n0 * parts + blockIdx.x] = m; out4[1 * n0 * parts + blockIdx.x] = s; }
+}
+
+// softmax over the last dims of few long rows, second pass: each of a row's SPLIT0 blocks merges the row's partial states in order, then normalises its chunk.
+extern "C" __global__ void __launch_bounds__(256)
+ks0_softmax(long long n0, long long n1, const float* __restrict__ in0, float* __restrict__ out3, const float* __restrict__ in2, long long n5) {
+  const long long parts = n5;
+  const long long row = (long long)blockIdx.x / parts, part = (long long)blockIdx.x % parts;
+  const long long base = row * n1;
+  const long long chunk = ((n1 + parts - 1) / parts + 3) / 4 * 4;  // float4 reads stay aligned
+  const long long c0 = part * chunk, c1 = min(n1, c0 + chunk);
+  float m = -KS_INF;
+  float s = 0.0f;
+  for (long long q = (long long)threadIdx.x; q < n5; q += (long long)blockDim.x) {
+    const float p_m = in2[0 * n0 * n5 + row * n5 + q];
+    const float p_s = in2[1 * n0 * n5 + row * n5 + q];
+    ks_ms_merge(m, s, p_m, p_s);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_m = __shfl_xor_sync(0xffffffffu, m, o);
+    const float o_s = __shfl_xor_sync(0xffffffffu, s, o);
+    ks_ms_merge(m, s, o_m, o_s);
+  }
+  {
+    __shared__ float sh_m[32];
+    __shared__ float sh_s[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { sh_m[warp] = m; sh_s[warp] = s; }
+    __syncthreads();
+    m = lane < (int)(blockDim.x >> 5) ? sh_m[lane] : -KS_INF;
+    s = lane < (int)(blockDim.x >> 5) ? sh_s[lane] : 0.0f;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float o_m = __shfl_xor_sync(0xffffffffu, m, o);
+    const float o_s = __shfl_xor_sync(0xffffffffu, s, o);
+    ks_ms_merge(m, s, o_m, o_s);
+  }
+  const float inv = 1.0f / s;
+  const long long c4n = (n1 & 3) == 0 ? c1 / 4 : c0 / 4;
+#pragma unroll 4
+  for (long long c4 = c0 / 4 + threadIdx.x; c4 < c4n; c4 += blockDim.x) {
+    const float4 q = reinterpret_cast<const float4*>(in0 + base)[c4];
+    float4 o4;
+    { const long long c = c4 * 4 + 0; (void)c; const float v = q.x; o4.x = KS_EXP(v - m) * inv; }
+    { const long long c = c4 * 4 + 1; (void)c; const float v = q.y; o4.y = KS_EXP(v - m) * inv; }
+    { const long long c = c4 * 4 + 2; (void)c; const float v = q.z; o4.z = KS_EXP(v - m) * inv; }
+    { const long long c = c4 * 4 + 3; (void)c; const float v = q.w; o4.w = KS_EXP(v - m) * inv; }
+    reinterpret_cast<float4*>(out3 + base)[c4] = o4;
+  }
+  for (long long c = c4n * 4 + threadIdx.x; c < c1; c += blockDim.x) {
+    const float v = in0[base + c];
+    out3[base + c] = KS_EXP(v - m) * inv;
+  }
+}
