@@ -61,11 +61,13 @@ lowering_device lowering_device_for(const gpu_discovery& found) {
   if (best && best->first->multiprocessors > 0) out.multiprocessors = best->first->multiprocessors;
   if (best && best->first->cc_major > 0) {
     out.cc_major = best->first->cc_major;
-    // The opt-in shared memory per block, by architecture (the worker reports no
-    // such attribute): 227 KiB on sm_90 and sm_100, 99 KiB on sm_120, 163 KiB on
-    // sm_80, 99 KiB on sm_86/89; only sm_90 on reads it (clusters).
+    // The opt-in shared memory per block and an SM's, by architecture (the worker
+    // reports no such attribute): 227 / 228 KiB on sm_90 and sm_100, 99 / 100 KiB on
+    // sm_120, 163 / 164 KiB on sm_80, 99 / 100 KiB on sm_86/89; only sm_90 on reads
+    // them (clusters).
     const int cc = best->first->cc_major * 10 + best->first->cc_minor;
     out.shared_per_block_optin = cc >= 120 ? 101376 : cc >= 90 ? 232448 : cc == 80 ? 166912 : 101376;
+    out.shared_per_sm = cc >= 120 ? 102400 : cc >= 90 ? 233472 : cc == 80 ? 167936 : 102400;
   }
   return out;
 }

@@ -77,6 +77,8 @@ struct lowering_device {
   // The most shared memory one block may opt into (bytes): what a row spread over a
   // cluster may stage a block.
   int64_t shared_per_block_optin = 232448;
+  // Shared memory per SM (bytes): how many such blocks an SM holds.
+  int64_t shared_per_sm = 233472;
 };
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p);

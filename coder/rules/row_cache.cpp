@@ -158,6 +158,19 @@ __device__ const float* ks_cluster_map(const float* p, unsigned rank);
 )";
 }
 
+int cluster_threads(const lowering_params& p, const lowering_device& dev, const row_cache_layout& c, int64_t row_len) {
+  if (c.cluster <= 1 || p.block_size <= 0) return p.block_size;
+  const int64_t n = static_cast<int64_t>(c.row_params.size());
+  const int64_t chunk = ((row_len + c.cluster - 1) / c.cluster + 3) / 4 * 4;
+  // The block's dynamic shared memory at the task's size, its static (the combine's,
+  // 1 KiB at most) and what the device reserves a block (1 KiB).
+  const int64_t bytes = 16 + 4 * n * std::min(chunk, c.shared_cap()) + 1024 + 1024;
+  const int64_t by_shared = std::max<int64_t>(1, dev.shared_per_sm / bytes);
+  const int64_t by_threads = std::max<int64_t>(1, dev.max_threads_per_sm / p.block_size);
+  if (by_shared >= by_threads) return p.block_size;
+  return static_cast<int>(std::min<int64_t>(1024, p.block_size * (by_threads / by_shared)) / 32 * 32);
+}
+
 std::string cached_span(const reduce_parts& rp, const row_cache_layout& c) { return c.cluster > 1 ? "cn" : rp.C; }
 
 row_cache_layout choose_row_cache(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp, bool warp,

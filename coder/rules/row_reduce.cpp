@@ -600,6 +600,7 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
       lay.cache = c;
     }
   }
+  if (lay.cache.cluster > 1) lay.block = cluster_threads(p, dev, lay.cache, rp.row_len);
   // Rows read as float4 when they are 16-byte aligned (C % 4 == 0; buffers are
   // aligned), the rest element by element.
   lay.vec_rows = p.vector_width == 4 && !rp.pro && lay.cache.kind == row_cache_layout::none;

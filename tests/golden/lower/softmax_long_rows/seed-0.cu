@@ -48,7 +48,7 @@ __device__ const float* ks_cluster_map(const float* p, unsigned rank);
 #endif
 
 // softmax over the last dims; a block per row; the row spread over a cluster of 4 blocks, each keeping its chunk in shared memory between the passes and reading the others' partial states from theirs.
-extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(256)
+extern "C" __global__ void __cluster_dims__(4, 1, 1) __launch_bounds__(512)
 ks0_softmax(long long n0, long long n1, const float* __restrict__ in0, float* __restrict__ out3) {
   const long long row = (long long)blockIdx.x / 4, part = (long long)blockIdx.x % 4;  // the cluster's rank
   const long long chunk = ((n1 + 3) / 4 + 3) / 4 * 4;
