@@ -89,11 +89,10 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
                                   int lanes = 32);
 
 // Threads a block of a row spread over a cluster: where the blocks' shared memory
-// leaves an SM fewer of them than block_size threads would fill, each block has as
-// many more threads as make up for it (up to 1024), so that the SM's warps are as
-// many as the params asked for: a block of 256 threads with 192 KiB of a row, one
-// block an SM, left 8 warps an SM to walk it twice (KernelBench's softmax: 4.61 ms
-// in a review on the H200 at 256 threads, 4.29 at 512). Else block_size.
+// leaves an SM fewer of them than block_size threads would fill, twice block_size (up
+// to 1024): a block of 256 threads with 192 KiB of a row, one block an SM, left 8
+// warps an SM to walk it twice (KernelBench's softmax: 4.61 ms in a review on the
+// H200 at 256 threads, 4.29 at 512). Else block_size.
 int cluster_threads(const lowering_params& p, const lowering_device& dev, const row_cache_layout& c, int64_t row_len);
 
 // Where a pass walks a row of the cache: the row (C) for a block per row, the block's
