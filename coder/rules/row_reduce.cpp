@@ -377,10 +377,9 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   // In a cluster, c walks the block's chunk: the row's column is c0 + c.
   index_epilogue_by_row(rp, G > 1 ? "(c0 + c)" : "c");
   if (G > 1) {
+    // layer_norm's affine is read at the column too.
     if (!rp.W.empty()) rp.y = replace_all(rp.y, rp.W + "[c]", rp.W + "[c0 + c]");
     if (!rp.Bi.empty()) rp.y = replace_all(rp.y, rp.Bi + "[c]", rp.Bi + "[c0 + c]");
-  }
-  if (G > 1) {
     // The row's chunks as row_split.hpp cuts them (a multiple of 4: float4 stays
     // aligned); a chunk past the row's end is empty.
     const std::string g = std::to_string(G);
