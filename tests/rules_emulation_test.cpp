@@ -940,6 +940,37 @@ result<task_spec> norm_task(const std::string& name, const std::string& body, st
   return parse_task(yaml, name + ".yaml", kSource);
 }
 
+// instance_norm over rows too long for a block (KernelBench's 34_InstanceNorm: rows of
+// 512 x 512): 128 rows of 65536 at the task's size would be split over 9 blocks each,
+// but 4 blocks a row in a cluster reach every SM and read a row once. The split's
+// choice of Welford states stays: their merge across the cluster, the channel's affine
+// at row % C, a chain after the norm; bit for bit on reruns.
+TEST_CASE("emulated: instance norms spread over a cluster match the reference", "[rules][emulated][norms][cluster]") {
+  const std::pair<const char*, bool> cases[] = {
+      {"torch.instance_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)", true},
+      {"torch.instance_norm(x, None, None, None, None, True, 0.1, 1e-5, False)", false},
+      {"torch.gelu(torch.instance_norm(x * 2.0, weight, bias, None, None, True, 0.1, 1e-5, False)) + 1.0", true},
+  };
+  for (const auto& [body, affine] : cases) {
+    for (std::vector<int64_t> cpu : {std::vector<int64_t>{2, 3, 37, 41}, std::vector<int64_t>{1, 2, 260, 260}}) {
+      auto t = norm_task("instance_norm_cluster", body, {16, 8, 256, 256}, affine);
+      REQUIRE(t);
+      t->sizes["cpu"]["x"] = cpu;
+      if (affine) t->sizes["cpu"]["weight"] = t->sizes["cpu"]["bias"] = {cpu[1]};
+      INFO(body << " at " << cpu[0] << "x" << cpu[1] << "x" << cpu[2] << "x" << cpu[3]);
+      auto seeds = the_coder().seeds(*t, 1);
+      if (!seeds) FAIL(seeds.message());
+      const candidate& c = seeds->front();
+      INFO(c.source);
+      REQUIRE(c.source.find("__cluster_dims__(4, 1, 1)") != std::string::npos);
+      CHECK(c.source.find("_part(") == std::string::npos);
+      CHECK(c.source.find("ks_wf_merge(wn, wm, w2, p_wn, p_wm, p_w2)") != std::string::npos);
+      check_candidates(*t, *seeds);
+      check_bit_identical(*t, c);
+    }
+  }
+}
+
 TEST_CASE("emulated: group_norm and instance_norm as row normalisations match the reference", "[rules][emulated][norms]") {
   struct norm_case {
     const char* name;
