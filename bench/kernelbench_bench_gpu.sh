@@ -80,10 +80,12 @@ else
     done
   done
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$ngpu" -ge 1 ] || ngpu=1
+  # Two repairs: a seed that fails gets the plainest parameters, then, if they fail too,
+  # its reductions as ATen library steps (docs/rules-coder.md, library_reductions).
   cat >"$dir.yaml" <<YAML
 name: kernelbench-bench
 gpus: {local: all, review_timeout_s: 300}
-budgets: {seeds: ${SEEDS:-2}, rounds: ${ROUNDS:-1}, repair_attempts: 1, tasks_in_flight: $(( ${IN_FLIGHT:-4} * ngpu ))}
+budgets: {seeds: ${SEEDS:-2}, rounds: ${ROUNDS:-1}, repair_attempts: 2, tasks_in_flight: $(( ${IN_FLIGHT:-4} * ngpu ))}
 review: {trials: ${TRIALS:-3}}
 YAML
   echo "kernelbench_bench_gpu: ${#files[@]} problems, $ngpu GPU(s), started $(date -u +%T) after a $(( $(date +%s) - t0 )) s build" | tee -a "$log"

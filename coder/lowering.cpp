@@ -37,6 +37,7 @@ std::map<std::string, std::string> to_recipe(const lowering_params& p) {
   if (p.conv_layout != "nchw") r["conv_layout"] = p.conv_layout;
   if (p.gemm_precision != "fp32") r["gemm_precision"] = p.gemm_precision;
   if (p.matvec_sums) r["matvec_sums"] = "1";
+  if (p.library_reductions) r["library_reductions"] = "1";
   return r;
 }
 
@@ -56,18 +57,19 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
                    std::to_string(lo) + ", " + std::to_string(hi) + "]"};
     }
   };
-  int fast = p.fast_math, fuse = p.fuse_prologue, matvec = p.matvec_sums;
+  int fast = p.fast_math, fuse = p.fuse_prologue, matvec = p.matvec_sums, lib_red = p.library_reductions;
   for (auto s : {integer("vector_width", p.vector_width, 1, 4), integer("block_size", p.block_size, 32, 1024),
                  integer("elements_per_thread", p.elements_per_thread, 1, 16),
                  integer("grid_cap", p.grid_cap, 1, 1 << 20), integer("fast_math", fast, 0, 1),
                  integer("fuse_prologue", fuse, 0, 1), integer("row_split", p.row_split, 0, 16),
-                 integer("matvec_sums", matvec, 0, 1)})
+                 integer("matvec_sums", matvec, 0, 1), integer("library_reductions", lib_red, 0, 1)})
     if (!s) return error{s.message()};
   if (p.vector_width == 3) return error{"recipe: vector_width = 3: expected 1, 2 or 4"};
   if (p.block_size % 32) return error{"recipe: block_size = " + std::to_string(p.block_size) + ": expected a multiple of 32"};
   p.fast_math = fast;
   p.fuse_prologue = fuse;
   p.matvec_sums = matvec;
+  p.library_reductions = lib_red;
   if (auto it = recipe.find("row_mapping"); it != recipe.end()) {
     if (it->second != "block" && it->second != "warp")
       return error{"recipe: row_mapping = '" + it->second + "': expected block or warp"};

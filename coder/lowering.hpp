@@ -64,6 +64,12 @@ struct lowering_params {
   // the reference's own rounding is near the tolerance, the review can fail it, so a
   // seed without it stays (the plainest, and a failed seed's repair).
   bool matvec_sums = false;
+  // Every reduction (sums, norms, softmax, ...) as an ATen library step: ATen's own
+  // order of the sum, so a result whose tolerance cannot absorb another order (a sum
+  // of thousands of large products that cancel, as KernelBench's 14_Gemm_Divide_Sum_
+  // Scaling's) comes out as the reference's. No seed takes it; a repair does, after
+  // the plainest parameters failed (rules_coder::repair).
+  bool library_reductions = false;
 };
 
 // What the lowering knows of the GPU it writes for: the split of few long rows aims

@@ -449,6 +449,9 @@ result<candidate> rules_coder::repair(const repair_input& in) {
     return c;
   }
   // A seed failed: the plainest parameters.
+  if (get(in.failed.recipe, "library_reductions") == "1")
+    return error{"rules coder: task \"" + in.task.name + "\": the plainest parameters with ATen's own reductions fail "
+                 "too: " + in.review.message};
   lowering_params safe;
   safe.vector_width = 1;
   safe.block_size = 256;
@@ -458,10 +461,18 @@ result<candidate> rules_coder::repair(const repair_input& in) {
   safe.fuse_prologue = false;
   auto c = build(in.task, safe, "repair:conservative", in.failed.id, "");
   if (!c) return c;
-  if (c->id == in.failed.id)
+  if (c->id != in.failed.id) return c;
+  // The plainest parameters failed too: the reductions in ATen's own order, where the
+  // templates' order of a sum can differ from the reference's by more than the
+  // tolerance (a sum of thousands of products that cancel). A task without reductions
+  // gets the same candidate: its template itself fails.
+  safe.library_reductions = true;
+  auto lib = build(in.task, safe, "repair:library_reductions", in.failed.id, "");
+  if (!lib) return lib;
+  if (lib->id == c->id)
     return error{"rules coder: task \"" + in.task.name + "\": the failing candidate already uses the plainest "
                  "parameters; its template itself fails: " + in.review.message};
-  return c;
+  return lib;
 }
 
 }  // namespace ks

@@ -221,7 +221,7 @@ TEST_CASE("rules coder: templates chosen per task", "[rules][lower]") {
   CHECK(mse.recipe.at("stages") == "row_reduce+prologue");
 }
 
-TEST_CASE("rules coder: a recipe's product parameters are read or refused by name", "[rules][optimize]") {
+TEST_CASE("rules coder: a recipe's product and reduction parameters are read or refused by name", "[rules][optimize]") {
   auto ok = from_recipe({{"gemm_precision", "split_tf32"}, {"matvec_sums", "1"}});
   REQUIRE(ok);
   CHECK(ok->gemm_precision == "split_tf32");
@@ -232,6 +232,13 @@ TEST_CASE("rules coder: a recipe's product parameters are read or refused by nam
         "recipe: gemm_precision = 'tf32': expected fp32 or split_tf32");
   CHECK(from_recipe({{"matvec_sums", "yes"}}).message() == "recipe: matvec_sums = 'yes': expected an integer in [0, 1]");
   CHECK(from_recipe({{"matvec_sums", "2"}}).message() == "recipe: matvec_sums = '2': expected an integer in [0, 1]");
+  auto lib = from_recipe({{"library_reductions", "1"}});
+  REQUIRE(lib);
+  CHECK(lib->library_reductions);
+  CHECK(to_recipe(*lib).at("library_reductions") == "1");
+  CHECK(to_recipe(lowering_params{}).count("library_reductions") == 0);
+  CHECK(from_recipe({{"library_reductions", "on"}}).message() ==
+        "recipe: library_reductions = 'on': expected an integer in [0, 1]");
 }
 
 TEST_CASE("rules coder: split_tf32_gemm splits an SGEMM product, and only a product", "[rules][optimize]") {
@@ -543,6 +550,43 @@ TEST_CASE("rules coder: repair returns to the last good version without the fail
   REQUIRE(plain);
   CHECK(plain->recipe.at("vector_width") == "1");
   CHECK(plain->origin == "repair:conservative");
+  // ... and when that fails too, a task without reductions has nothing left.
+  s.failed = *plain;
+  CHECK_FALSE(the_coder().repair(s));
+}
+
+// A seed whose sums differ from the reference's by more than the tolerance (another
+// order of a sum that cancels): the plainest parameters first, then, when they fail
+// too, every reduction as an ATen library step (ATen's order); after that nothing.
+TEST_CASE("rules coder: a failed plainest repair runs the reductions as ATen library steps", "[rules][repair]") {
+  task_spec t = task("bench/tasks/l2_normalize_rows.yaml");
+  auto seeds = the_coder().seeds(t, 1);
+  REQUIRE(seeds);
+  repair_input s;
+  s.task = t;
+  s.failed = seeds->front();
+  s.review.message = "incorrect: max abs error 1.7e-3";
+  auto plain = the_coder().repair(s);
+  REQUIRE(plain);
+  REQUIRE(plain->origin == "repair:conservative");
+  CHECK(plain->recipe.count("library_reductions") == 0);
+  s.failed = *plain;
+  auto lib = the_coder().repair(s);
+  if (!lib) FAIL(lib.message());
+  INFO(lib->source);
+  CHECK(lib->origin == "repair:library_reductions");
+  CHECK(lib->recipe.at("library_reductions") == "1");
+  CHECK(lib->recipe.at("stages").find("fallback:aten::norm") != std::string::npos);
+  CHECK(lib->recipe.at("fallback_why").find("library_reductions") != std::string::npos);
+  std::string steps;
+  for (auto& st : lib->plan.steps) steps += st.kind + ":" + st.name + " ";
+  INFO(steps);
+  CHECK(steps.find("library:aten::norm") != std::string::npos);
+  CHECK(from_recipe(lib->recipe).value().library_reductions);
+  s.failed = *lib;
+  auto none = the_coder().repair(s);
+  REQUIRE_FALSE(none);
+  CHECK(none.message().find("ATen's own reductions fail too") != std::string::npos);
 }
 
 // Reference programs over x [16384, 16384] (cpu size [64, 256]) with ops no template

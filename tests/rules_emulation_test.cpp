@@ -624,6 +624,54 @@ TEST_CASE("rules coder: rows over a cluster only where the device has clusters",
   CHECK(one->source.find("__cluster_dims__") == std::string::npos);
 }
 
+// A sum over thousands of products that cancel (KernelBench's level-2 14_Gemm_Divide_
+// Sum_Scaling, smaller): the repair that runs reductions as ATen library steps gives
+// the reference's bits, ATen's order of the sum on the same values (the product is
+// ATen's too, the halving exact).
+TEST_CASE("emulated: reductions as ATen library steps give the reference's bits", "[rules][emulated][fallback][library_reductions]") {
+  auto t = parse_task(R"(name: gemm_divide_sum
+reference:
+  torchscript: |
+    def forward(x, weight):
+        y = torch.matmul(x, weight.t())
+        y = y / 2.0
+        y = torch.sum(y, 1, True)
+        return y * 1.5
+inputs:
+  - {name: x, shape: [1024, 8192], init: {kind: uniform, low: 0, high: 1}}
+parameters:
+  - {name: weight, shape: [8192, 8192], init: {kind: normal, mean: 0, std: 1}}
+seed: 4
+sizes:
+  cpu: {x: [16, 1024], weight: [512, 1024]}
+)", "gemm_divide_sum.yaml", kSource);
+  REQUIRE(t);
+  auto seeds = the_coder().seeds(*t, 1);
+  REQUIRE(seeds);
+  repair_input r;
+  r.task = *t;
+  r.failed = seeds->front();
+  auto plain = the_coder().repair(r);
+  REQUIRE(plain);
+  r.failed = *plain;
+  auto lib = the_coder().repair(r);
+  if (!lib) FAIL(lib.message());
+  INFO(lib->source);
+  REQUIRE(lib->origin == "repair:library_reductions");
+  auto sized = with_size(*t, "cpu");
+  REQUIRE(sized);
+  auto prog = reference_program::load(*sized);
+  REQUIRE(prog);
+  auto inputs = make_inputs(*sized, trial_seed(sized->seed, 0), c10::Device(c10::kCPU));
+  REQUIRE(inputs);
+  auto want = run_tensors(**prog, *inputs);
+  REQUIRE(want);
+  auto got = run_candidate(*sized, *lib, *inputs, parameter_tensors(**prog));
+  if (!got) FAIL(got.message());
+  REQUIRE(got->size() == 1);
+  CHECK(at::equal((*got)[0], (*want)[0].contiguous()));
+}
+
 // A softmax over rows with -inf entries (log(relu(x - 3)): about 3 in 4 masked) where
 // many threads hold only -inf: their part adds nothing, not NaN. Rows kept in
 // registers (rows of 1024 at the task's size), staged in shared memory (16384),

@@ -54,6 +54,8 @@ std::string template_refusal(lowering_context& cx, const graph_node& n, const st
       return "its input " + i + " is " + cx.val(i).dtype + "; the templates read float32" +
              (bool_ok ? " and bool only" : " only");
   if (auto s = shape_of_node(cx, n, kind); !s) return s.message();
+  if (cx.p.library_reductions && reduction_ops().count(kind))
+    return "library_reductions: ATen's own reduction, in its order of the sum";
   auto flag = [&](size_t k) {
     return k < n.inputs.size() && !cx.val(n.inputs[k]).numbers.empty() && cx.val(n.inputs[k]).numbers[0] != 0;
   };
