@@ -35,6 +35,10 @@ __device__ __forceinline__ void ks_cp_async_wait() {}
 
 const char* lanes4[] = {"x", "y", "z", "w"};
 
+// A block's chunk of a row of `len` spread over `g` blocks, as the kernels cut it
+// (write_rows; row_split.hpp's too): a multiple of 4, so float4 stays aligned.
+int64_t cluster_chunk(int64_t len, int64_t g) { return ((len + g - 1) / g + 3) / 4 * 4; }
+
 // Registers: the column of this thread's k-th cached element.
 std::string cached_c(const reduce_layout& lay) {
   return "    const long long c = " + lay.lane() + " + (long long)k * " + lay.width() + ";\n";
@@ -161,7 +165,7 @@ __device__ const float* ks_cluster_map(const float* p, unsigned rank);
 int cluster_threads(const lowering_params& p, const lowering_device& dev, const row_cache_layout& c, int64_t row_len) {
   if (c.cluster <= 1 || p.block_size <= 0) return p.block_size;
   const int64_t n = static_cast<int64_t>(c.row_params.size());
-  const int64_t chunk = ((row_len + c.cluster - 1) / c.cluster + 3) / 4 * 4;
+  const int64_t chunk = cluster_chunk(row_len, c.cluster);
   // The block's dynamic shared memory at the task's size, its static (the combine's,
   // 1 KiB at most) and what the device reserves a block (1 KiB).
   const int64_t bytes = 16 + 4 * n * std::min(chunk, c.shared_cap()) + 1024 + 1024;
@@ -215,11 +219,11 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
   if (p.row_cache == "on_chip" && dev.cc_major >= 9 && rp.row_len * n > kSharedRow) {
     int g = 2;
     while (g < kMaxCluster && g * kSharedRow < rp.row_len * n) g *= 2;
-    const int64_t chunk = ((rp.row_len + g - 1) / g + 3) / 4 * 4;
+    const int64_t chunk = cluster_chunk(rp.row_len, g);
     const int64_t most = (dev.shared_per_block_optin - 1024 - 16) / 4 / n * n;
     if (chunk * n <= most) {
       c.cluster = g;
-      c.staged = std::max(kSharedRow, chunk * n);
+      c.staged_floats = std::max(kSharedRow, chunk * n);
     }
   }
   // A prologue's value replaces the raw element in place when nothing reads the raw

@@ -71,10 +71,10 @@ struct row_cache_layout {
     // Shared: the blocks of a cluster that hold a row between them (0: a block per row).
   int cluster = 0;
   // Shared: floats staged a block in all tensors.
-  int64_t staged = kSharedRow;
+  int64_t staged_floats = kSharedRow;
   // Shared: floats staged per tensor (the rest of a longer row, or of a block's
   // chunk, is read twice).
-  int64_t shared_cap() const { return staged / static_cast<int64_t>(row_params.size()); }
+  int64_t shared_cap() const { return staged_floats / static_cast<int64_t>(row_params.size()); }
 };
 
 // The device helpers of a row spread over a cluster (barriers across the cluster, a
