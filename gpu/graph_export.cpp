@@ -598,6 +598,9 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
       graph = module->get_method("forward").graph()->copy();
       torch::jit::Inline(*graph);
       if (graph->inputs().empty()) return error{prefix + "the module's forward has no self"};
+      // The operators first (they name what a hostile module reaches for), then the use
+      // of `self` (a fork of one of its methods is refused either way).
+      if (auto allowed = check_reference_ops(*graph); !allowed) return error{prefix + allowed.message()};
       if (auto st = lift_module_attributes(*graph, *module, task); !st) return error{prefix + st.message()};
     }
 

@@ -622,6 +622,86 @@ TEST_CASE("references that read or write files, or print, are refused before the
   CHECK(export_graph_json(ok).ok());
 }
 
+// prim::fork keeps its body in a graph attribute that torch::jit::Inline does not enter:
+// the check follows it, and the calls inside it, however deep (tests/data/untrusted/
+// make_modules.py made the saved modules with PyTorch; the TorchScript variants are
+// the same attacks written as task source). Nothing is read or written, and the
+// secret's bytes appear in no message.
+TEST_CASE("a reference that reaches a file operator through a fork is refused with the operator named",
+          "[reference][untrusted][fork]") {
+  const fs::path dir = fs::path(KS_SOURCE_DIR) / "tests" / "data" / "untrusted";
+  const fs::path secret = "/tmp/ks-untrusted-secret", written = "/tmp/ks-untrusted-written.pt";
+  std::ofstream(secret) << "hello secret";
+  fs::remove(written);
+  auto with_module = [&](const std::string& file) {
+    auto t = load_task(dir / "untrusted_task.yaml");
+    REQUIRE(t.ok());
+    std::ifstream in(dir / file, std::ios::binary);
+    t->module_bytes.assign(std::istreambuf_iterator<char>(in), {});
+    REQUIRE_FALSE(t->module_bytes.empty());
+    t->module_path = (dir / file).string();
+    return *t;
+  };
+  auto refused = [&](const task_spec& t, const std::string& op) {
+    auto p = reference_program::load(t);
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.message(), Catch::Contains(op));
+    auto g = export_graph_json(t);
+    REQUIRE_FALSE(g.ok());
+    CHECK_THAT(g.message(), Catch::Contains(op));
+    // "hell" as the reference would have read it (104 101 108 108), or as text.
+    for (const std::string& m : {p.message(), g.message()}) {
+      CHECK_THAT(m, !Catch::Contains("104") && !Catch::Contains("hello"));
+    }
+  };
+  const std::pair<std::string, std::string> modules[] = {
+      {"fork_function.pt", "aten::from_file"}, {"fork_write.pt", "aten::save"},
+      {"fork_nested.pt", "aten::from_file"},   {"fork_in_loop.pt", "aten::from_file"},
+      {"fork_method.pt", "aten::from_file"},   {"fork_class.pt", "aten::from_file"},
+  };
+  for (const auto& [file, op] : modules) {
+    INFO(file);
+    refused(with_module(file), op);
+  }
+  // TorchScript given as text (compiled by LibTorch's C++ front end, which knows no
+  // fork) reaches raw storage directly: refused by name.
+  {
+    task_spec t = with_module("fork_computes.pt");
+    t.module_bytes.clear();
+    t.module_path.clear();
+    t.torchscript = "def forward(x):\n    y = torch.zeros(1)\n    y.set_(x)\n    return y * 2.0\n";
+    refused(t, "aten::set_");
+  }
+  // The real worker refuses the issue's repro before anything runs, and prints no byte of it.
+  const fs::path task_file = fs::path(KS_BINARY_DIR) / "ks-untrusted-task.yaml";
+  std::ofstream(task_file) << "name: untrusted\nreference:\n  module: " << (dir / "fork_function.pt").string()
+                           << "\ninputs:\n  - {name: x, shape: [4]}\n";
+  const std::string worker = (fs::path(KS_BINARY_DIR) / "bin" / "kernelskill-gpu").string();
+  for (const std::string mode : {" --graph ", " --run-reference "}) {
+    INFO(mode);
+    const std::string cmd = worker + mode + task_file.string() + (mode == " --graph " ? "" : " --on cpu") + " 2>&1";
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    REQUIRE(pipe);
+    std::string out;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+    const int status = ::pclose(pipe);
+    CHECK(WEXITSTATUS(status) != 0);
+    CHECK_THAT(out, Catch::Contains("aten::from_file") && Catch::Contains("prim::fork"));
+    CHECK_THAT(out, !Catch::Contains("hello") && !Catch::Contains("104"));
+  }
+  fs::remove(task_file);
+  CHECK_FALSE(fs::exists(written));
+  fs::remove(secret);
+
+  // A fork that only computes loads, exports and runs: x * 2 + 1.
+  const task_spec computes = with_module("fork_computes.pt");
+  CHECK(export_graph_json(computes).ok());
+  auto program = load_program(computes);
+  auto r = run_trial(*program);
+  CHECK(excess(r.outputs[0], r.inputs[0] * 2.0 + 1.0, 1e-6, 0) <= 0);
+}
+
 // The graph export needs shapes, not values: a graph whose ops all have meta kernels is
 // probed on tensors without data, so a task far larger than this machine's memory
 // (64 GiB of input; the CPU allocator refuses it) exports at once with its shapes.
