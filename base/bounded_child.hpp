@@ -17,12 +17,19 @@
 //   its standard streams (a daemon's sockets and store files stay out of its reach);
 // - its standard output is returned whole, its standard error is kept in a file the
 //   caller names, and a child stopped by a limit or a cancel is reported as such, in
-//   words.
+//   words;
+// - it runs in the OS sandbox of `limits.sandbox` (base/sandbox.hpp): files beneath its
+//   scratch directory (by default the directory of `err_file`, which the caller makes
+//   private) are all it may write, the system's directories and `sandbox.read` all it
+//   may read, no network, no secrets in its environment. A sandbox that `required`
+//   cannot have is an error before anything starts; the child's own process is the
+//   command's program (no wrapper between), so that /proc/self is its own.
 
 #include <filesystem>
 #include <string>
 
 #include "base/result.hpp"
+#include "base/sandbox.hpp"
 
 namespace ks {
 
@@ -30,6 +37,7 @@ struct process_limits {
   int cpu_seconds = 120;      // CPU time of the child (SIGXCPU past it)
   int memory_mb = 16384;      // what it allocates (RLIMIT_DATA: allocations fail past it)
   int wall_seconds = 300;     // wall-clock time, then SIGTERM, and SIGKILL 5 s later
+  sandbox_policy sandbox;     // where it may read and write (scratch: err_file's directory)
 };
 
 struct bounded_run {
@@ -42,8 +50,9 @@ struct bounded_run {
 };
 
 // Runs `command` (a shell command line whose words the caller has quoted; end it with
-// `exec program ...` so that the limits' signals reach the program itself) with
-// standard input from /dev/null and standard error into `err_file`. `owner` (a task's
+// `exec program ...` so that the program is the child itself: the limits' signals reach
+// it, and its sandbox's /proc/self is its own) with standard input from /dev/null and
+// standard error into `err_file`. `owner` (a task's
 // name, say) lets cancel_children end it; empty: no owner. Fails only when the child
 // cannot be started.
 result<bounded_run> run_bounded(const std::string& command, const process_limits& limits,

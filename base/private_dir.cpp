@@ -32,6 +32,23 @@ private_dir& private_dir::operator=(private_dir&& other) noexcept {
   return *this;
 }
 
+result<int> use_scratch_root(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return error{"cannot create the scratch directory " + dir.string() + ": " + ec.message()};
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  int swept = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code rm;
+    std::filesystem::remove_all(e.path(), rm);
+    if (rm) return error{"cannot clear " + e.path().string() + " from the scratch directory: " + rm.message()};
+    ++swept;
+  }
+  if (ec) return error{"cannot read the scratch directory " + dir.string() + ": " + ec.message()};
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  return swept;
+}
+
 private_dir::~private_dir() {
   std::error_code ec;
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);

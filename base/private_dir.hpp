@@ -27,4 +27,11 @@ class private_dir {
   std::filesystem::path path_;
 };
 
+// Makes `dir` (mode 0700) the temporary directory of this process and its children
+// (TMPDIR): every private_dir, a child's scratch and a worker's live under it. What a
+// previous process left there (killed with -9 mid-export: a task's files) is removed
+// first. The daemon and `run` put it beside their store (memory.path/scratch), whose
+// lock keeps two processes from sharing it. Returns how many entries were swept.
+result<int> use_scratch_root(const std::filesystem::path& dir);
+
 }  // namespace ks

@@ -82,7 +82,8 @@ result<torch_probe> probe_torch(const std::string& python, const fs::path& dir) 
       shell_quote(python) + " -c " +
           shell_quote("import torch; print(torch.__version__); "
                       "print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"),
-      {.cpu_seconds = 120, .memory_mb = 16384, .wall_seconds = 180}, dir / "probe.err");
+      {.cpu_seconds = 120, .memory_mb = 16384, .wall_seconds = 180, .sandbox = unconfined()},
+      dir / "probe.err");
   if (!run || !run->ok())
     return error{"the measurement runs with " + python + " and PyTorch, which did not start (" +
                  (run ? (run->limit.empty() ? "exit status " + std::to_string(WEXITSTATUS(run->status)) : run->limit)

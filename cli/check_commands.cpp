@@ -4,15 +4,42 @@
 #include <iostream>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "base/bounded_child.hpp"
+#include "base/private_dir.hpp"
 #include "cli/commands.hpp"
+#include "fleet/worker_process.hpp"
 #include "config/experiment_config.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/plan_validator.hpp"
+#include "task/task_files.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks::cli {
 
 namespace {
+
+// The reference's operators, checked by kernelskill-gpu --check-reference in a bounded,
+// sandboxed child (the CLI links no LibTorch): "" when allowed, else why not. The task
+// is written to a private directory (its module beside it), which the child reads.
+result<std::string> reference_refusal(const task_spec& task, const std::string& worker) {
+  auto dir = private_dir::create("ks-check");
+  if (!dir) return error{dir.message()};
+  auto yaml = write_task_files(task, dir->path());
+  if (!yaml) return error{yaml.message()};
+  process_limits limits{.cpu_seconds = 60, .memory_mb = 4096, .wall_seconds = 120, .sandbox = {}};
+  auto run = run_bounded("exec " + shell_quote(worker) + " --log-level error --check-reference " +
+                             shell_quote(yaml->string()),
+                         limits, dir->path() / "check.err");
+  if (!run) return error{run.message()};
+  if (run->ok()) return std::string();
+  std::string why = run->limit.empty() ? run->err : "the check was stopped: " + run->limit;
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  const std::string prefix = "kernelskill-gpu: ";
+  if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+  return why.empty() ? "the reference check failed (exit status " + std::to_string(run->status) + ")" : why;
+}
 
 std::string dims(const std::array<int64_t, 3>& d) {
   return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + ")";
@@ -22,6 +49,11 @@ std::string dims(const std::array<int64_t, 3>& d) {
 
 int check_tasks(const std::vector<std::string>& task_paths, const std::string& size, bool print) {
   int bad = 0;
+  const std::string worker = default_worker_binary();
+  const bool can_check = ::access(worker.c_str(), X_OK) == 0;
+  if (!can_check && !print)
+    std::cerr << "kernelskill task check: " << worker << " is not there: the references' operators are not "
+              << "checked (build kernelskill-gpu next to kernelskill)\n";
   for (auto& path : task_paths) {
     auto task = load_task(path);
     if (task && !size.empty()) task = with_size(*task, size);
@@ -32,10 +64,19 @@ int check_tasks(const std::vector<std::string>& task_paths, const std::string& s
     }
     if (print) {
       std::cout << "# " << path << "\n" << to_yaml(*task) << "\n";
-    } else {
-      std::cout << path << ": ok (task '" << task->name << "', " << task->inputs.size()
-                << " inputs, " << task->parameters.size() << " parameters)\n";
+      continue;
     }
+    if (can_check) {
+      auto refused = reference_refusal(*task, worker);
+      if (!refused || !refused->empty()) {
+        std::cerr << path << ": " << (refused ? *refused : refused.message()) << "\n";
+        ++bad;
+        continue;
+      }
+    }
+    std::cout << path << ": ok (task '" << task->name << "', " << task->inputs.size() << " inputs, "
+              << task->parameters.size() << " parameters" << (can_check ? "; its operators are allowed" : "")
+              << ")\n";
   }
   return bad == 0 ? 0 : 1;
 }

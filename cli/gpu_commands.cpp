@@ -12,6 +12,7 @@
 #include "actors/experiment_runner.hpp"
 #include "fleet/gpu_nodes.hpp"
 #include "cli/commands.hpp"
+#include "base/private_dir.hpp"
 #include "cli/run_setup.hpp"
 #include "config/experiment_config.hpp"
 #include "gpu/nvrtc_compiler.hpp"
@@ -76,6 +77,9 @@ experiment_result run_tasks(const experiment_config& cfg, const std::vector<task
   auto db = store::open(cfg.memory.path);
   if (!db) return fail(1, who + ": " + db.message());
   std::shared_ptr<store> memory = std::move(*db);
+  // Children's scratch beside the store, cleared of what a killed run left.
+  auto swept = use_scratch_root(std::filesystem::path(cfg.memory.path) / "scratch");
+  if (!swept) return fail(1, who + ": " + swept.message());
   if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version),
                                              library_hash(*library), to_store_docs(*library));
       !s)

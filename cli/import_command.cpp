@@ -65,7 +65,8 @@ int import_kernelbench(const import_request& r) {
   options.python = r.python;
   options.seed = r.seed;
   options.trace_gib = r.trace_gib;
-  options.limits = {.cpu_seconds = r.cpu_seconds, .memory_mb = r.memory_mb, .wall_seconds = r.wall_seconds};
+  options.limits = {.cpu_seconds = r.cpu_seconds, .memory_mb = r.memory_mb, .wall_seconds = r.wall_seconds,
+                    .sandbox = sandbox_policy{}};
   if (auto ok = check_python(options); !ok) {
     std::cerr << "kernelskill import: " << ok.message() << "\n";
     return 1;

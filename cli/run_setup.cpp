@@ -94,8 +94,9 @@ result<backend_choice> make_backend(const experiment_config& cfg,
   ro.gpu_worker = cfg.gpus.worker_binary.empty() ? default_worker_binary() : cfg.gpus.worker_binary;
   ro.skills_dir = KS_DEFAULT_SKILLS_DIR;
   ro.limits = {.cpu_seconds = cfg.references.cpu_seconds,
-               .memory_mb = cfg.references.memory_mb,
-               .wall_seconds = cfg.references.wall_seconds};
+               .memory_mb = reference_memory_mb(cfg.references, cfg.budgets.tasks_in_flight),
+               .wall_seconds = cfg.references.wall_seconds,
+               .sandbox = reference_sandbox(cfg.references)};
   ro.device = device;
   auto rules = rules_coder::create(ro);
   if (!rules) return ks::error{"the rules coder: " + rules.message()};
@@ -132,8 +133,10 @@ gpu_fleet start_fleet(caf::actor_system& sys, const experiment_config& cfg, cons
         po.worker.trial_cache_gib = cfg.gpus.trial_cache_gib;
         po.worker.profile_replay = cfg.gpus.profile_replay;
         po.worker.reference_cpu_seconds = cfg.references.cpu_seconds;
-        po.worker.reference_memory_mb = cfg.references.memory_mb;
+        po.worker.reference_memory_mb = reference_memory_mb(cfg.references, cfg.budgets.tasks_in_flight);
         po.worker.reference_wall_seconds = cfg.references.wall_seconds;
+        po.worker.sandbox = cfg.references.sandbox;
+        po.worker.sandbox_read = cfg.references.read_paths;
         po.max_queue = max_queue;
         pool = sys.spawn<caf::detached>(gpu_pool, po);
         name = node.name + "/" + std::to_string(d.ordinal);

@@ -42,7 +42,8 @@ bool has_stage(const std::map<std::string, std::string>& recipe, const std::stri
 }  // namespace
 
 result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, const task_spec& task,
-                                     const std::string& size, const reference_limits& limits) {
+                                     const std::string& size, const reference_limits& limits, bool* stopped) {
+  if (stopped) *stopped = false;
   if (gpu_worker.empty()) return error{"rules coder: the path of kernelskill-gpu (for --graph) is not set"};
   auto dir = private_dir::create("ks-graph");
   if (!dir) return error{"rules coder: " + dir.message()};
@@ -61,6 +62,7 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
   if (!run->ok()) {
     while (!errors.empty() && errors.back() == '\n') errors.pop_back();
     if (!run->limit.empty()) {
+      if (stopped) *stopped = !run->cancelled;
       return error{"rules coder: the reference of task \"" + task.name + "\" was stopped: " + run->limit +
                    (errors.empty() ? "" : " (" + errors.substr(0, 300) + ")")};
     }
@@ -100,10 +102,18 @@ result<task_graph> rules_coder::graph(const task_spec& task) {
     std::lock_guard lock(mutex_);
     if (auto it = graphs_.find("=" + task.name); it != graphs_.end()) return it->second;
     if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
+    if (auto it = stopped_.find(key); it != stopped_.end()) return error{it->second};
   }
   // Exported outside the lock: it takes a second, and other tasks need not wait.
-  auto g = export_task_graph(options_.gpu_worker, task, options_.graph_size, options_.limits);
-  if (!g) return g;
+  bool stopped = false;
+  auto g = export_task_graph(options_.gpu_worker, task, options_.graph_size, options_.limits, &stopped);
+  if (!g) {
+    if (stopped) {
+      std::lock_guard lock(mutex_);
+      stopped_[key] = g.message();
+    }
+    return g;
+  }
   std::lock_guard lock(mutex_);
   graphs_[key] = *g;
   return g;

@@ -91,12 +91,17 @@ class rules_coder : public coder {
   skill_library skills_;
   std::mutex mutex_;
   std::map<std::string, task_graph> graphs_;  // by task name + source hash
+  // Exports a limit stopped, by the same key: a reference that ran past its limits
+  // once does so again, and each try holds a slot for up to the wall-clock limit.
+  std::map<std::string, std::string> stopped_;
 };
 
 // Runs `gpu_worker --graph` on `task` and parses what it prints. The task (and an
 // uploaded module) is written to a private directory (0700) that is removed on return;
-// the child runs under `limits`, and an error says which limit it crossed.
+// the child runs under `limits` in its sandbox, and an error says which limit it
+// crossed (and sets *stopped, when given).
 result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, const task_spec& task,
-                                     const std::string& size, const reference_limits& limits = {});
+                                     const std::string& size, const reference_limits& limits = {},
+                                     bool* stopped = nullptr);
 
 }  // namespace ks

@@ -1,5 +1,7 @@
 #include "config/experiment_config.hpp"
 
+#include <unistd.h>
+
 #include <glob.h>
 
 #include <algorithm>
@@ -38,7 +40,8 @@ const std::vector<std::string> kAllKeys = {
     "coder.llm.timeout_s", "coder.llm.max_retries", "coder.llm.temperature",
     "coder.llm.max_tokens", "coder.llm.cache_dir",
     "review.trials", "review.suspicious_speedup", "review.size", "review.draw_inputs",
-    "references.cpu_seconds", "references.memory_mb", "references.wall_seconds",
+    "references.cpu_seconds", "references.memory_mb", "references.wall_seconds", "references.sandbox",
+    "references.read_paths",
     "ablation.long_term_memory", "ablation.short_term_memory",
     "memory.path", "output.dir", "logging.level", "logging.file",
     "serve.listen", "serve.token_env", "serve.header_timeout_s", "serve.body_timeout_s",
@@ -282,6 +285,46 @@ void read_tasks(yaml_reader& r, const yaml_field& f, const fs::path& base,
   }
 }
 
+}  // namespace
+
+int reference_memory_mb(const reference_limits_config& c, int tasks_in_flight) {
+  if (c.memory_mb > 0) return c.memory_mb;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const double physical_mb = pages > 0 && page > 0 ? double(pages) * double(page) / (1024.0 * 1024.0) : 16384.0;
+  const double share = physical_mb * 0.75 / std::max(1, tasks_in_flight);
+  return static_cast<int>(std::clamp(share, 1024.0, 16384.0));
+}
+
+sandbox_policy reference_sandbox(const reference_limits_config& c) {
+  sandbox_policy p;
+  if (auto mode = parse_sandbox_mode(c.sandbox)) p.mode = *mode;  // (the loader checked the word)
+  for (const auto& r : c.read_paths) p.read.emplace_back(r);
+  return p;
+}
+
+namespace {
+
+// references.read_paths: existing files or directories, relative to the config file.
+void read_paths(yaml_reader& r, const yaml_field& f, const fs::path& base, std::vector<std::string>& out) {
+  if (f.value.IsNull()) return;
+  if (!f.value.IsSequence())
+    return r.fail(f, "expected a list of directories sandboxed references may read, got " + describe(f.value));
+  for (size_t i = 0; i < f.value.size(); ++i) {
+    const yaml_field item = f.item(i, f.value[i]);
+    std::string entry;
+    const size_t before = r.errors().size();
+    r.string(item, entry, false);
+    if (r.errors().size() != before) continue;
+    const fs::path full = (fs::path(entry).is_absolute() ? fs::path(entry) : base / entry).lexically_normal();
+    std::error_code ec;
+    if (!fs::exists(full, ec)) {
+      r.fail(item, "\"" + entry + "\" does not exist (looked for " + full.string() + ")");
+      continue;
+    }
+    out.push_back(full.string());
+  }
+}
+
 void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
                experiment_config& c) {
   const yaml_field top{"", YAML::Node(), root};
@@ -367,10 +410,15 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
       {"cpu_seconds", [&](const yaml_field& f) {
         r.integer(f, c.references.cpu_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
       }},
-      {"memory_mb", [&](const yaml_field& f) { positive(r, f, c.references.memory_mb); }},
+      {"memory_mb", [&](const yaml_field& f) {
+        if (f.value.IsScalar() && f.value.Scalar() == "auto") c.references.memory_mb = 0;
+        else r.integer(f, c.references.memory_mb, 1, kIntMax, "a positive integer (MiB) or auto");
+      }},
       {"wall_seconds", [&](const yaml_field& f) {
         r.integer(f, c.references.wall_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
       }},
+      {"sandbox", [&](const yaml_field& f) { r.one_of(f, c.references.sandbox, {"off", "auto", "required"}); }},
+      {"read_paths", [&](const yaml_field& f) { read_paths(r, f, base, c.references.read_paths); }},
     }, key_elsewhere); }},
     {"ablation", [&](const yaml_field& s) { r.map(s, {
       {"long_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.long_term_memory); }},
@@ -596,8 +644,15 @@ std::string to_yaml(const experiment_config& c) {
 
   section("references");
   integer("cpu_seconds", c.references.cpu_seconds);
-  integer("memory_mb", c.references.memory_mb);
+  if (c.references.memory_mb == 0) str("memory_mb", "auto");
+  else integer("memory_mb", c.references.memory_mb);
   integer("wall_seconds", c.references.wall_seconds);
+  str("sandbox", c.references.sandbox);
+  out << YAML::Key << "read_paths" << YAML::Value;
+  if (c.references.read_paths.empty()) out << YAML::Flow;
+  out << YAML::BeginSeq;
+  for (const auto& p : c.references.read_paths) out << p;
+  out << YAML::EndSeq;
   out << YAML::EndMap;
 
   section("ablation");

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "base/sandbox.hpp"
 
 namespace ks {
 
@@ -104,10 +105,26 @@ struct review_config {
 // (base/bounded_child.hpp). Past them the child is stopped and the task says why.
 struct reference_limits_config {
   int cpu_seconds = 120;   // CPU time
-  int memory_mb = 16384;   // memory it may allocate (RLIMIT_DATA), MiB
+  // Memory it may allocate (RLIMIT_DATA), MiB; 0 (`auto`, the default): three quarters
+  // of this machine's memory shared among the tasks in flight, at most 16384
+  // (reference_memory_mb below), so that the children of all tasks fit at once.
+  int memory_mb = 0;
   int wall_seconds = 300;  // wall-clock time
+  // The OS sandbox of every process that runs a reference (base/sandbox.hpp): off, auto
+  // (every layer the kernel offers) or required (refuse to run without Landlock and
+  // seccomp); and directories it may read besides the system's (absolute paths).
+  std::string sandbox = "auto";
+  std::vector<std::string> read_paths;
   friend bool operator==(const reference_limits_config&, const reference_limits_config&) = default;
 };
+
+// references.memory_mb as a number: itself, or for `auto` three quarters of physical
+// memory divided by budgets.tasks_in_flight, at most 16384 and at least 1024.
+int reference_memory_mb(const reference_limits_config& c, int tasks_in_flight);
+
+// The sandbox policy of references.sandbox and references.read_paths (the scratch
+// directory is each child's own, set where it starts).
+sandbox_policy reference_sandbox(const reference_limits_config& c);
 
 // Switches for ablation studies: turn memory off to measure what it contributes.
 struct ablation_config {

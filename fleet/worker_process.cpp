@@ -85,6 +85,14 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
       args.push_back(flag);
       args.push_back(std::to_string(v));
     }
+  if (!opts.sandbox.empty()) {
+    args.push_back("--sandbox");
+    args.push_back(opts.sandbox);
+  }
+  for (const auto& p : opts.sandbox_read) {
+    args.push_back("--sandbox-read");
+    args.push_back(p);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

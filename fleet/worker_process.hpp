@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/result.hpp"
 
@@ -31,6 +32,10 @@ struct worker_process_options {
   std::string token = local_worker_token();
   // The limits on the worker's reference checks (--reference-*; 0: the worker's default).
   int reference_cpu_seconds = 0, reference_memory_mb = 0, reference_wall_seconds = 0;
+  // The worker's OS sandbox (--sandbox off|auto|required, --sandbox-read PATH; empty:
+  // the worker's default, auto): the config's references.sandbox and read_paths.
+  std::string sandbox;
+  std::vector<std::string> sandbox_read;
 };
 
 class worker_process {

@@ -316,6 +316,75 @@ result<input_draw> parse_input_draw(const std::string& name) {
                "the CPU and copy: the same values on every machine)"};
 }
 
+namespace {
+
+// A reference's code: TorchScript's compiled unit and its forward, or a saved module.
+struct reference_code {
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  torch::jit::Function* forward = nullptr;
+  std::optional<torch::jit::Module> module;
+};
+
+// Compiles (TorchScript) or loads (a saved module, its load-time code checked first)
+// the task's reference into `code`, and checks its operators (gpu/reference_ops.hpp);
+// nothing of the reference runs.
+status load_code(const task_spec& task, const c10::Device& device, reference_code& code) {
+  const size_t declared = task.inputs.size() + task.parameters.size();
+  if (!task.torchscript.empty()) {
+    try {
+      code.unit = torch::jit::compile(task.torchscript);
+    } catch (const std::exception& e) {
+      return error{task_prefix(task) + "the TorchScript does not compile:\n" + torch_message(e)};
+    }
+    for (torch::jit::Function* f : code.unit->get_functions())
+      if (f->name() == "forward") code.forward = f;
+    if (!code.forward)
+      return error{task_prefix(task) + "the TorchScript defines no function named forward"};
+    auto graph = torch::jit::toGraphFunction(*code.forward).graph()->copy();
+    torch::jit::Inline(*graph);
+    if (auto allowed = check_reference_ops(*graph); !allowed) return error{task_prefix(task) + allowed.message()};
+    size_t takes = code.forward->getSchema().arguments().size();
+    if (takes != declared)
+      return error{task_prefix(task) + "forward takes " + std::to_string(takes) +
+                   " arguments, but the task declares " + std::to_string(declared) +
+                   " tensors (" + tensor_list(task) + "), passed as inputs then parameters"};
+  } else {
+    std::istringstream bytes(task.module_bytes);
+    std::string where = task.module_path.empty() ? "the module" : "module \"" + task.module_path + "\"";
+    // Loading runs the module's __setstate__ code: checked first (gpu/module_load_check.hpp).
+    if (auto safe = check_module_load_code(task.module_bytes); !safe)
+      return error{task_prefix(task) + where + ": " + safe.message()};
+    try {
+      code.module = torch::jit::load(bytes, device);
+      // Eval mode unless the task says training (an imported KernelBench problem runs
+      // as KernelBench runs it: in training mode, BatchNorm on batch statistics).
+      code.module->train(task.module_training);
+    } catch (const std::exception& e) {
+      return error{task_prefix(task) + "cannot load " + where + ": " + torch_message(e)};
+    }
+    auto forward = code.module->find_method("forward");
+    if (!forward) return error{task_prefix(task) + where + " has no forward method"};
+    auto graph = forward->graph()->copy();
+    torch::jit::Inline(*graph);
+    if (auto allowed = check_reference_ops(*graph); !allowed) return error{task_prefix(task) + allowed.message()};
+    size_t takes = forward->function().getSchema().arguments().size() - 1;  // self
+    if (takes != task.inputs.size())
+      return error{task_prefix(task) + where + ": forward takes " + std::to_string(takes) +
+                   " inputs, but the task declares " + std::to_string(task.inputs.size()) +
+                   " (" + tensor_list(task) + ")"};
+  }
+
+  return {};
+}
+
+}  // namespace
+
+status check_reference_code(const task_spec& task) {
+  if (auto st = validate_task(task); !st) return error{st.message()};
+  reference_code code;
+  return load_code(task, c10::Device(c10::kCPU), code);
+}
+
 result<std::unique_ptr<reference_program>> reference_program::load(
     const task_spec& task, const reference_options& options) {
   if (auto st = validate_task(task); !st) return error{st.message()};
@@ -331,51 +400,11 @@ result<std::unique_ptr<reference_program>> reference_program::load(
   p->task = task;
   p->device = *device;
   p->draw = options.draw;
-  size_t declared = task.inputs.size() + task.parameters.size();
-
-  if (!task.torchscript.empty()) {
-    try {
-      p->unit = torch::jit::compile(task.torchscript);
-    } catch (const std::exception& e) {
-      return error{task_prefix(task) + "the TorchScript does not compile:\n" + torch_message(e)};
-    }
-    for (torch::jit::Function* f : p->unit->get_functions())
-      if (f->name() == "forward") p->forward = f;
-    if (!p->forward)
-      return error{task_prefix(task) + "the TorchScript defines no function named forward"};
-    auto graph = torch::jit::toGraphFunction(*p->forward).graph()->copy();
-    torch::jit::Inline(*graph);
-    if (auto allowed = check_reference_ops(*graph); !allowed) return error{task_prefix(task) + allowed.message()};
-    size_t takes = p->forward->getSchema().arguments().size();
-    if (takes != declared)
-      return error{task_prefix(task) + "forward takes " + std::to_string(takes) +
-                   " arguments, but the task declares " + std::to_string(declared) +
-                   " tensors (" + tensor_list(task) + "), passed as inputs then parameters"};
-  } else {
-    std::istringstream bytes(task.module_bytes);
-    std::string where = task.module_path.empty() ? "the module" : "module \"" + task.module_path + "\"";
-    // Loading runs the module's __setstate__ code: checked first (gpu/module_load_check.hpp).
-    if (auto safe = check_module_load_code(task.module_bytes); !safe)
-      return error{task_prefix(task) + where + ": " + safe.message()};
-    try {
-      p->module = torch::jit::load(bytes, *device);
-      // Eval mode unless the task says training (an imported KernelBench problem runs
-      // as KernelBench runs it: in training mode, BatchNorm on batch statistics).
-      p->module->train(task.module_training);
-    } catch (const std::exception& e) {
-      return error{task_prefix(task) + "cannot load " + where + ": " + torch_message(e)};
-    }
-    auto forward = p->module->find_method("forward");
-    if (!forward) return error{task_prefix(task) + where + " has no forward method"};
-    auto graph = forward->graph()->copy();
-    torch::jit::Inline(*graph);
-    if (auto allowed = check_reference_ops(*graph); !allowed) return error{task_prefix(task) + allowed.message()};
-    size_t takes = forward->function().getSchema().arguments().size() - 1;  // self
-    if (takes != task.inputs.size())
-      return error{task_prefix(task) + where + ": forward takes " + std::to_string(takes) +
-                   " inputs, but the task declares " + std::to_string(task.inputs.size()) +
-                   " (" + tensor_list(task) + ")"};
-  }
+  reference_code code;
+  if (auto st = load_code(task, *device, code); !st) return error{st.message()};
+  p->unit = std::move(code.unit);
+  p->forward = code.forward;
+  p->module = std::move(code.module);
 
   auto params = p->module ? module_parameters(task, *p->module, *device) : make_parameters(task, *device, p->draw);
   if (!params) return params.error();

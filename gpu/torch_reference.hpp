@@ -75,6 +75,11 @@ struct reference_outputs {
 };
 
 // One task's reference, ready to run. Not thread-safe: one run at a time.
+// Compiles or loads the task's reference on the CPU and checks its operators
+// (gpu/reference_ops.hpp) and its arity, running nothing of it: what `kernelskill task
+// check` asks of a reference (through kernelskill-gpu --check-reference).
+status check_reference_code(const task_spec& task);
+
 class reference_program {
  public:
   // Compiles or loads the task's reference on options.device. Errors name the task:

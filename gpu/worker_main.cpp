@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,8 @@
 #include "protocol/protocol.hpp"
 #include "base/logging.hpp"
 #include "base/loopback.hpp"
+#include "base/private_dir.hpp"
+#include "base/sandbox.hpp"
 #include "base/secret.hpp"
 #include "protocol/worker_link.hpp"
 #include "config/experiment_config.hpp"
@@ -126,6 +129,22 @@ int run_reference(const std::string& task_path, const std::string& size, std::st
 }
 
 // The reference's graph as JSON on stdout (gpu/graph_export.hpp).
+// --check-reference: the reference compiles or loads and uses only allowed operators;
+// nothing of it runs.
+int check_reference(const std::string& task_path) {
+  auto task = load_task(task_path);
+  if (!task) {
+    std::cerr << "kernelskill-gpu: " << task.message() << "\n";
+    return 2;
+  }
+  if (auto st = check_reference_code(*task); !st) {
+    std::cerr << "kernelskill-gpu: " << st.message() << "\n";
+    return 1;
+  }
+  std::cout << "ok\n";
+  return 0;
+}
+
 int export_graph(const std::string& task_path, const std::string& size) {
   auto task = load_task(task_path);
   if (!task) {
@@ -258,7 +277,8 @@ sigset_t block_stop_signals() {
 // SIGINT or SIGTERM.
 template <class Handle>
 int serve_until_signal(caf::actor_system& sys, const Handle& actor, const remote_worker& where,
-                       const std::string& address, const std::string& token, sigset_t stop) {
+                       const std::string& address, const std::string& token, sigset_t stop,
+                       sandbox_mode seal = sandbox_mode::off) {
   // With a token, peers prove it before CAF reads anything of theirs (protocol/worker_link.hpp).
   auto bound = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(actor), sys.message_types(actor),
                                where.host, where.port, token);
@@ -266,6 +286,15 @@ int serve_until_signal(caf::actor_system& sys, const Handle& actor, const remote
     std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << bound.message() << "\n";
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
     return 2;
+  }
+  // Listening: from now on no sockets but Unix ones, in every thread (base/sandbox.hpp).
+  if (auto sealed = seal_network(seal); !sealed) {
+    if (seal == sandbox_mode::required) {
+      std::cerr << "kernelskill-gpu: " << sealed.message() << "\n";
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+      return 2;
+    }
+    spdlog::warn("{} (references.sandbox: auto; the worker goes on)", sealed.message());
   }
   if (!token.empty()) spdlog::info("peers must prove the token before anything else is read");
   // The daemon (or the node agent) reads this exact line to learn the port when it
@@ -283,6 +312,22 @@ int serve_until_signal(caf::actor_system& sys, const Handle& actor, const remote
 // these and supervise them).
 int serve_one_device(const remote_worker& where, const std::string& address, const std::string& token,
                      const worker_options& opts) {
+  // The worker runs references and reviews in this process: it confines itself before
+  // its first thread starts (base/sandbox.hpp), writing only in a scratch directory of
+  // its own and binding only its port.
+  const sandbox_policy& asked = opts.reference_limits.sandbox;
+  auto scratch = private_dir::create("ks-worker");
+  if (!scratch) {
+    std::cerr << "kernelskill-gpu: " << scratch.message() << "\n";
+    return 2;
+  }
+  sandbox_policy self = asked;
+  self.scratch = scratch->path();
+  self.tcp_bind_port = where.port;
+  if (auto confined = sandbox_self(self); !confined) {
+    std::cerr << "kernelskill-gpu: the worker's sandbox: " << confined.message() << "\n";
+    return 2;
+  }
   auto stop = block_stop_signals();
   worker_system_config cfg;
   caf::actor_system sys{cfg};
@@ -292,7 +337,7 @@ int serve_one_device(const remote_worker& where, const std::string& address, con
   auto info = describe_this_worker(opts);
   if (info.devices.empty())
     spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
-  return serve_until_signal(sys, worker, where, address, token, stop);
+  return serve_until_signal(sys, worker, where, address, token, stop, asked.mode);
 }
 
 struct agent_cli {
@@ -323,6 +368,8 @@ int serve_node(const remote_worker& where, const std::string& address, const std
   ao.pool.worker.reference_cpu_seconds = opts.reference_limits.cpu_seconds;
   ao.pool.worker.reference_memory_mb = opts.reference_limits.memory_mb;
   ao.pool.worker.reference_wall_seconds = opts.reference_limits.wall_seconds;
+  ao.pool.worker.sandbox = to_string(opts.reference_limits.sandbox.mode);
+  for (const auto& p : opts.reference_limits.sandbox.read) ao.pool.worker.sandbox_read.push_back(p.string());
   worker_system_config cfg;
   caf::actor_system sys{cfg};
   auto node = spawn_node_agent(sys, std::move(ao));
@@ -443,6 +490,11 @@ int main(int argc, char** argv) {
   app.add_option("--run-reference", reference_task,
                  "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
                  "of its outputs; a quick check that a task and the device work");
+  std::string check_task;
+  app.add_option("--check-reference", check_task,
+                 "Check a task's reference (a task YAML) without running it: it compiles or loads,\n"
+                 "and uses only the operators a reference may use (what `kernelskill task check`\n"
+                 "asks); prints ok, or why not and exits 1");
   std::string graph_task;
   app.add_option("--graph", graph_task,
                  "Print a task's reference graph as JSON (inlined TorchScript, every value's\n"
@@ -480,17 +532,39 @@ int main(int argc, char** argv) {
                  "references.cpu_seconds)")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--reference-memory-mb", opts.reference_limits.memory_mb,
-                 "With --listen: MiB that child may allocate (default 16384; references.memory_mb)")
+                 "With --listen: MiB that child may allocate (default: half of this machine's memory,\n"
+                 "at most 16384; the daemon passes references.memory_mb)")
       ->check(CLI::Range(1, 1 << 30));
   app.add_option("--reference-wall-seconds", opts.reference_limits.wall_seconds,
                  "With --listen: wall-clock seconds for that child (default 300, and at most 80%\n"
                  "of the review's timeout; references.wall_seconds)")
       ->check(CLI::Range(1, 10000000));
+  std::string sandbox = "auto";
+  app.add_option("--sandbox", sandbox,
+                 "The OS sandbox of what runs submitted code: this worker itself with --listen\n"
+                 "--worker (it reviews in this process), and every child that runs a reference\n"
+                 "(--graph, --run-reference). auto (default): every layer the kernel offers\n"
+                 "(Landlock, seccomp, a network namespace), the missing ones logged; required:\n"
+                 "refuse to run without Landlock and seccomp; off: unconfined. The config's\n"
+                 "references.sandbox (docs/daemon.md, \"Untrusted references\")")
+      ->check(CLI::IsMember({"off", "auto", "required"}));
+  std::vector<std::string> sandbox_read;
+  app.add_option("--sandbox-read", sandbox_read,
+                 "A directory (or file) sandboxed code may read besides the system's (repeatable):\n"
+                 "where LibTorch or CUDA lives outside /usr and /opt; references.read_paths");
   app.add_flag("--exit-with-parent", exit_with_parent,
                "Exit when the parent process dies (the daemon passes this to its workers)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
   CLI11_PARSE(app, argc, argv);
   opts.trial_cache_bytes = static_cast<uint64_t>(trial_cache_gib * double(1ull << 30));
+  opts.reference_limits.sandbox.mode = *parse_sandbox_mode(sandbox);
+  if (app.count("--reference-memory-mb") == 0) {
+    // Half of this machine's memory, at most 16384 MiB: the reference check runs one
+    // child at a time, beside the worker's own reviews.
+    const double physical_mb = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / (1 << 20);
+    if (physical_mb > 0) opts.reference_limits.memory_mb = static_cast<int>(std::clamp(physical_mb / 2, 1024.0, 16384.0));
+  }
+  for (const auto& p : sandbox_read) opts.reference_limits.sandbox.read.emplace_back(p);
   opts.replay = replay == "kernel" ? profile_replay::kernel : profile_replay::user;
 
   if (auto s = setup_logging(log_level); !s) {
@@ -508,6 +582,7 @@ int main(int argc, char** argv) {
     if (getppid() == 1) return 0;  // the parent is already gone
   }
   if (list) return list_devices(opts, json);
+  if (!check_task.empty()) return check_reference(check_task);
   if (!graph_task.empty()) return export_graph(graph_task, size);
   if (!reference_task.empty()) return run_reference(reference_task, size, on, review.draw_inputs);
   if (!review.task.empty()) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -67,10 +69,41 @@ result<std::vector<problem_file>> find_problem_files(const std::vector<std::stri
   return out;
 }
 
+// What a problem's Python reads besides the system's directories: the interpreter's
+// prefixes and its sys.path (site-packages in a virtual environment or a home directory),
+// asked once per interpreter. The question runs outside the sandbox: it imports nothing
+// of the problem's.
+std::vector<fs::path> python_read_paths(const std::string& python) {
+  static std::mutex mu;
+  static std::map<std::string, std::vector<fs::path>> known;
+  std::lock_guard lock(mu);
+  if (auto it = known.find(python); it != known.end()) return it->second;
+  std::vector<fs::path> out;
+  auto dir = private_dir::create("ks-import");
+  if (!dir) return out;
+  process_limits quick{.cpu_seconds = 60, .memory_mb = 4096, .wall_seconds = 60, .sandbox = unconfined()};
+  auto run = run_bounded(shell_quote(python) + " -c " +
+                             shell_quote("import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, "
+                                         "sys.exec_prefix] + [p for p in sys.path if p]))"),
+                         quick, dir->path() / "err");
+  try {
+    if (run && run->ok())
+      for (const auto& p : nlohmann::json::parse(tail_lines(run->out, 1)))
+        if (std::error_code ec; fs::exists(p.get<std::string>(), ec)) out.emplace_back(p.get<std::string>());
+  } catch (const std::exception&) {
+  }
+  std::error_code ec;
+  if (auto real = fs::canonical(python, ec); !ec) out.push_back(real.parent_path());
+  known[python] = out;
+  return out;
+}
+
 status check_python(const kernelbench_import_options& options) {
   auto dir = private_dir::create("ks-import");
   if (!dir) return error{dir.message()};
-  process_limits quick{.cpu_seconds = 120, .memory_mb = options.limits.memory_mb, .wall_seconds = 120};
+  // Imports torch, nothing of a problem's: unconfined.
+  process_limits quick{.cpu_seconds = 120, .memory_mb = options.limits.memory_mb, .wall_seconds = 120,
+                       .sandbox = unconfined()};
   auto run = run_bounded(shell_quote(options.python) + " -c " + shell_quote("import torch; print(torch.__version__)"),
                          quick, dir->path() / "err");
   if (!run || !run->ok())
@@ -112,7 +145,13 @@ import_outcome import_kernelbench_problem(const problem_file& problem, const fs:
                     " --label " + shell_quote(label) + " --out-yaml " + shell_quote(yaml.string()) +
                     " --out-module " + shell_quote(module.string()) + " --seed " + std::to_string(options.seed) +
                     " --trace-gib " + std::to_string(options.trace_gib);
-  auto run = run_bounded(cmd, options.limits, dir->path() / "stderr.txt");
+  // The problem's Python runs sandboxed (base/sandbox.hpp): it reads its file, the
+  // interpreter's, and the system's; it writes only into the private directory.
+  process_limits limits = options.limits;
+  limits.sandbox.scratch = dir->path();
+  limits.sandbox.read.push_back(source);
+  for (const fs::path& p : python_read_paths(options.python)) limits.sandbox.read.push_back(p);
+  auto run = run_bounded(cmd, limits, dir->path() / "stderr.txt");
   if (!run) return finish(run.message());
   nlohmann::json answer;
   try {

@@ -30,7 +30,7 @@ struct kernelbench_import_options {
   std::string python = "python3";  // with torch importable
   uint64_t seed = 42;              // KernelBench's evaluator's default seed
   double trace_gib = 4.0;          // inputs a traced import may materialise
-  process_limits limits{.cpu_seconds = 300, .memory_mb = 16384, .wall_seconds = 600};
+  process_limits limits{.cpu_seconds = 300, .memory_mb = 16384, .wall_seconds = 600, .sandbox = {}};
 };
 
 struct problem_file {

@@ -90,6 +90,32 @@ TEST_CASE("task check validates the example tasks and reports a bad one", "[cli]
   std::filesystem::remove_all(dir);
 }
 
+// task check runs the reference's operator check (kernelskill-gpu --check-reference, in a
+// sandboxed child): a reference the export would refuse is not "ok", and the saved module
+// whose forward forks a file read (tests/data/untrusted) is refused naming the operator.
+TEST_CASE("task check refuses a reference whose operators the export refuses", "[cli][untrusted]") {
+  auto dir = scratch_dir();
+  std::ofstream(dir / "reads.yaml") << "name: reads\nreference:\n  torchscript: |\n    def forward(x):\n"
+                                       "        return x + torch.from_file('/etc/passwd', False, 4)\n"
+                                       "inputs:\n  - {name: x, shape: [4]}\n";
+  auto bad = run("task check " + (dir / "reads.yaml").string());
+  CHECK(bad.status == 1);
+  CHECK(contains(bad.text, "aten::from_file"));
+  CHECK_FALSE(contains(bad.text, ": ok"));
+  const std::string untrusted = src + "/tests/data/untrusted";
+  std::ofstream(dir / "fork.yaml") << "name: fork\nreference:\n  module: " << untrusted
+                                   << "/fork_function.pt\ninputs:\n  - {name: x, shape: [4]}\n";
+  std::ofstream(dir / "computes.yaml") << "name: computes\nreference:\n  module: " << untrusted
+                                       << "/fork_computes.pt\ninputs:\n  - {name: x, shape: [4]}\n";
+  auto forked = run("task check " + (dir / "fork.yaml").string() + " " + (dir / "computes.yaml").string());
+  CHECK(forked.status == 1);
+  CHECK(contains(forked.text, "aten::from_file"));
+  CHECK(contains(forked.text, "prim::fork"));
+  CHECK(contains(forked.text, "computes.yaml: ok"));
+  CHECK(contains(forked.text, "operators are allowed"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("plan check prints the concrete launch of an example plan", "[cli]") {
   auto out = run("plan check " + src + "/examples/plans/softmax_rows.yaml --task " + src +
                  "/examples/tasks/softmax.yaml --source " + src + "/examples/plans/softmax_rows.cu");

@@ -798,6 +798,28 @@ TEST_CASE("graph export: a reference that loops forever is stopped at its limit,
   fs::remove_all(tmp);
 }
 
+// A reference stopped by a limit would be stopped again: the coder does not export it a
+// second time (each try would hold a task's slot up to the wall-clock limit).
+TEST_CASE("rules coder: a reference a limit stopped is not exported again", "[rules][graph][limits]") {
+  rules_coder_options o;
+  o.gpu_worker = kWorker;
+  o.skills_dir = kSource / "skills";
+  o.limits.cpu_seconds = 2;
+  auto coder = rules_coder::create(o);
+  REQUIRE(coder);
+  task_spec t = task("examples/tasks/swish.yaml");
+  t.name = "endless_twice";
+  t.torchscript = "def forward(x):\n    y = x\n    for i in range(2000000000):\n        y = y * 1.0\n    return y\n";
+  auto first = (*coder)->seeds(t, 1);
+  REQUIRE_FALSE(first);
+  CHECK_THAT(first.message(), Catch::Contains("2 s of CPU time"));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto second = (*coder)->seeds(t, 1);
+  REQUIRE_FALSE(second);
+  CHECK(second.message() == first.message());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+}
+
 // x - logsumexp(x, 1, keepdim) over a [1, N] input reduces every element, and its
 // epilogue was fused where the whole-tensor path has no tensor for it: an exception
 // escaped lower_graph. It must come back as an error (or a kernel), never a throw.
