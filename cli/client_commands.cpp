@@ -154,11 +154,22 @@ int submit(const daemon_client_options& o, const std::string& task_path, int pri
   // may run elsewhere, so the module travels with the request.
   std::string module_bytes;
   std::string module_path;
+  bool problem_left_out = false;
   try {
     YAML::Node doc = YAML::Load(yaml);
     if (doc.IsMap() && doc["reference"] && doc["reference"].IsMap() && doc["reference"]["module"] &&
         doc["reference"]["module"].IsScalar())
       module_path = doc["reference"]["module"].as<std::string>();
+    // The daemon runs no submitted Python (a KernelBench problem's source would run
+    // wherever the result is imported): the task goes without it, its TorchScript or
+    // module reference is what is optimised.
+    if (doc.IsMap() && doc["reference"] && doc["reference"].IsMap() && doc["reference"]["kernelbench"]) {
+      doc["reference"].remove("kernelbench");
+      YAML::Emitter out;
+      out << doc;
+      yaml = out.c_str();
+      problem_left_out = true;
+    }
   } catch (const YAML::Exception&) {
     // The daemon validates the file and names the line of a syntax error.
   }
@@ -184,6 +195,10 @@ int submit(const daemon_client_options& o, const std::string& task_path, int pri
   } else {
     std::cout << "submitted " << task->id << ": " << task->state << ", priority " << task->priority
               << (module_bytes.empty() ? "" : ", module " + std::to_string(module_bytes.size()) + " bytes uploaded")
+              << (problem_left_out ? "\n  (reference.kernelbench, the problem's Python, stays here: the daemon runs no "
+                                     "submitted Python, so the result's ModelNew has the plain interface; "
+                                     "`kernelskill export` here gives KernelBench's)"
+                                   : "")
               << "\n  kernelskill watch " << task->id << "     (progress)\n  kernelskill result "
               << task->id << "    (the kernel, once it is done)\n";
   }

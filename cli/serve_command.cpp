@@ -16,6 +16,7 @@
 #include "fleet/gpu_pool.hpp"
 #include "fleet/review_meter.hpp"
 #include "cli/commands.hpp"
+#include "base/private_dir.hpp"
 #include "cli/run_setup.hpp"
 #include "daemon/dashboard.hpp"
 #include "export/pytorch_export.hpp"
@@ -62,6 +63,13 @@ int serve(const std::string& config_path, const std::string& listen, const globa
     return 1;
   }
   std::shared_ptr<store> memory = std::move(*db);
+  // Children's scratch beside the store, cleared of what a killed daemon left.
+  auto swept = use_scratch_root(std::filesystem::path(cfg->memory.path) / "scratch");
+  if (!swept) {
+    std::cerr << "kernelskill serve: " << swept.message() << "\n";
+    return 1;
+  }
+  if (*swept > 0) spdlog::info("scratch: removed {} entries a previous run left", *swept);
   if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version),
                                              library_hash(*library), to_store_docs(*library));
       !s) {
@@ -127,7 +135,9 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   hc.usage = backend->usage.get();
   hc.dashboard = &dashboard_page;
   // The result's `pytorch`: the best kernel as a ModelNew module (docs/export.md).
-  hc.export_pytorch = [](const task_spec& t, const candidate& c) { return pytorch_module_source(t, c); };
+  // A result's ModelNew runs only code the project wrote, also for a task stored with a
+  // KernelBench problem's source before requests were refused one.
+  hc.export_pytorch = [](const task_spec& t, const candidate& c) { return shared_module_source(t, c); };
   http_api api(ho, hc);
   auto port = api.bind();
   if (!port) {

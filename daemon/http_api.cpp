@@ -260,6 +260,15 @@ struct http_api::impl {
     }
     auto spec = parse_task(yaml_text, "task", dir ? dir->path() : fs::path("/nonexistent"));
     if (!spec) return bad(400, spec.message());
+    // A KernelBench problem's Python would run wherever its export is imported: the
+    // daemon takes no Python from a request (the CLI's import and bench keep it, for the
+    // user's own files).
+    if (spec->kernelbench != kernelbench_spec{})
+      return bad(400, "reference.kernelbench: the daemon accepts no KernelBench problem source from a "
+                      "request (it would run as Python wherever the result's ModelNew is imported); "
+                      "submit the task without reference.kernelbench (the TorchScript or module "
+                      "reference is what is optimised), or run it with `kernelskill run` or "
+                      "`kernelskill bench` on your own machine");
     if (spec->module_bytes.size() > 0) spec->module_path = "upload.pt";
     if (!valid_task_name(spec->name))
       return bad(400, "name: '" + spec->name.substr(0, 80) +

@@ -200,8 +200,11 @@ std::string cuda_source(const task_spec& task, const candidate& best, const std:
 }
 
 std::string py_distribution(const distribution_spec& d) {
+  // A module's attribute (a saved module's weight) names its path in the module.
+  const std::string attr = d.kind == "module" ? ", \"attr\": " + py_string(d.attr) : "";
   return "{\"kind\": " + py_string(d.kind) + ", \"mean\": " + number(d.mean) + ", \"std\": " + number(d.std) +
-         ", \"low\": " + number(d.low) + ", \"high\": " + number(d.high) + ", \"value\": " + number(d.value) + "}";
+         ", \"low\": " + number(d.low) + ", \"high\": " + number(d.high) + ", \"value\": " + number(d.value) + attr +
+         "}";
 }
 
 // The Python file's fixed part, after its constants: the dtypes by name, the
@@ -264,9 +267,11 @@ def _attribute(name):
 class ModelNew(torch.nn.Module):
     """The task's reference, computed by KernelSkill's kernel. forward(*inputs)."""
 
-    def __init__(self, size="default", seed=SEED, parameter_shapes=None):
+    def __init__(self, size="default", seed=SEED, parameter_shapes=None, module=None):
         """The parameters' shapes are those of `size`, or `parameter_shapes` (a list, in
-        PARAMETERS' order) for other shapes (served by the general-shape launcher)."""
+        PARAMETERS' order) for other shapes (served by the general-shape launcher). A
+        parameter that is an attribute of the task's reference module (init kind
+        "module") is read from `module`, that module as you load it (torch.jit.load)."""
         super().__init__()
         if parameter_shapes is None and size not in SIZES:
             raise ValueError(f"size {size!r}: this export has {', '.join(SIZES)}; or give parameter_shapes")
@@ -274,7 +279,16 @@ class ModelNew(torch.nn.Module):
         shapes = parameter_shapes if parameter_shapes is not None else SIZES[size][len(INPUTS):]
         self._names = []
         for (name, dtype, init), shape in zip(PARAMETERS, shapes):
-            value = _draw(shape, dtype, init, generator, "cpu")
+            if init["kind"] == "module":
+                if module is None:
+                    raise ValueError(f"ModelNew (task {TASK}): parameter {name} is the reference module's "
+                                     f"{init['attr']}: give ModelNew(module=torch.jit.load(...)) the task's module")
+                value = module
+                for part in init["attr"].split("."):
+                    value = getattr(value, part)
+                value = value.detach().clone()
+            else:
+                value = _draw(shape, dtype, init, generator, "cpu")
             attr = _attribute(name)
             if value.is_floating_point():
                 self.register_parameter(attr, torch.nn.Parameter(value, requires_grad=False))
@@ -431,6 +445,12 @@ result<std::string> pytorch_module_source(const task_spec& task, const candidate
   auto ex = export_pytorch(task, best);
   if (!ex) return error{ex.message()};
   return std::move(ex->python);
+}
+
+result<std::string> shared_module_source(const task_spec& task, const candidate& best) {
+  task_spec plain = task;
+  plain.kernelbench = kernelbench_spec{};
+  return pytorch_module_source(plain, best);
 }
 
 }  // namespace ks

@@ -89,8 +89,14 @@ struct pytorch_export {
 result<pytorch_export> export_pytorch(const task_spec& task, const candidate& best,
                                       const pytorch_export_options& options = {});
 
-// The Python file alone: export_pytorch(task, best).python. The daemon calls this.
+// The Python file alone: export_pytorch(task, best).python.
 result<std::string> pytorch_module_source(const task_spec& task, const candidate& best);
+
+// The Python file of a result handed to others (the daemon's /api/tasks/ID/result): it
+// runs only code this project wrote. A KernelBench problem's source, which the
+// KernelBench interface runs at import, is left out: such a task exports with the
+// plain interface (its parameters drawn as the task says).
+result<std::string> shared_module_source(const task_spec& task, const candidate& best);
 
 // The pieces of the general-shape launcher, for tests that compile and run them on the
 // host against plan/shape_expr's evaluator.

@@ -411,19 +411,30 @@ TEST_CASE("an imported KernelBench problem with weights is submitted and optimis
   auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
   INFO(d.log());
   CHECK(t.state == "done");
-  // The problem travelled with the task (reference.kernelbench, inside the YAML): the
-  // daemon's export of the best kernel has KernelBench's interface, and holds up against
-  // the problem in Python as `kernelskill export`'s does (kernelbench_export_test).
+  // The problem's Python stayed here (the daemon runs no submitted Python): submit said
+  // so, and a request that carries it anyway is refused, naming the field.
+  CHECK(contains(out.text, "reference.kernelbench"));
+  std::ifstream yaml_in(tasks / "gemm_relu_divide.yaml");
+  const std::string with_source((std::istreambuf_iterator<char>(yaml_in)), {});
+  REQUIRE(contains(with_source, "kernelbench:"));
+  std::ifstream module_in(tasks / "gemm_relu_divide.pt", std::ios::binary);
+  const std::string module_bytes((std::istreambuf_iterator<char>(module_in)), {});
+  auto raw = d.client().submit(with_source, module_bytes, 0);
+  REQUIRE_FALSE(raw.ok());
+  CHECK(raw.error().http_status == 400);
+  CHECK(contains(raw.error().message, "reference.kernelbench"));
+  // The daemon's export of the best kernel has the plain interface, holds no problem
+  // source, and imports; its weights come from the module the user passes.
   auto api = d.client().result_of(id);
   REQUIRE(api.ok());
   REQUIRE_FALSE(api->pytorch.empty());
-  CHECK(contains(api->pytorch, "def __init__(self, *init_inputs, **init_kwargs):"));
+  CHECK_FALSE(contains(api->pytorch, "PROBLEM_SOURCE"));
+  CHECK(contains(api->pytorch, "module=None"));
   const fs::path model_new = d.dir() / "model_new.py";
   std::ofstream(model_new) << api->pytorch;
-  const fs::path data = fs::path(KS_SOURCE_DIR) / "tests/data/kernelbench";
-  auto check = run_shell(python + " " + (data / "check_export.py").string() + " " +
-                         (data / "good/gemm_relu_divide.py").string() + " " + model_new.string() + " " +
-                         (tasks / "gemm_relu_divide.pt").string() + " 2>&1");
+  auto check = run_shell(python + " -c \"import runpy, torch; ns = runpy.run_path('" + model_new.string() +
+                         "'); m = ns['ModelNew'](module=torch.jit.load('" + (tasks / "gemm_relu_divide.pt").string() +
+                         "')); print(len(m.task_parameters()))\" 2>&1");
   INFO(check.text);
   CHECK(check.status == 0);
 }

@@ -256,10 +256,25 @@ TEST_CASE("a daemon killed with SIGKILL leaves no child running a reference", "[
   auto child = wait_for_graph_child(d, 90);
   INFO(d.log());
   REQUIRE(child);
+  // Its scratch (the task's files, the module) lies beside the store, not in /tmp.
+  const fs::path scratch = d.store_dir() / "scratch";
+  auto graph_dirs = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(scratch, ec)) n += e.path().filename().string().rfind("ks-graph-", 0) == 0;
+    return n;
+  };
+  CHECK(graph_dirs() == 1);
   d.kill9();
   // The child's parent gets SIGTERM when the daemon's thread that started it dies
   // (PR_SET_PDEATHSIG) and passes it on: the loop does not outlive the daemon.
   CHECK(gone_within(*child, 30));
+  // What the killed daemon left there is swept when it starts again, before the task
+  // (still acknowledged) runs its export anew.
+  CHECK(graph_dirs() >= 1);
+  REQUIRE_FALSE(d.start().empty());
+  CHECK_THAT(d.log(), Contains("scratch: removed"));
+  CHECK(d.terminate() >= -1);
 }
 
 TEST_CASE("task ids cannot be guessed from one another, and stay the same after a restart", "[daemon][ids]") {

@@ -146,7 +146,7 @@ TEST_CASE("kernelbench export: imported problems export with KernelBench's inter
     CHECK(with->module_name == without->module_name);
     CHECK(py.find("CUDA_SOURCE = ") != std::string::npos);
     CHECK(without->python.find("PROBLEM_SOURCE") == std::string::npos);
-    CHECK(without->python.find("def __init__(self, size=\"default\", seed=SEED, parameter_shapes=None):") !=
+    CHECK(without->python.find("def __init__(self, size=\"default\", seed=SEED, parameter_shapes=None, module=None):") !=
           std::string::npos);
   }
   // Model's attribute paths, without the wrapper a traced import adds; the number as
@@ -167,7 +167,7 @@ TEST_CASE("kernelbench export: under KernelBench's seeding ModelNew holds Model'
     auto run = run_bounded("exec " + shell_quote(python()) + " " + shell_quote((kData / "check_export.py").string()) +
                                " " + shell_quote((kData / "good" / (name + ".py")).string()) + " " +
                                shell_quote(x.file.string()) + " " + shell_quote(x.module.string()),
-                           {.cpu_seconds = 120, .memory_mb = 8192, .wall_seconds = 180}, kWork / (name + "-check.err"));
+                           {.cpu_seconds = 120, .memory_mb = 8192, .wall_seconds = 180, .sandbox = unconfined()}, kWork / (name + "-check.err"));
     REQUIRE(run);
     INFO(run->out << run->err);
     CHECK(run->ok());
@@ -204,4 +204,51 @@ TEST_CASE("kernelbench export: what the interface cannot use is named", "[kernel
   auto ex = export_pytorch(u, seed_candidate(y));
   REQUIRE_FALSE(ex);
   CHECK_THAT(ex.message(), Catch::Contains("parameter 'inner_conv_bias' (attr conv.bias) is not inside the problem's Model (inner)"));
+}
+
+// A result handed to others (the daemon's /api/tasks/ID/result) runs no submitted Python:
+// a KernelBench problem's source, which the KernelBench interface runs at import, is left
+// out (export/pytorch_export.hpp, shared_module_source). Shown with a problem whose source
+// plants a file when it runs: the KernelBench-interface file plants it at import (the
+// hazard), the shared file does not, and its ModelNew reads the weights from the module
+// the user gives it.
+TEST_CASE("kernelbench export: a result handed to others imports without running the problem's source",
+          "[kernelbench][untrusted]") {
+  const exported& x = exports().at("gemm_relu_divide");
+  REQUIRE_FALSE(x.file.empty());
+  auto task = load_task(x.task);
+  REQUIRE(task);
+  const fs::path marker = kWork / "planted-by-problem";
+  task->kernelbench.source += "\nimport os\nos.system('touch " + marker.string() + "')\n";
+  const candidate c = seed_candidate(x);
+  auto import_file = [&](const std::string& text, const std::string& name, const std::string& then) {
+    const fs::path file = kWork / name;
+    std::ofstream(file) << text;
+    const std::string script = "import runpy, torch\nns = runpy.run_path('" + file.string() + "')\n" + then;
+    return run_bounded("exec " + shell_quote(python()) + " -c " + shell_quote(script),
+                       {.cpu_seconds = 120, .memory_mb = 8192, .wall_seconds = 180, .sandbox = unconfined()},
+                       kWork / (name + ".err"));
+  };
+  fs::remove(marker);
+  auto kb = export_pytorch(*task, c);
+  REQUIRE(kb);
+  auto ran = import_file(kb->python, "hostile_kb.py", "");
+  REQUIRE(ran);
+  CHECK(fs::exists(marker));  // the KernelBench interface runs the problem's source
+
+  fs::remove(marker);
+  auto shared = shared_module_source(*task, c);
+  REQUIRE(shared);
+  CHECK(shared->find("os.system") == std::string::npos);
+  CHECK(shared->find("PROBLEM_SOURCE") == std::string::npos);
+  const std::string then =
+      "try:\n    ns['ModelNew']()\n    raise SystemExit('built without the module')\n"
+      "except ValueError as e:\n    assert 'module' in str(e), e\n"
+      "m = ns['ModelNew'](module=torch.jit.load('" + x.module.string() + "'))\n"
+      "assert len(m.task_parameters()) == " + std::to_string(task->parameters.size()) + "\n";
+  auto imported = import_file(*shared, "hostile_shared.py", then);
+  REQUIRE(imported);
+  INFO(imported->out << imported->err);
+  CHECK(imported->ok());
+  CHECK_FALSE(fs::exists(marker));
 }
