@@ -13,8 +13,9 @@
 //   token files, the store, other processes' /proc — cannot be opened, listed or
 //   written, whatever the user's permissions (root's too);
 // - network: no new sockets but Unix ones (seccomp), no TCP bind or connect but the
-//   one listening port a worker keeps (Landlock, ABI 4+), a network namespace of its own
-//   for a child where the kernel lets us make one (abstract Unix sockets too);
+//   one listening port a worker keeps (Landlock, ABI 4+), abstract Unix sockets scoped
+//   to the sandbox (Landlock, ABI 6+); where seccomp or that scope is missing, a
+//   network namespace of its own for a child, where the kernel lets us make one;
 // - other processes: no ptrace, no process_vm_readv/writev (seccomp; Landlock already
 //   refuses tracing outside the sandbox), no signals to processes outside it (Landlock
 //   ABI 6+); no new namespaces, mounts, kernel modules or io_uring (seccomp);
@@ -64,7 +65,9 @@ sandbox_policy unconfined();
 struct sandbox_support {
   int landlock_abi = 0;        // 0: no Landlock
   bool seccomp = false;        // seccomp filters (and the architecture is one we filter)
-  bool network_namespace = false;  // a child can be given a network namespace of its own
+  // A child can be given a network namespace of its own (probed only where seccomp or
+  // Landlock's socket scope is missing: elsewhere it is not needed).
+  bool network_namespace = false;
   // "Landlock ABI 7 (files, TCP ports, signals), seccomp, network namespaces"
   std::string describe() const;
   // What `required` needs and this kernel lacks, in words; empty when nothing.
