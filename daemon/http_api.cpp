@@ -273,7 +273,7 @@ struct http_api::impl {
     if (!valid_task_name(spec->name))
       return bad(400, "name: '" + spec->name.substr(0, 80) +
                           "' is not a valid task name (1-64 of A-Z a-z 0-9 _ . -, not starting "
-                          "with '.')");
+                          "with '.' or '-')");
     return std::make_pair(std::move(*spec), priority);
   }
 

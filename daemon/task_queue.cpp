@@ -106,13 +106,20 @@ json to_json(const queued_task& t, bool with_history) {
   return j;
 }
 
-bool valid_task_name(const std::string& name) {
+namespace {
+
+// 1–64 of A–Z a–z 0–9 _ . -, not starting with '.': the names tasks were ever given.
+bool name_characters(const std::string& name) {
   if (name.empty() || name.size() > 64 || name[0] == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '_' || c == '.' || c == '-';
   });
 }
+
+}  // namespace
+
+bool valid_task_name(const std::string& name) { return name_characters(name) && name[0] != '-'; }
 
 bool valid_task_id(const std::string& id) {
   auto dash = id.rfind('-');
@@ -126,7 +133,8 @@ bool valid_task_id(const std::string& id) {
   const bool sequential = tail.size() >= 6 && std::all_of(tail.begin(), tail.end(), [](char c) {
                             return c >= '0' && c <= '9';
                           });
-  return (random || sequential) && valid_task_name(id.substr(0, dash));
+  // A task submitted before names starting with '-' were refused keeps its id.
+  return (random || sequential) && name_characters(id.substr(0, dash));
 }
 
 json outcome_json(const task_outcome& o) {

@@ -127,7 +127,8 @@ class task_queue {
   uint64_t next_seq_ = 1;
 };
 
-// Task names the daemon accepts: 1–64 of A–Z a–z 0–9 _ . -, not starting with '.'.
+// Task names the daemon accepts: 1–64 of A–Z a–z 0–9 _ . -, not starting with '.' or
+// '-' (a name becomes file names and command-line arguments).
 bool valid_task_name(const std::string& name);
 // Ids: a valid name, '-', then 26 of a–z 2–7 (or six or more digits: the sequential
 // ids of stores made before ids were random).

@@ -472,7 +472,8 @@ TEST_CASE("malformed and hostile requests get a 4xx with a message and change no
   }
   // Hostile names and module paths.
   for (std::string name : std::vector<std::string>{"../../etc/passwd", "..", ".hidden", "a/b", "a b", "x%2F..",
-                                                   std::string(65, 'n'), "semi;colon", "nul\\u0000"}) {
+                                                   std::string(65, 'n'), "semi;colon", "nul\\u0000", "-rf",
+                                                   "--help"}) {
     std::string body = relu;
     auto at = body.find("name: swish");
     if (at != std::string::npos) body.replace(at, 11, std::string("name: \"") + name + "\"");
