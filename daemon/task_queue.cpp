@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "actors/task_coordinator.hpp"
 #include "base/secret.hpp"
@@ -164,6 +165,49 @@ result<std::unique_ptr<task_queue>> task_queue::open(std::shared_ptr<store> db) 
     q->next_seq_ = std::max(q->next_seq_, t->seq + 1);
   }
   return q;
+}
+
+result<lost_tasks> find_lost_tasks(const store& db) {
+  lost_tasks out;
+  auto counter = db.get_task_record(kCounter);
+  if (!counter) return counter.error();
+  if (*counter) out.handed_out = (**counter).value("next", uint64_t{1}) - 1;
+  auto records = db.list_task_records();
+  if (!records) return records.error();
+  std::set<uint64_t> numbers;
+  std::set<std::string> tasks;
+  std::map<std::string, std::set<std::string>> named;  // id → what names it
+  for (const auto& [key, j] : *records) {
+    if (key.rfind("task/", 0) == 0) {
+      tasks.insert(key.substr(5));
+      if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned()) numbers.insert(j["seq"].get<uint64_t>());
+    } else if (key.rfind("spec/", 0) == 0) {
+      named[key.substr(5)].insert("spec");
+    } else if (key.rfind("result/", 0) == 0) {
+      named[key.substr(7)].insert("result");
+    } else if (key.rfind("checkpoint/", 0) == 0) {
+      named[key.substr(11, key.find('/', 11) - 11)].insert("checkpoint");
+    }
+  }
+  auto trajectories = db.list_trajectory_tasks();
+  if (!trajectories) return trajectories.error();
+  for (const auto& id : *trajectories)
+    if (valid_task_id(id)) named[id].insert("trajectory");
+  for (const auto& [id, what] : named) {
+    if (tasks.count(id)) continue;
+    std::string list;
+    for (const auto& w : what) list += (list.empty() ? "" : ", ") + w;
+    out.named.emplace_back(id, list);
+  }
+  out.last_found = numbers.empty() ? 0 : *numbers.rbegin();
+  const uint64_t top = std::max(out.handed_out, out.last_found);
+  uint64_t expect = 1;
+  for (uint64_t n : numbers) {
+    if (n > expect) out.missing.emplace_back(expect, n - 1);
+    expect = n + 1;
+  }
+  if (top >= expect) out.missing.emplace_back(expect, top);
+  return out;
 }
 
 result<queued_task> task_queue::load(const std::string& id) const {
