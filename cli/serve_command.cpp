@@ -1,6 +1,7 @@
 // `kernelskill serve`: the daemon (docs/daemon.md).
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +29,23 @@
 
 namespace ks::cli {
 
+namespace {
+
+// Descriptors for a server that takes bursts (docs/daemon.md, "Bursts, slow bodies and
+// hostile bodies"). Each connection is a descriptor: the soft limit (often 1,024) is
+// raised to the hard one, so that a burst is queued, not refused.
+void prepare_process() {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
+}  // namespace
+
 int serve(const std::string& config_path, const std::string& listen, const global_options& g) {
+  prepare_process();
   // SIGINT/SIGTERM are taken by sigwait below, on the main thread; every thread
   // started from here inherits the mask.
   sigset_t stop_signals;

@@ -136,7 +136,8 @@ struct http_api::impl {
         ctx(std::move(c)),
         server(connection_limits{.header_timeout_s = opts.header_timeout_s,
                                  .body_timeout_s = opts.body_timeout_s,
-                                 .max_pending = opts.max_pending_connections}) {}
+                                 .max_pending = opts.max_pending_connections,
+                                 .max_body_per_client = opts.max_body_connections_per_client}) {}
 
   // A route's handler runs once the request's body is in: from then on the daemon's
   // work has no deadline (daemon/guarded_server.hpp).
@@ -577,15 +578,17 @@ result<uint16_t> http_api::bind() {
                  "serve.token_env) before serving beyond this machine"};
   std::string host = o.host;
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  uint16_t bound = o.port;
   if (o.port == 0) {
     int port = impl_->server.bind_to_any_port(host);
     if (port <= 0) return error{"cannot listen on " + o.host + " (any port)"};
-    return static_cast<uint16_t>(port);
-  }
-  if (!impl_->server.bind_to_port(host, o.port))
+    bound = static_cast<uint16_t>(port);
+  } else if (!impl_->server.bind_to_port(host, o.port)) {
     return error{"cannot listen on " + o.host + ":" + std::to_string(o.port) +
                  " (is another daemon running there?)"};
-  return o.port;
+  }
+  impl_->server.widen_backlog();
+  return bound;
 }
 
 void http_api::serve() { impl_->server.listen_after_bind(); }

@@ -11,8 +11,9 @@
 // - web pages cannot drive it: unless a token guards a daemon served beyond loopback,
 //   a Host or Origin that is not a loopback name is refused (403), and requests that
 //   change state must be JSON or YAML (415 for form posts);
-// - slow clients cannot hold it: a request's head and body have deadlines, and only so
-//   many connections may wait for their heads at once (daemon/guarded_server.hpp);
+// - slow clients cannot hold it, and bursts are answered: a request's head and body have
+//   deadlines, only connections slower than a grace are dropped for room, and one
+//   client's slow bodies are capped (daemon/guarded_server.hpp);
 // - the daemon never reads its own files for a request: a task's .pt module comes in
 //   the request or not at all.
 
@@ -51,6 +52,9 @@ struct http_api_options {
   double header_timeout_s = 10;
   double body_timeout_s = 60;
   size_t max_pending_connections = 32;
+  // Connections of one client whose body has been arriving for over a second (a slow
+  // body): the oldest of them is dropped for one more.
+  size_t max_body_connections_per_client = 8;
   std::string version;
 };
 
