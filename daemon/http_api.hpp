@@ -8,6 +8,9 @@
 // - with a token, every request without `Authorization: Bearer TOKEN` is refused
 //   (401, compared in constant time); without one, only addresses that resolve to
 //   loopback may be served;
+// - a body is bounded while it arrives (max_body_bytes, a task's YAML at
+//   max_task_yaml_bytes, JSON by its nesting and number of values) and parsed by at most
+//   max_parses requests at once; unknown query parameters are refused (400);
 // - web pages cannot drive it: unless a token guards a daemon served beyond loopback,
 //   a Host or Origin that is not a loopback name is refused (403), and requests that
 //   change state must be JSON or YAML (415 for form posts);
@@ -27,6 +30,7 @@
 #include "model/candidate.hpp"
 #include "base/loopback.hpp"
 #include "base/result.hpp"
+#include "daemon/bounded_json.hpp"
 
 namespace ks {
 
@@ -55,6 +59,13 @@ struct http_api_options {
   // Connections of one client whose body has been arriving for over a second (a slow
   // body): the oldest of them is dropped for one more.
   size_t max_body_connections_per_client = 8;
+  // JSON bodies are refused while they arrive and while they are parsed past these
+  // (400 nesting, 413 values; daemon/bounded_json.hpp).
+  json_limits json;
+  // Bodies parsed at once (JSON, a task's YAML); another waits up to parse_wait_s and is
+  // then answered 503 with Retry-After (daemon/parse_gate.hpp).
+  size_t max_parses = 2;
+  double parse_wait_s = 5;
   std::string version;
 };
 

@@ -7,7 +7,9 @@
 // - slow connections (slowloris) neither hold the daemon nor keep an authorised
 //   request from being answered;
 // - bursts of legitimate requests are all answered, and slow bodies neither hold the
-//   daemon nor keep a health check waiting (issue 44).
+//   daemon nor keep a health check waiting (issue 44);
+// - hostile JSON and YAML bodies are refused while they arrive, and the daemon's memory
+//   returns to where it was (issue 44).
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -419,6 +421,14 @@ TEST_CASE("a request's head and body must arrive within their deadlines, however
 
 namespace {
 
+// A field of /proc/PID/status in KiB (VmRSS, VmHWM); -1 when it cannot be read.
+long status_kib(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
+  return -1;
+}
+
 // How long an authorised health check takes, in ms (-1: no 200).
 double health_ms(const daemon_process& d, const std::string& token = "") {
   auto c = client_for(d, token);
@@ -506,5 +516,83 @@ TEST_CASE("slow bodies neither hold the daemon nor keep a health check waiting",
     CHECK(ms >= 0);
     CHECK(ms < 1000);
   }
+  CHECK(d.terminate() == 0);
+}
+
+TEST_CASE("hostile bodies are refused while they arrive, and the daemon's memory returns", "[daemon][memory]") {
+  ks::testing::raise_descriptor_limit();
+  daemon_options o;
+  o.with_gpu = false;
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  for (int i = 0; i < 20; ++i) REQUIRE(c.Get("/api/health"));  // the HTTP threads' first use
+  const long rss_before = status_kib(d.pid(), "VmRSS");
+  REQUIRE(rss_before > 0);
+
+  // Issue 44: one 16 MiB body of `[[[[…` cost 1.3 GiB and 6.7 s, four at once 6.4 GiB,
+  // and the daemon stayed at its peak. 16 at once now, each refused at its 33rd byte.
+  const std::string nested(16u << 20, '[');
+  std::string flat = "[";
+  while (flat.size() < (16u << 20) - 16) flat += "0,";
+  flat += "0]";
+  std::vector<std::string> hostile(16, http_request("POST", "/api/tasks", nested, "application/json"));
+  for (int i = 0; i < 4; ++i) hostile.push_back(http_request("POST", "/api/tasks", flat, "application/json"));
+  // YAML is kept to 1 MiB; past that the body is read and let go.
+  for (int i = 0; i < 2; ++i) hostile.push_back(http_request("POST", "/api/tasks", nested, "application/yaml"));
+  auto r = http_burst(d.host(), d.port(), hostile, 120);
+  INFO(r.summary());
+  REQUIRE(r.answered == hostile.size());
+  for (size_t i = 0; i < hostile.size(); ++i) {
+    INFO("request " << i << ": " << r.statuses[i] << " " << r.bodies[i].substr(0, 300));
+    if (i < 16) {
+      CHECK(r.statuses[i] == 400);
+      CHECK_THAT(r.bodies[i], Contains("deeper than 32 levels (the limit)"));
+    } else if (i < 20) {
+      CHECK(r.statuses[i] == 413);
+      CHECK_THAT(r.bodies[i], Contains("more than 10000 JSON values (the limit)"));
+    } else {
+      CHECK(r.statuses[i] == 413);
+      CHECK_THAT(r.bodies[i], Contains("at most 1048576 are accepted"));
+    }
+  }
+  const long hwm_hostile = status_kib(d.pid(), "VmHWM");
+  // Each refused at once, not after parsing 16 MiB.
+  for (double ms : r.latency_ms) CHECK(ms < 20000);
+  // A deep body on the priority endpoint, and one that is deep but short.
+  const std::string id = json::parse(c.Post("/api/tasks", read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / "swish.yaml"),
+                                            "application/yaml")->body)["id"];
+  auto p = c.Post(("/api/tasks/" + id + "/priority").c_str(), std::string(40, '[') + std::string(40, ']'), "application/json");
+  REQUIRE(p);
+  CHECK(p->status == 400);
+  CHECK_THAT(p->body, Contains("deeper than 32 levels"));
+
+  // Parses at once are two: four YAML flow lists of 1 MiB (~250 MiB each to parse) take
+  // two at a time, not four.
+  std::string list = "[";
+  while (list.size() < (1u << 20) - 16) list += "1,";
+  list += "1]";
+  std::vector<std::string> heavy(4, http_request("POST", "/api/tasks", list, "application/yaml"));
+  auto hw = http_burst(d.host(), d.port(), heavy, 120);
+  INFO(hw.summary());
+  CHECK(hw.answered == 4);
+  for (size_t i = 0; i < heavy.size(); ++i) {
+    // Not a task (400), or told to come back (503, Retry-After) when both slots stayed busy.
+    CHECK((hw.statuses[i] == 400 || hw.statuses[i] == 503));
+  }
+  const long hwm = status_kib(d.pid(), "VmHWM");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const long rss_after = status_kib(d.pid(), "VmRSS");
+  INFO("VmRSS before " << rss_before / 1024 << " MiB, after " << rss_after / 1024 << " MiB, peak "
+                       << hwm_hostile / 1024 << " MiB after the hostile bodies, " << hwm / 1024
+                       << " MiB after the YAML parses");
+  // Two parses of ~250 MiB at most, with the bodies being read beside them.
+  CHECK(hwm - rss_before < 800 * 1024);
+  // And the memory went back.
+  CHECK(rss_after - rss_before < 48 * 1024);
+  auto health = c.Get("/api/health");
+  REQUIRE(health);
+  CHECK(health->status == 200);
+  CHECK(json::parse(health->body)["tasks"]["queued"] == 1);
   CHECK(d.terminate() == 0);
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -588,6 +589,51 @@ TEST_CASE("a daemon with a token refuses requests without it, and none listens b
   std::ofstream(e.dir() / "daemon.yaml") << text;
   CHECK(e.start(20).empty());
   CHECK_THAT(e.log(), Contains("not a loopback address"));
+}
+
+TEST_CASE("unknown query parameters are refused on every endpoint, naming them", "[daemon][params]") {
+  daemon_options o;
+  o.with_gpu = false;
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  const std::string id = submit(c, "swish")["id"];
+  const auto before = store_records(d.store_dir());
+  const std::string yaml = example_task("swish");
+  // Issue 44: `?priorty=999` was taken (and ignored) though the docs say 400.
+  struct probe {
+    std::string method, path, body, type, param;
+  };
+  std::vector<probe> probes = {
+      {"POST", "/api/tasks?priorty=999", yaml, "application/yaml", "priorty"},
+      {"POST", "/api/tasks?priority=5", json{{"task_yaml", yaml}}.dump(), "application/json", "priority"},
+      {"GET", "/?x=1", "", "", "x"},
+      {"GET", "/api/health?verbose=1", "", "", "verbose"},
+      {"GET", "/metrics?name=ks", "", "", "name"},
+      {"GET", "/api/tasks?limit=5&sort=asc", "", "", "sort"},
+      {"GET", "/api/tasks/" + id + "?history=0", "", "", "history"},
+      {"GET", "/api/tasks/" + id + "/result?format=py", "", "", "format"},
+      {"GET", "/api/tasks/" + id + "/trajectory?from_seq=1&to_seq=9", "", "", "to_seq"},
+      {"POST", "/api/tasks/" + id + "/priority?priority=9", "{\"priority\": 3}", "application/json", "priority"},
+      {"POST", "/api/tasks/" + id + "/cancel?force=1", "{}", "application/json", "force"},
+  };
+  for (auto& p : probes) {
+    auto r = p.method == "GET" ? c.Get(p.path.c_str()) : c.Post(p.path.c_str(), p.body, p.type.c_str());
+    REQUIRE(r);
+    INFO(p.method << " " << p.path << ": " << r->status << " " << r->body);
+    CHECK(r->status == 400);
+    CHECK_THAT(r->body, Contains("unknown parameter '" + p.param + "'"));
+  }
+  // Nothing changed: no task queued at 999, none cancelled, no priority set.
+  CHECK(store_records(d.store_dir()) == before);
+  // The parameters each endpoint takes still work.
+  auto ok = c.Post("/api/tasks?priority=7", yaml, "application/yaml");
+  REQUIRE(ok);
+  CHECK(ok->status == 201);
+  CHECK(body_of(ok)["priority"] == 7);
+  CHECK(c.Get("/api/tasks?state=queued&limit=1")->status == 200);
+  CHECK(c.Get(("/api/tasks/" + id + "/trajectory?from_seq=1").c_str())->status == 200);
+  CHECK(d.terminate() == 0);
 }
 
 TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts are refused",
