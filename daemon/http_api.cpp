@@ -725,6 +725,10 @@ result<uint16_t> http_api::bind() {
     return error{"serve.listen: " + o.host +
                  " is not a loopback address; set a token (the environment variable named by "
                  "serve.token_env) before serving beyond this machine"};
+  if (!o.token.empty() && o.token.size() < min_token_length && !is_loopback_host(o.host))
+    return error{"serve.listen: " + o.host + " is not a loopback address, and the token (serve.token_env) has " +
+                 std::to_string(o.token.size()) + " characters; beyond this machine it needs at least " +
+                 std::to_string(min_token_length) + " (`head -c 24 /dev/urandom | base64` makes one)"};
   std::string host = o.host;
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
   uint16_t bound = o.port;

@@ -7,7 +7,8 @@
 // - a submitted task is in the store before the 201 goes out;
 // - with a token, every request without `Authorization: Bearer TOKEN` is refused
 //   (401, compared in constant time); without one, only addresses that resolve to
-//   loopback may be served;
+//   loopback may be served, and beyond loopback the token has min_token_length
+//   characters at least;
 // - a body is bounded while it arrives (max_body_bytes, a task's YAML at
 //   max_task_yaml_bytes, JSON by its nesting and number of values) and parsed by at most
 //   max_parses requests at once; unknown query parameters are refused (400);
@@ -68,6 +69,10 @@ struct http_api_options {
   double parse_wait_s = 5;
   std::string version;
 };
+
+// A token for a daemon served beyond loopback has at least this many characters (as
+// the workers' tokens: protocol/worker_link.hpp).
+inline constexpr size_t min_token_length = 16;
 
 // What the API reads and acts on; the pointers must outlive it. meter, usage,
 // export_pytorch and dashboard may be null.

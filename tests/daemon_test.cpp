@@ -636,6 +636,40 @@ TEST_CASE("unknown query parameters are refused on every endpoint, naming them",
   CHECK(d.terminate() == 0);
 }
 
+TEST_CASE("a daemon served beyond loopback needs a token of 16 characters at least", "[daemon][auth]") {
+  auto beyond = [](const std::string& token) {
+    daemon_options o;
+    o.with_gpu = false;
+    o.token = token;
+    auto d = std::make_unique<daemon_process>(o);
+    auto text = read_file(d->dir() / "daemon.yaml");
+    text.replace(text.find("127.0.0.1:0"), 11, "0.0.0.0:0");
+    std::ofstream(d->dir() / "daemon.yaml") << text;
+    return d;
+  };
+  // Issue 44: KS_TOKEN=a was accepted on a public bind (workers demand 16 characters).
+  for (std::string weak : {"a", "fifteen-chars15"}) {
+    auto d = beyond(weak);
+    CHECK(d->start(20).empty());
+    CHECK_THAT(d->log(), Contains("needs at least 16"));
+    CHECK_THAT(d->log(), Contains("has " + std::to_string(weak.size()) + " characters"));
+  }
+  auto d = beyond("sixteen-chars-16");
+  REQUIRE_FALSE(d->start(20).empty());
+  auto c = httplib::Client("127.0.0.1", d->port());
+  c.set_bearer_token_auth("sixteen-chars-16");
+  auto h = c.Get("/api/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  d->kill9();
+  // On loopback a short token is the operator's business (no one else reaches it).
+  daemon_options local;
+  local.with_gpu = false;
+  local.token = "a";
+  daemon_process l(local);
+  CHECK_FALSE(l.start(20).empty());
+}
+
 TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts are refused",
           "[daemon][web]") {
   daemon_options o;
