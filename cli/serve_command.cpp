@@ -1,6 +1,8 @@
 // `kernelskill serve`: the daemon (docs/daemon.md).
 
+#include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +30,29 @@
 
 namespace ks::cli {
 
+namespace {
+
+// Descriptors and memory for a server that takes bursts (docs/daemon.md, "Bursts, slow
+// bodies and hostile bodies"). Each connection is a descriptor: the soft limit (often
+// 1,024) is raised to the hard one, so that a burst is queued, not refused. glibc
+// raises its mmap threshold to the size of each large block freed, after which 16 MiB
+// request bodies come from (and stay in) the heap: a fixed threshold keeps every block
+// of 1 MiB or more in a mapping of its own, returned when freed. Its arenas (up to 8
+// per core, one per thread that allocated) keep what threads freed; four bound that.
+void prepare_process() {
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  ::mallopt(M_ARENA_MAX, 4);
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
+}  // namespace
+
 int serve(const std::string& config_path, const std::string& listen, const global_options& g) {
+  prepare_process();
   // SIGINT/SIGTERM are taken by sigwait below, on the main thread; every thread
   // started from here inherits the mask.
   sigset_t stop_signals;

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
-#include <set>
 
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
@@ -17,8 +16,9 @@ namespace ks::cli {
 
 namespace {
 
-// The daemon's view of a repaired store: tasks present, tasks whose spec is gone, and
-// task numbers with no task (lost, or a submit that crashed before it answered).
+// The daemon's view of a repaired store: tasks present, tasks whose spec is gone, task
+// numbers handed out that have no task, and the ids of lost tasks that other records
+// (specs, results, checkpoints, trajectories) still name.
 void audit_tasks(const std::string& memory_path, bool complete) {
   auto db = store::open(memory_path);
   if (!db) {
@@ -37,10 +37,8 @@ void audit_tasks(const std::string& memory_path, bool complete) {
     std::printf("  tasks: %s\n", all.message().c_str());
     return;
   }
-  std::set<uint64_t> seqs;
   size_t no_spec = 0;
   for (const auto& t : *all) {
-    seqs.insert(t.seq);
     if (!(*q)->spec(t.id)) {
       ++no_spec;
       std::printf("  task %s: its spec (the submitted task) was not recovered\n", t.id.c_str());
@@ -48,30 +46,38 @@ void audit_tasks(const std::string& memory_path, bool complete) {
   }
   std::printf("  daemon tasks: %zu recovered%s\n", total,
               no_spec ? (", " + std::to_string(no_spec) + " without their spec").c_str() : "");
-  if (!seqs.empty()) {
-    std::string gaps;
-    uint64_t expect = 1;
-    for (uint64_t s : seqs) {
-      if (s > expect) {
-        std::string range = std::to_string(expect);
-        if (s - 1 > expect) {
-          range += '-';
-          range += std::to_string(s - 1);
-        }
-        if (!gaps.empty()) gaps += ", ";
-        gaps += range;
-      }
-      expect = s + 1;
-    }
-    if (!gaps.empty()) {
-      std::printf("  task numbers with no task: %s (lost with the damage, or submits that never "
-                  "answered)\n", gaps.c_str());
-    }
+  auto lost = find_lost_tasks(*shared);
+  if (!lost) {
+    std::printf("  lost tasks: %s\n", lost.message().c_str());
+    return;
   }
-  if (!complete && !seqs.empty()) {
+  for (const auto& [id, what] : lost->named)
+    std::printf("  task %s: LOST (its records are gone; still named by its %s)\n", id.c_str(), what.c_str());
+  if (!lost->missing.empty()) {
+    std::string ranges;
+    uint64_t count = 0;
+    for (const auto& [from, to] : lost->missing) {
+      if (!ranges.empty()) ranges += ", ";
+      ranges += std::to_string(from);
+      if (to > from) {
+        ranges += '-';
+        ranges += std::to_string(to);
+      }
+      count += to - from + 1;
+    }
+    std::printf("  task numbers with no task: %s (%llu: lost with the damage, or submits that never "
+                "answered)%s\n",
+                ranges.c_str(), static_cast<unsigned long long>(count),
+                lost->named.empty() ? "; no record that is left names their ids: the daemon's log does "
+                                      "(\"task 'ID': queued\")"
+                                    : "");
+  }
+  // The counter of task numbers is a record like the others: what it says may be as
+  // old as the damage, so later numbers may be lost whatever it says.
+  if (!complete && lost->last_found > 0) {
     std::printf("  the last recovered task is number %llu: tasks submitted after it may be lost "
                 "(not everything acknowledged could be read)\n",
-                static_cast<unsigned long long>(*seqs.rbegin()));
+                static_cast<unsigned long long>(lost->last_found));
   }
   if (uint64_t floor = shared->writes_before_repair()) {
     std::printf("  new task numbers start above %llu: none handed out before is reused\n",

@@ -21,7 +21,9 @@
 #include "base/private_dir.hpp"
 #include "base/secret.hpp"
 #include "fleet/review_meter.hpp"
+#include "daemon/bounded_json.hpp"
 #include "daemon/guarded_server.hpp"
+#include "daemon/parse_gate.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
 #include "llm/usage_ledger.hpp"
@@ -64,9 +66,14 @@ const char* code_for(int status) {
     case 409: return "conflict";
     case 413: return "payload_too_large";
     case 415: return "unsupported_media_type";
+    case 503: return "unavailable";
     case 507: return "insufficient_storage";
     default: return status >= 500 ? "internal" : "bad_request";
   }
+}
+
+bool is_yaml(const std::string& mt) {
+  return mt == "application/yaml" || mt == "text/yaml" || mt == "application/x-yaml";
 }
 
 std::string media_type(const httplib::Request& req) {
@@ -123,12 +130,36 @@ result<int> parse_int(const std::string& text, const std::string& what, int lo, 
   return static_cast<int>(v);
 }
 
+// Query parameters other than `allowed`: 400, naming the first one (docs/daemon.md:
+// unknown parameters are refused, so a misspelt one does not go unnoticed).
+std::optional<api_error> unknown_param(const httplib::Request& req, const std::vector<std::string_view>& allowed) {
+  for (const auto& [k, v] : req.params) {
+    if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+    std::string expected;
+    for (auto a : allowed) expected += (expected.empty() ? "" : ", ") + std::string(a);
+    return api_error{400, "bad_request",
+                     "unknown parameter '" + k.substr(0, 40) + "' (" +
+                         (expected.empty() ? std::string("this endpoint takes none") : "expected " + expected) + ")"};
+  }
+  return std::nullopt;
+}
+
+// Whether the request says it has a body: a Content-Length or a chunked transfer. One
+// with neither has none (HTTP/1.1), and is not waited for.
+bool has_body(const httplib::Request& req) {
+  return req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+}
+
 }  // namespace
+
+// The most a body that says little (a priority, a cancel) may have.
+constexpr size_t kSmallBody = 64u << 10;
 
 struct http_api::impl {
   http_api_options opts;
   http_api_context ctx;
   guarded_server server;
+  parse_gate parses;
   std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
 
   impl(http_api_options o, http_api_context c)
@@ -136,15 +167,101 @@ struct http_api::impl {
         ctx(std::move(c)),
         server(connection_limits{.header_timeout_s = opts.header_timeout_s,
                                  .body_timeout_s = opts.body_timeout_s,
-                                 .max_pending = opts.max_pending_connections}) {}
+                                 .max_pending = opts.max_pending_connections,
+                                 .max_body_per_client = opts.max_body_connections_per_client}),
+        parses(opts.max_parses, std::chrono::milliseconds(static_cast<int64_t>(opts.parse_wait_s * 1000)),
+               256u << 10) {}
 
   // A route's handler runs once the request's body is in: from then on the daemon's
   // work has no deadline (daemon/guarded_server.hpp).
-  httplib::Server::Handler handled(httplib::Server::Handler h) {
-    return [this, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+  // `params` are the query parameters it takes (others: 400).
+  httplib::Server::Handler handled(std::initializer_list<std::string_view> params, httplib::Server::Handler h) {
+    return [this, allowed = std::vector<std::string_view>(params), h = std::move(h)](
+               const httplib::Request& req, httplib::Response& res) {
       server.body_received();
+      if (auto bad = unknown_param(req, allowed)) return reply_error(res, *bad);
       h(req, res);
     };
+  }
+
+  // A request body read as it arrives, within limits: at most `keep` bytes are kept,
+  // and `scan` (when given) looks at each piece first. Past a limit nothing more is
+  // kept or looked at, but the body is still read to its end (up to max_body_bytes),
+  // so that the answer reaches a client that is still sending; a chunked body past
+  // max_body_bytes is not read further and the connection closes.
+  struct body {
+    std::string text;
+    std::optional<api_error> refused;
+    size_t size = 0;         // bytes read
+    bool over_keep = false;  // refused for more than `keep` bytes
+  };
+  body read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                 size_t keep, json_scan* scan) {
+    body b;
+    if (!has_body(req)) {
+      server.body_received();
+      return b;
+    }
+    size_t total = 0;
+    const bool read = reader([&](const char* data, size_t n) {
+      total += n;
+      if (total > opts.max_body_bytes) {
+        b.refused = api_error{413, "payload_too_large", "the request body is larger than the daemon accepts (" +
+                                                            std::to_string(opts.max_body_bytes) + " bytes)"};
+        return false;
+      }
+      if (b.refused) return true;  // read to the end, keep nothing
+      if (scan && !scan->feed({data, n})) {
+        b.refused = api_error{scan->refusal()->status, code_for(scan->refusal()->status), scan->refusal()->message};
+      } else if (b.text.size() + n > keep) {
+        b.over_keep = true;
+        b.refused = api_error{413, "payload_too_large",
+                              "the request body is larger than this endpoint accepts (" + std::to_string(keep) +
+                                  " bytes)"};
+      } else {
+        b.text.append(data, n);
+        return true;
+      }
+      b.text = std::string();  // what was kept goes now
+      return true;
+    });
+    if (!read) {
+      // httplib refused a Content-Length over the limit (413, body skipped), the body
+      // stopped short of its length, or a chunked one passed max_body_bytes.
+      server.close_after_answer();
+      if (!b.refused)
+        b.refused = res.status == 413
+                        ? api_error{413, "payload_too_large",
+                                    "the request body is larger than the daemon accepts (" +
+                                        std::to_string(opts.max_body_bytes) + " bytes)"}
+                        : api_error{400, "bad_request", "the request body could not be read to its end"};
+    }
+    b.size = total;
+    server.body_received();
+    return b;
+  }
+
+  // A route that reads its own body (read_body); `params` are the query parameters it
+  // takes (others: 400, the body drained unread).
+  httplib::Server::HandlerWithContentReader reading(
+      std::initializer_list<std::string_view> params,
+      std::function<void(const httplib::Request&, httplib::Response&, const httplib::ContentReader&)> h) {
+    return [this, allowed = std::vector<std::string_view>(params), h = std::move(h)](
+               const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      if (auto bad = unknown_param(req, allowed)) {
+        read_body(req, res, reader, 0, nullptr);
+        return reply_error(res, *bad);
+      }
+      h(req, res, reader);
+    };
+  }
+
+  // A parse slot (parse_gate): none in time is a 503 the client may retry.
+  std::optional<api_error> busy_parsing(const parse_gate::slot& s, httplib::Response& res) const {
+    if (s.granted()) return std::nullopt;
+    res.set_header("Retry-After", "1");
+    return api_error{503, "unavailable", "the daemon is parsing " + std::to_string(opts.max_parses) +
+                                      " request bodies already; try again in a second"};
   }
 
   // A write the queue could not make: 507 when the store is out of space (the daemon
@@ -173,7 +290,8 @@ struct http_api::impl {
   }
 
   // A task from a submit request: YAML text, or JSON with task_yaml (+ module_base64).
-  result<std::pair<task_spec, int>> read_submission(const httplib::Request& req, api_error* err) {
+  result<std::pair<task_spec, int>> read_submission(const httplib::Request& req, const std::string& body,
+                                                    api_error* err) {
     auto bad = [&](int status, std::string msg) -> result<std::pair<task_spec, int>> {
       *err = {status, code_for(status), std::move(msg)};
       return error{err->message};
@@ -183,20 +301,20 @@ struct http_api::impl {
     std::string module_b64;
     bool has_module = false;
     int priority = 0;
-    if (mt == "application/yaml" || mt == "text/yaml" || mt == "application/x-yaml") {
-      yaml_text = req.body;
+    if (is_yaml(mt)) {
+      yaml_text = body;
       if (req.has_param("priority")) {
         auto p = parse_int(req.get_param_value("priority"), "priority", min_priority, max_priority);
         if (!p) return bad(400, p.message());
         priority = *p;
       }
     } else if (mt == "application/json") {
-      json j;
-      try {
-        j = json::parse(req.body);
-      } catch (const json::exception& e) {
-        return bad(400, std::string("the body is not valid JSON: ") + e.what());
-      }
+      if (req.has_param("priority"))
+        return bad(400, "unknown parameter 'priority' (a JSON body gives it as the field priority)");
+      json_refusal why;
+      auto parsed = parse_bounded_json(body, opts.json, "the body", &why);
+      if (!parsed) return bad(why.status, why.message);
+      json& j = *parsed;
       if (!j.is_object()) return bad(400, "the body must be a JSON object with task_yaml");
       for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string& k = it.key();
@@ -258,6 +376,7 @@ struct http_api::impl {
       out << root;
       yaml_text = out.c_str();
     }
+    root.reset();  // its memory goes before parse_task reads the text again (~250 bytes a byte)
     auto spec = parse_task(yaml_text, "task", dir ? dir->path() : fs::path("/nonexistent"));
     if (!spec) return bad(400, spec.message());
     // A KernelBench problem's Python would run wherever its export is imported: the
@@ -273,7 +392,7 @@ struct http_api::impl {
     if (!valid_task_name(spec->name))
       return bad(400, "name: '" + spec->name.substr(0, 80) +
                           "' is not a valid task name (1-64 of A-Z a-z 0-9 _ . -, not starting "
-                          "with '.')");
+                          "with '.' or '-')");
     return std::make_pair(std::move(*spec), priority);
   }
 
@@ -365,10 +484,14 @@ struct http_api::impl {
     server.set_tcp_nodelay(true);  // small answers on a kept-alive connection: no Nagle wait
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       server.head_received();
-      if (auto refused = check_origin(req)) {
-        reply_error(res, *refused);
+      // A request refused here leaves its body unread: the connection ends with the
+      // answer (what follows on it is not a request).
+      auto refuse = [&](const api_error& e) {
+        if (has_body(req)) server.close_after_answer();
+        reply_error(res, e);
         return httplib::Server::HandlerResponse::Handled;
-      }
+      };
+      if (auto refused = check_origin(req)) return refuse(*refused);
       if (opts.token.empty()) return httplib::Server::HandlerResponse::Unhandled;
       // The dashboard page holds no data and a browser cannot send a bearer token when
       // it navigates: the page is served to anyone, and its API calls carry the token
@@ -376,10 +499,9 @@ struct http_api::impl {
       if (req.method == "GET" && req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
       if (equal_secrets(req.get_header_value("Authorization"), "Bearer " + opts.token))
         return httplib::Server::HandlerResponse::Unhandled;
-      reply_error(res, {401, "unauthorized",
-                        "this daemon needs `Authorization: Bearer TOKEN` (the client reads it "
-                        "from $KS_TOKEN)"});
-      return httplib::Server::HandlerResponse::Handled;
+      return refuse({401, "unauthorized",
+                     "this daemon needs `Authorization: Bearer TOKEN` (the client reads it "
+                     "from $KS_TOKEN)"});
     });
     // Statuses httplib sets itself (404 for an unknown path, 413 for a body over the
     // limit, 400 for a malformed request) get a JSON body like every other error.
@@ -403,12 +525,12 @@ struct http_api::impl {
       reply_error(res, {500, "internal", what});
     });
 
-    server.Get("/", handled([this](const httplib::Request&, httplib::Response& res) {
+    server.Get("/", handled({}, [this](const httplib::Request&, httplib::Response& res) {
       if (!ctx.dashboard) return reply_error(res, {404, "not_found", "this build has no dashboard"});
       auto page = ctx.dashboard();
       res.set_content(std::string(page), "text/html; charset=utf-8");
     }));
-    server.Get("/api/health", handled([this](const httplib::Request&, httplib::Response& res) {
+    server.Get("/api/health", handled({}, [this](const httplib::Request&, httplib::Response& res) {
       json tasks = json::object();
       for (auto& [st, n] : ctx.queue->counts()) tasks[to_string(st)] = n;
       // "store": whether submits are taken (a full disk: not, until space returns).
@@ -421,19 +543,32 @@ struct http_api::impl {
       reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
                             {"gpus", opts.gpus}, {"store", store_state}});
     }));
-    server.Get("/metrics", handled([this](const httplib::Request&, httplib::Response& res) {
+    server.Get("/metrics", handled({}, [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics_text(), "text/plain; version=0.0.4");
     }));
-    server.Post("/api/tasks", handled([this](const httplib::Request& req, httplib::Response& res) {
+    server.Post("/api/tasks", reading({"priority"}, [this](const httplib::Request& req, httplib::Response& res,
+                                                          const httplib::ContentReader& reader) {
+      // A task's YAML is kept up to its own limit; JSON is checked as it arrives.
+      const bool yaml = is_yaml(media_type(req));
+      json_scan scan(opts.json);
+      auto in = read_body(req, res, reader, yaml ? opts.max_task_yaml_bytes : opts.max_body_bytes,
+                          yaml ? nullptr : &scan);
+      if (in.refused && yaml && in.over_keep)
+        in.refused->message = "the task's YAML is " + std::to_string(in.size) + " bytes; at most " +
+                              std::to_string(opts.max_task_yaml_bytes) +
+                              " are accepted (a .pt module travels beside it, in module_base64)";
+      if (in.refused) return reply_error(res, *in.refused);
+      auto slot = parses.enter(in.text.size());
+      if (auto busy = busy_parsing(slot, res)) return reply_error(res, *busy);
       api_error err;
-      auto sub = read_submission(req, &err);
+      auto sub = read_submission(req, in.text, &err);
       if (!sub) return reply_error(res, err);
       auto t = ctx.queue->submit(sub->first, sub->second, opts.rounds_budget);
       if (!t) return reply_error(res, write_failure(t.message()));
       spdlog::info("task '{}': queued (priority {})", t->id, t->priority);
       reply_json(res, 201, to_json(*t, false));
     }));
-    server.Get("/api/tasks", handled([this](const httplib::Request& req, httplib::Response& res) {
+    server.Get("/api/tasks", handled({"state", "limit"}, [this](const httplib::Request& req, httplib::Response& res) {
       std::optional<task_state> state;
       size_t limit = 100;
       for (auto& [k, v] : req.params) {
@@ -459,13 +594,16 @@ struct http_api::impl {
       for (auto& t : *tasks) arr.push_back(to_json(t, false));
       reply_json(res, 200, {{"tasks", arr}, {"total", total}});
     }));
-    server.Get(R"(/api/tasks/([^/]+))", handled([this](const httplib::Request& req, httplib::Response& res) {
+    server.Get(R"(/api/tasks/([^/]+))", handled({}, [this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
       reply_json(res, 200, to_json(*t, true));
     }));
-    server.Post(R"(/api/tasks/([^/]+)/cancel)", handled([this](const httplib::Request& req, httplib::Response& res) {
+    server.Post(R"(/api/tasks/([^/]+)/cancel)", reading({}, [this](const httplib::Request& req, httplib::Response& res,
+                                                                  const httplib::ContentReader& reader) {
+      // The body says nothing (clients send {} or none); it is read and let go.
+      if (auto in = read_body(req, res, reader, kSmallBody, nullptr); in.refused) return reply_error(res, *in.refused);
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -480,18 +618,20 @@ struct http_api::impl {
       spdlog::info("task '{}': cancel requested", t->id);
       reply_json(res, 200, to_json(*c, false));
     }));
-    server.Post(R"(/api/tasks/([^/]+)/priority)", handled([this](const httplib::Request& req, httplib::Response& res) {
+    server.Post(R"(/api/tasks/([^/]+)/priority)", reading({}, [this](const httplib::Request& req, httplib::Response& res,
+                                                                    const httplib::ContentReader& reader) {
+      json_scan scan(opts.json);
+      auto in = read_body(req, res, reader, kSmallBody, &scan);
+      if (in.refused) return reply_error(res, *in.refused);
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
       if (media_type(req) != "application/json")
         return reply_error(res, {415, "unsupported_media_type", "send {\"priority\": N} as application/json"});
-      json j;
-      try {
-        j = json::parse(req.body);
-      } catch (const json::exception& e) {
-        return reply_error(res, {400, "bad_request", std::string("the body is not valid JSON: ") + e.what()});
-      }
+      json_refusal bad_json;
+      auto parsed = parse_bounded_json(in.text, opts.json, "the body", &bad_json);
+      if (!parsed) return reply_error(res, {bad_json.status, code_for(bad_json.status), bad_json.message});
+      json& j = *parsed;
       if (!j.is_object() || !j.contains("priority"))
         return reply_error(res, {400, "bad_request", "expected {\"priority\": N}"});
       for (auto it = j.begin(); it != j.end(); ++it)
@@ -508,7 +648,7 @@ struct http_api::impl {
       }
       reply_json(res, 200, to_json(*c, false));
     }));
-    server.Get(R"(/api/tasks/([^/]+)/result)", handled([this](const httplib::Request& req, httplib::Response& res) {
+    server.Get(R"(/api/tasks/([^/]+)/result)", handled({}, [this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -541,7 +681,7 @@ struct http_api::impl {
       }
       reply_json(res, 200, body);
     }));
-    server.Get(R"(/api/tasks/([^/]+)/trajectory)", handled([this](const httplib::Request& req, httplib::Response& res) {
+    server.Get(R"(/api/tasks/([^/]+)/trajectory)", handled({"from_seq"}, [this](const httplib::Request& req, httplib::Response& res) {
       api_error err;
       auto t = task_at(req.matches[1], &err);
       if (!t) return reply_error(res, err);
@@ -559,6 +699,16 @@ struct http_api::impl {
       for (auto& e : *entries) arr.push_back(e);
       reply_json(res, 200, {{"entries", arr}});
     }));
+    // Any other request with a body: read within the limits (httplib would keep a
+    // chunked body whole, whatever its size) and answered 404.
+    auto elsewhere = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      read_body(req, res, reader, 0, nullptr);
+      reply_error(res, {404, "not_found", "no such endpoint: " + req.method + " " + req.path.substr(0, 100)});
+    };
+    server.Post(".*", elsewhere);
+    server.Put(".*", elsewhere);
+    server.Patch(".*", elsewhere);
+    server.Delete(".*", elsewhere);
   }
 };
 
@@ -575,17 +725,23 @@ result<uint16_t> http_api::bind() {
     return error{"serve.listen: " + o.host +
                  " is not a loopback address; set a token (the environment variable named by "
                  "serve.token_env) before serving beyond this machine"};
+  if (!o.token.empty() && o.token.size() < min_token_length && !is_loopback_host(o.host))
+    return error{"serve.listen: " + o.host + " is not a loopback address, and the token (serve.token_env) has " +
+                 std::to_string(o.token.size()) + " characters; beyond this machine it needs at least " +
+                 std::to_string(min_token_length) + " (`head -c 24 /dev/urandom | base64` makes one)"};
   std::string host = o.host;
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  uint16_t bound = o.port;
   if (o.port == 0) {
     int port = impl_->server.bind_to_any_port(host);
     if (port <= 0) return error{"cannot listen on " + o.host + " (any port)"};
-    return static_cast<uint16_t>(port);
-  }
-  if (!impl_->server.bind_to_port(host, o.port))
+    bound = static_cast<uint16_t>(port);
+  } else if (!impl_->server.bind_to_port(host, o.port)) {
     return error{"cannot listen on " + o.host + ":" + std::to_string(o.port) +
                  " (is another daemon running there?)"};
-  return o.port;
+  }
+  impl_->server.widen_backlog();
+  return bound;
 }
 
 void http_api::serve() { impl_->server.listen_after_bind(); }

@@ -7,12 +7,17 @@
 // - a submitted task is in the store before the 201 goes out;
 // - with a token, every request without `Authorization: Bearer TOKEN` is refused
 //   (401, compared in constant time); without one, only addresses that resolve to
-//   loopback may be served;
+//   loopback may be served, and beyond loopback the token has min_token_length
+//   characters at least;
+// - a body is bounded while it arrives (max_body_bytes, a task's YAML at
+//   max_task_yaml_bytes, JSON by its nesting and number of values) and parsed by at most
+//   max_parses requests at once; unknown query parameters are refused (400);
 // - web pages cannot drive it: unless a token guards a daemon served beyond loopback,
 //   a Host or Origin that is not a loopback name is refused (403), and requests that
 //   change state must be JSON or YAML (415 for form posts);
-// - slow clients cannot hold it: a request's head and body have deadlines, and only so
-//   many connections may wait for their heads at once (daemon/guarded_server.hpp);
+// - slow clients cannot hold it, and bursts are answered: a request's head and body have
+//   deadlines, only connections slower than a grace are dropped for room, and one
+//   client's slow bodies are capped (daemon/guarded_server.hpp);
 // - the daemon never reads its own files for a request: a task's .pt module comes in
 //   the request or not at all.
 
@@ -26,6 +31,7 @@
 #include "model/candidate.hpp"
 #include "base/loopback.hpp"
 #include "base/result.hpp"
+#include "daemon/bounded_json.hpp"
 
 namespace ks {
 
@@ -51,8 +57,22 @@ struct http_api_options {
   double header_timeout_s = 10;
   double body_timeout_s = 60;
   size_t max_pending_connections = 32;
+  // Connections of one client whose body has been arriving for over a second (a slow
+  // body): the oldest of them is dropped for one more.
+  size_t max_body_connections_per_client = 8;
+  // JSON bodies are refused while they arrive and while they are parsed past these
+  // (400 nesting, 413 values; daemon/bounded_json.hpp).
+  json_limits json;
+  // Bodies parsed at once (JSON, a task's YAML); another waits up to parse_wait_s and is
+  // then answered 503 with Retry-After (daemon/parse_gate.hpp).
+  size_t max_parses = 2;
+  double parse_wait_s = 5;
   std::string version;
 };
+
+// A token for a daemon served beyond loopback has at least this many characters (as
+// the workers' tokens: protocol/worker_link.hpp).
+inline constexpr size_t min_token_length = 16;
 
 // What the API reads and acts on; the pointers must outlive it. meter, usage,
 // export_pytorch and dashboard may be null.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "actors/task_coordinator.hpp"
 #include "base/secret.hpp"
@@ -106,13 +107,20 @@ json to_json(const queued_task& t, bool with_history) {
   return j;
 }
 
-bool valid_task_name(const std::string& name) {
+namespace {
+
+// 1–64 of A–Z a–z 0–9 _ . -, not starting with '.': the names tasks were ever given.
+bool name_characters(const std::string& name) {
   if (name.empty() || name.size() > 64 || name[0] == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '_' || c == '.' || c == '-';
   });
 }
+
+}  // namespace
+
+bool valid_task_name(const std::string& name) { return name_characters(name) && name[0] != '-'; }
 
 bool valid_task_id(const std::string& id) {
   auto dash = id.rfind('-');
@@ -126,7 +134,8 @@ bool valid_task_id(const std::string& id) {
   const bool sequential = tail.size() >= 6 && std::all_of(tail.begin(), tail.end(), [](char c) {
                             return c >= '0' && c <= '9';
                           });
-  return (random || sequential) && valid_task_name(id.substr(0, dash));
+  // A task submitted before names starting with '-' were refused keeps its id.
+  return (random || sequential) && name_characters(id.substr(0, dash));
 }
 
 json outcome_json(const task_outcome& o) {
@@ -156,6 +165,49 @@ result<std::unique_ptr<task_queue>> task_queue::open(std::shared_ptr<store> db) 
     q->next_seq_ = std::max(q->next_seq_, t->seq + 1);
   }
   return q;
+}
+
+result<lost_tasks> find_lost_tasks(const store& db) {
+  lost_tasks out;
+  auto counter = db.get_task_record(kCounter);
+  if (!counter) return counter.error();
+  if (*counter) out.handed_out = (**counter).value("next", uint64_t{1}) - 1;
+  auto records = db.list_task_records();
+  if (!records) return records.error();
+  std::set<uint64_t> numbers;
+  std::set<std::string> tasks;
+  std::map<std::string, std::set<std::string>> named;  // id → what names it
+  for (const auto& [key, j] : *records) {
+    if (key.rfind("task/", 0) == 0) {
+      tasks.insert(key.substr(5));
+      if (j.is_object() && j.contains("seq") && j["seq"].is_number_unsigned()) numbers.insert(j["seq"].get<uint64_t>());
+    } else if (key.rfind("spec/", 0) == 0) {
+      named[key.substr(5)].insert("spec");
+    } else if (key.rfind("result/", 0) == 0) {
+      named[key.substr(7)].insert("result");
+    } else if (key.rfind("checkpoint/", 0) == 0) {
+      named[key.substr(11, key.find('/', 11) - 11)].insert("checkpoint");
+    }
+  }
+  auto trajectories = db.list_trajectory_tasks();
+  if (!trajectories) return trajectories.error();
+  for (const auto& id : *trajectories)
+    if (valid_task_id(id)) named[id].insert("trajectory");
+  for (const auto& [id, what] : named) {
+    if (tasks.count(id)) continue;
+    std::string list;
+    for (const auto& w : what) list += (list.empty() ? "" : ", ") + w;
+    out.named.emplace_back(id, list);
+  }
+  out.last_found = numbers.empty() ? 0 : *numbers.rbegin();
+  const uint64_t top = std::max(out.handed_out, out.last_found);
+  uint64_t expect = 1;
+  for (uint64_t n : numbers) {
+    if (n > expect) out.missing.emplace_back(expect, n - 1);
+    expect = n + 1;
+  }
+  if (top >= expect) out.missing.emplace_back(expect, top);
+  return out;
 }
 
 result<queued_task> task_queue::load(const std::string& id) const {

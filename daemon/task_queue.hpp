@@ -127,11 +127,24 @@ class task_queue {
   uint64_t next_seq_ = 1;
 };
 
-// Task names the daemon accepts: 1–64 of A–Z a–z 0–9 _ . -, not starting with '.'.
+// Task names the daemon accepts: 1–64 of A–Z a–z 0–9 _ . -, not starting with '.' or
+// '-' (a name becomes file names and command-line arguments).
 bool valid_task_name(const std::string& name);
 // Ids: a valid name, '-', then 26 of a–z 2–7 (or six or more digits: the sequential
 // ids of stores made before ids were random).
 bool valid_task_id(const std::string& id);
+
+// What a store says of tasks it lost (`kernelskill store repair`, after damage): the
+// numbers handed out that have no task, and the ids other records still name.
+struct lost_tasks {
+  uint64_t handed_out = 0;  // the last task number the counter had given (0: counter lost)
+  uint64_t last_found = 0;  // the highest number of a task that is there (0: none)
+  std::vector<std::pair<uint64_t, uint64_t>> missing;  // ranges of numbers with no task
+  // Ids with no task record that a spec, result, checkpoint or trajectory still names,
+  // each with what names it ("spec, trajectory").
+  std::vector<std::pair<std::string, std::string>> named;
+};
+result<lost_tasks> find_lost_tasks(const store& db);
 
 // The JSON form of a task_outcome (ks.task_outcome/1).
 nlohmann::json outcome_json(const task_outcome& o);

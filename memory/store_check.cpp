@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <ctime>
 #include <regex>
 #include <set>
@@ -10,6 +11,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "memory/store_impl.hpp"
+#include "memory/wal_reader.hpp"
 
 namespace ks {
 
@@ -133,6 +135,85 @@ void copy_records(rocks_instance& src, const std::vector<std::string>& names, ro
     report.recovered.push_back(names[i] + ": " + std::to_string(copied) + " records");
   }
 }
+
+// The column families the MANIFEST of `dir` lists, by their number (RocksDB lists them
+// in number order; a store's are numbered 0, 1, 2, … as they were created, and none is
+// ever dropped). Empty when the MANIFEST cannot be read.
+std::map<uint32_t, std::string> column_family_numbers(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::map<uint32_t, std::string> out;
+  if (!rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.string(), &names).ok()) return out;
+  for (size_t i = 0; i < names.size(); ++i) out[static_cast<uint32_t>(i)] = names[i];
+  return out;
+}
+
+// The tables a failed open could not find: "…/000020.ldb: No such file or directory".
+std::set<std::string> missing_tables(const std::string& why) {
+  static const std::regex missing(R"(([0-9]{6,})\.(sst|ldb): No such file)");
+  std::set<std::string> out;
+  for (std::sregex_iterator it(why.begin(), why.end(), missing), end; it != end; ++it)
+    out.insert((*it)[1].str() + ".sst");
+  return out;
+}
+
+// The write-ahead logs of `dir`, oldest first, each with its number.
+std::vector<std::pair<uint64_t, fs::path>> logs_of(const fs::path& dir) {
+  std::vector<std::pair<uint64_t, fs::path>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (is_wal_name(e.path().filename().string()))
+      out.emplace_back(std::stoull(e.path().filename().string()), e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Applies a log's write batches to the new store, column family by number.
+class replayer : public rocksdb::WriteBatch::Handler {
+ public:
+  replayer(rocks_instance& dst, const std::vector<std::string>& names, const std::map<uint32_t, std::string>& numbers) {
+    for (const auto& [id, name] : numbers) {
+      auto at = std::find(names.begin(), names.end(), name);
+      if (at != names.end()) handles_[id] = dst.handles[static_cast<size_t>(at - names.begin())];
+    }
+  }
+  rocksdb::WriteBatch batch;
+  std::map<std::string, uint64_t> applied;   // writes, by column family name
+  std::map<uint32_t, uint64_t> unplaced;     // writes to column families with no known name
+
+  rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& key, const rocksdb::Slice& value) override {
+    if (auto* h = handle(cf); h && !(cf == 0 && key == "meta/watermark")) return count(cf, batch.Put(h, key, value));
+    return rocksdb::Status::OK();
+  }
+  rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& key) override {
+    if (auto* h = handle(cf)) return count(cf, batch.Delete(h, key));
+    return rocksdb::Status::OK();
+  }
+  rocksdb::Status SingleDeleteCF(uint32_t cf, const rocksdb::Slice& key) override {
+    if (auto* h = handle(cf)) return count(cf, batch.Delete(h, key));
+    return rocksdb::Status::OK();
+  }
+  rocksdb::Status DeleteRangeCF(uint32_t cf, const rocksdb::Slice& from, const rocksdb::Slice& to) override {
+    if (auto* h = handle(cf)) return count(cf, batch.DeleteRange(h, from, to));
+    return rocksdb::Status::OK();
+  }
+  rocksdb::Status MergeCF(uint32_t cf, const rocksdb::Slice&, const rocksdb::Slice&) override {
+    ++unplaced[cf];  // the store merges nothing
+    return rocksdb::Status::OK();
+  }
+
+ private:
+  rocksdb::ColumnFamilyHandle* handle(uint32_t cf) {
+    auto it = handles_.find(cf);
+    if (it != handles_.end()) return it->second;
+    ++unplaced[cf];
+    return nullptr;
+  }
+  rocksdb::Status count(uint32_t cf, const rocksdb::Status& s) {
+    if (s.ok()) ++applied[handles_[cf]->GetName()];
+    return s;
+  }
+  std::map<uint32_t, rocksdb::ColumnFamilyHandle*> handles_;
+};
 
 }  // namespace
 
@@ -260,9 +341,12 @@ result<store_repair_report> repair_store(const fs::path& dir) {
   // matches the watermark; then RocksDB's own recovery (skipping only damaged log
   // records) reads the most. Otherwise RepairDB rebuilds it from the tables and logs.
   bool manifest_sound = false;
+  std::string look_failed;  // why the read-only look did not open
   {
     rocks_instance look;
-    if (open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, true, logger, look).ok()) {
+    auto opened = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, true, logger, look);
+    if (!opened.ok()) look_failed = opened.ToString();
+    if (opened.ok()) {
       auto unreferenced = sst_files(scratch);
       for (auto& f : live_ssts(look.db)) unreferenced.erase(f);
       manifest_sound = unreferenced.empty();
@@ -279,7 +363,17 @@ result<store_repair_report> repair_store(const fs::path& dir) {
   if (manifest_sound) {
     s = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, false, logger, src);
   }
+  // RepairDB's own way with the logs drops the records of every column family that has
+  // no table left (the tasks, when their one table is missing): the logs are read here
+  // first (RepairDB archives them), with the column families' numbers from the MANIFEST.
+  bool repaired = false;
+  std::map<uint32_t, std::string> numbers;
+  std::vector<std::pair<uint64_t, wal_contents>> logs;
+  std::vector<std::string> placed;  // the column families RepairDB found tables of
   if (!manifest_sound || !s.ok()) {
+    repaired = true;
+    numbers = column_family_numbers(scratch);
+    for (const auto& [number, path] : logs_of(scratch)) logs.emplace_back(number, read_wal(path, number));
     std::vector<rocksdb::ColumnFamilyDescriptor> d;
     for (const auto& n : cfs) d.emplace_back(n, rocks_cf_options());
     auto o = rocks_options(false, logger, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords);
@@ -288,10 +382,22 @@ result<store_repair_report> repair_store(const fs::path& dir) {
       fs::remove_all(scratch, ec);
       return error{where + ": RocksDB's repair failed: " + rep.ToString() + " (nothing was changed)"};
     }
-    report.not_recovered.push_back(
-        "the MANIFEST was damaged and was rebuilt from the tables and logs (RocksDB's "
-        "RepairDB): look through the result. A log record whose column family had no table "
-        "yet cannot be placed by it; each such record is listed below");
+    const auto missing = missing_tables(look_failed);
+    if (!missing.empty()) {
+      std::string names;
+      for (const auto& t : missing) names += (names.empty() ? "" : ", ") + t;
+      report.not_recovered.push_back(
+          "table " + names + ", which the MANIFEST lists, is missing: what only it held is lost (the "
+          "daemon's tasks above say which of them). The MANIFEST was rebuilt from the tables "
+          "and logs that are there (RocksDB's RepairDB): look through the result");
+    } else {
+      report.not_recovered.push_back(
+          "the MANIFEST was damaged and was rebuilt from the tables and logs (RocksDB's "
+          "RepairDB): look through the result. A log record whose column family had no table "
+          "left is put back from the log when the column family's number is known; each one "
+          "that is not is listed below");
+    }
+    rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), scratch.string(), &placed);
     cfs = column_families_of(scratch);
     s = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, false, logger, src);
   }
@@ -310,7 +416,54 @@ result<store_repair_report> repair_store(const fs::path& dir) {
     return error{where + ": cannot create " + rebuilt.string() + ": " + s.ToString()};
   }
   copy_records(src, cfs, dst, report);
-  for (auto& l : losses_in(logger->warnings_since(mark))) report.not_recovered.push_back(l);
+  auto losses = losses_in(logger->warnings_since(mark));
+  if (repaired) {
+    // The numbers RepairDB kept (from its tables) must be the MANIFEST's, or the
+    // MANIFEST's list is not the store's numbering: then only RepairDB's are used.
+    bool consistent = true;
+    for (auto* h : src.handles) {
+      if (std::find(placed.begin(), placed.end(), h->GetName()) == placed.end()) continue;
+      auto it = numbers.find(h->GetID());
+      consistent = consistent && it != numbers.end() && it->second == h->GetName();
+    }
+    if (!consistent) numbers.clear();
+    for (auto* h : src.handles)
+      if (std::find(placed.begin(), placed.end(), h->GetName()) != placed.end()) numbers[h->GetID()] = h->GetName();
+    // Every whole record of the logs, in order, over what was copied: for a column family
+    // RepairDB placed this writes what it wrote already (a key's last write in the logs is
+    // its newest), for one it could not, it puts the records back.
+    replayer put_back(dst, cfs, numbers);
+    rocksdb::WriteOptions plain;
+    for (auto& [number, log] : logs) {
+      for (auto& b : log.batches) {
+        rocksdb::WriteBatch batch(b.rep);
+        if (!batch.Iterate(&put_back).ok()) continue;
+        if (put_back.batch.Count() > 0) dst.db->Write(plain, &put_back.batch);
+        put_back.batch.Clear();
+        if (b.count > 0) report.reached = std::max<uint64_t>(report.reached, b.sequence + b.count - 1);
+      }
+    }
+    for (const auto& [name, n] : put_back.applied) {
+      if (std::find(placed.begin(), placed.end(), name) != placed.end()) continue;
+      auto line = std::find_if(report.recovered.begin(), report.recovered.end(),
+                               [&](const std::string& l) { return l.rfind(name + ": ", 0) == 0; });
+      if (line == report.recovered.end()) continue;
+      *line += ", and " + std::to_string(n) +
+               " writes put back from the write-ahead logs (the column family had no table left, so "
+               "RocksDB's repair could not place them)";
+    }
+    for (const auto& [cf, n] : put_back.unplaced)
+      report.not_recovered.push_back(std::to_string(n) + " writes in the write-ahead logs to column family number " +
+                                     std::to_string(cf) + ", whose name is not known, were not recovered");
+    // RepairDB's complaints about records it could not place are answered by now.
+    if (put_back.unplaced.empty())
+      losses.erase(std::remove_if(losses.begin(), losses.end(),
+                                  [](const std::string& l) {
+                                    return l.find("Invalid column family specified in write batch") != std::string::npos;
+                                  }),
+                   losses.end());
+  }
+  for (auto& l : losses) report.not_recovered.push_back(l);
   // RocksDB names the scratch copy; the same files are in the kept store.
   for (auto& l : report.not_recovered) {
     for (auto at = l.find(scratch.string()); at != std::string::npos; at = l.find(scratch.string())) {

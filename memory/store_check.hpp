@@ -8,10 +8,12 @@
 // - repair_store never deletes or changes the damaged files: the damaged store is moved
 //   aside whole (DIR.damaged-TIME) and a new store is built at DIR from a copy of it,
 //   reading everything that can be read (RocksDB's own recovery skipping only damaged
-//   write-ahead log records, or, with a damaged MANIFEST, RocksDB's RepairDB over the
-//   tables and logs). Its report lists every thing it could not recover — dropped log
-//   records, tables set aside, unreadable key ranges, acknowledged writes beyond what
-//   the salvage reached — so a loss is never silent; `complete` is true only when none.
+//   write-ahead log records, or, with a damaged MANIFEST or a missing table, RocksDB's
+//   RepairDB over the tables and logs, then every whole log record put back in order:
+//   RepairDB drops those of a column family with no table left). Its report lists every
+//   thing it could not recover — a missing table, dropped log records, records it could
+//   not place, unreadable key ranges, acknowledged writes beyond what the salvage
+//   reached — so a loss is never silent; `complete` is true only when none.
 // - Both refuse a store another process has open for writing.
 
 #include <cstdint>

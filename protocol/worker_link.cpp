@@ -25,6 +25,7 @@
 
 #include "base/loopback.hpp"
 #include "base/secret.hpp"
+#include "protocol/refusal_log.hpp"
 
 namespace ks {
 
@@ -82,6 +83,14 @@ std::string client_proof(const std::string& token, const std::string& cw, const 
 }
 std::string worker_proof(const std::string& token, const std::string& cw, const std::string& cp) {
   return hmac_sha256(token, "kernelskill-gpu worker\n" + cp + cw);
+}
+
+// Refused peers: a line for each address's first refusal in a minute, the rest counted
+// (a flood wrote a line per connection).
+refusal_log& refusals() {
+  static refusal_log log(std::chrono::seconds(60), 20,
+                         [](const std::string& line) { spdlog::warn("worker port: {}", line); });
+  return log;
 }
 
 std::string peer_of(int fd) {
@@ -187,12 +196,13 @@ class token_doorman : public net::doorman_impl {
     net::nonblocking(fd, true);
     std::thread([g = gate_, token = token_, fd] {
       const std::string peer = peer_of(fd);
+      const auto address = net::remote_addr_of_fd(fd);
       const bool passed = worker_handshake(fd, token);
       std::lock_guard lock(g->mu);
       if (auto it = std::find(g->pending.begin(), g->pending.end(), fd); it != g->pending.end())
         g->pending.erase(it);
       if (!passed) {
-        spdlog::warn("worker port: refused {}: it did not prove the token in time", peer);
+        refusals().refused(address ? *address : peer, peer, "it did not prove the token in time");
         ::close(fd);
         return;
       }
@@ -286,6 +296,8 @@ caf::actor spawn_link(caf::actor_system& sys, const std::string& token, std::sha
 }
 
 }  // namespace
+
+void set_refusal_log_interval(std::chrono::milliseconds interval) { refusals().set_interval(interval); }
 
 result<uint16_t> publish_guarded(caf::actor_system& sys, caf::strong_actor_ptr actor,
                                  std::set<std::string> ifs, const std::string& host, uint16_t port,

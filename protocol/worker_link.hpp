@@ -21,8 +21,12 @@
 //   daemon out, whose handshake takes one round trip);
 // - a worker without a token listens on loopback only: publish_worker refuses any host
 //   that does not resolve to loopback alone (base/loopback.hpp);
-// - connect_worker's errors say which side lacks or refuses the token, never the token.
+// - connect_worker's errors say which side lacks or refuses the token, never the token;
+// - refused peers are logged once per address a minute, the others counted and the
+//   counts logged in one line (protocol/refusal_log.hpp): a flood of refused
+//   connections does not write a line each.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -42,6 +46,9 @@ inline constexpr const char* default_worker_token_env = "KS_WORKER_TOKEN";
 // token, peers must pass the handshake above; without one, `host` must be loopback.
 result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker,
                                 const std::string& host, uint16_t port, const std::string& token);
+
+// How long an address's later refusals are counted instead of logged (default 60 s).
+void set_refusal_log_interval(std::chrono::milliseconds interval);
 
 // Publishes any actor the same way (the node agent's interface, fleet/node_agent.hpp):
 // `ifs` are its message types (`sys.message_types(handle)`).

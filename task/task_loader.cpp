@@ -287,6 +287,10 @@ std::optional<problem> check_task(const task_spec& t) {
   key_path root;
   if (!valid_task_name(t.name))
     return problem{root / "name", "expected [A-Za-z0-9_.-]+, got " + quote(t.name)};
+  // A name becomes file names and command-line arguments (kernelskill-gpu, scripts): one
+  // that starts with '-' would read as an option there.
+  if (t.name[0] == '-')
+    return problem{root / "name", quote(t.name) + " starts with '-' (it would read as an option on a command line)"};
   bool has_script = !t.torchscript.empty();
   bool has_module = !t.module_bytes.empty();
   if (has_script && t.module_training)

@@ -5,7 +5,11 @@
 // - a cancel ends the child running the task's reference (an endless loop) at once;
 // - task ids cannot be guessed from one another;
 // - slow connections (slowloris) neither hold the daemon nor keep an authorised
-//   request from being answered.
+//   request from being answered;
+// - bursts of legitimate requests are all answered, and slow bodies neither hold the
+//   daemon nor keep a health check waiting (issue 44);
+// - hostile JSON and YAML bodies are refused while they arrive, and the daemon's memory
+//   returns to where it was (issue 44).
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -32,12 +36,17 @@
 
 #include "tests/daemon_http.hpp"
 #include "tests/daemon_process.hpp"
+#include "tests/http_burst.hpp"
 
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;
 using ks::testing::read_file;
 using ks::testing::client_for;
 using ks::testing::wait_for;
+using ks::testing::burst_result;
+using ks::testing::http_burst;
+using ks::testing::http_request;
+using ks::testing::slow_bodies;
 using Catch::Contains;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -407,5 +416,183 @@ TEST_CASE("a request's head and body must arrive within their deadlines, however
   auto m = client_for(d).Get("/metrics");
   REQUIRE(m);
   CHECK_THAT(m->body, Contains("ks_http_connections_dropped_total 2"));
+  CHECK(d.terminate() == 0);
+}
+
+namespace {
+
+// A field of /proc/PID/status in KiB (VmRSS, VmHWM); -1 when it cannot be read.
+long status_kib(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
+  return -1;
+}
+
+// How long an authorised health check takes, in ms (-1: no 200).
+double health_ms(const daemon_process& d, const std::string& token = "") {
+  auto c = client_for(d, token);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto h = c.Get("/api/health");
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return h && h->status == 200 ? ms : -1;
+}
+
+// 127.0.0.first, … : clients the daemon tells apart on loopback.
+std::vector<std::string> loopback_addresses(int first, int count) {
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) out.push_back("127.0.0." + std::to_string(first + i));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a burst of simultaneous requests is answered, every one", "[daemon][burst]") {
+  ks::testing::raise_descriptor_limit();
+  daemon_options o;
+  o.with_gpu = false;
+  o.token = "burst-test-token";
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  // Issue 44: 224 of 256 simultaneous health checks and 96 of 128 submits were closed
+  // unanswered (every connection whose request was in counted as one waiting for its
+  // head, and the 33rd dropped the oldest).
+  std::vector<std::string> health(256, http_request("GET", "/api/health", "", "", "burst-test-token"));
+  auto h = http_burst(d.host(), d.port(), health, 60);
+  INFO(h.summary());
+  CHECK(h.answered == 256);
+  CHECK(h.by_status[200] == 256);
+  const std::string task = read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / "swish.yaml");
+  std::vector<std::string> submits(128, http_request("POST", "/api/tasks", task, "application/yaml", "burst-test-token"));
+  auto s = http_burst(d.host(), d.port(), submits, 120);
+  INFO(s.summary());
+  CHECK(s.answered == 128);
+  CHECK(s.by_status[201] == 128);
+  // Each acknowledged submit is a task.
+  auto listed = json::parse(client_for(d, "burst-test-token").Get("/api/tasks?limit=1000")->body);
+  CHECK(listed["total"] == 128);
+  auto m = client_for(d, "burst-test-token").Get("/metrics");
+  REQUIRE(m);
+  CHECK_THAT(m->body, Contains("ks_http_connections_dropped_total 0"));
+  CHECK(d.terminate() == 0);
+}
+
+TEST_CASE("slow bodies neither hold the daemon nor keep a health check waiting", "[daemon][burst]") {
+  ks::testing::raise_descriptor_limit();
+  daemon_options o;
+  o.with_gpu = false;
+  o.token = "slow-body-token-1";
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  // Issue 44: with 200-300 connections sending a body byte every 2 s, a health check
+  // waited 25-39 s (the pool started no thread for a connection while a woken thread
+  // had not taken its own yet). 200 slow bodies from 25 clients, 8 each (each client's
+  // share): all are held, and health is answered at once beside them.
+  {
+    slow_bodies slow(d.host(), d.port(), 200, loopback_addresses(2, 25), std::chrono::milliseconds(500),
+                     "slow-body-token-1");
+    REQUIRE(slow.connected() == 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the grace: slow ones now
+    CHECK(slow.open() == 200);
+    std::vector<double> ms;
+    for (int i = 0; i < 5; ++i) ms.push_back(health_ms(d, "slow-body-token-1"));
+    INFO("health ms: " << ms[0] << " " << ms[1] << " " << ms[2] << " " << ms[3] << " " << ms[4]);
+    for (double m : ms) {
+      CHECK(m >= 0);
+      CHECK(m < 1000);
+    }
+    CHECK(slow.open() == 200);  // still held: health did not wait for them to go
+  }
+  // 200 from one client: beyond its 8 slow bodies, its oldest are dropped.
+  {
+    slow_bodies slow(d.host(), d.port(), 200, {"127.0.0.40"}, std::chrono::milliseconds(500), "slow-body-token-1");
+    REQUIRE(slow.connected() == 200);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (slow.open() > 8 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(slow.open() <= 8);
+    CHECK(slow.open() >= 1);
+    double ms = health_ms(d, "slow-body-token-1");
+    CHECK(ms >= 0);
+    CHECK(ms < 1000);
+  }
+  CHECK(d.terminate() == 0);
+}
+
+TEST_CASE("hostile bodies are refused while they arrive, and the daemon's memory returns", "[daemon][memory]") {
+  ks::testing::raise_descriptor_limit();
+  daemon_options o;
+  o.with_gpu = false;
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  for (int i = 0; i < 20; ++i) REQUIRE(c.Get("/api/health"));  // the HTTP threads' first use
+  const long rss_before = status_kib(d.pid(), "VmRSS");
+  REQUIRE(rss_before > 0);
+
+  // Issue 44: one 16 MiB body of `[[[[…` cost 1.3 GiB and 6.7 s, four at once 6.4 GiB,
+  // and the daemon stayed at its peak. 16 at once now, each refused at its 33rd byte.
+  const std::string nested(16u << 20, '[');
+  std::string flat = "[";
+  while (flat.size() < (16u << 20) - 16) flat += "0,";
+  flat += "0]";
+  std::vector<std::string> hostile(16, http_request("POST", "/api/tasks", nested, "application/json"));
+  for (int i = 0; i < 4; ++i) hostile.push_back(http_request("POST", "/api/tasks", flat, "application/json"));
+  // YAML is kept to 1 MiB; past that the body is read and let go.
+  for (int i = 0; i < 2; ++i) hostile.push_back(http_request("POST", "/api/tasks", nested, "application/yaml"));
+  auto r = http_burst(d.host(), d.port(), hostile, 120);
+  INFO(r.summary());
+  REQUIRE(r.answered == hostile.size());
+  for (size_t i = 0; i < hostile.size(); ++i) {
+    INFO("request " << i << ": " << r.statuses[i] << " " << r.bodies[i].substr(0, 300));
+    if (i < 16) {
+      CHECK(r.statuses[i] == 400);
+      CHECK_THAT(r.bodies[i], Contains("deeper than 32 levels (the limit)"));
+    } else if (i < 20) {
+      CHECK(r.statuses[i] == 413);
+      CHECK_THAT(r.bodies[i], Contains("more than 10000 JSON values (the limit)"));
+    } else {
+      CHECK(r.statuses[i] == 413);
+      CHECK_THAT(r.bodies[i], Contains("at most 1048576 are accepted"));
+    }
+  }
+  const long hwm_hostile = status_kib(d.pid(), "VmHWM");
+  // Each refused at once, not after parsing 16 MiB.
+  for (double ms : r.latency_ms) CHECK(ms < 20000);
+  // A deep body on the priority endpoint, and one that is deep but short.
+  const std::string id = json::parse(c.Post("/api/tasks", read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / "swish.yaml"),
+                                            "application/yaml")->body)["id"];
+  auto p = c.Post(("/api/tasks/" + id + "/priority").c_str(), std::string(40, '[') + std::string(40, ']'), "application/json");
+  REQUIRE(p);
+  CHECK(p->status == 400);
+  CHECK_THAT(p->body, Contains("deeper than 32 levels"));
+
+  // Parses at once are two: four YAML flow lists of 1 MiB (~250 MiB each to parse) take
+  // two at a time, not four.
+  std::string list = "[";
+  while (list.size() < (1u << 20) - 16) list += "1,";
+  list += "1]";
+  std::vector<std::string> heavy(4, http_request("POST", "/api/tasks", list, "application/yaml"));
+  auto hw = http_burst(d.host(), d.port(), heavy, 120);
+  INFO(hw.summary());
+  CHECK(hw.answered == 4);
+  for (size_t i = 0; i < heavy.size(); ++i) {
+    // Not a task (400), or told to come back (503, Retry-After) when both slots stayed busy.
+    CHECK((hw.statuses[i] == 400 || hw.statuses[i] == 503));
+  }
+  const long hwm = status_kib(d.pid(), "VmHWM");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const long rss_after = status_kib(d.pid(), "VmRSS");
+  INFO("VmRSS before " << rss_before / 1024 << " MiB, after " << rss_after / 1024 << " MiB, peak "
+                       << hwm_hostile / 1024 << " MiB after the hostile bodies, " << hwm / 1024
+                       << " MiB after the YAML parses");
+  // Two parses of ~250 MiB at most, with the bodies being read beside them.
+  CHECK(hwm - rss_before < 800 * 1024);
+  // And the memory went back.
+  CHECK(rss_after - rss_before < 48 * 1024);
+  auto health = c.Get("/api/health");
+  REQUIRE(health);
+  CHECK(health->status == 200);
+  CHECK(json::parse(health->body)["tasks"]["queued"] == 1);
   CHECK(d.terminate() == 0);
 }

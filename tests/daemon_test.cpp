@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -472,7 +473,8 @@ TEST_CASE("malformed and hostile requests get a 4xx with a message and change no
   }
   // Hostile names and module paths.
   for (std::string name : std::vector<std::string>{"../../etc/passwd", "..", ".hidden", "a/b", "a b", "x%2F..",
-                                                   std::string(65, 'n'), "semi;colon", "nul\\u0000"}) {
+                                                   std::string(65, 'n'), "semi;colon", "nul\\u0000", "-rf",
+                                                   "--help"}) {
     std::string body = relu;
     auto at = body.find("name: swish");
     if (at != std::string::npos) body.replace(at, 11, std::string("name: \"") + name + "\"");
@@ -587,6 +589,85 @@ TEST_CASE("a daemon with a token refuses requests without it, and none listens b
   std::ofstream(e.dir() / "daemon.yaml") << text;
   CHECK(e.start(20).empty());
   CHECK_THAT(e.log(), Contains("not a loopback address"));
+}
+
+TEST_CASE("unknown query parameters are refused on every endpoint, naming them", "[daemon][params]") {
+  daemon_options o;
+  o.with_gpu = false;
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start().empty());
+  auto c = client_for(d);
+  const std::string id = submit(c, "swish")["id"];
+  const auto before = store_records(d.store_dir());
+  const std::string yaml = example_task("swish");
+  // Issue 44: `?priorty=999` was taken (and ignored) though the docs say 400.
+  struct probe {
+    std::string method, path, body, type, param;
+  };
+  std::vector<probe> probes = {
+      {"POST", "/api/tasks?priorty=999", yaml, "application/yaml", "priorty"},
+      {"POST", "/api/tasks?priority=5", json{{"task_yaml", yaml}}.dump(), "application/json", "priority"},
+      {"GET", "/?x=1", "", "", "x"},
+      {"GET", "/api/health?verbose=1", "", "", "verbose"},
+      {"GET", "/metrics?name=ks", "", "", "name"},
+      {"GET", "/api/tasks?limit=5&sort=asc", "", "", "sort"},
+      {"GET", "/api/tasks/" + id + "?history=0", "", "", "history"},
+      {"GET", "/api/tasks/" + id + "/result?format=py", "", "", "format"},
+      {"GET", "/api/tasks/" + id + "/trajectory?from_seq=1&to_seq=9", "", "", "to_seq"},
+      {"POST", "/api/tasks/" + id + "/priority?priority=9", "{\"priority\": 3}", "application/json", "priority"},
+      {"POST", "/api/tasks/" + id + "/cancel?force=1", "{}", "application/json", "force"},
+  };
+  for (auto& p : probes) {
+    auto r = p.method == "GET" ? c.Get(p.path.c_str()) : c.Post(p.path.c_str(), p.body, p.type.c_str());
+    REQUIRE(r);
+    INFO(p.method << " " << p.path << ": " << r->status << " " << r->body);
+    CHECK(r->status == 400);
+    CHECK_THAT(r->body, Contains("unknown parameter '" + p.param + "'"));
+  }
+  // Nothing changed: no task queued at 999, none cancelled, no priority set.
+  CHECK(store_records(d.store_dir()) == before);
+  // The parameters each endpoint takes still work.
+  auto ok = c.Post("/api/tasks?priority=7", yaml, "application/yaml");
+  REQUIRE(ok);
+  CHECK(ok->status == 201);
+  CHECK(body_of(ok)["priority"] == 7);
+  CHECK(c.Get("/api/tasks?state=queued&limit=1")->status == 200);
+  CHECK(c.Get(("/api/tasks/" + id + "/trajectory?from_seq=1").c_str())->status == 200);
+  CHECK(d.terminate() == 0);
+}
+
+TEST_CASE("a daemon served beyond loopback needs a token of 16 characters at least", "[daemon][auth]") {
+  auto beyond = [](const std::string& token) {
+    daemon_options o;
+    o.with_gpu = false;
+    o.token = token;
+    auto d = std::make_unique<daemon_process>(o);
+    auto text = read_file(d->dir() / "daemon.yaml");
+    text.replace(text.find("127.0.0.1:0"), 11, "0.0.0.0:0");
+    std::ofstream(d->dir() / "daemon.yaml") << text;
+    return d;
+  };
+  // Issue 44: KS_TOKEN=a was accepted on a public bind (workers demand 16 characters).
+  for (std::string weak : {"a", "fifteen-chars15"}) {
+    auto d = beyond(weak);
+    CHECK(d->start(20).empty());
+    CHECK_THAT(d->log(), Contains("needs at least 16"));
+    CHECK_THAT(d->log(), Contains("has " + std::to_string(weak.size()) + " characters"));
+  }
+  auto d = beyond("sixteen-chars-16");
+  REQUIRE_FALSE(d->start(20).empty());
+  auto c = httplib::Client("127.0.0.1", d->port());
+  c.set_bearer_token_auth("sixteen-chars-16");
+  auto h = c.Get("/api/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  d->kill9();
+  // On loopback a short token is the operator's business (no one else reaches it).
+  daemon_options local;
+  local.with_gpu = false;
+  local.token = "a";
+  daemon_process l(local);
+  CHECK_FALSE(l.start(20).empty());
 }
 
 TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts are refused",

@@ -8,11 +8,22 @@
 #include <limits>
 #include <string>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "protocol/protocol.hpp"
+#include "protocol/refusal_log.hpp"
 #include "protocol/wire_safe.hpp"
+#include "protocol/worker_link.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -306,4 +317,84 @@ TEST_CASE("a review with infinite or NaN numbers crosses the link once made wire
   CHECK(r.profile.values.at("sm_throughput_pct") == 42.0);
   loopback link;
   link.round_trip(r);
+}
+
+namespace {
+
+// Connects from `from` to 127.0.0.1:port, reads the worker's challenge and leaves
+// without the proof: a refused peer.
+void refused_peer(uint16_t port, const std::string& from) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from.c_str(), &local.sin_addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  char hello[36];
+  ::recv(fd, hello, sizeof hello, MSG_WAITALL);
+  ::close(fd);
+}
+
+size_t lines_with(const std::vector<std::string>& lines, const std::string& part) {
+  size_t n = 0;
+  for (const auto& l : lines) n += l.find(part) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a flood of refused peers writes a line per address and a count, not a line each",
+          "[protocol][network][refusals]") {
+  // Issue 44: each refused connection wrote a warning of its own.
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(10000);
+  spdlog::default_logger()->sinks().push_back(sink);
+  set_refusal_log_interval(std::chrono::seconds(5));
+  loopback_config cfg;
+  caf::actor_system sys{cfg};
+  auto door = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
+  auto port = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(door), {}, "127.0.0.1", 0,
+                              "a-token-of-twenty-chars");
+  REQUIRE(port);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) refused_peer(*port, "127.0.0.1");
+  for (int i = 0; i < 20; ++i) refused_peer(*port, "127.0.0.2");
+  REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(4000));  // all in one interval
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the handshake threads are done
+  auto lines = sink->last_formatted();
+  INFO(lines.size() << " lines; the first: " << (lines.empty() ? "" : lines.front()));
+  CHECK(lines_with(lines, "did not prove the token") == 2);  // one per address
+  CHECK(lines_with(lines, "refused 127.0.0.1:") == 1);
+  CHECK(lines_with(lines, "refused 127.0.0.2:") == 1);
+  // The next interval: the counts in one line, and the next refusal logged again.
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(5500));
+  refused_peer(*port, "127.0.0.1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  lines = sink->last_formatted();
+  CHECK(lines_with(lines, "refused 218 more connection(s) in the last 5 s, not logged: 127.0.0.1 199, 127.0.0.2 19") == 1);
+  CHECK(lines_with(lines, "did not prove the token") == 3);
+  CHECK(lines.size() <= 6);
+  anon_send_exit(door, caf::exit_reason::user_shutdown);
+  spdlog::default_logger()->sinks().pop_back();
+  set_refusal_log_interval(std::chrono::seconds(60));
+}
+
+TEST_CASE("refusal_log: at most max_lines lines an interval, and memory for max_peers addresses", "[refusals]") {
+  std::vector<std::string> out;
+  refusal_log log(std::chrono::hours(1), 3, [&](const std::string& l) { out.push_back(l); }, 5);
+  for (int i = 0; i < 10; ++i)
+    for (int k = 0; k < 4; ++k) log.refused("10.0.0." + std::to_string(i), "10.0.0." + std::to_string(i) + ":1", "why");
+  // Three addresses logged; the others (and the repeats) counted, in memory for five.
+  CHECK(out.size() == 3);
+  CHECK(out[0] == "refused 10.0.0.0:1: why");
+  log.set_interval(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  log.refused("10.0.0.0", "10.0.0.0:2", "why");
+  REQUIRE(out.size() == 5);
+  CHECK(out[3] == "refused 37 more connection(s) in the last 0.001 s, not logged: 10.0.0.4 4, 10.0.0.3 4, 10.0.0.2 3, "
+                  "10.0.0.1 3, 10.0.0.0 3, 20 from addresses not told apart");
+  CHECK(out[4] == "refused 10.0.0.0:2: why");
 }

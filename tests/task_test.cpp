@@ -357,6 +357,10 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
     auto m = error_of(replace(kGood, "name: good", "name: my task"));
     CHECK(m == "bad.yaml:1:7: name: expected [A-Za-z0-9_.-]+, got \"my task\"");
   }
+  SECTION("task name that starts with a dash") {
+    auto m = error_of(replace(kGood, "name: good", "name: -rf"));
+    CHECK(m == "bad.yaml:1:7: name: \"-rf\" starts with '-' (it would read as an option on a command line)");
+  }
   SECTION("tensor name that is not an identifier") {
     auto m = error_of(replace(kGood, "name: x", "name: 2x"));
     CHECK_THAT(m, Catch::StartsWith("bad.yaml:7:11: inputs[0].name: expected an identifier"));
