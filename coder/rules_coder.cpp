@@ -127,11 +127,15 @@ std::vector<lowering_params> rules_coder::seed_params() {
   // plainest keeps cuBLAS's SGEMM and the product.
   p.gemm_precision = "split_tf32";
   p.matvec_sums = true;
+  // Convolutions channels-last, read so by the kernels after them (conv_layout.hpp);
+  // the other seeds keep NCHW.
+  p.conv_layout = "channels_last";
   p.row_cache = "on_chip";
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
   out.push_back(p);
   p.grid_cap = lowering_params{}.grid_cap;
+  p.conv_layout = lowering_params{}.conv_layout;
   p.row_cache = "registers";
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
@@ -192,9 +196,9 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
     c.recipe["fallback"] = fallback;
     c.recipe["fallback_why"] = why;
   }
-  // The convolution layout is a parameter of library convolutions only: elsewhere it
-  // changes nothing, and the recipe does not claim it.
-  if (stages.find("library:aten::conv2d") == std::string::npos) c.recipe.erase("conv_layout");
+  // The convolution layout is a parameter of library convolutions whose readers the
+  // rewrite takes: elsewhere it changes nothing, and the recipe does not claim it.
+  if (lowered->nhwc_convolutions == 0) c.recipe.erase("conv_layout");
   // Likewise the product precision where no product was split (too small, or none).
   if (lowered->split_products == 0) c.recipe.erase("gemm_precision");
   if (lowered->matvec_sums == 0) c.recipe.erase("matvec_sums");
@@ -236,8 +240,23 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
     // a block per row of fewer than 4 elements a thread is mostly synchronisation: on
     // an H200, 0.34x and 0.13x of eager where the other mapping reached 0.9x. Such a
     // seed goes after the others.
-    const long long row = std::atoll(get(c->recipe, "longest_row").c_str());
-    if (row > 0 && (p.row_mapping == "warp" ? row > kLongRow : row < 4LL * p.block_size)) {
+    auto poor_for = [](const lowering_params& q, const candidate& k) {
+      const long long row = std::atoll(get(k.recipe, "longest_row").c_str());
+      return row > 0 && (q.row_mapping == "warp" ? row > kLongRow : row < 4LL * q.block_size);
+    };
+    if (poor_for(p, *c)) {
+      // A channels-last seed's reductions over the channels are rows as short as the
+      // channels: the same seed with the other mapping, rather than the layout left
+      // out of the seeds a short run tries.
+      if (c->recipe.count("conv_layout")) {
+        lowering_params q = p;
+        q.row_mapping = p.row_mapping == "warp" ? "block" : "warp";
+        auto other = build(task, q, "seed:rules", "", "", false);
+        if (other && !poor_for(q, *other) && ids.insert(other->id).second) {
+          out.push_back(std::move(other.value()));
+          continue;
+        }
+      }
       poor.push_back(std::move(c.value()));
       continue;
     }
