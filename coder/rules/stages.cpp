@@ -61,7 +61,10 @@ std::string template_refusal(lowering_context& cx, const graph_node& n, const st
   };
   if (kind == "aten::logit" && n.inputs.size() > 1 && !cx.val(n.inputs[1]).is_none())
     return "aten::logit with eps is not supported by the rules coder";
-  if ((kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") && flag(2))
+  // In training mode only a constant p of 0 draws nothing (nn.Dropout(0.0) in a network's
+  // layers): the identity, as in eval mode.
+  if ((kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") && flag(2) &&
+      !(cx.val(n.inputs[1]).constant && cx.val(n.inputs[1]).numbers == std::vector<double>{0}))
     return n.kind + " in training mode is not supported by the rules coder";
   // An operand computed at run time would be baked in at the export size; sizes
   // (x * x.size(1)) are kernel arguments. (The other templates read only constants
