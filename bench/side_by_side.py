@@ -36,6 +36,15 @@ user's Python):
     python3 side_by_side.py --kb-manifest M.json --kb-measure --device 0 --kb-out R.jsonl
     python3 side_by_side.py --kb-manifest M.json --kb-measure --kb-cpu-check --kb-out R.jsonl
 
+No step waits without a bound: each model's build runs in a child process of its own
+(its process group killed after the manifest's build_timeout, 600 s by default; the
+build's lock file removed, so that no later build waits on it), each torch.compile
+warm-up likewise (problem_timeout, 900 s), and the measuring process says which problem
+and phase it is in (--kb-current FILE), so that kernelskill bench ends a problem that
+runs past problem_timeout and records it as a failed row. A model that did not build is
+a failed cell with the reason (builds/NAME/ks-build.json); the measurement never builds
+it again without a bound.
+
 Eager is the problem file's own Model, torch.compile compiles that Model, ours is the
 exported ModelNew(*get_init_inputs()), built and seeded as KernelBench's evaluator does;
 correctness is KernelBench's torch.allclose at 1e-4 and at 1e-2 over --trials inputs,
@@ -601,12 +610,27 @@ def kb_measure_problem(torch, dev, entry, cfg, events_ms):
     cells = {m["variant"]: {"sha256": m["sha256"]} for m in entry["models"]}
     row["variants"] = cells
     mods = {}
+    kb_phase(cfg, entry, "build/load")
     for m in entry["models"]:
         try:
+            # Built here only in a bounded child, once: a model whose build failed or ran
+            # out of time is a failed cell with the reason, never waited on.
+            if dev.type == "cuda" and not kb_built(m["path"], cfg["builds"]) and \
+                    kb_build_record(m["path"], cfg["builds"]) is None:
+                kb_prebuild_models([m["path"]], cfg["builds"], 1, int(cfg.get("build_timeout", 600)))
+            rec = kb_build_record(m["path"], cfg["builds"])
+            if not kb_built(m["path"], cfg["builds"]) and rec and not rec.get("ok"):
+                raise RuntimeError(rec.get("error") or "the model was not built")
+            if dev.type == "cuda" and not kb_built(m["path"], cfg["builds"]):
+                raise RuntimeError("the model was not built")
+            lock = os.path.join(kb_build_dir(m["path"], cfg["builds"]), "lock")
+            if os.path.exists(lock):
+                os.remove(lock)  # left by a killed build: torch's loader would wait on it forever
             mods[m["variant"]], cells[m["variant"]]["build_s"] = kb_build(m, cfg["builds"], dev)
         except Exception as ex:
             cells[m["variant"]]["error"] = "build/load: " + kb_first_line(ex)
     t_problem = time.perf_counter()
+    kb_phase(cfg, entry, "correctness")
     try:
         with torch.no_grad():
             problem = kb_load_problem(entry["problem"])
@@ -623,6 +647,7 @@ def kb_measure_problem(torch, dev, entry, cfg, events_ms):
         ours = {}
     lost = any(kb_context_lost(c.get("error", "")) for c in cells.values()) or kb_context_lost(row.get("error", ""))
     if events_ms is not None and ours and not lost:
+        kb_phase(cfg, entry, "torch.compile and timing")
         try:
             with torch.no_grad():
                 kb_time(torch, dev, problem, model, ours, row, cells, cfg, events_ms)
@@ -641,6 +666,18 @@ def kb_manifest(path):
         return json.load(f)
 
 
+def kb_phase(cfg, entry, phase):
+    """Says which problem and phase this process is in (--kb-current, read by kernelskill
+    bench, which ends a problem that runs past problem_timeout)."""
+    path = cfg.get("_current")
+    if not path:
+        return
+    now = time.time()
+    if cfg.get("_current_key") != entry["key"]:
+        cfg["_current_key"], cfg["_current_started"] = entry["key"], now
+    kb_write_json(path, {"key": entry["key"], "phase": phase, "started": cfg["_current_started"], "pid": os.getpid()})
+
+
 def kb_measure(opts):
     """Measures the manifest's problems on one device, one JSON line each to --kb-out."""
     import torch
@@ -651,6 +688,7 @@ def kb_measure(opts):
         dev = torch.device("cuda", opts.device)
         torch.cuda.set_device(dev)
         events_ms = events_timer(torch, dev)
+    cfg["_current"] = opts.kb_current
     problems = cfg["problems"]
     for i, entry in enumerate(problems):
         lost = False
@@ -681,17 +719,6 @@ def kb_measure(opts):
             torch._dynamo.reset()
 
 
-def kb_build_one(args):
-    path, builds = args
-    import torch
-    t0 = time.perf_counter()
-    try:
-        kb_build({"path": path}, builds, torch.device("cuda"))
-        return path, True, time.perf_counter() - t0, ""
-    except Exception as ex:
-        return path, False, time.perf_counter() - t0, kb_first_line(ex)
-
-
 def kb_module_name(path):
     """The MODULE_NAME an exported file builds (content-addressed), read from its text."""
     import re
@@ -700,29 +727,124 @@ def kb_module_name(path):
     return m.group(1) if m else None
 
 
+def kb_build_dir(path, builds):
+    return os.path.join(builds, kb_module_name(path) or os.path.basename(path)[:-3])
+
+
 def kb_built(path, builds):
     """True when the file's extension is built already (builds/NAME/NAME.so)."""
     name = kb_module_name(path)
     return bool(name) and os.path.exists(os.path.join(builds, name, name + ".so"))
 
 
-def kb_prebuild(opts):
-    """Builds every model of the manifest in parallel processes (nvcc; the GPU only names
-    the architecture), so that the measuring processes only load them. A model built
-    already (during the run, or by an interrupted measurement) is left as it is."""
-    import multiprocessing as mp
-    cfg = kb_manifest(opts.kb_manifest)
-    paths = sorted({m["path"] for p in cfg["problems"] for m in p["models"]})
-    todo = [p for p in paths if not kb_built(p, cfg["builds"])]
-    if len(todo) < len(paths):
-        print(f"[build] {len(paths) - len(todo)} of {len(paths)} models built already", file=sys.stderr, flush=True)
-    if not todo:
+def kb_build_record(path, builds):
+    """What the last bounded build of this model recorded (builds/NAME/ks-build.json:
+    ok, error, timed_out, bound, seconds), or None."""
+    try:
+        with open(os.path.join(kb_build_dir(path, builds), "ks-build.json")) as f:
+            return json.load(f)
+    except Exception:
+        return None
+
+
+def kb_write_json(path, obj):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f)
+    os.replace(path + ".tmp", path)
+
+
+def kb_bounded(jobs, work, timeout, done):
+    """Runs the commands of `work` ([(item, argv)]) as child processes, at most `jobs` at
+    once, each in a session of its own; one still running after `timeout` seconds has its
+    whole process group killed (nvcc and ninja with it). done(item, rc, seconds,
+    timed_out, stderr_tail) is called as each ends."""
+    import subprocess, tempfile
+    queue, running = list(work), []
+    while queue or running:
+        while queue and len(running) < max(1, jobs):
+            item, argv = queue.pop(0)
+            err = tempfile.TemporaryFile()
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+            running.append((item, p, err, time.monotonic()))
+        time.sleep(0.2)
+        still = []
+        for item, p, err, t0 in running:
+            late = p.poll() is None and time.monotonic() - t0 > timeout
+            if late:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if p.poll() is None and not late:
+                still.append((item, p, err, t0))
+                continue
+            p.wait()
+            err.seek(0)
+            tail = err.read().decode("utf-8", "replace").strip().splitlines()
+            err.close()
+            done(item, p.returncode, time.monotonic() - t0, late, tail[-1][:300] if tail else "")
+        running = still
+
+
+def kb_build_model(opts):
+    """--kb-build-model PATH: builds one model's extension (the child of kb_prebuild)."""
+    import torch
+    kb_build({"path": opts.kb_build_model}, opts.kb_builds, torch.device("cuda"))
+
+
+def kb_prebuild_models(paths, builds, jobs, bound, retry_failed=True):
+    """Builds the models in bounded child processes (kb_bounded): each gets `bound`
+    seconds, and ks-build.json in its build directory records how it ended. A model built
+    already is left as it is; one that ran out of time under the same bound or a longer
+    one is not tried again (it would only spend that time again); one that failed
+    otherwise is tried again when retry_failed."""
+    by_dir = {}
+    for p in paths:
+        if kb_built(p, builds):
+            continue
+        rec = kb_build_record(p, builds)
+        if rec and rec.get("timed_out") and rec.get("bound", 0) >= bound:
+            continue
+        if rec and not rec.get("ok") and not retry_failed:
+            continue
+        by_dir.setdefault(kb_build_dir(p, builds), p)  # one build per module (same text)
+    if len(by_dir) < len(paths):
+        print(f"[build] {len(paths) - len(by_dir)} of {len(paths)} models built already (or not to be tried again)",
+              file=sys.stderr, flush=True)
+    if not by_dir:
         return
     os.environ.setdefault("MAX_JOBS", "2")
-    with mp.get_context("spawn").Pool(max(1, opts.jobs)) as pool:
-        for path, ok, secs, err in pool.imap_unordered(kb_build_one, [(p, cfg["builds"]) for p in todo]):
-            print(f"[build] {path}: {'built' if ok else 'FAILED'} in {secs:.1f} s" + ("" if ok else f": {err}"),
-                  file=sys.stderr, flush=True)
+    for d in by_dir:
+        # No build of this module runs now (one child per module, and kernelskill bench
+        # runs one pass of builds at a time): a lock left by a killed build would make
+        # torch's builder wait for it forever.
+        if os.path.exists(os.path.join(d, "lock")):
+            os.remove(os.path.join(d, "lock"))
+
+    def done(item, rc, secs, late, tail):
+        d, path = item
+        if late and os.path.exists(os.path.join(d, "lock")):
+            os.remove(os.path.join(d, "lock"))
+        ok = rc == 0 and not late
+        err = "" if ok else (f"did not build within {bound} s (the build's time bound; killed)" if late else
+                             tail or f"the build exited with status {rc}")
+        kb_write_json(os.path.join(d, "ks-build.json"),
+                      {"ok": ok, "error": err, "timed_out": late, "bound": bound, "seconds": round(secs, 1)})
+        print(f"[build] {path}: {'built' if ok else 'FAILED'} in {secs:.1f} s" + ("" if ok else f": {err}"),
+              file=sys.stderr, flush=True)
+
+    work = [((d, p), [sys.executable, os.path.abspath(__file__), "--kb-build-model", p, "--kb-builds", builds])
+            for d, p in by_dir.items()]
+    kb_bounded(jobs, work, bound, done)
+
+
+def kb_prebuild(opts):
+    """Builds every model of the manifest in parallel bounded processes (nvcc; the GPU
+    only names the architecture), so that the measuring processes only load them."""
+    cfg = kb_manifest(opts.kb_manifest)
+    paths = sorted({m["path"] for p in cfg["problems"] for m in p["models"]})
+    kb_prebuild_models(paths, cfg["builds"], opts.jobs, int(cfg.get("build_timeout", 600)))
 
 
 def kb_warm_marker(entry):
@@ -768,32 +890,44 @@ def kb_warm_one(args):
     if not err and marker:
         # Only a compile that succeeded is recorded: one that failed (out of memory beside
         # the run's reviews, say) is tried again by the next warm-up.
-        os.makedirs(os.path.dirname(marker), exist_ok=True)
-        with open(marker + ".tmp", "w") as f:
-            json.dump({"problem_sha256": kb_file_sha256(entry["problem"]), "seconds": secs,
-                       "torch": torch.__version__}, f)
-        os.replace(marker + ".tmp", marker)
+        kb_write_json(marker, {"problem_sha256": kb_file_sha256(entry["problem"]), "seconds": secs,
+                               "torch": torch.__version__})
     return entry["key"], err, secs
 
 
+def kb_warm_problem(opts):
+    """--kb-warm-one KEY: one problem's warm-up (the child of kb_warm)."""
+    cfg = kb_manifest(opts.kb_manifest)
+    entry = next(p for p in cfg["problems"] if p["key"] == opts.kb_warm_one)
+    key, err, secs = kb_warm_one((entry, cfg, opts.device))
+    if err:
+        print(err, file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
 def kb_warm(opts):
-    """torch.compile of every problem's Model once, in parallel processes, so that the
-    measuring process's compile is served by inductor's on-disk caches. A problem warmed
-    already (during the run) is left out."""
-    import multiprocessing as mp
+    """torch.compile of every problem's Model once, in parallel bounded processes (one per
+    problem, problem_timeout seconds each), so that the measuring process's compile is
+    served by inductor's on-disk caches. A problem warmed already (during the run) is
+    left out."""
     cfg = kb_manifest(opts.kb_manifest)
     devices = [int(d) for d in opts.devices.split(",")] if opts.devices else [0]
     todo = [p for p in cfg["problems"] if not kb_warmed(p)]
     if len(todo) < len(cfg["problems"]):
         print(f"[warm] {len(cfg['problems']) - len(todo)} of {len(cfg['problems'])} problems warmed already",
               file=sys.stderr, flush=True)
-    if not todo:
-        return
-    work = [(p, cfg, devices[i % len(devices)]) for i, p in enumerate(todo)]
-    with mp.get_context("spawn").Pool(max(1, opts.jobs), maxtasksperchild=1) as pool:
-        for key, err, secs in pool.imap_unordered(kb_warm_one, work):
-            print(f"[warm] {key}: " + (f"compiled in {secs:.1f} s" if not err else f"{err} ({secs:.1f} s)"),
-                  file=sys.stderr, flush=True)
+    bound = int(cfg.get("problem_timeout", 900))
+
+    def done(key, rc, secs, late, tail):
+        err = (f"did not finish within {bound} s (killed)" if late else
+               "" if rc == 0 else tail or f"exit status {rc}")
+        print(f"[warm] {key}: " + (f"compiled in {secs:.1f} s" if not err else f"{err} ({secs:.1f} s)"),
+              file=sys.stderr, flush=True)
+
+    work = [(p["key"], [sys.executable, os.path.abspath(__file__), "--kb-manifest", opts.kb_manifest,
+                        "--kb-warm-one", p["key"], "--device", str(devices[i % len(devices)])])
+            for i, p in enumerate(todo)]
+    kb_bounded(opts.jobs, work, bound, done)
 
 
 def geomean(xs):
@@ -863,14 +997,25 @@ def main():
     ap.add_argument("--kb-prebuild", action="store_true", help="build the manifest's models in --jobs processes")
     ap.add_argument("--kb-warm", action="store_true", help="torch.compile the manifest's Models once, --jobs processes")
     ap.add_argument("--devices", help="GPUs for --kb-warm, comma-separated (default 0)")
+    ap.add_argument("--kb-current", help="with --kb-measure: keep the problem and phase being measured here (JSON)")
+    ap.add_argument("--kb-build-model", help="build this one model's extension under --kb-builds (a bounded child)")
+    ap.add_argument("--kb-builds", help="with --kb-build-model: the builds directory")
+    ap.add_argument("--kb-warm-one", help="with --kb-manifest: warm this one problem (KEY) on --device (a bounded child)")
     opts = ap.parse_args()
+    if opts.kb_build_model:
+        if not opts.kb_builds:
+            ap.error("--kb-build-model needs --kb-builds")
+        kb_build_model(opts)
+        return
     if opts.kb_manifest:
         # One inductor cache for the warm-ups and the measuring processes (set before
         # torch is imported; the worker processes inherit it), unless the user named one.
         inductor = kb_manifest(opts.kb_manifest).get("inductor")
         if inductor:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor)
-        if opts.kb_prebuild:
+        if opts.kb_warm_one:
+            kb_warm_problem(opts)
+        elif opts.kb_prebuild:
             kb_prebuild(opts)
         elif opts.kb_warm:
             kb_warm(opts)

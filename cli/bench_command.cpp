@@ -133,7 +133,8 @@ int bench_problems(const bench_request& r, const global_options& g) {
   }
   measure_outcome measured{0, false, "not run"};
   int status = 0;
-  measure_settings ms{r.python, r.devices, r.reps, r.trials, r.compile_timeout, jobs, r.seed};
+  measure_settings ms{r.python,          r.devices,         r.reps, r.trials, r.compile_timeout,
+                      r.build_timeout, r.problem_timeout, jobs,   r.seed};
   std::optional<early_measurement> early;
   if (r.overlap) early.emplace(l, *problems, ms);
   for (const auto& v : variants) {

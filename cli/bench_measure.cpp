@@ -6,18 +6,30 @@
 // an interrupted measurement keeps what it finished; a problem counts as measured when
 // its line names the SHA-256 of every model exported for it now.
 //
+// Nothing here waits without a bound (issue 46: a bench once waited more than 26
+// minutes for one model's build): every Python child runs through run_bounded, each
+// model's build is bounded by --build-timeout inside the script (its process group
+// killed, the failure recorded in its build directory), each warm-up and each measured
+// problem by --problem-timeout (the measuring process says which problem it is in; a
+// watchdog here ends it and writes the problem's row, failed, with the phase as the
+// reason), and the rest goes on in a fresh process.
+//
 // Without a GPU (PyTorch sees none) nothing is measured and the step says so: no CPU
 // time is ever reported as a GPU result.
 
-#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -30,8 +42,6 @@
 #include "cli/bench_steps.hpp"
 #include "report/run_report.hpp"
 
-extern char** environ;
-
 namespace ks::cli::bench {
 
 namespace fs = std::filesystem;
@@ -39,37 +49,75 @@ using json = nlohmann::json;
 
 namespace {
 
-// Starts argv[0] (looked up in PATH) with this process's stdout and stderr.
-result<pid_t> start(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0)
-    return error{"cannot start " + args[0] + ": " + std::strerror(rc)};
-  return pid;
-}
-
-// Waits for the children; the number of them that did not exit with status 0.
-int wait_all(const std::vector<pid_t>& pids) {
-  int failed = 0;
-  for (pid_t pid : pids) {
-    int ws = 0;
-    while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+// A Python child of the measurement (a build pass, the warm-ups, a measuring process),
+// run through run_bounded: its own process group, killed after `wall_seconds` (the
+// child's own per-model and per-problem bounds come first; this one is the net under
+// them) or by cancel_children(owner). Its stderr goes to `log` and, line by line as it
+// grows, to ours. `tick`, when given, is called about twice a second while it runs (the
+// measuring processes' per-problem watchdog). Returns why it failed, in words; empty
+// when it exited with status 0.
+std::string run_python(const std::vector<std::string>& args, int wall_seconds, const fs::path& log,
+                       const std::string& owner, const std::function<void()>& tick = {}) {
+  std::string command = "exec";
+  for (const auto& a : args) command += " " + shell_quote(a);
+  // Per process, and a measuring process's PyTorch uses every core: CPU time is not what
+  // bounds these (the wall clock is), nor is memory (a level-1 input is 7.5 GB).
+  process_limits limits;
+  limits.wall_seconds = wall_seconds;
+  limits.cpu_seconds = wall_seconds * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) + 60;
+  limits.memory_mb = 1 << 30;
+  std::error_code ec;
+  fs::remove(log, ec);
+  std::optional<result<bounded_run>> ran;
+  std::mutex m;
+  std::thread child([&] {
+    auto r = run_bounded(command, limits, log, owner);
+    std::lock_guard lock(m);
+    ran.emplace(std::move(r));
+  });
+  std::ifstream follow;
+  std::string partial;
+  auto copy_new_lines = [&] {
+    if (!follow.is_open()) follow.open(log, std::ios::binary);
+    if (!follow.is_open()) return;
+    follow.clear();
+    char buf[4096];
+    while (follow.read(buf, sizeof buf) || follow.gcount() > 0) partial.append(buf, static_cast<size_t>(follow.gcount()));
+    for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
+      std::cerr << partial.substr(0, nl) << "\n";
+  };
+  for (;;) {
+    {
+      std::lock_guard lock(m);
+      if (ran) break;
     }
-    failed += !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    copy_new_lines();
+    if (tick) tick();
   }
-  return failed;
+  child.join();
+  copy_new_lines();
+  if (!partial.empty()) std::cerr << partial << "\n";
+  if (!*ran) return ran->message();
+  const bounded_run& r = **ran;
+  if (r.ok()) return "";
+  if (r.cancelled) return "stopped";
+  if (!r.limit.empty()) return r.limit;
+  return WIFEXITED(r.status) ? "exit status " + std::to_string(WEXITSTATUS(r.status))
+                             : "ended by signal " + std::to_string(WTERMSIG(r.status));
 }
 
-// Runs the commands at once and waits for them all; the number that failed or could not
-// start.
-int run_all(const std::vector<std::vector<std::string>>& commands) {
-  std::vector<pid_t> pids;
-  for (const auto& c : commands)
-    if (auto pid = start(c)) pids.push_back(*pid);
-    else std::cerr << "kernelskill bench: " << pid.message() << "\n";
-  return wait_all(pids) + static_cast<int>(commands.size() - pids.size());
+// A name for cancel_children no other process or pass shares.
+std::string owner_name(const std::string& what) {
+  static std::atomic<int> next{0};
+  return "kernelskill-bench-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
+}
+
+// The net under a pass of `items` children, `jobs` at once, each bounded by `each`
+// seconds inside the script: every wave's bound, and five minutes for Python itself.
+int pass_bound(size_t items, unsigned jobs, int each) {
+  const size_t waves = (items + std::max(1u, jobs) - 1) / std::max(1u, jobs);
+  return static_cast<int>(std::min<size_t>(waves * static_cast<size_t>(each + 30) + 300, 7 * 24 * 3600));
 }
 
 struct torch_probe {
@@ -109,6 +157,8 @@ json manifest_base(const layout& l, const measure_settings& s) {
           {"reps", s.reps},
           {"warmup", 3},
           {"compile_timeout", s.compile_timeout},
+          {"build_timeout", s.build_timeout},
+          {"problem_timeout", s.problem_timeout},
           {"tolerances", {1e-4, 1e-2}},
           {"builds", (l.measure() / "build").string()},
           // inductor's cache (unless the user's TORCHINDUCTOR_CACHE_DIR names one): the
@@ -159,6 +209,52 @@ status write_script(const layout& l) {
   const fs::path path = l.measure() / "side_by_side.py";
   if (read_text_file(path) == side_by_side_script()) return {};
   return write_file_atomically(path, std::string(side_by_side_script()));
+}
+
+// One measuring process on GPU `d` over `mine` (manifest `m`), with a watchdog: the
+// process keeps the problem and phase it is in in measure/current-D.json; a problem that
+// runs past problem_timeout ends the process (its whole group), and its row is written
+// here, failed, with the phase as the reason. Returns whether the process exited well.
+bool measure_on(const layout& l, const measure_settings& s, const fs::path& script, const fs::path& m,
+                const json& mine, const std::string& d, const fs::path& logs) {
+  const fs::path current = l.measure() / ("current-" + d + ".json"),
+                 results = l.measure() / ("results-" + d + ".jsonl");
+  std::error_code ec;
+  fs::remove(current, ec);
+  const std::string owner = owner_name("measure-" + d);
+  json killed;  // the problem the watchdog ended, as current-D.json said
+  auto watchdog = [&] {
+    if (!killed.is_null()) return;
+    const json now = read_json_file(current);
+    if (!now.is_object() || !now.contains("started") || !now["started"].is_number()) return;
+    if (static_cast<double>(std::time(nullptr)) - now["started"].get<double>() <= s.problem_timeout) return;
+    killed = now;
+    cancel_children(owner);
+  };
+  const std::string why =
+      run_python({s.python, script.string(), "--kb-manifest", m.string(), "--kb-measure", "--device", d, "--kb-out",
+                  results.string(), "--kb-current", current.string()},
+                 pass_bound(mine.size(), 1, s.problem_timeout), logs / ("measure-" + d + ".log"), owner, watchdog);
+  release_owner(owner);
+  if (killed.is_null()) return why.empty();
+  const std::string key = killed.value("key", "");
+  const std::string reason = "the measurement did not finish within " + std::to_string(s.problem_timeout) +
+                             " s (--problem-timeout; ended in its phase '" + killed.value("phase", "?") + "')";
+  progress("measure", key + ": " + reason);
+  for (const auto& e : mine) {
+    if (e.value("key", "") != key) continue;
+    // A failed row for each of its models: measured (not tried again at this commit
+    // unless its model changes), incorrect, with the reason.
+    json row = {{"key", key}, {"name", e["name"]}, {"level", e["level"]}, {"timed", true},
+                {"timeout", reason}, {"variants", json::object()}};
+    for (const auto& mm : e["models"])
+      row["variants"][mm["variant"].get<std::string>()] = {
+          {"sha256", mm["sha256"]}, {"error", reason}, {"correct", {{"0.0001", false}, {"0.01", false}}}};
+    // After a line the killed process may have left cut short (it is not read).
+    const std::string had = read_text_file(results);
+    std::ofstream(results, std::ios::app) << (had.empty() || had.back() == '\n' ? "" : "\n") << row.dump() << "\n";
+  }
+  return false;
 }
 
 }  // namespace
@@ -246,21 +342,36 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
   for (int d : devices) device_list += (device_list.empty() ? "" : ",") + std::to_string(d);
   progress("measure", std::to_string(todo.size()) + " of " + std::to_string(all.size()) + " problems to measure on GPU " +
                           device_list + " (PyTorch " + torch->version + "); building the models (" + jobs + " at once)");
-  run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", jobs}});
+  size_t models = 0;
+  for (const auto& e : todo) models += e["models"].size();
+  const fs::path logs = l.measure() / "logs";
+  std::error_code ec;
+  fs::create_directories(logs, ec);
+  if (auto why = run_python({s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", jobs},
+                            pass_bound(models, s.jobs, s.build_timeout), logs / "build.log", owner_name("build"));
+      !why.empty())
+    progress("measure", "the builds ended: " + why + " (a model not built is a failed row with the reason)");
   // Each warm-up holds a problem's model and inputs on a GPU: at most 4 per GPU at once.
-  const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 4 * devices.size()));
+  const unsigned warm_n = static_cast<unsigned>(std::min<size_t>(std::max(1u, s.jobs), 4 * devices.size()));
+  const std::string warm_jobs = std::to_string(warm_n);
   progress("measure", "warming torch.compile's caches (" + warm_jobs + " at once)");
-  run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-warm", "--jobs", warm_jobs,
-            "--devices", device_list}});
+  if (auto why = run_python({s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-warm", "--jobs",
+                             warm_jobs, "--devices", device_list},
+                            pass_bound(todo.size(), warm_n, s.problem_timeout), logs / "warm.log", owner_name("warm"));
+      !why.empty())
+    progress("measure", "the warm-ups ended: " + why + " (the measurement compiles what is not warm)");
   progress("measure", "measuring: one process per GPU, eager, torch.compile and ours alternated, medians of " +
-                          std::to_string(s.reps));
-  // A process stops when a kernel has broken its CUDA context (its problem is recorded);
-  // the problems left go to fresh processes, as long as each pass measures something.
+                          std::to_string(s.reps) + "; at most " + std::to_string(s.problem_timeout) + " s a problem");
+  // A process stops when a kernel has broken its CUDA context (its problem is recorded),
+  // or is ended when a problem runs past problem_timeout (the problem is recorded as a
+  // failed row with the phase it was in); the problems left go to fresh processes, as
+  // long as each pass measures something.
   int failed = 0;
   json left = todo;
   for (size_t before = left.size() + 1; !left.empty() && left.size() < before;) {
     before = left.size();
-    std::vector<std::vector<std::string>> measuring;
+    std::vector<std::thread> measuring;
+    std::mutex failed_m;
     for (size_t k = 0; k < devices.size(); ++k) {
       json mine = json::array();
       for (size_t i = k; i < left.size(); i += devices.size()) mine.push_back(left[i]);
@@ -269,12 +380,16 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
       const fs::path m = l.measure() / ("todo-" + d + ".json");
       if (auto st = write_manifest(m, base, mine); !st) {
         std::cerr << "kernelskill bench: " << st.message() << "\n";
+        for (auto& t : measuring) t.join();
         return {1, false, "not measured: " + st.message()};
       }
-      measuring.push_back({s.python, script.string(), "--kb-manifest", m.string(), "--kb-measure", "--device", d,
-                           "--kb-out", (l.measure() / ("results-" + d + ".jsonl")).string()});
+      measuring.emplace_back([&, mine, d, m] {
+        const bool ok = measure_on(l, s, script, m, mine, d, logs);
+        std::lock_guard lock(failed_m);
+        failed += !ok;
+      });
     }
-    failed += run_all(measuring);
+    for (auto& t : measuring) t.join();
     entries(l, variants, problems, read_measurements(l), left);
   }
   const size_t done = all.size() - left.size();
@@ -298,7 +413,8 @@ struct early_measurement::state {
   std::condition_variable cv;
   bool stop = false;
   bool abandon = false;            // an error ends the bench: stop the warm-ups too
-  pid_t warm = -1;
+  std::string warm_owner = owner_name("prepare-warm");
+  std::thread warm;                // the warm-ups' bounded child, while it runs
   std::optional<variant> current;  // the variant being run
   std::mutex exporting;            // held while this thread exports `current`
   std::thread thread;
@@ -316,8 +432,8 @@ early_measurement::~early_measurement() {
   {
     std::lock_guard lock(s_->m);
     s_->abandon = true;
-    if (s_->warm > 0) ::kill(s_->warm, SIGTERM);
   }
+  cancel_children(s_->warm_owner);
   finish();
 }
 
@@ -341,7 +457,7 @@ void early_measurement::work() {
   const layout& l = s_->l;
   const measure_settings& s = s_->s;
   std::error_code ec;
-  fs::create_directories(l.measure(), ec);
+  fs::create_directories(l.measure() / "logs", ec);
   auto torch = probe_torch(s.python, l.measure());
   if (!torch || torch->gpus == 0) {
     progress("prepare", std::string("nothing prepared during the run: ") +
@@ -371,10 +487,15 @@ void early_measurement::work() {
     progress("prepare", "warming torch.compile for " + std::to_string(problems.size()) + " problems during the run (" +
                             warm_jobs + " at once), building each model once its task is exported");
     std::lock_guard lock(s_->m);
-    if (!s_->abandon)
-      if (auto pid = start({s.python, script.string(), "--kb-manifest", (l.measure() / "prepare-warm.json").string(),
-                            "--kb-warm", "--jobs", warm_jobs, "--devices", device_list}))
-        s_->warm = *pid;
+    if (!s_->abandon) {
+      std::vector<std::string> args = {s.python, script.string(), "--kb-manifest",
+                                       (l.measure() / "prepare-warm.json").string(), "--kb-warm", "--jobs", warm_jobs,
+                                       "--devices", device_list};
+      const int bound = pass_bound(problems.size(), static_cast<unsigned>(std::stoi(warm_jobs)), s.problem_timeout);
+      s_->warm = std::thread([this, args, bound] {
+        run_python(args, bound, s_->l.measure() / "logs" / "prepare-warm.log", s_->warm_owner);
+      });
+    }
   }
   // The run uses the cores too (NVRTC, graph export, the references): a third of the
   // jobs build, each compiling two files at once (MAX_JOBS=2).
@@ -429,20 +550,21 @@ void early_measurement::work() {
     const fs::path manifest = l.measure() / "prepare-build.json";
     if (!write_manifest(manifest, base, fresh)) continue;
     built += fresh.size();
-    run_all({{s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", build_jobs}});
+    size_t models = 0;
+    for (const auto& e : fresh) models += e["models"].size();
+    if (auto why = run_python({s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs",
+                               build_jobs},
+                              pass_bound(models, static_cast<unsigned>(std::stoi(build_jobs)), s.build_timeout),
+                              l.measure() / "logs" / "prepare-build.log", owner_name("prepare-build"));
+        !why.empty())
+      progress("prepare", "a pass of builds ended: " + why);
   }
   // The builds of the last export and the warm-ups are what the measurement needs next.
   if (built) progress("prepare", std::to_string(built) + " problems' models handed to builds during the run");
-  pid_t warm = -1;
-  {
-    std::lock_guard lock(s_->m);
-    warm = s_->warm;
-  }
-  if (warm > 0) {
-    progress("prepare", "the run is over: waiting for torch.compile's warm-ups to end");
-    wait_all({warm});
-    std::lock_guard lock(s_->m);
-    s_->warm = -1;  // reaped: its number may belong to another process now
+  if (s_->warm.joinable()) {
+    progress("prepare", "the run is over: waiting for torch.compile's warm-ups to end (each bounded by " +
+                            std::to_string(s.problem_timeout) + " s)");
+    s_->warm.join();
   }
 }
 

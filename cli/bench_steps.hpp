@@ -101,6 +101,9 @@ struct measure_settings {
   std::string python = "python3";
   std::vector<int> devices;  // empty: every GPU the Python's PyTorch sees
   int reps = 30, trials = 3, compile_timeout = 120;
+  // Bounds: one model's build; one problem's measurement and one warm-up. A model past
+  // its bound is a failed row with the reason, and the rest goes on.
+  int build_timeout = 600, problem_timeout = 900;
   unsigned jobs = 1;         // parallel builds and torch.compile warm-ups
   uint64_t seed = 42;
 };

@@ -102,6 +102,8 @@ struct bench_request {
   std::string python = "python3";
   std::vector<int> devices;
   int reps = 30, trials = 3, compile_timeout = 120;
+  int build_timeout = 600;    // seconds one exported model's build may take
+  int problem_timeout = 900;  // seconds one problem's measurement (or warm-up) may take
   unsigned jobs = 0;     // 0: half the cores
   uint64_t seed = 42;
   bool overlap = true;   // build models and warm torch.compile while the run goes on

@@ -197,6 +197,14 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--compile-timeout", bench.compile_timeout,
                         "Seconds torch.compile's first call may take per problem (default 120)")
       ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--build-timeout", bench.build_timeout,
+                        "Seconds one exported model's extension build may take (default 600); a model that\n"
+                        "does not build in time is a failed row with the reason, and the rest goes on")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--problem-timeout", bench.problem_timeout,
+                        "Seconds one problem's measurement may take, and one torch.compile warm-up (default\n"
+                        "900); a problem past it is ended and recorded as a failed row with the phase it was in")
+      ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--jobs", bench.jobs, "Imports, extension builds and torch.compile warm-ups at once (default: half the cores)");
   bench_cmd->add_option("--seed", bench.seed, "The seed before get_init_inputs, Model and ModelNew (default 42, as KernelBench)");
   bench_cmd->add_flag("--no-overlap{false}", bench.overlap,

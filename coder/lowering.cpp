@@ -7,6 +7,7 @@
 #include "coder/rules/combine.hpp"
 #include "coder/rules/composites.hpp"
 #include "coder/rules/conv_bias.hpp"
+#include "coder/rules/conv_layout.hpp"
 #include "coder/rules/elementwise.hpp"
 #include "coder/rules/fallback.hpp"
 #include "coder/rules/kernel_text.hpp"
@@ -18,6 +19,7 @@
 #include "coder/rules/scan.hpp"
 #include "coder/rules/stages.hpp"
 #include "coder/rules/sum_of_product.hpp"
+#include "coder/rules/transpose_store.hpp"
 
 namespace ks {
 
@@ -129,8 +131,8 @@ result<lowered_kernel_set> run(lowering_context& cx) {
     if (st.fused_away || st.is_epilogue || st.twin_of >= 0) continue;
     status s;
     if (st.kind == stage::elementwise) {
-      s = emit_elementwise(cx, i);
-      cx.out.stages.push_back("elementwise");
+      s = st.permuted.empty() ? emit_elementwise(cx, i) : emit_transpose_store(cx, i);
+      cx.out.stages.push_back(st.permuted.empty() ? "elementwise" : "elementwise+transposed_store");
       kinds.insert("elementwise");
     } else if (st.kind == stage::reduce) {
       s = emit_reduce(cx, i);
@@ -154,11 +156,13 @@ result<lowered_kernel_set> run(lowering_context& cx) {
       kinds.insert("fallback");
     } else {
       s = emit_library(cx, i);
-      cx.out.stages.push_back("library:" + base_kind(st.nodes[0]->kind));
+      cx.out.stages.push_back("library:" + choose_library_call(cx, *st.nodes[0]).op);
       kinds.insert("library");
     }
     if (!s) return error{s.message()};
   }
+  for (auto& [p, v] : cx.same_memory)
+    if (cx.written.count(v)) cx.written.insert(p);
   for (const std::string& o : cx.outputs)
     if (!cx.written.count(o))
       return error{"graph output " + o + " is not computed by any kernel (an input returned as is?)"};
@@ -185,12 +189,17 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
   // Losses ATen runs in one call, written out into ops the templates fuse.
   // A convolution's bias added in the kernel that reads its result.
   // A sum or mean over a product's outputs as a matrix-vector product.
+  // A convolution computed channels-last, read so by the kernels after it.
   std::vector<std::string> rewrites;
-  const task_graph composed = rules::split_conv_bias(rules::expand_composites(graph));
+  const task_graph split = rules::split_conv_bias(rules::expand_composites(graph));
+  const task_graph composed =
+      params.conv_layout == "channels_last" ? rules::channels_last_convolutions(split, rewrites) : split;
+  const int nhwc = static_cast<int>(rewrites.size());
   const task_graph expanded = params.matvec_sums ? rules::sum_of_products(composed, rewrites) : composed;
   lowering_context cx(expanded, params, target, device);
   cx.out.rewrites = rewrites;
-  cx.out.matvec_sums = static_cast<int>(rewrites.size());
+  cx.out.nhwc_convolutions = nhwc;
+  cx.out.matvec_sums = static_cast<int>(rewrites.size()) - nhwc;
   // A template that meets a graph it did not expect must give an error, never end the
   // caller (an agent) with an exception: the lowering's own lookups throw on a missing
   // tensor (e.g. an epilogue fused after a reduction over every dim).

@@ -50,9 +50,10 @@ struct lowering_params {
   // element) or "welford" (Welford's update, Chan's merge). Split rows always use Welford.
   std::string moments = "shifted";
   // library conv2d: the layout cuDNN computes in: "nchw" (the tensors' own) or
-  // "channels_last" (input and weight converted first; the result comes back
-  // channels-last, made contiguous where a kernel reads it). torch.compile's layout
-  // choice: about 1.8x of eager's NCHW on KernelBench's level-2 convolutions.
+  // "channels_last" (input and weight converted first, the result handed on as
+  // [N, H, W, C] and read so by the kernels after it, which store what the graph
+  // returns back as NCHW: coder/rules/conv_layout.hpp). Only where every reader of
+  // the convolution's result is one the rewrite takes; elsewhere it stays NCHW.
   std::string conv_layout = "nchw";
   // library float32 products: "fp32" (cuBLAS's FP32 SGEMM, as eager) or "split_tf32"
   // (3xTF32: operands split into TF32 big and small parts, one TF32 product over 3K at
@@ -114,6 +115,8 @@ struct lowered_kernel_set {
   int split_products = 0;
   // How many sums over a product's outputs became matrix-vector products.
   int matvec_sums = 0;
+  // How many convolutions run channels-last with their readers in NHWC order.
+  int nhwc_convolutions = 0;
 };
 
 // The tensor shapes a task's kernels are tuned for (its default size): name → shape.

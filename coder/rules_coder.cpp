@@ -137,11 +137,15 @@ std::vector<lowering_params> rules_coder::seed_params() {
   // plainest keeps cuBLAS's SGEMM and the product.
   p.gemm_precision = "split_tf32";
   p.matvec_sums = true;
+  // Convolutions channels-last, read so by the kernels after them (conv_layout.hpp);
+  // the other seeds keep NCHW.
+  p.conv_layout = "channels_last";
   p.row_cache = "on_chip";
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
   out.push_back(p);
   p.grid_cap = lowering_params{}.grid_cap;
+  p.conv_layout = lowering_params{}.conv_layout;
   p.row_cache = "registers";
   p.row_mapping = "warp";
   p.elements_per_thread = 2;
@@ -202,9 +206,9 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
     c.recipe["fallback"] = fallback;
     c.recipe["fallback_why"] = why;
   }
-  // The convolution layout is a parameter of library convolutions only: elsewhere it
-  // changes nothing, and the recipe does not claim it.
-  if (stages.find("library:aten::conv2d") == std::string::npos) c.recipe.erase("conv_layout");
+  // The convolution layout is a parameter of library convolutions whose readers the
+  // rewrite takes: elsewhere it changes nothing, and the recipe does not claim it.
+  if (lowered->nhwc_convolutions == 0) c.recipe.erase("conv_layout");
   // Likewise the product precision where no product was split (too small, or none).
   if (lowered->split_products == 0) c.recipe.erase("gemm_precision");
   if (lowered->matvec_sums == 0) c.recipe.erase("matvec_sums");
@@ -218,13 +222,15 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
 
 std::vector<std::string> rules_coder::applicable_methods(const task_spec& task, const candidate& c) {
   std::vector<std::string> out;
+  // The task is passed beside the input, never copied into it: a KernelBench network's
+  // module carries its weights (2.7 GB for level 3's 1_MLP), and a copy per method and
+  // seed made `lower` of it take 9 minutes.
+  optimize_input in;
+  in.base = c;
   for (const method_def& m : skills_.methods) {
     if (m.rules_coder.empty()) continue;
-    optimize_input in;
-    in.task = task;
-    in.base = c;
     in.plan.chosen = m.id;
-    if (optimize_once(in, false)) out.push_back(m.id);
+    if (optimize_once(task, in, false)) out.push_back(m.id);
   }
   return out;
 }
@@ -246,8 +252,23 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
     // a block per row of fewer than 4 elements a thread is mostly synchronisation: on
     // an H200, 0.34x and 0.13x of eager where the other mapping reached 0.9x. Such a
     // seed goes after the others.
-    const long long row = std::atoll(get(c->recipe, "longest_row").c_str());
-    if (row > 0 && (p.row_mapping == "warp" ? row > kLongRow : row < 4LL * p.block_size)) {
+    auto poor_for = [](const lowering_params& q, const candidate& k) {
+      const long long row = std::atoll(get(k.recipe, "longest_row").c_str());
+      return row > 0 && (q.row_mapping == "warp" ? row > kLongRow : row < 4LL * q.block_size);
+    };
+    if (poor_for(p, *c)) {
+      // A channels-last seed's reductions over the channels are rows as short as the
+      // channels: the same seed with the other mapping, rather than the layout left
+      // out of the seeds a short run tries.
+      if (c->recipe.count("conv_layout")) {
+        lowering_params q = p;
+        q.row_mapping = p.row_mapping == "warp" ? "block" : "warp";
+        auto other = build(task, q, "seed:rules", "", "", false);
+        if (other && !poor_for(q, *other) && ids.insert(other->id).second) {
+          out.push_back(std::move(other.value()));
+          continue;
+        }
+      }
       poor.push_back(std::move(c.value()));
       continue;
     }
@@ -393,9 +414,9 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
 
 }  // namespace
 
-result<candidate> rules_coder::optimize(const optimize_input& in) { return optimize_once(in, true); }
+result<candidate> rules_coder::optimize(const optimize_input& in) { return optimize_once(in.task, in, true); }
 
-result<candidate> rules_coder::optimize_once(const optimize_input& in, bool with_methods) {
+result<candidate> rules_coder::optimize_once(const task_spec& task, const optimize_input& in, bool with_methods) {
   const std::string& method = in.plan.chosen;
   const method_def* m = skills_.find_method(method);
   const std::string templ = get(in.base.recipe, "template");
@@ -416,7 +437,7 @@ result<candidate> rules_coder::optimize_once(const optimize_input& in, bool with
     recipe[change->first] = change->second;
     auto p = from_recipe(recipe);
     if (!p) return p.error();
-    auto c = build(in.task, *p, "optimize:" + method, in.base.id, get(in.base.recipe, "excluded"), with_methods);
+    auto c = build(task, *p, "optimize:" + method, in.base.id, get(in.base.recipe, "excluded"), with_methods);
     if (!c) return c;
     if (c->id == in.base.id) {
       reasons += (reasons.empty() ? "" : "; ") + std::string("method ") + method + " does not apply to template " +

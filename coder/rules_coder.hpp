@@ -83,9 +83,10 @@ class rules_coder : public coder {
   result<candidate> build(const task_spec& task, const lowering_params& params,
                           const std::string& origin, const std::string& parent,
                           const std::string& excluded, bool with_methods = true);
-  // optimize(); with_methods false leaves the result's `methods` out (what
+  // optimize() of `task` (in.task is not read: applicable_methods passes the task
+  // without copying it); with_methods false leaves the result's `methods` out (what
   // applicable_methods tries with).
-  result<candidate> optimize_once(const optimize_input& in, bool with_methods);
+  result<candidate> optimize_once(const task_spec& task, const optimize_input& in, bool with_methods);
 
   rules_coder_options options_;
   skill_library skills_;

@@ -90,6 +90,11 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
     }
     std::string head = "at::conv2d(" + x + ", " + w + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
     std::string tail = ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
+    // result_layout nhwc: handed on as [N, H, W, C] (a channels-last result as it lies).
+    if (auto rl = s.attrs.find("result_layout"); rl != s.attrs.end() && trim_blanks(rl->second) == "nhwc")
+      tail += ".permute({0, 2, 3, 1})";
+    else if (rl != s.attrs.end() && trim_blanks(rl->second) != "nchw")
+      return error{"attrs.result_layout: expected nchw or nhwc, got " + cpp_string(rl->second)};
     auto pad = s.attrs.find("padding");
     if (pad != s.attrs.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid"))
       return head + cpp_string(trim_blanks(pad->second)) + tail;

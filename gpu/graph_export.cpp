@@ -16,6 +16,7 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/passes/loop_unrolling.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/cuda.h>
 #include <torch/jit.h>
@@ -167,6 +168,109 @@ void drop_state_updates(torch::jit::Graph& graph, size_t first_parameter) {
   }
 }
 
+// A list grown in the forward (features.append(y); torch.cat(features, 1), as
+// DenseNet's blocks do) as the list it holds at each read: every reader gets a list
+// built of the elements appended before it, and the appends go. Only a list built and
+// grown at the top level and changed by nothing but appends (TorchScript's own
+// RemoveListMutation leaves a list that is read between its appends). Returns whether
+// anything changed.
+bool functional_appends(torch::jit::Graph& graph) {
+  static const std::set<std::string> mutating = {"aten::append", "aten::insert", "aten::pop", "aten::_set_item",
+                                                 "aten::clear", "aten::extend", "aten::remove", "aten::reverse",
+                                                 "aten::sort", "aten::add_", "aten::__setitem__"};
+  std::vector<torch::jit::Node*> lists;
+  for (torch::jit::Node* n : graph.nodes())
+    if (n->kind() == torch::jit::prim::ListConstruct) lists.push_back(n);
+  bool changed = false;
+  for (torch::jit::Node* l : lists) {
+    torch::jit::Value* list = l->output();
+    bool appends = false, plain = true;
+    for (const torch::jit::Use& u : list->uses()) {
+      const std::string kind = u.user->kind().toQualString();
+      const bool append = kind == "aten::append" && u.offset == 0 && !u.user->output()->hasUses();
+      appends = appends || append;
+      plain = plain && u.user->owningBlock() == graph.block() && (append || !mutating.count(kind)) &&
+              u.user->kind() != torch::jit::prim::Return;
+    }
+    if (!appends || !plain) continue;
+    std::vector<torch::jit::Value*> held(l->inputs().begin(), l->inputs().end());
+    std::vector<torch::jit::Node*> readers, gone;
+    for (torch::jit::Node* n = l->next(); n != graph.return_node(); n = n->next()) {
+      bool reads = false;
+      for (torch::jit::Value* v : n->inputs()) reads = reads || v == list;
+      if (!reads) continue;
+      if (std::string(n->kind().toQualString()) == "aten::append") {
+        held.push_back(n->inputs()[1]);
+        gone.push_back(n);
+        continue;
+      }
+      torch::jit::WithInsertPoint guard(n);
+      torch::jit::Node* now = graph.insertNode(graph.createList(l->output()->type()->expect<c10::ListType>()->getElementType(), held));
+      for (size_t k = 0; k < n->inputs().size(); ++k)
+        if (n->inputs()[k] == list) n->replaceInput(k, now->output());
+    }
+    for (torch::jit::Node* n : gone) n->destroy();
+    if (!list->hasUses()) l->destroy();
+    changed = true;
+  }
+  return changed;
+}
+
+// copy_ into a tensor that is no value computed in the forward (a graph input: module
+// state a task parameter mirrors, or a constant: a traced module's plain tensor
+// attribute), such as level 3's 33_VanillaRNN's `self.hidden.copy_(initial_hidden)`:
+// what reads it afterwards reads `src` broadcast to its shape in its dtype, which
+// to(expand_as(src, dst), dst.dtype) computes without writing anything. Reads before the
+// copy keep the old value. Returns the nodes made (specialise_to_shapes drops them where
+// the shapes and dtypes already agree).
+std::set<torch::jit::Node*> functional_copies(torch::jit::Graph& graph) {
+  std::set<torch::jit::Node*> made;
+  std::vector<torch::jit::Node*> copies;
+  for (torch::jit::Node* n : graph.nodes())
+    if (std::string(n->kind().toQualString()) == "aten::copy_" && n->inputs().size() >= 2) {
+      torch::jit::Value* dst = n->inputs()[0];
+      const bool state = dst->node()->kind() == torch::jit::prim::Constant || dst->node() == graph.param_node();
+      if (state && dst->type()->cast<c10::TensorType>()) copies.push_back(n);
+    }
+  for (torch::jit::Node* n : copies) {
+    torch::jit::Value *dst = n->inputs()[0], *src = n->inputs()[1];
+    torch::jit::WithInsertPoint guard(n);
+    torch::jit::Value* wide = graph.insert(c10::Symbol::fromQualString("aten::expand_as"), {src, dst});
+    // to(dtype), not type_as: type_as moves to the other's device too, which would take
+    // the probe off the meta device where dst is a constant.
+    torch::jit::Value* dtype = graph.insert(torch::jit::prim::dtype, {dst});
+    torch::jit::Value* typed = graph.insert(c10::Symbol::fromQualString("aten::to"),
+                                            {wide, dtype, graph.insertConstant(false), graph.insertConstant(false),
+                                             graph.insertConstant(c10::IValue())});
+    made.insert(wide->node());
+    made.insert(typed->node());
+    // Every later read of dst in this block, and the copy's own result.
+    std::vector<torch::jit::Use> later;
+    for (const torch::jit::Use& u : dst->uses())
+      if (u.user != n && u.user != wide->node() && u.user != dtype->node() && u.user->owningBlock() == n->owningBlock() &&
+          n->isBefore(u.user))
+        later.push_back(u);
+    for (const torch::jit::Use& u : later) u.user->replaceInput(u.offset, typed);
+    n->output()->replaceAllUsesWith(typed);
+    n->destroy();
+  }
+  return made;
+}
+
+// Whether a list argument holds a number computed in the forward (x.view(x.size(0), -1),
+// torch.randn(layers, x.size(0), hidden)): the library steps' arguments are fixed text,
+// so such a graph is specialised to the task's shapes too (as a graph with control
+// flow is), which makes those numbers constants.
+bool has_computed_lists(torch::jit::Graph& graph) {
+  bool found = false;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    if (n->kind() != torch::jit::prim::ListConstruct) return;
+    for (torch::jit::Value* v : n->inputs())
+      found = found || (v->type()->kind() == c10::TypeKind::IntType && v->node()->kind() != torch::jit::prim::Constant);
+  });
+  return found;
+}
+
 // Specialises a graph with control flow to the task's shapes: the rank, sizes and
 // element count of every graph input are known, so shape checks (`if x.dim() != 4:
 // raise ...`, the loops that multiply sizes) fold away. Only the inputs' shapes are
@@ -182,6 +286,61 @@ bool has_control_flow(torch::jit::Graph& graph) {
   return found;
 }
 
+// A tensor cut into pieces and unpacked (q, k, v = x.split(n, dim=2); chunk; unbind)
+// at a known shape: each piece as aten::slice (aten::select for unbind) of the tensor,
+// ops the rules coder reads as views. Returns whether `u` was so replaced.
+bool unpack_pieces(torch::jit::Graph& graph, torch::jit::Node* u, torch::jit::Node* b,
+                   const std::function<const std::vector<int64_t>*(torch::jit::Value*)>& lookup) {
+  const std::string kind = b->kind().toQualString();
+  if (kind != "aten::split" && kind != "aten::split_with_sizes" && kind != "aten::chunk" && kind != "aten::unbind")
+    return false;
+  if (b->inputs().size() < 2 || b->outputs().size() != 1 || b->output()->uses().size() != 1) return false;
+  const std::vector<int64_t>* shape = lookup(b->inputs()[0]);
+  auto constant = [&](size_t k) -> c10::optional<c10::IValue> {
+    if (k >= b->inputs().size()) return c10::nullopt;
+    return torch::jit::toIValue(b->inputs()[k]);
+  };
+  const auto dim_value = constant(kind == "aten::unbind" ? 1 : 2);
+  if (!shape || !dim_value || !dim_value->isInt()) return false;
+  const int64_t rank = static_cast<int64_t>(shape->size());
+  int64_t dim = dim_value->toInt();
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank) return false;
+  const int64_t size = (*shape)[static_cast<size_t>(dim)];
+  std::vector<int64_t> lengths;  // each piece's length along dim (unbind: none)
+  if (kind == "aten::split" || kind == "aten::chunk") {
+    auto n = constant(1);
+    if (!n || !n->isInt() || n->toInt() <= 0) return false;
+    // chunk(c): pieces of ceil(size / c), as ATen cuts them
+    const int64_t step = kind == "aten::split" ? n->toInt() : (size + n->toInt() - 1) / n->toInt();
+    for (int64_t at = 0; step > 0 && at < size; at += step) lengths.push_back(std::min(step, size - at));
+  } else if (kind == "aten::split_with_sizes") {
+    auto n = constant(1);
+    if (!n || !n->isIntList()) return false;
+    lengths = n->toIntVector();
+  }
+  const size_t pieces = kind == "aten::unbind" ? static_cast<size_t>(size) : lengths.size();
+  if (pieces != u->outputs().size()) return false;
+  torch::jit::WithInsertPoint guard(u);
+  int64_t at = 0;
+  for (size_t i = 0; i < pieces; ++i) {
+    torch::jit::Value* piece;
+    if (kind == "aten::unbind") {
+      piece = graph.insert(c10::Symbol::fromQualString("aten::select"),
+                           {b->inputs()[0], graph.insertConstant(dim), graph.insertConstant(static_cast<int64_t>(i))});
+    } else {
+      piece = graph.insert(c10::Symbol::fromQualString("aten::slice"),
+                           {b->inputs()[0], graph.insertConstant(dim), graph.insertConstant(at),
+                            graph.insertConstant(at + lengths[i]), graph.insertConstant(static_cast<int64_t>(1))});
+      at += lengths[i];
+    }
+    u->outputs()[i]->replaceAllUsesWith(piece);
+  }
+  u->destroy();
+  b->destroy();
+  return true;
+}
+
 // Shapes known without looking at values, keyed by Value::unique() (never reused,
 // unlike addresses): `known` comes from the probe; a tensor downstream of an op whose
 // output shape depends on values (nonzero, masked_select, unique, …) is left out.
@@ -195,7 +354,8 @@ using dtype_map = std::map<size_t, c10::ScalarType>;
 // (strided: tasks and plans use dense tensors), its device (the GPU the kernel is
 // written for: torch.norm in PyTorch 2.x branches on `input.device.type` before it picks
 // linalg.vector_norm) and its dtype.
-void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes, const dtype_map& dtypes) {
+void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes, const dtype_map& dtypes,
+                          const std::set<torch::jit::Node*>& copies = {}) {
   torch::jit::Graph& graph = *g;
   auto lookup = [&](torch::jit::Value* v) -> const std::vector<int64_t>* {
     auto it = shapes.find(v->unique());
@@ -218,6 +378,18 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
           fixed = static_cast<int64_t>(dtypes.at(n->input()->unique()));
         if (fixed) {
           folds.emplace_back(n, *fixed);
+          return;
+        }
+      }
+      // `h is None` of a value typed Tensor (an Optional argument of nn.GRU's forward,
+      // inlined where the caller passes a tensor): never None.
+      const std::string qual = n->kind().toQualString();
+      if ((qual == "aten::__is__" || qual == "aten::__isnot__") && n->inputs().size() == 2) {
+        auto tensor = [](torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; };
+        auto none = [](torch::jit::Value* v) { return v->type()->kind() == c10::TypeKind::NoneType; };
+        torch::jit::Value *a = n->inputs()[0], *b = n->inputs()[1];
+        if ((tensor(a) && none(b)) || (none(a) && tensor(b))) {
+          folds.emplace_back(n, qual == "aten::__isnot__");
           return;
         }
       }
@@ -255,6 +427,10 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
     });
     for (torch::jit::Node* u : unpacks) {
       torch::jit::Node* b = u->input()->node();
+      if (unpack_pieces(graph, u, b, lookup)) {
+        changed = true;
+        continue;
+      }
       if (std::string(b->kind().toQualString()) != "aten::broadcast_tensors") continue;
       torch::jit::Node* list = b->input()->node();
       if (list->kind() != torch::jit::prim::ListConstruct || list->inputs().size() != u->outputs().size()) continue;
@@ -263,6 +439,22 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
       if (!same) continue;
       for (size_t i = 0; i < u->outputs().size(); ++i) u->outputs()[i]->replaceAllUsesWith(list->inputs()[i]);
       u->destroy();
+      changed = true;
+    }
+    // What functional_copies made, where the copy changed neither shape nor dtype.
+    std::vector<torch::jit::Node*> same;
+    each_node(graph.block(), [&](torch::jit::Node* n) {
+      if (!copies.count(n) || n->inputs().size() < 2 || n->outputs().size() != 1) return;
+      const std::string kind = n->kind().toQualString();
+      auto a = n->inputs()[0], b = n->inputs()[1], o = n->output();
+      if (kind == "aten::expand_as" && lookup(a) && lookup(b) && *lookup(a) == *lookup(b)) same.push_back(n);
+      if (kind == "aten::to" && dtypes.count(a->unique()) && dtypes.count(o->unique()) &&
+          dtypes.at(a->unique()) == dtypes.at(o->unique()))
+        same.push_back(n);
+    });
+    for (torch::jit::Node* n : same) {
+      n->output()->replaceAllUsesWith(n->inputs()[0]);
+      n->destroy();
       changed = true;
     }
     torch::jit::ConstantPropagation(g);
@@ -590,7 +782,24 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     } else {
       // A saved module: its forward's graph, once `self` is gone: the tensors it reads
       // from its attributes become the task's parameters, the rest constants.
-      std::istringstream bytes(task.module_bytes);
+      // Read in place (an istringstream would copy the bytes: gigabytes for a network
+      // that carries its weights).
+      struct view_buf : std::streambuf {
+        explicit view_buf(const std::string& s) {
+          char* p = const_cast<char*>(s.data());
+          setg(p, p, p + s.size());
+        }
+        pos_type seekoff(off_type off, std::ios_base::seekdir dir, std::ios_base::openmode) override {
+          char* at = dir == std::ios_base::beg ? eback() + off : dir == std::ios_base::cur ? gptr() + off : egptr() + off;
+          if (at < eback() || at > egptr()) return pos_type(off_type(-1));
+          setg(eback(), at, egptr());
+          return pos_type(at - eback());
+        }
+        pos_type seekpos(pos_type pos, std::ios_base::openmode mode) override {
+          return seekoff(off_type(pos), std::ios_base::beg, mode);
+        }
+      } buf(task.module_bytes);
+      std::istream bytes(&buf);
       // Loading runs the module's __setstate__ code: checked first.
       if (auto safe = check_module_load_code(task.module_bytes); !safe) return error{prefix + safe.message()};
       module = torch::jit::load(bytes, c10::Device(c10::kCPU));
@@ -609,6 +818,14 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     torch::jit::ConstantPropagation(graph);
     torch::jit::EliminateDeadCode(graph);
     if (!task.module_bytes.empty()) drop_state_updates(*graph, task.inputs.size());
+    // A list grown in the forward (features.append(y); torch.cat(features, 1), as
+    // DenseNet's blocks do) as the lists it holds at each read; a copy_ into module
+    // state as the value it gives.
+    functional_appends(*graph);
+    // A tuple built and taken apart in the forward (out, (h, c) = lstm(...);
+    // attn_output, _ = attention(...)) as its elements.
+    torch::jit::LowerSimpleTuples(graph);
+    const std::set<torch::jit::Node*> copies = functional_copies(*graph);
 
     std::vector<c10::IValue> arguments;
     std::string note;
@@ -621,11 +838,11 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     // The shapes are read once, before either pass changes the graph: probed values
     // that a pass destroys are not looked at again (ids of survivors stay the same).
     bool respecialised = false;
-    const bool control_flow = has_control_flow(*graph);
+    const bool control_flow = has_control_flow(*graph) || has_computed_lists(*graph) || !copies.empty();
     if (control_flow || !task.module_bytes.empty()) {
       const shape_map shapes = known_shapes(*graph, arguments, *probed);
       if (control_flow) {
-        specialise_to_shapes(graph, shapes, known_dtypes(*graph, arguments, *probed));
+        specialise_to_shapes(graph, shapes, known_dtypes(*graph, arguments, *probed), copies);
         respecialised = true;
       }
       if (!task.module_bytes.empty()) respecialised |= scalars_for_tensor_constants(*graph, shapes);

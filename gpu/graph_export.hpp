@@ -6,6 +6,15 @@
 // the GPU if this process has one, else on the CPU, on the task's inputs. It is what
 // the rules coder lowers into kernels (coder/task_graph.hpp reads it). LibTorch-free
 // header; needs no GPU.
+//
+// What a network's forward does in place is made functional first, so that the graph
+// says what each value is: a list grown by append is the list it holds at each read,
+// a tuple built and taken apart is its elements, and a copy_ into module state (a
+// graph input or a constant) is the value it gives to what reads it afterwards. A graph
+// with control flow, a number computed in the forward inside a list (a view's sizes,
+// randn's), or such a copy is specialised to the task's shapes (its sizes become
+// constants; `t is None` of a tensor is false), and a tensor split or chunked and
+// unpacked becomes slices of it.
 
 #include <string>
 

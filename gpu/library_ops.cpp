@@ -137,14 +137,18 @@ const std::map<std::string, op_entry>& table() {
                            auto dilation = int_list(at_, "dilation", 2, {1, 1});
                            int64_t groups = int_attr(at_, "groups", 1);
                            auto pad = at_.find("padding");
+                           at::Tensor y;
                            if (pad != at_.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid")) {
                              std::string mode = trim_blanks(pad->second);
-                             return at::conv2d(in(0), in(1), bias, stride,
-                                               c10::string_view(mode.c_str()), dilation, groups);
+                             y = at::conv2d(in(0), in(1), bias, stride, c10::string_view(mode.c_str()), dilation, groups);
+                           } else {
+                             y = at::conv2d(in(0), in(1), bias, stride, int_list(at_, "padding", 2, {0, 0}), dilation,
+                                            groups);
                            }
-                           auto padding = int_list(at_, "padding", 2, {0, 0});
-                           return at::conv2d(in(0), in(1), bias, stride, padding,
-                                             dilation, groups);
+                           // result_layout nhwc: handed on as [N, H, W, C], as a channels-last
+                           // result lies in memory (no copy).
+                           auto rl = at_.find("result_layout");
+                           return rl != at_.end() && trim_blanks(rl->second) == "nhwc" ? y.permute({0, 2, 3, 1}) : y;
                          }};
     for (const char* op : {"aten::add", "aten::sub", "aten::mul", "aten::div"}) {
       std::string name = op;

@@ -336,6 +336,12 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
   if (auto it = attrs.find("memory_format"); it != attrs.end() && it->second == "channels_last" && x.size() != 4)
     return error{"attrs.memory_format: channels_last needs an input [N, C, H, W], '" + in[0].name + "' is " +
                  shape_to_string(x)};
+  if (auto it = attrs.find("result_layout"); it != attrs.end() && it->second != "nchw" && it->second != "nhwc")
+    return error{"attrs.result_layout: expected nchw or nhwc, got \"" + it->second + "\""};
+  // nhwc: the result handed on as [N, H, W, C] (channels-last memory read as it lies).
+  const bool nhwc = attrs.count("result_layout") && attrs.at("result_layout") == "nhwc";
+  if (nhwc && x.size() != 4)
+    return error{"attrs.result_layout: nhwc needs an input [N, C, H, W], '" + in[0].name + "' is " + shape_to_string(x)};
   if (same && (stride[0] != 1 || stride[1] != 1))
     return error{"attrs.padding: \"same\" needs stride 1, as in PyTorch"};
   bool batched = x.size() == 4;
@@ -362,6 +368,7 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
                    ": the output would be empty (spatial size " + std::to_string(o) + ")"};
     out.push_back(o);
   }
+  if (nhwc) out = {out[0], out[2], out[3], out[1]};
   std::string dtype = promote(in[0].info.dtype, in[1].info.dtype);
   if (in.size() == 3) dtype = promote(dtype, in[2].info.dtype);
   return tensor_info{out, dtype};
@@ -416,7 +423,7 @@ const std::map<std::string, known_op>& known_ops() {
         {"aten::bmm", {2, 2, {"math"}, tensors_only, infer_matmul}},
         {"aten::addmm", {3, 3, {"beta", "alpha", "math"}, tensors_only, infer_addmm}},
         {"aten::linear", {2, 3, {"math"}, tensors_only, infer_linear}},
-        {"aten::conv2d", {2, 3, {"stride", "padding", "dilation", "groups", "memory_format"}, tensors_only, infer_conv2d}},
+        {"aten::conv2d", {2, 3, {"stride", "padding", "dilation", "groups", "memory_format", "result_layout"}, tensors_only, infer_conv2d}},
         {"aten::add", {2, 2, {"alpha"}, 1, infer_binary}},
         {"aten::sub", {2, 2, {"alpha"}, 1, infer_binary}},
         {"aten::mul", {2, 2, {}, 1, infer_binary}},

@@ -75,7 +75,7 @@ TEST_CASE("bench --help says what it does, and bad requests get clear messages",
   auto help = kernelskill("bench --help");
   CHECK(help.status == 0);
   for (const char* what : {"--out", "--ablation", "--python", "--reps", "--trials", "fast_p", "torch.compile", "1e-2",
-                           "Resumable", "--no-overlap"})
+                           "Resumable", "--no-overlap", "--build-timeout", "--problem-timeout"})
     CHECK_THAT(help.text, Contains(what));
   const fs::path dir = scratch("usage");
   auto unknown = kernelskill("bench " + quote(kGood / "relu.py") + " --out " + quote(dir / "o") + " --ablation full,no-memory");
@@ -351,5 +351,109 @@ TEST_CASE("bench on a GPU builds models and warms torch.compile during the run, 
     CHECK(p["eager_ms"].is_number());
     CHECK(p["compile_ms"].is_number());
   }
+  fs::remove_all(dir);
+}
+
+// No step of the measurement waits without a bound (issue 46). The script's own bound on
+// each model's build: a build that never ends (a child that sleeps, as nvcc or ninja
+// would run) is killed with its child at build_timeout and recorded; a stale lock left by
+// a killed build does not stop the next one; the measurement then reports the model as a
+// failed cell with the reason, and measures the other.
+TEST_CASE("the side-by-side script bounds each model's build and reports one that ran out of time", "[bench][bounds]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  const fs::path dir = scratch("build-bound");
+  const fs::path stand_ins = kSource / "tests" / "data" / "kernelbench" / "bench";
+  fs::create_directories(dir / "build" / "ks_quick_build");
+  std::ofstream(dir / "build" / "ks_quick_build" / "lock");  // as a killed build leaves it
+  json models = {{{"variant", "stuck"}, {"path", (stand_ins / "stuck_build_new.py").string()}, {"sha256", "a"}},
+                 {{"variant", "quick"}, {"path", (stand_ins / "quick_build_new.py").string()}, {"sha256", "b"}}};
+  json manifest = {{"seed", 42}, {"trials", 1}, {"reps", 1}, {"tolerances", {1e-4, 1e-2}},
+                   {"builds", (dir / "build").string()}, {"build_timeout", 15},
+                   {"problems", {{{"key", "good/relu"}, {"name", "relu"}, {"level", "good"},
+                                  {"problem", (kGood / "relu.py").string()}, {"models", models}}}}};
+  std::ofstream(dir / "manifest.json") << manifest.dump();
+  const std::string script = python + " " + quote(kSource / "bench" / "side_by_side.py") + " --kb-manifest " +
+                             quote(dir / "manifest.json");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto built = ks::test::run_shell(script + " --kb-prebuild --jobs 2 2>&1");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(built.text);
+  REQUIRE(built.status == 0);
+  CHECK(secs < 60);
+  CHECK_THAT(built.text, Contains("stuck_build_new.py: FAILED in"));
+  CHECK_THAT(built.text, Contains("did not build within 15 s (the build's time bound; killed)"));
+  CHECK_THAT(built.text, Contains("quick_build_new.py: built in"));
+  const json stuck = read_json(dir / "build" / "ks_stuck_build" / "ks-build.json");
+  CHECK(stuck["ok"] == false);
+  CHECK(stuck["timed_out"] == true);
+  CHECK(stuck["bound"] == 15);
+  CHECK(fs::exists(dir / "build" / "ks_quick_build" / "ks_quick_build.so"));
+  CHECK_FALSE(fs::exists(dir / "build" / "ks_quick_build" / "lock"));
+  // The build's own child was killed with it: gone, or a zombie waiting to be reaped.
+  const std::string pid = read(dir / "build" / "ks_stuck_build" / "child.pid");
+  REQUIRE_FALSE(pid.empty());
+  const std::string stat = read(fs::path("/proc") / pid / "stat");
+  CHECK((stat.empty() || stat.find(") Z ") != std::string::npos));
+  // Not tried again under the same bound: the second pass spends no time on it.
+  auto again = ks::test::run_shell(script + " --kb-prebuild --jobs 2 2>&1");
+  CHECK_THAT(again.text, Contains("2 of 2 models built already (or not to be tried again)"));
+  // The measurement reports the reason and measures the other model.
+  auto measured = ks::test::run_shell(script + " --kb-measure --kb-cpu-check --kb-out " + quote(dir / "rows.jsonl") +
+                                      " 2>&1");
+  INFO(measured.text);
+  REQUIRE(measured.status == 0);
+  const json row = json::parse(read(dir / "rows.jsonl"));
+  CHECK_THAT(row["variants"]["stuck"]["error"].get<std::string>(), Contains("did not build within 15 s"));
+  CHECK(row["variants"]["stuck"]["correct"]["0.0001"] == false);
+  CHECK(row["variants"]["quick"]["correct"]["0.0001"] == true);
+  fs::remove_all(dir);
+}
+
+// The bench's own bound on each measured problem: a measuring process that never
+// finishes a problem (tests/data/bench_bounds/fake_gpu_python.sh: it says PyTorch sees a
+// GPU, and its measuring process waits on a child that sleeps) is ended, with that child,
+// after --problem-timeout; the problem is a failed row with the phase as the reason, and
+// the next problem goes to a fresh process.
+TEST_CASE("bench ends a problem whose measurement runs past its bound, records why, and goes on", "[bench][bounds]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status == 0)
+    KS_SKIP("PyTorch sees a GPU here: the stand-in Python's builds and warm-ups would really run");
+  const fs::path dir = scratch("problem-bound");
+  std::ofstream(dir / "gpu.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
+                                  << "\n  local: [0]\nbudgets: {repair_attempts: 1}\nreview: {trials: 1}\n";
+  const fs::path out = dir / "out", sleeps = dir / "sleeps";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = ks::test::run_shell("KS_REAL_PYTHON=" + python + " KS_SLEEPS=" + quote(sleeps) + " " +
+                                 (kBin / "kernelskill").string() + " bench " + quote(kGood / "relu.py") + " " +
+                                 quote(kGood / "gemm_relu_divide.py") + " --out " + quote(out) + " --config " +
+                                 quote(dir / "gpu.yaml") +
+                                 " --seeds 1 --rounds 0 --coder rules --jobs 1 --no-overlap --problem-timeout 3"
+                                 " --build-timeout 60 --python " +
+                                 quote(kSource / "tests" / "data" / "bench_bounds" / "fake_gpu_python.sh") + " 2>&1");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(run.text);
+  CHECK(secs < 400);
+  CHECK_THAT(run.text, Contains("[export full] done: 2 of 2 tasks exported"));
+  CHECK_THAT(run.text, Contains("did not finish within 3 s (--problem-timeout; ended in its phase 'torch.compile and "
+                                "timing')"));
+  CHECK_THAT(run.text, Contains("[measure] done: 2 of 2 problems measured"));
+  // Each problem's row: failed, with the reason; the stand-in's sleeping children are gone.
+  const json s = read_json(out / "summary.json");
+  REQUIRE(s["problems"].size() == 2);
+  for (const auto& p : s["problems"]) {
+    INFO(p.dump());
+    CHECK(p["variants"]["full"]["state"] == "measured");
+    CHECK_THAT(p["variants"]["full"].dump(), Contains("did not finish within 3 s"));
+  }
+  std::ifstream pids(sleeps);
+  int killed = 0;
+  for (std::string pid; std::getline(pids, pid);) {
+    const std::string stat = read(fs::path("/proc") / pid / "stat");
+    CHECK((stat.empty() || stat.find(") Z ") != std::string::npos));
+    ++killed;
+  }
+  CHECK(killed == 2);
   fs::remove_all(dir);
 }

@@ -177,6 +177,14 @@ TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
   REQUIRE(cl);
   CHECK(cl->launcher.find("at::conv2d(t_x.contiguous(at::MemoryFormat::ChannelsLast), "
                           "t_weight.contiguous(at::MemoryFormat::ChannelsLast), t_bias, ") != std::string::npos);
+  // Its result handed on as [N, H, W, C]: a permuted view, as the reviewer runs it.
+  nhwc.plan.steps[0].attrs["result_layout"] = "nhwc";
+  auto view = export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc);
+  REQUIRE(view);
+  CHECK(view->launcher.find("static_cast<int64_t>(1)).permute({0, 2, 3, 1})") != std::string::npos);
+  nhwc.plan.steps[0].attrs["result_layout"] = "hwc";
+  CHECK_FALSE(export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc));
+  nhwc.plan.steps[0].attrs.erase("result_layout");
   nhwc.plan.steps[0].attrs["memory_format"] = "nhwc";
   CHECK_FALSE(export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc));
   auto mse = export_pytorch(task("bench/tasks/mse_loss.yaml"), cand(kData / "mse_loss.cu", kData / "mse_loss.yaml"));

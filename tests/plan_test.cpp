@@ -1014,6 +1014,11 @@ TEST_CASE("validate: library shape inference for conv2d, elementwise and softmax
   CHECK(library_shape("aten::conv2d", "[img, filt]", "{padding: valid, dilation: 2}") == shape{2, 8, 28, 28});
   CHECK(library_shape("aten::conv2d", "[img, dw]", "{groups: 3}") == shape{2, 3, 30, 30});
   CHECK(library_shape("aten::conv2d", "[img, filt]", "{memory_format: channels_last}") == shape{2, 8, 30, 30});
+  // result_layout nhwc: the result handed on as [N, H, W, C].
+  CHECK(library_shape("aten::conv2d", "[img, filt]", "{memory_format: channels_last, result_layout: nhwc}") ==
+        shape{2, 30, 30, 8});
+  CHECK(library_shape("aten::conv2d", "[img, filt]", "{stride: [1, 2], result_layout: nhwc}") == shape{2, 30, 15, 8});
+  CHECK(library_shape("aten::conv2d", "[img, filt]", "{result_layout: nchw}") == shape{2, 8, 30, 30});
   CHECK(library_shape("aten::add", "[x, v]", "{alpha: 2}") == shape{128, 64});
   CHECK(library_shape("aten::mul", "[bx, x]") == shape{5, 128, 64});
   CHECK(library_shape("aten::sub", "[x, {float32: 1.5}]") == shape{128, 64});
@@ -1048,7 +1053,9 @@ TEST_CASE("validate: library shape errors", "[plan][validate][library]") {
         "step 0 (library aten::conv2d): attrs.stride: expected an integer or a list of 2 integers, got \"[1, x]\"");
   CHECK(library_error("aten::conv2d", "[img, filt]", "{strides: 2}") ==
         "step 0 (library aten::conv2d): attrs.strides: aten::conv2d has no attribute 'strides' (did you mean "
-        "'stride'?); its attributes: stride, padding, dilation, groups, memory_format");
+        "'stride'?); its attributes: stride, padding, dilation, groups, memory_format, result_layout");
+  CHECK(library_error("aten::conv2d", "[img, filt]", "{result_layout: chw}") ==
+        "step 0 (library aten::conv2d): attrs.result_layout: expected nchw or nhwc, got \"chw\"");
   CHECK(library_error("aten::conv2d", "[img, filt]", "{memory_format: nhwc}") ==
         "step 0 (library aten::conv2d): attrs.memory_format: expected contiguous or channels_last, got \"nhwc\"");
   // A product's math: ieee or tf32 (a split-precision GEMM's operands), nothing else.

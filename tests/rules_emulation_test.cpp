@@ -843,6 +843,45 @@ TEST_CASE("emulated: seeds of imported KernelBench problems match the imported r
   }
 }
 
+// Small problems shaped like level 3's networks (tests/data/kernelbench/networks), one
+// for each way a level-3 network failed to lower (issue 46): copy_ into module state, a
+// split unpacked into q, k and v, a list grown by append and concatenated, Dropout(0.0)
+// in training mode, view(x.size(0), -1), randn with a size read in forward. Each lowers
+// to seeds whose plans resolve at its own shapes; those whose output does not depend on
+// a random draw in forward run on the CPU against the imported reference.
+TEST_CASE("emulated: level-3-shaped networks lower and match the imported reference", "[rules][emulated][kernelbench][networks]") {
+  kernelbench_import_options o;
+  o.python = std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : "/usr/bin/python3";
+  if (!check_python(o)) o.python = "python3";
+  const fs::path out = fs::path(KS_BINARY_DIR) / "emulated-networks";
+  fs::remove_all(out);
+  auto files = find_problem_files({(kSource / "tests/data/kernelbench/networks").string()});
+  REQUIRE(files);
+  REQUIRE(files->size() == 4);
+  const std::set<std::string> random_in_forward = {"lstm_random_state"};
+  for (const auto& f : *files) {
+    INFO(f.path.string());
+    auto imported = import_kernelbench_problem(f, out, o);
+    if (!imported.ok()) FAIL(imported.error);
+    auto task = load_task(imported.task_path);
+    REQUIRE(task);
+    auto cands = the_coder().seeds(*task, 2);
+    if (!cands) FAIL(cands.message());
+    REQUIRE_FALSE(cands->empty());
+    for (const candidate& c : *cands) {
+      INFO(c.origin);
+      // No step of the ops these problems were refused for is left.
+      for (const char* gone : {"aten::copy_", "prim::ListUnpack", "aten::append", "aten::dropout"})
+        CHECK(c.recipe.at("stages").find(gone) == std::string::npos);
+      auto ctx = make_plan_context(*task, c.source);
+      REQUIRE(ctx);
+      auto plan = resolve_plan(c.plan, *ctx);
+      CHECK(plan);
+    }
+    if (!random_in_forward.count(task->name)) check_candidates(*task, *cands);
+  }
+}
+
 // Few long rows are split over several blocks each (coder/rules/row_split.hpp). A
 // coder for a device of 2 SMs makes 3 rows of 13001 elements few: with 256 threads
 // and at least 16 elements a thread, SPLIT = min(ceil(13001 / 4096), ceil(16 / 3)) = 4
@@ -1490,14 +1529,23 @@ TEST_CASE("emulated: argmax and argmin match the reference, first index on ties 
   }
 }
 
+// The convolution the [conv_bias] and [conv_layout] variants build on: the suite's
+// conv2d_relu_bias task's own (x, weight, bias), 3x3, padding 1.
+const std::string kBiasedConv = "torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)";
+
+std::optional<task_spec> biased_conv_task() {
+  auto base = load_task(kSource / "bench/tasks/conv2d_relu_bias.yaml");
+  REQUIRE(base);
+  return *base;
+}
+
 // A convolution's bias added by the kernel that reads its result (split_conv_bias):
 // the library step runs without it and the kernel reads the task's own bias as
 // [C, 1, ...]; over a middle dim it is read at the channel, over rows at the row.
 // Where nothing but an output reads the convolution, the bias stays ATen's.
 TEST_CASE("emulated: a convolution's bias added in the kernel after it matches the reference", "[rules][emulated][conv_bias]") {
-  auto base = load_task(kSource / "bench/tasks/conv2d_relu_bias.yaml");
-  REQUIRE(base);
-  const std::string conv = "torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)";
+  const std::optional<task_spec> base = biased_conv_task();
+  const std::string conv = kBiasedConv;
   struct variant {
     const char* name;
     std::string body;
@@ -1582,6 +1630,68 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
     REQUIRE(!split.empty());
     check_candidates(t, split);
   }
+}
+
+// A convolution computed channels-last (conv_layout.hpp): the first seed runs cuDNN on
+// NHWC input and weight, hands its result on as [N, H, W, C], and the kernels after
+// it read it so: elementwise chains over [N, H, W, C] (the bias read at the channel),
+// reductions over the channels as rows of the last dim, and what the graph returns
+// stored back as [N, C, H, W] (a transposed tile, or the same memory where the
+// channels are reduced to one). Readers the rewrite does not take leave it NCHW.
+TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels match the reference",
+          "[rules][emulated][conv_layout]") {
+  const std::optional<task_spec> base = biased_conv_task();
+  const std::string conv = kBiasedConv;
+  struct variant {
+    const char* name;
+    std::string body;
+    bool nhwc;           // the first seed's convolution runs channels-last
+    const char* stage;   // a stage the first seed has ("" for none)
+  };
+  const variant variants[] = {
+      {"nhwc_relu_bias", "    return torch.relu(" + conv + " + bias2)\n", true, "elementwise+transposed_store"},
+      {"nhwc_min_tanh_tanh", "    return torch.tanh(torch.tanh(torch.min(" + conv + ", 1, True)[0]))\n", true, "row_reduce"},
+      {"nhwc_mish_mish", "    return torch.mish(torch.mish(" + conv + "))\n", true, "elementwise+transposed_store"},
+      {"nhwc_softmax_channels", "    return torch.softmax(" + conv + ", 1) * 2.0\n", true, "elementwise+transposed_store"},
+      {"nhwc_sum_channels", "    return torch.sum(" + conv + " * 0.5, [1])\n", true, ""},
+      {"nhwc_two_outputs", "    y = torch.relu(" + conv + ")\n    return y, torch.amax(y, [1], True) + bias2\n", true,
+       "elementwise+transposed_store"},
+      {"nhwc_batch_scale", "    return torch.sigmoid(" + conv + " * x[:, :1, :1, :1])\n", true,
+       "elementwise+transposed_store"},
+      {"nhwc_spatial_operand", "    return torch.sigmoid(" + conv + " * x[:1, :1])\n", false, ""},
+      {"nhwc_conv_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", false, ""},
+      {"nhwc_instance_norm",
+       "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", false, ""},
+  };
+  // The suite's own small size, and one whose channels and positions fill no tile.
+  const std::vector<std::vector<std::vector<int64_t>>> sizes = {
+      {{2, 4, 8, 8}, {8, 4, 3, 3}, {8}, {8, 1, 1}}, {{3, 3, 11, 13}, {40, 3, 3, 3}, {40}, {40, 1, 1}}};
+  for (const variant& v : variants)
+    for (const auto& sz : sizes) {
+      INFO(v.name << " at " << sz[1][0] << " channels");
+      task_spec t = *base;
+      t.name = v.name;
+      t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
+      t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
+      auto cands = the_coder().seeds(t, 2);
+      if (!cands) FAIL(cands.message());
+      REQUIRE(cands->size() == 2);
+      const candidate& first = (*cands)[0];
+      const plan_step* lib = nullptr;
+      for (const plan_step& s : first.plan.steps)
+        if (s.kind == "library" && s.name == "aten::conv2d") lib = &s;
+      REQUIRE(lib);
+      CHECK(lib->attrs.count("result_layout") == (v.nhwc ? 1u : 0u));
+      CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
+      if (v.nhwc) {
+        CHECK(lib->attrs.at("memory_format") == "channels_last");
+        CHECK(first.origin.find("channels-last") != std::string::npos);
+        if (*v.stage) CHECK(first.recipe.at("stages").find(v.stage) != std::string::npos);
+      }
+      // The second seed keeps NCHW.
+      for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count("result_layout") == 0);
+      check_candidates(t, *cands);
+    }
 }
 
 // Float32 products bound by arithmetic run split-precision (3xTF32): two kernels write

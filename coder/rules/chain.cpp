@@ -200,7 +200,8 @@ result<std::string> constant_expression(const lowering_context& cx, const graph_
     std::string l = flit(num(1, 0.5));
     e = X + " > " + l + " ? " + X + " - " + l + " : (" + X + " < -" + l + " ? " + X + " + " + l + " : 0.0f)";
   } else if (kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") {
-    if (num(2, 0) != 0) return error{n->kind + " in training mode is not supported by the rules coder"};
+    if (num(2, 0) != 0 && num(1, 1) != 0)  // p = 0 draws nothing in training mode either
+      return error{n->kind + " in training mode is not supported by the rules coder"};
     e = X;
   } else if (kind == "aten::contiguous" || kind == "aten::clone" || kind == "aten::detach" ||
              kind == "aten::to" || kind == "aten::type_as" || kind == "aten::expand_as" ||

@@ -1,5 +1,6 @@
 #include "coder/rules/library.hpp"
 
+#include "coder/rules/conv_layout.hpp"
 #include "coder/rules/kernel_text.hpp"
 #include "coder/rules/split_tf32.hpp"
 
@@ -24,9 +25,12 @@ void library_attrs(const lowering_context& cx, const graph_node& n, const std::s
     step.attrs["padding"] = list_text(4);
     step.attrs["dilation"] = list_text(5);
     step.attrs["groups"] = std::to_string(static_cast<int64_t>(cx.val(n.inputs[6]).numbers.at(0)));
-    // (channels-last is a layout of 4-d tensors: an unbatched input stays as it is)
-    if (cx.p.conv_layout == "channels_last" && cx.shapes.count(n.inputs[0]) && cx.shapes.at(n.inputs[0]).shape.size() == 4)
+    // A convolution rewritten channels-last (conv_layout.hpp): cuDNN on NHWC input
+    // and weight, its result handed on as [N, H, W, C].
+    if (base_kind(n.kind) == kConv2dNhwc) {
       step.attrs["memory_format"] = "channels_last";
+      step.attrs["result_layout"] = "nhwc";
+    }
   }
 }
 
@@ -34,7 +38,7 @@ void library_attrs(const lowering_context& cx, const graph_node& n, const std::s
 
 library_call choose_library_call(const lowering_context& cx, const graph_node& n) {
   library_call call;
-  call.op = base_kind(n.kind);
+  call.op = base_kind(n.kind) == kConv2dNhwc ? "aten::conv2d" : base_kind(n.kind);
   call.tensors = call.op == "aten::addmm" ? 3 : 2;
   if (call.op == "aten::linear" || call.op == "aten::conv2d") call.tensors = cx.val(n.inputs[2]).is_none() ? 2 : 3;
   return call;

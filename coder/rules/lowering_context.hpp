@@ -18,11 +18,14 @@
 //   composites.cpp        losses ATen runs in one call, written out into the ops
 //                         above before the stages are planned
 //   conv_bias.cpp         a convolution's bias moved into the kernel after it
+//   conv_layout.cpp       a convolution computed channels-last, read so after it
 //   graph_rewrite.hpp     what those graph rewrites share: node schemas, new values
 //   sum_of_product.cpp    a sum over a product's outputs as a matrix-vector product
 //   split_tf32.cpp        a float32 library product as 3xTF32 (split operands)
 // The templates, one file each (layout struct → emit_*):
 //   elementwise.cpp       elementwise_layout  fused elementwise chains
+//   transpose_store.cpp                       a chain over [N, H, W, C] storing a
+//                                             value as [N, C, H, W] (a smem tile)
 //   row_reduce.cpp        reduce_layout       reductions and normalisations
 //   row_cache.cpp         row_cache_layout    a row kept in registers or shared
 //                                             memory between row_reduce's passes
@@ -57,6 +60,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coder/lowering.hpp"
@@ -89,6 +93,11 @@ struct stage {
   bool reverse_in = false, reverse_out = false, exclusive = false;
   // reduce: the stage whose kernel reads this reduction too (twin_rows.hpp), or -1.
   int twin_of = -1;
+  // elementwise over [N, H, W, C]: values of the chain that the plan needs as their
+  // permute [0, 3, 1, 2] (value -> the permute's result), stored so by the kernel
+  // through a tile transposed in shared memory (transpose_store.hpp; conv_layout.hpp
+  // writes such permutes).
+  std::vector<std::pair<std::string, std::string>> permuted = {};
 };
 
 struct lowering_context {
@@ -111,6 +120,9 @@ struct lowering_context {
   std::vector<stage> stages;
   std::map<std::string, std::string> tensor_of;       // materialized value → plan tensor name
   std::map<std::string, std::vector<std::string>> list_of;  // prim::ListConstruct result → elements
+  // A permute that moves only a dim of size 1 (the same memory): its result → the
+  // value it permutes, which the kernels store into the result's tensor.
+  std::map<std::string, std::string> same_memory;
 
   // What the templates write.
   lowered_kernel_set out;

@@ -136,7 +136,9 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
   if (K > 0) {
     k << each;
     if (r.normalizes()) {
-      k << "      const float v = rv[k];\n" << from_registers(m, pass2_body(cx, rp, idx));
+      // An epilogue's pass-2 body declares its index `i` again: a scope of its own.
+      k << "      const float v = rv[k];\n" << (rp.epi ? "      {\n" : "") << from_registers(m, pass2_body(cx, rp, idx))
+        << (rp.epi ? "      }\n" : "");
     } else {
       k << from_registers(m, rp.epi_code);
       for (auto& [v, param] : rp.epi_out) k << "      " << param << "[i] = " << rp.epi_var.at(v) << ";\n";

@@ -40,6 +40,7 @@ const std::set<std::string>& library_ops() {
   static const std::set<std::string> ops = [] {
     std::set<std::string> all = product_ops();
     all.insert("aten::conv2d");
+    all.insert("ks::conv2d_nhwc");  // coder/rules/conv_layout.hpp
     return all;
   }();
   return ops;

@@ -91,7 +91,7 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
   if (library_ops().count(kind)) {
     shaped s{ov.shape, {}};
     auto sh = [&](int i) -> const shaped& { return cx.shapes.at(n.inputs[i]); };
-    if (kind == "aten::conv2d") {
+    if (kind == "aten::conv2d" || kind == "ks::conv2d_nhwc") {
       const shaped &x = sh(0), &w = sh(1);
       auto ints = [&](int i) { return cx.val(n.inputs[i]).numbers; };
       auto st = ints(3), pd = ints(4), dl = ints(5);
@@ -106,6 +106,8 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
                         " * (" + kk + " - 1) - 1) / " + std::to_string(at(st)) + " + 1");
       }
       if (r == 3) s.sym.erase(s.sym.begin());
+      // [N, C, H, W] -> [N, H, W, C]: the channels-last result (conv_layout.hpp).
+      if (kind == "ks::conv2d_nhwc") s.sym = {s.sym[0], s.sym[2], s.sym[3], s.sym[1]};
     } else if (kind == "aten::linear") {
       const shaped &x = sh(0), &w = sh(1);
       s.sym.assign(x.sym.begin(), x.sym.end() - 1);

@@ -61,7 +61,10 @@ std::string template_refusal(lowering_context& cx, const graph_node& n, const st
   };
   if (kind == "aten::logit" && n.inputs.size() > 1 && !cx.val(n.inputs[1]).is_none())
     return "aten::logit with eps is not supported by the rules coder";
-  if ((kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") && flag(2))
+  // In training mode only a constant p of 0 draws nothing (nn.Dropout(0.0) in a network's
+  // layers): the identity, as in eval mode.
+  if ((kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") && flag(2) &&
+      !(cx.val(n.inputs[1]).constant && cx.val(n.inputs[1]).numbers == std::vector<double>{0}))
     return n.kind + " in training mode is not supported by the rules coder";
   // An operand computed at run time would be baked in at the export size; sizes
   // (x * x.size(1)) are kernel arguments. (The other templates read only constants
@@ -97,6 +100,8 @@ bool used_outside(const lowering_context& cx, const std::string& v, const graph_
 void add_elementwise(lowering_context& cx, const graph_node& n) {
   const shaped& os = cx.shapes.at(n.outputs[0]);
   bool join = !cx.stages.empty() && cx.stages.back().kind == stage::elementwise;
+  // A chain that stores a value transposed walks its own shape in tiles: it does not grow.
+  if (join && !cx.stages.back().permuted.empty() && os.shape != cx.stages.back().iter.shape) join = false;
   if (join) {
     stage& cur = cx.stages.back();
     if (os.shape != cur.iter.shape) {
@@ -128,6 +133,68 @@ void note_size_arithmetic(lowering_context& cx, const graph_node& n, const std::
   if (sym == cx.scalar_sym.end() || !k.constant || k.type != "int" || k.numbers.size() != 1) return;
   cx.scalar_sym[n.outputs[0]] = "(" + sym->second + (kind == "aten::sub" ? " - " : " + ") +
                                 std::to_string(static_cast<int64_t>(k.numbers[0])) + ")";
+}
+
+// reshape of an input (or of its view) that only adds or drops dims of size 1 (a
+// convolution's bias [C, 1, 1] read as [C] by conv_layout.cpp): the same memory,
+// read through its own shape; no step. Not an output of the graph.
+bool reshape_view(lowering_context& cx, const graph_node& n) {
+  if (n.kind != "aten::reshape" || n.inputs.size() != 2 || n.outputs.size() != 1 || !cx.input_name.count(n.inputs[0]) ||
+      std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[0]) || !cx.val(n.inputs[1]).constant)
+    return false;
+  const shaped& in = cx.shapes.at(n.inputs[0]);
+  const std::vector<int64_t>& to = cx.val(n.outputs[0]).shape;
+  std::vector<size_t> kept;
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (in.shape[d] != 1) kept.push_back(d);
+  shaped s{to, {}};
+  size_t next = 0;
+  for (int64_t size : to) {
+    if (size == 1) {
+      s.sym.push_back("1");
+      continue;
+    }
+    if (next >= kept.size() || in.shape[kept[next]] != size) return false;
+    s.sym.push_back(in.sym[kept[next++]]);
+  }
+  if (next != kept.size()) return false;
+  cx.shapes[n.outputs[0]] = s;
+  cx.input_name[n.outputs[0]] = cx.input_name.at(n.inputs[0]);
+  cx.tensor_of[n.outputs[0]] = cx.tensor_of.at(n.inputs[0]);
+  return true;
+}
+
+// permute(v, [0, 3, 1, 2]) of a value of [N, H, W, C] (conv_layout.cpp writes it for
+// what the graph returns): when the moved dim has size 1, the same memory, which the
+// value's kernel stores into the result's tensor; else, when the elementwise chain
+// just planned computes v at its own shape, that chain's kernel stores it so (a
+// transposed tile). Otherwise the permute is an ATen step (a fallback).
+bool permute_store(lowering_context& cx, const graph_node& n) {
+  if (n.kind != "aten::permute" || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+      !std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[0]))
+    return false;
+  const graph_value& dims = cx.val(n.inputs[1]);
+  auto in = cx.shapes.find(n.inputs[0]);
+  if (!dims.constant || dims.numbers != std::vector<double>{0, 3, 1, 2} || in == cx.shapes.end() ||
+      in->second.shape.size() != 4 || cx.input_name.count(n.inputs[0]))
+    return false;
+  const shaped& s = in->second;
+  shaped out{{s.shape[0], s.shape[3], s.shape[1], s.shape[2]}, {s.sym[0], s.sym[3], s.sym[1], s.sym[2]}};
+  if (out.shape != cx.val(n.outputs[0]).shape) return false;
+  if (s.sym[3] == "1") {
+    cx.shapes[n.outputs[0]] = out;
+    cx.same_memory[n.outputs[0]] = n.inputs[0];
+    return true;
+  }
+  if (cx.stages.empty() || cx.stages.back().kind != stage::elementwise || cx.stages.back().iter.shape != s.shape)
+    return false;
+  stage& st = cx.stages.back();
+  bool made = false;
+  for (auto* m : st.nodes) made = made || m->outputs[0] == n.inputs[0];
+  if (!made) return false;
+  cx.shapes[n.outputs[0]] = out;
+  st.permuted.push_back({n.inputs[0], n.outputs[0]});
+  return true;
 }
 
 // The stages, in graph order: a chain of elementwise ops or one node each.
@@ -167,6 +234,7 @@ status collect_stages(lowering_context& cx) {
         }
       }
     }
+    if (reshape_view(cx, n) || permute_store(cx, n)) continue;
     // Scalar arithmetic (x.dim() - 1) computes no tensor: its values are in the
     // graph, and whatever reads one refuses it unless it is a constant or a size.
     // A size plus or minus a constant (x.size(d) - 1) keeps its expression.
@@ -205,9 +273,13 @@ status collect_stages(lowering_context& cx) {
 // Who produces and who reads each value, across stages. Meta nodes (aten::size,
 // lists) read tensors only for their shapes: no data flow.
 void link_stages(lowering_context& cx) {
-  for (size_t i = 0; i < cx.stages.size(); ++i)
+  for (size_t i = 0; i < cx.stages.size(); ++i) {
     for (auto* n : cx.stages[i].nodes)
       for (auto& o : n->outputs) cx.producer[o] = static_cast<int>(i);
+    for (auto& [v, p] : cx.stages[i].permuted) cx.producer[p] = static_cast<int>(i);
+  }
+  for (auto& [p, v] : cx.same_memory)
+    if (auto it = cx.producer.find(v); it != cx.producer.end()) cx.producer[p] = it->second;
   for (size_t i = 0; i < cx.stages.size(); ++i)
     for (auto* n : cx.stages[i].nodes)
       for (auto& list_or_value : n->inputs) {
@@ -232,7 +304,7 @@ void fuse_prologues(lowering_context& cx) {
       auto it = cx.producer.find(in);
       if (it == cx.producer.end()) continue;
       stage& pro = cx.stages[it->second];
-      if (pro.kind != stage::elementwise || pro.fused_away) continue;
+      if (pro.kind != stage::elementwise || pro.fused_away || !pro.permuted.empty()) continue;
       if (pro.iter.shape != cx.shapes.at(in).shape) continue;
       // Every value of the chain must be needed by this reduction only.
       bool alone = true;
@@ -259,7 +331,7 @@ void fuse_reduce_epilogues(lowering_context& cx) {
   for (size_t i = 0; i + 1 < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
     stage& epi = cx.stages[i + 1];
-    if (st.kind != stage::reduce || epi.kind != stage::elementwise || epi.fused_away) continue;
+    if (st.kind != stage::reduce || epi.kind != stage::elementwise || epi.fused_away || !epi.permuted.empty()) continue;
     auto spec = read_reduction(cx, *st.nodes[0], base_kind(st.nodes[0]->kind));
     if (!spec) continue;
     const shaped& in = cx.shapes.at(spec->input);
@@ -451,7 +523,7 @@ void fuse_register_epilogues(lowering_context& cx) {
     while (e + 1 < cx.stages.size() && cx.stages[e].fused_away && cx.stages[e].kind == stage::library) ++e;
     stage& epi = cx.stages[e];
     if ((st.kind != stage::pool && st.kind != stage::scan) || epi.kind != stage::elementwise || epi.fused_away ||
-        epi.is_epilogue)
+        epi.is_epilogue || !epi.permuted.empty())
       continue;
     const std::string& v = st.kind == stage::scan && !st.scan_out.empty() ? st.scan_out : st.nodes[0]->outputs[0];
     if (epi.iter.shape != cx.shapes.at(v).shape) continue;
@@ -476,6 +548,9 @@ void plan_buffers(lowering_context& cx) {
     // Kernels write float32; a fallback op may return another dtype (indices).
     cx.out.plan.outputs.push_back({name, cx.shapes.at(v).sym, cx.val(v).dtype, "none"});
   }
+  // A permute of the same memory: its value is stored straight into the result's tensor.
+  for (auto& [p, v] : cx.same_memory)
+    if (auto it = cx.tensor_of.find(p); it != cx.tensor_of.end() && !cx.tensor_of.count(v)) cx.tensor_of[v] = it->second;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
     if (st.fused_away) continue;

@@ -101,6 +101,7 @@ class Tensor {
   bool is_cuda() const;
   Device device() const;
   Tensor contiguous(MemoryFormat memory_format = MemoryFormat::Contiguous) const;
+  Tensor permute(IntArrayRef dims) const;
   void* data_ptr() const;
   Tensor& copy_(const Tensor& src, bool non_blocking = false);
 };

@@ -10,81 +10,36 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
   m = M;
 }
 
-// Fused elementwise chain: add hardswish mul. 4 floats per vector, 4 vector(s) per thread per trip, grid-stride; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element.
+// Fused elementwise chain: add hardswish mul, over [N, H, W, C] in tiles of 32 positions x 32 channels; stores its permute to [N, C, H, W] through a tile transposed in shared memory.
 extern "C" __global__ void __launch_bounds__(256)
-ks1_elementwise(long long n0, long long n1, long long n2, const float* __restrict__ in0, const float* __restrict__ in1, long long n5, float* __restrict__ out6) {
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  for (long long row = blockIdx.y; row < n1; row += gridDim.y) {
-  const long long base = row * n2;
-  if (n2 % 4 == 0) {
-  const long long nv = n2 / 4, bv = base / 4;
-  for (long long j = tid; j < nv; j += stride * 4) {
-  float4 q_in0[4];
+ks1_transpose(long long n0, long long n1, long long n2, const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out5) {
+  __shared__ float tile0[32][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const long long tp0 = (long long)blockIdx.x * 32;
+  for (long long tb = blockIdx.z; tb < n0; tb += gridDim.z)
+  for (long long tq0 = (long long)blockIdx.y * 32; tq0 < n2; tq0 += (long long)gridDim.y * 32) {
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const long long cv = j + u * stride, w = bv + cv;
-    if (cv >= nv) break;
-    q_in0[u] = reinterpret_cast<const float4*>(in0)[w];
+  for (int tk = 0; tk < 4; ++tk) {
+    const long long tp = tp0 + ty + 8 * tk, c = tq0 + tx;
+    if (tp < n1 && c < n2) {
+    const long long row = tb * n1 + tp, i = row * n2 + c;
+    (void)row; (void)i;
+    const float x0 = in0[i];
+    const float x1 = in1[c];
+    const float e2 = x0 + x1;
+    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
+    const float e4 = e3 * (0.5f);
+    tile0[ty + 8 * tk][tx] = e4;
+    }
   }
+  __syncthreads();
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
-    const long long cv = j + u * stride, w = bv + cv;
-    if (cv >= nv) break;
-    float4 r_out6;
-    {
-    const long long c = cv * 4 + 0, i = base + c;
-    (void)c; (void)i;
-    const float x0 = q_in0[u].x;
-    const float x1 = in1[(row % n5)];
-    const float e2 = x0 + x1;
-    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e4 = e3 * (0.5f);
-    r_out6.x = e4;
+  for (int tk = 0; tk < 4; ++tk) {
+    const long long tq = tq0 + ty + 8 * tk, tp = tp0 + tx;
+    if (tp < n1 && tq < n2) {
+    out5[(tb * n2 + tq) * n1 + tp] = tile0[tx][ty + 8 * tk];
     }
-    {
-    const long long c = cv * 4 + 1, i = base + c;
-    (void)c; (void)i;
-    const float x0 = q_in0[u].y;
-    const float x1 = in1[(row % n5)];
-    const float e2 = x0 + x1;
-    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e4 = e3 * (0.5f);
-    r_out6.y = e4;
-    }
-    {
-    const long long c = cv * 4 + 2, i = base + c;
-    (void)c; (void)i;
-    const float x0 = q_in0[u].z;
-    const float x1 = in1[(row % n5)];
-    const float e2 = x0 + x1;
-    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e4 = e3 * (0.5f);
-    r_out6.z = e4;
-    }
-    {
-    const long long c = cv * 4 + 3, i = base + c;
-    (void)c; (void)i;
-    const float x0 = q_in0[u].w;
-    const float x1 = in1[(row % n5)];
-    const float e2 = x0 + x1;
-    const float e3 = e2 * fminf(fmaxf(e2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float e4 = e3 * (0.5f);
-    r_out6.w = e4;
-    }
-    reinterpret_cast<float4*>(out6)[w] = r_out6;
   }
-  }
-  } else {
-  for (long long c = tid; c < n2; c += stride) {
-    const long long i = base + c;
-    const float xt0 = in0[i];
-    const float xt1 = in1[(row % n5)];
-    const float et2 = xt0 + xt1;
-    const float et3 = et2 * fminf(fmaxf(et2 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f);
-    const float et4 = et3 * (0.5f);
-    out6[i] = et4;
-  }
-  }
+  __syncthreads();
   }
 }
