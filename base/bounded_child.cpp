@@ -117,10 +117,13 @@ void write_err(const char* text) {
   }
   // Nothing of the caller's but standard streams: a daemon's sockets, store files and
   // pipes stay closed to code it does not trust.
+  // (Less the two the sandbox keeps for its own /proc entries: base/sandbox.hpp.)
+  const unsigned pinned = static_cast<unsigned>(kPinnedFd);
 #ifdef SYS_close_range
-  if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+  if (::syscall(SYS_close_range, 3u, pinned - 1, 0u) != 0 || ::syscall(SYS_close_range, pinned + 2, ~0u, 0u) != 0)
 #endif
-    for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+    for (int fd = 3; fd < 65536; ++fd)
+      if (fd != kPinnedFd && fd != kPinnedFd + 1) ::close(fd);
   const char* argv[] = {"sh", "-c", plan.command, nullptr};
   char* const* env = plan.sandbox->environment();
   ::execve("/bin/sh", const_cast<char* const*>(argv), env ? env : environ);

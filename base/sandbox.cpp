@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <set>
 
 extern char** environ;
 
@@ -58,6 +59,8 @@ constexpr uint64_t kScopeAbstractUnix = 1ull << 0, kScopeSignal = 1ull << 1;
 constexpr uint64_t kFileRights = kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate;
 constexpr uint64_t kRead = kFsExecute | kFsReadFile | kFsReadDir;
 constexpr uint64_t kReadWriteFile = kFsReadFile | kFsWriteFile | kFsTruncate;
+// Its own /proc/PID: read, and written where a thread names itself (task/TID/comm).
+constexpr uint64_t kOwnProc = kFsReadFile | kFsReadDir | kFsWriteFile | kFsTruncate;
 constexpr uint64_t kScratch = kFsExecute | kFsWriteFile | kFsReadFile | kFsReadDir | kFsRemoveDir |
                               kFsRemoveFile | kFsMakeDir | kFsMakeReg | kFsMakeSock | kFsMakeFifo |
                               kFsMakeSym | kFsRefer | kFsTruncate;
@@ -218,17 +221,37 @@ std::filesystem::path own_directory() {
   return ec ? std::filesystem::path() : exe.parent_path();
 }
 
+// /proc's system-wide entries (cpuinfo, meminfo, modules, driver/, sys/, ...), which
+// libraries and the CUDA driver read: every top-level entry but the processes' own
+// directories (other processes' environments and memory) and those that show the
+// kernel's memory, keys or internals.
+std::vector<std::string> system_proc_entries() {
+  static const std::set<std::string> withheld = {
+      "self", "thread-self", "kcore", "kmsg", "keys", "key-users", "kpagecount", "kpageflags", "kpagecgroup",
+      "kallsyms", "sysrq-trigger", "timer_list", "sched_debug", "slabinfo", "vmallocinfo", "pagetypeinfo",
+      "latency_stats", "kpageidle"};
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    // (A link — mounts, net — points into the building process's own directory.)
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) || withheld.count(name) ||
+        e.is_symlink(ec))
+      continue;
+    out.push_back(e.path().string());
+  }
+  return out;
+}
+
 // The paths every sandboxed process reads (and runs programs from).
 std::vector<std::string> system_read_paths() {
   std::vector<std::string> out = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt",
                                   "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
                                   "/etc/localtime", "/etc/timezone", "/etc/alternatives",
                                   "/etc/nsswitch.conf", "/etc/mime.types", "/sys",
-                                  "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg",
-                                  "/proc/uptime", "/proc/version", "/proc/sys", "/proc/driver",
-                                  "/proc/devices", "/proc/filesystems", "/dev/zero", "/dev/random",
-                                  "/dev/urandom"};
+                                  "/dev/zero", "/dev/random", "/dev/urandom"};
   for (auto& p : glob_paths("/etc/python3*")) out.push_back(p);
+  for (auto& p : system_proc_entries()) out.push_back(p);
   return out;
 }
 
@@ -290,9 +313,10 @@ result<ruleset_plan> build_ruleset(const sandbox_policy& policy, int abi) {
   for (const auto& p : policy.read)
     if (auto st = add_path(plan.fd, p.string(), kRead, plan.handled); !st) return fail(st.message());
   if (auto st = add_path(plan.fd, "/dev/null", kReadWriteFile, plan.handled); !st) return fail(st.message());
-  if (policy.gpu)
+  if (policy.gpu) {
     for (const std::string& p : gpu_paths())
       if (auto st = add_path(plan.fd, p, kReadWriteFile | kFsReadDir, plan.handled); !st) return fail(st.message());
+  }
   if (!policy.scratch.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(policy.scratch, ec))
@@ -377,6 +401,30 @@ const sandbox_support& probe_sandbox() {
     return out;
   }();
   return s;
+}
+
+// The rules for the process's own /proc/PID and /proc/PID/task: read, and written and
+// truncated where a thread names itself — the CUDA driver's cuInit writes task/TID/comm
+// with O_TRUNC and fails with 304 (CUDA_ERROR_OPERATING_SYSTEM) where it cannot: seen
+// on the GPU machine (H100, driver of CUDA 13), where read and write without truncate
+// gave 304 and these rights gave 0. Landlock binds a rule to an inode, and procfs may
+// drop the inodes of a process's directories when nothing holds them, so the
+// descriptors stay open: at kPinnedFd and kPinnedFd + 1 in a child (kept by the
+// launcher across exec: run_bounded closes the others), for the process's life in a
+// process that confines itself. Async-signal-safe.
+void pin_own_proc(int ruleset, uint64_t handled, bool self_process) noexcept {
+  const char* paths[] = {"/proc/self", "/proc/self/task"};
+  for (int i = 0; i < 2; ++i) {
+    int fd = ::open(paths[i], O_PATH | (self_process ? O_CLOEXEC : 0));
+    if (fd < 0) continue;
+    ll_path_beneath_attr attr{kOwnProc & handled, fd};
+    (void)ll_add_rule(ruleset, kRulePathBeneath, &attr);
+    if (!self_process && fd != kPinnedFd + i) {
+      ::dup2(fd, kPinnedFd + i);
+      ::close(fd);
+    }
+    // In a process that confines itself the descriptor is simply never closed.
+  }
 }
 
 struct child_sandbox::state {
@@ -511,13 +559,8 @@ int child_sandbox::enter() const noexcept {
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 1;
   if (s.ruleset >= 0) {
-    // Its own /proc/PID, known only now.
-    const int self = ::open("/proc/self", O_PATH | O_CLOEXEC);
-    if (self >= 0) {
-      ll_path_beneath_attr attr{(kFsReadFile | kFsReadDir) & handled_fs(probe_sandbox().landlock_abi), self};
-      (void)ll_add_rule(s.ruleset, kRulePathBeneath, &attr);
-      ::close(self);
-    }
+    // Its own /proc/PID, known only now, pinned (pin_own_proc).
+    pin_own_proc(s.ruleset, handled_fs(probe_sandbox().landlock_abi), false);
     if (ll_restrict_self(s.ruleset) != 0) return 2;
   }
   if (!s.filter.empty() && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &s.program, 0, 0) != 0) return 3;
@@ -580,11 +623,7 @@ status sandbox_self(const sandbox_policy& policy) {
     return error{std::string("cannot set no_new_privs: ") + std::strerror(errno)};
   }
   if (rules->fd >= 0) {
-    if (const int self = ::open("/proc/self", O_PATH | O_CLOEXEC); self >= 0) {
-      ll_path_beneath_attr attr{(kFsReadFile | kFsReadDir) & rules->handled, self};
-      (void)ll_add_rule(rules->fd, kRulePathBeneath, &attr);
-      ::close(self);
-    }
+    pin_own_proc(rules->fd, rules->handled, true);
     const long rc = ll_restrict_self(rules->fd);
     const int err = errno;
     ::close(rules->fd);

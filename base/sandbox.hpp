@@ -75,6 +75,11 @@ struct sandbox_support {
 };
 const sandbox_support& probe_sandbox();
 
+// The two descriptors a sandboxed child keeps open across exec (its own /proc/PID and
+// /proc/PID/task, which pin the inodes its Landlock rules are bound to); a launcher
+// that closes descriptors after enter() must leave these two.
+inline constexpr int kPinnedFd = 1000;
+
 // A sandbox for one child, built in the parent (allocations, path lookups) and entered
 // in the child between fork and exec with async-signal-safe system calls only.
 class child_sandbox {

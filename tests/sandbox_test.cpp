@@ -170,8 +170,14 @@ TEST_CASE("a sandboxed child reaches no network and no other process", "[sandbox
   const std::string parent = std::to_string(::getpid());
   CHECK(run("exec head -c 1 /proc/" + parent + "/environ", false, scratch->path()).ok);
   CHECK_FALSE(run("exec head -c 1 /proc/" + parent + "/environ", true, scratch->path()).ok);
-  // Its own /proc is its to read.
+  // Its own /proc is its to read, and a thread may name itself as the CUDA driver's
+  // cuInit does (task/TID/comm, opened with O_TRUNC: without that right cuInit fails
+  // with 304 on the GPU machine); another process's name is not its to write.
   CHECK(run("exec cat /proc/self/status", true, scratch->path()).ok);
+  CHECK(run("echo kstest > /proc/self/comm && read n < /proc/self/comm && echo $n", true, scratch->path()).out ==
+        "kstest\n");
+  CHECK(run("echo named > /proc/self/task/$$/comm", true, scratch->path()).ok);
+  CHECK_FALSE(run("echo hijack > /proc/" + parent + "/comm", true, scratch->path()).ok);
   // Signals to processes outside the sandbox: refused where Landlock scopes them.
   if (probe_sandbox().landlock_abi >= 6) CHECK_FALSE(run("exec kill -0 " + parent, true, scratch->path()).ok);
   CHECK(run("exec kill -0 " + parent, false, scratch->path()).ok);
