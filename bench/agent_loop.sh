@@ -15,7 +15,7 @@ build="${1:-build-gpu}"
 out="${2:-$(mktemp -d)}"
 mkdir -p "$out/tasks"
 
-cp "$root/bench/tasks/relu.yaml" "$root/examples/tasks/gelu.yaml" "$root/examples/tasks/softmax.yaml" \
+cp "$root/bench/suites/ops/relu.yaml" "$root/examples/tasks/gelu.yaml" "$root/examples/tasks/softmax.yaml" \
    "$out/tasks/"
 
 # The server prints its port, then serves until its stdin closes.

@@ -15,6 +15,6 @@ left=$(( ${CALL_BUDGET:-540} - ($(date +%s) - t0) ))
 WORK=/tmp/ks-i3a timeout -k 5 $left bench/issue3_gpu.sh $R/i3 latency >$R/i3-latency.log 2>&1 &
 WORK=/tmp/ks-i3b timeout -k 5 $left bench/issue3_gpu.sh $R/rc review >$R/i3-review.log 2>&1 &
 GPUS=1 SKIP_BUILD=1 BUDGET=$(( left - 10 )) RESERVE=${RESERVE:-230} COMPARE_RESERVE=100 SEEDS=2 ROUNDS=1 TRIALS=3 REPS=20 WARM_PROCS=6 \
-  bench/suite_gpu.sh $R/s examples/tasks/*.yaml bench/tasks/{relu,softmax_dim1,mse_loss,linear_gelu,conv2d_relu_bias}.yaml >$R/suite.log 2>&1
+  bench/suite_gpu.sh $R/s examples/tasks/*.yaml bench/suites/ops/{relu,softmax_dim1,mse_loss,linear_gelu,conv2d_relu_bias}.yaml >$R/suite.log 2>&1
 wait
 cp /tmp/ks-suite/sbs-*.log /tmp/ks-suite/warm-*.log $R/ 2>/dev/null

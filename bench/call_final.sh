@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The full side-by-side in one device call (2 GPUs): bench/suite_gpu.sh over
-# examples/tasks and bench/tasks (or the TASK.yaml files given) with the settings of
+# examples/tasks and bench/suites/ops (or the TASK.yaml files given) with the settings of
 # docs/benchmarks.md; everything it leaves goes to /tmp/r (the caller tars it into $OUT).
 #   bench/call_final.sh [TASK.yaml ...]
 set -u

@@ -65,7 +65,7 @@ t=$(( $(left) - 5 ))
 if [ $t -gt 20 ]; then
   log "bench/rules_review.sh on a suite subset (at most $t s)"
   SEEDS=1 TRIALS=2 timeout -k 5 $t bench/rules_review.sh build-gpu "$work/review" \
-    bench/tasks/{relu,gelu_tanh,mish,softmax_dim1,log_softmax,rmsnorm,layernorm_gelu,sum_dim1,row_var,mse_loss,cumsum,max_pool2d,linear_gelu,conv2d_relu_bias,matmul_layernorm}.yaml \
+    bench/suites/ops/{relu,gelu_tanh,mish,softmax_dim1,log_softmax,rmsnorm,layernorm_gelu,sum_dim1,row_var,mse_loss,cumsum,max_pool2d,linear_gelu,conv2d_relu_bias,matmul_layernorm}.yaml \
     >"$out/rules_review.txt" 2>&1
   log "rules_review.sh exit status $?"
   tail -25 "$out/rules_review.txt" >>"$out/session.log"

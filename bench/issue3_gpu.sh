@@ -25,7 +25,7 @@ gpu="$build/bin/kernelskill-gpu"
 if [[ " $parts " == *" latency "* ]]; then
   # The kernels of docs/reviewer.md's table, with a task each for the export.
   pairs=(
-    "bench/tasks/relu.yaml examples/plans/relu.cu examples/plans/relu.yaml relu"
+    "bench/suites/ops/relu.yaml examples/plans/relu.cu examples/plans/relu.yaml relu"
     "examples/tasks/gelu.yaml examples/plans/gelu_vec4.cu examples/plans/gelu_vec4.yaml gelu_vec4"
     "examples/tasks/softmax.yaml examples/plans/softmax_rows.cu examples/plans/softmax_rows.yaml softmax_rows"
     "examples/tasks/layernorm.yaml tests/data/export/layernorm.cu tests/data/export/layernorm.yaml rules_layernorm_seed0"
@@ -46,13 +46,13 @@ if [[ " $parts " == *" latency "* ]]; then
 fi
 
 if [[ " $parts " == *" review "* ]]; then
-  "$ks" lower bench/tasks/mse_loss.yaml --out "$work/mse" --seeds 1 --gpu-worker "$gpu" >>"$out/issue3.log" 2>&1
+  "$ks" lower bench/suites/ops/mse_loss.yaml --out "$work/mse" --seeds 1 --gpu-worker "$gpu" >>"$out/issue3.log" 2>&1
   : >"$out/review_cost.txt"
   for size in cpu ""; do
     for opts in "" "--no-profile" "--no-time --no-profile"; do
       echo "=== mse_loss size=${size:-default} options: ${opts:-(full review)}" >>"$out/review_cost.txt"
       s=$(date +%s.%N)
-      "$gpu" --review bench/tasks/mse_loss.yaml --source "$work/mse/seed-0.cu" --plan "$work/mse/seed-0.yaml" \
+      "$gpu" --review bench/suites/ops/mse_loss.yaml --source "$work/mse/seed-0.cu" --plan "$work/mse/seed-0.yaml" \
         ${size:+--size $size} --trials 5 --repeat 3 $opts --json >"$work/review.json" 2>>"$out/review_cost.txt"
       e=$(date +%s.%N)
       echo "process wall: $(python3 -c "print(f'{$e - $s:.2f} s')")" >>"$out/review_cost.txt"

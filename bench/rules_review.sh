@@ -5,7 +5,7 @@
 # best correct seed, the count of correct tasks and the geometric-mean best speedup.
 #
 #   bench/rules_review.sh [BUILD_DIR] [OUT_DIR] [TASK.yaml ...]
-#     defaults: build-gpu, a temp dir, examples/tasks/*.yaml bench/tasks/*.yaml
+#     defaults: build-gpu, a temp dir, examples/tasks/*.yaml bench/suites/ops/*.yaml
 #   SEEDS=N (default 4), TRIALS=N (default 3) in the environment.
 #
 # Needs a GPU and python3 (for the summary). Exit status 1 if some task has no
@@ -16,7 +16,7 @@ build="${1:-build-gpu}"
 out="${2:-$(mktemp -d)}"
 shift 2 2>/dev/null || shift $#
 tasks=("$@")
-if [ ${#tasks[@]} -eq 0 ]; then tasks=("$root"/examples/tasks/*.yaml "$root"/bench/tasks/*.yaml); fi
+if [ ${#tasks[@]} -eq 0 ]; then tasks=("$root"/examples/tasks/*.yaml "$root"/bench/suites/ops/*.yaml); fi
 seeds="${SEEDS:-4}"
 trials="${TRIALS:-3}"
 ks="$build/bin/kernelskill"

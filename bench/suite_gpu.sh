@@ -3,7 +3,7 @@
 #   1. build kernelskill and kernelskill-gpu (BUILD, default /tmp/ks-build-gb: outside
 #      the copied tree, so a warm machine keeps it between calls)
 #   2. `kernelskill run` (rules backend, the default) over the tasks: examples/tasks and
-#      bench/tasks unless TASK files are given
+#      bench/suites/ops unless TASK files are given
 #   3. `kernelskill export` of every task's best kernel: MODELS/TASK.py (ModelNew)
 #   4. bench/side_by_side.py --prebuild: the load_inline builds, in parallel processes,
 #      and --warm-compile: torch.compile once per task, in parallel processes, so that
@@ -26,7 +26,7 @@ shift
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 tasks=("$@")
-if [ ${#tasks[@]} -eq 0 ]; then tasks=("$root"/examples/tasks/*.yaml "$root"/bench/tasks/*.yaml); fi
+if [ ${#tasks[@]} -eq 0 ]; then tasks=("$root"/examples/tasks/*.yaml "$root"/bench/suites/ops/*.yaml); fi
 build="${BUILD:-/tmp/ks-build-gb}"
 work="${WORK:-/tmp/ks-suite}"
 stages="${STAGES:-run export prebuild warm compare}"

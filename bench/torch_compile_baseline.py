@@ -2,7 +2,7 @@
 """torch.compile's speedup over eager PyTorch on the same tasks, the bar that the rules
 coder's geometric-mean speedup (bench/rules_review.sh) is measured against.
 
-    python3 bench/torch_compile_baseline.py [TASK.yaml ...]   (default: examples/tasks and bench/tasks)
+    python3 bench/torch_compile_baseline.py [TASK.yaml ...]   (default: examples/tasks and bench/suites/ops)
 
 Each task's TorchScript source is also Python, so it is exec'd as the eager function
 and handed to torch.compile (default mode). Inputs follow the task's shapes at its
@@ -16,7 +16,7 @@ import torch
 import yaml
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-paths = sys.argv[1:] or sorted(glob.glob(f"{root}/examples/tasks/*.yaml")) + sorted(glob.glob(f"{root}/bench/tasks/*.yaml"))
+paths = sys.argv[1:] or sorted(glob.glob(f"{root}/examples/tasks/*.yaml")) + sorted(glob.glob(f"{root}/bench/suites/ops/*.yaml"))
 dev = torch.device("cuda")
 flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device=dev)
 
