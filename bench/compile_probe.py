@@ -5,7 +5,7 @@ epilogue fusion alone would explain far less).
 
 For each problem file, on the GPU (seed 42 for the weights as KernelBench's evaluator
 draws them, the problem's own get_inputs):
-  - eager and torch.compile of the problem's Model, timed as bench/side_by_side.py times
+  - eager and torch.compile of the problem's Model, timed as cli/side_by_side.py times
     (CUDA events after an L2 flush, alternated, median of REPS);
   - for each convolution / linear module, the module alone on the input it saw in the
     eager call, under cuDNN's defaults, with cudnn.benchmark, with TF32 off, and with
@@ -22,7 +22,7 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import side_by_side as sbs  # noqa: E402
 
 

@@ -5,7 +5,7 @@ side by side found ours ~80 us slower than the run's reviews on every problem).
 For each named problem of a `kernelskill bench` directory (its problem copy, its exported
 model, the model's build under measure/build), on the GPU:
   - eager_ms, ours_ms, ext_ms: one call timed with CUDA events after an L2 flush, as
-    bench/side_by_side.py times (median of REPS): the Model, ModelNew.forward, and the
+    cli/side_by_side.py times (median of REPS): the Model, ModelNew.forward, and the
     extension's ks_forward called directly on the same tensors (no Python binding);
   - *_host_us: the host's time per call, back to back without a sync (what the GPU waits
     for when the call is timed from an idle GPU);
@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import side_by_side as sbs  # noqa: E402
 
 

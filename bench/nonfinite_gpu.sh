@@ -2,7 +2,7 @@
 # On the GPU machine, after bench/gpu_check.sh built build-gpu: the references with
 # non-finite and extreme constants (tests/data/nonfinite) through the reviewer (every
 # seed, bench/rules_review.sh), then each task's first seed exported as ModelNew and
-# checked beside eager and torch.compile (bench/side_by_side.py: NaN only where eager has
+# checked beside eager and torch.compile (cli/side_by_side.py: NaN only where eager has
 # NaN). Work under $WORK (default /tmp/ks-nonfinite); the logs are copied to $OUT as
 # nonfinite-review.log, nonfinite-sbs.log and nonfinite-sbs.json.
 set -uo pipefail
@@ -19,8 +19,8 @@ for t in "${tasks[@]}"; do
   build-gpu/bin/kernelskill export --task "$t" --kernel "$out/review/$n/seed-0.cu" --plan "$out/review/$n/seed-0.yaml" \
     --out "$out/models/$n.py" >>"$out/export.log" 2>&1 || echo "export failed: $n" >>"$out/export.log"
 done
-python3 bench/side_by_side.py --models "$out/models" --prebuild >"$out/sbs.log" 2>&1
-PYTHONUNBUFFERED=1 python3 bench/side_by_side.py --models "$out/models" --trials 3 --reps 5 --compile-timeout 120 \
+python3 cli/side_by_side.py --models "$out/models" --prebuild >"$out/sbs.log" 2>&1
+PYTHONUNBUFFERED=1 python3 cli/side_by_side.py --models "$out/models" --trials 3 --reps 5 --compile-timeout 120 \
   --out "$out/sbs.json" "${tasks[@]}" >>"$out/sbs.log" 2>&1
 sbs_rc=$?
 cp "$out/review.log" "$logs/nonfinite-review.log"

@@ -4,7 +4,7 @@
 # LayerNorm, GroupNorm, InstanceNorm, RMSNorm, reverse and exclusive cumsum — at
 # KernelBench's published sizes and at one other shape each, ours (the rules coder's
 # seeds, the better of two by our own review) against eager and torch.compile in one
-# process (bench/side_by_side.py: L2 flushed, alternated, median), every kernel checked
+# process (cli/side_by_side.py: L2 flushed, alternated, median), every kernel checked
 # against eager on 3 fresh inputs at 1e-4 and rerun for the same bits.
 #
 #   source .devdeps/env.sh && bench/norms_gpu.sh            (repository root)
@@ -171,11 +171,11 @@ if has export; then
 fi
 
 if has prebuild; then
-  MAX_JOBS=2 python3 bench/side_by_side.py --prebuild --models "$out/models" --jobs 8 | tee -a "$out/session.log"
+  MAX_JOBS=2 python3 cli/side_by_side.py --prebuild --models "$out/models" --jobs 8 | tee -a "$out/session.log"
 fi
 
 if has compare; then
-  TORCHINDUCTOR_COMPILE_THREADS=8 PYTHONUNBUFFERED=1 python3 bench/side_by_side.py --models "$out/models" \
+  TORCHINDUCTOR_COMPILE_THREADS=8 PYTHONUNBUFFERED=1 python3 cli/side_by_side.py --models "$out/models" \
     --trials "${TRIALS:-3}" --reps "${REPS:-20}" --compile-timeout "${COMPILE_TIMEOUT:-240}" --rerun-bits \
     --out "$out/side_by_side.json" --md "$out/side_by_side.md" "${tasks[@]}" >"$out/side_by_side.log" 2>&1
   log "side by side: exit $?"

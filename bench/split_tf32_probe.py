@@ -18,7 +18,7 @@ import statistics
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import side_by_side as sbs  # noqa: E402
 
 

@@ -5,10 +5,10 @@
 #   2. `kernelskill run` (rules backend, the default) over the tasks: examples/tasks and
 #      bench/suites/ops unless TASK files are given
 #   3. `kernelskill export` of every task's best kernel: MODELS/TASK.py (ModelNew)
-#   4. bench/side_by_side.py --prebuild: the load_inline builds, in parallel processes,
+#   4. cli/side_by_side.py --prebuild: the load_inline builds, in parallel processes,
 #      and --warm-compile: torch.compile once per task, in parallel processes, so that
 #      the side-by-side's torch.compile is served by inductor's on-disk caches
-#   5. bench/side_by_side.py: eager, torch.compile and ours in one process per GPU (the
+#   5. cli/side_by_side.py: eager, torch.compile and ours in one process per GPU (the
 #      tasks dealt round-robin over the GPUs), merged into one table
 # Results go to OUT_DIR as a few flat files: session.log, run_summary.md,
 # side_by_side.md, side_by_side.json, prebuild.txt, models.tar.gz.
@@ -80,7 +80,7 @@ follow() {
       seen[$name]=1
       export_one "$t" || continue
       while [ "$(jobs -rp | wc -l)" -ge "${FOLLOW_JOBS:-12}" ]; do sleep 1; done
-      MAX_JOBS=2 python3 "$root/bench/side_by_side.py" --build-one "$models/$name.py" --models "$models" &
+      MAX_JOBS=2 python3 "$root/cli/side_by_side.py" --build-one "$models/$name.py" --models "$models" &
     done
     [ $fin = 1 ] && break
     sleep 2
@@ -147,7 +147,7 @@ if has prebuild || has warm; then
   if has prebuild; then
     pj=$(( $(nproc) / 3 )); [ $pj -ge 1 ] || pj=1
     log "prebuild (load_inline, $pj processes, at most $t s)"
-    MAX_JOBS=2 timeout -k 5 $t python3 "$root/bench/side_by_side.py" --prebuild --models "$models" \
+    MAX_JOBS=2 timeout -k 5 $t python3 "$root/cli/side_by_side.py" --prebuild --models "$models" \
       --jobs $pj >"$out/prebuild.txt" 2>&1 &
     pids+=($!)
   fi
@@ -158,7 +158,7 @@ if has prebuild || has warm; then
       mine=()
       for i in "${!tasks[@]}"; do [ $(( i % nw )) -eq "$w" ] && mine+=("${tasks[$i]}"); done
       [ ${#mine[@]} -gt 0 ] || continue
-      TORCHINDUCTOR_COMPILE_THREADS=4 PYTHONUNBUFFERED=1 timeout -k 5 $t python3 "$root/bench/side_by_side.py" \
+      TORCHINDUCTOR_COMPILE_THREADS=4 PYTHONUNBUFFERED=1 timeout -k 5 $t python3 "$root/cli/side_by_side.py" \
         --warm-compile --models "$models" --device "${gpus[$(( w % ngpu ))]}" "${mine[@]}" >"$work/warm-$w.log" 2>&1 &
       pids+=($!)
     done
@@ -177,13 +177,13 @@ if has compare; then
     g=${gpus[$j]}
     mine=()
     for i in "${!tasks[@]}"; do [ $(( i % ngpu )) -eq "$j" ] && mine+=("${tasks[$i]}"); done
-    PYTHONUNBUFFERED=1 timeout -k 5 $t python3 "$root/bench/side_by_side.py" --models "$models" --run-dir "$run_dir" \
+    PYTHONUNBUFFERED=1 timeout -k 5 $t python3 "$root/cli/side_by_side.py" --models "$models" --run-dir "$run_dir" \
       --device "$g" --trials "${SBS_TRIALS:-3}" --reps "${REPS:-30}" --compile-timeout "${COMPILE_TIMEOUT:-120}" \
       --out "$work/sbs-$g.json" "${mine[@]}" >"$work/sbs-$g.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  python3 "$root/bench/side_by_side.py" --merge "$work"/sbs-*.json --md "$out/side_by_side.md" >/dev/null
+  python3 "$root/cli/side_by_side.py" --merge "$work"/sbs-*.json --md "$out/side_by_side.md" >/dev/null
   python3 -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
     "$out/side_by_side.json" "$work"/sbs-*.json
   grep -hE "Error|error|Traceback" "$work"/sbs-*.log | head -20 >>"$out/session.log"

@@ -109,7 +109,7 @@ TEST_CASE("the side-by-side script checks ModelNew against the problem's Model a
                    {"problems", {{{"key", "good/gemm_relu_divide"}, {"name", "gemm_relu_divide"}, {"level", "good"},
                                   {"problem", (kGood / "gemm_relu_divide.py").string()}, {"models", models}}}}};
   std::ofstream(dir / "manifest.json") << manifest.dump();
-  auto out = ks::test::run_shell(python + " " + quote(kSource / "bench" / "side_by_side.py") + " --kb-manifest " +
+  auto out = ks::test::run_shell(python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
                                  quote(dir / "manifest.json") + " --kb-measure --kb-cpu-check --kb-out " +
                                  quote(dir / "rows.jsonl") + " 2>&1");
   INFO(out.text);
@@ -173,7 +173,7 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   for (const auto& f : files) CHECK(fs::exists(out / f));
   CHECK_THAT(read(out / "variants/full/models/relu.py"), Contains("class ModelNew"));
   // The script ships in the binary: the copy it wrote is the source's, byte for byte.
-  CHECK(read(out / "measure/side_by_side.py") == read(kSource / "bench/side_by_side.py"));
+  CHECK(read(out / "measure/side_by_side.py") == read(kSource / "cli/side_by_side.py"));
   // The summary: what ran, and no measured number.
   const json s = read_json(out / "summary.json");
   CHECK(s["measurement"]["ran"] == false);

@@ -12,7 +12,7 @@
 // the host compiler against stand-ins for ATen (tests/data/export/aten_stub.hpp), its
 // kernel launches as plain calls checked against the kernels' parameter types; what
 // cannot be exported is refused with a message naming it. Building and running the
-// module with PyTorch happens on the GPU machine (bench/side_by_side.py).
+// module with PyTorch happens on the GPU machine (cli/side_by_side.py).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
