@@ -1,7 +1,17 @@
 #!/usr/bin/env python3
 """What torch.compile runs for a KernelBench problem, and how its library calls time
-against eager's (issue 17: on level 2's convolutions compile is ~2x eager while its
-epilogue fusion alone would explain far less).
+against eager's (on level 2's convolutions compile is ~2x eager while its epilogue
+fusion alone would explain far less).
+
+Conclusion (H200, 2026-12-02, PyTorch 2.11, cuDNN 9.19; docs/benchmarks.md, fourth
+run): eager's fp32 convolutions already run TF32 tensor-core kernels and stay within
+1e-4. Around the convolution eager pays cuDNN's NCHW->NHWC conversion of the input,
+often an NHWC->NCHW one of the output, and a separate bias add over the whole output
+(25_Conv2d_Min_Tanh_Tanh: conversions 0.41 + 1.14 ms, the bias 1.64 ms, the convolution
+1.55 ms); inductor calls the convolution with bias=None on channels-last operands and
+adds the bias in its fused epilogue. cudnn.benchmark changes nothing on these shapes.
+The rules coder now adds a convolution's bias in the kernel that reads the result
+(coder/rules/conv_bias.hpp); the channels-last layout is what is left.
 
 For each problem file, on the GPU (seed 42 for the weights as KernelBench's evaluator
 draws them, the problem's own get_inputs):
@@ -14,7 +24,7 @@ draws them, the problem's own get_inputs):
     device time), and inductor's generated code (run_and_get_code).
 Writes OUT/NAME.code.py (inductor's code) and one JSON line per problem on stdout.
 
-  compile_probe.py [--reps 20] [--out DIR] PROBLEM.py...
+  python3 bench/probes/compile_probe.py [--reps 20] [--out DIR] PROBLEM.py...
 """
 import argparse
 import json
@@ -22,7 +32,8 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+# cli/side_by_side.py (the measurement `kernelskill bench` embeds) times as the bench does.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cli"))
 import side_by_side as sbs  # noqa: E402
 
 

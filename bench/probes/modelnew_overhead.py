@@ -1,6 +1,14 @@
 #!/usr/bin/env python3
-"""Where an exported ModelNew's time goes, beside the problem's own Model (issue 17: the
-side by side found ours ~80 us slower than the run's reviews on every problem).
+"""Where an exported ModelNew's time goes, beside the problem's own Model (the side by
+side found ours ~80 us slower than the run's reviews on every problem).
+
+Conclusion (H200, 2026-12-02; docs/benchmarks.md, second run): the Python side of
+ModelNew (argument binding, the parameters' lookup) cost 15-35 us a call and the
+launcher's dispatcher steps 35-45 us each (schema parsing, the boxed call, a copy of
+the op's result into its declared buffer). On 3 ms problems that host time hides
+behind the timed call's L2 flush; on 12_Matmul_with_diagonal_matrices_ (a 0.035 ms
+kernel) it does not. Since then ModelNew's usual call skips inspect's binding and a
+library step's result is taken as its buffer instead of copied (gpu/result_adoption.hpp).
 
 For each named problem of a `kernelskill bench` directory (its problem copy, its exported
 model, the model's build under measure/build), on the GPU:
@@ -14,7 +22,7 @@ model, the model's build under measure/build), on the GPU:
     hide the host's time behind).
 One JSON line per problem on stdout.
 
-  modelnew_overhead.py BENCH_DIR NAME... [--reps 20] [--variant full]
+  python3 bench/probes/modelnew_overhead.py BENCH_DIR NAME... [--reps 20] [--variant full]
 """
 import argparse
 import json
@@ -23,7 +31,8 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+# cli/side_by_side.py (the measurement `kernelskill bench` embeds) times as the bench does.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cli"))
 import side_by_side as sbs  # noqa: E402
 
 
