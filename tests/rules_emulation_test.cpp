@@ -1,6 +1,6 @@
 // Runs the rules coder's candidates on the CPU (tests/kernel_emulator.hpp) at each
 // task's `cpu` size and compares them with the LibTorch reference: the correctness
-// check that needs no GPU. The GPU review (bench/rules_review.sh) stays the judge.
+// check that needs no GPU. The GPU review (bench/ops/review_seeds.sh) stays the judge.
 #include "tests/catch_torch.hpp"
 
 #include <ATen/ATen.h>

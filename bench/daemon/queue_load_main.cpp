@@ -1,5 +1,5 @@
 // ks-queue-load: fills a running daemon's queue through its API and reads it back, for
-// bench/daemon_queue_rss.sh (the daemon's memory with a long queue). Prints one
+// bench/daemon/queue_rss.sh (the daemon's memory with a long queue). Prints one
 // "key value" line per measurement on stdout.
 //
 //   ks-queue-load --server URL --task FILE [--count N] [--token-env NAME]

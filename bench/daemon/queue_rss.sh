@@ -7,22 +7,23 @@
 # The design target (docs/daemon.md): the queue lives in RocksDB, not in RAM, so the
 # daemon's memory stays bounded as the queue grows.
 #
-#   bench/daemon_queue_rss.sh [BUILD_DIR]         (default: build)
-#   COUNT=10000 bench/daemon_queue_rss.sh build   (a longer queue)
+#   bench/run.sh daemon-queue                    (builds kernelskill, ks-queue-load)
+#   BUILD=build bench/daemon/queue_rss.sh         (an existing build)
+#   COUNT=10000 ...                               (a longer queue; default 1000)
 #   READS=8 ...                                   (more full read passes; default 5)
 #   GPUS='local: [0]' ...                         (default 'local: none': nothing runs,
 #                                                  every task stays queued)
 # Needs the targets kernelskill and ks-queue-load; no GPU.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill ks-queue-load
+root=$bench_root
+build=$BUILD
 count=${COUNT:-1000}
 gpus=${GPUS:-"local: none"}
 ks="$build/bin/kernelskill"
 load="$build/bin/ks-queue-load"
-for bin in "$ks" "$load"; do
-  [ -x "$bin" ] || { echo "daemon_queue_rss: $bin is missing; build it first" >&2; exit 2; }
-done
 
 work=$(mktemp -d /tmp/ks-queue-rss.XXXXXX)
 pid=""

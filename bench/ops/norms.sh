@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# On the GPU machine (issue 17, items 1 and 4): the norms, reductions and scans that
-# few long rows, channel reductions and flips made slow — KernelBench level 1's
-# LayerNorm, GroupNorm, InstanceNorm, RMSNorm, reverse and exclusive cumsum — at
-# KernelBench's published sizes and at one other shape each, ours (the rules coder's
-# seeds, the better of two by our own review) against eager and torch.compile in one
-# process (cli/side_by_side.py: L2 flushed, alternated, median), every kernel checked
-# against eager on 3 fresh inputs at 1e-4 and rerun for the same bits.
+# The norms, reductions and scans that few long rows, channel reductions and flips made
+# slow -- KernelBench level 1's LayerNorm, GroupNorm, InstanceNorm, RMSNorm, reverse and
+# exclusive cumsum -- at KernelBench's published sizes and at one other shape each, ours
+# (the rules coder's seeds, the better of two by our own review) against eager and
+# torch.compile in one process (cli/side_by_side.py: L2 flushed, alternated, median),
+# every kernel checked against eager on 3 fresh inputs at 1e-4 and rerun for the same
+# bits. On the GPU machine.
 #
-#   source .devdeps/env.sh && bench/norms_gpu.sh            (repository root)
-#   OUT=DIR (default norms-gpu-out) gets tasks/, lower/, models/, review.txt,
-#   side_by_side.json, side_by_side.md.
-#   STAGES="build tasks lower review export prebuild compare" (default: all) picks
-#   stages, so that a 10-minute budget can take them in two or three calls, e.g.
-#   STAGES="build tasks lower review export prebuild", then STAGES=compare.
+#   bench/run.sh norms                       (builds kernelskill and kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/ops/norms.sh
+#   OUT gets tasks/, lower/, models/, review.txt, side_by_side.json, side_by_side.md.
+#   STAGES="tasks lower review export prebuild compare" (default: all) picks stages, so
+#   that a 10-minute budget can take them in two or three calls, e.g.
+#   STAGES="tasks lower review export prebuild", then STAGES=compare.
 #   ONLY="layer_norm group_norm" limits the problems (a prefix of the task names).
 #   REPS=20 TRIALS=3 SEEDS=2 COMPILE_TIMEOUT=240 as for side_by_side.py.
 #
@@ -22,27 +22,17 @@
 # which would hide a kernel that ignored them). Each has a small `cpu` size for the
 # graph export; the templates choose their forms from the declared shapes.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-out=${OUT:-norms-gpu-out}
-build=${BUILD:-build-gpu}
-stages=" ${STAGES:-build tasks lower review export prebuild compare} "
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu || exit 2
+out=$OUT
+stages=" ${STAGES:-tasks lower review export prebuild compare} "
 has() { [[ "$stages" == *" $1 "* ]]; }
 seeds=${SEEDS:-2}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-log() { echo "norms_gpu: $*" | tee -a "$out/session.log" >&2; }
+log() { echo "norms: $*" | tee -a "$out/session.log" >&2; }
 
-if has build; then
-  [ -f .devdeps/env.sh ] && source .devdeps/env.sh
-  if ! { cmake -S . -B "$build" -G Ninja ${KS_CMAKE_ARGS:-} && cmake --build "$build" -j16 --target kernelskill kernelskill-gpu; } \
-      >"$out/build.log" 2>&1; then
-    tail -30 "$out/build.log"; log "build failed"; exit 1
-  fi
-  log "built $build"
-fi
-ks="$root/$build/bin/kernelskill"
-gpu="$root/$build/bin/kernelskill-gpu"
+ks="$BUILD/bin/kernelskill"
+gpu="$BUILD/bin/kernelskill-gpu"
 
 # One task: NAME ARGS BODY X_SHAPE CPU_X [PARAM_SHAPE CPU_PARAM] (weight and bias share
 # a shape).
@@ -50,7 +40,7 @@ task() {
   local name=$1 args=$2 body=$3 xs=$4 cx=$5 ps=${6:-} cp=${7:-}
   {
     echo "name: $name"
-    echo "description: \"issue 17 bench: $body\""
+    echo "description: \"norms bench: $body\""
     echo "reference:"
     echo "  torchscript: |"
     echo "    def forward($args):"
@@ -132,7 +122,7 @@ if has review; then
     done
   done
   # One line a seed, and the better correct seed of each task (by our review).
-  python3 - "$out" "${tasks[@]}" <<'PY' | tee "$out/review.txt"
+  "$PYTHON" - "$out" "${tasks[@]}" <<'PY' | tee "$out/review.txt"
 import json, os, sys
 out, tasks = sys.argv[1], sys.argv[2:]
 best = {}
@@ -162,7 +152,7 @@ if has export; then
   mkdir -p "$out/models"
   for t in "${tasks[@]}"; do
     n=$(basename "$t" .yaml)
-    s=$(python3 -c "import json,sys; print(json.load(open('$out/best_seed.json')).get('$n', ''))" 2>/dev/null)
+    s=$("$PYTHON" -c "import json,sys; print(json.load(open('$out/best_seed.json')).get('$n', ''))" 2>/dev/null)
     [ -n "$s" ] || { log "$n: no correct seed to export"; continue; }
     "$ks" export --task "$t" --kernel "$out/lower/$n/$s.cu" --plan "$out/lower/$n/$s.yaml" --out "$out/models/$n.py" \
       >>"$out/session.log" 2>&1 || log "$n: export failed"
@@ -171,16 +161,16 @@ if has export; then
 fi
 
 if has prebuild; then
-  MAX_JOBS=2 python3 cli/side_by_side.py --prebuild --models "$out/models" --jobs 8 | tee -a "$out/session.log"
+  MAX_JOBS=2 "$PYTHON" cli/side_by_side.py --prebuild --models "$out/models" --jobs 8 | tee -a "$out/session.log"
 fi
 
 if has compare; then
-  TORCHINDUCTOR_COMPILE_THREADS=8 PYTHONUNBUFFERED=1 python3 cli/side_by_side.py --models "$out/models" \
+  TORCHINDUCTOR_COMPILE_THREADS=8 PYTHONUNBUFFERED=1 "$PYTHON" cli/side_by_side.py --models "$out/models" \
     --trials "${TRIALS:-3}" --reps "${REPS:-20}" --compile-timeout "${COMPILE_TIMEOUT:-240}" --rerun-bits \
     --out "$out/side_by_side.json" --md "$out/side_by_side.md" "${tasks[@]}" >"$out/side_by_side.log" 2>&1
   log "side by side: exit $?"
   cat "$out/side_by_side.md"
-  python3 - "$out/side_by_side.json" <<'PY'
+  "$PYTHON" - "$out/side_by_side.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 print()

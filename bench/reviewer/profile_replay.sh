@@ -1,35 +1,31 @@
 #!/usr/bin/env bash
-# Issue 16 item 3, on the GPU machine: what the CUPTI profile costs a review at
+# On the GPU machine: what the CUPTI profile costs a review at
 # KernelBench's published sizes under each replay mode (gpus.profile_replay), and
 # whether the two modes report the same metrics.
 #
-#   bench/profile_replay.sh KERNELBENCH_DIR [PROBLEM ...]   (repository root, .devdeps carried)
+#   bench/run.sh profile-replay KERNELBENCH_DIR [PROBLEM ...]  (builds kernelskill, kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/reviewer/profile_replay.sh KERNELBENCH_DIR [PROBLEM ...]
 #
 # For each KernelBench level-1 problem named (default: 19_ReLU 23_Softmax 40_LayerNorm
 # 47_Sum_reduction_over_a_dimension): import it, lower one seed with the rules coder,
 # and review that seed with `kernelskill-gpu --review --trials 1 --json` once per replay
 # mode (user first; kernel only for problems listed in KERNEL_REPLAY, default the first,
 # since it costs minutes at these sizes). Then the three example plans of
-# bench/profile_vs_ncu.sh at their own sizes in both modes. Writes $OUT/replay.md (the
+# bench/reviewer/profile_vs_ncu.sh at their own sizes in both modes. Writes OUT/replay.md (the
 # review's phase times per mode, and each metric under both modes) and the JSON.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-kb=${1:?usage: bench/profile_replay.sh KERNELBENCH_DIR [PROBLEM ...]}
+kb=${1:?usage: bench/reviewer/profile_replay.sh KERNELBENCH_DIR [PROBLEM ...]}
 shift
 problems=("$@")
 [ ${#problems[@]} -gt 0 ] || problems=(19_ReLU 23_Softmax 40_LayerNorm 47_Sum_reduction_over_a_dimension)
 kernel_replay=${KERNEL_REPLAY:-${problems[0]}}
-out=${OUT:-profile-replay-out}
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu || exit 2
+out=$OUT
 work=${WORK:-/tmp/profile-replay}
-build=${BUILD:-build-gpu}
-mkdir -p "$out" "$work/problems" "$work/out"
-source .devdeps/env.sh
-if [ -z "${SKIP_BUILD:-}" ]; then
-  if ! { cmake -S . -B "$build" -G Ninja $KS_CMAKE_ARGS && cmake --build "$build" -j16; } >"$out/build.log" 2>&1; then
-    tail -30 "$out/build.log"; echo "profile_replay: build failed"; exit 1
-  fi
-fi
-bin="$build/bin"
+mkdir -p "$work/problems" "$work/out"
+bin="$BUILD/bin"
 for p in "${problems[@]}"; do cp "$kb/level1/$p.py" "$work/problems/"; done
 "$bin/kernelskill" import kernelbench "$work/problems" --out "$work/tasks" >"$work/out/import.log" 2>&1 || tail -5 "$work/out/import.log"
 res="$work/out"  # per-review JSON and logs; packed into $OUT/profile-replay.tgz at the end
@@ -40,7 +36,7 @@ review() {  # name task cu plan mode
     --profile-replay "$mode" --json --log-level info >"$res/$name.$mode.json" 2>"$res/$name.$mode.log"
   local rc=$?
   t1=$(date +%s.%N)
-  echo "$name $mode exit $rc wall $(python3 -c "print(round($t1-$t0,1))") s" | tee -a "$out/walls.txt"
+  echo "$name $mode exit $rc wall $("$PYTHON" -c "print(round($t1-$t0,1))") s" | tee -a "$out/walls.txt"
 }
 for p in "${problems[@]}"; do
   task="$work/tasks/problems/$p.yaml"
@@ -68,7 +64,7 @@ for e in "relu $work/relu.yaml" "gelu_vec4 examples/tasks/gelu.yaml" "softmax_ro
   set -- $e
   for mode in user kernel; do review "$1" "$2" "examples/plans/$1.cu" "examples/plans/$1.yaml" $mode; done
 done
-python3 - "$res" <<'PY' >"$out/replay.md"
+"$PYTHON" - "$res" <<'PY' >"$out/replay.md"
 import glob, json, os, sys
 out = sys.argv[1]
 runs = {}

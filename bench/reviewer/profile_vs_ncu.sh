@@ -5,14 +5,18 @@
 # review under `ncu --clock-control none` with the worker's profiler off (ncu holds
 # the counters), and a table of both values per metric.
 #
-#   bench/profile_vs_ncu.sh [BUILD_DIR] [OUT_DIR]     (defaults: build-gpu, a temp dir)
+#   bench/run.sh profile-vs-ncu                    (builds kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/reviewer/profile_vs_ncu.sh
+# OUT gets each review's JSON and ncu's CSV.
 #
-# Needs a GPU, ncu on PATH and python3.
+# Needs a GPU, ncu on PATH and Python.
 set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-build-gpu}"
-out="${2:-$(mktemp -d)}"
-bin="$build/bin/kernelskill-gpu"
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill-gpu || exit 2
+root=$bench_root
+out=$OUT
+bin="$BUILD/bin/kernelskill-gpu"
 plans="$root/examples/plans"
 mkdir -p "$out/tasks"
 
@@ -53,7 +57,7 @@ for e in "${examples[@]}"; do
     "$bin" "${common[@]}" --no-profile >"$out/$name.ncu.csv" 2>"$out/$name.ncu.err"
 done
 
-python3 - "$out" "${examples[@]}" <<'EOF'
+"$PYTHON" - "$out" "${examples[@]}" <<'EOF'
 import csv, io, json, os, sys
 out = sys.argv[1]
 names = {  # ours -> ncu

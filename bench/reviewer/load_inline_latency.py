@@ -2,7 +2,7 @@
 """How long a PyTorch load_inline build of a kernel takes: the third column of the
 compile-latency table (beside ks-compile-latency's NVRTC and nvcc -cubin).
 
-    python3 bench/load_inline_latency.py [--reps N] MODEL.py ...
+    python3 bench/reviewer/load_inline_latency.py [--reps N] MODEL.py ...
 
 Each MODEL.py is a `kernelskill export` file: the kernel's device code plus the
 generated launcher, built by its load_extension() with

@@ -4,25 +4,27 @@
 # (status, max abs error, candidate and reference medians, speedup), then per task the
 # best correct seed, the count of correct tasks and the geometric-mean best speedup.
 #
-#   bench/rules_review.sh [BUILD_DIR] [OUT_DIR] [TASK.yaml ...]
-#     defaults: build-gpu, a temp dir, examples/tasks/*.yaml bench/suites/ops/*.yaml
-#   SEEDS=N (default 4), TRIALS=N (default 3) in the environment.
+#   bench/run.sh ops-seeds [TASK.yaml ...]      (builds kernelskill and kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/ops/review_seeds.sh [TASK.yaml ...]
+#     default tasks: examples/tasks/*.yaml bench/suites/ops/*.yaml
+#   SEEDS=N (default 4), TRIALS=N (default 3) in the environment. OUT/TASK/ holds each
+#   task's seeds, their review JSON and logs.
 #
-# Needs a GPU and python3 (for the summary). Exit status 1 if some task has no
-# correct seed.
+# Needs a GPU and Python (for the summary). Exit status 1 if some task has no correct
+# seed.
 set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-build-gpu}"
-out="${2:-$(mktemp -d)}"
-shift 2 2>/dev/null || shift $#
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu || exit 2
+root=$bench_root
+out=$OUT
 tasks=("$@")
 if [ ${#tasks[@]} -eq 0 ]; then tasks=("$root"/examples/tasks/*.yaml "$root"/bench/suites/ops/*.yaml); fi
 seeds="${SEEDS:-4}"
 trials="${TRIALS:-3}"
-ks="$build/bin/kernelskill"
-gpu="$build/bin/kernelskill-gpu"
-mkdir -p "$out"
-echo "rules_review: ${#tasks[@]} tasks, up to $seeds seeds each; results in $out" >&2
+ks="$BUILD/bin/kernelskill"
+gpu="$BUILD/bin/kernelskill-gpu"
+echo "review_seeds: ${#tasks[@]} tasks, up to $seeds seeds each; results in $out" >&2
 
 for task in "${tasks[@]}"; do
   name="$(basename "$task" .yaml)"
@@ -39,7 +41,7 @@ for task in "${tasks[@]}"; do
   done
 done
 
-python3 - "$out" "${tasks[@]}" <<'PY'
+"$PYTHON" - "$out" "${tasks[@]}" <<'PY'
 import json, math, os, sys
 out, tasks = sys.argv[1], sys.argv[2:]
 print(f"{'task':28} {'seed':7} {'status':16} {'max err':>9} {'cand ms':>9} {'ref ms':>9} {'speedup':>8}  recipe / message")

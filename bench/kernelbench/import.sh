@@ -4,22 +4,27 @@
 # and prints how many of each level imported, how (input programs, tracing, weights),
 # what the failures were, and how long it took. The numbers go to docs/kernelbench.md.
 #
-#   bench/kernelbench_import.sh KERNELBENCH_DIR [BUILD_DIR] [OUT_DIR]
+#   bench/run.sh kb-import KERNELBENCH_DIR       (builds kernelskill and kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/kernelbench/import.sh KERNELBENCH_DIR
 #     KERNELBENCH_DIR: the repository's KernelBench/ folder (level1/, level2/, level3/)
-#   PYTHON (default python3) and JOBS (default: half the cores) in the environment.
+#   JOBS (default: half the cores); WORK (default BUILD/kernelbench-import, emptied
+#   first) gets the tasks. OUT gets import.log, import-report.json and summary.md.
 set -uo pipefail
-kb=${1:?usage: bench/kernelbench_import.sh KERNELBENCH_DIR [BUILD_DIR] [OUT_DIR]}
-build=${2:-build}
-out=${3:-kernelbench-import}
+kb=${1:?usage: bench/kernelbench/import.sh KERNELBENCH_DIR}
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill || exit 2
+work=${WORK:-$BUILD/kernelbench-import}
 jobs=${JOBS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))}
-rm -rf "$out" && mkdir -p "$out"
+rm -rf "$work" && mkdir -p "$work"
 t0=$(date +%s)
 levels=()
 for l in level1 level2 level3; do [ -d "$kb/$l" ] && levels+=("$kb/$l"); done
-"$build/bin/kernelskill" import kernelbench "${levels[@]}" --out "$out/tasks" \
-  --python "${PYTHON:-python3}" --jobs "$jobs" 2>"$out/import.log"
+"$BUILD/bin/kernelskill" import kernelbench "${levels[@]}" --out "$work/tasks" \
+  --python "$PYTHON" --jobs "$jobs" 2>"$OUT/import.log"
 t1=$(date +%s)
-python3 - "$out/tasks/import-report.json" "$((t1 - t0))" "$jobs" <<'PY'
+cp "$work/tasks/import-report.json" "$OUT/" 2>/dev/null
+"$PYTHON" - "$work/tasks/import-report.json" "$((t1 - t0))" "$jobs" <<'PY' | tee "$OUT/summary.md"
 import collections, json, sys
 rows = json.load(open(sys.argv[1]))
 by = collections.defaultdict(list)

@@ -5,14 +5,18 @@
 # tasks; relu, matmul_bias_relu and l2_normalize get tasks written here (the example
 # tasks with those names compute something else, or do not exist).
 #
-#   bench/review_examples.sh [BUILD_DIR] [OUT_DIR]     (defaults: build-gpu, a temp dir)
+#   bench/run.sh review-examples                  (builds kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/reviewer/examples.sh
+# OUT gets the tasks written here and each review's JSON.
 #
-# Needs a GPU and python3 (for the summary). Exit status 1 if any review is not ok.
+# Needs a GPU and Python (for the summary). Exit status 1 if any review is not ok.
 set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-build-gpu}"
-out="${2:-$(mktemp -d)}"
-bin="$build/bin/kernelskill-gpu"
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill-gpu || exit 2
+root=$bench_root
+out=$OUT
+bin="$BUILD/bin/kernelskill-gpu"
 plans="$root/examples/plans"
 tasks="$out/tasks"
 mkdir -p "$tasks"
@@ -64,7 +68,7 @@ review softmax_rows "$root/examples/tasks/softmax.yaml"
 review matmul_bias_relu "$tasks/matmul_bias_relu.yaml"
 review l2_normalize "$tasks/l2_normalize.yaml"
 
-python3 - "$out" <<'EOF'
+"$PYTHON" - "$out" <<'EOF'
 import json, sys, os
 out = sys.argv[1]
 print(f"{'example':18} {'status':10} {'cand ms':>9} {'ref ms':>9} {'speedup':>8} {'runs':>9}  flags / message")

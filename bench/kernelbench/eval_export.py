@@ -1,7 +1,7 @@
 """KernelBench's own evaluator on what `kernelskill export` writes for imported KernelBench
-problems (issue 15 item 3). Run by bench/kernelbench_eval_export.sh on the GPU machine.
+problems. Run by bench/kernelbench/eval_export.sh on the GPU machine.
 
-    python3 bench/kernelbench_eval_export.py --kb-src .devdeps/KernelBench/src \\
+    python3 bench/kernelbench/eval_export.py --kb-src .devdeps/KernelBench/src \\
         --manifest WORK/manifest.json --work WORK --out OUT [--trials 5] [--perf-trials 100] \\
         [--jobs 8] [--eval-jobs 1] [--deadline UNIX_SECONDS] [--timeout-s 300]
 

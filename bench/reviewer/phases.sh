@@ -1,35 +1,32 @@
 #!/usr/bin/env bash
 # Where a review's time goes at a large input size, with inputs drawn on the device and
 # on the CPU (review.draw_inputs, docs/reviewer.md "Where inputs are drawn"): on the GPU
-# machine, builds kernelskill-gpu into build-gpu and reviews examples/plans/relu against
+# machine, reviews examples/plans/relu against
 # two relu tasks over one ROWS x COLS float32 input (default 4096 x 393216: 6.4 GB), one
 # drawn from a distribution and one made by an input_program. Each review is a fresh
 # process (`--repeat 2`: the first review pays for the task, the second is a warm
 # candidate) and prints its phase times; `--run-reference` prints the draw alone.
 #
-#   bench/review_phases.sh                  (repository root, .devdeps carried)
-#   ROWS=4096 COLS=393216 TRIALS=5 MODES="device cpu" PROFILE=1 bench/review_phases.sh
+#   bench/run.sh review-phases                  (builds kernelskill-gpu)
+#   ROWS=4096 COLS=393216 TRIALS=5 MODES="device cpu" PROFILE=1 bench/run.sh review-phases
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/reviewer/phases.sh
 #
 # PROFILE=1 keeps the CUPTI profile in the reviews (left out by default: it is measured
-# elsewhere and would hide the other phases). Logs go to $OUT (or ./review-phases-out).
+# elsewhere and would hide the other phases). Logs and summary.txt go to OUT.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-review-phases-out}
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill-gpu || exit 2
+out=$OUT
 rows=${ROWS:-4096}
 cols=${COLS:-393216}
 trials=${TRIALS:-5}
 modes=${MODES:-device cpu}
 noprof=--no-profile
 [ -n "${PROFILE:-}" ] && noprof=
-mkdir -p "$out"
-[ -f .devdeps/env.sh ] && source .devdeps/env.sh
-t0=$(date +%s)
-if ! { cmake -S . -B build-gpu -G Ninja ${KS_CMAKE_ARGS:-} && cmake --build build-gpu -j16 --target kernelskill-gpu; } >"$out/build.log" 2>&1; then
-  tail -30 "$out/build.log"; echo "review_phases: build failed"; exit 1
-fi
 t1=$(date +%s)
-gpu=build-gpu/bin/kernelskill-gpu
-{ nvidia-smi -L; git log -1 --format=%H 2>/dev/null; } >"$out/env.txt" 2>&1
+gpu=$BUILD/bin/kernelskill-gpu
+bench_record_env "$out/env.txt"
 
 cat >"$out/relu_large.yaml" <<EOF
 name: relu_large
@@ -69,10 +66,10 @@ for task in relu_large relu_large_program; do
       --log-level warn >>"$log" 2>&1
     rc=$?
     e=$(date +%s.%N)
-    echo "== $task, --review --draw-inputs $mode (exit $rc, process wall $(python3 -c "print(f'{$e - $s:.1f}')") s)" >>"$summary"
+    echo "== $task, --review --draw-inputs $mode (exit $rc, process wall $("$PYTHON" -c "print(f'{$e - $s:.1f}')") s)" >>"$summary"
     grep -E "^reviewer::create|^review [0-9]+ of|^  time:" "$log" >>"$summary"
   done
 done
 t2=$(date +%s)
-echo "review_phases: build $((t1 - t0)) s; reviews $((t2 - t1)) s" >>"$summary"
+echo "review_phases: reviews $((t2 - t1)) s" >>"$summary"
 cat "$summary"

@@ -1,62 +1,54 @@
 #!/usr/bin/env bash
-# The rules coder against PyTorch eager and torch.compile, on the GPU machine, in one call:
-#   1. build kernelskill and kernelskill-gpu (BUILD, default /tmp/ks-build-gb: outside
-#      the copied tree, so a warm machine keeps it between calls)
-#   2. `kernelskill run` (rules backend, the default) over the tasks: examples/tasks and
+# The ops suite: the rules coder against PyTorch eager and torch.compile, on the GPU
+# machine, in one call (docs/benchmarks.md's ops table):
+#   1. `kernelskill run` (rules backend, the default) over the tasks: examples/tasks and
 #      bench/suites/ops unless TASK files are given
-#   3. `kernelskill export` of every task's best kernel: MODELS/TASK.py (ModelNew)
-#   4. cli/side_by_side.py --prebuild: the load_inline builds, in parallel processes,
+#   2. `kernelskill export` of every task's best kernel: MODELS/TASK.py (ModelNew), each
+#      exported and built as soon as the run writes the task's outcome (CPU only)
+#   3. cli/side_by_side.py --prebuild: the load_inline builds left, in parallel processes,
 #      and --warm-compile: torch.compile once per task, in parallel processes, so that
 #      the side-by-side's torch.compile is served by inductor's on-disk caches
-#   5. cli/side_by_side.py: eager, torch.compile and ours in one process per GPU (the
+#   4. cli/side_by_side.py: eager, torch.compile and ours in one process per GPU (the
 #      tasks dealt round-robin over the GPUs), merged into one table
-# Results go to OUT_DIR as a few flat files: session.log, run_summary.md,
-# side_by_side.md, side_by_side.json, prebuild.txt, models.tar.gz.
+# Results go to OUT: session.log, run_summary.md, side_by_side.md, side_by_side.json,
+# prebuild.txt, models.tar.gz and logs/ (the run's stderr, each side-by-side process's
+# log, the warm-ups' and the follower's).
 #
-#   source .devdeps/env.sh && bench/suite_gpu.sh OUT_DIR [TASK.yaml ...]
-#   SEEDS (2) ROUNDS (1) TRIALS (3, the reviews) SBS_TRIALS (3, side by side) REPS (30)
-#   BUDGET (seconds for the whole call, 570)
-#   GPUS="0 1" (default: all) the GPUs to use
-#   SKIP_BUILD=1 reuses BUILD as it is; STAGES="run export prebuild warm compare" picks
-#   stages; MODELS=DIR and RUN_DIR=DIR use exported models and a run from an earlier call.
+#   bench/run.sh ops [TASK.yaml ...]           (builds kernelskill and kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/ops/side_by_side.sh [TASK.yaml ...]
+# The defaults are the settings of the published table: SEEDS (2) ROUNDS (1) TRIALS (2,
+# the run's reviews) SBS_TRIALS (3, side by side) REPS (30) COMPILE_TIMEOUT (60 s)
+# WARM_PROCS (8) FOLLOW_JOBS (8); BUDGET (520 s for all of it: a device call is 600 s
+# with the build) of which RESERVE (150) is kept from the run for what follows it and
+# COMPARE_RESERVE (100) from the builds and warm-ups for the side by side.
+#   GPUS="0 1" (default: all) the GPUs to use; WORK (default /tmp/ks-suite) the working
+#   directory; STAGES="run export prebuild warm compare" picks stages; MODELS=DIR and
+#   RUN_DIR=DIR use exported models and a run from an earlier call.
 set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${1:?usage: bench/suite_gpu.sh OUT_DIR [TASK.yaml ...]}"
-shift
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu || exit 2
+root=$bench_root
+out=$OUT
 tasks=("$@")
 if [ ${#tasks[@]} -eq 0 ]; then tasks=("$root"/examples/tasks/*.yaml "$root"/bench/suites/ops/*.yaml); fi
-build="${BUILD:-/tmp/ks-build-gb}"
 work="${WORK:-/tmp/ks-suite}"
 stages="${STAGES:-run export prebuild warm compare}"
-budget="${BUDGET:-570}"
-t0=$(date +%s)
-elapsed() { echo $(( $(date +%s) - t0 )); }
-left() { echo $(( budget - $(elapsed) )); }
-log() { echo "[$(elapsed) s] $*" | tee -a "$out/session.log"; }
+budget="${BUDGET:-520}"
+left() { bench_left "$budget"; }
+log() { bench_log "$@"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
-cd "$root"
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$ngpu" -ge 1 ] || ngpu=1
 read -r -a gpus <<<"${GPUS:-$(seq -s ' ' 0 $(( ngpu - 1 )))}"   # GPUS="1": only GPU 1
 ngpu=${#gpus[@]}
-log "suite_gpu: ${#tasks[@]} tasks, $ngpu GPU(s), stages: $stages; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+log "ops suite: ${#tasks[@]} tasks, $ngpu GPU(s), stages: $stages; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
-if [ -z "${SKIP_BUILD:-}" ]; then
-  log "configure + build in $build"
-  cmake -S . -B "$build" -G Ninja ${KS_CMAKE_ARGS:-} -DKS_BUILD_TESTS=OFF >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-  if ! cmake --build "$build" -j"$(nproc)" --target kernelskill kernelskill-gpu ks-compile-latency >>"$out/build.log" 2>&1; then
-    grep -E "error|FAILED" "$out/build.log" | head -30 | tee -a "$out/session.log"
-    exit 1
-  fi
-  log "built"
-fi
-ks="$build/bin/kernelskill"
+ks="$BUILD/bin/kernelskill"
 
 models="${MODELS:-$work/models}"
 declare -A task_name=()
-while read -r path name; do task_name[$path]=$name; done < <(python3 -c '
+while read -r path name; do task_name[$path]=$name; done < <("$PYTHON" -c '
 import sys, yaml
 for p in sys.argv[1:]: print(p, yaml.safe_load(open(p))["name"])' "${tasks[@]}")
 
@@ -79,8 +71,8 @@ follow() {
       [ -f "$run_dir/tasks/$name/outcome.json" ] || continue
       seen[$name]=1
       export_one "$t" || continue
-      while [ "$(jobs -rp | wc -l)" -ge "${FOLLOW_JOBS:-12}" ]; do sleep 1; done
-      MAX_JOBS=2 python3 "$root/cli/side_by_side.py" --build-one "$models/$name.py" --models "$models" &
+      while [ "$(jobs -rp | wc -l)" -ge "${FOLLOW_JOBS:-8}" ]; do sleep 1; done
+      MAX_JOBS=2 "$PYTHON" "$root/cli/side_by_side.py" --build-one "$models/$name.py" --models "$models" &
     done
     [ $fin = 1 ] && break
     sleep 2
@@ -99,11 +91,11 @@ if has run; then
     for t in "${tasks[@]}"; do echo "  - $(cd "$(dirname "$t")" && pwd)/$(basename "$t")"; done
     echo "gpus: {local: [$(IFS=,; echo "${gpus[*]}")]}"
     echo "budgets: {seeds: ${SEEDS:-2}, rounds: ${ROUNDS:-1}, repair_attempts: 1, tasks_in_flight: $(( 2 * ngpu ))}"
-    echo "review: {trials: ${TRIALS:-3}}"
+    echo "review: {trials: ${TRIALS:-2}}"
     echo "memory: {path: \"$work/memory\"}"
     echo "output: {dir: \"$run_dir\"}"
   } >"$work/experiment.yaml"
-  t=$(( $(left) - ${RESERVE:-200} )); [ $t -lt 60 ] && t=60
+  t=$(( $(left) - ${RESERVE:-150} )); [ $t -lt 60 ] && t=60
   follower=""
   if has export && has prebuild; then
     # Export and build each task's module as soon as the run has written its outcome
@@ -142,12 +134,12 @@ fi
 # 4. Build the extensions in parallel and, beside it, fill torch.compile's caches
 #    (WARM_PROCS processes, the tasks dealt round-robin over them and the GPUs).
 if has prebuild || has warm; then
-  t=$(( $(left) - ${COMPARE_RESERVE:-200} )); [ $t -lt 60 ] && t=60
+  t=$(( $(left) - ${COMPARE_RESERVE:-100} )); [ $t -lt 60 ] && t=60
   pids=()
   if has prebuild; then
     pj=$(( $(nproc) / 3 )); [ $pj -ge 1 ] || pj=1
     log "prebuild (load_inline, $pj processes, at most $t s)"
-    MAX_JOBS=2 timeout -k 5 $t python3 "$root/cli/side_by_side.py" --prebuild --models "$models" \
+    MAX_JOBS=2 timeout -k 5 $t "$PYTHON" "$root/cli/side_by_side.py" --prebuild --models "$models" \
       --jobs $pj >"$out/prebuild.txt" 2>&1 &
     pids+=($!)
   fi
@@ -158,7 +150,7 @@ if has prebuild || has warm; then
       mine=()
       for i in "${!tasks[@]}"; do [ $(( i % nw )) -eq "$w" ] && mine+=("${tasks[$i]}"); done
       [ ${#mine[@]} -gt 0 ] || continue
-      TORCHINDUCTOR_COMPILE_THREADS=4 PYTHONUNBUFFERED=1 timeout -k 5 $t python3 "$root/cli/side_by_side.py" \
+      TORCHINDUCTOR_COMPILE_THREADS=4 PYTHONUNBUFFERED=1 timeout -k 5 $t "$PYTHON" "$root/cli/side_by_side.py" \
         --warm-compile --models "$models" --device "${gpus[$(( w % ngpu ))]}" "${mine[@]}" >"$work/warm-$w.log" 2>&1 &
       pids+=($!)
     done
@@ -177,16 +169,18 @@ if has compare; then
     g=${gpus[$j]}
     mine=()
     for i in "${!tasks[@]}"; do [ $(( i % ngpu )) -eq "$j" ] && mine+=("${tasks[$i]}"); done
-    PYTHONUNBUFFERED=1 timeout -k 5 $t python3 "$root/cli/side_by_side.py" --models "$models" --run-dir "$run_dir" \
-      --device "$g" --trials "${SBS_TRIALS:-3}" --reps "${REPS:-30}" --compile-timeout "${COMPILE_TIMEOUT:-120}" \
+    PYTHONUNBUFFERED=1 timeout -k 5 $t "$PYTHON" "$root/cli/side_by_side.py" --models "$models" --run-dir "$run_dir" \
+      --device "$g" --trials "${SBS_TRIALS:-3}" --reps "${REPS:-30}" --compile-timeout "${COMPILE_TIMEOUT:-60}" \
       --out "$work/sbs-$g.json" "${mine[@]}" >"$work/sbs-$g.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  python3 "$root/cli/side_by_side.py" --merge "$work"/sbs-*.json --md "$out/side_by_side.md" >/dev/null
-  python3 -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
+  "$PYTHON" "$root/cli/side_by_side.py" --merge "$work"/sbs-*.json --md "$out/side_by_side.md" >/dev/null
+  "$PYTHON" -c 'import json, sys; json.dump([r for p in sys.argv[2:] for r in json.load(open(p))], open(sys.argv[1], "w"), indent=1)' \
     "$out/side_by_side.json" "$work"/sbs-*.json
   grep -hE "Error|error|Traceback" "$work"/sbs-*.log | head -20 >>"$out/session.log"
   tail -4 "$out/side_by_side.md" | tee -a "$out/session.log"
 fi
-log "suite_gpu done"
+mkdir -p "$out/logs"
+cp "$work"/sbs-*.log "$work"/warm-*.log "$work/follow.log" "$work/run.err" "$out/logs/" 2>/dev/null
+log "ops suite done"

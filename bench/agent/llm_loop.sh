@@ -5,14 +5,20 @@
 # spawned kernelskill-gpu worker, diagnosis and repair, planning from real profiles,
 # optimisation rounds, and the output directory. Prints the run's summary.
 #
-#   bench/agent_loop.sh [BUILD_DIR] [OUT_DIR]     (defaults: build-gpu, a temp dir)
+#   bench/run.sh agent-loop        (builds kernelskill, kernelskill-gpu, ks-scripted-llm)
+#   BUILD=DIR OUT=DIR bench/agent/llm_loop.sh
 #
 # Exit status: kernelskill run's (0 when every task ended with a correct kernel).
-# SEEDS, ROUNDS, TRIALS in the environment shrink the run (defaults 2, 3, 5).
+# SEEDS, ROUNDS, TRIALS in the environment shrink the run (defaults 2, 3, 5). The run
+# works in WORK (default a temporary directory: the tasks, the store, the output); OUT
+# gets its summary.md and relu's trajectory.
 set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-build-gpu}"
-out="${2:-$(mktemp -d)}"
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu ks-scripted-llm || exit 2
+root=$bench_root
+build=$BUILD
+out=${WORK:-$(mktemp -d)}
 mkdir -p "$out/tasks"
 
 cp "$root/bench/suites/ops/relu.yaml" "$root/examples/tasks/gelu.yaml" "$root/examples/tasks/softmax.yaml" \
@@ -41,6 +47,8 @@ YAML
 "$build/bin/kernelskill" run "$out/experiment.yaml"
 status=$?
 echo "kernelskill run exit status: $status"
-"$build/bin/kernelskill" trajectory relu --memory "$out/memory" | head -60
+"$build/bin/kernelskill" trajectory relu --memory "$out/memory" >"$OUT/relu_trajectory.txt" 2>&1
+head -60 "$OUT/relu_trajectory.txt"
+cp "$out/run/summary.md" "$OUT/" 2>/dev/null
 exec {LLM[1]}>&-
 exit $status

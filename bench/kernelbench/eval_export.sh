@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# On the GPU machine (issue 15 item 3): KernelBench's own evaluator
+# On the GPU machine: KernelBench's own evaluator
 # (eval_kernel_against_ref, imported from KernelBench's src/, never copied into this
 # repository) on the ModelNew files `kernelskill export` writes for imported KernelBench
-# problems. Builds kernelskill, imports the given problem files, lowers each with the
+# problems. Imports the given problem files, lowers each with the
 # rules coder (seed 0: a candidate at once, without a run), exports it with KernelBench's
-# interface, then runs bench/kernelbench_eval_export.py: extensions built in parallel,
+# interface, then runs bench/kernelbench/eval_export.py: extensions built in parallel,
 # each problem evaluated in its own process, one at a time on the GPU. Writes
 # $OUT/results.md and results.json (compiled, correct, runtime, ref runtime per problem)
 # and the logs of each stage.
 #
-#   bench/kernelbench_eval_export.sh PROBLEM.py|DIR ...
-#   bench/kernelbench_eval_export.sh .devdeps/KernelBench/level1/{19_ReLU,23_Softmax,33_BatchNorm}.py
-#   FROM_BENCH=build-gpu/kb-bench [VARIANT=full] bench/kernelbench_eval_export.sh
+#   bench/run.sh kb-eval PROBLEM.py|DIR ...      (builds kernelskill, kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/kernelbench/eval_export.sh PROBLEM.py|DIR ...
+#   bench/run.sh kb-eval .devdeps/KernelBench/level1/{19_ReLU,23_Softmax,33_BatchNorm}.py
+#   FROM_BENCH=build-gpu/kb-bench [VARIANT=full] bench/run.sh kb-eval
 #
 # FROM_BENCH: instead of importing and lowering, evaluate what a `kernelskill bench`
 # directory exported (variants/VARIANT/models, the best kernel of each task's run), with
@@ -19,31 +20,30 @@
 # PERF_TRIALS=0 KernelBench checks correctness alone and EVAL_JOBS (default 1) problems
 # are evaluated at once, each in its own process.
 #
-# Environment: OUT (default kernelbench-eval-out); WORK (default build-gpu/kernelbench-eval,
+# Environment: OUT, BUILD, PYTHON (bench/common.sh); WORK (default BUILD/kernelbench-eval,
 # kept between calls while the machine stays warm: a later call with the same problems
 # resumes, skipping those evaluated); KB_SRC (.devdeps/KernelBench/src); BUDGET_S (570,
 # the call's wall clock: what does not fit is listed as not evaluated); JOBS (4 problems
 # imported and lowered at once: at the published sizes a level-1 tensor is up to 7.5 GB, and
 # the graph export probes shapes on meta tensors or the GPU); LOWER_TIMEOUT_S
-# (240 per problem); TRIALS (5) and PERF_TRIALS (100), as KernelBench's run_and_check.py;
-# SKIP_BUILD=1 uses build-gpu as it is.
+# (240 per problem); TRIALS (5) and PERF_TRIALS (100), as KernelBench's run_and_check.py.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-if [ $# -eq 0 ] && [ -z "${FROM_BENCH:-}" ]; then sed -n 2,30p "$0"; exit 2; fi
+if [ $# -eq 0 ] && [ -z "${FROM_BENCH:-}" ]; then sed -n 2,29p "$0"; exit 2; fi
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
 t0=$(date +%s)
-out=${OUT:-kernelbench-eval-out}
-work=${WORK:-build-gpu/kernelbench-eval}
+out=$OUT
+work=${WORK:-$BUILD/kernelbench-eval}
 kb_src=${KB_SRC:-.devdeps/KernelBench/src}
 deadline=$((t0 + ${BUDGET_S:-570}))
 jobs=${JOBS:-4}
 mkdir -p "$out" "$work"
 [ -f "$kb_src/kernelbench/eval.py" ] || { echo "kernelbench_eval_export: $kb_src/kernelbench/eval.py not found (KB_SRC: KernelBench's src/)"; exit 2; }
-source .devdeps/env.sh
 if [ -n "${FROM_BENCH:-}" ]; then
   # The bench's exports, problems and builds: nothing to build, import or lower here.
   t1=$(date +%s); t2=$t1; t3=$t1
   what="the best kernels of kernelskill bench $FROM_BENCH, variant ${VARIANT:-full}"
-  python3 - "$FROM_BENCH" "${VARIANT:-full}" >"$work/manifest.json" <<'PY' || { echo "kernelbench_eval_export: $FROM_BENCH is not a bench directory with exports"; exit 2; }
+  "$PYTHON" - "$FROM_BENCH" "${VARIANT:-full}" >"$work/manifest.json" <<'PY' || { echo "kernelbench_eval_export: $FROM_BENCH is not a bench directory with exports"; exit 2; }
 import glob, json, os, sys
 bench, variant = os.path.abspath(sys.argv[1]), sys.argv[2]
 models = os.path.join(bench, "variants", variant, "models")
@@ -64,23 +64,19 @@ print(json.dumps(rows, indent=1))
 PY
 else
   what="rules coder, seed 0"
-# (the branch without FROM_BENCH: build, import, lower and export, at the left margin for the here-documents)
-if [ -z "${SKIP_BUILD:-}" ]; then
-  if ! { cmake -S . -B build-gpu -G Ninja $KS_CMAKE_ARGS && cmake --build build-gpu -j16 --target kernelskill kernelskill-gpu; } >"$out/build.log" 2>&1; then
-    tail -30 "$out/build.log"; echo "kernelbench_eval_export: build failed"; exit 1
-  fi
-fi
+# (the branch without FROM_BENCH: import, lower and export, at the left margin for the here-documents)
+bench_need kernelskill kernelskill-gpu || exit 2
 t1=$(date +%s)
-ks=$PWD/build-gpu/bin/kernelskill
+ks=$BUILD/bin/kernelskill
 
 # Import: one bounded child per problem; a problem that fails is reported and the rest go on.
 rm -rf "$work/tasks"
-"$ks" import kernelbench "$@" --out "$work/tasks" --python python3 --jobs "$jobs" >"$out/import.log" 2>&1
+"$ks" import kernelbench "$@" --out "$work/tasks" --python "$PYTHON" --jobs "$jobs" >"$out/import.log" 2>&1
 cp "$work/tasks/import-report.json" "$out/" 2>/dev/null
 t2=$(date +%s)
 
 # Lower (rules coder, seed 0) and export each imported task not yet evaluated.
-python3 - "$work" >"$work/to-lower.txt" <<'PY'
+"$PYTHON" - "$work" >"$work/to-lower.txt" <<'PY'
 import json, os, re, sys
 work = sys.argv[1]
 for e in json.load(open(os.path.join(work, "tasks", "import-report.json"))):
@@ -104,7 +100,7 @@ export work ks
 t3=$(date +%s)
 
 # The manifest: every problem given, with how far it got.
-python3 - "$work" >"$work/manifest.json" <<'PY'
+"$PYTHON" - "$work" >"$work/manifest.json" <<'PY'
 import json, os, re, sys
 work = sys.argv[1]
 rows = []
@@ -137,7 +133,7 @@ PY
 fi
 
 # KernelBench's evaluator.
-python3 bench/kernelbench_eval_export.py --kb-src "$kb_src" --manifest "$work/manifest.json" --work "$work" \
+"$PYTHON" bench/kernelbench/eval_export.py --kb-src "$kb_src" --manifest "$work/manifest.json" --work "$work" \
   --out "$out" --trials "${TRIALS:-5}" --perf-trials "${PERF_TRIALS:-100}" --jobs 8 --deadline "$deadline" \
   --eval-jobs "${EVAL_JOBS:-1}" --what "$what" \
   2>&1 | tee "$out/eval.log" | tail -40
@@ -145,5 +141,5 @@ t4=$(date +%s)
 cp "$work/manifest.json" "$out/"
 mkdir -p "$out/exports" "$out/logs" && cp "$work"/exports/*.py "$out/exports/" 2>/dev/null
 cp "$work"/logs/*.log "$out/logs/" 2>/dev/null
-echo "kernelbench_eval_export: build $((t1 - t0)) s, import $((t2 - t1)) s, lower+export $((t3 - t2)) s, evaluation $((t4 - t3)) s"
+echo "kernelbench_eval_export: import $((t2 - t1)) s, lower+export $((t3 - t2)) s, evaluation $((t4 - t3)) s"
 cat "$out/results.md"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# GPU nodes on the GPU machine (issue 19, docs/distributed.md), in one call of at most
-# about 8 minutes:
-#   1. build kernelskill, kernelskill-gpu and fleet_test (BUILD, default
-#      /tmp/ks-build-nodes: outside the copied tree, so a warm machine keeps it)
+# GPU nodes on the GPU machine (docs/distributed.md), in one call of at most about 8
+# minutes:
+#   1. (bench/run.sh nodes builds kernelskill, kernelskill-gpu, fleet_test and
+#      ks-scripted-gpu into BUILD)
 #   2. two node agents on one H200, each `kernelskill-gpu --listen 127.0.0.1:PORT
 #      --devices 0`, started independently of the daemon: two nodes of one GPU model
 #   3. `kernelskill run` across them (gpus: local none, remote both) on the example
@@ -15,19 +15,21 @@
 # Two nodes on one GPU share it: their reviews run side by side, so the speedups of
 # these runs are not measurements (docs/benchmarks.md has those); this checks the
 # mechanics with real workers, real CUDA faults excluded.
-# Results go to OUT_DIR: session.log, run1/ and run2/ (summary.md, run.log, the nodes'
+# Results go to OUT: session.log, run1/ and run2/ (summary.md, run.log, the nodes'
 # logs), fleet_test.log.
 #
-#   source .devdeps/env.sh && bench/nodes_gpu.sh OUT_DIR
-#   SEEDS (2) ROUNDS (2) TRIALS (3) ANSWERS (3) PORT_A (8471) PORT_B (8472)
-#   SKIP_BUILD=1 reuses BUILD as it is. WORKER_BINARY=PATH gives the nodes a stand-in
-#   worker (--worker-binary; e.g. BUILD/bin/ks-scripted-gpu to try the script without a GPU).
+#   bench/run.sh nodes
+#   BUILD=DIR OUT=DIR bench/fleet/nodes.sh
+#   SEEDS (2) ROUNDS (2) TRIALS (3) ANSWERS (3) PORT_A (8471) PORT_B (8472); WORK
+#   (default /tmp/ks-nodes). WORKER_BINARY=PATH gives the nodes a stand-in worker
+#   (--worker-binary; e.g. BUILD/bin/ks-scripted-gpu to try the script without a GPU).
 set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${1:?usage: bench/nodes_gpu.sh OUT_DIR}"
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-build="${BUILD:-/tmp/ks-build-nodes}"
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu fleet_test || exit 2
+root=$bench_root
+out=$OUT
+build=$BUILD
 work="${WORK:-/tmp/ks-nodes}"
 seeds="${SEEDS:-2}"
 rounds="${ROUNDS:-2}"
@@ -35,22 +37,9 @@ trials="${TRIALS:-3}"
 answers="${ANSWERS:-3}"
 port_a="${PORT_A:-8471}"
 port_b="${PORT_B:-8472}"
-t0=$(date +%s)
-elapsed() { echo $(( $(date +%s) - t0 )); }
-log() { echo "[$(elapsed) s] $*" | tee -a "$out/session.log"; }
-cd "$root" || exit 1
+log() { bench_log "$@"; }
 log "nodes_gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 
-if [ -z "${SKIP_BUILD:-}" ]; then
-  log "configure + build in $build"
-  cmake -S . -B "$build" -G Ninja ${KS_CMAKE_ARGS:-} >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-  if ! cmake --build "$build" -j"$(nproc)" --target kernelskill kernelskill-gpu fleet_test ks-scripted-gpu \
-      >>"$out/build.log" 2>&1; then
-    grep -E "error|FAILED" "$out/build.log" | head -30 | tee -a "$out/session.log"
-    exit 1
-  fi
-  log "built"
-fi
 bin="$build/bin"
 "$bin/kernelskill-gpu" --list-devices 2>&1 | tee -a "$out/session.log"
 

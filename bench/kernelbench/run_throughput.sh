@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 16 item 6, on the GPU machine: a whole `kernelskill run` (rules coder) over
-# KernelBench level-1 problems at their published sizes, and its throughput: tasks per
-# GPU-hour and the review phase breakdown from summary.json.
+# On the GPU machine: a whole `kernelskill run` (rules coder) over KernelBench level-1
+# problems at their published sizes, and its throughput: tasks per GPU-hour and the
+# review phase breakdown from summary.json.
 #
-#   bench/kernelbench_run.sh KERNELBENCH_DIR [N_PROBLEMS] [SECONDS]
-#       (repository root, .devdeps carried; build-gpu built, or BUILD=dir)
+#   bench/run.sh kb-throughput KERNELBENCH_DIR [N_PROBLEMS] [SECONDS]
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/kernelbench/run_throughput.sh KERNELBENCH_DIR [N_PROBLEMS] [SECONDS]
 #
 # Takes the first N_PROBLEMS (default 40) level-1 problems in KernelBench's order,
 # imports them, and runs them with SEEDS (4) seeds x ROUNDS (5) rounds, TASKS_IN_FLIGHT
@@ -12,18 +12,19 @@
 # reported as pending, and the throughput is finished tasks over the wall time. Writes
 # $OUT/run-summary.md, $OUT/run-summary.json and $OUT/run-throughput.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-kb=${1:?usage: bench/kernelbench_run.sh KERNELBENCH_DIR [N_PROBLEMS] [SECONDS]}
+kb=${1:?usage: bench/kernelbench/run_throughput.sh KERNELBENCH_DIR [N_PROBLEMS] [SECONDS]}
 n=${2:-40}
 limit=${3:-420}
-out=${OUT:-kernelbench-run-out}
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu || exit 2
+out=$OUT
 work=${WORK:-/tmp/kernelbench-run}
-build=${BUILD:-build-gpu}
-mkdir -p "$out" "$work/problems/level1"
-source .devdeps/env.sh
+build=$BUILD
+mkdir -p "$work/problems/level1"
 for f in $(ls "$kb/level1" | grep '\.py$' | sort -V | head -n "$n"); do cp "$kb/level1/$f" "$work/problems/level1/"; done
 t0=$(date +%s)
-"$build/bin/kernelskill" import kernelbench "$work/problems/level1" --out "$work/tasks" --jobs 14 \
+"$build/bin/kernelskill" import kernelbench "$work/problems/level1" --out "$work/tasks" --python "$PYTHON" --jobs 14 \
   >"$work/import.log" 2>&1
 t1=$(date +%s)
 cat >"$work/experiment.yaml" <<YAML
@@ -38,7 +39,7 @@ rc=$?
 t2=$(date +%s)
 cp "$work/run/summary.md" "$out/run-summary.md" 2>/dev/null
 cp "$work/run/summary.json" "$out/run-summary.json" 2>/dev/null
-python3 - "$work/run/summary.json" "$((t2 - t1))" "$(grep -c '\.yaml' "$work/import.log")" <<'PY' | tee "$out/run-throughput.txt"
+"$PYTHON" - "$work/run/summary.json" "$((t2 - t1))" "$(grep -c '\.yaml' "$work/import.log")" <<'PY' | tee "$out/run-throughput.txt"
 import json, sys
 path, wall, imported = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 try:
@@ -61,5 +62,5 @@ if ph:
     print("review time %.1f s (%.0f%% of the wall): " % (tot, 100 * tot / wall) +
           ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in ph.items() if k != "total_s"))
 PY
-echo "kernelbench_run: import $((t1 - t0)) s, run $((t2 - t1)) s (exit $rc)"
+echo "run_throughput: import $((t1 - t0)) s, run $((t2 - t1)) s (exit $rc)"
 tail -5 "$work/run.log"

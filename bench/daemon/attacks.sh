@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# Attacks on a real `kernelskill serve` (issue 18; docs/daemon.md, "What was tried"),
+# Attacks on a real `kernelskill serve` (docs/daemon.md, "What was tried"),
 # timed: how long a cancel takes to end the child running an endless-loop reference,
 # how fast an authorised health check is answered while SLOW slow connections
 # (slowloris) trickle their headers, and how long the daemon takes to close a trickled
 # head. Prints one line per figure.
 #
-#   bench/daemon_attacks.sh [BUILD_DIR]     (default: build)
-#   SLOW=128 bench/daemon_attacks.sh build  (slow connections; default 64)
+#   bench/run.sh daemon-attacks           (builds kernelskill, kernelskill-gpu, ks-scripted-gpu)
+#   BUILD=build bench/daemon/attacks.sh   (an existing build; SLOW=128: slow connections,
+#                                          default 64)
 # Needs kernelskill, kernelskill-gpu and ks-scripted-gpu (the stand-in GPU: no GPU
-# needed) and python3 (sockets only).
+# needed) and Python (sockets only).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu ks-scripted-gpu
+build=$BUILD
 slow=${SLOW:-64}
 ks="$build/bin/kernelskill"
-for bin in "$ks" "$build/bin/kernelskill-gpu" "$build/bin/ks-scripted-gpu"; do
-  [ -x "$bin" ] || { echo "daemon_attacks: $bin is missing; build it first" >&2; exit 2; }
-done
 
 work=$(mktemp -d /tmp/ks-attacks.XXXXXX)
 pid=""
@@ -48,7 +48,7 @@ for _ in $(seq 1 900); do
 done
 [ -n "$url" ] || { echo "daemon_attacks: the daemon did not listen within 90 s" >&2; exit 1; }
 
-DAEMON_PID=$pid URL=$url TOKEN=$token SLOW=$slow python3 - <<'PY'
+DAEMON_PID=$pid URL=$url TOKEN=$token SLOW=$slow "$PYTHON" - <<'PY'
 import json, os, socket, statistics, threading, time, urllib.request
 
 url, token, daemon, nslow = os.environ["URL"], os.environ["TOKEN"], int(os.environ["DAEMON_PID"]), int(os.environ["SLOW"])
