@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
 """PyTorch eager, torch.compile and KernelSkill's kernel, side by side in one process.
 
-    python3 bench/side_by_side.py --models DIR [--run-dir RUN] [--out RESULTS.json]
-                                  [--device N] [--trials 3] [--reps 30] [--compile-timeout 240]
-                                  [--rerun-bits] TASK.yaml ...
-    python3 bench/side_by_side.py --merge A.json B.json ... [--md TABLE.md]
+    python3 cli/side_by_side.py --models DIR [--run-dir RUN] [--out RESULTS.json]
+                                [--device N] [--trials 3] [--reps 30] [--compile-timeout 240]
+                                [--rerun-bits] TASK.yaml ...
+    python3 cli/side_by_side.py --merge A.json B.json ... [--md TABLE.md]
 
 For each task: the reference's TorchScript source (also Python) is exec'd as the eager
-function and handed to torch.compile (default mode), as bench/torch_compile_baseline.py
-does; "ours" is DIR/TASK.py, the ModelNew file `kernelskill export` wrote from the run's
-best kernel, built with load_inline (build directory DIR/build/TASK, so a prebuilt
-extension is reused: see --prebuild).
+function and handed to torch.compile (default mode); "ours" is DIR/TASK.py, the ModelNew
+file `kernelskill export` wrote from the run's best kernel, built with load_inline (build
+directory DIR/build/TASK, so a prebuilt extension is reused: see --prebuild).
 
 1. Correctness: `--trials` fresh inputs (the task's distributions, seeds 1000+k, drawn on
    the GPU by the module's get_inputs), ours against eager on the same inputs and the
@@ -135,7 +134,9 @@ def torch_setup(opts):
     import torch
     dev = torch.device("cuda", opts.device)
     torch.cuda.set_device(dev)
-    # `torch` as TorchScript sees it (bench/torch_compile_baseline.py).
+    # `torch` as TorchScript sees it: aten ops such as torch.hardswish or torch.linear live
+    # in torch._C._nn or torch.nn.functional in Python. A real module, so that
+    # torch.compile traces through it like through torch itself.
     torch_names = types.ModuleType("torch_names")
     for m in (torch.nn.functional, torch._C._nn, torch):
         torch_names.__dict__.update({k: getattr(m, k) for k in dir(m) if not k.startswith("__")})
