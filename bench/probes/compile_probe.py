@@ -3,9 +3,9 @@
 against eager's (on level 2's convolutions compile is ~2x eager while its epilogue
 fusion alone would explain far less).
 
-Conclusion (H200, 2026-12-02, PyTorch 2.11, cuDNN 9.19; docs/benchmarks.md, fourth
-run): eager's fp32 convolutions already run TF32 tensor-core kernels and stay within
-1e-4. Around the convolution eager pays cuDNN's NCHW->NHWC conversion of the input,
+Conclusion (H200, 2026-12-02, PyTorch 2.11, cuDNN 9.19; docs/benchmarks-log.md,
+fourth run): eager's fp32 convolutions already run TF32 tensor-core kernels and stay
+within 1e-4. Around the convolution eager pays cuDNN's NCHW->NHWC conversion of the input,
 often an NHWC->NCHW one of the output, and a separate bias add over the whole output
 (25_Conv2d_Min_Tanh_Tanh: conversions 0.41 + 1.14 ms, the bias 1.64 ms, the convolution
 1.55 ms); inductor calls the convolution with bias=None on channels-last operands and

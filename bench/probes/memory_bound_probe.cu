@@ -6,8 +6,8 @@
 //
 //   nvcc -O3 -arch=sm_90 -o probe bench/probes/memory_bound_probe.cu && ./probe
 //
-// Conclusion (H200; it measures no KernelSkill code; docs/benchmarks.md, fourth and
-// sixth runs): RMSNorm ran in 4.78 ms as the rules coder wrote it then and 3.72 ms in 2
+// Conclusion (H200; it measures no KernelSkill code; docs/benchmarks-log.md, fourth
+// and sixth runs): RMSNorm ran in 4.78 ms as the rules coder wrote it then and 3.72 ms in 2
 // slices of 32, which the coder now writes (3.94 ms in the bench); the pool ran 3.37 ms
 // in runs of 4 and 2.82 ms strided by 4 (D), but the rules coder's own strided kernel
 // ran 4.37 ms in the bench (2026-12-03), so that layout was taken out again: a probe's

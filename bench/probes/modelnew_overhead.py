@@ -2,7 +2,7 @@
 """Where an exported ModelNew's time goes, beside the problem's own Model (the side by
 side found ours ~80 us slower than the run's reviews on every problem).
 
-Conclusion (H200, 2026-12-02; docs/benchmarks.md, second run): the Python side of
+Conclusion (H200, 2026-12-02; docs/benchmarks-log.md, second run): the Python side of
 ModelNew (argument binding, the parameters' lookup) cost 15-35 us a call and the
 launcher's dispatcher steps 35-45 us each (schema parsing, the boxed call, a copy of
 the op's result into its declared buffer). On 3 ms problems that host time hides

@@ -2,7 +2,7 @@
 """Split-precision (3xTF32) products against cuBLAS's FP32 SGEMM, in PyTorch alone
 (coder/rules/split_tf32.hpp is what the rules coder writes).
 
-Conclusion (H200, 2026-12-02; docs/benchmarks.md, fifth run): the TF32 product over
+Conclusion (H200, 2026-12-02; docs/benchmarks-log.md, fifth run): the TF32 product over
 3K took 0.94 ms where cuBLAS's SGEMM took 2.68 ms (4096^3), and 0.93 against 2.70 ms
 (linear 1024 x 8192 x 8192); its error against float64 was 2.5e-4 at outputs of scale 1
 (K = 4096), against SGEMM's 1.5e-5 and plain TF32's 1.7e-3 (the tensor cores truncate
