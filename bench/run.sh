@@ -69,8 +69,10 @@ fi
 IFS='|' read -r _ targets runner _ <<<"$entry"
 
 OUT=${OUT:-out/$suite}
+# From the repository root, as the runners work (relative BUILD and OUT are taken from it).
+cd "$here/.." || exit 1
 # shellcheck disable=SC1091
-[ -f "$here/../.devdeps/env.sh" ] && source "$here/../.devdeps/env.sh"
+[ -f .devdeps/env.sh ] && source .devdeps/env.sh
 source "$here/common.sh"
 bench_record_env "$OUT/env.txt"
 if [ "$targets" = all ]; then bench_build || exit 1; else bench_build $targets || exit 1; fi
