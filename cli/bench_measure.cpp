@@ -1,5 +1,5 @@
 // `kernelskill bench`, step (d): eager, torch.compile and ours side by side, by
-// bench/side_by_side.py (embedded; written to measure/side_by_side.py and run with the
+// cli/side_by_side.py (embedded; written to measure/side_by_side.py and run with the
 // user's Python): the exported models built in parallel processes, torch.compile warmed
 // in parallel processes, then one measuring process per GPU with the problems dealt
 // round-robin. Each measured problem is one JSON line in measure/results-GPU.jsonl, so

@@ -14,7 +14,7 @@
 //   half a file for the next invocation to trust;
 // - each step reuses the code of the command that does the same alone: `import
 //   kernelbench` (import_problems), `run` (run_tasks), `export` (run_candidate,
-//   export_pytorch); the measurement is bench/side_by_side.py, embedded in the binary
+//   export_pytorch); the measurement is cli/side_by_side.py, embedded in the binary
 //   and run with the user's Python;
 // - progress goes to stderr as "kernelskill bench: [step] …" lines.
 
@@ -163,7 +163,7 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
 // summary.json, summary.md and the pictures into the output directory.
 status write_summary_files(const layout& l, const bench_report& r);
 
-// bench/side_by_side.py, embedded at build time (cli/CMakeLists.txt).
+// cli/side_by_side.py, embedded at build time (cli/CMakeLists.txt).
 std::string_view side_by_side_script();
 
 }  // namespace ks::cli::bench

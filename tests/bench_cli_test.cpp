@@ -109,7 +109,7 @@ TEST_CASE("the side-by-side script checks ModelNew against the problem's Model a
                    {"problems", {{{"key", "good/gemm_relu_divide"}, {"name", "gemm_relu_divide"}, {"level", "good"},
                                   {"problem", (kGood / "gemm_relu_divide.py").string()}, {"models", models}}}}};
   std::ofstream(dir / "manifest.json") << manifest.dump();
-  auto out = ks::test::run_shell(python + " " + quote(kSource / "bench" / "side_by_side.py") + " --kb-manifest " +
+  auto out = ks::test::run_shell(python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
                                  quote(dir / "manifest.json") + " --kb-measure --kb-cpu-check --kb-out " +
                                  quote(dir / "rows.jsonl") + " 2>&1");
   INFO(out.text);
@@ -140,7 +140,7 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   const std::string python = python_with_torch();
   if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
   if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status == 0)
-    KS_SKIP("PyTorch sees a GPU here: the measurement would run (bench/kernelbench_bench_gpu.sh measures on the GPU machine)");
+    KS_SKIP("PyTorch sees a GPU here: the measurement would run (bench/kernelbench/bench.sh measures on the GPU machine)");
   const fs::path dir = scratch("e2e");
   std::ofstream(dir / "gpu.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
                                   << "\n  local: [0]\nbudgets: {repair_attempts: 1}\nreview: {trials: 2}\n";
@@ -173,7 +173,7 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   for (const auto& f : files) CHECK(fs::exists(out / f));
   CHECK_THAT(read(out / "variants/full/models/relu.py"), Contains("class ModelNew"));
   // The script ships in the binary: the copy it wrote is the source's, byte for byte.
-  CHECK(read(out / "measure/side_by_side.py") == read(kSource / "bench/side_by_side.py"));
+  CHECK(read(out / "measure/side_by_side.py") == read(kSource / "cli/side_by_side.py"));
   // The summary: what ran, and no measured number.
   const json s = read_json(out / "summary.json");
   CHECK(s["measurement"]["ran"] == false);
@@ -280,7 +280,7 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   CHECK(fs::exists(out / "variants/full/run/tasks/gemm_relu_divide/outcome.json"));
   CHECK(stamps(out, {"import/good/gemm_relu_divide.json", "variants/full/run/tasks/relu/outcome.json"}) == kept);
 
-  // The state a GPU machine hands on (bench/kernelbench_bench_gpu.sh's kb-bench.tgz)
+  // The state a GPU machine hands on (bench/kernelbench/bench.sh's kb-bench.tgz)
   // has no .pt modules: the import makes them again from the copied problem files and
   // the run keeps its finished tasks.
   fs::remove(out / "tasks/good/gemm_relu_divide.pt");

@@ -180,8 +180,8 @@ TEST_CASE("export writes a ModelNew file from a run's output, and refuses what i
 
 TEST_CASE("run stops with a plain message where there is no GPU", "[cli][nogpu]") {
   auto has_gpu = std::system((gpu_bin + " --list-devices >/dev/null 2>&1").c_str()) == 0;
-  // There the example would run a whole experiment: bench/agent_loop.sh does that.
-  if (has_gpu) KS_SKIP("this machine has a GPU (the example run is bench/agent_loop.sh's job)");
+  // There the example would run a whole experiment: bench/agent/llm_loop.sh does that.
+  if (has_gpu) KS_SKIP("this machine has a GPU (the example run is bench/agent/llm_loop.sh's job)");
   auto out = run("run " + src + "/examples/experiment.yaml");
   {
     CHECK(out.status == 3);

@@ -12,7 +12,7 @@
 // the host compiler against stand-ins for ATen (tests/data/export/aten_stub.hpp), its
 // kernel launches as plain calls checked against the kernels' parameter types; what
 // cannot be exported is refused with a message naming it. Building and running the
-// module with PyTorch happens on the GPU machine (bench/side_by_side.py).
+// module with PyTorch happens on the GPU machine (cli/side_by_side.py).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -88,13 +88,13 @@ const std::vector<example>& examples() {
   static const std::vector<example> v = {
       {"examples/tasks/gelu.yaml", "tests/data/export/gelu.cu", "tests/data/export/gelu.yaml"},
       {"examples/tasks/layernorm.yaml", "tests/data/export/layernorm.cu", "tests/data/export/layernorm.yaml"},
-      {"bench/tasks/l2_normalize_rows.yaml", "tests/data/export/l2_normalize_rows.cu",
+      {"bench/suites/ops/l2_normalize_rows.yaml", "tests/data/export/l2_normalize_rows.cu",
        "tests/data/export/l2_normalize_rows.yaml"},
       {"examples/tasks/matmul_bias_relu.yaml", "tests/data/export/matmul_bias_relu.cu",
        "tests/data/export/matmul_bias_relu.yaml"},
       {"examples/tasks/softmax.yaml", "examples/plans/softmax_rows.cu", "examples/plans/softmax_rows.yaml"},
-      {"bench/tasks/mse_loss.yaml", "tests/data/export/mse_loss.cu", "tests/data/export/mse_loss.yaml"},
-      {"bench/tasks/conv2d_relu_bias.yaml", "tests/data/export/conv2d_relu_bias.cu",
+      {"bench/suites/ops/mse_loss.yaml", "tests/data/export/mse_loss.cu", "tests/data/export/mse_loss.yaml"},
+      {"bench/suites/ops/conv2d_relu_bias.yaml", "tests/data/export/conv2d_relu_bias.cu",
        "tests/data/export/conv2d_relu_bias.yaml"},
   };
   return v;
@@ -164,7 +164,7 @@ TEST_CASE("export: rules-coder plans become a ModelNew file with the resolved nu
 }
 
 TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
-  auto conv = export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"),
+  auto conv = export_pytorch(task("bench/suites/ops/conv2d_relu_bias.yaml"),
                              cand(kData / "conv2d_relu_bias.cu", kData / "conv2d_relu_bias.yaml"));
   REQUIRE(conv);
   CHECK(conv->launcher.find("const std::vector<int64_t> s0_padding{1, 1};") != std::string::npos);
@@ -173,21 +173,21 @@ TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
   // Computed channels-last: input and weight converted first, as the reviewer runs it.
   candidate nhwc = cand(kData / "conv2d_relu_bias.cu", kData / "conv2d_relu_bias.yaml");
   nhwc.plan.steps[0].attrs["memory_format"] = "channels_last";
-  auto cl = export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc);
+  auto cl = export_pytorch(task("bench/suites/ops/conv2d_relu_bias.yaml"), nhwc);
   REQUIRE(cl);
   CHECK(cl->launcher.find("at::conv2d(t_x.contiguous(at::MemoryFormat::ChannelsLast), "
                           "t_weight.contiguous(at::MemoryFormat::ChannelsLast), t_bias, ") != std::string::npos);
   // Its result handed on as [N, H, W, C]: a permuted view, as the reviewer runs it.
   nhwc.plan.steps[0].attrs["result_layout"] = "nhwc";
-  auto view = export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc);
+  auto view = export_pytorch(task("bench/suites/ops/conv2d_relu_bias.yaml"), nhwc);
   REQUIRE(view);
   CHECK(view->launcher.find("static_cast<int64_t>(1)).permute({0, 2, 3, 1})") != std::string::npos);
   nhwc.plan.steps[0].attrs["result_layout"] = "hwc";
-  CHECK_FALSE(export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc));
+  CHECK_FALSE(export_pytorch(task("bench/suites/ops/conv2d_relu_bias.yaml"), nhwc));
   nhwc.plan.steps[0].attrs.erase("result_layout");
   nhwc.plan.steps[0].attrs["memory_format"] = "nhwc";
-  CHECK_FALSE(export_pytorch(task("bench/tasks/conv2d_relu_bias.yaml"), nhwc));
-  auto mse = export_pytorch(task("bench/tasks/mse_loss.yaml"), cand(kData / "mse_loss.cu", kData / "mse_loss.yaml"));
+  CHECK_FALSE(export_pytorch(task("bench/suites/ops/conv2d_relu_bias.yaml"), nhwc));
+  auto mse = export_pytorch(task("bench/suites/ops/mse_loss.yaml"), cand(kData / "mse_loss.cu", kData / "mse_loss.yaml"));
   REQUIRE(mse);
   CHECK(mse->launcher.find("at::Tensor t_out = at::empty(at::IntArrayRef(), options.dtype(at::kFloat));  // output") !=
         std::string::npos);

@@ -6,7 +6,7 @@
 // against its problem, in KernelBench's evaluator's order (check_export.py: no extension
 // is built, the weights are Model's bit for bit, forward has Model.forward's signature
 // and hands the kernel the right tensors, another number is refused). No GPU here:
-// bench/kernelbench_eval_export.sh runs the exports through KernelBench's own evaluator.
+// bench/kernelbench/eval_export.sh runs the exports through KernelBench's own evaluator.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>

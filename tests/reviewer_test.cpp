@@ -861,7 +861,7 @@ TEST_CASE("gpu: rows spread over a cluster's shared memory review ok", "[reviewe
   const std::string golden = std::string(KS_SOURCE_DIR) + "/tests/golden/lower/";
   for (const char* name : {"softmax_long_rows", "l1_normalize_long_rows"}) {
     INFO(name);
-    auto task = load_task(std::string(KS_SOURCE_DIR) + "/bench/tasks/" + name + ".yaml");
+    auto task = load_task(std::string(KS_SOURCE_DIR) + "/bench/suites/ops/" + name + ".yaml");
     REQUIRE(task);
     const std::string source = read_text(golden + name + "/seed-0.cu");
     REQUIRE(source.find("__cluster_dims__(") != std::string::npos);

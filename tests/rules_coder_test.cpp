@@ -192,7 +192,7 @@ TEST_CASE("rules coder: example tasks lower to seeds that compile and resolve", 
 }
 
 TEST_CASE("rules coder: the KernelBench-style suite lowers to seeds that compile and resolve", "[rules][lower][suite]") {
-  for (auto& path : task_files("bench/tasks")) check_seeds(task(fs::relative(path, kSource).string()));
+  for (auto& path : task_files("bench/suites/ops")) check_seeds(task(fs::relative(path, kSource).string()));
 }
 
 TEST_CASE("rules coder: templates chosen per task", "[rules][lower]") {
@@ -214,9 +214,9 @@ TEST_CASE("rules coder: templates chosen per task", "[rules][lower]") {
   CHECK(mm.plan.steps[2].name == "aten::matmul");
   CHECK(mm.plan.steps[2].attrs.at("math") == "tf32");
   CHECK(mm.plan.steps[3].kind == "kernel");
-  candidate rms = first("bench/tasks/rmsnorm.yaml");
+  candidate rms = first("bench/suites/ops/rmsnorm.yaml");
   CHECK(rms.recipe.at("stages").find("row_reduce+prologue") != std::string::npos);
-  candidate mse = first("bench/tasks/mse_loss.yaml");
+  candidate mse = first("bench/suites/ops/mse_loss.yaml");
   CHECK(mse.plan.steps.size() == 2);  // partials, then the final combine
   CHECK(mse.recipe.at("stages") == "row_reduce+prologue");
 }
@@ -371,7 +371,7 @@ candidate optimized(const std::string& rel, const std::string& method, bool unca
 
 TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules][optimize][methods]") {
   SECTION("cache_row_in_registers keeps a row that is read twice in registers between the passes") {
-    for (const char* rel : {"examples/tasks/softmax.yaml", "examples/tasks/layernorm.yaml", "bench/tasks/layernorm_gelu.yaml"}) {
+    for (const char* rel : {"examples/tasks/softmax.yaml", "examples/tasks/layernorm.yaml", "bench/suites/ops/layernorm_gelu.yaml"}) {
       INFO(rel);
       candidate c = optimized(rel, "cache_row_in_registers", true);
       CHECK(c.recipe.at("row_cache") == "registers");
@@ -382,7 +382,7 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
     // w) reads it from the cache; the weight, broadcast along the rows, at c. The
     // 8192-element rows of the task's size fit in 512 threads x 16 registers.
     {
-      candidate c = optimized("bench/tasks/rmsnorm.yaml", "cache_row_in_registers", true);
+      candidate c = optimized("bench/suites/ops/rmsnorm.yaml", "cache_row_in_registers", true);
       INFO(c.source);
       CHECK(c.source.find("float rc_in0[16];") != std::string::npos);
       CHECK(c.source.find("rc_in0[k] = in0[i];") != std::string::npos);
@@ -394,7 +394,7 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
     // first seed (on_chip) stages them in shared memory, as much as fits 64 KiB, and
     // the plan sizes that memory from the row length at run time.
     {
-      task_spec t = task("bench/tasks/logsumexp_keepdim_sub.yaml");
+      task_spec t = task("bench/suites/ops/logsumexp_keepdim_sub.yaml");
       auto seeds = the_coder().seeds(t, 1);
       REQUIRE(seeds);
       const candidate& c = seeds->front();
@@ -486,7 +486,7 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
     CHECK(src.substr(second).find("__stcs(") != std::string::npos);
   }
   SECTION("readonly_restrict_ldg: operands through the read-only path") {
-    candidate c = optimized("bench/tasks/bias_add_broadcast.yaml", "readonly_restrict_ldg");
+    candidate c = optimized("bench/suites/ops/bias_add_broadcast.yaml", "readonly_restrict_ldg");
     CHECK(c.recipe.at("cache_hint") == "readonly");
     CHECK(c.source.find("__ldg(") != std::string::npos);
   }
@@ -559,7 +559,7 @@ TEST_CASE("rules coder: repair returns to the last good version without the fail
 // order of a sum that cancels): the plainest parameters first, then, when they fail
 // too, every reduction as an ATen library step (ATen's order); after that nothing.
 TEST_CASE("rules coder: a failed plainest repair runs the reductions as ATen library steps", "[rules][repair]") {
-  task_spec t = task("bench/tasks/l2_normalize_rows.yaml");
+  task_spec t = task("bench/suites/ops/l2_normalize_rows.yaml");
   auto seeds = the_coder().seeds(t, 1);
   REQUIRE(seeds);
   repair_input s;
@@ -700,17 +700,17 @@ TEST_CASE("rules coder: elementwise epilogues fused into pool and scan kernels",
     task_spec t;
     std::string stages;
   };
-  const std::string pool = "bench/tasks/avg_pool2d_relu_scale.yaml";
+  const std::string pool = "bench/suites/ops/avg_pool2d_relu_scale.yaml";
   const expect cases[] = {
       {task(pool), "pool+epilogue"},
       {with_body(pool, "max_pool_tanh", "    return torch.tanh(torch.max_pool2d(x, [3, 3], [2, 2], [1, 1], [1, 1], False)) * 0.5 + 1.0\n"),
        "pool+epilogue"},
-      {with_body("bench/tasks/cumsum.yaml", "cumsum_exp", "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"),
+      {with_body("bench/suites/ops/cumsum.yaml", "cumsum_exp", "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"),
        "scan+epilogue"},
-      {with_body("bench/tasks/cumsum_dim1.yaml", "cumprod_mid_sigmoid", "    return torch.sigmoid(torch.cumprod(x, 1)) * 2.0\n"),
+      {with_body("bench/suites/ops/cumsum_dim1.yaml", "cumprod_mid_sigmoid", "    return torch.sigmoid(torch.cumprod(x, 1)) * 2.0\n"),
        "scan+epilogue"},
       // The scan's result is returned too: it is stored, and the chain is its own kernel.
-      {with_body("bench/tasks/cumsum.yaml", "cumsum_and_relu", "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"),
+      {with_body("bench/suites/ops/cumsum.yaml", "cumsum_and_relu", "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"),
        "scan,elementwise"},
   };
   for (const expect& e : cases) {
@@ -733,12 +733,12 @@ TEST_CASE("rules coder: seeds suit the length of the rows", "[rules][seeds]") {
     CHECK(c.recipe.at("row_mapping") == "block");
   }
   // Rows of 256: no block of 256 or more threads per row among the first seeds.
-  auto short_rows = the_coder().seeds(task("bench/tasks/softmax_short_rows.yaml"), 2);
+  auto short_rows = the_coder().seeds(task("bench/suites/ops/softmax_short_rows.yaml"), 2);
   REQUIRE(short_rows);
   REQUIRE(short_rows->size() == 2);
   for (auto& c : *short_rows) CHECK(c.recipe.at("row_mapping") == "warp");
   // All five parameter sets still come when asked for: the poor ones last.
-  auto all = the_coder().seeds(task("bench/tasks/softmax_short_rows.yaml"), 5);
+  auto all = the_coder().seeds(task("bench/suites/ops/softmax_short_rows.yaml"), 5);
   REQUIRE(all);
   CHECK(all->size() >= 4);
   CHECK(all->back().recipe.at("row_mapping") == "block");
@@ -981,7 +981,7 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
   auto lib = load_skill_library(kSource / "skills");
   REQUIRE(lib);
   std::vector<task_spec> corpus;
-  for (const char* dir : {"examples/tasks", "bench/tasks"})
+  for (const char* dir : {"examples/tasks", "bench/suites/ops"})
     for (auto& path : task_files(dir)) corpus.push_back(task(fs::relative(path, kSource).string()));
   corpus.push_back(sized_task("layer_norm_few_rows", "x, weight, bias", "torch.layer_norm(x, [x.size(1)], weight, bias, 1e-5)",
                               {{"x", {16, 1048576}}, {"weight", {1048576}}, {"bias", {1048576}}},

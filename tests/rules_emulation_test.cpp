@@ -1,6 +1,6 @@
 // Runs the rules coder's candidates on the CPU (tests/kernel_emulator.hpp) at each
 // task's `cpu` size and compares them with the LibTorch reference: the correctness
-// check that needs no GPU. The GPU review (bench/rules_review.sh) stays the judge.
+// check that needs no GPU. The GPU review (bench/ops/review_seeds.sh) stays the judge.
 #include "tests/catch_torch.hpp"
 
 #include <ATen/ATen.h>
@@ -175,7 +175,7 @@ TEST_CASE("emulated: example tasks' seeds match the reference", "[rules][emulate
 // (a block and a warp per row, float4 and two vectors per trip), all five with
 // KS_EMULATE_ALL_SEEDS=1. Compiled kernels are cached in <build>/emulated-kernels.
 void check_suite_part(int part) {
-  auto files = task_files("bench/tasks");
+  auto files = task_files("bench/suites/ops");
   const uint32_t seeds = std::getenv("KS_EMULATE_ALL_SEEDS") ? 5 : 2;
   // KS_EMULATE_TASKS=a,b: only those tasks (when working on a template).
   const char* only = std::getenv("KS_EMULATE_TASKS");
@@ -235,7 +235,7 @@ TEST_CASE("emulated: pointwise losses run as fused reductions and match the refe
   };
   for (auto& [name, expr] : losses) {
     INFO(name);
-    auto t = load_task(kSource / "bench/tasks/mse_loss.yaml");
+    auto t = load_task(kSource / "bench/suites/ops/mse_loss.yaml");
     REQUIRE(t);
     t->name = name;
     t->torchscript = std::string("def forward(a, b):\n    return ") + expr + "\n";
@@ -378,7 +378,7 @@ TEST_CASE("emulated: int64 inputs go to library steps and the seed matches the r
 // step's attributes are fixed text, the coder says so instead of guessing.
 TEST_CASE("emulated: losses the rewrite must not take are left to ATen or refused by name", "[rules][emulated][losses]") {
   auto task = [](const std::string& name, const std::string& expr) {
-    auto t = load_task(kSource / "bench/tasks/mse_loss.yaml");
+    auto t = load_task(kSource / "bench/suites/ops/mse_loss.yaml");
     REQUIRE(t);
     t->name = name;
     t->torchscript = "def forward(a, b):\n    return " + expr + "\n";
@@ -412,18 +412,18 @@ result<task_spec> with_body(const std::string& rel, const std::string& name, con
 }
 
 TEST_CASE("emulated: elementwise epilogues fused into pool and scan kernels match the reference", "[rules][emulated][epilogue]") {
-  const char* pool = "bench/tasks/avg_pool2d_relu_scale.yaml";
+  const char* pool = "bench/suites/ops/avg_pool2d_relu_scale.yaml";
   check_task(with_body(pool, "max_pool_tanh",
                        "    return torch.tanh(torch.max_pool2d(x, [3, 3], [2, 2], [1, 1], [1, 1], False)) * 0.5 + 1.0\n"),
              1);
   check_task(with_body(pool, "avg_pool_pad_sigmoid",
                        "    return torch.sigmoid(torch.avg_pool2d(x, [3, 3], [2, 2], [1, 1], False, True, None)) - 0.5\n"),
              1);
-  check_task(with_body("bench/tasks/cumsum.yaml", "cumsum_exp", "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"), 1);
-  check_task(with_body("bench/tasks/cumsum_dim1.yaml", "cumprod_mid_sigmoid",
+  check_task(with_body("bench/suites/ops/cumsum.yaml", "cumsum_exp", "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"), 1);
+  check_task(with_body("bench/suites/ops/cumsum_dim1.yaml", "cumprod_mid_sigmoid",
                        "    return torch.sigmoid(torch.cumprod(x, 1)) * 2.0\n"),
              1);
-  check_task(with_body("bench/tasks/cumsum.yaml", "cumsum_and_relu", "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"), 1);
+  check_task(with_body("bench/suites/ops/cumsum.yaml", "cumsum_and_relu", "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"), 1);
 }
 
 // Methods as template changes: each seed optimized by the method runs against the
@@ -434,12 +434,12 @@ TEST_CASE("emulated: methods applied as template changes match the reference", "
   const std::pair<const char*, const char*> cases[] = {
       {"examples/tasks/softmax.yaml", "cache_row_in_registers"},
       {"examples/tasks/layernorm.yaml", "cache_row_in_registers"},
-      {"bench/tasks/layernorm_gelu.yaml", "cache_row_in_registers"},  // with a fused epilogue
-      {"bench/tasks/softmax_temperature.yaml", "online_softmax"},     // with a fused prologue
-      {"bench/tasks/log_softmax.yaml", "online_softmax"},
+      {"bench/suites/ops/layernorm_gelu.yaml", "cache_row_in_registers"},  // with a fused epilogue
+      {"bench/suites/ops/softmax_temperature.yaml", "online_softmax"},     // with a fused prologue
+      {"bench/suites/ops/log_softmax.yaml", "online_softmax"},
       {"examples/tasks/gelu.yaml", "streaming_cache_hints"},
-      {"bench/tasks/bias_add_broadcast.yaml", "streaming_cache_hints"},
-      {"bench/tasks/bias_add_broadcast.yaml", "readonly_restrict_ldg"},
+      {"bench/suites/ops/bias_add_broadcast.yaml", "streaming_cache_hints"},
+      {"bench/suites/ops/bias_add_broadcast.yaml", "readonly_restrict_ldg"},
   };
   for (auto& [path, method] : cases) {
     auto task = load_task(kSource / path);
@@ -474,11 +474,11 @@ TEST_CASE("emulated: methods applied as template changes match the reference", "
 // size, widened), check both parts under both row mappings.
 TEST_CASE("emulated: rows longer than the row cache match the reference", "[rules][emulated][row_cache]") {
   const char* cases[] = {
-      "bench/tasks/rmsnorm.yaml",                // epilogue re-reads x, weight at c
-      "bench/tasks/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
-      "bench/tasks/softmax_temperature.yaml",    // prologue, the value kept
-      "bench/tasks/layernorm_gelu.yaml",         // moments, affine, epilogue
-      "bench/tasks/l2_normalize_rows.yaml",
+      "bench/suites/ops/rmsnorm.yaml",                // epilogue re-reads x, weight at c
+      "bench/suites/ops/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
+      "bench/suites/ops/softmax_temperature.yaml",    // prologue, the value kept
+      "bench/suites/ops/layernorm_gelu.yaml",         // moments, affine, epilogue
+      "bench/suites/ops/l2_normalize_rows.yaml",
   };
   for (const char* path : cases) {
     auto task = load_task(kSource / path);
@@ -512,11 +512,11 @@ TEST_CASE("emulated: rows longer than the row cache match the reference", "[rule
 TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules][emulated][row_cache]") {
   const char* cases[] = {
       "examples/tasks/softmax.yaml",             // online max and sum, no prologue
-      "bench/tasks/softmax_temperature.yaml",    // prologue, recomputed from the staged row
-      "bench/tasks/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
-      "bench/tasks/rmsnorm.yaml",                // epilogue re-reads x, weight at c
-      "bench/tasks/layernorm_gelu.yaml",         // moments, affine, epilogue
-      "bench/tasks/l2_normalize_rows.yaml",
+      "bench/suites/ops/softmax_temperature.yaml",    // prologue, recomputed from the staged row
+      "bench/suites/ops/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
+      "bench/suites/ops/rmsnorm.yaml",                // epilogue re-reads x, weight at c
+      "bench/suites/ops/layernorm_gelu.yaml",         // moments, affine, epilogue
+      "bench/suites/ops/l2_normalize_rows.yaml",
   };
   for (const char* path : cases) {
     for (int64_t len : {2048, 2101, 16390}) {
@@ -553,11 +553,11 @@ TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules]
 TEST_CASE("emulated: rows spread over a cluster's shared memory match the reference", "[rules][emulated][row_cache][cluster]") {
   const char* cases[] = {
       "examples/tasks/softmax.yaml",             // online max and sum, no prologue
-      "bench/tasks/softmax_temperature.yaml",    // prologue, recomputed from the staged row
-      "bench/tasks/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
-      "bench/tasks/rmsnorm.yaml",                // epilogue re-reads x, weight at the column
-      "bench/tasks/layernorm_gelu.yaml",         // moments (the row's shift), affine at the column, epilogue
-      "bench/tasks/l2_normalize_rows.yaml",
+      "bench/suites/ops/softmax_temperature.yaml",    // prologue, recomputed from the staged row
+      "bench/suites/ops/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
+      "bench/suites/ops/rmsnorm.yaml",                // epilogue re-reads x, weight at the column
+      "bench/suites/ops/layernorm_gelu.yaml",         // moments (the row's shift), affine at the column, epilogue
+      "bench/suites/ops/l2_normalize_rows.yaml",
   };
   const std::tuple<int64_t, int, std::vector<int64_t>> sizes[] = {
       {65536, 4, {2048, 2101, 9, 4 * 16384 + 40}}, {393216, 8, {2048, 2101, 8 * 49152 + 12}}};
@@ -709,12 +709,12 @@ TEST_CASE("emulated: elementwise kernels over rows x columns match the reference
     REQUIRE(seeds->front().source.find("blockIdx.y walks the rows") != std::string::npos);
     check_candidates(t, *seeds);
   };
-  auto channel = load_task(kSource / "bench/tasks/channel_scale.yaml");
+  auto channel = load_task(kSource / "bench/suites/ops/channel_scale.yaml");
   REQUIRE(channel);
   check_split(*channel);  // rows of 8 x 8
   channel->sizes["cpu"] = {{"x", {2, 4, 7, 9}}, {"scale", {4, 1, 1}}, {"shift", {4, 1, 1}}};
   check_split(*channel);  // rows of 63
-  auto bias = load_task(kSource / "bench/tasks/bias_add_broadcast.yaml");
+  auto bias = load_task(kSource / "bench/suites/ops/bias_add_broadcast.yaml");
   REQUIRE(bias);
   check_split(*bias);  // rows of 256
   bias->sizes["cpu"] = {{"x", {8, 250}}, {"bias", {250}}};
@@ -737,7 +737,7 @@ TEST_CASE("emulated: elementwise kernels over rows x columns match the reference
 // loss: targets along the columns) walks rows x columns, so that the operand is
 // indexed by the column (or the row) instead of a 64-bit modulo of the flat index.
 TEST_CASE("emulated: whole-tensor reductions over rows x columns match the reference", "[rules][emulated][split][whole]") {
-  auto base = load_task(kSource / "bench/tasks/hinge_loss.yaml");
+  auto base = load_task(kSource / "bench/suites/ops/hinge_loss.yaml");
   REQUIRE(base);
   auto check_split = [](task_spec t, const std::string& kernel) {
     INFO(t.name);
@@ -780,7 +780,7 @@ TEST_CASE("emulated: whole-tensor reductions over rows x columns match the refer
 // sum, where fp32 carries drift by ~sqrt(n) roundings (two fp32 orders of 4096
 // values differed by 2.1e-4 on the H200, beyond a 1e-4 tolerance).
 TEST_CASE("emulated: cumsum is within an fp32 rounding of the exact running sum", "[rules][emulated][scan]") {
-  auto task = load_task(kSource / "bench/tasks/cumsum.yaml");
+  auto task = load_task(kSource / "bench/suites/ops/cumsum.yaml");
   REQUIRE(task);
   task->sizes["cpu"] = {{"x", {2, 30000}}};
   auto seeds = the_coder().seeds(*task, 1);
@@ -939,14 +939,14 @@ TEST_CASE("emulated: few long rows split over several blocks match the reference
   const char* cases[] = {
       "examples/tasks/layernorm.yaml",           // moments (Welford), affine, float4 chunks
       "examples/tasks/row_sum.yaml",             // a plain sum: a warp per row merges the partials
-      "bench/tasks/row_var.yaml",                // Welford's variance, unbiased
-      "bench/tasks/row_max.yaml",
+      "bench/suites/ops/row_var.yaml",                // Welford's variance, unbiased
+      "bench/suites/ops/row_max.yaml",
       "examples/tasks/softmax.yaml",             // online max and sum merged across blocks
-      "bench/tasks/log_softmax.yaml",
-      "bench/tasks/softmax_temperature.yaml",    // prologue recomputed in the second pass
-      "bench/tasks/logsumexp_keepdim_sub.yaml",  // an epilogue that re-reads x
-      "bench/tasks/rmsnorm.yaml",                // prologue and epilogue, weight at c
-      "bench/tasks/layernorm_gelu.yaml",         // a chain after the normalisation
+      "bench/suites/ops/log_softmax.yaml",
+      "bench/suites/ops/softmax_temperature.yaml",    // prologue recomputed in the second pass
+      "bench/suites/ops/logsumexp_keepdim_sub.yaml",  // an epilogue that re-reads x
+      "bench/suites/ops/rmsnorm.yaml",                // prologue and epilogue, weight at c
+      "bench/suites/ops/layernorm_gelu.yaml",         // a chain after the normalisation
   };
   for (const char* rel : cases) {
     for (int64_t len : {13001, 13000}) {
@@ -977,7 +977,7 @@ TEST_CASE("emulated: few long rows split over several blocks match the reference
 // stay within 1e-4 of PyTorch's, and of the same computed in double.
 TEST_CASE("emulated: split rows of 4M elements stay within 1e-4 of the reference", "[rules][emulated][split][long]") {
   const int64_t len = int64_t{1} << 22;
-  for (const char* rel : {"examples/tasks/layernorm.yaml", "bench/tasks/row_var.yaml"}) {
+  for (const char* rel : {"examples/tasks/layernorm.yaml", "bench/suites/ops/row_var.yaml"}) {
     auto task = reshaped(rel, 2, len);
     REQUIRE(task);
     INFO(rel);
@@ -1534,7 +1534,7 @@ TEST_CASE("emulated: argmax and argmin match the reference, first index on ties 
 const std::string kBiasedConv = "torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)";
 
 std::optional<task_spec> biased_conv_task() {
-  auto base = load_task(kSource / "bench/tasks/conv2d_relu_bias.yaml");
+  auto base = load_task(kSource / "bench/suites/ops/conv2d_relu_bias.yaml");
   REQUIRE(base);
   return *base;
 }
@@ -1700,8 +1700,8 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
 // product is FP32's, so the outputs match at the task's tolerance only if the parts and
 // their order are right (the second operand as [big | big | small] gives ~2x).
 TEST_CASE("emulated: split-precision products (3xTF32) match the reference", "[rules][emulated][split_tf32]") {
-  for (const char* file : {"bench/tasks/linear_gelu.yaml", "bench/tasks/addmm_tanh_scale.yaml",
-                           "bench/tasks/bmm_softmax.yaml", "examples/tasks/matmul_bias_relu.yaml"}) {
+  for (const char* file : {"bench/suites/ops/linear_gelu.yaml", "bench/suites/ops/addmm_tanh_scale.yaml",
+                           "bench/suites/ops/bmm_softmax.yaml", "examples/tasks/matmul_bias_relu.yaml"}) {
     auto t = load_task(kSource / file);
     REQUIRE(t);
     INFO(t->name);
@@ -1740,7 +1740,7 @@ TEST_CASE("emulated: split-precision products (3xTF32) match the reference", "[r
 // nearest to what is left, and big + small is x to ~2^-22; both row layouts and both
 // loops (float4 where a row's run is aligned, scalars otherwise).
 TEST_CASE("emulated: the 3xTF32 split is exact to 2^-22 and laid out along K", "[rules][emulated][split_tf32]") {
-  auto t = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  auto t = load_task(kSource / "bench/suites/ops/linear_gelu.yaml");
   REQUIRE(t);
   auto seeds = the_coder().seeds(*t, 1);
   if (!seeds) FAIL(seeds.message());
@@ -1786,7 +1786,7 @@ TEST_CASE("emulated: the 3xTF32 split is exact to 2^-22 and laid out along K", "
 // Where K is short or the product small, the split's passes would cost more than the
 // product saves: the product stays cuBLAS's SGEMM.
 TEST_CASE("rules coder: products that memory bounds keep FP32 SGEMM", "[rules][emulated][split_tf32]") {
-  auto t = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  auto t = load_task(kSource / "bench/suites/ops/linear_gelu.yaml");
   REQUIRE(t);
   for (auto [x, w] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
            {{16384, 64}, {16384, 64}},   // K = 64
@@ -1810,7 +1810,7 @@ TEST_CASE("rules coder: products that memory bounds keep FP32 SGEMM", "[rules][e
 // weight's sum over its outputs, then one dot per row (no library product left).
 TEST_CASE("emulated: a sum over a product's outputs as a matrix-vector product matches the reference",
           "[rules][emulated][sum_of_product]") {
-  auto base = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  auto base = load_task(kSource / "bench/suites/ops/linear_gelu.yaml");
   REQUIRE(base);
   struct form {
     const char* name;
@@ -1860,7 +1860,7 @@ TEST_CASE("emulated: a sum over a product's outputs as a matrix-vector product m
 // A product of transposed operands (views ATen makes) split for 3xTF32: the split
 // kernels read the transposes as the plan materialises them for a kernel.
 TEST_CASE("emulated: 3xTF32 products of transposed operands match the reference", "[rules][emulated][split_tf32]") {
-  auto base = load_task(kSource / "bench/tasks/linear_gelu.yaml");
+  auto base = load_task(kSource / "bench/suites/ops/linear_gelu.yaml");
   REQUIRE(base);
   for (const char* body : {"    return torch.matmul(x.T, weight)\n", "    return torch.matmul(x, weight.T) + bias\n",
                            "    return torch.matmul(x.T, weight.T)\n"}) {

@@ -1,6 +1,6 @@
 // ks-scripted-llm: an OpenAI-compatible chat server on loopback that answers like a
 // model from the example kernels, for running `kernelskill run` with the llm backend
-// where no model is reachable (the GPU machine; bench/agent_loop.sh). It is the test
+// where no model is reachable (the GPU machine; bench/agent/llm_loop.sh). It is the test
 // server of tests/llm_fake_server.hpp with a script:
 //   generator  seed 1: the example kernel with its bounds check off by one (wrong:
 //              the reviewer must catch it and the loop must repair it); later seeds:

@@ -1,6 +1,6 @@
 #pragma once
 // The store fault-injection sweep, shared by tests/store_fault_test.cpp (a short seeded
-// run for CI) and bench/store_fault_main.cpp (a long one).
+// run for CI) and bench/store/fault_sweep_main.cpp (a long one).
 //
 // What it does, with real processes and real RocksDB files, nothing mocked:
 // 1. builds a store with store_writer processes that acknowledge writes on stdout and are

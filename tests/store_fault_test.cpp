@@ -1,6 +1,6 @@
 // store_fault_test: damage a store at random and reopen it, with real processes
 // (tests/store_fault.hpp says what one case does). A short seeded sweep for CI; the long
-// one is bench/store_fault_main.cpp (ks-store-fault-sweep). Every case must end with
+// one is bench/store/fault_sweep_main.cpp (ks-store-fault-sweep). Every case must end with
 // everything acknowledged present, or with a refusal that names the damaged file and
 // changed nothing: never a silent loss.
 

@@ -7,12 +7,12 @@
 # memory; exits 1 when a run fails (a legitimate request unanswered, or a health probe
 # at 1 s or more).
 #
-#   bench/daemon/load.sh [BUILD_DIR]            (default: build)
+#   BUILD=build bench/daemon/load.sh           (BUILD: default build; bench/run.sh daemon-load)
 #   REQUESTS=2000 SLOW=300 EVERY_MS=2000 ...    (the defaults)
 # Needs the targets kernelskill and ks-daemon-load; no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
+build=$(cd "${1:-${BUILD:-$root/build}}" && pwd)
 ks="$build/bin/kernelskill"
 load="$build/bin/ks-daemon-load"
 for bin in "$ks" "$load"; do

@@ -66,7 +66,7 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
   if (r.moment_norm()) return error{r.op + " over a middle dim cannot happen"};
   // The fewest slices whose share of a column fits the registers: a column cut in
   // fewer, longer slices keeps more loads in flight a thread and merges fewer partial
-  // states (RMSNorm over 64 channels on the H200, bench/memory_bound_probe.cu: 8 slices
+  // states (RMSNorm over 64 channels on the H200, bench/probes/memory_bound_probe.cu: 8 slices
   // of 8 4.46 ms, 2 of 32 3.72 ms); the block's other warps take the next columns.
   const int warps = lay.block / 32;
   int S = warps;

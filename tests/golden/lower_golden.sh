@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Golden snapshots of what `kernelskill lower` writes (every seed's .cu and .yaml, and
-# the one-line verdict per seed) for every task in examples/tasks and bench/tasks.
+# the one-line verdict per seed) for every task in examples/tasks and bench/suites/ops.
 # Code that moves or is refactored must leave these byte-identical.
 #
 #   tests/golden/lower_golden.sh check   BUILD_DIR   compare (ctest runs this)
@@ -42,7 +42,7 @@ lower_one() {
 export -f lower_one
 export root build work seeds
 
-tasks=("$root"/examples/tasks/*.yaml "$root"/bench/tasks/*.yaml)
+tasks=("$root"/examples/tasks/*.yaml "$root"/bench/suites/ops/*.yaml)
 printf '%s\n' "${tasks[@]}" | xargs -P "$jobs" -I{} bash -c 'lower_one "$@"' _ {}
 
 if [ "$mode" = refresh ]; then

@@ -1,6 +1,6 @@
 """Checks a ModelNew exported for a task imported from a KernelBench problem against the
 problem itself, in Python with PyTorch on the CPU (kernelbench_export_test runs it; no
-GPU, so the extension is never built here: bench/kernelbench_eval_export.sh runs the
+GPU, so the extension is never built here: bench/kernelbench/eval_export.sh runs the
 real thing through KernelBench's own evaluator on the GPU machine).
 
     python3 check_export.py PROBLEM.py EXPORT.py MODULE.pt

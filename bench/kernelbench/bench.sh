@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The KernelBench suite, on the GPU machine: `kernelskill bench` over KernelBench's own
+# problem files at their published sizes -- problems 1-40 of level 1 and 1-30 of level 2
+# by KernelBench's numbering (a prefix, not a pick: L1 and L2 change it) -- across
+# device calls. The bench's directory is BUILD/kb-bench (BUILD is ignored by git, so a
+# warm machine keeps it between calls).
+#
+# The bench runs in its own session (setsid), so it outlives the call that started it:
+# each call either starts it (after building) or, when one is running already, follows
+# it, for at most BUDGET seconds; then it copies the bench's log (BUILD/kb-bench.log)
+# and, once there, summary.md and summary.json to $OUT and returns, leaving the bench
+# running. Call again within the machine's 30 s of warmth to go on; the last line says
+# "finished" with the bench's exit status once it has ended. STOP=1 stops a running bench
+# (its process group: the GPU workers and the Python children with it) at the end of the
+# call instead.
+#
+# A machine that went cold between calls has lost BUILD/kb-bench (and the running
+# bench): each call also writes $OUT/kb-bench.tgz, the directory without what can be
+# made again there (the imported modules' .pt files, which the import step re-creates
+# from the problem files when it finds them missing, the models' builds and
+# torch.compile's cache); carry it back as .kbstate/kb-bench.tgz (STATE= names another
+# path) and the next call starts a bench from it: the finished steps are kept (an
+# imported problem, a finished task, an exported kernel, a measured problem), a task
+# that was running resumes from its last completed round.
+#
+#   bench/run.sh kernelbench [KERNELBENCH_DIR]    (builds kernelskill, kernelskill-gpu)
+#   BUILD=DIR OUT=DIR PYTHON=PY bench/kernelbench/bench.sh [KERNELBENCH_DIR]
+#   KERNELBENCH_DIR: KernelBench's KernelBench/ folder (default .devdeps/KernelBench)
+#   L1 (40) L2 (30): the problems 1..N of each level; SEEDS (2) ROUNDS (1) TRIALS (3,
+#   the run's reviews) ABLATION (full; e.g. full,no-ltm) REPS (30) SBS_TRIALS (3) JOBS (14)
+#   IN_FLIGHT (4 tasks per GPU: 87 % of the device busy, against 62-67 % with 2)
+#   BUDGET (560 s for the whole call) FRESH=1 starts over (removes BUILD/kb-bench)
+#   PICK1 / PICK2: instead of the prefixes, the problems of each level by number
+#   ("7,9,41-46"; a level whose PICK is unset or empty is left out once either is set):
+#   to measure what a change touched, against the last full run's table
+set -uo pipefail
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill kernelskill-gpu || exit 2
+kb=${1:-.devdeps/KernelBench}
+out=$OUT
+dir=$BUILD/kb-bench
+log=$BUILD/kb-bench.log
+pidfile=$BUILD/kb-bench.pid
+budget=${BUDGET:-560}
+t0=$(date +%s)
+left() { echo $(( budget - ($(date +%s) - t0) )); }
+pid=$(cat "$pidfile" 2>/dev/null)
+if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+  echo "kernelbench_bench_gpu: following the bench started by an earlier call (pid $pid)" | tee -a "$log"
+else
+  [ -n "${FRESH:-}" ] && rm -rf "$dir" "$log"
+  state=${STATE:-.kbstate/kb-bench.tgz}
+  if [ ! -d "$dir" ] && [ -z "${FRESH:-}" ] && [ -f "$state" ]; then
+    tar -xzf "$state" -C "$BUILD" && echo "kernelbench_bench_gpu: resumed from $state" | tee -a "$log"
+  fi
+  mkdir -p "$dir"
+  files=()
+  # in_pick LIST K: whether K is in LIST ("7,9,41-46").
+  in_pick() {
+    local item
+    for item in ${1//,/ }; do
+      if [[ "$item" == *-* ]]; then [ "$2" -ge "${item%-*}" ] && [ "$2" -le "${item#*-}" ] && return 0
+      elif [ "$2" -eq "$item" ]; then return 0; fi
+    done
+    return 1
+  }
+  for level in 1 2; do
+    n=$([ $level = 1 ] && echo "${L1:-40}" || echo "${L2:-30}")
+    pick=$([ $level = 1 ] && echo "${PICK1-}" || echo "${PICK2-}")
+    for f in "$kb/level$level"/*.py; do
+      k=$(basename "$f"); k=${k%%_*}
+      [[ "$k" =~ ^[0-9]+$ ]] || continue
+      if [ -n "${PICK1+x}${PICK2+x}" ]; then
+        [ -n "$pick" ] && in_pick "$pick" "$k" && files+=("$f")
+      elif [ "$k" -le "$n" ]; then
+        files+=("$f")
+      fi
+    done
+  done
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$ngpu" -ge 1 ] || ngpu=1
+  # Two repairs: a seed that fails gets the plainest parameters, then, if they fail too,
+  # its reductions as ATen library steps (docs/rules-coder.md, library_reductions).
+  cat >"$dir.yaml" <<YAML
+name: kernelbench-bench
+gpus: {local: all, review_timeout_s: 300}
+budgets: {seeds: ${SEEDS:-2}, rounds: ${ROUNDS:-1}, repair_attempts: 2, tasks_in_flight: $(( ${IN_FLIGHT:-4} * ngpu ))}
+review: {trials: ${TRIALS:-3}}
+YAML
+  echo "kernelbench_bench_gpu: ${#files[@]} problems, $ngpu GPU(s), started $(date -u +%T)" | tee -a "$log"
+  # Its own session and process group: it outlives this call, and stopping the group
+  # stops its workers and Python children too. Its exit status goes to kb-bench.rc.
+  rm -f "$BUILD/kb-bench.rc"
+  setsid bash -c '"$BUILD/bin/kernelskill" bench "$@"; echo $? > "$BUILD/kb-bench.rc"' bench "${files[@]}" \
+    --out "$dir" --config "$dir.yaml" --ablation "${ABLATION:-full}" --python "$PYTHON" --jobs "${JOBS:-14}" \
+    --reps "${REPS:-30}" --trials "${SBS_TRIALS:-3}" >>"$log" 2>&1 < /dev/null &
+  pid=$!
+  echo "$pid" > "$pidfile"
+fi
+while kill -0 "$pid" 2>/dev/null && [ "$(left)" -gt 25 ]; do sleep 5; done
+if kill -0 "$pid" 2>/dev/null && [ -n "${STOP:-}" ]; then
+  echo "kernelbench_bench_gpu: STOP: stopping the bench" | tee -a "$log"
+  kill -TERM -- "-$pid" 2>/dev/null; sleep 8; kill -KILL -- "-$pid" 2>/dev/null
+fi
+# The device returns at most 8 files: the pictures, rounds.json and the measurement's
+# lines travel in the tarball.
+cp "$log" "$out/bench.log"
+cp "$dir"/summary.md "$dir"/summary.json "$out/" 2>/dev/null
+tar -czf "$out/kb-bench.tgz" --exclude='*.pt' --exclude='kb-bench/measure/build' --exclude='kb-bench/measure/inductor' \
+  -C "$BUILD" kb-bench 2>/dev/null
+echo "kernelbench_bench_gpu: state in kb-bench.tgz ($(du -k "$out/kb-bench.tgz" | cut -f1) KiB; the device returns files up to 16 MiB)"
+grep -E "^kernelskill bench: \[(import|run [a-z-]+|export [a-z-]+|measure|prepare)\] (complete|done|skipped|[0-9]+ of|warming|measuring)" "$log" | tail -10
+grep -cE "^\[(warm|build)\]" "$log" | sed 's/^/kernelbench_bench_gpu: warm-up and build lines so far: /'
+if kill -0 "$pid" 2>/dev/null; then
+  echo "kernelbench_bench_gpu: still running after $(( $(date +%s) - t0 )) s: call again within 30 s to follow it"
+else
+  grep -A4 "^kernelskill bench: /" "$log" | tail -6
+  echo "kernelbench_bench_gpu: finished, exit $(cat "$BUILD/kb-bench.rc" 2>/dev/null || echo unknown)"
+fi

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Writes the result tables of docs/benchmarks.md from the measurements in docs/results/.
+
+    python3 scripts/results_page.py            rewrite the tables in docs/benchmarks.md
+    python3 scripts/results_page.py --check    exit 1 (with a diff) if the page is not
+                                               what the data gives (ctest runs this)
+
+docs/results/SUITE.csv holds one row per problem per run, oldest first; a run appends
+its rows at the end. The page marks where each suite's table goes:
+
+    <!-- results SUITE -->
+    (generated: do not edit)
+    <!-- /results -->
+
+and everything between the two lines is replaced by a table of each problem's latest
+row (rows whose change was reverted since are skipped), sorted by level and problem
+number, and a line with the counts and geometric means. Where every shown row has the
+same commit, device and date, the line names them once; otherwise each row does.
+
+Columns of a results CSV (every one present, in this order; empty where the run gave
+no such number):
+  run            the run's name: its date and ordinal, as docs/benchmarks-log.md heads it
+  date           YYYY-MM-DD
+  commit         the measured tree's commit (7+ hex digits), or "unknown" (say why in note)
+  device         e.g. "H200", "2x H200"
+  level          KernelBench's level (1, 2, 3); empty for a task suite
+  problem        the problem file's or task's name
+  eager_ms, compile_ms, ours_ms
+                 medians of PyTorch eager, torch.compile and our kernel (ms)
+  over_eager, over_compile
+                 the speedups as the run reported them (eager / ours, compile / ours);
+                 used where the times are missing
+  correct        yes / no / empty (not checked): ours at the suite's tolerance
+  correct_1e-2   yes / no / empty: KernelBench's older tolerance
+  review_speedup the run's own review (reviewer against the reference), where the side
+                 by side did not run
+  rounds, max_abs_error, note
+  reverted       yes when the measured change was reverted since (kept as history)
+
+Python 3 standard library only.
+"""
+import argparse
+import csv
+import difflib
+import math
+import os
+import re
+import sys
+
+COLUMNS = ["run", "date", "commit", "device", "level", "problem", "eager_ms", "compile_ms", "ours_ms",
+           "over_eager", "over_compile", "correct", "correct_1e-2", "review_speedup", "rounds",
+           "max_abs_error", "reverted", "note"]
+NUMBERS = ["eager_ms", "compile_ms", "ours_ms", "over_eager", "over_compile", "review_speedup",
+           "max_abs_error"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN = re.compile(r"^<!-- results ([a-z0-9_-]+) -->$")
+END = "<!-- /results -->"
+
+
+class DataError(Exception):
+    pass
+
+
+def read_suite(path):
+    """The rows of one results CSV, checked: a bad value names its file, line and column."""
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header != COLUMNS:
+            raise DataError(f"{path}:1: the columns must be exactly: {','.join(COLUMNS)}")
+        rows = []
+        for cells in reader:
+            where = f"{path}:{reader.line_num}"
+            if len(cells) != len(COLUMNS):
+                raise DataError(f"{where}: {len(cells)} fields, expected {len(COLUMNS)}")
+            row = dict(zip(COLUMNS, cells))
+            check_row(row, where)
+            rows.append(row)
+    return rows
+
+
+def check_row(row, where):
+    def bad(column, why):
+        raise DataError(f"{where}: column {column} = {row[column]!r}: {why}")
+    for column in ("run", "date", "commit", "device", "problem"):
+        if not row[column]:
+            bad(column, "must not be empty")
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", row["date"]):
+        bad("date", "not YYYY-MM-DD")
+    if row["commit"] != "unknown" and not re.fullmatch(r"[0-9a-f]{7,40}", row["commit"]):
+        bad("commit", "neither a commit (7 or more hex digits) nor 'unknown'")
+    if row["commit"] == "unknown" and not row["note"]:
+        bad("note", "a row whose commit is unknown says why in its note")
+    if row["level"] and not row["level"].isdigit():
+        bad("level", "not a level number")
+    for column in NUMBERS:
+        if row[column]:
+            try:
+                v = float(row[column])
+            except ValueError:
+                bad(column, "not a number")
+            if not math.isfinite(v) or v < 0:
+                bad(column, "not a finite number >= 0")
+    for column in ("correct", "correct_1e-2"):
+        if row[column] not in ("", "yes", "no"):
+            bad(column, "yes, no or empty")
+    if row["reverted"] not in ("", "yes"):
+        bad("reverted", "yes or empty")
+    if row["rounds"] and not row["rounds"].isdigit():
+        bad("rounds", "not a whole number")
+
+
+def latest(rows):
+    """Each problem's last row, reverted ones left out."""
+    last = {}
+    for row in rows:
+        if row["reverted"] != "yes":
+            last[(row["level"], row["problem"])] = row
+    return list(last.values())
+
+
+def order(row):
+    m = re.match(r"(\d+)", row["problem"])
+    return (int(row["level"] or 0), int(m.group(1)) if m else 0, row["problem"])
+
+
+def ratio(row, over):
+    """Ours' speedup over eager or compile for the geometric mean: from the times where both
+    are there (the stated ratios are rounded), else as the run reported it; None where
+    there is neither."""
+    base = row["eager_ms" if over == "eager" else "compile_ms"]
+    if base and row["ours_ms"] and float(row["ours_ms"]) > 0:
+        return float(base) / float(row["ours_ms"])
+    stated = row["over_" + over]
+    return float(stated) if stated else None
+
+
+def shown_ratio(row, over):
+    """The speedup as the table shows it: as the run reported it where it did, so that the
+    page says what the log says; else from the times."""
+    stated = row["over_" + over]
+    return float(stated) if stated else ratio(row, over)
+
+
+def cell(v, fmt):
+    return "—" if v is None else fmt.format(v)
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def render(suite, rows):
+    """The table and its summary line (lines of Markdown) for one suite."""
+    if not rows:
+        raise DataError(f"docs/results/{suite}.csv has no rows")
+    shown = sorted(latest(rows), key=order)
+    levels = any(r["level"] for r in shown)
+    # commit, device and date: a column where the rows differ, named once where they agree.
+    varying = [k for k in ("commit", "device", "date") if len({r[k] for r in shown}) > 1]
+    common = [(k, shown[0][k]) for k in ("commit", "device", "date") if k not in varying]
+    head = (["level"] if levels else []) + ["problem", "eager ms", "compile ms", "ours ms", "over eager",
+                                            "over compile", "correct"] + varying
+    align = (["---:"] if levels else []) + ["---", "---:", "---:", "---:", "---:", "---:", "---"] + \
+        ["---"] * len(varying)
+    out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    for r in shown:
+        oe, oc = shown_ratio(r, "eager"), shown_ratio(r, "compile")
+        over_eager = cell(oe, "{:.2f}x")
+        if oe is None and r["review_speedup"]:
+            over_eager = f"{float(r['review_speedup']):.3g}x (review)"
+        cells = ([r["level"]] if levels else []) + [
+            r["problem"], r["eager_ms"] or "—", r["compile_ms"] or "—", r["ours_ms"] or "—",
+            over_eager, cell(oc, "{:.2f}x"), r["correct"] or "—"] + [r[k] for k in varying]
+        out.append("| " + " | ".join(cells) + " |")
+    correct = [r for r in shown if r["correct"] == "yes"]
+    te = [ratio(r, "eager") for r in correct if ratio(r, "eager") is not None]
+    tc = [ratio(r, "compile") for r in correct if ratio(r, "compile") is not None]
+    line = f"{len(shown)} problems, {len(correct)} correct"
+    if te:
+        line += f"; ours over eager {geomean(te):.3f}x in geometric mean over the {len(te)} correct and timed"
+    if tc:
+        line += f", over torch.compile {geomean(tc):.3f}x over {len(tc)}"
+    if common:
+        line += "; " + ", ".join(f"{k} {v}" for k, v in common)
+    runs = {r["run"] for r in shown}
+    if len(runs) > 1:
+        line += f"; the latest rows of {len(runs)} runs combined"
+    else:
+        line += f"; run: {runs.pop()}"
+    out += ["", line + "."]
+    return out
+
+
+def generate(page_text, results_dir):
+    """The page with every marked table rewritten from results_dir."""
+    lines = page_text.split("\n")
+    out, i, seen = [], 0, set()
+    while i < len(lines):
+        m = BEGIN.match(lines[i])
+        out.append(lines[i])
+        i += 1
+        if not m:
+            continue
+        suite = m.group(1)
+        if suite in seen:
+            raise DataError(f"the page marks suite {suite} twice")
+        seen.add(suite)
+        end = next((j for j in range(i, len(lines)) if lines[j] == END), None)
+        if end is None:
+            raise DataError(f"the page's '<!-- results {suite} -->' has no '{END}' after it")
+        path = os.path.join(results_dir, suite + ".csv")
+        if not os.path.exists(path):
+            raise DataError(f"the page marks suite {suite}, but {path} does not exist")
+        out += render(suite, read_suite(path))
+        i = end
+    if not seen:
+        raise DataError("the page has no '<!-- results SUITE -->' marker")
+    for name in sorted(os.listdir(results_dir)):
+        if name.endswith(".csv") and name[:-4] not in seen:
+            raise DataError(f"{os.path.join(results_dir, name)} has no table on the page "
+                            f"(add '<!-- results {name[:-4]} -->' and '{END}')")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog="The CSV columns are described at the top of this script.")
+    ap.add_argument("--check", action="store_true", help="compare only; exit 1 if the page differs")
+    ap.add_argument("--page", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--results", default=os.path.join(ROOT, "docs", "results"))
+    a = ap.parse_args()
+    try:
+        with open(a.page) as f:
+            text = f.read()
+        new = generate(text, a.results)
+    except (DataError, OSError) as e:
+        print(f"results_page: {e}", file=sys.stderr)
+        return 2
+    if a.check:
+        if new == text:
+            print(f"results_page: {a.page} matches {a.results}")
+            return 0
+        diff = difflib.unified_diff(text.split("\n"), new.split("\n"), a.page, "generated", lineterm="", n=1)
+        print("\n".join(list(diff)[:80]), file=sys.stderr)
+        print(f"results_page: {a.page} is not what {a.results} gives: run python3 scripts/results_page.py "
+              "and commit the page", file=sys.stderr)
+        return 1
+    if new != text:
+        with open(a.page, "w") as f:
+            f.write(new)
+        print(f"results_page: wrote {a.page}")
+    else:
+        print(f"results_page: {a.page} already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
