@@ -83,8 +83,7 @@ result<backend_choice> make_backend(const experiment_config& cfg,
     auto client = llm_client::create(std::move(co));
     if (!client) return ks::error{cfg.source + ": coder.llm: " + client.message()};
     std::shared_ptr<llm_client> shared = std::move(*client);
-    b.model = std::make_shared<llm_coder>(llm_coder_options_for(
-        cfg, [shared](const chat_request& r) { return shared->chat(r); }, lib));
+    b.model = std::make_shared<llm_coder>(llm_coder_options_for(cfg, shared, lib));
     b.code = b.model;
     spdlog::info("coder: llm, {}{}", shared->describe(),
                  cfg.ablation.long_term_memory ? "" : " (long-term memory off: no method knowledge in prompts)");
