@@ -322,7 +322,7 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
     }, key_elsewhere); }},
     {"coder", [&](const yaml_field& s) { r.map(s, {
       {"backend", [&](const yaml_field& f) {
-        r.one_of(f, c.coder.backend, {"rules", "llm"});
+        r.one_of(f, c.coder.backend, {"rules", "llm", "hybrid"});
         backend_field = f;
         backend_given = true;
       }},
@@ -425,7 +425,7 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
   }, key_elsewhere);
 
   // Checked last, once both keys are read: they may come in either order.
-  if (c.coder.backend == "llm") {
+  if (c.coder.backend == "llm" || c.coder.backend == "hybrid") {
     const yaml_field at = backend_given ? backend_field : top;
     const std::string is = "is " + c.coder.backend;
     if (l.endpoint.empty())

@@ -66,7 +66,7 @@ struct budget_config {
   friend bool operator==(const budget_config&, const budget_config&) = default;
 };
 
-// The LLM endpoint used by the `llm` coder backend (docs/llm.md).
+// The LLM endpoint used by the `llm` and `hybrid` coder backends (docs/llm.md).
 struct llm_config {
   std::string provider = "openai";  // openai | anthropic (request/response format)
   std::string endpoint;             // http(s) URL; required for backend `llm`
@@ -97,9 +97,10 @@ struct llm_config {
   friend bool operator==(const llm_config&, const llm_config&) = default;
 };
 
-// Who writes kernels: the built-in template `rules` (no network) or an `llm`.
+// Who writes kernels: the built-in template `rules` (no network), an `llm`, or
+// `hybrid` (the rules coder first; the model where the templates have no move left).
 struct coder_config {
-  std::string backend = "rules";  // rules | llm
+  std::string backend = "rules";  // rules | llm | hybrid
   llm_config llm;
   friend bool operator==(const coder_config&, const coder_config&) = default;
 };

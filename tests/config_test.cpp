@@ -543,7 +543,7 @@ TEST_CASE("rejects: bad gpus.local values", "[config][bad]") {
 
 TEST_CASE("rejects: values outside an enumeration", "[config][bad]") {
   CHECK(rejected("coder:\n  backend: gpt\n") ==
-        "exp.yaml:2:12: coder.backend: expected one of rules, llm, got \"gpt\"");
+        "exp.yaml:2:12: coder.backend: expected one of rules, llm, hybrid, got \"gpt\"");
   CHECK_THAT(rejected("coder:\n  llm:\n    reasoning_effort: extreme\n"),
              Contains("coder.llm.reasoning_effort: expected one of minimal, low, medium, high"));
   CHECK_THAT(rejected("coder:\n  llm:\n    context_tokens: -1\n"), Contains("coder.llm.context_tokens"));
@@ -570,6 +570,8 @@ TEST_CASE("rejects: coder.backend llm without an endpoint or model", "[config][b
   CHECK_THAT(rejected("coder:\n  llm: {endpoint: \"https://x/v1\"}\n  backend: llm\n"),
              Contains("exp.yaml:3:12") && Contains("coder.llm.model must be set") &&
                  !Contains("endpoint must be set"));
+  CHECK_THAT(rejected("coder:\n  backend: hybrid\n"),
+             Contains("coder.backend: is hybrid, so coder.llm.endpoint must be set"));
   CHECK_THAT(rejected("coder: {llm: {endpoint: api.example.com}}\n"),
              Contains("coder.llm.endpoint: expected an http:// or https:// URL"));
 }

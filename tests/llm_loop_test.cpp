@@ -171,3 +171,47 @@ TEST_CASE("kernelskill run with an Anthropic model, streamed, slow tokens within
   for (const auto& r : model.requests()) CHECK(r["path"] == "/v1/messages");
   fs::remove_all(dir);
 }
+
+TEST_CASE("kernelskill run with the hybrid coder: the templates first, tokens only where they stop", "[llm][loop][hybrid]") {
+  const fs::path dir = scratch("hybrid");
+  write_tasks(dir);
+  model_server model(dir, {"--style", "llama_cpp", "--context", "32768"});
+  REQUIRE(model.s.pid > 0);
+  write_config(dir, "coder:\n  backend: hybrid\n  llm: {endpoint: \"http://" + model.s.address +
+                        "/v1\", model: replay, timeout_s: 30}\n");
+  // More seeds than the templates have designs: the model writes the rest.
+  {
+    std::string cfg = read(dir / "experiment.yaml");
+    cfg.replace(cfg.find("seeds: 3"), 8, "seeds: 8");
+    std::ofstream(dir / "experiment.yaml") << cfg;
+  }
+  auto run = kernelskill("run " + (dir / "experiment.yaml").string());
+  INFO(run.text);
+  REQUIRE(run.status == 0);
+  const json summary = json::parse(read(dir / "out" / "summary.json"));
+  CHECK(summary["coder"] == "hybrid");
+  int64_t billed = 0;
+  for (const auto& t : summary["tasks"]) {
+    CHECK(t["success"] == true);
+    billed += t["input_tokens"].get<int64_t>() + t["output_tokens"].get<int64_t>();
+  }
+  CHECK(summary["llm"]["input_tokens"].get<int64_t>() + summary["llm"]["output_tokens"].get<int64_t>() == billed);
+  std::map<std::string, std::map<std::string, int>> asked;  // task → agent → requests
+  int64_t served = 0;
+  for (const auto& r : model.requests()) {
+    ++asked[r["task"].get<std::string>()][r["agent"].get<std::string>()];
+    served += r["input_tokens"].get<int64_t>() + r["output_tokens"].get<int64_t>();
+  }
+  CHECK(served == billed);
+  for (const char* task : {"relu", "swish", "row_sum"}) {
+    INFO(task);
+    // Fewer seeds asked of the model than the run has: the templates wrote the others.
+    CHECK(asked[task]["generator"] >= 1);
+    CHECK(asked[task]["generator"] < 8);
+  }
+  // The templates' kernels were reviewed: the trajectory names their seeds.
+  auto t = kernelskill("trajectory relu --memory " + (dir / "memory").string());
+  CHECK_THAT(t.text, Contains("from hybrid: seed:"));
+  CHECK_THAT(t.text, Contains("seed:llm-"));
+  fs::remove_all(dir);
+}
