@@ -27,14 +27,14 @@ hybrid_coder::hybrid_coder(std::shared_ptr<coder> rules, std::shared_ptr<llm_cod
 bool hybrid_coder::rules_written(const candidate& c) { return c.recipe.count("template") > 0; }
 
 candidate hybrid_coder::from_rules(candidate c) const {
-  // No method left for the templates: let the planner offer every method, which the
-  // model then writes.
-  if (auto it = c.recipe.find("methods"); it != c.recipe.end() && split(it->second).empty()) c.recipe.erase(it);
+  // The planner prefers the templates' methods and offers the others, for the model,
+  // only when none of theirs is allowed (policy_input::coder_fallback).
+  c.recipe["other_methods"] = "model";
   return c;
 }
 
 candidate hybrid_coder::from_model(candidate c) const {
-  for (const char* k : {"template", "stages", "methods"}) c.recipe.erase(k);
+  for (const char* k : {"template", "stages", "methods", "other_methods"}) c.recipe.erase(k);
   c.recipe["coder"] = "llm";
   return c;
 }

@@ -14,9 +14,10 @@
 //   conservative and library-reduction repairs of a seed) and for the model's
 //   candidates, after its own reading of the failure (llm_coder::diagnose) refines
 //   the rules' diagnosis;
-// - "no legal move left": a rules candidate whose recipe lists no method the rules
-//   coder can apply gets its `methods` removed, so that the planner offers every
-//   method and the model writes the one it chooses;
+// - "no legal move left": every rules candidate's recipe says `other_methods: model`,
+//   so that the planner keeps to the templates' own methods while one of them is
+//   allowed, and offers the others — which the model writes — when none is (no method
+//   listed, or each vetoed by the decision table, a precondition or a guardrail);
 // - every candidate the model writes carries recipe["coder"] = "llm" and none of the
 //   rules coder's template keys (template, stages, methods): a later optimize() or
 //   repair() of it goes to the model, never to a template that would rebuild the

@@ -17,7 +17,9 @@
 #include "llm/llm_client.hpp"
 #include "llm_fake_server.hpp"
 #include "plan/launch_plan_yaml.hpp"
+#include "policy/decision_policy.hpp"
 #include "policy/skill_library.hpp"
+#include "protocol/requests.hpp"
 #include "task/task_loader.hpp"
 
 namespace fs = std::filesystem;
@@ -136,7 +138,10 @@ TEST_CASE("hybrid seeds: the templates' first, the model writes only the ones th
   REQUIRE(enough.ok());
   CHECK(enough->size() == k);
   CHECK(m.server.request_count() == 0);  // no token spent
-  for (const auto& c : *enough) CHECK(hybrid_coder::rules_written(c));
+  for (const auto& c : *enough) {
+    CHECK(hybrid_coder::rules_written(c));
+    CHECK(c.recipe.at("other_methods") == "model");
+  }
 
   auto more = hybrid.seeds(task, k + 2);
   REQUIRE(more.ok());
@@ -237,4 +242,47 @@ TEST_CASE("hybrid repair: the templates' repairs first, the model's when theirs 
   CHECK_THAT(repair_prompt, Contains("the bound is wrong"));              // the model's reading
   CHECK_THAT(repair_prompt, Contains("outputs differ"));                   // behind the rules' facts
   CHECK_THAT(repair_prompt, Contains("the templates' own repairs are spent"));
+}
+
+TEST_CASE("the planner keeps to the templates' methods while one is allowed, then offers the model the others",
+          "[llm][hybrid][policy]") {
+  auto lib = load_skill_library(kSource / "skills");
+  REQUIRE(lib.ok());
+  // A memory-bound streaming kernel: the decision table offers several methods.
+  policy_input in;
+  in.profile.values = {{"dram_throughput_pct", 81.0}, {"sm_throughput_pct", 20.0},  {"l2_throughput_pct", 40.0},
+                       {"l1_throughput_pct", 30.0},   {"achieved_occupancy_pct", 80}, {"branch_efficiency_pct", 100}};
+  in.features.structure_class = "streaming";
+  in.features.values = {{"uses_vector_loads", 0}};
+  in.features.candidate_id = "c0";
+  const auto open = decide(*lib, in);
+  REQUIRE(open.ranked.size() >= 2);
+  const std::string first = open.ranked[0].method, second = open.ranked[1].method;
+
+  // The templates can do the second: it is the only one offered, with or without a model.
+  in.coder_methods = std::vector<std::string>{second};
+  for (bool fallback : {false, true}) {
+    in.coder_fallback = fallback;
+    const auto t = decide(*lib, in);
+    REQUIRE(t.ranked.size() == 1);
+    CHECK(t.ranked[0].method == second);
+  }
+  // The templates can do nothing allowed here: without a model the line would end;
+  // the hybrid coder's candidates get every allowed method, for the model.
+  in.coder_methods = std::vector<std::string>{"no_such_method"};
+  in.coder_fallback = false;
+  CHECK(decide(*lib, in).ranked.empty());
+  in.coder_fallback = true;
+  const auto t = decide(*lib, in);
+  REQUIRE(t.ranked.size() == open.ranked.size());
+  CHECK(t.ranked[0].method == first);
+  CHECK(std::any_of(t.notes.begin(), t.notes.end(),
+                    [](const std::string& n) { return n.find("fallback") != std::string::npos; }));
+  // And a rules candidate of the hybrid coder says so in its recipe.
+  plan_request req;
+  req.cand.recipe = {{"template", "elementwise"}, {"methods", ""}, {"other_methods", "model"}};
+  const auto made = make_policy_input(req);
+  CHECK(made.coder_fallback);
+  REQUIRE(made.coder_methods.has_value());
+  CHECK(made.coder_methods->empty());
 }
