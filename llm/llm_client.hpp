@@ -112,8 +112,10 @@ class llm_client {
   std::optional<int64_t> context_tokens();
   std::string context_source();
 
-  // The room an agent's prompt has: the context less the reply's max_tokens and a
-  // margin, capped by coder.llm.prompt_tokens; tokens 0 when neither bounds it. The
+  // The room an agent's prompt has: the context less the reply's max_tokens (at most
+  // half the context: a max_tokens as large as the window leaves the prompt half of it,
+  // and the reply is then lowered to what the prompt leaves) and a margin, capped by
+  // coder.llm.prompt_tokens; tokens 0 when neither bounds it. The
   // characters a token takes, as calibrated so far, convert it for the prompt builders.
   struct prompt_room {
     int64_t tokens = 0;

@@ -215,3 +215,15 @@ TEST_CASE("kernelskill run with the hybrid coder: the templates first, tokens on
   CHECK_THAT(t.text, Contains("seed:llm-"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("the example model configs check: one per server docs/llm.md walks through", "[llm][examples]") {
+  for (const char* f : {"experiment-llm.yaml", "llm/vllm.yaml", "llm/llama-cpp.yaml", "llm/ollama.yaml",
+                        "llm/anthropic.yaml"}) {
+    auto out = kernelskill("check " + (kSource / "examples" / f).string());
+    INFO(f << ": " << out.text);
+    CHECK(out.status == 0);
+    CHECK_THAT(out.text, Contains(": ok ("));
+    const std::string docs = read(kSource / "docs" / "llm.md");
+    CHECK_THAT(docs, Contains(std::string("examples/") + f));
+  }
+}
