@@ -267,6 +267,10 @@ llm_client::attempt_outcome llm_client::attempt(const std::string& body, bool st
       deadline_hit = true;
       return false;
     }
+    if (bytes > options_.max_body_bytes) {
+      too_big = true;
+      return false;
+    }
     if (event_stream) {
       if (auto st = decoder.feed(std::string_view(data, n)); !st) {
         stream_failed = true;
@@ -275,16 +279,11 @@ llm_client::attempt_outcome llm_client::attempt(const std::string& body, bool st
       }
       return true;
     }
-    if (raw.size() + n > options_.max_body_bytes) {
-      too_big = true;
-      return false;
-    }
     raw.append(data, n);
     return true;
   };
 
   attempt_outcome out;
-  out.streamed = event_stream;
   limiter_->acquire();
   httplib::Result res = cli.send(req);
   limiter_->release();
