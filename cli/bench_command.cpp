@@ -88,9 +88,10 @@ result<experiment_config> bench_config(const bench_request& r, const global_opti
     cfg->gpus.local_all = false;
     cfg->gpus.local_devices = r.devices;
   }
-  if (cfg->coder.backend == "llm" && (cfg->coder.llm.endpoint.empty() || cfg->coder.llm.model.empty()))
-    return error{"--coder llm needs the model's endpoint: give --config with coder.llm.endpoint and coder.llm.model "
-                 "(docs/configuration.md)"};
+  if ((cfg->coder.backend == "llm" || cfg->coder.backend == "hybrid") &&
+      (cfg->coder.llm.endpoint.empty() || cfg->coder.llm.model.empty()))
+    return error{"--coder " + cfg->coder.backend + " needs the model's endpoint: give --config with coder.llm.endpoint "
+                 "and coder.llm.model (docs/llm.md)"};
   if (cfg->budgets.seeds < 1) return error{"--seeds: at least 1"};
   if (cfg->budgets.rounds < 0) return error{"--rounds: 0 or more"};
   return cfg;

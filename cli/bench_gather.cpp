@@ -51,6 +51,9 @@ bench_cell cell_of(const layout& l, const variant& v, const problem& p, const js
   c.run_reason = text(outcome, "reason");
   c.run_speedup = number(outcome, "speedup");
   c.rounds = static_cast<uint32_t>(number(outcome, "rounds"));
+  c.input_tokens = static_cast<int64_t>(number(outcome, "input_tokens"));
+  c.output_tokens = static_cast<int64_t>(number(outcome, "output_tokens"));
+  c.cost_usd = number(outcome, "cost_usd");
   if (!c.run_success) {
     c.state = measure_state::no_kernel;
     return c;

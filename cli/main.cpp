@@ -180,8 +180,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   bench_cmd->add_option("--seeds", bench.seeds, "Seed kernels per task (budgets.seeds; default 4)");
   bench_cmd->add_option("--rounds", bench.rounds, "Optimisation rounds per seed (budgets.rounds; default 15)");
-  bench_cmd->add_option("--coder", bench.coder, "rules (built in, the default) or llm (needs --config with coder.llm)")
-      ->check(CLI::IsMember({"rules", "llm"}));
+  bench_cmd->add_option("--coder", bench.coder,
+                        "rules (built in, the default), llm, or hybrid (the templates first, the model where\n"
+                        "they stop); llm and hybrid need --config with coder.llm (docs/llm.md)")
+      ->check(CLI::IsMember({"rules", "llm", "hybrid"}));
   bench_cmd->add_option("--ablation", bench.ablation,
                         "Variants to run, comma-separated: full, no-ltm (no skill library or experience,\n"
                         "in the planner and the llm coder's prompts), no-stm (no trajectory), no-ltm-stm\n"

@@ -12,6 +12,7 @@
 #include "fleet/remote_pool.hpp"
 #include "fleet/review_dispatcher.hpp"
 #include "base/logging.hpp"
+#include "coder/hybrid_coder.hpp"
 #include "coder/llm_coder.hpp"
 #include "coder/rules_coder.hpp"
 #include "llm/llm_client.hpp"
@@ -76,17 +77,19 @@ result<backend_choice> make_backend(const experiment_config& cfg,
                                     std::shared_ptr<const skill_library> lib,
                                     const lowering_device& device) {
   backend_choice b;
-  if (cfg.coder.backend == "llm") {
+  std::shared_ptr<llm_client> client;
+  if (cfg.coder.backend == "llm" || cfg.coder.backend == "hybrid") {
     auto co = client_options(cfg);
     b.usage = std::make_shared<usage_ledger>();
     co.ledger = b.usage;
-    auto client = llm_client::create(std::move(co));
-    if (!client) return ks::error{cfg.source + ": coder.llm: " + client.message()};
-    std::shared_ptr<llm_client> shared = std::move(*client);
-    b.model = std::make_shared<llm_coder>(llm_coder_options_for(
-        cfg, [shared](const chat_request& r) { return shared->chat(r); }, lib));
+    auto made = llm_client::create(std::move(co));
+    if (!made) return ks::error{cfg.source + ": coder.llm: " + made.message()};
+    client = std::move(*made);
+  }
+  if (cfg.coder.backend == "llm") {
+    b.model = std::make_shared<llm_coder>(llm_coder_options_for(cfg, client, lib));
     b.code = b.model;
-    spdlog::info("coder: llm, {}{}", shared->describe(),
+    spdlog::info("coder: llm, {}{}", client->describe(),
                  cfg.ablation.long_term_memory ? "" : " (long-term memory off: no method knowledge in prompts)");
     return b;
   }
@@ -100,7 +103,15 @@ result<backend_choice> make_backend(const experiment_config& cfg,
   ro.device = device;
   auto rules = rules_coder::create(ro);
   if (!rules) return ks::error{"the rules coder: " + rules.message()};
-  b.code = std::shared_ptr<coder>(std::move(*rules));
+  std::shared_ptr<coder> templates(std::move(*rules));
+  if (cfg.coder.backend == "hybrid") {
+    // The diagnoser keeps the rules' reading (b.model unset): the model reads a
+    // failure only where it writes the repair (hybrid_coder::repair).
+    b.code = std::make_shared<hybrid_coder>(templates, std::make_shared<llm_coder>(llm_coder_options_for(cfg, client, lib)));
+    spdlog::info("coder: hybrid, templates for {} SMs first, then {}", device.multiprocessors, client->describe());
+    return b;
+  }
+  b.code = templates;
   spdlog::info("coder: rules (templates lowered from each task's graph for {} SMs; no model)",
                device.multiprocessors);
   return b;

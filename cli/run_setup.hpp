@@ -42,7 +42,7 @@ result<experiment_config> load_for_command(const std::string& path, const global
 struct backend_choice {
   std::shared_ptr<coder> code;
   std::shared_ptr<llm_coder> model;   // set for the llm backend (the diagnoser uses it)
-  std::shared_ptr<usage_ledger> usage;
+  std::shared_ptr<usage_ledger> usage;  // set for the llm and hybrid backends
 };
 // `device`: the GPU the rules coder writes for (how many blocks fill it); see
 // lowering_device_for.

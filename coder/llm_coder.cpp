@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "llm/llm_client.hpp"
 #include "model/candidate_id.hpp"
 
 namespace ks {
@@ -33,7 +34,24 @@ llm_coder_options llm_coder_options_for(const experiment_config& config, chat_fu
   return o;
 }
 
+llm_coder_options llm_coder_options_for(const experiment_config& config, std::shared_ptr<llm_client> client,
+                                        std::shared_ptr<const skill_library> library) {
+  auto o = llm_coder_options_for(config, [client](const chat_request& r) { return client->chat(r); },
+                                 std::move(library));
+  o.prompt_chars = [client]() -> size_t {
+    const auto room = client->room_for_prompt();
+    return room.tokens > 0 ? static_cast<size_t>(static_cast<double>(room.tokens) * room.chars_per_token) : 0;
+  };
+  return o;
+}
+
 llm_coder::llm_coder(llm_coder_options options) : options_(std::move(options)) {}
+
+prompt_limits llm_coder::limits() const {
+  prompt_limits l = options_.limits;
+  if (options_.prompt_chars) l.max_prompt_chars = options_.prompt_chars();
+  return l;
+}
 
 result<std::vector<candidate>> llm_coder::seeds(const task_spec& task, uint32_t count) {
   std::vector<candidate> out;
@@ -43,7 +61,7 @@ result<std::vector<candidate>> llm_coder::seeds(const task_spec& task, uint32_t 
     generator_options g;
     g.seed_index = i;
     g.seeds = count;
-    auto req = generator_prompt(task, g, options_.limits);
+    auto req = generator_prompt(task, g, limits());
     req.task = task.name;
     auto reply = ask_for_candidate(options_.chat, req, options_.max_format_repairs);
     if (!reply) {
@@ -71,7 +89,7 @@ result<candidate> llm_coder::optimize(const optimize_input& in) {
                                  ? options_.library->find_method(in.plan.chosen)
                                  : nullptr;
   auto req = optimizer_prompt(in.task, in.base, in.review, in.features, in.plan, method,
-                              in.history, options_.limits);
+                              in.history, limits());
   req.task = in.task.name;
   auto reply = ask_for_candidate(options_.chat, req, options_.max_format_repairs);
   if (!reply) return error{"optimizer (" + in.plan.chosen + "): " + reply.message()};
@@ -92,8 +110,7 @@ result<candidate> llm_coder::repair(const repair_input& in) {
     if (e.kind == "repair" && e.parent_id == in.failed.parent_id &&
         failed_ids.count(e.candidate_id))
       failed_repairs.push_back(e);
-  auto req = repairer_prompt(in.task, in.failed, in.review, in.diagnosis, failed_repairs,
-                             options_.limits);
+  auto req = repairer_prompt(in.task, in.failed, in.review, in.diagnosis, failed_repairs, limits());
   req.task = in.task.name;
   auto reply = ask_for_candidate(options_.chat, req, options_.max_format_repairs);
   if (!reply) return error{"repairer: " + reply.message()};
@@ -104,7 +121,7 @@ result<candidate> llm_coder::repair(const repair_input& in) {
 }
 
 result<repair_plan> llm_coder::diagnose(const diagnose_request& req) {
-  auto chat = diagnoser_prompt(req.task, req.cand, req.review, req.history, options_.limits);
+  auto chat = diagnoser_prompt(req.task, req.cand, req.review, req.history, limits());
   chat.task = req.task.name;
   auto reply = ask_for_diagnosis(options_.chat, chat, options_.max_format_repairs);
   if (!reply) return error{"diagnoser: " + reply.message()};

@@ -6,6 +6,7 @@
 // (llm/candidate_request.hpp). Whether the code compiles or is correct is the
 // reviewer's business: a reply that parses is returned as it is.
 
+#include <functional>
 #include <memory>
 
 #include "coder/coder.hpp"
@@ -27,12 +28,20 @@ struct llm_coder_options {
   bool use_long_term_memory = true;
   int max_format_repairs = 2;
   prompt_limits limits;
+  // The characters a prompt may take now (0: no bound): what the model's context
+  // leaves after the reply, as the client knows it (llm_client::room_for_prompt).
+  // Called before each prompt is built; unset: limits.max_prompt_chars as given.
+  std::function<size_t()> prompt_chars;
 };
 
 // The options an experiment config asks for: `chat` and the library, with the
 // library's knowledge left out of every prompt when the config's ablation turns
 // long-term memory off.
 llm_coder_options llm_coder_options_for(const experiment_config& config, chat_function chat,
+                                        std::shared_ptr<const skill_library> library);
+// The same, asking `client` (kept alive by the options) and fitting every prompt into
+// the room its model's context leaves.
+llm_coder_options llm_coder_options_for(const experiment_config& config, std::shared_ptr<llm_client> client,
                                         std::shared_ptr<const skill_library> library);
 
 class llm_coder final : public coder {
@@ -53,6 +62,8 @@ class llm_coder final : public coder {
   result<repair_plan> diagnose(const diagnose_request& req);
 
  private:
+  prompt_limits limits() const;
+
   llm_coder_options options_;
 };
 

@@ -37,8 +37,9 @@ const std::vector<std::string> kAllKeys = {
     "budgets.llm_requests_in_flight", "budgets.device_queue_depth",
     "coder.backend", "coder.llm",
     "coder.llm.provider", "coder.llm.endpoint", "coder.llm.model", "coder.llm.api_key_env",
-    "coder.llm.timeout_s", "coder.llm.max_retries", "coder.llm.temperature",
-    "coder.llm.max_tokens", "coder.llm.cache_dir",
+    "coder.llm.timeout_s", "coder.llm.reply_timeout_s", "coder.llm.stream", "coder.llm.max_retries",
+    "coder.llm.temperature", "coder.llm.max_tokens", "coder.llm.reasoning", "coder.llm.reasoning_effort",
+    "coder.llm.context_tokens", "coder.llm.prompt_tokens", "coder.llm.cache_dir",
     "review.trials", "review.suspicious_speedup", "review.size", "review.draw_inputs",
     "references.cpu_seconds", "references.memory_mb", "references.wall_seconds", "references.sandbox",
     "references.read_paths",
@@ -364,7 +365,7 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
     }, key_elsewhere); }},
     {"coder", [&](const yaml_field& s) { r.map(s, {
       {"backend", [&](const yaml_field& f) {
-        r.one_of(f, c.coder.backend, {"rules", "llm"});
+        r.one_of(f, c.coder.backend, {"rules", "llm", "hybrid"});
         backend_field = f;
         backend_given = true;
       }},
@@ -383,11 +384,30 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
         {"model", [&](const yaml_field& f) { r.string(f, l.model); }},
         {"api_key_env", [&](const yaml_field& f) { env_name(r, f, l.api_key_env, "OPENAI_API_KEY"); }},
         {"timeout_s", [&](const yaml_field& f) { seconds(r, f, l.timeout_s); }},
+        {"reply_timeout_s", [&](const yaml_field& f) {
+          r.number(f, l.reply_timeout_s, 0, true, kInf, false, "a number of seconds >= 0 (0: no bound)");
+        }},
+        {"stream", [&](const yaml_field& f) { r.boolean(f, l.stream); }},
         {"max_retries", [&](const yaml_field& f) { non_negative(r, f, l.max_retries); }},
         {"temperature", [&](const yaml_field& f) {
           r.number(f, l.temperature, 0, true, 2, true, "a number from 0 to 2");
         }},
         {"max_tokens", [&](const yaml_field& f) { positive(r, f, l.max_tokens); }},
+        {"reasoning", [&](const yaml_field& f) { r.boolean(f, l.reasoning); }},
+        {"reasoning_effort", [&](const yaml_field& f) {
+          // Empty leaves it out of the request (the server's default).
+          if (f.value.IsScalar() && f.value.Scalar().empty()) {
+            l.reasoning_effort.clear();
+          } else {
+            r.one_of(f, l.reasoning_effort, {"minimal", "low", "medium", "high"});
+          }
+        }},
+        {"context_tokens", [&](const yaml_field& f) {
+          r.integer(f, l.context_tokens, 0, 100000000, "a whole number of tokens >= 0 (0: ask the server)");
+        }},
+        {"prompt_tokens", [&](const yaml_field& f) {
+          r.integer(f, l.prompt_tokens, 0, 100000000, "a whole number of tokens >= 0 (0: what the context leaves)");
+        }},
         {"cache_dir", [&](const yaml_field& f) { r.string(f, l.cache_dir); }},
       }, key_elsewhere); }},
     }, key_elsewhere); }},
@@ -453,13 +473,14 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
   }, key_elsewhere);
 
   // Checked last, once both keys are read: they may come in either order.
-  if (c.coder.backend == "llm") {
+  if (c.coder.backend == "llm" || c.coder.backend == "hybrid") {
     const yaml_field at = backend_given ? backend_field : top;
+    const std::string is = "is " + c.coder.backend;
     if (l.endpoint.empty())
-      r.fail(at, "is llm, so coder.llm.endpoint must be set (the URL of the model's API, "
+      r.fail(at, is + ", so coder.llm.endpoint must be set (the URL of the model's API, "
                  "e.g. https://api.openai.com/v1)");
     if (l.model.empty())
-      r.fail(at, "is llm, so coder.llm.model must be set (the model's name)");
+      r.fail(at, is + ", so coder.llm.model must be set (the model's name)");
   }
 }
 
@@ -629,9 +650,15 @@ std::string to_yaml(const experiment_config& c) {
   str("model", l.model);
   str("api_key_env", l.api_key_env);
   num("timeout_s", l.timeout_s);
+  num("reply_timeout_s", l.reply_timeout_s);
+  flag("stream", l.stream);
   integer("max_retries", l.max_retries);
   num("temperature", l.temperature);
   integer("max_tokens", l.max_tokens);
+  flag("reasoning", l.reasoning);
+  str("reasoning_effort", l.reasoning_effort);
+  integer("context_tokens", l.context_tokens);
+  integer("prompt_tokens", l.prompt_tokens);
   str("cache_dir", l.cache_dir);
   out << YAML::EndMap << YAML::EndMap;
 

@@ -67,23 +67,41 @@ struct budget_config {
   friend bool operator==(const budget_config&, const budget_config&) = default;
 };
 
-// The LLM endpoint used by the `llm` coder backend.
+// The LLM endpoint used by the `llm` and `hybrid` coder backends (docs/llm.md).
 struct llm_config {
   std::string provider = "openai";  // openai | anthropic (request/response format)
   std::string endpoint;             // http(s) URL; required for backend `llm`
   std::string model;                // required for backend `llm`
   std::string api_key_env;          // name of the environment variable with the key
-  double timeout_s = 120;           // per request, > 0
+  // The longest silence from the server before an attempt is abandoned: the wait for
+  // the first byte (the server reading the prompt) and every gap between streamed
+  // tokens. Not a bound on the whole reply (a slow server streaming a long reply is
+  // fine); without streaming the whole reply is one silence. > 0.
+  double timeout_s = 120;
+  double reply_timeout_s = 0;       // a bound on one attempt's whole reply; 0 = none
+  bool stream = true;               // ask for a streamed (SSE) reply
   int max_retries = 3;              // retries after the first attempt; 0 = none
-  double temperature = 0.2;         // 0–2
+  double temperature = 0.2;         // 0–2 (not sent when `reasoning`)
   int max_tokens = 8192;
+  // Reasoning models (OpenAI's o-series and gpt-5, which refuse max_tokens and
+  // temperature): send max_completion_tokens and no temperature.
+  bool reasoning = false;
+  std::string reasoning_effort;     // "" (not sent) | minimal | low | medium | high
+  // The model's context window in tokens; 0: read it from the server where it says
+  // (vLLM's /v1/models max_model_len, llama.cpp's /props n_ctx; Anthropic's models:
+  // 200000), else not checked before sending.
+  int context_tokens = 0;
+  // The most tokens one agent's prompt may take (cut by each agent's truncation
+  // rules, docs/llm.md); 0: what the context leaves after max_tokens.
+  int prompt_tokens = 0;
   std::string cache_dir;            // empty: no response cache
   friend bool operator==(const llm_config&, const llm_config&) = default;
 };
 
-// Who writes kernels: the built-in template `rules` (no network) or an `llm`.
+// Who writes kernels: the built-in template `rules` (no network), an `llm`, or
+// `hybrid` (the rules coder first; the model where the templates have no move left).
 struct coder_config {
-  std::string backend = "rules";  // rules | llm
+  std::string backend = "rules";  // rules | llm | hybrid
   llm_config llm;
   friend bool operator==(const coder_config&, const coder_config&) = default;
 };

@@ -44,6 +44,9 @@ struct chat_response {
   bool cached = false;         // answered from the on-disk cache; no request was sent
   int attempts = 0;            // HTTP attempts made (0 for a cache hit)
   double cost_usd = 0;         // what this call cost (0 for a cache hit or an unpriced model)
+  int max_tokens = 0;          // the max_tokens sent (lowered when the context is short)
+  bool streamed = false;       // the reply came as a stream of events
+  bool usage_estimated = false;  // the server reported no token counts: they are estimates
 
   // The reply stopped at max_tokens: the text is cut off.
   bool truncated() const { return finish_reason == "length" || finish_reason == "max_tokens"; }

@@ -7,9 +7,13 @@
 #include <thread>
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "llm/api_error.hpp"
 #include "llm/provider_format.hpp"
+#include "llm/server_info.hpp"
+#include "llm/sse_stream.hpp"
 
 namespace ks {
 
@@ -52,16 +56,6 @@ std::string http_status_text(int status) {
   std::string s = "HTTP " + std::to_string(status);
   if (const char* r = reason_phrase(status); *r) s += std::string(" ") + r;
   return s;
-}
-
-// What a status means to a user, where there is something to add.
-std::string status_hint(int status) {
-  switch (status) {
-    case 401:
-    case 403: return " (check the API key in the variable named by coder.llm.api_key_env)";
-    case 404: return " (check coder.llm.endpoint and coder.llm.model)";
-    default: return "";
-  }
 }
 
 template <class F>
@@ -149,6 +143,9 @@ result<std::unique_ptr<llm_client>> llm_client::create(llm_client_options option
 #endif
   if (c.model.empty()) return ks::error{"coder.llm.model is empty: name the model to use"};
   if (!(c.timeout_s > 0)) return ks::error{"coder.llm.timeout_s must be > 0"};
+  if (!(c.reply_timeout_s >= 0)) return ks::error{"coder.llm.reply_timeout_s must be >= 0 (0: no bound)"};
+  if (c.context_tokens < 0) return ks::error{"coder.llm.context_tokens must be >= 0 (0: ask the server)"};
+  if (c.prompt_tokens < 0) return ks::error{"coder.llm.prompt_tokens must be >= 0"};
   if (c.max_retries < 0) return ks::error{"coder.llm.max_retries must be >= 0"};
   if (c.max_tokens < 1) return ks::error{"coder.llm.max_tokens must be >= 1"};
   if (!options.limiter && options.max_in_flight < 1)
@@ -209,41 +206,80 @@ void llm_client::account(const chat_request& request, const usage_counts& delta)
 
 // One HTTP attempt and what became of it.
 struct llm_client::attempt_outcome {
-  int status = 0;                        // 0: no HTTP reply
-  std::string body;
+  int status = 0;                        // 0: no HTTP reply (or one cut short)
+  std::string body;                      // the body of a reply that is not a stream
+  std::optional<decoded_reply> reply;    // a complete reply
+  bool usage_seen = false;
+  bool streamed = false;
   std::optional<double> retry_after_s;
-  std::string transport_error;           // set when status == 0
+  std::string transport_error;           // set when neither reply nor status says it
+  std::optional<api_error_info> api_error;
   bool timed_out = false;
   bool retryable = false;
 };
 
-llm_client::attempt_outcome llm_client::attempt(const std::string& body) {
-  const double timeout = options_.llm.timeout_s;
+llm_client::attempt_outcome llm_client::attempt(const std::string& body, bool stream) {
+  const llm_config& c = options_.llm;
+  const double idle = c.timeout_s;
   httplib::Client cli(endpoint_.origin());
   set_timeout([&](time_t s, time_t us) { cli.set_connection_timeout(s, us); },
-              std::min(timeout, options_.connect_timeout_s));
-  set_timeout([&](time_t s, time_t us) { cli.set_read_timeout(s, us); }, timeout);
-  set_timeout([&](time_t s, time_t us) { cli.set_write_timeout(s, us); }, timeout);
+              std::min(idle, options_.connect_timeout_s));
+  // The read timeout bounds each wait for bytes: the silence before the first token
+  // and between tokens, not the whole reply.
+  set_timeout([&](time_t s, time_t us) { cli.set_read_timeout(s, us); }, idle);
+  set_timeout([&](time_t s, time_t us) { cli.set_write_timeout(s, us); }, idle);
   cli.set_keep_alive(false);
 
   httplib::Request req;
   req.method = "POST";
   req.path = path_;
-  for (const auto& [k, v] : auth_headers(options_.llm.provider, api_key_, options_.anthropic_version))
+  for (const auto& [k, v] : auth_headers(c.provider, api_key_, options_.anthropic_version, stream))
     req.set_header(k, v);
   req.set_header("Content-Type", "application/json");
   req.body = body;
+
   const auto start = clock_type::now();
+  const bool bounded = c.reply_timeout_s > 0;
   const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(
-                                    std::chrono::duration<double>(timeout));
-  bool deadline_hit = false;
-  // A reply that trickles in slower than the timeout is cut off too: the read
-  // timeout alone only bounds the gaps between bytes.
-  req.progress = [&](uint64_t, uint64_t) {
-    if (clock_type::now() > deadline) {
+                                    std::chrono::duration<double>(bounded ? c.reply_timeout_s : 0));
+  auto last_byte = start;
+  uint64_t bytes = 0;
+  int status = 0;
+  bool event_stream = false;
+  bool deadline_hit = false, stream_failed = false, too_big = false;
+  std::string stream_problem;
+  std::string raw;
+  chat_stream_decoder decoder(c.provider);
+
+  // cpp-httplib (0.11) calls response_handler once the status line and headers are
+  // read, then content_receiver with each piece of the body as it arrives (chunked or
+  // not), for every status; returning false cancels the request (Error::Canceled).
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    const std::string type = r.get_header_value("Content-Type");
+    event_stream = r.status >= 200 && r.status < 300 && type.rfind("text/event-stream", 0) == 0;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    last_byte = clock_type::now();
+    bytes += n;
+    if (bounded && last_byte > deadline) {
       deadline_hit = true;
       return false;
     }
+    if (bytes > options_.max_body_bytes) {
+      too_big = true;
+      return false;
+    }
+    if (event_stream) {
+      if (auto st = decoder.feed(std::string_view(data, n)); !st) {
+        stream_failed = true;
+        stream_problem = st.message();
+        return false;
+      }
+      return true;
+    }
+    raw.append(data, n);
     return true;
   };
 
@@ -251,19 +287,62 @@ llm_client::attempt_outcome llm_client::attempt(const std::string& body) {
   limiter_->acquire();
   httplib::Result res = cli.send(req);
   limiter_->release();
-  const double elapsed = seconds_since(start);
+  out.streamed = event_stream;
+  out.status = status;
+  const double silent = std::chrono::duration<double>(clock_type::now() - last_byte).count();
 
+  auto cut_short = [&](const std::string& what) {
+    out.status = 0;
+    out.retryable = true;
+    out.transport_error = what;
+  };
+  if (stream_failed) {
+    // An error event after the 200: the provider's own type decides.
+    const stream_error* e = decoder.failure();
+    if (e) {
+      nlohmann::json err = {{"type", e->type}, {"message", e->message}};
+      if (e->code) err["code"] = e->code;
+      out.api_error = classify_api_error(0, nlohmann::json{{"error", err}}.dump());
+      out.retryable = out.api_error->retryable;
+      out.transport_error = stream_problem;
+    } else {
+      out.retryable = false;  // the stream is not the provider's format
+      out.transport_error = "the stream could not be read: " + stream_problem;
+    }
+    out.status = 0;
+    return out;
+  }
+  if (deadline_hit) {
+    cut_short("the reply took longer than coder.llm.reply_timeout_s (" + fmt_seconds(c.reply_timeout_s) +
+              "); it was still arriving after " + std::to_string(bytes) + " bytes");
+    out.timed_out = true;
+    return out;
+  }
+  if (too_big) {
+    out.status = 0;
+    out.transport_error = "the reply is larger than " + std::to_string(options_.max_body_bytes >> 20) + " MiB";
+    return out;
+  }
   if (!res) {
     const httplib::Error err = res.error();
     out.retryable = true;
-    if (deadline_hit || err == httplib::Error::ConnectionTimeout ||
-        (err == httplib::Error::Read && elapsed >= 0.9 * timeout)) {
-      out.timed_out = true;
-      out.transport_error = "no complete reply within the timeout of " + fmt_seconds(timeout) +
-                            " (coder.llm.timeout_s)";
-    } else if (err == httplib::Error::Connection) {
+    out.status = 0;
+    if (err == httplib::Error::Connection) {
       out.transport_error = "cannot connect to " + endpoint_.origin() +
                             " (connection refused or host unreachable: is the server running?)";
+    } else if (err == httplib::Error::ConnectionTimeout ||
+               ((err == httplib::Error::Read || err == httplib::Error::Write) && silent >= 0.9 * idle)) {
+      out.timed_out = true;
+      if (bytes == 0)
+        out.transport_error = "no reply within " + fmt_seconds(idle) +
+                              " (coder.llm.timeout_s: the longest the server may stay silent; the first token "
+                              "of a long prompt takes longest)";
+      else
+        out.transport_error = "the server went silent for " + fmt_seconds(idle) + " after " +
+                              std::to_string(decoder.events()) + " events of its reply (coder.llm.timeout_s)";
+    } else if (err == httplib::Error::Read && status != 0) {
+      out.transport_error = "the connection closed mid-reply, after " + std::to_string(bytes) + " bytes" +
+                            (event_stream ? " (" + std::to_string(decoder.events()) + " stream events)" : "");
     } else {
       out.transport_error = httplib::to_string(err);
       if (err == httplib::Error::SSLServerVerification || err == httplib::Error::SSLLoadingCerts)
@@ -271,23 +350,102 @@ llm_client::attempt_outcome llm_client::attempt(const std::string& body) {
     }
     return out;
   }
-  out.status = res->status;
-  out.body = std::move(res->body);
-  if (res->has_header("retry-after-ms")) {
-    if (auto ms = parse_retry_after(res->get_header_value("retry-after-ms")))
-      out.retry_after_s = *ms / 1000.0;
+
+  auto header = [&](const char* name) { return res->has_header(name) ? res->get_header_value(name) : ""; };
+  if (auto ms = header("retry-after-ms"); !ms.empty())
+    if (auto v = parse_retry_after(ms)) out.retry_after_s = *v / 1000.0;
+  if (!out.retry_after_s)
+    if (auto v = header("Retry-After"); !v.empty()) out.retry_after_s = parse_retry_after(v);
+
+  if (out.status >= 200 && out.status < 300) {
+    if (event_stream) {
+      if (auto st = decoder.finish(); !st) {
+        cut_short(st.message());
+        return out;
+      }
+      out.reply = decoder.reply();
+      out.usage_seen = decoder.usage_seen();
+      return out;
+    }
+    auto decoded = decode_chat_body(c.provider, raw);
+    if (!decoded) {
+      out.transport_error = http_status_text(out.status) + " but " + decoded.message();
+      out.status = 0;
+      return out;
+    }
+    out.usage_seen = decoded->input_tokens > 0 || decoded->output_tokens > 0;
+    out.reply = std::move(*decoded);
+    return out;
   }
-  if (!out.retry_after_s && res->has_header("Retry-After"))
-    out.retry_after_s = parse_retry_after(res->get_header_value("Retry-After"));
-  out.retryable = out.status == 408 || out.status == 429 || out.status >= 500;
+  out.body = std::move(raw);
+  out.api_error = classify_api_error(out.status, out.body);
+  out.retryable = out.api_error->retryable;
   return out;
+}
+
+void llm_client::learn_context(int64_t tokens, const std::string& source) {
+  std::lock_guard lock(context_mu_);
+  if (context_ && *context_ <= tokens) return;
+  context_ = tokens;
+  context_source_ = source;
+  spdlog::info("llm: context of model '{}': {} tokens ({})", options_.llm.model, tokens, source);
+}
+
+void llm_client::probe_context() {
+  const llm_config& c = options_.llm;
+  if (c.context_tokens > 0) return learn_context(c.context_tokens, "coder.llm.context_tokens");
+  if (auto known = known_context(c.provider, c.model))
+    return learn_context(*known, "the window of Anthropic's claude models");
+  if (c.provider != "openai") return;
+  httplib::Client cli(endpoint_.origin());
+  const double t = std::min(options_.probe_timeout_s, c.timeout_s);
+  set_timeout([&](time_t s, time_t us) { cli.set_connection_timeout(s, us); }, t);
+  set_timeout([&](time_t s, time_t us) { cli.set_read_timeout(s, us); }, t);
+  cli.set_keep_alive(false);
+  httplib::Headers headers;
+  for (const auto& [k, v] : auth_headers(c.provider, api_key_, options_.anthropic_version)) headers.emplace(k, v);
+  // {base}/models where the chat path is {base}/chat/completions.
+  std::string base = path_.substr(0, path_.size() - std::string("/chat/completions").size());
+  if (auto r = cli.Get((base + "/models").c_str(), headers); r && r->status == 200)
+    if (auto n = context_from_models(r->body, c.model))
+      return learn_context(*n, "the server's " + base + "/models (max_model_len)");
+  if (auto r = cli.Get("/props", headers); r && r->status == 200)
+    if (auto n = context_from_props(r->body)) return learn_context(*n, "the server's /props (n_ctx)");
+  spdlog::info("llm: the server does not say the context of model '{}'; prompts are sent unchecked "
+               "(set coder.llm.context_tokens to check them)",
+               c.model);
+}
+
+std::optional<int64_t> llm_client::context_tokens() {
+  std::call_once(probe_once_, [this] { probe_context(); });
+  std::lock_guard lock(context_mu_);
+  return context_;
+}
+
+std::string llm_client::context_source() {
+  (void)context_tokens();
+  std::lock_guard lock(context_mu_);
+  return context_source_;
+}
+
+llm_client::prompt_room llm_client::room_for_prompt(std::optional<int> max_tokens) {
+  prompt_room room;
+  room.chars_per_token = estimator_.chars_per_token();
+  const int reply = max_tokens.value_or(options_.llm.max_tokens);
+  if (auto window = context_tokens()) {
+    const int64_t left = *window - std::min<int64_t>(reply, *window / 2);
+    room.tokens = std::max<int64_t>(1, left - context_margin(left));
+  }
+  if (options_.llm.prompt_tokens > 0)
+    room.tokens = room.tokens ? std::min<int64_t>(room.tokens, options_.llm.prompt_tokens) : options_.llm.prompt_tokens;
+  return room;
 }
 
 result<chat_response> llm_client::chat(const chat_request& request) {
   const auto start = clock_type::now();
   const llm_config& c = options_.llm;
   const std::string who = "llm (" + describe() + ")";
-  const int max_tokens = request.max_tokens.value_or(c.max_tokens);
+  const int requested = request.max_tokens.value_or(c.max_tokens);
   const double temperature = request.temperature.value_or(c.temperature);
 
   auto refuse = [&](const std::string& why) -> result<chat_response> {
@@ -301,17 +459,36 @@ result<chat_response> llm_client::chat(const chat_request& request) {
       return refuse("messages[" + std::to_string(i) + "].role is '" + role +
                     "'; expected user or assistant (the system prompt has its own field)");
   }
-  if (max_tokens < 1) return refuse("max_tokens must be >= 1");
+  if (requested < 1) return refuse("max_tokens must be >= 1");
   if (!(temperature >= 0)) return refuse("temperature must be >= 0");
-  if (c.provider == "anthropic" && temperature > 1)
+  if (!c.reasoning && c.provider == "anthropic" && temperature > 1)
     return refuse("temperature " + std::to_string(temperature).substr(0, 4) +
                   " is above Anthropic's maximum of 1 (coder.llm.temperature)");
 
-  const cache_key_fields key{c.provider, c.model, temperature, max_tokens, request.system,
-                             request.messages};
+  // The context: lower max_tokens to what the prompt leaves, or refuse without sending.
+  const size_t chars = request_chars(request.system, request.messages);
+  const int64_t prompt_estimate = estimator_.estimate(request.system, request.messages);
+  const int min_reply = std::max(1, options_.min_reply_tokens);
+  const auto window = context_tokens();
+  const reply_fit fit = fit_reply(prompt_estimate, requested, window.value_or(0), min_reply);
+  if (!fit.problem.empty())
+    return refuse(fit.problem + " (the context as " + context_source() +
+                  " says); not sent: lower coder.llm.max_tokens or coder.llm.prompt_tokens, or give the server "
+                  "a longer context (vLLM --max-model-len, llama.cpp -c, Ollama OLLAMA_CONTEXT_LENGTH)");
+  int max_tokens = fit.max_tokens;
+  if (fit.lowered)
+    spdlog::info("llm {} for task '{}': max_tokens lowered from {} to {}: the prompt (about {} tokens) and the "
+                 "reply must fit the context of {} tokens",
+                 to_string(request.agent), request.task, requested, max_tokens, prompt_estimate, *window);
+
+  // Reasoning models take no temperature: the key records that none was sent.
+  const double key_temperature = c.reasoning ? -1.0 : temperature;
+  auto key_for = [&](int mt) {
+    return cache_key_fields{c.provider, c.model, key_temperature, mt, request.system, request.messages};
+  };
   const bool use_cache = cache_ && request.use_cache;
   if (use_cache) {
-    if (auto hit = cache_->load(key)) {
+    if (auto hit = cache_->load(key_for(max_tokens))) {
       chat_response r;
       r.text = std::move(hit->text);
       r.input_tokens = hit->input_tokens;
@@ -319,6 +496,7 @@ result<chat_response> llm_client::chat(const chat_request& request) {
       r.model = std::move(hit->model);
       r.finish_reason = std::move(hit->finish_reason);
       r.cached = true;
+      r.max_tokens = max_tokens;
       r.latency_ms = seconds_since(start) * 1e3;
       account(request, usage_counts{.requests = 1, .cache_hits = 1});
       spdlog::debug("llm {} for task '{}': cache hit", to_string(request.agent), request.task);
@@ -326,31 +504,47 @@ result<chat_response> llm_client::chat(const chat_request& request) {
     }
   }
 
-  const std::string body =
-      encode_chat_body(c.provider, c.model, request.system, request.messages, max_tokens,
-                       temperature);
+  body_options bo;
+  bo.stream = c.stream;
+  bo.max_completion_tokens = c.reasoning;
+  bo.reasoning_effort = c.reasoning_effort;
+  if (!c.reasoning) bo.temperature = temperature;
+
   const int max_attempts = 1 + c.max_retries;
   std::string last_error;
-  int attempts = 0;
-  for (int n = 1; n <= max_attempts; ++n) {
-    attempts = n;
-    attempt_outcome out = attempt(body);
-    if (out.status >= 200 && out.status < 300) {
-      auto decoded = decode_chat_body(c.provider, out.body);
-      if (!decoded) {
-        account(request, usage_counts{.failures = 1, .attempts = n});
-        return ks::error{who + ": " + http_status_text(out.status) + " but " +
-                         decoded.message()};
-      }
+  int attempts = 0;      // HTTP attempts made
+  int retries_left = c.max_retries;
+  bool context_retried = false;
+  for (;;) {
+    ++attempts;
+    bo.max_tokens = max_tokens;
+    attempt_outcome out = attempt(encode_chat_body(c.provider, c.model, request.system, request.messages, bo),
+                                  c.stream);
+    if (out.reply) {
+      decoded_reply& d = *out.reply;
       chat_response r;
-      r.text = std::move(decoded->text);
-      r.input_tokens = decoded->input_tokens;
-      r.output_tokens = decoded->output_tokens;
-      r.model = decoded->model.empty() ? c.model : decoded->model;
-      r.finish_reason = std::move(decoded->finish_reason);
-      r.attempts = n;
-      usage_counts delta{.requests = 1, .attempts = n, .input_tokens = r.input_tokens,
-                         .output_tokens = r.output_tokens};
+      r.text = std::move(d.text);
+      r.input_tokens = d.input_tokens;
+      r.output_tokens = d.output_tokens;
+      r.model = d.model.empty() ? c.model : d.model;
+      r.finish_reason = std::move(d.finish_reason);
+      r.attempts = attempts;
+      r.max_tokens = max_tokens;
+      r.streamed = out.streamed;
+      usage_counts delta{.requests = 1, .attempts = attempts};
+      if (out.usage_seen && r.input_tokens > 0) {
+        estimator_.observe(chars, r.input_tokens);
+      } else if (!out.usage_seen) {
+        // Ollama before 0.5 and some proxies send no usage in a stream: estimates,
+        // said to be such, rather than zeros that read as free.
+        r.usage_estimated = true;
+        r.input_tokens = prompt_estimate;
+        r.output_tokens = estimator_.estimate(r.text.size());
+        delta.notes.insert("the server reported no token counts for some replies: their tokens are estimated "
+                           "from characters");
+      }
+      delta.input_tokens = r.input_tokens;
+      delta.output_tokens = r.output_tokens;
       const model_price* price = find_price(prices_, c.model);
       if (!price) price = find_price(prices_, r.model);
       if (price) {
@@ -367,44 +561,66 @@ result<chat_response> llm_client::chat(const chat_request& request) {
       }
       account(request, delta);
       if (use_cache) {
-        if (auto st = cache_->store(key, {r.text, r.input_tokens, r.output_tokens, r.model,
-                                          r.finish_reason});
+        if (auto st = cache_->store(key_for(max_tokens), {r.text, r.input_tokens, r.output_tokens, r.model,
+                                                          r.finish_reason});
             !st)
           spdlog::warn("{}", st.message());
       }
       r.latency_ms = seconds_since(start) * 1e3;
-      spdlog::debug("llm {} for task '{}': {} attempt(s), {:.0f} ms, {} in / {} out tokens",
-                    to_string(request.agent), request.task, n, r.latency_ms, r.input_tokens,
-                    r.output_tokens);
+      spdlog::debug("llm {} for task '{}': {} attempt(s), {:.0f} ms, {} in / {} out tokens{}",
+                    to_string(request.agent), request.task, attempts, r.latency_ms, r.input_tokens,
+                    r.output_tokens, r.streamed ? ", streamed" : "");
       return r;
     }
 
-    if (out.status != 0) {
-      last_error = http_status_text(out.status) + status_hint(out.status) + ": " +
-                   api_error_text(out.body);
+    if (out.status != 0 && out.api_error) {
+      last_error = http_status_text(out.status) + ": " + out.api_error->text +
+                   api_error_hint(*out.api_error, c.provider, c.api_key_env);
+    } else if (out.api_error) {
+      last_error = out.transport_error + api_error_hint(*out.api_error, c.provider, c.api_key_env);
     } else {
       last_error = out.transport_error;
     }
+
+    // A context error that names the window: remember it, and send once more with the
+    // max_tokens that fits, at once (the request was wrong, not the server busy).
+    if (out.api_error && out.api_error->kind == api_error_kind::context_length) {
+      const api_error_info& e = *out.api_error;
+      if (e.context_tokens) learn_context(*e.context_tokens, "the server's context-length error");
+      if (e.prompt_tokens) estimator_.observe(chars, *e.prompt_tokens);
+      if (!context_retried && e.context_tokens) {
+        const int64_t prompt = e.prompt_tokens.value_or(estimator_.estimate(request.system, request.messages));
+        const int64_t room = *e.context_tokens - prompt - (e.prompt_tokens ? 16 : context_margin(prompt));
+        if (room >= std::min(min_reply, requested) && room < max_tokens) {
+          spdlog::info("{}: {}; sending again with max_tokens {}", who, last_error, room);
+          max_tokens = static_cast<int>(room);
+          context_retried = true;
+          continue;
+        }
+      }
+      account(request, usage_counts{.failures = 1, .attempts = attempts});
+      return ks::error{who + ": " + last_error + " (not retried)"};
+    }
     if (!out.retryable) {
-      account(request, usage_counts{.failures = 1, .attempts = n});
+      account(request, usage_counts{.failures = 1, .attempts = attempts});
       const std::string why =
-          out.status != 0 ? " (a 4xx reply other than 408/429 means the request itself was "
-                            "refused; not retried)"
-                          : " (not retried)";
+          out.status != 0 && out.status != 429 ? " (a 4xx reply other than 408/429 means the request itself was "
+                                                 "refused; not retried)"
+                                               : " (not retried)";
       return ks::error{who + ": " + last_error + why};
     }
-    if (n == max_attempts) break;
-    double wait = backoff_s(n);
+    if (retries_left-- <= 0) break;
+    double wait = backoff_s(attempts);
     if (out.retry_after_s) {
       if (*out.retry_after_s > options_.max_retry_after_s) {
-        account(request, usage_counts{.failures = 1, .attempts = n});
+        account(request, usage_counts{.failures = 1, .attempts = attempts});
         return ks::error{who + ": " + last_error + "; the server asks to retry after " +
                          fmt_seconds(*out.retry_after_s) + ", longer than the limit of " +
                          fmt_seconds(options_.max_retry_after_s) + "; giving up"};
       }
       wait = *out.retry_after_s;
     }
-    spdlog::warn("{}: attempt {}/{} failed: {}; retrying in {}", who, n, max_attempts,
+    spdlog::warn("{}: attempt {}/{} failed: {}; retrying in {}", who, attempts, max_attempts + (context_retried ? 1 : 0),
                  last_error, fmt_seconds(wait));
     std::this_thread::sleep_for(std::chrono::duration<double>(wait));
   }

@@ -6,20 +6,31 @@
 //
 // What it promises (docs/llm.md):
 // - requests follow coder.llm (provider, endpoint, model, api_key_env, timeout_s,
-//   max_retries, temperature, max_tokens, cache_dir); a chat_request can override
+//   reply_timeout_s, stream, max_retries, temperature, max_tokens, reasoning,
+//   reasoning_effort, context_tokens, cache_dir); a chat_request can override
 //   temperature and max_tokens;
+// - replies are streamed (SSE) unless coder.llm.stream is false; a server that answers
+//   a streamed request with a whole JSON reply is read as such;
+// - timeout_s bounds every silence (the wait for the first byte, each gap between
+//   streamed tokens), not the whole reply; reply_timeout_s, when set, bounds the whole;
 // - at most `max_in_flight` HTTP requests are outstanding at once across all agents
 //   (budgets.llm_requests_in_flight) — a counting semaphore, held only while a request
 //   is on the wire, not during back-off;
-// - each attempt is bounded by timeout_s (connect, send and receive together);
-//   connection errors, timeouts, HTTP 408, 429 and 5xx are retried up to max_retries
-//   times with exponential back-off and jitter, honouring Retry-After (and
-//   retry-after-ms); other 4xx replies are not retried, and their error quotes the
-//   API's message;
+// - connection errors, silences past timeout_s, a stream cut mid-reply, HTTP 408, 429
+//   and 5xx (Anthropic's 529 included) and a mid-stream overloaded/api error are
+//   retried up to max_retries times with exponential back-off and jitter, honouring
+//   Retry-After (and retry-after-ms); other 4xx replies are not retried, and their
+//   error quotes the API's message and says what to change (llm/api_error.hpp);
+// - the model's context window (configured, or read from the server: llm/server_info.hpp)
+//   is respected before sending: max_tokens is lowered to what the prompt leaves, and
+//   a prompt that leaves too little is refused without a request; a context-length
+//   error that names the numbers (vLLM, llama.cpp, Anthropic) is answered by one
+//   immediate retry with the max_tokens that fits;
 // - the API key is read once, from the environment variable named by api_key_env, and
 //   never appears in a log line or an error message;
 // - successful replies are cached on disk when cache_dir is set (llm/response_cache.hpp);
-// - tokens and cost are accounted per task and agent (llm/usage_ledger.hpp).
+// - tokens and cost are accounted per task and agent (llm/usage_ledger.hpp); a server
+//   that reports no usage has its tokens estimated, with a note saying so.
 
 #include <chrono>
 #include <condition_variable>
@@ -35,6 +46,7 @@
 #include "llm/chat.hpp"
 #include "llm/endpoint.hpp"
 #include "llm/response_cache.hpp"
+#include "llm/token_budget.hpp"
 #include "llm/usage_ledger.hpp"
 
 namespace ks {
@@ -69,6 +81,11 @@ struct llm_client_options {
   double backoff_max_s = 30.0;                 // cap of one back-off wait
   double max_retry_after_s = 120.0;            // a longer Retry-After ends the call
   double connect_timeout_s = 10.0;             // capped by llm.timeout_s
+  double probe_timeout_s = 5.0;                // each GET that asks the server its context
+  // The least max_tokens a request is sent with when the context is short: a kernel
+  // and its plan need about this many (capped by the request's own max_tokens).
+  int min_reply_tokens = 2048;
+  size_t max_body_bytes = 64u << 20;           // a larger reply is an error
   std::map<std::string, model_price> prices;   // added to / overriding default_prices()
   std::string anthropic_version = "2023-06-01";
   uint64_t jitter_seed = 0;                    // 0: seeded from std::random_device
@@ -88,6 +105,25 @@ class llm_client {
   // that is not worth retrying, or the retries are spent.
   result<chat_response> chat(const chat_request& request);
 
+  // The model's context window in tokens and where it came from ("coder.llm.
+  // context_tokens", "the server's /v1/models (max_model_len)", …): asked once, on
+  // first use; learned from a context-length error when the server names it.
+  // nullopt: not known (requests are sent unchecked).
+  std::optional<int64_t> context_tokens();
+  std::string context_source();
+
+  // The room an agent's prompt has: the context less the reply's max_tokens (at most
+  // half the context: a max_tokens as large as the window leaves the prompt half of it,
+  // and the reply is then lowered to what the prompt leaves) and a margin, capped by
+  // coder.llm.prompt_tokens; tokens 0 when neither bounds it. The
+  // characters a token takes, as calibrated so far, convert it for the prompt builders.
+  struct prompt_room {
+    int64_t tokens = 0;
+    double chars_per_token = token_estimator::kInitialCharsPerToken;
+  };
+  prompt_room room_for_prompt(std::optional<int> max_tokens = std::nullopt);
+  const token_estimator& estimator() const { return estimator_; }
+
   const usage_ledger& usage() const { return *ledger_; }
   const request_limiter& limiter() const { return *limiter_; }
   const llm_client_options& options() const { return options_; }
@@ -100,7 +136,9 @@ class llm_client {
  private:
   struct attempt_outcome;
   llm_client(llm_client_options options, endpoint_url endpoint, std::string api_key);
-  attempt_outcome attempt(const std::string& body);
+  attempt_outcome attempt(const std::string& body, bool stream);
+  void probe_context();
+  void learn_context(int64_t tokens, const std::string& source);
   double backoff_s(int retry);
   void account(const chat_request& request, const usage_counts& delta);
 
@@ -116,6 +154,11 @@ class llm_client {
   std::mt19937_64 rng_;
   std::mutex notes_mu_;
   std::map<std::string, bool> unpriced_warned_;
+  token_estimator estimator_;
+  std::once_flag probe_once_;
+  std::mutex context_mu_;
+  std::optional<int64_t> context_;
+  std::string context_source_;
 };
 
 // Seconds to wait from a Retry-After header value: delta-seconds (integer or decimal)

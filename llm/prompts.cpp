@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "llm/module_code.hpp"
+#include "llm/prompt_budget.hpp"
 #include "plan/launch_plan_yaml.hpp"
 
 namespace ks {
@@ -58,6 +60,8 @@ std::string distribution_text(const distribution_spec& d) {
   if (d.kind == "randint") return "random integers in [" + num(d.low) + ", " + num(d.high) + ")";
   if (d.kind == "constant") return "constant " + num(d.value);
   if (d.kind == "kaiming_uniform") return "kaiming_uniform (uniform ±1/sqrt(fan_in))";
+  if (d.kind == "module") return "the module's `" + d.attr + "`";
+  if (d.kind == "program") return "made by the task's input program";
   return d.kind;
 }
 
@@ -344,17 +348,71 @@ steps:
   return text;
 }
 
-std::string render_task(const task_spec& task) {
+namespace {
+
+// How much of the reference's source a prompt shows.
+enum class source_cut { full, no_comments, half, quarter };
+
+std::string shown_source(const std::string& source, source_cut cut) {
+  switch (cut) {
+    case source_cut::full: return source;
+    case source_cut::no_comments: return strip_python_comments(source);
+    case source_cut::half: {
+      const std::string s = strip_python_comments(source);
+      return cut_middle(s, s.size() / 2, "#");
+    }
+    case source_cut::quarter: {
+      const std::string s = strip_python_comments(source);
+      return cut_middle(s, s.size() / 4, "#");
+    }
+  }
+  return source;
+}
+
+std::string task_text(const task_spec& task, source_cut cut) {
   std::string s = "## Task `" + task.name + "`\n";
   if (!task.description.empty()) s += task.description + "\n";
-  if (!task.torchscript.empty()) {
+  const kernelbench_spec& kb = task.kernelbench;
+  if (!kb.source.empty()) {
+    // A KernelBench problem: its own Python, which says the constants, strides,
+    // padding and order of ops that a one-line description cannot.
+    s += "\nReference: the KernelBench problem this task was imported from. The kernels replace "
+         "`Model.forward`";
+    if (!kb.model_attr.empty()) s += " (the module runs it as its attribute `" + kb.model_attr + "`)";
+    s += "; the shapes to support are the inputs listed below, which may differ from the "
+         "problem's own sizes.\n\n";
+    s += fenced("python", shown_source(kb.source, cut));
+    std::vector<std::string> constants;
+    for (const auto& a : kb.arguments)
+      if (a.input.empty() && !a.value.empty()) constants.push_back("`" + a.name + "` = " + a.value);
+    if (!constants.empty()) {
+      s += "forward's arguments that get_inputs() passes as numbers (constants of the kernel):";
+      for (size_t i = 0; i < constants.size(); ++i) s += (i ? ", " : " ") + constants[i];
+      s += ".\n";
+    }
+  } else if (!task.torchscript.empty()) {
     s += "\nReference (TorchScript; `forward` takes the inputs, then the parameters):\n\n";
-    s += fenced("python", task.torchscript);
+    s += fenced("python", shown_source(task.torchscript, cut));
   } else if (!task.module_bytes.empty() || !task.module_path.empty()) {
-    s += "\nReference: a saved TorchScript module";
-    if (!task.module_path.empty()) s += " (`" + task.module_path + "`)";
-    s += "; its source is not shown here, the description says what it computes. Its "
-         "forward takes the inputs only; parameters are part of the module.\n";
+    // A saved module: its code as TorchScript printed it into the archive.
+    auto code = task.module_bytes.empty() ? result<std::vector<module_code_file>>(error{""})
+                                          : module_code(task.module_bytes);
+    if (code && !code->empty()) {
+      s += "\nReference: a saved TorchScript module";
+      if (!task.module_path.empty()) s += " (`" + task.module_path + "`)";
+      s += "; its code as TorchScript printed it. Its forward takes the inputs only; parameters are "
+           "the module's own tensors, passed to the plan as the tensors listed below.\n\n";
+      for (const auto& f : *code) s += fenced("python", "# " + f.path + "\n" + shown_source(f.text, cut));
+    } else {
+      s += "\nReference: a saved TorchScript module";
+      if (!task.module_path.empty()) s += " (`" + task.module_path + "`)";
+      s += "; its source is not shown here, the description says what it computes. Its "
+           "forward takes the inputs only; parameters are part of the module.\n";
+    }
+  }
+  if (!task.input_program.empty()) {
+    s += "\nThe inputs are made by this TorchScript program (use its values' ranges, not only their shapes):\n\n";
+    s += fenced("python", shown_source(task.input_program, cut));
   }
   s += "\nInputs, in forward's order (use these names in the plan):\n";
   for (const auto& t : task.inputs) s += tensor_line(t);
@@ -380,7 +438,22 @@ std::string render_task(const task_spec& task) {
   return s;
 }
 
-std::string render_method(const method_def& m) {
+// The task with its reference at four lengths: whole, without comments and
+// docstrings, and cut in the middle to a half and a quarter.
+prompt_section task_section(const task_spec& task) {
+  return make_section("reference", {{task_text(task, source_cut::full), ""},
+                                    {task_text(task, source_cut::no_comments), "the reference's comments"},
+                                    {task_text(task, source_cut::half), "half of the reference's source"},
+                                    {task_text(task, source_cut::quarter), "three quarters of the reference's source"}});
+}
+
+}  // namespace
+
+std::string render_task(const task_spec& task) { return task_text(task, source_cut::full); }
+
+namespace {
+
+std::string method_text(const method_def& m, bool with_example) {
   std::string s = "## Method to apply: " + m.name + " (`" + m.id + "`";
   if (!m.category.empty()) s += ", " + m.category;
   s += ")\n";
@@ -402,16 +475,21 @@ std::string render_method(const method_def& m) {
     s += "Forbidden patterns (a kernel with any of these is wrong or will be rejected):\n";
     for (const auto& p : m.forbidden_patterns) s += "- " + p + "\n";
   }
-  if (!m.example.empty()) s += "Example of the method (illustration, not this task):\n\n" + fenced("cuda", m.example);
+  if (with_example && !m.example.empty())
+    s += "Example of the method (illustration, not this task):\n\n" + fenced("cuda", m.example);
   return s;
 }
 
-std::string render_review(const review_result& r, const task_spec& task, const candidate& cand,
-                          const prompt_limits& limits) {
+// How much of a review's profile a prompt shows.
+enum class profile_cut { all, digest, none };
+
+std::string review_text(const review_result& r, const task_spec& task, const candidate& cand,
+                        const prompt_limits& limits, profile_cut profile, size_t max_diagnostics,
+                        size_t max_log_chars, const std::vector<std::string>& key_metrics = {}) {
   std::string s = "## Review of candidate `" + short_id(cand.id.empty() ? r.candidate_id : cand.id) +
                   "`: " + to_string(r.status) + "\n";
   if (!r.device.empty()) s += "Device: " + r.device + "\n";
-  if (!r.message.empty()) s += cut(r.message, limits.max_log_chars) + "\n";
+  if (!r.message.empty()) s += cut(r.message, max_log_chars) + "\n";
 
   switch (r.status) {
     case review_status::compile_error: {
@@ -419,9 +497,8 @@ std::string render_review(const review_result& r, const task_spec& task, const c
         s += "\nCompiler diagnostics (line numbers refer to the source above):\n";
         size_t shown = 0;
         for (const auto& d : r.diagnostics) {
-          if (shown++ == limits.max_diagnostics) {
-            s += "… " + std::to_string(r.diagnostics.size() - limits.max_diagnostics) +
-                 " more\n";
+          if (shown++ == max_diagnostics) {
+            s += "… " + std::to_string(r.diagnostics.size() - max_diagnostics) + " more\n";
             break;
           }
           s += "- line " + std::to_string(d.line);
@@ -431,7 +508,7 @@ std::string render_review(const review_result& r, const task_spec& task, const c
           if (!text.empty()) s += "      " + std::to_string(d.line) + " | " + text + "\n";
         }
       } else if (!r.compile_log.empty()) {
-        s += "\nCompiler log:\n\n" + fenced("text", cut(r.compile_log, limits.max_log_chars));
+        s += "\nCompiler log:\n\n" + fenced("text", cut(r.compile_log, max_log_chars));
       }
       break;
     }
@@ -458,15 +535,25 @@ std::string render_review(const review_result& r, const task_spec& task, const c
     for (const auto& f : r.flags) s += " " + f;
     s += "\n";
   }
-  if (r.status == review_status::ok && !r.profile.values.empty()) {
+  if (r.status == review_status::ok && !r.profile.values.empty() && profile != profile_cut::none) {
     s += "\nProfile";
     if (r.profile.kernel_launches > 0)
       s += " (" + std::to_string(r.profile.kernel_launches) + " kernel launch" +
            (r.profile.kernel_launches == 1 ? "" : "es") + " per run)";
+    if (profile == profile_cut::digest) s += ", the metrics the planner's decision rests on";
     s += ":\n";
-    for (const auto& [name, value] : r.profile.values) s += "- " + name + " = " + num(value) + "\n";
+    size_t shown = 0;
+    for (const auto& [name, value] : r.profile.values) {
+      if (profile == profile_cut::digest &&
+          std::find(key_metrics.begin(), key_metrics.end(), name) == key_metrics.end())
+        continue;
+      s += "- " + name + " = " + num(value) + "\n";
+      ++shown;
+    }
+    if (shown < r.profile.values.size())
+      s += "(" + std::to_string(r.profile.values.size() - shown) + " other metrics left out)\n";
   }
-  if (!r.resources.empty()) {
+  if (!r.resources.empty() && profile != profile_cut::none) {
     s += "\nCompiled resources per kernel:\n";
     for (const auto& k : r.resources)
       s += "- " + k.kernel + ": " + std::to_string(k.registers) + " registers/thread, " +
@@ -474,17 +561,23 @@ std::string render_review(const review_result& r, const task_spec& task, const c
            std::to_string(k.local_bytes) + " B local memory/thread" +
            (k.local_bytes > 0 ? " (spills or local arrays)" : "") + "\n";
   }
+  (void)limits;
   return s;
 }
 
-std::string render_history(const std::vector<trajectory_entry>& history,
-                           const prompt_limits& limits) {
+// `keep`: the most recent entries shown; with_digest: the per-method outcomes.
+std::string history_text(const std::vector<trajectory_entry>& history, const prompt_limits& limits, size_t keep,
+                         bool with_digest) {
   if (history.empty()) return "## History of this task\nNothing yet: this is the first attempt.\n";
-  std::string s = "## History of this task (oldest first";
-  const size_t skip = history.size() > limits.max_history ? history.size() - limits.max_history : 0;
-  if (skip) s += "; the last " + std::to_string(limits.max_history) + " of " +
-                 std::to_string(history.size()) + " events";
-  s += ")\n";
+  std::string s = "## History of this task";
+  const size_t skip = history.size() > keep ? history.size() - keep : 0;
+  if (keep > 0) {
+    s += " (oldest first";
+    if (skip) s += "; the last " + std::to_string(keep) + " of " + std::to_string(history.size()) + " events";
+    s += ")\n";
+  } else {
+    s += ": " + std::to_string(history.size()) + " events, summed up\n";
+  }
   for (size_t i = skip; i < history.size(); ++i) {
     const auto& e = history[i];
     s += "- round " + std::to_string(e.round) + " " + e.kind;
@@ -496,6 +589,7 @@ std::string render_history(const std::vector<trajectory_entry>& history,
     if (!e.summary.empty()) s += " — " + one_line(e.summary, limits.max_summary_chars);
     s += "\n";
   }
+  if (!with_digest) return s;
   // Per method, what it gave: the short-term memory an expert keeps in mind.
   std::map<std::string, std::vector<std::string>> outcomes;
   for (const auto& e : history) {
@@ -515,6 +609,92 @@ std::string render_history(const std::vector<trajectory_entry>& history,
   return s;
 }
 
+// The history, shortened oldest first: the last max_history events, the last 8, the
+// last 3, the per-method digest alone, nothing.
+prompt_section history_section(const std::vector<trajectory_entry>& history, const prompt_limits& limits) {
+  const size_t n = std::min(history.size(), limits.max_history);
+  return make_section("history",
+                      {{history_text(history, limits, limits.max_history, true) + "\n", ""},
+                       {history_text(history, limits, std::min<size_t>(n, 8), true) + "\n",
+                        "the history's older events"},
+                       {history_text(history, limits, std::min<size_t>(n, 3), true) + "\n",
+                        "the history's older events"},
+                       {history_text(history, limits, 0, true) + "\n", "the history's events (its digest is kept)"},
+                       {"", "the history"}});
+}
+
+// The launch-plan guide: whole, without its worked example, its format rules only,
+// or (where the current kernel's plan is an example) nothing.
+prompt_section guide_section(bool may_drop) {
+  const std::string& full = launch_plan_guide();
+  const size_t ex = full.find("\n### Example");
+  const std::string no_example = ex == std::string::npos ? full : full.substr(0, ex + 1);
+  std::string rules;
+  std::istringstream in(no_example);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("- Library ops", 0) != 0 && line.rfind("- Dynamic shared memory", 0) != 0 &&
+        line.rfind("- dtypes", 0) != 0)
+      rules += line + "\n";
+  std::vector<std::pair<std::string, std::string>> levels = {
+      {full + "\n", ""},
+      {no_example + "\n", "the launch-plan guide's worked example"},
+      {rules + "\n", "the launch-plan guide's list of library ops"}};
+  if (may_drop) levels.push_back({"", "the launch-plan guide (the current kernel's plan shows the format)"});
+  return make_section("guide", std::move(levels));
+}
+
+prompt_section fixed(std::string text) { return make_section("", {{std::move(text), ""}}); }
+
+// Each level of `s` followed by a blank line.
+prompt_section spaced(prompt_section s) {
+  for (auto& t : s.levels)
+    if (!t.empty()) t += "\n";
+  return s;
+}
+
+// The characters the user message may take: the budget less the system prompt.
+chat_request finish(chat_request req, std::vector<prompt_section> sections, const std::vector<std::string>& order,
+                    const prompt_limits& limits) {
+  auto a = assemble_prompt(std::move(sections), order, limits.max_prompt_chars, req.system.size());
+  std::string u = std::move(a.text);
+  if (!a.cuts.empty()) {
+    u += "\n(Shortened to fit the model's context: left out ";
+    for (size_t i = 0; i < a.cuts.size(); ++i) u += (i ? "; " : "") + a.cuts[i];
+    u += ".)\n";
+  }
+  req.messages.push_back({"user", std::move(u)});
+  return req;
+}
+
+}  // namespace
+
+std::string render_method(const method_def& m) { return method_text(m, true); }
+
+std::string render_review(const review_result& r, const task_spec& task, const candidate& cand,
+                          const prompt_limits& limits) {
+  return review_text(r, task, cand, limits, profile_cut::all, limits.max_diagnostics, limits.max_log_chars);
+}
+
+std::string render_history(const std::vector<trajectory_entry>& history, const prompt_limits& limits) {
+  return history_text(history, limits, limits.max_history, true);
+}
+
+const std::vector<std::string>& truncation_order(agent_role role) {
+  static const std::vector<std::string> generator = {"guide", "reference"};
+  static const std::vector<std::string> optimizer = {"history", "method", "guide", "features", "review", "reference"};
+  static const std::vector<std::string> diagnoser = {"history", "review", "reference"};
+  static const std::vector<std::string> repairer = {"failed_repairs", "guide", "review", "reference"};
+  static const std::vector<std::string> none;
+  switch (role) {
+    case agent_role::generator: return generator;
+    case agent_role::optimizer: return optimizer;
+    case agent_role::diagnoser: return diagnoser;
+    case agent_role::repairer: return repairer;
+    case agent_role::planner: return none;
+  }
+  return none;
+}
+
 // ---------------------------------------------------------------------------
 
 chat_request generator_prompt(const task_spec& task, const generator_options& options,
@@ -523,10 +703,11 @@ chat_request generator_prompt(const task_spec& task, const generator_options& op
   req.agent = agent_role::generator;
   req.task = task.name;
   req.system = system_prompt(agent_role::generator);
-  std::string u = "# Write a kernel for task `" + task.name + "`\n\n";
-  u += render_task(task) + "\n";
-  u += launch_plan_guide() + "\n";
-  u += "## This seed\n";
+  std::vector<prompt_section> parts;
+  parts.push_back(fixed("# Write a kernel for task `" + task.name + "`\n\n"));
+  parts.push_back(spaced(task_section(task)));
+  parts.push_back(guide_section(false));
+  std::string u = "## This seed\n";
   const uint32_t seeds = std::max<uint32_t>(options.seeds, 1);
   u += "Seed " + std::to_string(options.seed_index + 1) + " of " + std::to_string(seeds) +
        ". Design direction: " +
@@ -542,9 +723,8 @@ chat_request generator_prompt(const task_spec& task, const generator_options& op
        "exact scalar types) and that every output is fully written.\n\n";
   u += "Reply with the complete source in one ```cuda block and the complete launch "
        "plan in one ```yaml block.\n";
-  req.messages.push_back({"user", std::move(u)});
-  (void)limits;
-  return req;
+  parts.push_back(fixed(std::move(u)));
+  return finish(std::move(req), std::move(parts), truncation_order(agent_role::generator), limits);
 }
 
 chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
@@ -557,17 +737,35 @@ chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
   req.task = task.name;
   req.system = system_prompt(agent_role::optimizer);
   const std::string name = method ? method->name + " (`" + plan.chosen + "`)" : "`" + plan.chosen + "`";
-  std::string u = "# Apply " + name + " to kernel `" + short_id(cand.id) + "` of task `" +
-                  task.name + "` (round " + std::to_string(cand.round) + ")\n\n";
-  u += render_task(task) + "\n";
-  u += "## Current kernel (correct)\n\n" + candidate_blocks(cand) + "\n";
-  u += render_review(review, task, cand, limits) + "\n";
-  u += features_section(features) + "\n";
-  u += plan_section(plan) + "\n";
-  u += method_knowledge_section(method, plan.chosen) + "\n";
-  u += render_history(history, limits) + "\n";
-  u += launch_plan_guide() + "\n";
-  u += "## What to do\n";
+  std::vector<prompt_section> parts;
+  parts.push_back(fixed("# Apply " + name + " to kernel `" + short_id(cand.id) + "` of task `" + task.name +
+                        "` (round " + std::to_string(cand.round) + ")\n\n"));
+  parts.push_back(spaced(task_section(task)));
+  parts.push_back(fixed("## Current kernel (correct)\n\n" + candidate_blocks(cand) + "\n"));
+  // The profile digest: the metrics the planner's chosen method rests on.
+  std::vector<std::string> key_metrics;
+  for (const auto& c : plan.ranked)
+    if (c.method == plan.chosen)
+      for (const auto& [k, v] : c.evidence) key_metrics.push_back(k);
+  parts.push_back(make_section(
+      "review", {{review_text(review, task, cand, limits, profile_cut::all, limits.max_diagnostics,
+                              limits.max_log_chars) + "\n", ""},
+                 {review_text(review, task, cand, limits, profile_cut::digest, limits.max_diagnostics,
+                              limits.max_log_chars, key_metrics) + "\n",
+                  "the profile metrics the planner's decision does not rest on"},
+                 {review_text(review, task, cand, limits, profile_cut::none, limits.max_diagnostics,
+                              limits.max_log_chars) + "\n",
+                  "the profile and the compiled resources"}}));
+  parts.push_back(make_section("features", {{features_section(features) + "\n", ""}, {"", "the code features"}}));
+  parts.push_back(fixed(plan_section(plan) + "\n"));
+  if (method)
+    parts.push_back(make_section("method", {{method_text(*method, true) + "\n", ""},
+                                            {method_text(*method, false) + "\n", "the method's example"}}));
+  else
+    parts.push_back(fixed(method_knowledge_section(nullptr, plan.chosen) + "\n"));
+  parts.push_back(history_section(history, limits));
+  parts.push_back(guide_section(true));
+  std::string u = "## What to do\n";
   if (method)
     u += "1. Check the method's preconditions against this kernel. If one does not hold, do "
          "not force the method: say so in one sentence and make the closest change that "
@@ -590,9 +788,27 @@ chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
               : "4. The next review measures the effect.\n\n";
   u += "Reply with the complete new source in one ```cuda block and the complete launch "
        "plan in one ```yaml block.\n";
-  req.messages.push_back({"user", std::move(u)});
-  return req;
+  parts.push_back(fixed(std::move(u)));
+  return finish(std::move(req), std::move(parts), truncation_order(agent_role::optimizer), limits);
 }
+
+namespace {
+
+// A failing kernel's review: whole, or with 5 diagnostics and 1000 characters of log.
+prompt_section failure_review_section(const review_result& review, const task_spec& task, const candidate& cand,
+                                      const prompt_limits& limits) {
+  return make_section(
+      "review",
+      {{review_text(review, task, cand, limits, profile_cut::all, limits.max_diagnostics, limits.max_log_chars) +
+            "\n",
+        ""},
+       {review_text(review, task, cand, limits, profile_cut::all, std::min<size_t>(limits.max_diagnostics, 5),
+                    std::min<size_t>(limits.max_log_chars, 1000)) +
+            "\n",
+        "compiler diagnostics after the first 5, and most of the log"}});
+}
+
+}  // namespace
 
 chat_request diagnoser_prompt(const task_spec& task, const candidate& cand,
                               const review_result& review,
@@ -602,24 +818,46 @@ chat_request diagnoser_prompt(const task_spec& task, const candidate& cand,
   req.agent = agent_role::diagnoser;
   req.task = task.name;
   req.system = system_prompt(agent_role::diagnoser);
-  std::string u = "# Diagnose why kernel `" + short_id(cand.id) + "` of task `" + task.name +
-                  "` failed review (" + to_string(review.status) + ")\n\n";
-  u += render_task(task) + "\n";
-  u += "## Failing kernel\n\n" + candidate_blocks(cand) + "\n";
-  u += render_review(review, task, cand, limits) + "\n";
+  std::vector<prompt_section> parts;
+  parts.push_back(fixed("# Diagnose why kernel `" + short_id(cand.id) + "` of task `" + task.name +
+                        "` failed review (" + to_string(review.status) + ")\n\n"));
+  parts.push_back(spaced(task_section(task)));
+  parts.push_back(fixed("## Failing kernel\n\n" + candidate_blocks(cand) + "\n"));
+  parts.push_back(failure_review_section(review, task, cand, limits));
   if (const char* hints = failure_checklist(review.status); *hints)
-    u += "## Where to look\n" + std::string(hints) + "\n\n";
-  u += render_history(history, limits) + "\n";
-  u += "## What to do\n"
-       "1. Find the root cause: the line(s) responsible and the mechanism, not the symptom.\n"
-       "2. List the changes that fix it, smallest first, each concrete (which line, what "
-       "it becomes). Do not suggest a fix that the history shows has already failed.\n"
-       "3. Do not propose optimisations: only what makes the kernel compile, fit its "
-       "plan and match the reference.\n\n"
-       "End with the ```json block.\n";
-  req.messages.push_back({"user", std::move(u)});
-  return req;
+    parts.push_back(fixed("## Where to look\n" + std::string(hints) + "\n\n"));
+  parts.push_back(history_section(history, limits));
+  parts.push_back(fixed("## What to do\n"
+                        "1. Find the root cause: the line(s) responsible and the mechanism, not the symptom.\n"
+                        "2. List the changes that fix it, smallest first, each concrete (which line, what "
+                        "it becomes). Do not suggest a fix that the history shows has already failed.\n"
+                        "3. Do not propose optimisations: only what makes the kernel compile, fit its "
+                        "plan and match the reference.\n\n"
+                        "End with the ```json block.\n"));
+  return finish(std::move(req), std::move(parts), truncation_order(agent_role::diagnoser), limits);
 }
+
+namespace {
+
+std::string failed_repairs_text(const std::vector<trajectory_entry>& failed, const prompt_limits& limits,
+                                size_t keep) {
+  if (failed.empty() || keep == 0) return "";
+  std::string u = "## Earlier repairs that failed (do not repeat them)\n";
+  const size_t skip = failed.size() > keep ? failed.size() - keep : 0;
+  if (skip) u += "(the last " + std::to_string(keep) + " of " + std::to_string(failed.size()) + ")\n";
+  for (size_t i = skip; i < failed.size(); ++i) {
+    const auto& e = failed[i];
+    u += "- round " + std::to_string(e.round);
+    if (!e.method.empty()) u += " `" + e.method + "`";
+    if (!e.candidate_id.empty()) u += " [" + short_id(e.candidate_id) + "]";
+    u += std::string(": ") + to_string(e.status);
+    if (!e.summary.empty()) u += " — " + one_line(e.summary, limits.max_summary_chars);
+    u += "\n";
+  }
+  return u + "\n";
+}
+
+}  // namespace
 
 chat_request repairer_prompt(const task_spec& task, const candidate& cand,
                              const review_result& review, const repair_plan& diagnosis,
@@ -629,47 +867,36 @@ chat_request repairer_prompt(const task_spec& task, const candidate& cand,
   req.agent = agent_role::repairer;
   req.task = task.name;
   req.system = system_prompt(agent_role::repairer);
-  std::string u = "# Repair kernel `" + short_id(cand.id) + "` of task `" + task.name +
-                  "` (" + to_string(review.status) + ")\n\n";
-  u += render_task(task) + "\n";
-  u += "## Failing kernel\n\n" + candidate_blocks(cand) + "\n";
-  u += render_review(review, task, cand, limits) + "\n";
-  u += "## Diagnosis\n";
-  u += (diagnosis.diagnosis.empty() ? std::string("(none given)") : diagnosis.diagnosis) + "\n";
+  std::vector<prompt_section> parts;
+  parts.push_back(fixed("# Repair kernel `" + short_id(cand.id) + "` of task `" + task.name + "` (" +
+                        to_string(review.status) + ")\n\n"));
+  parts.push_back(spaced(task_section(task)));
+  parts.push_back(fixed("## Failing kernel\n\n" + candidate_blocks(cand) + "\n"));
+  parts.push_back(failure_review_section(review, task, cand, limits));
+  std::string d = "## Diagnosis\n";
+  d += (diagnosis.diagnosis.empty() ? std::string("(none given)") : diagnosis.diagnosis) + "\n";
   if (!diagnosis.actions.empty()) {
-    u += "Actions:\n";
+    d += "Actions:\n";
     for (size_t i = 0; i < diagnosis.actions.size(); ++i)
-      u += std::to_string(i + 1) + ". " + diagnosis.actions[i] + "\n";
+      d += std::to_string(i + 1) + ". " + diagnosis.actions[i] + "\n";
   }
-  u += "\n";
-  if (!failed_repairs.empty()) {
-    u += "## Earlier repairs that failed (do not repeat them)\n";
-    const size_t skip = failed_repairs.size() > limits.max_history
-                            ? failed_repairs.size() - limits.max_history : 0;
-    for (size_t i = skip; i < failed_repairs.size(); ++i) {
-      const auto& e = failed_repairs[i];
-      u += "- round " + std::to_string(e.round);
-      if (!e.method.empty()) u += " `" + e.method + "`";
-      if (!e.candidate_id.empty()) u += " [" + short_id(e.candidate_id) + "]";
-      u += std::string(": ") + to_string(e.status);
-      if (!e.summary.empty()) u += " — " + one_line(e.summary, limits.max_summary_chars);
-      u += "\n";
-    }
-    u += "\n";
-  }
+  parts.push_back(fixed(d + "\n"));
+  parts.push_back(make_section("failed_repairs",
+                               {{failed_repairs_text(failed_repairs, limits, limits.max_history), ""},
+                                {failed_repairs_text(failed_repairs, limits, 2), "the older failed repairs"},
+                                {"", "the failed repairs"}}));
   if (const char* hints = failure_checklist(review.status); *hints)
-    u += "## Where to look\n" + std::string(hints) + "\n\n";
-  u += launch_plan_guide() + "\n";
-  u += "## What to do\n"
-       "1. Apply the diagnosis' actions; if one is wrong, fix the root cause it points at "
-       "instead and say so in one sentence.\n"
-       "2. Change as little as possible: same kernels, names and design, unless the fix "
-       "needs more.\n"
-       "3. Keep the plan consistent with the source (argument count, order and types).\n\n"
-       "Reply with the complete repaired source in one ```cuda block and the complete "
-       "launch plan in one ```yaml block.\n";
-  req.messages.push_back({"user", std::move(u)});
-  return req;
+    parts.push_back(fixed("## Where to look\n" + std::string(hints) + "\n\n"));
+  parts.push_back(guide_section(true));
+  parts.push_back(fixed("## What to do\n"
+                        "1. Apply the diagnosis' actions; if one is wrong, fix the root cause it points at "
+                        "instead and say so in one sentence.\n"
+                        "2. Change as little as possible: same kernels, names and design, unless the fix "
+                        "needs more.\n"
+                        "3. Keep the plan consistent with the source (argument count, order and types).\n\n"
+                        "Reply with the complete repaired source in one ```cuda block and the complete "
+                        "launch plan in one ```yaml block.\n"));
+  return finish(std::move(req), std::move(parts), truncation_order(agent_role::repairer), limits);
 }
 
 }  // namespace ks

@@ -33,7 +33,28 @@ struct prompt_limits {
   size_t max_diagnostics = 20;      // compiler diagnostics shown
   size_t max_log_chars = 4000;      // compile log / review message excerpt
   size_t max_summary_chars = 300;   // one trajectory entry's summary
+  // The most characters the whole prompt (system prompt and user message) may take;
+  // 0: no bound. The llm coder sets it from the room the model's context leaves
+  // (tokens × the characters a token takes). A prompt over it is cut section by
+  // section in truncation_order(agent) — each section down to its shortest rendering
+  // before the next — and says at its end what was left out.
+  size_t max_prompt_chars = 0;
 };
+
+// What each agent's prompt cuts first when it must fit (llm/prompt_budget.hpp), by
+// section, first to last. Never cut: the task's header, inputs, parameters and
+// tolerance, the kernel being optimised or repaired with its plan, the planner's
+// decision, the diagnosis, the failure checklist and the instructions.
+//   generator: guide (worked example, then the list of library ops), reference
+//   optimizer: history (older events, then all but the per-method digest, then all),
+//              method (its example), guide (example, op list, all), features,
+//              review (profile metrics the decision does not rest on, then profile and
+//              resources), reference
+//   diagnoser: history, review (diagnostics after the first 5, most of the log), reference
+//   repairer:  failed_repairs (all but the last 2, then all), guide, review, reference
+// where `reference` is cut last: first its comments and docstrings, then the middle of
+// its source down to a half and a quarter.
+const std::vector<std::string>& truncation_order(agent_role role);
 
 // Generator: a seed kernel for `task`. Seeds of one task differ by seed_index, which
 // selects a design direction (so that seeds are diverse, and cache keys distinct);
@@ -70,6 +91,10 @@ chat_request repairer_prompt(const task_spec& task, const candidate& cand,
                              const prompt_limits& limits = {});
 
 // Pieces the builders share, exposed for tests and for other backends' reports.
+// render_task: the task with its reference's source — the KernelBench problem's own
+// Python when the task came from one, else the TorchScript source, else the code a
+// saved module's archive holds (llm/module_code.hpp) — inputs, parameters (a module's
+// by their attribute), tolerance and other sizes.
 std::string render_task(const task_spec& task);
 std::string render_method(const method_def& method);
 std::string render_review(const review_result& review, const task_spec& task,

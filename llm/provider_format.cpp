@@ -37,26 +37,41 @@ bool is_known_provider(const std::string& provider) {
 
 std::string encode_chat_body(const std::string& provider, const std::string& model,
                              const std::string& system,
-                             const std::vector<chat_message>& messages, int max_tokens,
-                             double temperature) {
+                             const std::vector<chat_message>& messages, const body_options& o) {
   json msgs = json::array();
   json body = json::object();
   body["model"] = model;
-  body["max_tokens"] = max_tokens;
-  body["temperature"] = temperature;
-  if (provider == "anthropic") {
+  const bool anthropic = provider == "anthropic";
+  body[!anthropic && o.max_completion_tokens ? "max_completion_tokens" : "max_tokens"] = o.max_tokens;
+  if (o.temperature) body["temperature"] = *o.temperature;
+  if (anthropic) {
     if (!system.empty()) body["system"] = system;
   } else if (!system.empty()) {
     msgs.push_back({{"role", "system"}, {"content", system}});
   }
   for (const auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
   body["messages"] = std::move(msgs);
+  if (o.stream) {
+    body["stream"] = true;
+    if (!anthropic) body["stream_options"] = {{"include_usage", true}};
+  }
+  if (!anthropic && !o.reasoning_effort.empty()) body["reasoning_effort"] = o.reasoning_effort;
   return body.dump(-1, ' ', false, replace);
+}
+
+std::string encode_chat_body(const std::string& provider, const std::string& model,
+                             const std::string& system,
+                             const std::vector<chat_message>& messages, int max_tokens,
+                             double temperature) {
+  body_options o;
+  o.max_tokens = max_tokens;
+  o.temperature = temperature;
+  return encode_chat_body(provider, model, system, messages, o);
 }
 
 std::vector<std::pair<std::string, std::string>> auth_headers(
     const std::string& provider, const std::string& api_key,
-    const std::string& anthropic_version) {
+    const std::string& anthropic_version, bool stream) {
   std::vector<std::pair<std::string, std::string>> h;
   if (provider == "anthropic") {
     if (!api_key.empty()) h.emplace_back("x-api-key", api_key);
@@ -64,7 +79,7 @@ std::vector<std::pair<std::string, std::string>> auth_headers(
   } else if (!api_key.empty()) {
     h.emplace_back("Authorization", "Bearer " + api_key);
   }
-  h.emplace_back("Accept", "application/json");
+  h.emplace_back("Accept", stream ? "text/event-stream" : "application/json");
   return h;
 }
 

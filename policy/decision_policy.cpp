@@ -276,6 +276,8 @@ policy_input make_policy_input(const plan_request& req) {
       if (!m.empty()) methods.push_back(m);
     in.coder_methods = methods;
   }
+  if (auto it = req.cand.recipe.find("other_methods"); it != req.cand.recipe.end() && it->second == "model")
+    in.coder_fallback = true;
   return in;
 }
 
@@ -401,10 +403,16 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
 
   // What the coder can do: a method it has no change for on this candidate would end
   // the round with "could not be applied".
+  // With a fallback coder the veto waits until the ranking: it applies only while
+  // one of the coder's own methods is allowed.
+  std::vector<std::string> beyond_coder;
   if (in.coder_methods) {
     const std::set<std::string> can(in.coder_methods->begin(), in.coder_methods->end());
     for (const auto& [id, cm] : candidates)
-      if (!can.count(id)) vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods)");
+      if (!can.count(id)) {
+        if (in.coder_fallback) beyond_coder.push_back(id);
+        else vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods)");
+      }
   }
 
   // Preconditions (`requires`).
@@ -468,6 +476,21 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
                            " steps (history seqs " + join(seqs, ", ") + ")");
         break;
       }
+    }
+  }
+
+  if (!beyond_coder.empty()) {
+    bool own_allowed = false;
+    for (const auto& [id, cm] : candidates)
+      if (!vetoes.has(id) && std::find(beyond_coder.begin(), beyond_coder.end(), id) == beyond_coder.end())
+        own_allowed = true;
+    if (own_allowed) {
+      for (const auto& id : beyond_coder)
+        vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods), and one of "
+                       "its own is allowed");
+    } else {
+      t.notes.push_back("none of the coder's own methods is allowed: the other allowed methods go to its "
+                        "fallback (the hybrid coder's model)");
     }
   }
 

@@ -52,11 +52,17 @@ struct policy_input {
   // vetoed, with or without long-term memory. nullopt: not known (any coder may try
   // any method).
   std::optional<std::vector<std::string>> coder_methods;
+  // The coder has a second coder for the methods it lacks (the hybrid coder's model:
+  // a rules candidate's recipe `other_methods: model`): coder_methods are preferred —
+  // every other method is vetoed while one of them is allowed — and when none is, the
+  // other allowed methods are offered instead of none.
+  bool coder_fallback = false;
 };
 
 // The input for a planner request: profile from the review, the features, the
 // task's tolerance and dtype (of its first input), its history and round, and the
-// methods the candidate's recipe says its coder can apply (`methods`, when present).
+// methods the candidate's recipe says its coder can apply (`methods`, when present;
+// `other_methods: model` sets coder_fallback).
 policy_input make_policy_input(const plan_request& req);
 
 // The input a decision case's example describes (candidate id "example"): what

@@ -1,6 +1,7 @@
 #include "report/bench_summary.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 
 #include "base/number_format.hpp"
@@ -57,6 +58,25 @@ json metrics_json(const metric_set& m) {
   return j;
 }
 
+// What the model cost one variant's run, over the tasks it finished.
+struct token_bill {
+  int64_t input = 0, output = 0;
+  double cost = 0;
+  int tasks = 0;
+};
+
+token_bill bill_of(const bench_report& r, size_t v) {
+  token_bill b;
+  for (const auto& p : r.problems) {
+    if (v >= p.cells.size() || !p.cells[v].run_done) continue;
+    b.input += p.cells[v].input_tokens;
+    b.output += p.cells[v].output_tokens;
+    b.cost += p.cells[v].cost_usd;
+    ++b.tasks;
+  }
+  return b;
+}
+
 json cell_json(const bench_cell& c) {
   json j;
   j["run_done"] = c.run_done;
@@ -64,6 +84,9 @@ json cell_json(const bench_cell& c) {
   j["run_reason"] = c.run_reason;
   j["run_speedup"] = c.run_success ? double_to_json(c.run_speedup) : json(nullptr);
   j["rounds"] = c.rounds;
+  j["input_tokens"] = c.input_tokens;
+  j["output_tokens"] = c.output_tokens;
+  j["cost_usd"] = double_to_json(c.cost_usd);
   j["exported"] = c.exported;
   j["export_error"] = c.export_error;
   j["state"] = state_name(c.state);
@@ -136,6 +159,9 @@ nlohmann::json bench_summary_json(const bench_report& r) {
     jv["rounds_vs_seeds"] = {{"tasks", vs.tasks},       {"beat", vs.beat},
                              {"beat_by_2pct", vs.beat_by_2pct}, {"rescued", vs.rescued},
                              {"geomean_gain", opt_json(vs.geomean_gain)}, {"gains", gains}};
+    const token_bill bill = bill_of(r, v);
+    jv["llm"] = {{"input_tokens", bill.input}, {"output_tokens", bill.output}, {"cost_usd", double_to_json(bill.cost)},
+                 {"tasks", bill.tasks}};
     j["variants"].push_back(std::move(jv));
   }
   j["problems"] = json::array();
@@ -351,6 +377,20 @@ std::string bench_summary_markdown(const bench_report& r) {
         std::to_string(r.rounds) + " rounds; variants: ";
   for (size_t v = 0; v < r.variants.size(); ++v) md += (v ? ", " : "") + r.variants[v].name;
   md += ".\n\n";
+  if (r.coder == "llm" || r.coder == "hybrid") {
+    // The model's bill, per variant: what a run of this bench costs in tokens.
+    md += "Model tokens (" + r.coder + " coder, the run's finished tasks):";
+    for (size_t v = 0; v < r.variants.size(); ++v) {
+      const token_bill b = bill_of(r, v);
+      char cost[32];
+      std::snprintf(cost, sizeof cost, "$%.4f", b.cost);
+      md += std::string(v ? ";" : "") + " " + r.variants[v].name + " " + std::to_string(b.input) + " in, " +
+            std::to_string(b.output) + " out (" + cost + ") over " + std::to_string(b.tasks) + " task" +
+            (b.tasks == 1 ? "" : "s");
+      if (b.tasks > 0) md += ", " + std::to_string((b.input + b.output) / b.tasks) + " per task";
+    }
+    md += ".\n\n";
+  }
   md += "**Measurement: " + r.measurement + ".**";
   if (r.measurement_ran)
     md += " Device: " + r.device + ", PyTorch " + r.torch_version + ". Eager (the problem's `Model`), torch.compile " +

@@ -40,6 +40,9 @@ struct bench_cell {
   double max_abs_error = 0;
   double ours_ms = 0;
   std::string error;  // the measurement's, for ours (build, construction, a run that raised)
+  // What the model cost for this task (the run's outcome; 0 for the rules coder).
+  int64_t input_tokens = 0, output_tokens = 0;
+  double cost_usd = 0;
 };
 
 struct bench_problem {

@@ -127,7 +127,10 @@ std::string summary_markdown(const run_summary& s) {
   md += ". Geometric-mean speedup over eager (successful tasks): " +
         format_double("%.2fx", geomean_speedup(s.outcomes)) + ". Wall time " + format_double("%.1f s", s.wall_s) +
         ". Tokens: " + std::to_string(in_tok) + " in, " + std::to_string(out_tok) + " out (" +
-        format_double("$%.4f", cost) + ").\n\n";
+        format_double("$%.4f", cost) + ")";
+  if (!s.outcomes.empty() && in_tok + out_tok > 0)
+    md += ", " + std::to_string((in_tok + out_tok) / static_cast<int64_t>(s.outcomes.size())) + " per task";
+  md += ".\n\n";
   const review_phases phases = total_review_time(s.outcomes);
   uint32_t reviews = 0;
   for (const auto& o : s.outcomes) reviews += o.reviews;
@@ -139,8 +142,8 @@ std::string summary_markdown(const run_summary& s) {
           (s.devices == 1 ? "" : "s") + " busy " + format_double("%.0f%%", 100 * device_busy_fraction(s)) +
           " of the wall time";
   md += ".\n\n";
-  md += "| task | correct | speedup | kernel ms | eager ms | rounds | reviews | tokens | stopped because |\n";
-  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  md += "| task | correct | speedup | kernel ms | eager ms | rounds | reviews | tokens in / out | cost | stopped because |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& o : s.outcomes) {
     std::string reason = o.reason;
     for (auto& c : reason)
@@ -152,9 +155,10 @@ std::string summary_markdown(const run_summary& s) {
                ? format_double("%.4f", o.best_review.reference_time.median_ms)
                : "-") +
           " | " + std::to_string(o.rounds) + " | " + std::to_string(o.reviews) + " | " +
-          std::to_string(o.input_tokens + o.output_tokens) + " | " + reason + " |\n";
+          std::to_string(o.input_tokens) + " / " + std::to_string(o.output_tokens) + " | " +
+          format_double("$%.4f", o.cost_usd) + " | " + reason + " |\n";
   }
-  for (const auto& p : s.pending) md += "| " + p + " | not finished | | | | | | | |\n";
+  for (const auto& p : s.pending) md += "| " + p + " | not finished | | | | | | | | |\n";
   md += "\nPer task: tasks/TASK/ holds kernel.cu, plan.yaml, review.json, outcome.json and "
         "trajectory.txt.\n";
   return md;
@@ -172,7 +176,16 @@ status write_summary(const fs::path& out_dir, const run_summary& s) {
   j["devices"] = s.devices;
   if (s.devices > 0) j["device_busy_fraction"] = double_to_json(device_busy_fraction(s));
   j["tasks"] = nlohmann::json::array();
-  for (const auto& o : s.outcomes) j["tasks"].push_back(outcome_to_json(o));
+  int64_t in_tok = 0, out_tok = 0;
+  double cost = 0;
+  for (const auto& o : s.outcomes) {
+    j["tasks"].push_back(outcome_to_json(o));
+    in_tok += o.input_tokens;
+    out_tok += o.output_tokens;
+    cost += o.cost_usd;
+  }
+  // The model's bill for the finished tasks (0 for the rules coder).
+  j["llm"] = {{"input_tokens", in_tok}, {"output_tokens", out_tok}, {"cost_usd", double_to_json(cost)}};
   j["pending"] = s.pending;
   if (auto st = write_file_atomically(out_dir / "summary.json", j.dump(2) + "\n"); !st) return st;
   return write_file_atomically(out_dir / "summary.md", summary_markdown(s));

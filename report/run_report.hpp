@@ -3,8 +3,9 @@
 // reads after an experiment.
 //
 //   OUT/summary.md, OUT/summary.json   one row per task: success, speedup over eager,
-//                                      rounds, reviews, tokens, cost, why it stopped;
-//                                      the reviews' phase times, per task and summed
+//                                      rounds, reviews, tokens in and out, cost, why
+//                                      it stopped; the reviews' phase times, per task
+//                                      and summed; the run's token bill (json: llm)
 //   OUT/tasks/TASK/kernel.cu           the best correct kernel's source
 //   OUT/tasks/TASK/plan.yaml           its launch plan
 //   OUT/tasks/TASK/review.json         its review (timings, errors, profile, flags)

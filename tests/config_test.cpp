@@ -118,6 +118,12 @@ TEST_CASE("an empty config gives every documented default", "[config]") {
     CHECK(c.coder.llm.max_retries == 3);
     CHECK(c.coder.llm.temperature == 0.2);
     CHECK(c.coder.llm.max_tokens == 8192);
+    CHECK(c.coder.llm.stream);
+    CHECK(c.coder.llm.reply_timeout_s == 0);
+    CHECK_FALSE(c.coder.llm.reasoning);
+    CHECK(c.coder.llm.reasoning_effort.empty());
+    CHECK(c.coder.llm.context_tokens == 0);
+    CHECK(c.coder.llm.prompt_tokens == 0);
     CHECK(c.coder.llm.cache_dir.empty());
     CHECK(c.review.trials == 5);
     CHECK(c.review.suspicious_speedup == 20);
@@ -161,9 +167,15 @@ coder:
     model: some-model
     api_key_env: MY_KEY
     timeout_s: 30
+    reply_timeout_s: 600
+    stream: false
     max_retries: 0
     temperature: 0
     max_tokens: 4096
+    reasoning: true
+    reasoning_effort: low
+    context_tokens: 32768
+    prompt_tokens: 12000
     cache_dir: .llm-cache
 review:
   trials: 9
@@ -211,6 +223,12 @@ serve:
   CHECK(c.coder.llm.max_retries == 0);
   CHECK(c.coder.llm.temperature == 0);
   CHECK(c.coder.llm.max_tokens == 4096);
+  CHECK(c.coder.llm.reply_timeout_s == 600);
+  CHECK_FALSE(c.coder.llm.stream);
+  CHECK(c.coder.llm.reasoning);
+  CHECK(c.coder.llm.reasoning_effort == "low");
+  CHECK(c.coder.llm.context_tokens == 32768);
+  CHECK(c.coder.llm.prompt_tokens == 12000);
   CHECK(c.coder.llm.cache_dir == ".llm-cache");
   CHECK(c.review.trials == 9);
   CHECK(c.review.suspicious_speedup == 50);
@@ -307,8 +325,10 @@ TEST_CASE("to_yaml round-trips through parse_config", "[config]") {
                .llm_requests_in_flight = 9, .device_queue_depth = 11};
   c.coder.backend = "llm";
   c.coder.llm = {.provider = "anthropic", .endpoint = "http://localhost:8000/v1",
-                 .model = "true", .api_key_env = "K", .timeout_s = 1e-3, .max_retries = 0,
-                 .temperature = 1.7, .max_tokens = 1, .cache_dir = "#not-a-comment"};
+                 .model = "true", .api_key_env = "K", .timeout_s = 1e-3, .reply_timeout_s = 90,
+                 .stream = false, .max_retries = 0, .temperature = 1.7, .max_tokens = 1,
+                 .reasoning = true, .reasoning_effort = "medium", .context_tokens = 4096,
+                 .prompt_tokens = 100, .cache_dir = "#not-a-comment"};
   c.review = {.trials = 2, .suspicious_speedup = 1.5, .size = "a: b"};
   c.ablation = {.long_term_memory = false, .short_term_memory = true};
   c.memory.path = "~";
@@ -523,7 +543,10 @@ TEST_CASE("rejects: bad gpus.local values", "[config][bad]") {
 
 TEST_CASE("rejects: values outside an enumeration", "[config][bad]") {
   CHECK(rejected("coder:\n  backend: gpt\n") ==
-        "exp.yaml:2:12: coder.backend: expected one of rules, llm, got \"gpt\"");
+        "exp.yaml:2:12: coder.backend: expected one of rules, llm, hybrid, got \"gpt\"");
+  CHECK_THAT(rejected("coder:\n  llm:\n    reasoning_effort: extreme\n"),
+             Contains("coder.llm.reasoning_effort: expected one of minimal, low, medium, high"));
+  CHECK_THAT(rejected("coder:\n  llm:\n    context_tokens: -1\n"), Contains("coder.llm.context_tokens"));
   CHECK(rejected("coder:\n  llm:\n    provider: opanai\n") ==
         "exp.yaml:3:15: coder.llm.provider: expected one of openai, anthropic, got \"opanai\" "
         "(did you mean 'openai'?)");
@@ -547,6 +570,8 @@ TEST_CASE("rejects: coder.backend llm without an endpoint or model", "[config][b
   CHECK_THAT(rejected("coder:\n  llm: {endpoint: \"https://x/v1\"}\n  backend: llm\n"),
              Contains("exp.yaml:3:12") && Contains("coder.llm.model must be set") &&
                  !Contains("endpoint must be set"));
+  CHECK_THAT(rejected("coder:\n  backend: hybrid\n"),
+             Contains("coder.backend: is hybrid, so coder.llm.endpoint must be set"));
   CHECK_THAT(rejected("coder: {llm: {endpoint: api.example.com}}\n"),
              Contains("coder.llm.endpoint: expected an http:// or https:// URL"));
 }

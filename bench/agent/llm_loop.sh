@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `kernelskill run` end to end on a GPU with the llm backend, the model being
-# ks-scripted-llm (tests/scripted_llm_main.cpp) on loopback: seeds from the example
-# kernels (the first relu seed deliberately wrong), real reviews on the GPU by a
-# spawned kernelskill-gpu worker, diagnosis and repair, planning from real profiles,
-# optimisation rounds, and the output directory. Prints the run's summary.
+# ks-scripted-llm (tests/scripted_llm_main.cpp) on loopback: streamed seeds from the
+# example kernels (each task's first seed written with int64_t, which NVRTC refuses;
+# its second cut off, its third with a plan typo: format repairs), real reviews on the
+# GPU by a spawned kernelskill-gpu worker, diagnosis and repair, planning from real
+# profiles, optimisation rounds (the kernels of tests/data/llm_replies where it has
+# one for the method), and the output directory. Prints the run's summary.
 #
 #   bench/run.sh agent-loop        (builds kernelskill, kernelskill-gpu, ks-scripted-llm)
 #   BUILD=DIR OUT=DIR bench/agent/llm_loop.sh
@@ -25,7 +27,7 @@ cp "$root/bench/suites/ops/relu.yaml" "$root/examples/tasks/gelu.yaml" "$root/ex
    "$out/tasks/"
 
 # The server prints its port, then serves until its stdin closes.
-coproc LLM { "$build/bin/ks-scripted-llm" --plans "$root/examples/plans" \
+coproc LLM { "$build/bin/ks-scripted-llm" --plans "$root/examples/plans" --replies "$root/tests/data/llm_replies" \
                relu=relu gelu=gelu_vec4 softmax=softmax_rows; }
 read -r line <&"${LLM[0]}"
 port="${line##*:}"
