@@ -243,8 +243,10 @@ std::vector<std::string> system_proc_entries() {
   return out;
 }
 
-// The paths every sandboxed process reads (and runs programs from).
-std::vector<std::string> system_read_paths() {
+// The paths every sandboxed process reads (and runs programs from). Listed once, by the
+// first sandbox of the process: a process that has confined itself may not list /proc,
+// /etc or /dev any more, and its children's sandboxes need the same paths.
+std::vector<std::string> list_system_read_paths() {
   std::vector<std::string> out = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt",
                                   "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
                                   "/etc/localtime", "/etc/timezone", "/etc/alternatives",
@@ -255,9 +257,14 @@ std::vector<std::string> system_read_paths() {
   return out;
 }
 
-std::vector<std::string> gpu_paths() {
-  std::vector<std::string> out = glob_paths("/dev/nvidia*");
-  return out;
+const std::vector<std::string>& system_read_paths() {
+  static const std::vector<std::string> paths = list_system_read_paths();
+  return paths;
+}
+
+const std::vector<std::string>& gpu_paths() {
+  static const std::vector<std::string> paths = glob_paths("/dev/nvidia*");
+  return paths;
 }
 
 int open_path(const std::string& p) { return ::open(p.c_str(), O_PATH | O_CLOEXEC); }
@@ -593,7 +600,40 @@ int thread_count() {
     if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
   return -1;
 }
+
+// The names of the threads besides the calling one ("blas_thread_server" and so on),
+// for an error a user can act on.
+std::string other_thread_names() {
+  std::string out;
+  const auto self = std::to_string(::syscall(SYS_gettid));
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    if (e.path().filename() == self) continue;
+    std::ifstream in(e.path() / "comm");
+    std::string name;
+    std::getline(in, name);
+    out += (out.empty() ? "" : ", ") + (name.empty() ? e.path().filename().string() : name);
+  }
+  return out;
+}
+
+constexpr const char* kReexecMark = "KS_SANDBOX_REEXEC";
 }  // namespace
+
+status reexec_single_threaded(char** argv) {
+  if (std::getenv(kReexecMark)) {
+    ::unsetenv(kReexecMark);  // its children start afresh
+    return {};
+  }
+  if (thread_count() == 1) return {};
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  ::setenv("GOTO_NUM_THREADS", "1", 1);
+  ::setenv(kReexecMark, "1", 1);
+  ::execv("/proc/self/exe", argv);
+  const int e = errno;
+  ::unsetenv(kReexecMark);
+  return error{std::string("re-executing /proc/self/exe to start without library threads: ") + std::strerror(e)};
+}
 
 status sandbox_self(const sandbox_policy& policy) {
   if (policy.mode == sandbox_mode::off) return {};
@@ -602,6 +642,7 @@ status sandbox_self(const sandbox_policy& policy) {
   if (!missing->empty()) log_missing_once(*missing);
   if (const int threads = thread_count(); threads != 1)
     return error{"the sandbox must be entered while the process has one thread (it has " + std::to_string(threads) +
+                 ": besides this one " + other_thread_names() +
                  "): Landlock confines only the calling thread and those it starts later"};
   // The secrets leave the environment, and later children's caches go to scratch.
   std::vector<std::string> names;

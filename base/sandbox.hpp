@@ -118,6 +118,15 @@ class child_sandbox {
 status sandbox_self(const sandbox_policy& policy);
 status seal_network(sandbox_mode mode);
 
+// Libraries may start threads while they load, before main: Debian's OpenBLAS starts a
+// pool of one thread per core in its constructor. Landlock would not bind those threads,
+// so sandbox_self refuses to start beside them. Where the process has more than one
+// thread, this re-executes it (/proc/self/exe, the same argv) once with the pools that
+// start at load sized to one (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS =1); it returns only
+// where no re-execution is needed or it already happened (then sandbox_self says which
+// threads are left), or where execv failed (the error).
+status reexec_single_threaded(char** argv);
+
 // The environment variables a sandboxed process does not get: names with TOKEN, SECRET,
 // PASSWORD, PASSWD, CREDENTIAL, API_KEY, ACCESS_KEY or PRIVATE_KEY in them (any case).
 bool secret_variable(const std::string& name);

@@ -6,8 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include "base/content_hash.hpp"
-#include "base/private_dir.hpp"
-#include "task/task_files.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {
@@ -44,24 +42,20 @@ std::string reference_check::refused(const task_spec& task, const std::string& s
 
 std::string reference_check::run_child(const task_spec& task, const std::string& size,
                                        const process_limits& limits) {
-  auto dir = private_dir::create("ks-refcheck");
-  if (!dir) {
-    spdlog::warn("reference check of task '{}' skipped: {}", task.name, dir.message());
-    return "";
-  }
-  auto yaml = write_task_files(task, dir->path());
-  if (!yaml) {
-    spdlog::warn("reference check of task '{}' skipped: {}", task.name, yaml.message());
-    return "";
-  }
   const std::string program = opts_.program.empty() ? own_executable() : opts_.program;
-  std::string cmd = "exec " + shell_quote(program) + " --log-level error --run-reference " +
-                    shell_quote(yaml->string()) + " --on " + shell_quote(opts_.device.empty() ? "cpu" : opts_.device);
-  if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
-  auto run = run_bounded(cmd, limits, dir->path() / "reference.err");
+  auto run = opts_.launcher ? opts_.launcher->run(task, size, opts_.device, limits.wall_seconds)
+                            : run_reference_child(program, opts_.device, task, size, limits);
   if (!run) {
     spdlog::warn("reference check of task '{}' skipped: {}", task.name, run.message());
     return "";
+  }
+  if (!run->ok() && run->limit.empty()) {
+    // The review runs it again and says why in its own words; the log keeps the child's.
+    std::string last = run->err;
+    while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
+    if (auto nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
+    spdlog::info("reference check of task '{}': the reference failed in the child (wait status {}){}", task.name,
+                 run->status, last.empty() ? "" : ": " + last);
   }
   if (run->ok() || run->limit.empty()) return "";  // ran, or failed in its own words: the review says
   std::string why = "the reference of task \"" + task.name + "\" was stopped before any review ran it: " +

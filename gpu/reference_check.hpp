@@ -19,10 +19,12 @@
 #include <cstddef>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "base/bounded_child.hpp"
+#include "gpu/reference_launcher.hpp"
 #include "model/task.hpp"
 
 namespace ks {
@@ -32,6 +34,9 @@ struct reference_check_options {
   std::string device;      // --on for the child: "cpu" or "cuda:N"
   std::string program;     // kernelskill-gpu; empty: this process's own executable
   size_t remembered = 256; // tasks whose verdict is kept (the oldest forgotten first)
+  // Where the worker confines itself, the process that starts the children
+  // (gpu/reference_launcher.hpp); null: they are started from this process.
+  std::shared_ptr<reference_launcher> launcher;
 };
 
 class reference_check {

@@ -53,6 +53,7 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
   co.limits = opts.reference_limits;
   // The child runs the reference where the reviews will: this worker's GPU, if it has one.
   co.device = st->info.devices.empty() ? "cpu" : "cuda:" + std::to_string(opts.device < 0 ? 0 : opts.device);
+  co.launcher = opts.launcher;
   st->check = std::make_unique<reference_check>(co);
   return {
       [st](describe_atom) { return st->info; },

@@ -6,6 +6,7 @@
 // gets an answer naming the limit, not a hung worker.
 
 #include <cstdint>
+#include <memory>
 
 #include <caf/fwd.hpp>
 
@@ -15,6 +16,8 @@
 
 namespace ks {
 
+class reference_launcher;
+
 struct worker_options {
   int device = -1;  // the ordinal this worker serves; -1 = describe all, review on 0
   uint64_t trial_cache_bytes = 0;  // reviewer_options::trial_cache_bytes; 0 = its default
@@ -22,6 +25,9 @@ struct worker_options {
   // Each task's reference is first run in a child under these limits
   // (gpu/reference_check.hpp); one stopped there is never run in this process.
   process_limits reference_limits;
+  // Where this process confines itself, what starts those children outside its sandbox
+  // (gpu/reference_launcher.hpp); null: this process starts them.
+  std::shared_ptr<reference_launcher> launcher;
 };
 
 // Builds the worker's self-description: host, pid, version, driver and devices.

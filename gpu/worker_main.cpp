@@ -25,6 +25,7 @@
 #include "base/loopback.hpp"
 #include "base/private_dir.hpp"
 #include "base/sandbox.hpp"
+#include "gpu/reference_launcher.hpp"
 #include "base/secret.hpp"
 #include "protocol/worker_link.hpp"
 #include "config/experiment_config.hpp"
@@ -324,6 +325,19 @@ int serve_one_device(const remote_worker& where, const std::string& address, con
   sandbox_policy self = asked;
   self.scratch = scratch->path();
   self.tcp_bind_port = where.port;
+  worker_options served = opts;
+  if (asked.mode != sandbox_mode::off) {
+    // Its reference checks' children get their own sandbox, not this one's
+    // (gpu/reference_launcher.hpp): their starter is forked while there is one thread.
+    std::error_code ec;
+    auto launcher = reference_launcher::start(std::filesystem::read_symlink("/proc/self/exe", ec).string(),
+                                              opts.reference_limits);
+    if (!launcher) {
+      std::cerr << "kernelskill-gpu: " << launcher.message() << "\n";
+      return 2;
+    }
+    served.launcher = *launcher;
+  }
   if (auto confined = sandbox_self(self); !confined) {
     std::cerr << "kernelskill-gpu: the worker's sandbox: " << confined.message() << "\n";
     return 2;
@@ -333,8 +347,8 @@ int serve_one_device(const remote_worker& where, const std::string& address, con
   caf::actor_system sys{cfg};
   // Detached: a review blocks its actor for seconds, and must not hold one of CAF's
   // scheduler threads (which also serve the network) while it does.
-  auto worker = sys.spawn<caf::detached>(gpu_worker, opts);
-  auto info = describe_this_worker(opts);
+  auto worker = sys.spawn<caf::detached>(gpu_worker, served);
+  auto info = describe_this_worker(served);
   if (info.devices.empty())
     spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
   return serve_until_signal(sys, worker, where, address, token, stop, asked.mode);
@@ -388,7 +402,7 @@ struct token_cli {
 };
 
 int listen(const std::string& address, const token_cli& secret, const worker_options& opts, bool one_worker,
-           const agent_cli& agent, const std::string& log_level) {
+           const agent_cli& agent, const std::string& log_level, char** argv) {
   auto where = parse_host_port(address, /*allow_any_port=*/true);
   if (!where) {
     std::cerr << "kernelskill-gpu: --listen: " << where.message() << "\n";
@@ -407,7 +421,16 @@ int listen(const std::string& address, const token_cli& secret, const worker_opt
                  "or gpus.remote_token_env), or listen on 127.0.0.1 and tunnel to it\n";
     return 2;
   }
-  if (one_worker) return serve_one_device(*where, address, *token, opts);
+  if (one_worker) {
+    // Before anything is printed: a library's threads from load time would stay
+    // outside the sandbox (base/sandbox.hpp).
+    if (opts.reference_limits.sandbox.mode != sandbox_mode::off)
+      if (auto alone = reexec_single_threaded(argv); !alone) {
+        std::cerr << "kernelskill-gpu: the worker's sandbox: " << alone.message() << "\n";
+        return 2;
+      }
+    return serve_one_device(*where, address, *token, opts);
+  }
   return serve_node(*where, address, *token, opts, agent, log_level);
 }
 
@@ -594,7 +617,7 @@ int main(int argc, char** argv) {
     review.json = json;
     return run_review(review, opts);
   }
-  if (!listen_at.empty()) return listen(listen_at, secret, opts, one_worker, agent, log_level);
+  if (!listen_at.empty()) return listen(listen_at, secret, opts, one_worker, agent, log_level, argv);
   std::cerr << app.help() << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen, "
                              "--run-reference or --review\n";
   return 2;

@@ -109,7 +109,7 @@ std::shared_ptr<rules_coder> templates() {
 }
 
 task_spec relu_task() {
-  auto t = load_task(kSource / "bench" / "tasks" / "relu.yaml");
+  auto t = load_task(kSource / "bench" / "suites" / "ops" / "relu.yaml");
   REQUIRE(t.ok());
   return *t;
 }

@@ -74,7 +74,7 @@ struct model_server {
 };
 
 void write_tasks(const fs::path& dir) {
-  fs::copy_file(kSource / "bench" / "tasks" / "relu.yaml", dir / "tasks" / "relu.yaml");
+  fs::copy_file(kSource / "bench" / "suites" / "ops" / "relu.yaml", dir / "tasks" / "relu.yaml");
   fs::copy_file(kSource / "examples" / "tasks" / "swish.yaml", dir / "tasks" / "swish.yaml");
   fs::copy_file(kSource / "examples" / "tasks" / "row_sum.yaml", dir / "tasks" / "row_sum.yaml");
 }

@@ -124,8 +124,8 @@ TEST_CASE("the replaying server's elementwise kernels match the reference", "[ll
   const fs::path examples = kSource / "examples";
   auto relu_ref = [](const std::vector<float>& x, const std::vector<int64_t>&) { return pointwise(x, relu); };
   auto swish_ref = [](const std::vector<float>& x, const std::vector<int64_t>&) { return pointwise(x, swish); };
-  check_reply(kSource / "bench" / "tasks" / "relu.yaml", examples / "plans" / "relu", relu_ref);
-  check_reply(kSource / "bench" / "tasks" / "relu.yaml", replies / "relu.vectorize_loads", relu_ref);
+  check_reply(kSource / "bench" / "suites" / "ops" / "relu.yaml", examples / "plans" / "relu", relu_ref);
+  check_reply(kSource / "bench" / "suites" / "ops" / "relu.yaml", replies / "relu.vectorize_loads", relu_ref);
   check_reply(examples / "tasks" / "swish.yaml", replies / "swish", swish_ref);
   check_reply(examples / "tasks" / "swish.yaml", replies / "swish.vectorize_loads", swish_ref);
   check_reply(examples / "tasks" / "gelu.yaml", examples / "plans" / "gelu_vec4",

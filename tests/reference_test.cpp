@@ -21,6 +21,7 @@
 #include <torch/script.h>
 
 #include "gpu/graph_export.hpp"
+#include "gpu/reference_launcher.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "task/task_loader.hpp"
 
@@ -904,4 +905,109 @@ TEST_CASE("a saved module whose __setstate__ reads files or prints is refused be
   auto program = load_program(with_module("computing.pt"));
   auto r = run_trial(*program);
   CHECK(excess(r.outputs[0], r.inputs[0] * 2.0, 0, 0) <= 0);
+}
+
+// gpu/reference_launcher: the process a confined worker forks to start its reference
+// checks' children, each in a sandbox of its own. Real processes: the launcher, the
+// kernelskill-gpu children it starts, a launcher killed for real.
+namespace {
+
+const std::string launcher_worker_binary = std::string(KS_BINARY_DIR) + "/bin/kernelskill-gpu";
+
+process_limits launcher_limits() {
+  process_limits l;
+  l.cpu_seconds = 30;
+  l.memory_mb = 4096;
+  l.wall_seconds = 60;
+  l.sandbox.mode = sandbox_mode::best_effort;
+  return l;
+}
+
+task_spec launcher_swish(const std::string& name, const std::string& torchscript) {
+  auto t = load_task(std::string(KS_SOURCE_DIR) + "/examples/tasks/swish.yaml");
+  REQUIRE(t);
+  t->name = name;
+  t->torchscript = torchscript;
+  return *t;
+}
+
+// A task whose reference is a saved module, as every imported KernelBench problem's is.
+task_spec launcher_module_task(const fs::path& dir) {
+  torch::jit::Module m("Scale");
+  m.register_parameter("weight", at::arange(12, at::kFloat).reshape({4, 3}) / 10, false);
+  m.define("def forward(self, x):\n    return torch.relu(torch.matmul(x, self.weight) - 1.0)\n");
+  m.save((dir / "scale.pt").string());
+  std::ofstream(dir / "scale.yaml") << "name: scale\nreference:\n  module: scale.pt\n"
+                                       "inputs:\n  - {name: x, shape: [5, 4]}\nseed: 8\n";
+  auto t = load_task(dir / "scale.yaml");
+  REQUIRE(t);
+  return *t;
+}
+
+}  // namespace
+
+TEST_CASE("the reference launcher runs a reference in a sandboxed child, and nothing else",
+          "[reference_launcher][limits]") {
+  auto launcher = reference_launcher::start(launcher_worker_binary, launcher_limits());
+  REQUIRE(launcher);
+
+  SECTION("an inline reference and a saved module run and print their summaries") {
+    auto ok = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x * torch.sigmoid(x)\n"), "cpu", "cpu", 60);
+    INFO((ok ? ok->err : ok.message()));
+    REQUIRE(ok);
+    CHECK(ok->ok());
+    const fs::path dir = fs::temp_directory_path() / ("ks-launcher-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    auto module = (*launcher)->run(launcher_module_task(dir), "", "cpu", 60);
+    fs::remove_all(dir);
+    INFO((module ? module->err : module.message()));
+    REQUIRE(module);
+    CHECK(module->ok());
+  }
+  SECTION("a request may lower the wall clock, never raise it") {
+    const auto endless = launcher_swish("endless", "def forward(x):\n    y = x\n    for i in range(2000000000):\n"
+                                               "        y = y * 1.0\n    return y\n");
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = (*launcher)->run(endless, "cpu", "cpu", 2);
+    REQUIRE(r);
+    CHECK_FALSE(r->ok());
+    CHECK_THAT(r->limit, Catch::Contains("wall"));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  }
+  SECTION("a device that is not cpu or cuda:N is refused, and the launcher goes on") {
+    auto r = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x\n"), "cpu", "cpu; touch /tmp/owned", 60);
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.message(), Catch::Contains("cpu or cuda:N"));
+    CHECK_FALSE(fs::exists("/tmp/owned"));
+    auto again = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x\n"), "cpu", "cpu", 60);
+    REQUIRE(again);
+    CHECK(again->ok());
+  }
+}
+
+TEST_CASE("a launcher that died answers with an error, not a hang", "[reference_launcher]") {
+  auto launcher = reference_launcher::start(launcher_worker_binary, launcher_limits());
+  REQUIRE(launcher);
+  // Its process is the only child this test has started so far with that name.
+  bool killed = false;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream comm(e.path() / "comm"), stat(e.path() / "stat");
+    std::string name, line;
+    std::getline(comm, name);
+    std::getline(stat, line);
+    if (name != "ks-reflaunch") continue;
+    // stat: pid (comm) state ppid ...
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid);
+    if (ppid != ::getpid()) continue;
+    ::kill(std::stoi(e.path().filename().string()), SIGKILL);
+    killed = true;
+  }
+  REQUIRE(killed);
+  auto r = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x\n"), "cpu", "cpu", 60);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.message(), Catch::Contains("gone"));
 }
