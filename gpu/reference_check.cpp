@@ -40,8 +40,7 @@ std::string reference_check::refused(const task_spec& task, const std::string& s
   return verdict;
 }
 
-std::string reference_check::run_child(const task_spec& task, const std::string& size,
-                                       const process_limits& limits) {
+std::string reference_check::run_child(const task_spec& task, const std::string& size, const process_limits& limits) {
   const std::string program = opts_.program.empty() ? own_executable() : opts_.program;
   auto run = opts_.launcher ? opts_.launcher->run(task, size, opts_.device, limits.wall_seconds)
                             : run_reference_child(program, opts_.device, task, size, limits);

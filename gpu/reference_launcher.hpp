@@ -36,8 +36,7 @@ class reference_launcher {
 
   // Runs the task's reference at `size` (a named size; empty: full) on `device` in a
   // bounded child whose wall clock is min(wall_seconds, the launcher's).
-  result<bounded_run> run(const task_spec& task, const std::string& size, const std::string& device,
-                          int wall_seconds);
+  result<bounded_run> run(const task_spec& task, const std::string& size, const std::string& device, int wall_seconds);
 
  private:
   reference_launcher(int fd, int pid) : fd_(fd), pid_(pid) {}

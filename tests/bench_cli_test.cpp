@@ -373,8 +373,8 @@ TEST_CASE("the side-by-side script bounds each model's build and reports one tha
                    {"problems", {{{"key", "good/relu"}, {"name", "relu"}, {"level", "good"},
                                   {"problem", (kGood / "relu.py").string()}, {"models", models}}}}};
   std::ofstream(dir / "manifest.json") << manifest.dump();
-  const std::string script = python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
-                             quote(dir / "manifest.json");
+  const std::string script =
+      python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " + quote(dir / "manifest.json");
   const auto t0 = std::chrono::steady_clock::now();
   auto built = ks::test::run_shell(script + " --kb-prebuild --jobs 2 2>&1");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -952,7 +952,8 @@ TEST_CASE("the reference launcher runs a reference in a sandboxed child, and not
   REQUIRE(launcher);
 
   SECTION("an inline reference and a saved module run and print their summaries") {
-    auto ok = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x * torch.sigmoid(x)\n"), "cpu", "cpu", 60);
+    auto ok = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x * torch.sigmoid(x)\n"), "cpu",
+                               "cpu", 60);
     INFO((ok ? ok->err : ok.message()));
     REQUIRE(ok);
     CHECK(ok->ok());
@@ -965,8 +966,9 @@ TEST_CASE("the reference launcher runs a reference in a sandboxed child, and not
     CHECK(module->ok());
   }
   SECTION("a request may lower the wall clock, never raise it") {
-    const auto endless = launcher_swish("endless", "def forward(x):\n    y = x\n    for i in range(2000000000):\n"
-                                               "        y = y * 1.0\n    return y\n");
+    const auto endless = launcher_swish("endless",
+                                        "def forward(x):\n    y = x\n    for i in range(2000000000):\n"
+                                        "        y = y * 1.0\n    return y\n");
     const auto t0 = std::chrono::steady_clock::now();
     auto r = (*launcher)->run(endless, "cpu", "cpu", 2);
     REQUIRE(r);
@@ -975,7 +977,8 @@ TEST_CASE("the reference launcher runs a reference in a sandboxed child, and not
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
   }
   SECTION("a device that is not cpu or cuda:N is refused, and the launcher goes on") {
-    auto r = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x\n"), "cpu", "cpu; touch /tmp/owned", 60);
+    auto r =
+        (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x\n"), "cpu", "cpu; touch /tmp/owned", 60);
     REQUIRE_FALSE(r);
     CHECK_THAT(r.message(), Catch::Contains("cpu or cuda:N"));
     CHECK_FALSE(fs::exists("/tmp/owned"));
