@@ -259,8 +259,8 @@ TEST_CASE("a worker with a token serves only peers that prove they know it",
   int fd = raw_connect(port);
   char hello[36];
   REQUIRE(::recv(fd, hello, sizeof hello, MSG_WAITALL) == 36);
-  CHECK(std::string(hello, 4) == "KSW1");
-  std::string forged = "KSW1" + std::string(64, 'x') + std::string(512, '\0');
+  CHECK(std::string(hello, 4) == "KSW2");
+  std::string forged = "KSW2" + std::string(64, 'x') + std::string(512, '\0');
   ::send(fd, forged.data(), forged.size(), MSG_NOSIGNAL);
   bool closed = false;
   std::string answer = read_until_closed(fd, &closed);
