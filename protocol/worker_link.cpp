@@ -98,20 +98,36 @@ std::string peer_of(int fd) {
 }
 
 // The worker's side: the challenges Cw‖Cp (TLS's key is bound to them) when the peer
-// proved the token, else nothing.
-std::optional<std::string> worker_handshake(int fd, const std::string& token, clock::time_point deadline) {
+// proved the token, else nothing and `why` says how it failed (for the refusal log).
+std::optional<std::string> worker_handshake(int fd, const std::string& token, clock::time_point deadline,
+                                            std::string& why) {
+  // A failed read before the deadline: the peer closed or reset the connection.
+  auto broke_off = [&] {
+    why = clock::now() < deadline
+              ? "it closed the connection without proving the token (a KernelSkill from before "
+                "encrypted links does so: run the same version on both sides)"
+              : "it did not prove the token in time";
+    return std::nullopt;
+  };
   const std::string cw = random_bytes(kChallenge);
-  if (!send_all(fd, kMagic + cw, deadline)) return std::nullopt;
+  if (!send_all(fd, kMagic + cw, deadline)) return broke_off();
   std::string reply;
-  if (!recv_exact(fd, kMagic.size() + kChallenge + kProof, reply, deadline)) return std::nullopt;
+  if (!recv_exact(fd, kMagic.size() + kChallenge + kProof, reply, deadline)) return broke_off();
   const std::string cp = reply.substr(kMagic.size(), kChallenge);
-  const bool proved = reply.compare(0, kMagic.size(), kMagic) == 0 &&
-                      equal_secrets(reply.substr(kMagic.size() + kChallenge), client_proof(token, cw, cp));
-  if (!proved) {
+  if (reply.compare(0, kMagic.size(), kOldMagic) == 0) {
+    why = "it did not prove the token: it speaks the handshake of a KernelSkill from before encrypted "
+          "links (KSW1); run the same version on both sides";
     send_all(fd, std::string(1, '\0'), deadline);
     return std::nullopt;
   }
-  if (!send_all(fd, std::string(1, '\1') + worker_proof(token, cw, cp), deadline)) return std::nullopt;
+  const bool proved = reply.compare(0, kMagic.size(), kMagic) == 0 &&
+                      equal_secrets(reply.substr(kMagic.size() + kChallenge), client_proof(token, cw, cp));
+  if (!proved) {
+    why = "it did not prove the token: its proof is wrong";
+    send_all(fd, std::string(1, '\0'), deadline);
+    return std::nullopt;
+  }
+  if (!send_all(fd, std::string(1, '\1') + worker_proof(token, cw, cp), deadline)) return broke_off();
   return cw + cp;
 }
 
@@ -227,16 +243,23 @@ class token_doorman : public net::doorman_impl {
       const auto [addr, port] = tcp_peer(fd);
       // The token's proof, then TLS keyed by it, within one deadline.
       const auto deadline = clock::now() + kWorkerWait;
-      auto binding = worker_handshake(fd, token, deadline);
+      std::string why;
+      auto binding = worker_handshake(fd, token, deadline, why);
+      bool cut = false;
       {
         // Only peers that proved the token go on to TLS: they leave the handshakes the
         // 16 count (and the relay may close fd once it has it).
         std::lock_guard lock(g->mu);
         if (auto it = std::find(g->pending.begin(), g->pending.end(), fd); it != g->pending.end())
           g->pending.erase(it);
+        else
+          cut = true;  // new_connection() shut it down to make room
       }
       if (!binding) {
-        refusals().refused(address ? *address : peer, peer, "it did not prove the token in time");
+        if (cut)
+          why = "it did not prove the token before " + std::to_string(kMaxHandshakes) +
+                " newer connections arrived (the oldest handshake is cut short)";
+        refusals().refused(address ? *address : peer, peer, why);
         ::close(fd);
         return;
       }
