@@ -297,7 +297,8 @@ int serve_until_signal(caf::actor_system& sys, const Handle& actor, const remote
     }
     spdlog::warn("{} (references.sandbox: auto; the worker goes on)", sealed.message());
   }
-  if (!token.empty()) spdlog::info("peers must prove the token before anything else is read");
+  if (!token.empty())
+    spdlog::info("peers must prove the token before anything else is read; links are encrypted with it (TLS 1.3)");
   // The daemon (or the node agent) reads this exact line to learn the port when it
   // asked for port 0.
   std::printf("kernelskill-gpu: listening on %s:%u\n", where.host.c_str(), unsigned{*bound});

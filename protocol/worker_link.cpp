@@ -11,6 +11,8 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <thread>
 
 #include <caf/actor_system.hpp>
@@ -21,11 +23,14 @@
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/doorman_impl.hpp>
 #include <caf/io/network/native_socket.hpp>
+#include <caf/io/network/scribe_impl.hpp>
 #include <spdlog/spdlog.h>
 
 #include "base/loopback.hpp"
 #include "base/secret.hpp"
+#include "protocol/link_tls.hpp"
 #include "protocol/refusal_log.hpp"
+#include "protocol/socket_wait.hpp"
 
 namespace ks {
 
@@ -34,29 +39,19 @@ namespace {
 using clock = std::chrono::steady_clock;
 namespace net = caf::io::network;
 
-const std::string kMagic = "KSW1";
+// "KSW2": the token's handshake, then TLS (protocol/link_tls.hpp). "KSW1" was the same
+// handshake followed by CAF in clear (KernelSkill before encrypted links).
+const std::string kMagic = "KSW2";
+const std::string kOldMagic = "KSW1";
 constexpr size_t kChallenge = 32;
 constexpr size_t kProof = 32;
 constexpr auto kWorkerWait = std::chrono::seconds(5);  // a peer's whole handshake
 constexpr size_t kMaxHandshakes = 16;
 
-// Waits for `events` on fd until `deadline`; false on timeout or error.
-bool wait_for(int fd, short events, clock::time_point deadline) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r > 0) return true;
-    if (r == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
-
 bool send_all(int fd, const std::string& data, clock::time_point deadline) {
   size_t sent = 0;
   while (sent < data.size()) {
-    if (!wait_for(fd, POLLOUT, deadline)) return false;
+    if (!wait_for_socket(fd, POLLOUT, deadline)) return false;
     ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) sent += static_cast<size_t>(n);
     else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
@@ -69,7 +64,7 @@ bool recv_exact(int fd, size_t n, std::string& out, clock::time_point deadline) 
   out.assign(n, '\0');
   size_t got = 0;
   while (got < n) {
-    if (!wait_for(fd, POLLIN, deadline)) return false;
+    if (!wait_for_socket(fd, POLLIN, deadline)) return false;
     ssize_t r = ::recv(fd, out.data() + got, n - got, MSG_DONTWAIT);
     if (r == 0) return false;
     if (r > 0) got += static_cast<size_t>(r);
@@ -102,59 +97,107 @@ std::string peer_of(int fd) {
   return (x ? *x : std::string("?")) + ":" + (p ? std::to_string(*p) : std::string("?"));
 }
 
-// The worker's side: true when the peer proved the token.
-bool worker_handshake(int fd, const std::string& token) {
-  const auto deadline = clock::now() + kWorkerWait;
+// The worker's side: the challenges Cw‖Cp (TLS's key is bound to them) when the peer
+// proved the token, else nothing and `why` says how it failed (for the refusal log).
+std::optional<std::string> worker_handshake(int fd, const std::string& token, clock::time_point deadline,
+                                            std::string& why) {
+  // A failed read before the deadline: the peer closed or reset the connection.
+  auto broke_off = [&] {
+    why = clock::now() < deadline
+              ? "it closed the connection without proving the token (a KernelSkill from before "
+                "encrypted links does so: run the same version on both sides)"
+              : "it did not prove the token in time";
+    return std::nullopt;
+  };
   const std::string cw = random_bytes(kChallenge);
-  if (!send_all(fd, kMagic + cw, deadline)) return false;
+  if (!send_all(fd, kMagic + cw, deadline)) return broke_off();
   std::string reply;
-  if (!recv_exact(fd, kMagic.size() + kChallenge + kProof, reply, deadline)) return false;
+  if (!recv_exact(fd, kMagic.size() + kChallenge + kProof, reply, deadline)) return broke_off();
   const std::string cp = reply.substr(kMagic.size(), kChallenge);
+  if (reply.compare(0, kMagic.size(), kOldMagic) == 0) {
+    why = "it did not prove the token: it speaks the handshake of a KernelSkill from before encrypted "
+          "links (KSW1); run the same version on both sides";
+    send_all(fd, std::string(1, '\0'), deadline);
+    return std::nullopt;
+  }
   const bool proved = reply.compare(0, kMagic.size(), kMagic) == 0 &&
                       equal_secrets(reply.substr(kMagic.size() + kChallenge), client_proof(token, cw, cp));
   if (!proved) {
+    why = "it did not prove the token: its proof is wrong";
     send_all(fd, std::string(1, '\0'), deadline);
-    return false;
+    return std::nullopt;
   }
-  return send_all(fd, std::string(1, '\1') + worker_proof(token, cw, cp), deadline);
+  if (!send_all(fd, std::string(1, '\1') + worker_proof(token, cw, cp), deadline)) return broke_off();
+  return cw + cp;
 }
 
-// The peer's side: "" when the link may go on to CAF, else why not.
-std::string peer_handshake(int fd, const std::string& token, const std::string& where,
-                           clock::time_point deadline) {
+// The peer's side: whether the link may go on (with TLS when `binding` is set: the
+// challenges Cw‖Cp), else why not.
+struct peer_verdict {
+  std::string refused;  // empty: go on
+  std::string binding;  // set when the worker asked for the token and the handshake passed
+};
+
+peer_verdict peer_handshake(int fd, const std::string& token, const std::string& where, clock::time_point deadline) {
+  auto refuse = [](std::string why) { return peer_verdict{std::move(why), {}}; };
   // The worker speaks first: the handshake's magic, or CAF's own greeting.
   char head[4] = {0};
   ssize_t seen = 0;
   while (seen < 4) {
-    if (!wait_for(fd, POLLIN, deadline)) return "the worker at " + where + " did not answer in time";
+    if (!wait_for_socket(fd, POLLIN, deadline)) return refuse("the worker at " + where + " did not answer in time");
     seen = ::recv(fd, head, 4, MSG_PEEK | MSG_DONTWAIT);
-    if (seen == 0) return "the worker at " + where + " closed the connection";
+    if (seen == 0) return refuse("the worker at " + where + " closed the connection");
     if (seen < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      return "the connection to " + where + " failed";
+      return refuse("the connection to " + where + " failed");
     if (seen > 0 && seen < 4) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  if (std::string(head, 4) == kOldMagic)
+    return refuse("the worker at " + where + " is an older kernelskill-gpu whose link is not encrypted; " +
+                  "run the same KernelSkill version on both sides");
   const bool asks = std::string(head, 4) == kMagic;
-  if (!asks && token.empty()) return "";
+  if (!asks && token.empty()) return {};
   if (!asks)
-    return "the worker at " + where + " does not ask for a token, so anyone who reaches it may use it; " +
-           "start it with a token (kernelskill-gpu --listen ... --token-file F), or give this side none";
+    return refuse("the worker at " + where + " does not ask for a token, so anyone who reaches it may use it; " +
+                  "start it with a token (kernelskill-gpu --listen ... --token-file F), or give this side none");
   if (token.empty())
-    return "the worker at " + where + " asks for a token and none is set here (gpus.remote_token_file, " +
-           "or the variable gpus.remote_token_env names: KS_WORKER_TOKEN by default)";
+    return refuse("the worker at " + where + " asks for a token and none is set here (gpus.remote_token_file, " +
+                  "or the variable gpus.remote_token_env names: KS_WORKER_TOKEN by default)");
   std::string hello;
   if (!recv_exact(fd, kMagic.size() + kChallenge, hello, deadline))
-    return "the worker at " + where + " broke off the handshake";
+    return refuse("the worker at " + where + " broke off the handshake");
   const std::string cw = hello.substr(kMagic.size());
   const std::string cp = random_bytes(kChallenge);
   if (!send_all(fd, kMagic + cp + client_proof(token, cw, cp), deadline))
-    return "the worker at " + where + " broke off the handshake";
+    return refuse("the worker at " + where + " broke off the handshake");
   std::string verdict;
   if (!recv_exact(fd, 1, verdict, deadline) || verdict[0] != '\1')
-    return "the worker at " + where + " refused the token given here";
+    return refuse("the worker at " + where + " refused the token given here");
   std::string proof;
   if (!recv_exact(fd, kProof, proof, deadline) || !equal_secrets(proof, worker_proof(token, cw, cp)))
-    return "the worker at " + where + " does not know the token given here (is it the worker you meant?)";
-  return "";
+    return refuse("the worker at " + where + " does not know the token given here (is it the worker you meant?)");
+  return {"", cw + cp};
+}
+
+// CAF's scribe on the plain end of an encrypted link (a Unix socket): it names the TCP
+// peer behind the relay, where CAF would ask the Unix socket (and abort on its
+// address family, whose port it cannot read).
+class relayed_scribe : public net::scribe_impl {
+ public:
+  relayed_scribe(net::default_multiplexer& mx, net::native_socket plain, std::string addr, uint16_t port)
+      : net::scribe_impl(mx, plain), addr_(std::move(addr)), port_(port) {}
+  std::string addr() const override { return addr_; }
+  uint16_t port() const override { return port_; }
+
+ private:
+  std::string addr_;
+  uint16_t port_;
+};
+
+// The address and port CAF would give the TCP connection `fd`.
+std::pair<std::string, uint16_t> tcp_peer(int fd) {
+  auto a = net::remote_addr_of_fd(fd);
+  auto p = net::remote_port_of_fd(fd);
+  return {a ? *a : std::string(), p ? *p : uint16_t{0}};
 }
 
 // Connections whose handshake is under way (oldest first), and whether their doorman
@@ -197,27 +240,49 @@ class token_doorman : public net::doorman_impl {
     std::thread([g = gate_, token = token_, fd] {
       const std::string peer = peer_of(fd);
       const auto address = net::remote_addr_of_fd(fd);
-      const bool passed = worker_handshake(fd, token);
+      const auto [addr, port] = tcp_peer(fd);
+      // The token's proof, then TLS keyed by it, within one deadline.
+      const auto deadline = clock::now() + kWorkerWait;
+      std::string why;
+      auto binding = worker_handshake(fd, token, deadline, why);
+      bool cut = false;
+      {
+        // Only peers that proved the token go on to TLS: they leave the handshakes the
+        // 16 count (and the relay may close fd once it has it).
+        std::lock_guard lock(g->mu);
+        if (auto it = std::find(g->pending.begin(), g->pending.end(), fd); it != g->pending.end())
+          g->pending.erase(it);
+        else
+          cut = true;  // new_connection() shut it down to make room
+      }
+      if (!binding) {
+        if (cut)
+          why = "it did not prove the token before " + std::to_string(kMaxHandshakes) +
+                " newer connections arrived (the oldest handshake is cut short)";
+        refusals().refused(address ? *address : peer, peer, why);
+        ::close(fd);
+        return;
+      }
+      auto plain = encrypt_link(fd, tls_side::worker, token, *binding, deadline);
+      if (!plain) {
+        refusals().refused(address ? *address : peer, peer, "it proved the token, then " + plain.message());
+        ::close(fd);
+        return;
+      }
+      // fd is the relay's now; CAF gets the plain end.
       std::lock_guard lock(g->mu);
-      if (auto it = std::find(g->pending.begin(), g->pending.end(), fd); it != g->pending.end())
-        g->pending.erase(it);
-      if (!passed) {
-        refusals().refused(address ? *address : peer, peer, "it did not prove the token in time");
-        ::close(fd);
-        return;
-      }
       if (!g->door) {
-        ::close(fd);
+        ::close(*plain);
         return;
       }
-      static_cast<token_doorman*>(g->door)->mux().post([g, fd] {
+      static_cast<token_doorman*>(g->door)->mux().post([g, fd = *plain, addr = addr, port = port] {
         std::lock_guard inner(g->mu);
         auto* door = static_cast<token_doorman*>(g->door);
         if (!door || door->detached()) {
           ::close(fd);
           return;
         }
-        door->admit(fd);
+        door->admit(fd, addr, port);
       });
     }).detach();
     return true;
@@ -226,10 +291,11 @@ class token_doorman : public net::doorman_impl {
  private:
   net::default_multiplexer& mux() { return acceptor_.backend(); }
 
-  // On the multiplexer's thread: the connection is CAF's from now on.
-  void admit(int fd) {
+  // On the multiplexer's thread: the connection is CAF's from now on (its plain end;
+  // the relay keeps the TCP socket).
+  void admit(int plain, const std::string& addr, uint16_t port) {
     auto& mx = acceptor_.backend();
-    auto scribe = mx.new_scribe(fd);
+    caf::io::scribe_ptr scribe = caf::make_counted<relayed_scribe>(mx, plain, addr, port);
     auto hdl = scribe->hdl();
     parent()->add_scribe(std::move(scribe));
     doorman::new_connection(&mx, hdl);
@@ -263,12 +329,22 @@ class worker_link_actor : public caf::io::middleman_actor_impl {
     net::child_process_inherit(*fd, false);
     net::nonblocking(*fd, true);
     const auto deadline = clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000));
-    if (std::string refused = peer_handshake(*fd, token_, where, deadline); !refused.empty()) {
-      *why_ = refused;
+    auto verdict = peer_handshake(*fd, token_, where, deadline);
+    if (!verdict.refused.empty()) {
+      *why_ = verdict.refused;
       ::close(*fd);
       return caf::make_error(caf::sec::cannot_connect_to_node);
     }
-    return mpx().new_scribe(*fd);
+    if (verdict.binding.empty()) return mpx().new_scribe(*fd);  // no token: loopback, in clear
+    const auto peer = tcp_peer(*fd);
+    auto plain = encrypt_link(*fd, tls_side::peer, token_, verdict.binding, deadline);
+    if (!plain) {
+      *why_ = "the worker at " + where + " proved the token, then " + plain.message();
+      ::close(*fd);
+      return caf::make_error(caf::sec::cannot_connect_to_node);
+    }
+    // *fd is the relay's now; CAF gets the plain end.
+    return caf::io::scribe_ptr{caf::make_counted<relayed_scribe>(mpx(), *plain, peer.first, peer.second)};
   }
 
   caf::expected<caf::io::doorman_ptr> open(uint16_t port, const char* addr, bool reuse) override {

@@ -2,23 +2,34 @@
 // The link between the daemon (or `kernelskill run`) and a GPU worker
 // (`kernelskill-gpu --listen`) over CAF's network layer, guarded by a shared secret:
 // whoever reaches a worker's port runs code on its GPU, so a worker with a token lets
-// no peer speak CAF to it until the peer has proved it knows the token.
+// no peer speak CAF to it until the peer has proved it knows the token, and then
+// everything CAF sends on the link (kernels, references, results) travels encrypted
+// with a key derived from that token.
 //
 // The handshake, on the TCP connection before CAF's own (HMAC-SHA256, base/secret.hpp):
-//   worker → peer:  "KSW1", a 32-byte random challenge Cw
-//   peer → worker:  "KSW1", a 32-byte random challenge Cp, HMAC(token, "client" Cw Cp)
-//   worker → peer:  1 and HMAC(token, "worker" Cp Cw), or 0 and the connection closed.
+//   worker → peer:  "KSW2", a 32-byte random challenge Cw
+//   peer → worker:  "KSW2", a 32-byte random challenge Cp, HMAC(token, "client" Cw Cp)
+//   worker → peer:  1 and HMAC(token, "worker" Cp Cw), or 0 and the connection closed;
+// then TLS 1.3 keyed by the token and both challenges (protocol/link_tls.hpp: an
+// external PSK, no certificates, TLS_AES_128_GCM_SHA256 with an ephemeral X25519
+// exchange), and CAF's BASP inside it: CAF reads and writes a Unix socket whose bytes
+// the process's relay (protocol/tls_relay.hpp) moves to and from TLS.
 // The token itself never crosses the network, a recorded handshake is worth nothing
 // later (fresh challenges), and the peer checks the worker's answer too: a daemon with
-// a token talks only to workers that know it. The link is not encrypted: on networks
-// others can read, tunnel it (SSH, WireGuard).
+// a token talks only to workers that know it. ("KSW1" was the same handshake followed
+// by CAF in clear: KernelSkill before encrypted links; a peer refuses such a worker.)
+// A worker without a token speaks CAF in clear, and only on loopback.
 //
 // What it promises:
-// - a worker with a token hands a connection to CAF only after a correct proof; a
-//   wrong, missing or late one (5 s) closes the connection, so nothing of a task, nor
-//   any CAF message, is read from an unauthenticated peer; at most 16 handshakes are
-//   under way at once (a 17th cuts the oldest short: silent peers cannot keep a
-//   daemon out, whose handshake takes one round trip);
+// - a worker with a token hands a connection to CAF only after a correct proof and a
+//   completed TLS handshake; a wrong, missing or late one (5 s for both) closes the
+//   connection, so nothing of a task, nor any CAF message, is read from an
+//   unauthenticated peer, nor from one that proves the token and then speaks in
+//   clear; at most 16 proofs are under way at once (a 17th cuts the oldest short:
+//   silent peers cannot keep a daemon out, whose handshake takes one round trip);
+// - with a token, no byte CAF sends either way crosses the network in clear, on the
+//   worker's side (inside its seccomp filter and Landlock: the relay needs only a Unix
+//   socket pair) and on the peer's;
 // - a worker without a token listens on loopback only: publish_worker refuses any host
 //   that does not resolve to loopback alone (base/loopback.hpp);
 // - connect_worker's errors say which side lacks or refuses the token, never the token;

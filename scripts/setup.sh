@@ -13,7 +13,7 @@ cd "$root"
 packages=(
   build-essential cmake ninja-build pkg-config git
   libcaf-dev librocksdb-dev libyaml-cpp-dev libspdlog-dev catch2 nlohmann-json3-dev
-  libcpp-httplib-dev libcli11-dev libtorch-dev libopenblas0-pthread
+  libcpp-httplib-dev libcli11-dev libtorch-dev libopenblas0-pthread libssl-dev
   python3-torch  # the importer runs KernelBench problems with it (kernelbench_import_test)
   chromium  # headless, for dashboard_test (skipped without it)
 )

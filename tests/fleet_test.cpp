@@ -38,6 +38,7 @@
 #include "memory/store.hpp"
 #include "tests/daemon_process.hpp"
 #include "tests/node_process.hpp"
+#include "tests/recording_proxy.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -223,6 +224,41 @@ TEST_CASE("a node agent with a token serves only peers that prove it", "[fleet][
   auto pool = spawn_remote_pool(sys, po);
   CHECK(ask(sys, pool, scripted_review(1, "t")).status == review_status::ok);
   caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+}
+
+// What crosses the network between the daemon and a node: with a token, TLS keyed by
+// it (protocol/link_tls.hpp); a recording proxy between a remote pool and the agent
+// reads no kernel, and without a token (loopback only) it reads the kernel.
+TEST_CASE("a capture of a node link with a token shows no kernel text", "[fleet][token][tls]") {
+  const std::string marker = "KS_NODE_CAPTURE_c81f";
+  for (const std::string token : {"node-token-7c1e5a90", ""}) {
+    INFO("token: " << (token.empty() ? "none" : "set"));
+    node_process n({.token = token});
+    REQUIRE(n.start());
+    ks::testing::recording_proxy proxy(static_cast<uint16_t>(n.port()));
+    fleet_config cfg;
+    caf::actor_system sys{cfg};
+    auto po = pool_for(n, 0);
+    po.port = proxy.port();
+    po.token = token;
+    auto pool = spawn_remote_pool(sys, po);
+    auto req = scripted_review(1, "t");
+    req.cand.source += "// " + marker + "\n";
+    auto r = ask(sys, pool, req);
+    CHECK(r.status == review_status::ok);
+    REQUIRE(r.device.size() > 8);  // the stand-in's model and pid, sent back by the node
+    const std::string wire = proxy.captured();
+    CHECK(proxy.connections() >= 1);
+    if (token.empty()) {
+      CHECK(wire.find(marker) != std::string::npos);
+      CHECK(wire.find(r.device) != std::string::npos);
+    } else {
+      CHECK(wire.size() > 1000);
+      CHECK(wire.find(marker) == std::string::npos);
+      CHECK(wire.find(r.device) == std::string::npos);
+    }
+    caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+  }
 }
 
 TEST_CASE("a node's worker that aborts is answered crashed for that candidate alone, and restarted",

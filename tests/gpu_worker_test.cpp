@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -25,12 +26,15 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "base/sandbox.hpp"
+#include "base/secret.hpp"
 #include "fleet/gpu_nodes.hpp"
 #include "protocol/worker_link.hpp"
 #include "fleet/worker_process.hpp"
 #include "task/task_loader.hpp"
 #include "tests/command_output.hpp"
 #include "tests/gpu_skip.hpp"
+#include "tests/recording_proxy.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;
@@ -259,8 +263,8 @@ TEST_CASE("a worker with a token serves only peers that prove they know it",
   int fd = raw_connect(port);
   char hello[36];
   REQUIRE(::recv(fd, hello, sizeof hello, MSG_WAITALL) == 36);
-  CHECK(std::string(hello, 4) == "KSW1");
-  std::string forged = "KSW1" + std::string(64, 'x') + std::string(512, '\0');
+  CHECK(std::string(hello, 4) == "KSW2");
+  std::string forged = "KSW2" + std::string(64, 'x') + std::string(512, '\0');
   ::send(fd, forged.data(), forged.size(), MSG_NOSIGNAL);
   bool closed = false;
   std::string answer = read_until_closed(fd, &closed);
@@ -288,6 +292,174 @@ TEST_CASE("a worker with a token serves only peers that prove they know it",
   CHECK(describes(sys, *again));
   for (int f : silent) ::close(f);
   CHECK((*proc)->alive());
+}
+
+// What CAF sends first on every connection it serves (its BASP handshake names the
+// application): seen in clear, CAF has the connection.
+const std::string caf_greeting = "generic-caf-app";
+
+TEST_CASE("a peer that proves the token, then speaks in clear, is closed before CAF reads a byte",
+          "[gpu_worker][network][auth][tls]") {
+  // An older peer (the handshake, then CAF in clear), or one that stole a proof: the
+  // worker expects TLS after the proof, so what follows never reaches CAF.
+  const std::string token = "the-right-token-4f9a";
+  worker_process_options wo;
+  wo.binary = worker_binary;
+  wo.token = token;
+  auto proc = worker_process::start(wo);
+  REQUIRE(proc);
+  int fd = raw_connect((*proc)->port());
+  char hello[36];
+  REQUIRE(::recv(fd, hello, sizeof hello, MSG_WAITALL) == 36);
+  REQUIRE(std::string(hello, 4) == "KSW2");
+  const std::string cw(hello + 4, 32), cp = random_bytes(32);
+  const std::string proof = "KSW2" + cp + hmac_sha256(token, "kernelskill-gpu client\n" + cw + cp);
+  ::send(fd, proof.data(), proof.size(), MSG_NOSIGNAL);
+  char verdict[33];
+  REQUIRE(::recv(fd, verdict, sizeof verdict, MSG_WAITALL) == 33);
+  REQUIRE(verdict[0] == '\1');  // the proof passed
+  const std::string clear = std::string(64, '\0') + "review_request with KS_CLEAR_KERNEL" + std::string(400, '\0');
+  ::send(fd, clear.data(), clear.size(), MSG_NOSIGNAL);
+  bool closed = false;
+  std::string answer = read_until_closed(fd, &closed);
+  ::close(fd);
+  CHECK(closed);
+  // At most TLS's alert (a record of type 21), never CAF's greeting.
+  CHECK((answer.empty() || static_cast<unsigned char>(answer[0]) == 21));
+  CHECK(answer.find(caf_greeting) == std::string::npos);
+  // The worker is well and serves the right peer.
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto good = connect_worker(sys, "127.0.0.1", (*proc)->port(), token);
+  INFO((good ? std::string() : good.message()));
+  REQUIRE(good);
+  CHECK(describes(sys, *good));
+}
+
+TEST_CASE("a worker from before encrypted links is refused, saying so", "[gpu_worker][network][auth][tls]") {
+  // What such a worker sends first: the handshake's old magic and a challenge. It
+  // would go on in clear after the proof, so a peer with a token goes no further.
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  std::string received;
+  std::thread old_worker([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    const std::string hello = "KSW1" + std::string(32, 'c');
+    ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+    bool closed = false;
+    received = read_until_closed(fd, &closed);
+    ::close(fd);
+  });
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto old = connect_worker(sys, "127.0.0.1", ntohs(a.sin_port), "the-right-token-4f9a", 10);
+  old_worker.join();
+  ::close(listener);
+  REQUIRE_FALSE(old);
+  CHECK_THAT(old.message(), Catch::Contains("older kernelskill-gpu") && Catch::Contains("not encrypted"));
+  CHECK(received.empty());  // not even a proof was sent to it
+}
+
+namespace {
+
+// A review whose kernel, reference and candidate id carry `marker`.
+review_request marked_review(const std::string& marker) {
+  auto t = load_task(std::string(KS_SOURCE_DIR) + "/examples/tasks/swish.yaml");
+  REQUIRE(t);
+  review_request req;
+  req.request_id = 44;
+  req.task = *t;
+  req.task.name = "capture";
+  req.task.torchscript = "def forward(x):\n    # " + marker + "_reference\n    return x * torch.sigmoid(x)\n";
+  req.cand.task = req.task.name;
+  req.cand.source = "extern \"C\" __global__ void " + marker + "_kernel(float* y, const float* x) {}\n";
+  req.cand.id = marker + "_candidate";
+  req.options.size = "cpu";
+  req.options.timeout_s = 60;
+  return req;
+}
+
+// What a recording proxy between `kernelskill-gpu --listen --worker` (with `token`, or
+// none) and a real connect saw of a review carrying `marker`, and the review's answer.
+struct captured_review {
+  std::string wire;
+  review_result answer;
+  worker_info described;
+  // Text the worker sent back: the review's message (or its device, when a GPU
+  // answered without one), and describe's driver error (or the GPU's name).
+  std::string answer_text() const { return answer.message.empty() ? answer.device : answer.message; }
+  std::string described_text() const {
+    return described.devices.empty() ? described.driver_error : described.devices.front().name;
+  }
+};
+
+// The seccomp mode of process `pid` (2: a filter), from /proc.
+int seccomp_mode(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Seccomp:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return -1;
+}
+
+captured_review capture_review(const std::string& token, const std::string& marker) {
+  worker_process_options wo;
+  wo.binary = worker_binary;
+  wo.token = token;
+  auto proc = worker_process::start(wo);
+  REQUIRE(proc);
+  ks::testing::recording_proxy proxy((*proc)->port());
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  auto worker = connect_worker(sys, "127.0.0.1", proxy.port(), token);
+  INFO((worker ? std::string() : worker.message()));
+  REQUIRE(worker);
+  captured_review out;
+  caf::scoped_actor self{sys};
+  self->request(*worker, 10s, describe_atom::value)
+      .receive([&](worker_info& info) { out.described = std::move(info); },
+               [&](const caf::error& err) { FAIL("describe failed: " << sys.render(err)); });
+  self->request(*worker, 120s, marked_review(marker))
+      .receive([&](review_result& r) { out.answer = std::move(r); },
+               [&](const caf::error& err) { FAIL("no review: " << sys.render(err)); });
+  CHECK(proxy.connections() == 1);
+  // The worker's relay ran under its seccomp filter (no sockets but Unix ones).
+  if (probe_sandbox().seccomp) CHECK(seccomp_mode((*proc)->pid()) == 2);
+  out.wire = proxy.captured();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a capture of a worker link with a token shows no kernel, reference or result",
+          "[gpu_worker][network][auth][tls]") {
+  // The real worker (sandboxed, as the daemon starts it), a real connect, and a proxy
+  // between them that records every byte: what someone on the network would read.
+  const std::string marker = "KS_CAPTURE_3b9d71";
+  auto sealed = capture_review("capture-token-5e1b9c07", marker);
+  // The answers came back through the proxy (a worker without a GPU says so).
+  CHECK(sealed.answer.request_id == 44);
+  REQUIRE(sealed.answer_text().size() >= 8);
+  REQUIRE(sealed.described_text().size() >= 8);
+  CHECK(sealed.wire.size() > 1000);
+  CHECK(sealed.wire.find(marker) == std::string::npos);
+  CHECK(sealed.wire.find(sealed.answer_text()) == std::string::npos);
+  CHECK(sealed.wire.find(sealed.described_text()) == std::string::npos);
+  CHECK(sealed.wire.find(caf_greeting) == std::string::npos);
+
+  // The same without a token (loopback only, in clear): the capture shows everything,
+  // so the checks above can fail.
+  auto open = capture_review("", marker);
+  CHECK(open.wire.find(marker + "_kernel") != std::string::npos);
+  CHECK(open.wire.find(marker + "_reference") != std::string::npos);
+  CHECK(open.wire.find(open.answer_text()) != std::string::npos);
+  CHECK(open.wire.find(open.described_text()) != std::string::npos);
+  CHECK(open.wire.find(caf_greeting) != std::string::npos);
 }
 
 TEST_CASE("a daemon with a token refuses a worker that asks for none", "[gpu_worker][network][auth]") {
@@ -404,4 +576,82 @@ TEST_CASE("the worker stops a reference that loops forever or allocates without 
   // The worker is well.
   CHECK((*proc)->alive());
   CHECK(describes(sys, *worker));
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// One review's round trip through `worker`, in ms.
+double review_round_trip_ms(caf::actor_system& sys, const gpu_worker_actor& worker, const review_request& req) {
+  caf::scoped_actor self{sys};
+  const auto t0 = std::chrono::steady_clock::now();
+  self->request(worker, 60s, req)
+      .receive([&](review_result&) {}, [&](const caf::error& err) { FAIL("no review: " << sys.render(err)); });
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// What encryption costs a review's round trip on loopback: the same stand-in worker
+// (fake_gpu_worker, which answers at once), reached with a token (TLS) and without
+// one (in clear: what every message cost before links were encrypted; the token's
+// handshake is per connection, not per message). Interleaved, medians. Run by hand:
+//   build/bin/gpu_worker_test "[link_cost]"
+TEST_CASE("encryption's cost on a loopback review round trip", "[.][link_cost]") {
+  daemon_config cfg;
+  caf::actor_system sys{cfg};
+  struct side {
+    std::string name;
+    std::unique_ptr<worker_process> proc;
+    gpu_worker_actor handle;
+  };
+  std::vector<side> sides;
+  for (std::string token : {std::string("cost-token-0123456789ab"), std::string()}) {
+    worker_process_options wo;
+    wo.binary = std::string(KS_BINARY_DIR) + "/bin/fake_gpu_worker";
+    wo.token = token;
+    auto proc = worker_process::start(wo);
+    REQUIRE(proc);
+    auto handle = connect_worker(sys, "127.0.0.1", (*proc)->port(), token);
+    REQUIRE(handle);
+    sides.push_back({token.empty() ? "clear (no token)" : "TLS (token)", std::move(*proc), *handle});
+  }
+  // A connection's setup (each a connection of its own: a fresh actor system).
+  for (auto& side : sides) {
+    std::vector<double> ms;
+    for (int i = 0; i < 15; ++i) {
+      daemon_config c;
+      caf::actor_system fresh{c};
+      const auto t0 = std::chrono::steady_clock::now();
+      auto h = connect_worker(fresh, "127.0.0.1", side.proc->port(), side.proc->token());
+      REQUIRE(h);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("%-30s %-18s median %8.3f ms  (%zu connections)\n", "connect (handshakes)", side.name.c_str(),
+                median_of(ms), ms.size());
+  }
+  auto small = marked_review("KS_COST");
+  small.cand.source += std::string(4000, ' ');  // a kernel's usual few KiB
+  auto large = small;
+  large.task.module_bytes = std::string(8 << 20, 'm');  // a saved module of 8 MiB
+  struct shape {
+    std::string name;
+    const review_request* req;
+    int rounds;
+  };
+  for (const shape& s : {shape{"review (~5 KiB)", &small, 400}, shape{"review with an 8 MiB module", &large, 30}}) {
+    std::vector<std::vector<double>> ms(sides.size());
+    for (int i = 0; i < s.rounds; ++i)
+      for (size_t k = 0; k < sides.size(); ++k) ms[k].push_back(review_round_trip_ms(sys, sides[k].handle, *s.req));
+    for (size_t k = 0; k < sides.size(); ++k) {
+      std::sort(ms[k].begin(), ms[k].end());
+      std::printf("%-30s %-18s median %8.3f ms  p10 %8.3f  p90 %8.3f  (%d round trips)\n", s.name.c_str(),
+                  sides[k].name.c_str(), median_of(ms[k]), ms[k][ms[k].size() / 10], ms[k][ms[k].size() * 9 / 10],
+                  s.rounds);
+    }
+  }
 }

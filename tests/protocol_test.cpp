@@ -366,7 +366,7 @@ TEST_CASE("a flood of refused peers writes a line per address and a count, not a
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the handshake threads are done
   auto lines = sink->last_formatted();
   INFO(lines.size() << " lines; the first: " << (lines.empty() ? "" : lines.front()));
-  CHECK(lines_with(lines, "did not prove the token") == 2);  // one per address
+  CHECK(lines_with(lines, "closed the connection without proving the token") == 2);  // one per address
   CHECK(lines_with(lines, "refused 127.0.0.1:") == 1);
   CHECK(lines_with(lines, "refused 127.0.0.2:") == 1);
   // The next interval: the counts in one line, and the next refusal logged again.
@@ -375,11 +375,66 @@ TEST_CASE("a flood of refused peers writes a line per address and a count, not a
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   lines = sink->last_formatted();
   CHECK(lines_with(lines, "refused 218 more connection(s) in the last 5 s, not logged: 127.0.0.1 199, 127.0.0.2 19") == 1);
-  CHECK(lines_with(lines, "did not prove the token") == 3);
+  CHECK(lines_with(lines, "closed the connection without proving the token") == 3);
   CHECK(lines.size() <= 6);
   anon_send_exit(door, caf::exit_reason::user_shutdown);
   spdlog::default_logger()->sinks().pop_back();
   set_refusal_log_interval(std::chrono::seconds(60));
+}
+
+namespace {
+
+// Connects to 127.0.0.1:port from `from`, reads the worker's greeting, and answers
+// with `magic`, a challenge and a proof that is wrong.
+void wrong_proof(uint16_t port, const std::string& from, const std::string& magic) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from.c_str(), &local.sin_addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  char hello[36];
+  REQUIRE(::recv(fd, hello, sizeof hello, MSG_WAITALL) == 36);
+  const std::string reply = magic + std::string(32, 'p') + std::string(32, 'x');
+  ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+  char verdict = 1;
+  CHECK(::recv(fd, &verdict, 1, MSG_WAITALL) == 1);
+  CHECK(verdict == 0);
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("the worker's log says why a peer was refused", "[protocol][network][refusals]") {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  spdlog::default_logger()->sinks().push_back(sink);
+  loopback_config cfg;
+  caf::actor_system sys{cfg};
+  auto door = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
+  auto port = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(door), {}, "127.0.0.1", 0,
+                              "a-token-of-twenty-chars");
+  REQUIRE(port);
+  // One address each: the log writes an address's first refusal of a minute.
+  refused_peer(*port, "127.0.0.3");       // closes after the greeting, as a KSW1 daemon does
+  wrong_proof(*port, "127.0.0.4", "KSW2");  // a wrong token
+  wrong_proof(*port, "127.0.0.5", "KSW1");  // an older peer's handshake
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the handshake threads are done
+  auto lines = sink->last_formatted();
+  INFO(lines.size() << " lines");
+  for (const auto& l : lines) INFO(l);
+  CHECK(lines_with(lines, "refused 127.0.0.3:") == 1);
+  CHECK(lines_with(lines, "closed the connection without proving the token (a KernelSkill from before "
+                          "encrypted links does so: run the same version on both sides)") == 1);
+  CHECK(lines_with(lines, "refused 127.0.0.4:") == 1);
+  CHECK(lines_with(lines, "did not prove the token: its proof is wrong") == 1);
+  CHECK(lines_with(lines, "refused 127.0.0.5:") == 1);
+  CHECK(lines_with(lines, "before encrypted links (KSW1)") == 1);
+  anon_send_exit(door, caf::exit_reason::user_shutdown);
+  spdlog::default_logger()->sinks().pop_back();
 }
 
 TEST_CASE("refusal_log: at most max_lines lines an interval, and memory for max_peers addresses", "[refusals]") {
