@@ -115,7 +115,10 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
           // others go on.
           task_outcome o;
           o.task = t.name;
-          o.reason = "the task coordinator stopped (" + sys.render(d.reason) + ")";
+          const int n = coordinator_restarts[i];
+          o.reason = n > 0 ? "the task coordinator stopped " + std::to_string(n + 1) + " times (the last: " +
+                                 sys.render(d.reason) + "); not resumed again"
+                           : "the task coordinator stopped (" + sys.render(d.reason) + ")";
           spdlog::error("task '{}': {}", t.name, o.reason);
           if (opts.on_progress)
             opts.on_progress(task_progress{t.name, "failed", 0, 0, 0, "", o.reason});

@@ -112,10 +112,10 @@ std::optional<line_checkpoint> line_start(const coordinator_options& opts, size_
   return std::nullopt;
 }
 
-// What the lines came back with: their outcomes, and why any of them crashed.
+// What the lines came back with: their outcomes, and why any of them stopped without one.
 struct line_results {
   std::vector<task_outcome> done;
-  std::vector<std::string> crashed;
+  std::vector<std::string> stopped;
 };
 
 // The seed lines of one run, each on an actor of its own, and what keeps them: a line
@@ -198,7 +198,8 @@ class line_group {
     if (restarts_[k] >= ctx_->opts.max_line_restarts) {
       spdlog::error("task '{}': line {} stopped ({}) after {} restarts; the task goes on without it", task, k,
                     why, restarts_[k]);
-      r.crashed.push_back(why + (restarts_[k] > 0 ? " (after " + std::to_string(restarts_[k]) + " restarts)" : ""));
+      r.stopped.push_back("seed line " + std::to_string(k) + " stopped (" + why + ")" +
+                          (restarts_[k] > 0 ? " after " + std::to_string(restarts_[k]) + " restarts" : ""));
       return;
     }
     ++restarts_[k];
@@ -249,7 +250,7 @@ void combine(task_outcome& out, const line_results& r) {
   }
   std::map<std::string, int> reasons;
   for (const auto& o : r.done) ++reasons[o.reason];
-  for (const auto& c : r.crashed) ++reasons["a seed line crashed: " + c];
+  for (const auto& c : r.stopped) ++reasons[c];
   for (const auto& [why, n] : reasons)
     out.reason += (out.reason.empty() ? "" : "; ") + (n > 1 ? std::to_string(n) + " lines: " : "") + why;
   if (out.success)

@@ -86,11 +86,20 @@ void scheduler::loop() {
   // (its lines have stopped: task_coordinator.hpp), or fail it once that has happened
   // too often.
   auto coordinator_lost = [&](const std::string& id, const std::string& why) {
-    int& n = coordinator_restarts[id];
-    if (stop_ || n >= opts_.base.max_coordinator_restarts) {
+    if (stop_) {
+      // The daemon is stopping: the task stays running in the queue and resumes from
+      // its checkpoints at the next start, as every running task does.
+      spdlog::warn("task '{}': the task coordinator stopped ({}) as the daemon stops; it resumes at the next start",
+                   id, why);
       coordinator_restarts.erase(id);
-      return fail(id, "the task coordinator stopped (" + why + ")" +
-                          (n > 0 ? " " + std::to_string(n + 1) + " times" : std::string()));
+      return;
+    }
+    int& n = coordinator_restarts[id];
+    if (n >= opts_.base.max_coordinator_restarts) {
+      coordinator_restarts.erase(id);
+      return fail(id, n > 0 ? "the task coordinator stopped " + std::to_string(n + 1) + " times (the last: " + why +
+                                  "); not resumed again"
+                            : "the task coordinator stopped (" + why + ")");
     }
     ++n;
     auto t = queue_.resume(id, "resuming after its coordinator stopped (" + why + ")");

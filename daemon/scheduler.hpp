@@ -7,7 +7,8 @@
 // outcome (killed, or an exception in it) is resumed from its checkpoints while the
 // daemon runs on, as after a restart (its lines have stopped before its coordinator
 // ends: task_coordinator.hpp), at most base.max_coordinator_restarts times; then it fails
-// with the reason.
+// with the reason. One that stops while the scheduler itself stops stays running in the
+// queue and resumes at the next start.
 
 #include <atomic>
 #include <functional>

@@ -1405,15 +1405,38 @@ bool is_optimizer(const recorded_request& r) {
                                  std::string::npos;
 }
 
+// When each optimizer request reached the model server, in order.
+struct call_times {
+  std::mutex mu;
+  std::vector<steady::time_point> at;
+  std::vector<steady::time_point> get() {
+    std::lock_guard lock(mu);
+    return at;
+  }
+};
+
 // The model server answers as the script says, but the optimizer's answers come
-// `delay(call)` seconds late (its calls counted from 1).
-void slow_optimizer(fixture& f, std::function<double(int call)> delay) {
-  auto calls = std::make_shared<std::atomic<int>>(0);
+// `delay(call)` seconds late (its calls counted from 1). Returns when each came.
+std::shared_ptr<call_times> slow_optimizer(fixture& f, std::function<double(int call)> delay) {
+  auto calls = std::make_shared<call_times>();
   f.server.set_handler([&f, calls, delay](const recorded_request& r) {
     scripted_reply reply = answer(f.script, r);
-    if (is_optimizer(r)) reply.delay_s = delay(++*calls);
+    if (is_optimizer(r)) {
+      int n = 0;
+      {
+        std::lock_guard lock(calls->mu);
+        calls->at.push_back(steady::now());
+        n = static_cast<int>(calls->at.size());
+      }
+      reply.delay_s = delay(n);
+    }
     return reply;
   });
+  return calls;
+}
+
+double seconds_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
 }  // namespace
@@ -1423,8 +1446,8 @@ TEST_CASE("an agent that hangs is replaced after its timeout and its request re-
           "[agents][supervision][hang]") {
   fixture f("hang");
   f.script.generator = 1;  // the seed is correct
-  // The first optimizer call hangs in the model: its answer comes 5 s late.
-  slow_optimizer(f, [](int call) { return call == 1 ? 5.0 : 0.0; });
+  // The first optimizer call hangs in the model: its answer comes 6 s late.
+  auto calls = slow_optimizer(f, [](int call) { return call == 1 ? 6.0 : 0.0; });
   test_system_config cfg;
   caf::actor_system sys{cfg};
   scripted_review rv(sys, f);
@@ -1434,7 +1457,8 @@ TEST_CASE("an agent that hangs is replaced after its timeout and its request re-
   o.on_spawn = log.hook();
   const auto t0 = steady::now();
   watched_run w = run_watched(sys, o, rv.reviewer);
-  const double took = std::chrono::duration<double>(steady::now() - t0).count();
+  const auto t1 = steady::now();
+  const double took = seconds_between(t0, t1);
   INFO(w.out.reason << "; took " << took << " s");
   REQUIRE(w.out.success);
   CHECK(w.out.rounds == 2);
@@ -1444,6 +1468,16 @@ TEST_CASE("an agent that hangs is replaced after its timeout and its request re-
   // went to the fresh agent at the timeout, not after the hung call's 5 s.
   CHECK(log.of_role("optimizer of line 0").size() >= 2);
   CHECK(f.script.optimizer >= 3);  // the hung call, its re-send, the second round
+  auto at = calls->get();
+  REQUIRE(at.size() >= 2);
+  // The re-send came at the 2 s timeout: not before it (the agent was given its time),
+  // and not once the hung answer had come (the line did not wait for it).
+  const double resent_after = seconds_between(at[0], at[1]);
+  INFO("the optimizer's request was re-sent " << resent_after << " s after the hung one");
+  CHECK(resent_after >= 1.9);
+  CHECK(resent_after < 5.5);
+  // The whole task ended before the hung call would have answered.
+  CHECK(seconds_between(at[0], t1) < 5.5);
   // Each round's attempt is in the trajectory once: the late answer went nowhere.
   CHECK(count_kind(f.trajectory(), "optimize") == 2);
 }
@@ -1451,7 +1485,8 @@ TEST_CASE("an agent that hangs is replaced after its timeout and its request re-
 TEST_CASE("an agent that keeps hanging ends its line with the reason, and the task ends", "[agents][supervision][hang]") {
   fixture f("hang-always");
   f.script.generator = 1;
-  slow_optimizer(f, [](int) { return 4.0; });  // every optimizer call hangs past the timeout
+  // Every optimizer call hangs well past the timeout.
+  auto calls = slow_optimizer(f, [](int) { return 6.0; });
   test_system_config cfg;
   caf::actor_system sys{cfg};
   scripted_review rv(sys, f);
@@ -1459,7 +1494,15 @@ TEST_CASE("an agent that keeps hanging ends its line with the reason, and the ta
   o.agent_timeout_s = 1.5;
   o.max_agent_restarts = 1;
   watched_run w = run_watched(sys, o, rv.reviewer);
+  const auto t1 = steady::now();
   INFO(w.out.reason);
+  // The request and its one re-send, each given up on at the timeout: the line ended
+  // before the first hung answer came.
+  auto at = calls->get();
+  REQUIRE(at.size() == 2);
+  CHECK(seconds_between(at[0], at[1]) >= 1.4);
+  CHECK(seconds_between(at[0], t1) >= 2.9);
+  CHECK(seconds_between(at[0], t1) < 5.5);
   // The seed is correct: the task keeps it; the line ended on the optimizer's hang.
   CHECK(w.out.success);
   CHECK_THAT(w.out.reason, Contains("the optimizer failed again (it did not answer within 1.5 s) after 1 restarts; "
@@ -1558,6 +1601,47 @@ TEST_CASE("a seed line killed mid-run starts again from its checkpoint, and the 
   CHECK(cp.value("round", 0u) == 3);
 }
 
+namespace {
+
+// Runs `f`'s task under the daemon's scheduler until it ends (90 s at most); `kill`
+// runs on a thread of its own meanwhile.
+queued_task run_under_scheduler(fixture& f, caf::actor_system& sys, const reviewer_actor& reviewer,
+                                coordinator_options base, std::string* id_out,
+                                const std::function<void(const std::string& id)>& kill) {
+  auto q = task_queue::open(f.memory);
+  REQUIRE(q.ok());
+  auto submitted = (*q)->submit(f.task, 0, base.rounds);
+  REQUIRE(submitted.ok());
+  const std::string id = submitted->id;
+  *id_out = id;
+  scheduler_options so;
+  so.base = std::move(base);
+  so.tasks_in_flight = 1;
+  scheduler sched(sys, **q, reviewer, so);
+  sched.start();
+  std::thread killer([&] { kill(id); });
+  queued_task t;
+  std::string lost;  // no assertion while the killer runs: a failed one would not join it
+  const auto deadline = steady::now() + std::chrono::seconds(90);
+  while (steady::now() < deadline) {
+    auto got = (*q)->get(id);
+    if (!got.ok() || !got->has_value()) {
+      lost = got.ok() ? "the task is not in the queue" : got.message();
+      break;
+    }
+    t = **got;
+    if (t.state != task_state::queued && t.state != task_state::running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  killer.join();
+  sched.stop();
+  INFO(lost);
+  REQUIRE(lost.empty());
+  return t;
+}
+
+}  // namespace
+
 TEST_CASE("a coordinator killed mid-run: the daemon's scheduler resumes its task from its checkpoints",
           "[agents][supervision][coordinator]") {
   fixture f("coordinator-killed");
@@ -1566,35 +1650,18 @@ TEST_CASE("a coordinator killed mid-run: the daemon's scheduler resumes its task
   test_system_config cfg;
   caf::actor_system sys{cfg};
   scripted_review rv(sys, f);
-  auto q = task_queue::open(f.memory);
-  REQUIRE(q.ok());
-  auto submitted = (*q)->submit(f.task, 0, 3);
-  REQUIRE(submitted.ok());
-  const std::string id = submitted->id;
-  scheduler_options so;
-  so.base = f.options(2, 3);
+  auto base = f.options(2, 3);
   spawn_log log;
-  so.base.on_spawn = log.hook();
-  so.tasks_in_flight = 1;
-  scheduler sched(sys, **q, rv.reviewer, so);
-  sched.start();
-  auto first = log.wait_for("coordinator");
-  REQUIRE(first);
-  REQUIRE(wait_for_checkpoint(f, id, 0, 1));
-  REQUIRE(kill_actor(*first));
+  base.on_spawn = log.hook();
+  bool killed = false;
+  std::string id;
   // The daemon lives on: the task is resumed, and ends.
-  queued_task t;
-  const auto deadline = steady::now() + std::chrono::seconds(90);
-  while (steady::now() < deadline) {
-    auto got = (*q)->get(id);
-    REQUIRE(got.ok());
-    REQUIRE(got->has_value());
-    t = **got;
-    if (t.state != task_state::queued && t.state != task_state::running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  sched.stop();
+  queued_task t = run_under_scheduler(f, sys, rv.reviewer, base, &id, [&](const std::string& task) {
+    auto first = log.wait_for("coordinator");
+    killed = first && wait_for_checkpoint(f, task, 0, 1) && kill_actor(*first);
+  });
   INFO(t.reason);
+  REQUIRE(killed);
   CHECK(t.state == task_state::done);
   CHECK(t.resumed == 1);
   auto coordinators = log.of_role("coordinator");
@@ -1619,4 +1686,121 @@ TEST_CASE("a coordinator killed mid-run: the daemon's scheduler resumes its task
     if (e.kind == "note" && e.summary.find("resumed at round") != std::string::npos) ++resumed_notes;
   CHECK(resumed_notes >= 1);
   CHECK(t.best_speedup > 0);
+}
+
+TEST_CASE("a seed line killed at each start is given up on after its restarts, and the task ends with the other "
+          "line's work",
+          "[agents][supervision][line]") {
+  fixture f("line-killed-always");
+  f.script.generator = 1;  // both seeds correct
+  slow_optimizer(f, [](int) { return 0.3; });
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(2, 3);
+  o.max_line_restarts = 2;
+  spawn_log log;
+  o.on_spawn = log.hook();
+  int killed = 0;
+  std::thread killer([&] {
+    // The line, and each of its two restarts, as soon as it starts.
+    for (size_t n = 0; n < 3; ++n)
+      if (auto line = log.wait_for("line 0", n); line && kill_actor(*line)) ++killed;
+  });
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  killer.join();
+  INFO(w.out.reason);
+  REQUIRE(killed == 3);
+  CHECK(log.of_role("line 0").size() == 3);  // not started a fourth time
+  // The other line's kernel is the task's, and the reason says what became of line 0.
+  REQUIRE(w.out.success);
+  CHECK(w.out.rounds == 3);
+  CHECK_THAT(w.out.reason, Contains("seed line 0 stopped (" + sys.render(caf::make_error(caf::exit_reason::kill)) +
+                                    ") after 2 restarts"));
+  // What the killed line had done stays in the trajectory: its seed and its review.
+  auto t = f.trajectory();
+  CHECK(count_kind(t, "seed") == 2);
+  CHECK(count_kind(t, "review") >= 2);
+}
+
+
+TEST_CASE("a coordinator killed at each resume fails its task with the reason, and its work stays in the store",
+          "[agents][supervision][coordinator]") {
+  fixture f("coordinator-killed-always");
+  f.script.generator = 1;
+  slow_optimizer(f, [](int) { return 0.3; });
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto base = f.options(2, 3);
+  base.max_coordinator_restarts = 2;
+  spawn_log log;
+  base.on_spawn = log.hook();
+  int killed = 0;
+  std::string id;
+  queued_task t = run_under_scheduler(f, sys, rv.reviewer, base, &id, [&](const std::string& task) {
+    // The first run once a round is done (there is work to keep), then each resumed
+    // run as it starts.
+    for (size_t n = 0; n < 3; ++n) {
+      auto c = log.wait_for("coordinator", n);
+      if (!c) return;
+      if (n == 0 && !wait_for_checkpoint(f, task, 0, 1)) return;
+      if (kill_actor(*c)) ++killed;
+    }
+  });
+  INFO(t.reason);
+  REQUIRE(killed == 3);
+  CHECK(t.state == task_state::failed);
+  CHECK(t.resumed == 2);
+  CHECK(t.reason == "the task coordinator stopped 3 times (the last: " +
+                        sys.render(caf::make_error(caf::exit_reason::kill)) + "); not resumed again");
+  CHECK(log.of_role("coordinator").size() == 3);
+  // Every line ended before the task was failed: nothing of it runs on.
+  for (auto& l : log.of_role("line ")) CHECK(log.ended(l));
+  // The work of the killed runs is kept: the seeds (written once) and the reviews.
+  auto traj = f.trajectory(id);
+  CHECK(count_kind(traj, "seed") == 2);
+  CHECK(count_kind(traj, "review") >= 2);
+  CHECK(count_kind(traj, "optimize") >= 1);
+}
+
+TEST_CASE("a coordinator killed mid-run under the experiment runner is resumed, and the run's next task goes on",
+          "[agents][supervision][coordinator]") {
+  fixture f("coordinator-killed-runner");
+  f.script.generator = 100;  // every seed good (the counter is shared by the tasks)
+  slow_optimizer(f, [](int) { return 0.3; });
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  experiment_options eo;
+  eo.name = "supervision";
+  task_spec a = f.task, b = f.task;
+  a.name = "relu_a";
+  b.name = "relu_b";
+  eo.tasks = {a, b};
+  eo.tasks_in_flight = 1;  // relu_a's coordinator is the first, its resumed one the second
+  eo.base = f.options(1, 3);
+  spawn_log log;
+  eo.base.on_spawn = log.hook();
+  bool killed = false;
+  std::thread killer([&] {
+    auto first = log.wait_for("coordinator");
+    killed = first && wait_for_checkpoint(f, "relu_a", 0, 1) && kill_actor(*first);
+  });
+  run_summary s = run_experiment(sys, eo, rv.reviewer);
+  killer.join();
+  REQUIRE(killed);
+  REQUIRE(s.outcomes.size() == 2);
+  for (const auto& o : s.outcomes) {
+    INFO(o.task << ": " << o.reason);
+    CHECK(o.success);
+    CHECK(o.rounds == 3);  // relu_a's killed run went on from its checkpoint
+  }
+  CHECK(log.of_role("coordinator").size() == 3);  // relu_a twice, relu_b once
+  auto ta = f.trajectory("relu_a");
+  CHECK(count_kind(ta, "seed") == 1);
+  size_t resumed = 0;
+  for (const auto& e : ta)
+    if (e.kind == "note" && e.summary.find("resumed at round") != std::string::npos) ++resumed;
+  CHECK(resumed == 1);
 }
