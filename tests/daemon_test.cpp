@@ -894,10 +894,19 @@ void worker_killed_then_stopped_mid_review(daemon_options o) {
     if (status == json(to_string(review_status::ok))) ++ok;
   }
   CHECK(ok >= 1);
-  // A third worker took the stopped one's review: the review was sent three times.
+  // A third worker took the stopped one's review: the review was sent three times,
+  // each time to another worker, and the killed and stopped ones are gone.
+  std::set<pid_t> workers;
   size_t sent = 0;
-  for (auto& r : reviews_sent(d)) sent += r.request == first.request;
+  for (auto& r : reviews_sent(d))
+    if (r.request == first.request) {
+      ++sent;
+      workers.insert(r.pid);
+    }
   CHECK(sent == 3);
+  CHECK(workers.size() == 3);
+  CHECK(::kill(first.pid, 0) != 0);
+  CHECK(::kill(again.pid, 0) != 0);
   const std::string log = d.log();
   CHECK_THAT(log, Contains("was killed by signal 9"));
   CHECK_THAT(log, Contains("was stopped (SIGSTOP)"));
@@ -924,4 +933,29 @@ TEST_CASE("gpu: the real GPU worker killed, then stopped, mid-review: the review
   daemon_options o;
   o.worker_binary = worker;
   worker_killed_then_stopped_mid_review(o);
+}
+
+// Where the real worker finds no GPU, the daemon does not fail what it is given: it
+// says why at start, and submitted tasks wait in the queue for a GPU.
+TEST_CASE("the real GPU worker without a GPU: the daemon says so and submitted tasks wait queued",
+          "[daemon][supervision][nogpu]") {
+  const std::string worker = (ks::testing::bin_dir() / "kernelskill-gpu").string();
+  if (std::system((worker + " --list-devices >/dev/null 2>&1").c_str()) == 0)
+    KS_SKIP("there is a GPU here (kernelskill-gpu --list-devices found one); this test needs its absence");
+  daemon_options o;
+  o.worker_binary = worker;
+  daemon_process d(o);
+  REQUIRE_FALSE(d.start(120).empty());
+  auto c = client_for(d);
+  auto health = body_of(c.Get("/api/health"));
+  CHECK(health["gpus"] == 0);
+  const std::string id = submit(c, "swish")["id"];
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto t = task(c, id);
+  INFO(t.dump());
+  CHECK(t["state"] == "queued");
+  const std::string log = d.log();
+  INFO(log);
+  CHECK_THAT(log, Contains("no GPU: tasks are accepted and wait in the queue"));
+  CHECK(d.terminate() == 0);
 }
