@@ -57,15 +57,20 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
     s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return s;
   };
+  std::map<size_t, int> coordinator_restarts;
+  auto launch = [&](size_t i, bool resume) {
+    coordinator_options o = opts.base;
+    o.task = opts.tasks[i];
+    o.resume = resume;
+    auto c = self->spawn<caf::detached + caf::monitored>(task_coordinator, o, reviewer,
+                                                         caf::actor{self}, caf::actor{self});
+    running[c.address()] = i;
+  };
   auto start_next = [&] {
     while (!waiting.empty() && running.size() < std::max<uint32_t>(1, opts.tasks_in_flight)) {
       size_t i = waiting.front();
       waiting.pop_front();
-      coordinator_options o = opts.base;
-      o.task = opts.tasks[i];
-      auto c = self->spawn<caf::detached + caf::monitored>(task_coordinator, o, reviewer,
-                                                           caf::actor{self}, caf::actor{self});
-      running[c.address()] = i;
+      launch(i, false);
     }
   };
   auto finish_task = [&](task_outcome o) {
@@ -92,13 +97,28 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
       [&](caf::down_msg& d) {
         auto it = running.find(d.source);
         if (it == running.end()) return;
-        const task_spec& t = opts.tasks[it->second];
+        const size_t i = it->second;
+        const task_spec& t = opts.tasks[i];
         running.erase(it);
+        if (!finished.count(t.name) && coordinator_restarts[i] < opts.base.max_coordinator_restarts) {
+          // The coordinator stopped before reporting (its lines have stopped too): the
+          // task goes on from its checkpoints.
+          ++coordinator_restarts[i];
+          spdlog::warn("task '{}': the task coordinator stopped ({}); resuming it from its checkpoints "
+                       "({} of {})",
+                       t.name, sys.render(d.reason), coordinator_restarts[i], opts.base.max_coordinator_restarts);
+          launch(i, true);
+          return;
+        }
         if (!finished.count(t.name)) {
-          // The coordinator died before reporting: the task failed, the others go on.
+          // The coordinator stopped before reporting too often: the task failed, the
+          // others go on.
           task_outcome o;
           o.task = t.name;
-          o.reason = "the task coordinator crashed: " + sys.render(d.reason);
+          const int n = coordinator_restarts[i];
+          o.reason = n > 0 ? "the task coordinator stopped " + std::to_string(n + 1) + " times (the last: " +
+                                 sys.render(d.reason) + "); not resumed again"
+                           : "the task coordinator stopped (" + sys.render(d.reason) + ")";
           spdlog::error("task '{}': {}", t.name, o.reason);
           if (opts.on_progress)
             opts.on_progress(task_progress{t.name, "failed", 0, 0, 0, "", o.reason});

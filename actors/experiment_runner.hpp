@@ -2,7 +2,9 @@
 // An experiment run: every task of a config through its own task coordinator, at most
 // budgets.tasks_in_flight at once, with progress reported as tasks advance and the
 // output directory (report/run_report.hpp) written as tasks finish. One task's
-// failure never stops another.
+// failure never stops another. A coordinator that stops without an outcome (killed,
+// or an exception in it) is started again on the task's checkpoints, at most
+// base.max_coordinator_restarts times; then the task fails with the reason.
 
 #include <functional>
 #include <memory>

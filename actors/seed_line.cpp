@@ -10,6 +10,7 @@
 
 #include "actors/agents.hpp"
 #include "actors/line_recorder.hpp"
+#include "actors/pending_exit.hpp"
 #include "actors/supervised_agent.hpp"
 #include "base/number_format.hpp"
 #include "memory/store.hpp"
@@ -67,8 +68,10 @@ struct line_state {
 template <class Handle>
 agent_of<Handle> line_agent(caf::blocking_actor* self, std::string name,
                             std::function<Handle(caf::blocking_actor*)> factory,
-                            line_tally& tally, const coordinator_options& o) {
-  return make_agent<Handle>(self, std::move(name), std::move(factory), &tally.restarts, o);
+                            line_tally& tally, const coordinator_options& o, size_t index) {
+  std::string role = name + " of line " + std::to_string(index);
+  return make_agent<Handle>(self, std::move(name), std::move(factory), &tally.restarts, o,
+                            std::move(role));
 }
 
 // One seed line. Its outcome goes back to the coordinator as a task_outcome; its
@@ -78,8 +81,10 @@ class seed_line {
   seed_line(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
             caf::actor coordinator, size_t index);
 
-  // Runs the line from `seed`, or from `resume_from` when given.
-  task_outcome run(candidate seed, std::optional<line_checkpoint> resume_from);
+  // Runs the line from `seed`, or from `resume_from` when given; nullopt when it was
+  // told to stop (stop_reason() says why).
+  std::optional<task_outcome> run(candidate seed, std::optional<line_checkpoint> resume_from);
+  const caf::error& stop_reason() const { return stop_reason_; }
 
  private:
   // Where a resumed line starts: review, with its checkpoint's verdict; or done.
@@ -107,6 +112,7 @@ class seed_line {
   void store_kernel(candidate& c);
   void save_checkpoint(const candidate* cur, const review_result* r, const std::string& reason);
   bool cancelled() const { return o_.cancel && o_.cancel->load(); }
+  std::optional<caf::error> told_to_stop();
 
   caf::blocking_actor* self_;
   std::shared_ptr<const line_context> ctx_;
@@ -116,6 +122,7 @@ class seed_line {
   line_tally tally_;
   line_recorder rec_;
   std::map<std::string, review_result> reviewed_;  // by candidate id
+  caf::error stop_reason_;
   agent_of<diagnoser_actor> diagnoser_;
   agent_of<repairer_actor> repairer_;
   agent_of<feature_extractor_actor> extractor_;
@@ -130,36 +137,52 @@ seed_line::seed_line(caf::blocking_actor* self, std::shared_ptr<const line_conte
       diagnoser_(line_agent<diagnoser_actor>(
           self, "diagnoser",
           [m = o_.model](caf::blocking_actor* s) { return s->spawn<caf::detached>(diagnoser_agent, m); },
-          tally_, o_)),
+          tally_, o_, index)),
       repairer_(line_agent<repairer_actor>(
           self, "repairer",
           [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(repairer_agent, b); },
-          tally_, o_)),
+          tally_, o_, index)),
       extractor_(line_agent<feature_extractor_actor>(
           self, "feature extractor",
           [c = o_.compiler, task = o_.task, size = o_.review.size](caf::blocking_actor* s) {
             return s->spawn<caf::detached>(feature_agent, feature_agent_options{c, task, size});
           },
-          tally_, o_)),
+          tally_, o_, index)),
       planner_(line_agent<planner_actor>(
           self, "planner",
           [lib = o_.library, mem = o_.memory, lt = o_.use_long_term_memory,
            st = o_.use_short_term_memory](caf::blocking_actor* s) {
             return s->spawn<caf::detached>(planner_agent, planner_options{lib, mem, lt, st});
           },
-          tally_, o_)),
+          tally_, o_, index)),
       optimizer_(line_agent<optimizer_actor>(
           self, "optimizer",
           [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(optimizer_agent, b); },
-          tally_, o_)) {}
+          tally_, o_, index)) {}
 
-task_outcome seed_line::run(candidate seed, std::optional<line_checkpoint> resume_from) {
+std::optional<task_outcome> seed_line::run(candidate seed, std::optional<line_checkpoint> resume_from) {
   line_state s;
   state at = state::review;
   if (resume_from) at = resume(s, *resume_from);
   else s.cur = std::move(seed);
-  while (at != state::done) at = step(at, s);
+  while (at != state::done) {
+    if (auto why = told_to_stop()) {
+      stop_reason_ = *why;
+      if (!ctx_->stopping->load())
+        spdlog::warn("task '{}': line {} was told to exit ({}); it stops at round {}", o_.task.name, index_,
+                     self_->system().render(*why), tally_.round);
+      return std::nullopt;
+    }
+    at = step(at, s);
+  }
   return finish(s);
+}
+
+// An exit message for the line, or its coordinator going.
+std::optional<caf::error> seed_line::told_to_stop() {
+  if (auto why = pending_exit(self_)) return why;
+  if (ctx_->stopping->load()) return caf::error{caf::exit_reason::user_shutdown};
+  return std::nullopt;
 }
 
 state seed_line::step(state at, line_state& s) {
@@ -472,12 +495,18 @@ void seed_line::save_checkpoint(const candidate* cur, const review_result* r,
 void seed_line_actor(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
                      candidate seed, size_t index, std::optional<line_checkpoint> resume_from,
                      caf::actor coordinator) {
-  task_outcome o;
+  std::optional<task_outcome> o;
+  caf::error stopped;
   {
     seed_line line(self, ctx, coordinator, index);
     o = line.run(std::move(seed), std::move(resume_from));
+    stopped = line.stop_reason();
   }  // its agents are told to exit before the outcome goes out
-  self->send(coordinator, std::move(o));
+  if (!o) {
+    self->fail_state(std::move(stopped));
+    return;
+  }
+  self->send(coordinator, std::move(*o));
 }
 
 }  // namespace ks

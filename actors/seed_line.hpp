@@ -48,7 +48,15 @@
 // written to the store before the line moves on, supervision of its agents, a flagged
 // review never taken as the best); its entries and progress are written by
 // actors/line_recorder.hpp.
+//
+// Stopping: before each step the line looks for an exit message (a blocking actor's
+// exits are ordinary messages, which nothing else here would read) and at its
+// context's `stopping` flag. Either stops it there, between two steps: it writes
+// nothing more (no final checkpoint: a restarted line resumes from its last completed
+// round), sends no outcome, and quits with the exit's reason (user_shutdown for the
+// flag). A step under way (a review, an agent's call) ends first.
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -63,6 +71,9 @@ namespace ks {
 struct line_context {
   coordinator_options opts;
   reviewer_actor reviewer;
+  // Set by the coordinator when it is going (killed, or an exception): its lines stop
+  // at their next step, writing nothing more.
+  std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
 };
 
 // Runs one line from `seed`, or from `resume_from` when given, on a blocking actor of

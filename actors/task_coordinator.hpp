@@ -19,11 +19,20 @@
 // - agents are monitored: an agent that dies or does not answer in time is replaced
 //   and its request re-sent, at most max_agent_restarts times per line; then the
 //   line ends with the reason, and the other lines and tasks go on;
+// - a seed line that dies (an exception in it, or killed: any exit message but a
+//   normal one stops it at its next step, writing nothing more) is started again
+//   from its checkpoint, its last completed round, at most max_line_restarts times;
+//   then the task ends with the other lines' results and the reason;
+// - a coordinator killed the same way stops its lines at their next step and waits
+//   for them before it ends, without an outcome: nothing of its run writes to the
+//   store once it is gone, so the daemon can resume the task from its checkpoints
+//   (daemon/scheduler.hpp) without two runs of one task racing;
 // - a flagged review (output independent of the input, a speedup past the
 //   threshold) is never taken as the best kernel.
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +67,10 @@ struct coordinator_options {
 
   int max_agent_restarts = 3;
   double agent_timeout_s = 1800;   // one agent request; past it the agent is replaced
+  int max_line_restarts = 2;       // per seed line: a line that dies starts again from its checkpoint
+  // Per task, for whoever runs coordinators (the daemon's scheduler, the experiment
+  // runner): a coordinator that stops without an outcome is resumed this often.
+  int max_coordinator_restarts = 2;
   // Which methods the line may try per round when the first does not apply.
   uint32_t methods_per_round = 3;
 
@@ -68,6 +81,11 @@ struct coordinator_options {
   bool resume = false;
   // When set and true, the task stops at its lines' next step with reason "cancelled".
   std::shared_ptr<const std::atomic<bool>> cancel;
+  // When set, told of each actor of the task as it starts, on the thread that starts
+  // it: "coordinator" (by task_coordinator), "line K", and each agent ("generator",
+  // "optimizer of line K", …). For watching a task's actors from outside: the
+  // supervision tests kill them with it.
+  std::function<void(const std::string& role, const caf::actor& actor)> on_spawn;
 };
 
 // Where a task's checkpoints live in the store's tasks column family: the records
@@ -80,7 +98,9 @@ std::string checkpoint_prefix(const std::string& task);
 task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
                       const reviewer_actor& reviewer, const caf::actor& progress);
 
-// The same as an actor: runs, sends the task_outcome to `report_to`, and quits.
+// The same as an actor: runs, sends the task_outcome to `report_to`, and quits. Killed
+// (an exit message whose reason is not normal), it stops its lines, waits for them,
+// and quits with that reason, sending no outcome and recording no end.
 void task_coordinator(caf::blocking_actor* self, coordinator_options opts,
                       reviewer_actor reviewer, caf::actor progress, caf::actor report_to);
 

@@ -52,6 +52,7 @@ void scheduler::loop() {
                  to_resume.size());
   std::map<caf::actor_addr, std::string> running;
   std::set<std::string> reported;  // tasks whose outcome arrived
+  std::map<std::string, int> coordinator_restarts;  // of running tasks
 
   auto fail = [&](const std::string& id, const std::string& why) {
     task_outcome o;
@@ -80,6 +81,32 @@ void scheduler::loop() {
                                                          caf::actor{self}, caf::actor{self});
     running[c.address()] = t.id;
     spdlog::info("task '{}': {}", t.id, resume ? "resuming" : "started");
+  };
+  // The task's coordinator stopped without an outcome: resume it from its checkpoints
+  // (its lines have stopped: task_coordinator.hpp), or fail it once that has happened
+  // too often.
+  auto coordinator_lost = [&](const std::string& id, const std::string& why) {
+    if (stop_) {
+      // The daemon is stopping: the task stays running in the queue and resumes from
+      // its checkpoints at the next start, as every running task does.
+      spdlog::warn("task '{}': the task coordinator stopped ({}) as the daemon stops; it resumes at the next start",
+                   id, why);
+      coordinator_restarts.erase(id);
+      return;
+    }
+    int& n = coordinator_restarts[id];
+    if (n >= opts_.base.max_coordinator_restarts) {
+      coordinator_restarts.erase(id);
+      return fail(id, n > 0 ? "the task coordinator stopped " + std::to_string(n + 1) + " times (the last: " + why +
+                                  "); not resumed again"
+                            : "the task coordinator stopped (" + why + ")");
+    }
+    ++n;
+    auto t = queue_.resume(id, "resuming after its coordinator stopped (" + why + ")");
+    if (!t) return fail(id, "the task coordinator stopped (" + why + ") and the task cannot resume: " + t.message());
+    spdlog::warn("task '{}': the task coordinator stopped ({}); resuming it from its checkpoints ({} of {})", id,
+                 why, n, opts_.base.max_coordinator_restarts);
+    launch(*t, true);
   };
   auto start_more = [&] {
     if (!opts_.run_tasks || (opts_.gpus_up && !opts_.gpus_up())) return;
@@ -127,7 +154,8 @@ void scheduler::loop() {
             cancel_flags_.erase(id);
           }
           release_owner(id);
-          if (!reported.count(id)) fail(id, "the task coordinator crashed: " + sys_.render(d.reason));
+          if (!reported.count(id)) coordinator_lost(id, sys_.render(d.reason));
+          else coordinator_restarts.erase(id);
           reported.erase(id);
         },
         caf::after(std::chrono::milliseconds(200)) >> [] {});

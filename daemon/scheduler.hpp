@@ -3,7 +3,12 @@
 // through its own task coordinator; tasks that were running when the daemon stopped
 // go first and resume from their checkpoints. It writes every progress report and
 // outcome to the queue as it arrives, and stops a task whose cancel was requested.
-// One task's failure (its coordinator crashing included) never stops another.
+// One task's failure never stops another. A task whose coordinator stops without an
+// outcome (killed, or an exception in it) is resumed from its checkpoints while the
+// daemon runs on, as after a restart (its lines have stopped before its coordinator
+// ends: task_coordinator.hpp), at most base.max_coordinator_restarts times; then it fails
+// with the reason. One that stops while the scheduler itself stops stays running in the
+// queue and resumes at the next start.
 
 #include <atomic>
 #include <functional>

@@ -307,12 +307,12 @@ std::vector<std::string> task_queue::interrupted() const {
   return out;
 }
 
-result<queued_task> task_queue::resume(const std::string& id) {
+result<queued_task> task_queue::resume(const std::string& id, const std::string& detail) {
   std::lock_guard lock(mu_);
   auto t = load(id);
   if (!t) return t;
   ++t->resumed;
-  t->detail = "resuming after a restart";
+  t->detail = detail;
   if (auto s = save(*t); !s) return error{s.message()};
   return t;
 }

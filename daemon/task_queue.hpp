@@ -92,8 +92,9 @@ class task_queue {
 
   // The tasks that were running when the daemon stopped, oldest first.
   std::vector<std::string> interrupted() const;
-  // Marks an interrupted task as resumed (resumed + 1) and returns it.
-  result<queued_task> resume(const std::string& id);
+  // Marks an interrupted task as resumed (resumed + 1, `detail` as its detail) and
+  // returns it.
+  result<queued_task> resume(const std::string& id, const std::string& detail = "resuming after a restart");
   // The queued task with the highest priority (then the oldest), now running; nullopt
   // when none is queued.
   result<std::optional<queued_task>> start_next();

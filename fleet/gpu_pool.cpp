@@ -3,12 +3,15 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -25,6 +28,8 @@ namespace {
 struct pending_review {
   review_request request;
   caf::typed_response_promise<review_result> promise;
+  int lost = 0;        // times its worker was lost under it (not the candidate's doing)
+  std::string losses;  // how, "; "-joined
 };
 
 // Carries the pool's requests to the worker, so that the worker's node never sees
@@ -77,17 +82,30 @@ review_result answer(const review_request& req, review_status status, std::strin
   return r;
 }
 
-// Kills the worker when a review outlives its time limit. The pool's requests carry no
-// CAF timeout: CAF 0.17 keeps a strong reference to the requesting actor on its clock
-// until the timeout is due, and drops none when the actor system shuts down, so a
-// detached actor with a timeout pending never ends and the system's destructor waits
-// for its thread forever (gpu_pool_test hung at exit about every other run). This
-// thread holds no reference to the actor: it kills the process, and the dropped
-// connection reaches the pool as a down message.
-class review_watchdog {
+// Watches the worker process from a thread of its own, and kills it (SIGKILL) when
+// - a review outlives its time limit (a hung kernel can only be stopped with its
+//   process), or
+// - it has been stopped (SIGSTOP, SIGTSTP: state T in /proc/PID/stat) for
+//   stopped_limit_s: a stopped worker keeps its connection open and never answers, so
+//   the pool would otherwise wait for the review's whole time limit and then blame the
+//   candidate. A kernel that hangs leaves its process running or sleeping, never
+//   stopped; a worker under a debugger is in a tracing stop (t) and is left alone.
+// The dropped connection then reaches the pool as a down message, and what the
+// watchdog did tells the pool whose fault the death was.
+//
+// The pool's requests carry no CAF timeout: CAF 0.17 keeps a strong reference to the
+// requesting actor on its clock until the timeout is due, and drops none when the
+// actor system shuts down, so a detached actor with a timeout pending never ends and
+// the system's destructor waits for its thread forever (gpu_pool_test hung at exit
+// about every other run). This thread holds no reference to the actor.
+class worker_watchdog {
  public:
-  review_watchdog() : thread_([this] { run(); }) {}
-  ~review_watchdog() {
+  enum class fired { none, deadline, stopped };
+
+  explicit worker_watchdog(double stopped_limit_s)
+      : stopped_limit_(std::chrono::milliseconds(static_cast<int64_t>(stopped_limit_s * 1000))),
+        thread_([this] { run(); }) {}
+  ~worker_watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -96,53 +114,128 @@ class review_watchdog {
     thread_.join();
   }
 
-  // Kills `pid` with SIGKILL at `deadline` unless disarmed first. The pool reaps the
-  // process only after disarm(), so the pid cannot be reused while armed.
-  void arm(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  // Watches `pid` from now on. The pool reaps the process only after unwatch(), so the
+  // pid cannot be reused while it is watched.
+  void watch(pid_t pid) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       pid_ = pid;
-      deadline_ = deadline;
-      fired_ = false;
+      has_deadline_ = false;
+      fired_ = fired::none;
+      stopped_since_.reset();
+      last_look_ = {};
     }
     cv_.notify_all();
   }
 
-  // Stops watching; true when the watchdog killed the process.
-  bool disarm() {
+  // The review in flight must end by `deadline`.
+  void arm(std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      deadline_ = deadline;
+      has_deadline_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // The review ended in time; what the watchdog did meanwhile, if anything.
+  fired disarm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    has_deadline_ = false;
+    return fired_;
+  }
+
+  // Stops watching (before the process is reaped); what the watchdog did, if anything.
+  fired unwatch() {
     std::lock_guard<std::mutex> lock(mu_);
     pid_ = -1;
-    return std::exchange(fired_, false);
+    has_deadline_ = false;
+    return std::exchange(fired_, fired::none);
+  }
+
+  // How long the worker had been stopped when the watchdog killed it for that.
+  double stopped_for_s() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopped_for_s_;
   }
 
  private:
+  static bool stopped(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T';
+  }
+
+  void kill_it(fired why, std::chrono::steady_clock::time_point now) {
+    ::kill(pid_, SIGKILL);
+    stopped_for_s_ = stopped_since_ ? std::chrono::duration<double>(now - *stopped_since_).count() : 0;
+    fired_ = why;
+    pid_ = -1;
+    has_deadline_ = false;
+  }
+
   void run() {
+    using clock = std::chrono::steady_clock;
+    const auto look_every = std::chrono::milliseconds(250);
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       if (pid_ <= 0) {
         cv_.wait(lock);
-      } else if (std::chrono::steady_clock::now() >= deadline_) {
-        ::kill(pid_, SIGKILL);
-        fired_ = true;
-        pid_ = -1;
-      } else {
-        cv_.wait_until(lock, deadline_);
+        continue;
       }
+      const auto now = clock::now();
+      // A gap far longer than the interval means this thread was not running (the
+      // whole process group was stopped, as a terminal's ctrl-Z does): the worker's
+      // stop is counted from now, not from before the gap.
+      const bool gap = last_look_ != clock::time_point{} && now - last_look_ > 4 * look_every;
+      last_look_ = now;
+      const bool is_stopped = stopped(pid_);
+      if (!is_stopped) stopped_since_.reset();
+      else if (!stopped_since_ || gap) stopped_since_ = now;
+      if (is_stopped && now - *stopped_since_ >= stopped_limit_) {
+        kill_it(fired::stopped, now);
+        continue;
+      }
+      if (has_deadline_ && now >= deadline_) {
+        // A worker that is stopped at its review's deadline did not hang in the kernel.
+        kill_it(is_stopped ? fired::stopped : fired::deadline, now);
+        continue;
+      }
+      auto wake = now + look_every;
+      if (has_deadline_ && deadline_ < wake) wake = deadline_;
+      cv_.wait_until(lock, wake);
     }
   }
 
+  const std::chrono::steady_clock::duration stopped_limit_;
   std::mutex mu_;
   std::condition_variable cv_;
   pid_t pid_ = -1;
+  bool has_deadline_ = false;
   std::chrono::steady_clock::time_point deadline_;
-  bool fired_ = false;
+  std::optional<std::chrono::steady_clock::time_point> stopped_since_;
+  std::chrono::steady_clock::time_point last_look_;
+  fired fired_ = fired::none;
+  double stopped_for_s_ = 0;
   bool stop_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// Whether a worker that ended so was ended from outside (an operator, the OOM killer,
+// a stop of the machine's services; status 0: it was asked to stop, and did): no
+// kernel makes its process end so. An abort, a segfault, a bus error or an error
+// status may come from the review itself.
+bool ended_from_outside(const worker_process& p) {
+  const int sig = p.exit_signal();
+  return sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || p.exit_status() == 0;
+}
+
 class pool {
  public:
-  pool(gpu_pool_actor::pointer self, gpu_pool_options opts) : self_(self) {
+  pool(gpu_pool_actor::pointer self, gpu_pool_options opts)
+      : self_(self), watchdog_(opts.stopped_limit_s) {
     st_.opts = std::move(opts);
   }
 
@@ -159,13 +252,14 @@ class pool {
     ++st_.generation;
     st_.restart_failures = 0;
     self_->monitor(st_.worker);
+    watchdog_.watch(st_.process->pid());
     spdlog::info("gpu pool: worker pid {} on port {} (generation {})", st_.process->pid(),
                  st_.process->port(), st_.generation);
     return true;
   }
 
   void stop_worker() {
-    watchdog_.disarm();
+    watchdog_.unwatch();  // before the process is reaped
     if (st_.worker) self_->demonitor(st_.worker.address());
     if (st_.courier) self_->send_exit(st_.courier, caf::exit_reason::user_shutdown);
     st_.courier = nullptr;
@@ -173,14 +267,18 @@ class pool {
     st_.process.reset();  // SIGTERM, then SIGKILL
   }
 
-  void kill_worker() {
-    watchdog_.disarm();
-    if (st_.process) st_.process->kill_now();
-    stop_worker();
+  // A worker whose process has ended before its down message came is handled now,
+  // as that message would be (so that a review in flight is never left unanswered by
+  // a restart under it); true when it had.
+  bool notice_exit() {
+    // exited() does not reap: the watchdog may still be watching the pid.
+    if (!st_.worker || !st_.process || !st_.process->exited()) return false;
+    worker_gone("its process ended");
+    return true;
   }
 
   bool ensure_worker() {
-    if (st_.worker && st_.process && st_.process->alive()) return true;
+    if (st_.worker && st_.process && !st_.process->exited()) return true;
     if (st_.restart_failures >= st_.opts.max_consecutive_restart_failures) return false;
     return start_worker();
   }
@@ -198,6 +296,7 @@ class pool {
 
   void dispatch() {
     if (st_.busy || st_.queue.empty()) return;
+    if (notice_exit()) return;  // it dispatched again
     if (!ensure_worker()) {
       // The worker cannot be started: answer everything waiting with the reason.
       while (!st_.queue.empty()) {
@@ -216,8 +315,8 @@ class pool {
     limit_s_ = current->request.options.timeout_s + st_.opts.review_margin_s;
     spdlog::info("gpu pool: review {} of '{}' to worker pid {}", current->request.request_id,
                  current->request.task.name, st_.process->pid());
-    watchdog_.arm(st_.process->pid(), std::chrono::steady_clock::now() +
-                                          std::chrono::milliseconds(static_cast<int64_t>(limit_s_ * 1000)));
+    watchdog_.arm(std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(limit_s_ * 1000)));
     self_->request(st_.courier, caf::infinite, current->request)
         .then(
             [this, current, gen](review_result& r) {
@@ -234,16 +333,11 @@ class pool {
               if (r.status == review_status::crashed) start_worker();
               dispatch();
             },
-            [this, current, gen](caf::error& err) {
+            [this, gen](caf::error& err) {
+              // The link failed under the request: the worker is gone, as its down
+              // message would say (whichever comes first answers).
               if (gen != st_.generation) return;
-              watchdog_.disarm();
-              in_flight_.reset();
-              kill_worker();  // before answering: whoever gets the answer sees it gone
-              current->promise.deliver(answer(current->request, review_status::crashed,
-                                              "the GPU worker stopped during the review (" +
-                                                  self_->system().render(err) + ")"));
-              st_.busy = false;
-              dispatch();
+              worker_gone(self_->system().render(err));
             });
     in_flight_ = current;
     in_flight_gen_ = gen;
@@ -252,51 +346,11 @@ class pool {
   // The worker process died or its connection dropped.
   void on_down(const caf::down_msg& dm) {
     if (!st_.worker || dm.source != st_.worker.address()) return;
-    const bool timed_out = watchdog_.disarm();
-    // The connection is gone, and the process has almost always ended too: say how
-    // (a signal names a crash: 6 is an abort, 9 a kill, 11 a segfault).
-    std::string how = "its connection dropped";
-    pid_t pid = -1;
-    if (st_.process) {
-      pid = st_.process->pid();
-      if (st_.process->reap_within(2000)) {
-        how = "it " + st_.process->exit_description();
-      } else {
-        st_.process->kill_now();
-        how = "its connection dropped and the process was killed";
-      }
-    }
-    spdlog::warn("gpu pool: worker pid {} (generation {}) is gone: {}{} ({})", pid, st_.generation, how,
-                 timed_out ? ", killed by the pool after the review's time limit" : "",
-                 self_->system().render(dm.reason));
-    const bool was_busy = st_.busy && in_flight_ && in_flight_gen_ == st_.generation;
-    auto current = std::move(in_flight_);
-    in_flight_.reset();
-    if (st_.courier) self_->send_exit(st_.courier, caf::exit_reason::user_shutdown);
-    st_.courier = nullptr;
-    st_.worker = nullptr;
-    st_.process.reset();
-    ++st_.generation;  // the pending request's own handlers now ignore it
-    if (was_busy) {
-      if (timed_out)
-        current->promise.deliver(answer(current->request, review_status::timed_out,
-                                        "the review did not finish within " + seconds(limit_s_) +
-                                            " s (its timeout plus the pool's margin); the worker was "
-                                            "killed and restarted"));
-      else
-        current->promise.deliver(answer(current->request, review_status::crashed,
-                                        "the GPU worker died during the review: " + how + " (" +
-                                            self_->system().render(dm.reason) +
-                                            "); a fresh worker serves the next review"));
-      st_.busy = false;
-    }
-    answer_describes("the GPU worker died before it answered: " + how);
-    dispatch();
+    worker_gone(self_->system().render(dm.reason));
   }
 
   // The pool is ending: answer whatever waits and stop the worker.
   void shut_down() {
-    watchdog_.disarm();
     auto stopping = [](const review_request& req) {
       return answer(req, review_status::internal_error, "the GPU pool stopped before the review finished");
     };
@@ -313,14 +367,16 @@ class pool {
   }
 
   void describe(caf::typed_response_promise<worker_info> rp) {
+    notice_exit();
     if (!ensure_worker()) {
       worker_info info;
       info.driver_error = "the GPU worker cannot be started: " + st_.last_failure;
       rp.deliver(info);
       return;
     }
-    // No CAF timeout (see review_watchdog): a worker that dies answers through
-    // on_down, and a busy one answers when its review ends or the watchdog kills it.
+    // No CAF timeout (see worker_watchdog): a worker that dies answers through
+    // worker_gone, a stopped one is killed by the watchdog, and a busy one answers
+    // when its review ends or the watchdog kills it.
     const uint64_t id = ++last_describe_;
     describes_.emplace(id, rp);
     self_->request(st_.courier, caf::infinite, describe_atom::value)
@@ -342,6 +398,84 @@ class pool {
   }
 
  private:
+  // The worker is gone (`caf_reason`: what CAF said). How it ended decides what the
+  // review it was serving gets:
+  //   killed by the watchdog at the review's time limit   timed_out (the candidate's)
+  //   died of itself (an abort, a segfault, an exit)       crashed (the candidate's)
+  //   stopped, or killed from outside, or its connection   the review runs again on a
+  //   dropped while the process lived                      fresh worker: not the
+  //                                                        candidate's doing
+  void worker_gone(const std::string& caf_reason) {
+    const auto fired = watchdog_.unwatch();  // before the process is reaped
+    std::string how = "its connection dropped";
+    bool not_the_review = false;
+    pid_t pid = -1;
+    if (st_.process) {
+      pid = st_.process->pid();
+      if (st_.process->reap_within(2000)) {
+        how = "it " + st_.process->exit_description();
+        not_the_review = ended_from_outside(*st_.process);
+      } else {
+        st_.process->kill_now();
+        how = "its connection dropped and the process was killed";
+        not_the_review = true;
+      }
+    }
+    if (fired == worker_watchdog::fired::stopped) {
+      how = "it was stopped (SIGSTOP) for " + seconds(std::round(watchdog_.stopped_for_s() * 10) / 10) +
+            " s, its link open; the pool killed it";
+      not_the_review = true;
+    }
+    const bool timed_out = fired == worker_watchdog::fired::deadline;
+    spdlog::warn("gpu pool: worker pid {} (generation {}) is gone: {}{} ({})", pid, st_.generation, how,
+                 timed_out ? ", killed by the pool after the review's time limit" : "", caf_reason);
+    const bool was_busy = st_.busy && in_flight_ && in_flight_gen_ == st_.generation;
+    auto current = std::move(in_flight_);
+    in_flight_.reset();
+    if (st_.worker) self_->demonitor(st_.worker.address());
+    if (st_.courier) self_->send_exit(st_.courier, caf::exit_reason::user_shutdown);
+    st_.courier = nullptr;
+    st_.worker = nullptr;
+    st_.process.reset();
+    ++st_.generation;  // the pending request's own handlers now ignore it
+    if (was_busy) {
+      st_.busy = false;
+      if (timed_out)
+        current->promise.deliver(answer(current->request, review_status::timed_out,
+                                        "the review did not finish within " + seconds(limit_s_) +
+                                            " s (its timeout plus the pool's margin); the worker was "
+                                            "killed and restarted"));
+      else if (not_the_review)
+        run_again(current, "worker pid " + std::to_string(pid) + ": " + how);
+      else
+        current->promise.deliver(answer(current->request, review_status::crashed,
+                                        "the GPU worker died during the review: " + how + " (" + caf_reason +
+                                            "); a fresh worker serves the next review"));
+    }
+    answer_describes("the GPU worker died before it answered: " + how);
+    dispatch();
+  }
+
+  // The review's worker was lost for a reason that is not the review's: it goes first
+  // to a fresh worker, at most max_lost times in all; then it is answered
+  // internal_error (unjudged: never the candidate's verdict).
+  void run_again(const std::shared_ptr<pending_review>& p, const std::string& why) {
+    ++p->lost;
+    p->losses += (p->losses.empty() ? "" : "; ") + why;
+    if (p->lost >= st_.opts.max_lost) {
+      spdlog::warn("gpu pool: review {} of '{}' lost its worker {} times; not run again",
+                   p->request.request_id, p->request.task.name, p->lost);
+      p->promise.deliver(answer(p->request, review_status::internal_error,
+                                "the GPU worker was lost " + std::to_string(p->lost) +
+                                    " times during this review (" + p->losses + "); it is not run again"));
+      return;
+    }
+    spdlog::warn("gpu pool: review {} of '{}' goes to a fresh worker: its worker was lost, not by the "
+                 "candidate's doing ({})",
+                 p->request.request_id, p->request.task.name, why);
+    st_.queue.push_front(std::move(*p));
+  }
+
   bool fail_start(std::string why) {
     ++st_.restart_failures;
     st_.last_failure = std::move(why);
@@ -371,7 +505,7 @@ class pool {
   double limit_s_ = 0;  // of the review in flight
   std::map<uint64_t, caf::typed_response_promise<worker_info>> describes_;
   uint64_t last_describe_ = 0;
-  review_watchdog watchdog_;
+  worker_watchdog watchdog_;
 };
 
 }  // namespace

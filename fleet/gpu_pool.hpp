@@ -3,12 +3,23 @@
 // process, queues review requests and hands them to the worker one at a time (so
 // reviews never share a device), and keeps the worker alive:
 // - a worker that dies (a crash, a kill, a lost connection) is noticed through CAF's
-//   down message; the request it was serving is answered `crashed`;
+//   down message; what the review it was serving gets depends on how it died:
+//   - died of itself (an abort, a segfault, an error status: the review may have
+//     caused it): `crashed`, saying how (the exit status or signal, e.g. "was
+//     killed by signal 6 (Aborted)");
+//   - ended from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP: an operator, the OOM
+//     killer; or status 0: it was asked to stop), or its connection dropped while
+//     the process lived: not the candidate's doing, so the review runs again on a
+//     fresh worker, ahead of the queue, at most max_lost times; then it is answered
+//     internal_error naming each loss (unjudged: the seed line never counts it
+//     against the candidate);
 // - a review that outlives its timeout (plus review_margin_s) is answered `timed_out`:
 //   a watchdog thread kills the worker (a hung kernel can only be stopped with its
 //   process), and the death reaches the pool like any other;
-// - a worker that dies says how in the answer (the exit status or signal, e.g. "was
-//   killed by signal 6 (Aborted)");
+// - a worker that stops answering without closing its link — stopped (SIGSTOP,
+//   SIGTSTP) for stopped_limit_s, busy or idle, or stopped when its review's time is
+//   up — is killed by the watchdog and replaced; its review runs again as above (a
+//   kernel that hangs leaves its process running, never stopped);
 // - after a `crashed` review the CUDA context may be poisoned, so the worker is
 //   replaced as well;
 // - a replaced worker is started again and the queue goes on; restarts that keep
@@ -29,6 +40,11 @@ struct gpu_pool_options {
   double review_margin_s = 30;       // added to a request's own timeout_s
   size_t max_queue = 256;            // more pending reviews are refused at once
   int max_consecutive_restart_failures = 3;
+  // A review whose worker is lost this often (not by the review's doing) is answered
+  // internal_error instead of being run again.
+  int max_lost = 3;
+  // A worker stopped (SIGSTOP) this long is killed and replaced.
+  double stopped_limit_s = 5;
   // Called on the pool's thread once it has ended and stopped its worker: the node
   // agent waits for every pool's before its process leaves (its workers must not
   // outlive it). May be empty.

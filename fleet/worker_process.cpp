@@ -164,7 +164,17 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
 
 void worker_process::record_exit(int wstatus) {
   exit_ = describe_exit(wstatus);
+  signal_ = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+  status_ = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
   pid_ = -1;
+}
+
+bool worker_process::exited() const {
+  if (pid_ <= 0) return true;
+  siginfo_t info{};
+  // WNOWAIT: look without reaping.
+  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return true;
+  return info.si_pid == pid_;
 }
 
 bool worker_process::alive() {

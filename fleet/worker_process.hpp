@@ -53,6 +53,9 @@ class worker_process {
   const std::string& token() const { return token_; }
   // True while the child has not exited (reaps it if it has).
   bool alive();
+  // True once the child has exited, without reaping it: its pid stays its own (and so
+  // safe to signal) until alive(), reap_within() or kill_now() reaps it.
+  bool exited() const;
   // Ends the child at once (SIGKILL) and reaps it.
   void kill_now();
   // Waits up to `timeout_ms` for the child to exit by itself and reaps it; true if it
@@ -61,12 +64,19 @@ class worker_process {
   // How the child ended, once reaped: "exited with status 0", "was killed by signal 6
   // (Aborted)"; empty while it runs or when this handle killed it.
   const std::string& exit_description() const { return exit_; }
+  // The signal that ended the child, once reaped (0: it exited, or runs, or this
+  // handle killed it).
+  int exit_signal() const { return signal_; }
+  // Its exit status, once reaped, when it exited by itself (-1 otherwise).
+  int exit_status() const { return status_; }
 
  private:
   worker_process() = default;
   void record_exit(int wstatus);
   pid_t pid_ = -1;
   std::string exit_;
+  int signal_ = 0;
+  int status_ = -1;
   std::string host_;
   uint16_t port_ = 0;
   std::string token_;

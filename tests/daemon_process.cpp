@@ -39,7 +39,8 @@ daemon_process::daemon_process(daemon_options opts) : opts_(std::move(opts)) {
   std::ofstream cfg(dir_ / "daemon.yaml");
   cfg << "name: daemon-test\n"
       << "gpus:\n"
-      << "  worker_binary: " << (bin_dir() / "ks-scripted-gpu").string() << "\n"
+      << "  worker_binary: "
+      << (opts_.worker_binary.empty() ? (bin_dir() / "ks-scripted-gpu").string() : opts_.worker_binary) << "\n"
       << "  local: " << (opts_.with_gpu ? "[0]" : "none") << "\n"
       << remote_line(opts_.remote_nodes)
       << "budgets: {seeds: " << opts_.seeds << ", rounds: " << opts_.rounds

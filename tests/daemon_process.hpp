@@ -25,6 +25,7 @@ struct daemon_options {
   std::string extra_config;     // YAML appended to the config
   std::string memory_path;      // the store; empty: DIR/memory
   std::string serve_extra;      // more keys of `serve:` (", header_timeout_s: 2")
+  std::string worker_binary;    // gpus.worker_binary; empty: ks-scripted-gpu
 };
 
 class daemon_process {
