@@ -139,6 +139,10 @@ void line_recorder::planned(const candidate& c, const optimization_plan& plan) {
   e.summary = plan.rationale;
   for (const auto& v : plan.vetoed)
     if (e.summary.size() < 4000) e.summary += " | vetoed " + v.method + ": " + v.reason;
+  // The moves the table (or an earlier plan) ranked, with their prior gain: the plans
+  // of this candidate's descendants carry the ones not tried yet.
+  for (const auto& m : plan.ranked)
+    if (!m.fired_rules.empty()) e.metrics[plan_gain_key(m.method)] = m.score;
   append(std::move(e));
 }
 

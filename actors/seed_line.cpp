@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -15,6 +16,7 @@
 #include "base/number_format.hpp"
 #include "memory/store.hpp"
 #include "model/candidate_id.hpp"
+#include "policy/decision_policy.hpp"
 
 namespace ks {
 
@@ -44,6 +46,13 @@ bool acceptable(const review_result& r) {
 // pool answers those only for the candidate that caused them) is the candidate's.
 bool judged(const review_result& r) { return r.status != review_status::internal_error; }
 
+// The seq of the task's review of kernel `id` in `history`, if it has one.
+std::optional<uint64_t> reviewed_in(const std::vector<trajectory_entry>& history, const std::string& id) {
+  for (const auto& e : history)
+    if (e.kind == "review" && e.candidate_id == id) return e.seq;
+  return std::nullopt;
+}
+
 // The line's states (drawn in actors/seed_line.hpp).
 enum class state { review, diagnose, repair, features, plan, optimize, done };
 
@@ -56,6 +65,8 @@ struct line_state {
   bool back_at_best = false;
   std::string method;         // the method whose attempt cur is ("" for a seed)
   std::string bottleneck;     // the class `method` was planned in
+  std::string base_id;        // the candidate `method` was applied to
+  std::string base_template;  // its template (a rules-coder recipe's), for experience
   review_result base_review;  // the review of cur's correct parent (for experience)
   uint32_t repairs = 0;       // repairs of the failure at hand
   repair_plan diagnosis;      // diagnose → repair
@@ -123,6 +134,10 @@ class seed_line {
   line_recorder rec_;
   std::map<std::string, review_result> reviewed_;  // by candidate id
   caf::error stop_reason_;
+  // The attempts (base candidate, method) whose experience this line recorded: an
+  // attempt repeated (a line without short-term memory does) is one measurement, and
+  // the experience counts it once.
+  std::set<std::pair<std::string, std::string>> recorded_;
   agent_of<diagnoser_actor> diagnoser_;
   agent_of<repairer_actor> repairer_;
   agent_of<feature_extractor_actor> extractor_;
@@ -329,7 +344,11 @@ state seed_line::plan(line_state& s) {
   if (!chosen) return end(s, chosen.message());
   ++tally_.round;
   rec_.planned(s.cur, *chosen);
-  if (chosen->ranked.empty()) return end(s, "no allowed method left");
+  if (chosen->ranked.empty())
+    return end(s, nothing_above_noise(*chosen)
+                      ? "no move left is expected to gain more than the noise (×" +
+                            format_number(o_.library->guardrails.min_gain) + ")"
+                      : "no allowed method left");
   s.plan = std::move(*chosen);
   return state::optimize;
 }
@@ -338,21 +357,40 @@ state seed_line::plan(line_state& s) {
 state seed_line::optimize(line_state& s) {
   std::optional<candidate> next;
   std::string tried;
-  for (uint32_t i = 0; i < s.plan.ranked.size() && i < o_.methods_per_round && !next; ++i) {
+  // methods_per_round bounds the coder's failures; a move that gives back a kernel
+  // seen before costs no review and does not count.
+  uint32_t failed = 0;
+  for (uint32_t i = 0; i < s.plan.ranked.size() && failed < o_.methods_per_round && !next; ++i) {
     optimization_plan p = s.plan;
     p.chosen = s.plan.ranked[i].method;
     rec_.optimizing(p.chosen);
-    optimize_request oreq{o_.task, s.cur, p, *s.verdict, s.features, history()};
+    const std::vector<trajectory_entry> hist = history();
+    optimize_request oreq{o_.task, s.cur, p, *s.verdict, s.features, hist};
     auto c = optimizer_.call<candidate>(oreq);
     if (!c && optimizer_.gave_up()) return end(s, c.message());
     if (!c) {
       rec_.not_applied(s.cur, p.chosen, c.message());
+      tried += (tried.empty() ? "" : ", ") + p.chosen;
+      ++failed;
+      continue;
+    }
+    // A move back to a kernel the task has reviewed already (an inverse of an earlier
+    // move: a block size halved, then doubled) adds nothing: the short-term memory
+    // knows its verdict, and the next ranked move is tried instead.
+    if (c->id.empty()) c->id = candidate_id(*c);
+    if (auto seen = reviewed_in(hist, c->id)) {
+      rec_.not_applied(s.cur, p.chosen,
+                       "it gives back " + short_id(c->id) + ", a kernel the task reviewed before (seq " +
+                           std::to_string(*seen) + ")");
       tried += (tried.empty() ? "" : ", ") + p.chosen;
       continue;
     }
     rec_.optimized(s.cur, *c, p.chosen, s.plan.bottleneck_class);
     s.method = p.chosen;
     s.bottleneck = s.plan.bottleneck_class;
+    s.base_id = s.cur.id;
+    auto templ = s.cur.recipe.find("template");
+    s.base_template = templ == s.cur.recipe.end() ? "" : templ->second;
     next = std::move(*c);
   }
   if (!next) return end(s, "no allowed method could be applied (tried " + tried + ")");
@@ -397,6 +435,7 @@ bool seed_line::back_to_best(line_state& s, const std::string& why) {
 void seed_line::record_experience(const line_state& s, const review_result& r,
                                   const code_features* f) {
   if (s.method.empty() || !o_.use_long_term_memory || !judged(r)) return;
+  if (!recorded_.insert({s.base_id, s.method}).second) return;
   experience_record rec;
   rec.method = s.method;
   rec.bottleneck_class = s.bottleneck;

@@ -120,6 +120,9 @@ struct history_view {
   std::vector<history_attempt> attempts;
   std::vector<std::string> lineage;
   std::vector<uint64_t> lineage_seqs;
+  // The candidates of the lineage, oldest first, the current one last (just the
+  // current one when it is not in the history).
+  std::vector<std::string> lineage_candidates;
 };
 
 history_view read_history(const std::vector<trajectory_entry>& given, const std::string& candidate,
@@ -177,6 +180,7 @@ history_view read_history(const std::vector<trajectory_entry>& given, const std:
   // The lineage of the current candidate: the methods that made it, oldest first.
   std::set<std::string> visited;
   std::string c = candidate;
+  if (!c.empty()) v.lineage_candidates.push_back(c);
   while (!c.empty() && visited.insert(c).second) {
     const history_attempt* made = nullptr;
     for (auto it = v.attempts.rbegin(); it != v.attempts.rend(); ++it) {
@@ -189,17 +193,49 @@ history_view read_history(const std::vector<trajectory_entry>& given, const std:
     v.lineage.push_back(made->method);
     v.lineage_seqs.push_back(made->seq);
     c = made->parent_id;
+    if (!c.empty() && !visited.count(c)) v.lineage_candidates.push_back(c);
   }
   std::reverse(v.lineage.begin(), v.lineage.end());
   std::reverse(v.lineage_seqs.begin(), v.lineage_seqs.end());
+  std::reverse(v.lineage_candidates.begin(), v.lineage_candidates.end());
   return v;
 }
 
 struct candidate_method {
   double score = 0;
+  std::string tier = "table";  // move_estimate::tier
   std::vector<std::string> fired_rules;
   std::map<std::string, double> evidence;
 };
+
+constexpr const char* kGainKeyPrefix = "gain/";
+constexpr const char* kNoiseVeto = "expected gain ";
+
+// The weighed expected gain: the prior counts as `weight` applications, each measured
+// application as one; a geometric mean, as gains compose by multiplication.
+double weighed_gain(double prior, double weight, const experience_summary* e) {
+  if (!e || e->applied == 0 || !(e->mean_gain > 0) || !std::isfinite(e->mean_gain) || !(prior > 0)) return prior;
+  const double n = e->applied;
+  return std::exp((weight * std::log(prior) + n * std::log(e->mean_gain)) / (weight + n));
+}
+
+// 64-bit FNV-1a: a stable hash of text (the uniform order's seed must not depend on
+// the standard library).
+uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ULL) {
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// splitmix64: the uniform order's draws.
+uint64_t next_draw(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
 
 // Accumulates vetoes, one entry per method, in the order first vetoed.
 class veto_list {
@@ -228,6 +264,15 @@ void add_evidence(std::map<std::string, double>& out, const std::map<std::string
 }
 
 }  // namespace
+
+std::string plan_gain_key(const std::string& method) { return kGainKeyPrefix + method; }
+
+bool nothing_above_noise(const optimization_plan& plan) {
+  if (!plan.ranked.empty()) return false;
+  for (const auto& v : plan.vetoed)
+    if (v.reason.rfind(kNoiseVeto, 0) == 0 && v.reason.find("is within the noise") != std::string::npos) return true;
+  return false;
+}
 
 std::string bottleneck_tag(const std::string& bottleneck) {
   return "[bottleneck=" + bottleneck + "]";
@@ -278,6 +323,7 @@ policy_input make_policy_input(const plan_request& req) {
   }
   if (auto it = req.cand.recipe.find("other_methods"); it != req.cand.recipe.end() && it->second == "model")
     in.coder_fallback = true;
+  if (auto it = req.cand.recipe.find("template"); it != req.cand.recipe.end()) in.template_name = it->second;
   return in;
 }
 
@@ -296,6 +342,7 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
   t.round = in.round;
   t.use_long_term_memory = in.use_long_term_memory;
   t.structure_class = in.features.structure_class;
+  t.template_name = in.template_name;
 
   evidence_env e = build_evidence(in);
   add_computed(lib, e, t.derived, t.predicates);
@@ -373,9 +420,63 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
       t.cases_fired.push_back(std::move(o));
     }
   } else {
-    for (const auto& m : lib.methods) candidates[m.id].score = 1.0;
-    t.notes.push_back("ablation: long-term memory off: no decision table, no global vetoes; every method "
-                      "whose requires holds is allowed with score 1");
+    for (const auto& m : lib.methods) {
+      candidates[m.id].score = 1.0;
+      candidates[m.id].tier = "uniform";
+    }
+    t.notes.push_back("ablation: long-term memory off: no decision table, no global vetoes, no experience; every "
+                      "method whose requires holds is allowed with score 1, in a uniform order (seed " +
+                      std::to_string(in.uniform_seed) + ")");
+  }
+
+  // The history: the attempts and the candidate's lineage (short-term memory).
+  const guardrail_settings& g = lib.guardrails;
+  history_view hv = read_history(in.history, t.candidate_id, g.min_gain);
+  t.attempts = hv.attempts;
+  t.lineage = hv.lineage;
+
+  if (in.use_long_term_memory) {
+    // Carried moves: what the plans of the candidate's ancestors ranked from their
+    // table and no candidate of the lineage since has tried. The line composes them
+    // with the moves that helped (the ones that made the candidate).
+    std::vector<trajectory_entry> plans;
+    for (const auto& e : in.history)
+      if (e.kind == "plan") plans.push_back(e);
+    std::stable_sort(plans.begin(), plans.end(),
+                     [](const trajectory_entry& a, const trajectory_entry& b) { return a.seq < b.seq; });
+    const auto& lc = hv.lineage_candidates;
+    for (size_t i = 0; i + 1 < lc.size(); ++i) {  // the ancestors, oldest first
+      std::set<std::string> since(lc.begin() + static_cast<long>(i), lc.end());
+      for (const auto& p : plans) {
+        if (p.candidate_id != lc[i]) continue;
+        for (const auto& [key, gain] : p.metrics) {
+          if (key.rfind(kGainKeyPrefix, 0) != 0) continue;
+          const std::string m = key.substr(std::string(kGainKeyPrefix).size());
+          if (!lib.find_method(m) || !(gain > 0) || !std::isfinite(gain)) continue;
+          bool tried = false;
+          for (const auto& a : hv.attempts) tried = tried || (a.method == m && since.count(a.parent_id));
+          if (tried) continue;
+          // The candidate's own table speaks for it where it names the move.
+          if (auto it = candidates.find(m); it != candidates.end() && it->second.tier == "table") continue;
+          candidate_method& cm = candidates[m];
+          cm.tier = "carried";
+          cm.score = std::max(cm.score, gain);
+          const std::string rule = "plan:" + lc[i].substr(0, 12);
+          if (std::find(cm.fired_rules.begin(), cm.fired_rules.end(), rule) == cm.fired_rules.end())
+            cm.fired_rules.push_back(rule);
+        }
+      }
+    }
+    // Exploration: the other legal moves of the candidate's coder (known only where the
+    // coder lists them), at the library's exploration gain.
+    if (in.coder_methods) {
+      for (const auto& m : *in.coder_methods) {
+        if (candidates.count(m) || !lib.find_method(m)) continue;
+        candidate_method& cm = candidates[m];
+        cm.score = g.exploration_gain;
+        cm.tier = "explore";
+      }
+    }
   }
 
   // Global vetoes (part of the long-term memory).
@@ -430,11 +531,8 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
     }
   }
 
-  // Guardrails: repeated failures in this class, oscillation along the lineage.
-  const guardrail_settings& g = lib.guardrails;
-  history_view hv = read_history(in.history, t.candidate_id, g.min_gain);
-  t.attempts = hv.attempts;
-  t.lineage = hv.lineage;
+  // Guardrails: repeated failures in this class, a move tried on this candidate
+  // before, oscillation along the lineage.
   std::map<std::string, int> failures_any;  // method → failures in any class (ranking)
   for (const auto& a : hv.attempts) {
     if (a.failed) ++failures_any[a.method];
@@ -450,6 +548,24 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
                          (seqs.size() == 1 ? "" : "s") + " in class " +
                          (t.primary.empty() ? "none" : t.primary) + " (history seqs " + join(seqs, ", ") + ")");
     }
+  }
+  for (const auto& [id, cm] : candidates) {
+    std::vector<std::string> seqs;
+    for (const auto& a : hv.attempts)
+      if (a.method == id && a.parent_id == t.candidate_id && a.outcome.rfind("not judged", 0) != 0)
+        seqs.push_back(std::to_string(a.seq));
+    // A move the coder could not apply to it, or whose kernel the task had already
+    // reviewed (the line records it as not applied), was tried too.
+    for (const auto& e : in.history)
+      if (e.kind == "optimize" && e.method == id && e.parent_id == t.candidate_id &&
+          e.summary.rfind("not applied", 0) == 0)
+        seqs.push_back(std::to_string(e.seq));
+    std::sort(seqs.begin(), seqs.end(), [](const std::string& a, const std::string& b) {
+      return a.size() != b.size() ? a.size() < b.size() : a < b;
+    });
+    if (!seqs.empty())
+      vetoes.add(id, "already tried on this candidate (history seq" + std::string(seqs.size() == 1 ? " " : "s ") +
+                         join(seqs, ", ") + "): a move is not repeated");
   }
   {
     // The methods to look back on: the lineage, or, when the candidate is not in the
@@ -494,32 +610,105 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
     }
   }
 
-  // Ranking.
+  // Ranking. With long-term memory: by expected gain (the prior — the table's gain,
+  // an ancestor plan's, or the exploration gain, which is no higher than the table's
+  // gains, so that a priori the table's moves come first — weighed with experience),
+  // then the table's and carried moves before the others, then fewer failures in the
+  // task's history, then the id; a move not expected to gain more than the noise is
+  // not offered. Without: a uniform order.
   struct ranked_entry {
     std::string id;
-    double score;
-    double experience;
+    int tier;
+    move_estimate est;
     int failures;
   };
   std::vector<ranked_entry> order;
   for (const auto& [id, cm] : candidates) {
     if (vetoes.has(id)) continue;
-    double exp = 1.0;
-    if (auto it = in.experience.find(id); it != in.experience.end() && it->second.applied > 0 &&
-                                          it->second.mean_gain > 0) {
-      exp = it->second.mean_gain;
+    move_estimate e;
+    e.method = id;
+    e.tier = cm.tier;
+    e.prior = cm.score;
+    e.expected = cm.score;
+    if (in.use_long_term_memory) {
+      auto it = in.experience.find(id);
+      const experience_summary* x = it == in.experience.end() ? nullptr : &it->second;
+      e.expected = weighed_gain(cm.score, g.prior_weight, x);
+      if (x && x->applied > 0 && x->mean_gain > 0) {
+        e.applied = x->applied;
+        e.measured = x->mean_gain;
+      }
     }
-    order.push_back({id, cm.score, exp, failures_any[id]});
+    order.push_back({id, cm.tier == "explore" ? 1 : 0, e, failures_any[id]});
   }
-  std::sort(order.begin(), order.end(), [](const ranked_entry& a, const ranked_entry& b) {
-    if (a.score != b.score) return a.score > b.score;
-    if (a.experience != b.experience) return a.experience > b.experience;
-    if (a.failures != b.failures) return a.failures < b.failures;
-    return a.id < b.id;
-  });
+  const auto by_expected = [](bool with_experience) {
+    return [with_experience](const ranked_entry& a, const ranked_entry& b) {
+      const double ga = with_experience ? a.est.expected : a.est.prior;
+      const double gb = with_experience ? b.est.expected : b.est.prior;
+      if (ga != gb) return ga > gb;
+      if (a.tier != b.tier) return a.tier < b.tier;
+      if (a.failures != b.failures) return a.failures < b.failures;
+      return a.id < b.id;
+    };
+  };
+  const auto above_noise = [&](const ranked_entry& r, bool with_experience) {
+    return (with_experience ? r.est.expected : r.est.prior) > g.min_gain;
+  };
+  if (in.use_long_term_memory) {
+    // The choice on the priors alone, to say when experience moved it.
+    std::vector<ranked_entry> prior_order;
+    for (const auto& r : order)
+      if (above_noise(r, false)) prior_order.push_back(r);
+    std::sort(prior_order.begin(), prior_order.end(), by_expected(false));
+    std::sort(order.begin(), order.end(), by_expected(true));
+    std::vector<ranked_entry> kept;
+    for (const auto& r : order) {
+      if (above_noise(r, true)) {
+        kept.push_back(r);
+        continue;
+      }
+      std::string why = kNoiseVeto + fmt(r.est.expected) + " is within the noise (≤ " + fmt(g.min_gain) + ")";
+      if (r.est.applied > 0)
+        why += ": prior " + fmt(r.est.prior) + " weighed with " + std::to_string(r.est.applied) + " application" +
+               (r.est.applied == 1 ? "" : "s") + " that gave " + fmt(r.est.measured);
+      vetoes.add(r.id, why);
+    }
+    order = std::move(kept);
+    const std::string first = order.empty() ? "" : order.front().id;
+    const std::string first_prior = prior_order.empty() ? "" : prior_order.front().id;
+    if (first != first_prior) {
+      t.chosen_without_experience = first_prior;
+      const auto describe = [](const move_estimate& e) {
+        std::string d = e.method + " (prior " + fmt(e.prior);
+        if (e.applied > 0)
+          d += ", " + std::to_string(e.applied) + " application" + (e.applied == 1 ? "" : "s") + " gave " +
+               fmt(e.measured);
+        return d + ", expected " + fmt(e.expected) + ")";
+      };
+      std::string moved = "experience moved the choice from " + (first_prior.empty() ? std::string("none") : first_prior) +
+                          " to " + (first.empty() ? std::string("none") : first);
+      std::vector<std::string> parts;
+      for (const auto& r : prior_order)
+        if (r.id == first_prior) parts.push_back(describe(r.est));
+      for (const auto& r : order)
+        if (r.id == first) parts.push_back(describe(r.est));
+      if (!parts.empty()) moved += ": " + join(parts, " against ");
+      t.experience_moved = moved;
+    }
+  } else {
+    // A uniform order of the legal moves: a Fisher-Yates shuffle of the ids in order,
+    // drawn from the seed, the candidate and the round (decide() stays a pure function).
+    std::sort(order.begin(), order.end(), [](const ranked_entry& a, const ranked_entry& b) { return a.id < b.id; });
+    uint64_t state = fnv1a(t.candidate_id + "#" + std::to_string(in.round), fnv1a(std::to_string(in.uniform_seed)));
+    for (size_t i = order.size(); i > 1; --i) {
+      const size_t j = static_cast<size_t>(next_draw(state) % i);
+      std::swap(order[i - 1], order[j]);
+    }
+  }
   for (const auto& r : order) {
     const candidate_method& cm = candidates[r.id];
     t.ranked.push_back({r.id, cm.score, cm.fired_rules, cm.evidence});
+    t.estimates.push_back(r.est);
   }
   t.vetoed = vetoes.take();
   return t;
@@ -545,7 +734,20 @@ std::string decision_trace::summary() const {
     parts.push_back("case " + c.id + " fired" + (allowed.empty() ? "" : " → " + join(allowed, ", ")));
   }
   if (cases_fired.empty() && use_long_term_memory) parts.push_back("no decision case fired");
+  std::vector<std::string> carried, explore;
+  double explore_gain = 0;
+  for (size_t i = 0; i < ranked.size() && i < estimates.size(); ++i) {
+    if (estimates[i].tier == "carried") carried.push_back(ranked[i].method + " (gain " + fmt(ranked[i].score) + ")");
+    if (estimates[i].tier == "explore") {
+      explore.push_back(ranked[i].method);
+      explore_gain = estimates[i].prior;
+    }
+  }
+  if (!carried.empty()) parts.push_back("carried from earlier plans → " + join(carried, ", "));
+  if (!explore.empty())
+    parts.push_back("other legal moves → " + join(explore, ", ") + " (gain " + fmt(explore_gain) + ")");
   for (const auto& v : vetoed) parts.push_back(v.method + " vetoed: " + v.reason);
+  if (!experience_moved.empty()) parts.push_back(experience_moved);
   parts.push_back(ranked.empty() ? "nothing to choose" : "chosen " + ranked.front().method);
   return join(parts, "; ");
 }
@@ -576,6 +778,7 @@ std::string render_trace(const decision_trace& t) {
   line("decision for candidate " + (t.candidate_id.empty() ? std::string("?") : t.candidate_id) + " (round " +
        std::to_string(t.round) + "), skill library " + t.library + " v" + std::to_string(t.library_version) +
        (t.use_long_term_memory ? "" : ", long-term memory OFF (ablation)"));
+  if (!t.template_name.empty()) line("template: " + t.template_name);
   line("evidence: " + values(t.evidence));
   line("derived: " + values(t.derived));
   line("predicates: " + values(t.predicates));
@@ -606,8 +809,17 @@ std::string render_trace(const decision_trace& t) {
     line("ranked " + std::to_string(i + 1) + ": " + m.method + " score " + fmt(m.score) +
          (m.fired_rules.empty() ? std::string() : " (cases " + join(m.fired_rules, ", ") + ")") +
          (ev.empty() ? std::string() : " evidence " + join(ev, ", ")));
+    if (i < t.estimates.size()) {
+      const move_estimate& e = t.estimates[i];
+      std::string x = "  " + e.tier + ": expected gain " + fmt(e.expected);
+      if (e.applied > 0)
+        x += " (prior " + fmt(e.prior) + " weighed with " + std::to_string(e.applied) + " application" +
+             (e.applied == 1 ? "" : "s") + " that gave " + fmt(e.measured) + ")";
+      line(x);
+    }
   }
   for (const auto& v : t.vetoed) line("vetoed: " + v.method + ": " + v.reason);
+  if (!t.experience_moved.empty()) line("experience: " + t.experience_moved);
   line("chosen: " + (t.ranked.empty() ? std::string("none") : t.ranked.front().method));
   line("summary: " + t.summary());
   return s;

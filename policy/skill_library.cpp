@@ -276,6 +276,14 @@ void library_loader::read_guardrails(const yaml_field& f) {
               {"oscillation_window",
                [&](const yaml_field& x) {
                  r().integer(x, g.oscillation_window, 2, 1000, "an integer of at least 2");
+               }},
+              {"exploration_gain",
+               [&](const yaml_field& x) {
+                 r().number(x, g.exploration_gain, 0, false, 1000, true, "a positive number (e.g. 1.03)");
+               }},
+              {"prior_weight",
+               [&](const yaml_field& x) {
+                 r().number(x, g.prior_weight, 0, false, 1000, true, "a positive number (e.g. 1)");
                }}},
              {});
 }
@@ -968,7 +976,9 @@ json to_json(const global_veto& v) {
 json guardrails_json(const guardrail_settings& g) {
   return {{"max_failures_per_method", g.max_failures_per_method},
           {"min_gain", g.min_gain},
-          {"oscillation_window", g.oscillation_window}};
+          {"oscillation_window", g.oscillation_window},
+          {"exploration_gain", g.exploration_gain},
+          {"prior_weight", g.prior_weight}};
 }
 
 template <class T>

@@ -137,8 +137,19 @@ struct global_veto {
 // Limits that read the task's history (docs/skills.md, "Guardrails").
 struct guardrail_settings {
   int max_failures_per_method = 1;
+  // The measurement's noise: an attempt below its parent × min_gain did not help, and
+  // a move whose expected gain is not above it is not offered (docs/skills.md, "The
+  // plan across rounds").
   double min_gain = 1.02;
   int oscillation_window = 4;
+  // The expected gain of a move the decision table does not name (a legal move of the
+  // candidate's coder beyond the fired cases), before experience. No higher than the
+  // table's gains, so that a priori the table's moves come first (a tie goes to the
+  // table); above min_gain, or such moves are never offered.
+  double exploration_gain = 1.03;
+  // How many applications the prior gain (the table's, or exploration_gain) weighs
+  // against the measured ones when experience adjusts a move's expected gain.
+  double prior_weight = 1;
 };
 
 struct skill_library {

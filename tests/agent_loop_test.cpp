@@ -538,8 +538,9 @@ TEST_CASE("without long-term memory the method is chosen freely", "[agents][abla
   task_outcome b = run_task(sys, without, reviewer2, caf::actor{});
   REQUIRE(b.success);
   // With the decision table, a streaming memory-bound kernel gets the table's method;
-  // without it every applicable method ties and the first by id wins. They differ, and
-  // no experience is recorded in the ablation.
+  // without it every applicable method is drawn in a uniform order (from a fixed seed,
+  // the candidate and the round: the same draw every run). They differ, and no
+  // experience is recorded in the ablation.
   REQUIRE(f.script.methods_asked.size() == 1);
   REQUIRE(g.script.methods_asked.size() == 1);
   CHECK(f.script.methods_asked[0] != g.script.methods_asked[0]);
@@ -935,16 +936,9 @@ TEST_CASE("a repairer that goes back to the best version makes the attempt a fai
   CHECK(w.out.reviews == 2);
 }
 
-TEST_CASE("a slower attempt sends the line back, and a kernel seen before is not reviewed again",
-          "[agents][line]") {
-  fixture f("slower");
-  f.script.generator = 1;
-  test_system_config cfg;
-  caf::actor_system sys{cfg};
-  scripted_review rv(sys, f);
-  auto o = f.options(1, 2);
-  // Every method gives back the same slower kernel.
-  o.backend = std::make_shared<scripted_coder>(
+// A coder whose every method gives back the same slower kernel.
+std::shared_ptr<coder> same_slower_kernel(fixture& f) {
+  return std::make_shared<scripted_coder>(
       f.model,
       [](const optimize_input& in) -> std::optional<result<candidate>> {
         candidate c;
@@ -957,6 +951,21 @@ TEST_CASE("a slower attempt sends the line back, and a kernel seen before is not
         return result<candidate>(std::move(c));
       },
       nullptr);
+}
+
+// Without short-term memory the planner offers the move that failed again, and the
+// coder gives back the kernel it gave: the line reuses that kernel's verdict (no second
+// review) and the experience counts the attempt once.
+TEST_CASE("a slower attempt sends the line back, and a kernel seen before is not reviewed again",
+          "[agents][line]") {
+  fixture f("slower");
+  f.script.generator = 1;
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 2);
+  o.use_short_term_memory = false;
+  o.backend = same_slower_kernel(f);
   watched_run w = run_watched(sys, o, rv.reviewer);
   REQUIRE(w.out.success);
   CHECK(w.out.reason == "best speedup 1.00 (round budget spent)");
@@ -970,13 +979,45 @@ TEST_CASE("a slower attempt sends the line back, and a kernel seen before is not
   CHECK(t[8].speedup == Approx(0.5));
   CHECK(*f.reviews == 2);
   CHECK(w.out.reviews == 2);
+  // The same move twice (no short-term memory): one measurement in the experience.
+  CHECK(t[3].method == t[7].method);
   auto exp = f.memory->read_experience();
   REQUIRE(exp.ok());
-  REQUIRE(exp->size() == 2);
-  for (const auto& r : *exp) {
-    CHECK(r.correct);
-    CHECK(r.speedup_after == Approx(0.5));
+  REQUIRE(exp->size() == 1);
+  CHECK((*exp)[0].correct);
+  CHECK((*exp)[0].speedup_after == Approx(0.5));
+}
+
+// With short-term memory a move whose kernel the task has reviewed is not reviewed nor
+// counted as a round: it is recorded as not applied and the next ranked move is tried,
+// until none is left.
+TEST_CASE("a move that gives back a kernel the task reviewed is skipped for the next", "[agents][line]") {
+  fixture f("seen");
+  f.script.generator = 1;
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(1, 4);
+  o.backend = same_slower_kernel(f);
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  REQUIRE(w.out.success);
+  auto t = f.trajectory();
+  INFO(kinds(t));
+  // One review of the slower kernel; every later move gave it back and was skipped.
+  CHECK(*f.reviews == 2);
+  CHECK(count_kind(t, "review") == 2);
+  const auto optimizes = of_kind(t, "optimize");
+  REQUIRE(optimizes.size() >= 3);
+  std::set<std::string> methods;
+  for (size_t i = 1; i < optimizes.size(); ++i) {
+    CHECK_THAT(optimizes[i].summary, Contains("not applied: it gives back " + short_id(optimizes[0].candidate_id) +
+                                              ", a kernel the task reviewed before"));
+    methods.insert(optimizes[i].method);
   }
+  CHECK(methods.size() == optimizes.size() - 1);  // each skipped move once
+  CHECK(methods.count(optimizes[0].method) == 0);
+  CHECK(w.out.rounds == 2);
+  CHECK_THAT(w.out.reason, Contains("no allowed method could be applied"));
 }
 
 TEST_CASE("a flagged review is never the best kernel: it is repaired like a failure",
