@@ -217,9 +217,14 @@ planner_actor::behavior_type planner_agent(planner_actor::pointer self, planner_
     in.use_long_term_memory = options.use_long_term_memory;
     if (!options.use_short_term_memory) in.history.clear();
     if (options.memory && options.use_long_term_memory) {
-      auto stats = options.memory->experience_stats(primary_bottleneck(*options.library, in));
+      // Experience of (bottleneck class, template, method) from the other tasks (this
+      // task's own attempts are the short-term memory's): a candidate without a
+      // template (another coder's) reads every template's.
+      std::optional<std::string> templ;
+      if (!in.template_name.empty()) templ = in.template_name;
+      auto stats = options.memory->experience_stats(primary_bottleneck(*options.library, in), templ, req.task.name);
       if (stats) {
-        for (const auto& s : *stats) in.experience[s.method] = {s.applied, s.mean_gain};
+        for (const auto& s : *stats) in.experience[s.method] = {s.applied, s.realized_gain};
       } else {
         spdlog::warn("planner: experience unavailable: {}", stats.message());
       }

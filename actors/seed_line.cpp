@@ -439,6 +439,7 @@ void seed_line::record_experience(const line_state& s, const review_result& r,
   experience_record rec;
   rec.method = s.method;
   rec.bottleneck_class = s.bottleneck;
+  rec.template_name = s.base_template;
   rec.structure_class = f ? f->structure_class : "";
   rec.task = o_.task.name;
   rec.skill_library_version = static_cast<uint32_t>(o_.library->version);

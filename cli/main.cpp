@@ -95,10 +95,12 @@ int main(int argc, char** argv) {
   add_dir(skills_check_cmd);
   auto* skills_explain_cmd = skills->add_subcommand(
       "explain", "Run the decision policy on evidence (JSON: structure_class, metrics, features,\n"
-                 "task {atol, rtol, dtype}, round) and print the auditable decision trace");
+                 "task {atol, rtol, dtype}, round, template, methods: the coder's legal moves)\n"
+                 "and print the auditable decision trace");
   skills_explain_cmd->add_option("evidence", evidence, "Evidence file (JSON)")->required();
   skills_explain_cmd->add_option("--memory", memory_path,
-                                 "A memory store whose experience breaks ties between equal methods");
+                                 "A memory store whose experience of (bottleneck class, template, method)\n"
+                                 "weighs in each move's expected gain; the trace says when it moved the choice");
   add_dir(skills_explain_cmd);
   auto* skills_install_cmd = skills->add_subcommand(
       "install", "Install (or upgrade) the library into a memory store; refuses a downgrade");

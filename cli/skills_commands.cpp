@@ -57,17 +57,20 @@ result<policy_input> read_evidence(const std::string& path) {
     return ks::error{path + ": not valid JSON: " + e.what()};
   }
   if (!j.is_object()) return ks::error{path + ": expected a JSON object"};
-  static const std::set<std::string> keys = {"structure_class", "metrics", "features", "task", "round"};
+  static const std::set<std::string> keys = {"structure_class", "metrics", "features", "task", "round", "template",
+                                             "methods"};
   policy_input p;
   for (auto& [k, v] : j.items()) {
     if (!keys.count(k))
       return ks::error{path + ": unknown key '" + k +
-                       "' (expected structure_class, metrics, features, task, round)"};
+                       "' (expected structure_class, metrics, features, task, round, template, methods)"};
     try {
       if (k == "structure_class") p.features.structure_class = v.get<std::string>();
       if (k == "metrics") p.profile.values = number_map(v);
       if (k == "features") p.features.values = number_map(v);
       if (k == "round") p.round = v.get<uint32_t>();
+      if (k == "template") p.template_name = v.get<std::string>();
+      if (k == "methods") p.coder_methods = v.get<std::vector<std::string>>();
       if (k == "task") {
         if (v.contains("atol")) p.atol = double_from_json(v.at("atol"));
         if (v.contains("rtol")) p.rtol = double_from_json(v.at("rtol"));
@@ -184,12 +187,14 @@ int skills_explain(const std::string& dir, const std::string& evidence_path,
       std::cerr << db.message() << "\n";
       return 1;
     }
-    auto stats = (*db)->experience_stats(primary_bottleneck(*lib, *in));
+    std::optional<std::string> templ;
+    if (!in->template_name.empty()) templ = in->template_name;
+    auto stats = (*db)->experience_stats(primary_bottleneck(*lib, *in), templ);
     if (!stats) {
       std::cerr << stats.message() << "\n";
       return 1;
     }
-    for (auto& s : *stats) in->experience[s.method] = {s.applied, s.mean_gain};
+    for (auto& s : *stats) in->experience[s.method] = {s.applied, s.realized_gain};
   }
   std::cout << render_trace(decide(*lib, *in));
   return 0;
@@ -231,12 +236,12 @@ int skills_stats(const std::string& memory_path, const std::string& bottleneck) 
                 bottleneck.empty() ? "" : (" for " + bottleneck).c_str());
     return 0;
   }
-  std::printf("%-30s %-24s %7s %7s %8s %9s %9s\n", "METHOD", "BOTTLENECK", "APPLIED", "CORRECT",
-              "IMPROVED", "MEAN GAIN", "BEST GAIN");
+  std::printf("%-30s %-24s %7s %7s %8s %9s %9s %9s\n", "METHOD", "BOTTLENECK", "APPLIED", "CORRECT",
+              "IMPROVED", "MEAN GAIN", "BEST GAIN", "REALIZED");
   for (auto& s : *stats)
-    std::printf("%-30s %-24s %7u %7u %8u %8.3fx %8.3fx\n", s.method.c_str(),
+    std::printf("%-30s %-24s %7u %7u %8u %8.3fx %8.3fx %8.3fx\n", s.method.c_str(),
                 s.bottleneck_class.c_str(), s.applied, s.correct, s.improved, s.mean_gain,
-                s.best_gain);
+                s.best_gain, s.realized_gain);
   return 0;
 }
 

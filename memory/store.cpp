@@ -840,10 +840,12 @@ result<std::vector<experience_record>> store::read_experience(const std::string&
   return out;
 }
 
-result<std::vector<method_stats>> store::experience_stats(const std::string& bottleneck) const {
+result<std::vector<method_stats>> store::experience_stats(const std::string& bottleneck,
+                                                         const std::optional<std::string>& template_name,
+                                                         const std::string& other_than) const {
   auto records = read_experience();
   if (!records) return records.error();
-  return summarize_experience(*records, bottleneck);
+  return summarize_experience(*records, bottleneck, template_name, other_than);
 }
 
 }  // namespace ks

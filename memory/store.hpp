@@ -177,8 +177,12 @@ class store {
   // Every record of `method` (all methods when empty), grouped by method and
   // bottleneck class, oldest first within a group.
   result<std::vector<experience_record>> read_experience(const std::string& method = "") const;
-  // summarize_experience() over every record, for one bottleneck class or all.
-  result<std::vector<method_stats>> experience_stats(const std::string& bottleneck = "") const;
+  // summarize_experience() over every record, for one bottleneck class or all, for
+  // one template (with the records that name none) when it is given, and without the
+  // records of task `other_than` when it is not empty.
+  result<std::vector<method_stats>> experience_stats(const std::string& bottleneck = "",
+                                                     const std::optional<std::string>& template_name = std::nullopt,
+                                                     const std::string& other_than = "") const;
 
   struct impl;  // RocksDB handles and locks; defined in store.cpp
 

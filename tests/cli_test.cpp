@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,6 +252,48 @@ TEST_CASE("skills explain prints an auditable decision trace", "[cli][skills]") 
   auto bad = run("skills explain " + src + "/examples/experiment.yaml");
   CHECK(bad.status == 1);
   CHECK(contains(bad.text, "not valid JSON"));
+}
+
+// Experience of (bottleneck class, template, method) weighs in the ranking; the trace
+// says when it moved the choice, and experience of another template does not count.
+TEST_CASE("skills explain says when experience moved the choice", "[cli][skills][store]") {
+  auto dir = scratch_dir() / "memory";
+  {
+    auto db = ks::store::open(dir);
+    REQUIRE(db);
+    // vectorize_loads, the table's choice for this evidence, gave its lines nothing in
+    // six applications to elementwise kernels (wrong three times, slower three times).
+    for (int i = 0; i < 6; ++i) {
+      ks::experience_record r{"vectorize_loads", "memory_bandwidth", "streaming", "t" + std::to_string(i), 2,
+                              1.0, i < 3 ? 0.0 : 0.9, i >= 3, {}, 0};
+      r.template_name = "elementwise";
+      REQUIRE((*db)->record_experience(r));
+    }
+  }
+  auto evidence = [&](const std::string& templ) {
+    auto j = nlohmann::json::parse(std::ifstream(src + "/examples/evidence/streaming_scalar.json"));
+    j["template"] = templ;
+    const auto path = dir.parent_path() / ("evidence-" + templ + ".json");
+    std::ofstream(path) << j.dump();
+    return path.string();
+  };
+  auto plain = run("skills explain " + evidence("elementwise"));
+  CHECK(contains(plain.text, "chosen: vectorize_loads"));
+  CHECK(contains(plain.text, "template: elementwise"));
+  CHECK_FALSE(contains(plain.text, "experience moved"));
+  auto moved = run("skills explain " + evidence("elementwise") + " --memory " + dir.string());
+  INFO(moved.text);
+  CHECK(moved.status == 0);
+  CHECK(contains(moved.text, "experience: experience moved the choice from vectorize_loads to "));
+  CHECK(contains(moved.text, "6 applications gave 1"));
+  CHECK_FALSE(contains(moved.text, "chosen: vectorize_loads"));
+  // The same evidence for a pool kernel: the elementwise kernels' experience is not its.
+  auto other = run("skills explain " + evidence("pool") + " --memory " + dir.string());
+  CHECK(contains(other.text, "chosen: vectorize_loads"));
+  CHECK_FALSE(contains(other.text, "experience moved"));
+  auto stats = run("skills stats --memory " + dir.string());
+  CHECK(contains(stats.text, "REALIZED"));
+  std::filesystem::remove_all(dir.parent_path());
 }
 
 TEST_CASE("skills install versions the library into a store, and stats reads experience",

@@ -1,4 +1,4 @@
-// The plan across rounds (issue 48, point 2), end to
+// The plan across rounds and experience across tasks (issue 48, points 2 and 3), end to
 // end without a GPU: real agents (CAF actors), the real rules coder (graphs from
 // kernelskill-gpu --graph on the CPU, its kernels and their legal moves), the real
 // decision policy and skill library, a real RocksDB store. Only the GPU is a stand-in:
@@ -281,4 +281,59 @@ TEST_CASE("a line whose moves all regress tries each legal move of its kernel on
     INFO("legal move " << m);
     CHECK((settled.count(m) || p.back().summary.find("vetoed " + m + ": ") != std::string::npos));
   }
+}
+
+TEST_CASE("experience from one task changes a later task's choice", "[plan][experience]") {
+  fixture f("experience");
+  const task_spec later = elementwise_task("abs_later", "torch.abs(x)", "[2048, 2048]");
+
+  // What the later task chooses first on a memory with no experience.
+  std::string first_choice;
+  std::vector<std::string> ranked_first;
+  {
+    auto fresh = f.open_store("fresh");
+    auto l = std::make_shared<landscape>();
+    l->factor = [](const std::string&, int) { return 1.1; };
+    f.run(later, fresh, l, 1, 1);
+    const auto p = plans(trajectory(*fresh, "abs_later"));
+    REQUIRE(p.size() == 1);
+    first_choice = p[0].method;
+    INFO(p[0].summary);
+    REQUIRE_FALSE(first_choice.empty());
+    CHECK_THAT(p[0].summary, !Contains("experience moved"));
+  }
+  INFO("the later task's first choice on an empty memory: " << first_choice);
+
+  // Earlier tasks (ReLUs, of the same template and bottleneck class) in which that
+  // method made the kernel slower and every other move gained 10 %.
+  auto memory = f.open_store("memory");
+  auto l = std::make_shared<landscape>();
+  l->factor = [&](const std::string& m, int) { return m == first_choice ? 0.85 : 1.1; };
+  bool tried = false;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "relu_" + std::to_string(i);
+    f.run(elementwise_task(name, "torch.relu(x)", "[4096, 1024]"), memory, l, 1, 4);
+    for (const auto& a : attempts(trajectory(*memory, name))) tried = tried || a.method == first_choice;
+  }
+  REQUIRE(tried);  // the earlier tasks did apply it
+  auto stats = memory->experience_stats();
+  REQUIRE(stats.ok());
+  bool recorded = false;
+  for (const auto& s : *stats)
+    if (s.method == first_choice) {
+      recorded = true;
+      CHECK(s.realized_gain == 1.0);  // it never gave a line anything
+    }
+  CHECK(recorded);
+
+  // The later task, on the memory the earlier ones left: another first choice, and its
+  // plan says experience moved it.
+  auto l2 = std::make_shared<landscape>();
+  l2->factor = [](const std::string&, int) { return 1.1; };
+  f.run(later, memory, l2, 1, 1);
+  const auto p = plans(trajectory(*memory, "abs_later"));
+  REQUIRE(p.size() == 1);
+  INFO(p[0].summary);
+  CHECK(p[0].method != first_choice);
+  CHECK_THAT(p[0].summary, Contains("experience moved the choice from " + first_choice + " to " + p[0].method));
 }

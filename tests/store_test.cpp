@@ -201,9 +201,10 @@ experience_record full_experience() {
   r.correct = true;
   r.metric_delta = {{"dram_throughput_pct", -4.5}};
   r.unix_ms = 1764435600123;
+  r.template_name = "elementwise";
   return r;
 }
-method_stats full_stats() { return {"vectorize_loads", "memory_bandwidth", 5, 4, 3, 1.5, 2.5}; }
+method_stats full_stats() { return {"vectorize_loads", "memory_bandwidth", 5, 4, 3, 1.5, 2.5, 1.25}; }
 
 // Encodes x, checks that every top-level field differs from a default T's (so the
 // builder really set everything), then decodes both from the value and from its text.
@@ -736,9 +737,29 @@ TEST_CASE("experience summarises gains per method and bottleneck", "[store][expe
   CHECK(stats[2].improved == 2);
   CHECK(stats[2].mean_gain == Approx(2.0));  // (2 · 8 · 0.5)^(1/3)
   CHECK(stats[2].best_gain == Approx(8.0));
+  // What each application gave its line: 2, 8, and 1 for the slower and the wrong one.
+  CHECK(stats[2].realized_gain == Approx(std::pow(2.0 * 8.0, 0.25)));
+  CHECK(stats[0].realized_gain == 1.0);  // no speedups: nothing gained
   auto memory_only = summarize_experience(records, "memory");
   REQUIRE(memory_only.size() == 2);
   CHECK(memory_only[1] == stats[2]);
+  // By template: a record of another template is left out, one without a template is
+  // every template's; and a task's own records can be left out.
+  {
+    auto by_template = records;
+    by_template[0].template_name = "row_reduce";  // the ×2
+    by_template[1].template_name = "";             // the ×8: older, no template
+    auto elementwise = summarize_experience(by_template, "memory", std::string("elementwise"));
+    REQUIRE(elementwise.size() == 2);
+    CHECK(elementwise[1].applied == 3);
+    CHECK(elementwise[1].best_gain == Approx(8.0));
+    CHECK(summarize_experience(by_template, "memory")[1].applied == 4);  // no filter
+    by_template[2].task = "mine";
+    by_template[3].task = "mine";
+    auto others = summarize_experience(by_template, "memory", std::nullopt, "mine");
+    REQUIRE(others.size() == 2);
+    CHECK(others[1].applied == 2);
+  }
 
   temp_dir tmp;
   auto dir = tmp / "memory";
