@@ -51,6 +51,7 @@ bench_cell cell_of(const layout& l, const variant& v, const problem& p, const js
   c.run_reason = text(outcome, "reason");
   c.run_speedup = number(outcome, "speedup");
   c.rounds = static_cast<uint32_t>(number(outcome, "rounds"));
+  c.reviews = static_cast<uint32_t>(number(outcome, "reviews"));
   c.input_tokens = static_cast<int64_t>(number(outcome, "input_tokens"));
   c.output_tokens = static_cast<int64_t>(number(outcome, "output_tokens"));
   c.cost_usd = number(outcome, "cost_usd");
@@ -90,22 +91,55 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
   r.reps = s.reps;
   r.trials = s.trials;
   std::vector<json> exports;
+  std::map<std::string, task_moves> moves;  // by variant
+  std::map<std::string, std::vector<std::pair<std::string, std::vector<double>>>> by_review;  // by variant
   for (const auto& v : variants) {
     exports.push_back(read_export_record(l, v));
-    bench_variant bv{v.name, v.long_term_memory, v.short_term_memory, {}, {}};
+    bench_variant bv;
+    bv.name = v.name;
+    bv.long_term_memory = v.long_term_memory;
+    bv.short_term_memory = v.short_term_memory;
     const json rounds = read_json_file(l.variant_dir(v.name) / "rounds.json");
     std::vector<std::vector<double>> per_task;
     std::vector<std::pair<std::string, std::vector<double>>> named;
-    if (rounds.is_object() && rounds.contains("tasks") && rounds["tasks"].is_object())
+    const auto section = [&](const char* key) -> const json* {
+      return rounds.is_object() && rounds.contains(key) && rounds[key].is_object() ? &rounds[key] : nullptr;
+    };
+    if (const json* tasks = section("tasks"))
       for (const auto& p : problems)
-        if (p.ok() && rounds["tasks"].contains(p.name)) {
-          per_task.push_back(rounds["tasks"][p.name].get<std::vector<double>>());
+        if (p.ok() && tasks->contains(p.name)) {
+          per_task.push_back((*tasks)[p.name].get<std::vector<double>>());
           named.emplace_back(p.name, per_task.back());
         }
+    if (const json* reviews = section("by_review"))
+      for (const auto& p : problems)
+        if (p.ok() && reviews->contains(p.name))
+          by_review[v.name].emplace_back(p.name, (*reviews)[p.name].get<std::vector<double>>());
+    if (const json* m = section("moves")) {
+      bv.moves_known = true;
+      for (const auto& p : problems) {
+        if (!p.ok() || !m->contains(p.name)) continue;
+        std::vector<move_attempt> list;
+        for (const auto& a : (*m)[p.name])
+          if (a.is_array() && a.size() == 3) list.push_back({a[0].get<std::string>(), a[1].get<std::string>(), a[2].get<std::string>()});
+        moves[v.name].emplace_back(p.name, std::move(list));
+      }
+      bv.moves = count_moves(moves[v.name]);
+    }
     bv.rounds = speedup_by_round(per_task);
     bv.vs_seeds = compare_rounds_to_seeds(named);
     r.variants.push_back(std::move(bv));
   }
+  // The ablation's comparisons with the full variant.
+  for (auto& bv : r.variants)
+    if (bv.name != "full" && by_review.count("full") && by_review.count(bv.name))
+      bv.full_vs_this = compare_at_equal_reviews(by_review["full"], by_review[bv.name]);
+  const auto has = [&](const std::string& name) {
+    for (const auto& bv : r.variants)
+      if (bv.name == name && bv.moves_known) return true;
+    return false;
+  };
+  if (has("full") && has("no-stm")) r.stm_check = repeats_found_in(moves["no-stm"], moves["full"]);
   const auto rows = read_measurements(l);
   for (const auto& p : problems) {
     bench_problem bp;
@@ -141,6 +175,7 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
 status write_summary_files(const layout& l, const bench_report& r) {
   if (auto st = write_file_atomically(l.root / "summary.json", bench_summary_json(r).dump(1) + "\n"); !st) return st;
   if (auto st = write_file_atomically(l.root / "summary.md", bench_summary_markdown(r)); !st) return st;
+  if (auto st = write_file_atomically(l.root / "speedup_by_round.csv", speedup_by_round_csv(r)); !st) return st;
   for (const auto& [name, svg] : bench_pictures(r))
     if (auto st = write_file_atomically(l.root / name, svg); !st) return st;
   return {};

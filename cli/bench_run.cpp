@@ -7,8 +7,9 @@
 // depend on); a later invocation that asks for another is refused rather than mixing two
 // experiments in one result (other GPUs or more tasks at once are fine). A task is finished when the run wrote its outcome.json;
 // the unfinished ones run again with resume (from their last completed round). The
-// run step ends with rounds.json: each task's best speedup after each round, read from
-// the variant's store (the trajectories).
+// run step ends with rounds.json: each task's best speedup after each round and after
+// each review, and its moves (the attempts: kernel, method, result), read from the
+// variant's store (the trajectories).
 
 #include <sstream>
 
@@ -59,11 +60,18 @@ status record_config(const layout& l, const variant& v, const std::string& text)
 status write_rounds(const layout& l, const variant& v, const experiment_config& cfg, const std::vector<std::string>& names) {
   auto db = store::open(cfg.memory.path);
   if (!db) return error{db.message()};
-  json j = {{"rounds", cfg.budgets.rounds}, {"tasks", json::object()}};
+  json j = {{"rounds", cfg.budgets.rounds},
+            {"tasks", json::object()},
+            {"by_review", json::object()},
+            {"moves", json::object()}};
   for (const auto& name : names) {
     auto t = (*db)->read_trajectory(name);
     if (!t) return error{"task '" + name + "': " + t.message()};
     j["tasks"][name] = best_by_round(*t, static_cast<uint32_t>(cfg.budgets.rounds));
+    j["by_review"][name] = best_by_review(*t);
+    json moves = json::array();
+    for (const auto& m : moves_of(*t)) moves.push_back({m.parent, m.method, m.candidate});
+    j["moves"][name] = std::move(moves);
   }
   return write_file_atomically(l.variant_dir(v.name) / "rounds.json", j.dump(1) + "\n");
 }
@@ -91,9 +99,12 @@ experiment_config experiment_identity(const experiment_config& cfg) {
 
 bool rounds_complete(const layout& l, const variant& v, const std::vector<std::string>& names) {
   const json j = read_json_file(l.variant_dir(v.name) / "rounds.json");
-  if (!j.is_object() || !j.contains("tasks") || !j["tasks"].is_object()) return false;
+  // A file written before the moves and the reviews were recorded is written again
+  // (from the variant's store, which has them).
+  for (const char* key : {"tasks", "by_review", "moves"})
+    if (!j.is_object() || !j.contains(key) || !j[key].is_object()) return false;
   for (const auto& n : names)
-    if (!j["tasks"].contains(n)) return false;
+    if (!j["tasks"].contains(n) || !j["by_review"].contains(n) || !j["moves"].contains(n)) return false;
   return true;
 }
 

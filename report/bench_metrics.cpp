@@ -1,6 +1,8 @@
 #include "report/bench_metrics.hpp"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <cmath>
 
 namespace ks {
@@ -146,6 +148,84 @@ rounds_vs_seeds compare_rounds_to_seeds(const std::vector<std::pair<std::string,
   out.geomean_gain = geometric_mean(gains);
   std::sort(out.gains.begin(), out.gains.end(),
             [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  return out;
+}
+
+std::vector<move_attempt> moves_of(const std::vector<trajectory_entry>& trajectory) {
+  std::vector<move_attempt> out;
+  for (const auto& e : trajectory)
+    if (e.kind == "review" && !e.method.empty()) out.push_back({e.parent_id, e.method, e.candidate_id});
+  return out;
+}
+
+std::vector<double> best_by_review(const std::vector<trajectory_entry>& trajectory) {
+  std::vector<double> out;
+  double best = 0;
+  for (const auto& e : trajectory) {
+    if (e.kind != "review" || !(e.phases.total_s() > 0)) continue;
+    if (kept_by_the_run(e)) best = std::max(best, e.speedup);
+    out.push_back(best);
+  }
+  return out;
+}
+
+move_counts count_moves(const task_moves& per_task) {
+  move_counts c;
+  for (const auto& [task, moves] : per_task) {
+    ++c.tasks;
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const auto& m : moves) {
+      ++c.attempts;
+      if (seen.insert({m.parent, m.method}).second) ++c.distinct;
+      else ++c.repeated;
+    }
+  }
+  return c;
+}
+
+repeat_check repeats_found_in(const task_moves& without, const task_moves& with) {
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> made;
+  for (const auto& [task, moves] : with)
+    for (const auto& m : moves) made[task].insert({m.parent, m.method});
+  repeat_check r;
+  for (const auto& [task, moves] : without) {
+    std::map<std::pair<std::string, std::string>, int> times;
+    for (const auto& m : moves) ++times[{m.parent, m.method}];
+    for (const auto& [move, n] : times) {
+      if (n < 2) continue;
+      ++r.repeated;
+      auto it = made.find(task);
+      if (it != made.end() && it->second.count(move))
+        r.in_other.push_back(task + ": " + move.second + " on " + move.first.substr(0, 12));
+    }
+  }
+  return r;
+}
+
+equal_reviews compare_at_equal_reviews(const std::vector<std::pair<std::string, std::vector<double>>>& a,
+                                       const std::vector<std::pair<std::string, std::vector<double>>>& b) {
+  equal_reviews out;
+  std::map<std::string, const std::vector<double>*> other;
+  for (const auto& [name, best] : b) other[name] = &best;
+  std::vector<double> ratios;
+  double ra = 0, rb = 0;
+  for (const auto& [name, best] : a) {
+    auto it = other.find(name);
+    if (it == other.end()) continue;
+    const size_t n = std::min(best.size(), it->second->size());
+    if (n == 0) continue;
+    const double x = best[n - 1], y = (*it->second)[n - 1];
+    if (!(x > 0) || !(y > 0)) continue;
+    ratios.push_back(x / y);
+    ra += static_cast<double>(best.size());
+    rb += static_cast<double>(it->second->size());
+  }
+  out.tasks = ratios.size();
+  out.geomean = geometric_mean(ratios);
+  if (!ratios.empty()) {
+    out.mean_reviews_a = ra / static_cast<double>(ratios.size());
+    out.mean_reviews_b = rb / static_cast<double>(ratios.size());
+  }
   return out;
 }
 

@@ -106,4 +106,52 @@ struct rounds_vs_seeds {
 };
 rounds_vs_seeds compare_rounds_to_seeds(const std::vector<std::pair<std::string, std::vector<double>>>& per_task);
 
+// One optimisation attempt of a task, as its trajectory records it: a method applied to
+// a kernel (a move), and the kernel it made.
+struct move_attempt {
+  std::string parent;     // the kernel the method was applied to
+  std::string method;
+  std::string candidate;  // the kernel it made
+  friend bool operator==(const move_attempt&, const move_attempt&) = default;
+};
+// The attempts of a trajectory in order: its review entries that name a method.
+std::vector<move_attempt> moves_of(const std::vector<trajectory_entry>& trajectory);
+
+// The run's best speedup after each review that ran (entries with review time: a
+// kernel seen before on its line is not reviewed again, and its entry has none), as
+// best_by_round counts what the run kept; the budget the variants of an ablation are
+// compared at.
+std::vector<double> best_by_review(const std::vector<trajectory_entry>& trajectory);
+
+// The moves of a variant's tasks: how many attempts, how many distinct moves (a task,
+// a kernel, a method), and how many attempts repeated a move the task had made before.
+struct move_counts {
+  size_t tasks = 0, attempts = 0, distinct = 0, repeated = 0;
+};
+using task_moves = std::vector<std::pair<std::string, std::vector<move_attempt>>>;  // task → its attempts
+move_counts count_moves(const task_moves& per_task);
+
+// The short-term memory's check of the ablation (issue 48): the moves `without` (the
+// variant without short-term memory) made more than once in a task, and which of them
+// appear in `with`'s trajectories (the full variant's) of the same task. It holds when
+// none does. Moves are compared by task, kernel and method: the rules coder writes the
+// same kernel for the same recipe, so a move of one variant is found in another's.
+struct repeat_check {
+  size_t repeated = 0;                // distinct moves `without` made more than once
+  std::vector<std::string> in_other;  // of those, the ones `with` made: "TASK: METHOD on KERNEL"
+  bool holds() const { return in_other.empty(); }
+};
+repeat_check repeats_found_in(const task_moves& without, const task_moves& with);
+
+// Two variants at the same number of reviews: per task (in both), the best speedup of
+// `a` and of `b` after n reviews, n the smaller of their review counts; the geometric
+// mean of a's over b's. Tasks where either has no kept kernel by then are left out.
+struct equal_reviews {
+  size_t tasks = 0;
+  std::optional<double> geomean;  // a over b
+  double mean_reviews_a = 0, mean_reviews_b = 0;  // over the tasks compared
+};
+equal_reviews compare_at_equal_reviews(const std::vector<std::pair<std::string, std::vector<double>>>& a,
+                                       const std::vector<std::pair<std::string, std::vector<double>>>& b);
+
 }  // namespace ks

@@ -77,6 +77,18 @@ token_bill bill_of(const bench_report& r, size_t v) {
   return b;
 }
 
+// The reviews one variant's run spent, over the tasks it finished.
+std::pair<uint64_t, size_t> reviews_of(const bench_report& r, size_t v) {
+  uint64_t reviews = 0;
+  size_t tasks = 0;
+  for (const auto& p : r.problems) {
+    if (v >= p.cells.size() || !p.cells[v].run_done) continue;
+    reviews += p.cells[v].reviews;
+    ++tasks;
+  }
+  return {reviews, tasks};
+}
+
 json cell_json(const bench_cell& c) {
   json j;
   j["run_done"] = c.run_done;
@@ -84,6 +96,7 @@ json cell_json(const bench_cell& c) {
   j["run_reason"] = c.run_reason;
   j["run_speedup"] = c.run_success ? double_to_json(c.run_speedup) : json(nullptr);
   j["rounds"] = c.rounds;
+  j["reviews"] = c.reviews;
   j["input_tokens"] = c.input_tokens;
   j["output_tokens"] = c.output_tokens;
   j["cost_usd"] = double_to_json(c.cost_usd);
@@ -159,11 +172,31 @@ nlohmann::json bench_summary_json(const bench_report& r) {
     jv["rounds_vs_seeds"] = {{"tasks", vs.tasks},       {"beat", vs.beat},
                              {"beat_by_2pct", vs.beat_by_2pct}, {"rescued", vs.rescued},
                              {"geomean_gain", opt_json(vs.geomean_gain)}, {"gains", gains}};
+    const auto [reviews, reviewed_tasks] = reviews_of(r, v);
+    jv["reviews"] = {{"total", reviews},
+                     {"tasks", reviewed_tasks},
+                     {"per_task", reviewed_tasks ? double_to_json(double(reviews) / double(reviewed_tasks)) : json(nullptr)}};
+    jv["moves"] = var.moves_known ? json{{"tasks", var.moves.tasks},
+                                         {"attempts", var.moves.attempts},
+                                         {"distinct", var.moves.distinct},
+                                         {"repeated", var.moves.repeated}}
+                                  : json(nullptr);
+    if (var.full_vs_this)
+      jv["full_at_equal_reviews"] = {{"tasks", var.full_vs_this->tasks},
+                                     {"geomean_full_over_this", opt_json(var.full_vs_this->geomean)},
+                                     {"mean_reviews_full", double_to_json(var.full_vs_this->mean_reviews_a)},
+                                     {"mean_reviews_this", double_to_json(var.full_vs_this->mean_reviews_b)}};
     const token_bill bill = bill_of(r, v);
     jv["llm"] = {{"input_tokens", bill.input}, {"output_tokens", bill.output}, {"cost_usd", double_to_json(bill.cost)},
                  {"tasks", bill.tasks}};
     j["variants"].push_back(std::move(jv));
   }
+  if (r.stm_check)
+    j["short_term_memory_check"] = {{"check", "no-stm repeats no move that full's trajectories hold"},
+                                    {"holds", r.stm_check->holds()},
+                                    {"no_stm_repeated_moves", r.stm_check->repeated},
+                                    {"of_them_in_full", r.stm_check->in_other.size()},
+                                    {"moves", r.stm_check->in_other}};
   j["problems"] = json::array();
   for (const auto& p : r.problems) {
     json jp;
@@ -278,6 +311,39 @@ std::string rounds_vs_seeds_lines(const bench_report& r) {
       top += (i ? ", " : "") + s.gains[i].first + " " + times(s.gains[i].second);
     if (!top.empty()) md += " (" + top + (s.gains.size() > 5 ? ", ..." : "") + ")";
     if (s.rescued) md += "; on " + std::to_string(s.rescued) + " more only a round found a kernel";
+    md += ".\n";
+  }
+  return md;
+}
+
+// The ablation's budget and memory checks: each variant's reviews and moves, full
+// against each other variant at the same number of reviews, and the short-term
+// memory's check.
+std::string ablation_lines(const bench_report& r) {
+  std::string md;
+  for (size_t v = 0; v < r.variants.size(); ++v) {
+    const bench_variant& var = r.variants[v];
+    const auto [reviews, tasks] = reviews_of(r, v);
+    if (tasks == 0) continue;
+    md += "\n" + var.name + ": " + std::to_string(reviews) + " reviews over " + std::to_string(tasks) + " task" +
+          (tasks == 1 ? "" : "s") + " (" + format_double("%.1f", double(reviews) / double(tasks)) + " per task)";
+    if (var.moves_known)
+      md += "; " + std::to_string(var.moves.attempts) + " moves tried, " + std::to_string(var.moves.repeated) +
+            " of them a repeat of the task's earlier move";
+    if (var.full_vs_this && var.full_vs_this->geomean)
+      md += "; full over " + var.name + " at the same number of reviews: " + times(var.full_vs_this->geomean) +
+            " in geometric mean over " + std::to_string(var.full_vs_this->tasks) + " tasks (the run's own reviews)";
+    md += ".\n";
+  }
+  if (r.stm_check) {
+    md += "\nShort-term memory check (no-stm repeats no move that full's trajectories hold): " +
+          std::string(r.stm_check->holds() ? "holds" : "does not hold") + "; no-stm repeated " +
+          std::to_string(r.stm_check->repeated) + " move" + (r.stm_check->repeated == 1 ? "" : "s") + ", " +
+          std::to_string(r.stm_check->in_other.size()) + " of them in full's trajectories";
+    std::string some;
+    for (size_t i = 0; i < r.stm_check->in_other.size() && i < 5; ++i)
+      some += (i ? ", " : "") + cell_text(r.stm_check->in_other[i]);
+    if (!some.empty()) md += " (" + some + (r.stm_check->in_other.size() > 5 ? ", ..." : "") + ")";
     md += ".\n";
   }
   return md;
@@ -407,13 +473,23 @@ std::string bench_summary_markdown(const bench_report& r) {
   md += "\n## Speedup by round (the run's own reviews)\n\nThe mean of each task's best speedup over the reference "
         "after each round, as the run's reviewer measured it (round 0: the seeds), over the tasks with a kernel by "
         "then.\n\n" +
-        rounds_table(r) + rounds_vs_seeds_lines(r);
+        rounds_table(r) + rounds_vs_seeds_lines(r) + ablation_lines(r);
   md += "\n## Pictures\n\n";
   const auto pictures = bench_pictures(r);
   if (pictures.empty()) md += "None yet (nothing measured and no round data).\n";
   for (const auto& [name, svg] : pictures) md += "- [" + name + "](" + name + ")\n";
   md += "\n## Per problem\n\n" + problems_table(r);
   return md;
+}
+
+std::string speedup_by_round_csv(const bench_report& r) {
+  const auto value = [](const std::optional<double>& x) { return x ? format_double("%.6g", *x) : std::string(); };
+  std::string csv = "variant,round,tasks,of,mean,geomean\n";
+  for (const auto& v : r.variants)
+    for (const auto& p : v.rounds)
+      csv += v.name + "," + std::to_string(p.round) + "," + std::to_string(p.tasks) + "," + std::to_string(p.of) + "," +
+             value(p.mean) + "," + value(p.geomean) + "\n";
+  return csv;
 }
 
 std::vector<std::pair<std::string, std::string>> bench_pictures(const bench_report& r) {

@@ -15,6 +15,7 @@
 //   charts need measured problems, the ablation chart two variants or more.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,7 @@ struct bench_cell {
   std::string run_reason;
   double run_speedup = 0;  // the run's own review of its best kernel
   uint32_t rounds = 0;
+  uint32_t reviews = 0;    // the reviews the run spent on the task
   bool exported = false;
   std::string export_error;
   measure_state state = measure_state::pending;
@@ -66,6 +68,13 @@ struct bench_variant {
   bool long_term_memory = true, short_term_memory = true;
   std::vector<round_point> rounds;  // the run's mean best speedup after each round
   rounds_vs_seeds vs_seeds;         // each task's last round against its seeds
+  // The moves of its tasks' trajectories (attempts, distinct, repeated); `moves_known`
+  // is false where the run step's rounds.json predates them.
+  move_counts moves;
+  bool moves_known = false;
+  // The full variant against this one at the same number of reviews (not for full
+  // itself, nor without a full variant or review data).
+  std::optional<equal_reviews> full_vs_this;
 };
 
 struct bench_report {
@@ -79,6 +88,9 @@ struct bench_report {
   int reps = 0, trials = 0;
   std::string coder;
   int seeds = 0, rounds = 0;
+  // With the variants full and no-stm: whether no-stm repeated a move that full's
+  // trajectories hold (report/bench_metrics.hpp, repeats_found_in).
+  std::optional<repeat_check> stm_check;
 };
 
 // The levels in first-seen order.
@@ -88,6 +100,9 @@ std::vector<problem_measure> measures_of(const bench_report& r, size_t v, const 
 
 nlohmann::json bench_summary_json(const bench_report& r);
 std::string bench_summary_markdown(const bench_report& r);
+// The speedup by round of every variant as CSV (variant, round, tasks, of, mean,
+// geomean; empty where there is no value): the curve's data for a page to draw.
+std::string speedup_by_round_csv(const bench_report& r);
 // The pictures: (file name, SVG text), only those the data allows.
 std::vector<std::pair<std::string, std::string>> bench_pictures(const bench_report& r);
 

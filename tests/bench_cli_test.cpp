@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -309,6 +310,116 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   INFO(same.text);
   CHECK(same.status == 3);
   CHECK_THAT(same.text, Contains("[run full] complete: 2 tasks finished"));
+  fs::remove_all(dir);
+}
+
+// The ablation as the paper runs it (issue 48, point 4), end to end on the stand-in GPU:
+// full, no-ltm and no-stm over the same problems with the same budget, each variant in
+// its own store; the summary reports each one's reviews and moves, full against the
+// others at the same number of reviews, the short-term memory's check (no-stm repeats
+// no move that full's trajectories hold) and the speedup-by-round curves as CSV.
+TEST_CASE("bench runs the ablation full, no-ltm, no-stm on the stand-in and reports its checks", "[bench][nogpu]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status == 0)
+    KS_SKIP("PyTorch sees a GPU here: the measurement would run (the GPU machine runs the ablation with a GPU)");
+  const fs::path dir = scratch("ablation");
+  std::ofstream(dir / "gpu.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
+                                  << "\n  local: [0]\nbudgets: {repair_attempts: 1}\nreview: {trials: 2}\n";
+  const fs::path out = dir / "out";
+  const uint32_t rounds = 4;
+  auto r = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "scalar_multiply.py") + " --out " +
+                       quote(out) + " --config " + quote(dir / "gpu.yaml") + " --seeds 1 --rounds " +
+                       std::to_string(rounds) + " --coder rules --jobs 1 --ablation full,no-ltm,no-stm --python " + python);
+  INFO(r.text);
+  REQUIRE(r.status == 3);  // everything but the measurement
+  for (const char* v : {"full", "no-ltm", "no-stm"}) {
+    CHECK_THAT(r.text, Contains(std::string("[run ") + v + "] done: 2 of 2 tasks with a correct kernel"));
+    CHECK_THAT(r.text, Contains(std::string("[export ") + v + "] done: 2 of 2 tasks exported"));
+  }
+  // The same budget for every variant: their recorded configs differ in the ablation only.
+  auto without_ablation = [&](const std::string& v) {
+    std::string text = read(out / "variants" / v / "config.yaml"), kept;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("#", 0) != 0 && line.find("memory:") == std::string::npos && line.find("name:") == std::string::npos)
+        kept += line + "\n";
+    return kept;
+  };
+  CHECK(without_ablation("no-ltm") == without_ablation("full"));
+  CHECK(without_ablation("no-stm") == without_ablation("full"));
+  CHECK_THAT(read(out / "variants/no-ltm/config.yaml"), Contains("long_term_memory: false"));
+  CHECK_THAT(read(out / "variants/no-stm/config.yaml"), Contains("short_term_memory: false"));
+  // no-ltm's planner ran without the library's table: its plans say so.
+  auto traj = kernelskill("trajectory relu --memory " + quote(out / "variants/no-ltm/memory"));
+  CHECK_THAT(traj.text, Contains("long-term memory off"));
+
+  const json s = read_json(out / "summary.json");
+  REQUIRE(s["variants"].size() == 3);
+  std::map<std::string, json> var;
+  for (const auto& v : s["variants"]) var[v["name"].get<std::string>()] = v;
+  for (const auto& [name, v] : var) {
+    INFO(name << ": " << v.dump());
+    // The curve: rounds 0..4 for both tasks.
+    REQUIRE(v["speedup_by_round"].size() == rounds + 1);
+    CHECK(v["speedup_by_round"][0]["tasks"] == 2);
+    CHECK(v["reviews"]["tasks"] == 2);
+    CHECK(v["reviews"]["total"].get<int>() >= 2);
+    REQUIRE(v["moves"].is_object());
+    CHECK(v["moves"]["tasks"] == 2);
+  }
+  // With short-term memory no move is ever repeated.
+  CHECK(var["full"]["moves"]["repeated"] == 0);
+  CHECK(var["no-ltm"]["moves"]["repeated"] == 0);
+  CHECK(var["full"]["moves"]["attempts"].get<int>() >= 2);
+  // Full against the others at the same number of reviews.
+  CHECK(var["full"].count("full_at_equal_reviews") == 0);
+  for (const char* v : {"no-ltm", "no-stm"}) {
+    INFO(v);
+    REQUIRE(var[v].contains("full_at_equal_reviews"));
+    CHECK(var[v]["full_at_equal_reviews"]["tasks"] == 2);
+    CHECK(var[v]["full_at_equal_reviews"]["geomean_full_over_this"].is_number());
+  }
+
+  // The short-term memory's check, computed here again from the variants' moves.
+  auto moves = [&](const std::string& v) {
+    std::map<std::string, std::map<std::pair<std::string, std::string>, int>> out_moves;
+    const json j = read_json(out / "variants" / v / "rounds.json");
+    for (const auto& [task, list] : j["moves"].items())
+      for (const auto& m : list) ++out_moves[task][{m[0].get<std::string>(), m[1].get<std::string>()}];
+    return out_moves;
+  };
+  const auto full = moves("full"), no_stm = moves("no-stm");
+  size_t repeated = 0, in_full = 0;
+  for (const auto& [task, ms] : no_stm)
+    for (const auto& [move, n] : ms) {
+      if (n < 2) continue;
+      ++repeated;
+      in_full += full.count(task) && full.at(task).count(move);
+    }
+  REQUIRE(s.contains("short_term_memory_check"));
+  const json& check = s["short_term_memory_check"];
+  CHECK(check["no_stm_repeated_moves"] == repeated);
+  CHECK(check["of_them_in_full"] == in_full);
+  CHECK(check["holds"] == (in_full == 0));
+  CHECK_THAT(read(out / "summary.md"), Contains("Short-term memory check (no-stm repeats no move that full's"));
+  CHECK_THAT(read(out / "summary.md"), Contains("at the same number of reviews"));
+
+  // The curves' data, for a page to draw: a row per variant and round.
+  const std::string csv = read(out / "speedup_by_round.csv");
+  std::istringstream lines(csv);
+  std::string header;
+  std::getline(lines, header);
+  CHECK(header == "variant,round,tasks,of,mean,geomean");
+  size_t rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(std::count(line.begin(), line.end(), ',') == 5);
+    ++rows;
+  }
+  CHECK(rows == 3 * (rounds + 1));
+  CHECK_THAT(csv, Contains("\nno-stm,4,2,2,"));
+  CHECK(fs::exists(out / "speedup_by_round.svg"));
   fs::remove_all(dir);
 }
 

@@ -210,6 +210,119 @@ TEST_CASE("the rounds against the seeds: which tasks the rounds made faster, and
   CHECK_THAT(bench_summary_markdown(r), !Contains("rounds beat the best seed"));
 }
 
+// The ablation's numbers (issue 48): the moves of a trajectory, how many repeat a move
+// of the same task, the short-term memory's check across two variants, the best
+// speedup by review and two variants compared at the same number of reviews.
+TEST_CASE("moves, repeats, the short-term memory check and the comparison at equal reviews", "[bench][metrics]") {
+  auto entry = [](const std::string& kind, const std::string& cand, const std::string& parent, const std::string& method,
+                  double speedup, double review_s) {
+    trajectory_entry e;
+    e.kind = kind;
+    e.candidate_id = cand;
+    e.parent_id = parent;
+    e.method = method;
+    e.speedup = speedup;
+    e.phases.compile_s = review_s;
+    return e;
+  };
+  // s0 (seed, 1.0) --a--> k1 (0.8, slower) --back--; a again on s0 (no review: the
+  // kernel is known); b on s0 -> k2 (1.5).
+  const std::vector<trajectory_entry> t = {
+      entry("review", "s0", "", "", 1.0, 0.5),      entry("plan", "s0", "", "a", 0, 0),
+      entry("optimize", "k1", "s0", "a", 0, 0),     entry("review", "k1", "s0", "a", 0.8, 0.5),
+      entry("review", "k1", "s0", "a", 0.8, 0),     entry("review", "k2", "s0", "b", 1.5, 0.5),
+  };
+  const auto moves = moves_of(t);
+  REQUIRE(moves.size() == 3);
+  CHECK(moves[0] == move_attempt{"s0", "a", "k1"});
+  CHECK(moves[2] == move_attempt{"s0", "b", "k2"});
+  // Reviews that ran: three (the repeated one has no review time).
+  CHECK(best_by_review(t) == std::vector<double>{1.0, 1.0, 1.5});
+
+  const task_moves no_stm = {{"t1", moves}, {"t2", {{"s9", "c", "k9"}, {"s9", "c", "k9"}}}};
+  const move_counts c = count_moves(no_stm);
+  CHECK(c.tasks == 2);
+  CHECK(c.attempts == 5);
+  CHECK(c.distinct == 3);
+  CHECK(c.repeated == 2);
+  // full made a on s0 in t1 (once), and c on s9 only in another task.
+  const task_moves full = {{"t1", {{"s0", "a", "k1"}, {"k1", "b", "k3"}}}, {"t3", {{"s9", "c", "k9"}}}};
+  CHECK(count_moves(full).repeated == 0);
+  const repeat_check check = repeats_found_in(no_stm, full);
+  CHECK(check.repeated == 2);
+  CHECK(check.in_other == std::vector<std::string>{"t1: a on s0"});
+  CHECK_FALSE(check.holds());
+  CHECK(repeats_found_in(no_stm, {{"t1", {{"s0", "b", "k2"}}}}).holds());
+  CHECK(repeats_found_in(full, no_stm).repeated == 0);
+
+  // At equal reviews: t1: a has 3 reviews ending at 1.5, b has 2 ending at 1.2, so
+  // after 2 reviews 1.0 against 1.2; t2: 2.0 against 1.0 after 1; t3 only in a.
+  const auto eq = compare_at_equal_reviews({{"t1", {1.0, 1.0, 1.5}}, {"t2", {2.0, 2.0}}, {"t3", {1.0}}},
+                                           {{"t1", {1.0, 1.2}}, {"t2", {1.0}}});
+  CHECK(eq.tasks == 2);
+  CHECK(*eq.geomean == Approx(std::sqrt(1.0 / 1.2 * 2.0)));
+  CHECK(eq.mean_reviews_a == Approx(2.5));
+  CHECK(eq.mean_reviews_b == Approx(1.5));
+  // A task with no kept kernel by then is left out; none left: no mean.
+  CHECK_FALSE(compare_at_equal_reviews({{"t1", {0, 1.0}}}, {{"t1", {1.0}}}).geomean.has_value());
+}
+
+TEST_CASE("the bench summary reports the ablation's reviews, moves and checks, and the curves as CSV",
+          "[bench][summary]") {
+  bench_report r;
+  r.out_dir = "out";
+  r.coder = "rules";
+  bench_variant full{"full", true, true, speedup_by_round({{1.0, 1.5}, {1.0, 1.25}}), {}};
+  full.moves = {2, 3, 3, 0};
+  full.moves_known = true;
+  bench_variant no_stm{"no-stm", true, false, speedup_by_round({{1.0, 1.1}, {1.0, 1.0}}), {}};
+  no_stm.moves = {2, 4, 2, 2};
+  no_stm.moves_known = true;
+  no_stm.full_vs_this = equal_reviews{2, 1.2, 3, 2};
+  r.variants = {full, no_stm};
+  repeat_check check;
+  check.repeated = 2;
+  check.in_other = {"t1: a on s0"};
+  r.stm_check = check;
+  bench_problem p;
+  p.key = "level1/t1";
+  p.name = "t1";
+  p.level = "level1";
+  bench_cell cell;
+  cell.run_done = cell.run_success = true;
+  cell.reviews = 7;
+  p.cells = {cell, cell};
+  p.cells[1].reviews = 3;
+  r.problems = {p};
+  const auto j = bench_summary_json(r);
+  CHECK(j["variants"][0]["reviews"]["total"] == 7);
+  CHECK(j["variants"][1]["reviews"]["per_task"] == 3.0);
+  CHECK(j["variants"][0]["moves"]["repeated"] == 0);
+  CHECK(j["variants"][1]["moves"]["repeated"] == 2);
+  CHECK_FALSE(j["variants"][0].contains("full_at_equal_reviews"));
+  CHECK(j["variants"][1]["full_at_equal_reviews"]["geomean_full_over_this"] == 1.2);
+  CHECK(j["short_term_memory_check"]["holds"] == false);
+  CHECK(j["short_term_memory_check"]["of_them_in_full"] == 1);
+  CHECK(j["problems"][0]["variants"]["no-stm"]["reviews"] == 3);
+  const std::string md = bench_summary_markdown(r);
+  CHECK_THAT(md, Contains("full: 7 reviews over 1 task (7.0 per task); 3 moves tried, 0 of them a repeat"));
+  CHECK_THAT(md, Contains("full over no-stm at the same number of reviews: 1.200x in geometric mean over 2 tasks"));
+  CHECK_THAT(md, Contains("Short-term memory check (no-stm repeats no move that full's trajectories hold): does not "
+                          "hold; no-stm repeated 2 moves, 1 of them in full's trajectories (t1: a on s0)."));
+  CHECK(speedup_by_round_csv(r) ==
+        "variant,round,tasks,of,mean,geomean\n"
+        "full,0,2,2,1,1\n"
+        "full,1,2,2,1.375,1.36931\n"
+        "no-stm,0,2,2,1,1\n"
+        "no-stm,1,2,2,1.05,1.04881\n");
+  // Without the moves (a rounds.json from before them): null, not zero.
+  r.variants[0].moves_known = false;
+  r.stm_check.reset();
+  const auto k = bench_summary_json(r);
+  CHECK(k["variants"][0]["moves"].is_null());
+  CHECK_FALSE(k.contains("short_term_memory_check"));
+}
+
 TEST_CASE("a log2 axis spans powers of two around the values and 1", "[bench][svg]") {
   const log2_axis a = fit_log2_axis({0.3, 3}, 100, 500);
   CHECK(a.lo == 0.25);
