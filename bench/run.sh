@@ -30,6 +30,7 @@ suites=(
   "norms|kernelskill kernelskill-gpu|ops/norms.sh|norms, reductions and scans at KernelBench's sizes, side by side"
   "agent-loop|kernelskill kernelskill-gpu ks-scripted-llm|agent/llm_loop.sh|kernelskill run with the llm backend (a scripted model on loopback)"
   "kernelbench|kernelskill kernelskill-gpu|kernelbench/bench.sh|kernelskill bench over KernelBench's own problems, across calls"
+  "ablation|kernelskill kernelskill-gpu|kernelbench/ablation.sh|the ablation full, no-ltm, no-stm over 26 KernelBench problems of levels 1-3, 2 seeds x 6 rounds, across calls"
   "kb-eval|kernelskill kernelskill-gpu|kernelbench/eval_export.sh|KernelBench's own evaluator on our exports"
   "kb-import|kernelskill kernelskill-gpu|kernelbench/import.sh|kernelskill import kernelbench over levels 1-3"
   "kb-throughput|kernelskill kernelskill-gpu|kernelbench/run_throughput.sh|a kernelskill run's tasks per GPU-hour at KernelBench's sizes"

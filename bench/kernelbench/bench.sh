@@ -33,15 +33,19 @@
 #   PICK1 / PICK2: instead of the prefixes, the problems of each level by number
 #   ("7,9,41-46"; a level whose PICK is unset or empty is left out once either is set):
 #   to measure what a change touched, against the last full run's table
+#   LIST: instead of either, a file naming the problems, one "levelN/FILE.py" a line
+#   under KERNELBENCH_DIR (# starts a comment); NAME (kb-bench): the bench's directory,
+#   log and state under BUILD and in $OUT (bench/kernelbench/ablation.sh sets both)
 set -uo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "$0")/../common.sh"
 bench_need kernelskill kernelskill-gpu || exit 2
 kb=${1:-.devdeps/KernelBench}
 out=$OUT
-dir=$BUILD/kb-bench
-log=$BUILD/kb-bench.log
-pidfile=$BUILD/kb-bench.pid
+name=${NAME:-kb-bench}
+dir=$BUILD/$name
+log=$BUILD/$name.log
+pidfile=$BUILD/$name.pid
 budget=${BUDGET:-560}
 t0=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - t0) )); }
@@ -50,7 +54,7 @@ if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
   echo "kernelbench_bench_gpu: following the bench started by an earlier call (pid $pid)" | tee -a "$log"
 else
   [ -n "${FRESH:-}" ] && rm -rf "$dir" "$log"
-  state=${STATE:-.kbstate/kb-bench.tgz}
+  state=${STATE:-.kbstate/$name.tgz}
   if [ ! -d "$dir" ] && [ -z "${FRESH:-}" ] && [ -f "$state" ]; then
     tar -xzf "$state" -C "$BUILD" && echo "kernelbench_bench_gpu: resumed from $state" | tee -a "$log"
   fi
@@ -65,7 +69,17 @@ else
     done
     return 1
   }
+  if [ -n "${LIST:-}" ]; then
+    while read -r line; do
+      line=${line%%#*}
+      line=$(echo "$line" | tr -d '[:space:]')
+      [ -z "$line" ] && continue
+      if [ -f "$kb/$line" ]; then files+=("$kb/$line")
+      else echo "kernelbench_bench_gpu: $LIST names $line, which is not in $kb" | tee -a "$log"; exit 2; fi
+    done <"$LIST"
+  fi
   for level in 1 2; do
+    [ -n "${LIST:-}" ] && break
     n=$([ $level = 1 ] && echo "${L1:-40}" || echo "${L2:-30}")
     pick=$([ $level = 1 ] && echo "${PICK1-}" || echo "${PICK2-}")
     for f in "$kb/level$level"/*.py; do
@@ -82,16 +96,16 @@ else
   # Two repairs: a seed that fails gets the plainest parameters, then, if they fail too,
   # its reductions as ATen library steps (docs/rules-coder.md, library_reductions).
   cat >"$dir.yaml" <<YAML
-name: kernelbench-bench
+name: $name
 gpus: {local: all, review_timeout_s: 300}
 budgets: {seeds: ${SEEDS:-2}, rounds: ${ROUNDS:-1}, repair_attempts: 2, tasks_in_flight: $(( ${IN_FLIGHT:-4} * ngpu ))}
 review: {trials: ${TRIALS:-3}}
 YAML
   echo "kernelbench_bench_gpu: ${#files[@]} problems, $ngpu GPU(s), started $(date -u +%T)" | tee -a "$log"
   # Its own session and process group: it outlives this call, and stopping the group
-  # stops its workers and Python children too. Its exit status goes to kb-bench.rc.
-  rm -f "$BUILD/kb-bench.rc"
-  setsid bash -c '"$BUILD/bin/kernelskill" bench "$@"; echo $? > "$BUILD/kb-bench.rc"' bench "${files[@]}" \
+  # stops its workers and Python children too. Its exit status goes to NAME.rc.
+  rm -f "$BUILD/$name.rc"
+  setsid bash -c '"$BUILD/bin/kernelskill" bench "${@:2}"; echo $? > "$BUILD/$1.rc"' bench "$name" "${files[@]}" \
     --out "$dir" --config "$dir.yaml" --ablation "${ABLATION:-full}" --python "$PYTHON" --jobs "${JOBS:-14}" \
     --reps "${REPS:-30}" --trials "${SBS_TRIALS:-3}" >>"$log" 2>&1 < /dev/null &
   pid=$!
@@ -105,15 +119,15 @@ fi
 # The device returns at most 8 files: the pictures, rounds.json and the measurement's
 # lines travel in the tarball.
 cp "$log" "$out/bench.log"
-cp "$dir"/summary.md "$dir"/summary.json "$out/" 2>/dev/null
-tar -czf "$out/kb-bench.tgz" --exclude='*.pt' --exclude='kb-bench/measure/build' --exclude='kb-bench/measure/inductor' \
-  -C "$BUILD" kb-bench 2>/dev/null
-echo "kernelbench_bench_gpu: state in kb-bench.tgz ($(du -k "$out/kb-bench.tgz" | cut -f1) KiB; the device returns files up to 16 MiB)"
+cp "$dir"/summary.md "$dir"/summary.json "$dir"/speedup_by_round.csv "$out/" 2>/dev/null
+tar -czf "$out/$name.tgz" --exclude='*.pt' --exclude="$name/measure/build" --exclude="$name/measure/inductor" \
+  -C "$BUILD" "$name" 2>/dev/null
+echo "kernelbench_bench_gpu: state in $name.tgz ($(du -k "$out/$name.tgz" | cut -f1) KiB; the device returns files up to 16 MiB)"
 grep -E "^kernelskill bench: \[(import|run [a-z-]+|export [a-z-]+|measure|prepare)\] (complete|done|skipped|[0-9]+ of|warming|measuring)" "$log" | tail -10
 grep -cE "^\[(warm|build)\]" "$log" | sed 's/^/kernelbench_bench_gpu: warm-up and build lines so far: /'
 if kill -0 "$pid" 2>/dev/null; then
   echo "kernelbench_bench_gpu: still running after $(( $(date +%s) - t0 )) s: call again within 30 s to follow it"
 else
   grep -A4 "^kernelskill bench: /" "$log" | tail -6
-  echo "kernelbench_bench_gpu: finished, exit $(cat "$BUILD/kb-bench.rc" 2>/dev/null || echo unknown)"
+  echo "kernelbench_bench_gpu: finished, exit $(cat "$BUILD/$name.rc" 2>/dev/null || echo unknown)"
 fi
