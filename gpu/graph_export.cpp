@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -103,6 +104,35 @@ status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module
   objects[graph.inputs()[0]] = {module._ivalue(), ""};
   std::vector<torch::jit::Node*> reads;
   std::optional<std::string> failure;
+  // The tensor each task parameter mirrors, where its path names one.
+  std::vector<at::Tensor> mirrored;
+  for (const auto& p : task.parameters) {
+    c10::IValue at = module._ivalue();
+    std::stringstream path(p.init.attr);
+    std::string part;
+    while (!p.init.attr.empty() && std::getline(path, part, '.') && at.isObject() && at.toObjectRef().type()->hasAttribute(part))
+      at = at.toObjectRef().getAttr(part);
+    mirrored.push_back(at.isTensor() && !p.init.attr.empty() ? at.toTensor() : at::Tensor());
+  }
+  // The parameters whose tensors a list attribute holds, in its order; none where it
+  // holds anything else, or a tensor no parameter mirrors.
+  auto parameters_held = [&](const c10::IValue& v) -> std::optional<std::vector<size_t>> {
+    if (!v.isList() || v.toListRef().empty()) return std::nullopt;
+    std::vector<size_t> out;
+    for (const c10::IValue& x : v.toListRef()) {
+      if (!x.isTensor()) return std::nullopt;
+      const at::Tensor& t = x.toTensor();
+      size_t k = 0;
+      auto same = [&](const at::Tensor& m) {  // one tensor, whichever handle holds it
+        return m.defined() && m.data_ptr() == t.data_ptr() && m.sizes() == t.sizes() && m.strides() == t.strides() &&
+               m.scalar_type() == t.scalar_type();
+      };
+      while (k < mirrored.size() && !same(mirrored[k])) ++k;
+      if (k == mirrored.size()) return std::nullopt;
+      out.push_back(k);
+    }
+    return out;
+  };
   each_node(graph.block(), [&](torch::jit::Node* n) {
     if (failure || n->kind() != torch::jit::prim::GetAttr) return;
     auto it = objects.find(n->input());
@@ -122,6 +152,13 @@ status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module
         return;
       }
       n->output()->replaceAllUsesWith(param_inputs[k]);
+    } else if (auto held = parameters_held(v)) {
+      // A list of the module's own tensors (a scripted recurrent layer's _flat_weights):
+      // the list of the parameters that mirror them, built in the graph.
+      torch::jit::WithInsertPoint guard(n);
+      std::vector<torch::jit::Value*> items;
+      for (size_t k : *held) items.push_back(param_inputs[k]);
+      n->output()->replaceAllUsesWith(graph.insertNode(graph.createList(c10::TensorType::get(), items))->output());
     } else {
       torch::jit::WithInsertPoint guard(n);
       auto c = graph.insertConstant(v);
@@ -357,12 +394,63 @@ using dtype_map = std::map<size_t, c10::ScalarType>;
 void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes, const dtype_map& dtypes,
                           const std::set<torch::jit::Node*>& copies = {}) {
   torch::jit::Graph& graph = *g;
+  // A value a fold lifted out of a branch was not probed; an unchecked_cast (an Optional
+  // tensor known to be one) has the shape of what it casts.
   auto lookup = [&](torch::jit::Value* v) -> const std::vector<int64_t>* {
+    while (v->node()->kind() == torch::jit::prim::unchecked_cast && !shapes.count(v->unique())) v = v->node()->input();
     auto it = shapes.find(v->unique());
     return it == shapes.end() ? nullptr : &it->second;
   };
   for (int round = 0; round < 4; ++round) {
     bool changed = false;
+    // unchecked_cast of a value already of the type it casts to (nn.GRU's `hx` once its
+    // branches fold: an Optional argument that the caller passes as a tensor) is that
+    // value, as TorchScript's peephole pass has it; then `is None` of it folds too.
+    std::vector<torch::jit::Node*> casts;
+    each_node(graph.block(), [&](torch::jit::Node* n) {
+      if (n->kind() == torch::jit::prim::unchecked_cast &&
+          c10::unshapedType(n->input()->type())->isSubtypeOf(*c10::unshapedType(n->output()->type())))
+        casts.push_back(n);
+    });
+    for (torch::jit::Node* n : casts) {
+      n->output()->replaceAllUsesWith(n->input());
+      n->destroy();
+      changed = true;
+    }
+    // A move to the device the task runs on (`h0.to(x.device)`, once x.device folds to
+    // the GPU) moves nothing: a tensor of the task is there already. Without it the
+    // probe on the CPU would try to reach the GPU.
+    std::vector<torch::jit::Node*> moves;
+    each_node(graph.block(), [&](torch::jit::Node* n) {
+      if (std::string(n->kind().toQualString()) != "aten::to" || !n->maybeSchema()) return;
+      auto at = n->schema().argumentIndexWithName("device");
+      if (!at || *at >= n->inputs().size()) return;
+      auto d = torch::jit::toIValue(n->inputs()[*at]);
+      if (d && d->isDevice() && d->toDevice().is_cuda()) moves.push_back(n);
+    });
+    for (torch::jit::Node* n : moves) {
+      const size_t at = *n->schema().argumentIndexWithName("device");
+      torch::jit::WithInsertPoint guard(n);
+      auto none = [&](size_t i) { return i < n->inputs().size() && n->inputs()[i]->type()->kind() == c10::TypeKind::NoneType; };
+      auto is_false = [&](size_t i) {
+        auto c = i < n->inputs().size() ? torch::jit::toIValue(n->inputs()[i]) : c10::nullopt;
+        return c && c->isBool() && !c->toBool();
+      };
+      if (n->schema().overload_name() == "prim_Device" && none(2) && is_false(4)) {
+        n->output()->replaceAllUsesWith(n->inputs()[0]);  // to(self, device): self
+        n->destroy();
+      } else if (n->schema().arguments()[at].type()->kind() == c10::TypeKind::OptionalType) {
+        n->replaceInput(at, graph.insertConstant(c10::IValue()));  // to(device=None, ...): stays
+      } else {
+        // to(self, device, dtype, non_blocking, copy, memory_format): to(self, dtype, ...)
+        std::vector<torch::jit::NamedValue> args;
+        for (size_t i = 0; i < n->inputs().size(); ++i)
+          if (i != at) args.emplace_back(n->inputs()[i]);
+        n->output()->replaceAllUsesWith(graph.insert(n->kind(), args));
+        n->destroy();
+      }
+      changed = true;
+    }
     std::vector<std::pair<torch::jit::Node*, c10::IValue>> folds;
     each_node(graph.block(), [&](torch::jit::Node* n) {
       if (n->inputs().empty()) return;
@@ -374,6 +462,8 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
           fixed = c10::Device(c10::kCUDA, 0);
         else if (n->kind() == c10::Symbol::fromQualString("prim::is_cuda"))
           fixed = true;
+        else if (n->kind() == c10::Symbol::fromQualString("prim::is_nested"))
+          fixed = false;
         else if (n->kind() == torch::jit::prim::dtype && dtypes.count(n->input()->unique()))
           fixed = static_cast<int64_t>(dtypes.at(n->input()->unique()));
         if (fixed) {
@@ -382,14 +472,23 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
         }
       }
       // `h is None` of a value typed Tensor (an Optional argument of nn.GRU's forward,
-      // inlined where the caller passes a tensor): never None.
+      // inlined where the caller passes a tensor), or a tuple (nn.LSTM's `(h0, c0)`):
+      // never None.
       const std::string qual = n->kind().toQualString();
       if ((qual == "aten::__is__" || qual == "aten::__isnot__") && n->inputs().size() == 2) {
-        auto tensor = [](torch::jit::Value* v) { return v->type()->cast<c10::TensorType>() != nullptr; };
+        auto tensor = [](torch::jit::Value* v) {
+          return v->type()->cast<c10::TensorType>() != nullptr || v->type()->kind() == c10::TypeKind::TupleType;
+        };
         auto none = [](torch::jit::Value* v) { return v->type()->kind() == c10::TypeKind::NoneType; };
         torch::jit::Value *a = n->inputs()[0], *b = n->inputs()[1];
         if ((tensor(a) && none(b)) || (none(a) && tensor(b))) {
           folds.emplace_back(n, qual == "aten::__isnot__");
+          return;
+        }
+        // `query is key` of one value (nn.MultiheadAttention's self-attention checks):
+        // one object. Values that differ may still be one object: left as they are.
+        if (a == b) {
+          folds.emplace_back(n, qual == "aten::__is__");
           return;
         }
       }
@@ -460,6 +559,11 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
     torch::jit::ConstantPropagation(g);
     torch::jit::UnrollConstantLoops(g);
     torch::jit::ConstantPropagation(g);
+    // A tuple a folded branch returned (nn.MultiheadAttention's (output, weights)),
+    // now built and taken apart at the top level: its elements; a list grown in an
+    // unrolled loop (34_VanillaRNNHidden's outputs.append): the lists it holds.
+    torch::jit::LowerSimpleTuples(g);
+    if (functional_appends(graph)) changed = true;
     torch::jit::EliminateDeadCode(g);
     if (!changed) break;
   }
@@ -470,27 +574,46 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
 // the scalar overload computes the same values in the same dtype (a 0-dim tensor,
 // like a number, does not promote a dimensioned one), so it takes their place.
 // Returns whether anything changed.
+// Also clamp's bounds (Swin V2's `clamp(logit_scale, max=torch.log(torch.tensor(100.)))`),
+// each a 0-dim constant or None.
 bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& shapes) {
   static const std::set<std::string> ops = {"aten::mul", "aten::add", "aten::sub", "aten::div", "aten::rsub"};
+  static const std::set<std::string> bounds = {"aten::clamp", "aten::clamp_min", "aten::clamp_max"};
+  // The number a 0-dim constant tensor holds; none for anything else.
+  auto number = [](torch::jit::Value* v) -> std::optional<c10::IValue> {
+    auto c = torch::jit::toIValue(v);
+    if (!c || !c->isTensor() || c->toTensor().dim() != 0) return std::nullopt;
+    const at::Tensor& t = c->toTensor();
+    if (at::isFloatingType(t.scalar_type())) return c10::IValue(t.item<double>());
+    if (at::isIntegralType(t.scalar_type(), /*includeBool=*/false)) return c10::IValue(t.item<int64_t>());
+    return std::nullopt;
+  };
   std::vector<torch::jit::Node*> todo;
   each_node(graph.block(), [&](torch::jit::Node* n) {
-    if (!ops.count(n->kind().toQualString()) || n->inputs().size() < 2 || !n->maybeSchema() ||
+    const std::string kind = n->kind().toQualString();
+    if ((!ops.count(kind) && !bounds.count(kind)) || n->inputs().size() < 2 || !n->maybeSchema() ||
         n->schema().overload_name() != "Tensor")
       return;
-    auto c = torch::jit::toIValue(n->inputs()[1]);
     auto self = shapes.find(n->inputs()[0]->unique());
-    if (c && c->isTensor() && c->toTensor().dim() == 0 && self != shapes.end() && !self->second.empty())
-      todo.push_back(n);
+    if (self == shapes.end() || self->second.empty()) return;
+    if (ops.count(kind)) {
+      if (number(n->inputs()[1])) todo.push_back(n);
+      return;
+    }
+    bool all = true;
+    for (size_t i = 1; i < n->inputs().size(); ++i)
+      all = all && (n->inputs()[i]->type()->kind() == c10::TypeKind::NoneType || number(n->inputs()[i]));
+    if (all) todo.push_back(n);
   });
   for (torch::jit::Node* n : todo) {
-    at::Tensor t = torch::jit::toIValue(n->inputs()[1])->toTensor();
-    c10::IValue scalar;
-    if (at::isFloatingType(t.scalar_type())) scalar = t.item<double>();
-    else if (at::isIntegralType(t.scalar_type(), /*includeBool=*/false)) scalar = t.item<int64_t>();
-    else continue;
     torch::jit::WithInsertPoint guard(n);
-    std::vector<torch::jit::NamedValue> args{n->inputs()[0], graph.insertConstant(scalar)};
-    for (size_t i = 2; i < n->inputs().size(); ++i) args.emplace_back(n->inputs()[i]);
+    std::vector<torch::jit::NamedValue> args{n->inputs()[0]};
+    const size_t numbers = bounds.count(n->kind().toQualString()) ? n->inputs().size() : 2;
+    for (size_t i = 1; i < n->inputs().size(); ++i) {
+      auto x = i < numbers ? number(n->inputs()[i]) : std::nullopt;
+      if (x) args.emplace_back(graph.insertConstant(*x));
+      else args.emplace_back(n->inputs()[i]);
+    }
     torch::jit::Value* out = graph.insert(n->kind(), args);
     n->output()->replaceAllUsesWith(out);
     n->destroy();
@@ -751,9 +874,25 @@ shape_map known_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>&
   shape_map out;
   for (size_t i = 0; i < arguments.size(); ++i)
     if (arguments[i].isTensor()) out[graph.inputs()[i]->unique()] = arguments[i].toTensor().sizes().vec();
+  // Indexing by integer tensors (Swin's relative_position_bias_table[index.view(-1)])
+  // gives the shape of the indices, whatever their values; a boolean mask's result
+  // depends on how many it selects.
+  const dtype_map dtypes = known_dtypes(graph, arguments, probed);
+  auto integer_indices = [&](torch::jit::Node* n) {
+    if (std::string(n->kind().toQualString()) != "aten::index" || n->inputs().size() != 2 ||
+        n->inputs()[1]->node()->kind() != torch::jit::prim::ListConstruct)
+      return false;
+    for (torch::jit::Value* i : n->inputs()[1]->node()->inputs()) {
+      if (i->type()->kind() == c10::TypeKind::NoneType) continue;
+      auto d = dtypes.find(i->unique());
+      if (d == dtypes.end() || !at::isIntegralType(d->second, /*includeBool=*/false) || d->second == at::kByte)
+        return false;
+    }
+    return true;
+  };
   std::set<size_t> tainted;
   each_node(graph.block(), [&](torch::jit::Node* n) {
-    bool taint = value_shaped.count(n->kind().toQualString()) > 0;
+    bool taint = value_shaped.count(n->kind().toQualString()) > 0 && !integer_indices(n);
     for (auto* v : n->inputs()) taint = taint || tainted.count(v->unique());
     if (taint)
       for (auto* v : n->outputs()) tainted.insert(v->unique());
@@ -835,22 +974,24 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
     // Shape checks and the loops behind them fold away at the task's shapes (and the
     // graph is probed again); graphs without control flow are kept as they are.
-    // The shapes are read once, before either pass changes the graph: probed values
-    // that a pass destroys are not looked at again (ids of survivors stay the same).
-    bool respecialised = false;
+    // The shapes are read once a pass, before either fold changes the graph: probed
+    // values that a fold destroys are not looked at again (ids of survivors stay the
+    // same). A branch folded away lifts what it computed to the top level, unprobed
+    // (nn.MultiheadAttention's projections, nn.GRU's state): while a pass changes the
+    // graph, it is probed and folded again, at most four passes.
     const bool control_flow = has_control_flow(*graph) || has_computed_lists(*graph) || !copies.empty();
     if (control_flow || !task.module_bytes.empty()) {
-      const shape_map shapes = known_shapes(*graph, arguments, *probed);
-      if (control_flow) {
-        specialise_to_shapes(graph, shapes, known_dtypes(*graph, arguments, *probed), copies);
-        respecialised = true;
+      for (int pass = 0; pass < 4; ++pass) {
+        const std::string before = graph->toString(false);
+        const shape_map shapes = known_shapes(*graph, arguments, *probed);
+        if (control_flow) specialise_to_shapes(graph, shapes, known_dtypes(*graph, arguments, *probed), copies);
+        if (!task.module_bytes.empty()) scalars_for_tensor_constants(*graph, shapes);
+        if (graph->toString(false) == before) break;
+        probed = run_probe(graph, arguments);
+        // Why the cheaper probes failed comes first: the CPU's own message is a traceback.
+        if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
+        if (!control_flow) break;
       }
-      if (!task.module_bytes.empty()) respecialised |= scalars_for_tensor_constants(*graph, shapes);
-    }
-    if (respecialised) {
-      probed = run_probe(graph, arguments);
-      // Why the cheaper probes failed comes first: the CPU's own message is a traceback.
-    if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
     }
     const std::vector<torch::jit::Value*>& values = probed->values;
 

@@ -13,8 +13,13 @@
 // graph input or a constant) is the value it gives to what reads it afterwards. A graph
 // with control flow, a number computed in the forward inside a list (a view's sizes,
 // randn's), or such a copy is specialised to the task's shapes (its sizes become
-// constants; `t is None` of a tensor is false), and a tensor split or chunked and
-// unpacked becomes slices of it.
+// constants; `t is None` of a tensor or a tuple is false, `a is a` true, an
+// unchecked_cast of a value already of its type is that value, a move to the task's
+// GPU moves nothing), and a tensor split or chunked and unpacked becomes slices of it.
+// What a folded branch computed is probed and folded again (nn.MultiheadAttention's
+// fast-path checks, nn.GRU's Optional state), at most four passes. A module attribute
+// that is a list of the module's own tensors (a scripted recurrent layer's
+// _flat_weights) is the list of the task parameters that mirror them.
 
 #include <string>
 

@@ -387,6 +387,20 @@ def tensor_attributes(torch, scripted):
         if isinstance(value, torch.Tensor):
             if path not in paths:
                 paths.append(path)
+        elif isinstance(value, list) and value and all(isinstance(t, torch.Tensor) for t in value):
+            # A list of the module's own tensors (a scripted nn.GRU's or nn.LSTM's
+            # _flat_weights): the attributes that hold them are parameters, and the graph
+            # export builds the list of them (gpu/graph_export.cpp).
+            own = dict(owner[1].named_parameters(recurse=False))
+            own.update(owner[1].named_buffers(recurse=False))
+            prefix = f"{owner[0]}." if owner[0] else ""
+            def same(a, b):  # the list may hold other Python objects of the same tensors
+                return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+                        and a.dtype == b.dtype)
+            for t in value:
+                name = next((n for n, o in own.items() if same(o, t)), None)
+                if name is not None and prefix + name not in paths:
+                    paths.append(prefix + name)
         elif isinstance(value, torch.nn.Module) or hasattr(value, "_c"):
             objects[node.output().debugName()] = (path, value)
     return paths
