@@ -535,6 +535,15 @@ def load_problem(path):
         spec.loader.exec_module(module)
     except Refusal:
         raise
+    except ModuleNotFoundError as e:
+        # A package the problem needs that this Python lacks (einops for level 3's
+        # Mamba2 problems): name it, the interpreter, and how to get it there.
+        package = (e.name or "").split(".")[0] or first_line(e)
+        raise Refusal(f"importing it failed: it imports the Python package '{package}', which "
+                      f"{sys.executable} does not have: install it for that Python (python3 -m pip "
+                      f"install {package}; for Debian's python3 with python3-torch, into a virtual "
+                      "environment made with --system-site-packages), then pass that Python with "
+                      "--python")
     except BaseException as e:  # the problem's own error, whatever it is
         raise Refusal(f"importing it failed: {type(e).__name__}: {first_line(e)}")
     for name in ("Model", "get_inputs", "get_init_inputs"):

@@ -252,6 +252,7 @@ TEST_CASE("kernelbench import: a bad problem fails alone, with its reason and no
       {"spins", "more than 8 s of CPU time"},
       {"dropout", "aten::dropout with p=0.5 in training mode"},
       {"syntax_error", "SyntaxError"},
+      {"missing_package", "imports the Python package 'ks_no_such_package', which "},
   };
   REQUIRE(outcomes.size() == reasons.size());
   for (const auto& [name, why] : reasons) {
@@ -264,6 +265,9 @@ TEST_CASE("kernelbench import: a bad problem fails alone, with its reason and no
     CHECK(r.error.find(why) != std::string::npos);
     CHECK(r.task_path.empty());
   }
+  // How to get the package, for the interpreter that lacks it.
+  CHECK(outcomes.at("missing_package").error.find("pip install ks_no_such_package") != std::string::npos);
+  CHECK(outcomes.at("missing_package").error.find("--python") != std::string::npos);
   // Nothing of theirs was written: no task, and not the file writes_file tried.
   size_t files = 0;
   if (fs::exists(out))
@@ -277,7 +281,7 @@ TEST_CASE("kernelbench import: a bad problem fails alone, with its reason and no
 TEST_CASE("kernelbench import: paths name the problems, directories keep their layout", "[kernelbench]") {
   auto files = find_problem_files({(kData / "good" / "relu.py").string(), (kData / "bad").string()});
   REQUIRE(files);
-  REQUIRE(files->size() == 8);
+  REQUIRE(files->size() == 9);
   CHECK((*files)[0].task_name == "relu");
   CHECK((*files)[0].subdir.empty());
   CHECK((*files)[1].subdir == fs::path("bad"));
