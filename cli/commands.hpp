@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/bounded_child.hpp"
 #include "base/result.hpp"
 #include "importer/kernelbench_import.hpp"
 #include "model/candidate.hpp"
@@ -49,9 +50,11 @@ int skills_install(const std::string& dir, const std::string& memory_path);
 int skills_stats(const std::string& memory_path, const std::string& bottleneck);
 
 // Writes the rules coder's seeds for a task as DIR/seed-K.cu and DIR/seed-K.yaml and
-// checks each plan against the task's shapes (at `size` when given).
+// checks each plan against the task's shapes (at `size` when given). The graph export
+// (kernelskill-gpu --graph) runs under `limits`.
 int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds,
-               const std::string& skills_dir, const std::string& gpu_worker, const std::string& size);
+               const std::string& skills_dir, const std::string& gpu_worker, const std::string& size,
+               const process_limits& limits = {});
 
 // `kernelskill export`: a finished kernel as a PyTorch module file (ModelNew), from a
 // run's output (run_dir: output.dir/tasks/NAME/, or output.dir) or from a kernel source

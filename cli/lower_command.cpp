@@ -14,7 +14,8 @@
 namespace ks::cli {
 
 int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds,
-               const std::string& skills_dir, const std::string& gpu_worker, const std::string& size) {
+               const std::string& skills_dir, const std::string& gpu_worker, const std::string& size,
+               const process_limits& limits) {
   auto task = load_task(task_path);
   if (!task) {
     std::cerr << "kernelskill: " << task.message() << "\n";
@@ -23,6 +24,7 @@ int lower_task(const std::string& task_path, const std::string& out_dir, uint32_
   rules_coder_options o;
   o.gpu_worker = gpu_worker.empty() ? default_worker_binary() : gpu_worker;
   o.skills_dir = skills_dir;
+  o.limits = limits;
   auto coder = rules_coder::create(o);
   if (!coder) {
     std::cerr << "kernelskill: " << coder.message() << "\n";

@@ -123,6 +123,12 @@ int main(int argc, char** argv) {
   lower->add_option("--gpu-worker", lower_worker,
                     "kernelskill-gpu, which exports the graph (default: next to this program)");
   lower->add_option("--skills", skills_dir, "The skill library directory (default: the repo's skills/)");
+  ks::process_limits lower_limits;
+  lower->add_option("--memory-mb", lower_limits.memory_mb,
+                    "Memory the graph export may allocate, MiB (default 16384): it holds the task's\n"
+                    "module file once, and its largest tensor while the module loads");
+  lower->add_option("--cpu-seconds", lower_limits.cpu_seconds, "CPU time of the graph export (default 120)");
+  lower->add_option("--wall-seconds", lower_limits.wall_seconds, "Wall-clock time of the graph export (default 300)");
 
   import_request imp;
   auto* import_cmd = app.add_subcommand(
@@ -274,7 +280,7 @@ int main(int argc, char** argv) {
   if (*check) return check_config(config_path, print, g);
   if (*task_check) return check_tasks(task_paths, size, print);
   if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
-  if (*lower) return lower_task(lower_task_path, lower_out, lower_seeds, skills_dir, lower_worker, size);
+  if (*lower) return lower_task(lower_task_path, lower_out, lower_seeds, skills_dir, lower_worker, size, lower_limits);
   if (*export_cmd) return export_model(exp);
   if (*import_kb) return import_kernelbench(imp);
   if (*bench_cmd) return bench_problems(bench, g);

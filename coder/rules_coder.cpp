@@ -64,7 +64,9 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
     if (!run->limit.empty()) {
       if (stopped) *stopped = !run->cancelled;
       return error{"rules coder: the reference of task \"" + task.name + "\" was stopped: " + run->limit +
-                   (errors.empty() ? "" : " (" + errors.substr(0, 300) + ")")};
+                   (errors.empty() ? "" : " (" + errors.substr(0, 300) + ")") +
+                   "; the graph export's limits: kernelskill lower --memory-mb, --cpu-seconds, --wall-seconds, "
+                   "or references.* in the configuration for run and serve"};
     }
     return error{"rules coder: " + gpu_worker.filename().string() + " --graph failed for task \"" + task.name +
                  "\": " + (errors.empty() ? "exit status " + std::to_string(run->status) : errors)};

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <sys/resource.h>
+
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
@@ -24,6 +26,7 @@
 #include <torch/library.h>
 #include <torch/script.h>
 
+#include "gpu/bytes_stream.hpp"
 #include "gpu/module_load_check.hpp"
 #include "gpu/reference_ops.hpp"
 #include "gpu/torch_reference_tensors.hpp"
@@ -124,8 +127,11 @@ status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module
       const at::Tensor& t = x.toTensor();
       size_t k = 0;
       auto same = [&](const at::Tensor& m) {  // one tensor, whichever handle holds it
-        return m.defined() && m.data_ptr() == t.data_ptr() && m.sizes() == t.sizes() && m.strides() == t.strides() &&
-               m.scalar_type() == t.scalar_type();
+        if (!m.defined()) return false;
+        if (m.is_same(t)) return true;
+        // Data pointers tell tensors apart only where there is data (not on meta).
+        return !t.is_meta() && m.data_ptr() == t.data_ptr() && m.sizes() == t.sizes() &&
+               m.strides() == t.strides() && m.scalar_type() == t.scalar_type();
       };
       while (k < mirrored.size() && !same(mirrored[k])) ++k;
       if (k == mirrored.size()) return std::nullopt;
@@ -424,7 +430,7 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
     each_node(graph.block(), [&](torch::jit::Node* n) {
       if (std::string(n->kind().toQualString()) != "aten::to" || !n->maybeSchema()) return;
       auto at = n->schema().argumentIndexWithName("device");
-      if (!at || *at >= n->inputs().size()) return;
+      if (!at || static_cast<size_t>(*at) >= n->inputs().size()) return;
       auto d = torch::jit::toIValue(n->inputs()[*at]);
       if (d && d->isDevice() && d->toDevice().is_cuda()) moves.push_back(n);
     });
@@ -805,6 +811,7 @@ result<std::vector<c10::IValue>> drawn_arguments(const task_spec& task, const st
 // of tensors); `note` gets where it was probed and why each cheaper way failed.
 result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& graph, const task_spec& task,
                                    const std::optional<torch::jit::Module>& module,
+                                   const std::function<void()>& reload_on_cpu,
                                    std::vector<c10::IValue>& arguments, std::string& note) {
   // The interpreter's message starts with a traceback: the line naming the error says why.
   auto first_line = [](const std::string& s) {
@@ -837,6 +844,9 @@ result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& gra
   };
   register_meta_kernels();
   if (auto p = attempt("meta", meta_arguments(task, module))) return std::move(*p);
+  // The other probes draw from the weights' values: the module loaded on the meta
+  // device (export_graph_json) is loaded again, on the CPU.
+  if (reload_on_cpu) reload_on_cpu();
   if (torch::cuda::is_available()) {
     const c10::Device gpu(c10::kCUDA, 0);
     if (auto p = attempt("cuda", drawn_arguments(task, module, gpu))) return std::move(*p);
@@ -903,13 +913,34 @@ shape_map known_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>&
   return out;
 }
 
+// Whether the graph holds a tensor among its constants (a traced module's
+// `torch.tensor(100.)`, a list attribute of tensors no parameter mirrors): their values
+// come from the module, so it must be loaded with its data.
+bool holds_tensor(const c10::TypePtr& t) {
+  if (t->cast<c10::TensorType>() || t->kind() == c10::TypeKind::AnyType || t->kind() == c10::TypeKind::ClassType)
+    return true;
+  for (const c10::TypePtr& inner : t->containedTypes())
+    if (holds_tensor(inner)) return true;
+  return false;
+}
+
+bool has_tensor_constants(torch::jit::Graph& graph) {
+  bool found = false;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    if (n->kind() == torch::jit::prim::Constant && n->outputs().size() == 1)
+      found = found || holds_tensor(n->output()->type());
+  });
+  return found;
+}
+
 }  // namespace
 
 result<std::string> export_graph_json(const task_spec& task, std::string* probe_note) {
   const std::string prefix = "task \"" + task.name + "\": graph export: ";
   try {
     std::shared_ptr<torch::jit::Graph> graph;
-    std::optional<torch::jit::Module> module;  // a saved module, loaded once
+    std::optional<torch::jit::Module> module;  // a saved module
+    std::function<void()> reload_on_cpu;       // set while `module` is on the meta device
     if (!task.torchscript.empty()) {
       auto unit = torch::jit::compile(task.torchscript);
       torch::jit::Function* forward = nullptr;
@@ -921,35 +952,34 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     } else {
       // A saved module: its forward's graph, once `self` is gone: the tensors it reads
       // from its attributes become the task's parameters, the rest constants.
-      // Read in place (an istringstream would copy the bytes: gigabytes for a network
-      // that carries its weights).
-      struct view_buf : std::streambuf {
-        explicit view_buf(const std::string& s) {
-          char* p = const_cast<char*>(s.data());
-          setg(p, p, p + s.size());
-        }
-        pos_type seekoff(off_type off, std::ios_base::seekdir dir, std::ios_base::openmode) override {
-          char* at = dir == std::ios_base::beg ? eback() + off : dir == std::ios_base::cur ? gptr() + off : egptr() + off;
-          if (at < eback() || at > egptr()) return pos_type(off_type(-1));
-          setg(eback(), at, egptr());
-          return pos_type(at - eback());
-        }
-        pos_type seekpos(pos_type pos, std::ios_base::openmode mode) override {
-          return seekoff(off_type(pos), std::ios_base::beg, mode);
-        }
-      } buf(task.module_bytes);
-      std::istream bytes(&buf);
       // Loading runs the module's __setstate__ code: checked first.
       if (auto safe = check_module_load_code(task.module_bytes); !safe) return error{prefix + safe.message()};
-      module = torch::jit::load(bytes, c10::Device(c10::kCPU));
-      module->train(task.module_training);
-      graph = module->get_method("forward").graph()->copy();
-      torch::jit::Inline(*graph);
-      if (graph->inputs().empty()) return error{prefix + "the module's forward has no self"};
-      // The operators first (they name what a hostile module reaches for), then the use
-      // of `self` (a fork of one of its methods is refused either way).
-      if (auto allowed = check_reference_ops(*graph); !allowed) return error{prefix + allowed.message()};
-      if (auto st = lift_module_attributes(*graph, *module, task); !st) return error{prefix + st.message()};
+      auto build = [&](const c10::Device& device) -> status {
+        bytes_istream bytes(task.module_bytes);  // read in place: the weights may be gigabytes
+        module = torch::jit::load(bytes, device);
+        module->train(task.module_training);
+        graph = module->get_method("forward").graph()->copy();
+        torch::jit::Inline(*graph);
+        if (graph->inputs().empty()) return error{"the module's forward has no self"};
+        // The operators first (they name what a hostile module reaches for), then the use
+        // of `self` (a fork of one of its methods is refused either way).
+        if (auto allowed = check_reference_ops(*graph); !allowed) return allowed;
+        return lift_module_attributes(*graph, *module, task);
+      };
+      // Only the weights' shapes are read here, not their values: the module is loaded
+      // onto the meta device (no data; while it loads, one tensor's bytes at a time),
+      // and onto the CPU only where its code holds tensor constants (their values are
+      // the graph's) or a probe must run off the meta device (probe_cheaply).
+      if (auto st = build(c10::Device(c10::kMeta)); !st) return error{prefix + st.message()};
+      if (has_tensor_constants(*graph)) {
+        if (auto st = build(c10::Device(c10::kCPU)); !st) return error{prefix + st.message()};
+      } else {
+        reload_on_cpu = [&] {
+          bytes_istream bytes(task.module_bytes);
+          module = torch::jit::load(bytes, c10::Device(c10::kCPU));
+          module->train(task.module_training);
+        };
+      }
     }
 
     // Before anything runs it: constant propagation would already execute a file read.
@@ -968,7 +998,7 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
 
     std::vector<c10::IValue> arguments;
     std::string note;
-    auto probed = probe_cheaply(graph, task, module, arguments, note);
+    auto probed = probe_cheaply(graph, task, module, reload_on_cpu, arguments, note);
     if (probe_note) *probe_note = note;
     // Why the cheaper probes failed comes first: the CPU's own message is a traceback.
     if (!probed) return error{prefix + (note.empty() ? "" : note + "; on the cpu: ") + probed.message()};
@@ -1031,6 +1061,17 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
     }
     out["nodes"] = nodes;
     return out.dump(1);
+  } catch (const std::bad_alloc&) {
+    // The limit the caller set (RLIMIT_DATA) is the likely reason: say what it is, what
+    // the export holds, and how to give it more.
+    struct rlimit data {};
+    std::string limit = "this process's memory";
+    if (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY)
+      limit = "its memory limit of " + std::to_string(data.rlim_cur >> 20) + " MiB";
+    return error{prefix + "out of memory: the export holds the module file (" +
+                 std::to_string(task.module_bytes.size() >> 20) +
+                 " MiB) and, while the module loads, its largest tensor; it ran past " + limit +
+                 ". Raise it: kernelskill lower --memory-mb, or references.memory_mb for run and serve"};
   } catch (const std::exception& e) {
     return error{prefix + torch_message(e)};
   }

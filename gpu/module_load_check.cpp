@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/import_source.h>
 
+#include "gpu/bytes_stream.hpp"
 #include "gpu/reference_ops.hpp"
 
 namespace ks {
@@ -66,7 +67,7 @@ status check_module_load_code(const std::string& module_bytes) {
     return {};
   }
   try {
-    std::istringstream in(module_bytes);
+    bytes_istream in(module_bytes);  // not a copy: the weights may be gigabytes
     caffe2::serialize::PyTorchStreamReader reader(&in);
     std::vector<std::string> classes;  // qualified names
     for (const auto& record : reader.getAllRecords()) {

@@ -18,6 +18,7 @@
 #include <torch/jit.h>
 #include <torch/script.h>
 
+#include "gpu/bytes_stream.hpp"
 #include "gpu/module_load_check.hpp"
 #include "gpu/reference_ops.hpp"
 #include "plan/plan_validator.hpp"
@@ -349,7 +350,7 @@ status load_code(const task_spec& task, const c10::Device& device, reference_cod
                    " arguments, but the task declares " + std::to_string(declared) +
                    " tensors (" + tensor_list(task) + "), passed as inputs then parameters"};
   } else {
-    std::istringstream bytes(task.module_bytes);
+    bytes_istream bytes(task.module_bytes);  // not a copy: weights may be gigabytes
     std::string where = task.module_path.empty() ? "the module" : "module \"" + task.module_path + "\"";
     // Loading runs the module's __setstate__ code: checked first (gpu/module_load_check.hpp).
     if (auto safe = check_module_load_code(task.module_bytes); !safe)
@@ -472,7 +473,7 @@ result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
     if (auto safe = check_module_load_code(task.module_bytes); !safe)
       return error{task_prefix(task) + "the module: " + safe.message()};
     try {
-      std::istringstream bytes(task.module_bytes);
+      bytes_istream bytes(task.module_bytes);  // not a copy: weights may be gigabytes
       return module_parameters(task, torch::jit::load(bytes, device), device);
     } catch (const std::exception& e) {
       return error{task_prefix(task) + "cannot load the module: " + torch_message(e)};

@@ -8,16 +8,16 @@ namespace ks {
 
 result<std::filesystem::path> write_task_files(const task_spec& task, const std::filesystem::path& dir) {
   const std::filesystem::path yaml = dir / "task.yaml";
-  task_spec with_file = task;
+  std::string module_path = task.module_path;
   if (!task.module_bytes.empty()) {
     const std::filesystem::path module = dir / "module.pt";
     std::ofstream out(module, std::ios::binary);
     out << task.module_bytes;
     if (!out.flush()) return error{"cannot write " + module.string()};
-    with_file.module_path = module.string();
+    module_path = module.string();
   }
   std::ofstream out(yaml);
-  out << to_yaml(with_file);
+  out << to_yaml(task, module_path);  // not a copy of the task: its bytes may be gigabytes
   if (!out.flush()) return error{"cannot write " + yaml.string()};
   return yaml;
 }

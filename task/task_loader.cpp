@@ -556,13 +556,18 @@ class task_parser {
     if (!ec) p = abs;
     if (!std::filesystem::is_regular_file(p, ec))
       fail(*module, at / "module", "module file " + quote(p.string()) + " does not exist");
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    if (!in || bytes.str().empty())
+    // Read straight into the string, at its size: a stream's buffer and then its copy
+    // would hold a network's weights twice (2 x 8.6 GB for level 3's 2_ShallowWideMLP).
+    std::ifstream in(p, std::ios::binary | std::ios::ate);
+    const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+    if (size > 0) {
+      t.module_bytes.resize(static_cast<size_t>(size));
+      in.seekg(0);
+      in.read(t.module_bytes.data(), size);
+    }
+    if (size <= 0 || !in || in.gcount() != size)
       fail(*module, at / "module", "cannot read module file " + quote(p.string()) +
                                        " (unreadable or empty)");
-    t.module_bytes = bytes.str();
     t.module_path = p.string();
   }
 
@@ -840,7 +845,9 @@ result<task_spec> with_size(const task_spec& task, const std::string& size_name)
   return out;
 }
 
-std::string to_yaml(const task_spec& t) {
+std::string to_yaml(const task_spec& t) { return to_yaml(t, t.module_path); }
+
+std::string to_yaml(const task_spec& t, const std::string& module_path) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << t.name;
@@ -858,7 +865,7 @@ std::string to_yaml(const task_spec& t) {
     // Bytes are never inlined; without a path the result names what is missing and
     // fails to load, rather than loading a different program.
     out << YAML::Key << "module" << YAML::Value
-        << (t.module_path.empty() ? std::string("<module bytes without a path>") : t.module_path);
+        << (module_path.empty() ? std::string("<module bytes without a path>") : module_path);
     if (t.module_training) out << YAML::Key << "training" << YAML::Value << true;
   }
   if (t.kernelbench != kernelbench_spec{}) emit_kernelbench(out, t.kernelbench);

@@ -39,6 +39,9 @@ result<task_spec> with_size(const task_spec& task, const std::string& size_name)
 // YAML that parse_task reads back into an equal task_spec. A module is written as its
 // module_path (absolute after load_task), never inlined.
 std::string to_yaml(const task_spec& task);
+// The same, naming the module by `module_path` instead of the task's own (where its
+// bytes were written elsewhere: a copy of the task to change the path would copy them).
+std::string to_yaml(const task_spec& task, const std::string& module_path);
 
 // The tolerance a task gets when its file gives none: the loosest default among its
 // floating-point inputs and parameters (float32/float64 1e-4, float16 1e-2, bfloat16

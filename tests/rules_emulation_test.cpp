@@ -885,6 +885,39 @@ TEST_CASE("emulated: level-3-shaped networks lower and match the imported refere
   }
 }
 
+// Lowering reads the shapes of a module's weights, not their values (issue 46: level
+// 3's 1_MLP and 2_ShallowWideMLP carry 2.7 and 8.6 GB of weights, and 2_ShallowWideMLP's
+// graph export ran out of memory). tests/data/kernelbench/large/wide_mlp.py has 512 MiB
+// of weights: its graph exports within 1400 MiB, the module file held once and one
+// tensor at a time while the module loads onto the meta device (before: the file's
+// bytes three times and the weights once, about 2 GiB). Under 600 MiB the export is
+// stopped, the error naming the limit and how to raise it.
+TEST_CASE("emulated: a network's graph exports with its weights' bytes held once", "[rules][kernelbench][networks][memory]") {
+  kernelbench_import_options o;
+  o.python = std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : "/usr/bin/python3";
+  if (!check_python(o)) o.python = "python3";
+  const fs::path out = fs::path(KS_BINARY_DIR) / "emulated-large";
+  fs::remove_all(out);
+  auto files = find_problem_files({(kSource / "tests/data/kernelbench/large/wide_mlp.py").string()});
+  REQUIRE(files);
+  REQUIRE(files->size() == 1);
+  auto imported = import_kernelbench_problem(files->front(), out, o);
+  if (!imported.ok()) FAIL(imported.error);
+  auto task = load_task(imported.task_path);
+  REQUIRE(task);
+  REQUIRE(task->module_bytes.size() > (512u << 20));
+  reference_limits mem;
+  mem.memory_mb = 1400;
+  auto g = export_task_graph(kWorker, *task, "", mem);
+  if (!g) FAIL(g.message());
+  CHECK(std::count_if(g->nodes.begin(), g->nodes.end(), [](const graph_node& n) { return n.kind == "aten::linear"; }) == 2);
+  mem.memory_mb = 600;
+  g = export_task_graph(kWorker, *task, "", mem);
+  REQUIRE_FALSE(g);
+  CHECK_THAT(g.message(), Catch::Contains("more than 600 MiB of memory") && Catch::Contains("--memory-mb"));
+  fs::remove_all(out);
+}
+
 // Few long rows are split over several blocks each (coder/rules/row_split.hpp). A
 // coder for a device of 2 SMs makes 3 rows of 13001 elements few: with 256 threads
 // and at least 16 elements a thread, SPLIT = min(ceil(13001 / 4096), ceil(16 / 3)) = 4
