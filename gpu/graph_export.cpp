@@ -968,10 +968,17 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
       };
       // Only the weights' shapes are read here, not their values: the module is loaded
       // onto the meta device (no data; while it loads, one tensor's bytes at a time),
-      // and onto the CPU only where its code holds tensor constants (their values are
-      // the graph's) or a probe must run off the meta device (probe_cheaply).
-      if (auto st = build(c10::Device(c10::kMeta)); !st) return error{prefix + st.message()};
-      if (has_tensor_constants(*graph)) {
+      // and onto the CPU where that fails (loading compiles its code, and pooling
+      // several tensor constants compares them: aten::equal has no meta kernel), where
+      // its code holds tensor constants (their values are the graph's) or where a probe
+      // must run off the meta device (probe_cheaply).
+      bool on_meta = false;
+      try {
+        on_meta = build(c10::Device(c10::kMeta)).ok() && !has_tensor_constants(*graph);
+      } catch (const std::exception&) {
+        on_meta = false;
+      }
+      if (!on_meta) {
         if (auto st = build(c10::Device(c10::kCPU)); !st) return error{prefix + st.message()};
       } else {
         reload_on_cpu = [&] {
