@@ -393,6 +393,20 @@ using shape_map = std::map<size_t, std::vector<int64_t>>;
 // value-dependent.
 using dtype_map = std::map<size_t, c10::ScalarType>;
 
+// Whether every use of `v` is an op's device argument (`torch.randn(..., device=x.device)`,
+// `h0.to(x.device)`): there a tensor's device stays a value, so that a probe on meta or
+// the CPU makes its tensors where its inputs are (folded to the GPU, the probe would
+// reach for CUDA), and the library step runs on the plan's device.
+bool only_device_arguments(torch::jit::Value* v) {
+  for (const torch::jit::Use& u : v->uses()) {
+    const c10::FunctionSchema* schema = u.user->maybeSchema();
+    if (!schema || u.offset >= schema->arguments().size()) return false;
+    // By name: `x.device.type` reads a Device too (prim::type's `self`).
+    if (schema->arguments()[u.offset].name() != "device") return false;
+  }
+  return true;
+}
+
 // Besides the shapes, what a graph can ask of a tensor that the task fixes: its layout
 // (strided: tasks and plans use dense tensors), its device (the GPU the kernel is
 // written for: torch.norm in PyTorch 2.x branches on `input.device.type` before it picks
@@ -423,16 +437,19 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
       n->destroy();
       changed = true;
     }
-    // A move to the device the task runs on (`h0.to(x.device)`, once x.device folds to
-    // the GPU) moves nothing: a tensor of the task is there already. Without it the
-    // probe on the CPU would try to reach the GPU.
+    // A move to the device the task runs on (`h0.to(x.device)`; a traced
+    // `torch.tensor(100.)`, moved to where its input is) moves nothing: a tensor of the
+    // task is there already, and a 0-dim constant mixes with any device. Without the
+    // move the probe on the CPU does not reach for the GPU, and a moved constant stays
+    // a constant.
     std::vector<torch::jit::Node*> moves;
     each_node(graph.block(), [&](torch::jit::Node* n) {
       if (std::string(n->kind().toQualString()) != "aten::to" || !n->maybeSchema()) return;
       auto at = n->schema().argumentIndexWithName("device");
       if (!at || static_cast<size_t>(*at) >= n->inputs().size()) return;
-      auto d = torch::jit::toIValue(n->inputs()[*at]);
-      if (d && d->isDevice() && d->toDevice().is_cuda()) moves.push_back(n);
+      torch::jit::Value* device = n->inputs()[*at];
+      auto d = torch::jit::toIValue(device);
+      if ((d && d->isDevice()) || device->node()->kind() == torch::jit::prim::device) moves.push_back(n);
     });
     for (torch::jit::Node* n : moves) {
       const size_t at = *n->schema().argumentIndexWithName("device");
@@ -464,7 +481,7 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
         std::optional<c10::IValue> fixed;
         if (n->kind() == c10::Symbol::fromQualString("prim::layout"))
           fixed = static_cast<int64_t>(at::kStrided);
-        else if (n->kind() == torch::jit::prim::device)
+        else if (n->kind() == torch::jit::prim::device && !only_device_arguments(n->output()))
           fixed = c10::Device(c10::kCUDA, 0);
         else if (n->kind() == c10::Symbol::fromQualString("prim::is_cuda"))
           fixed = true;
@@ -721,6 +738,28 @@ result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
     for (size_t o = 0; o < (*pi)->outputs().size(); ++o) {
       probe->registerOutput((*pi)->outputs()[o]);
       out.values.push_back((*gi)->outputs()[o]);
+    }
+  }
+  // Tensor constants (a traced module's plain tensor attributes: 33_VanillaRNN's hidden
+  // state) go where the arguments are, so that a probe on meta or the GPU does not mix
+  // them with the CPU's; on meta only their shapes are kept. 0-dim ones stay: like
+  // numbers they mix with any device, and a traced size's arithmetic (NumToTensor,
+  // floor_divide) runs on them on the CPU.
+  std::optional<c10::Device> where;
+  for (const c10::IValue& v : arguments)
+    if (v.isTensor() && !where) where = v.toTensor().device();
+  if (where && !where->is_cpu()) {
+    std::vector<torch::jit::Node*> constants;
+    each_node(probe->block(), [&](torch::jit::Node* n) {
+      if (n->kind() != torch::jit::prim::Constant || !n->output()->type()->cast<c10::TensorType>()) return;
+      auto c = torch::jit::toIValue(n->output());
+      if (c && c->isTensor() && c->toTensor().dim() > 0 && c->toTensor().device() != *where) constants.push_back(n);
+    });
+    for (torch::jit::Node* n : constants) {
+      torch::jit::WithInsertPoint guard(n);
+      at::Tensor moved = torch::jit::toIValue(n->output())->toTensor().to(*where);
+      n->output()->replaceAllUsesWith(probe->insertConstant(moved));
+      n->destroy();
     }
   }
   if (on_meta(arguments)) {

@@ -15,7 +15,10 @@
 // randn's), or such a copy is specialised to the task's shapes (its sizes become
 // constants; `t is None` of a tensor or a tuple is false, `a is a` true, an
 // unchecked_cast of a value already of its type is that value, a move to the task's
-// GPU moves nothing), and a tensor split or chunked and unpacked becomes slices of it.
+// device moves nothing; a device that is only ever an op's `device` argument stays the
+// inputs' device, so that the probe makes tensors where its inputs are), and a tensor
+// split or chunked and unpacked becomes slices of it. A probe off the CPU takes the
+// graph's tensor constants (not 0-dim ones) with it.
 // What a folded branch computed is probed and folded again (nn.MultiheadAttention's
 // fast-path checks, nn.GRU's Optional state), at most four passes. A module attribute
 // that is a list of the module's own tensors (a scripted recurrent layer's

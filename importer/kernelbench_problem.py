@@ -759,7 +759,30 @@ def trace(torch, model, program, inputs, constants, limit_bytes, reason):
             traced = torch.jit.trace(Bound(model), tuple(real), check_trace=False, strict=False)
     except BaseException as e:
         raise Refusal(f"the model neither scripts nor traces: {type(e).__name__}: {first_line(e)}")
+    devices_of_inputs(torch, traced)
     return traced
+
+
+def devices_of_inputs(torch, traced):
+    """torch.jit.trace records `x.device` as the device it traced on, the CPU: a model that
+    moves its state or draws random numbers onto its input's device
+    (`self.hidden.to(x.device)`, `torch.randn(..., device=x.device)`: level 3's RNNs and
+    LSTMs) would keep them on the CPU where the reference runs on the GPU, beside inputs
+    on the GPU. Every device constant of the trace becomes the device of forward's first
+    tensor input, as the model computes it: a task's tensors are all on one device."""
+    graph = traced.forward.graph
+    torch._C._jit_pass_inline(graph)
+    consts = [n for n in _all_nodes(graph.block())
+              if n.kind() == "prim::Constant" and n.output().type().kind() == "DeviceObjType"]
+    first = next((v for v in list(graph.inputs())[1:] if v.type().kind() == "TensorType"), None)
+    if not consts or first is None:
+        return
+    device = graph.create("prim::device", [first], 1)
+    device.output().setType(torch._C.DeviceObjType.get())
+    device.insertBefore(next(iter(graph.nodes())))
+    for n in consts:
+        n.output().replaceAllUsesWith(device.output())
+        n.destroy()
 
 
 def main():

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "coder/rules_coder.hpp"
+#include "gpu/graph_export.hpp"
 #include "gpu/library_ops.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "importer/kernelbench_import.hpp"
@@ -848,7 +849,9 @@ TEST_CASE("emulated: seeds of imported KernelBench problems match the imported r
 // split unpacked into q, k and v, a list grown by append and concatenated, Dropout(0.0)
 // in training mode, view(x.size(0), -1), randn with a size read in forward,
 // nn.MultiheadAttention (its fast-path checks and (output, weights) tuple), a scripted
-// bidirectional nn.GRU (its Optional state and its weights held in a list). Each lowers
+// bidirectional nn.GRU (its Optional state and its weights held in a list), nn.LSTM given
+// (h0, c0), a loop appending to a list, a traced Swin-like window attention. Each
+// graph is probed on the meta device (not on the CPU at the network's size). Each lowers
 // to seeds whose plans resolve at its own shapes; those whose output does not depend on
 // a random draw in forward run on the CPU against the imported reference.
 TEST_CASE("emulated: level-3-shaped networks lower and match the imported reference", "[rules][emulated][kernelbench][networks]") {
@@ -867,6 +870,13 @@ TEST_CASE("emulated: level-3-shaped networks lower and match the imported refere
     if (!imported.ok()) FAIL(imported.error);
     auto task = load_task(imported.task_path);
     REQUIRE(task);
+    // Probed from shapes alone (a probe on the CPU runs the network at its size): the
+    // module loads, its constants and the device its state and draws go to follow the
+    // probe onto the meta device.
+    std::string note;
+    auto json = export_graph_json(*task, &note);
+    if (!json) FAIL(json.message());
+    CHECK(note == "probed on meta");
     auto cands = the_coder().seeds(*task, 2);
     if (!cands) FAIL(cands.message());
     REQUIRE_FALSE(cands->empty());
