@@ -37,6 +37,15 @@ no such number):
   rounds, max_abs_error, note
   reverted       yes when the measured change was reverted since (kept as history)
 
+A lowering-status CSV (docs/results/kb-lower.csv: where each KernelBench problem stands
+before the GPU, bench/kernelbench/lower_status.sh) has these columns instead:
+  run, date, commit, device, level, problem   as above
+  imported, lowered   yes / no
+  seconds             the lowering's wall time (empty where it did not run)
+  peak_mib            its peak resident memory, graph export included (MiB)
+  reason              why it was not imported or not lowered (empty where it was)
+and its table lists each problem's latest row, with the counts.
+
 Python 3 standard library only.
 """
 import argparse
@@ -50,6 +59,8 @@ import sys
 COLUMNS = ["run", "date", "commit", "device", "level", "problem", "eager_ms", "compile_ms", "ours_ms",
            "over_eager", "over_compile", "correct", "correct_1e-2", "review_speedup", "rounds",
            "max_abs_error", "reverted", "note"]
+STATUS_COLUMNS = ["run", "date", "commit", "device", "level", "problem", "imported", "lowered", "seconds",
+                  "peak_mib", "reason"]
 NUMBERS = ["eager_ms", "compile_ms", "ours_ms", "over_eager", "over_compile", "review_speedup",
            "max_abs_error"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,20 +77,22 @@ def read_suite(path):
     with open(path, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
-        if header != COLUMNS:
-            raise DataError(f"{path}:1: the columns must be exactly: {','.join(COLUMNS)}")
+        if header not in (COLUMNS, STATUS_COLUMNS):
+            raise DataError(f"{path}:1: the columns must be exactly: {','.join(COLUMNS)} "
+                            f"(or, for a lowering status: {','.join(STATUS_COLUMNS)})")
         rows = []
         for cells in reader:
             where = f"{path}:{reader.line_num}"
-            if len(cells) != len(COLUMNS):
-                raise DataError(f"{where}: {len(cells)} fields, expected {len(COLUMNS)}")
-            row = dict(zip(COLUMNS, cells))
-            check_row(row, where)
+            if len(cells) != len(header):
+                raise DataError(f"{where}: {len(cells)} fields, expected {len(header)}")
+            row = dict(zip(header, cells))
+            (check_row if header == COLUMNS else check_status_row)(row, where)
             rows.append(row)
     return rows
 
 
-def check_row(row, where):
+def check_common(row, where):
+    """The columns both kinds of CSV have."""
     def bad(column, why):
         raise DataError(f"{where}: column {column} = {row[column]!r}: {why}")
     for column in ("run", "date", "commit", "device", "problem"):
@@ -89,10 +102,39 @@ def check_row(row, where):
         bad("date", "not YYYY-MM-DD")
     if row["commit"] != "unknown" and not re.fullmatch(r"[0-9a-f]{7,40}", row["commit"]):
         bad("commit", "neither a commit (7 or more hex digits) nor 'unknown'")
-    if row["commit"] == "unknown" and not row["note"]:
-        bad("note", "a row whose commit is unknown says why in its note")
     if row["level"] and not row["level"].isdigit():
         bad("level", "not a level number")
+
+
+def check_status_row(row, where):
+    def bad(column, why):
+        raise DataError(f"{where}: column {column} = {row[column]!r}: {why}")
+    check_common(row, where)
+    if row["commit"] == "unknown" and not row["reason"]:
+        bad("reason", "a row whose commit is unknown says why in its reason")
+    for column in ("imported", "lowered"):
+        if row[column] not in ("yes", "no"):
+            bad(column, "yes or no")
+    if row["imported"] == "no" and row["lowered"] == "yes":
+        bad("lowered", "a problem that was not imported cannot have been lowered")
+    if row["lowered"] == "no" and not row["reason"]:
+        bad("reason", "a problem not lowered says why")
+    for column in ("seconds", "peak_mib"):
+        if row[column]:
+            try:
+                v = float(row[column])
+            except ValueError:
+                bad(column, "not a number")
+            if not math.isfinite(v) or v < 0:
+                bad(column, "not a finite number >= 0")
+
+
+def check_row(row, where):
+    def bad(column, why):
+        raise DataError(f"{where}: column {column} = {row[column]!r}: {why}")
+    check_common(row, where)
+    if row["commit"] == "unknown" and not row["note"]:
+        bad("note", "a row whose commit is unknown says why in its note")
     for column in NUMBERS:
         if row[column]:
             try:
@@ -114,7 +156,7 @@ def latest(rows):
     """Each problem's last row, reverted ones left out."""
     last = {}
     for row in rows:
-        if row["reverted"] != "yes":
+        if row.get("reverted") != "yes":
             last[(row["level"], row["problem"])] = row
     return list(last.values())
 
@@ -150,10 +192,35 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def render_status(rows):
+    """A lowering-status table and its summary line (lines of Markdown)."""
+    shown = sorted(latest(rows), key=order)
+    varying = [k for k in ("commit", "device", "date") if len({r[k] for r in shown}) > 1]
+    common = [(k, shown[0][k]) for k in ("commit", "device", "date") if k not in varying]
+    head = ["level", "problem", "imported", "lowered", "seconds", "peak MiB", "why not"] + varying
+    out = ["| " + " | ".join(head) + " |",
+           "| " + " | ".join(["---:", "---", "---", "---", "---:", "---:", "---"] + ["---"] * len(varying)) + " |"]
+    for r in shown:
+        why = r["reason"].replace("|", "\\|").replace("\n", " ")
+        cells = [r["level"], r["problem"], r["imported"], r["lowered"], r["seconds"] or "—",
+                 r["peak_mib"] or "—", why or ""] + [r[k] for k in varying]
+        out.append("| " + " | ".join(cells) + " |")
+    imported = sum(1 for r in shown if r["imported"] == "yes")
+    lowered = sum(1 for r in shown if r["lowered"] == "yes")
+    line = f"{len(shown)} problems, {imported} imported, {lowered} lowered"
+    if common:
+        line += "; " + ", ".join(f"{k} {v}" for k, v in common)
+    runs = {r["run"] for r in shown}
+    line += f"; the latest rows of {len(runs)} runs combined" if len(runs) > 1 else f"; run: {runs.pop()}"
+    return out + ["", line + "."]
+
+
 def render(suite, rows):
     """The table and its summary line (lines of Markdown) for one suite."""
     if not rows:
         raise DataError(f"docs/results/{suite}.csv has no rows")
+    if "lowered" in rows[0]:
+        return render_status(rows)
     shown = sorted(latest(rows), key=order)
     levels = any(r["level"] for r in shown)
     # commit, device and date: a column where the rows differ, named once where they agree.

@@ -26,13 +26,14 @@
 #   bench/run.sh kernelbench [KERNELBENCH_DIR]    (builds kernelskill, kernelskill-gpu)
 #   BUILD=DIR OUT=DIR PYTHON=PY bench/kernelbench/bench.sh [KERNELBENCH_DIR]
 #   KERNELBENCH_DIR: KernelBench's KernelBench/ folder (default .devdeps/KernelBench)
-#   L1 (40) L2 (30): the problems 1..N of each level; SEEDS (2) ROUNDS (1) TRIALS (3,
+#   L1 (40) L2 (30) L3 (0): the problems 1..N of each level; SEEDS (2) ROUNDS (1) TRIALS (3,
 #   the run's reviews) ABLATION (full; e.g. full,no-ltm) REPS (30) SBS_TRIALS (3) JOBS (14)
 #   IN_FLIGHT (4 tasks per GPU: 87 % of the device busy, against 62-67 % with 2)
 #   BUDGET (560 s for the whole call) FRESH=1 starts over (removes BUILD/kb-bench)
-#   PICK1 / PICK2: instead of the prefixes, the problems of each level by number
-#   ("7,9,41-46"; a level whose PICK is unset or empty is left out once either is set):
-#   to measure what a change touched, against the last full run's table
+#   PICK1 / PICK2 / PICK3: instead of the prefixes, the problems of each level by number
+#   ("7,9,41-46"; a level whose PICK is unset or empty is left out once any is set):
+#   to measure what a change touched, against the last full run's table; level 3's
+#   networks: PICK3=1-50 (bench/run.sh kb-lower checks on the CPU that they lower)
 #   LIST: instead of either, a file naming the problems, one "levelN/FILE.py" a line
 #   under KERNELBENCH_DIR (# starts a comment); NAME (kb-bench): the bench's directory,
 #   log and state under BUILD and in $OUT (bench/kernelbench/ablation.sh sets both)
@@ -78,14 +79,17 @@ else
       else echo "kernelbench_bench_gpu: $LIST names $line, which is not in $kb" | tee -a "$log"; exit 2; fi
     done <"$LIST"
   fi
-  for level in 1 2; do
+  for level in 1 2 3; do
     [ -n "${LIST:-}" ] && break
-    n=$([ $level = 1 ] && echo "${L1:-40}" || echo "${L2:-30}")
-    pick=$([ $level = 1 ] && echo "${PICK1-}" || echo "${PICK2-}")
+    case $level in
+      1) n=${L1:-40} pick=${PICK1-} ;;
+      2) n=${L2:-30} pick=${PICK2-} ;;
+      3) n=${L3:-0} pick=${PICK3-} ;;
+    esac
     for f in "$kb/level$level"/*.py; do
       k=$(basename "$f"); k=${k%%_*}
       [[ "$k" =~ ^[0-9]+$ ]] || continue
-      if [ -n "${PICK1+x}${PICK2+x}" ]; then
+      if [ -n "${PICK1+x}${PICK2+x}${PICK3+x}" ]; then
         [ -n "$pick" ] && in_pick "$pick" "$k" && files+=("$f")
       elif [ "$k" -le "$n" ]; then
         files+=("$f")
