@@ -58,6 +58,8 @@ import json, os, sys
 base = os.path.dirname(os.path.abspath(sys.argv[1]))
 for r in json.load(open(sys.argv[1])):
     err = " ".join((r.get("error") or "").split())
+    if err.startswith(r["file"] + ": "):
+        err = err[len(r["file"]) + 2:]  # the row names the problem
     task = r.get("task") or ""
     if task and not os.path.isabs(task) and not os.path.exists(task):
         task = os.path.join(base, os.path.basename(task))
