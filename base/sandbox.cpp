@@ -243,6 +243,46 @@ std::vector<std::string> system_proc_entries() {
   return out;
 }
 
+// The directories the dynamic loader is pointed at outside the system ones: each entry
+// of LD_LIBRARY_PATH, and the directory of every shared object this process has mapped
+// (a LibTorch unpacked under /opt or a home directory, libraries found through RPATH).
+// A child started afresh (the reference launcher's `kernelskill-gpu --run-reference`)
+// loads the same libraries, and those that CUDA, cuDNN and LibTorch open later, from
+// there; without them it cannot start. They are the operator's choice, not a task's.
+// The root, /tmp and a home directory itself are never given.
+std::vector<std::string> library_directories() {
+  std::set<std::string> dirs;
+  auto add = [&](const std::filesystem::path& d) {
+    std::error_code ec;
+    if (d.empty() || !d.is_absolute() || !std::filesystem::is_directory(d, ec)) return;
+    const std::string s = std::filesystem::weakly_canonical(d, ec).string();
+    if (ec || s == "/" || s == "/tmp" || s == "/home" || s == "/root" || s.empty()) return;
+    if (const char* home = std::getenv("HOME"); home && s == std::filesystem::path(home).lexically_normal().string())
+      return;
+    dirs.insert(s);
+  };
+  if (const char* llp = std::getenv("LD_LIBRARY_PATH")) {
+    std::string list = llp;
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t end = std::min(list.find(':', start), list.size());
+      add(list.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::filesystem::path file = line.substr(slash);
+    const std::string name = file.filename().string();
+    if (name.size() > 3 && (name.ends_with(".so") || name.find(".so.") != std::string::npos))
+      add(file.parent_path());
+  }
+  return {dirs.begin(), dirs.end()};
+}
+
 // The paths every sandboxed process reads (and runs programs from). Listed once, by the
 // first sandbox of the process: a process that has confined itself may not list /proc,
 // /etc or /dev any more, and its children's sandboxes need the same paths.
@@ -254,6 +294,7 @@ std::vector<std::string> list_system_read_paths() {
                                   "/dev/zero", "/dev/random", "/dev/urandom"};
   for (auto& p : glob_paths("/etc/python3*")) out.push_back(p);
   for (auto& p : system_proc_entries()) out.push_back(p);
+  for (auto& p : library_directories()) out.push_back(p);
   return out;
 }
 

@@ -6,7 +6,9 @@
 // What a sandboxed process can do (where the kernel offers each layer):
 // - files (Landlock): read and execute the system's directories (/usr, /lib*, /bin,
 //   /sbin, /opt, the few files of /etc that the dynamic loader and Python read), its
-//   own program's directory and the `read` paths; read, write, create and delete only
+//   own program's directory, the directories of LD_LIBRARY_PATH and of the shared
+//   libraries the process has loaded (not /, /tmp or a home directory itself: a child
+//   started afresh loads them there) and the `read` paths; read, write, create and delete only
 //   beneath `scratch`; /dev/null and the random devices, the GPU's device files when
 //   `gpu`; /proc of its own process and the system-wide /proc files libraries read
 //   (cpuinfo, meminfo, /proc/driver ...), /sys. Everything else — home directories,

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -217,4 +218,47 @@ TEST_CASE("a scratch root is cleared of what a killed run left, and children's f
   }
   if (old) ::setenv("TMPDIR", saved.c_str(), 1);
   else ::unsetenv("TMPDIR");
+}
+
+namespace {
+
+const fs::path probe_program = fs::path(KS_BINARY_DIR) / "bin" / "ks_sandbox_probe";
+const fs::path probe_libdir = fs::path(KS_BINARY_DIR) / "tests" / "probe-lib";
+
+}  // namespace
+
+TEST_CASE("a sandboxed child loads libraries from the directories the loader is pointed at",
+          "[sandbox][libraries]") {
+  if (!have_landlock()) KS_SKIP("this kernel has no Landlock: " << probe_sandbox().missing());
+  auto scratch = private_dir::create("ks-sandbox-test");
+  REQUIRE(scratch);
+  const fs::path dir = scratch->path();
+  const std::string with_lib = "LD_LIBRARY_PATH=" + shell_quote(probe_libdir.string()) + " ";
+  // The program needs its library's directory: without it, it does not start.
+  CHECK_FALSE(run("unset LD_LIBRARY_PATH; exec " + shell_quote(probe_program.string()), false, dir).ok);
+  child open = run(with_lib + "exec " + shell_quote(probe_program.string()), false, dir);
+  CHECK(open.out == "probe 42\n");
+  // This process was not pointed at that directory: its sandboxes keep it closed, and a
+  // child cannot open it by naming it in its own environment.
+  child closed = run(with_lib + "exec " + shell_quote(probe_program.string()), true, dir);
+  CHECK_FALSE(closed.ok);
+  CHECK(closed.out.find("probe 42") == std::string::npos);
+  // A process started with LD_LIBRARY_PATH naming it (a worker on a machine whose
+  // libraries live there) gives its sandboxed children that directory to load from.
+  char self[PATH_MAX] = {};
+  REQUIRE(::readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  child outer = run(with_lib + "exec " + shell_quote(self) + " '[sandbox_library_child]'", false, dir);
+  INFO(outer.out << outer.err);
+  CHECK(outer.ok);
+}
+
+// Run by the case above in a process whose LD_LIBRARY_PATH names the probe's library.
+TEST_CASE("a sandboxed child of a process pointed at a library directory loads from it",
+          "[.][sandbox_library_child]") {
+  auto scratch = private_dir::create("ks-sandbox-test");
+  REQUIRE(scratch);
+  child confined = run("exec " + shell_quote(probe_program.string()), true, scratch->path());
+  INFO(confined.err);
+  CHECK(confined.ok);
+  CHECK(confined.out == "probe 42\n");
 }
