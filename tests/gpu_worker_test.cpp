@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -31,6 +32,7 @@
 #include "fleet/gpu_nodes.hpp"
 #include "protocol/worker_link.hpp"
 #include "fleet/worker_process.hpp"
+#include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
 #include "tests/command_output.hpp"
 #include "tests/gpu_skip.hpp"
@@ -507,7 +509,14 @@ std::optional<review_result> review_once(caf::actor_system& sys, const gpu_worke
   req.request_id = 7;
   req.task = task;
   req.cand.task = task.name;
-  req.cand.source = "extern \"C\" __global__ void k(float* y, const float* x) {}\n";
+  // A whole candidate (a GELU over the same x): on a GPU the plan is checked before the
+  // reference runs, so a candidate without one would be refused before the reference.
+  const std::string plans = std::string(KS_SOURCE_DIR) + "/examples/plans/";
+  std::ifstream src(plans + "gelu_vec4.cu");
+  req.cand.source.assign(std::istreambuf_iterator<char>(src), {});
+  auto plan = load_launch_plan(plans + "gelu_vec4.yaml");
+  REQUIRE(plan);
+  req.cand.plan = *plan;
   req.cand.id = "c0ffee";
   req.options.size = "cpu";
   req.options.timeout_s = 60;
