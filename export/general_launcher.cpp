@@ -335,13 +335,14 @@ class general_writer {
 
   // A library step: its numbers evaluated, its results taken (export/library_steps.hpp).
   result<std::string> library_step_block(const plan_step& s, size_t si, const std::string& label) {
-    std::vector<std::string> a, dargs;
+    std::vector<std::string> a, dargs, operands;
     std::vector<bool> is_tensor;
     for (size_t i = 0; i < s.args.size(); ++i) {
       const plan_arg& arg = s.args[i];
       is_tensor.push_back(arg.kind == "tensor");
       if (arg.kind == "tensor") {
         if (!available_.count(arg.value)) return error{label + ": tensor '" + arg.value + "' is not available here"};
+        operands.push_back(arg.value);
         a.push_back(var(arg.value));
         dargs.push_back("ks_targ(" + var(arg.value) + ")");
         continue;
@@ -371,7 +372,7 @@ class general_writer {
         [&](const std::string& n) {
           return target_of(declared_before.count(n) > 0, scratch_.count(n) > 0, kernel_reads_.count(n) > 0);
         },
-        std::vector<std::string>(declared_before.begin(), declared_before.end()), decls);
+        operands, decls);
     for (auto& out : s.outputs) available_.insert(out);
     return decls + block;
   }

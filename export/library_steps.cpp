@@ -162,7 +162,7 @@ std::string dispatch_call(const std::map<std::string, std::string>& attrs, const
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
                             const std::function<result_target(const std::string&)>& target,
-                            const std::vector<std::string>& in_scope, std::string& decls) {
+                            const std::vector<std::string>& operands, std::string& decls) {
   std::ostringstream o;
   o << "  {\n" << c.pre;
   o << "    const std::vector<at::Tensor> r = " << (c.dispatcher ? c.call : "{" + c.call + "}") << ";\n"
@@ -181,8 +181,9 @@ std::string library_results(const std::string& label, const std::vector<std::str
     } else if (to == result_target::buffer) {
       o << "    if (ks::result_adoption::adoptable(r, " << k << ", " << var(out) << ", {";
       bool first = true;
-      for (const std::string& t : in_scope) {
-        if (t == out) continue;
+      std::set<std::string> listed;
+      for (const std::string& t : operands) {
+        if (t == out || !listed.insert(t).second) continue;
         o << (first ? "" : ", ") << "&" << var(t);
         first = false;
       }

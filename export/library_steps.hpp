@@ -44,12 +44,12 @@ result<library_step_call> library_step(const std::string& label, const resolved_
 // allows (gpu/result_adoption.hpp, in the module) and is copied into otherwise (a
 // transposed view of an input is a scratch no kernel touches, say: taken as it is, so
 // the next library op gets the view's strides, as in eager); a new intermediate is
-// declared in `decls` (before the block, so that later steps see it). `in_scope`:
-// every tensor the launcher has declared so far (inputs, parameters, buffers,
-// intermediates), which an adopted result must not share memory with.
+// declared in `decls` (before the block, so that later steps see it). `operands`: the
+// step's tensor arguments, which an adopted result must not share memory with (the
+// only memory an op's result can share: see gpu/result_adoption.hpp).
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
                             const library_step_call& c,
                             const std::function<result_target(const std::string&)>& target,
-                            const std::vector<std::string>& in_scope, std::string& decls);
+                            const std::vector<std::string>& operands, std::string& decls);
 
 }  // namespace ks::export_detail

@@ -88,12 +88,9 @@ result<std::string> library_step_block(const task_spec& task, const resolved_ste
     if (!(b && b->role != buffer_role::intermediate) && !declared.insert(out).second)
       return error{s.label() + ": intermediate '" + out + "' is produced twice"};
   }
-  std::vector<std::string> in_scope;
-  for (const auto* list : {&task.inputs, &task.parameters})
-    for (const auto& t : *list) in_scope.push_back(t.name);
-  for (const auto* list : {&plan.outputs, &plan.scratch})
-    for (const auto& b : *list) in_scope.push_back(b.name);
-  for (const auto& n : declared_before) in_scope.push_back(n);
+  std::vector<std::string> operands;
+  for (const auto& arg : s.args)
+    if (arg.kind == "tensor") operands.push_back(arg.tensor);
   std::string decls;
   std::string block = library_results(
       s.label(), s.outputs, *c,
@@ -102,7 +99,7 @@ result<std::string> library_step_block(const task_spec& task, const resolved_ste
         return target_of(b && b->role != buffer_role::intermediate, b && b->role == buffer_role::scratch,
                          kernel_reads.count(n) > 0);
       },
-      in_scope, decls);
+      operands, decls);
   return decls + block;
 }
 

@@ -17,6 +17,11 @@
 // adopting it would let a later kernel write the input, or return an alias of it to the
 // caller.
 //
+// `live` need only hold the op's tensor arguments: an ATen op's result is either memory
+// it allocated (no live tensor can hold that: each keeps its own storage alive) or a
+// view of one of its arguments. Both callers pass exactly those (never the whole
+// environment: on a 700-tensor network that walk cost more than the steps themselves).
+//
 // ATen only; C++17; include guards rather than #pragma once (the text is pasted into
 // the module's main source file).
 
