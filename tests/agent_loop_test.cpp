@@ -34,7 +34,7 @@
 #include "daemon/task_queue.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "llm/llm_client.hpp"
-#include "llm_fake_server.hpp"
+#include "tests/support/llm_fake_server.hpp"
 #include "policy/skill_library.hpp"
 #include "memory/store.hpp"
 #include "model/candidate_id.hpp"

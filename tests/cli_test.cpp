@@ -15,8 +15,8 @@
 #include <string>
 
 #include "memory/store.hpp"
-#include "tests/command_output.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/command_output.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 
 #include <unistd.h>
 
-#include "tests/source_shape.hpp"
+#include "tests/support/source_shape.hpp"
 
 namespace fs = std::filesystem;
 

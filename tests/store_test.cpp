@@ -32,7 +32,7 @@
 #include "model/json_codec.hpp"
 #include "memory/store.hpp"
 #include "memory/store_check.hpp"
-#include "tests/line_child.hpp"
+#include "tests/support/line_child.hpp"
 
 extern char** environ;
 
