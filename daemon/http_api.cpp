@@ -28,7 +28,7 @@
 #include "daemon/task_queue.hpp"
 #include "llm/usage_ledger.hpp"
 #include "model/json_codec.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {

@@ -36,7 +36,7 @@
 #include "llm/llm_client.hpp"
 #include "tests/support/llm_fake_server.hpp"
 #include "policy/skill_library.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "model/candidate_id.hpp"
 #include "model/json_codec.hpp"
 #include "report/run_report.hpp"

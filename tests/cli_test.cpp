@@ -14,7 +14,7 @@
 #include <fstream>
 #include <string>
 
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "tests/support/command_output.hpp"
 #include "tests/support/gpu_skip.hpp"
 

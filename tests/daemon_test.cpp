@@ -25,7 +25,7 @@
 #include "daemon/http_api.hpp"
 #include "daemon/task_queue.hpp"
 #include "model/json_codec.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
 #include "tests/support/daemon_http.hpp"
 #include "tests/support/daemon_process.hpp"

@@ -35,7 +35,7 @@
 #include "fleet/remote_pool.hpp"
 #include "fleet/review_dispatcher.hpp"
 #include "fleet/worker_process.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "tests/support/daemon_process.hpp"
 #include "tests/support/node_process.hpp"
 #include "tests/support/recording_proxy.hpp"

@@ -24,7 +24,7 @@
 #include <random>
 #include <thread>
 
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "tests/support/disk_full.hpp"
 
 using namespace ks;

@@ -1,7 +1,7 @@
 #pragma once
 // The memory store's insides, shared by its source files (store.cpp: the API;
 // store_open.cpp: opening RocksDB safely and reopening it when disk space returns;
-// store_check.cpp: check and repair). Private to memory/.
+// store_check.cpp: check and repair). Private to store/.
 //
 // What it promises to those files:
 // - db_mu guards the RocksDB instance: every use holds it shared; only reopen() takes it
@@ -27,9 +27,9 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
-#include "memory/ack_watermark.hpp"
-#include "memory/rocks_support.hpp"
-#include "memory/store.hpp"
+#include "store/ack_watermark.hpp"
+#include "store/rocks_support.hpp"
+#include "store/store.hpp"
 
 namespace ks {
 

@@ -33,7 +33,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "memory/store_impl.hpp"
+#include "store/store_impl.hpp"
 
 namespace ks {
 
