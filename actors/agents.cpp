@@ -12,7 +12,7 @@
 #include "fleet/review_dispatcher.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "policy/decision_policy.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "plan/plan_validator.hpp"
 
 namespace ks {

@@ -7,7 +7,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "memory/store.hpp"
+#include "store/store.hpp"
 
 namespace ks {
 

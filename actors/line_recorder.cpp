@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/number_format.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "policy/decision_policy.hpp"
 #include "protocol/protocol.hpp"
 

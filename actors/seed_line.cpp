@@ -14,7 +14,7 @@
 #include "actors/pending_exit.hpp"
 #include "actors/supervised_agent.hpp"
 #include "base/number_format.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "model/candidate_id.hpp"
 #include "policy/decision_policy.hpp"
 

@@ -15,7 +15,7 @@
 #include "actors/supervised_agent.hpp"
 #include "base/number_format.hpp"
 #include "llm/usage_ledger.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "model/candidate_id.hpp"
 
 namespace ks {

@@ -17,7 +17,7 @@
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 #include "export/pytorch_export.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "report/bench_metrics.hpp"
 #include "report/run_report.hpp"
 #include "task/task_loader.hpp"

@@ -17,7 +17,7 @@
 #include "config/experiment_config.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "policy/skill_library.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "report/run_report.hpp"
 #include "task/task_loader.hpp"
 

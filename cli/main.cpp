@@ -1,27 +1,50 @@
 // kernelskill: the daemon and command line of KernelSkill. See --help.
 
+#include <functional>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "protocol/protocol.hpp"
 #include "cli/commands.hpp"
 
-int main(int argc, char** argv) {
-  using namespace ks::cli;
-  CLI::App app{
-      "kernelskill: makes GPU kernels faster.\n"
-      "Give it PyTorch reference programs (tasks); a team of agents writes CUDA kernels that\n"
-      "compute the same thing, checks them against the reference on a GPU, profiles them,\n"
-      "and picks each next optimisation from an explicit library of expert skills.\n"
-      "GPU work runs in kernelskill-gpu worker processes, local or on other machines."};
-  app.set_version_flag("--version", std::string("kernelskill 0.1.0 (") + ks::protocol_version + ")");
-  app.require_subcommand(1);
-  global_options g;
-  app.add_option("--log-level", g.log_level,
-                 "trace, debug, info, warn, error or off; overrides the config's logging.level");
+namespace {
 
+using namespace ks::cli;
+
+// After parsing, runs the subcommand it was made for if that one was given (its exit
+// status), else returns nullopt.
+using command_action = std::function<std::optional<int>()>;
+
+// What the options write into. Some fields are shared by several subcommands
+// (config_path, size, print, skills_dir).
+struct option_values {
+  global_options g;
   std::string config_path;
+  std::string listen;
+  bool print = false;
+  std::vector<std::string> task_paths;
+  std::string size;
+  std::string plan_path, source_path, plan_task;
+  std::string skills_dir = KS_DEFAULT_SKILLS_DIR, memory_path, method, evidence, bottleneck;
+  std::string lower_task_path, lower_out = "lowered", lower_worker;
+  uint32_t lower_seeds = 4;
+  ks::process_limits lower_limits;
+  import_request imp;
+  export_request exp;
+  bench_request bench;
+  std::string trajectory_task, trajectory_memory = "ks-memory";
+  std::string store_memory;
+};
+
+// run, serve and check: the commands of an experiment config.
+command_action add_experiment_commands(CLI::App& app, option_values& o) {
+  auto& config_path = o.config_path;
+  auto& listen = o.listen;
+  auto& print = o.print;
   auto* run = app.add_subcommand(
       "run", "Run an experiment: optimise every task the config names, on the GPUs it names\n"
              "(local workers and gpus.remote). Progress goes to stderr, one line per step;\n"
@@ -31,7 +54,6 @@ int main(int argc, char** argv) {
   run->add_option("config", config_path, "Experiment config (YAML; see examples/experiment.yaml)")
       ->required()->check(CLI::ExistingFile);
 
-  std::string listen;
   auto* serve = app.add_subcommand(
       "serve", "Run the daemon: a persistent task queue with an HTTP/JSON API and a dashboard\n"
                "on serve.listen (default 127.0.0.1:8470). Tasks are optimised like `run` does,\n"
@@ -42,16 +64,28 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   serve->add_option("--listen", listen, "HOST:PORT to serve on (overrides serve.listen; port 0: any)");
 
-  bool print = false;
   auto* check = app.add_subcommand(
       "check", "Validate a config and every task file it names, without touching a GPU");
   check->add_option("config", config_path, "Experiment config (YAML)")->required();
   check->add_flag("--print", print, "Print the effective config (defaults filled in)");
+  return [&o, run, serve, check]() -> std::optional<int> {
+    if (*run) return run_experiment(o.config_path, o.g);
+    if (*serve) return ks::cli::serve(o.config_path, o.listen, o.g);
+    if (*check) return check_config(o.config_path, o.print, o.g);
+    return std::nullopt;
+  };
+}
 
+// task check and plan check.
+command_action add_file_checks(CLI::App& app, option_values& o) {
+  auto& task_paths = o.task_paths;
+  auto& size = o.size;
+  auto& print = o.print;
+  auto& plan_path = o.plan_path;
+  auto& source_path = o.source_path;
+  auto& plan_task = o.plan_task;
   auto* task = app.add_subcommand("task", "Work with task files (a PyTorch reference + its inputs)");
   task->require_subcommand(1);
-  std::vector<std::string> task_paths;
-  std::string size;
   auto* task_check = task->add_subcommand(
       "check", "Validate task files; --print shows each one normalised");
   task_check->add_option("tasks", task_paths, "Task files (YAML)")->required();
@@ -60,7 +94,6 @@ int main(int argc, char** argv) {
 
   auto* plan = app.add_subcommand("plan", "Work with launch plans (how a candidate's kernels run)");
   plan->require_subcommand(1);
-  std::string plan_path, source_path, plan_task;
   auto* plan_check = plan->add_subcommand(
       "check", "Validate a launch plan against a kernel source and a task's tensor shapes,\n"
                "and print the concrete grid, block, shared memory, buffers and arguments");
@@ -68,17 +101,36 @@ int main(int argc, char** argv) {
   plan_check->add_option("--task", plan_task, "The task whose inputs the plan runs on")->required();
   plan_check->add_option("--source", source_path, "The CUDA source the plan launches")->required();
   plan_check->add_option("--size", size, "Use the task's named size (e.g. cpu)");
+  return [&o, task_check, plan_check]() -> std::optional<int> {
+    if (*task_check) return check_tasks(o.task_paths, o.size, o.print);
+    if (*plan_check) return check_plan(o.plan_path, o.plan_task, o.source_path, o.size);
+    return std::nullopt;
+  };
+}
 
+command_action add_devices(CLI::App& app, option_values& o) {
+  auto& config_path = o.config_path;
   auto* devices = app.add_subcommand(
       "devices", "Start or contact the configured GPU workers and list their GPUs");
   devices->add_option("--config", config_path,
                       "Experiment config naming gpus (default: the local machine's GPUs)");
+  return [&o, devices]() -> std::optional<int> {
+    if (*devices) return list_devices(o.config_path, o.g);
+    return std::nullopt;
+  };
+}
 
+// skills list, show, check, explain, install and stats.
+command_action add_skills(CLI::App& app, option_values& o) {
+  auto& skills_dir = o.skills_dir;
+  auto& memory_path = o.memory_path;
+  auto& method = o.method;
+  auto& evidence = o.evidence;
+  auto& bottleneck = o.bottleneck;
   auto* skills = app.add_subcommand(
       "skills", "The skill library (long-term memory): methods, decision table, vetoes,\n"
                 "and the experience recorded in a memory store");
   skills->require_subcommand(1);
-  std::string skills_dir = KS_DEFAULT_SKILLS_DIR, memory_path, method, evidence, bottleneck;
   auto add_dir = [&](CLI::App* sub) {
     sub->add_option("--skills", skills_dir, "The skill library directory (default: the repo's skills/)");
   };
@@ -110,9 +162,26 @@ int main(int argc, char** argv) {
       "stats", "What each applied method achieved, per bottleneck class, from a memory store");
   skills_stats_cmd->add_option("--memory", memory_path, "The memory store directory")->required();
   skills_stats_cmd->add_option("--bottleneck", bottleneck, "Only this bottleneck class");
+  return [&o, skills_list_cmd, skills_show_cmd, skills_check_cmd, skills_explain_cmd, skills_install_cmd,
+          skills_stats_cmd]() -> std::optional<int> {
+    if (*skills_list_cmd) return skills_list(o.skills_dir);
+    if (*skills_show_cmd) return skills_show(o.skills_dir, o.method);
+    if (*skills_check_cmd) return skills_check(o.skills_dir);
+    if (*skills_explain_cmd) return skills_explain(o.skills_dir, o.evidence, o.memory_path);
+    if (*skills_install_cmd) return skills_install(o.skills_dir, o.memory_path);
+    if (*skills_stats_cmd) return skills_stats(o.memory_path, o.bottleneck);
+    return std::nullopt;
+  };
+}
 
-  std::string lower_task_path, lower_out = "lowered", lower_worker;
-  uint32_t lower_seeds = 4;
+command_action add_lower(CLI::App& app, option_values& o) {
+  auto& lower_task_path = o.lower_task_path;
+  auto& lower_out = o.lower_out;
+  auto& lower_worker = o.lower_worker;
+  auto& lower_seeds = o.lower_seeds;
+  auto& size = o.size;
+  auto& skills_dir = o.skills_dir;
+  auto& lower_limits = o.lower_limits;
   auto* lower = app.add_subcommand(
       "lower", "Write what the built-in rules coder makes of a task: DIR/seed-K.cu and\n"
                "DIR/seed-K.yaml per seed (review one with kernelskill-gpu --review)");
@@ -123,14 +192,21 @@ int main(int argc, char** argv) {
   lower->add_option("--gpu-worker", lower_worker,
                     "kernelskill-gpu, which exports the graph (default: next to this program)");
   lower->add_option("--skills", skills_dir, "The skill library directory (default: the repo's skills/)");
-  ks::process_limits lower_limits;
   lower->add_option("--memory-mb", lower_limits.memory_mb,
                     "Memory the graph export may allocate, MiB (default 16384): it holds the task's\n"
                     "module file once, and its largest tensor while the module loads");
   lower->add_option("--cpu-seconds", lower_limits.cpu_seconds, "CPU time of the graph export (default 120)");
   lower->add_option("--wall-seconds", lower_limits.wall_seconds, "Wall-clock time of the graph export (default 300)");
+  return [&o, lower]() -> std::optional<int> {
+    if (*lower)
+      return lower_task(o.lower_task_path, o.lower_out, o.lower_seeds, o.skills_dir, o.lower_worker, o.size,
+                        o.lower_limits);
+    return std::nullopt;
+  };
+}
 
-  import_request imp;
+command_action add_import(CLI::App& app, option_values& o) {
+  auto& imp = o.imp;
   auto* import_cmd = app.add_subcommand(
       "import", "Turn problem files written for other tools into task files");
   import_cmd->require_subcommand(1);
@@ -153,8 +229,14 @@ int main(int argc, char** argv) {
   import_kb->add_option("--cpu-seconds", imp.cpu_seconds, "CPU time per problem (default 300)");
   import_kb->add_option("--memory-mb", imp.memory_mb, "Memory per problem, MiB (default 16384)");
   import_kb->add_option("--wall-seconds", imp.wall_seconds, "Wall-clock time per problem (default 600)");
+  return [&o, import_kb]() -> std::optional<int> {
+    if (*import_kb) return import_kernelbench(o.imp);
+    return std::nullopt;
+  };
+}
 
-  export_request exp;
+command_action add_export(CLI::App& app, option_values& o) {
+  auto& exp = o.exp;
   auto* export_cmd = app.add_subcommand(
       "export", "Write a finished kernel as a PyTorch module (class ModelNew, built with\n"
                 "torch.utils.cpp_extension.load_inline) from a run's output or a kernel + plan");
@@ -164,8 +246,14 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--plan", exp.plan_path, "Its launch plan (instead of --run-dir)");
   export_cmd->add_option("--compile-option", exp.compile_options, "An NVRTC option the kernel was reviewed with");
   export_cmd->add_option("--out", exp.out_path, "The Python file to write (default model_new.py; - for stdout)");
+  return [&o, export_cmd]() -> std::optional<int> {
+    if (*export_cmd) return export_model(o.exp);
+    return std::nullopt;
+  };
+}
 
-  bench_request bench;
+command_action add_bench(CLI::App& app, option_values& o) {
+  auto& bench = o.bench;
   auto* bench_cmd = app.add_subcommand(
       "bench",
       "KernelBench problems end to end, with KernelBench's and the paper's metrics:\n"
@@ -222,15 +310,30 @@ int main(int argc, char** argv) {
                       "while the run reviews (a model as soon as its task is exported), which saves most\n"
                       "of the measurement's preparation, and the run's own timings share the GPU with up\n"
                       "to three warm-ups per GPU");
+  return [&o, bench_cmd]() -> std::optional<int> {
+    if (*bench_cmd) return bench_problems(o.bench, o.g);
+    return std::nullopt;
+  };
+}
 
-  std::string trajectory_task, trajectory_memory = "ks-memory";
+command_action add_trajectory(CLI::App& app, option_values& o) {
+  auto& trajectory_task = o.trajectory_task;
+  auto& trajectory_memory = o.trajectory_memory;
   auto* trajectory = app.add_subcommand(
       "trajectory", "Print a task's trajectory (short-term memory): every attempt, review,\n"
                     "plan and repair in order; without TASK, list the tasks that have one");
   trajectory->add_option("task", trajectory_task, "Task name");
   trajectory->add_option("--memory", trajectory_memory, "The memory store directory (default ks-memory)");
+  return [&o, trajectory]() -> std::optional<int> {
+    if (*trajectory) return show_trajectory(o.trajectory_memory, o.trajectory_task);
+    return std::nullopt;
+  };
+}
 
-  std::string store_memory;
+// store check and store repair.
+command_action add_store(CLI::App& app, option_values& o) {
+  auto& store_memory = o.store_memory;
+  auto& config_path = o.config_path;
   auto* store_cmd = app.add_subcommand(
       "store", "Check a memory store for damage, or salvage a damaged one (docs/store.md)");
   store_cmd->require_subcommand(1);
@@ -249,10 +352,20 @@ int main(int argc, char** argv) {
     sub->add_option("--config", config_path, "A config whose memory.path names the store")
         ->check(CLI::ExistingFile);
   }
+  return [&o, store_check_cmd, store_repair_cmd]() -> std::optional<int> {
+    if (!*store_check_cmd && !*store_repair_cmd) return std::nullopt;
+    auto path = store_path(o.store_memory, o.config_path, o.g);
+    if (!path) {
+      std::cerr << "kernelskill store: " << path.message() << "\n";
+      return 2;
+    }
+    return *store_check_cmd ? store_check(*path) : store_repair(*path);
+  };
+}
 
-  auto run_client_command = add_client_commands(app);
-
-  // CLI11 reports an unknown subcommand only as "a subcommand is required".
+// CLI11 reports an unknown subcommand only as "a subcommand is required": says which
+// one it is (exit status 2), or returns nullopt.
+std::optional<int> reject_unknown_subcommand(CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--log-level") { ++i; continue; }
@@ -267,6 +380,31 @@ int main(int argc, char** argv) {
     }
     break;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  option_values o;  // outlives app, which writes into it
+  CLI::App app{
+      "kernelskill: makes GPU kernels faster.\n"
+      "Give it PyTorch reference programs (tasks); a team of agents writes CUDA kernels that\n"
+      "compute the same thing, checks them against the reference on a GPU, profiles them,\n"
+      "and picks each next optimisation from an explicit library of expert skills.\n"
+      "GPU work runs in kernelskill-gpu worker processes, local or on other machines."};
+  app.set_version_flag("--version", std::string("kernelskill 0.1.0 (") + ks::protocol_version + ")");
+  app.require_subcommand(1);
+  app.add_option("--log-level", o.g.log_level,
+                 "trace, debug, info, warn, error or off; overrides the config's logging.level");
+  // In the order --help lists them.
+  const command_action actions[] = {
+      add_experiment_commands(app, o), add_file_checks(app, o), add_devices(app, o),
+      add_skills(app, o),              add_lower(app, o),       add_import(app, o),
+      add_export(app, o),              add_bench(app, o),       add_trajectory(app, o),
+      add_store(app, o),               add_client_commands(app),
+  };
+  if (auto rc = reject_unknown_subcommand(app, argc, argv)) return *rc;
   // CLI11's own exit codes (105 for a value out of range, 106 for a missing one, …)
   // would contradict the documented 2 for every usage error.
   try {
@@ -274,33 +412,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-
-  if (*run) return run_experiment(config_path, g);
-  if (*serve) return ks::cli::serve(config_path, listen, g);
-  if (*check) return check_config(config_path, print, g);
-  if (*task_check) return check_tasks(task_paths, size, print);
-  if (*plan_check) return check_plan(plan_path, plan_task, source_path, size);
-  if (*lower) return lower_task(lower_task_path, lower_out, lower_seeds, skills_dir, lower_worker, size, lower_limits);
-  if (*export_cmd) return export_model(exp);
-  if (*import_kb) return import_kernelbench(imp);
-  if (*bench_cmd) return bench_problems(bench, g);
-  if (*devices) return list_devices(config_path, g);
-  if (*trajectory) return show_trajectory(trajectory_memory, trajectory_task);
-  if (*store_check_cmd || *store_repair_cmd) {
-    auto path = store_path(store_memory, config_path, g);
-    if (!path) {
-      std::cerr << "kernelskill store: " << path.message() << "\n";
-      return 2;
-    }
-    return *store_check_cmd ? store_check(*path) : store_repair(*path);
-  }
-  if (*skills_list_cmd) return skills_list(skills_dir);
-  if (*skills_show_cmd) return skills_show(skills_dir, method);
-  if (*skills_check_cmd) return skills_check(skills_dir);
-  if (*skills_explain_cmd) return skills_explain(skills_dir, evidence, memory_path);
-  if (*skills_install_cmd) return skills_install(skills_dir, memory_path);
-  if (*skills_stats_cmd) return skills_stats(memory_path, bottleneck);
-  if (auto rc = run_client_command()) return *rc;
+  for (const auto& action : actions)
+    if (auto rc = action()) return *rc;
   std::cerr << app.help();
   return 2;
 }

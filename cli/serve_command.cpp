@@ -26,7 +26,7 @@
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
 #include "gpu/nvrtc_compiler.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 
 namespace ks::cli {
 

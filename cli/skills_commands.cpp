@@ -12,7 +12,7 @@
 #include "model/json_codec.hpp"
 #include "policy/decision_policy.hpp"
 #include "policy/skill_library.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 
 namespace ks::cli {
 

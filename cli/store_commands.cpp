@@ -1,5 +1,5 @@
 // `kernelskill store check | repair`: look at a memory store, and salvage a damaged one
-// (memory/store_check.hpp; docs/store.md, "Damage"). The daemon refuses to start on a
+// (store/store_check.hpp; docs/store.md, "Damage"). The daemon refuses to start on a
 // damaged store and names these commands.
 
 #include <cstdint>
@@ -9,8 +9,8 @@
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 #include "daemon/task_queue.hpp"
-#include "memory/store.hpp"
-#include "memory/store_check.hpp"
+#include "store/store.hpp"
+#include "store/store_check.hpp"
 
 namespace ks::cli {
 

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "report/trajectory_timeline.hpp"
 
 namespace ks::cli {

@@ -28,7 +28,7 @@
 #include "daemon/task_queue.hpp"
 #include "llm/usage_ledger.hpp"
 #include "model/json_codec.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {
@@ -479,7 +479,10 @@ struct http_api::impl {
     return std::nullopt;
   }
 
-  void routes() {
+  // Before routing: the body limit, and the refusals of check_origin and of a missing
+  // or wrong token. After: a JSON body for the statuses httplib sets itself and for
+  // exceptions.
+  void guard_requests() {
     server.set_payload_max_length(opts.max_body_bytes);
     server.set_tcp_nodelay(true);  // small answers on a kept-alive connection: no Nagle wait
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -524,181 +527,223 @@ struct http_api::impl {
       spdlog::error("http: {}", what);
       reply_error(res, {500, "internal", what});
     });
+  }
 
-    server.Get("/", handled({}, [this](const httplib::Request&, httplib::Response& res) {
-      if (!ctx.dashboard) return reply_error(res, {404, "not_found", "this build has no dashboard"});
-      auto page = ctx.dashboard();
-      res.set_content(std::string(page), "text/html; charset=utf-8");
-    }));
-    server.Get("/api/health", handled({}, [this](const httplib::Request&, httplib::Response& res) {
-      json tasks = json::object();
-      for (auto& [st, n] : ctx.queue->counts()) tasks[to_string(st)] = n;
-      // "store": whether submits are taken (a full disk: not, until space returns).
-      json store_state{{"writable", true}};
-      if (ctx.memory) {
-        std::string problem = ctx.memory->write_problem();
-        store_state = {{"writable", problem.empty()}, {"out_of_space", ctx.memory->out_of_space()}};
-        if (!problem.empty()) store_state["problem"] = problem;
-      }
-      reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
-                            {"gpus", opts.gpus}, {"store", store_state}});
-    }));
-    server.Get("/metrics", handled({}, [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_text(), "text/plain; version=0.0.4");
-    }));
-    server.Post("/api/tasks", reading({"priority"}, [this](const httplib::Request& req, httplib::Response& res,
-                                                          const httplib::ContentReader& reader) {
-      // A task's YAML is kept up to its own limit; JSON is checked as it arrives.
-      const bool yaml = is_yaml(media_type(req));
-      json_scan scan(opts.json);
-      auto in = read_body(req, res, reader, yaml ? opts.max_task_yaml_bytes : opts.max_body_bytes,
-                          yaml ? nullptr : &scan);
-      if (in.refused && yaml && in.over_keep)
-        in.refused->message = "the task's YAML is " + std::to_string(in.size) + " bytes; at most " +
-                              std::to_string(opts.max_task_yaml_bytes) +
-                              " are accepted (a .pt module travels beside it, in module_base64)";
-      if (in.refused) return reply_error(res, *in.refused);
-      auto slot = parses.enter(in.text.size());
-      if (auto busy = busy_parsing(slot, res)) return reply_error(res, *busy);
-      api_error err;
-      auto sub = read_submission(req, in.text, &err);
-      if (!sub) return reply_error(res, err);
-      auto t = ctx.queue->submit(sub->first, sub->second, opts.rounds_budget);
-      if (!t) return reply_error(res, write_failure(t.message()));
-      spdlog::info("task '{}': queued (priority {})", t->id, t->priority);
-      reply_json(res, 201, to_json(*t, false));
-    }));
-    server.Get("/api/tasks", handled({"state", "limit"}, [this](const httplib::Request& req, httplib::Response& res) {
-      std::optional<task_state> state;
-      size_t limit = 100;
-      for (auto& [k, v] : req.params) {
-        if (k == "state") {
-          state = parse_task_state(v);
-          if (!state)
-            return reply_error(res, {400, "bad_request",
-                                     "state: expected queued, running, done, failed or cancelled, "
-                                     "got \"" + v.substr(0, 40) + "\""});
-        } else if (k == "limit") {
-          auto n = parse_int(v, "limit", 1, 1000);
-          if (!n) return reply_error(res, {400, "bad_request", n.message()});
-          limit = static_cast<size_t>(*n);
-        } else {
+  // GET /: the dashboard page.
+  void dashboard_page(const httplib::Request&, httplib::Response& res) {
+    if (!ctx.dashboard) return reply_error(res, {404, "not_found", "this build has no dashboard"});
+    auto page = ctx.dashboard();
+    res.set_content(std::string(page), "text/html; charset=utf-8");
+  }
+
+  // GET /api/health: the version, the tasks by state, the GPUs and whether the store
+  // takes writes.
+  void health(const httplib::Request&, httplib::Response& res) {
+    json tasks = json::object();
+    for (auto& [st, n] : ctx.queue->counts()) tasks[to_string(st)] = n;
+    // "store": whether submits are taken (a full disk: not, until space returns).
+    json store_state{{"writable", true}};
+    if (ctx.memory) {
+      std::string problem = ctx.memory->write_problem();
+      store_state = {{"writable", problem.empty()}, {"out_of_space", ctx.memory->out_of_space()}};
+      if (!problem.empty()) store_state["problem"] = problem;
+    }
+    reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
+                          {"gpus", opts.gpus}, {"store", store_state}});
+  }
+
+  // POST /api/tasks: a task (YAML or JSON) into the queue.
+  void submit_task(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    // A task's YAML is kept up to its own limit; JSON is checked as it arrives.
+    const bool yaml = is_yaml(media_type(req));
+    json_scan scan(opts.json);
+    auto in = read_body(req, res, reader, yaml ? opts.max_task_yaml_bytes : opts.max_body_bytes,
+                        yaml ? nullptr : &scan);
+    if (in.refused && yaml && in.over_keep)
+      in.refused->message = "the task's YAML is " + std::to_string(in.size) + " bytes; at most " +
+                            std::to_string(opts.max_task_yaml_bytes) +
+                            " are accepted (a .pt module travels beside it, in module_base64)";
+    if (in.refused) return reply_error(res, *in.refused);
+    auto slot = parses.enter(in.text.size());
+    if (auto busy = busy_parsing(slot, res)) return reply_error(res, *busy);
+    api_error err;
+    auto sub = read_submission(req, in.text, &err);
+    if (!sub) return reply_error(res, err);
+    auto t = ctx.queue->submit(sub->first, sub->second, opts.rounds_budget);
+    if (!t) return reply_error(res, write_failure(t.message()));
+    spdlog::info("task '{}': queued (priority {})", t->id, t->priority);
+    reply_json(res, 201, to_json(*t, false));
+  }
+
+  // GET /api/tasks: the tasks, by state, at most limit.
+  void list_tasks(const httplib::Request& req, httplib::Response& res) {
+    std::optional<task_state> state;
+    size_t limit = 100;
+    for (auto& [k, v] : req.params) {
+      if (k == "state") {
+        state = parse_task_state(v);
+        if (!state)
           return reply_error(res, {400, "bad_request",
-                                   "unknown parameter '" + k.substr(0, 40) + "' (expected state, limit)"});
-        }
+                                   "state: expected queued, running, done, failed or cancelled, "
+                                   "got \"" + v.substr(0, 40) + "\""});
+      } else if (k == "limit") {
+        auto n = parse_int(v, "limit", 1, 1000);
+        if (!n) return reply_error(res, {400, "bad_request", n.message()});
+        limit = static_cast<size_t>(*n);
+      } else {
+        return reply_error(res, {400, "bad_request",
+                                 "unknown parameter '" + k.substr(0, 40) + "' (expected state, limit)"});
       }
-      size_t total = 0;
-      auto tasks = ctx.queue->list(state, limit, &total);
-      if (!tasks) return reply_error(res, {500, "internal", tasks.message()});
-      json arr = json::array();
-      for (auto& t : *tasks) arr.push_back(to_json(t, false));
-      reply_json(res, 200, {{"tasks", arr}, {"total", total}});
-    }));
-    server.Get(R"(/api/tasks/([^/]+))", handled({}, [this](const httplib::Request& req, httplib::Response& res) {
-      api_error err;
-      auto t = task_at(req.matches[1], &err);
-      if (!t) return reply_error(res, err);
-      reply_json(res, 200, to_json(*t, true));
-    }));
-    server.Post(R"(/api/tasks/([^/]+)/cancel)", reading({}, [this](const httplib::Request& req, httplib::Response& res,
-                                                                  const httplib::ContentReader& reader) {
-      // The body says nothing (clients send {} or none); it is read and let go.
-      if (auto in = read_body(req, res, reader, kSmallBody, nullptr); in.refused) return reply_error(res, *in.refused);
-      api_error err;
-      auto t = task_at(req.matches[1], &err);
-      if (!t) return reply_error(res, err);
-      refusal why;
-      auto c = ctx.queue->cancel(t->id, &why);
-      if (!c) {
-        if (why == refusal::none) return reply_error(res, write_failure(c.message()));
-        int st = why == refusal::conflict ? 409 : 404;
-        return reply_error(res, {st, code_for(st), c.message()});
-      }
-      if (ctx.tasks) ctx.tasks->cancel(t->id);
-      spdlog::info("task '{}': cancel requested", t->id);
-      reply_json(res, 200, to_json(*c, false));
-    }));
-    server.Post(R"(/api/tasks/([^/]+)/priority)", reading({}, [this](const httplib::Request& req, httplib::Response& res,
-                                                                    const httplib::ContentReader& reader) {
-      json_scan scan(opts.json);
-      auto in = read_body(req, res, reader, kSmallBody, &scan);
-      if (in.refused) return reply_error(res, *in.refused);
-      api_error err;
-      auto t = task_at(req.matches[1], &err);
-      if (!t) return reply_error(res, err);
-      if (media_type(req) != "application/json")
-        return reply_error(res, {415, "unsupported_media_type", "send {\"priority\": N} as application/json"});
-      json_refusal bad_json;
-      auto parsed = parse_bounded_json(in.text, opts.json, "the body", &bad_json);
-      if (!parsed) return reply_error(res, {bad_json.status, code_for(bad_json.status), bad_json.message});
-      json& j = *parsed;
-      if (!j.is_object() || !j.contains("priority"))
-        return reply_error(res, {400, "bad_request", "expected {\"priority\": N}"});
-      for (auto it = j.begin(); it != j.end(); ++it)
-        if (it.key() != "priority")
-          return reply_error(res, {400, "bad_request", "unknown field '" + it.key().substr(0, 60) + "' (expected priority)"});
-      auto v = json_int(j["priority"], "priority", min_priority, max_priority);
-      if (!v) return reply_error(res, {400, "bad_request", v.message()});
-      refusal why;
-      auto c = ctx.queue->set_priority(t->id, *v, &why);
-      if (!c) {
-        if (why == refusal::none) return reply_error(res, write_failure(c.message()));
-        return reply_error(res, {why == refusal::conflict ? 409 : 404,
-                                 why == refusal::conflict ? "conflict" : "not_found", c.message()});
-      }
-      reply_json(res, 200, to_json(*c, false));
-    }));
-    server.Get(R"(/api/tasks/([^/]+)/result)", handled({}, [this](const httplib::Request& req, httplib::Response& res) {
-      api_error err;
-      auto t = task_at(req.matches[1], &err);
-      if (!t) return reply_error(res, err);
-      if (!has_ended(t->state))
-        return reply_error(res, {409, "conflict", "task '" + t->id + "' is " + to_string(t->state) +
-                                                      "; its result is there when it ends"});
-      auto o = ctx.queue->outcome(t->id);
-      if (!o) return reply_error(res, {500, "internal", o.message()});
-      json body{{"task", to_json(*t, false)}};
-      if (*o) {
-        json oj = **o;
-        body["outcome"] = {{"success", oj.value("success", false)}, {"reason", oj.value("reason", "")},
-                           {"rounds", oj.value("rounds", 0)}, {"reviews", oj.value("reviews", 0)},
-                           {"input_tokens", oj.value("input_tokens", 0)},
-                           {"output_tokens", oj.value("output_tokens", 0)},
-                           {"wall_s", oj.contains("wall_s") ? oj["wall_s"] : json(0.0)}};
-        if (oj.value("success", false)) {
-          body["kernel"] = oj["best"];
-          body["review"] = oj["best_review"];
-          if (ctx.export_pytorch) {
-            auto spec = ctx.queue->spec(t->id);
-            auto best = decode_json<candidate>(oj["best"], "best");
-            if (spec && best) {
-              auto py = ctx.export_pytorch(*spec, *best);
-              if (py) body["pytorch"] = *py;
-              else body["pytorch_error"] = py.message();
-            }
+    }
+    size_t total = 0;
+    auto tasks = ctx.queue->list(state, limit, &total);
+    if (!tasks) return reply_error(res, {500, "internal", tasks.message()});
+    json arr = json::array();
+    for (auto& t : *tasks) arr.push_back(to_json(t, false));
+    reply_json(res, 200, {{"tasks", arr}, {"total", total}});
+  }
+
+  // GET /api/tasks/ID.
+  void show_task(const httplib::Request& req, httplib::Response& res) {
+    api_error err;
+    auto t = task_at(req.matches[1], &err);
+    if (!t) return reply_error(res, err);
+    reply_json(res, 200, to_json(*t, true));
+  }
+
+  // POST /api/tasks/ID/cancel.
+  void cancel_task(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    // The body says nothing (clients send {} or none); it is read and let go.
+    if (auto in = read_body(req, res, reader, kSmallBody, nullptr); in.refused) return reply_error(res, *in.refused);
+    api_error err;
+    auto t = task_at(req.matches[1], &err);
+    if (!t) return reply_error(res, err);
+    refusal why;
+    auto c = ctx.queue->cancel(t->id, &why);
+    if (!c) {
+      if (why == refusal::none) return reply_error(res, write_failure(c.message()));
+      int st = why == refusal::conflict ? 409 : 404;
+      return reply_error(res, {st, code_for(st), c.message()});
+    }
+    if (ctx.tasks) ctx.tasks->cancel(t->id);
+    spdlog::info("task '{}': cancel requested", t->id);
+    reply_json(res, 200, to_json(*c, false));
+  }
+
+  // POST /api/tasks/ID/priority: {"priority": N}.
+  void change_priority(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    json_scan scan(opts.json);
+    auto in = read_body(req, res, reader, kSmallBody, &scan);
+    if (in.refused) return reply_error(res, *in.refused);
+    api_error err;
+    auto t = task_at(req.matches[1], &err);
+    if (!t) return reply_error(res, err);
+    if (media_type(req) != "application/json")
+      return reply_error(res, {415, "unsupported_media_type", "send {\"priority\": N} as application/json"});
+    json_refusal bad_json;
+    auto parsed = parse_bounded_json(in.text, opts.json, "the body", &bad_json);
+    if (!parsed) return reply_error(res, {bad_json.status, code_for(bad_json.status), bad_json.message});
+    json& j = *parsed;
+    if (!j.is_object() || !j.contains("priority"))
+      return reply_error(res, {400, "bad_request", "expected {\"priority\": N}"});
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "priority")
+        return reply_error(res, {400, "bad_request", "unknown field '" + it.key().substr(0, 60) + "' (expected priority)"});
+    auto v = json_int(j["priority"], "priority", min_priority, max_priority);
+    if (!v) return reply_error(res, {400, "bad_request", v.message()});
+    refusal why;
+    auto c = ctx.queue->set_priority(t->id, *v, &why);
+    if (!c) {
+      if (why == refusal::none) return reply_error(res, write_failure(c.message()));
+      return reply_error(res, {why == refusal::conflict ? 409 : 404,
+                               why == refusal::conflict ? "conflict" : "not_found", c.message()});
+    }
+    reply_json(res, 200, to_json(*c, false));
+  }
+
+  // GET /api/tasks/ID/result: an ended task's outcome, best kernel and its PyTorch
+  // export.
+  void task_result(const httplib::Request& req, httplib::Response& res) {
+    api_error err;
+    auto t = task_at(req.matches[1], &err);
+    if (!t) return reply_error(res, err);
+    if (!has_ended(t->state))
+      return reply_error(res, {409, "conflict", "task '" + t->id + "' is " + to_string(t->state) +
+                                                    "; its result is there when it ends"});
+    auto o = ctx.queue->outcome(t->id);
+    if (!o) return reply_error(res, {500, "internal", o.message()});
+    json body{{"task", to_json(*t, false)}};
+    if (*o) {
+      json oj = **o;
+      body["outcome"] = {{"success", oj.value("success", false)}, {"reason", oj.value("reason", "")},
+                         {"rounds", oj.value("rounds", 0)}, {"reviews", oj.value("reviews", 0)},
+                         {"input_tokens", oj.value("input_tokens", 0)},
+                         {"output_tokens", oj.value("output_tokens", 0)},
+                         {"wall_s", oj.contains("wall_s") ? oj["wall_s"] : json(0.0)}};
+      if (oj.value("success", false)) {
+        body["kernel"] = oj["best"];
+        body["review"] = oj["best_review"];
+        if (ctx.export_pytorch) {
+          auto spec = ctx.queue->spec(t->id);
+          auto best = decode_json<candidate>(oj["best"], "best");
+          if (spec && best) {
+            auto py = ctx.export_pytorch(*spec, *best);
+            if (py) body["pytorch"] = *py;
+            else body["pytorch_error"] = py.message();
           }
         }
       }
-      reply_json(res, 200, body);
+    }
+    reply_json(res, 200, body);
+  }
+
+  // GET /api/tasks/ID/trajectory: its entries from from_seq on.
+  void task_trajectory(const httplib::Request& req, httplib::Response& res) {
+    api_error err;
+    auto t = task_at(req.matches[1], &err);
+    if (!t) return reply_error(res, err);
+    uint64_t from = 0;
+    for (auto& [k, v] : req.params) {
+      if (k != "from_seq")
+        return reply_error(res, {400, "bad_request", "unknown parameter '" + k.substr(0, 40) + "' (expected from_seq)"});
+      auto n = parse_int(v, "from_seq", 0, 1 << 30);
+      if (!n) return reply_error(res, {400, "bad_request", n.message()});
+      from = static_cast<uint64_t>(*n);
+    }
+    auto entries = ctx.memory->read_trajectory(t->id, from);
+    if (!entries) return reply_error(res, {500, "internal", entries.message()});
+    json arr = json::array();
+    for (auto& e : *entries) arr.push_back(e);
+    reply_json(res, 200, {{"entries", arr}});
+  }
+
+  // A handler that calls one of the member functions above.
+  using request_member = void (impl::*)(const httplib::Request&, httplib::Response&);
+  using reading_member = void (impl::*)(const httplib::Request&, httplib::Response&, const httplib::ContentReader&);
+  httplib::Server::Handler call(request_member f) {
+    return [this, f](const httplib::Request& req, httplib::Response& res) { (this->*f)(req, res); };
+  }
+  std::function<void(const httplib::Request&, httplib::Response&, const httplib::ContentReader&)> call(
+      reading_member f) {
+    return [this, f](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      (this->*f)(req, res, reader);
+    };
+  }
+
+  void routes() {
+    guard_requests();
+    server.Get("/", handled({}, call(&impl::dashboard_page)));
+    server.Get("/api/health", handled({}, call(&impl::health)));
+    server.Get("/metrics", handled({}, [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_text(), "text/plain; version=0.0.4");
     }));
-    server.Get(R"(/api/tasks/([^/]+)/trajectory)", handled({"from_seq"}, [this](const httplib::Request& req, httplib::Response& res) {
-      api_error err;
-      auto t = task_at(req.matches[1], &err);
-      if (!t) return reply_error(res, err);
-      uint64_t from = 0;
-      for (auto& [k, v] : req.params) {
-        if (k != "from_seq")
-          return reply_error(res, {400, "bad_request", "unknown parameter '" + k.substr(0, 40) + "' (expected from_seq)"});
-        auto n = parse_int(v, "from_seq", 0, 1 << 30);
-        if (!n) return reply_error(res, {400, "bad_request", n.message()});
-        from = static_cast<uint64_t>(*n);
-      }
-      auto entries = ctx.memory->read_trajectory(t->id, from);
-      if (!entries) return reply_error(res, {500, "internal", entries.message()});
-      json arr = json::array();
-      for (auto& e : *entries) arr.push_back(e);
-      reply_json(res, 200, {{"entries", arr}});
-    }));
+    server.Post("/api/tasks", reading({"priority"}, call(&impl::submit_task)));
+    server.Get("/api/tasks", handled({"state", "limit"}, call(&impl::list_tasks)));
+    server.Get(R"(/api/tasks/([^/]+))", handled({}, call(&impl::show_task)));
+    server.Post(R"(/api/tasks/([^/]+)/cancel)", reading({}, call(&impl::cancel_task)));
+    server.Post(R"(/api/tasks/([^/]+)/priority)", reading({}, call(&impl::change_priority)));
+    server.Get(R"(/api/tasks/([^/]+)/result)", handled({}, call(&impl::task_result)));
+    server.Get(R"(/api/tasks/([^/]+)/trajectory)", handled({"from_seq"}, call(&impl::task_trajectory)));
     // Any other request with a body: read within the limits (httplib would keep a
     // chunked body whole, whatever its size) and answered 404.
     auto elsewhere = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {

@@ -8,7 +8,7 @@
 #include "actors/task_coordinator.hpp"
 #include "base/secret.hpp"
 #include "model/json_codec.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 
 namespace ks {
 

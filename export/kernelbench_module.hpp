@@ -21,6 +21,7 @@
 //
 // Text generation only, like the rest of the export.
 #include <string>
+#include <string_view>
 
 #include "base/result.hpp"
 #include "model/task.hpp"
@@ -41,7 +42,9 @@ result<std::string> kernelbench_constants(const task_spec& task);
 std::string kernelbench_docstring(const task_spec& task, const std::string& sizes, bool general);
 
 // The code after load_extension(): the problem's namespace, get_inputs,
-// get_init_inputs and class ModelNew.
-const char* kernelbench_module_code();
+// get_init_inputs and class ModelNew (export/kernelbench_model_new.py).
+std::string kernelbench_module_code();
+// export/kernelbench_model_new.py's bytes, embedded at build time (export/CMakeLists.txt).
+std::string_view kernelbench_model_new_py();
 
 }  // namespace ks::export_detail

@@ -157,7 +157,7 @@ result<std::string> launcher(const task_spec& task, const candidate& best, const
     l << "// Library steps' results: taken as their declared buffers where nothing else sees them.\n"
       << export_detail::library_results_runtime() << "\n";
   bool has_tf32_step = false;
-  for (const auto& st : best.plan.steps) has_tf32_step = has_tf32_step || st.attrs.count("math") && st.attrs.at("math") == "tf32";
+  for (const auto& st : best.plan.steps) has_tf32_step = has_tf32_step || (st.attrs.count("math") && st.attrs.at("math") == "tf32");
   if (has_tf32_step)
     l << "// Split-precision products: cuBLAS allowed TF32 for their call only.\n"
       << export_detail::matmul_precision_runtime() << "\n";

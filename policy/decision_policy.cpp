@@ -334,306 +334,312 @@ std::string primary_bottleneck(const skill_library& lib, const policy_input& in)
   return classify(lib, e.env).primary;
 }
 
-decision_trace decide(const skill_library& lib, const policy_input& in) {
-  decision_trace t;
-  t.library = lib.name;
-  t.library_version = lib.version;
-  t.candidate_id = in.features.candidate_id;
-  t.round = in.round;
-  t.use_long_term_memory = in.use_long_term_memory;
-  t.structure_class = in.features.structure_class;
-  t.template_name = in.template_name;
+namespace {
 
-  evidence_env e = build_evidence(in);
-  add_computed(lib, e, t.derived, t.predicates);
-  t.evidence = e.items;
-  const policy_environment& env = e.env;
-  const auto defs = definitions(lib);
-
-  classification cls = classify(lib, env);
-  t.primary = cls.primary;
-  t.bottlenecks = cls.holding;
-  t.bottlenecks_unknown = cls.unknown;
-  std::map<std::string, double> class_evidence;
-  if (!t.bottlenecks.empty()) add_evidence(class_evidence, t.bottlenecks.front().evidence);
-
-  // The decision table.
+// One decision as it is made: the trace it fills, the moves still in the running and
+// the vetoes so far. decide() runs the steps below on it in order.
+struct decision_work {
+  const skill_library& lib;
+  const policy_input& in;
+  decision_trace& t;
+  const policy_environment& env;
+  policy_expr::definition_lookup defs;
   std::map<std::string, candidate_method> candidates;
   veto_list vetoes;
-  if (in.use_long_term_memory) {
-    for (const auto& c : lib.decisions) {
-      rule_outcome o;
-      o.id = c.id;
-      if (c.bottleneck != "any" && c.bottleneck != t.primary) {
-        o.reason = "wrong bottleneck: needs " + c.bottleneck + ", primary is " +
-                   (t.primary.empty() ? "none (no class holds)" : t.primary);
+};
+
+// The decision table (long-term memory): the cases that fire allow and forbid moves.
+void apply_decision_table(decision_work& w, const std::map<std::string, double>& class_evidence) {
+  decision_trace& t = w.t;
+  for (const auto& c : w.lib.decisions) {
+    rule_outcome o;
+    o.id = c.id;
+    if (c.bottleneck != "any" && c.bottleneck != t.primary) {
+      o.reason = "wrong bottleneck: needs " + c.bottleneck + ", primary is " +
+                 (t.primary.empty() ? "none (no class holds)" : t.primary);
+      t.cases_not_fired.push_back(std::move(o));
+      continue;
+    }
+    if (!c.structure.empty()) {
+      if (t.structure_class.empty()) {
+        o.reason = "structure unknown: missing structure_class";
+        o.missing = {"structure_class"};
         t.cases_not_fired.push_back(std::move(o));
         continue;
       }
-      if (!c.structure.empty()) {
-        if (t.structure_class.empty()) {
-          o.reason = "structure unknown: missing structure_class";
-          o.missing = {"structure_class"};
-          t.cases_not_fired.push_back(std::move(o));
-          continue;
-        }
-        if (std::find(c.structure.begin(), c.structure.end(), t.structure_class) == c.structure.end()) {
-          o.reason = "wrong structure: needs " + join(c.structure, " | ") + ", kernel is " + t.structure_class;
-          t.cases_not_fired.push_back(std::move(o));
-          continue;
-        }
-      }
-      evaluation_record rec;
-      if (c.when) {
-        const policy_value v = c.when->evaluate(env, &rec);
-        const auto truth = v.truth();
-        if (!truth) {
-          o.missing = to_vector(rec.missing);
-          o.reason = "when unknown";
-          if (!o.missing.empty()) o.reason += ": missing " + join(o.missing, ", ");
-          if (!rec.notes.empty()) o.reason += " (" + join(to_vector(rec.notes), ", ") + ")";
-          t.cases_not_fired.push_back(std::move(o));
-          continue;
-        }
-        if (!*truth) {
-          o.reason = "when false: " + c.when->text() + " (" + c.when->explain(env, defs) + ")";
-          t.cases_not_fired.push_back(std::move(o));
-          continue;
-        }
-      }
-      o.fired = true;
-      std::vector<std::string> because;
-      if (c.bottleneck != "any") because.push_back("bottleneck " + c.bottleneck);
-      if (!c.structure.empty()) because.push_back("structure " + t.structure_class);
-      if (c.when) because.push_back(c.when->explain(env, defs));
-      o.reason = because.empty() ? "always" : join(because, " and ");
-      for (const auto& a : c.allow) {
-        candidate_method& m = candidates[a.method];
-        m.score = std::max(m.score, a.gain);
-        m.fired_rules.push_back(c.id);
-        add_evidence(m.evidence, rec.used);
-        for (const auto& [k, v] : class_evidence) m.evidence.emplace(k, v);
-      }
-      for (const auto& f : c.forbid) {
-        vetoes.add(f.method, "forbidden by case " + c.id + (f.why.empty() ? "" : ": " + f.why));
-      }
-      t.cases_fired.push_back(std::move(o));
-    }
-  } else {
-    for (const auto& m : lib.methods) {
-      candidates[m.id].score = 1.0;
-      candidates[m.id].tier = "uniform";
-    }
-    t.notes.push_back("ablation: long-term memory off: no decision table, no global vetoes, no experience; every "
-                      "method whose requires holds is allowed with score 1, in a uniform order (seed " +
-                      std::to_string(in.uniform_seed) + ")");
-  }
-
-  // The history: the attempts and the candidate's lineage (short-term memory).
-  const guardrail_settings& g = lib.guardrails;
-  history_view hv = read_history(in.history, t.candidate_id, g.min_gain);
-  t.attempts = hv.attempts;
-  t.lineage = hv.lineage;
-
-  if (in.use_long_term_memory) {
-    // Carried moves: what the plans of the candidate's ancestors ranked from their
-    // table and no candidate of the lineage since has tried. The line composes them
-    // with the moves that helped (the ones that made the candidate).
-    std::vector<trajectory_entry> plans;
-    for (const auto& e : in.history)
-      if (e.kind == "plan") plans.push_back(e);
-    std::stable_sort(plans.begin(), plans.end(),
-                     [](const trajectory_entry& a, const trajectory_entry& b) { return a.seq < b.seq; });
-    const auto& lc = hv.lineage_candidates;
-    for (size_t i = 0; i + 1 < lc.size(); ++i) {  // the ancestors, oldest first
-      std::set<std::string> since(lc.begin() + static_cast<long>(i), lc.end());
-      for (const auto& p : plans) {
-        if (p.candidate_id != lc[i]) continue;
-        for (const auto& [key, gain] : p.metrics) {
-          if (key.rfind(kGainKeyPrefix, 0) != 0) continue;
-          const std::string m = key.substr(std::string(kGainKeyPrefix).size());
-          if (!lib.find_method(m) || !(gain > 0) || !std::isfinite(gain)) continue;
-          bool tried = false;
-          for (const auto& a : hv.attempts) tried = tried || (a.method == m && since.count(a.parent_id));
-          if (tried) continue;
-          // The candidate's own table speaks for it where it names the move.
-          if (auto it = candidates.find(m); it != candidates.end() && it->second.tier == "table") continue;
-          candidate_method& cm = candidates[m];
-          cm.tier = "carried";
-          cm.score = std::max(cm.score, gain);
-          const std::string rule = "plan:" + lc[i].substr(0, 12);
-          if (std::find(cm.fired_rules.begin(), cm.fired_rules.end(), rule) == cm.fired_rules.end())
-            cm.fired_rules.push_back(rule);
-        }
+      if (std::find(c.structure.begin(), c.structure.end(), t.structure_class) == c.structure.end()) {
+        o.reason = "wrong structure: needs " + join(c.structure, " | ") + ", kernel is " + t.structure_class;
+        t.cases_not_fired.push_back(std::move(o));
+        continue;
       }
     }
-    // Exploration: the other legal moves of the candidate's coder (known only where the
-    // coder lists them), at the library's exploration gain.
-    if (in.coder_methods) {
-      for (const auto& m : *in.coder_methods) {
-        if (candidates.count(m) || !lib.find_method(m)) continue;
-        candidate_method& cm = candidates[m];
-        cm.score = g.exploration_gain;
-        cm.tier = "explore";
-      }
-    }
-  }
-
-  // Global vetoes (part of the long-term memory).
-  if (in.use_long_term_memory) {
-    for (const auto& v : lib.vetoes) {
-      evaluation_record rec;
-      const auto truth = v.when.evaluate(env, &rec).truth();
-      rule_outcome o;
-      o.id = v.id;
-      if (truth && *truth) {
-        o.fired = true;
-        o.reason = v.when.explain(env, defs);
-        for (const auto& m : v.methods) {
-          if (candidates.count(m)) vetoes.add(m, "global veto " + v.id + ": " + v.why);
-        }
-      } else if (truth) {
-        o.reason = "when false";
-      } else {
+    evaluation_record rec;
+    if (c.when) {
+      const policy_value v = c.when->evaluate(w.env, &rec);
+      const auto truth = v.truth();
+      if (!truth) {
         o.missing = to_vector(rec.missing);
-        o.reason = "when unknown" + (o.missing.empty() ? std::string() : ": missing " + join(o.missing, ", "));
+        o.reason = "when unknown";
+        if (!o.missing.empty()) o.reason += ": missing " + join(o.missing, ", ");
+        if (!rec.notes.empty()) o.reason += " (" + join(to_vector(rec.notes), ", ") + ")";
+        t.cases_not_fired.push_back(std::move(o));
+        continue;
       }
-      t.vetoes_checked.push_back(std::move(o));
+      if (!*truth) {
+        o.reason = "when false: " + c.when->text() + " (" + c.when->explain(w.env, w.defs) + ")";
+        t.cases_not_fired.push_back(std::move(o));
+        continue;
+      }
+    }
+    o.fired = true;
+    std::vector<std::string> because;
+    if (c.bottleneck != "any") because.push_back("bottleneck " + c.bottleneck);
+    if (!c.structure.empty()) because.push_back("structure " + t.structure_class);
+    if (c.when) because.push_back(c.when->explain(w.env, w.defs));
+    o.reason = because.empty() ? "always" : join(because, " and ");
+    for (const auto& a : c.allow) {
+      candidate_method& m = w.candidates[a.method];
+      m.score = std::max(m.score, a.gain);
+      m.fired_rules.push_back(c.id);
+      add_evidence(m.evidence, rec.used);
+      for (const auto& [k, v] : class_evidence) m.evidence.emplace(k, v);
+    }
+    for (const auto& f : c.forbid) {
+      w.vetoes.add(f.method, "forbidden by case " + c.id + (f.why.empty() ? "" : ": " + f.why));
+    }
+    t.cases_fired.push_back(std::move(o));
+  }
+}
+
+// Without long-term memory every method of the library is a candidate at score 1.
+void allow_every_method(decision_work& w) {
+  for (const auto& m : w.lib.methods) {
+    w.candidates[m.id].score = 1.0;
+    w.candidates[m.id].tier = "uniform";
+  }
+  w.t.notes.push_back("ablation: long-term memory off: no decision table, no global vetoes, no experience; every "
+                      "method whose requires holds is allowed with score 1, in a uniform order (seed " +
+                      std::to_string(w.in.uniform_seed) + ")");
+}
+
+// Carried moves: what the plans of the candidate's ancestors ranked from their table
+// and no candidate of the lineage since has tried. The line composes them with the
+// moves that helped (the ones that made the candidate).
+void carry_ancestor_plans(decision_work& w, const history_view& hv) {
+  std::vector<trajectory_entry> plans;
+  for (const auto& e : w.in.history)
+    if (e.kind == "plan") plans.push_back(e);
+  std::stable_sort(plans.begin(), plans.end(),
+                   [](const trajectory_entry& a, const trajectory_entry& b) { return a.seq < b.seq; });
+  const auto& lc = hv.lineage_candidates;
+  for (size_t i = 0; i + 1 < lc.size(); ++i) {  // the ancestors, oldest first
+    std::set<std::string> since(lc.begin() + static_cast<long>(i), lc.end());
+    for (const auto& p : plans) {
+      if (p.candidate_id != lc[i]) continue;
+      for (const auto& [key, gain] : p.metrics) {
+        if (key.rfind(kGainKeyPrefix, 0) != 0) continue;
+        const std::string m = key.substr(std::string(kGainKeyPrefix).size());
+        if (!w.lib.find_method(m) || !(gain > 0) || !std::isfinite(gain)) continue;
+        bool tried = false;
+        for (const auto& a : hv.attempts) tried = tried || (a.method == m && since.count(a.parent_id));
+        if (tried) continue;
+        // The candidate's own table speaks for it where it names the move.
+        if (auto it = w.candidates.find(m); it != w.candidates.end() && it->second.tier == "table") continue;
+        candidate_method& cm = w.candidates[m];
+        cm.tier = "carried";
+        cm.score = std::max(cm.score, gain);
+        const std::string rule = "plan:" + lc[i].substr(0, 12);
+        if (std::find(cm.fired_rules.begin(), cm.fired_rules.end(), rule) == cm.fired_rules.end())
+          cm.fired_rules.push_back(rule);
+      }
     }
   }
+}
 
-  // What the coder can do: a method it has no change for on this candidate would end
-  // the round with "could not be applied".
-  // With a fallback coder the veto waits until the ranking: it applies only while
-  // one of the coder's own methods is allowed.
-  std::vector<std::string> beyond_coder;
-  if (in.coder_methods) {
-    const std::set<std::string> can(in.coder_methods->begin(), in.coder_methods->end());
-    for (const auto& [id, cm] : candidates)
-      if (!can.count(id)) {
-        if (in.coder_fallback) beyond_coder.push_back(id);
-        else vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods)");
-      }
+// Exploration: the other legal moves of the candidate's coder (known only where the
+// coder lists them), at the library's exploration gain.
+void add_exploration(decision_work& w) {
+  if (!w.in.coder_methods) return;
+  for (const auto& m : *w.in.coder_methods) {
+    if (w.candidates.count(m) || !w.lib.find_method(m)) continue;
+    candidate_method& cm = w.candidates[m];
+    cm.score = w.lib.guardrails.exploration_gain;
+    cm.tier = "explore";
   }
+}
 
-  // Preconditions (`requires`).
-  for (auto& [id, cm] : candidates) {
-    const method_def* m = lib.find_method(id);
+// Global vetoes (part of the long-term memory).
+void check_global_vetoes(decision_work& w) {
+  for (const auto& v : w.lib.vetoes) {
+    evaluation_record rec;
+    const auto truth = v.when.evaluate(w.env, &rec).truth();
+    rule_outcome o;
+    o.id = v.id;
+    if (truth && *truth) {
+      o.fired = true;
+      o.reason = v.when.explain(w.env, w.defs);
+      for (const auto& m : v.methods) {
+        if (w.candidates.count(m)) w.vetoes.add(m, "global veto " + v.id + ": " + v.why);
+      }
+    } else if (truth) {
+      o.reason = "when false";
+    } else {
+      o.missing = to_vector(rec.missing);
+      o.reason = "when unknown" + (o.missing.empty() ? std::string() : ": missing " + join(o.missing, ", "));
+    }
+    w.t.vetoes_checked.push_back(std::move(o));
+  }
+}
+
+// What the coder can do: a method it has no change for on this candidate would end
+// the round with "could not be applied". With a fallback coder the veto waits until
+// the ranking (the methods returned): it applies only while one of the coder's own
+// methods is allowed.
+std::vector<std::string> check_coder_methods(decision_work& w) {
+  std::vector<std::string> beyond_coder;
+  if (!w.in.coder_methods) return beyond_coder;
+  const std::set<std::string> can(w.in.coder_methods->begin(), w.in.coder_methods->end());
+  for (const auto& [id, cm] : w.candidates)
+    if (!can.count(id)) {
+      if (w.in.coder_fallback) beyond_coder.push_back(id);
+      else w.vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods)");
+    }
+  return beyond_coder;
+}
+
+// Preconditions (`requires`).
+void check_preconditions(decision_work& w) {
+  for (auto& [id, cm] : w.candidates) {
+    const method_def* m = w.lib.find_method(id);
     if (!m || !m->requirement) continue;
     evaluation_record rec;
-    const auto truth = m->requirement->evaluate(env, &rec).truth();
+    const auto truth = m->requirement->evaluate(w.env, &rec).truth();
     add_evidence(cm.evidence, rec.used);
     if (truth && !*truth) {
-      vetoes.add(id, "precondition failed: " + m->requirement->text() + " (" + m->requirement->explain(env, defs) + ")");
+      w.vetoes.add(id, "precondition failed: " + m->requirement->text() + " (" +
+                           m->requirement->explain(w.env, w.defs) + ")");
     } else if (!truth) {
-      t.notes.push_back("precondition of " + id + " unknown (missing " + join(to_vector(rec.missing), ", ") +
-                        "): not enforced");
+      w.t.notes.push_back("precondition of " + id + " unknown (missing " + join(to_vector(rec.missing), ", ") +
+                          "): not enforced");
     }
   }
+}
 
-  // Guardrails: repeated failures in this class, a move tried on this candidate
-  // before, oscillation along the lineage.
-  std::map<std::string, int> failures_any;  // method → failures in any class (ranking)
-  for (const auto& a : hv.attempts) {
-    if (a.failed) ++failures_any[a.method];
-  }
-  for (const auto& [id, cm] : candidates) {
+// Guardrail: repeated failures of a move in this class.
+void veto_repeated_failures(decision_work& w, const history_view& hv) {
+  const guardrail_settings& g = w.lib.guardrails;
+  for (const auto& [id, cm] : w.candidates) {
     std::vector<std::string> seqs;
     for (const auto& a : hv.attempts) {
-      if (a.method == id && a.failed && (a.bottleneck.empty() || a.bottleneck == t.primary))
+      if (a.method == id && a.failed && (a.bottleneck.empty() || a.bottleneck == w.t.primary))
         seqs.push_back(std::to_string(a.seq));
     }
     if (static_cast<int>(seqs.size()) >= g.max_failures_per_method) {
-      vetoes.add(id, "guardrail: failed " + std::to_string(seqs.size()) + " time" +
-                         (seqs.size() == 1 ? "" : "s") + " in class " +
-                         (t.primary.empty() ? "none" : t.primary) + " (history seqs " + join(seqs, ", ") + ")");
+      w.vetoes.add(id, "guardrail: failed " + std::to_string(seqs.size()) + " time" +
+                           (seqs.size() == 1 ? "" : "s") + " in class " +
+                           (w.t.primary.empty() ? "none" : w.t.primary) + " (history seqs " + join(seqs, ", ") +
+                           ")");
     }
   }
-  for (const auto& [id, cm] : candidates) {
+}
+
+// Guardrail: a move tried on this candidate before is not repeated.
+void veto_tried_moves(decision_work& w, const history_view& hv) {
+  for (const auto& [id, cm] : w.candidates) {
     std::vector<std::string> seqs;
     for (const auto& a : hv.attempts)
-      if (a.method == id && a.parent_id == t.candidate_id && a.outcome.rfind("not judged", 0) != 0)
+      if (a.method == id && a.parent_id == w.t.candidate_id && a.outcome.rfind("not judged", 0) != 0)
         seqs.push_back(std::to_string(a.seq));
     // A move the coder could not apply to it, or whose kernel the task had already
     // reviewed (the line records it as not applied), was tried too.
-    for (const auto& e : in.history)
-      if (e.kind == "optimize" && e.method == id && e.parent_id == t.candidate_id &&
+    for (const auto& e : w.in.history)
+      if (e.kind == "optimize" && e.method == id && e.parent_id == w.t.candidate_id &&
           e.summary.rfind("not applied", 0) == 0)
         seqs.push_back(std::to_string(e.seq));
     std::sort(seqs.begin(), seqs.end(), [](const std::string& a, const std::string& b) {
       return a.size() != b.size() ? a.size() < b.size() : a < b;
     });
     if (!seqs.empty())
-      vetoes.add(id, "already tried on this candidate (history seq" + std::string(seqs.size() == 1 ? " " : "s ") +
-                         join(seqs, ", ") + "): a move is not repeated");
+      w.vetoes.add(id, "already tried on this candidate (history seq" +
+                           std::string(seqs.size() == 1 ? " " : "s ") + join(seqs, ", ") +
+                           "): a move is not repeated");
   }
-  {
-    // The methods to look back on: the lineage, or, when the candidate is not in the
-    // history, every attempt in order.
-    std::vector<std::string> seq_methods = hv.lineage;
-    std::vector<uint64_t> seq_ids = hv.lineage_seqs;
-    if (seq_methods.empty()) {
-      for (const auto& a : hv.attempts) {
-        seq_methods.push_back(a.method);
-        seq_ids.push_back(a.seq);
-      }
+}
+
+// Guardrail: oscillation along the lineage.
+void veto_oscillation(decision_work& w, const history_view& hv) {
+  const guardrail_settings& g = w.lib.guardrails;
+  // The methods to look back on: the lineage, or, when the candidate is not in the
+  // history, every attempt in order.
+  std::vector<std::string> seq_methods = hv.lineage;
+  std::vector<uint64_t> seq_ids = hv.lineage_seqs;
+  if (seq_methods.empty()) {
+    for (const auto& a : hv.attempts) {
+      seq_methods.push_back(a.method);
+      seq_ids.push_back(a.seq);
     }
-    const size_t window = static_cast<size_t>(std::max(1, g.oscillation_window - 1));
-    const size_t from = seq_methods.size() > window ? seq_methods.size() - window : 0;
-    for (const auto& [id, cm] : candidates) {
-      if (seq_methods.empty() || seq_methods.back() == id) continue;
-      for (size_t i = seq_methods.size(); i-- > from;) {
-        if (seq_methods[i] != id) continue;
-        std::vector<std::string> cycle(seq_methods.begin() + static_cast<long>(i), seq_methods.end());
-        cycle.push_back(id);
-        std::vector<std::string> seqs;
-        for (size_t k = i; k < seq_ids.size(); ++k) seqs.push_back(std::to_string(seq_ids[k]));
-        vetoes.add(id, "oscillation " + join(cycle, "→") + " within " + std::to_string(g.oscillation_window) +
+  }
+  const size_t window = static_cast<size_t>(std::max(1, g.oscillation_window - 1));
+  const size_t from = seq_methods.size() > window ? seq_methods.size() - window : 0;
+  for (const auto& [id, cm] : w.candidates) {
+    if (seq_methods.empty() || seq_methods.back() == id) continue;
+    for (size_t i = seq_methods.size(); i-- > from;) {
+      if (seq_methods[i] != id) continue;
+      std::vector<std::string> cycle(seq_methods.begin() + static_cast<long>(i), seq_methods.end());
+      cycle.push_back(id);
+      std::vector<std::string> seqs;
+      for (size_t k = i; k < seq_ids.size(); ++k) seqs.push_back(std::to_string(seq_ids[k]));
+      w.vetoes.add(id, "oscillation " + join(cycle, "→") + " within " + std::to_string(g.oscillation_window) +
                            " steps (history seqs " + join(seqs, ", ") + ")");
-        break;
-      }
+      break;
     }
   }
+}
 
-  if (!beyond_coder.empty()) {
-    bool own_allowed = false;
-    for (const auto& [id, cm] : candidates)
-      if (!vetoes.has(id) && std::find(beyond_coder.begin(), beyond_coder.end(), id) == beyond_coder.end())
-        own_allowed = true;
-    if (own_allowed) {
-      for (const auto& id : beyond_coder)
-        vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods), and one of "
+// The moves beyond the coder (check_coder_methods) are vetoed while one of its own is
+// allowed; otherwise they go to its fallback.
+void settle_beyond_coder(decision_work& w, const std::vector<std::string>& beyond_coder) {
+  if (beyond_coder.empty()) return;
+  bool own_allowed = false;
+  for (const auto& [id, cm] : w.candidates)
+    if (!w.vetoes.has(id) && std::find(beyond_coder.begin(), beyond_coder.end(), id) == beyond_coder.end())
+      own_allowed = true;
+  if (own_allowed) {
+    for (const auto& id : beyond_coder)
+      w.vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods), and one of "
                        "its own is allowed");
-    } else {
-      t.notes.push_back("none of the coder's own methods is allowed: the other allowed methods go to its "
+  } else {
+    w.t.notes.push_back("none of the coder's own methods is allowed: the other allowed methods go to its "
                         "fallback (the hybrid coder's model)");
-    }
   }
+}
 
-  // Ranking. With long-term memory: by expected gain (the prior — the table's gain,
-  // an ancestor plan's, or the exploration gain, which is no higher than the table's
-  // gains, so that a priori the table's moves come first — weighed with experience),
-  // then the table's and carried moves before the others, then fewer failures in the
-  // task's history, then the id; a move not expected to gain more than the noise is
-  // not offered. Without: a uniform order.
-  struct ranked_entry {
-    std::string id;
-    int tier;
-    move_estimate est;
-    int failures;
-  };
+struct ranked_entry {
+  std::string id;
+  int tier;
+  move_estimate est;
+  int failures;
+};
+
+// The moves not vetoed with their expected gains (weighed with experience under
+// long-term memory) and their failures in any class of the task's history.
+std::vector<ranked_entry> estimate_moves(decision_work& w, const history_view& hv) {
+  std::map<std::string, int> failures_any;  // method → failures in any class
+  for (const auto& a : hv.attempts) {
+    if (a.failed) ++failures_any[a.method];
+  }
   std::vector<ranked_entry> order;
-  for (const auto& [id, cm] : candidates) {
-    if (vetoes.has(id)) continue;
+  for (const auto& [id, cm] : w.candidates) {
+    if (w.vetoes.has(id)) continue;
     move_estimate e;
     e.method = id;
     e.tier = cm.tier;
     e.prior = cm.score;
     e.expected = cm.score;
-    if (in.use_long_term_memory) {
-      auto it = in.experience.find(id);
-      const experience_summary* x = it == in.experience.end() ? nullptr : &it->second;
-      e.expected = weighed_gain(cm.score, g.prior_weight, x);
+    if (w.in.use_long_term_memory) {
+      auto it = w.in.experience.find(id);
+      const experience_summary* x = it == w.in.experience.end() ? nullptr : &it->second;
+      e.expected = weighed_gain(cm.score, w.lib.guardrails.prior_weight, x);
       if (x && x->applied > 0 && x->mean_gain > 0) {
         e.applied = x->applied;
         e.measured = x->mean_gain;
@@ -641,6 +647,17 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
     }
     order.push_back({id, cm.tier == "explore" ? 1 : 0, e, failures_any[id]});
   }
+  return order;
+}
+
+// With long-term memory: by expected gain (the prior — the table's gain, an ancestor
+// plan's, or the exploration gain, which is no higher than the table's gains, so that
+// a priori the table's moves come first — weighed with experience), then the table's
+// and carried moves before the others, then fewer failures in the task's history,
+// then the id; a move not expected to gain more than the noise is not offered. The
+// trace says when experience moved the choice.
+void rank_by_expected_gain(decision_work& w, std::vector<ranked_entry>& order) {
+  const guardrail_settings& g = w.lib.guardrails;
   const auto by_expected = [](bool with_experience) {
     return [with_experience](const ranked_entry& a, const ranked_entry& b) {
       const double ga = with_experience ? a.est.expected : a.est.prior;
@@ -654,63 +671,113 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
   const auto above_noise = [&](const ranked_entry& r, bool with_experience) {
     return (with_experience ? r.est.expected : r.est.prior) > g.min_gain;
   };
-  if (in.use_long_term_memory) {
-    // The choice on the priors alone, to say when experience moved it.
-    std::vector<ranked_entry> prior_order;
-    for (const auto& r : order)
-      if (above_noise(r, false)) prior_order.push_back(r);
-    std::sort(prior_order.begin(), prior_order.end(), by_expected(false));
-    std::sort(order.begin(), order.end(), by_expected(true));
-    std::vector<ranked_entry> kept;
-    for (const auto& r : order) {
-      if (above_noise(r, true)) {
-        kept.push_back(r);
-        continue;
-      }
-      std::string why = kNoiseVeto + fmt(r.est.expected) + " is within the noise (≤ " + fmt(g.min_gain) + ")";
-      if (r.est.applied > 0)
-        why += ": prior " + fmt(r.est.prior) + " weighed with " + std::to_string(r.est.applied) + " application" +
-               (r.est.applied == 1 ? "" : "s") + " that gave " + fmt(r.est.measured);
-      vetoes.add(r.id, why);
-    }
-    order = std::move(kept);
-    const std::string first = order.empty() ? "" : order.front().id;
-    const std::string first_prior = prior_order.empty() ? "" : prior_order.front().id;
-    if (first != first_prior) {
-      t.chosen_without_experience = first_prior;
-      const auto describe = [](const move_estimate& e) {
-        std::string d = e.method + " (prior " + fmt(e.prior);
-        if (e.applied > 0)
-          d += ", " + std::to_string(e.applied) + " application" + (e.applied == 1 ? "" : "s") + " gave " +
-               fmt(e.measured);
-        return d + ", expected " + fmt(e.expected) + ")";
-      };
-      std::string moved = "experience moved the choice from " + (first_prior.empty() ? std::string("none") : first_prior) +
-                          " to " + (first.empty() ? std::string("none") : first);
-      std::vector<std::string> parts;
-      for (const auto& r : prior_order)
-        if (r.id == first_prior) parts.push_back(describe(r.est));
-      for (const auto& r : order)
-        if (r.id == first) parts.push_back(describe(r.est));
-      if (!parts.empty()) moved += ": " + join(parts, " against ");
-      t.experience_moved = moved;
-    }
-  } else {
-    // A uniform order of the legal moves: a Fisher-Yates shuffle of the ids in order,
-    // drawn from the seed, the candidate and the round (decide() stays a pure function).
-    std::sort(order.begin(), order.end(), [](const ranked_entry& a, const ranked_entry& b) { return a.id < b.id; });
-    uint64_t state = fnv1a(t.candidate_id + "#" + std::to_string(in.round), fnv1a(std::to_string(in.uniform_seed)));
-    for (size_t i = order.size(); i > 1; --i) {
-      const size_t j = static_cast<size_t>(next_draw(state) % i);
-      std::swap(order[i - 1], order[j]);
-    }
-  }
+  // The choice on the priors alone, to say when experience moved it.
+  std::vector<ranked_entry> prior_order;
+  for (const auto& r : order)
+    if (above_noise(r, false)) prior_order.push_back(r);
+  std::sort(prior_order.begin(), prior_order.end(), by_expected(false));
+  std::sort(order.begin(), order.end(), by_expected(true));
+  std::vector<ranked_entry> kept;
   for (const auto& r : order) {
-    const candidate_method& cm = candidates[r.id];
+    if (above_noise(r, true)) {
+      kept.push_back(r);
+      continue;
+    }
+    std::string why = kNoiseVeto + fmt(r.est.expected) + " is within the noise (≤ " + fmt(g.min_gain) + ")";
+    if (r.est.applied > 0)
+      why += ": prior " + fmt(r.est.prior) + " weighed with " + std::to_string(r.est.applied) + " application" +
+             (r.est.applied == 1 ? "" : "s") + " that gave " + fmt(r.est.measured);
+    w.vetoes.add(r.id, why);
+  }
+  order = std::move(kept);
+  const std::string first = order.empty() ? "" : order.front().id;
+  const std::string first_prior = prior_order.empty() ? "" : prior_order.front().id;
+  if (first == first_prior) return;
+  w.t.chosen_without_experience = first_prior;
+  const auto describe = [](const move_estimate& e) {
+    std::string d = e.method + " (prior " + fmt(e.prior);
+    if (e.applied > 0)
+      d += ", " + std::to_string(e.applied) + " application" + (e.applied == 1 ? "" : "s") + " gave " +
+           fmt(e.measured);
+    return d + ", expected " + fmt(e.expected) + ")";
+  };
+  std::string moved = "experience moved the choice from " + (first_prior.empty() ? std::string("none") : first_prior) +
+                      " to " + (first.empty() ? std::string("none") : first);
+  std::vector<std::string> parts;
+  for (const auto& r : prior_order)
+    if (r.id == first_prior) parts.push_back(describe(r.est));
+  for (const auto& r : order)
+    if (r.id == first) parts.push_back(describe(r.est));
+  if (!parts.empty()) moved += ": " + join(parts, " against ");
+  w.t.experience_moved = moved;
+}
+
+// Without long-term memory: a uniform order of the legal moves, a Fisher-Yates shuffle
+// of the ids in order, drawn from the seed, the candidate and the round (decide()
+// stays a pure function).
+void shuffle_uniformly(const decision_work& w, std::vector<ranked_entry>& order) {
+  std::sort(order.begin(), order.end(), [](const ranked_entry& a, const ranked_entry& b) { return a.id < b.id; });
+  uint64_t state =
+      fnv1a(w.t.candidate_id + "#" + std::to_string(w.in.round), fnv1a(std::to_string(w.in.uniform_seed)));
+  for (size_t i = order.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(next_draw(state) % i);
+    std::swap(order[i - 1], order[j]);
+  }
+}
+
+}  // namespace
+
+decision_trace decide(const skill_library& lib, const policy_input& in) {
+  decision_trace t;
+  t.library = lib.name;
+  t.library_version = lib.version;
+  t.candidate_id = in.features.candidate_id;
+  t.round = in.round;
+  t.use_long_term_memory = in.use_long_term_memory;
+  t.structure_class = in.features.structure_class;
+  t.template_name = in.template_name;
+
+  evidence_env e = build_evidence(in);
+  add_computed(lib, e, t.derived, t.predicates);
+  t.evidence = e.items;
+  decision_work w{lib, in, t, e.env, definitions(lib), {}, {}};
+
+  classification cls = classify(lib, e.env);
+  t.primary = cls.primary;
+  t.bottlenecks = cls.holding;
+  t.bottlenecks_unknown = cls.unknown;
+  std::map<std::string, double> class_evidence;
+  if (!t.bottlenecks.empty()) add_evidence(class_evidence, t.bottlenecks.front().evidence);
+
+  if (in.use_long_term_memory) apply_decision_table(w, class_evidence);
+  else allow_every_method(w);
+
+  // The history: the attempts and the candidate's lineage (short-term memory).
+  const history_view hv = read_history(in.history, t.candidate_id, lib.guardrails.min_gain);
+  t.attempts = hv.attempts;
+  t.lineage = hv.lineage;
+
+  if (in.use_long_term_memory) {
+    carry_ancestor_plans(w, hv);
+    add_exploration(w);
+    check_global_vetoes(w);
+  }
+  const std::vector<std::string> beyond_coder = check_coder_methods(w);
+  check_preconditions(w);
+  veto_repeated_failures(w, hv);
+  veto_tried_moves(w, hv);
+  veto_oscillation(w, hv);
+  settle_beyond_coder(w, beyond_coder);
+
+  std::vector<ranked_entry> order = estimate_moves(w, hv);
+  if (in.use_long_term_memory) rank_by_expected_gain(w, order);
+  else shuffle_uniformly(w, order);
+  for (const auto& r : order) {
+    const candidate_method& cm = w.candidates[r.id];
     t.ranked.push_back({r.id, cm.score, cm.fired_rules, cm.evidence});
     t.estimates.push_back(r.est);
   }
-  t.vetoed = vetoes.take();
+  t.vetoed = w.vetoes.take();
   return t;
 }
 

@@ -2,7 +2,7 @@
 # On the GPU machine: runs exactly the tests labelled `gpu` (ctest -L gpu) and fails if
 # any of them fails, is skipped (a driver check that never succeeds, a GPU that is not
 # seen), or if there are none (a label lost). Where there is no GPU, those tests are
-# reported as skipped instead (tests/gpu_skip.hpp); this script is for the GPU machine.
+# reported as skipped instead (tests/support/gpu_skip.hpp); this script is for the GPU machine.
 #
 #   scripts/gpu-tests.sh [BUILD_DIR]     (default: build)
 set -uo pipefail

@@ -6,6 +6,7 @@
 #   scripts/setup.sh            install + configure + build
 #   scripts/setup.sh --deps     install only
 #   BUILD_DIR=out scripts/setup.sh   build elsewhere
+#   KS_WERROR=ON scripts/setup.sh    warnings are errors (CI: .ci/run)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -38,5 +39,6 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] && [ ! -f /usr/local/cuda/include/nvrtc.h ]
 fi
 
 build=${BUILD_DIR:-build}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" ${CMAKE_ARGS:-}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
+  ${KS_WERROR:+-DKS_WERROR=$KS_WERROR} ${CMAKE_ARGS:-}
 cmake --build "$build" -j"$(nproc)"

@@ -2,7 +2,8 @@
 # Sets everything up (Debian packages, configure, build) and runs the whole test suite
 # with ctest. GPU tests are reported as skipped where there is no GPU, and the last
 # line counts passed, failed and skipped tests. Extra arguments go to ctest (e.g.
-# scripts/test.sh -R protocol).
+# scripts/test.sh -R protocol). KS_WERROR=ON builds with warnings as errors, as CI
+# does (.ci/run); scripts/sanitize.sh runs the CPU suites under the sanitizers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"

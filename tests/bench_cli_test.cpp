@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/command_output.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/command_output.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

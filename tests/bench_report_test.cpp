@@ -17,7 +17,7 @@
 #include "report/bench_metrics.hpp"
 #include "report/bench_summary.hpp"
 #include "report/svg_chart.hpp"
-#include "tests/command_output.hpp"
+#include "tests/support/command_output.hpp"
 
 using namespace ks;
 using Catch::Matchers::Contains;

@@ -14,9 +14,9 @@
 #include <fstream>
 #include <string>
 
-#include "memory/store.hpp"
-#include "tests/command_output.hpp"
-#include "tests/gpu_skip.hpp"
+#include "store/store.hpp"
+#include "tests/support/command_output.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 namespace {
 

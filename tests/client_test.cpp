@@ -21,8 +21,8 @@
 #include <httplib.h>
 
 #include "daemon/api_client.hpp"
-#include "daemon_fixture.hpp"
-#include "tests/command_output.hpp"
+#include "tests/support/daemon_fixture.hpp"
+#include "tests/support/command_output.hpp"
 
 namespace {
 

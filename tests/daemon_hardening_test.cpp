@@ -1,5 +1,5 @@
 // The daemon under attack (issue 18; docs/daemon.md, "What was tried"): the real
-// `kernelskill serve` as a child process on loopback (tests/daemon_process.hpp, the
+// `kernelskill serve` as a child process on loopback (tests/support/daemon_process.hpp, the
 // scripted GPU worker and the real rules coder, store and graph export), driven over
 // real sockets. Each case tries an attack and checks that it fails:
 // - a cancel ends the child running the task's reference (an endless loop) at once;
@@ -34,9 +34,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/daemon_http.hpp"
-#include "tests/daemon_process.hpp"
-#include "tests/http_burst.hpp"
+#include "tests/support/daemon_http.hpp"
+#include "tests/support/daemon_process.hpp"
+#include "tests/support/http_burst.hpp"
 
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;

@@ -4,7 +4,7 @@
 //   again once space returns; a daemon started on a full disk serves reads (no SIGABRT);
 // - a damaged store: the daemon refuses to start, names the damaged file and the way out,
 //   and changes nothing; the same store restored from a copy starts with every task.
-// The full disk is a small tmpfs in a user namespace (tests/disk_full.hpp); where user
+// The full disk is a small tmpfs in a user namespace (tests/support/disk_full.hpp); where user
 // namespaces are not allowed, RLIMIT_FSIZE set on the daemon process (prlimit) instead.
 
 #include <signal.h>
@@ -26,10 +26,10 @@
 #include <rocksdb/sst_file_reader.h>
 #include <rocksdb/table_properties.h>
 
-#include "tests/daemon_http.hpp"
-#include "tests/daemon_process.hpp"
-#include "tests/command_output.hpp"
-#include "tests/disk_full.hpp"
+#include "tests/support/daemon_http.hpp"
+#include "tests/support/daemon_process.hpp"
+#include "tests/support/command_output.hpp"
+#include "tests/support/disk_full.hpp"
 
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;

@@ -25,11 +25,11 @@
 #include "daemon/http_api.hpp"
 #include "daemon/task_queue.hpp"
 #include "model/json_codec.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
-#include "tests/daemon_http.hpp"
-#include "tests/daemon_process.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/daemon_http.hpp"
+#include "tests/support/daemon_process.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 using namespace ks;
 using ks::testing::daemon_options;

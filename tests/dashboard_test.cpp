@@ -21,7 +21,7 @@
 #include <string>
 
 #include "daemon/dashboard.hpp"
-#include "daemon_fixture.hpp"
+#include "tests/support/daemon_fixture.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // embeds), here against CPU LibTorch. export_test compiles launchers against ATen
 // stand-ins, which cannot hold the dispatcher; this is where the module's side of it
 // is compiled and run without a GPU. Part of reviewer_test (it needs LibTorch).
-#include "tests/catch_torch.hpp"
+#include "tests/support/catch_torch.hpp"
 
 #include <cstdlib>
 #include <map>

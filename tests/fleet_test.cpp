@@ -1,6 +1,6 @@
 // GPU nodes across machines, with real processes over TCP on loopback: each node is
 // the real node agent (`kernelskill-gpu --listen`), started independently of the
-// daemon side, its workers the stand-in ks-scripted-gpu (tests/node_process.hpp). The
+// daemon side, its workers the stand-in ks-scripted-gpu (tests/support/node_process.hpp). The
 // daemon side is the real fleet code: remote pools, the review dispatcher, and
 // `kernelskill run` itself. Nodes are killed (-9), stopped (SIGSTOP) and started
 // again; what must hold is that every review is answered with its candidate's
@@ -35,10 +35,10 @@
 #include "fleet/remote_pool.hpp"
 #include "fleet/review_dispatcher.hpp"
 #include "fleet/worker_process.hpp"
-#include "memory/store.hpp"
-#include "tests/daemon_process.hpp"
-#include "tests/node_process.hpp"
-#include "tests/recording_proxy.hpp"
+#include "store/store.hpp"
+#include "tests/support/daemon_process.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/recording_proxy.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;

@@ -27,8 +27,8 @@
 #include "fleet/remote_pool.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
-#include "tests/child_process.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;

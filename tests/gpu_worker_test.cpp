@@ -34,9 +34,9 @@
 #include "fleet/worker_process.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
-#include "tests/command_output.hpp"
-#include "tests/gpu_skip.hpp"
-#include "tests/recording_proxy.hpp"
+#include "tests/support/command_output.hpp"
+#include "tests/support/gpu_skip.hpp"
+#include "tests/support/recording_proxy.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;

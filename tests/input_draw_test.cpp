@@ -4,8 +4,8 @@
 // another process, different between trials, with the moments and ranges of their
 // distributions (both trial distributions); input programs run on the device from its
 // seeded generator; and the cpu option still gives the CPU's values bit for bit.
-#include "tests/catch_torch.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/catch_torch.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 #include <cstdlib>
 #include <filesystem>

@@ -21,7 +21,7 @@
 #include "export/pytorch_export.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "task/task_loader.hpp"
-#include "tests/command_output.hpp"
+#include "tests/support/command_output.hpp"
 
 using namespace ks;
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 // scripts/setup.sh installs), and LibTorch running what was imported. The imported
 // reference is checked against the problem's own Model, run in Python on the same
 // inputs: same weights (seed 42, as KernelBench's evaluator), same outputs.
-#include "tests/catch_torch.hpp"
+#include "tests/support/catch_torch.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/serialize.h>

@@ -17,7 +17,7 @@
 
 #include <unistd.h>
 
-#include "tests/source_shape.hpp"
+#include "tests/support/source_shape.hpp"
 
 namespace fs = std::filesystem;
 
@@ -30,7 +30,7 @@ const std::map<std::string, int>& layer_table() {
       {"model", 1},
       {"protocol", 2},
       {"config", 3}, {"task", 3}, {"plan", 3},
-      {"memory", 4}, {"policy", 4},
+      {"store", 4}, {"policy", 4},
       {"features", 5}, {"gpu", 5}, {"fleet", 5}, {"coder", 5}, {"llm", 5},
       {"report", 5}, {"export", 5}, {"importer", 5},
       {"actors", 6},

@@ -21,7 +21,7 @@
 #include "base/secret.hpp"
 #include "protocol/link_tls.hpp"
 #include "protocol/tls_relay.hpp"
-#include "tests/recording_proxy.hpp"
+#include "tests/support/recording_proxy.hpp"
 
 using namespace ks;
 using namespace std::chrono_literals;

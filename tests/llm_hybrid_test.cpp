@@ -15,7 +15,7 @@
 #include "coder/llm_coder.hpp"
 #include "coder/rules_coder.hpp"
 #include "llm/llm_client.hpp"
-#include "llm_fake_server.hpp"
+#include "tests/support/llm_fake_server.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "policy/decision_policy.hpp"
 #include "policy/skill_library.hpp"

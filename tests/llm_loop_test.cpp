@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/child_process.hpp"
-#include "tests/command_output.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/command_output.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

@@ -1,5 +1,5 @@
 // The kernels the replaying model server (ks-scripted-llm) answers with are correct:
-// each one, with its launch plan, runs on the CPU (tests/kernel_emulator.hpp) at its
+// each one, with its launch plan, runs on the CPU (tests/support/kernel_emulator.hpp) at its
 // task's `cpu` size and matches the reference computed here in double precision, within
 // the task's tolerance. So the loop that runs on them (tests/llm_loop_test.cpp) runs on
 // kernels that a GPU review would pass too — bench/agent/llm_loop.sh runs them there.
@@ -20,7 +20,7 @@
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
-#include "tests/kernel_emulator.hpp"
+#include "tests/support/kernel_emulator.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-// The LLM backend against a real HTTP server on loopback (tests/llm_fake_server.hpp):
+// The LLM backend against a real HTTP server on loopback (tests/support/llm_fake_server.hpp):
 // request formats of both providers, retries and back-off (5xx, 429 with Retry-After,
 // timeouts, connection errors), no retry on other 4xx, the shared in-flight limit,
 // token and cost accounting, the on-disk cache, the API key — and, without a network,
@@ -24,7 +24,7 @@
 #include "llm/prompts.hpp"
 #include "llm/provider_format.hpp"
 #include "llm/response_parser.hpp"
-#include "llm_fake_server.hpp"
+#include "tests/support/llm_fake_server.hpp"
 #include "policy/skill_library.hpp"
 #include "plan/launch_plan_yaml.hpp"
 

@@ -4,7 +4,7 @@
 // 429/529 and on an error event mid-stream, each provider's error format for context
 // length and authentication, the context window read from /v1/models and /props and
 // respected before sending, and the reasoning-model parameters — against a real HTTP
-// server on loopback (tests/llm_fake_server.hpp), plus the pure parsers without one.
+// server on loopback (tests/support/llm_fake_server.hpp), plus the pure parsers without one.
 
 #include <catch2/catch.hpp>
 
@@ -22,7 +22,7 @@
 #include "llm/server_info.hpp"
 #include "llm/sse_stream.hpp"
 #include "llm/token_budget.hpp"
-#include "llm_fake_server.hpp"
+#include "tests/support/llm_fake_server.hpp"
 
 using Catch::Matchers::Contains;
 using ks::testing::anthropic_ok;

@@ -22,7 +22,7 @@
 #include "actors/agents.hpp"
 #include "actors/task_coordinator.hpp"
 #include "coder/rules_coder.hpp"
-#include "memory/store.hpp"
+#include "store/store.hpp"
 #include "policy/decision_policy.hpp"
 #include "policy/skill_library.hpp"
 #include "task/task_loader.hpp"

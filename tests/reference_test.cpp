@@ -1,8 +1,8 @@
 // The LibTorch reference runner: every example task runs at its cpu size, and its
 // values agree with computations written out by hand; inputs are deterministic per
 // trial seed; bad references fail with clear messages; saved modules load.
-#include "tests/catch_torch.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/catch_torch.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 #include <algorithm>
 #include <chrono>

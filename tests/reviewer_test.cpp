@@ -3,12 +3,12 @@
 // op table and the output checks on CPU tensors, the report — and, where there is a
 // GPU, whole reviews: the example plans must come out `ok`, and an adversarial suite
 // of broken or cheating candidates must each fail or be flagged. Without a GPU the
-// GPU tests ([gpu]) are reported to ctest as skipped (tests/gpu_skip.hpp).
+// GPU tests ([gpu]) are reported to ctest as skipped (tests/support/gpu_skip.hpp).
 //
 // A test tagged [crash] (hidden; run it alone: reviewer_test "[crash]") makes a kernel
 // fault, which poisons the process's CUDA context for good.
-#include "tests/catch_torch.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/catch_torch.hpp"
+#include "tests/support/gpu_skip.hpp"
 #include "model/json_codec.hpp"
 
 #include <cmath>

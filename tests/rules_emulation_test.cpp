@@ -1,7 +1,7 @@
-// Runs the rules coder's candidates on the CPU (tests/kernel_emulator.hpp) at each
+// Runs the rules coder's candidates on the CPU (tests/support/kernel_emulator.hpp) at each
 // task's `cpu` size and compares them with the LibTorch reference: the correctness
 // check that needs no GPU. The GPU review (bench/ops/review_seeds.sh) stays the judge.
-#include "tests/catch_torch.hpp"
+#include "tests/support/catch_torch.hpp"
 
 #include <ATen/ATen.h>
 
@@ -20,7 +20,7 @@
 #include "importer/kernelbench_import.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
-#include "tests/kernel_emulator.hpp"
+#include "tests/support/kernel_emulator.hpp"
 
 using namespace ks;
 namespace fs = std::filesystem;

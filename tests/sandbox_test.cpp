@@ -18,7 +18,7 @@
 #include "base/bounded_child.hpp"
 #include "base/private_dir.hpp"
 #include "base/sandbox.hpp"
-#include "tests/gpu_skip.hpp"
+#include "tests/support/gpu_skip.hpp"
 
 namespace fs = std::filesystem;
 using namespace ks;

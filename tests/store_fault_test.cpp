@@ -1,5 +1,5 @@
 // store_fault_test: damage a store at random and reopen it, with real processes
-// (tests/store_fault.hpp says what one case does). A short seeded sweep for CI; the long
+// (tests/support/store_fault.hpp says what one case does). A short seeded sweep for CI; the long
 // one is bench/store/fault_sweep_main.cpp (ks-store-fault-sweep). Every case must end with
 // everything acknowledged present, or with a refusal that names the damaged file and
 // changed nothing: never a silent loss.
@@ -12,7 +12,7 @@
 #include <iostream>
 #include <random>
 
-#include "tests/store_fault.hpp"
+#include "tests/support/store_fault.hpp"
 
 namespace fs = std::filesystem;
 

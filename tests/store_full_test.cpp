@@ -1,6 +1,6 @@
 // store_full_test: the memory store on a disk that fills up, for real.
 //
-// The disk is a small tmpfs in a user namespace (tests/disk_full.hpp): ENOSPC from the
+// The disk is a small tmpfs in a user namespace (tests/support/disk_full.hpp): ENOSPC from the
 // kernel, no mock. Where user namespaces are not allowed, the same scenario runs in a
 // forked child whose RLIMIT_FSIZE is lowered (EFBIG, SIGXFSZ ignored) — also a real
 // fault from the kernel, and one RocksDB reports the same way.
@@ -24,8 +24,8 @@
 #include <random>
 #include <thread>
 
-#include "memory/store.hpp"
-#include "tests/disk_full.hpp"
+#include "store/store.hpp"
+#include "tests/support/disk_full.hpp"
 
 using namespace ks;
 namespace fs = std::filesystem;

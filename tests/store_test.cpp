@@ -1,4 +1,4 @@
-// Tests of memory/: the JSON codec of the stored protocol structs, base64, candidate
+// Tests of store/: the JSON codec of the stored protocol structs, base64, candidate
 // content ids, and the RocksDB store — trajectories, kernels, task records,
 // experience, the skill library and its versioning, store format versioning and the
 // format 0 → 1 migration, the single-writer lock, and a crash test that SIGKILLs a
@@ -30,9 +30,9 @@
 
 #include "model/candidate_id.hpp"
 #include "model/json_codec.hpp"
-#include "memory/store.hpp"
-#include "memory/store_check.hpp"
-#include "tests/line_child.hpp"
+#include "store/store.hpp"
+#include "store/store_check.hpp"
+#include "tests/support/line_child.hpp"
 
 extern char** environ;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `kernelskill run` end to end on a GPU with the llm backend, the model being
-# ks-scripted-llm (tests/scripted_llm_main.cpp) on loopback: streamed seeds from the
+# ks-scripted-llm (tests/support/scripted_llm_main.cpp) on loopback: streamed seeds from the
 # example kernels (each task's first seed written with int64_t, which NVRTC refuses;
 # its second cut off, its third with a plan typo: format repairs), real reviews on the
 # GPU by a spawned kernelskill-gpu worker, diagnosis and repair, planning from real

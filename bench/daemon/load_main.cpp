@@ -27,7 +27,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/http_burst.hpp"
+#include "tests/support/http_burst.hpp"
 
 namespace {
 

@@ -25,7 +25,7 @@
 
 #include "fleet/remote_pool.hpp"
 #include "fleet/review_dispatcher.hpp"
-#include "tests/node_process.hpp"
+#include "tests/support/node_process.hpp"
 
 namespace {
 

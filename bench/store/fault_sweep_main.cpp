@@ -1,4 +1,4 @@
-// ks-store-fault-sweep: the long run of store_fault_test's sweep (tests/store_fault.hpp):
+// ks-store-fault-sweep: the long run of store_fault_test's sweep (tests/support/store_fault.hpp):
 // many stores built by writers killed with SIGKILL, each damaged at random in many copies
 // (MANIFEST, write-ahead log, tables, CURRENT, the watermark: cut, flipped, zeroed,
 // removed) and reopened in a real process. Prints a table of outcomes per damaged file and
@@ -17,7 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tests/store_fault.hpp"
+#include "tests/support/store_fault.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ks-store-fault-sweep: damage stores at random and reopen them; count what happens"};

@@ -20,7 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "memory/store.hpp"
+#include "store/store.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

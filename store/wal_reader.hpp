@@ -1,5 +1,5 @@
 #pragma once
-// Reading a RocksDB write-ahead log file directly, for store repair (memory/store_check.hpp).
+// Reading a RocksDB write-ahead log file directly, for store repair (store/store_check.hpp).
 // RocksDB's RepairDB turns each log into a table, but only for column families that
 // still have a table: records of one that lost its only table (or never had one) are
 // dropped ("Invalid column family specified in write batch") — issue 44's repair

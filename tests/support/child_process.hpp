@@ -1,8 +1,8 @@
 #pragma once
 // A server program started by a test: posix_spawn with the environment given, stderr
 // appended to a file, stdout read until the line that says where it listens
-// ("… listening on ADDRESS"), then closed. What tests/daemon_process.hpp and
-// tests/node_process.hpp share.
+// ("… listening on ADDRESS"), then closed. What tests/support/daemon_process.hpp and
+// tests/support/node_process.hpp share.
 
 #include <sys/types.h>
 

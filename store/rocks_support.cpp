@@ -1,4 +1,4 @@
-#include "memory/rocks_support.hpp"
+#include "store/rocks_support.hpp"
 
 #include <fcntl.h>
 #include <sys/statvfs.h>

@@ -1,4 +1,4 @@
-#include "tests/test_worker_main.hpp"
+#include "tests/support/test_worker_main.hpp"
 
 #include <pthread.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 #pragma once
 // Plain HTTP helpers for tests that drive a real `kernelskill serve`
-// (tests/daemon_process.hpp) with cpp-httplib: files read whole, the example tasks, a
+// (tests/support/daemon_process.hpp) with cpp-httplib: files read whole, the example tasks, a
 // client with the tests' timeouts, and polling a task until a condition holds.
 
 #include <chrono>
@@ -14,7 +14,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/daemon_process.hpp"
+#include "tests/support/daemon_process.hpp"
 
 namespace ks::testing {
 

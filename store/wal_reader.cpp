@@ -1,4 +1,4 @@
-#include "memory/wal_reader.hpp"
+#include "store/wal_reader.hpp"
 
 #include <array>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "tests/daemon_process.hpp"
+#include "tests/support/daemon_process.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/child_process.hpp"
+#include "tests/support/child_process.hpp"
 
 namespace ks::testing {
 

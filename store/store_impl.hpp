@@ -1,7 +1,7 @@
 #pragma once
 // The memory store's insides, shared by its source files (store.cpp: the API;
 // store_open.cpp: opening RocksDB safely and reopening it when disk space returns;
-// store_check.cpp: check and repair). Private to memory/.
+// store_check.cpp: check and repair). Private to store/.
 //
 // What it promises to those files:
 // - db_mu guards the RocksDB instance: every use holds it shared; only reopen() takes it
@@ -27,9 +27,9 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
-#include "memory/ack_watermark.hpp"
-#include "memory/rocks_support.hpp"
-#include "memory/store.hpp"
+#include "store/ack_watermark.hpp"
+#include "store/rocks_support.hpp"
+#include "store/store.hpp"
 
 namespace ks {
 
@@ -62,6 +62,14 @@ struct rocks_instance {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   bool read_only = false;
   void close();  // destroys the handles, closes and deletes the DB; no-op when closed
+};
+
+// What open_rocks' read-only look found: the instance, the write-ahead log recovery
+// mode that opened it, and the damaged log it accepted (records never acknowledged).
+struct rocks_look {
+  rocks_instance ro;
+  rocksdb::WALRecoveryMode mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  std::string accepted_damage;
 };
 
 // The message of a refusal to open a damaged store: what is damaged, that nothing was
@@ -153,6 +161,18 @@ struct store::impl {
   // for writing, or read-only when options.read_only or the disk is full. Sets db,
   // handles, by_name, db_read_only, column_families. `creating`: a new store.
   status open_rocks(bool creating);
+  // Its steps. Step 1: opens read-only, accepting a damaged write-ahead log tail only
+  // when point-in-time recovery still reaches the watermark (`acked`).
+  status look_read_only(const std::optional<store_detail::watermark>& acked, store_detail::rocks_look& look);
+  // Step 4: replaces the read-only look with a writable instance, or stays read-only
+  // when the disk is full (options.read_only_when_full).
+  status open_for_writing(store_detail::rocks_look& look);
+  status stay_read_only(store_detail::rocks_look& look, const std::string& why);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors() const;  // of column_families
+  rocksdb::Status open_writable(bool creating, rocksdb::WALRecoveryMode mode, store_detail::rocks_instance& r);
+  rocksdb::Status open_read_only(rocksdb::WALRecoveryMode mode, store_detail::rocks_instance& r);
+  // Makes `r` the instance in use, closing the one before (only once `r` is ready).
+  void adopt(store_detail::rocks_instance& r);
   // Writes the watermark after a writable open (acked = what RocksDB recovered).
   status start_watermark();
   void start_keeper();

@@ -1,4 +1,4 @@
-#include "tests/recording_proxy.hpp"
+#include "tests/support/recording_proxy.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

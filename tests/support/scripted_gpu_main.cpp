@@ -40,7 +40,7 @@
 #include "model/review.hpp"
 #include "base/content_hash.hpp"
 #include "gpu/nvrtc_compiler.hpp"
-#include "tests/test_worker_main.hpp"
+#include "tests/support/test_worker_main.hpp"
 
 namespace {
 

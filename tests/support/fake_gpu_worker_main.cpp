@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "protocol/protocol.hpp"
-#include "tests/test_worker_main.hpp"
+#include "tests/support/test_worker_main.hpp"
 
 namespace {
 

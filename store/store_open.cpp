@@ -33,7 +33,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "memory/store_impl.hpp"
+#include "store/store_impl.hpp"
 
 namespace ks {
 
@@ -237,8 +237,182 @@ status store::impl::usable(const std::string& op) const {
   return fail(op, broken.empty() ? "the store is closed" : broken);
 }
 
+namespace {
+
+// Step 2 of open_rocks: what a read-only look recovered (`ro`) against the watermark
+// (`acked`): nothing acknowledged is missing, and the MANIFEST was neither cut, changed
+// nor replaced by an older one. Closes `ro` when it refuses.
+status check_against_watermark(const fs::path& dir, const std::optional<watermark>& acked, rocks_instance& ro) {
+  const uint64_t recovered = ro.db->GetLatestSequenceNumber();
+  if (!acked) {
+    std::string flag;
+    if (ro.db->Get(rocksdb::ReadOptions(), "meta/watermark", &flag).ok()) {
+      ro.close();
+      return error{damaged_message(
+          dir, std::string(watermark_name) +
+                   " is missing, so the store cannot show that no acknowledged write was lost")};
+    }
+    return {};
+  }
+  const watermark& w = *acked;
+  if (recovered < w.acked_seq) {
+    ro.close();
+    return error{damaged_message(
+        dir, "writes up to " + std::to_string(w.acked_seq) +
+                 " were acknowledged, but the store holds only those up to " +
+                 std::to_string(recovered) + ": a write-ahead log was cut, damaged or removed "
+                 "(write-ahead logs now: " + wal_listing(dir) +
+                 "), or the store was restored from an older copy")};
+  }
+  const std::string cur = current_manifest(dir);
+  if (!w.manifest.empty() && cur == w.manifest) {
+    std::error_code ec;
+    uint64_t size = fs::file_size(dir / cur, ec);
+    if (!ec && size < w.manifest_size) {
+      ro.close();
+      return error{damaged_message(
+          dir, "the MANIFEST " + cur + " is " + std::to_string(size) + " bytes long but was " +
+                   std::to_string(w.manifest_size) +
+                   ": it was cut, and the tables its lost end listed would be deleted by an "
+                   "ordinary open")};
+    }
+    auto h = hash_prefix(dir / cur, w.manifest_size);
+    if (h && *h != w.manifest_hash) {
+      ro.close();
+      return error{damaged_message(
+          dir, "the MANIFEST " + cur + " no longer holds what it held (its first " +
+                   std::to_string(w.manifest_size) +
+                   " bytes changed): edits may be lost, and the tables they listed would be "
+                   "deleted by an ordinary open")};
+    }
+  } else if (!w.manifest.empty() && manifest_number(w.manifest) > manifest_number(cur)) {
+    ro.close();
+    return error{damaged_message(
+        dir, "CURRENT names " + (cur.empty() ? std::string("no MANIFEST") : cur) +
+                 ", but the store had already moved on to " + w.manifest)};
+  }
+  return {};
+}
+
+// Step 3 of open_rocks: every table's checksums. Closes `ro` when one is wrong.
+status verify_tables(const fs::path& dir, rocks_instance& ro) {
+  auto v = ro.db->VerifyChecksum();
+  if (v.ok()) return {};
+  ro.close();
+  std::string file = damaged_file(v.ToString(), {});
+  return error{damaged_message(dir, (file.empty() ? "" : file + ": ") + v.ToString())};
+}
+
+}  // namespace
+
+std::vector<rocksdb::ColumnFamilyDescriptor> store::impl::descriptors() const {
+  std::vector<rocksdb::ColumnFamilyDescriptor> d;
+  for (const auto& n : column_families) d.emplace_back(n, rocks_cf_options());
+  return d;
+}
+
+rocksdb::Status store::impl::open_writable(bool creating, rocksdb::WALRecoveryMode mode, rocks_instance& r) {
+  auto o = rocks_options(creating, logger, mode);
+  if (!options.read_only) o.listeners.push_back(listener);
+  r.read_only = false;
+  return rocksdb::DB::Open(o, dir.string(), descriptors(), &r.handles, &r.db);
+}
+
+rocksdb::Status store::impl::open_read_only(rocksdb::WALRecoveryMode mode, rocks_instance& r) {
+  r.read_only = true;
+  return rocksdb::DB::OpenForReadOnly(rocks_options(false, logger, mode), dir.string(), descriptors(),
+                                      &r.handles, &r.db);
+}
+
+void store::impl::adopt(rocks_instance& r) {
+  close_rocks();
+  db = r.db;
+  handles = r.handles;
+  db_read_only = r.read_only;
+  by_name.clear();
+  for (auto* h : handles) by_name[h->GetName()] = h;
+  r.db = nullptr;
+  r.handles.clear();
+}
+
+status store::impl::look_read_only(const std::optional<watermark>& acked, rocks_look& look) {
+  look.mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  auto mark0 = logger->mark();
+  auto s = open_read_only(look.mode, look.ro);
+  if (s.ok()) return {};
+  auto warnings = logger->warnings_since(mark0);
+  std::string file = damaged_file(s.ToString(), warnings);
+  std::string what = (file.empty() ? std::string() : file + ": ") + s.ToString();
+  if (!s.IsCorruption() || file.rfind("the write-ahead log", 0) != 0 || !acked)
+    return error{damaged_message(dir, what)};
+  rocks_instance pit;
+  auto p = open_read_only(rocksdb::WALRecoveryMode::kPointInTimeRecovery, pit);
+  uint64_t recovered = p.ok() ? pit.db->GetLatestSequenceNumber() : 0;
+  if (p.ok() && recovered >= acked->acked_seq) {
+    look.mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+    look.accepted_damage = file;
+    look.ro = pit;
+    pit.db = nullptr;
+    return {};
+  }
+  pit.close();
+  if (p.ok()) {
+    what += "; writes up to " + std::to_string(acked->acked_seq) +
+            " were acknowledged and only those up to " + std::to_string(recovered) + " can be read";
+  }
+  return error{damaged_message(dir, what)};
+}
+
+status store::impl::stay_read_only(rocks_look& look, const std::string& why) {
+  if (!options.read_only_when_full) {
+    look.ro.close();
+    return error{"memory store " + dir.string() + ": " + why + "; free space on that disk and try again"};
+  }
+  if (!look.ro.db) {
+    auto r = open_read_only(look.mode, look.ro);
+    if (!r.ok()) return error{open_error(dir, r)};
+  }
+  adopt(look.ro);
+  enter_out_of_space(why);
+  return {};
+}
+
+status store::impl::open_for_writing(rocks_look& look) {
+  const uint64_t need = bytes_to_open(dir);
+  const uint64_t free = free_bytes(dir);
+  if (free < need) {
+    return stay_read_only(look, "only " + std::to_string(free) + " bytes are free on its disk (" +
+                                    std::to_string(need) + " needed to open it for writing)");
+  }
+  if (!look.accepted_damage.empty()) {
+    // The damaged records were never acknowledged; keep a copy of the log all the same.
+    std::error_code ec;
+    fs::create_directories(dir / "lost", ec);
+    std::string log = look.accepted_damage.substr(look.accepted_damage.rfind(' ') + 1);
+    fs::copy_file(dir / log, dir / "lost" / (log + ".damaged-" + std::to_string(std::time(nullptr))),
+                  fs::copy_options::overwrite_existing, ec);
+    spdlog::warn("memory store {}: {} has a damaged record after the last acknowledged write (never "
+                 "acknowledged: a write cut short); it was dropped, a copy is in {}/lost",
+                 dir.string(), log, dir.string());
+  }
+  const uint64_t recovered = look.ro.db->GetLatestSequenceNumber();
+  look.ro.close();
+  close_rocks();  // a reopen: RocksDB allows one writer
+  rocks_instance rw;
+  auto s = open_writable(false, look.mode, rw);
+  if (!s.ok()) {
+    if (is_no_space(s)) return stay_read_only(look, "the disk is full (" + s.ToString() + ")");
+    return error{open_error(dir, s)};
+  }
+  if (rw.db->GetLatestSequenceNumber() < recovered) {
+    rw.close();
+    return error{damaged_message(dir, "opening for writing recovered less than a read-only look did")};
+  }
+  adopt(rw);
+  return {};
+}
+
 status store::impl::open_rocks(bool creating) {
-  const std::string where = "memory store " + dir.string();
   if (!logger) {
     logger = std::make_shared<store_logger>(options.read_only ? fs::path() : dir / "LOG");
   }
@@ -250,186 +424,35 @@ status store::impl::open_rocks(bool creating) {
       return error{damaged_message(dir, (file.empty() ? "" : file + " cannot be read: ") + s.ToString())};
     }
   }
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : column_families) descriptors.emplace_back(n, rocks_cf_options());
-  // The instance in use (a reopen's) is replaced only here, once the new one is ready.
-  auto adopt = [&](rocks_instance& r) {
-    close_rocks();
-    db = r.db;
-    handles = r.handles;
-    db_read_only = r.read_only;
-    by_name.clear();
-    for (auto* h : handles) by_name[h->GetName()] = h;
-    r.db = nullptr;
-    r.handles.clear();
-  };
-  auto open_rw = [&](rocksdb::WALRecoveryMode mode, rocks_instance& r) {
-    auto o = rocks_options(creating, logger, mode);
-    if (!options.read_only) o.listeners.push_back(listener);
-    r.read_only = false;
-    return rocksdb::DB::Open(o, dir.string(), descriptors, &r.handles, &r.db);
-  };
-  auto open_ro = [&](rocksdb::WALRecoveryMode mode, rocks_instance& r) {
-    r.read_only = true;
-    return rocksdb::DB::OpenForReadOnly(rocks_options(false, logger, mode), dir.string(),
-                                        descriptors, &r.handles, &r.db);
-  };
   if (!listener) listener = std::make_shared<manifest_listener>(&manifest_changed);
 
   if (creating) {
     rocks_instance rw;
-    auto s = open_rw(wal_mode, rw);
+    auto s = open_writable(true, wal_mode, rw);
     if (!s.ok()) return error{open_error(dir, s)};
     adopt(rw);
     return {};
   }
 
   // 1. Look read-only: nothing is written or deleted.
-  auto wm = read_watermark(dir);
-  if (!wm) return error{damaged_message(dir, wm.message())};
-  rocks_instance ro;
-  rocksdb::WALRecoveryMode mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
-  std::string accepted_damage;
-  auto mark0 = logger->mark();
-  auto s = open_ro(mode, ro);
-  if (!s.ok()) {
-    auto warnings = logger->warnings_since(mark0);
-    std::string file = damaged_file(s.ToString(), warnings);
-    std::string what = (file.empty() ? std::string() : file + ": ") + s.ToString();
-    if (s.IsCorruption() && file.rfind("the write-ahead log", 0) == 0 && *wm) {
-      rocks_instance pit;
-      auto p = open_ro(rocksdb::WALRecoveryMode::kPointInTimeRecovery, pit);
-      uint64_t recovered = p.ok() ? pit.db->GetLatestSequenceNumber() : 0;
-      if (p.ok() && recovered >= (*wm)->acked_seq) {
-        mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
-        accepted_damage = file;
-        ro = pit;
-        pit.db = nullptr;
-      } else {
-        pit.close();
-        if (p.ok()) {
-          what += "; writes up to " + std::to_string((*wm)->acked_seq) +
-                  " were acknowledged and only those up to " + std::to_string(recovered) +
-                  " can be read";
-        }
-        return error{damaged_message(dir, what)};
-      }
-    } else {
-      return error{damaged_message(dir, what)};
-    }
-  }
-
+  auto acked = read_watermark(dir);
+  if (!acked) return error{damaged_message(dir, acked.message())};
+  rocks_look look;
+  if (auto s = look_read_only(*acked, look); !s) return s;
   // 2. Compare with the watermark.
-  const uint64_t recovered = ro.db->GetLatestSequenceNumber();
-  if (*wm) {
-    const watermark& w = **wm;
-    if (recovered < w.acked_seq) {
-      ro.close();
-      return error{damaged_message(
-          dir, "writes up to " + std::to_string(w.acked_seq) +
-                   " were acknowledged, but the store holds only those up to " +
-                   std::to_string(recovered) + ": a write-ahead log was cut, damaged or removed "
-                   "(write-ahead logs now: " + wal_listing(dir) +
-                   "), or the store was restored from an older copy")};
-    }
-    const std::string cur = current_manifest(dir);
-    if (!w.manifest.empty() && cur == w.manifest) {
-      std::error_code ec;
-      uint64_t size = fs::file_size(dir / cur, ec);
-      if (!ec && size < w.manifest_size) {
-        ro.close();
-        return error{damaged_message(
-            dir, "the MANIFEST " + cur + " is " + std::to_string(size) + " bytes long but was " +
-                     std::to_string(w.manifest_size) +
-                     ": it was cut, and the tables its lost end listed would be deleted by an "
-                     "ordinary open")};
-      }
-      auto h = hash_prefix(dir / cur, w.manifest_size);
-      if (h && *h != w.manifest_hash) {
-        ro.close();
-        return error{damaged_message(
-            dir, "the MANIFEST " + cur + " no longer holds what it held (its first " +
-                     std::to_string(w.manifest_size) +
-                     " bytes changed): edits may be lost, and the tables they listed would be "
-                     "deleted by an ordinary open")};
-      }
-    } else if (!w.manifest.empty() && manifest_number(w.manifest) > manifest_number(cur)) {
-      ro.close();
-      return error{damaged_message(
-          dir, "CURRENT names " + (cur.empty() ? std::string("no MANIFEST") : cur) +
-                   ", but the store had already moved on to " + w.manifest)};
-    }
-  } else {
-    std::string flag;
-    if (ro.db->Get(rocksdb::ReadOptions(), "meta/watermark", &flag).ok()) {
-      ro.close();
-      return error{damaged_message(
-          dir, std::string(watermark_name) +
-                   " is missing, so the store cannot show that no acknowledged write was lost")};
-    }
-  }
-
+  if (auto s = check_against_watermark(dir, *acked, look.ro); !s) return s;
   // 3. Every table's checksums (writable opens: the daemon and runs; a reader beside a
   //    running writer skips this).
   if (!options.read_only) {
-    auto v = ro.db->VerifyChecksum();
-    if (!v.ok()) {
-      ro.close();
-      std::string file = damaged_file(v.ToString(), {});
-      return error{damaged_message(dir, (file.empty() ? "" : file + ": ") + v.ToString())};
-    }
+    if (auto s = verify_tables(dir, look.ro); !s) return s;
   }
-  wal_mode = mode;
+  wal_mode = look.mode;
   if (options.read_only) {
-    adopt(ro);
+    adopt(look.ro);
     return {};
   }
-
   // 4. Open for writing, or stay read-only when the disk is full.
-  const uint64_t need = bytes_to_open(dir);
-  const uint64_t free = free_bytes(dir);
-  auto stay_read_only = [&](const std::string& why) -> status {
-    if (!options.read_only_when_full) {
-      ro.close();
-      return error{where + ": " + why + "; free space on that disk and try again"};
-    }
-    if (!ro.db) {
-      auto r = open_ro(mode, ro);
-      if (!r.ok()) return error{open_error(dir, r)};
-    }
-    adopt(ro);
-    enter_out_of_space(why);
-    return {};
-  };
-  if (free < need) {
-    return stay_read_only("only " + std::to_string(free) + " bytes are free on its disk (" +
-                          std::to_string(need) + " needed to open it for writing)");
-  }
-  if (!accepted_damage.empty()) {
-    // The damaged records were never acknowledged; keep a copy of the log all the same.
-    std::error_code ec;
-    fs::create_directories(dir / "lost", ec);
-    std::string log = accepted_damage.substr(accepted_damage.rfind(' ') + 1);
-    fs::copy_file(dir / log, dir / "lost" / (log + ".damaged-" + std::to_string(std::time(nullptr))),
-                  fs::copy_options::overwrite_existing, ec);
-    spdlog::warn("{}: {} has a damaged record after the last acknowledged write (never "
-                 "acknowledged: a write cut short); it was dropped, a copy is in {}/lost",
-                 where, log, dir.string());
-  }
-  ro.close();
-  close_rocks();  // a reopen: RocksDB allows one writer
-  rocks_instance rw;
-  s = open_rw(mode, rw);
-  if (!s.ok()) {
-    if (is_no_space(s)) return stay_read_only("the disk is full (" + s.ToString() + ")");
-    return error{open_error(dir, s)};
-  }
-  if (rw.db->GetLatestSequenceNumber() < recovered) {
-    rw.close();
-    return error{damaged_message(dir, "opening for writing recovered less than a read-only look did")};
-  }
-  adopt(rw);
-  return {};
+  return open_for_writing(look);
 }
 
 status store::impl::start_watermark() {

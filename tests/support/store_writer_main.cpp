@@ -26,7 +26,7 @@
 #include <set>
 #include <string>
 
-#include "memory/store.hpp"
+#include "store/store.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "tests/http_burst.hpp"
+#include "tests/support/http_burst.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

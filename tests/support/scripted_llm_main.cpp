@@ -1,7 +1,7 @@
 // ks-scripted-llm: a replaying model server on loopback, for running `kernelskill run`
 // with the llm or hybrid backend where no model is reachable (tests/llm_loop_test.cpp;
 // on the GPU machine bench/agent/llm_loop.sh). It is the test server of
-// tests/llm_fake_server.hpp answering the agents' prompts as a model would — prose
+// tests/support/llm_fake_server.hpp answering the agents' prompts as a model would — prose
 // around fenced blocks, streamed as the server it imitates streams (--style) — with
 // hand-written kernels that are correct for the test tasks
 // (tests/llm_replies_emulation_test.cpp checks them), and, unless --clean, with the
@@ -44,7 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm_fake_server.hpp"
+#include "tests/support/llm_fake_server.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

@@ -1,4 +1,4 @@
-#include "tests/kernel_emulator.hpp"
+#include "tests/support/kernel_emulator.hpp"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "llm_fake_server.hpp"
+#include "tests/support/llm_fake_server.hpp"
 
 #include <algorithm>
 #include <cctype>

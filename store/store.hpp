@@ -21,8 +21,8 @@
 // - Damage is refused, never repaired by deleting: open looks at the store read-only
 //   first and refuses (naming the damaged file, changing nothing) a store that lost an
 //   acknowledged write or whose MANIFEST, CURRENT, write-ahead log or tables are damaged.
-//   The acknowledgement watermark (memory/ack_watermark.hpp) is what makes loss visible.
-//   memory/store_check.hpp checks a store and salvages a damaged one.
+//   The acknowledgement watermark (store/ack_watermark.hpp) is what makes loss visible.
+//   store/store_check.hpp checks a store and salvages a damaged one.
 // - A full disk is not a crash: a write that finds no space fails with out_of_space()
 //   true, reads go on, and the store reopens itself for writing once space is back; an
 //   open on a full disk opens read-only (read_only_when_full) with the same state.
@@ -103,7 +103,7 @@ class store {
   // The RocksDB sequence number of the last acknowledged write (the watermark; 0 for a
   // read-only store).
   uint64_t acknowledged_writes() const;
-  // For a store rebuilt by repair_store (memory/store_check.hpp): the last write the
+  // For a store rebuilt by repair_store (store/store_check.hpp): the last write the
   // damaged store had acknowledged or that the salvage reached; 0 for a store never
   // repaired. Every counter a caller bumps once per write (the daemon's task numbers)
   // was at most this before the repair, so numbers above it were never handed out.

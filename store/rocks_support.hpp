@@ -1,6 +1,6 @@
 #pragma once
 // RocksDB plumbing shared by the memory store's files (store.cpp, store_check.cpp); private
-// to memory/: nothing outside this folder includes RocksDB.
+// to store/: nothing outside this folder includes RocksDB.
 //
 // What it promises:
 // - store_logger is RocksDB's info log for a store. It never aborts: RocksDB's own log

@@ -1,4 +1,4 @@
-#include "memory/store.hpp"
+#include "store/store.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -19,7 +19,7 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
-#include "memory/store_impl.hpp"
+#include "store/store_impl.hpp"
 
 #include "model/candidate_id.hpp"
 #include "model/json_codec.hpp"

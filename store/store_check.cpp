@@ -1,4 +1,4 @@
-#include "memory/store_check.hpp"
+#include "store/store_check.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +10,8 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
-#include "memory/store_impl.hpp"
-#include "memory/wal_reader.hpp"
+#include "store/store_impl.hpp"
+#include "store/wal_reader.hpp"
 
 namespace ks {
 

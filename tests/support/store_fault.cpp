@@ -1,6 +1,6 @@
-#include "tests/store_fault.hpp"
+#include "tests/support/store_fault.hpp"
 
-#include "tests/line_child.hpp"
+#include "tests/support/line_child.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "memory/ack_watermark.hpp"
+#include "store/ack_watermark.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

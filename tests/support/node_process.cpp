@@ -1,4 +1,4 @@
-#include "tests/node_process.hpp"
+#include "tests/support/node_process.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/child_process.hpp"
-#include "tests/daemon_process.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/daemon_process.hpp"
 
 namespace ks::testing {
 

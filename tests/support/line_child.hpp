@@ -1,7 +1,7 @@
 #pragma once
 // A child process whose stdout and stderr come back through one pipe, read line by
 // line: what the store's crash tests (tests/store_test.cpp) and the store's fault sweep
-// (tests/store_fault.cpp, also behind bench/store/fault_sweep_main.cpp) drive their writers
+// (tests/support/store_fault.cpp, also behind bench/store/fault_sweep_main.cpp) drive their writers
 // with. Catch-free, so that the bench links it too: failures to start or to wait
 // throw std::runtime_error (a test case reports them as failures).
 

@@ -1,5 +1,5 @@
 #pragma once
-// A real daemon for a test case: tests/daemon_process.hpp's `kernelskill serve` (temp
+// A real daemon for a test case: tests/support/daemon_process.hpp's `kernelskill serve` (temp
 // directory, store, loopback port 0, the scripted GPU worker: real NVRTC compiles,
 // deterministic verdicts) with an api_client pointed at it.
 
@@ -19,7 +19,7 @@
 #include <catch2/catch.hpp>
 
 #include "daemon/api_client.hpp"
-#include "tests/daemon_process.hpp"
+#include "tests/support/daemon_process.hpp"
 
 namespace ks::testing {
 
