@@ -12,7 +12,7 @@
 #include "base/content_hash.hpp"
 #include "base/private_dir.hpp"
 #include "base/strings.hpp"
-#include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 #include "model/candidate_id.hpp"
 #include "task/task_files.hpp"
 #include "task/task_loader.hpp"
@@ -402,7 +402,7 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
   }
   if (p == "gemm_precision" || p == "matvec_sums") {
     bool product = false;
-    for (const std::string& op : rules::product_ops()) product = product || has_stage(recipe, "library:" + op);
+    for (const std::string& op : rules::ops_of(rules::op_class::product)) product = product || has_stage(recipe, "library:" + op);
     if (!product) return error{prefix + "it has no library product"};
     return pick(p, rule.values);
   }

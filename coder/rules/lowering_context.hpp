@@ -10,7 +10,9 @@
 //   stages.cpp            the graph into stages: which ops fuse into which template,
 //                         prologues and epilogues, and the plan's buffers
 //   shapes.cpp            every value's shape as expressions over the input shapes
-//   op_specs.cpp          the op classes; a reduction's or a pool's node, read
+//   op_table.cpp          the op table: each ATen op's class, shape rule and (for
+//                         an elementwise op) its CUDA expression
+//   op_specs.cpp          a reduction's or a pool's node, read
 //   kernel_text.cpp       text helpers and a kernel's parameter list (kernel_params)
 //   chain.cpp             an elementwise chain's statements, the index of a broadcast
 //                         operand, the epilogue fused into a pool or a scan
@@ -43,8 +45,8 @@
 // The driver (coder/lowering.cpp: lower_graph) plans the stages, calls each stage's
 // emit_* and puts the source's header in front.
 //
-// A new template: give its ops a class in op_specs.cpp and their result shapes in
-// shapes.cpp (shape_of_node); add a stage kind here and make collect_stages
+// A new template: give its ops rows in op_table.cpp (class, shape rule; a new rule
+// in shapes.cpp's shape_of_node); add a stage kind here and make collect_stages
 // (stages.cpp) put its nodes in such a stage (and the fusion passes, if a chain may
 // fuse into it); write rules/<template>.hpp/.cpp with its layout struct, a choose_
 // function and an emit_ function; call that from run() in coder/lowering.cpp, which

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "coder/rules/kernel_text.hpp"
-#include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 
 namespace ks::rules {
 
@@ -119,7 +119,7 @@ split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node
   const std::string& op = call.op;
   if (op == "aten::addmm") lay.a_arg = 1, lay.b_arg = 2;
   else if (op == "aten::linear") lay.b_is_weight = true;
-  else if (!product_ops().count(op)) return lay;
+  else if (!op_is(op, op_class::product)) return lay;
   const std::string& a = n.inputs.at(lay.a_arg);
   const std::string& b = n.inputs.at(lay.b_arg);
   if (!is_f32(cx, a) || !is_f32(cx, b) || !is_f32(cx, n.outputs.at(0))) return lay;
