@@ -8,18 +8,11 @@
 #include "coder/rules/composites.hpp"
 #include "coder/rules/conv_bias.hpp"
 #include "coder/rules/conv_layout.hpp"
-#include "coder/rules/elementwise.hpp"
-#include "coder/rules/fallback.hpp"
-#include "coder/rules/kernel_text.hpp"
-#include "coder/rules/library.hpp"
 #include "coder/rules/lowering_context.hpp"
-#include "coder/rules/pool.hpp"
 #include "coder/rules/row_cache.hpp"
-#include "coder/rules/row_reduce.hpp"
-#include "coder/rules/scan.hpp"
 #include "coder/rules/stages.hpp"
 #include "coder/rules/sum_of_product.hpp"
-#include "coder/rules/transpose_store.hpp"
+#include "coder/rules/template_table.hpp"
 
 namespace ks {
 
@@ -122,43 +115,19 @@ __device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float 
 }
 )";
 
-// The stages planned, each written by its template, then the source's header.
+// The stages planned, each written by its template (template_table.hpp), then the
+// source's header.
 result<lowered_kernel_set> run(lowering_context& cx) {
   if (auto s = plan_stages(cx); !s) return error{s.message()};
   std::set<std::string> kinds;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
     if (st.fused_away || st.is_epilogue || st.twin_of >= 0) continue;
-    status s;
-    if (st.kind == stage::elementwise) {
-      s = st.permuted.empty() ? emit_elementwise(cx, i) : emit_transpose_store(cx, i);
-      cx.out.stages.push_back(st.permuted.empty() ? "elementwise" : "elementwise+transposed_store");
-      kinds.insert("elementwise");
-    } else if (st.kind == stage::reduce) {
-      s = emit_reduce(cx, i);
-      bool twin = false;  // a later reduction read by this kernel too
-      for (const auto& other : cx.stages) twin = twin || other.twin_of == static_cast<int>(i);
-      cx.out.stages.push_back(std::string("row_reduce") + (st.prologue >= 0 ? "+prologue" : "") +
-                            (st.epilogue >= 0 ? "+epilogue" : "") + (twin ? "+twin" : ""));
-      kinds.insert("row_reduce");
-    } else if (st.kind == stage::scan) {
-      s = emit_scan(cx, i);
-      cx.out.stages.push_back(std::string("scan") + (st.prologue >= 0 ? "+prologue" : "") + (st.epilogue >= 0 ? "+epilogue" : ""));
-      kinds.insert("scan");
-    } else if (st.kind == stage::pool) {
-      s = emit_pool(cx, i);
-      cx.out.stages.push_back(st.epilogue >= 0 ? "pool+epilogue" : "pool");
-      kinds.insert("pool");
-    } else if (!st.fallback.empty()) {
-      s = emit_fallback(cx, i);
-      cx.out.stages.push_back("fallback:" + base_kind(st.nodes[0]->kind));
-      cx.out.fallback.push_back(base_kind(st.nodes[0]->kind) + ": " + st.fallback);
-      kinds.insert("fallback");
-    } else {
-      s = emit_library(cx, i);
-      cx.out.stages.push_back("library:" + choose_library_call(cx, *st.nodes[0]).op);
-      kinds.insert("library");
-    }
+    const template_row* t = template_for(st);
+    if (!t) return error{"stage " + std::to_string(i) + " is taken by no template"};
+    status s = t->emit(cx, i);
+    cx.out.stages.push_back(t->name(cx, i));
+    kinds.insert(t->family);
     if (!s) return error{s.message()};
   }
   for (auto& [p, v] : cx.same_memory)

@@ -42,15 +42,18 @@
 //   pool.cpp              pool_layout         max_pool and avg_pool, 1-d to 3-d
 //   library.cpp           library_call        matmul, linear, conv2d ... as ATen steps
 //   fallback.cpp          fallback_call       any other ATen op, by its schema
-// The driver (coder/lowering.cpp: lower_graph) plans the stages, calls each stage's
-// emit_* and puts the source's header in front.
+//   template_table.cpp    the table of the templates above: which stage each
+//                         takes, its emit_ function, its name in the stage list
+// The driver (coder/lowering.cpp: lower_graph) plans the stages, hands each stage
+// to its row of the template table and puts the source's header in front.
 //
-// A new template: give its ops rows in op_table.cpp (class, shape rule; a new rule
-// in shapes.cpp's shape_of_node); add a stage kind here and make collect_stages
-// (stages.cpp) put its nodes in such a stage (and the fusion passes, if a chain may
-// fuse into it); write rules/<template>.hpp/.cpp with its layout struct, a choose_
-// function and an emit_ function; call that from run() in coder/lowering.cpp, which
-// names the stage in lowered_kernel_set::stages; add the .cpp to coder/CMakeLists.txt.
+// A new template: its file, rules/<template>.hpp/.cpp, with its layout struct, a
+// choose_ function and an emit_ function; one row in template_table.cpp (which
+// stage it takes, the emit_ function, the stage's name); its .cpp in
+// coder/CMakeLists.txt. Its ops need rows in op_table.cpp (class and shape rule; a
+// new rule in shapes.cpp's shape_of_node). Only a new class of op needs a stage
+// kind here and a branch in collect_stages (stages.cpp), and the fusion passes if a
+// chain may fuse into it.
 //
 // What it promises:
 // - one lowering_context per lower_graph call: nothing is shared between calls, so
