@@ -3,6 +3,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "coder/rules/combine.hpp"
 #include "coder/rules/composites.hpp"
@@ -18,19 +19,19 @@ namespace ks {
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p) {
   std::map<std::string, std::string> r = {{"vector_width", std::to_string(p.vector_width)},
-          {"row_cache", p.row_cache},
-          {"cache_hint", p.cache_hint},
+          {"row_cache", param::name_of(p.row_cache)},
+          {"cache_hint", param::name_of(p.cache_hint)},
           {"block_size", std::to_string(p.block_size)},
           {"elements_per_thread", std::to_string(p.elements_per_thread)},
           {"grid_cap", std::to_string(p.grid_cap)},
-          {"row_mapping", p.row_mapping},
+          {"row_mapping", param::name_of(p.row_mapping)},
           {"fast_math", p.fast_math ? "1" : "0"},
           {"fuse_prologue", p.fuse_prologue ? "1" : "0"},
           {"row_split", std::to_string(p.row_split)},
-          {"moments", p.moments}};
+          {"moments", param::name_of(p.moments)}};
   // Only when not the default: recipes of tasks without a convolution stay as they were.
-  if (p.conv_layout != "nchw") r["conv_layout"] = p.conv_layout;
-  if (p.gemm_precision != "fp32") r["gemm_precision"] = p.gemm_precision;
+  if (p.conv_layout != param::conv_layout::nchw) r["conv_layout"] = param::name_of(p.conv_layout);
+  if (p.gemm_precision != param::gemm_precision::fp32) r["gemm_precision"] = param::name_of(p.gemm_precision);
   if (p.matvec_sums) r["matvec_sums"] = "1";
   if (p.library_reductions) r["library_reductions"] = "1";
   return r;
@@ -65,36 +66,20 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
   p.fuse_prologue = fuse;
   p.matvec_sums = matvec;
   p.library_reductions = lib_red;
-  if (auto it = recipe.find("row_mapping"); it != recipe.end()) {
-    if (it->second != "block" && it->second != "warp")
-      return error{"recipe: row_mapping = '" + it->second + "': expected block or warp"};
-    p.row_mapping = it->second;
-  }
-  if (auto it = recipe.find("row_cache"); it != recipe.end()) {
-    if (it->second != "none" && it->second != "registers" && it->second != "shared" && it->second != "on_chip")
-      return error{"recipe: row_cache = '" + it->second + "': expected none, registers, shared or on_chip"};
-    p.row_cache = it->second;
-  }
-  if (auto it = recipe.find("moments"); it != recipe.end()) {
-    if (it->second != "shifted" && it->second != "welford")
-      return error{"recipe: moments = '" + it->second + "': expected shifted or welford"};
-    p.moments = it->second;
-  }
-  if (auto it = recipe.find("conv_layout"); it != recipe.end()) {
-    if (it->second != "nchw" && it->second != "channels_last")
-      return error{"recipe: conv_layout = '" + it->second + "': expected nchw or channels_last"};
-    p.conv_layout = it->second;
-  }
-  if (auto it = recipe.find("gemm_precision"); it != recipe.end()) {
-    if (it->second != "fp32" && it->second != "split_tf32")
-      return error{"recipe: gemm_precision = '" + it->second + "': expected fp32 or split_tf32"};
-    p.gemm_precision = it->second;
-  }
-  if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
-    if (it->second != "none" && it->second != "streaming" && it->second != "readonly")
-      return error{"recipe: cache_hint = '" + it->second + "': expected none, streaming or readonly"};
-    p.cache_hint = it->second;
-  }
+  // The named choices, each read through its enum's name table (lowering_params.hpp).
+  auto choice = [&](const char* key, auto& out) -> status {
+    using E = std::decay_t<decltype(out)>;
+    auto it = recipe.find(key);
+    if (it == recipe.end()) return {};
+    auto v = param::parse_param<E>(it->second);
+    if (!v) return error{"recipe: " + std::string(key) + " = '" + it->second + "': expected " + param::expected_names<E>()};
+    out = *v;
+    return {};
+  };
+  for (auto s : {choice("row_mapping", p.row_mapping), choice("row_cache", p.row_cache), choice("moments", p.moments),
+                 choice("conv_layout", p.conv_layout), choice("gemm_precision", p.gemm_precision),
+                 choice("cache_hint", p.cache_hint)})
+    if (!s) return error{s.message()};
   return p;
 }
 
@@ -162,7 +147,7 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
   std::vector<std::string> rewrites;
   const task_graph split = rules::split_conv_bias(rules::expand_composites(graph));
   const task_graph composed =
-      params.conv_layout == "channels_last" ? rules::channels_last_convolutions(split, rewrites) : split;
+      params.conv_layout == param::conv_layout::channels_last ? rules::channels_last_convolutions(split, rewrites) : split;
   const int nhwc = static_cast<int>(rewrites.size());
   const task_graph expanded = params.matvec_sums ? rules::sum_of_products(composed, rewrites) : composed;
   lowering_context cx(expanded, params, target, device);

@@ -186,7 +186,7 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
   row_cache_layout c;
   const reduction_spec& r = rp.r;
   // group_norm's second pass walks a row channel by channel (group_pass2): not cached.
-  if (p.row_cache == "none" || !(r.normalizes() || rp.epi) || r.groups > 0) return c;
+  if (p.row_cache == param::row_cache::none || !(r.normalizes() || rp.epi) || r.groups > 0) return c;
   const std::string pass1 = rp.pro ? rp.load_code : rp.X + "[i]";
   for (auto& [tensor, param] : rp.kp.tensor_param)
     if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i")) c.row_params.push_back(param);
@@ -202,7 +202,7 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
   const int64_t kmax = 32 / arrays;
   const int64_t width = warp ? lanes : p.block_size;
   const int64_t need = (rp.row_len + width - 1) / width;
-  if ((p.row_cache != "shared" || warp) && need <= kmax) {
+  if ((p.row_cache != param::row_cache::shared || warp) && need <= kmax) {
     c.kind = row_cache_layout::registers;
     c.per_thread = static_cast<int>(std::max<int64_t>(need, 1));
     // The softmax keeps exp(v - the thread's max) in rv, so pass 2 needs no exp
@@ -210,13 +210,13 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
     c.store_exp = c.keep_value && r.op == "softmax";
     return c;
   }
-  if (warp || c.row_params.empty() || p.row_cache == "registers") return {};
+  if (warp || c.row_params.empty() || p.row_cache == param::row_cache::registers) return {};
   c.kind = row_cache_layout::shared;
   // A row longer than a block's staging space: the fewest blocks of a cluster (a power
   // of two) whose chunks fit it, or 8 blocks staging more each, up to what a block may
   // opt into (less its static shared memory: the block combine's, 1 KiB at most).
   const int64_t n = static_cast<int64_t>(c.row_params.size());
-  if (p.row_cache == "on_chip" && dev.cc_major >= 9 && rp.row_len * n > kSharedRow) {
+  if (p.row_cache == param::row_cache::on_chip && dev.cc_major >= 9 && rp.row_len * n > kSharedRow) {
     int g = 2;
     while (g < kMaxCluster && g * kSharedRow < rp.row_len * n) g *= 2;
     const int64_t chunk = cluster_chunk(rp.row_len, g);

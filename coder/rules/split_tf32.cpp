@@ -115,7 +115,7 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
 
 split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node& n, const library_call& call) {
   split_tf32_layout lay;
-  if (cx.p.gemm_precision != "split_tf32") return lay;
+  if (cx.p.gemm_precision != param::gemm_precision::split_tf32) return lay;
   const std::string& op = call.op;
   if (op == "aten::addmm") lay.a_arg = 1, lay.b_arg = 2;
   else if (op == "aten::linear") lay.b_is_weight = true;
