@@ -9,6 +9,7 @@
 #include "coder/rules/composites.hpp"
 #include "coder/rules/conv_bias.hpp"
 #include "coder/rules/conv_layout.hpp"
+#include "coder/rules/device_helpers.hpp"
 #include "coder/rules/lowering_context.hpp"
 #include "coder/rules/row_cache.hpp"
 #include "coder/rules/stages.hpp"
@@ -87,18 +88,10 @@ namespace {
 
 using namespace rules;
 
-// The head of every source: KS_INF, and the merge of two online max-and-sum states
-// that the softmax and logsumexp combines call (combine.cpp).
-const char* kHeader = R"(// Written by KernelSkill's rules coder from the reference's TorchScript graph.
-#define KS_INF __int_as_float(0x7f800000)
-
-__device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float s2) {
-  const float M = fmaxf(m, m2);
-  if (M == -KS_INF) return;  // both empty: exp(-inf - -inf) would be NaN
-  s = s * KS_EXP(m - M) + s2 * KS_EXP(m2 - M);
-  m = M;
-}
-)";
+// The head of every source; then coder/rules/cuda/common.cuh: KS_INF, and the merge of
+// two online max-and-sum states that the softmax and logsumexp combines call
+// (combine.cpp).
+const char* kHeader = "// Written by KernelSkill's rules coder from the reference's TorchScript graph.\n";
 
 // The stages planned, each written by its template (template_table.hpp), then the
 // source's header.
@@ -129,10 +122,13 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   // Fast math only where a kernel calls what it changes: otherwise the same source.
   const bool calls = cx.src.find("KS_EXP") != std::string::npos || cx.src.find("KS_DIV") != std::string::npos ||
                      cx.src.find("ks_ms_merge") != std::string::npos;
-  std::string fast = cx.p.fast_math && calls ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
-                                             : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
-  cx.out.source = fast + kHeader + (cx.uses_welford ? welford_helpers() : "") + (cx.uses_smem ? shared_row_helpers() : "") +
-                   (cx.uses_cluster ? cluster_helpers() : "") + cx.src;
+  std::string source(cx.p.fast_math && calls ? cuda::fast_math_cuh() : cuda::precise_math_cuh());
+  source += kHeader;
+  source += cuda::common_cuh();
+  if (cx.uses_welford) source += welford_helpers();
+  if (cx.uses_smem) source += shared_row_helpers();
+  if (cx.uses_cluster) source += cluster_helpers();
+  cx.out.source = source + cx.src;
   return cx.out;
 }
 

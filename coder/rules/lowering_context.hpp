@@ -14,6 +14,9 @@
 //                         an elementwise op) its CUDA expression
 //   op_specs.cpp          a reduction's or a pool's node, read
 //   kernel_text.cpp       text helpers and a kernel's parameter list (kernel_params)
+//   cuda/*.cuh            the device helpers a source carries (fast math, merges,
+//                         shared-memory copies, clusters, the TF32 split), embedded
+//                         at build time: device_helpers.hpp
 //   chain.cpp             an elementwise chain's statements, the index of a broadcast
 //                         operand, the epilogue fused into a pool or a scan
 //   combine.cpp           a reduction's state, merges, warp and block combines

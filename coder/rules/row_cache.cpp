@@ -3,35 +3,13 @@
 #include <algorithm>
 #include <functional>
 
+#include "coder/rules/device_helpers.hpp"
 #include "coder/rules/row_reduce.hpp"
 
 namespace ks::rules {
 
 namespace {
 
-// Dynamic shared memory and the copies into it. cp.async (sm_80 on) keeps every copy
-// in flight without holding a register; older GPUs copy through registers. A host
-// build of the source (the tests' emulator) defines KS_DYNAMIC_SHARED itself.
-const char* kSharedHelpers = R"(
-#ifndef KS_DYNAMIC_SHARED
-#define KS_DYNAMIC_SHARED(name) extern __shared__ float4 name[]
-#endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
-}
-__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
-}
-__device__ __forceinline__ void ks_cp_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-#else
-__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
-  *reinterpret_cast<float4*>(d) = *reinterpret_cast<const float4*>(s);
-}
-__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) { *d = *s; }
-__device__ __forceinline__ void ks_cp_async_wait() {}
-#endif
-)";
 
 const char* lanes4[] = {"x", "y", "z", "w"};
 
@@ -134,32 +112,18 @@ std::string shared_copies(const reduce_parts& rp, const reduce_layout& lay) {
 
 }  // namespace
 
-const char* shared_row_helpers() { return kSharedHelpers; }
+// Dynamic shared memory and the copies into it (cuda/shared_rows.cuh). cp.async
+// (sm_80 on) keeps every copy in flight without holding a register; older GPUs copy
+// through registers. A host build of the source (the tests' emulator) defines
+// KS_DYNAMIC_SHARED itself.
+std::string shared_row_helpers() { return "\n" + std::string(cuda::shared_rows_cuh()); }
 
-const char* cluster_helpers() {
+std::string cluster_helpers() {
   // barrier.cluster's release and acquire order the partial states written to shared
   // memory before the barrier against the other blocks' reads after it; mapa gives the
   // generic address of the same place in another block's shared memory. Below sm_90
   // they are declared only: no kernel there calls them (the lowering writes none).
-  return R"(
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void ks_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void ks_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void ks_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ const float* ks_cluster_map(const float* p, unsigned rank) {
-  unsigned long long r;
-  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "r"(rank));
-  return reinterpret_cast<const float*>(r);
-}
-#elif !defined(KS_CLUSTER_EMULATED)
-__device__ void ks_cluster_sync();
-__device__ void ks_cluster_arrive();
-__device__ void ks_cluster_wait();
-__device__ const float* ks_cluster_map(const float* p, unsigned rank);
-#endif
-)";
+  return "\n" + std::string(cuda::cluster_cuh());
 }
 
 int cluster_threads(const lowering_params& p, const lowering_device& dev, const row_cache_layout& c, int64_t row_len) {
