@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "coder/rules/code_writer.hpp"
 #include "coder/rules/op_table.hpp"
 
 namespace ks::rules {
@@ -126,6 +127,8 @@ struct chain_writer {
   std::map<std::string, std::string>& var;
   const std::string& tag;
   const chain_reads& reads;
+  // The statements, inside a kernel's loop: two levels deep.
+  code_writer out{code, 2};
 
   // The variable, parameter or literal that holds value `id`; a tensor is loaded
   // into a variable at its first read.
@@ -143,7 +146,7 @@ struct chain_writer {
       std::string name = "x" + tag + std::to_string(var.size());
       const std::string idx = access(cx.shapes.at(id), st.iter, i, kp, reads.split);
       if (mask) {
-        code += "    const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;\n";
+        out.line("const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;");
         var[id] = name;
         return name;
       }
@@ -151,7 +154,7 @@ struct chain_writer {
       if (reads.load_hint == "streaming" && idx == i) ld = "__ldcs(" + p + " + " + i + ")";
       else if (reads.load_hint == "readonly" || (reads.load_hint == "readonly_broadcast" && idx != i))
         ld = "__ldg(" + p + " + (" + idx + "))";
-      code += "    const float " + name + " = " + ld + ";\n";
+      out.line("const float " + name + " = " + ld + ";");
       var[id] = name;
       return name;
     }
@@ -283,7 +286,7 @@ struct chain_writer {
     }
     if (e.empty()) return error{"op " + n->kind + " (value " + n->outputs[0] + ") is not supported by the rules coder"};
     std::string name = "e" + tag + std::to_string(var.size());
-    code += "    const float " + name + " = " + e + ";\n";
+    out.line("const float " + name + " = " + e + ";");
     var[n->outputs[0]] = name;
     return {};
   }
@@ -307,10 +310,11 @@ result<epilogue_code> fused_epilogue(lowering_context& cx, size_t si, const std:
   stage& epi = cx.stages[cx.stages[si].epilogue];
   std::map<std::string, std::string> var{{value, "res"}};
   if (auto s = chain_code(cx, epi, idx, kp, out.code, var, "p"); !s) return error{s.message()};
+  code_writer stores(out.stores, 2);
   for (auto* en : epi.nodes) {
     auto it = cx.tensor_of.find(en->outputs[0]);
     if (it == cx.tensor_of.end()) continue;
-    out.stores += "    " + kp.tensor_out(it->second) + "[" + idx + "] = " + var.at(en->outputs[0]) + ";\n";
+    stores.line(kp.tensor_out(it->second) + "[" + idx + "] = " + var.at(en->outputs[0]) + ";");
     cx.written.insert(en->outputs[0]);
   }
   return out;

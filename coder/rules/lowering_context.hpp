@@ -14,6 +14,8 @@
 //                         an elementwise op) its CUDA expression
 //   op_specs.cpp          a reduction's or a pool's node, read
 //   kernel_text.cpp       text helpers and a kernel's parameter list (kernel_params)
+//   code_writer.hpp       generated CUDA as lines, indentation scopes and splices
+//                         (chain.cpp and transpose_store.cpp write with it)
 //   cuda/*.cuh            the device helpers a source carries (fast math, merges,
 //                         shared-memory copies, clusters, the TF32 split), embedded
 //                         at build time: device_helpers.hpp
