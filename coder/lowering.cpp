@@ -3,41 +3,36 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "coder/rules/combine.hpp"
 #include "coder/rules/composites.hpp"
 #include "coder/rules/conv_bias.hpp"
 #include "coder/rules/conv_layout.hpp"
-#include "coder/rules/elementwise.hpp"
-#include "coder/rules/fallback.hpp"
-#include "coder/rules/kernel_text.hpp"
-#include "coder/rules/library.hpp"
+#include "coder/rules/device_helpers.hpp"
 #include "coder/rules/lowering_context.hpp"
-#include "coder/rules/pool.hpp"
 #include "coder/rules/row_cache.hpp"
-#include "coder/rules/row_reduce.hpp"
-#include "coder/rules/scan.hpp"
 #include "coder/rules/stages.hpp"
 #include "coder/rules/sum_of_product.hpp"
-#include "coder/rules/transpose_store.hpp"
+#include "coder/rules/template_table.hpp"
 
 namespace ks {
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p) {
   std::map<std::string, std::string> r = {{"vector_width", std::to_string(p.vector_width)},
-          {"row_cache", p.row_cache},
-          {"cache_hint", p.cache_hint},
+          {"row_cache", param::name_of(p.row_cache)},
+          {"cache_hint", param::name_of(p.cache_hint)},
           {"block_size", std::to_string(p.block_size)},
           {"elements_per_thread", std::to_string(p.elements_per_thread)},
           {"grid_cap", std::to_string(p.grid_cap)},
-          {"row_mapping", p.row_mapping},
+          {"row_mapping", param::name_of(p.row_mapping)},
           {"fast_math", p.fast_math ? "1" : "0"},
           {"fuse_prologue", p.fuse_prologue ? "1" : "0"},
           {"row_split", std::to_string(p.row_split)},
-          {"moments", p.moments}};
+          {"moments", param::name_of(p.moments)}};
   // Only when not the default: recipes of tasks without a convolution stay as they were.
-  if (p.conv_layout != "nchw") r["conv_layout"] = p.conv_layout;
-  if (p.gemm_precision != "fp32") r["gemm_precision"] = p.gemm_precision;
+  if (p.conv_layout != param::conv_layout::nchw) r["conv_layout"] = param::name_of(p.conv_layout);
+  if (p.gemm_precision != param::gemm_precision::fp32) r["gemm_precision"] = param::name_of(p.gemm_precision);
   if (p.matvec_sums) r["matvec_sums"] = "1";
   if (p.library_reductions) r["library_reductions"] = "1";
   return r;
@@ -72,36 +67,20 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
   p.fuse_prologue = fuse;
   p.matvec_sums = matvec;
   p.library_reductions = lib_red;
-  if (auto it = recipe.find("row_mapping"); it != recipe.end()) {
-    if (it->second != "block" && it->second != "warp")
-      return error{"recipe: row_mapping = '" + it->second + "': expected block or warp"};
-    p.row_mapping = it->second;
-  }
-  if (auto it = recipe.find("row_cache"); it != recipe.end()) {
-    if (it->second != "none" && it->second != "registers" && it->second != "shared" && it->second != "on_chip")
-      return error{"recipe: row_cache = '" + it->second + "': expected none, registers, shared or on_chip"};
-    p.row_cache = it->second;
-  }
-  if (auto it = recipe.find("moments"); it != recipe.end()) {
-    if (it->second != "shifted" && it->second != "welford")
-      return error{"recipe: moments = '" + it->second + "': expected shifted or welford"};
-    p.moments = it->second;
-  }
-  if (auto it = recipe.find("conv_layout"); it != recipe.end()) {
-    if (it->second != "nchw" && it->second != "channels_last")
-      return error{"recipe: conv_layout = '" + it->second + "': expected nchw or channels_last"};
-    p.conv_layout = it->second;
-  }
-  if (auto it = recipe.find("gemm_precision"); it != recipe.end()) {
-    if (it->second != "fp32" && it->second != "split_tf32")
-      return error{"recipe: gemm_precision = '" + it->second + "': expected fp32 or split_tf32"};
-    p.gemm_precision = it->second;
-  }
-  if (auto it = recipe.find("cache_hint"); it != recipe.end()) {
-    if (it->second != "none" && it->second != "streaming" && it->second != "readonly")
-      return error{"recipe: cache_hint = '" + it->second + "': expected none, streaming or readonly"};
-    p.cache_hint = it->second;
-  }
+  // The named choices, each read through its enum's name table (lowering_params.hpp).
+  auto choice = [&](const char* key, auto& out) -> status {
+    using E = std::decay_t<decltype(out)>;
+    auto it = recipe.find(key);
+    if (it == recipe.end()) return {};
+    auto v = param::parse_param<E>(it->second);
+    if (!v) return error{"recipe: " + std::string(key) + " = '" + it->second + "': expected " + param::expected_names<E>()};
+    out = *v;
+    return {};
+  };
+  for (auto s : {choice("row_mapping", p.row_mapping), choice("row_cache", p.row_cache), choice("moments", p.moments),
+                 choice("conv_layout", p.conv_layout), choice("gemm_precision", p.gemm_precision),
+                 choice("cache_hint", p.cache_hint)})
+    if (!s) return error{s.message()};
   return p;
 }
 
@@ -109,56 +88,24 @@ namespace {
 
 using namespace rules;
 
-// The head of every source: KS_INF, and the merge of two online max-and-sum states
-// that the softmax and logsumexp combines call (combine.cpp).
-const char* kHeader = R"(// Written by KernelSkill's rules coder from the reference's TorchScript graph.
-#define KS_INF __int_as_float(0x7f800000)
+// The head of every source; then coder/rules/cuda/common.cuh: KS_INF, and the merge of
+// two online max-and-sum states that the softmax and logsumexp combines call
+// (combine.cpp).
+const char* kHeader = "// Written by KernelSkill's rules coder from the reference's TorchScript graph.\n";
 
-__device__ __forceinline__ void ks_ms_merge(float& m, float& s, float m2, float s2) {
-  const float M = fmaxf(m, m2);
-  if (M == -KS_INF) return;  // both empty: exp(-inf - -inf) would be NaN
-  s = s * KS_EXP(m - M) + s2 * KS_EXP(m2 - M);
-  m = M;
-}
-)";
-
-// The stages planned, each written by its template, then the source's header.
+// The stages planned, each written by its template (template_table.hpp), then the
+// source's header.
 result<lowered_kernel_set> run(lowering_context& cx) {
   if (auto s = plan_stages(cx); !s) return error{s.message()};
   std::set<std::string> kinds;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
     if (st.fused_away || st.is_epilogue || st.twin_of >= 0) continue;
-    status s;
-    if (st.kind == stage::elementwise) {
-      s = st.permuted.empty() ? emit_elementwise(cx, i) : emit_transpose_store(cx, i);
-      cx.out.stages.push_back(st.permuted.empty() ? "elementwise" : "elementwise+transposed_store");
-      kinds.insert("elementwise");
-    } else if (st.kind == stage::reduce) {
-      s = emit_reduce(cx, i);
-      bool twin = false;  // a later reduction read by this kernel too
-      for (const auto& other : cx.stages) twin = twin || other.twin_of == static_cast<int>(i);
-      cx.out.stages.push_back(std::string("row_reduce") + (st.prologue >= 0 ? "+prologue" : "") +
-                            (st.epilogue >= 0 ? "+epilogue" : "") + (twin ? "+twin" : ""));
-      kinds.insert("row_reduce");
-    } else if (st.kind == stage::scan) {
-      s = emit_scan(cx, i);
-      cx.out.stages.push_back(std::string("scan") + (st.prologue >= 0 ? "+prologue" : "") + (st.epilogue >= 0 ? "+epilogue" : ""));
-      kinds.insert("scan");
-    } else if (st.kind == stage::pool) {
-      s = emit_pool(cx, i);
-      cx.out.stages.push_back(st.epilogue >= 0 ? "pool+epilogue" : "pool");
-      kinds.insert("pool");
-    } else if (!st.fallback.empty()) {
-      s = emit_fallback(cx, i);
-      cx.out.stages.push_back("fallback:" + base_kind(st.nodes[0]->kind));
-      cx.out.fallback.push_back(base_kind(st.nodes[0]->kind) + ": " + st.fallback);
-      kinds.insert("fallback");
-    } else {
-      s = emit_library(cx, i);
-      cx.out.stages.push_back("library:" + choose_library_call(cx, *st.nodes[0]).op);
-      kinds.insert("library");
-    }
+    const template_row* t = template_for(st);
+    if (!t) return error{"stage " + std::to_string(i) + " is taken by no template"};
+    status s = t->emit(cx, i);
+    cx.out.stages.push_back(t->name(cx, i));
+    kinds.insert(t->family);
     if (!s) return error{s.message()};
   }
   for (auto& [p, v] : cx.same_memory)
@@ -175,10 +122,13 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   // Fast math only where a kernel calls what it changes: otherwise the same source.
   const bool calls = cx.src.find("KS_EXP") != std::string::npos || cx.src.find("KS_DIV") != std::string::npos ||
                      cx.src.find("ks_ms_merge") != std::string::npos;
-  std::string fast = cx.p.fast_math && calls ? "#define KS_EXP __expf\n#define KS_DIV(a, b) __fdividef((a), (b))\n"
-                                             : "#define KS_EXP expf\n#define KS_DIV(a, b) ((a) / (b))\n";
-  cx.out.source = fast + kHeader + (cx.uses_welford ? welford_helpers() : "") + (cx.uses_smem ? shared_row_helpers() : "") +
-                   (cx.uses_cluster ? cluster_helpers() : "") + cx.src;
+  std::string source(cx.p.fast_math && calls ? cuda::fast_math_cuh() : cuda::precise_math_cuh());
+  source += kHeader;
+  source += cuda::common_cuh();
+  if (cx.uses_welford) source += welford_helpers();
+  if (cx.uses_smem) source += shared_row_helpers();
+  if (cx.uses_cluster) source += cluster_helpers();
+  cx.out.source = source + cx.src;
   return cx.out;
 }
 
@@ -193,7 +143,7 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
   std::vector<std::string> rewrites;
   const task_graph split = rules::split_conv_bias(rules::expand_composites(graph));
   const task_graph composed =
-      params.conv_layout == "channels_last" ? rules::channels_last_convolutions(split, rewrites) : split;
+      params.conv_layout == param::conv_layout::channels_last ? rules::channels_last_convolutions(split, rewrites) : split;
   const int nhwc = static_cast<int>(rewrites.size());
   const task_graph expanded = params.matvec_sums ? rules::sum_of_products(composed, rewrites) : composed;
   lowering_context cx(expanded, params, target, device);

@@ -27,51 +27,10 @@
 
 #include "model/launch_plan.hpp"
 #include "base/result.hpp"
+#include "coder/lowering_params.hpp"
 #include "coder/task_graph.hpp"
 
 namespace ks {
-
-// The knobs of the templates; a candidate's recipe holds them as strings
-// (to_recipe / from_recipe), and the optimizer's methods change them.
-struct lowering_params {
-  int vector_width = 4;         // elementwise: floats per load/store (1, 2 or 4)
-  int block_size = 256;         // threads per block (a multiple of 32, ≤ 1024)
-  int elements_per_thread = 1;  // elementwise: vectors per thread per loop trip (unroll)
-  int grid_cap = 4096;          // elementwise: blocks at most (grid-stride loop)
-  std::string row_mapping = "block";  // row_reduce: "block" (a block per row) or "warp"
-  bool fast_math = false;       // __expf/__fdividef intrinsics where accuracy allows
-  bool fuse_prologue = true;    // row_reduce: compute the feeding chain on load
-  std::string row_cache = "none";   // row_reduce: "registers" keeps the row on chip for its second read
-  std::string cache_hint = "none";  // elementwise: "streaming" (__ldcs/__stcs) or "readonly" (__ldg)
-  // row_reduce: how many device-fulls of blocks a reduction over few long rows is
-  // split into (several blocks per row, combined in a fixed order); 0: a block per row.
-  int row_split = 1;
-  // row_reduce: how mean and variance accumulate: "shifted" sums (from the row's first
-  // element) or "welford" (Welford's update, Chan's merge). Split rows always use Welford.
-  std::string moments = "shifted";
-  // library conv2d: the layout cuDNN computes in: "nchw" (the tensors' own) or
-  // "channels_last" (input and weight converted first, the result handed on as
-  // [N, H, W, C] and read so by the kernels after it, which store what the graph
-  // returns back as NCHW: coder/rules/conv_layout.hpp). Only where every reader of
-  // the convolution's result is one the rewrite takes; elsewhere it stays NCHW.
-  std::string conv_layout = "nchw";
-  // library float32 products: "fp32" (cuBLAS's FP32 SGEMM, as eager) or "split_tf32"
-  // (3xTF32: operands split into TF32 big and small parts, one TF32 product over 3K at
-  // FP32's accuracy; only where the task's shapes make the product bound by
-  // arithmetic, coder/rules/split_tf32.hpp).
-  std::string gemm_precision = "fp32";
-  // A sum or mean over a product's outputs as a matrix-vector product
-  // (coder/rules/sum_of_product.hpp). The same products summed in another order: where
-  // the reference's own rounding is near the tolerance, the review can fail it, so a
-  // seed without it stays (the plainest, and a failed seed's repair).
-  bool matvec_sums = false;
-  // Every reduction (sums, norms, softmax, ...) as an ATen library step: ATen's own
-  // order of the sum, so a result whose tolerance cannot absorb another order (a sum
-  // of thousands of large products that cancel, as KernelBench's 14_Gemm_Divide_Sum_
-  // Scaling's) comes out as the reference's. No seed takes it; a repair does, after
-  // the plainest parameters failed (rules_coder::repair).
-  bool library_reductions = false;
-};
 
 // What the lowering knows of the GPU it writes for: the split of few long rows aims
 // at filling every SM. Defaults are an H200's.

@@ -12,7 +12,7 @@
 #include "base/content_hash.hpp"
 #include "base/private_dir.hpp"
 #include "base/strings.hpp"
-#include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 #include "model/candidate_id.hpp"
 #include "task/task_files.hpp"
 #include "task/task_loader.hpp"
@@ -137,25 +137,25 @@ std::vector<lowering_params> rules_coder::seed_params() {
   // sum (the rewrite's other order of the sum can fail a tight tolerance where the
   // 3xTF32 product passes; a warp per long row puts the second after the third), the
   // plainest keeps cuBLAS's SGEMM and the product.
-  p.gemm_precision = "split_tf32";
+  p.gemm_precision = param::gemm_precision::split_tf32;
   p.matvec_sums = true;
   // Convolutions channels-last, read so by the kernels after them (conv_layout.hpp);
   // the other seeds keep NCHW.
-  p.conv_layout = "channels_last";
-  p.row_cache = "on_chip";
+  p.conv_layout = param::conv_layout::channels_last;
+  p.row_cache = param::row_cache::on_chip;
   p.elements_per_thread = 4;
   p.grid_cap = 1 << 20;
   out.push_back(p);
   p.grid_cap = lowering_params{}.grid_cap;
   p.conv_layout = lowering_params{}.conv_layout;
-  p.row_cache = "registers";
-  p.row_mapping = "warp";
+  p.row_cache = param::row_cache::registers;
+  p.row_mapping = param::row_mapping::warp;
   p.elements_per_thread = 2;
   p.block_size = 256;
   p.matvec_sums = false;
   out.push_back(p);  // a warp per row (short rows) kept on chip, two vectors per trip
   p = {};
-  p.gemm_precision = "split_tf32";
+  p.gemm_precision = param::gemm_precision::split_tf32;
   p.block_size = 512;
   p.elements_per_thread = 4;
   p.grid_cap = 8192;
@@ -163,11 +163,11 @@ std::vector<lowering_params> rules_coder::seed_params() {
   p = {};
   p.vector_width = 1;
   p.block_size = 128;
-  p.row_mapping = "warp";
+  p.row_mapping = param::row_mapping::warp;
   p.fuse_prologue = false;
   out.push_back(p);  // the plainest code: a reference point and a safe fallback
   p = {};
-  p.gemm_precision = "split_tf32";
+  p.gemm_precision = param::gemm_precision::split_tf32;
   p.matvec_sums = true;
   p.block_size = 1024;
   p.vector_width = 2;
@@ -256,7 +256,7 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
     // seed goes after the others.
     auto poor_for = [](const lowering_params& q, const candidate& k) {
       const long long row = std::atoll(get(k.recipe, "longest_row").c_str());
-      return row > 0 && (q.row_mapping == "warp" ? row > kLongRow : row < 4LL * q.block_size);
+      return row > 0 && (q.row_mapping == param::row_mapping::warp ? row > kLongRow : row < 4LL * q.block_size);
     };
     if (poor_for(p, *c)) {
       // A channels-last seed's reductions over the channels are rows as short as the
@@ -264,7 +264,7 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
       // out of the seeds a short run tries.
       if (c->recipe.count("conv_layout")) {
         lowering_params q = p;
-        q.row_mapping = p.row_mapping == "warp" ? "block" : "warp";
+        q.row_mapping = p.row_mapping == param::row_mapping::warp ? param::row_mapping::block : param::row_mapping::warp;
         auto other = build(task, q, "seed:rules", "", "", false);
         if (other && !poor_for(q, *other) && ids.insert(other->id).second) {
           out.push_back(std::move(other.value()));
@@ -402,7 +402,7 @@ result<std::pair<std::string, std::string>> apply_rule(const std::string& method
   }
   if (p == "gemm_precision" || p == "matvec_sums") {
     bool product = false;
-    for (const std::string& op : rules::product_ops()) product = product || has_stage(recipe, "library:" + op);
+    for (const std::string& op : rules::ops_of(rules::op_class::product)) product = product || has_stage(recipe, "library:" + op);
     if (!product) return error{prefix + "it has no library product"};
     return pick(p, rule.values);
   }
@@ -489,7 +489,7 @@ result<candidate> rules_coder::repair(const repair_input& in) {
   safe.vector_width = 1;
   safe.block_size = 256;
   safe.elements_per_thread = 1;
-  safe.row_mapping = "block";
+  safe.row_mapping = param::row_mapping::block;
   safe.fast_math = false;
   safe.fuse_prologue = false;
   auto c = build(in.task, safe, "repair:conservative", in.failed.id, "");

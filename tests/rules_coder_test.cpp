@@ -221,10 +221,39 @@ TEST_CASE("rules coder: templates chosen per task", "[rules][lower]") {
   CHECK(mse.recipe.at("stages") == "row_reduce+prologue");
 }
 
+TEST_CASE("rules coder: every named parameter's value round-trips, a bad one is named", "[rules][optimize]") {
+  // Each enum's name table (coder/lowering_params.hpp) reads and writes the recipe.
+  auto each = [](const std::string& key, auto all, const std::string& expected) {
+    using E = typename decltype(all)::value_type;
+    for (E v : all) {
+      INFO(key << " = " << param::name_of(v));
+      CHECK(param::parse_param<E>(param::name_of(v)) == v);
+      auto p = from_recipe({{key, param::name_of(v)}});
+      REQUIRE(p);
+      auto back = to_recipe(*p);
+      // conv_layout and gemm_precision stay out of a recipe at their defaults.
+      if (back.count(key)) CHECK(back.at(key) == param::name_of(v));
+      else CHECK(v == E{});
+    }
+    CHECK(from_recipe({{key, "Warp"}}).message() == "recipe: " + key + " = 'Warp': expected " + expected);
+  };
+  each("row_mapping", std::vector{param::row_mapping::block, param::row_mapping::warp}, "block or warp");
+  each("row_cache",
+       std::vector{param::row_cache::none, param::row_cache::registers, param::row_cache::shared,
+                   param::row_cache::on_chip},
+       "none, registers, shared or on_chip");
+  each("cache_hint", std::vector{param::cache_hint::none, param::cache_hint::streaming, param::cache_hint::readonly},
+       "none, streaming or readonly");
+  each("moments", std::vector{param::moments::shifted, param::moments::welford}, "shifted or welford");
+  each("conv_layout", std::vector{param::conv_layout::nchw, param::conv_layout::channels_last}, "nchw or channels_last");
+  each("gemm_precision", std::vector{param::gemm_precision::fp32, param::gemm_precision::split_tf32},
+       "fp32 or split_tf32");
+}
+
 TEST_CASE("rules coder: a recipe's product and reduction parameters are read or refused by name", "[rules][optimize]") {
   auto ok = from_recipe({{"gemm_precision", "split_tf32"}, {"matvec_sums", "1"}});
   REQUIRE(ok);
-  CHECK(ok->gemm_precision == "split_tf32");
+  CHECK(ok->gemm_precision == param::gemm_precision::split_tf32);
   CHECK(ok->matvec_sums);
   CHECK(to_recipe(*ok).at("gemm_precision") == "split_tf32");
   CHECK(to_recipe(lowering_params{}).count("gemm_precision") == 0);  // defaults stay out of recipes
@@ -428,8 +457,8 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
       compiled_and_resolved(t, *c);
       auto params = from_recipe(seeds->front().recipe);
       REQUIRE(params);
-      params->row_mapping = "warp";
-      params->row_cache = "shared";
+      params->row_mapping = param::row_mapping::warp;
+      params->row_cache = param::row_cache::shared;
       auto g = the_coder().graph(t);
       REQUIRE(g);
       auto w = lower_graph(*g, *params, {{"x", {64, 512}}});  // 16 a lane

@@ -619,7 +619,7 @@ TEST_CASE("rules coder: rows over a cluster only where the device has clusters",
   REQUIRE(huge);
   CHECK(huge->source.find("__cluster_dims__") == std::string::npos);
   // row_cache shared: one block's shared memory, never a cluster.
-  p.row_cache = "shared";
+  p.row_cache = param::row_cache::shared;
   auto one = lower_graph(*g, p, target, lowering_device{});
   REQUIRE(one);
   CHECK(one->source.find("__cluster_dims__") == std::string::npos);

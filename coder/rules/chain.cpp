@@ -2,6 +2,9 @@
 
 #include <set>
 
+#include "coder/rules/code_writer.hpp"
+#include "coder/rules/op_table.hpp"
+
 namespace ks::rules {
 
 std::vector<std::pair<size_t, size_t>> kept_groups(const shaped& in, const shaped& iter) {
@@ -114,103 +117,6 @@ bool none_arg(const lowering_context& cx, const graph_node& n, size_t k) {
   return k >= n.inputs.size() || cx.val(n.inputs[k]).is_none();
 }
 
-// The ops of one operand and no argument: their expression over X, or "" for any
-// other op.
-std::string unary_expression(const std::string& kind, const std::string& X) {
-  std::string e;
-  if (kind == "aten::relu") e = "fmaxf(" + X + ", 0.0f)";
-  else if (kind == "aten::sigmoid") e = "KS_DIV(1.0f, 1.0f + KS_EXP(-" + X + "))";
-  else if (kind == "aten::tanh") e = "tanhf(" + X + ")";
-  else if (kind == "aten::exp") e = "KS_EXP(" + X + ")";
-  else if (kind == "aten::log") e = "logf(" + X + ")";
-  else if (kind == "aten::neg") e = "-" + X;
-  else if (kind == "aten::abs") e = "fabsf(" + X + ")";
-  else if (kind == "aten::sqrt") e = "sqrtf(" + X + ")";
-  else if (kind == "aten::rsqrt") e = "rsqrtf(" + X + ")";
-  else if (kind == "aten::silu") e = "KS_DIV(" + X + ", 1.0f + KS_EXP(-" + X + "))";
-  else if (kind == "aten::sin") e = "sinf(" + X + ")";
-  else if (kind == "aten::cos") e = "cosf(" + X + ")";
-  else if (kind == "aten::tan") e = "tanf(" + X + ")";
-  else if (kind == "aten::atan") e = "atanf(" + X + ")";
-  else if (kind == "aten::sinh") e = "sinhf(" + X + ")";
-  else if (kind == "aten::cosh") e = "coshf(" + X + ")";
-  else if (kind == "aten::erf") e = "erff(" + X + ")";
-  else if (kind == "aten::erfc") e = "erfcf(" + X + ")";
-  else if (kind == "aten::log1p") e = "log1pf(" + X + ")";
-  else if (kind == "aten::expm1") e = "expm1f(" + X + ")";
-  else if (kind == "aten::exp2") e = "exp2f(" + X + ")";
-  else if (kind == "aten::log2") e = "log2f(" + X + ")";
-  else if (kind == "aten::log10") e = "log10f(" + X + ")";
-  else if (kind == "aten::reciprocal") e = "1.0f / " + X;
-  else if (kind == "aten::square") e = X + " * " + X;
-  else if (kind == "aten::floor") e = "floorf(" + X + ")";
-  else if (kind == "aten::ceil") e = "ceilf(" + X + ")";
-  else if (kind == "aten::trunc") e = "truncf(" + X + ")";
-  else if (kind == "aten::sign") e = "(float)((" + X + " > 0.0f) - (" + X + " < 0.0f))";
-  // Times 1/6 rather than an IEEE division (a subroutine with a slow path): within
-  // an ulp of ATen's x / 6, and the kernel stays at memory speed.
-  else if (kind == "aten::hardsigmoid") e = "fminf(fmaxf(" + X + " * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f)";
-  else if (kind == "aten::hardswish") e = X + " * fminf(fmaxf(" + X + " + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)";
-  else if (kind == "aten::relu6") e = "fminf(fmaxf(" + X + ", 0.0f), 6.0f)";
-  else if (kind == "aten::mish")
-    e = X + " * tanhf(" + X + " > 20.0f ? " + X + " : log1pf(expf(" + X + ")))";
-  else if (kind == "aten::selu")
-    e = "1.0507009873554805f * (" + X + " > 0.0f ? " + X + " : 1.6732632423543772f * expm1f(" + X + "))";
-  else if (kind == "aten::log_sigmoid") e = "fminf(" + X + ", 0.0f) - log1pf(expf(-fabsf(" + X + ")))";
-  else if (kind == "aten::softsign") e = X + " / (1.0f + fabsf(" + X + "))";
-  return e;
-}
-
-// The ops of one operand and constant arguments (slopes, bounds, the gelu's
-// approximation): their expression over X, or "" for any other op.
-result<std::string> constant_expression(const lowering_context& cx, const graph_node& node, const std::string& kind,
-                                        const std::string& X) {
-  const graph_node* n = &node;
-  auto num = [&](size_t k, double dflt) { return num_arg(cx, node, k, dflt); };
-  auto none = [&](size_t k) { return none_arg(cx, node, k); };
-  std::string e;
-  if (kind == "aten::logit") {
-    if (!none(1)) return error{"aten::logit with eps is not supported by the rules coder"};
-    e = "logf(" + X + " / (1.0f - " + X + "))";
-  } else if (kind == "aten::gelu") {
-    const graph_value* ap = n->inputs.size() > 1 ? &cx.val(n->inputs[1]) : nullptr;
-    if (ap && ap->text == "tanh")
-      e = "0.5f * " + X + " * (1.0f + tanhf(0.7978845608028654f * (" + X + " + 0.044715f * " + X + " * " + X + " * " + X + ")))";
-    else
-      e = "0.5f * " + X + " * (1.0f + erff(" + X + " * 0.7071067811865476f))";
-  } else if (kind == "aten::leaky_relu") {
-    e = X + " > 0.0f ? " + X + " : " + X + " * " + flit(num(1, 0.01));
-  } else if (kind == "aten::hardtanh") {
-    e = "fminf(fmaxf(" + X + ", " + flit(num(1, -1)) + "), " + flit(num(2, 1)) + ")";
-  } else if (kind == "aten::elu") {
-    std::string al = flit(num(1, 1)), sc = flit(num(2, 1)), is = flit(num(3, 1));
-    e = X + " > 0.0f ? " + sc + " * " + X + " : " + sc + " * " + al + " * expm1f(" + X + " * " + is + ")";
-  } else if (kind == "aten::celu") {
-    std::string al = flit(num(1, 1));
-    e = "fmaxf(" + X + ", 0.0f) + fminf(0.0f, " + al + " * expm1f(" + X + " / " + al + "))";
-  } else if (kind == "aten::softplus") {
-    std::string be = flit(num(1, 1)), th = flit(num(2, 20));
-    e = X + " * " + be + " > " + th + " ? " + X + " : log1pf(expf(" + X + " * " + be + ")) / " + be;
-  } else if (kind == "aten::threshold") {
-    e = X + " > " + flit(num(1, 0)) + " ? " + X + " : " + flit(num(2, 0));
-  } else if (kind == "aten::hardshrink") {
-    std::string l = flit(num(1, 0.5));
-    e = "fabsf(" + X + ") > " + l + " ? " + X + " : 0.0f";
-  } else if (kind == "aten::softshrink") {
-    std::string l = flit(num(1, 0.5));
-    e = X + " > " + l + " ? " + X + " - " + l + " : (" + X + " < -" + l + " ? " + X + " + " + l + " : 0.0f)";
-  } else if (kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") {
-    if (num(2, 0) != 0 && num(1, 1) != 0)  // p = 0 draws nothing in training mode either
-      return error{n->kind + " in training mode is not supported by the rules coder"};
-    e = X;
-  } else if (kind == "aten::contiguous" || kind == "aten::clone" || kind == "aten::detach" ||
-             kind == "aten::to" || kind == "aten::type_as" || kind == "aten::expand_as" ||
-             kind == "aten::expand") {
-    e = X;
-  }
-  return e;
-}
-
 // Writes one chain's statements: the operands it reads, then each node's value.
 struct chain_writer {
   const lowering_context& cx;
@@ -221,6 +127,8 @@ struct chain_writer {
   std::map<std::string, std::string>& var;
   const std::string& tag;
   const chain_reads& reads;
+  // The statements, inside a kernel's loop: two levels deep.
+  code_writer out{code, 2};
 
   // The variable, parameter or literal that holds value `id`; a tensor is loaded
   // into a variable at its first read.
@@ -238,7 +146,7 @@ struct chain_writer {
       std::string name = "x" + tag + std::to_string(var.size());
       const std::string idx = access(cx.shapes.at(id), st.iter, i, kp, reads.split);
       if (mask) {
-        code += "    const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;\n";
+        out.line("const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;");
         var[id] = name;
         return name;
       }
@@ -246,7 +154,7 @@ struct chain_writer {
       if (reads.load_hint == "streaming" && idx == i) ld = "__ldcs(" + p + " + " + i + ")";
       else if (reads.load_hint == "readonly" || (reads.load_hint == "readonly_broadcast" && idx != i))
         ld = "__ldg(" + p + " + (" + idx + "))";
-      code += "    const float " + name + " = " + ld + ";\n";
+      out.line("const float " + name + " = " + ld + ";");
       var[id] = name;
       return name;
     }
@@ -259,16 +167,65 @@ struct chain_writer {
     return error{"value " + id + " (" + v.type + ") cannot be an operand"};
   }
 
-  // The ops that read a second operand (or a third: clamp's bounds, pow's exponent
-  // as a tensor): their expression over X, or "" for any other op.
-  result<std::string> operand_expression(const graph_node& node, const std::string& kind, const std::string& X) {
+  // An op the table writes: its expression with the placeholders filled (op_table.hpp).
+  result<std::string> table_expression(const graph_node& n, const op_info& op, const std::string& X) {
+    if (op.inputs && static_cast<int>(n.inputs.size()) != op.inputs)
+      return error{n.kind + " with " + std::to_string(n.inputs.size()) + " inputs is not supported"};
+    const std::string_view t = op.expr;
+    // The operands first, in ascending input order: each load is a statement.
+    std::map<size_t, std::string> opnds;
+    for (size_t at = t.find('{'); at != std::string_view::npos; at = t.find('{', at + 1)) {
+      const size_t end = t.find('}', at);
+      const std::string_view inner = t.substr(at + 1, end - at - 1);
+      if (inner != "x" && inner.find('=') == std::string_view::npos) opnds[std::stoul(std::string(inner))];
+    }
+    for (auto& [k, text] : opnds) {
+      auto b = operand(n.inputs.at(k));
+      if (!b) return error{n.kind + ": " + b.message()};
+      text = *b;
+    }
+    std::string e;
+    for (size_t at = 0; at < t.size();) {
+      const size_t open = t.find('{', at);
+      if (open == std::string_view::npos) {
+        e += t.substr(at);
+        break;
+      }
+      e += t.substr(at, open - at);
+      const size_t end = t.find('}', open);
+      const std::string inner(t.substr(open + 1, end - open - 1));
+      const size_t eq = inner.find('=');
+      if (inner == "x") e += X;
+      else if (eq == std::string::npos) e += opnds.at(std::stoul(inner));
+      else e += flit(num_arg(cx, n, std::stoul(inner.substr(0, eq)), std::stod(inner.substr(eq + 1))));
+      at = end + 1;
+    }
+    return e;
+  }
+
+  // The elementwise ops the table leaves to code: their arguments change the
+  // expression's form. "" for any other op.
+  result<std::string> custom_expression(const graph_node& node, const std::string& kind, const std::string& X) {
     const graph_node* n = &node;
     auto num = [&](size_t k, double dflt) { return num_arg(cx, node, k, dflt); };
     auto none = [&](size_t k) { return none_arg(cx, node, k); };
     auto opnd = [&](size_t k) -> result<std::string> { return operand(n->inputs.at(k)); };
     auto second = [&]() -> result<std::string> { return opnd(1); };
     std::string e;
-    if (kind == "aten::clamp" || kind == "aten::clip") {
+    if (kind == "aten::logit") {
+      if (!none(1)) return error{"aten::logit with eps is not supported by the rules coder"};
+      e = "logf(" + X + " / (1.0f - " + X + "))";
+    } else if (kind == "aten::gelu") {
+      const graph_value* ap = n->inputs.size() > 1 ? &cx.val(n->inputs[1]) : nullptr;
+      if (ap && ap->text == "tanh")
+        e = "0.5f * " + X + " * (1.0f + tanhf(0.7978845608028654f * (" + X + " + 0.044715f * " + X + " * " + X + " * " + X + ")))";
+      else
+        e = "0.5f * " + X + " * (1.0f + erff(" + X + " * 0.7071067811865476f))";
+    } else if (kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") {
+      if (num(2, 0) != 0 && num(1, 1) != 0)  // p = 0 draws nothing in training mode either
+        return error{n->kind + " in training mode is not supported by the rules coder"};
+      e = X;
+    } else if (kind == "aten::clamp" || kind == "aten::clip") {
       e = X;
       for (int k : {1, 2}) {
         if (none(k)) continue;
@@ -276,10 +233,6 @@ struct chain_writer {
         if (!b) return error{n->kind + ": " + b.message()};
         e = std::string(k == 1 ? "fmaxf(" : "fminf(") + e + ", " + *b + ")";
       }
-    } else if (kind == "aten::clamp_min" || kind == "aten::clamp_max") {
-      auto b = second();
-      if (!b) return error{n->kind + ": " + b.message()};
-      e = std::string(kind == "aten::clamp_min" ? "fmaxf(" : "fminf(") + X + ", " + *b + ")";
     } else if (kind == "aten::pow") {
       const graph_value& ev = cx.val(n->inputs[1]);
       if (!cx.val(n->inputs[0]).is_tensor()) {
@@ -307,37 +260,13 @@ struct chain_writer {
       if (kind == "aten::add") e = X + " + " + B;
       else if (kind == "aten::rsub") e = *b + " - " + (alpha == 1 ? X : flit(alpha) + " * " + X);
       else e = X + " - " + B;
-    } else if (kind == "aten::mul" || kind == "aten::multiply") {
-      auto b = second();
-      if (!b) return error{n->kind + ": " + b.message()};
-      e = X + " * " + *b;
     } else if (kind == "aten::div" || kind == "aten::divide" || kind == "aten::true_divide") {
       auto b = second();
       if (!b) return error{n->kind + ": " + b.message()};
       const graph_value* mode = n->inputs.size() > 2 ? &cx.val(n->inputs[2]) : nullptr;
-      // Division stays IEEE: KS_DIV (__fdividef) is wrong for huge divisors.
       e = X + " / " + *b;
       if (mode && mode->text == "floor") e = "floorf(" + e + ")";
       else if (mode && mode->text == "trunc") e = "truncf(" + e + ")";
-    } else if (kind == "aten::maximum" || kind == "aten::minimum" || kind == "aten::atan2") {
-      auto b = second();
-      if (!b) return error{n->kind + ": " + b.message()};
-      e = (kind == "aten::maximum" ? "fmaxf(" : kind == "aten::minimum" ? "fminf(" : "atan2f(") + X + ", " + *b + ")";
-    } else if (kind == "aten::where" || kind == "aten::masked_fill") {
-      // where(condition, self, other), masked_fill(self, mask, value): the condition
-      // or mask is a bool operand (read as 0.0f or 1.0f); the other two tensors or
-      // scalars, the one picked passed through untouched (NaN included).
-      if (n->inputs.size() != 3) return error{n->kind + " with " + std::to_string(n->inputs.size()) + " inputs is not supported"};
-      auto a = opnd(1);
-      if (!a) return error{n->kind + ": " + a.message()};
-      auto b = opnd(2);
-      if (!b) return error{n->kind + ": " + b.message()};
-      e = kind == "aten::where" ? "(" + X + " != 0.0f ? " + *a + " : " + *b + ")" : "(" + *a + " != 0.0f ? " + *b + " : " + X + ")";
-    } else if (kind == "aten::xlogy") {
-      auto b = second();
-      if (!b) return error{n->kind + ": " + b.message()};
-      // ATen's: 0 where x is 0 (unless y is NaN), else x * log(y).
-      e = "((" + X + ") == 0.0f && (" + *b + ") == (" + *b + ") ? 0.0f : (" + X + ") * logf(" + *b + "))";
     }
     return e;
   }
@@ -348,20 +277,16 @@ struct chain_writer {
     auto x = operand(n->inputs.at(0));
     if (!x) return error{n->kind + ": " + x.message()};
     const std::string X = *x;
-    std::string e = unary_expression(kind, X);
-    if (e.empty()) {
-      auto c = constant_expression(cx, node, kind, X);
-      if (!c) return error{c.message()};
-      e = *c;
-    }
-    if (e.empty()) {
-      auto b = operand_expression(node, kind, X);
-      if (!b) return error{b.message()};
-      e = *b;
+    const op_info* op = find_op(kind);
+    std::string e;
+    if (op && op->cls == op_class::elementwise) {
+      auto r = op->expr.empty() ? custom_expression(node, kind, X) : table_expression(node, *op, X);
+      if (!r) return error{r.message()};
+      e = *r;
     }
     if (e.empty()) return error{"op " + n->kind + " (value " + n->outputs[0] + ") is not supported by the rules coder"};
     std::string name = "e" + tag + std::to_string(var.size());
-    code += "    const float " + name + " = " + e + ";\n";
+    out.line("const float " + name + " = " + e + ";");
     var[n->outputs[0]] = name;
     return {};
   }
@@ -385,10 +310,11 @@ result<epilogue_code> fused_epilogue(lowering_context& cx, size_t si, const std:
   stage& epi = cx.stages[cx.stages[si].epilogue];
   std::map<std::string, std::string> var{{value, "res"}};
   if (auto s = chain_code(cx, epi, idx, kp, out.code, var, "p"); !s) return error{s.message()};
+  code_writer stores(out.stores, 2);
   for (auto* en : epi.nodes) {
     auto it = cx.tensor_of.find(en->outputs[0]);
     if (it == cx.tensor_of.end()) continue;
-    out.stores += "    " + kp.tensor_out(it->second) + "[" + idx + "] = " + var.at(en->outputs[0]) + ";\n";
+    stores.line(kp.tensor_out(it->second) + "[" + idx + "] = " + var.at(en->outputs[0]) + ";");
     cx.written.insert(en->outputs[0]);
   }
   return out;

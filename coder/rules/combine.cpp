@@ -1,5 +1,6 @@
 #include "coder/rules/combine.hpp"
 
+#include "coder/rules/device_helpers.hpp"
 #include "coder/rules/kernel_text.hpp"
 
 namespace ks::rules {
@@ -58,20 +59,11 @@ acc_text acc_of(const reduction_spec& r) {
   return {};
 }
 
-const char* welford_helpers() {
+std::string welford_helpers() {
   // Chan et al.'s merge of two (count, mean, M2) states, written symmetrically
   // (__fmul_rn is never contracted into an fma) so that the two lanes of a shuffle
   // end with the same bits.
-  return R"(
-__device__ __forceinline__ void ks_wf_merge(float& n, float& m, float& m2, float nb, float mb, float m2b) {
-  const float N = n + nb;
-  if (N == 0.0f) return;
-  const float d = mb - m;
-  m = (__fmul_rn(n, m) + __fmul_rn(nb, mb)) / N;
-  m2 = (m2 + m2b) + d * d * (__fmul_rn(n, nb) / N);
-  n = N;
-}
-)";
+  return "\n" + std::string(cuda::welford_cuh());
 }
 
 std::string merge(const reduction_spec& r, const std::vector<std::string>& other) {

@@ -27,7 +27,7 @@ struct acc_text {
 acc_text acc_of(const reduction_spec& r);
 // The device helper Welford states merge with (ks_wf_merge): prepended once to a
 // source whose kernels use acc_kind::welford (lowering_context::uses_welford).
-const char* welford_helpers();
+std::string welford_helpers();
 // The statement that merges the state variables `other` (in the order of
 // acc_text::state) into the state.
 std::string merge(const reduction_spec& r, const std::vector<std::string>& other);

@@ -7,7 +7,7 @@
 
 #include "coder/rules/graph_rewrite.hpp"
 #include "coder/rules/kernel_text.hpp"
-#include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 
 namespace ks::rules {
 
@@ -18,10 +18,9 @@ const char* kUnsqueeze = "aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"
 // The convolutions whose third argument is the bias (aten::_convolution: what a
 // scripted module's convolution can be recorded as).
 bool is_convolution(const std::string& kind) {
-  static const std::set<std::string> k = {"aten::conv1d",           "aten::conv2d",           "aten::conv3d",
-                                          "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
-                                          "aten::_convolution",     "aten::convolution"};
-  return k.count(kind) > 0;
+  // (Not the lowering's own ks::conv2d_nhwc: it is written after this pass, and its
+  // result is NHWC, which a [C] bias would not broadcast over.)
+  return op_is(kind, op_class::convolution) && kind.rfind("aten::", 0) == 0;
 }
 
 // Every reader of `v` is an op whose kernel can take the add in, and `v` is not an output.
@@ -32,7 +31,7 @@ bool read_by_templates_only(const task_graph& g, const std::string& v) {
     if (!std::count(n.inputs.begin(), n.inputs.end(), v)) continue;
     const std::string k = base_kind(n.kind);
     // (A pool takes no prologue: the add would be a kernel of its own before it.)
-    if (!elementwise_ops().count(k) && !reduction_ops().count(k)) return false;
+    if (!op_is(k, op_class::elementwise) && !op_is(k, op_class::reduction)) return false;
     read = true;
   }
   return read;

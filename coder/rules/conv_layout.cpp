@@ -7,7 +7,7 @@
 
 #include "coder/rules/graph_rewrite.hpp"
 #include "coder/rules/kernel_text.hpp"
-#include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 
 namespace ks::rules {
 
@@ -22,7 +22,7 @@ std::vector<int64_t> to_nhwc(const std::vector<int64_t>& s) { return {s[0], s[2]
 // Elementwise ops whose extra arguments do not name dims or sizes (expand's sizes are
 // NCHW's): the same op on the permuted operands is the permuted result.
 bool layout_free(const std::string& kind) {
-  return elementwise_ops().count(kind) && kind != "aten::expand" && kind != "aten::expand_as" && kind != "aten::type_as";
+  return op_is(kind, op_class::elementwise) && kind != "aten::expand" && kind != "aten::expand_as" && kind != "aten::type_as";
 }
 
 // The reductions over one dim that the row templates run over the last dim; dim input 1.

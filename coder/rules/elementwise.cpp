@@ -50,7 +50,7 @@ result<elementwise_parts> gather_parts(lowering_context& cx, const stage& st, co
     e.outs.push_back(kp.tensor_out(t));
     bool plan_output = false;
     for (auto& b : cx.out.plan.outputs) plan_output = plan_output || b.name == t;
-    if (lay.cache_hint == "streaming" && plan_output) e.streamed_out.insert(e.outs.back());
+    if (lay.cache_hint == param::cache_hint::streaming && plan_output) e.streamed_out.insert(e.outs.back());
   }
   return e;
 }
@@ -78,7 +78,9 @@ void scalar_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
 // index. The tail (n % V elements) is done one by one.
 void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elementwise_layout& lay) {
   const int V = lay.vector_width, U = lay.per_thread;
-  const std::string& hint = lay.cache_hint;
+  // (A loop below names its parameter `param`: the hint is read here.)
+  const bool streaming = lay.cache_hint == param::cache_hint::streaming;
+  const bool readonly = lay.cache_hint == param::cache_hint::readonly;
   const std::string vt = V == 4 ? "float4" : "float2";
   // The vector index of trip u: `w` (and `cv`, the vector in the row, when split).
   std::string trip_index;
@@ -111,7 +113,7 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
     for (auto& [param, vv] : full_vec) {
       const std::string at = "reinterpret_cast<const " + vt + "*>(" + param + ")";
       k << "    " << vv << " = "
-        << (hint == "streaming" ? "__ldcs(" + at + " + w)" : hint == "readonly" ? "__ldg(" + at + " + w)" : at + "[w]") << ";\n";
+        << (streaming ? "__ldcs(" + at + " + w)" : readonly ? "__ldg(" + at + " + w)" : at + "[w]") << ";\n";
     }
     k << "  }\n";
   }
@@ -172,7 +174,7 @@ elementwise_layout choose_elementwise_layout(const lowering_context& cx, const s
   lay.split = lay.vector_width > 1 ? choose_column_split(cx, st) : 0;
   // The vector loop loads the full-shape operands itself (with the hint); the chain
   // reads the broadcast ones, through __ldg when the hint is readonly.
-  const std::string& hint = lay.cache_hint;
+  const std::string hint = param::name_of(lay.cache_hint);
   lay.body_reads = {lay.vector_width == 1 ? hint : hint == "readonly" ? "readonly_broadcast" : "none", lay.split};
   lay.tail_reads = {hint, lay.split};
   return lay;
@@ -185,15 +187,15 @@ status emit_elementwise(lowering_context& cx, size_t si) {
   if (!parts) return error{parts.message()};
   const elementwise_parts& e = *parts;
   const int V = lay.vector_width, U = lay.per_thread, B = lay.block;
-  const std::string& hint = lay.cache_hint;
+  const param::cache_hint hint = lay.cache_hint;
   std::string name = kernel_name(si, "elementwise");
   std::ostringstream k;
   k << "\n// Fused elementwise chain:";
   for (auto* n : st.nodes) k << " " << base_kind(n->kind).substr(6);
   k << ". " << V << " floats per vector, " << U << " vector(s) per thread per trip, grid-stride"
     << (lay.split ? "; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element" : "")
-    << (hint == "streaming" ? "; streamed operands and outputs evict first (__ldcs/__stcs)"
-        : hint == "readonly" ? "; operands through the read-only path (__ldg)" : "")
+    << (hint == param::cache_hint::streaming ? "; streamed operands and outputs evict first (__ldcs/__stcs)"
+        : hint == param::cache_hint::readonly ? "; operands through the read-only path (__ldg)" : "")
     << ".\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(e.kp.decls, ", ") << ") {\n";
   k << "  const long long stride = (long long)gridDim.x * blockDim.x;\n";

@@ -29,9 +29,9 @@ struct elementwise_layout {
   // that broadcast operands are indexed by row or column without a division per
   // element; 0 for a flat index.
   size_t split = 0;
-  // "streaming": full-shape operands and the plan's outputs touch-once (__ldcs,
-  // __stcs); "readonly": every operand through the read-only path (__ldg); "none".
-  std::string cache_hint = "none";
+  // streaming: full-shape operands and the plan's outputs touch-once (__ldcs,
+  // __stcs); readonly: every operand through the read-only path (__ldg); none.
+  param::cache_hint cache_hint = param::cache_hint::none;
   chain_reads body_reads;  // the vector (or scalar) loop's reads
   chain_reads tail_reads;  // the tail's: element by element
 };

@@ -10,8 +10,15 @@
 //   stages.cpp            the graph into stages: which ops fuse into which template,
 //                         prologues and epilogues, and the plan's buffers
 //   shapes.cpp            every value's shape as expressions over the input shapes
-//   op_specs.cpp          the op classes; a reduction's or a pool's node, read
+//   op_table.cpp          the op table: each ATen op's class, shape rule and (for
+//                         an elementwise op) its CUDA expression
+//   op_specs.cpp          a reduction's or a pool's node, read
 //   kernel_text.cpp       text helpers and a kernel's parameter list (kernel_params)
+//   code_writer.hpp       generated CUDA as lines, indentation scopes and splices
+//                         (chain.cpp and transpose_store.cpp write with it)
+//   cuda/*.cuh            the device helpers a source carries (fast math, merges,
+//                         shared-memory copies, clusters, the TF32 split), embedded
+//                         at build time: device_helpers.hpp
 //   chain.cpp             an elementwise chain's statements, the index of a broadcast
 //                         operand, the epilogue fused into a pool or a scan
 //   combine.cpp           a reduction's state, merges, warp and block combines
@@ -40,15 +47,18 @@
 //   pool.cpp              pool_layout         max_pool and avg_pool, 1-d to 3-d
 //   library.cpp           library_call        matmul, linear, conv2d ... as ATen steps
 //   fallback.cpp          fallback_call       any other ATen op, by its schema
-// The driver (coder/lowering.cpp: lower_graph) plans the stages, calls each stage's
-// emit_* and puts the source's header in front.
+//   template_table.cpp    the table of the templates above: which stage each
+//                         takes, its emit_ function, its name in the stage list
+// The driver (coder/lowering.cpp: lower_graph) plans the stages, hands each stage
+// to its row of the template table and puts the source's header in front.
 //
-// A new template: give its ops a class in op_specs.cpp and their result shapes in
-// shapes.cpp (shape_of_node); add a stage kind here and make collect_stages
-// (stages.cpp) put its nodes in such a stage (and the fusion passes, if a chain may
-// fuse into it); write rules/<template>.hpp/.cpp with its layout struct, a choose_
-// function and an emit_ function; call that from run() in coder/lowering.cpp, which
-// names the stage in lowered_kernel_set::stages; add the .cpp to coder/CMakeLists.txt.
+// A new template: its file, rules/<template>.hpp/.cpp, with its layout struct, a
+// choose_ function and an emit_ function; one row in template_table.cpp (which
+// stage it takes, the emit_ function, the stage's name); its .cpp in
+// coder/CMakeLists.txt. Its ops need rows in op_table.cpp (class and shape rule; a
+// new rule in shapes.cpp's shape_of_node). Only a new class of op needs a stage
+// kind here and a branch in collect_stages (stages.cpp), and the fusion passes if a
+// chain may fuse into it.
 //
 // What it promises:
 // - one lowering_context per lower_graph call: nothing is shared between calls, so

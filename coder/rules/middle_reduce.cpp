@@ -21,7 +21,7 @@ struct middle_cache {
 
 middle_cache choose_middle_cache(const lowering_params& p, const reduce_parts& rp, int slices) {
   middle_cache m;
-  if (p.row_cache == "none") return m;
+  if (p.row_cache == param::row_cache::none) return m;
   const std::string pass1 = rp.pro ? rp.load_code : rp.X + "[i]";
   std::vector<std::string> read;
   for (auto& [tensor, param] : rp.kp.tensor_param)

@@ -1,34 +1,19 @@
 #pragma once
-// What the templates know of the graph's ops: which class each op is in (elementwise,
-// reducing, a library product or convolution, a node that computes nothing), and
-// what a reducing or pooling node says once read (its dims, its constants).
+// What a reducing or pooling node says once read (its dims, its constants); which
+// class each op is in is op_table.hpp's table.
 //
 // What it promises:
-// - an op is in at most one of the classes; an op in none is a fallback (a library
-//   step through its schema) or an error;
 // - a reduction_spec or pool_spec is all a template needs of its node: the readers
 //   (op_specs.cpp) check the node once, and the templates trust the spec.
 
 #include <cstdint>
-#include <set>
 #include <string>
 
 #include "base/result.hpp"
 #include "coder/rules/lowering_context.hpp"
+#include "coder/rules/op_table.hpp"
 
 namespace ks::rules {
-
-const std::set<std::string>& elementwise_ops();
-const std::set<std::string>& reduction_ops();
-// The float products a library step runs: mm, matmul, bmm, addmm, linear (ATen names).
-// The ops 3xTF32 (split_tf32.hpp) and the matrix-vector rewrite (sum_of_product.hpp)
-// take, and the ones a method on products needs a candidate to have.
-const std::set<std::string>& product_ops();
-// The products and the convolutions the library template runs.
-const std::set<std::string>& library_ops();
-// Nodes that compute nothing a kernel needs: lists and sizes are read from the
-// graph's values when an op uses them.
-bool is_meta(const std::string& kind);
 
 int64_t normalize_dim(int64_t d, size_t rank);
 
@@ -90,7 +75,5 @@ struct pool_spec {
 result<reduction_spec> read_reduction(const lowering_context& cx, const graph_node& n, const std::string& kind);
 // The pool `n` computes; an error for ceil_mode or indices.
 result<pool_spec> read_pool(const lowering_context& cx, const graph_node& n, const std::string& kind);
-// max_pool1d/2d/3d and avg_pool1d/2d/3d: the ops the pool template takes.
-bool is_pool(const std::string& kind);
 
 }  // namespace ks::rules

@@ -3,35 +3,13 @@
 #include <algorithm>
 #include <functional>
 
+#include "coder/rules/device_helpers.hpp"
 #include "coder/rules/row_reduce.hpp"
 
 namespace ks::rules {
 
 namespace {
 
-// Dynamic shared memory and the copies into it. cp.async (sm_80 on) keeps every copy
-// in flight without holding a register; older GPUs copy through registers. A host
-// build of the source (the tests' emulator) defines KS_DYNAMIC_SHARED itself.
-const char* kSharedHelpers = R"(
-#ifndef KS_DYNAMIC_SHARED
-#define KS_DYNAMIC_SHARED(name) extern __shared__ float4 name[]
-#endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
-}
-__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(d)), "l"(s));
-}
-__device__ __forceinline__ void ks_cp_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-#else
-__device__ __forceinline__ void ks_cp_async16(float* d, const float* s) {
-  *reinterpret_cast<float4*>(d) = *reinterpret_cast<const float4*>(s);
-}
-__device__ __forceinline__ void ks_cp_async4(float* d, const float* s) { *d = *s; }
-__device__ __forceinline__ void ks_cp_async_wait() {}
-#endif
-)";
 
 const char* lanes4[] = {"x", "y", "z", "w"};
 
@@ -134,32 +112,18 @@ std::string shared_copies(const reduce_parts& rp, const reduce_layout& lay) {
 
 }  // namespace
 
-const char* shared_row_helpers() { return kSharedHelpers; }
+// Dynamic shared memory and the copies into it (cuda/shared_rows.cuh). cp.async
+// (sm_80 on) keeps every copy in flight without holding a register; older GPUs copy
+// through registers. A host build of the source (the tests' emulator) defines
+// KS_DYNAMIC_SHARED itself.
+std::string shared_row_helpers() { return "\n" + std::string(cuda::shared_rows_cuh()); }
 
-const char* cluster_helpers() {
+std::string cluster_helpers() {
   // barrier.cluster's release and acquire order the partial states written to shared
   // memory before the barrier against the other blocks' reads after it; mapa gives the
   // generic address of the same place in another block's shared memory. Below sm_90
   // they are declared only: no kernel there calls them (the lowering writes none).
-  return R"(
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void ks_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void ks_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void ks_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ const float* ks_cluster_map(const float* p, unsigned rank) {
-  unsigned long long r;
-  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(r) : "l"(p), "r"(rank));
-  return reinterpret_cast<const float*>(r);
-}
-#elif !defined(KS_CLUSTER_EMULATED)
-__device__ void ks_cluster_sync();
-__device__ void ks_cluster_arrive();
-__device__ void ks_cluster_wait();
-__device__ const float* ks_cluster_map(const float* p, unsigned rank);
-#endif
-)";
+  return "\n" + std::string(cuda::cluster_cuh());
 }
 
 int cluster_threads(const lowering_params& p, const lowering_device& dev, const row_cache_layout& c, int64_t row_len) {
@@ -186,7 +150,7 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
   row_cache_layout c;
   const reduction_spec& r = rp.r;
   // group_norm's second pass walks a row channel by channel (group_pass2): not cached.
-  if (p.row_cache == "none" || !(r.normalizes() || rp.epi) || r.groups > 0) return c;
+  if (p.row_cache == param::row_cache::none || !(r.normalizes() || rp.epi) || r.groups > 0) return c;
   const std::string pass1 = rp.pro ? rp.load_code : rp.X + "[i]";
   for (auto& [tensor, param] : rp.kp.tensor_param)
     if (param.rfind("in", 0) == 0 && reads_at(pass1, param, "i")) c.row_params.push_back(param);
@@ -202,7 +166,7 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
   const int64_t kmax = 32 / arrays;
   const int64_t width = warp ? lanes : p.block_size;
   const int64_t need = (rp.row_len + width - 1) / width;
-  if ((p.row_cache != "shared" || warp) && need <= kmax) {
+  if ((p.row_cache != param::row_cache::shared || warp) && need <= kmax) {
     c.kind = row_cache_layout::registers;
     c.per_thread = static_cast<int>(std::max<int64_t>(need, 1));
     // The softmax keeps exp(v - the thread's max) in rv, so pass 2 needs no exp
@@ -210,13 +174,13 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
     c.store_exp = c.keep_value && r.op == "softmax";
     return c;
   }
-  if (warp || c.row_params.empty() || p.row_cache == "registers") return {};
+  if (warp || c.row_params.empty() || p.row_cache == param::row_cache::registers) return {};
   c.kind = row_cache_layout::shared;
   // A row longer than a block's staging space: the fewest blocks of a cluster (a power
   // of two) whose chunks fit it, or 8 blocks staging more each, up to what a block may
   // opt into (less its static shared memory: the block combine's, 1 KiB at most).
   const int64_t n = static_cast<int64_t>(c.row_params.size());
-  if (p.row_cache == "on_chip" && dev.cc_major >= 9 && rp.row_len * n > kSharedRow) {
+  if (p.row_cache == param::row_cache::on_chip && dev.cc_major >= 9 && rp.row_len * n > kSharedRow) {
     int g = 2;
     while (g < kMaxCluster && g * kSharedRow < rp.row_len * n) g *= 2;
     const int64_t chunk = cluster_chunk(rp.row_len, g);

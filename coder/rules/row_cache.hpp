@@ -57,7 +57,7 @@ constexpr int kMaxCluster = 8;
 // The device helpers that staging rows in shared memory calls (dynamic shared
 // memory, cp.async copies): prepended once to a source whose kernels stage rows
 // (lowering_context::uses_smem).
-const char* shared_row_helpers();
+std::string shared_row_helpers();
 
 // What stays on chip between a row's two passes.
 struct row_cache_layout {
@@ -81,7 +81,7 @@ struct row_cache_layout {
 // pointer into another block's shared memory): prepended once to a source that has
 // such a kernel (lowering_context::uses_cluster). A host build of the source (the
 // tests' emulator) defines KS_CLUSTER_EMULATED and its own.
-const char* cluster_helpers();
+std::string cluster_helpers();
 
 // The cache for a row reduction with a second pass (none for any other), with a
 // warp (`warp`, `lanes` of it a row) or a block per row.

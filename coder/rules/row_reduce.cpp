@@ -89,7 +89,7 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   // variance of rows of millions within fp32's rounding, where shifted sums would
   // cancel. batch_norm always merges its rows' partials (across the batch). Elsewhere
   // the params say which.
-  if (rp.r.acc == acc_kind::moments && (rp.split > 1 || rp.r.batch_stats || cx.p.moments == "welford"))
+  if (rp.r.acc == acc_kind::moments && (rp.split > 1 || rp.r.batch_stats || cx.p.moments == param::moments::welford))
     rp.r.acc = acc_kind::welford;
   if (rp.r.acc == acc_kind::welford) cx.uses_welford = true;
   rp.ROWS = kp.int64(product(rp.outer));
@@ -583,7 +583,7 @@ reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts&
   // (SPLIT may be 1: a block per row, the merge across the batch all the same).
   lay.split = lay.form == reduce_layout::rows && (rp.split > 1 || r.batch_stats);
   // Split rows are walked by blocks whatever the mapping asked: a row is long.
-  lay.warp = p.row_mapping == "warp" && rp.inner_n == 1 && !lay.split;
+  lay.warp = p.row_mapping == param::row_mapping::warp && rp.inner_n == 1 && !lay.split;
   // Short rows share a warp: at least 4 elements a lane (at the target shapes).
   if (lay.warp && lay.form == reduce_layout::rows)
     while (lay.lanes > 1 && rp.row_len > 0 && rp.row_len <= 4 * (lay.lanes / 2)) lay.lanes /= 2;

@@ -4,6 +4,7 @@
 
 #include "coder/rules/kernel_text.hpp"
 #include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 #include "plan/op_schema.hpp"
 
 namespace ks::rules {
@@ -40,7 +41,9 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
   std::vector<std::string> tin;
   for (auto& i : n.inputs)
     if (cx.is_tensor(i)) tin.push_back(i);
-  if (elementwise_ops().count(kind)) {
+  const op_info* op = find_op(kind);
+  const shape_rule rule = op ? op->shape : shape_rule::none;
+  if (rule == shape_rule::broadcast) {
     shaped s = broadcast(cx, tin, ov.shape);
     for (size_t d = 0; d < s.sym.size(); ++d)
       if (ov.shape[d] != 1 && s.sym[d] == "1") {
@@ -50,7 +53,7 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
     cx.shapes[out] = s;
     return {};
   }
-  if (reduction_ops().count(kind)) {
+  if (rule == shape_rule::reduce) {
     auto spec = read_reduction(cx, n, kind);
     if (!spec) return error{spec.message()};
     const shaped& in = cx.shapes.at(spec->input);
@@ -69,12 +72,12 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
     cx.shapes[out] = s;
     return {};
   }
-  if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+  if (rule == shape_rule::same) {
     if (n.inputs.size() > 2 && !cx.val(n.inputs[2]).is_none()) return error{kind + " with a dtype is not supported by the rules coder"};
     cx.shapes[out] = cx.shapes.at(n.inputs[0]);
     return {};
   }
-  if (is_pool(kind)) {
+  if (rule == shape_rule::window) {
     auto pp = read_pool(cx, n, kind);
     if (!pp) return error{pp.message()};
     const shaped& x = cx.shapes.at(n.inputs[0]);
@@ -88,7 +91,7 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
     cx.shapes[out] = s;
     return {};
   }
-  if (library_ops().count(kind)) {
+  if (rule == shape_rule::library) {
     shaped s{ov.shape, {}};
     auto sh = [&](int i) -> const shaped& { return cx.shapes.at(n.inputs[i]); };
     if (kind == "aten::conv2d" || kind == "ks::conv2d_nhwc") {
@@ -176,7 +179,7 @@ status fallback_shapes(lowering_context& cx, const graph_node& n, const std::str
     const graph_value& ov = cx.val(o);
     if (!ov.is_tensor()) {
       for (const graph_node& m : cx.g.nodes)
-        if (!is_meta(base_kind(m.kind)) && std::count(m.inputs.begin(), m.inputs.end(), o))
+        if (!op_is(base_kind(m.kind), op_class::meta) && std::count(m.inputs.begin(), m.inputs.end(), o))
           return error{cannot + "; its result " + o + " is a " + ov.type + ", which a library step cannot return"};
       continue;
     }

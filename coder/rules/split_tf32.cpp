@@ -2,25 +2,14 @@
 
 #include <sstream>
 
+#include "coder/rules/device_helpers.hpp"
 #include "coder/rules/kernel_text.hpp"
-#include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 
 namespace ks::rules {
 
 namespace {
 
-// The element split, once per source however many products are split.
-const char* kSplitHelper = R"(#ifndef KS_SPLIT_TF32
-#define KS_SPLIT_TF32
-// x's nearest TF32 value (10-bit mantissa, ties away from zero); infinities and NaN as
-// they are.
-__device__ __forceinline__ float ks_tf32(float x) {
-  int u = __float_as_int(x);
-  if ((u & 0x7f800000) != 0x7f800000) u = (u + 0x1000) & -8192;
-  return __int_as_float(u);
-}
-#endif
-)";
 
 bool is_f32(const lowering_context& cx, const std::string& v) {
   return cx.is_tensor(v) && cx.val(v).dtype == "float32";
@@ -63,7 +52,8 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
   const char* mid = second ? "small" : "big";
   const char* last = second ? "big" : "small";
   std::ostringstream k;
-  k << "\n" << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? kSplitHelper : "")
+  // The element split (cuda/split_tf32.cuh), once per source however many products are split.
+  k << "\n" << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? cuda::split_tf32_cuh() : "")
     << "// Split-precision operand " << (second ? "B" : "A") << " of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +\n"
     << "// small, both TF32, written as [" << order << "] along K.\n"
     << "extern \"C\" __global__ void __launch_bounds__(256)\n"
@@ -115,11 +105,11 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
 
 split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node& n, const library_call& call) {
   split_tf32_layout lay;
-  if (cx.p.gemm_precision != "split_tf32") return lay;
+  if (cx.p.gemm_precision != param::gemm_precision::split_tf32) return lay;
   const std::string& op = call.op;
   if (op == "aten::addmm") lay.a_arg = 1, lay.b_arg = 2;
   else if (op == "aten::linear") lay.b_is_weight = true;
-  else if (!product_ops().count(op)) return lay;
+  else if (!op_is(op, op_class::product)) return lay;
   const std::string& a = n.inputs.at(lay.a_arg);
   const std::string& b = n.inputs.at(lay.b_arg);
   if (!is_f32(cx, a) || !is_f32(cx, b) || !is_f32(cx, n.outputs.at(0))) return lay;

@@ -5,6 +5,7 @@
 
 #include "coder/rules/kernel_text.hpp"
 #include "coder/rules/op_specs.hpp"
+#include "coder/rules/op_table.hpp"
 #include "coder/rules/shapes.hpp"
 
 namespace ks::rules {
@@ -48,13 +49,13 @@ std::string template_refusal(lowering_context& cx, const graph_node& n, const st
   // A bool operand of an elementwise op whose result is float32 (x * mask) is what
   // ATen computes it as: promoted to 0.0f or 1.0f before the op (chain.cpp loads it
   // so). Elsewhere, and for other dtypes, the templates read float32 only.
-  const bool bool_ok = elementwise_ops().count(kind) > 0;
+  const bool bool_ok = op_is(kind, op_class::elementwise);
   for (auto& i : n.inputs)
     if (cx.is_tensor(i) && cx.val(i).dtype != "float32" && !(bool_ok && cx.val(i).dtype == "bool"))
       return "its input " + i + " is " + cx.val(i).dtype + "; the templates read float32" +
              (bool_ok ? " and bool only" : " only");
   if (auto s = shape_of_node(cx, n, kind); !s) return s.message();
-  if (cx.p.library_reductions && reduction_ops().count(kind))
+  if (cx.p.library_reductions && op_is(kind, op_class::reduction))
     return "library_reductions: ATen's own reduction, in its order of the sum";
   auto flag = [&](size_t k) {
     return k < n.inputs.size() && !cx.val(n.inputs[k]).numbers.empty() && cx.val(n.inputs[k]).numbers[0] != 0;
@@ -70,7 +71,7 @@ std::string template_refusal(lowering_context& cx, const graph_node& n, const st
   // (x * x.size(1)) are kernel arguments. (The other templates read only constants
   // and ranks from their non-tensor inputs: layer_norm, the length of
   // normalized_shape; a reduction, dims, which x.dim() - 1 gives at every size.)
-  if (elementwise_ops().count(kind))
+  if (op_is(kind, op_class::elementwise))
     for (size_t k = 1; k < n.inputs.size(); ++k) {
       const graph_value& v = cx.val(n.inputs[k]);
       if (v.is_scalar() && !v.constant && !cx.scalar_sym.count(n.inputs[k]))
@@ -89,7 +90,7 @@ bool used_outside(const lowering_context& cx, const std::string& v, const graph_
     }
     bool in_cur = std::find(cur.nodes.begin(), cur.nodes.end(), &n) != cur.nodes.end();
     if (in_cur) continue;
-    if (is_meta(base_kind(n.kind)) && base_kind(n.kind) != "prim::ListConstruct") continue;
+    if (op_is(base_kind(n.kind), op_class::meta) && base_kind(n.kind) != "prim::ListConstruct") continue;
     if (std::count(n.inputs.begin(), n.inputs.end(), v)) return true;
   }
   (void)seen_next;
@@ -210,7 +211,7 @@ status collect_stages(lowering_context& cx) {
       }
       continue;
     }
-    if (is_meta(kind)) {
+    if (op_is(kind, op_class::meta)) {
       if (kind == "prim::ListConstruct") cx.list_of[n.outputs[0]] = n.inputs;
       continue;
     }
@@ -255,13 +256,15 @@ status collect_stages(lowering_context& cx) {
       continue;
     }
     for (auto& i : n.inputs) cx.consumers[i];  // mark read (filled below)
-    if (elementwise_ops().count(kind)) {
+    const op_info* op = find_op(kind);
+    const op_class cls = op ? op->cls : op_class::product;
+    if (cls == op_class::elementwise) {
       add_elementwise(cx, n);
-    } else if (reduction_ops().count(kind)) {
+    } else if (cls == op_class::reduction) {
       cx.stages.push_back(stage{stage::reduce, {&n}, {}, -1, false});
-    } else if (is_pool(kind)) {
+    } else if (cls == op_class::pool) {
       cx.stages.push_back(stage{stage::pool, {&n}, {}, -1, false});
-    } else if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+    } else if (cls == op_class::scan) {
       cx.stages.push_back(stage{stage::scan, {&n}, {}, -1, false});
     } else {
       cx.stages.push_back(stage{stage::library, {&n}, {}, -1, false});

@@ -1,8 +1,7 @@
 #include "coder/rules/transpose_store.hpp"
 
-#include <sstream>
-
 #include "coder/rules/chain.hpp"
+#include "coder/rules/code_writer.hpp"
 #include "coder/rules/kernel_text.hpp"
 
 namespace ks::rules {
@@ -45,35 +44,52 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
   }
   const std::string name = kernel_name(si, "transpose");
   const int threads = kTile * kTile / kRowsPerWarp;
-  std::ostringstream k;
-  k << "\n// Fused elementwise chain:";
-  for (auto* n : st.nodes) k << " " << base_kind(n->kind).substr(6);
-  k << ", over [N, H, W, C] in tiles of " << kTile << " positions x " << kTile
-    << " channels; stores its permute to [N, C, H, W] through a tile transposed in shared memory.\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << threads << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
-  for (size_t o = 0; o < perm_out.size(); ++o) k << "  __shared__ float tile" << o << "[" << kTile << "][" << kTile + 1 << "];\n";
-  k << "  const int tx = threadIdx.x & " << kTile - 1 << ", ty = threadIdx.x >> 5;\n";
-  k << "  const long long tp0 = (long long)blockIdx.x * " << kTile << ";\n";
-  k << "  for (long long tb = blockIdx.z; tb < " << NB << "; tb += gridDim.z)\n";
-  k << "  for (long long tq0 = (long long)blockIdx.y * " << kTile << "; tq0 < " << Q << "; tq0 += (long long)gridDim.y * "
-    << kTile << ") {\n";
-  k << "#pragma unroll\n  for (int tk = 0; tk < " << kRowsPerWarp << "; ++tk) {\n";
-  k << "    const long long tp = tp0 + ty + " << threads / kTile << " * tk, c = tq0 + tx;\n";
-  k << "    if (tp < " << P << " && c < " << Q << ") {\n";
-  k << "    const long long row = tb * " << P << " + tp, i = row * " << Q << " + c;\n    (void)row; (void)i;\n";
-  k << body;
-  for (size_t o = 0; o < perm_out.size(); ++o)
-    k << "    tile" << o << "[ty + " << threads / kTile << " * tk][tx] = " << var.at(st.permuted[o].first) << ";\n";
-  for (size_t o = 0; o < plain.size(); ++o) k << "    " << plain_out[o] << "[i] = " << var.at(plain[o].first) << ";\n";
-  k << "    }\n  }\n  __syncthreads();\n";
-  k << "#pragma unroll\n  for (int tk = 0; tk < " << kRowsPerWarp << "; ++tk) {\n";
-  k << "    const long long tq = tq0 + ty + " << threads / kTile << " * tk, tp = tp0 + tx;\n";
-  k << "    if (tp < " << P << " && tq < " << Q << ") {\n";
-  for (size_t o = 0; o < perm_out.size(); ++o)
-    k << "    " << perm_out[o] << "[(tb * " << Q << " + tq) * " << P << " + tp] = tile" << o << "[tx][ty + "
-      << threads / kTile << " * tk];\n";
-  k << "    }\n  }\n  __syncthreads();\n  }\n}\n";
-  cx.src += k.str();
+  std::string what;
+  for (auto* n : st.nodes) what += " " + base_kind(n->kind).substr(6);
+  const std::string T = std::to_string(kTile), R = std::to_string(threads / kTile);
+  code_writer w(cx.src);
+  w.line("");
+  w.line("// Fused elementwise chain:" + what + ", over [N, H, W, C] in tiles of " + T + " positions x " + T +
+         " channels; stores its permute to [N, C, H, W] through a tile transposed in shared memory.");
+  w.line("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) + ")");
+  {
+    auto kernel = w.block(name + "(" + join(kp.decls, ", ") + ")");
+    for (size_t o = 0; o < perm_out.size(); ++o)
+      w.line("__shared__ float tile" + std::to_string(o) + "[" + T + "][" + std::to_string(kTile + 1) + "];");
+    w.line("const int tx = threadIdx.x & " + std::to_string(kTile - 1) + ", ty = threadIdx.x >> 5;");
+    w.line("const long long tp0 = (long long)blockIdx.x * " + T + ";");
+    w.line("for (long long tb = blockIdx.z; tb < " + NB + "; tb += gridDim.z)");
+    // The tile loop's body and the bounds checks' are not indented (the text the
+    // golden snapshots hold): their braces are written as lines.
+    w.line("for (long long tq0 = (long long)blockIdx.y * " + T + "; tq0 < " + Q + "; tq0 += (long long)gridDim.y * " + T +
+           ") {");
+    {
+      w.splice("#pragma unroll\n");
+      auto load = w.block("for (int tk = 0; tk < " + std::to_string(kRowsPerWarp) + "; ++tk)");
+      w.line("const long long tp = tp0 + ty + " + R + " * tk, c = tq0 + tx;");
+      w.line("if (tp < " + P + " && c < " + Q + ") {");
+      w.line("const long long row = tb * " + P + " + tp, i = row * " + Q + " + c;");
+      w.line("(void)row; (void)i;");
+      w.splice(body);
+      for (size_t o = 0; o < perm_out.size(); ++o)
+        w.line("tile" + std::to_string(o) + "[ty + " + R + " * tk][tx] = " + var.at(st.permuted[o].first) + ";");
+      for (size_t o = 0; o < plain.size(); ++o) w.line(plain_out[o] + "[i] = " + var.at(plain[o].first) + ";");
+      w.line("}");
+    }
+    w.line("__syncthreads();");
+    {
+      w.splice("#pragma unroll\n");
+      auto store = w.block("for (int tk = 0; tk < " + std::to_string(kRowsPerWarp) + "; ++tk)");
+      w.line("const long long tq = tq0 + ty + " + R + " * tk, tp = tp0 + tx;");
+      w.line("if (tp < " + P + " && tq < " + Q + ") {");
+      for (size_t o = 0; o < perm_out.size(); ++o)
+        w.line(perm_out[o] + "[(tb * " + Q + " + tq) * " + P + " + tp] = tile" + std::to_string(o) + "[tx][ty + " + R +
+               " * tk];");
+      w.line("}");
+    }
+    w.line("__syncthreads();");
+    w.line("}");
+  }
   plan_step step;
   step.kind = "kernel";
   step.name = name;

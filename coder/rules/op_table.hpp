@@ -1,0 +1,61 @@
+#pragma once
+// The ops the rules coder knows, in one table: for each ATen name its class (which
+// template takes it), its shape rule (how shapes.cpp gives its result's shape), and
+// for an elementwise op the CUDA expression chain.cpp writes for it.
+//
+// An expression is text with placeholders:
+//   {x}     the first operand (input 0: a variable, parameter or literal);
+//   {k}     input k read as an operand (a tensor loaded, a size parameter, a literal);
+//           operands are read in ascending k, after {x};
+//   {k=D}   input k as a constant float literal, D when the node has no such input.
+// An elementwise row with no expression is written by chain.cpp's own code: its
+// arguments change the expression's form (add's alpha, div's rounding mode, pow's
+// exponent, clamp's optional bounds, gelu's approximation, dropout's mode).
+//
+// What it promises:
+// - an op is in one row, so in one class; an op in no row is a fallback (a library
+//   step through its schema) or an error;
+// - adding an elementwise op of one operand (or constant arguments) is one row.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ks::rules {
+
+enum class op_class {
+  elementwise,  // fused into chains (elementwise.cpp; prologues and epilogues)
+  reduction,    // row_reduce.cpp: reductions and the normalisations built on them
+  scan,         // scan.cpp: cumsum, cumprod
+  pool,         // pool.cpp: max and avg pools, 1-d to 3-d
+  product,      // library.cpp: float products run by ATen
+  convolution,  // library.cpp for conv2d; the others are fallbacks (conv_bias.cpp reads them)
+  meta,         // lists and sizes: no kernel, read from the graph's values
+};
+
+enum class shape_rule {
+  none,       // no template gives its shape: a fallback
+  broadcast,  // the broadcast of its tensor operands
+  reduce,     // its input without the reduced dims (kept as 1 with keepdim)
+  same,       // its input's shape
+  window,     // a pool's windows over the last dims
+  library,    // the product's or convolution's result (shapes.cpp, per op)
+};
+
+struct op_info {
+  std::string_view name;  // the ATen name, without an in-place underscore
+  op_class cls;
+  shape_rule shape;
+  std::string_view expr = {};  // elementwise: the CUDA expression (see the top)
+  int inputs = 0;              // elementwise: exactly this many inputs (0: any)
+};
+
+// Every row, in the table's order.
+const std::vector<op_info>& op_table();
+// The row of op `kind` (already without its in-place underscore), or nullptr.
+const op_info* find_op(std::string_view kind);
+bool op_is(std::string_view kind, op_class c);
+// The names of class `c`, in the table's order.
+std::vector<std::string> ops_of(op_class c);
+
+}  // namespace ks::rules

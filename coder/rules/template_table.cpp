@@ -1,0 +1,64 @@
+#include "coder/rules/template_table.hpp"
+
+#include "coder/rules/elementwise.hpp"
+#include "coder/rules/fallback.hpp"
+#include "coder/rules/kernel_text.hpp"
+#include "coder/rules/library.hpp"
+#include "coder/rules/pool.hpp"
+#include "coder/rules/row_reduce.hpp"
+#include "coder/rules/scan.hpp"
+#include "coder/rules/transpose_store.hpp"
+
+namespace ks::rules {
+
+namespace {
+
+std::string fused(const stage& st) {
+  return std::string(st.prologue >= 0 ? "+prologue" : "") + (st.epilogue >= 0 ? "+epilogue" : "");
+}
+
+// A fallback is a library step by the op's schema; the candidate lists why.
+status emit_fallback_step(lowering_context& cx, size_t si) {
+  status s = emit_fallback(cx, si);
+  const stage& st = cx.stages[si];
+  cx.out.fallback.push_back(base_kind(st.nodes[0]->kind) + ": " + st.fallback);
+  return s;
+}
+
+}  // namespace
+
+const std::vector<template_row>& template_table() {
+  static const std::vector<template_row> table = {
+      {"elementwise", [](const stage& st) { return st.kind == stage::elementwise && !st.permuted.empty(); },
+       emit_transpose_store, [](const lowering_context&, size_t) { return std::string("elementwise+transposed_store"); }},
+      {"elementwise", [](const stage& st) { return st.kind == stage::elementwise; }, emit_elementwise,
+       [](const lowering_context&, size_t) { return std::string("elementwise"); }},
+      {"row_reduce", [](const stage& st) { return st.kind == stage::reduce; }, emit_reduce,
+       [](const lowering_context& cx, size_t si) {
+         bool twin = false;  // a later reduction read by this kernel too
+         for (const auto& other : cx.stages) twin = twin || other.twin_of == static_cast<int>(si);
+         return "row_reduce" + fused(cx.stages[si]) + (twin ? "+twin" : "");
+       }},
+      {"scan", [](const stage& st) { return st.kind == stage::scan; }, emit_scan,
+       [](const lowering_context& cx, size_t si) { return "scan" + fused(cx.stages[si]); }},
+      {"pool", [](const stage& st) { return st.kind == stage::pool; }, emit_pool,
+       [](const lowering_context& cx, size_t si) {
+         return std::string(cx.stages[si].epilogue >= 0 ? "pool+epilogue" : "pool");
+       }},
+      {"fallback", [](const stage& st) { return st.kind == stage::library && !st.fallback.empty(); }, emit_fallback_step,
+       [](const lowering_context& cx, size_t si) { return "fallback:" + base_kind(cx.stages[si].nodes[0]->kind); }},
+      {"library", [](const stage& st) { return st.kind == stage::library; }, emit_library,
+       [](const lowering_context& cx, size_t si) {
+         return "library:" + choose_library_call(cx, *cx.stages[si].nodes[0]).op;
+       }},
+  };
+  return table;
+}
+
+const template_row* template_for(const stage& st) {
+  for (const template_row& t : template_table())
+    if (t.takes(st)) return &t;
+  return nullptr;
+}
+
+}  // namespace ks::rules
