@@ -565,6 +565,49 @@ TEST_CASE("the side-by-side script bounds each model's build and reports one tha
   fs::remove_all(dir);
 }
 
+// The bound on each torch.compile warm-up (--problem-timeout, the manifest's
+// problem_timeout): a warm-up child that never ends (tests/data/bench_bounds/hang_warm:
+// it waits on a child that sleeps, as a compile that hangs would) is killed with its
+// child after the bound, named with the reason, and the pass goes on to the next
+// problem and ends; nothing is recorded as warmed.
+TEST_CASE("the side-by-side script bounds each torch.compile warm-up and names one that ran out of time",
+          "[bench][bounds]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  const fs::path dir = scratch("warm-bound");
+  json problems = json::array();
+  for (const char* name : {"relu", "layer_norm"})
+    problems.push_back({{"key", std::string("good/") + name}, {"name", name}, {"level", "good"},
+                        {"problem", (kGood / (std::string(name) + ".py")).string()}, {"models", json::array()}});
+  json manifest = {{"seed", 42}, {"trials", 1}, {"reps", 1}, {"tolerances", {1e-4, 1e-2}},
+                   {"builds", (dir / "build").string()}, {"problem_timeout", 3}, {"problems", problems}};
+  std::ofstream(dir / "manifest.json") << manifest.dump();
+  const fs::path sleeps = dir / "sleeps";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto warmed = ks::test::run_shell(
+      "PYTHONPATH=" + quote(kSource / "tests" / "data" / "bench_bounds" / "hang_warm") + " KS_HANG_WARM=" +
+      quote(sleeps) + " TORCHINDUCTOR_CACHE_DIR=" + quote(dir / "inductor") + " " + python + " " +
+      quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " + quote(dir / "manifest.json") +
+      " --kb-warm --jobs 1 2>&1");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(warmed.text);
+  CHECK(warmed.status == 0);
+  CHECK(secs < 60);  // two bounds of 3 s, one after the other, and the start-ups
+  CHECK_THAT(warmed.text, Contains("[warm] good/relu: did not finish within 3 s (killed)"));
+  CHECK_THAT(warmed.text, Contains("[warm] good/layer_norm: did not finish within 3 s (killed)"));
+  CHECK_FALSE(fs::exists(dir / "inductor" / "ks-warmed"));
+  // Each hung warm-up's own child went with it: gone, or a zombie waiting to be reaped.
+  std::ifstream pids(sleeps);
+  int killed = 0;
+  for (std::string pid; std::getline(pids, pid);) {
+    const std::string stat = read(fs::path("/proc") / pid / "stat");
+    CHECK((stat.empty() || stat.find(") Z ") != std::string::npos));
+    ++killed;
+  }
+  CHECK(killed == 2);
+  fs::remove_all(dir);
+}
+
 // The bench's own bound on each measured problem: a measuring process that never
 // finishes a problem (tests/data/bench_bounds/fake_gpu_python.sh: it says PyTorch sees a
 // GPU, and its measuring process waits on a child that sleeps) is ended, with that child,
