@@ -4,7 +4,9 @@
 // pictures (docs/bench.md). The steps are in cli/bench_*.cpp; this file checks the
 // request, makes the config and runs the steps in order.
 
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "cli/bench_steps.hpp"
+#include "cli/build_commit.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 
@@ -97,6 +100,40 @@ result<experiment_config> bench_config(const bench_request& r, const global_opti
   return cfg;
 }
 
+bool is_commit(const std::string& s) {
+  return s.size() >= 7 && s.size() <= 40 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// What the per-problem rows name: the run, today's date (UTC), and the commit (--commit,
+// else the one the binary was built from; where that had uncommitted changes, or git
+// could not tell, the rows' note says so rather than name a commit that did not run).
+results_origin results_origin_of(const bench_request& r, const bench::layout& l) {
+  results_origin o;
+  char date[16];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(date, sizeof date, "%Y-%m-%d", &utc);
+  o.date = date;
+  o.run = !r.run_name.empty() ? r.run_name : o.date + " kernelskill bench " + l.root.filename().string();
+  if (!r.commit.empty()) {
+    o.commit = r.commit;
+    return o;
+  }
+  const std::string built(build_commit());
+  const std::string hash = built.substr(0, built.find('+'));
+  if (is_commit(hash)) {
+    o.commit = hash;
+    if (hash != built)
+      o.commit_note = "kernelskill was built from " + hash + " with uncommitted changes";
+  } else {
+    o.commit = "unknown";
+    o.commit_note = "commit unknown: kernelskill was built without git metadata (name it with --commit)";
+  }
+  return o;
+}
+
 }  // namespace
 
 int bench_problems(const bench_request& r, const global_options& g) {
@@ -113,6 +150,10 @@ int bench_problems(const bench_request& r, const global_options& g) {
     variants = std::move(*parsed);
   } else {
     std::cerr << "kernelskill bench: " << parsed.message() << "\n";
+    return 2;
+  }
+  if (!r.commit.empty() && !is_commit(r.commit)) {
+    std::cerr << "kernelskill bench: --commit '" << r.commit << "' is not a commit (7 to 40 lowercase hex digits)\n";
     return 2;
   }
   std::error_code ec;
@@ -159,7 +200,7 @@ int bench_problems(const bench_request& r, const global_options& g) {
     status = measured.status;
   }
   const bench_report report = gather(l, variants, *problems, {*cfg, measured, r.reps, r.trials});
-  if (auto st = write_summary_files(l, report); !st) {
+  if (auto st = write_summary_files(l, report, results_origin_of(r, l)); !st) {
     std::cerr << "kernelskill bench: " << st.message() << "\n";
     return 1;
   }
@@ -168,13 +209,14 @@ int bench_problems(const bench_request& r, const global_options& g) {
     const metric_set m = compute_metrics(measures_of(report, v, ""));
     auto share = [](const std::optional<double>& x) { return x ? std::to_string(static_cast<int>(100 * *x + 0.5)) + "%" : "-"; };
     auto times = [](const std::optional<double>& x) { return x ? std::to_string(*x).substr(0, 5) + "x" : "-"; };
-    std::printf("  %s: %zu problems, correct %s at 1e-4 (%s at 1e-2), geomean %s over eager, %s over torch.compile, "
-                "fast_1 %s\n",
+    std::printf("  %s: %zu problems, correct %s at 1e-4 (%s at 1e-2), mean %s and geomean %s over eager, %s over "
+                "torch.compile, fast_1 %s\n",
                 variants[v].name.c_str(), m.problems, share(m.correct_rate_strict).c_str(),
-                share(m.correct_rate_loose).c_str(), times(m.geomean_over_eager).c_str(),
+                share(m.correct_rate_loose).c_str(), times(m.mean_over_eager).c_str(), times(m.geomean_over_eager).c_str(),
                 times(m.geomean_over_compile).c_str(), share(m.fast_p_eager[1].second).c_str());
   }
-  std::printf("  summary.md, summary.json and the pictures are in %s\n", l.root.string().c_str());
+  std::printf("  summary.md, summary.json, the pictures and the per-problem rows (results-VARIANT.csv) are in %s\n",
+              l.root.string().c_str());
   return status;
 }
 

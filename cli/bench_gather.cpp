@@ -172,10 +172,14 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
   return r;
 }
 
-status write_summary_files(const layout& l, const bench_report& r) {
+status write_summary_files(const layout& l, const bench_report& r, const results_origin& origin) {
   if (auto st = write_file_atomically(l.root / "summary.json", bench_summary_json(r).dump(1) + "\n"); !st) return st;
   if (auto st = write_file_atomically(l.root / "summary.md", bench_summary_markdown(r)); !st) return st;
   if (auto st = write_file_atomically(l.root / "speedup_by_round.csv", speedup_by_round_csv(r)); !st) return st;
+  for (size_t v = 0; v < r.variants.size(); ++v)
+    if (auto st = write_file_atomically(l.root / ("results-" + r.variants[v].name + ".csv"), bench_results_csv(r, v, origin));
+        !st)
+      return st;
   for (const auto& [name, svg] : bench_pictures(r))
     if (auto st = write_file_atomically(l.root / name, svg); !st) return st;
   return {};

@@ -160,8 +160,9 @@ struct gather_settings {
 };
 bench_report gather(const layout& l, const std::vector<variant>& variants, const std::vector<problem>& problems,
                     const gather_settings& s);
-// summary.json, summary.md and the pictures into the output directory.
-status write_summary_files(const layout& l, const bench_report& r);
+// summary.json, summary.md, the pictures and each variant's per-problem rows
+// (results-VARIANT.csv, docs/results' format, naming `origin`) into the output directory.
+status write_summary_files(const layout& l, const bench_report& r, const results_origin& origin);
 
 // cli/side_by_side.py, embedded at build time (cli/CMakeLists.txt).
 std::string_view side_by_side_script();

@@ -110,6 +110,9 @@ struct bench_request {
   unsigned jobs = 0;     // 0: half the cores
   uint64_t seed = 42;
   bool overlap = true;   // build models and warm torch.compile while the run goes on
+  // The per-problem rows (results-VARIANT.csv): the run's name (empty: "DATE kernelskill
+  // bench OUT") and the commit they name (empty: the one the binary was built from).
+  std::string run_name, commit;
 };
 int bench_problems(const bench_request& r, const global_options& g);
 

@@ -303,6 +303,12 @@ command_action add_bench(CLI::App& app, option_values& o) {
                         "Seconds one problem's measurement may take, and one torch.compile warm-up (default\n"
                         "900); a problem past it is ended and recorded as a failed row with the phase it was in")
       ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--run-name", bench.run_name,
+                        "The run's name in the per-problem rows, results-VARIANT.csv (default: \"DATE\n"
+                        "kernelskill bench OUT\")");
+  bench_cmd->add_option("--commit", bench.commit,
+                        "The commit those rows name (default: the one kernelskill was built from; where\n"
+                        "that is unknown, e.g. a copy of the tree without .git, they say \"unknown\" and why)");
   bench_cmd->add_option("--jobs", bench.jobs, "Imports, extension builds and torch.compile warm-ups at once (default: half the cores)");
   bench_cmd->add_option("--seed", bench.seed, "The seed before get_init_inputs, Model and ModelNew (default 42, as KernelBench)");
   bench_cmd->add_flag("--no-overlap{false}", bench.overlap,

@@ -598,10 +598,20 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
 // like a number, does not promote a dimensioned one), so it takes their place.
 // Returns whether anything changed.
 // Also clamp's bounds (Swin V2's `clamp(logit_scale, max=torch.log(torch.tensor(100.)))`),
-// each a 0-dim constant or None.
-bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& shapes) {
+// each a 0-dim constant or None. And the minimum or maximum of a floating tensor and a
+// 0-dim constant (`torch.min(x, torch.tensor(0.5))`, level 2's 31_Conv2d_Min_Add_Multiply):
+// clamp_max / clamp_min by that number, which gives the same values, NaN included (a NaN
+// on either side gives NaN), in the tensor's dtype.
+bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& shapes, const dtype_map& dtypes) {
   static const std::set<std::string> ops = {"aten::mul", "aten::add", "aten::sub", "aten::div", "aten::rsub"};
   static const std::set<std::string> bounds = {"aten::clamp", "aten::clamp_min", "aten::clamp_max"};
+  // Elementwise minimum / maximum of two tensors, by overload ("other" of min and max;
+  // minimum and maximum have no other), and the clamp that bounds by a number the same way.
+  static const std::map<std::pair<std::string, std::string>, std::string> extrema = {
+      {{"aten::min", "other"}, "aten::clamp_max"},
+      {{"aten::minimum", ""}, "aten::clamp_max"},
+      {{"aten::max", "other"}, "aten::clamp_min"},
+      {{"aten::maximum", ""}, "aten::clamp_min"}};
   // The number a 0-dim constant tensor holds; none for anything else.
   auto number = [](torch::jit::Value* v) -> std::optional<c10::IValue> {
     auto c = torch::jit::toIValue(v);
@@ -611,9 +621,20 @@ bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& sha
     if (at::isIntegralType(t.scalar_type(), /*includeBool=*/false)) return c10::IValue(t.item<int64_t>());
     return std::nullopt;
   };
+  std::vector<std::pair<torch::jit::Node*, std::string>> bounded;  // a minimum or maximum, and its clamp
   std::vector<torch::jit::Node*> todo;
   each_node(graph.block(), [&](torch::jit::Node* n) {
     const std::string kind = n->kind().toQualString();
+    if (n->inputs().size() == 2 && n->maybeSchema()) {
+      auto clamp = extrema.find({kind, n->schema().overload_name()});
+      auto self = shapes.find(n->inputs()[0]->unique());
+      auto dtype = dtypes.find(n->inputs()[0]->unique());
+      if (clamp != extrema.end() && self != shapes.end() && !self->second.empty() && dtype != dtypes.end() &&
+          at::isFloatingType(dtype->second) && number(n->inputs()[1])) {
+        bounded.emplace_back(n, clamp->second);
+        return;
+      }
+    }
     if ((!ops.count(kind) && !bounds.count(kind)) || n->inputs().size() < 2 || !n->maybeSchema() ||
         n->schema().overload_name() != "Tensor")
       return;
@@ -641,7 +662,14 @@ bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& sha
     n->output()->replaceAllUsesWith(out);
     n->destroy();
   }
-  return !todo.empty();
+  for (const auto& [n, clamp] : bounded) {
+    torch::jit::WithInsertPoint guard(n);
+    torch::jit::Value* bound = graph.insertConstant(*number(n->inputs()[1]));
+    torch::jit::Value* out = graph.insert(c10::Symbol::fromQualString(clamp), {n->inputs()[0], bound});
+    n->output()->replaceAllUsesWith(out);
+    n->destroy();
+  }
+  return !todo.empty() || !bounded.empty();
 }
 
 // Runs a copy of `graph` whose outputs are every top-level value: the interpreter
@@ -1061,7 +1089,8 @@ result<std::string> export_graph_json(const task_spec& task, std::string* probe_
         const std::string before = graph->toString(false);
         const shape_map shapes = known_shapes(*graph, arguments, *probed);
         if (control_flow) specialise_to_shapes(graph, shapes, known_dtypes(*graph, arguments, *probed), copies);
-        if (!task.module_bytes.empty()) scalars_for_tensor_constants(*graph, shapes);
+        if (!task.module_bytes.empty())
+          scalars_for_tensor_constants(*graph, shapes, known_dtypes(*graph, arguments, *probed));
         if (graph->toString(false) == before) break;
         probed = run_probe(graph, arguments);
         // Why the cheaper probes failed comes first: the CPU's own message is a traceback.

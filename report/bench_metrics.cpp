@@ -67,6 +67,11 @@ metric_set compute_metrics(const std::vector<problem_measure>& problems) {
     s.correct_rate_loose = static_cast<double>(s.correct_loose) / static_cast<double>(s.known);
   }
   s.geomean_over_eager = geometric_mean(over_eager);
+  if (!over_eager.empty()) {
+    double sum = 0;
+    for (double x : over_eager) sum += x;
+    s.mean_over_eager = sum / static_cast<double>(over_eager.size());
+  }
   s.geomean_over_eager_n = over_eager.size();
   s.geomean_over_compile = geometric_mean(over_compile);
   s.geomean_over_compile_n = over_compile.size();

@@ -49,6 +49,7 @@ json metrics_json(const metric_set& m) {
   j["correct_rate_1e-2"] = opt_json(m.correct_rate_loose);
   j["geomean_speedup_over_eager"] = opt_json(m.geomean_over_eager);
   j["geomean_speedup_over_eager_n"] = m.geomean_over_eager_n;
+  j["mean_speedup_over_eager"] = opt_json(m.mean_over_eager);
   j["geomean_speedup_over_compile"] = opt_json(m.geomean_over_compile);
   j["geomean_speedup_over_compile_n"] = m.geomean_over_compile_n;
   j["compile_geomean_speedup_over_eager"] = opt_json(m.compile_over_eager);
@@ -238,9 +239,9 @@ std::string counts_line(const metric_set& m) {
 
 std::string metrics_table(const bench_report& r) {
   std::string md =
-      "| variant | level | problems | correct @1e-4 | correct @1e-2 | geomean over eager | geomean over torch.compile "
-      "| fast_0 | fast_1 | fast_1.5 | fast_2 |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      "| variant | level | problems | correct @1e-4 | correct @1e-2 | mean over eager | geomean over eager "
+      "| geomean over torch.compile | fast_0 | fast_1 | fast_1.5 | fast_2 |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   std::vector<std::string> levels = report_levels(r);
   if (levels.size() > 1) levels.push_back("");
   for (size_t v = 0; v < r.variants.size(); ++v)
@@ -248,7 +249,8 @@ std::string metrics_table(const bench_report& r) {
       const metric_set m = compute_metrics(measures_of(r, v, level));
       md += "| " + r.variants[v].name + " | " + (level.empty() ? "all" : level) + " | " + std::to_string(m.problems) +
             (m.known < m.problems ? " (" + std::to_string(m.problems - m.known) + " pending)" : "") + " | " +
-            counts_line(m) + " | " + share(m.correct_rate_loose) + " | " + times(m.geomean_over_eager) + " (" +
+            counts_line(m) + " | " + share(m.correct_rate_loose) + " | " + times(m.mean_over_eager) + " | " +
+            times(m.geomean_over_eager) + " (" +
             std::to_string(m.geomean_over_eager_n) + ") | " + times(m.geomean_over_compile) + " (" +
             std::to_string(m.geomean_over_compile_n) + ")";
       for (const auto& [p, x] : m.fast_p_eager) md += " | " + share(x);
@@ -464,8 +466,8 @@ std::string bench_summary_markdown(const bench_report& r) {
           "each call, medians of " + std::to_string(r.reps) + "; correct means every one of " + std::to_string(r.trials) +
           " trials passes `torch.allclose(model(x), model_new(x), atol=tol, rtol=tol)` on fresh inputs, at tol = 1e-4 " +
           "(KernelBench's fp32 tolerance) and at 1e-2 (KernelBench v0/v0.1).";
-  md += "\n\n## Metrics\n\nSpeedups are eager (or torch.compile) time / ours; geometric means over the problems "
-        "correct at 1e-4 (their number in brackets); fast_p: the share of all problems that are correct at 1e-4 and "
+  md += "\n\n## Metrics\n\nSpeedups are eager (or torch.compile) time / ours; arithmetic (the paper's) and "
+        "geometric means over the problems correct at 1e-4 (their number in brackets); fast_p: the share of all problems that are correct at 1e-4 and "
         "more than p times faster than eager (KernelBench's definition; a problem without a kernel counts as not "
         "fast).\n\n";
   md += metrics_table(r);
@@ -480,6 +482,77 @@ std::string bench_summary_markdown(const bench_report& r) {
   for (const auto& [name, svg] : pictures) md += "- [" + name + "](" + name + ")\n";
   md += "\n## Per problem\n\n" + problems_table(r);
   return md;
+}
+
+namespace {
+
+// A CSV field: quoted where it holds a comma, a quote or a line break (line breaks
+// become spaces: one row a line).
+std::string csv_field(std::string s) {
+  for (auto& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (s.find_first_of(",\"") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// "level2" → "2"; a directory not named levelN has no level.
+std::string level_number(const std::string& level) {
+  if (level.size() <= 5 || level.compare(0, 5, "level") != 0) return "";
+  for (size_t i = 5; i < level.size(); ++i)
+    if (level[i] < '0' || level[i] > '9') return "";
+  return level.substr(5);
+}
+
+}  // namespace
+
+std::string bench_results_csv(const bench_report& r, size_t v, const results_origin& origin) {
+  std::string csv =
+      "run,date,commit,device,level,problem,eager_ms,compile_ms,ours_ms,over_eager,over_compile,correct,"
+      "correct_1e-2,review_speedup,rounds,max_abs_error,reverted,note\n";
+  const std::string device = !r.measurement_ran ? "none (not measured)" : r.device.empty() ? "unknown" : r.device;
+  const auto time = [](double x) { return x > 0 && std::isfinite(x) ? format_double("%.4f", x) : std::string(); };
+  for (const auto& p : r.problems) {
+    const bench_cell c = v < p.cells.size() ? p.cells[v] : bench_cell{};
+    const bool measured = c.state == measure_state::measured;
+    std::string correct, loose;
+    if (measured) correct = c.correct_strict ? "yes" : "no", loose = c.correct_loose ? "yes" : "no";
+    if (c.state == measure_state::no_kernel) correct = loose = "no";
+    std::vector<std::string> notes;
+    if (!origin.commit_note.empty()) notes.push_back(origin.commit_note);
+    if (c.state == measure_state::pending)
+      notes.push_back(r.measurement.rfind("not measured", 0) == 0 ? r.measurement : "not measured yet");
+    if (c.state == measure_state::no_kernel && p.import_error.empty() && c.export_error.empty() &&
+        (!c.run_done || c.run_success))
+      notes.push_back("no kernel to measure");
+    const std::string why = problem_note(p, c);
+    if (!why.empty()) notes.push_back(why);
+    std::string note;
+    for (const auto& n : notes) note += (note.empty() ? "" : "; ") + n;
+    const std::vector<std::string> cells = {
+        origin.run,
+        origin.date,
+        origin.commit,
+        device,
+        level_number(p.level),
+        p.name,
+        time(p.eager_ms),
+        time(p.compile_ms),
+        measured ? time(c.ours_ms) : "",
+        "",
+        "",
+        correct,
+        loose,
+        c.run_success && c.run_speedup > 0 && std::isfinite(c.run_speedup) ? format_double("%.4g", c.run_speedup) : "",
+        c.run_done ? std::to_string(c.rounds) : "",
+        measured && std::isfinite(c.max_abs_error) && c.max_abs_error >= 0 ? format_double("%.3g", c.max_abs_error) : "",
+        "",
+        note};
+    for (size_t i = 0; i < cells.size(); ++i) csv += (i ? "," : "") + csv_field(cells[i]);
+    csv += "\n";
+  }
+  return csv;
 }
 
 std::string speedup_by_round_csv(const bench_report& r) {

@@ -103,6 +103,21 @@ std::string bench_summary_markdown(const bench_report& r);
 // The speedup by round of every variant as CSV (variant, round, tasks, of, mean,
 // geomean; empty where there is no value): the curve's data for a page to draw.
 std::string speedup_by_round_csv(const bench_report& r);
+// Where one bench's rows come from, for docs/results: the run's name, the date
+// (YYYY-MM-DD), the commit of the kernelskill that ran (7+ hex digits, or "unknown"
+// with `commit_note` saying why).
+struct results_origin {
+  std::string run, date, commit, commit_note;
+};
+// Variant `v`'s per-problem rows in docs/results' CSV format (scripts/results_page.py:
+// run,date,commit,device,level,problem,eager_ms,compile_ms,ours_ms,over_eager,
+// over_compile,correct,correct_1e-2,review_speedup,rounds,max_abs_error,reverted,note),
+// the header first, one row per problem in the report's order, so that a run's rows
+// append to docs/results/kernelbench.csv as they are. Times only where measured;
+// `correct` yes/no where the outcome is known (a problem without a kernel is "no"),
+// empty while pending; the note carries every error the summary names. The device
+// column is the measurement's device, or "none (not measured)".
+std::string bench_results_csv(const bench_report& r, size_t v, const results_origin& origin);
 // The pictures: (file name, SVG text), only those the data allows.
 std::vector<std::pair<std::string, std::string>> bench_pictures(const bench_report& r);
 

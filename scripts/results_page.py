@@ -15,7 +15,12 @@ its rows at the end. The page marks where each suite's table goes:
 and everything between the two lines is replaced by a table of each problem's latest
 row (rows whose change was reverted since are skipped), sorted by level and problem
 number, and a line with the counts and geometric means. Where every shown row has the
-same commit, device and date, the line names them once; otherwise each row does.
+same commit, device and date, the line names them once; otherwise each row does. A
+suite whose every row has a level (KernelBench) gets, above that, a table of what the
+paper reports per level and over all: the success rate at the suite's tolerance (1e-4)
+and at 1e-2, the arithmetic and the geometric mean of ours over eager, the geometric
+mean over torch.compile, and fast_0 / fast_1 over eager and over torch.compile (see
+level_metrics for each definition).
 
 Columns of a results CSV (every one present, in this order; empty where the run gave
 no such number):
@@ -208,6 +213,13 @@ def render_status(rows):
     imported = sum(1 for r in shown if r["imported"] == "yes")
     lowered = sum(1 for r in shown if r["lowered"] == "yes")
     line = f"{len(shown)} problems, {imported} imported, {lowered} lowered"
+    levels = sorted({r["level"] for r in shown if r["level"]}, key=int)
+    if len(levels) > 1:
+        def counts(lv):
+            rs = [r for r in shown if r["level"] == lv]
+            return (f"level {lv}: {len(rs)}, {sum(r['imported'] == 'yes' for r in rs)}, "
+                    f"{sum(r['lowered'] == 'yes' for r in rs)}")
+        line += " (" + "; ".join(counts(lv) for lv in levels) + ")"
     if common:
         line += "; " + ", ".join(f"{k} {v}" for k, v in common)
     runs = {r["run"] for r in shown}
@@ -215,14 +227,69 @@ def render_status(rows):
     return out + ["", line + "."]
 
 
+def level_metrics(rows):
+    """The paper's numbers over one level's latest rows (docs/bench.md, "The metrics"):
+    a dict of counts and values, None where there is nothing to take them over.
+
+    known       rows whose correctness was checked (correct is yes or no); a row that
+                says nothing (a review only) is pending and in no denominator
+    rate_1e-4   correct at the suite's tolerance, of known
+    rate_1e-2   correct at 1e-2 (correct_1e-2 yes, or correct yes: within 1e-4 is within
+                1e-2), of known
+    mean_eager, geomean_eager   arithmetic and geometric mean of eager / ours over the
+                correct rows with a speedup (n_eager of them)
+    geomean_compile             the same over torch.compile (n_compile)
+    fast_P_eager, fast_P_compile (P = 0, 1)   KernelBench's fast_p: the share of known
+                rows that are correct and faster than the baseline by more than P"""
+    known = [r for r in rows if r["correct"] in ("yes", "no")]
+    correct = [r for r in known if r["correct"] == "yes"]
+    loose = [r for r in known if r["correct"] == "yes" or r["correct_1e-2"] == "yes"]
+    m = {"problems": len(rows), "known": len(known), "correct": len(correct), "correct_1e-2": len(loose)}
+    m["rate_1e-4"] = len(correct) / len(known) if known else None
+    m["rate_1e-2"] = len(loose) / len(known) if known else None
+    for over in ("eager", "compile"):
+        xs = [x for x in (ratio(r, over) for r in correct) if x is not None and x > 0]
+        m["n_" + over] = len(xs)
+        m["geomean_" + over] = geomean(xs) if xs else None
+        m["mean_" + over] = sum(xs) / len(xs) if xs else None
+        for p in (0, 1):
+            fast = sum(1 for r in correct if (ratio(r, over) or 0) > p)
+            m[f"fast_{p}_{over}"] = fast / len(known) if known else None
+    return m
+
+
+def render_levels(shown):
+    """Per level (and over all, where there are several), the paper's numbers as a table."""
+    groups = [(lv, [r for r in shown if r["level"] == lv]) for lv in sorted({r["level"] for r in shown}, key=int)]
+    if len(groups) > 1:
+        groups.append(("all", shown))
+    share = lambda v: "—" if v is None else f"{100 * v:.0f}%"  # noqa: E731
+    out = ["| level | problems | correct @1e-4 | correct @1e-2 | over eager: mean | geomean | "
+           "over compile: geomean | fast_0 eager | fast_1 eager | fast_0 compile | fast_1 compile |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for lv, rows in groups:
+        m = level_metrics(rows)
+        out.append("| " + " | ".join([
+            lv, str(m["problems"]),
+            f"{share(m['rate_1e-4'])} ({m['correct']}/{m['known']})",
+            f"{share(m['rate_1e-2'])} ({m['correct_1e-2']}/{m['known']})",
+            cell(m["mean_eager"], "{:.3f}x"), cell(m["geomean_eager"], "{:.3f}x") + f" ({m['n_eager']})",
+            cell(m["geomean_compile"], "{:.3f}x") + f" ({m['n_compile']})",
+            share(m["fast_0_eager"]), share(m["fast_1_eager"]),
+            share(m["fast_0_compile"]), share(m["fast_1_compile"])]) + " |")
+    return out
+
+
 def render(suite, rows):
-    """The table and its summary line (lines of Markdown) for one suite."""
+    """The table and its summary line (lines of Markdown) for one suite; for a suite of
+    KernelBench levels, the per-level numbers first."""
     if not rows:
         raise DataError(f"docs/results/{suite}.csv has no rows")
     if "lowered" in rows[0]:
         return render_status(rows)
     shown = sorted(latest(rows), key=order)
     levels = any(r["level"] for r in shown)
+    head_table = render_levels(shown) + [""] if levels and all(r["level"] for r in shown) else []
     # commit, device and date: a column where the rows differ, named once where they agree.
     varying = [k for k in ("commit", "device", "date") if len({r[k] for r in shown}) > 1]
     common = [(k, shown[0][k]) for k in ("commit", "device", "date") if k not in varying]
@@ -230,7 +297,7 @@ def render(suite, rows):
                                             "over compile", "correct"] + varying
     align = (["---:"] if levels else []) + ["---", "---:", "---:", "---:", "---:", "---:", "---"] + \
         ["---"] * len(varying)
-    out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    out = head_table + ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for r in shown:
         oe, oc = shown_ratio(r, "eager"), shown_ratio(r, "compile")
         over_eager = cell(oe, "{:.2f}x")

@@ -32,6 +32,10 @@ namespace {
 const fs::path kSource = KS_SOURCE_DIR;
 const fs::path kBin = fs::path(KS_BINARY_DIR) / "bin";
 const fs::path kGood = kSource / "tests" / "data" / "kernelbench" / "good";
+// docs/results' columns (scripts/results_page.py), as `bench` writes results-VARIANT.csv.
+const std::string kResultsHeader =
+    "run,date,commit,device,level,problem,eager_ms,compile_ms,ours_ms,over_eager,over_compile,correct,correct_1e-2,"
+    "review_speedup,rounds,max_abs_error,reverted,note";
 
 std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
 
@@ -201,6 +205,23 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   CHECK(s["variants"][0]["rounds_vs_seeds"]["beat"].get<int>() <= 2);
   CHECK_THAT(read(out / "summary.md"), Contains("rounds beat the best seed on "));
   CHECK_THAT(read(out / "summary.md"), Contains("**Measurement: not measured:"));
+  // The per-problem rows (docs/results' format) say so too: no time, no verdict, why.
+  {
+    std::istringstream rows(read(out / "results-full.csv"));
+    std::string line;
+    std::getline(rows, line);
+    CHECK(line == kResultsHeader);
+    int n = 0;
+    while (std::getline(rows, line)) {
+      INFO(line);
+      ++n;
+      CHECK_THAT(line, Contains(",none (not measured),,"));
+      // Times, ratios and verdicts empty; the run's own speedup and its 1 round.
+      CHECK(std::regex_search(line, std::regex(",(relu|gemm_relu_divide),,,,,,,,[0-9.]+,1,,,")));
+      CHECK_THAT(line, Contains("not measured: "));  // and why, as the summary says it
+    }
+    CHECK(n == 2);
+  }
   CHECK(fs::exists(out / "speedup_by_round.svg"));
   CHECK_FALSE(fs::exists(out / "speedup_distribution.svg"));  // nothing measured, nothing drawn
 
@@ -242,10 +263,33 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   };
   std::ofstream(out / "measure/results-0.jsonl") << timed_row("good/relu", sha, false)
                                                  << timed_row("good/gemm_relu_divide", gemm_sha, false);
-  auto measured = kernelskill(args);
+  auto measured = kernelskill(args + " --run-name 'a test run' --commit 0123abc");
   INFO(measured.text);
   CHECK(measured.status == 0);
   CHECK_THAT(measured.text, Contains("[measure] complete: 2 problems measured"));
+  CHECK_THAT(measured.text, Contains("mean 2.000x and geomean 2.000x over eager"));
+  // The per-problem rows name the run and the commit, and hold the times and verdicts;
+  // scripts/results_page.py takes them as docs/results data and draws the table.
+  const std::string rows = read(out / "results-full.csv");
+  CHECK_THAT(rows, Contains("\na test run,"));
+  CHECK_THAT(rows, Contains(",0123abc,unknown,,relu,1.0000,,0.5000,,,yes,yes,"));
+  CHECK_THAT(rows, Contains(",0123abc,unknown,,gemm_relu_divide,1.0000,,0.5000,,,yes,yes,"));
+  {
+    const fs::path site = dir / "site";
+    fs::create_directories(site / "results");
+    fs::copy_file(kSource / "tests/data/results_page/page.md", site / "page.md");
+    std::ofstream(site / "results" / "kb.csv") << rows;
+    auto page = ks::test::run_shell("python3 " + quote(kSource / "scripts/results_page.py") + " --page " +
+                                    quote(site / "page.md") + " --results " + quote(site / "results") + " 2>&1");
+    INFO(page.text);
+    CHECK(page.status == 0);
+    const std::string md = read(site / "page.md");
+    CHECK_THAT(md, Contains("| relu | 1.0000 | — | 0.5000 | 2.00x | — | yes |"));
+    CHECK_THAT(md, Contains("2 problems, 2 correct; ours over eager 2.000x in geometric mean over the 2 correct and timed"));
+  }
+  auto bad_commit = kernelskill(args + " --commit HEAD");
+  CHECK(bad_commit.status == 2);
+  CHECK_THAT(bad_commit.text, Contains("--commit 'HEAD' is not a commit"));
   std::ofstream(out / "measure/results-0.jsonl") << timed_row("good/relu", sha, true)
                                                  << timed_row("good/gemm_relu_divide", gemm_sha, false);
   auto remeasure = kernelskill(args);
@@ -521,6 +565,49 @@ TEST_CASE("the side-by-side script bounds each model's build and reports one tha
   CHECK_THAT(row["variants"]["stuck"]["error"].get<std::string>(), Contains("did not build within 15 s"));
   CHECK(row["variants"]["stuck"]["correct"]["0.0001"] == false);
   CHECK(row["variants"]["quick"]["correct"]["0.0001"] == true);
+  fs::remove_all(dir);
+}
+
+// The bound on each torch.compile warm-up (--problem-timeout, the manifest's
+// problem_timeout): a warm-up child that never ends (tests/data/bench_bounds/hang_warm:
+// it waits on a child that sleeps, as a compile that hangs would) is killed with its
+// child after the bound, named with the reason, and the pass goes on to the next
+// problem and ends; nothing is recorded as warmed.
+TEST_CASE("the side-by-side script bounds each torch.compile warm-up and names one that ran out of time",
+          "[bench][bounds]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  const fs::path dir = scratch("warm-bound");
+  json problems = json::array();
+  for (const char* name : {"relu", "layer_norm"})
+    problems.push_back({{"key", std::string("good/") + name}, {"name", name}, {"level", "good"},
+                        {"problem", (kGood / (std::string(name) + ".py")).string()}, {"models", json::array()}});
+  json manifest = {{"seed", 42}, {"trials", 1}, {"reps", 1}, {"tolerances", {1e-4, 1e-2}},
+                   {"builds", (dir / "build").string()}, {"problem_timeout", 3}, {"problems", problems}};
+  std::ofstream(dir / "manifest.json") << manifest.dump();
+  const fs::path sleeps = dir / "sleeps";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto warmed = ks::test::run_shell(
+      "PYTHONPATH=" + quote(kSource / "tests" / "data" / "bench_bounds" / "hang_warm") + " KS_HANG_WARM=" +
+      quote(sleeps) + " TORCHINDUCTOR_CACHE_DIR=" + quote(dir / "inductor") + " " + python + " " +
+      quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " + quote(dir / "manifest.json") +
+      " --kb-warm --jobs 1 2>&1");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(warmed.text);
+  CHECK(warmed.status == 0);
+  CHECK(secs < 60);  // two bounds of 3 s, one after the other, and the start-ups
+  CHECK_THAT(warmed.text, Contains("[warm] good/relu: did not finish within 3 s (killed)"));
+  CHECK_THAT(warmed.text, Contains("[warm] good/layer_norm: did not finish within 3 s (killed)"));
+  CHECK_FALSE(fs::exists(dir / "inductor" / "ks-warmed"));
+  // Each hung warm-up's own child went with it: gone, or a zombie waiting to be reaped.
+  std::ifstream pids(sleeps);
+  int killed = 0;
+  for (std::string pid; std::getline(pids, pid);) {
+    const std::string stat = read(fs::path("/proc") / pid / "stat");
+    CHECK((stat.empty() || stat.find(") Z ") != std::string::npos));
+    ++killed;
+  }
+  CHECK(killed == 2);
   fs::remove_all(dir);
 }
 

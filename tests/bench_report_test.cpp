@@ -108,6 +108,7 @@ TEST_CASE("fast_p counts correct problems faster than p, strictly, over every pr
   CHECK(*m.correct_rate_loose == Approx(0.8));
   CHECK(*m.geomean_over_eager == Approx(std::cbrt(2.0 * 1.5 * 1.0)));  // the correct ones only
   CHECK(m.geomean_over_eager_n == 3);
+  CHECK(*m.mean_over_eager == Approx((2.0 + 1.5 + 1.0) / 3));  // the paper's arithmetic mean, same problems
   CHECK(*m.geomean_over_compile == Approx(std::sqrt(1.0 * 3.0)));
   CHECK(m.geomean_over_compile_n == 2);
   // torch.compile against eager wherever both were timed: 2/1, 1.5/3, 4/1.
@@ -123,6 +124,7 @@ TEST_CASE("nothing measured gives no rates, means or fast_p, not zeros", "[bench
   CHECK(m.known == 0);
   CHECK_FALSE(m.correct_rate_strict.has_value());
   CHECK_FALSE(m.geomean_over_eager.has_value());
+  CHECK_FALSE(m.mean_over_eager.has_value());
   for (const auto& [p, v] : m.fast_p_eager) CHECK_FALSE(v.has_value());
   // Problems known to have no kernel are known: 0% correct, fast_p 0 (KernelBench's n).
   const metric_set none = compute_metrics({with_state(measure_state::no_kernel)});
@@ -400,6 +402,7 @@ TEST_CASE("the bench summary writes null and '-' for what was not measured, and 
   CHECK(overall["known"] == 1);
   CHECK(overall["correct_rate_1e-4"] == 0.0);  // b is known: no kernel
   CHECK(overall["geomean_speedup_over_eager"].is_null());
+  CHECK(overall["mean_speedup_over_eager"].is_null());
   CHECK(j["variants"][0]["speedup_by_round"][1]["mean"] == 1.5);
   CHECK(j["problems"][0]["variants"]["full"]["state"] == "pending");
   CHECK(j["problems"][0]["eager_ms"].is_null());
@@ -481,4 +484,56 @@ TEST_CASE("the bench summary says where torch.compile itself is not within 1e-4 
                           "is checked on); not on: 1_conv."));
   CHECK_THAT(md, Contains("torch.compile itself is not within 1e-4 of eager (1 of 3 trials; max abs error 0.0025)"));
   CHECK(md.find("2_gemm | level2 | 4.0000 | 2.0000 | 3.0000 | 1.33x | 0.67x | yes / yes | 0.00x | 0 |  |") != std::string::npos);
+}
+
+// The per-problem rows `bench` writes for docs/results (scripts/results_page.py's
+// columns): times only where measured, yes/no where the outcome is known (no kernel: no),
+// nothing while pending, the level's number, and every error in a quoted note.
+TEST_CASE("the bench's per-problem rows are docs/results' CSV, with what was and was not measured",
+          "[bench][summary]") {
+  bench_report r;
+  r.measurement = "measured";
+  r.measurement_ran = true;
+  r.device = "NVIDIA H200";
+  r.variants = {{"full", true, true, {}, {}}};
+  bench_problem a;
+  a.name = "1_conv";
+  a.level = "level2";
+  a.eager_ms = 4;
+  a.compile_ms = 2.5;
+  bench_cell c;
+  c.run_done = c.run_success = c.exported = true;
+  c.run_speedup = 1.25;
+  c.rounds = 1;
+  c.state = measure_state::measured;
+  c.correct_strict = false;
+  c.correct_loose = true;
+  c.max_abs_error = 2e-3;
+  c.ours_ms = 3;
+  a.cells = {c};
+  bench_problem b = a;  // failed to import: no kernel, a note with a comma and a quote
+  b.name = "2_gemm";
+  b.eager_ms = b.compile_ms = 0;
+  b.import_error = "it does not define \"Model\", nor get_inputs";
+  b.cells = {bench_cell{}};
+  b.cells[0].state = measure_state::no_kernel;
+  bench_problem d = a;  // exported, not measured yet; not in a levelN directory
+  d.name = "relu";
+  d.level = "good";
+  d.cells[0].state = measure_state::pending;
+  r.problems = {a, b, d};
+  const std::string csv = bench_results_csv(r, 0, {"r1", "2026-12-06", "0123abc", ""});
+  CHECK(csv ==
+        "run,date,commit,device,level,problem,eager_ms,compile_ms,ours_ms,over_eager,over_compile,correct,correct_1e-2,"
+        "review_speedup,rounds,max_abs_error,reverted,note\n"
+        "r1,2026-12-06,0123abc,NVIDIA H200,2,1_conv,4.0000,2.5000,3.0000,,,no,yes,1.25,1,0.002,,\n"
+        "r1,2026-12-06,0123abc,NVIDIA H200,2,2_gemm,,,,,,no,no,,,,,\"import: it does not define \"\"Model\"\", nor "
+        "get_inputs\"\n"
+        "r1,2026-12-06,0123abc,NVIDIA H200,,relu,4.0000,2.5000,,,,,,1.25,1,,,not measured yet\n");
+  // An unknown commit says why in every row's note; nothing measured names no device.
+  r.measurement_ran = false;
+  r.measurement = "not measured: no CUDA GPU";
+  const std::string unknown = bench_results_csv(r, 0, {"r2", "2026-12-06", "unknown", "commit unknown: no git"});
+  CHECK_THAT(unknown, Contains("r2,2026-12-06,unknown,none (not measured),2,1_conv,4.0000,2.5000,3.0000,"));
+  CHECK_THAT(unknown, Contains(",relu,4.0000,2.5000,,,,,,1.25,1,,,commit unknown: no git; not measured: no CUDA GPU\n"));
 }

@@ -2,7 +2,8 @@
 # docs/benchmarks.md's tables are what scripts/results_page.py writes from
 # docs/results/*.csv, so the page and the data cannot drift apart. The check is shown to
 # fail where it should: a page with one number changed, and a CSV row with a bad value
-# (named by file, line and column).
+# (named by file, line and column); and the per-level numbers (success rates, arithmetic
+# and geometric means, fast_0 / fast_1) are checked by hand on a small fixture.
 #
 #   tests/results_page_test.sh        (ctest runs it as results_page)
 set -uo pipefail
@@ -34,4 +35,19 @@ if "$python" "$script" --check --results "$tmp/results" >"$tmp/out" 2>&1; then
 fi
 grep -q "$(basename "$csv"):2: column date" "$tmp/out" || { cat "$tmp/out"; fail "the error does not name the file, line and column"; }
 [ "$(wc -l <"$csv")" = "$n" ] || fail "the test's own edit changed the row count"
+# The per-level numbers over a small fixture (tests/data/results_page), computed by hand:
+# level 1 has two correct rows (eager/ours 2 and 0.5, compile/ours 1 and 1), one wrong
+# at 1e-4 but right at 1e-2, one never checked (a review only: in no denominator);
+# level 2 one correct row (3x, 1.5x) and one failed import.
+cp "$root/tests/data/results_page/page.md" "$tmp/fixture.md"
+"$python" "$script" --page "$tmp/fixture.md" --results "$root/tests/data/results_page/results" >/dev/null ||
+  fail "the fixture's page was not written"
+for want in \
+  "| 1 | 4 | 67% (2/3) | 100% (3/3) | 1.250x | 1.000x (2) | 1.000x (2) | 67% | 33% | 67% | 0% |" \
+  "| 2 | 2 | 50% (1/2) | 50% (1/2) | 3.000x | 3.000x (1) | 1.500x (1) | 50% | 50% | 50% | 50% |" \
+  "| all | 6 | 60% (3/5) | 80% (4/5) | 1.833x | 1.442x (3) | 1.145x (3) | 60% | 40% | 60% | 20% |"; do
+  grep -qxF "$want" "$tmp/fixture.md" || { cat "$tmp/fixture.md"; fail "the fixture's level table lacks: $want"; }
+done
+"$python" "$script" --check --page "$tmp/fixture.md" --results "$root/tests/data/results_page/results" >/dev/null ||
+  fail "the fixture's page, just written, does not pass --check"
 echo "results_page_test: the page matches the data, and the check catches an edited table and a bad row"

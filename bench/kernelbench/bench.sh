@@ -8,7 +8,7 @@
 # The bench runs in its own session (setsid), so it outlives the call that started it:
 # each call either starts it (after building) or, when one is running already, follows
 # it, for at most BUDGET seconds; then it copies the bench's log (BUILD/kb-bench.log)
-# and, once there, summary.md and summary.json to $OUT and returns, leaving the bench
+# and, once there, summary.md, summary.json and the per-problem rows to $OUT and returns, leaving the bench
 # running. Call again within the machine's 30 s of warmth to go on; the last line says
 # "finished" with the bench's exit status once it has ended. STOP=1 stops a running bench
 # (its process group: the GPU workers and the Python children with it) at the end of the
@@ -37,6 +37,9 @@
 #   LIST: instead of either, a file naming the problems, one "levelN/FILE.py" a line
 #   under KERNELBENCH_DIR (# starts a comment); NAME (kb-bench): the bench's directory,
 #   log and state under BUILD and in $OUT (bench/kernelbench/ablation.sh sets both)
+#   COMMIT: the commit the per-problem rows (results-VARIANT.csv, copied to $OUT with
+#   the summary) name, where the machine's copy of the tree has no .git to tell
+#   (e.g. COMMIT=$(git rev-parse --short=7 HEAD) on the machine that sends the call)
 set -uo pipefail
 # shellcheck source=bench/common.sh
 source "$(dirname "$0")/../common.sh"
@@ -111,7 +114,7 @@ YAML
   rm -f "$BUILD/$name.rc"
   setsid bash -c '"$BUILD/bin/kernelskill" bench "${@:2}"; echo $? > "$BUILD/$1.rc"' bench "$name" "${files[@]}" \
     --out "$dir" --config "$dir.yaml" --ablation "${ABLATION:-full}" --python "$PYTHON" --jobs "${JOBS:-14}" \
-    --reps "${REPS:-30}" --trials "${SBS_TRIALS:-3}" >>"$log" 2>&1 < /dev/null &
+    --reps "${REPS:-30}" --trials "${SBS_TRIALS:-3}" ${COMMIT:+--commit "$COMMIT"} >>"$log" 2>&1 < /dev/null &
   pid=$!
   echo "$pid" > "$pidfile"
 fi
@@ -123,7 +126,7 @@ fi
 # The device returns at most 8 files: the pictures, rounds.json and the measurement's
 # lines travel in the tarball.
 cp "$log" "$out/bench.log"
-cp "$dir"/summary.md "$dir"/summary.json "$dir"/speedup_by_round.csv "$out/" 2>/dev/null
+cp "$dir"/summary.md "$dir"/summary.json "$dir"/speedup_by_round.csv "$dir"/results-*.csv "$out/" 2>/dev/null
 tar -czf "$out/$name.tgz" --exclude='*.pt' --exclude="$name/measure/build" --exclude="$name/measure/inductor" \
   -C "$BUILD" "$name" 2>/dev/null
 echo "kernelbench_bench_gpu: state in $name.tgz ($(du -k "$out/$name.tgz" | cut -f1) KiB; the device returns files up to 16 MiB)"

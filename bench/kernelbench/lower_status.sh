@@ -4,7 +4,7 @@
 # published size, one problem at a time, each under a wall-clock limit. No GPU needed
 # (the graph export probes on meta tensors, else on the CPU). One CSV row per problem:
 # imported, lowered, the lowering's seconds and peak memory, and the first line of why
-# it failed, in docs/results' format (the level-3 table of docs/benchmarks.md).
+# it failed, in docs/results' format (the CPU lowering table of docs/benchmarks.md).
 #
 #   bench/run.sh kb-lower KERNELBENCH_DIR/level3            (builds kernelskill, kernelskill-gpu)
 #   BUILD=build OUT=DIR bench/kernelbench/lower_status.sh KERNELBENCH_DIR/level3 [PROBLEM.py ...]
@@ -15,7 +15,7 @@
 #   WORK     where tasks and lowerings go (default BUILD/kb-lower, emptied first)
 #   IMPORTED an earlier run's WORK/tasks: lower those tasks again, without importing
 #            (the arguments are then only for the record; WORK/lowered is emptied)
-#   RUN      the run's name in the CSV (default "DATE level-3 lowering on the CPU")
+#   RUN      the run's name in the CSV (default "DATE lowering on the CPU")
 #   DEVICE   the CSV's device column (default "CPU (Ncores)")
 #   PYTHON   a Python with PyTorch (and einops for the Mamba2 problems)
 # OUT gets lower-status.csv (append its rows to docs/results/kb-lower.csv, then
@@ -32,7 +32,7 @@ seeds=${SEEDS:-2}
 limit=${TIMEOUT:-1200}
 jobs=${JOBS:-1}
 date_=$(date +%Y-%m-%d)
-run=${RUN:-"$date_ level-3 lowering on the CPU"}
+run=${RUN:-"$date_ lowering on the CPU"}
 device=${DEVICE:-"CPU ($(nproc) cores)"}
 commit=$(git -C "$bench_root" rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
 [ -n "$(git -C "$bench_root" status --porcelain --untracked-files=no 2>/dev/null)" ] &&
