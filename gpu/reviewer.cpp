@@ -589,9 +589,6 @@ struct reviewer::impl {
         dst = out;
         continue;
       }
-      // The op's tensor arguments are the only memory its result can share
-      // (gpu/result_adoption.hpp): walking the whole environment instead cost 4.6 ms a
-      // run of a 700-tensor network on the CPU (DenseNet121: 183 library steps).
       std::vector<const at::Tensor*> live;
       for (const auto& a : s.args)
         if (a.kind == "tensor" && a.tensor != name) live.push_back(&env.at(a.tensor));
