@@ -196,16 +196,6 @@ uint64_t bytes_of(const std::vector<at::Tensor>& ts) {
   return b;
 }
 
-uint64_t bytes_of(const std::vector<tensor_spec>& specs) {
-  uint64_t b = 0;
-  for (const auto& s : specs) {
-    uint64_t n = 1;
-    for (int64_t d : s.shape) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
-    b += n * static_cast<uint64_t>(std::max<int64_t>(dtype_size(s.dtype), 0));
-  }
-  return b;
-}
-
 std::vector<int64_t> fingerprints(const std::vector<at::Tensor>& ts) {
   std::vector<int64_t> out;
   for (const auto& t : ts) out.push_back(bit_fingerprint(t));

@@ -22,17 +22,12 @@
 #include "model/task.hpp"
 #include "model/launch_plan.hpp"
 #include "base/result.hpp"
+#include "plan/dtypes.hpp"
 #include "plan/kernel_signatures.hpp"
 #include "plan/shape_expr.hpp"
 
 namespace ks {
 
-// The dtypes a plan may name (torch's names): float32, float16, bfloat16, float64,
-// int32, int64, bool.
-const std::vector<std::string>& plan_dtypes();
-bool is_plan_dtype(std::string_view dtype);
-// Bytes per element of a plan dtype; 0 for an unknown name.
-int64_t dtype_size(std::string_view dtype);
 
 // What the device allows a launch. Defaults are those of sm_90 (H100, H200); the
 // shared memory limit is the opt-in maximum of dynamic shared memory per block, which
