@@ -31,6 +31,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -39,8 +40,11 @@
 
 #include "base/bounded_child.hpp"
 #include "base/content_hash.hpp"
+#include "base/number_format.hpp"
 #include "cli/bench_steps.hpp"
+#include "plan/dtypes.hpp"
 #include "report/run_report.hpp"
+#include "task/task_loader.hpp"
 
 namespace ks::cli::bench {
 
@@ -124,16 +128,27 @@ int pass_bound(size_t items, unsigned jobs, int each) {
   return static_cast<int>(std::min<size_t>(waves * static_cast<size_t>(each + 30) + 300, 7 * 24 * 3600));
 }
 
+// Problems whose inputs and parameters take more than this are not warmed beside the
+// run's reviews on a GPU of `gpu_bytes` (1/32 of it: 2.5 GB on an 80 GB H100, so three
+// warm-ups with their outputs and torch.compile's workspace stay within a few tenths of
+// the memory the reviewer leaves outside its trial cache).
+// A GPU of unknown size (0) sets no limit.
+uint64_t during_run_warm_limit(uint64_t gpu_bytes) {
+  return gpu_bytes ? gpu_bytes / 32 : std::numeric_limits<uint64_t>::max();
+}
+
 struct torch_probe {
   std::string version;
   int gpus = 0;
+  uint64_t smallest_gpu_bytes = 0;  // the smallest GPU's memory (0: no GPU)
 };
 
 result<torch_probe> probe_torch(const std::string& python, const fs::path& dir) {
   auto run = run_bounded(
       shell_quote(python) + " -c " +
           shell_quote("import torch; print(torch.__version__); "
-                      "print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"),
+                      "n = torch.cuda.device_count() if torch.cuda.is_available() else 0; print(n); "
+                      "print(min([torch.cuda.get_device_properties(i).total_memory for i in range(n)] or [0]))"),
       {.cpu_seconds = 120, .memory_mb = 16384, .wall_seconds = 180, .sandbox = unconfined()},
       dir / "probe.err");
   if (!run || !run->ok())
@@ -143,13 +158,19 @@ result<torch_probe> probe_torch(const std::string& python, const fs::path& dir) 
                  "); give --python a Python with torch"};
   std::istringstream out(run->out);
   torch_probe p;
-  std::string gpus;
+  std::string gpus, memory;
   std::getline(out, p.version);
   std::getline(out, gpus);
+  std::getline(out, memory);
   try {
     p.gpus = std::stoi(gpus);
   } catch (...) {
     return error{python + " printed no GPU count: " + run->out};
+  }
+  try {
+    p.smallest_gpu_bytes = std::stoull(memory);
+  } catch (...) {
+    p.smallest_gpu_bytes = 0;  // unknown: warm-ups during the run are not limited by size
   }
   return p;
 }
@@ -480,12 +501,26 @@ void early_measurement::work() {
   const json base = manifest_base(l, s);
   const fs::path script = l.measure() / "side_by_side.py";
   // Every imported problem's Model, warmed while the run goes on: the GPU is shared with
-  // the run's reviews, so few at once.
+  // the run's reviews, so few at once, and only problems whose tensors are small beside
+  // the GPU (the reviewer plans its trial cache for the whole device: on an H100, three
+  // warm-ups of level 1's 8.6 GB convolutions beside it made reviews run out of memory).
+  // The others are warmed by the measurement, after the run.
+  const uint64_t warm_limit = during_run_warm_limit(torch->smallest_gpu_bytes);
   json problems = json::array();
-  for (const auto& p : s_->problems)
-    if (p.ok())
-      problems.push_back({{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()},
-                          {"models", json::array()}});
+  size_t left_big = 0;
+  for (const auto& p : s_->problems) {
+    if (!p.ok()) continue;
+    if (auto task = load_task(p.task); task && bytes_of(task->inputs) + bytes_of(task->parameters) > warm_limit) {
+      ++left_big;
+      continue;
+    }
+    problems.push_back({{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()},
+                        {"models", json::array()}});
+  }
+  if (left_big)
+    progress("prepare", std::to_string(left_big) + " problems left to the measurement's warm-up: their inputs and "
+                        "parameters take more than " + format_double("%.2f GB", static_cast<double>(warm_limit) / 1e9) +
+                        " (1/32 of the smallest GPU, which the run's reviews share)");
   const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 3 * devices.size()));
   if (!problems.empty() && write_manifest(l.measure() / "prepare-warm.json", base, problems)) {
     progress("prepare", "warming torch.compile for " + std::to_string(problems.size()) + " problems during the run (" +
