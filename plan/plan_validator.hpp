@@ -153,6 +153,21 @@ std::set<std::string> tensors_read_by_kernels(const Plan& plan) {
   return out;
 }
 
+// The outputs whose last writer is a library step. A library op may sum in an order
+// that changes from run to run (cuDNN's grouped transposed convolutions, atomics in
+// scatter/index_add): the reviewer holds these to the tolerance between two runs, not to
+// bitwise equality, which it keeps for what the plan's own kernels write.
+template <class Plan>
+std::set<std::string> outputs_last_written_by_library(const Plan& plan) {
+  std::map<std::string, bool> by_library;
+  for (const auto& s : plan.steps)
+    for (const auto& w : s.writes) by_library[w] = s.kind == "library";
+  std::set<std::string> out;
+  for (const auto& o : plan.outputs)
+    if (auto it = by_library.find(o.name); it != by_library.end() && it->second) out.insert(o.name);
+  return out;
+}
+
 // Where a library step's result goes. The reviewer's plan runner and the exported
 // launchers both ask this, so that a plan runs the same way in both.
 enum class result_target {

@@ -1146,6 +1146,33 @@ TEST_CASE("the tensors kernels read: a library intermediate only library ops rea
   CHECK(tensors_read_by_kernels(resolve_ok(plan, library_context())) == want);
 }
 
+TEST_CASE("the outputs a library step writes last are known, for the reviewer's run-to-run check",
+          "[plan][validate][library]") {
+  const std::string plan =
+      "outputs:\n"
+      "  - {name: out, shape: [128, 32]}\n"
+      "  - {name: y, shape: [128, 64]}\n"
+      "steps:\n"
+      "  - kernel: scale\n"
+      "    grid: [32]\n"
+      "    block: [256]\n"
+      "    args: [x, y, {int64: 8192}, {float32: 2}]\n"
+      "  - library: aten::matmul\n"
+      "    args: [x, w]\n"
+      "    outputs: [out]\n";
+  CHECK(outputs_last_written_by_library(resolve_ok(plan, library_context())) == std::set<std::string>{"out"});
+  // A kernel that writes `out` after the library step makes it the kernel's again.
+  const std::string rewritten = plan +
+                                "  - kernel: scale\n"
+                                "    grid: [16]\n"
+                                "    block: [256]\n"
+                                "    args: [out, out, {int64: 4096}, {float32: 2}]\n";
+  resolved_plan r = resolve_ok(rewritten, library_context());
+  REQUIRE(r.steps.size() == 3);
+  CHECK(r.steps[2].writes == std::vector<std::string>{"out"});
+  CHECK(outputs_last_written_by_library(r).empty());
+}
+
 TEST_CASE("validate: ops without shape inference", "[plan][validate][library]") {
   // An unknown op's new result has no shape until the plan runs; naming it is an error.
   CHECK(library_error("aten::cumsum", "[x]", "{dim: 1}") ==
