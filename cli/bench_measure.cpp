@@ -22,8 +22,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
@@ -149,8 +149,7 @@ result<torch_probe> probe_torch(const std::string& python, const fs::path& dir) 
           shell_quote("import torch; print(torch.__version__); "
                       "n = torch.cuda.device_count() if torch.cuda.is_available() else 0; print(n); "
                       "print(min([torch.cuda.get_device_properties(i).total_memory for i in range(n)] or [0]))"),
-      {.cpu_seconds = 120, .memory_mb = 16384, .wall_seconds = 180, .sandbox = unconfined()},
-      dir / "probe.err");
+      {.cpu_seconds = 120, .memory_mb = 16384, .wall_seconds = 180, .sandbox = unconfined()}, dir / "probe.err");
   if (!run || !run->ok())
     return error{"the measurement runs with " + python + " and PyTorch, which did not start (" +
                  (run ? (run->limit.empty() ? "exit status " + std::to_string(WEXITSTATUS(run->status)) : run->limit)
@@ -514,13 +513,18 @@ void early_measurement::work() {
       ++left_big;
       continue;
     }
-    problems.push_back({{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()},
+    problems.push_back({{"key", p.key},
+                        {"name", p.name},
+                        {"level", p.level},
+                        {"problem", p.copy.string()},
                         {"models", json::array()}});
   }
   if (left_big)
-    progress("prepare", std::to_string(left_big) + " problems left to the measurement's warm-up: their inputs and "
-                        "parameters take more than " + format_double("%.2f GB", static_cast<double>(warm_limit) / 1e9) +
-                        " (1/32 of the smallest GPU, which the run's reviews share)");
+    progress("prepare", std::to_string(left_big) +
+                            " problems left to the measurement's warm-up: their inputs and "
+                            "parameters take more than " +
+                            format_double("%.2f GB", static_cast<double>(warm_limit) / 1e9) +
+                            " (1/32 of the smallest GPU, which the run's reviews share)");
   const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 3 * devices.size()));
   if (!problems.empty() && write_manifest(l.measure() / "prepare-warm.json", base, problems)) {
     progress("prepare", "warming torch.compile for " + std::to_string(problems.size()) + " problems during the run (" +

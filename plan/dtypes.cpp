@@ -5,8 +5,7 @@
 namespace ks {
 
 const std::vector<std::string>& plan_dtypes() {
-  static const std::vector<std::string> d = {"float32", "float16", "bfloat16", "float64",
-                                             "int32",   "int64",   "bool"};
+  static const std::vector<std::string> d = {"float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"};
   return d;
 }
 

@@ -19,15 +19,14 @@
 #include <string_view>
 #include <vector>
 
-#include "model/task.hpp"
-#include "model/launch_plan.hpp"
 #include "base/result.hpp"
+#include "model/launch_plan.hpp"
+#include "model/task.hpp"
 #include "plan/dtypes.hpp"
 #include "plan/kernel_signatures.hpp"
 #include "plan/shape_expr.hpp"
 
 namespace ks {
-
 
 // What the device allows a launch. Defaults are those of sm_90 (H100, H200); the
 // shared memory limit is the opt-in maximum of dynamic shared memory per block, which

@@ -52,8 +52,9 @@ httplib::Result post_task(httplib::Client& c, const std::string& name) {
 // restart, in 3.9 s, and said only "REQUIRE( r )").
 httplib::Result post_answered(httplib::Client& c, const std::string& name, const daemon_process& d) {
   auto r = post_task(c, name);
-  if (!r) FAIL("POST /api/tasks (" << name << ") got no answer: " << httplib::to_string(r.error())
-                                    << "\ndaemon log:\n" << d.log());
+  if (!r)
+    FAIL("POST /api/tasks (" << name << ") got no answer: " << httplib::to_string(r.error()) << "\ndaemon log:\n"
+                             << d.log());
   return r;
 }
 
