@@ -92,6 +92,9 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   if (rp.r.acc == acc_kind::moments && (rp.split > 1 || rp.r.batch_stats || cx.p.moments == param::moments::welford))
     rp.r.acc = acc_kind::welford;
   if (rp.r.acc == acc_kind::welford) cx.uses_welford = true;
+  // The online max-and-sum state (softmax, log_softmax, logsumexp) exps and merges
+  // with the fast-math helpers (combine.cpp's acc_of and merge, row_cache.cpp).
+  if (rp.r.acc == acc_kind::online) cx.uses_fast_math = true;
   rp.ROWS = kp.int64(product(rp.outer));
   rp.C = kp.int64(product(rp.red));
   if (rp.inner_n != 1) rp.INNER = kp.int64(product(rp.inner));
