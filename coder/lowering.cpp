@@ -119,10 +119,9 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   if (kinds.count("library") && kinds.count("row_reduce")) cx.out.template_name = "mixed";
   // A fallback alone is one library call; beside kernels it makes the candidate mixed.
   if (kinds.count("fallback")) cx.out.template_name = kinds.size() == 1 ? "library" : "mixed";
-  // Fast math only where a kernel calls what it changes: otherwise the same source.
-  const bool calls = cx.src.find("KS_EXP") != std::string::npos || cx.src.find("KS_DIV") != std::string::npos ||
-                     cx.src.find("ks_ms_merge") != std::string::npos;
-  std::string source(cx.p.fast_math && calls ? cuda::fast_math_cuh() : cuda::precise_math_cuh());
+  // Fast math only where a kernel calls what it changes (recorded by what wrote the
+  // call: lowering_context::uses_fast_math): otherwise the same source.
+  std::string source(cx.p.fast_math && cx.uses_fast_math ? cuda::fast_math_cuh() : cuda::precise_math_cuh());
   source += kHeader;
   source += cuda::common_cuh();
   if (cx.uses_welford) source += welford_helpers();

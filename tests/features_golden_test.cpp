@@ -89,7 +89,7 @@ std::string header_line() {
 // The task a golden seed was lowered from: the folder names it.
 std::optional<task_spec> task_of_seed(const fs::path& seed) {
   std::string task = seed.parent_path().filename().string();
-  for (const char* dir : {"examples/tasks", "bench/suites/ops"}) {
+  for (const char* dir : {"examples/tasks", "bench/suites/ops", "tests/golden/tasks"}) {
     fs::path p = source_root / dir / (task + ".yaml");
     if (!fs::exists(p)) continue;
     auto t = load_task(p);

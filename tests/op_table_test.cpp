@@ -130,6 +130,26 @@ TEST_CASE("op table: every elementwise op lowers to a kernel that NVRTC compiles
   CHECK(lowered == 76);
 }
 
+TEST_CASE("op table: a row that calls the fast-math helpers says so, and only it gets their header", "[op_table]") {
+  // The lowering picks fast_math's header from the rows' flag, not from the text it
+  // wrote: a row that calls KS_EXP or KS_DIV without the flag would keep IEEE math.
+  int fast_rows = 0;
+  for (const rules::op_info& op : rules::op_table()) {
+    if (op.cls != op_class::elementwise) continue;
+    const std::string kind(op.name);
+    INFO(kind);
+    const bool calls = op.expr.find("KS_EXP") != std::string_view::npos || op.expr.find("KS_DIV") != std::string_view::npos;
+    CHECK(op.fast_math == calls);
+    fast_rows += op.fast_math ? 1 : 0;
+    lowering_params p;
+    p.fast_math = true;
+    auto r = lower_graph(one_node(kind, op), p);
+    REQUIRE(r);
+    CHECK((r->source.find("#define KS_EXP __expf") != std::string::npos) == op.fast_math);
+  }
+  CHECK(fast_rows == 3);  // sigmoid, exp, silu
+}
+
 TEST_CASE("op table: a table expression's operands and constants are filled in", "[op_table]") {
   // hardtanh's bounds from its arguments, leaky_relu's slope from its default.
   auto source = [](const std::string& kind) {

@@ -119,7 +119,7 @@ bool none_arg(const lowering_context& cx, const graph_node& n, size_t k) {
 
 // Writes one chain's statements: the operands it reads, then each node's value.
 struct chain_writer {
-  const lowering_context& cx;
+  lowering_context& cx;
   const stage& st;
   const std::string& i;
   kernel_params& kp;
@@ -172,6 +172,7 @@ struct chain_writer {
     if (op.inputs && static_cast<int>(n.inputs.size()) != op.inputs)
       return error{n.kind + " with " + std::to_string(n.inputs.size()) + " inputs is not supported"};
     const std::string_view t = op.expr;
+    if (op.fast_math) cx.uses_fast_math = true;
     // The operands first, in ascending input order: each load is a statement.
     std::map<size_t, std::string> opnds;
     for (size_t at = t.find('{'); at != std::string_view::npos; at = t.find('{', at + 1)) {
@@ -294,7 +295,7 @@ struct chain_writer {
 
 }  // namespace
 
-status chain_code(const lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp,
+status chain_code(lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp,
                   std::string& code, std::map<std::string, std::string>& var, const std::string& tag,
                   const chain_reads& reads) {
   chain_writer w{cx, st, i, kp, code, var, tag, reads};

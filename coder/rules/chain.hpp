@@ -49,8 +49,9 @@ std::string access(const shaped& in, const shaped& iter, const std::string& i, k
 
 // The chain's statements for element index `i`, appended to `code`. `var` maps
 // each value already in a variable (given, or computed here) to it; names made here
-// carry `tag` so that two chains in one kernel do not collide.
-status chain_code(const lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp,
+// carry `tag` so that two chains in one kernel do not collide. An op whose expression
+// calls the fast-math helpers sets cx.uses_fast_math.
+status chain_code(lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp,
                   std::string& code, std::map<std::string, std::string>& var, const std::string& tag,
                   const chain_reads& reads = {});
 

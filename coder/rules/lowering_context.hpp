@@ -140,6 +140,10 @@ struct lowering_context {
   bool uses_smem = false;  // a kernel stages rows in shared memory: the source needs its helpers
   bool uses_welford = false;  // a kernel merges Welford states: the source needs ks_wf_merge
   bool uses_cluster = false;  // a kernel spreads rows over a cluster: the source needs its helpers
+  // A kernel calls KS_EXP, KS_DIV or ks_ms_merge (device_helpers.hpp): set by what writes
+  // the call (an op_table row marked fast_math, an online-softmax reduction); lowering
+  // param fast_math swaps the header that defines them only then.
+  bool uses_fast_math = false;
   std::set<std::string> written;  // values some step stores
 
   const graph_value& val(const std::string& id) const { return g.values.at(id); }

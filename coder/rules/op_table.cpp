@@ -10,6 +10,8 @@ constexpr op_class E = op_class::elementwise;
 constexpr shape_rule B = shape_rule::broadcast;
 
 op_info ew(std::string_view name, std::string_view expr = {}, int inputs = 0) { return {name, E, B, expr, inputs}; }
+// An expression that calls the fast-math helpers (KS_EXP, KS_DIV).
+op_info ew_fast(std::string_view name, std::string_view expr) { return {name, E, B, expr, 0, true}; }
 op_info row(std::string_view name, op_class c, shape_rule s) { return {name, c, s}; }
 
 }  // namespace
@@ -18,15 +20,15 @@ const std::vector<op_info>& op_table() {
   static const std::vector<op_info> table = {
       // Elementwise, one operand.
       ew("aten::relu", "fmaxf({x}, 0.0f)"),
-      ew("aten::sigmoid", "KS_DIV(1.0f, 1.0f + KS_EXP(-{x}))"),
+      ew_fast("aten::sigmoid", "KS_DIV(1.0f, 1.0f + KS_EXP(-{x}))"),
       ew("aten::tanh", "tanhf({x})"),
-      ew("aten::exp", "KS_EXP({x})"),
+      ew_fast("aten::exp", "KS_EXP({x})"),
       ew("aten::log", "logf({x})"),
       ew("aten::neg", "-{x}"),
       ew("aten::abs", "fabsf({x})"),
       ew("aten::sqrt", "sqrtf({x})"),
       ew("aten::rsqrt", "rsqrtf({x})"),
-      ew("aten::silu", "KS_DIV({x}, 1.0f + KS_EXP(-{x}))"),
+      ew_fast("aten::silu", "KS_DIV({x}, 1.0f + KS_EXP(-{x}))"),
       ew("aten::sin", "sinf({x})"),
       ew("aten::cos", "cosf({x})"),
       ew("aten::tan", "tanf({x})"),

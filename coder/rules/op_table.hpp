@@ -48,6 +48,7 @@ struct op_info {
   shape_rule shape;
   std::string_view expr = {};  // elementwise: the CUDA expression (see the top)
   int inputs = 0;              // elementwise: exactly this many inputs (0: any)
+  bool fast_math = false;      // elementwise: expr calls KS_EXP or KS_DIV (device_helpers.hpp)
 };
 
 // Every row, in the table's order.

@@ -13,6 +13,15 @@ namespace ks::rules {
 
 namespace {
 
+// A moment norm's value (norm_y) times the weight read as `w`, plus the bias read as
+// `b`, where the norm has them.
+std::string scaled_and_shifted(const reduce_parts& rp, const std::string& w, const std::string& b) {
+  std::string y = rp.norm_y;
+  if (!rp.W.empty()) y = "(" + y + ") * " + w;
+  if (!rp.Bi.empty()) y += " + " + b;
+  return y;
+}
+
 // A normalisation's row constants (`prelude`, from the combined state) and its value
 // of element `v` at column c (`y`).
 void normalisation_text(reduce_parts& rp) {
@@ -38,8 +47,9 @@ void normalisation_text(reduce_parts& rp) {
       if (!r.batch_stats) rp.prelude += "  const long long ch = row % " + rp.CH + ";\n";
       at = "[ch]";
     }
-    if (!rp.W.empty()) rp.y = "(" + rp.y + ") * " + rp.W + at;
-    if (!rp.Bi.empty()) rp.y += " + " + rp.Bi + at;
+    rp.norm_y = rp.y;
+    rp.column_affine = at == "[c]";
+    rp.y = scaled_and_shifted(rp, rp.W + at, rp.Bi + at);
   }
 }
 
@@ -92,6 +102,9 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   if (rp.r.acc == acc_kind::moments && (rp.split > 1 || rp.r.batch_stats || cx.p.moments == param::moments::welford))
     rp.r.acc = acc_kind::welford;
   if (rp.r.acc == acc_kind::welford) cx.uses_welford = true;
+  // The online max-and-sum state (softmax, log_softmax, logsumexp) exps and merges
+  // with the fast-math helpers (combine.cpp's acc_of and merge, row_cache.cpp).
+  if (rp.r.acc == acc_kind::online) cx.uses_fast_math = true;
   rp.ROWS = kp.int64(product(rp.outer));
   rp.C = kp.int64(product(rp.red));
   if (rp.inner_n != 1) rp.INNER = kp.int64(product(rp.inner));
@@ -378,8 +391,7 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   index_epilogue_by_row(rp, G > 1 ? "(c0 + c)" : "c");
   if (G > 1) {
     // layer_norm's affine is read at the column too.
-    if (!rp.W.empty()) rp.y = replace_all(rp.y, rp.W + "[c]", rp.W + "[c0 + c]");
-    if (!rp.Bi.empty()) rp.y = replace_all(rp.y, rp.Bi + "[c]", rp.Bi + "[c0 + c]");
+    rp.y = affine_y(rp, rp.W + "[c0 + c]", rp.Bi + "[c0 + c]");
     // The row's chunks as row_split.hpp cuts them (a multiple of 4: float4 stays
     // aligned); a chunk past the row's end is empty.
     const std::string g = std::to_string(G);
@@ -520,6 +532,10 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
   }
   k << loop << "  }\n";
   return k.str();
+}
+
+std::string affine_y(const reduce_parts& rp, const std::string& w, const std::string& b) {
+  return rp.column_affine ? scaled_and_shifted(rp, w, b) : rp.y;
 }
 
 void index_epilogue_by_row(reduce_parts& rp, const std::string& column) {

@@ -71,6 +71,10 @@ struct reduce_parts {
   acc_text a;
   std::string decl;         // the state's declarations
   std::string y, prelude;   // a normalisation's value of element `v`, and its row constants
+  // A moment norm whose affine is read per column (layer_norm): y is norm_y scaled by
+  // W[c] and shifted by Bi[c]; affine_y writes it with them read elsewhere.
+  std::string norm_y;
+  bool column_affine = false;
   std::string name;         // the kernel's name
 };
 
@@ -133,6 +137,9 @@ std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay);
 // where a channel's spatial size is a multiple of 4 (no prologue, no epilogue).
 std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std::string& lo, const std::string& hi,
                         const std::string& lane, const std::string& width);
+// rp.y with a per-column affine's weight read as `w` and its bias as `b` (a cluster's
+// W[c0 + c], split rows' float4 lanes); rp.y itself where the affine is not per column.
+std::string affine_y(const reduce_parts& rp, const std::string& w, const std::string& b);
 // The epilogue's reads of operands broadcast along the rows (i % C) at the column c,
 // and of those broadcast along the row (i / C) at row: no 64-bit division per element.
 // The prologue's reads along the row likewise (row is defined wherever it is loaded).

@@ -106,9 +106,7 @@ std::string second_pass_kernel(lowering_context& cx, reduce_parts& rp, const red
     if (affine4 && !rp.W.empty()) k << "    const float4 w4 = reinterpret_cast<const float4*>(" << rp.W << ")[c4];\n";
     if (affine4 && !rp.Bi.empty()) k << "    const float4 b4 = reinterpret_cast<const float4*>(" << rp.Bi << ")[c4];\n";
     for (int l = 0; l < 4; ++l) {
-      std::string y = rp.y;
-      if (affine4 && !rp.W.empty()) y = replace_all(y, rp.W + "[c]", std::string("w4.") + lanes4[l]);
-      if (affine4 && !rp.Bi.empty()) y = replace_all(y, rp.Bi + "[c]", std::string("b4.") + lanes4[l]);
+      const std::string y = affine4 ? affine_y(rp, std::string("w4.") + lanes4[l], std::string("b4.") + lanes4[l]) : rp.y;
       k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4." << lanes4[l]
         << " = " << y << "; }\n";
     }

@@ -180,7 +180,7 @@ void block_scan_body(std::ostringstream& k, const scan_text& s, const std::strin
 
 // The prologue's chain as a lambda, ks_load(i): the value scanned at element i of
 // the scan's input shape, computed from the chain's operands where it is read.
-result<std::string> load_lambda(const lowering_context& cx, const stage& pro, const std::string& value, kernel_params& kp) {
+result<std::string> load_lambda(lowering_context& cx, const stage& pro, const std::string& value, kernel_params& kp) {
   std::string code;
   std::map<std::string, std::string> var;
   if (auto st = chain_code(cx, pro, "i", kp, code, var, ""); !st) return error{st.message()};
@@ -192,7 +192,7 @@ result<std::string> load_lambda(const lowering_context& cx, const stage& pro, co
 struct scan_source {
   std::string X, code;
 };
-result<scan_source> scan_source_of(const lowering_context& cx, const stage* pro, const std::string& in_value, kernel_params& kp) {
+result<scan_source> scan_source_of(lowering_context& cx, const stage* pro, const std::string& in_value, kernel_params& kp) {
   scan_source out;
   if (!pro) {
     out.X = kp.tensor_in(cx.tensor_of.at(in_value));

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Golden snapshots of what `kernelskill lower` writes (every seed's .cu and .yaml, and
-# the one-line verdict per seed) for every task in examples/tasks and bench/suites/ops.
+# the one-line verdict per seed) for every task in examples/tasks, bench/suites/ops and
+# tests/golden/tasks (tasks kept only to reach code paths the others do not: each
+# says which at its top).
 # Code that moves or is refactored must leave these byte-identical.
 #
 #   tests/golden/lower_golden.sh check   BUILD_DIR   compare (ctest runs this)
@@ -42,7 +44,7 @@ lower_one() {
 export -f lower_one
 export root build work seeds
 
-tasks=("$root"/examples/tasks/*.yaml "$root"/bench/suites/ops/*.yaml)
+tasks=("$root"/examples/tasks/*.yaml "$root"/bench/suites/ops/*.yaml "$root"/tests/golden/tasks/*.yaml)
 printf '%s\n' "${tasks[@]}" | xargs -P "$jobs" -I{} bash -c 'lower_one "$@"' _ {}
 
 if [ "$mode" = refresh ]; then
