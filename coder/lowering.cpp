@@ -12,6 +12,7 @@
 #include "coder/rules/device_helpers.hpp"
 #include "coder/rules/lowering_context.hpp"
 #include "coder/rules/row_cache.hpp"
+#include "coder/rules/search_space.hpp"
 #include "coder/rules/stages.hpp"
 #include "coder/rules/sum_of_product.hpp"
 #include "coder/rules/template_table.hpp"
@@ -103,6 +104,7 @@ result<lowered_kernel_set> run(lowering_context& cx) {
     if (st.fused_away || st.is_epilogue || st.twin_of >= 0) continue;
     const template_row* t = template_for(st);
     if (!t) return error{"stage " + std::to_string(i) + " is taken by no template"};
+    t->space(cx, i, cx.out.space);  // before the stage is emitted, as emit sees it
     status s = t->emit(cx, i);
     cx.out.stages.push_back(t->name(cx, i));
     kinds.insert(t->family);
@@ -121,6 +123,7 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   if (kinds.count("fallback")) cx.out.template_name = kinds.size() == 1 ? "library" : "mixed";
   // Fast math only where a kernel calls what it changes (recorded by what wrote the
   // call: lowering_context::uses_fast_math): otherwise the same source.
+  global_space(cx, cx.src, cx.out.space);
   std::string source(cx.p.fast_math && cx.uses_fast_math ? cuda::fast_math_cuh() : cuda::precise_math_cuh());
   source += kHeader;
   source += cuda::common_cuh();
@@ -149,6 +152,16 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
   cx.out.rewrites = rewrites;
   cx.out.nhwc_convolutions = nhwc;
   cx.out.matvec_sums = static_cast<int>(rewrites.size()) - nhwc;
+  // The graph rewrites a parameter turns on, where they apply at all.
+  auto rewrites_some = [](auto rewrite, const task_graph& g) {
+    std::vector<std::string> would;
+    rewrite(g, would);
+    return !would.empty();
+  };
+  if (nhwc > 0 || rewrites_some(rules::channels_last_convolutions, split))
+    cx.out.space.allow("conv_layout", {"nchw", "channels_last"});
+  if (cx.out.matvec_sums > 0 || rewrites_some(rules::sum_of_products, composed))
+    cx.out.space.allow("matvec_sums", {"0", "1"});
   // A template that meets a graph it did not expect must give an error, never end the
   // caller (an agent) with an exception: the lowering's own lookups throw on a missing
   // tensor (e.g. an epilogue fused after a reduction over every dim).

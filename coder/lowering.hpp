@@ -28,6 +28,7 @@
 #include "model/launch_plan.hpp"
 #include "base/result.hpp"
 #include "coder/lowering_params.hpp"
+#include "coder/search_space.hpp"
 #include "coder/task_graph.hpp"
 
 namespace ks {
@@ -76,6 +77,10 @@ struct lowered_kernel_set {
   int matvec_sums = 0;
   // How many convolutions run channels-last with their readers in NHWC order.
   int nhwc_convolutions = 0;
+  // The parameters its templates read and their legal values at the target shapes
+  // (each template's, from the template table, and the lowering's own: fast_math,
+  // fuse_prologue, conv_layout, matvec_sums).
+  search_space space;
 };
 
 // The tensor shapes a task's kernels are tuned for (its default size): name → shape.

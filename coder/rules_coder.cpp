@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -12,7 +13,7 @@
 #include "base/content_hash.hpp"
 #include "base/private_dir.hpp"
 #include "base/strings.hpp"
-#include "coder/rules/op_table.hpp"
+#include "coder/space_moves.hpp"
 #include "model/candidate_id.hpp"
 #include "task/task_files.hpp"
 #include "task/task_loader.hpp"
@@ -35,8 +36,10 @@ std::string get(const std::map<std::string, std::string>& m, const std::string& 
   return it == m.end() ? std::string() : it->second;
 }
 
-bool has_stage(const std::map<std::string, std::string>& recipe, const std::string& kind) {
-  return get(recipe, "stages").find(kind) != std::string::npos;
+// A lowering parameter's recipe key (not the template, stages, space, ...).
+bool is_param(const std::string& key) {
+  return numeric_param(key) || key == "row_mapping" || key == "row_cache" || key == "cache_hint" || key == "moments" ||
+         key == "conv_layout" || key == "gemm_precision" || key == "library_reductions";
 }
 
 }  // namespace
@@ -215,25 +218,22 @@ result<candidate> rules_coder::build(const task_spec& task, const lowering_param
   if (lowered->split_products == 0) c.recipe.erase("gemm_precision");
   if (lowered->matvec_sums == 0) c.recipe.erase("matvec_sums");
   if (!lowered->rewrites.empty()) c.recipe["rewrites"] = join(lowered->rewrites, "; ");
+  // What its templates may tune, and to which values at the task's shapes: the moves
+  // optimize() makes come from it.
+  c.recipe["space"] = lowered->space.text();
   if (!excluded.empty()) c.recipe["excluded"] = excluded;
   if (lowered->longest_row > 0) c.recipe["longest_row"] = std::to_string(lowered->longest_row);
   c.id = candidate_id(c);
-  if (with_methods) c.recipe["methods"] = join(applicable_methods(task, c), ",");
+  if (with_methods) record_moves(task, c);
   return c;
 }
 
 std::vector<std::string> rules_coder::applicable_methods(const task_spec& task, const candidate& c) {
-  std::vector<std::string> out;
   // The task is passed beside the input, never copied into it: a KernelBench network's
   // module carries its weights (2.7 GB for level 3's 1_MLP), and a copy per method and
   // seed made `lower` of it take 9 minutes.
-  optimize_input in;
-  in.base = c;
-  for (const method_def& m : skills_.methods) {
-    if (m.rules_coder.empty()) continue;
-    in.plan.chosen = m.id;
-    if (optimize_once(task, in, false)) out.push_back(m.id);
-  }
+  std::vector<std::string> out;
+  for (const space_move& m : moves(task, c)) out.push_back(m.method);
   return out;
 }
 
@@ -279,7 +279,7 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
   for (auto& c : poor)
     if (out.size() < count) out.push_back(std::move(c));
   for (auto& c : out) {
-    c.recipe["methods"] = join(applicable_methods(task, c), ",");
+    record_moves(task, c);
     c.origin = "seed:" + c.recipe["template"];
     if (c.recipe.count("fallback")) c.origin += " (library fallback: " + c.recipe["fallback"] + ")";
     if (c.recipe.count("rewrites")) c.origin += " (rewritten: " + c.recipe["rewrites"] + ")";
@@ -287,134 +287,6 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
   if (out.empty()) return error{first_error.empty() ? "rules coder: no seed for task \"" + task.name + "\"" : first_error};
   return out;
 }
-
-namespace {
-
-// One parameter change: the recipe's new value of `param`, or why the method does
-// not apply. `source` is the base candidate's (what its kernels call).
-result<std::pair<std::string, std::string>> apply_rule(const std::string& method, const coder_rule& rule,
-                                                      const std::map<std::string, std::string>& recipe,
-                                                      const std::set<std::string>& excluded, const std::string& source) {
-  const std::string templ = get(recipe, "template");
-  const std::string prefix = "method " + method + " does not apply to template " + templ + ": ";
-  const bool ew = has_stage(recipe, "elementwise");
-  const bool rows = has_stage(recipe, "row_reduce");
-  auto pick = [&](const std::string& param, const std::vector<std::string>& candidates)
-      -> result<std::pair<std::string, std::string>> {
-    const std::string cur = get(recipe, param);
-    for (auto& v : candidates)
-      if (v != cur && !excluded.count(param + "=" + v)) return std::make_pair(param, v);
-    return error{prefix + param + " is already " + cur + (excluded.empty() ? "" : " (other values excluded after failures)")};
-  };
-  auto numbers = [&](const std::string& param, int lo, int hi) {
-    std::vector<std::string> out;
-    double cur = std::atof(get(recipe, param).c_str());
-    for (auto& v : rule.values) {
-      double x = std::atof(v.c_str());
-      double n = rule.op == "multiply" ? cur * x : x;
-      int k = static_cast<int>(n + 0.5);
-      if (k >= lo && k <= hi) out.push_back(std::to_string(k));
-    }
-    return out;
-  };
-  const std::string& p = rule.param;
-  if (p == "fast_math") return pick("fast_math", {get(recipe, "fast_math") == "1" ? "0" : "1"});
-  if (p == "vector_width") {
-    if (!ew) return error{prefix + "it has no elementwise kernel"};
-    return pick("vector_width", numbers("vector_width", 1, 4));
-  }
-  if (p == "unroll" || p == "elements_per_thread") {
-    // Vectors a loop trip in elementwise kernels; the run of outputs a pool thread
-    // computes where windows overlap (elsewhere a pool's kernel does not change, which
-    // optimize_once finds and says).
-    if (!ew && !has_stage(recipe, "pool")) return error{prefix + "it has no elementwise or pool kernel"};
-    if (p == "unroll" && rule.op == "set") return pick("elements_per_thread", numbers("elements_per_thread", 1, 16));
-    return pick("elements_per_thread", numbers("elements_per_thread", 1, 16));
-  }
-  if (p == "block_size") {
-    auto v = numbers("block_size", 32, 1024);
-    std::vector<std::string> ok;
-    for (auto& s : v)
-      if (std::stoi(s) % 32 == 0) ok.push_back(s);
-    return pick("block_size", ok);
-  }
-  if (p == "rows_per_block" || p == "work_mapping") {
-    if (!rows) return error{prefix + "it has no row reduction"};
-    if (p == "work_mapping") return pick("row_mapping", {"warp"});
-    // rows_per_block 1 is a block per row; more is a warp per row, as many warps.
-    for (auto& v : rule.values) {
-      int k = std::atoi(v.c_str());
-      if (k == 1) {
-        auto r = pick("row_mapping", {"block"});
-        if (r) return r;
-      } else if (k > 1 && get(recipe, "row_mapping") != "warp" && !excluded.count("row_mapping=warp")) {
-        return std::make_pair(std::string("row_mapping"), std::string("warp"));
-      }
-    }
-    return error{prefix + "row_mapping is already " + get(recipe, "row_mapping")};
-  }
-  if (p == "num_kernels" || p == "fuse_epilogue") {
-    // A row reduction's or a scan's feeding chain computed on its loads (where the
-    // task has none, optimize_once finds the kernels unchanged and says so).
-    if (get(recipe, "fuse_prologue") == "0" && (rows || has_stage(recipe, "scan"))) return pick("fuse_prologue", {"1"});
-    return error{prefix + "its elementwise chains and epilogues are already fused as far as its templates go"};
-  }
-  if (p == "grid_stride") return error{prefix + "its elementwise kernels already use grid-stride loops"};
-  if (p == "reduction" && rule.values.size() == 1 && rule.values[0] == "warp_shuffle")
-    return error{prefix + "its reductions already use warp shuffles"};
-  if (p == "row_cache") {
-    if (!rows) return error{prefix + "it has no row reduction"};
-    if (get(recipe, "row_cache") == "on_chip")
-      return error{prefix + "its rows already stay on chip (in registers where they fit, else in shared memory)"};
-    std::vector<std::string> known;
-    for (auto& v : rule.values)
-      if (v == "registers" || v == "shared" || v == "on_chip") known.push_back(v);
-    if (known.empty()) return error{prefix + "its templates cache rows in registers or shared memory only"};
-    return pick("row_cache", known);
-  }
-  if (p == "online_softmax") {
-    if (!rows) return error{prefix + "it has no row reduction"};
-    // The softmax family merges online states (ks_ms_merge); a sum or a norm has none.
-    if (source.find("ks_ms_merge(m, s,") == std::string::npos)
-      return error{prefix + "it has no softmax, log_softmax or logsumexp"};
-    // The softmax family is already online (max and sum from one read); the read the
-    // method's rationale still counts, the normalising pass's, goes when the row stays
-    // in registers.
-    if (get(recipe, "row_cache") != "none" && !get(recipe, "row_cache").empty())
-      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows already "
-                            "stay on chip (row_cache " + get(recipe, "row_cache") + ")"};
-    if (excluded.count("row_cache=on_chip"))
-      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows cannot "
-                            "stay on chip (excluded after a failure)"};
-    return std::make_pair(std::string("row_cache"), std::string("on_chip"));
-  }
-  if (p == "cache_hint") {
-    if (!ew) return error{prefix + "it has no elementwise kernel"};
-    return pick("cache_hint", rule.values);
-  }
-  if (p == "row_split") {
-    if (!rows && !has_stage(recipe, "scan")) return error{prefix + "it has no row reduction or scan"};
-    return pick("row_split", rule.values);
-  }
-  if (p == "moments" || p == "welford") {
-    if (!rows) return error{prefix + "it has no row reduction"};
-    return pick("moments", {"welford"});
-  }
-  if (p == "gemm_precision" || p == "matvec_sums") {
-    bool product = false;
-    for (const std::string& op : rules::ops_of(rules::op_class::product)) product = product || has_stage(recipe, "library:" + op);
-    if (!product) return error{prefix + "it has no library product"};
-    return pick(p, rule.values);
-  }
-  if (p == "float_literals")
-    return error{prefix + "its kernels already use float literals (0.5f) and f-suffixed math (expf, tanhf)"};
-  if (p == "use_library_step")
-    return error{prefix + (templ == "library" || templ == "mixed" ? "its products already run as library steps"
-                                                                  : "it has no product to hand to a library")};
-  return error{prefix + "the rules coder has no parameter '" + p + "'"};
-}
-
-}  // namespace
 
 result<candidate> rules_coder::optimize(const optimize_input& in) { return optimize_once(in.task, in, true); }
 
@@ -427,28 +299,88 @@ result<candidate> rules_coder::optimize_once(const task_spec& task, const optimi
   if (in.base.recipe.empty()) return error{"candidate " + in.base.id + " has no recipe: the rules coder did not write it"};
   auto params = from_recipe(in.base.recipe);
   if (!params) return params.error();
+  auto space = space_of(task, in.base);
+  if (!space) return space.error();
   std::set<std::string> excluded = split_set(get(in.base.recipe, "excluded"));
   std::string reasons;
+  auto reason = [&](const std::string& r) { reasons += (reasons.empty() ? "" : "; ") + r; };
+  // The kernels the task has reviewed (its short-term memory, when the line reads
+  // one): a value that gives one back is passed over for the method's next legal
+  // value, and handed back only when no other is left (the line then records it as a
+  // kernel seen before and tries its next move).
+  std::set<std::string> reviewed;
+  for (const trajectory_entry& e : in.history)
+    if (e.kind == "review") reviewed.insert(e.candidate_id);
+  std::optional<candidate> seen_before;
   for (const coder_rule& rule : m->rules_coder) {
-    auto change = apply_rule(method, rule, in.base.recipe, excluded, in.base.source);
-    if (!change) {
-      reasons += (reasons.empty() ? "" : "; ") + change.message();
+    auto changes = rule_changes(method, rule, in.base.recipe, *space, excluded, in.base.source, options_.explore_space);
+    if (!changes) {
+      reason(changes.message());
       continue;
     }
-    auto recipe = in.base.recipe;
-    recipe[change->first] = change->second;
-    auto p = from_recipe(recipe);
-    if (!p) return p.error();
-    auto c = build(task, *p, "optimize:" + method, in.base.id, get(in.base.recipe, "excluded"), with_methods);
-    if (!c) return c;
-    if (c->id == in.base.id) {
-      reasons += (reasons.empty() ? "" : "; ") + std::string("method ") + method + " does not apply to template " +
-                 templ + ": " + change->first + " = " + change->second + " changes no kernel of this task";
-      continue;
+    // The first legal value that changes a kernel (a value may change nothing where a
+    // template rounds it to what it already does).
+    for (const param_change& change : *changes) {
+      auto recipe = in.base.recipe;
+      recipe[change.param] = change.value;
+      auto p = from_recipe(recipe);
+      if (!p) return p.error();
+      auto c = build(task, *p, "optimize:" + method, in.base.id, get(in.base.recipe, "excluded"), with_methods);
+      if (!c) return c;
+      if (c->id != in.base.id && reviewed.count(c->id)) {
+        if (!seen_before) seen_before = std::move(c.value());
+        continue;
+      }
+      if (c->id != in.base.id) return c;
+      reason("method " + method + " does not apply to template " + templ + ": " + change.param + " = " + change.value +
+             " changes no kernel of this task");
     }
-    return c;
   }
+  if (seen_before) return *seen_before;
   return error{reasons};
+}
+
+result<search_space> rules_coder::space_of(const task_spec& task, const candidate& c) {
+  if (auto it = c.recipe.find("space"); it != c.recipe.end()) return parse_search_space(it->second);
+  // A recipe written before the space was: its lowering says it.
+  auto params = from_recipe(c.recipe);
+  if (!params) return params.error();
+  auto again = build(task, *params, c.origin, c.parent_id, get(c.recipe, "excluded"), false);
+  if (!again) return again.error();
+  return parse_search_space(get(again->recipe, "space"));
+}
+
+void rules_coder::record_moves(const task_spec& task, candidate& c) {
+  std::vector<std::string> methods, changes;
+  for (const space_move& m : moves(task, c)) {
+    methods.push_back(m.method);
+    changes.push_back(m.method + ":" + m.param + "=" + m.to);
+  }
+  c.recipe["methods"] = join(methods, ",");
+  c.recipe["moves"] = join(changes, ",");
+}
+
+std::vector<space_move> rules_coder::moves(const task_spec& task, const candidate& c) {
+  std::vector<space_move> out;
+  optimize_input in;
+  in.base = c;
+  for (const method_def& m : skills_.methods) {
+    if (m.rules_coder.empty()) continue;
+    in.plan.chosen = m.id;
+    auto child = optimize_once(task, in, false);
+    if (!child) continue;
+    space_move mv;
+    mv.method = m.id;
+    mv.expected_effect = m.expected_effect;
+    for (const auto& [k, v] : child->recipe)
+      if (is_param(k) && get(c.recipe, k) != v && mv.param.empty()) {
+        mv.param = k;
+        mv.from = get(c.recipe, k);
+        mv.to = v;
+      }
+    out.push_back(std::move(mv));
+  }
+  return out;
 }
 
 result<candidate> rules_coder::repair(const repair_input& in) {
@@ -458,7 +390,9 @@ result<candidate> rules_coder::repair(const repair_input& in) {
     for (auto& e : split_set(get(in.failed.recipe, "excluded"))) excluded.insert(e);
     // The change that failed: every parameter where the failed recipe differs.
     for (auto& [k, v] : in.failed.recipe) {
-      if (k == "excluded" || k == "template" || k == "stages" || k == "methods" || k == "rewrites") continue;
+      if (k == "excluded" || k == "template" || k == "stages" || k == "methods" || k == "rewrites" || k == "space" ||
+          k == "moves")
+        continue;
       if (get(good.recipe, k) != v) excluded.insert(k + "=" + v);
     }
     auto params = from_recipe(good.recipe);

@@ -8,9 +8,13 @@
 //   duplicates dropped; a warp per row for rows over 2048 elements, or a block per
 //   row for rows under 4 elements a thread (at the task's size), only when the
 //   other seeds run out;
-// - optimize(): the chosen method's `rules_coder` entry (skills/*.yaml) changes one
-//   parameter of base's recipe; a method whose parameter the templates lack, or that
-//   would change nothing, is an error "method M does not apply to template T: why";
+// - every candidate's recipe carries its search space (`space`: the parameters its
+//   templates read and their legal values at the task's shapes, coder/search_space.hpp);
+// - optimize(): the chosen method's `rules_coder` entry (skills/*.yaml) is a move in
+//   that space: it changes one parameter of base's recipe to the first of the method's
+//   values (coder/space_moves.hpp) that is legal there and changes a kernel; a method
+//   whose parameter the templates lack, or whose every legal value would change
+//   nothing, is an error "method M does not apply to template T: why";
 // - every candidate it returns lists in its recipe's `methods` the methods whose
 //   optimize() would change its kernels (tried, not guessed): the decision policy
 //   offers no other for it (docs/skills.md, "How decide() works");
@@ -33,6 +37,7 @@
 #include "base/bounded_child.hpp"
 #include "coder/coder.hpp"
 #include "coder/lowering.hpp"
+#include "coder/space_moves.hpp"
 #include "coder/task_graph.hpp"
 #include "policy/skill_library.hpp"
 
@@ -53,6 +58,10 @@ struct rules_coder_options {
   // split to do so). Defaults are an H200's.
   lowering_device device;
   reference_limits limits;
+  // Methods move through each template's search space (coder/space_moves.hpp); off,
+  // a method takes its listed values only, the first that differs (as before the
+  // space: what a test compares against).
+  bool explore_space = true;
 };
 
 class rules_coder : public coder {
@@ -78,6 +87,11 @@ class rules_coder : public coder {
   // The methods of the skill library whose optimize() changes `c`'s kernels (a
   // different source or launch), in library order.
   std::vector<std::string> applicable_methods(const task_spec& task, const candidate& c);
+  // The same as moves: each applicable method's parameter change on `c` (from, to)
+  // and the skill's expected metric changes.
+  std::vector<space_move> moves(const task_spec& task, const candidate& c);
+  // `c`'s search space: its recipe's, or its lowering's when the recipe has none.
+  result<search_space> space_of(const task_spec& task, const candidate& c);
 
  private:
   result<candidate> build(const task_spec& task, const lowering_params& params,
@@ -87,6 +101,10 @@ class rules_coder : public coder {
   // without copying it); with_methods false leaves the result's `methods` out (what
   // applicable_methods tries with).
   result<candidate> optimize_once(const task_spec& task, const optimize_input& in, bool with_methods);
+
+  // Writes `c`'s `methods` (the applicable ones) and `moves` (each one's change,
+  // "method:param=value") into its recipe.
+  void record_moves(const task_spec& task, candidate& c);
 
   rules_coder_options options_;
   skill_library skills_;

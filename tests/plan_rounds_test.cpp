@@ -104,7 +104,9 @@ struct fixture {
   std::shared_ptr<const skill_library> library;
   std::shared_ptr<rules_coder> coder;
 
-  explicit fixture(const std::string& name) {
+  // explore: methods move through the templates' search spaces (rules_coder_options::
+  // explore_space); off, a method takes its listed values only, as before the spaces.
+  explicit fixture(const std::string& name, bool explore = true) {
     dir = fs::temp_directory_path() / ("ks-plan-rounds-" + name + "-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -114,6 +116,7 @@ struct fixture {
     rules_coder_options o;
     o.gpu_worker = kWorker;
     o.skills_dir = kSource / "skills";
+    o.explore_space = explore;
     coder = std::make_shared<rules_coder>(o, *lib);
   }
   ~fixture() { fs::remove_all(dir); }
@@ -336,4 +339,50 @@ TEST_CASE("experience from one task changes a later task's choice", "[plan][expe
   INFO(p[0].summary);
   CHECK(p[0].method != first_choice);
   CHECK_THAT(p[0].summary, Contains("experience moved the choice from " + first_choice + " to " + p[0].method));
+}
+
+TEST_CASE("a line explores more distinct moves through the templates' search spaces than with the listed values",
+          "[plan][rounds][space]") {
+  // A row sum of |x| (4096 rows of 4096): |x| computed on the reduction's loads, so
+  // the loads a thread keeps in flight (elements_per_thread) are a parameter of the
+  // row_reduce template, as are its block, its row mapping and fusing the prologue.
+  // Every move gains 10 %, so a line composes whatever it is offered until its rounds
+  // or its moves run out.
+  const uint32_t rounds = 60;
+  auto run_line = [&](bool explore) {
+    fixture f(explore ? "space-on" : "space-off", explore);
+    auto memory = f.open_store("memory");
+    auto l = std::make_shared<landscape>();
+    l->factor = [](const std::string&, int) { return 1.1; };
+    const task_spec task = [] {
+      const std::string yaml =
+          "name: abs_row_sum\nreference:\n  torchscript: |\n    def forward(x):\n        return torch.sum(torch.abs(x), -1)\n"
+          "inputs:\n  - {name: x, shape: [4096, 4096], dtype: float32}\nsizes:\n  cpu: {x: [8, 256]}\n";
+      auto t = parse_task(yaml, "abs_row_sum.yaml", kSource);
+      if (!t) FAIL(t.message());
+      return *t;
+    }();
+    const task_outcome out = f.run(task, memory, l, 1, rounds);
+    const auto t = trajectory(*memory, "abs_row_sum");
+    INFO((explore ? "with the space\n" : "listed values only\n") << describe(t) << out.reason);
+    REQUIRE(out.success);
+    check_no_repeated_move(t);
+    std::set<std::pair<std::string, std::string>> moves;  // (kernel, method): each distinct
+    std::set<std::string> methods;
+    for (const auto& a : attempts(t)) {
+      moves.insert({a.parent_id, a.method});
+      methods.insert(a.method);
+    }
+    return std::make_tuple(moves.size(), methods, out.reason);
+  };
+  const auto [listed, listed_methods, listed_reason] = run_line(false);
+  const auto [explored, explored_methods, explored_reason] = run_line(true);
+  INFO("listed values only: " << listed << " moves (" << listed_reason << "); with the space: " << explored << " ("
+                               << explored_reason << ")");
+  CHECK(explored > listed);
+  // The loads in flight of the reduction's prologue: a parameter of the row_reduce
+  // template's space, which the listed values (elementwise and pool kernels only)
+  // never reached.
+  CHECK(explored_methods.count("increase_ilp_elements_per_thread"));
+  CHECK_FALSE(listed_methods.count("increase_ilp_elements_per_thread"));
 }

@@ -1006,7 +1006,8 @@ TEST_CASE("rules coder: batch_norm on running statistics or of a 2-d input stays
 // optimize() (so the offer hides no real change). Then the methods the row templates
 // are built for must be offered somewhere, and methods with no parameter in the
 // templates nowhere.
-TEST_CASE("rules coder: every method the policy offers a candidate changes its kernels", "[rules][contract]") {
+TEST_CASE("rules coder: every method the policy offers a candidate changes its kernels, within its search space",
+          "[rules][contract]") {
   auto lib = load_skill_library(kSource / "skills");
   REQUIRE(lib);
   std::vector<task_spec> corpus;
@@ -1031,6 +1032,9 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
   for (const method_def& m : lib->methods)
     if (!m.rules_coder.empty()) with_rule.push_back(m.id);
   std::map<std::string, std::set<std::string>> pairs;  // template → methods offered somewhere
+  const std::vector<std::string> space_params = {"vector_width", "block_size", "elements_per_thread", "grid_cap",
+                                                 "row_mapping", "fast_math", "fuse_prologue", "row_cache", "cache_hint",
+                                                 "row_split", "moments", "conv_layout", "gemm_precision", "matvec_sums"};
   size_t walked = 0;
   // Walks `c`: every method offered changes its kernels, every other is refused. The
   // first change made is handed back (a state to walk next).
@@ -1060,6 +1064,15 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
       }
       REQUIRE(changed);
       CHECK((changed->source != c.source || !(changed->plan == c.plan)));
+      // The change is a move in c's search space: each parameter it sets takes a value
+      // the candidate's templates declare legal at the task's shapes.
+      auto space = parse_search_space(c.recipe.at("space"));
+      REQUIRE(space);
+      for (const std::string& param : space_params)
+        if (changed->recipe.count(param) && changed->recipe.at(param) != (c.recipe.count(param) ? c.recipe.at(param) : "")) {
+          INFO(param << " = " << changed->recipe.at(param) << " in " << c.recipe.at("space"));
+          CHECK(space->allows(param, changed->recipe.at(param)));
+        }
       pairs[templ].insert(m);
       if (!first) first = *changed;
     }

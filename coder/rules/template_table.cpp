@@ -7,6 +7,7 @@
 #include "coder/rules/pool.hpp"
 #include "coder/rules/row_reduce.hpp"
 #include "coder/rules/scan.hpp"
+#include "coder/rules/search_space.hpp"
 #include "coder/rules/transpose_store.hpp"
 
 namespace ks::rules {
@@ -30,27 +31,32 @@ status emit_fallback_step(lowering_context& cx, size_t si) {
 const std::vector<template_row>& template_table() {
   static const std::vector<template_row> table = {
       {"elementwise", [](const stage& st) { return st.kind == stage::elementwise && !st.permuted.empty(); },
-       emit_transpose_store, [](const lowering_context&, size_t) { return std::string("elementwise+transposed_store"); }},
+       emit_transpose_store, [](const lowering_context&, size_t) { return std::string("elementwise+transposed_store"); },
+       no_space},
       {"elementwise", [](const stage& st) { return st.kind == stage::elementwise; }, emit_elementwise,
-       [](const lowering_context&, size_t) { return std::string("elementwise"); }},
+       [](const lowering_context&, size_t) { return std::string("elementwise"); }, elementwise_space},
       {"row_reduce", [](const stage& st) { return st.kind == stage::reduce; }, emit_reduce,
        [](const lowering_context& cx, size_t si) {
          bool twin = false;  // a later reduction read by this kernel too
          for (const auto& other : cx.stages) twin = twin || other.twin_of == static_cast<int>(si);
          return "row_reduce" + fused(cx.stages[si]) + (twin ? "+twin" : "");
-       }},
+       },
+       row_reduce_space},
       {"scan", [](const stage& st) { return st.kind == stage::scan; }, emit_scan,
-       [](const lowering_context& cx, size_t si) { return "scan" + fused(cx.stages[si]); }},
+       [](const lowering_context& cx, size_t si) { return "scan" + fused(cx.stages[si]); }, scan_space},
       {"pool", [](const stage& st) { return st.kind == stage::pool; }, emit_pool,
        [](const lowering_context& cx, size_t si) {
          return std::string(cx.stages[si].epilogue >= 0 ? "pool+epilogue" : "pool");
-       }},
+       },
+       pool_space},
       {"fallback", [](const stage& st) { return st.kind == stage::library && !st.fallback.empty(); }, emit_fallback_step,
-       [](const lowering_context& cx, size_t si) { return "fallback:" + base_kind(cx.stages[si].nodes[0]->kind); }},
+       [](const lowering_context& cx, size_t si) { return "fallback:" + base_kind(cx.stages[si].nodes[0]->kind); },
+       no_space},
       {"library", [](const stage& st) { return st.kind == stage::library; }, emit_library,
        [](const lowering_context& cx, size_t si) {
          return "library:" + choose_library_call(cx, *cx.stages[si].nodes[0]).op;
-       }},
+       },
+       library_space},
   };
   return table;
 }

@@ -11,13 +11,16 @@
 // - exactly one row takes a stage that lower_graph emits (the last, library, takes
 //   every library stage that no fallback row took);
 // - `family` names the candidate's template (lowered_kernel_set::template_name) for a
-//   candidate of this row alone: elementwise, row_reduce, scan, pool, fallback, library.
+//   candidate of this row alone: elementwise, row_reduce, scan, pool, fallback, library;
+// - `space` declares the row's tunable parameters and their legal values for the
+//   stage's shapes (search_space.hpp), before the stage is emitted.
 
 #include <string>
 #include <vector>
 
 #include "base/result.hpp"
 #include "coder/rules/lowering_context.hpp"
+#include "coder/search_space.hpp"
 
 namespace ks::rules {
 
@@ -27,6 +30,8 @@ struct template_row {
   status (*emit)(lowering_context& cx, size_t si);
   // The stage's entry in lowered_kernel_set::stages ("row_reduce+prologue", ...).
   std::string (*name)(const lowering_context& cx, size_t si);
+  // Its search space at the stage's shapes (coder/search_space.hpp).
+  void (*space)(const lowering_context& cx, size_t si, search_space& out);
 };
 
 const std::vector<template_row>& template_table();
