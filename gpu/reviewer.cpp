@@ -171,6 +171,9 @@ struct prepared_plan {
   std::map<std::string, CUfunction> functions;
   bool launches_kernel = false;
   std::set<std::string> kernel_reads;  // tensors_read_by_kernels(plan)
+  // Library steps by index, prepared on their first run (gpu/library_ops.hpp): the
+  // dispatcher's operator and stack are built once per plan, not once per call.
+  mutable std::map<size_t, prepared_library_op> library_ops;
 };
 
 struct module_guard {
@@ -496,7 +499,13 @@ struct reviewer::impl {
         args.push_back(library_arg::of_float(a.float_value));
       }
     }
-    auto outs = run_library_op_outputs(s.name, args, s.attrs);
+    auto prepared = pp.library_ops.find(s.index);
+    if (prepared == pp.library_ops.end()) {
+      auto p = prepare_library_op(s.name, args, s.attrs);
+      if (!p) after_torch_error(s.label(), p.message(), review_status::plan_error);
+      prepared = pp.library_ops.emplace(s.index, std::move(p.value())).first;
+    }
+    auto outs = run_prepared_library_op(prepared->second, args);
     if (!outs) after_torch_error(s.label(), outs.message(), review_status::plan_error);
     if (s.outputs.empty() || s.outputs.size() > outs->size())
       fail(review_status::plan_error, s.label() + ": outputs: the op returns " + std::to_string(outs->size()) +

@@ -461,9 +461,12 @@ TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two result
   if (!ex) FAIL(ex.message());
   const std::string runtime = export_detail::dispatch_runtime();
   CHECK(ex->launcher.find(runtime) != std::string::npos);
-  CHECK(ex->launcher.find("ks_call_by_schema(std::map<std::string, std::string>{{\"dim\", \"1\"}, {\"schema\", "
-                          "\"aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor "
-                          "indices)\"}}, std::vector<ks_arg>{ks_targ(t_x)})") != std::string::npos);
+  // Prepared once (a function-local static), called with the step's arguments.
+  CHECK(ex->launcher.find("    const std::vector<ks_arg> s0_args{ks_targ(t_x)};\n"
+                          "    static const ks_prepared_step s0_op = ks_prepare_by_schema(std::map<std::string, "
+                          "std::string>{{\"dim\", \"1\"}, {\"schema\", \"aten::sort(Tensor self, int dim=-1, bool "
+                          "descending=False) -> (Tensor values, Tensor indices)\"}}, s0_args);\n") != std::string::npos);
+  CHECK(ex->launcher.find("const std::vector<at::Tensor> r = ks_call_prepared(s0_op, s0_args);") != std::string::npos);
   // The kernel reads vals (made contiguous); nothing but the op made idx (kept as it came).
   CHECK(ex->launcher.find("    t_vals = r[0].contiguous();\n    t_idx = r[1];") != std::string::npos);
   CHECK(ex->general_launcher_note == "");
