@@ -22,6 +22,7 @@
 #include "base/number_format.hpp"
 #include "base/strings.hpp"
 #include "gpu/cuda_driver.hpp"
+#include "gpu/graph_replay.hpp"
 #include "gpu/kernel_args.hpp"
 #include "gpu/library_ops.hpp"
 #include "gpu/output_check.hpp"
@@ -29,6 +30,7 @@
 #include "gpu/result_adoption.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "gpu/trial_cache.hpp"
+#include "plan/launch_bound.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
 
@@ -80,28 +82,6 @@ class phase_scope {
   double inner0_;
   clock_type::time_point t0_ = clock_type::now();
 };
-
-// Errors after which the context can no longer be used (CUDA's "sticky" errors).
-bool poisons_context(CUresult rc) {
-  switch (rc) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ECC_UNCORRECTABLE:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    case CUDA_ERROR_UNKNOWN:
-      return true;
-    default:
-      return false;
-  }
-}
-
 
 at::ScalarType scalar_type_of(const std::string& dtype) {
   if (auto t = scalar_type(dtype)) return *t;
@@ -204,6 +184,8 @@ struct reviewer::impl {
   CUevent start_event = nullptr, end_event = nullptr;
   bool lost = false;
   std::string lost_reason;
+  CUstream stream_ = nullptr;  // where launch() enqueues: a CUDA graph's capture stream while captured
+  bool capturing = false;      // a failure then refuses the graph; no synchronising
   std::list<task_entry> tasks;  // most recently used first
   ks::trial_cache<trial_data> trials{0};
   uint64_t reference_runs = 0;  // in verification (trial_cache_state::reference_runs)
@@ -248,6 +230,7 @@ struct reviewer::impl {
   // After LibTorch threw: a crash when the context is broken, else `otherwise`.
   [[noreturn]] void after_torch_error(const std::string& where, const std::string& message,
                                       review_status otherwise) {
+    if (capturing) fail(otherwise, where + ": " + message);
     CUresult rc = drv->cuCtxSynchronize();
     if (rc != CUDA_SUCCESS) check_cu(rc, where + ": " + message + "; then cuCtxSynchronize");
     std::string text = where + ": " + message;
@@ -482,7 +465,7 @@ struct reviewer::impl {
                                  static_cast<unsigned>(s.grid[1]), static_cast<unsigned>(s.grid[2]),
                                  static_cast<unsigned>(s.block[0]), static_cast<unsigned>(s.block[1]),
                                  static_cast<unsigned>(s.block[2]), static_cast<unsigned>(s.shared_mem_bytes),
-                                 nullptr, args->pointers(), nullptr),
+                                 stream_, args->pointers(), nullptr),
              s.label() + ": cuLaunchKernel");
   }
 
@@ -787,8 +770,15 @@ struct reviewer::impl {
     timing_options topt = opts.timing;
     const double left = std::chrono::duration<double>(deadline - clock_type::now()).count();
     topt.max_seconds = std::max(0.0, std::min(topt.max_seconds, left));
+    std::vector<at::Tensor> buffers;  // the graph's inputs: each call copies the inputs in, as a module does
+    for (const auto& in : e.task.inputs) buffers.push_back(env.at(in.name));
+    std::unique_ptr<plan_graph> graph = graph_for(e, pp, env, originals, buffers, r);
     timed_run candidate = [&]() -> result<double> {
-      return timed_once([&] { run_plan(pp, env, -1); });
+      if (!graph) return timed_once([&] { run_plan(pp, env, -1); });
+      result<std::vector<at::Tensor>> out = error{""};
+      const double ms = timed_once([&] { out = graph->call(originals, buffers); });
+      if (!out) return error{"CUDA graph replay: " + out.message()};
+      return ms;
     };
     timed_run reference = [&]() -> result<double> {
       return timed_once([&] { run_reference(e, ref_inputs, "timing the reference"); });
@@ -805,6 +795,46 @@ struct reviewer::impl {
     if (r.speedup > req.options.suspicious_speedup) recheck_speedup(req, e, pp, env, r);
   }
   std::string timing_note;
+
+  // The plan as one CUDA graph when it is launch-bound (plan/launch_bound.hpp), checked
+  // against the reference on trial 0's inputs as plain launches were; else null: plain
+  // launches, and graph_note says why when a capture was tried (docs/reviewer.md).
+  std::unique_ptr<plan_graph> graph_for(task_entry& e, const prepared_plan& pp, tensor_env& env,
+                                        const std::vector<at::Tensor>& originals,
+                                        const std::vector<at::Tensor>& buffers, review_result& r) {
+    const plan_weight w = weigh_plan(pp.plan, footprint.inputs + footprint.parameters);
+    if (!opts.cuda_graphs || !launch_bound(w)) return nullptr;
+    const std::string why = "launch-bound plan (" + describe_weight(w) + ")";
+    capturing = true;
+    auto g = plan_graph::capture([&](CUstream s) {
+      stream_ = s;
+      try {
+        return run_plan(pp, env, -1);
+      } catch (const review_failure& f) {
+        throw std::runtime_error(f.message);
+      }
+    });
+    capturing = false;
+    stream_ = nullptr;
+    if (lost) fail(review_status::crashed, lost_reason);
+    std::vector<std::string> problems;
+    if (!g) problems.push_back("its capture failed: " + g.message());
+    if (g) {
+      auto out = (*g)->call(originals, buffers);
+      sync("timing: the CUDA graph's first replay");
+      if (!out) problems.push_back("its replay failed: " + out.message());
+      std::vector<at::Tensor> ref;
+      if (out) ref = reference_for(e, 0, originals, "CUDA graph check", problems);
+      for (size_t i = 0; i < ref.size() && i < out->size(); ++i)
+        if (output_comparison c = compare_output((*out)[i], ref[i], e.task.tolerance); !c.ok)
+          problems.push_back(mismatch_message(pp.plan.outputs[i].name, (*out)[i], (*out)[i], 1, c, e.task.tolerance));
+    }
+    add_flag(r, problems.empty() ? "cuda_graph" : "cuda_graph_refused");
+    graph_note = problems.empty() ? why + ": timed as one CUDA graph replay (inputs copied in, outputs cloned)"
+                                  : why + ", but as a CUDA graph " + join(problems, "; ") + ": timed as plain launches";
+    return problems.empty() ? std::move(*g) : nullptr;
+  }
+  std::string graph_note;
 
   // A speedup above review.suspicious_speedup is checked again instead of believed or
   // refused (a correct kernel can be that fast: KernelBench's 40_LayerNorm at its
@@ -995,6 +1025,7 @@ struct reviewer::impl {
     // 4. Verify; 5. time.
     independence_note.clear();
     timing_note.clear();
+    graph_note.clear();
     recheck_note.clear();
     {
       phase_scope verifying(phases, &review_phases::verify_s);
@@ -1020,6 +1051,7 @@ struct reviewer::impl {
       msg += buf;
     }
     if (!timing_note.empty()) msg += "; " + timing_note;
+    if (!graph_note.empty()) msg += "; " + graph_note;
     if (!profile_note.empty()) msg += "; " + profile_note;
     for (auto& f : r.flags) {
       if (f == "no_custom_kernel") msg += ". Flag no_custom_kernel: the plan launches no kernel of its own, only library steps";

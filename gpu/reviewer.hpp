@@ -47,6 +47,9 @@ struct reviewer_options {
   // every kernel's replays, which at gigabytes of inputs costs tens of seconds.
   profile_replay replay = profile_replay::user;
   std::string node;              // names the machine in review_result::device; empty = host name
+  // Time a launch-bound plan (plan/launch_bound.hpp) as one CUDA graph replay, as an
+  // exported ModelNew runs it (gpu/graph_replay.hpp); false: plain launches always.
+  bool cuda_graphs = true;
 };
 
 class reviewer {

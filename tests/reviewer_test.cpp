@@ -34,6 +34,7 @@
 #include "gpu/timing.hpp"
 #include "gpu/torch_reference.hpp"
 #include "gpu/worker.hpp"
+#include "plan/launch_bound.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
@@ -963,6 +964,73 @@ TEST_CASE("gpu: the example plans review ok against their tasks", "[reviewer][gp
                        read_text(kExamples + "l2_normalize.yaml"));
     check_ok_example(r);
   }
+}
+
+// A plan of nine short steps (six ReLU launches, a dispatcher step, a table op, one
+// more launch), for tasks of any 2-D float32 x: launch-bound at small sizes
+// (plan/launch_bound.hpp), not at large ones.
+std::string relu_chain_plan() {
+  std::string y = "constants: {BLOCK: 256, N: x.numel}\noutputs:\n  - {name: y, shape: [x.shape[0], x.shape[1]], dtype: float32}\nscratch:\n";
+  for (int k = 0; k < 8; ++k) y += "  - {name: s" + std::to_string(k) + ", shape: [x.shape[0], x.shape[1]], dtype: float32}\n";
+  y += "steps:\n";
+  auto relu = [&](const std::string& in, const std::string& out) {
+    y += "  - kernel: relu_f32\n    grid: [ceil_div(N, BLOCK)]\n    block: [BLOCK]\n    args: [" + in + ", " + out + ", {int64: N}]\n";
+  };
+  relu("x", "s0");
+  for (int k = 1; k < 6; ++k) relu("s" + std::to_string(k - 1), "s" + std::to_string(k));
+  y += "  - library: aten::abs\n    args: [s5]\n    outputs: [s6]\n    attrs: {schema: \"aten::abs(Tensor self) -> Tensor\"}\n";
+  y += "  - library: aten::mul\n    args: [s6, {float32: 1.0}]\n    outputs: [s7]\n";
+  relu("s7", "y");
+  return y;
+}
+
+task_spec relu_task_of(const std::string& shape) {
+  return task_from("name: relu_chain_" + shape.substr(1, shape.find(',') - 1) +
+                   "\nreference:\n  torchscript: |\n    def forward(x):\n        return torch.relu(x)\ninputs:\n"
+                   "  - {name: x, shape: " + shape + ", init: {kind: normal, mean: 0, std: 1}}\nseed: 11\n");
+}
+
+// The premise of the GPU case below, checked here: the chain resolves, and the rule
+// (plan/launch_bound.hpp) calls it launch-bound at [33, 65], not at [4096, 4099].
+TEST_CASE("the relu chain plan is launch-bound at small sizes only", "[reviewer][graph]") {
+  const std::string source = read_text(kExamples + "relu.cu");
+  for (const auto& [shape, bound] : {std::pair<std::string, bool>{"[33, 65]", true}, {"[4096, 4099]", false}}) {
+    INFO(shape);
+    const task_spec task = relu_task_of(shape);
+    auto ctx = make_plan_context(task, source);
+    if (!ctx) FAIL(ctx.message());
+    auto plan = resolve_plan(plan_from(relu_chain_plan()), *ctx);
+    if (!plan) FAIL(plan.message());
+    uint64_t in = 0;
+    for (const auto& t : task.inputs) in += 4 * static_cast<uint64_t>(t.shape[0] * t.shape[1]);
+    const plan_weight w = weigh_plan(*plan, in);
+    CHECK(w.kernel_launches == 7);
+    CHECK(w.library_steps == 2);
+    CHECK(launch_bound(w) == bound);
+  }
+}
+
+// Issue 46, point 1: a launch-bound plan is timed as one CUDA graph replay (as an
+// exported ModelNew runs it), checked against the reference first; a plan that is not
+// launch-bound keeps plain launches.
+TEST_CASE("gpu: a launch-bound plan is timed as one CUDA graph replay", "[reviewer][gpu][graph]") {
+  REQUIRE_GPU(rev);
+  const std::string source = read_text(kExamples + "relu.cu");
+  auto small = review_of(*rev, relu_task_of("[33, 65]"), source, relu_chain_plan());
+  CHECK(small.status == review_status::ok);
+  CHECK(small.trials_passed == 5);
+  CHECK(has_flag(small, "cuda_graph"));
+  CHECK_FALSE(has_flag(small, "cuda_graph_refused"));
+  CHECK_THAT(small.message, Contains("launch-bound plan (7 kernel launches and 2 library steps") &&
+                                Contains("timed as one CUDA graph replay"));
+  CHECK(small.candidate_time.median_ms > 0);
+  CHECK(small.candidate_time.repetitions >= 1);
+  // 10 buffers of 67 MB over nine steps: 74 MB a step, not launch-bound.
+  auto large = review_of(*rev, relu_task_of("[4096, 4099]"), source, relu_chain_plan());
+  CHECK(large.status == review_status::ok);
+  CHECK_FALSE(has_flag(large, "cuda_graph"));
+  CHECK_FALSE(has_flag(large, "cuda_graph_refused"));
+  CHECK_THAT(large.message, !Contains("CUDA graph"));
 }
 
 // The rules coder's first seeds of the suite's long-row tasks (tests/golden/lower, what
