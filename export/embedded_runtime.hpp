@@ -23,5 +23,7 @@ std::string_view launcher_dispatch_inc();
 std::string_view result_adoption_hpp();
 // gpu/matmul_precision.hpp: a product run with cuBLAS allowed TF32 (ATen only).
 std::string_view matmul_precision_hpp();
+// export/cuda_graph.py: a ModelNew's CUDA graph replay of launch-bound sizes (Python).
+std::string_view cuda_graph_py();
 
 }  // namespace ks::embedded

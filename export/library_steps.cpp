@@ -144,17 +144,22 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
                     "relu sigmoid tanh exp log neg abs sqrt rsqrt silu sin cos)"};
 }
 
-// The dispatcher call of a step with attrs.schema: its attributes as a map, its
-// arguments as ks_arg expressions.
-std::string dispatch_call(const std::map<std::string, std::string>& attrs, const std::vector<std::string>& args) {
+// The dispatcher call of a step with attrs.schema: prepared once, on the module's first
+// call (a function-local static: the operator found and its attributes parsed once, not
+// per call), then called with its arguments as ks_arg expressions. `v` names the
+// step's variables; `pre` receives their declarations.
+std::string dispatch_call(const std::map<std::string, std::string>& attrs, const std::vector<std::string>& args,
+                          const std::string& v, std::string& pre) {
   std::string m = "std::map<std::string, std::string>{";
   bool first = true;
-  for (auto& [k, v] : attrs) {
-    m += std::string(first ? "" : ", ") + "{" + cpp_string(k) + ", " + cpp_string(v) + "}";
+  for (auto& [k, val] : attrs) {
+    m += std::string(first ? "" : ", ") + "{" + cpp_string(k) + ", " + cpp_string(val) + "}";
     first = false;
   }
   m += "}";
-  return "ks_call_by_schema(" + m + ", std::vector<ks_arg>{" + join(args, ", ") + "})";
+  pre += "    const std::vector<ks_arg> " + v + "args{" + join(args, ", ") + "};\n";
+  pre += "    static const ks_prepared_step " + v + "op = ks_prepare_by_schema(" + m + ", " + v + "args);\n";
+  return "ks_call_prepared(" + v + "op, " + v + "args)";
 }
 
 }  // namespace
@@ -206,7 +211,7 @@ result<library_step_call> library_step(const std::string& label, const resolved_
   library_step_call c;
   c.dispatcher = s.attrs.count("schema") > 0;
   if (c.dispatcher) {
-    c.call = dispatch_call(s.attrs, dispatch_args);
+    c.call = dispatch_call(s.attrs, dispatch_args, "s" + std::to_string(s.index) + "_", c.pre);
   } else {
     auto call = library_call(s, args, is_tensor, c.pre);
     if (!call) return error{label + ": " + call.message()};

@@ -2,8 +2,8 @@
 // A plan's library steps in the launcher the exporter writes: the at:: call of each op
 // the reviewer runs by name (gpu/library_ops.cpp's table: aten::matmul → at::matmul,
 // conv2d with its stride/padding/dilation/groups, …), the dispatcher call of a step
-// that carries attrs.schema (ks_call_by_schema, gpu/dispatch_runtime.hpp in the
-// module), and the block that takes the results into declared buffers or new
+// that carries attrs.schema (prepared once per module by ks_prepare_by_schema, then
+// ks_call_prepared: gpu/dispatch_runtime.hpp in the module), and the block that takes the results into declared buffers or new
 // intermediates. Both launchers (export/size_launcher.hpp, export/general_launcher.hpp)
 // write their library steps with these.
 //
@@ -21,7 +21,7 @@ namespace ks::export_detail {
 
 // A library step's call: an at::Tensor expression for a table op, a
 // std::vector<at::Tensor> one for a dispatcher step; `pre` declares what it needs
-// (conv2d's integer lists).
+// (conv2d's integer lists; a dispatcher step's arguments and its prepared operator).
 struct library_step_call {
   bool dispatcher = false;
   std::string pre;

@@ -4,11 +4,13 @@
 #include <sstream>
 
 #include "base/content_hash.hpp"
+#include "export/embedded_runtime.hpp"
 #include "export/general_launcher.hpp"
 #include "export/kernelbench_module.hpp"
 #include "export/size_launcher.hpp"
 #include "export/source_text.hpp"
 #include "plan/kernel_signatures.hpp"
+#include "plan/launch_bound.hpp"
 
 namespace ks {
 
@@ -304,7 +306,7 @@ class ModelNew(torch.nn.Module):
         if len(inputs) != len(INPUTS):
             raise TypeError(f"ModelNew (task {TASK}) takes {len(INPUTS)} inputs "
                             f"({', '.join(n for n, _, _ in INPUTS)}), got {len(inputs)}")
-        outputs = load_extension().ks_forward(list(inputs) + self.task_parameters(), False)
+        outputs = _forward(list(inputs) + self.task_parameters(), False)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def forward_general(self, *inputs):
@@ -312,7 +314,7 @@ class ModelNew(torch.nn.Module):
         forward() serves with launchers specialised at export time): to check it."""
         if not GENERAL_LAUNCHER:
             raise RuntimeError(f"ModelNew (task {TASK}): no general-shape launcher in this export: {GENERAL_NOTE}")
-        outputs = load_extension().ks_forward(list(inputs) + self.task_parameters(), True)
+        outputs = _forward(list(inputs) + self.task_parameters(), True)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
@@ -383,6 +385,21 @@ result<std::string> python_file(const task_spec& task, const candidate& best,
   p << "# Other shapes go to a launcher that evaluates the plan's expressions at run time.\n"
     << "GENERAL_LAUNCHER = " << (ex.general_launcher_note.empty() ? "True" : "False") << "\n"
     << "GENERAL_NOTE = " << py_string(ex.general_launcher_note) << "\n";
+  // Where the plan is launch-bound (plan/launch_bound.hpp, the reviewer's rule), forward
+  // replays it as one CUDA graph (export/cuda_graph.py).
+  p << "# Sizes whose plan is launch-bound, replayed as one CUDA graph: size -> why.\nCUDA_GRAPHS = {\n";
+  for (const auto& v : variants) {
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < v.shapes.size(); ++k) {
+      const tensor_spec& t = k < task.inputs.size() ? task.inputs[k] : task.parameters[k - task.inputs.size()];
+      int64_t n = 1;
+      for (int64_t d : v.shapes[k]) n *= d;
+      bytes += static_cast<uint64_t>(std::max<int64_t>(n * dtype_size(t.dtype), 0));
+    }
+    const plan_weight w = weigh_plan(v.plan, bytes);
+    if (launch_bound(w)) p << "    " << py_string(v.name) << ": " << py_string("launch-bound plan (" + describe_weight(w) + ")") << ",\n";
+  }
+  p << "}\n";
   p << "TOLERANCE = {\"atol\": " << number(task.tolerance.atol) << ", \"rtol\": " << number(task.tolerance.rtol) << "}\n"
     << "SEED = " << task.seed << "\n"
     << "NVCC_OPTIONS = [" << [&] {
@@ -392,8 +409,9 @@ result<std::string> python_file(const task_spec& task, const candidate& best,
        }() << "]\n\n"
     << "CPP_SOURCE = " << py_string(ex.cpp_source) << "\n\n"
     << "CUDA_SOURCE = " << py_block_string(ex.cuda_source) << "\n\n";
-  if (kernelbench) p << kernelbench_constants << "\n" << kExtensionCode << export_detail::kernelbench_module_code();
-  else p << kDtypesCode << kExtensionCode << kTaskModelCode;
+  const std::string graphs(embedded::cuda_graph_py());
+  if (kernelbench) p << kernelbench_constants << "\n" << kExtensionCode << graphs << export_detail::kernelbench_module_code();
+  else p << kDtypesCode << kExtensionCode << graphs << kTaskModelCode;
   return p.str();
 }
 

@@ -140,4 +140,25 @@ result<std::vector<device_info>> query_devices(const cuda_driver& drv) {
   return out;
 }
 
+// Errors after which the context can no longer be used (CUDA's "sticky" errors).
+bool poisons_context(CUresult rc) {
+  switch (rc) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_UNKNOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace ks

@@ -70,4 +70,8 @@ class cuda_driver {
 // The devices the driver sees, with compute capability, memory and SM count.
 result<std::vector<device_info>> query_devices(const cuda_driver& drv);
 
+// Errors after which the context can no longer be used (CUDA's "sticky" errors: an
+// illegal address, a trap, a failed launch, …); every other error leaves it usable.
+bool poisons_context(CUresult rc);
+
 }  // namespace ks

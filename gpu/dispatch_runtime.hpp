@@ -21,7 +21,11 @@
 //     has a default);
 //   - otherwise the schema's default, None for an optional, the tensors' device, or the
 //     next positional number;
-// - every positional argument is used, and every result is a tensor.
+// - every positional argument is used, and every result is a tensor;
+// - a step can be prepared once (prepare: the operator's stack with every attribute
+//   parsed, every failure but a result's) and run many times (run: only the positional
+//   arguments and the device are filled in); call is the two at once, so a prepared
+//   step computes and fails exactly as an unprepared one.
 // How attribute text reads and how each failure is worded is the caller's: a Policy
 // (below) — the reviewer reads attributes as the plan validator does (plan/attr_parse)
 // and words errors for the plan's author; the exported module raises RuntimeErrors.
@@ -33,6 +37,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -107,7 +112,36 @@ std::optional<c10::OperatorHandle> find_operator(const std::string& schema, cons
   return std::nullopt;
 }
 
-// Builds the dispatcher's stack for `h` from a step, argument by argument.
+// One entry of a prepared step's stack: a constant (an attribute's value, a schema
+// default, None), a positional argument (a tensor or a number), N positional tensors
+// as a tensor list, or the device of the call's tensors.
+struct slot {
+  enum kind_t : uint8_t { constant, positional, tensors, optional_tensors, device };
+  kind_t kind = constant;
+  c10::IValue value;            // constant
+  size_t first = 0, count = 0;  // positional: args[first]; a list: args[first, first + count)
+};
+
+// A step prepared once (per plan, not per call): the operator and its stack, with every
+// attribute already parsed; only the positional arguments and the device are filled in
+// per call. It holds for calls whose arguments are of the kinds it was prepared with
+// (the same count, tensors and numbers in the same places); a plan's step always is.
+struct prepared_step {
+  c10::OperatorHandle op;
+  std::vector<slot> slots;  // one per schema argument, in the schema's order
+  std::vector<uint8_t> kinds;  // per positional argument: 0 tensor, 1 int, 2 float
+
+  static uint8_t kind_of(const arg& a) { return a.is_tensor ? 0 : a.is_float ? 2 : 1; }
+  bool fits(const std::vector<arg>& args) const {
+    if (args.size() != kinds.size()) return false;
+    for (size_t k = 0; k < args.size(); ++k)
+      if (kind_of(args[k]) != kinds[k]) return false;
+    return true;
+  }
+};
+
+// Builds a prepared step's stack for `h` from a step, argument by argument. Reads the
+// kinds of the positional arguments only, never their values.
 template <class Policy>
 struct stack_builder {
   const c10::OperatorHandle& h;
@@ -115,7 +149,19 @@ struct stack_builder {
   const attrs_t& attrs;
   const Policy& policy;
   size_t next = 0;  // the next positional argument
-  c10::Device device{c10::kCPU};
+
+  static slot constant(c10::IValue v) {
+    slot s;
+    s.value = std::move(v);
+    return s;
+  }
+  static slot at_position(slot::kind_t kind, size_t first, size_t count) {
+    slot s;
+    s.kind = kind;
+    s.first = first;
+    s.count = count;
+    return s;
+  }
 
   // A list of items read by `read` (into T), or the bad_attribute failure.
   template <class T, class List, class Read>
@@ -133,61 +179,62 @@ struct stack_builder {
   }
 
   // An attribute's text as an argument of `type`.
-  c10::IValue scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
+  slot scalar(const c10::TypePtr& type, const std::string& key, const std::string& text) {
     const auto& p = policy;
     switch (type->kind()) {
       case c10::TypeKind::OptionalType:
-        if (p.trim(text) == "None") return c10::IValue();
+        if (p.trim(text) == "None") return constant(c10::IValue());
         return scalar(type->expectRef<c10::OptionalType>().getElementType(), key, text);
       case c10::TypeKind::IntType: {
         int64_t v = 0;
         if (!p.parse_int(text, v)) p.bad_attribute(key, "an integer", text);
-        return v;
+        return constant(v);
       }
       case c10::TypeKind::FloatType: {
         double v = 0;
         if (!p.parse_double(text, v)) p.bad_attribute(key, "a number", text);
-        return v;
+        return constant(v);
       }
       case c10::TypeKind::BoolType: {
         bool v = false;
         if (!p.parse_bool(text, v)) p.bad_attribute(key, "True or False", text);
-        return v;
+        return constant(v);
       }
       case c10::TypeKind::NumberType: {
         int64_t i = 0;
         double v = 0;
-        if (p.parse_int(text, i)) return i;
+        if (p.parse_int(text, i)) return constant(i);
         if (!p.parse_double(text, v)) p.bad_attribute(key, "a number", text);
-        return v;
+        return constant(v);
       }
       case c10::TypeKind::StringType:
-        return text;
+        return constant(text);
       case c10::TypeKind::DeviceObjType:
-        return device;  // a reference's device constant means where the inputs are
+        return at_position(slot::device, 0, 0);  // a reference's device constant means where the inputs are
       case c10::TypeKind::ListType: {
         const c10::TypePtr& e = type->expectRef<c10::ListType>().getElementType();
         if (e->kind() == c10::TypeKind::IntType)
-          return list<int64_t, std::vector<int64_t>>(key, text, "a list of integers",
-                                                     [&](const std::string& s, int64_t& x) { return p.parse_int(s, x); });
+          return constant(list<int64_t, std::vector<int64_t>>(
+              key, text, "a list of integers", [&](const std::string& s, int64_t& x) { return p.parse_int(s, x); }));
         if (e->kind() == c10::TypeKind::FloatType)
-          return list<double, std::vector<double>>(key, text, "a list of numbers",
-                                                   [&](const std::string& s, double& x) { return p.parse_double(s, x); });
+          return constant(list<double, std::vector<double>>(
+              key, text, "a list of numbers", [&](const std::string& s, double& x) { return p.parse_double(s, x); }));
         if (e->kind() == c10::TypeKind::BoolType)
-          return list<bool, c10::List<bool>>(key, text, "a list of True/False",
-                                             [&](const std::string& s, bool& x) { return p.parse_bool(s, x); });
+          return constant(list<bool, c10::List<bool>>(
+              key, text, "a list of True/False", [&](const std::string& s, bool& x) { return p.parse_bool(s, x); }));
         break;
       }
       default:
         break;
     }
     p.not_an_attribute(key, type);
-    return c10::IValue();
+    return constant(c10::IValue());
   }
 
-  const arg& positional(const std::string& name, int64_t item) {
+  // The index of the next positional argument, taken.
+  size_t positional(const std::string& name, int64_t item) {
     if (next >= args.size()) policy.missing_positional(h, name, item, args.size());
-    return args.at(next++);
+    return next++;
   }
 
   static bool is_tensor_list(const c10::TypePtr& base) {
@@ -197,32 +244,29 @@ struct stack_builder {
   }
 
   // A tensor list: "N tensors" takes the next N positional tensors.
-  c10::IValue tensor_list(const c10::Argument& a, const c10::TypePtr& base, bool optional) {
+  slot tensor_list(const c10::Argument& a, const c10::TypePtr& base, bool optional) {
     auto it = attrs.find(a.name());
     if (it == attrs.end()) {
       policy.no_tensor_count(a.name());
-      return c10::IValue();
+      return constant(c10::IValue());
     }
-    if (optional && policy.trim(it->second) == "None") return c10::IValue();
+    if (optional && policy.trim(it->second) == "None") return constant(c10::IValue());
     int64_t n = 0;
     std::string t = policy.trim(it->second);
     if (!policy.parse_int(t.substr(0, t.find(' ')), n) || n < 0) {
       policy.bad_tensor_count(a.name(), it->second);
-      return c10::IValue();
+      return constant(c10::IValue());
     }
     const bool of_optional = base->expectRef<c10::ListType>().getElementType()->kind() == c10::TypeKind::OptionalType;
-    c10::List<at::Tensor> tensors;
-    c10::List<c10::optional<at::Tensor>> maybe;
+    const size_t first = next;
     for (int64_t k = 0; k < n; ++k) {
-      const arg& x = positional(a.name(), k);
+      const arg& x = args.at(positional(a.name(), k));
       if (!x.is_tensor) policy.list_item_not_tensor(a.name(), k);
-      if (of_optional) maybe.push_back(x.tensor);
-      else tensors.push_back(x.tensor);
     }
-    return of_optional ? c10::IValue(maybe) : c10::IValue(tensors);
+    return at_position(of_optional ? slot::optional_tensors : slot::tensors, first, static_cast<size_t>(n));
   }
 
-  c10::IValue argument(const c10::Argument& a) {
+  slot argument(const c10::Argument& a) {
     const c10::TypePtr& type = a.type();
     const bool optional = type->kind() == c10::TypeKind::OptionalType;
     const c10::TypePtr& base = optional ? type->expectRef<c10::OptionalType>().getElementType() : type;
@@ -230,52 +274,103 @@ struct stack_builder {
     auto it = attrs.find(a.name());
     if (it != attrs.end()) {
       if (base->kind() == c10::TypeKind::TensorType) {
-        if (optional && policy.trim(it->second) == "None") return c10::IValue();
+        if (optional && policy.trim(it->second) == "None") return constant(c10::IValue());
         policy.tensor_from_attribute(a.name());
-        return c10::IValue();
+        return constant(c10::IValue());
       }
       return scalar(type, a.name(), it->second);
     }
     if (base->kind() == c10::TypeKind::TensorType) {
       if (next < args.size() || !a.default_value()) {
-        const arg& x = positional(a.name(), -1);
-        if (!x.is_tensor) policy.not_a_tensor(a.name());
-        return x.tensor;
+        const size_t k = positional(a.name(), -1);
+        if (!args[k].is_tensor) policy.not_a_tensor(a.name());
+        return at_position(slot::positional, k, 1);
       }
     }
-    if (a.default_value()) return *a.default_value();
-    if (optional) return c10::IValue();
-    if (base->kind() == c10::TypeKind::DeviceObjType) return device;
-    if (next < args.size() && !args[next].is_tensor) {
-      const arg& x = positional(a.name(), -1);
-      if (x.is_float) return x.float_value;
-      return x.int_value;
-    }
+    if (a.default_value()) return constant(*a.default_value());
+    if (optional) return constant(c10::IValue());
+    if (base->kind() == c10::TypeKind::DeviceObjType) return at_position(slot::device, 0, 0);
+    if (next < args.size() && !args[next].is_tensor) return at_position(slot::positional, positional(a.name(), -1), 1);
     policy.missing_argument(h, a);
-    return c10::IValue();
+    return constant(c10::IValue());
   }
 };
 
-// Calls `h` with the step's positional arguments and attributes; its tensor results.
+// Prepares a step of `h` with positional arguments of the kinds of `args` (their values
+// are not read) and `attrs`: every failure but result_not_tensor happens here.
 template <class Policy>
-std::vector<at::Tensor> call(const c10::OperatorHandle& h, const std::vector<arg>& args, const attrs_t& attrs,
-                             const Policy& policy) {
+prepared_step prepare(const c10::OperatorHandle& h, const std::vector<arg>& args, const attrs_t& attrs,
+                      const Policy& policy) {
   stack_builder<Policy> b{h, args, attrs, policy};
+  prepared_step p{h, {}, {}};
+  for (const c10::Argument& a : h.schema().arguments()) p.slots.push_back(b.argument(a));
+  if (b.next != args.size()) policy.unused_arguments(h, args.size(), b.next);
+  for (const arg& a : args) p.kinds.push_back(prepared_step::kind_of(a));
+  return p;
+}
+
+// Calls a prepared step with `args` (of the kinds it was prepared with; otherwise
+// std::invalid_argument); its tensor results.
+template <class Policy>
+std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args, const Policy& policy) {
+  if (!p.fits(args))
+    throw std::invalid_argument("dispatch_runtime::run: " + p.op.schema().name() +
+                                " was prepared for other positional arguments");
+  c10::Device device{c10::kCPU};
   for (auto& a : args)
     if (a.is_tensor) {
-      b.device = a.tensor.device();
+      device = a.tensor.device();
       break;
     }
   torch::jit::Stack stack;
-  for (const c10::Argument& a : h.schema().arguments()) stack.push_back(b.argument(a));
-  if (b.next != args.size()) policy.unused_arguments(h, args.size(), b.next);
-  h.callBoxed(stack);
+  stack.reserve(p.slots.size());
+  for (const slot& s : p.slots) {
+    switch (s.kind) {
+      case slot::constant:
+        stack.push_back(s.value);
+        break;
+      case slot::positional: {
+        const arg& x = args[s.first];
+        if (x.is_tensor) stack.push_back(x.tensor);
+        else if (x.is_float) stack.push_back(x.float_value);
+        else stack.push_back(x.int_value);
+        break;
+      }
+      case slot::tensors: {
+        c10::List<at::Tensor> tensors;
+        tensors.reserve(s.count);
+        for (size_t k = 0; k < s.count; ++k) tensors.push_back(args[s.first + k].tensor);
+        stack.push_back(std::move(tensors));
+        break;
+      }
+      case slot::optional_tensors: {
+        c10::List<c10::optional<at::Tensor>> maybe;
+        maybe.reserve(s.count);
+        for (size_t k = 0; k < s.count; ++k) maybe.push_back(args[s.first + k].tensor);
+        stack.push_back(std::move(maybe));
+        break;
+      }
+      case slot::device:
+        stack.push_back(device);
+        break;
+    }
+  }
+  p.op.callBoxed(stack);
   std::vector<at::Tensor> out;
+  out.reserve(stack.size());
   for (size_t k = 0; k < stack.size(); ++k) {
-    if (!stack[k].isTensor()) policy.result_not_tensor(h, k, stack[k]);
+    if (!stack[k].isTensor()) policy.result_not_tensor(p.op, k, stack[k]);
     out.push_back(stack[k].toTensor());
   }
   return out;
+}
+
+// Calls `h` with the step's positional arguments and attributes, preparing it for this
+// one call; its tensor results.
+template <class Policy>
+std::vector<at::Tensor> call(const c10::OperatorHandle& h, const std::vector<arg>& args, const attrs_t& attrs,
+                             const Policy& policy) {
+  return run(prepare(h, args, attrs, policy), args, policy);
 }
 
 }  // namespace dispatch_runtime

@@ -246,8 +246,25 @@ struct reviewer_policy {
   }
 };
 
-std::vector<at::Tensor> run_by_schema(const std::string& op, const args_t& args, const attrs_t& attrs) {
-  const reviewer_policy policy{op};
+std::vector<dispatch_runtime::arg> positional_of(const args_t& args) {
+  std::vector<dispatch_runtime::arg> positional;
+  positional.reserve(args.size());
+  for (const library_arg& a : args) {
+    dispatch_runtime::arg d;
+    d.is_tensor = a.is_tensor();
+    d.tensor = a.tensor;
+    d.is_float = a.is_float;
+    d.int_value = a.int_value;
+    d.float_value = a.float_value;
+    positional.push_back(std::move(d));
+  }
+  return positional;
+}
+
+// The operator of a step with attrs.schema, prepared for arguments of the kinds of args.
+dispatch_runtime::prepared_step prepare_by_schema(const reviewer_policy& policy, const args_t& args,
+                                                  const attrs_t& attrs) {
+  const std::string& op = policy.op;
   const std::string& schema = attrs.at("schema");
   auto h = dispatch_runtime::find_operator(schema, attrs, policy);
   if (!h)
@@ -259,17 +276,22 @@ std::vector<at::Tensor> run_by_schema(const std::string& op, const args_t& args,
     for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == k;
     if (!found) throw op_error{"attrs." + k + ": " + c10::toString(h->schema()) + " has no argument '" + k + "'"};
   }
-  std::vector<dispatch_runtime::arg> positional;
-  for (const library_arg& a : args) {
-    dispatch_runtime::arg d;
-    d.is_tensor = a.is_tensor();
-    d.tensor = a.tensor;
-    d.is_float = a.is_float;
-    d.int_value = a.int_value;
-    d.float_value = a.float_value;
-    positional.push_back(std::move(d));
+  return dispatch_runtime::prepare(*h, positional_of(args), attrs, policy);
+}
+
+// `f`'s value, or its failure as the plan's author reads it: an op_error's message,
+// LibTorch's (without its C++ backtrace) after the op's name, any other exception's.
+template <class F>
+auto guarded(const std::string& name, F&& f) -> result<decltype(f())> {
+  try {
+    return f();
+  } catch (const op_error& err) {
+    return error{err.message};
+  } catch (const c10::Error& err) {
+    return error{name + ": " + err.what_without_backtrace()};
+  } catch (const std::exception& err) {
+    return error{name + ": " + err.what()};
   }
-  return dispatch_runtime::call(*h, positional, attrs, policy);
 }
 
 }  // namespace
@@ -306,41 +328,73 @@ result<at::Tensor> run_library_op(std::string_view op, const std::vector<library
   return all->front();
 }
 
+struct prepared_library_op_state {
+  std::string op;    // as the step names it (aten::add.Tensor)
+  std::string name;  // without the overload (aten::add)
+  attrs_t attrs;
+  const op_entry* entry = nullptr;                     // a table op
+  std::optional<reviewer_policy> policy;               // a dispatcher step:
+  std::optional<dispatch_runtime::prepared_step> step;  // its operator and stack
+  std::vector<bool> tensor_args;                       // the kinds prepared for
+  std::vector<bool> float_args;
+};
+
+const std::string& prepared_library_op::op() const { return state_->op; }
+
+result<prepared_library_op> prepare_library_op(std::string_view op, const std::vector<library_arg>& args,
+                                               const std::map<std::string, std::string>& attrs) {
+  auto st = std::make_shared<prepared_library_op_state>();
+  st->op = std::string(op);
+  st->name = base_name(op);
+  st->attrs = attrs;
+  for (const library_arg& a : args) {
+    st->tensor_args.push_back(a.is_tensor());
+    st->float_args.push_back(!a.is_tensor() && a.is_float);
+  }
+  if (attrs.count("schema")) {
+    st->policy = reviewer_policy{st->op};
+    auto step = guarded(st->name, [&] { return prepare_by_schema(*st->policy, args, attrs); });
+    if (!step) return step.error();
+    st->step = std::move(step.value());
+  } else {
+    auto it = table().find(st->name);
+    if (it == table().end()) {
+      std::string list;
+      for (auto& n : library_op_names()) list += (list.empty() ? "" : ", ") + n;
+      return error{std::string(op) + " is not among the ATen ops the reviewer runs (" + list + ")"};
+    }
+    const op_entry& e = it->second;
+    if (args.size() < e.min_args || args.size() > e.max_args)
+      return error{"args: " + st->name + " takes " +
+                   (e.min_args == e.max_args ? std::to_string(e.min_args)
+                                             : std::to_string(e.min_args) + " or " + std::to_string(e.max_args)) +
+                   " arguments, got " + std::to_string(args.size())};
+    st->entry = &e;
+  }
+  prepared_library_op p;
+  p.state_ = std::move(st);
+  return p;
+}
+
+result<std::vector<at::Tensor>> run_prepared_library_op(const prepared_library_op& step,
+                                                        const std::vector<library_arg>& args) {
+  const prepared_library_op_state& st = *step.state_;
+  bool fits = args.size() == st.tensor_args.size();
+  for (size_t k = 0; fits && k < args.size(); ++k)
+    fits = args[k].is_tensor() == st.tensor_args[k] && (!args[k].is_tensor() && args[k].is_float) == st.float_args[k];
+  if (!fits)
+    return error{"args: " + st.op + " was prepared for " + std::to_string(st.tensor_args.size()) +
+                 " arguments of other kinds than the " + std::to_string(args.size()) + " given"};
+  if (st.step)
+    return guarded(st.name, [&] { return dispatch_runtime::run(*st.step, positional_of(args), *st.policy); });
+  return guarded(st.name, [&] { return std::vector<at::Tensor>{st.entry->run(args, st.attrs)}; });
+}
+
 result<std::vector<at::Tensor>> run_library_op_outputs(std::string_view op, const std::vector<library_arg>& args,
                                                        const std::map<std::string, std::string>& attrs) {
-  const std::string name = base_name(op);
-  if (attrs.count("schema")) {
-    try {
-      return run_by_schema(std::string(op), args, attrs);
-    } catch (const op_error& err) {
-      return error{err.message};
-    } catch (const c10::Error& err) {
-      return error{name + ": " + err.what_without_backtrace()};
-    } catch (const std::exception& err) {
-      return error{name + ": " + err.what()};
-    }
-  }
-  auto it = table().find(name);
-  if (it == table().end()) {
-    std::string list;
-    for (auto& n : library_op_names()) list += (list.empty() ? "" : ", ") + n;
-    return error{std::string(op) + " is not among the ATen ops the reviewer runs (" + list + ")"};
-  }
-  const op_entry& e = it->second;
-  if (args.size() < e.min_args || args.size() > e.max_args)
-    return error{"args: " + name + " takes " +
-                 (e.min_args == e.max_args ? std::to_string(e.min_args)
-                                           : std::to_string(e.min_args) + " or " + std::to_string(e.max_args)) +
-                 " arguments, got " + std::to_string(args.size())};
-  try {
-    return std::vector<at::Tensor>{e.run(args, attrs)};
-  } catch (const op_error& err) {
-    return error{err.message};
-  } catch (const c10::Error& err) {
-    return error{name + ": " + err.what_without_backtrace()};
-  } catch (const std::exception& err) {
-    return error{name + ": " + err.what()};
-  }
+  auto step = prepare_library_op(op, args, attrs);
+  if (!step) return step.error();
+  return run_prepared_library_op(*step, args);
 }
 
 }  // namespace ks

@@ -14,6 +14,7 @@
 // This header includes ATen's Tensor; keep it out of torch-free code.
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,5 +59,37 @@ result<at::Tensor> run_library_op(std::string_view op, const std::vector<library
 // The same, with every tensor the op returns (aten::sort: values and indices).
 result<std::vector<at::Tensor>> run_library_op_outputs(std::string_view op, const std::vector<library_arg>& args,
                                                        const std::map<std::string, std::string>& attrs);
+
+// A library step prepared once (per plan) and run many times with arguments of the
+// same kinds (the same count, tensors and numbers in the same places), as a plan's
+// step always has: the table's entry found and the arguments counted; or, for a
+// dispatcher step, the operator found and its stack built with every attribute parsed
+// (gpu/dispatch_runtime.hpp), so that a run only fills in the tensors. A table op
+// still reads its few attributes per run (its at:: call is the fast path already).
+// run_library_op_outputs is prepare_library_op then run_prepared_library_op, so the
+// two compute the same and fail with the same words. Copies share the preparation.
+struct prepared_library_op_state;
+class prepared_library_op {
+ public:
+  const std::string& op() const;
+
+ private:
+  friend result<prepared_library_op> prepare_library_op(std::string_view, const std::vector<library_arg>&,
+                                                        const std::map<std::string, std::string>&);
+  friend result<std::vector<at::Tensor>> run_prepared_library_op(const prepared_library_op&,
+                                                                 const std::vector<library_arg>&);
+  std::shared_ptr<const prepared_library_op_state> state_;
+};
+
+// Prepares a step of `op` with `attrs` for arguments of the kinds of `args` (their
+// values are not read). Errors: those of run_library_op_outputs that do not depend on
+// the arguments' values, worded as it words them.
+result<prepared_library_op> prepare_library_op(std::string_view op, const std::vector<library_arg>& args,
+                                               const std::map<std::string, std::string>& attrs);
+
+// Runs a prepared step on `args`: every tensor the op returns. An error when `args` are
+// not of the kinds it was prepared for, or the op's own (as run_library_op_outputs).
+result<std::vector<at::Tensor>> run_prepared_library_op(const prepared_library_op& step,
+                                                        const std::vector<library_arg>& args);
 
 }  // namespace ks

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "base/content_hash.hpp"
 
@@ -197,6 +198,19 @@ result<compile_result> compile_isolated(const std::string& source,
   return r;
 }
 
+// The threads to optimise with: opts.compile_threads (0: min(4, hardware threads)),
+// or 1 where this NVRTC does not take -split-compile (probed once, on a tiny kernel).
+int compile_threads(const nvrtc_options& opts) {
+  int n = opts.compile_threads > 0 ? opts.compile_threads
+                                   : static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
+  if (n <= 1) return 1;
+  static const bool supported = [&] {
+    auto r = compile_here("extern \"C\" __global__ void ks_probe() {}\n", {"-arch=" + opts.arch, "-split-compile=2"});
+    return r && r->ok;
+  }();
+  return supported ? n : 1;
+}
+
 }  // namespace
 
 std::string nvrtc_compiler::nvrtc_version() {
@@ -277,6 +291,8 @@ result<compile_result> nvrtc_compiler::compile(const std::string& source,
     }
   }
 
+  if (const int threads = compile_threads(opts_); threads > 1)
+    options.push_back("-split-compile=" + std::to_string(threads));  // after the key: same machine code
   auto compiled = opts_.isolate ? compile_isolated(source, options, opts_.timeout_s)
                                 : compile_here(source, options);
   if (!compiled) return compiled;

@@ -26,6 +26,13 @@ struct nvrtc_options {
   bool isolate = true;
   std::string cache_dir;                  // optional on-disk cache; empty = memory only
   size_t memory_cache_entries = 512;
+  // Threads NVRTC optimises a source's kernels with (-split-compile=N): a network's
+  // plan is hundreds of kernels in one source, whose first compile took 20-24 s. 0 =
+  // min(4, the machine's hardware threads); 1 = serial. The machine code is the same
+  // either way (nvrtc_compiler_test compares every section of the cubins; only the
+  // toolkit note naming the options differs), so the cache key leaves it out. Where
+  // this NVRTC lacks the option, compiles run serially.
+  int compile_threads = 0;
 };
 
 // The outcome of one compile. ok=false with diagnostics is the candidate's fault (a

@@ -22,6 +22,7 @@
 #include "base/number_format.hpp"
 #include "base/strings.hpp"
 #include "gpu/cuda_driver.hpp"
+#include "gpu/graph_replay.hpp"
 #include "gpu/kernel_args.hpp"
 #include "gpu/library_ops.hpp"
 #include "gpu/output_check.hpp"
@@ -29,6 +30,7 @@
 #include "gpu/result_adoption.hpp"
 #include "gpu/torch_reference_tensors.hpp"
 #include "gpu/trial_cache.hpp"
+#include "plan/launch_bound.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
 
@@ -39,68 +41,6 @@ namespace ks {
 
 std::string arch_for(int cc_major, int cc_minor) {
   return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor) + (cc_major >= 9 ? "a" : "");
-}
-
-namespace {
-
-
-bool is_float_dtype(const std::string& dtype) {
-  return dtype == "float32" || dtype == "float16" || dtype == "bfloat16" || dtype == "float64";
-}
-
-}  // namespace
-
-std::string describe_distribution(const distribution_spec& d) {
-  if (d.kind == "normal") return "normal(" + plain_g(d.mean) + ", " + plain_g(d.std) + ")";
-  if (d.kind == "uniform" || d.kind == "randint")
-    return d.kind + "(" + plain_g(d.low) + ", " + plain_g(d.high) + ")";
-  if (d.kind == "constant") return "constant(" + plain_g(d.value) + ")";
-  return d.kind;
-}
-
-distribution_spec alternative_distribution(const tensor_spec& spec, uint32_t variant) {
-  distribution_spec d = spec.init;
-  if (!is_float_dtype(spec.dtype)) return d;
-  double lo = 0, hi = 0;
-  if (d.kind == "normal") {
-    if (!(d.std > 0)) return d;
-    distribution_spec u;
-    if (variant % 2 == 0) {
-      u.kind = "normal";
-      u.mean = d.mean;
-      u.std = 4 * d.std;
-    } else {
-      u.kind = "uniform";
-      u.low = d.mean - 3 * d.std;
-      u.high = d.mean + 3 * d.std;
-    }
-    return u;
-  }
-  if (d.kind == "uniform") {
-    lo = d.low;
-    hi = d.high;
-  } else if (d.kind == "kaiming_uniform") {
-    int64_t fan_in = 1;
-    for (size_t i = 1; i < spec.shape.size(); ++i) fan_in *= spec.shape[i];
-    hi = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fan_in, 1)));
-    lo = -hi;
-  } else {
-    return d;
-  }
-  if (!(hi > lo)) return d;
-  distribution_spec u;
-  u.kind = "uniform";
-  const double quarter = (hi - lo) / 4;
-  u.low = variant % 2 == 0 ? lo : hi - quarter;
-  u.high = variant % 2 == 0 ? lo + quarter : hi;
-  return u;
-}
-
-task_spec trial_task(const task_spec& task, uint32_t trial) {
-  if (trial % 2 == 0) return task;
-  task_spec t = task;
-  for (auto& in : t.inputs) in.init = alternative_distribution(in, (trial / 2) % 2);
-  return t;
 }
 
 // ---------------------------------------------------------------------------
@@ -142,28 +82,6 @@ class phase_scope {
   double inner0_;
   clock_type::time_point t0_ = clock_type::now();
 };
-
-// Errors after which the context can no longer be used (CUDA's "sticky" errors).
-bool poisons_context(CUresult rc) {
-  switch (rc) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ECC_UNCORRECTABLE:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    case CUDA_ERROR_UNKNOWN:
-      return true;
-    default:
-      return false;
-  }
-}
-
 
 at::ScalarType scalar_type_of(const std::string& dtype) {
   if (auto t = scalar_type(dtype)) return *t;
@@ -223,6 +141,9 @@ struct prepared_plan {
   std::map<std::string, CUfunction> functions;
   bool launches_kernel = false;
   std::set<std::string> kernel_reads;  // tensors_read_by_kernels(plan)
+  // Library steps by index, prepared on their first run (gpu/library_ops.hpp): the
+  // dispatcher's operator and stack are built once per plan, not once per call.
+  mutable std::map<size_t, prepared_library_op> library_ops;
 };
 
 struct module_guard {
@@ -253,6 +174,8 @@ struct reviewer::impl {
   CUevent start_event = nullptr, end_event = nullptr;
   bool lost = false;
   std::string lost_reason;
+  CUstream stream_ = nullptr;  // where launch() enqueues: a CUDA graph's capture stream while captured
+  bool capturing = false;      // a failure then refuses the graph; no synchronising
   std::list<task_entry> tasks;  // most recently used first
   ks::trial_cache<trial_data> trials{0};
   uint64_t reference_runs = 0;  // in verification (trial_cache_state::reference_runs)
@@ -297,6 +220,7 @@ struct reviewer::impl {
   // After LibTorch threw: a crash when the context is broken, else `otherwise`.
   [[noreturn]] void after_torch_error(const std::string& where, const std::string& message,
                                       review_status otherwise) {
+    if (capturing) fail(otherwise, where + ": " + message);
     CUresult rc = drv->cuCtxSynchronize();
     if (rc != CUDA_SUCCESS) check_cu(rc, where + ": " + message + "; then cuCtxSynchronize");
     std::string text = where + ": " + message;
@@ -531,7 +455,7 @@ struct reviewer::impl {
                                  static_cast<unsigned>(s.grid[1]), static_cast<unsigned>(s.grid[2]),
                                  static_cast<unsigned>(s.block[0]), static_cast<unsigned>(s.block[1]),
                                  static_cast<unsigned>(s.block[2]), static_cast<unsigned>(s.shared_mem_bytes),
-                                 nullptr, args->pointers(), nullptr),
+                                 stream_, args->pointers(), nullptr),
              s.label() + ": cuLaunchKernel");
   }
 
@@ -548,7 +472,13 @@ struct reviewer::impl {
         args.push_back(library_arg::of_float(a.float_value));
       }
     }
-    auto outs = run_library_op_outputs(s.name, args, s.attrs);
+    auto prepared = pp.library_ops.find(s.index);
+    if (prepared == pp.library_ops.end()) {
+      auto p = prepare_library_op(s.name, args, s.attrs);
+      if (!p) after_torch_error(s.label(), p.message(), review_status::plan_error);
+      prepared = pp.library_ops.emplace(s.index, std::move(p.value())).first;
+    }
+    auto outs = run_prepared_library_op(prepared->second, args);
     if (!outs) after_torch_error(s.label(), outs.message(), review_status::plan_error);
     if (s.outputs.empty() || s.outputs.size() > outs->size())
       fail(review_status::plan_error, s.label() + ": outputs: the op returns " + std::to_string(outs->size()) +
@@ -842,8 +772,15 @@ struct reviewer::impl {
     timing_options topt = opts.timing;
     const double left = std::chrono::duration<double>(deadline - clock_type::now()).count();
     topt.max_seconds = std::max(0.0, std::min(topt.max_seconds, left));
+    std::vector<at::Tensor> buffers;  // the graph's inputs: each call copies the inputs in, as a module does
+    for (const auto& in : e.task.inputs) buffers.push_back(env.at(in.name));
+    std::unique_ptr<plan_graph> graph = graph_for(e, pp, env, originals, buffers, r);
     timed_run candidate = [&]() -> result<double> {
-      return timed_once([&] { run_plan(pp, env, -1); });
+      if (!graph) return timed_once([&] { run_plan(pp, env, -1); });
+      result<std::vector<at::Tensor>> out = error{""};
+      const double ms = timed_once([&] { out = graph->call(originals, buffers); });
+      if (!out) return error{"CUDA graph replay: " + out.message()};
+      return ms;
     };
     timed_run reference = [&]() -> result<double> {
       return timed_once([&] { run_reference(e, ref_inputs, "timing the reference"); });
@@ -860,6 +797,46 @@ struct reviewer::impl {
     if (r.speedup > req.options.suspicious_speedup) recheck_speedup(req, e, pp, env, r);
   }
   std::string timing_note;
+
+  // The plan as one CUDA graph when it is launch-bound (plan/launch_bound.hpp), checked
+  // against the reference on trial 0's inputs as plain launches were; else null: plain
+  // launches, and graph_note says why when a capture was tried (docs/reviewer.md).
+  std::unique_ptr<plan_graph> graph_for(task_entry& e, const prepared_plan& pp, tensor_env& env,
+                                        const std::vector<at::Tensor>& originals,
+                                        const std::vector<at::Tensor>& buffers, review_result& r) {
+    const plan_weight w = weigh_plan(pp.plan, footprint.inputs + footprint.parameters);
+    if (!opts.cuda_graphs || !launch_bound(w)) return nullptr;
+    const std::string why = "launch-bound plan (" + describe_weight(w) + ")";
+    capturing = true;
+    auto g = plan_graph::capture([&](CUstream s) {
+      stream_ = s;
+      try {
+        return run_plan(pp, env, -1);
+      } catch (const review_failure& f) {
+        throw std::runtime_error(f.message);
+      }
+    });
+    capturing = false;
+    stream_ = nullptr;
+    if (lost) fail(review_status::crashed, lost_reason);
+    std::vector<std::string> problems;
+    if (!g) problems.push_back("its capture failed: " + g.message());
+    if (g) {
+      auto out = (*g)->call(originals, buffers);
+      sync("timing: the CUDA graph's first replay");
+      if (!out) problems.push_back("its replay failed: " + out.message());
+      std::vector<at::Tensor> ref;
+      if (out) ref = reference_for(e, 0, originals, "CUDA graph check", problems);
+      for (size_t i = 0; i < ref.size() && i < out->size(); ++i)
+        if (output_comparison c = compare_output((*out)[i], ref[i], e.task.tolerance); !c.ok)
+          problems.push_back(mismatch_message(pp.plan.outputs[i].name, (*out)[i], (*out)[i], 1, c, e.task.tolerance));
+    }
+    add_flag(r, problems.empty() ? "cuda_graph" : "cuda_graph_refused");
+    graph_note = problems.empty() ? why + ": timed as one CUDA graph replay (inputs copied in, outputs cloned)"
+                                  : why + ", but as a CUDA graph " + join(problems, "; ") + ": timed as plain launches";
+    return problems.empty() ? std::move(*g) : nullptr;
+  }
+  std::string graph_note;
 
   // A speedup above review.suspicious_speedup is checked again instead of believed or
   // refused (a correct kernel can be that fast: KernelBench's 40_LayerNorm at its
@@ -1050,6 +1027,7 @@ struct reviewer::impl {
     // 4. Verify; 5. time.
     independence_note.clear();
     timing_note.clear();
+    graph_note.clear();
     recheck_note.clear();
     {
       phase_scope verifying(phases, &review_phases::verify_s);
@@ -1075,6 +1053,7 @@ struct reviewer::impl {
       msg += buf;
     }
     if (!timing_note.empty()) msg += "; " + timing_note;
+    if (!graph_note.empty()) msg += "; " + graph_note;
     if (!profile_note.empty()) msg += "; " + profile_note;
     for (auto& f : r.flags) {
       if (f == "no_custom_kernel") msg += ". Flag no_custom_kernel: the plan launches no kernel of its own, only library steps";

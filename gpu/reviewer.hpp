@@ -29,6 +29,7 @@
 #include "gpu/nvrtc_compiler.hpp"
 #include "gpu/profiler.hpp"
 #include "gpu/timing.hpp"
+#include "gpu/trial_inputs.hpp"
 
 namespace ks {
 
@@ -46,6 +47,9 @@ struct reviewer_options {
   // every kernel's replays, which at gigabytes of inputs costs tens of seconds.
   profile_replay replay = profile_replay::user;
   std::string node;              // names the machine in review_result::device; empty = host name
+  // Time a launch-bound plan (plan/launch_bound.hpp) as one CUDA graph replay, as an
+  // exported ModelNew runs it (gpu/graph_replay.hpp); false: plain launches always.
+  bool cuda_graphs = true;
 };
 
 class reviewer {
@@ -92,28 +96,5 @@ class reviewer {
 // that chip's own instructions (wgmma, …). A cubin built so runs on that chip only —
 // which is all a reviewer needs.
 std::string arch_for(int cc_major, int cc_minor);
-
-// --- Trial inputs (docs/reviewer.md, "Two distributions") ---
-
-// The task whose input specs make the inputs of trial `trial`: even trials use the
-// task's own distributions; odd trials replace each floating-point input's normal or
-// uniform distribution with alternative_distribution(spec, (trial / 2) % 2).
-// Parameters, integer and bool inputs, and structural inits (constant, zeros, ones,
-// arange) never change.
-task_spec trial_task(const task_spec& task, uint32_t trial);
-
-// The second distribution of a floating-point input (variant 0 in trials 1, 5, 9, …;
-// variant 1 in trials 3, 7, …):
-//   normal(m, s)         -> variant 0: normal(m, 4s)    (4x the range: overflow, tails)
-//                           variant 1: uniform(m - 3s, m + 3s)   (flat, bounded)
-//   uniform(lo, hi)      -> variant 0: uniform(lo, lo + (hi - lo) / 4)
-//                           variant 1: uniform(hi - (hi - lo) / 4, hi)
-//   kaiming_uniform (±b) -> as uniform(-b, b)
-// A uniform input stays inside its support (inputs that must be positive stay
-// positive) but crowds at one end of it; other inits are returned unchanged.
-distribution_spec alternative_distribution(const tensor_spec& spec, uint32_t variant);
-
-// "normal(0, 1)", "uniform(-3, 3)", "randint(0, 10)", …
-std::string describe_distribution(const distribution_spec& d);
 
 }  // namespace ks

@@ -64,6 +64,49 @@ TEST_CASE("exported dispatcher steps: the module's side of gpu/dispatch_runtime.
         "ModelNew: this PyTorch has no operator for the schema aten::no_such_op(Tensor self) -> Tensor");
 }
 
+// The generated launcher prepares each dispatcher step once (a function-local static)
+// and calls it with each call's tensors: the same results, the same failures.
+TEST_CASE("exported dispatcher steps: prepared once, called with each call's tensors", "[export][dispatcher]") {
+  const std::string sort = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  const std::map<std::string, std::string> attrs{{"schema", sort}, {"dim", "0"}, {"descending", "True"}};
+  const at::Tensor x0 = at::randn({5, 3});
+  const ks_prepared_step step = ks_prepare_by_schema(attrs, {ks_targ(x0)});
+  for (int call = 0; call < 3; ++call) {
+    const at::Tensor x = call == 0 ? x0 : at::randn({5 + call, 3});
+    const std::vector<ks_arg> args{ks_targ(x)};
+    auto got = ks_call_prepared(step, args);
+    auto want = ks_call_by_schema(attrs, args);
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].equal(want[0]));
+    CHECK(got[1].equal(want[1]));
+    CHECK(got[0].equal(std::get<0>(at::sort(x, 0, true))));
+  }
+  const std::map<std::string, std::string> cat{{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"},
+                                               {"tensors", "2 tensors"}};
+  const ks_prepared_step joined = ks_prepare_by_schema(cat, {ks_targ(x0), ks_targ(x0)});
+  const at::Tensor y = at::randn({2, 3});
+  CHECK(ks_call_prepared(joined, {ks_targ(y), ks_targ(x0)})[0].equal(at::cat({y, x0})));
+  // Preparing fails as the unprepared call does.
+  auto prepare_failure = [](const std::map<std::string, std::string>& a, const std::vector<ks_arg>& args) {
+    try {
+      ks_prepare_by_schema(a, args);
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no failure)");
+  };
+  CHECK(prepare_failure({{"schema", sort}, {"dim", "one"}}, {ks_targ(x0)}) ==
+        "ModelNew: attrs.dim: expected an integer, got one");
+  CHECK(prepare_failure({{"schema", sort}}, {ks_targ(x0), ks_targ(x0)}) ==
+        failure({{"schema", sort}}, {ks_targ(x0), ks_targ(x0)}));
+  CHECK(prepare_failure({{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}, {ks_targ(x0)}) ==
+        failure({{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}, {ks_targ(x0)}));
+  // Arguments of other kinds than prepared for are refused, not misread.
+  CHECK_THROWS_AS(ks_call_prepared(step, {ks_iarg(1)}), std::invalid_argument);
+}
+
 // gpu/result_adoption.hpp, as the reviewer's plan runner and the module's launcher
 // decide it: a fresh result is taken as the buffer; one that shares memory with
 // anything the plan can still see, or is not laid out as the buffer, is copied.

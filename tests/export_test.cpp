@@ -461,9 +461,12 @@ TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two result
   if (!ex) FAIL(ex.message());
   const std::string runtime = export_detail::dispatch_runtime();
   CHECK(ex->launcher.find(runtime) != std::string::npos);
-  CHECK(ex->launcher.find("ks_call_by_schema(std::map<std::string, std::string>{{\"dim\", \"1\"}, {\"schema\", "
-                          "\"aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor "
-                          "indices)\"}}, std::vector<ks_arg>{ks_targ(t_x)})") != std::string::npos);
+  // Prepared once (a function-local static), called with the step's arguments.
+  CHECK(ex->launcher.find("    const std::vector<ks_arg> s0_args{ks_targ(t_x)};\n"
+                          "    static const ks_prepared_step s0_op = ks_prepare_by_schema(std::map<std::string, "
+                          "std::string>{{\"dim\", \"1\"}, {\"schema\", \"aten::sort(Tensor self, int dim=-1, bool "
+                          "descending=False) -> (Tensor values, Tensor indices)\"}}, s0_args);\n") != std::string::npos);
+  CHECK(ex->launcher.find("const std::vector<at::Tensor> r = ks_call_prepared(s0_op, s0_args);") != std::string::npos);
   // The kernel reads vals (made contiguous); nothing but the op made idx (kept as it came).
   CHECK(ex->launcher.find("    t_vals = r[0].contiguous();\n    t_idx = r[1];") != std::string::npos);
   CHECK(ex->general_launcher_note == "");
@@ -489,4 +492,56 @@ TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two result
   REQUIRE(!bad);
   INFO(bad.message());
   CHECK(bad.message().find("one tensor") != std::string::npos);
+}
+
+// Issue 46, point 1: a size where the plan is launch-bound (plan/launch_bound.hpp, as the
+// reviewer decides it) is replayed as one CUDA graph by forward (export/cuda_graph.py);
+// CPU tensors and other sizes run plain launches. The graph itself runs on the GPU
+// machine (reviewer_test "[graph]", and the exported modules of bench/).
+TEST_CASE("export: launch-bound sizes are replayed as a CUDA graph", "[export][python][graph]") {
+  auto ex = export_pytorch(task("examples/tasks/softmax.yaml"),
+                           cand(kSource / "examples/plans/relu.cu", kData / "relu_chain.yaml"));
+  if (!ex) FAIL(ex.message());
+  // The softmax task's cpu size (x [64, 512]) is launch-bound; its default (x [4096,
+  // 16384]: 268 MB a buffer) is not.
+  CHECK(ex->python.find("CUDA_GRAPHS = {\n    \"cpu\": \"launch-bound plan (7 kernel launches and 2 library steps "
+                        "moving 1.31 MB (0.146 MB a step))\",\n}\n") != std::string::npos);
+  CHECK(ex->python.find("def _forward(tensors, general):") != std::string::npos);
+  CHECK(ex->python.find("outputs = _forward(list(inputs) + self.task_parameters(), False)") != std::string::npos);
+  // A one-launch plan is never launch-bound.
+  auto one = export_pytorch(task("examples/tasks/softmax.yaml"),
+                            cand(kSource / "examples/plans/relu.cu", kSource / "examples/plans/relu.yaml"));
+  if (!one) FAIL(one.message());
+  CHECK(one->python.find("CUDA_GRAPHS = {\n}\n") != std::string::npos);
+  if (run("python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    WARN("python3 with torch not found: the module's CPU run is skipped");
+    return;
+  }
+  // The module as Python runs it, its extension stood in for (it needs nvcc and a GPU):
+  // the graph's shapes are the cpu size's, and CPU tensors take plain launches.
+  fs::path dir = temp_dir();
+  write(dir / "model.py", ex->python);
+  write(dir / "check.py", R"PY(import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("model", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+assert set(m.CUDA_GRAPHS) == {"cpu"}, m.CUDA_GRAPHS
+assert m._GRAPH_SHAPES == {((64, 512),)}, m._GRAPH_SHAPES
+calls = []
+class Extension:
+    def ks_forward(self, tensors, general):
+        calls.append(general)
+        return [torch.relu(tensors[0])]
+m.load_extension = lambda *a, **k: Extension()
+x = torch.randn(64, 512)
+y = m.ModelNew(size="cpu")(x)
+assert torch.equal(y, torch.relu(x)), "plain result"
+assert calls == [False], calls
+assert not m._GRAPHS, m._GRAPHS
+)PY");
+  const int rc = run("python3 " + (dir / "check.py").string() + " " + (dir / "model.py").string() + " 2>" +
+                     (dir / "log.txt").string());
+  INFO(read(dir / "log.txt"));
+  CHECK(rc == 0);
+  fs::remove_all(dir);
 }

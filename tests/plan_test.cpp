@@ -13,6 +13,7 @@
 
 #include "plan/attr_parse.hpp"
 #include "plan/kernel_signatures.hpp"
+#include "plan/launch_bound.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/op_schema.hpp"
 #include "plan/plan_validator.hpp"
@@ -1571,4 +1572,46 @@ TEST_CASE("attr parse: one of a few words", "[plan][attrs]") {
   auto bad = choice_attr(attrs, "rounding_mode", "", {"trunc", "floor"});
   REQUIRE_FALSE(bad);
   CHECK(bad.message() == "attrs.rounding_mode: expected one of trunc, floor, got \"round\"");
+}
+
+// The one rule that sends a plan through CUDA graph replay (plan/launch_bound.hpp).
+TEST_CASE("launch-bound: many short steps, not a few long ones", "[plan][graph]") {
+  auto plan_of = [](size_t kernels, size_t library, std::vector<int64_t> out_shape) {
+    resolved_plan p;
+    for (size_t k = 0; k < kernels; ++k) p.steps.push_back(resolved_step{k, "kernel", "k"});
+    for (size_t k = 0; k < library; ++k) p.steps.push_back(resolved_step{kernels + k, "library", "aten::relu"});
+    resolved_buffer out;
+    out.name = "y";
+    out.role = buffer_role::output;
+    out.shape = std::move(out_shape);
+    out.dtype = "float32";
+    p.outputs.push_back(out);
+    resolved_buffer unknown;  // a library result sized only when it runs: counts nothing
+    unknown.name = "t";
+    unknown.role = buffer_role::intermediate;
+    unknown.shape_known = false;
+    p.intermediates.push_back(unknown);
+    return p;
+  };
+  // A network at a small batch: 40 launches and 20 library steps over 4 MB.
+  plan_weight net = weigh_plan(plan_of(40, 20, {1000, 1000}), 0);
+  CHECK(net.kernel_launches == 40);
+  CHECK(net.library_steps == 20);
+  CHECK(net.bytes == 4000000);
+  CHECK(launch_bound(net));
+  CHECK(describe_weight(net) == "40 kernel launches and 20 library steps moving 4 MB (0.0667 MB a step)");
+  // Inputs and parameters count: 60 steps over 4 MB + 2 GB is 33 MB a step.
+  CHECK_FALSE(launch_bound(weigh_plan(plan_of(40, 20, {1000, 1000}), 2000000000)));
+  // Too few steps to pay for a graph, however small.
+  CHECK_FALSE(launch_bound(weigh_plan(plan_of(2, 1, {8}), 0)));
+  CHECK(launch_bound(weigh_plan(plan_of(3, 1, {8}), 0)));
+  // The bound is per step (the 4-byte output counts): 4 steps of exactly 16 MiB are
+  // launch-bound, a few bytes more are not.
+  const uint64_t limit = uint64_t{16} << 20;
+  CHECK(launch_bound(weigh_plan(plan_of(4, 0, {1}), 4 * limit - 4)));
+  CHECK_FALSE(launch_bound(weigh_plan(plan_of(4, 0, {1}), 4 * limit + 4)));
+  CHECK_FALSE(launch_bound(weigh_plan(resolved_plan{}, 0)));
+  graph_rule never;
+  never.min_steps = 1000;
+  CHECK_FALSE(launch_bound(net, never));
 }

@@ -34,6 +34,7 @@
 #include "gpu/timing.hpp"
 #include "gpu/torch_reference.hpp"
 #include "gpu/worker.hpp"
+#include "plan/launch_bound.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
@@ -416,6 +417,121 @@ TEST_CASE("library ops: any ATen op through the dispatcher by its schema", "[rev
              Contains("no operator aten::no_such_op"));
   CHECK_FALSE(check_library_op("aten::no_such_op", {{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}).ok());
   CHECK_THAT(check_library_op("aten::erf", {}).message(), Contains("carries no attrs.schema"));
+}
+
+// A step prepared once per plan (gpu/library_ops.hpp) computes what the unprepared path
+// computes, call after call on new tensors, and fails with the same words.
+TEST_CASE("library ops: a prepared step gives the unprepared path's results and errors",
+          "[reviewer][library][dispatcher][prepared]") {
+  using attrs = std::map<std::string, std::string>;
+  struct step_case {
+    std::string op;
+    std::vector<std::vector<int64_t>> tensors;  // shapes; then numbers
+    std::vector<library_arg> numbers;
+    attrs a;
+  };
+  const std::string sort = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  const std::vector<step_case> cases = {
+      {"aten::matmul", {{2, 5, 3}, {3, 4}}, {}, {}},
+      {"aten::addmm", {{4}, {5, 3}, {3, 4}}, {}, {{"beta", "0.5"}, {"alpha", "2"}}},
+      {"aten::linear", {{5, 3}, {4, 3}, {4}}, {}, {{"math", "tf32"}}},
+      {"aten::conv2d", {{2, 3, 9, 9}, {6, 3, 3, 3}}, {}, {{"stride", "[2, 2]"}, {"padding", "1"}}},
+      {"aten::conv2d", {{2, 3, 9, 9}, {6, 3, 3, 3}, {6}}, {}, {{"padding", "same"}, {"dilation", "2"}}},
+      {"aten::add", {{4, 6}}, {A::of_float(1.5)}, {{"alpha", "3"}}},
+      {"aten::div", {{4, 6}}, {A::of_int(4)}, {}},
+      {"aten::softmax", {{4, 6}}, {}, {{"dim", "-1"}}},
+      {"aten::gelu", {{4, 6}}, {}, {{"approximate", "tanh"}}},
+      {"aten::silu.default", {{4, 6}}, {}, {}},
+      {"aten::erfinv", {{4, 6}}, {}, {{"schema", "aten::erfinv(Tensor self) -> Tensor"}}},
+      {"aten::sort", {{4, 6}}, {}, {{"schema", sort}, {"dim", "1"}, {"descending", "True"}}},
+      {"aten::softmax.int", {{4, 6}}, {},
+       {{"schema", "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"}, {"dim", "0"},
+        {"dtype", "None"}}},
+      {"aten::cat", {{4, 6}, {4, 6}, {4, 6}}, {},
+       {{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"}, {"tensors", "3 tensors"}, {"dim", "1"}}},
+      {"aten::add.Scalar", {{4, 6}}, {A::of_float(2.5)},
+       {{"schema", "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"}, {"alpha", "2"}}},
+      {"aten::flip", {{4, 6}}, {}, {{"schema", "aten::flip(Tensor self, int[] dims) -> Tensor"}, {"dims", "[0, 1]"}}},
+      // A Device argument is the tensors' device, whatever its text (a device slot).
+      {"aten::to.device", {{4, 6}}, {},
+       {{"schema", "aten::to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool "
+                   "copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"},
+        {"device", "cuda"}, {"dtype", "7"}, {"copy", "True"}}},
+  };
+  auto args_of = [](const step_case& c) {
+    std::vector<library_arg> args;
+    for (auto& shape : c.tensors) args.push_back(A::of(randn(shape)));
+    for (auto& n : c.numbers) args.push_back(n);
+    return args;
+  };
+  for (const auto& c : cases) {
+    INFO(c.op);
+    const std::vector<library_arg> first = args_of(c);
+    auto step = prepare_library_op(c.op, first, c.a);
+    if (!step) FAIL(step.message());
+    CHECK(step->op() == c.op);
+    // Three calls on new tensors each: nothing of an earlier call's stays in the stack.
+    for (int call = 0; call < 3; ++call) {
+      const std::vector<library_arg> args = call == 0 ? first : args_of(c);
+      auto want = run_library_op_outputs(c.op, args, c.a);
+      auto got = run_prepared_library_op(*step, args);
+      if (!want) FAIL(want.message());
+      if (!got) FAIL(got.message());
+      REQUIRE(got->size() == want->size());
+      for (size_t k = 0; k < got->size(); ++k) {
+        CHECK((*got)[k].scalar_type() == (*want)[k].scalar_type());
+        // Bit for bit, NaN where NaN (erfinv outside [-1, 1]).
+        const at::Tensor& g = (*got)[k];
+        const at::Tensor& w = (*want)[k];
+        CHECK((g.is_floating_point() ? at::isclose(g, w, 0, 0, true).all().item<bool>() : g.equal(w)));
+      }
+    }
+  }
+  // Every failure preparation finds is worded as the unprepared path words it.
+  const at::Tensor x = randn({4, 6});
+  const std::vector<step_case> bad = {
+      {"aten::erf", {{4, 6}}, {}, {}},
+      {"aten::relu", {{4, 6}, {4, 6}}, {}, {}},
+      {"aten::sort", {{4, 6}}, {}, {{"schema", sort}, {"dimension", "1"}}},
+      {"aten::sort", {{4, 6}}, {}, {{"schema", sort}, {"dim", "last"}}},
+      {"aten::sort", {}, {}, {{"schema", sort}}},
+      {"aten::sort", {{4, 6}, {4, 6}}, {}, {{"schema", sort}}},
+      {"aten::sort", {}, {A::of_int(1)}, {{"schema", sort}}},
+      {"aten::cat", {{4, 6}}, {}, {{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"}}},
+      {"aten::cat", {{4, 6}}, {}, {{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"}, {"tensors", "two"}}},
+      {"aten::flip", {{4, 6}}, {}, {{"schema", "aten::flip(Tensor self, int[] dims) -> Tensor"}}},
+      {"aten::no_such_op", {{4, 6}}, {}, {{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}},
+  };
+  for (const auto& c : bad) {
+    INFO(c.op);
+    const std::vector<library_arg> args = args_of(c);
+    auto want = run_library_op_outputs(c.op, args, c.a);
+    REQUIRE_FALSE(want);
+    auto step = prepare_library_op(c.op, args, c.a);
+    REQUIRE_FALSE(step);
+    CHECK(step.message() == want.message());
+  }
+  // Failures that depend on the values stay with the run, worded as before.
+  {
+    auto step = prepare_library_op("aten::softmax", {A::of(x)}, {{"dim", "last"}});
+    REQUIRE(step);
+    auto got = run_prepared_library_op(*step, {A::of(x)});
+    REQUIRE_FALSE(got);
+    CHECK(got.message() == "attrs.dim: expected an integer or a list of 1 integers, got \"last\"");
+    auto mm = prepare_library_op("aten::mm", {A::of(x), A::of(x)}, {});
+    REQUIRE(mm);
+    auto shapes = run_prepared_library_op(*mm, {A::of(x), A::of(x)});
+    REQUIRE_FALSE(shapes);
+    CHECK(shapes.message() == run_library_op_outputs("aten::mm", {A::of(x), A::of(x)}, {}).message());
+    CHECK(run_prepared_library_op(*mm, {A::of(x), A::of(x.t())}));
+  }
+  // A step run with arguments of other kinds than it was prepared for is refused.
+  auto step = prepare_library_op("aten::sort", {A::of(x)}, {{"schema", sort}});
+  REQUIRE(step);
+  auto other = run_prepared_library_op(*step, {A::of_int(3)});
+  REQUIRE_FALSE(other);
+  CHECK_THAT(other.message(), Contains("was prepared for 1 arguments of other kinds"));
+  CHECK_FALSE(run_prepared_library_op(*step, {A::of(x), A::of(x)}));
 }
 
 TEST_CASE("library ops: errors name the op, the argument or the attribute", "[reviewer][library]") {
@@ -848,6 +964,73 @@ TEST_CASE("gpu: the example plans review ok against their tasks", "[reviewer][gp
                        read_text(kExamples + "l2_normalize.yaml"));
     check_ok_example(r);
   }
+}
+
+// A plan of nine short steps (six ReLU launches, a dispatcher step, a table op, one
+// more launch), for tasks of any 2-D float32 x: launch-bound at small sizes
+// (plan/launch_bound.hpp), not at large ones.
+std::string relu_chain_plan() {
+  std::string y = "constants: {BLOCK: 256, N: x.numel}\noutputs:\n  - {name: y, shape: [x.shape[0], x.shape[1]], dtype: float32}\nscratch:\n";
+  for (int k = 0; k < 8; ++k) y += "  - {name: s" + std::to_string(k) + ", shape: [x.shape[0], x.shape[1]], dtype: float32}\n";
+  y += "steps:\n";
+  auto relu = [&](const std::string& in, const std::string& out) {
+    y += "  - kernel: relu_f32\n    grid: [ceil_div(N, BLOCK)]\n    block: [BLOCK]\n    args: [" + in + ", " + out + ", {int64: N}]\n";
+  };
+  relu("x", "s0");
+  for (int k = 1; k < 6; ++k) relu("s" + std::to_string(k - 1), "s" + std::to_string(k));
+  y += "  - library: aten::abs\n    args: [s5]\n    outputs: [s6]\n    attrs: {schema: \"aten::abs(Tensor self) -> Tensor\"}\n";
+  y += "  - library: aten::mul\n    args: [s6, {float32: 1.0}]\n    outputs: [s7]\n";
+  relu("s7", "y");
+  return y;
+}
+
+task_spec relu_task_of(const std::string& shape) {
+  return task_from("name: relu_chain_" + shape.substr(1, shape.find(',') - 1) +
+                   "\nreference:\n  torchscript: |\n    def forward(x):\n        return torch.relu(x)\ninputs:\n"
+                   "  - {name: x, shape: " + shape + ", init: {kind: normal, mean: 0, std: 1}}\nseed: 11\n");
+}
+
+// The premise of the GPU case below, checked here: the chain resolves, and the rule
+// (plan/launch_bound.hpp) calls it launch-bound at [33, 65], not at [4096, 4099].
+TEST_CASE("the relu chain plan is launch-bound at small sizes only", "[reviewer][graph]") {
+  const std::string source = read_text(kExamples + "relu.cu");
+  for (const auto& [shape, bound] : {std::pair<std::string, bool>{"[33, 65]", true}, {"[4096, 4099]", false}}) {
+    INFO(shape);
+    const task_spec task = relu_task_of(shape);
+    auto ctx = make_plan_context(task, source);
+    if (!ctx) FAIL(ctx.message());
+    auto plan = resolve_plan(plan_from(relu_chain_plan()), *ctx);
+    if (!plan) FAIL(plan.message());
+    uint64_t in = 0;
+    for (const auto& t : task.inputs) in += 4 * static_cast<uint64_t>(t.shape[0] * t.shape[1]);
+    const plan_weight w = weigh_plan(*plan, in);
+    CHECK(w.kernel_launches == 7);
+    CHECK(w.library_steps == 2);
+    CHECK(launch_bound(w) == bound);
+  }
+}
+
+// Issue 46, point 1: a launch-bound plan is timed as one CUDA graph replay (as an
+// exported ModelNew runs it), checked against the reference first; a plan that is not
+// launch-bound keeps plain launches.
+TEST_CASE("gpu: a launch-bound plan is timed as one CUDA graph replay", "[reviewer][gpu][graph]") {
+  REQUIRE_GPU(rev);
+  const std::string source = read_text(kExamples + "relu.cu");
+  auto small = review_of(*rev, relu_task_of("[33, 65]"), source, relu_chain_plan());
+  CHECK(small.status == review_status::ok);
+  CHECK(small.trials_passed == 5);
+  CHECK(has_flag(small, "cuda_graph"));
+  CHECK_FALSE(has_flag(small, "cuda_graph_refused"));
+  CHECK_THAT(small.message, Contains("launch-bound plan (7 kernel launches and 2 library steps") &&
+                                Contains("timed as one CUDA graph replay"));
+  CHECK(small.candidate_time.median_ms > 0);
+  CHECK(small.candidate_time.repetitions >= 1);
+  // 10 buffers of 67 MB over nine steps: 74 MB a step, not launch-bound.
+  auto large = review_of(*rev, relu_task_of("[4096, 4099]"), source, relu_chain_plan());
+  CHECK(large.status == review_status::ok);
+  CHECK_FALSE(has_flag(large, "cuda_graph"));
+  CHECK_FALSE(has_flag(large, "cuda_graph_refused"));
+  CHECK_THAT(large.message, !Contains("CUDA graph"));
 }
 
 // The rules coder's first seeds of the suite's long-row tasks (tests/golden/lower, what
