@@ -3,17 +3,17 @@
 #include <algorithm>
 #include <map>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "base/number_format.hpp"
 #include "coder/llm_coder.hpp"
 #include "features/feature_extractor.hpp"
 #include "fleet/review_dispatcher.hpp"
 #include "gpu/nvrtc_compiler.hpp"
+#include "plan/plan_validator.hpp"
 #include "policy/decision_policy.hpp"
 #include "store/store.hpp"
-#include "plan/plan_validator.hpp"
 
 namespace ks {
 
@@ -27,8 +27,7 @@ caf::error agent_failure(std::string message) {
 }
 
 std::optional<std::string> agent_failure_message(const caf::error& e) {
-  if (e.category() != caf::atom("system") ||
-      e.code() != static_cast<uint8_t>(caf::sec::invalid_argument))
+  if (e.category() != caf::atom("system") || e.code() != static_cast<uint8_t>(caf::sec::invalid_argument))
     return std::nullopt;
   const auto& ctx = e.context();
   if (ctx.size() == 1 && ctx.match_element<std::string>(0)) return ctx.get_as<std::string>(0);
@@ -38,8 +37,7 @@ std::optional<std::string> agent_failure_message(const caf::error& e) {
 // ---------------------------------------------------------------------------
 // Coder agents.
 
-generator_actor::behavior_type generator_agent(generator_actor::pointer self,
-                                               std::shared_ptr<coder> backend) {
+generator_actor::behavior_type generator_agent(generator_actor::pointer self, std::shared_ptr<coder> backend) {
   return {[=](const generate_request& req) -> caf::result<std::vector<candidate>> {
     auto seeds = backend->seeds(req.task, req.seeds);
     if (!seeds) return agent_failure(seeds.message());
@@ -47,8 +45,7 @@ generator_actor::behavior_type generator_agent(generator_actor::pointer self,
   }};
 }
 
-optimizer_actor::behavior_type optimizer_agent(optimizer_actor::pointer self,
-                                               std::shared_ptr<coder> backend) {
+optimizer_actor::behavior_type optimizer_agent(optimizer_actor::pointer self, std::shared_ptr<coder> backend) {
   return {[=](const optimize_request& req) -> caf::result<candidate> {
     optimize_input in{req.task, req.cand, req.review, req.features, req.plan, req.history};
     auto c = backend->optimize(in);
@@ -57,8 +54,7 @@ optimizer_actor::behavior_type optimizer_agent(optimizer_actor::pointer self,
   }};
 }
 
-repairer_actor::behavior_type repairer_agent(repairer_actor::pointer self,
-                                             std::shared_ptr<coder> backend) {
+repairer_actor::behavior_type repairer_agent(repairer_actor::pointer self, std::shared_ptr<coder> backend) {
   return {[=](const repair_request& req) -> caf::result<candidate> {
     repair_input in;
     in.task = req.task;
@@ -76,9 +72,7 @@ repairer_actor::behavior_type repairer_agent(repairer_actor::pointer self,
 // ---------------------------------------------------------------------------
 // Diagnoser.
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 repair_plan rule_diagnosis(const diagnose_request& req) {
   repair_plan p;
@@ -92,8 +86,7 @@ repair_plan rule_diagnosis(const diagnose_request& req) {
       for (const auto& d : r.diagnostics) {
         if (d.severity != "error") continue;
         if (shown++ == 5) break;
-        p.diagnosis += (shown == 1 ? ": " : "; ") + ("line " + std::to_string(d.line) + ": " +
-                                                    d.message);
+        p.diagnosis += (shown == 1 ? ": " : "; ") + ("line " + std::to_string(d.line) + ": " + d.message);
       }
       p.actions = {"fix the compile errors at the lines named",
                    "keep the kernels' names and parameters in step with the launch plan"};
@@ -101,14 +94,15 @@ repair_plan rule_diagnosis(const diagnose_request& req) {
     }
     case review_status::plan_error:
       p.diagnosis = "the launch plan does not fit the source or the shapes: " + r.message;
-      p.actions = {"make each kernel step name a kernel of the source, with arguments "
-                   "matching its parameters in number and type",
-                   "check grid, block and buffer shape expressions against the input shapes"};
+      p.actions = {
+          "make each kernel step name a kernel of the source, with arguments "
+          "matching its parameters in number and type",
+          "check grid, block and buffer shape expressions against the input shapes"};
       break;
     case review_status::incorrect:
-      p.diagnosis = "wrong result: " + std::to_string(r.trials_passed) + " of " +
-                    std::to_string(r.trials_run) + " trials passed, max abs error " +
-                    short_g(r.max_abs_error) + ", max rel error " + short_g(r.max_rel_error);
+      p.diagnosis = "wrong result: " + std::to_string(r.trials_passed) + " of " + std::to_string(r.trials_run) +
+                    " trials passed, max abs error " + short_g(r.max_abs_error) + ", max rel error " +
+                    short_g(r.max_rel_error);
       if (!r.message.empty()) p.diagnosis += " (" + r.message + ")";
       p.actions = {"check the index arithmetic and the bounds of the last, partial block",
                    "make sure every output element is written exactly once",
@@ -144,26 +138,25 @@ repair_plan rule_diagnosis(const diagnose_request& req) {
   // tried so far did not work; say so, so that the repairer changes direction.
   int earlier = 0;
   for (const auto& e : req.history)
-    if (e.kind == "review" && e.status == r.status && e.candidate_id != req.cand.id &&
-        !req.cand.parent_id.empty() && e.parent_id == req.cand.parent_id)
+    if (e.kind == "review" && e.status == r.status && e.candidate_id != req.cand.id && !req.cand.parent_id.empty() &&
+        e.parent_id == req.cand.parent_id)
       ++earlier;
   if (earlier > 0) {
-    p.diagnosis += " (the same failure " + std::to_string(earlier) + " time" +
-                   (earlier == 1 ? "" : "s") + " before on this line)";
+    p.diagnosis +=
+        " (the same failure " + std::to_string(earlier) + " time" + (earlier == 1 ? "" : "s") + " before on this line)";
     p.actions.push_back("do not repeat the earlier repairs of this line; change direction");
   }
   return p;
 }
 
-diagnoser_actor::behavior_type diagnoser_agent(diagnoser_actor::pointer self,
-                                               std::shared_ptr<llm_coder> model) {
+diagnoser_actor::behavior_type diagnoser_agent(diagnoser_actor::pointer self, std::shared_ptr<llm_coder> model) {
   return {[=](const diagnose_request& req) -> caf::result<repair_plan> {
     repair_plan rules = rule_diagnosis(req);
     if (!model || req.review.status == review_status::internal_error) return rules;
     auto m = model->diagnose(req);
     if (!m) {
-      spdlog::warn("task '{}': the model's diagnosis failed ({}); using the rules' reading",
-                   req.task.name, m.message());
+      spdlog::warn("task '{}': the model's diagnosis failed ({}); using the rules' reading", req.task.name,
+                   m.message());
       return rules;
     }
     // The rules' facts (what failed, where) stay in front of the model's reading.
@@ -182,7 +175,8 @@ feature_extractor_actor::behavior_type feature_agent(feature_extractor_actor::po
     in.source = req.cand.source;
     in.resources = req.review.resources;
     in.plan = &req.cand.plan;
-    if (!options.task.name.empty()) in.dtype = options.task.inputs.empty() ? "float32" : options.task.inputs.front().dtype;
+    if (!options.task.name.empty())
+      in.dtype = options.task.inputs.empty() ? "float32" : options.task.inputs.front().dtype;
     // The plan at the task's shapes gives grid, block and waves (occupancy and
     // tail-effect evidence); a plan that does not resolve is reviewed as a plan error
     // anyway, so features go without it.
@@ -236,8 +230,7 @@ planner_actor::behavior_type planner_agent(planner_actor::pointer self, planner_
 // ---------------------------------------------------------------------------
 // Reviewer.
 
-reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
-                                             std::vector<gpu_pool_actor> pools) {
+reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self, std::vector<gpu_pool_actor> pools) {
   dispatcher_options o;
   for (size_t i = 0; i < pools.size(); ++i) o.pools.push_back({pools[i], "pool " + std::to_string(i), ""});
   o.own_pools = false;  // the caller's

@@ -16,9 +16,9 @@
 
 #include <caf/error.hpp>
 
-#include "protocol/protocol.hpp"
 #include "coder/coder.hpp"
 #include "policy/skill_library.hpp"
+#include "protocol/protocol.hpp"
 
 namespace ks {
 
@@ -32,18 +32,14 @@ caf::error agent_failure(std::string message);
 std::optional<std::string> agent_failure_message(const caf::error& e);
 
 // Generator, optimizer and repairer: the coder backend writes the code.
-generator_actor::behavior_type generator_agent(generator_actor::pointer self,
-                                               std::shared_ptr<coder> backend);
-optimizer_actor::behavior_type optimizer_agent(optimizer_actor::pointer self,
-                                               std::shared_ptr<coder> backend);
-repairer_actor::behavior_type repairer_agent(repairer_actor::pointer self,
-                                             std::shared_ptr<coder> backend);
+generator_actor::behavior_type generator_agent(generator_actor::pointer self, std::shared_ptr<coder> backend);
+optimizer_actor::behavior_type optimizer_agent(optimizer_actor::pointer self, std::shared_ptr<coder> backend);
+repairer_actor::behavior_type repairer_agent(repairer_actor::pointer self, std::shared_ptr<coder> backend);
 
 // Diagnoser: reads a failed review (and the task's trajectory) into a repair plan.
 // The deterministic reading (rule_diagnosis) always comes first; with a model it is
 // refined by the model's own reading, and falls back to the rules when the model fails.
-diagnoser_actor::behavior_type diagnoser_agent(diagnoser_actor::pointer self,
-                                               std::shared_ptr<llm_coder> model);
+diagnoser_actor::behavior_type diagnoser_agent(diagnoser_actor::pointer self, std::shared_ptr<llm_coder> model);
 repair_plan rule_diagnosis(const diagnose_request& req);
 
 // Feature extractor: static features of a reviewed candidate, with NVRTC's PTX and
@@ -70,7 +66,6 @@ planner_actor::behavior_type planner_agent(planner_actor::pointer self, planner_
 // (fleet/review_dispatcher.hpp) over `pools`, all of one device class. The daemon and
 // `run` start the dispatcher themselves, with device classes, remote nodes and a
 // meter (cli/run_setup.hpp).
-reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self,
-                                             std::vector<gpu_pool_actor> pools);
+reviewer_actor::behavior_type reviewer_agent(reviewer_actor::pointer self, std::vector<gpu_pool_actor> pools);
 
 }  // namespace ks

@@ -4,8 +4,8 @@
 #include <deque>
 #include <map>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "store/store.hpp"
 
@@ -30,8 +30,7 @@ coordinator_options coordinator_options_from(const experiment_config& cfg) {
   return o;
 }
 
-run_summary run_experiment(caf::actor_system& sys, const experiment_options& opts,
-                           const reviewer_actor& reviewer) {
+run_summary run_experiment(caf::actor_system& sys, const experiment_options& opts, const reviewer_actor& reviewer) {
   const auto t0 = std::chrono::steady_clock::now();
   run_summary summary;
   summary.experiment = opts.name;
@@ -62,8 +61,8 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
     coordinator_options o = opts.base;
     o.task = opts.tasks[i];
     o.resume = resume;
-    auto c = self->spawn<caf::detached + caf::monitored>(task_coordinator, o, reviewer,
-                                                         caf::actor{self}, caf::actor{self});
+    auto c =
+        self->spawn<caf::detached + caf::monitored>(task_coordinator, o, reviewer, caf::actor{self}, caf::actor{self});
     running[c.address()] = i;
   };
   auto start_next = [&] {
@@ -80,8 +79,7 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
         auto t = opts.base.memory->read_trajectory(o.task);
         if (t) traj = std::move(*t);
       }
-      if (auto s = write_task_result(opts.output_dir, o, traj); !s)
-        spdlog::error("task '{}': {}", o.task, s.message());
+      if (auto s = write_task_result(opts.output_dir, o, traj); !s) spdlog::error("task '{}': {}", o.task, s.message());
     }
     finished[o.task] = std::move(o);
     if (!opts.output_dir.empty())
@@ -104,9 +102,10 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
           // The coordinator stopped before reporting (its lines have stopped too): the
           // task goes on from its checkpoints.
           ++coordinator_restarts[i];
-          spdlog::warn("task '{}': the task coordinator stopped ({}); resuming it from its checkpoints "
-                       "({} of {})",
-                       t.name, sys.render(d.reason), coordinator_restarts[i], opts.base.max_coordinator_restarts);
+          spdlog::warn(
+              "task '{}': the task coordinator stopped ({}); resuming it from its checkpoints "
+              "({} of {})",
+              t.name, sys.render(d.reason), coordinator_restarts[i], opts.base.max_coordinator_restarts);
           launch(i, true);
           return;
         }
@@ -116,12 +115,11 @@ run_summary run_experiment(caf::actor_system& sys, const experiment_options& opt
           task_outcome o;
           o.task = t.name;
           const int n = coordinator_restarts[i];
-          o.reason = n > 0 ? "the task coordinator stopped " + std::to_string(n + 1) + " times (the last: " +
-                                 sys.render(d.reason) + "); not resumed again"
+          o.reason = n > 0 ? "the task coordinator stopped " + std::to_string(n + 1) +
+                                 " times (the last: " + sys.render(d.reason) + "); not resumed again"
                            : "the task coordinator stopped (" + sys.render(d.reason) + ")";
           spdlog::error("task '{}': {}", t.name, o.reason);
-          if (opts.on_progress)
-            opts.on_progress(task_progress{t.name, "failed", 0, 0, 0, "", o.reason});
+          if (opts.on_progress) opts.on_progress(task_progress{t.name, "failed", 0, 0, 0, "", o.reason});
           finish_task(std::move(o));
         }
         start_next();

@@ -20,11 +20,11 @@
 namespace ks {
 
 struct experiment_options {
-  std::string name;                 // the experiment's name (config `name`)
+  std::string name;  // the experiment's name (config `name`)
   std::vector<task_spec> tasks;
   uint32_t tasks_in_flight = 2;
-  std::string output_dir;           // empty: nothing is written
-  uint32_t devices = 0;             // GPUs reviewing, for the summary's throughput (0: unknown)
+  std::string output_dir;  // empty: nothing is written
+  uint32_t devices = 0;    // GPUs reviewing, for the summary's throughput (0: unknown)
   // The per-task options every coordinator starts from (task is filled per task).
   coordinator_options base;
   // Called on the runner's thread for each progress report, in order.
@@ -32,8 +32,7 @@ struct experiment_options {
 };
 
 // Runs every task and returns the summary. Blocking.
-run_summary run_experiment(caf::actor_system& sys, const experiment_options& opts,
-                           const reviewer_actor& reviewer);
+run_summary run_experiment(caf::actor_system& sys, const experiment_options& opts, const reviewer_actor& reviewer);
 
 // The options a config asks for (budgets, review, ablation), without the shared parts
 // (backend, library, store, …), which the caller sets.

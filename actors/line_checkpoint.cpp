@@ -11,10 +11,16 @@ std::string line_key(const std::string& task, size_t line) {
 std::string seeds_key(const std::string& task) { return checkpoint_prefix(task) + "seeds"; }
 
 nlohmann::json to_record(const line_checkpoint& c) {
-  return {{"schema", "ks.line_checkpoint/1"}, {"round", c.round},   {"reviews", c.reviews},
-          {"restarts", c.restarts},           {"cur", c.cur},       {"best", c.best},
-          {"cur_review", c.cur_review},       {"best_review", c.best_review},
-          {"finished", c.finished},           {"reason", c.reason},
+  return {{"schema", "ks.line_checkpoint/1"},
+          {"round", c.round},
+          {"reviews", c.reviews},
+          {"restarts", c.restarts},
+          {"cur", c.cur},
+          {"best", c.best},
+          {"cur_review", c.cur_review},
+          {"best_review", c.best_review},
+          {"finished", c.finished},
+          {"reason", c.reason},
           {"review_time", c.review_time}};
 }
 

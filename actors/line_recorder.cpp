@@ -1,12 +1,12 @@
 #include "actors/line_recorder.hpp"
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "base/number_format.hpp"
-#include "store/store.hpp"
 #include "policy/decision_policy.hpp"
 #include "protocol/protocol.hpp"
+#include "store/store.hpp"
 
 namespace ks {
 
@@ -21,8 +21,7 @@ void append_entry(store& memory, const std::string& task, const trajectory_entry
 
 std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
-void record_seed(store& memory, const std::string& task, const candidate& seed,
-                 const std::string& backend) {
+void record_seed(store& memory, const std::string& task, const candidate& seed, const std::string& backend) {
   trajectory_entry e;
   e.kind = "seed";
   e.candidate_id = seed.id;
@@ -40,11 +39,13 @@ void record_task_end(store& memory, const std::string& task, const task_outcome&
   append_entry(memory, task, e);
 }
 
-line_recorder::line_recorder(caf::blocking_actor* self, caf::actor coordinator,
-                             std::shared_ptr<store> memory, std::string task,
-                             const line_tally& tally)
-    : self_(self), coordinator_(std::move(coordinator)), memory_(std::move(memory)),
-      task_(std::move(task)), tally_(tally) {}
+line_recorder::line_recorder(caf::blocking_actor* self, caf::actor coordinator, std::shared_ptr<store> memory,
+                             std::string task, const line_tally& tally)
+    : self_(self),
+      coordinator_(std::move(coordinator)),
+      memory_(std::move(memory)),
+      task_(std::move(task)),
+      tally_(tally) {}
 
 void line_recorder::append(trajectory_entry e) {
   e.task = task_;
@@ -64,8 +65,8 @@ void line_recorder::progress(const std::string& state, const std::string& detail
   self_->send(coordinator_, std::move(p));
 }
 
-void line_recorder::reviewed(const candidate& c, const review_result& r,
-                             const std::string& method, const std::string& bottleneck) {
+void line_recorder::reviewed(const candidate& c, const review_result& r, const std::string& method,
+                             const std::string& bottleneck) {
   trajectory_entry e;
   e.kind = "review";
   e.candidate_id = c.id;
@@ -73,8 +74,8 @@ void line_recorder::reviewed(const candidate& c, const review_result& r,
   e.method = method;
   e.status = r.status;
   e.speedup = r.status == review_status::ok ? r.speedup : 0;
-  e.summary = (bottleneck.empty() ? std::string() : bottleneck_tag(bottleneck) + " ") + "origin " +
-              c.origin + ": " + std::string(to_string(r.status)) +
+  e.summary = (bottleneck.empty() ? std::string() : bottleneck_tag(bottleneck) + " ") + "origin " + c.origin + ": " +
+              std::string(to_string(r.status)) +
               (r.status == review_status::ok ? ", speedup " + two_decimals(r.speedup) : "") +
               (r.flags.empty() ? "" : ", flagged") + (r.message.empty() ? "" : ": " + r.message);
   e.metrics = r.profile.values;
@@ -86,8 +87,8 @@ void line_recorder::reviewed(const candidate& c, const review_result& r,
   append(std::move(e));
 }
 
-void line_recorder::diagnosed(const candidate& c, const std::string& method,
-                              const review_result& r, const repair_plan& diagnosis) {
+void line_recorder::diagnosed(const candidate& c, const std::string& method, const review_result& r,
+                              const repair_plan& diagnosis) {
   trajectory_entry e;
   e.kind = "diagnose";
   e.candidate_id = c.id;
@@ -115,13 +116,11 @@ void line_recorder::repaired(const candidate& failed, const candidate& fixed, ui
   e.candidate_id = fixed.id;
   e.parent_id = fixed.parent_id;
   e.method = "repair";
-  e.summary = "repair " + std::to_string(repairs) + " of " + short_id(failed.id) + " → " +
-              short_id(fixed.id);
+  e.summary = "repair " + std::to_string(repairs) + " of " + short_id(failed.id) + " → " + short_id(fixed.id);
   append(std::move(e));
 }
 
-void line_recorder::back_to_best(const candidate& from, const std::string& method,
-                                 const std::string& why) {
+void line_recorder::back_to_best(const candidate& from, const std::string& method, const std::string& why) {
   trajectory_entry e;
   e.kind = "note";
   e.candidate_id = tally_.best->id;
@@ -146,8 +145,7 @@ void line_recorder::planned(const candidate& c, const optimization_plan& plan) {
   append(std::move(e));
 }
 
-void line_recorder::not_applied(const candidate& c, const std::string& method,
-                                const std::string& why) {
+void line_recorder::not_applied(const candidate& c, const std::string& method, const std::string& why) {
   trajectory_entry e;
   e.kind = "optimize";
   e.method = method;
@@ -157,15 +155,14 @@ void line_recorder::not_applied(const candidate& c, const std::string& method,
   append(std::move(e));
 }
 
-void line_recorder::optimized(const candidate& base, const candidate& attempt,
-                              const std::string& method, const std::string& bottleneck) {
+void line_recorder::optimized(const candidate& base, const candidate& attempt, const std::string& method,
+                              const std::string& bottleneck) {
   trajectory_entry e;
   e.kind = "optimize";
   e.method = method;
   e.parent_id = base.id;
   e.candidate_id = attempt.id;
-  e.summary = bottleneck_tag(bottleneck) + " " + method + " on " + short_id(base.id) + " → " +
-              short_id(attempt.id);
+  e.summary = bottleneck_tag(bottleneck) + " " + method + " on " + short_id(base.id) + " → " + short_id(attempt.id);
   append(std::move(e));
 }
 
@@ -173,8 +170,7 @@ void line_recorder::resumed(const candidate& c) {
   trajectory_entry e;
   e.kind = "note";
   e.candidate_id = c.id;
-  e.summary = "resumed at round " + std::to_string(tally_.round) + " after a restart, from " +
-              short_id(c.id) +
+  e.summary = "resumed at round " + std::to_string(tally_.round) + " after a restart, from " + short_id(c.id) +
               (tally_.best ? " (best " + two_decimals(tally_.best_review.speedup) + ")" : "");
   // The progress line says it too (it used to go out empty: the summary had been moved
   // into the entry before the message was made).
@@ -195,9 +191,7 @@ void line_recorder::new_best(const candidate& c, double speedup) {
   progress("optimizing", "best so far " + short_id(c.id) + ": speedup " + two_decimals(speedup));
 }
 
-void line_recorder::planning() {
-  progress("planning", "planning round " + std::to_string(tally_.round + 1));
-}
+void line_recorder::planning() { progress("planning", "planning round " + std::to_string(tally_.round + 1)); }
 
 void line_recorder::optimizing(const std::string& method) {
   progress("optimizing", "round " + std::to_string(tally_.round) + ": " + method);

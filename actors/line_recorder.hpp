@@ -33,10 +33,10 @@ class store;
 
 // What a seed line has achieved so far (what its progress and outcome report).
 struct line_tally {
-  uint32_t round = 0;    // optimisation rounds begun
-  uint32_t reviews = 0;  // reviews run (a verdict seen before on the line is not one)
-  review_phases review_time;  // their phase times, summed
-  int restarts = 0;      // agent restarts, all the line's agents together
+  uint32_t round = 0;             // optimisation rounds begun
+  uint32_t reviews = 0;           // reviews run (a verdict seen before on the line is not one)
+  review_phases review_time;      // their phase times, summed
+  int restarts = 0;               // agent restarts, all the line's agents together
   std::optional<candidate> best;  // the best correct kernel; none before the first
   review_result best_review;
 };
@@ -46,24 +46,21 @@ std::string short_id(const std::string& id);
 
 // The task's own entries, beside its lines': a seed the generator wrote (`backend`
 // names the coder), and the task's end.
-void record_seed(store& memory, const std::string& task, const candidate& seed,
-                 const std::string& backend);
+void record_seed(store& memory, const std::string& task, const candidate& seed, const std::string& backend);
 void record_task_end(store& memory, const std::string& task, const task_outcome& o);
 
 // What one seed line writes. It reads the line's tally for the round of each entry
 // and the figures of each progress message.
 class line_recorder {
  public:
-  line_recorder(caf::blocking_actor* self, caf::actor coordinator, std::shared_ptr<store> memory,
-                std::string task, const line_tally& tally);
+  line_recorder(caf::blocking_actor* self, caf::actor coordinator, std::shared_ptr<store> memory, std::string task,
+                const line_tally& tally);
 
   // Trajectory entries, one per step of the line.
   // `c` was reviewed with verdict `r`; it is the attempt of `method`, planned in
   // `bottleneck` ("" for a seed, or the repair of one).
-  void reviewed(const candidate& c, const review_result& r, const std::string& method,
-                const std::string& bottleneck);
-  void diagnosed(const candidate& c, const std::string& method, const review_result& r,
-                 const repair_plan& diagnosis);
+  void reviewed(const candidate& c, const review_result& r, const std::string& method, const std::string& bottleneck);
+  void diagnosed(const candidate& c, const std::string& method, const review_result& r, const repair_plan& diagnosis);
   void repair_failed(const candidate& c, const std::string& why);
   // `fixed` is repair number `repairs` of `failed`.
   void repaired(const candidate& failed, const candidate& fixed, uint32_t repairs);

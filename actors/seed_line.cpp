@@ -6,17 +6,17 @@
 #include <optional>
 #include <set>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "actors/agents.hpp"
 #include "actors/line_recorder.hpp"
 #include "actors/pending_exit.hpp"
 #include "actors/supervised_agent.hpp"
 #include "base/number_format.hpp"
-#include "store/store.hpp"
 #include "model/candidate_id.hpp"
 #include "policy/decision_policy.hpp"
+#include "store/store.hpp"
 
 namespace ks {
 
@@ -34,9 +34,7 @@ bool disqualifying_flag(const review_result& r) {
 }
 
 // A verdict the line may build on: correct and not flagged.
-bool acceptable(const review_result& r) {
-  return r.status == review_status::ok && !disqualifying_flag(r);
-}
+bool acceptable(const review_result& r) { return r.status == review_status::ok && !disqualifying_flag(r); }
 
 // Whether a review judged the candidate. internal_error is KernelSkill's own failure
 // (no device of the task's GPU model could take it, the review was lost with its node
@@ -78,19 +76,17 @@ struct line_state {
 // One of the line's agents, supervised; all of them draw on the line's restarts.
 template <class Handle>
 agent_of<Handle> line_agent(caf::blocking_actor* self, std::string name,
-                            std::function<Handle(caf::blocking_actor*)> factory,
-                            line_tally& tally, const coordinator_options& o, size_t index) {
+                            std::function<Handle(caf::blocking_actor*)> factory, line_tally& tally,
+                            const coordinator_options& o, size_t index) {
   std::string role = name + " of line " + std::to_string(index);
-  return make_agent<Handle>(self, std::move(name), std::move(factory), &tally.restarts, o,
-                            std::move(role));
+  return make_agent<Handle>(self, std::move(name), std::move(factory), &tally.restarts, o, std::move(role));
 }
 
 // One seed line. Its outcome goes back to the coordinator as a task_outcome; its
 // progress as task_progress messages.
 class seed_line {
  public:
-  seed_line(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
-            caf::actor coordinator, size_t index);
+  seed_line(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx, caf::actor coordinator, size_t index);
 
   // Runs the line from `seed`, or from `resume_from` when given; nullopt when it was
   // told to stop (stop_reason() says why).
@@ -145,18 +141,22 @@ class seed_line {
   agent_of<optimizer_actor> optimizer_;
 };
 
-seed_line::seed_line(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
-                     caf::actor coordinator, size_t index)
-    : self_(self), ctx_(std::move(ctx)), o_(ctx_->opts), coordinator_(std::move(coordinator)),
-      index_(index), rec_(self, coordinator_, o_.memory, o_.task.name, tally_),
+seed_line::seed_line(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx, caf::actor coordinator,
+                     size_t index)
+    : self_(self),
+      ctx_(std::move(ctx)),
+      o_(ctx_->opts),
+      coordinator_(std::move(coordinator)),
+      index_(index),
+      rec_(self, coordinator_, o_.memory, o_.task.name, tally_),
       diagnoser_(line_agent<diagnoser_actor>(
           self, "diagnoser",
-          [m = o_.model](caf::blocking_actor* s) { return s->spawn<caf::detached>(diagnoser_agent, m); },
-          tally_, o_, index)),
+          [m = o_.model](caf::blocking_actor* s) { return s->spawn<caf::detached>(diagnoser_agent, m); }, tally_, o_,
+          index)),
       repairer_(line_agent<repairer_actor>(
           self, "repairer",
-          [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(repairer_agent, b); },
-          tally_, o_, index)),
+          [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(repairer_agent, b); }, tally_, o_,
+          index)),
       extractor_(line_agent<feature_extractor_actor>(
           self, "feature extractor",
           [c = o_.compiler, task = o_.task, size = o_.review.size](caf::blocking_actor* s) {
@@ -172,14 +172,16 @@ seed_line::seed_line(caf::blocking_actor* self, std::shared_ptr<const line_conte
           tally_, o_, index)),
       optimizer_(line_agent<optimizer_actor>(
           self, "optimizer",
-          [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(optimizer_agent, b); },
-          tally_, o_, index)) {}
+          [b = o_.backend](caf::blocking_actor* s) { return s->spawn<caf::detached>(optimizer_agent, b); }, tally_, o_,
+          index)) {}
 
 std::optional<task_outcome> seed_line::run(candidate seed, std::optional<line_checkpoint> resume_from) {
   line_state s;
   state at = state::review;
-  if (resume_from) at = resume(s, *resume_from);
-  else s.cur = std::move(seed);
+  if (resume_from)
+    at = resume(s, *resume_from);
+  else
+    s.cur = std::move(seed);
   while (at != state::done) {
     if (auto why = told_to_stop()) {
       stop_reason_ = *why;
@@ -202,13 +204,20 @@ std::optional<caf::error> seed_line::told_to_stop() {
 
 state seed_line::step(state at, line_state& s) {
   switch (at) {
-    case state::review: return review(s);
-    case state::diagnose: return diagnose(s);
-    case state::repair: return repair(s);
-    case state::features: return features(s);
-    case state::plan: return plan(s);
-    case state::optimize: return optimize(s);
-    case state::done: break;
+    case state::review:
+      return review(s);
+    case state::diagnose:
+      return diagnose(s);
+    case state::repair:
+      return repair(s);
+    case state::features:
+      return features(s);
+    case state::plan:
+      return plan(s);
+    case state::optimize:
+      return optimize(s);
+    case state::done:
+      break;
   }
   return state::done;
 }
@@ -243,16 +252,15 @@ state seed_line::review(line_state& s) {
   const review_result r = *s.verdict;
   if (acceptable(r)) return accept(s);
   if (r.status == review_status::ok)
-    spdlog::warn("task '{}': {} passed but is flagged ({}); not taken", o_.task.name,
-                 short_id(s.cur.id), r.message);
+    spdlog::warn("task '{}': {} passed but is flagged ({}); not taken", o_.task.name, short_id(s.cur.id), r.message);
   const bool reviewer_failed = !judged(r);
   if (s.repairs < o_.repair_attempts && !reviewer_failed) return state::diagnose;
   // No repair left: the attempt failed. Or the reviewer failed: the attempt is
   // abandoned unjudged (record_experience leaves it out of the experience).
   record_experience(s, r, nullptr);
-  std::string why = reviewer_failed ? "the reviewer failed: " + r.message
-                                    : std::to_string(s.repairs) + " repairs did not make " +
-                                          short_id(s.cur.id) + " pass";
+  std::string why = reviewer_failed
+                        ? "the reviewer failed: " + r.message
+                        : std::to_string(s.repairs) + " repairs did not make " + short_id(s.cur.id) + " pass";
   if (reviewer_failed && !tally_.best) return end(s, why);
   if (!back_to_best(s, why)) return end(s, "no correct kernel: " + why);
   s.back_at_best = true;
@@ -272,8 +280,8 @@ state seed_line::accept(line_state& s) {
     rec_.new_best(s.cur, r.speedup);
   } else {
     record_experience(s, r, nullptr);
-    back_to_best(s, "speedup " + two_decimals(r.speedup) + " is not better than " +
-                        two_decimals(tally_.best_review.speedup));
+    back_to_best(
+        s, "speedup " + two_decimals(r.speedup) + " is not better than " + two_decimals(tally_.best_review.speedup));
   }
   return state::features;
 }
@@ -345,10 +353,9 @@ state seed_line::plan(line_state& s) {
   ++tally_.round;
   rec_.planned(s.cur, *chosen);
   if (chosen->ranked.empty())
-    return end(s, nothing_above_noise(*chosen)
-                      ? "no move left is expected to gain more than the noise (×" +
-                            format_number(o_.library->guardrails.min_gain) + ")"
-                      : "no allowed method left");
+    return end(s, nothing_above_noise(*chosen) ? "no move left is expected to gain more than the noise (×" +
+                                                     format_number(o_.library->guardrails.min_gain) + ")"
+                                               : "no allowed method left");
   s.plan = std::move(*chosen);
   return state::optimize;
 }
@@ -432,8 +439,7 @@ bool seed_line::back_to_best(line_state& s, const std::string& why) {
 }
 
 // What applying s.method achieved, for the long-term memory (nothing for a seed).
-void seed_line::record_experience(const line_state& s, const review_result& r,
-                                  const code_features* f) {
+void seed_line::record_experience(const line_state& s, const review_result& r, const code_features* f) {
   if (s.method.empty() || !o_.use_long_term_memory || !judged(r)) return;
   if (!recorded_.insert({s.base_id, s.method}).second) return;
   experience_record rec;
@@ -453,8 +459,7 @@ void seed_line::record_experience(const line_state& s, const review_result& r,
     spdlog::error("task '{}': experience write failed: {}", o_.task.name, st.message());
 }
 
-review_result seed_line::review_kernel(candidate& c, const std::string& method,
-                                       const std::string& bottleneck) {
+review_result seed_line::review_kernel(candidate& c, const std::string& method, const std::string& bottleneck) {
   c.round = tally_.round;
   if (c.id.empty()) c.id = candidate_id(c);
   store_kernel(c);
@@ -485,8 +490,7 @@ review_result seed_line::run_review(const candidate& c) {
   review_result r;
   // The reviewer answers every request (a pool's failure becomes internal_error);
   // the bound here only guards against a reviewer that is gone.
-  const auto bound = std::chrono::milliseconds(
-      static_cast<int64_t>((o_.review.timeout_s * 4 + 600) * 1000));
+  const auto bound = std::chrono::milliseconds(static_cast<int64_t>((o_.review.timeout_s * 4 + 600) * 1000));
   self_->request(ctx_->reviewer, caf::duration{bound}, req)
       .receive([&](review_result& x) { r = std::move(x); },
                [&](caf::error& e) {
@@ -514,8 +518,7 @@ void seed_line::store_kernel(candidate& c) {
   if (!id) spdlog::error("task '{}': kernel write failed: {}", o_.task.name, id.message());
 }
 
-void seed_line::save_checkpoint(const candidate* cur, const review_result* r,
-                                const std::string& reason) {
+void seed_line::save_checkpoint(const candidate* cur, const review_result* r, const std::string& reason) {
   line_checkpoint c;
   c.round = tally_.round;
   c.reviews = tally_.reviews;
@@ -532,9 +535,8 @@ void seed_line::save_checkpoint(const candidate* cur, const review_result* r,
 
 }  // namespace
 
-void seed_line_actor(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
-                     candidate seed, size_t index, std::optional<line_checkpoint> resume_from,
-                     caf::actor coordinator) {
+void seed_line_actor(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx, candidate seed, size_t index,
+                     std::optional<line_checkpoint> resume_from, caf::actor coordinator) {
   std::optional<task_outcome> o;
   caf::error stopped;
   {

@@ -78,8 +78,7 @@ struct line_context {
 
 // Runs one line from `seed`, or from `resume_from` when given, on a blocking actor of
 // its own; sends its task_progress and then its task_outcome to `coordinator`.
-void seed_line_actor(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
-                     candidate seed, size_t index, std::optional<line_checkpoint> resume_from,
-                     caf::actor coordinator);
+void seed_line_actor(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx, candidate seed, size_t index,
+                     std::optional<line_checkpoint> resume_from, caf::actor coordinator);
 
 }  // namespace ks

@@ -24,8 +24,8 @@
 #include <optional>
 #include <string>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "actors/agents.hpp"
 #include "actors/task_coordinator.hpp"
@@ -40,11 +40,14 @@ template <class Handle, class Factory>
 class supervised_agent {
  public:
   // `spawned` (may be empty) is told of each agent as it starts.
-  supervised_agent(caf::blocking_actor* self, std::string name, Factory factory,
-                   int* restarts, int max_restarts, double timeout_s,
-                   std::function<void(const caf::actor&)> spawned = {})
-      : self_(self), name_(std::move(name)), factory_(std::move(factory)),
-        restarts_(restarts), max_restarts_(max_restarts), timeout_s_(timeout_s),
+  supervised_agent(caf::blocking_actor* self, std::string name, Factory factory, int* restarts, int max_restarts,
+                   double timeout_s, std::function<void(const caf::actor&)> spawned = {})
+      : self_(self),
+        name_(std::move(name)),
+        factory_(std::move(factory)),
+        restarts_(restarts),
+        max_restarts_(max_restarts),
+        timeout_s_(timeout_s),
         timeout_(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))),
         spawned_(std::move(spawned)) {}
 
@@ -66,17 +69,16 @@ class supervised_agent {
           .receive([&](Reply& r) { reply = std::move(r); }, [&](caf::error& e) { err = e; });
       if (reply) return std::move(*reply);
       if (auto msg = agent_failure_message(err)) return error{*msg};
-      std::string why = err == caf::sec::request_timeout
-                            ? "it did not answer within " + plain_g(timeout_s_) + " s"
-                            : self_->system().render(err);
+      std::string why = err == caf::sec::request_timeout ? "it did not answer within " + plain_g(timeout_s_) + " s"
+                                                         : self_->system().render(err);
       if (*restarts_ >= max_restarts_) {
         gave_up_ = true;
-        return error{"the " + name_ + " failed again (" + why + ") after " +
-                     std::to_string(*restarts_) + " restarts; giving up"};
+        return error{"the " + name_ + " failed again (" + why + ") after " + std::to_string(*restarts_) +
+                     " restarts; giving up"};
       }
       ++*restarts_;
-      spdlog::warn("{} failed ({}); restarting it and re-sending the request ({} of {})", name_,
-                   why, *restarts_, max_restarts_);
+      spdlog::warn("{} failed ({}); restarting it and re-sending the request ({} of {})", name_, why, *restarts_,
+                   max_restarts_);
       self_->send_exit(handle_, caf::exit_reason::kill);
       handle_ = Handle{};
     }
@@ -100,17 +102,13 @@ class supervised_agent {
 
 // `role` names the agent to o.on_spawn ("optimizer of line 0"); empty: its name.
 template <class Handle, class Factory>
-supervised_agent<Handle, Factory> make_agent(caf::blocking_actor* self, std::string name,
-                                             Factory f, int* restarts,
+supervised_agent<Handle, Factory> make_agent(caf::blocking_actor* self, std::string name, Factory f, int* restarts,
                                              const coordinator_options& o, std::string role = "") {
   std::function<void(const caf::actor&)> spawned;
   if (o.on_spawn)
-    spawned = [cb = o.on_spawn, role = role.empty() ? name : std::move(role)](const caf::actor& a) {
-      cb(role, a);
-    };
-  return supervised_agent<Handle, Factory>(
-      self, std::move(name), std::move(f), restarts, o.max_agent_restarts, o.agent_timeout_s,
-      std::move(spawned));
+    spawned = [cb = o.on_spawn, role = role.empty() ? name : std::move(role)](const caf::actor& a) { cb(role, a); };
+  return supervised_agent<Handle, Factory>(self, std::move(name), std::move(f), restarts, o.max_agent_restarts,
+                                           o.agent_timeout_s, std::move(spawned));
 }
 
 // A supervised agent whose factory is a std::function: a type that can be named, so

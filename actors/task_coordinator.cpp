@@ -4,8 +4,8 @@
 #include <map>
 #include <optional>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "actors/agents.hpp"
 #include "actors/line_checkpoint.hpp"
@@ -15,8 +15,8 @@
 #include "actors/supervised_agent.hpp"
 #include "base/number_format.hpp"
 #include "llm/usage_ledger.hpp"
-#include "store/store.hpp"
 #include "model/candidate_id.hpp"
+#include "store/store.hpp"
 
 namespace ks {
 
@@ -26,8 +26,8 @@ namespace {
 // outcome's time and tokens, and the last progress message.
 class task_reporter {
  public:
-  task_reporter(caf::blocking_actor* self, const caf::actor& progress,
-                const coordinator_options& opts, std::chrono::steady_clock::time_point t0)
+  task_reporter(caf::blocking_actor* self, const caf::actor& progress, const coordinator_options& opts,
+                std::chrono::steady_clock::time_point t0)
       : self_(self), progress_(progress), opts_(opts), t0_(t0) {}
 
   void tell(task_progress p) const {
@@ -73,8 +73,7 @@ result<std::optional<std::vector<candidate>>> stored_seeds(const coordinator_opt
 // New seeds from the generator, each stored with its trajectory entry, then the record
 // of them all (what a resumed run starts from). The generator's restarts go to
 // `restarts`.
-result<std::vector<candidate>> generate_seeds(caf::blocking_actor* self,
-                                              const coordinator_options& opts,
+result<std::vector<candidate>> generate_seeds(caf::blocking_actor* self, const coordinator_options& opts,
                                               uint32_t* restarts) {
   const std::string& name = opts.task.name;
   int generator_restarts = 0;
@@ -107,8 +106,7 @@ std::optional<line_checkpoint> line_start(const coordinator_options& opts, size_
   if (!rec || !*rec) return std::nullopt;
   auto c = checkpoint_from(**rec);
   if (c) return std::move(*c);
-  spdlog::error("task '{}': line {}: {}; it starts again from its seed", opts.task.name, k,
-                c.message());
+  spdlog::error("task '{}': line {}: {}; it starts again from its seed", opts.task.name, k, c.message());
   return std::nullopt;
 }
 
@@ -125,10 +123,8 @@ struct line_results {
 // once the run is over.
 class line_group {
  public:
-  line_group(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx,
-             const std::vector<candidate>& seeds)
-      : self_(self), ctx_(std::move(ctx)), seeds_(seeds), restarts_(seeds.size(), 0),
-        progress_(seeds.size()) {}
+  line_group(caf::blocking_actor* self, std::shared_ptr<const line_context> ctx, const std::vector<candidate>& seeds)
+      : self_(self), ctx_(std::move(ctx)), seeds_(seeds), restarts_(seeds.size(), 0), progress_(seeds.size()) {}
 
   ~line_group() {
     if (by_addr_.empty()) return;
@@ -140,8 +136,8 @@ class line_group {
   }
 
   void start(size_t k, std::optional<line_checkpoint> cp) {
-    auto line = self_->spawn<caf::detached + caf::monitored>(seed_line_actor, ctx_, seeds_[k], k,
-                                                             std::move(cp), caf::actor_cast<caf::actor>(self_));
+    auto line = self_->spawn<caf::detached + caf::monitored>(seed_line_actor, ctx_, seeds_[k], k, std::move(cp),
+                                                             caf::actor_cast<caf::actor>(self_));
     by_addr_[line.address()] = k;
     if (ctx_->opts.on_spawn) ctx_->opts.on_spawn("line " + std::to_string(k), line);
   }
@@ -173,13 +169,12 @@ class line_group {
           agg.best_candidate = best_id;
           report.tell(std::move(agg));
         },
-        [&](task_outcome& o) { r.done.push_back(std::move(o)); },
-        [&](caf::down_msg& d) { line_down(d, r); },
+        [&](task_outcome& o) { r.done.push_back(std::move(o)); }, [&](caf::down_msg& d) { line_down(d, r); },
         [&](caf::exit_msg& m) {
           if (auto why = stop_reason_of(m)) {
             *killed = *why;
-            spdlog::warn("task '{}': the coordinator was told to exit ({}); stopping its lines",
-                         ctx_->opts.task.name, self_->system().render(*why));
+            spdlog::warn("task '{}': the coordinator was told to exit ({}); stopping its lines", ctx_->opts.task.name,
+                         self_->system().render(*why));
             ctx_->stopping->store(true);
           }
         });
@@ -196,8 +191,8 @@ class line_group {
     const std::string why = self_->system().render(d.reason);
     const std::string& task = ctx_->opts.task.name;
     if (restarts_[k] >= ctx_->opts.max_line_restarts) {
-      spdlog::error("task '{}': line {} stopped ({}) after {} restarts; the task goes on without it", task, k,
-                    why, restarts_[k]);
+      spdlog::error("task '{}': line {} stopped ({}) after {} restarts; the task goes on without it", task, k, why,
+                    restarts_[k]);
       r.stopped.push_back("seed line " + std::to_string(k) + " stopped (" + why + ")" +
                           (restarts_[k] > 0 ? " after " + std::to_string(restarts_[k]) + " restarts" : ""));
       return;
@@ -205,16 +200,15 @@ class line_group {
     ++restarts_[k];
     auto cp = line_start(ctx_->opts, k);
     spdlog::warn("task '{}': line {} stopped ({}); starting it again from {} ({} of {})", task, k, why,
-                 cp ? "its checkpoint at round " + std::to_string(cp->round) : std::string("its seed"),
-                 restarts_[k], ctx_->opts.max_line_restarts);
+                 cp ? "its checkpoint at round " + std::to_string(cp->round) : std::string("its seed"), restarts_[k],
+                 ctx_->opts.max_line_restarts);
     start(k, std::move(cp));
   }
 
   // Tells every line to stop and waits until each has (its step under way ends first).
   void stop_all() {
     ctx_->stopping->store(true);
-    self_->receive_while([&] { return !by_addr_.empty(); })(
-        [&](caf::down_msg& d) { by_addr_.erase(d.source); });
+    self_->receive_while([&] { return !by_addr_.empty(); })([&](caf::down_msg& d) { by_addr_.erase(d.source); });
   }
 
   caf::blocking_actor* self_;
@@ -226,9 +220,8 @@ class line_group {
 };
 
 // One line per seed, all at once; see line_group.
-line_results run_lines(caf::blocking_actor* self, const task_reporter& report,
-                       std::shared_ptr<const line_context> ctx, const std::vector<candidate>& seeds,
-                       bool resuming, caf::error* killed) {
+line_results run_lines(caf::blocking_actor* self, const task_reporter& report, std::shared_ptr<const line_context> ctx,
+                       const std::vector<candidate>& seeds, bool resuming, caf::error* killed) {
   line_group lines(self, ctx, seeds);
   for (size_t k = 0; k < seeds.size(); ++k) lines.start(k, resuming ? line_start(ctx->opts, k) : std::nullopt);
   return lines.run(report, killed);
@@ -253,8 +246,7 @@ void combine(task_outcome& out, const line_results& r) {
   for (const auto& c : r.stopped) ++reasons[c];
   for (const auto& [why, n] : reasons)
     out.reason += (out.reason.empty() ? "" : "; ") + (n > 1 ? std::to_string(n) + " lines: " : "") + why;
-  if (out.success)
-    out.reason = "best speedup " + two_decimals(out.best_review.speedup) + " (" + out.reason + ")";
+  if (out.success) out.reason = "best speedup " + two_decimals(out.best_review.speedup) + " (" + out.reason + ")";
 }
 
 }  // namespace
@@ -320,8 +312,8 @@ std::optional<task_outcome> run_task_on(caf::blocking_actor* self, const coordin
 
 }  // namespace
 
-task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
-                      const reviewer_actor& reviewer, const caf::actor& progress) {
+task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts, const reviewer_actor& reviewer,
+                      const caf::actor& progress) {
   caf::scoped_actor self{sys};
   caf::error killed;
   auto out = run_task_on(self.ptr(), opts, reviewer, progress, &killed);
@@ -333,15 +325,16 @@ task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
   return o;
 }
 
-void task_coordinator(caf::blocking_actor* self, coordinator_options opts,
-                      reviewer_actor reviewer, caf::actor progress, caf::actor report_to) {
+void task_coordinator(caf::blocking_actor* self, coordinator_options opts, reviewer_actor reviewer, caf::actor progress,
+                      caf::actor report_to) {
   if (opts.on_spawn) opts.on_spawn("coordinator", caf::actor_cast<caf::actor>(self));
   caf::error killed;
   auto o = run_task_on(self, opts, reviewer, progress, &killed);
   if (!o) {
-    spdlog::warn("task '{}': the coordinator stopped ({}); its lines have stopped, and its checkpoints "
-                 "are where a resumed run starts",
-                 opts.task.name, self->system().render(killed));
+    spdlog::warn(
+        "task '{}': the coordinator stopped ({}); its lines have stopped, and its checkpoints "
+        "are where a resumed run starts",
+        opts.task.name, self->system().render(killed));
     self->fail_state(std::move(killed));
     return;
   }

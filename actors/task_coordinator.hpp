@@ -38,9 +38,9 @@
 
 #include <caf/fwd.hpp>
 
-#include "protocol/protocol.hpp"
 #include "coder/coder.hpp"
 #include "policy/skill_library.hpp"
+#include "protocol/protocol.hpp"
 
 namespace ks {
 
@@ -52,22 +52,22 @@ class usage_ledger;
 struct coordinator_options {
   task_spec task;
   uint32_t seeds = 4;
-  uint32_t rounds = 15;            // optimisation rounds per seed line
-  uint32_t repair_attempts = 3;    // repairs of one failing candidate
-  review_options review;           // trials, size, timeout of each review
+  uint32_t rounds = 15;          // optimisation rounds per seed line
+  uint32_t repair_attempts = 3;  // repairs of one failing candidate
+  review_options review;         // trials, size, timeout of each review
   bool use_long_term_memory = true;
   bool use_short_term_memory = true;
 
-  std::shared_ptr<coder> backend;                  // required
-  std::shared_ptr<llm_coder> model;                // the diagnoser's model; may be null
-  std::shared_ptr<const skill_library> library;    // required
-  std::shared_ptr<store> memory;                   // required
-  std::shared_ptr<nvrtc_compiler> compiler;        // for features' PTX; may be null
-  std::shared_ptr<usage_ledger> usage;             // tokens of the task; may be null
+  std::shared_ptr<coder> backend;                // required
+  std::shared_ptr<llm_coder> model;              // the diagnoser's model; may be null
+  std::shared_ptr<const skill_library> library;  // required
+  std::shared_ptr<store> memory;                 // required
+  std::shared_ptr<nvrtc_compiler> compiler;      // for features' PTX; may be null
+  std::shared_ptr<usage_ledger> usage;           // tokens of the task; may be null
 
   int max_agent_restarts = 3;
-  double agent_timeout_s = 1800;   // one agent request; past it the agent is replaced
-  int max_line_restarts = 2;       // per seed line: a line that dies starts again from its checkpoint
+  double agent_timeout_s = 1800;  // one agent request; past it the agent is replaced
+  int max_line_restarts = 2;      // per seed line: a line that dies starts again from its checkpoint
   // Per task, for whoever runs coordinators (the daemon's scheduler, the experiment
   // runner): a coordinator that stops without an outcome is resumed this often.
   int max_coordinator_restarts = 2;
@@ -95,13 +95,13 @@ std::string checkpoint_prefix(const std::string& task);
 // Runs the whole loop for opts.task, blocking until it ends; `reviewer` checks
 // candidates; task_progress messages go to `progress` when it is valid. Call it from
 // a detached actor or a thread of its own.
-task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts,
-                      const reviewer_actor& reviewer, const caf::actor& progress);
+task_outcome run_task(caf::actor_system& sys, const coordinator_options& opts, const reviewer_actor& reviewer,
+                      const caf::actor& progress);
 
 // The same as an actor: runs, sends the task_outcome to `report_to`, and quits. Killed
 // (an exit message whose reason is not normal), it stops its lines, waits for them,
 // and quits with that reason, sending no outcome and recording no end.
-void task_coordinator(caf::blocking_actor* self, coordinator_options opts,
-                      reviewer_actor reviewer, caf::actor progress, caf::actor report_to);
+void task_coordinator(caf::blocking_actor* self, coordinator_options opts, reviewer_actor reviewer, caf::actor progress,
+                      caf::actor report_to);
 
 }  // namespace ks

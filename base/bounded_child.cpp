@@ -221,7 +221,8 @@ result<bounded_run> run_bounded(const std::string& command, const process_limits
   bool wall_clock = false;
   char buf[65536];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       wall_clock = true;
       break;
@@ -231,8 +232,10 @@ result<bounded_run> run_bounded(const std::string& command, const process_limits
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;
     ssize_t got = ::read(fds[0], buf, sizeof buf);
-    if (got > 0) run.out.append(buf, static_cast<size_t>(got));
-    else if (got == 0 || errno != EINTR) break;
+    if (got > 0)
+      run.out.append(buf, static_cast<size_t>(got));
+    else if (got == 0 || errno != EINTR)
+      break;
   }
   ::close(fds[0]);
   // The child, once its output ended: it may still run (it closed standard output).
@@ -244,11 +247,15 @@ result<bounded_run> run_bounded(const std::string& command, const process_limits
       reaped = true;
       break;
     }
-    if (std::chrono::steady_clock::now() >= deadline) wall_clock = true;
-    else ::usleep(10 * 1000);
+    if (std::chrono::steady_clock::now() >= deadline)
+      wall_clock = true;
+    else
+      ::usleep(10 * 1000);
   }
-  if (wall_clock) end_group(pid, status, reaped);
-  else ::kill(-pid, SIGKILL);  // the child is done: nothing it started outlives it
+  if (wall_clock)
+    end_group(pid, status, reaped);
+  else
+    ::kill(-pid, SIGKILL);  // the child is done: nothing it started outlives it
   run.status = status;
   forget_child(owner, pid);
   {

@@ -34,18 +34,18 @@
 namespace ks {
 
 struct process_limits {
-  int cpu_seconds = 120;      // CPU time of the child (SIGXCPU past it)
-  int memory_mb = 16384;      // what it allocates (RLIMIT_DATA: allocations fail past it)
-  int wall_seconds = 300;     // wall-clock time, then SIGTERM, and SIGKILL 5 s later
-  sandbox_policy sandbox;     // where it may read and write (scratch: err_file's directory)
+  int cpu_seconds = 120;   // CPU time of the child (SIGXCPU past it)
+  int memory_mb = 16384;   // what it allocates (RLIMIT_DATA: allocations fail past it)
+  int wall_seconds = 300;  // wall-clock time, then SIGTERM, and SIGKILL 5 s later
+  sandbox_policy sandbox;  // where it may read and write (scratch: err_file's directory)
 };
 
 struct bounded_run {
-  int status = 0;             // as from waitpid
-  std::string out;            // everything the child wrote to standard output
-  std::string err;            // what it wrote to standard error
-  std::string limit;          // why a limit or a cancel stopped it, in words; empty when none did
-  bool cancelled = false;     // ended (or never started) by cancel_children
+  int status = 0;          // as from waitpid
+  std::string out;         // everything the child wrote to standard output
+  std::string err;         // what it wrote to standard error
+  std::string limit;       // why a limit or a cancel stopped it, in words; empty when none did
+  bool cancelled = false;  // ended (or never started) by cancel_children
   bool ok() const { return status == 0 && !cancelled; }
 };
 

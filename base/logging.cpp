@@ -19,8 +19,7 @@ status setup_logging(const std::string& level, const std::string& file) {
     }
   }
   if (!known)
-    return ks::error{"unknown log level '" + level +
-                     "': expected one of trace, debug, info, warn, error, off"};
+    return ks::error{"unknown log level '" + level + "': expected one of trace, debug, info, warn, error, off"};
   std::vector<spdlog::sink_ptr> sinks;
   sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   if (!file.empty()) {

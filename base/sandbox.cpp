@@ -48,10 +48,9 @@ struct ll_net_port_attr {
 };
 constexpr int kRulePathBeneath = 1, kRuleNetPort = 2;
 constexpr uint32_t kCreateRulesetVersion = 1u << 0;
-constexpr uint64_t kFsExecute = 1ull << 0, kFsWriteFile = 1ull << 1, kFsReadFile = 1ull << 2,
-                   kFsReadDir = 1ull << 3, kFsRemoveDir = 1ull << 4, kFsRemoveFile = 1ull << 5,
-                   kFsMakeChar = 1ull << 6, kFsMakeDir = 1ull << 7, kFsMakeReg = 1ull << 8,
-                   kFsMakeSock = 1ull << 9, kFsMakeFifo = 1ull << 10, kFsMakeBlock = 1ull << 11,
+constexpr uint64_t kFsExecute = 1ull << 0, kFsWriteFile = 1ull << 1, kFsReadFile = 1ull << 2, kFsReadDir = 1ull << 3,
+                   kFsRemoveDir = 1ull << 4, kFsRemoveFile = 1ull << 5, kFsMakeChar = 1ull << 6, kFsMakeDir = 1ull << 7,
+                   kFsMakeReg = 1ull << 8, kFsMakeSock = 1ull << 9, kFsMakeFifo = 1ull << 10, kFsMakeBlock = 1ull << 11,
                    kFsMakeSym = 1ull << 12, kFsRefer = 1ull << 13, kFsTruncate = 1ull << 14;
 constexpr uint64_t kNetBindTcp = 1ull << 0, kNetConnectTcp = 1ull << 1;
 constexpr uint64_t kScopeAbstractUnix = 1ull << 0, kScopeSignal = 1ull << 1;
@@ -61,9 +60,8 @@ constexpr uint64_t kRead = kFsExecute | kFsReadFile | kFsReadDir;
 constexpr uint64_t kReadWriteFile = kFsReadFile | kFsWriteFile | kFsTruncate;
 // Its own /proc/PID: read, and written where a thread names itself (task/TID/comm).
 constexpr uint64_t kOwnProc = kFsReadFile | kFsReadDir | kFsWriteFile | kFsTruncate;
-constexpr uint64_t kScratch = kFsExecute | kFsWriteFile | kFsReadFile | kFsReadDir | kFsRemoveDir |
-                              kFsRemoveFile | kFsMakeDir | kFsMakeReg | kFsMakeSock | kFsMakeFifo |
-                              kFsMakeSym | kFsRefer | kFsTruncate;
+constexpr uint64_t kScratch = kFsExecute | kFsWriteFile | kFsReadFile | kFsReadDir | kFsRemoveDir | kFsRemoveFile |
+                              kFsMakeDir | kFsMakeReg | kFsMakeSock | kFsMakeFifo | kFsMakeSym | kFsRefer | kFsTruncate;
 
 long ll_create(const ll_ruleset_attr* attr, size_t size, uint32_t flags) {
 #ifdef SYS_landlock_create_ruleset
@@ -114,22 +112,50 @@ constexpr bool kFilterable = false;
 // io_uring (its own socket operations bypass the socket rule), keyrings, BPF.
 std::vector<int> denied_syscalls() {
   std::vector<int> nr = {
-      __NR_ptrace, __NR_process_vm_readv, __NR_process_vm_writev, __NR_mount, __NR_umount2,
-      __NR_pivot_root, __NR_chroot, __NR_setns, __NR_unshare, __NR_init_module, __NR_finit_module,
-      __NR_delete_module, __NR_kexec_load, __NR_reboot, __NR_swapon, __NR_swapoff,
-      __NR_open_by_handle_at, __NR_name_to_handle_at, __NR_bpf, __NR_keyctl, __NR_add_key,
-      __NR_request_key, __NR_userfaultfd, __NR_acct, __NR_quotactl,
+      __NR_ptrace,
+      __NR_process_vm_readv,
+      __NR_process_vm_writev,
+      __NR_mount,
+      __NR_umount2,
+      __NR_pivot_root,
+      __NR_chroot,
+      __NR_setns,
+      __NR_unshare,
+      __NR_init_module,
+      __NR_finit_module,
+      __NR_delete_module,
+      __NR_kexec_load,
+      __NR_reboot,
+      __NR_swapon,
+      __NR_swapoff,
+      __NR_open_by_handle_at,
+      __NR_name_to_handle_at,
+      __NR_bpf,
+      __NR_keyctl,
+      __NR_add_key,
+      __NR_request_key,
+      __NR_userfaultfd,
+      __NR_acct,
+      __NR_quotactl,
 #ifdef __NR_kexec_file_load
       __NR_kexec_file_load,
 #endif
 #ifdef __NR_iopl
-      __NR_iopl, __NR_ioperm,
+      __NR_iopl,
+      __NR_ioperm,
 #endif
 #ifdef __NR_io_uring_setup
-      __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register,
+      __NR_io_uring_setup,
+      __NR_io_uring_enter,
+      __NR_io_uring_register,
 #endif
 #ifdef __NR_fsopen
-      __NR_fsopen, __NR_fsconfig, __NR_fsmount, __NR_fspick, __NR_move_mount, __NR_open_tree,
+      __NR_fsopen,
+      __NR_fsconfig,
+      __NR_fsmount,
+      __NR_fspick,
+      __NR_move_mount,
+      __NR_open_tree,
 #endif
 #ifdef __NR_mount_setattr
       __NR_mount_setattr,
@@ -171,8 +197,8 @@ std::vector<sock_filter> seccomp_program() {
   p.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1));
   p.push_back(stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
   p.push_back(stmt(BPF_RET | BPF_K, ret_errno | EACCES));
-  const uint32_t namespaces = CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC |
-                              CLONE_NEWUTS | CLONE_NEWCGROUP;
+  const uint32_t namespaces =
+      CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
   p.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 4));
   p.push_back(stmt(BPF_LD | BPF_W | BPF_ABS, arg0));
   p.push_back(jump(BPF_JMP | BPF_JSET | BPF_K, namespaces, 0, 1));
@@ -227,16 +253,15 @@ std::filesystem::path own_directory() {
 // kernel's memory, keys or internals.
 std::vector<std::string> system_proc_entries() {
   static const std::set<std::string> withheld = {
-      "self", "thread-self", "kcore", "kmsg", "keys", "key-users", "kpagecount", "kpageflags", "kpagecgroup",
-      "kallsyms", "sysrq-trigger", "timer_list", "sched_debug", "slabinfo", "vmallocinfo", "pagetypeinfo",
-      "latency_stats", "kpageidle"};
+      "self",        "thread-self", "kcore",       "kmsg",         "keys",          "key-users",
+      "kpagecount",  "kpageflags",  "kpagecgroup", "kallsyms",     "sysrq-trigger", "timer_list",
+      "sched_debug", "slabinfo",    "vmallocinfo", "pagetypeinfo", "latency_stats", "kpageidle"};
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     // (A link — mounts, net — points into the building process's own directory.)
-    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) || withheld.count(name) ||
-        e.is_symlink(ec))
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) || withheld.count(name) || e.is_symlink(ec))
       continue;
     out.push_back(e.path().string());
   }
@@ -277,8 +302,7 @@ std::vector<std::string> library_directories() {
     if (slash == std::string::npos) continue;
     const std::filesystem::path file = line.substr(slash);
     const std::string name = file.filename().string();
-    if (name.size() > 3 && (name.ends_with(".so") || name.find(".so.") != std::string::npos))
-      add(file.parent_path());
+    if (name.size() > 3 && (name.ends_with(".so") || name.find(".so.") != std::string::npos)) add(file.parent_path());
   }
   return {dirs.begin(), dirs.end()};
 }
@@ -287,11 +311,26 @@ std::vector<std::string> library_directories() {
 // first sandbox of the process: a process that has confined itself may not list /proc,
 // /etc or /dev any more, and its children's sandboxes need the same paths.
 std::vector<std::string> list_system_read_paths() {
-  std::vector<std::string> out = {"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt",
-                                  "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-                                  "/etc/localtime", "/etc/timezone", "/etc/alternatives",
-                                  "/etc/nsswitch.conf", "/etc/mime.types", "/sys",
-                                  "/dev/zero", "/dev/random", "/dev/urandom"};
+  std::vector<std::string> out = {"/usr",
+                                  "/lib",
+                                  "/lib32",
+                                  "/lib64",
+                                  "/libx32",
+                                  "/bin",
+                                  "/sbin",
+                                  "/opt",
+                                  "/etc/ld.so.cache",
+                                  "/etc/ld.so.conf",
+                                  "/etc/ld.so.conf.d",
+                                  "/etc/localtime",
+                                  "/etc/timezone",
+                                  "/etc/alternatives",
+                                  "/etc/nsswitch.conf",
+                                  "/etc/mime.types",
+                                  "/sys",
+                                  "/dev/zero",
+                                  "/dev/random",
+                                  "/dev/urandom"};
   for (auto& p : glob_paths("/etc/python3*")) out.push_back(p);
   for (auto& p : system_proc_entries()) out.push_back(p);
   for (auto& p : library_directories()) out.push_back(p);
@@ -412,8 +451,8 @@ std::string to_string(sandbox_mode mode) {
 
 bool secret_variable(const std::string& name) {
   const std::string n = lower(name);
-  for (const char* word : {"token", "secret", "password", "passwd", "credential", "api_key", "apikey", "access_key",
-                           "private_key"})
+  for (const char* word :
+       {"token", "secret", "password", "passwd", "credential", "api_key", "apikey", "access_key", "private_key"})
     if (n.find(word) != std::string::npos) return true;
   return false;
 }
@@ -430,8 +469,9 @@ std::string sandbox_support::describe() const {
 std::string sandbox_support::missing() const {
   std::string out;
   if (landlock_abi <= 0)
-    out = "Landlock (Linux 5.13 or later with landlock among the security modules, e.g. lsm=...,landlock on the "
-          "kernel's command line)";
+    out =
+        "Landlock (Linux 5.13 or later with landlock among the security modules, e.g. lsm=...,landlock on the "
+        "kernel's command line)";
   if (!seccomp)
     out += std::string(out.empty() ? "" : "; ") + "seccomp filters" +
            (kFilterable ? "" : " (not written for this architecture)");
@@ -500,8 +540,17 @@ namespace {
 // temporary files and caches in its scratch directory.
 std::vector<std::string> sandbox_environment(const std::filesystem::path& scratch) {
   std::vector<std::string> env;
-  const char* moved[] = {"HOME", "TMPDIR", "TMP", "TEMP", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "CUDA_CACHE_PATH",
-                         "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "PYTHONUSERBASE"};
+  const char* moved[] = {"HOME",
+                         "TMPDIR",
+                         "TMP",
+                         "TEMP",
+                         "XDG_CACHE_HOME",
+                         "XDG_CONFIG_HOME",
+                         "CUDA_CACHE_PATH",
+                         "TRITON_CACHE_DIR",
+                         "TORCHINDUCTOR_CACHE_DIR",
+                         "TORCH_EXTENSIONS_DIR",
+                         "PYTHONUSERBASE"};
   for (char** e = environ; e && *e; ++e) {
     std::string kv(*e);
     std::string name = kv.substr(0, kv.find('='));

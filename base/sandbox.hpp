@@ -51,9 +51,9 @@ std::string to_string(sandbox_mode mode);
 
 struct sandbox_policy {
   sandbox_mode mode = sandbox_mode::best_effort;
-  std::filesystem::path scratch;               // read, write, create, delete beneath
-  std::vector<std::filesystem::path> read;     // read and execute beneath (besides the system's)
-  bool gpu = true;                             // the GPU's device files, read and write
+  std::filesystem::path scratch;            // read, write, create, delete beneath
+  std::vector<std::filesystem::path> read;  // read and execute beneath (besides the system's)
+  bool gpu = true;                          // the GPU's device files, read and write
   // A process sandboxing itself that still binds its listening TCP port (-1: none; 0:
   // an ephemeral port). Children bind nothing.
   int tcp_bind_port = -1;
@@ -65,8 +65,8 @@ sandbox_policy unconfined();
 
 // What this kernel offers; probed once.
 struct sandbox_support {
-  int landlock_abi = 0;        // 0: no Landlock
-  bool seccomp = false;        // seccomp filters (and the architecture is one we filter)
+  int landlock_abi = 0;  // 0: no Landlock
+  bool seccomp = false;  // seccomp filters (and the architecture is one we filter)
   // A child can be given a network namespace of its own (probed only where seccomp or
   // Landlock's socket scope is missing: elsewhere it is not needed).
   bool network_namespace = false;

@@ -3,9 +3,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include <cstdint>
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -21,8 +21,9 @@ std::string random_bytes(size_t n) {
     ssize_t r = ::getrandom(out.data() + got, n - got, 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
-      std::fprintf(stderr, "kernelskill: cannot read the kernel's random generator (getrandom); "
-                           "refusing to make a guessable secret\n");
+      std::fprintf(stderr,
+                   "kernelskill: cannot read the kernel's random generator (getrandom); "
+                   "refusing to make a guessable secret\n");
       std::abort();
     }
     got += static_cast<size_t>(r);
@@ -75,8 +76,8 @@ namespace {
 constexpr size_t kMinTokenLength = 16;
 
 std::string trimmed(std::string token) {
-  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t' ||
-                            token.back() == '\n'))
+  while (!token.empty() &&
+         (token.back() == '\r' || token.back() == ' ' || token.back() == '\t' || token.back() == '\n'))
     token.pop_back();
   return token;
 }
@@ -98,8 +99,7 @@ result<std::string> read_token_file(const std::string& file, const std::string& 
 
 }  // namespace
 
-result<std::string> read_shared_token(const std::string& file, const std::string& env_name,
-                                      const std::string& what) {
+result<std::string> read_shared_token(const std::string& file, const std::string& env_name, const std::string& what) {
   std::string token;
   if (!file.empty()) {
     // "~/x" as a shell would read it: configs name files in the home directory so.

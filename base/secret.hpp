@@ -38,7 +38,6 @@ bool equal_secrets(std::string_view a, std::string_view b);
 // space is dropped. Empty when no file is named and the variable is unset or empty. A
 // token of fewer than 16 characters is refused (it could be guessed). `what` prefixes
 // errors ("--token-file", "gpus.remote_token_file").
-result<std::string> read_shared_token(const std::string& file, const std::string& env_name,
-                                      const std::string& what);
+result<std::string> read_shared_token(const std::string& file, const std::string& env_name, const std::string& what);
 
 }  // namespace ks

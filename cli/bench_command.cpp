@@ -10,8 +10,8 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "cli/bench_steps.hpp"
@@ -37,7 +37,9 @@ std::string read_text_file(const fs::path& path) {
   return ss.str();
 }
 
-nlohmann::json read_json_file(const fs::path& path) { return nlohmann::json::parse(read_text_file(path), nullptr, false); }
+nlohmann::json read_json_file(const fs::path& path) {
+  return nlohmann::json::parse(read_text_file(path), nullptr, false);
+}
 
 namespace {
 
@@ -93,7 +95,8 @@ result<experiment_config> bench_config(const bench_request& r, const global_opti
   }
   if ((cfg->coder.backend == "llm" || cfg->coder.backend == "hybrid") &&
       (cfg->coder.llm.endpoint.empty() || cfg->coder.llm.model.empty()))
-    return error{"--coder " + cfg->coder.backend + " needs the model's endpoint: give --config with coder.llm.endpoint "
+    return error{"--coder " + cfg->coder.backend +
+                 " needs the model's endpoint: give --config with coder.llm.endpoint "
                  "and coder.llm.model (docs/llm.md)"};
   if (cfg->budgets.seeds < 1) return error{"--seeds: at least 1"};
   if (cfg->budgets.rounds < 0) return error{"--rounds: 0 or more"};
@@ -125,8 +128,7 @@ results_origin results_origin_of(const bench_request& r, const bench::layout& l)
   const std::string hash = built.substr(0, built.find('+'));
   if (is_commit(hash)) {
     o.commit = hash;
-    if (hash != built)
-      o.commit_note = "kernelskill was built from " + hash + " with uncommitted changes";
+    if (hash != built) o.commit_note = "kernelskill was built from " + hash + " with uncommitted changes";
   } else {
     o.commit = "unknown";
     o.commit_note = "commit unknown: kernelskill was built without git metadata (name it with --commit)";
@@ -175,7 +177,7 @@ int bench_problems(const bench_request& r, const global_options& g) {
   }
   measure_outcome measured{0, false, "not run"};
   int status = 0;
-  measure_settings ms{r.python,          r.devices,         r.reps, r.trials, r.compile_timeout,
+  measure_settings ms{r.python,        r.devices,         r.reps, r.trials, r.compile_timeout,
                       r.build_timeout, r.problem_timeout, jobs,   r.seed};
   std::optional<early_measurement> early;
   if (r.overlap) early.emplace(l, *problems, ms);
@@ -207,13 +209,16 @@ int bench_problems(const bench_request& r, const global_options& g) {
   std::printf("kernelskill bench: %s: %s\n", l.root.string().c_str(), measured.summary.c_str());
   for (size_t v = 0; v < variants.size(); ++v) {
     const metric_set m = compute_metrics(measures_of(report, v, ""));
-    auto share = [](const std::optional<double>& x) { return x ? std::to_string(static_cast<int>(100 * *x + 0.5)) + "%" : "-"; };
+    auto share = [](const std::optional<double>& x) {
+      return x ? std::to_string(static_cast<int>(100 * *x + 0.5)) + "%" : "-";
+    };
     auto times = [](const std::optional<double>& x) { return x ? std::to_string(*x).substr(0, 5) + "x" : "-"; };
-    std::printf("  %s: %zu problems, correct %s at 1e-4 (%s at 1e-2), mean %s and geomean %s over eager, %s over "
-                "torch.compile, fast_1 %s\n",
-                variants[v].name.c_str(), m.problems, share(m.correct_rate_strict).c_str(),
-                share(m.correct_rate_loose).c_str(), times(m.mean_over_eager).c_str(), times(m.geomean_over_eager).c_str(),
-                times(m.geomean_over_compile).c_str(), share(m.fast_p_eager[1].second).c_str());
+    std::printf(
+        "  %s: %zu problems, correct %s at 1e-4 (%s at 1e-2), mean %s and geomean %s over eager, %s over "
+        "torch.compile, fast_1 %s\n",
+        variants[v].name.c_str(), m.problems, share(m.correct_rate_strict).c_str(), share(m.correct_rate_loose).c_str(),
+        times(m.mean_over_eager).c_str(), times(m.geomean_over_eager).c_str(), times(m.geomean_over_compile).c_str(),
+        share(m.fast_p_eager[1].second).c_str());
   }
   std::printf("  summary.md, summary.json, the pictures and the per-problem rows (results-VARIANT.csv) are in %s\n",
               l.root.string().c_str());

@@ -91,7 +91,7 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
   r.reps = s.reps;
   r.trials = s.trials;
   std::vector<json> exports;
-  std::map<std::string, task_moves> moves;  // by variant
+  std::map<std::string, task_moves> moves;                                                    // by variant
   std::map<std::string, std::vector<std::pair<std::string, std::vector<double>>>> by_review;  // by variant
   for (const auto& v : variants) {
     exports.push_back(read_export_record(l, v));
@@ -121,7 +121,8 @@ bench_report gather(const layout& l, const std::vector<variant>& variants, const
         if (!p.ok() || !m->contains(p.name)) continue;
         std::vector<move_attempt> list;
         for (const auto& a : (*m)[p.name])
-          if (a.is_array() && a.size() == 3) list.push_back({a[0].get<std::string>(), a[1].get<std::string>(), a[2].get<std::string>()});
+          if (a.is_array() && a.size() == 3)
+            list.push_back({a[0].get<std::string>(), a[1].get<std::string>(), a[2].get<std::string>()});
         moves[v.name].emplace_back(p.name, std::move(list));
       }
       bv.moves = count_moves(moves[v.name]);
@@ -177,7 +178,8 @@ status write_summary_files(const layout& l, const bench_report& r, const results
   if (auto st = write_file_atomically(l.root / "summary.md", bench_summary_markdown(r)); !st) return st;
   if (auto st = write_file_atomically(l.root / "speedup_by_round.csv", speedup_by_round_csv(r)); !st) return st;
   for (size_t v = 0; v < r.variants.size(); ++v)
-    if (auto st = write_file_atomically(l.root / ("results-" + r.variants[v].name + ".csv"), bench_results_csv(r, v, origin));
+    if (auto st =
+            write_file_atomically(l.root / ("results-" + r.variants[v].name + ".csv"), bench_results_csv(r, v, origin));
         !st)
       return st;
   for (const auto& [name, svg] : bench_pictures(r))

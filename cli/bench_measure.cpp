@@ -90,7 +90,8 @@ std::string run_python(const std::vector<std::string>& args, int wall_seconds, c
     if (!follow.is_open()) return;
     follow.clear();
     char buf[4096];
-    while (follow.read(buf, sizeof buf) || follow.gcount() > 0) partial.append(buf, static_cast<size_t>(follow.gcount()));
+    while (follow.read(buf, sizeof buf) || follow.gcount() > 0)
+      partial.append(buf, static_cast<size_t>(follow.gcount()));
     for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
       std::cerr << partial.substr(0, nl) << "\n";
   };
@@ -209,7 +210,8 @@ json entries(const layout& l, const std::vector<variant>& variants, const std::v
       models.push_back({{"variant", variants[k].name}, {"path", file.string()}, {"sha256", file_sha256(file)}});
     }
     if (models.empty()) continue;
-    json entry = {{"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()}, {"models", models}};
+    json entry = {
+        {"key", p.key}, {"name", p.name}, {"level", p.level}, {"problem", p.copy.string()}, {"models", models}};
     // A failed row is measured again, in a fresh process.
     bool measured = rows.count(p.key) > 0 && !measurement_failed(rows.at(p.key));
     for (const auto& m : models) {
@@ -239,8 +241,8 @@ status write_script(const layout& l) {
 // process keeps the problem and phase it is in in measure/current-D.json; a problem that
 // runs past problem_timeout ends the process (its whole group), and its row is written
 // here, failed, with the phase as the reason. Returns whether the process exited well.
-bool measure_on(const layout& l, const measure_settings& s, const fs::path& script, const fs::path& m,
-                const json& mine, const std::string& d, const fs::path& logs) {
+bool measure_on(const layout& l, const measure_settings& s, const fs::path& script, const fs::path& m, const json& mine,
+                const std::string& d, const fs::path& logs) {
   const fs::path current = l.measure() / ("current-" + d + ".json"),
                  results = l.measure() / ("results-" + d + ".jsonl");
   std::error_code ec;
@@ -269,8 +271,8 @@ bool measure_on(const layout& l, const measure_settings& s, const fs::path& scri
     if (e.value("key", "") != key) continue;
     // A failed row for each of its models: measured (not tried again at this commit
     // unless its model changes), incorrect, with the reason.
-    json row = {{"key", key}, {"name", e["name"]}, {"level", e["level"]}, {"timed", true},
-                {"timeout", reason}, {"variants", json::object()}};
+    json row = {{"key", key},    {"name", e["name"]}, {"level", e["level"]},
+                {"timed", true}, {"timeout", reason}, {"variants", json::object()}};
     for (const auto& mm : e["models"])
       row["variants"][mm["variant"].get<std::string>()] = {
           {"sha256", mm["sha256"]}, {"error", reason}, {"correct", {{"0.0001", false}, {"0.01", false}}}};
@@ -284,7 +286,8 @@ bool measure_on(const layout& l, const measure_settings& s, const fs::path& scri
 }  // namespace
 
 bool measurement_failed(const json& row) {
-  return row.is_object() && row.contains("error") && row["error"].is_string() && !row["error"].get<std::string>().empty();
+  return row.is_object() && row.contains("error") && row["error"].is_string() &&
+         !row["error"].get<std::string>().empty();
 }
 
 std::string file_sha256(const fs::path& path) {
@@ -315,8 +318,8 @@ std::map<std::string, json> read_measurements(const layout& l) {
   return rows;
 }
 
-measure_outcome measure_step(const layout& l, const std::vector<variant>& variants, const std::vector<problem>& problems,
-                             const measure_settings& s) {
+measure_outcome measure_step(const layout& l, const std::vector<variant>& variants,
+                             const std::vector<problem>& problems, const measure_settings& s) {
   json todo;
   const json all = entries(l, variants, problems, read_measurements(l), todo);
   if (all.empty()) {
@@ -324,8 +327,8 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
     return {0, false, "nothing to measure (no kernel was exported)"};
   }
   if (todo.empty()) {
-    progress("measure", "complete: " + std::to_string(all.size()) + " problems measured in " + l.measure().string() +
-                            "; skipped");
+    progress("measure",
+             "complete: " + std::to_string(all.size()) + " problems measured in " + l.measure().string() + "; skipped");
     return {0, true, "measured"};
   }
   // The script is written first: it is in the directory for a person to read, or to run
@@ -364,15 +367,17 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
   const std::string jobs = std::to_string(std::max(1u, s.jobs));
   std::string device_list;
   for (int d : devices) device_list += (device_list.empty() ? "" : ",") + std::to_string(d);
-  progress("measure", std::to_string(todo.size()) + " of " + std::to_string(all.size()) + " problems to measure on GPU " +
-                          device_list + " (PyTorch " + torch->version + "); building the models (" + jobs + " at once)");
+  progress("measure", std::to_string(todo.size()) + " of " + std::to_string(all.size()) +
+                          " problems to measure on GPU " + device_list + " (PyTorch " + torch->version +
+                          "); building the models (" + jobs + " at once)");
   size_t models = 0;
   for (const auto& e : todo) models += e["models"].size();
   const fs::path logs = l.measure() / "logs";
   std::error_code ec;
   fs::create_directories(logs, ec);
-  if (auto why = run_python({s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", jobs},
-                            pass_bound(models, s.jobs, s.build_timeout), logs / "build.log", owner_name("build"));
+  if (auto why =
+          run_python({s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", jobs},
+                     pass_bound(models, s.jobs, s.build_timeout), logs / "build.log", owner_name("build"));
       !why.empty())
     progress("measure", "the builds ended: " + why + " (a model not built is a failed row with the reason)");
   // Each warm-up holds a problem's model and inputs on a GPU: at most 4 per GPU at once.
@@ -425,7 +430,6 @@ measure_outcome measure_step(const layout& l, const std::vector<variant>& varian
               " problems (run kernelskill bench again with the same --out to measure the rest)"};
 }
 
-
 // ---------------------------------------------------------------------------
 // The early part, during the run.
 
@@ -436,7 +440,7 @@ struct early_measurement::state {
   std::mutex m;
   std::condition_variable cv;
   bool stop = false;
-  bool abandon = false;            // an error ends the bench: stop the warm-ups too
+  bool abandon = false;  // an error ends the bench: stop the warm-ups too
   std::string warm_owner = owner_name("prepare-warm");
   std::thread warm;                // the warm-ups' bounded child, while it runs
   std::optional<variant> current;  // the variant being run
@@ -531,9 +535,10 @@ void early_measurement::work() {
                             warm_jobs + " at once), building each model once its task is exported");
     std::lock_guard lock(s_->m);
     if (!s_->abandon) {
-      std::vector<std::string> args = {s.python, script.string(), "--kb-manifest",
-                                       (l.measure() / "prepare-warm.json").string(), "--kb-warm", "--jobs", warm_jobs,
-                                       "--devices", device_list};
+      std::vector<std::string> args = {
+          s.python,    script.string(), "--kb-manifest", (l.measure() / "prepare-warm.json").string(),
+          "--kb-warm", "--jobs",        warm_jobs,       "--devices",
+          device_list};
       const int bound = pass_bound(problems.size(), static_cast<unsigned>(std::stoi(warm_jobs)), s.problem_timeout);
       s_->warm = std::thread([this, args, bound] {
         run_python(args, bound, s_->l.measure() / "logs" / "prepare-warm.log", s_->warm_owner);
@@ -595,10 +600,10 @@ void early_measurement::work() {
     built += fresh.size();
     size_t models = 0;
     for (const auto& e : fresh) models += e["models"].size();
-    if (auto why = run_python({s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs",
-                               build_jobs},
-                              pass_bound(models, static_cast<unsigned>(std::stoi(build_jobs)), s.build_timeout),
-                              l.measure() / "logs" / "prepare-build.log", owner_name("prepare-build"));
+    if (auto why = run_python(
+            {s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", build_jobs},
+            pass_bound(models, static_cast<unsigned>(std::stoi(build_jobs)), s.build_timeout),
+            l.measure() / "logs" / "prepare-build.log", owner_name("prepare-build"));
         !why.empty())
       progress("prepare", "a pass of builds ended: " + why);
   }

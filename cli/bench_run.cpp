@@ -5,11 +5,10 @@
 //
 // A variant's directory records the config it ran with (config.yaml: the part results
 // depend on); a later invocation that asks for another is refused rather than mixing two
-// experiments in one result (other GPUs or more tasks at once are fine). A task is finished when the run wrote its outcome.json;
-// the unfinished ones run again with resume (from their last completed round). The
-// run step ends with rounds.json: each task's best speedup after each round and after
-// each review, and its moves (the attempts: kernel, method, result), read from the
-// variant's store (the trajectories).
+// experiments in one result (other GPUs or more tasks at once are fine). A task is finished when the run wrote its
+// outcome.json; the unfinished ones run again with resume (from their last completed round). The run step ends with
+// rounds.json: each task's best speedup after each round and after each review, and its moves (the attempts: kernel,
+// method, result), read from the variant's store (the trajectories).
 
 #include <sstream>
 
@@ -17,9 +16,9 @@
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 #include "export/pytorch_export.hpp"
-#include "store/store.hpp"
 #include "report/bench_metrics.hpp"
 #include "report/run_report.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks::cli::bench {
@@ -57,7 +56,8 @@ status record_config(const layout& l, const variant& v, const std::string& text)
   return write_file_atomically(path, text);
 }
 
-status write_rounds(const layout& l, const variant& v, const experiment_config& cfg, const std::vector<std::string>& names) {
+status write_rounds(const layout& l, const variant& v, const experiment_config& cfg,
+                    const std::vector<std::string>& names) {
   auto db = store::open(cfg.memory.path);
   if (!db) return error{db.message()};
   json j = {{"rounds", cfg.budgets.rounds},
@@ -118,8 +118,9 @@ int run_step(const layout& l, const variant& v, experiment_config cfg, const std
   cfg.output.dir = l.run_dir(v.name).string();
   cfg.ablation.long_term_memory = v.long_term_memory;
   cfg.ablation.short_term_memory = v.short_term_memory;
-  if (auto st = record_config(l, v, "# What variant " + v.name + "'s results depend on (kernelskill bench).\n" +
-                                        to_yaml(experiment_identity(cfg)));
+  if (auto st = record_config(l, v,
+                              "# What variant " + v.name + "'s results depend on (kernelskill bench).\n" +
+                                  to_yaml(experiment_identity(cfg)));
       !st) {
     std::cerr << "kernelskill bench: " << st.message() << "\n";
     return 1;
@@ -152,7 +153,8 @@ int run_step(const layout& l, const variant& v, experiment_config cfg, const std
                        (finished ? " (" + std::to_string(finished) + " finished before; unfinished ones resume)" : "") +
                        ": coder " + cfg.coder.backend + ", " + std::to_string(cfg.budgets.seeds) + " seeds, " +
                        std::to_string(cfg.budgets.rounds) + " rounds, long-term memory " +
-                       (v.long_term_memory ? "on" : "off") + ", short-term memory " + (v.short_term_memory ? "on" : "off"));
+                       (v.long_term_memory ? "on" : "off") + ", short-term memory " +
+                       (v.short_term_memory ? "on" : "off"));
     auto ran = run_tasks(cfg, todo, {"kernelskill bench", "kernelskill bench: [" + step + "] ", true});
     if (ran.status != 0) return ran.status;
   }
@@ -165,7 +167,8 @@ int run_step(const layout& l, const variant& v, experiment_config cfg, const std
     const json o = read_json_file(outcome_path(l, v, n));
     ok += o.is_object() && o.value("success", false);
   }
-  progress(step, "done: " + std::to_string(ok) + " of " + std::to_string(names.size()) + " tasks with a correct kernel");
+  progress(step,
+           "done: " + std::to_string(ok) + " of " + std::to_string(names.size()) + " tasks with a correct kernel");
   return 0;
 }
 
@@ -198,7 +201,7 @@ status export_step(const layout& l, const variant& v, const std::vector<problem>
   if (complete) {
     if (!quiet)
       progress(step, "complete: " + std::to_string(finished.size()) + " tasks in " + l.models_dir(v.name).string() +
-                       "; skipped");
+                         "; skipped");
     return {};
   }
   json rec = json::object();
@@ -219,7 +222,8 @@ status export_step(const layout& l, const variant& v, const std::vector<problem>
     }
     e["candidate"] = outcome.value("best_candidate", "");
     auto task = load_task(p->task);
-    auto c = task ? run_candidate(*task, outcome_path(l, v, p->name).parent_path()) : result<candidate>(error{task.message()});
+    auto c = task ? run_candidate(*task, outcome_path(l, v, p->name).parent_path())
+                  : result<candidate>(error{task.message()});
     auto ex = c ? export_pytorch(*task, *c) : result<pytorch_export>(error{c.message()});
     const fs::path file = l.models_dir(v.name) / (safe_name(p->name) + ".py");
     if (ex) {
@@ -236,7 +240,7 @@ status export_step(const layout& l, const variant& v, const std::vector<problem>
   if (auto st = write_file_atomically(l.models_dir(v.name) / "export.json", rec.dump(1) + "\n"); !st) return st;
   if (!quiet)
     progress(step, "done: " + std::to_string(exported) + " of " + std::to_string(finished.size()) +
-                     " tasks exported to " + l.models_dir(v.name).string());
+                       " tasks exported to " + l.models_dir(v.name).string());
   return {};
 }
 

@@ -49,9 +49,9 @@ variant variant_of(const ablation_config& a);
 
 // Where each step keeps its files under the output directory.
 struct layout {
-  std::filesystem::path root;  // absolute
-  std::filesystem::path problems() const { return root / "problems"; }  // LEVEL/NAME.py copies
-  std::filesystem::path tasks() const { return root / "tasks"; }        // LEVEL/NAME.yaml and .pt
+  std::filesystem::path root;                                               // absolute
+  std::filesystem::path problems() const { return root / "problems"; }      // LEVEL/NAME.py copies
+  std::filesystem::path tasks() const { return root / "tasks"; }            // LEVEL/NAME.yaml and .pt
   std::filesystem::path import_records() const { return root / "import"; }  // LEVEL/NAME.json
   std::filesystem::path variant_dir(const std::string& v) const { return root / "variants" / v; }
   std::filesystem::path run_dir(const std::string& v) const { return variant_dir(v) / "run"; }
@@ -69,9 +69,9 @@ nlohmann::json read_json_file(const std::filesystem::path& path);
 
 // (a) One problem file and what its import gave.
 struct problem {
-  std::string key;    // LEVEL/NAME
-  std::string level;  // "level1" (the directory it was found in; see level_of)
-  std::string name;   // the file's stem, the task's name
+  std::string key;               // LEVEL/NAME
+  std::string level;             // "level1" (the directory it was found in; see level_of)
+  std::string name;              // the file's stem, the task's name
   std::filesystem::path source;  // the file as given
   std::filesystem::path copy;    // problems/LEVEL/NAME.py: what the measurement runs
   std::filesystem::path task;    // tasks/LEVEL/NAME.yaml; empty when the import failed
@@ -104,16 +104,16 @@ struct measure_settings {
   // Bounds: one model's build; one problem's measurement and one warm-up. A model past
   // its bound is a failed row with the reason, and the rest goes on.
   int build_timeout = 600, problem_timeout = 900;
-  unsigned jobs = 1;         // parallel builds and torch.compile warm-ups
+  unsigned jobs = 1;  // parallel builds and torch.compile warm-ups
   uint64_t seed = 42;
 };
 struct measure_outcome {
-  int status = 0;           // 0, 1 (the Python failed), 3 (no GPU)
-  bool ran = false;         // some problem is measured
-  std::string summary;      // "measured", or why not, for people
+  int status = 0;       // 0, 1 (the Python failed), 3 (no GPU)
+  bool ran = false;     // some problem is measured
+  std::string summary;  // "measured", or why not, for people
 };
-measure_outcome measure_step(const layout& l, const std::vector<variant>& variants, const std::vector<problem>& problems,
-                             const measure_settings& s);
+measure_outcome measure_step(const layout& l, const std::vector<variant>& variants,
+                             const std::vector<problem>& problems, const measure_settings& s);
 // (d, early) The measurement's slow preparation, while the run reviews kernels (the GPU
 // busy, most cores idle): torch.compile of every imported problem's Model is warmed
 // (inductor's on-disk cache, measure/inductor), and each finished task's kernel is

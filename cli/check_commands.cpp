@@ -9,8 +9,8 @@
 #include "base/bounded_child.hpp"
 #include "base/private_dir.hpp"
 #include "cli/commands.hpp"
-#include "fleet/worker_process.hpp"
 #include "config/experiment_config.hpp"
+#include "fleet/worker_process.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_files.hpp"
@@ -29,9 +29,9 @@ result<std::string> reference_refusal(const task_spec& task, const std::string& 
   auto yaml = write_task_files(task, dir->path());
   if (!yaml) return error{yaml.message()};
   process_limits limits{.cpu_seconds = 60, .memory_mb = 4096, .wall_seconds = 120, .sandbox = {}};
-  auto run = run_bounded("exec " + shell_quote(worker) + " --log-level error --check-reference " +
-                             shell_quote(yaml->string()),
-                         limits, dir->path() / "check.err");
+  auto run =
+      run_bounded("exec " + shell_quote(worker) + " --log-level error --check-reference " + shell_quote(yaml->string()),
+                  limits, dir->path() / "check.err");
   if (!run) return error{run.message()};
   if (run->ok()) return std::string();
   std::string why = run->limit.empty() ? run->err : "the check was stopped: " + run->limit;
@@ -75,8 +75,7 @@ int check_tasks(const std::vector<std::string>& task_paths, const std::string& s
       }
     }
     std::cout << path << ": ok (task '" << task->name << "', " << task->inputs.size() << " inputs, "
-              << task->parameters.size() << " parameters" << (can_check ? "; its operators are allowed" : "")
-              << ")\n";
+              << task->parameters.size() << " parameters" << (can_check ? "; its operators are allowed" : "") << ")\n";
   }
   return bad == 0 ? 0 : 1;
 }
@@ -97,13 +96,13 @@ int check_config(const std::string& config_path, bool print, const global_option
       ++bad;
     }
   }
-  std::cerr << config_path << ": " << (bad ? "invalid" : "ok") << " (" << cfg->tasks.size()
-            << " tasks, " << bad << " with errors; coder " << cfg->coder.backend << ")\n";
+  std::cerr << config_path << ": " << (bad ? "invalid" : "ok") << " (" << cfg->tasks.size() << " tasks, " << bad
+            << " with errors; coder " << cfg->coder.backend << ")\n";
   return bad == 0 ? 0 : 1;
 }
 
-int check_plan(const std::string& plan_path, const std::string& task_path,
-               const std::string& source_path, const std::string& size) {
+int check_plan(const std::string& plan_path, const std::string& task_path, const std::string& source_path,
+               const std::string& size) {
   auto task = load_task(task_path);
   if (!task) {
     std::cerr << task.message() << "\n";
@@ -131,8 +130,7 @@ int check_plan(const std::string& plan_path, const std::string& task_path,
     std::cerr << plan_path << ": " << resolved.message() << "\n";
     return 1;
   }
-  std::cout << plan_path << ": ok for task '" << task->name << "'"
-            << (size.empty() ? "" : " at size " + size) << "\n";
+  std::cout << plan_path << ": ok for task '" << task->name << "'" << (size.empty() ? "" : " at size " + size) << "\n";
   for (auto& [name, value] : resolved->constants)
     std::cout << "  constant " << name << " = " << value.to_string() << "\n";
   auto print_buffers = [](const char* what, const std::vector<resolved_buffer>& bufs) {
@@ -146,13 +144,15 @@ int check_plan(const std::string& plan_path, const std::string& task_path,
   for (auto& s : resolved->steps) {
     std::cout << "  " << s.label();
     if (s.kind == "kernel")
-      std::cout << ": grid " << dims(s.grid) << " block " << dims(s.block) << " shared "
-                << s.shared_mem_bytes << " B";
+      std::cout << ": grid " << dims(s.grid) << " block " << dims(s.block) << " shared " << s.shared_mem_bytes << " B";
     std::cout << "\n    args:";
     for (auto& a : s.args) {
-      if (a.kind == "tensor") std::cout << " " << a.tensor;
-      else if (a.kind == "int") std::cout << " " << a.type << ":" << a.int_value;
-      else std::cout << " " << a.type << ":" << a.float_value;
+      if (a.kind == "tensor")
+        std::cout << " " << a.tensor;
+      else if (a.kind == "int")
+        std::cout << " " << a.type << ":" << a.int_value;
+      else
+        std::cout << " " << a.type << ":" << a.float_value;
     }
     std::cout << "\n";
   }

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
 #include "daemon/api_client.hpp"
@@ -35,12 +35,12 @@ using json = nlohmann::json;
 
 // Exit statuses of the client commands (README, docs/daemon.md).
 constexpr int exit_ok = 0;
-constexpr int exit_refused = 1;      // the daemon refused the request, or a local file is bad
+constexpr int exit_refused = 1;  // the daemon refused the request, or a local file is bad
 constexpr int exit_usage = 2;
-constexpr int exit_not_correct = 5;  // a task ended without a correct kernel
-constexpr int exit_unreachable = 6;  // no daemon answered at the address
-constexpr int exit_unauthorized = 7; // the daemon refused the token
-constexpr int exit_daemon_error = 8; // the daemon failed (5xx) or answered nonsense
+constexpr int exit_not_correct = 5;   // a task ended without a correct kernel
+constexpr int exit_unreachable = 6;   // no daemon answered at the address
+constexpr int exit_unauthorized = 7;  // the daemon refused the token
+constexpr int exit_daemon_error = 8;  // the daemon failed (5xx) or answered nonsense
 
 int fail(const std::string& command, const api_error& e, const daemon_client_options& o) {
   std::cerr << "kernelskill " << command << ": " << e.message << "\n";
@@ -60,7 +60,8 @@ std::optional<api_client> connect(const std::string& command, const daemon_clien
   opts.server = o.server.empty() ? default_server() : o.server;
   if (!o.token_env.empty()) {
     const char* token = std::getenv(o.token_env.c_str());
-    if (token) opts.token = token;
+    if (token)
+      opts.token = token;
     else if (o.token_env_given) {
       std::cerr << "kernelskill " << command << ": --token-env " << o.token_env
                 << ": the environment variable is not set\n";
@@ -199,8 +200,8 @@ int submit(const daemon_client_options& o, const std::string& task_path, int pri
                                      "submitted Python, so the result's ModelNew has the plain interface; "
                                      "`kernelskill export` here gives KernelBench's)"
                                    : "")
-              << "\n  kernelskill watch " << task->id << "     (progress)\n  kernelskill result "
-              << task->id << "    (the kernel, once it is done)\n";
+              << "\n  kernelskill watch " << task->id << "     (progress)\n  kernelskill result " << task->id
+              << "    (the kernel, once it is done)\n";
   }
   return exit_ok;
 }
@@ -226,8 +227,8 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
   }
 }
 
-int status_all(const api_client& client, const daemon_client_options& o, const std::string& state,
-               uint32_t limit, bool as_json) {
+int status_all(const api_client& client, const daemon_client_options& o, const std::string& state, uint32_t limit,
+               bool as_json) {
   auto list = client.list(state, limit);
   if (!list) return fail("status", list.error(), o);
   if (as_json) {
@@ -237,16 +238,14 @@ int status_all(const api_client& client, const daemon_client_options& o, const s
     return exit_ok;
   }
   if (list->tasks.empty()) {
-    std::cout << (state.empty() ? "no tasks" : "no " + state + " tasks") << " at " << client.server()
-              << "\n";
+    std::cout << (state.empty() ? "no tasks" : "no " + state + " tasks") << " at " << client.server() << "\n";
     return exit_ok;
   }
   std::vector<std::vector<std::string>> rows = {
       {"ID", "STATE", "PRIO", "ROUND", "REVIEWS", "BEST", "SUBMITTED", "NOW"}};
   for (auto& t : list->tasks)
-    rows.push_back({t.id, t.state, std::to_string(t.priority), rounds_text(t),
-                    std::to_string(t.reviews), speedup_text(t.best_speedup),
-                    clock_time(t.submitted_unix_ms), what_now(t)});
+    rows.push_back({t.id, t.state, std::to_string(t.priority), rounds_text(t), std::to_string(t.reviews),
+                    speedup_text(t.best_speedup), clock_time(t.submitted_unix_ms), what_now(t)});
   print_table(rows, {false, false, true, true, true, true, false, false});
   if (list->total > list->tasks.size())
     std::cout << "(newest " << list->tasks.size() << " of " << list->total << "; --limit N shows more)\n";
@@ -288,8 +287,7 @@ int status_one(const api_client& client, const daemon_client_options& o, const s
       std::cout << head << bar << "\n";
     }
   }
-  if (t.ended())
-    std::cout << "  kernelskill result " << t.id << "   writes its kernel, plan and review\n";
+  if (t.ended()) std::cout << "  kernelskill result " << t.id << "   writes its kernel, plan and review\n";
   return exit_ok;
 }
 
@@ -319,8 +317,8 @@ int fetch_result(const daemon_client_options& o, const std::string& id, const st
   // `kernelskill run` writes it, so that `kernelskill plan check` and
   // `kernelskill-gpu --review --plan` read it.
   std::string plan_text = r->kernel_plan;
-  if (r->raw.contains("kernel") && r->raw["kernel"].is_object() &&
-      r->raw["kernel"].contains("plan") && r->raw["kernel"]["plan"].is_object()) {
+  if (r->raw.contains("kernel") && r->raw["kernel"].is_object() && r->raw["kernel"].contains("plan") &&
+      r->raw["kernel"]["plan"].is_object()) {
     auto plan = decode_json<launch_plan>(r->raw["kernel"]["plan"], "kernel.plan");
     if (plan) plan_text = to_yaml(*plan);
   }
@@ -371,8 +369,10 @@ std::string fit(const std::string& s, size_t cols) {
 
 std::string progress_bar(const api_task& t, int width) {
   double frac = 0;
-  if (t.state == "done") frac = 1;
-  else if (t.rounds_budget > 0) frac = std::min(1.0, double(t.round) / t.rounds_budget);
+  if (t.state == "done")
+    frac = 1;
+  else if (t.rounds_budget > 0)
+    frac = std::min(1.0, double(t.round) / t.rounds_budget);
   int filled = static_cast<int>(std::floor(frac * width));
   std::string bar = "[";
   for (int i = 0; i < width; ++i) bar += i < filled ? "\u2588" : "\u2591";
@@ -390,9 +390,8 @@ std::string pad_left(std::string s, size_t n) {
 }
 
 std::string watch_line(const api_task& t, size_t id_width) {
-  std::string s = pad_right(t.id, id_width) + "  " + pad_right(t.state, 9) + " " + progress_bar(t, 20) +
-                  " round " + pad_right(rounds_text(t), 7) + " reviews " +
-                  pad_left(std::to_string(t.reviews), 4) + "  best " +
+  std::string s = pad_right(t.id, id_width) + "  " + pad_right(t.state, 9) + " " + progress_bar(t, 20) + " round " +
+                  pad_right(rounds_text(t), 7) + " reviews " + pad_left(std::to_string(t.reviews), 4) + "  best " +
                   pad_right(speedup_text(t.best_speedup), 8);
   std::string now = what_now(t);
   if (!now.empty()) s += " " + now;
@@ -401,9 +400,8 @@ std::string watch_line(const api_task& t, size_t id_width) {
 
 // What a plain-text watcher prints when something it shows changed.
 std::string change_key(const api_task& t) {
-  return t.state + "|" + std::to_string(t.round) + "|" + std::to_string(t.reviews) + "|" +
-         fixed(t.best_speedup, 4) + "|" + t.detail + "|" + t.reason + "|" +
-         (t.cancel_requested ? "c" : "");
+  return t.state + "|" + std::to_string(t.round) + "|" + std::to_string(t.reviews) + "|" + fixed(t.best_speedup, 4) +
+         "|" + t.detail + "|" + t.reason + "|" + (t.cancel_requested ? "c" : "");
 }
 
 int watch(const daemon_client_options& o, std::vector<std::string> ids, double interval_s) {
@@ -443,7 +441,10 @@ int watch(const daemon_client_options& o, std::vector<std::string> ids, double i
         if (d.error().unreachable() && reached) {
           auto now = std::chrono::steady_clock::now();
           if (unreachable_since == std::chrono::steady_clock::time_point{}) unreachable_since = now;
-          if (now - unreachable_since < patience) { all_ended = false; continue; }
+          if (now - unreachable_since < patience) {
+            all_ended = false;
+            continue;
+          }
         }
         if (tty && drawn) std::cout << "\n";
         return fail("watch", d.error(), o);
@@ -458,7 +459,8 @@ int watch(const daemon_client_options& o, std::vector<std::string> ids, double i
       std::string frame;
       if (drawn) frame += "\x1b[" + std::to_string(drawn) + "F";  // back to the first line
       for (auto& id : ids) {
-        std::string line = last.count(id) ? watch_line(last[id], id_width) : pad_right(id, id_width) + "  waiting for the daemon";
+        std::string line =
+            last.count(id) ? watch_line(last[id], id_width) : pad_right(id, id_width) + "  waiting for the daemon";
         frame += "\x1b[2K" + fit(line, cols) + "\n";
       }
       std::cout << frame << std::flush;
@@ -475,8 +477,8 @@ int watch(const daemon_client_options& o, std::vector<std::string> ids, double i
         char stamp[16];
         std::strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
         const api_task& t = last[id];
-        std::cout << stamp << " " << t.id << " " << t.state << " round " << rounds_text(t)
-                  << " reviews " << t.reviews << " best " << speedup_text(t.best_speedup);
+        std::cout << stamp << " " << t.id << " " << t.state << " round " << rounds_text(t) << " reviews " << t.reviews
+                  << " best " << speedup_text(t.best_speedup);
         std::string now_text = what_now(t);
         if (!now_text.empty()) std::cout << "  " << now_text;
         std::cout << "\n" << std::flush;
@@ -509,7 +511,11 @@ std::function<std::optional<int>()> add_client_commands(CLI::App& app) {
     sub->add_option("--server", o->server,
                     "The daemon, http://HOST:PORT (default: $KS_SERVER, else http://127.0.0.1:8470)");
     sub->add_option_function<std::string>(
-        "--token-env", [o](const std::string& name) { o->token_env = name; o->token_env_given = true; },
+        "--token-env",
+        [o](const std::string& name) {
+          o->token_env = name;
+          o->token_env_given = true;
+        },
         "The environment variable holding the daemon's token (default KS_TOKEN)");
     sub->footer(exit_codes_help);
   };
@@ -523,20 +529,21 @@ std::function<std::optional<int>()> add_client_commands(CLI::App& app) {
   };
   auto a = std::make_shared<args>();
 
-  auto* submit_cmd = app.add_subcommand(
-      "submit", "Queue a task on a running daemon (kernelskill serve). A task whose\n"
-                "reference.module names a .pt file has the file uploaded with it.\n"
-                "Prints the task's id.");
+  auto* submit_cmd = app.add_subcommand("submit",
+                                        "Queue a task on a running daemon (kernelskill serve). A task whose\n"
+                                        "reference.module names a .pt file has the file uploaded with it.\n"
+                                        "Prints the task's id.");
   submit_cmd->add_option("task", a->task_path, "Task file (YAML; see docs/task-format.md)")->required();
   submit_cmd->add_option("--priority", a->priority, "-1000..1000, higher runs first (default 0)")
       ->check(CLI::Range(-1000, 1000));
   submit_cmd->add_flag("-q,--quiet", a->quiet, "Print only the task id");
   common(submit_cmd);
 
-  auto* status_cmd = app.add_subcommand(
-      "status", "Without ID: the daemon's tasks, newest first, as a table (state, priority,\n"
-                "round, reviews, best speedup, what it is doing). With ID: one task in detail,\n"
-                "with its best speedup after each round.");
+  auto* status_cmd =
+      app.add_subcommand("status",
+                         "Without ID: the daemon's tasks, newest first, as a table (state, priority,\n"
+                         "round, reviews, best speedup, what it is doing). With ID: one task in detail,\n"
+                         "with its best speedup after each round.");
   status_cmd->add_option("id", a->id, "Task id (NAME-XXXXXXXXXXXXXXXXXXXXXXXXXX, as submit printed it)");
   status_cmd->add_option("--state", a->state, "Only tasks in this state: queued, running, done, failed, cancelled");
   status_cmd->add_option("--limit", a->limit, "At most this many tasks (default 100, at most 1000)")
@@ -544,32 +551,31 @@ std::function<std::optional<int>()> add_client_commands(CLI::App& app) {
   status_cmd->add_flag("--json", a->as_json, "Print the API's JSON instead of a table");
   common(status_cmd);
 
-  auto* cancel_cmd = app.add_subcommand(
-      "cancel", "Cancel a task: a queued one at once, a running one at its next step\n"
-                "(its best kernel so far is kept as its result).");
+  auto* cancel_cmd = app.add_subcommand("cancel",
+                                        "Cancel a task: a queued one at once, a running one at its next step\n"
+                                        "(its best kernel so far is kept as its result).");
   cancel_cmd->add_option("id", a->id, "Task id")->required();
   common(cancel_cmd);
 
-  auto* priority_cmd = app.add_subcommand(
-      "priority", "Change a queued task's priority (-1000..1000, higher runs first).");
+  auto* priority_cmd =
+      app.add_subcommand("priority", "Change a queued task's priority (-1000..1000, higher runs first).");
   priority_cmd->add_option("id", a->id, "Task id")->required();
-  priority_cmd->add_option("priority", a->priority, "The new priority")->required()
-      ->check(CLI::Range(-1000, 1000));
+  priority_cmd->add_option("priority", a->priority, "The new priority")->required()->check(CLI::Range(-1000, 1000));
   common(priority_cmd);
 
-  auto* result_cmd = app.add_subcommand(
-      "result", "Fetch an ended task's result into a directory: kernel.cu (the best kernel),\n"
-                "plan.yaml (its launch plan), review.json (its review), outcome.json and,\n"
-                "when exported, model_new.py (a PyTorch ModelNew module).");
+  auto* result_cmd = app.add_subcommand("result",
+                                        "Fetch an ended task's result into a directory: kernel.cu (the best kernel),\n"
+                                        "plan.yaml (its launch plan), review.json (its review), outcome.json and,\n"
+                                        "when exported, model_new.py (a PyTorch ModelNew module).");
   result_cmd->add_option("id", a->id, "Task id")->required();
   result_cmd->add_option("--out", a->out_dir, "Output directory (default: ./ID)");
   common(result_cmd);
 
-  auto* watch_cmd = app.add_subcommand(
-      "watch", "Follow tasks until they end: a progress bar per task on a terminal, one line\n"
-               "per change otherwise (a log, a pipe). Without IDs: every task queued or\n"
-               "running now. Exit status 0 when every watched task is done, 5 when some\n"
-               "failed or were cancelled.");
+  auto* watch_cmd = app.add_subcommand("watch",
+                                       "Follow tasks until they end: a progress bar per task on a terminal, one line\n"
+                                       "per change otherwise (a log, a pipe). Without IDs: every task queued or\n"
+                                       "running now. Exit status 0 when every watched task is done, 5 when some\n"
+                                       "failed or were cancelled.");
   watch_cmd->add_option("ids", a->ids, "Task ids");
   watch_cmd->add_option("--interval", a->interval, "Seconds between polls (default 1)")
       ->check(CLI::Range(0.05, 3600.0));
@@ -592,7 +598,10 @@ std::function<std::optional<int>()> add_client_commands(CLI::App& app) {
       auto t = *cancel_cmd ? client->cancel(a->id) : client->set_priority(a->id, a->priority);
       if (!t) return fail(name, t.error(), *o);
       if (*cancel_cmd)
-        std::cout << t->id << ": " << (t->state == "cancelled" ? "cancelled" : t->state + ", cancel requested (it stops at its next step)") << "\n";
+        std::cout << t->id << ": "
+                  << (t->state == "cancelled" ? "cancelled"
+                                              : t->state + ", cancel requested (it stops at its next step)")
+                  << "\n";
       else
         std::cout << t->id << ": priority " << t->priority << "\n";
       return exit_ok;

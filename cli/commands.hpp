@@ -32,8 +32,8 @@ struct global_options {
 
 int check_config(const std::string& config_path, bool print, const global_options& g);
 int check_tasks(const std::vector<std::string>& task_paths, const std::string& size, bool print);
-int check_plan(const std::string& plan_path, const std::string& task_path,
-               const std::string& source_path, const std::string& size);
+int check_plan(const std::string& plan_path, const std::string& task_path, const std::string& source_path,
+               const std::string& size);
 int list_devices(const std::string& config_path, const global_options& g);
 int run_experiment(const std::string& config_path, const global_options& g);
 // The daemon: serves the HTTP API on `listen` (empty: the config's serve.listen) and
@@ -44,17 +44,15 @@ int serve(const std::string& config_path, const std::string& listen, const globa
 int skills_list(const std::string& dir);
 int skills_show(const std::string& dir, const std::string& method);
 int skills_check(const std::string& dir);
-int skills_explain(const std::string& dir, const std::string& evidence_path,
-                   const std::string& memory_path);
+int skills_explain(const std::string& dir, const std::string& evidence_path, const std::string& memory_path);
 int skills_install(const std::string& dir, const std::string& memory_path);
 int skills_stats(const std::string& memory_path, const std::string& bottleneck);
 
 // Writes the rules coder's seeds for a task as DIR/seed-K.cu and DIR/seed-K.yaml and
 // checks each plan against the task's shapes (at `size` when given). The graph export
 // (kernelskill-gpu --graph) runs under `limits`.
-int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds,
-               const std::string& skills_dir, const std::string& gpu_worker, const std::string& size,
-               const process_limits& limits = {});
+int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds, const std::string& skills_dir,
+               const std::string& gpu_worker, const std::string& size, const process_limits& limits = {});
 
 // `kernelskill export`: a finished kernel as a PyTorch module file (ModelNew), from a
 // run's output (run_dir: output.dir/tasks/NAME/, or output.dir) or from a kernel source
@@ -107,9 +105,9 @@ struct bench_request {
   int reps = 30, trials = 3, compile_timeout = 120;
   int build_timeout = 600;    // seconds one exported model's build may take
   int problem_timeout = 900;  // seconds one problem's measurement (or warm-up) may take
-  unsigned jobs = 0;     // 0: half the cores
+  unsigned jobs = 0;          // 0: half the cores
   uint64_t seed = 42;
-  bool overlap = true;   // build models and warm torch.compile while the run goes on
+  bool overlap = true;  // build models and warm torch.compile while the run goes on
   // The per-problem rows (results-VARIANT.csv): the run's name (empty: "DATE kernelskill
   // bench OUT") and the commit they name (empty: the one the binary was built from).
   std::string run_name, commit;
@@ -126,8 +124,7 @@ int show_trajectory(const std::string& memory_path, const std::string& task);
 // `kernelskill store check | repair`: exit 0 healthy (check) or nothing lost (repair);
 // 1 damaged (check) or the repair failed; 5 repaired, with what could not be recovered
 // listed. store_path: --memory, else the config's memory.path.
-result<std::string> store_path(const std::string& memory_path, const std::string& config_path,
-                               const global_options& g);
+result<std::string> store_path(const std::string& memory_path, const std::string& config_path, const global_options& g);
 int store_check(const std::string& memory_path);
 int store_repair(const std::string& memory_path);
 

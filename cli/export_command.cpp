@@ -37,9 +37,11 @@ result<candidate> outcome_candidate(const task_spec& task, const fs::path& run_d
     dir = dir / "tasks" / task.name;
   std::string outcome_text;
   if (!read_file(dir / "outcome.json", outcome_text))
-    return error{(dir / "outcome.json").string() + ": not found (expected a kernelskill run output: output.dir/tasks/NAME/)"};
+    return error{(dir / "outcome.json").string() +
+                 ": not found (expected a kernelskill run output: output.dir/tasks/NAME/)"};
   nlohmann::json outcome = nlohmann::json::parse(outcome_text, nullptr, false);
-  if (outcome.is_discarded() || !outcome.is_object()) return error{(dir / "outcome.json").string() + ": not valid JSON"};
+  if (outcome.is_discarded() || !outcome.is_object())
+    return error{(dir / "outcome.json").string() + ": not valid JSON"};
   if (!outcome.value("success", false))
     return error{"task " + task.name + " ended without a correct kernel (" +
                  outcome.value("reason", std::string("no reason given")) + "): nothing to export"};
@@ -120,7 +122,7 @@ int export_model(const export_request& r) {
     }
   }
   std::cerr << "kernelskill export: " << (r.out_path == "-" ? std::string("stdout") : r.out_path) << ": ModelNew for "
-            << task->name << " (module " << ex->module_name << ", sizes " ;
+            << task->name << " (module " << ex->module_name << ", sizes ";
   for (size_t i = 0; i < ex->sizes.size(); ++i) std::cerr << (i ? ", " : "") << ex->sizes[i];
   std::cerr << ")" << (task->kernelbench.source.empty() ? "" : ", with KernelBench's interface") << "\n";
   for (auto& s : ex->skipped_sizes) std::cerr << "  size left out: " << s << "\n";

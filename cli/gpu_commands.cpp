@@ -3,22 +3,22 @@
 #include <cstdio>
 #include <iostream>
 
-#include <caf/actor_system.hpp>
-#include <caf/typed_event_based_actor.hpp>
-#include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include "actors/agents.hpp"
 #include "actors/experiment_runner.hpp"
-#include "fleet/gpu_nodes.hpp"
-#include "cli/commands.hpp"
 #include "base/private_dir.hpp"
+#include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 #include "config/experiment_config.hpp"
+#include "fleet/gpu_nodes.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "policy/skill_library.hpp"
-#include "store/store.hpp"
 #include "report/run_report.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks::cli {
@@ -41,10 +41,8 @@ namespace {
 
 std::string progress_line(const task_progress& p) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "[%s] %-10s round %2u  reviews %3u  best %s", p.task.c_str(),
-                p.state.c_str(), p.round, p.reviews,
-                p.best_speedup > 0 ? (std::to_string(p.best_speedup).substr(0, 5) + "x").c_str()
-                                   : "-");
+  std::snprintf(buf, sizeof buf, "[%s] %-10s round %2u  reviews %3u  best %s", p.task.c_str(), p.state.c_str(), p.round,
+                p.reviews, p.best_speedup > 0 ? (std::to_string(p.best_speedup).substr(0, 5) + "x").c_str() : "-");
   std::string line = buf;
   if (!p.detail.empty()) line += "  " + p.detail;
   return line;
@@ -63,8 +61,8 @@ experiment_result run_tasks(const experiment_config& cfg, const std::vector<task
   auto lib = load_skill_library(KS_DEFAULT_SKILLS_DIR);
   if (!lib) return fail(1, lib.message());
   auto library = std::make_shared<const skill_library>(std::move(*lib));
-  spdlog::info("experiment '{}': {} tasks, coder {}, {} seeds, {} rounds", cfg.name,
-               tasks.size(), cfg.coder.backend, cfg.budgets.seeds, cfg.budgets.rounds);
+  spdlog::info("experiment '{}': {} tasks, coder {}, {} seeds, {} rounds", cfg.name, tasks.size(), cfg.coder.backend,
+               cfg.budgets.seeds, cfg.budgets.rounds);
   daemon_system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto found = discover_gpus(sys, cfg.gpus);
@@ -80,8 +78,8 @@ experiment_result run_tasks(const experiment_config& cfg, const std::vector<task
   // Children's scratch beside the store, cleared of what a killed run left.
   auto swept = use_scratch_root(std::filesystem::path(cfg.memory.path) / "scratch");
   if (!swept) return fail(1, who + ": " + swept.message());
-  if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version),
-                                             library_hash(*library), to_store_docs(*library));
+  if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version), library_hash(*library),
+                                             to_store_docs(*library));
       !s)
     return fail(1, who + ": " + s.message());
 
@@ -134,8 +132,7 @@ int run_experiment(const std::string& config_path, const global_options& g) {
   if (ran.status != 0) return ran.status;
   const run_summary& summary = ran.summary;
   std::fputs(summary_markdown(summary).c_str(), stdout);
-  std::fprintf(stderr, "kernelskill run: results in %s (summary.md, summary.json, tasks/)\n",
-               cfg->output.dir.c_str());
+  std::fprintf(stderr, "kernelskill run: results in %s (summary.md, summary.json, tasks/)\n", cfg->output.dir.c_str());
   for (const auto& o : summary.outcomes)
     if (!o.success) return 5;
   return 0;

@@ -65,7 +65,9 @@ int import_kernelbench(const import_request& r) {
   options.python = r.python;
   options.seed = r.seed;
   options.trace_gib = r.trace_gib;
-  options.limits = {.cpu_seconds = r.cpu_seconds, .memory_mb = r.memory_mb, .wall_seconds = r.wall_seconds,
+  options.limits = {.cpu_seconds = r.cpu_seconds,
+                    .memory_mb = r.memory_mb,
+                    .wall_seconds = r.wall_seconds,
                     .sandbox = sandbox_policy{}};
   if (auto ok = check_python(options); !ok) {
     std::cerr << "kernelskill import: " << ok.message() << "\n";
@@ -99,8 +101,7 @@ int import_kernelbench(const import_request& r) {
   }
   const fs::path report_path = fs::path(r.out_dir) / "import-report.json";
   std::ofstream(report_path) << report.dump(1) << "\n";
-  std::cout << "imported " << (n - failed) << " of " << n << " problem" << (n == 1 ? "" : "s") << " into "
-            << r.out_dir;
+  std::cout << "imported " << (n - failed) << " of " << n << " problem" << (n == 1 ? "" : "s") << " into " << r.out_dir;
   if (failed) std::cout << "; " << failed << " failed (their reasons are above and in " << report_path.string() << ")";
   std::cout << "\n";
   return failed ? 1 : 0;

@@ -4,18 +4,17 @@
 #include <fstream>
 #include <iostream>
 
-#include "fleet/worker_process.hpp"
 #include "cli/commands.hpp"
 #include "coder/rules_coder.hpp"
+#include "fleet/worker_process.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "plan/plan_validator.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks::cli {
 
-int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds,
-               const std::string& skills_dir, const std::string& gpu_worker, const std::string& size,
-               const process_limits& limits) {
+int lower_task(const std::string& task_path, const std::string& out_dir, uint32_t seeds, const std::string& skills_dir,
+               const std::string& gpu_worker, const std::string& size, const process_limits& limits) {
   auto task = load_task(task_path);
   if (!task) {
     std::cerr << "kernelskill: " << task.message() << "\n";
@@ -59,8 +58,8 @@ int lower_task(const std::string& task_path, const std::string& out_dir, uint32_
       check = "plan does not resolve: " + r.message();
       status = 1;
     }
-    std::cout << yaml.string() << ": " << c.recipe.at("template") << " [" << c.recipe.at("stages") << "] "
-              << check << "\n";
+    std::cout << yaml.string() << ": " << c.recipe.at("template") << " [" << c.recipe.at("stages") << "] " << check
+              << "\n";
   }
   return status;
 }

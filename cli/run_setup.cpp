@@ -3,18 +3,18 @@
 #include <algorithm>
 #include <cstdio>
 
-#include <caf/actor_system.hpp>
-#include <caf/typed_event_based_actor.hpp>
-#include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
-#include "fleet/gpu_pool.hpp"
-#include "fleet/remote_pool.hpp"
-#include "fleet/review_dispatcher.hpp"
 #include "base/logging.hpp"
 #include "coder/hybrid_coder.hpp"
 #include "coder/llm_coder.hpp"
 #include "coder/rules_coder.hpp"
+#include "fleet/gpu_pool.hpp"
+#include "fleet/remote_pool.hpp"
+#include "fleet/review_dispatcher.hpp"
 #include "llm/llm_client.hpp"
 #include "llm/usage_ledger.hpp"
 
@@ -40,9 +40,9 @@ result<experiment_config> load_for_command(const std::string& path, const global
 void print_nodes(const gpu_discovery& found) {
   for (auto& node : found.nodes)
     for (auto& d : node.info.devices)
-      std::printf("%s (%s): gpu %d: %s, compute capability %d.%d, %.1f GiB, %d SMs\n",
-                  node.name.c_str(), node.info.host.c_str(), d.ordinal, d.name.c_str(),
-                  d.cc_major, d.cc_minor, d.total_memory_bytes / 1073741824.0, d.multiprocessors);
+      std::printf("%s (%s): gpu %d: %s, compute capability %d.%d, %.1f GiB, %d SMs\n", node.name.c_str(),
+                  node.info.host.c_str(), d.ordinal, d.name.c_str(), d.cc_major, d.cc_minor,
+                  d.total_memory_bytes / 1073741824.0, d.multiprocessors);
 }
 
 lowering_device lowering_device_for(const gpu_discovery& found) {
@@ -53,8 +53,10 @@ lowering_device lowering_device_for(const gpu_discovery& found) {
     for (const auto& d : node.info.devices) {
       auto it = std::find_if(models.begin(), models.end(),
                              [&](const auto& m) { return device_class(*m.first) == device_class(d); });
-      if (it == models.end()) models.push_back({&d, 1});
-      else ++it->second;
+      if (it == models.end())
+        models.push_back({&d, 1});
+      else
+        ++it->second;
     }
   const std::pair<const device_info*, int>* best = nullptr;
   for (const auto& m : models)
@@ -73,8 +75,7 @@ lowering_device lowering_device_for(const gpu_discovery& found) {
   return out;
 }
 
-result<backend_choice> make_backend(const experiment_config& cfg,
-                                    std::shared_ptr<const skill_library> lib,
+result<backend_choice> make_backend(const experiment_config& cfg, std::shared_ptr<const skill_library> lib,
                                     const lowering_device& device) {
   backend_choice b;
   std::shared_ptr<llm_client> client;
@@ -107,21 +108,21 @@ result<backend_choice> make_backend(const experiment_config& cfg,
   if (cfg.coder.backend == "hybrid") {
     // The diagnoser keeps the rules' reading (b.model unset): the model reads a
     // failure only where it writes the repair (hybrid_coder::repair).
-    b.code = std::make_shared<hybrid_coder>(templates, std::make_shared<llm_coder>(llm_coder_options_for(cfg, client, lib)));
+    b.code =
+        std::make_shared<hybrid_coder>(templates, std::make_shared<llm_coder>(llm_coder_options_for(cfg, client, lib)));
     spdlog::info("coder: hybrid, templates for {} SMs first, then {}", device.multiprocessors, client->describe());
     return b;
   }
   b.code = templates;
-  spdlog::info("coder: rules (templates lowered from each task's graph for {} SMs; no model)",
-               device.multiprocessors);
+  spdlog::info("coder: rules (templates lowered from each task's graph for {} SMs; no model)", device.multiprocessors);
   return b;
 }
 
 gpu_fleet start_fleet(caf::actor_system& sys, const experiment_config& cfg, const gpu_discovery& found) {
   gpu_fleet out;
   dispatcher_options dopts;
-  const size_t max_queue = static_cast<size_t>(
-      std::max(cfg.budgets.device_queue_depth, cfg.budgets.tasks_in_flight * cfg.budgets.seeds));
+  const size_t max_queue =
+      static_cast<size_t>(std::max(cfg.budgets.device_queue_depth, cfg.budgets.tasks_in_flight * cfg.budgets.seeds));
   dopts.remote.max_queue = max_queue;
   dopts.remote.token = found.remote_token;
   for (auto& node : found.nodes) {

@@ -9,21 +9,21 @@
 
 #include <caf/actor_system_config.hpp>
 
-#include "fleet/gpu_nodes.hpp"
-#include "fleet/review_meter.hpp"
-#include "protocol/protocol.hpp"
 #include "base/result.hpp"
 #include "cli/commands.hpp"
 #include "coder/coder.hpp"
 #include "coder/lowering.hpp"
 #include "config/experiment_config.hpp"
+#include "fleet/gpu_nodes.hpp"
+#include "fleet/review_meter.hpp"
 #include "policy/skill_library.hpp"
+#include "protocol/protocol.hpp"
 #include "report/run_report.hpp"
 
 namespace ks {
 class llm_coder;
 class usage_ledger;
-}
+}  // namespace ks
 
 namespace ks::cli {
 
@@ -41,13 +41,12 @@ result<experiment_config> load_for_command(const std::string& path, const global
 // chat function (it holds the shared pointer).
 struct backend_choice {
   std::shared_ptr<coder> code;
-  std::shared_ptr<llm_coder> model;   // set for the llm backend (the diagnoser uses it)
+  std::shared_ptr<llm_coder> model;     // set for the llm backend (the diagnoser uses it)
   std::shared_ptr<usage_ledger> usage;  // set for the llm and hybrid backends
 };
 // `device`: the GPU the rules coder writes for (how many blocks fill it); see
 // lowering_device_for.
-result<backend_choice> make_backend(const experiment_config& cfg,
-                                    std::shared_ptr<const skill_library> lib,
+result<backend_choice> make_backend(const experiment_config& cfg, std::shared_ptr<const skill_library> lib,
                                     const lowering_device& device = {});
 
 // The GPU the rules coder writes kernels for: the model most of the discovered

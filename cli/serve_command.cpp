@@ -9,22 +9,22 @@
 #include <iostream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
-#include <spdlog/spdlog.h>
 
 #include "actors/agents.hpp"
 #include "actors/experiment_runner.hpp"
-#include "fleet/gpu_pool.hpp"
-#include "fleet/review_meter.hpp"
-#include "cli/commands.hpp"
 #include "base/private_dir.hpp"
+#include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
 #include "daemon/dashboard.hpp"
-#include "export/pytorch_export.hpp"
 #include "daemon/http_api.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
+#include "export/pytorch_export.hpp"
+#include "fleet/gpu_pool.hpp"
+#include "fleet/review_meter.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "store/store.hpp"
 
@@ -68,8 +68,7 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   }
   auto where = parse_host_port(listen.empty() ? cfg->serve.listen : listen, /*allow_any_port=*/true);
   if (!where) {
-    std::cerr << "kernelskill serve: " << (listen.empty() ? "serve.listen: " : "--listen: ")
-              << where.message() << "\n";
+    std::cerr << "kernelskill serve: " << (listen.empty() ? "serve.listen: " : "--listen: ") << where.message() << "\n";
     return 1;
   }
   std::string token;
@@ -94,8 +93,8 @@ int serve(const std::string& config_path, const std::string& listen, const globa
     return 1;
   }
   if (*swept > 0) spdlog::info("scratch: removed {} entries a previous run left", *swept);
-  if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version),
-                                             library_hash(*library), to_store_docs(*library));
+  if (auto s = memory->install_skill_library(static_cast<uint32_t>(library->version), library_hash(*library),
+                                             to_store_docs(*library));
       !s) {
     std::cerr << "kernelskill serve: " << s.message() << "\n";
     return 1;
@@ -171,12 +170,12 @@ int serve(const std::string& config_path, const std::string& listen, const globa
   tasks.start();
   std::thread http([&] { api.serve(); });
   auto counts = (*queue)->counts();
-  spdlog::info("daemon: {} queued, {} to resume, {} ended; {} GPU(s); tasks in flight {}",
-               counts[task_state::queued], counts[task_state::running],
+  spdlog::info("daemon: {} queued, {} to resume, {} ended; {} GPU(s); tasks in flight {}", counts[task_state::queued],
+               counts[task_state::running],
                counts[task_state::done] + counts[task_state::failed] + counts[task_state::cancelled],
                found.device_count(), so.tasks_in_flight);
-  std::string host = where->host.find(':') != std::string::npos && where->host.front() != '['
-                         ? "[" + where->host + "]" : where->host;
+  std::string host =
+      where->host.find(':') != std::string::npos && where->host.front() != '[' ? "[" + where->host + "]" : where->host;
   std::printf("kernelskill serve: listening on http://%s:%u\n", host.c_str(), unsigned{*port});
   std::fflush(stdout);
 

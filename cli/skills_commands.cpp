@@ -57,8 +57,8 @@ result<policy_input> read_evidence(const std::string& path) {
     return ks::error{path + ": not valid JSON: " + e.what()};
   }
   if (!j.is_object()) return ks::error{path + ": expected a JSON object"};
-  static const std::set<std::string> keys = {"structure_class", "metrics", "features", "task", "round", "template",
-                                             "methods"};
+  static const std::set<std::string> keys = {"structure_class", "metrics",  "features", "task",
+                                             "round",           "template", "methods"};
   policy_input p;
   for (auto& [k, v] : j.items()) {
     if (!keys.count(k))
@@ -90,15 +90,12 @@ result<policy_input> read_evidence(const std::string& path) {
 int skills_list(const std::string& dir) {
   auto lib = load_or_report(dir);
   if (!lib) return 1;
-  std::printf("%s v%d: %zu methods, %zu bottleneck classes, %zu decision cases, %zu vetoes\n\n",
-              lib->name.c_str(), lib->version, lib->methods.size(), lib->bottlenecks.size(),
-              lib->decisions.size(), lib->vetoes.size());
+  std::printf("%s v%d: %zu methods, %zu bottleneck classes, %zu decision cases, %zu vetoes\n\n", lib->name.c_str(),
+              lib->version, lib->methods.size(), lib->bottlenecks.size(), lib->decisions.size(), lib->vetoes.size());
   std::printf("%-34s %-12s %s\n", "METHOD", "CATEGORY", "NAME");
-  for (auto& m : lib->methods)
-    std::printf("%-34s %-12s %s\n", m.id.c_str(), m.category.c_str(), m.name.c_str());
+  for (auto& m : lib->methods) std::printf("%-34s %-12s %s\n", m.id.c_str(), m.category.c_str(), m.name.c_str());
   std::printf("\n%-28s %-8s %s\n", "BOTTLENECK", "PRIORITY", "WHEN");
-  for (auto& b : lib->bottlenecks)
-    std::printf("%-28s %-8d %s\n", b.id.c_str(), b.priority, b.when.text().c_str());
+  for (auto& b : lib->bottlenecks) std::printf("%-28s %-8d %s\n", b.id.c_str(), b.priority, b.when.text().c_str());
   return 0;
 }
 
@@ -114,8 +111,8 @@ int skills_show(const std::string& dir, const std::string& method) {
     std::cerr << "; `kernelskill skills list` shows them all\n";
     return 1;
   }
-  std::printf("%s — %s [%s]\n  defined at %s\n\n%s\n\n", m->id.c_str(), m->name.c_str(),
-              m->category.c_str(), m->where.to_string().c_str(), m->rationale.c_str());
+  std::printf("%s — %s [%s]\n  defined at %s\n\n%s\n\n", m->id.c_str(), m->name.c_str(), m->category.c_str(),
+              m->where.to_string().c_str(), m->rationale.c_str());
   print_list("Preconditions", m->preconditions);
   if (m->requirement) std::printf("Requires (checked): %s\n", m->requirement->text().c_str());
   if (!m->expected_effect.empty()) {
@@ -165,15 +162,13 @@ int skills_check(const std::string& dir) {
                 << "): the case does not fire on its own example: " << why << "\n";
     }
   }
-  std::printf("%s: %s v%d, %zu methods, %zu bottleneck classes, %zu decision cases, %zu vetoes, hash %s\n",
-              dir.c_str(), lib->name.c_str(), lib->version, lib->methods.size(),
-              lib->bottlenecks.size(), lib->decisions.size(), lib->vetoes.size(),
-              library_hash(*lib).substr(0, 16).c_str());
+  std::printf("%s: %s v%d, %zu methods, %zu bottleneck classes, %zu decision cases, %zu vetoes, hash %s\n", dir.c_str(),
+              lib->name.c_str(), lib->version, lib->methods.size(), lib->bottlenecks.size(), lib->decisions.size(),
+              lib->vetoes.size(), library_hash(*lib).substr(0, 16).c_str());
   return unreachable == 0 ? 0 : 1;
 }
 
-int skills_explain(const std::string& dir, const std::string& evidence_path,
-                   const std::string& memory_path) {
+int skills_explain(const std::string& dir, const std::string& evidence_path, const std::string& memory_path) {
   auto lib = load_or_report(dir);
   if (!lib) return 1;
   auto in = read_evidence(evidence_path);
@@ -209,14 +204,13 @@ int skills_install(const std::string& dir, const std::string& memory_path) {
     return 1;
   }
   auto before = (*db)->installed_skill_library();
-  auto s = (*db)->install_skill_library(static_cast<uint32_t>(lib->version), library_hash(*lib),
-                                        to_store_docs(*lib));
+  auto s = (*db)->install_skill_library(static_cast<uint32_t>(lib->version), library_hash(*lib), to_store_docs(*lib));
   if (!s) {
     std::cerr << s.message() << "\n";
     return 1;
   }
-  std::printf("%s: skill library %s v%d installed (was v%u)\n", memory_path.c_str(),
-              lib->name.c_str(), lib->version, before ? before->version : 0u);
+  std::printf("%s: skill library %s v%d installed (was v%u)\n", memory_path.c_str(), lib->name.c_str(), lib->version,
+              before ? before->version : 0u);
   return 0;
 }
 
@@ -236,12 +230,11 @@ int skills_stats(const std::string& memory_path, const std::string& bottleneck) 
                 bottleneck.empty() ? "" : (" for " + bottleneck).c_str());
     return 0;
   }
-  std::printf("%-30s %-24s %7s %7s %8s %9s %9s %9s\n", "METHOD", "BOTTLENECK", "APPLIED", "CORRECT",
-              "IMPROVED", "MEAN GAIN", "BEST GAIN", "REALIZED");
+  std::printf("%-30s %-24s %7s %7s %8s %9s %9s %9s\n", "METHOD", "BOTTLENECK", "APPLIED", "CORRECT", "IMPROVED",
+              "MEAN GAIN", "BEST GAIN", "REALIZED");
   for (auto& s : *stats)
-    std::printf("%-30s %-24s %7u %7u %8u %8.3fx %8.3fx %8.3fx\n", s.method.c_str(),
-                s.bottleneck_class.c_str(), s.applied, s.correct, s.improved, s.mean_gain,
-                s.best_gain, s.realized_gain);
+    std::printf("%-30s %-24s %7u %7u %8u %8.3fx %8.3fx %8.3fx\n", s.method.c_str(), s.bottleneck_class.c_str(),
+                s.applied, s.correct, s.improved, s.mean_gain, s.best_gain, s.realized_gain);
   return 0;
 }
 

@@ -65,19 +65,21 @@ void audit_tasks(const std::string& memory_path, bool complete) {
       }
       count += to - from + 1;
     }
-    std::printf("  task numbers with no task: %s (%llu: lost with the damage, or submits that never "
-                "answered)%s\n",
-                ranges.c_str(), static_cast<unsigned long long>(count),
-                lost->named.empty() ? "; no record that is left names their ids: the daemon's log does "
-                                      "(\"task 'ID': queued\")"
-                                    : "");
+    std::printf(
+        "  task numbers with no task: %s (%llu: lost with the damage, or submits that never "
+        "answered)%s\n",
+        ranges.c_str(), static_cast<unsigned long long>(count),
+        lost->named.empty() ? "; no record that is left names their ids: the daemon's log does "
+                              "(\"task 'ID': queued\")"
+                            : "");
   }
   // The counter of task numbers is a record like the others: what it says may be as
   // old as the damage, so later numbers may be lost whatever it says.
   if (!complete && lost->last_found > 0) {
-    std::printf("  the last recovered task is number %llu: tasks submitted after it may be lost "
-                "(not everything acknowledged could be read)\n",
-                static_cast<unsigned long long>(lost->last_found));
+    std::printf(
+        "  the last recovered task is number %llu: tasks submitted after it may be lost "
+        "(not everything acknowledged could be read)\n",
+        static_cast<unsigned long long>(lost->last_found));
   }
   if (uint64_t floor = shared->writes_before_repair()) {
     std::printf("  new task numbers start above %llu: none handed out before is reused\n",
@@ -109,9 +111,10 @@ int store_check(const std::string& memory_path) {
     return 0;
   }
   std::printf("DAMAGED: %s\n", r->verdict.empty() ? "a table's checksums do not match" : r->verdict.c_str());
-  std::printf("`kernelskill store repair --memory %s` salvages what can be read into a new store and "
-              "keeps the damaged one; or restore the directory from a backup\n",
-              memory_path.c_str());
+  std::printf(
+      "`kernelskill store repair --memory %s` salvages what can be read into a new store and "
+      "keeps the damaged one; or restore the directory from a backup\n",
+      memory_path.c_str());
   return 1;
 }
 
@@ -121,15 +124,14 @@ int store_repair(const std::string& memory_path) {
     std::cerr << "kernelskill store repair: " << r.message() << "\n";
     return 1;
   }
-  std::printf("memory store %s repaired; the damaged store is kept, untouched, in %s\n",
-              memory_path.c_str(), r->kept.c_str());
+  std::printf("memory store %s repaired; the damaged store is kept, untouched, in %s\n", memory_path.c_str(),
+              r->kept.c_str());
   std::printf("recovered:\n");
   for (const auto& l : r->recovered) std::printf("  %s\n", l.c_str());
   audit_tasks(memory_path, r->complete);
   if (r->acked_before > 0) {
     std::printf("writes acknowledged before: up to %llu; the salvage reached %llu\n",
-                static_cast<unsigned long long>(r->acked_before),
-                static_cast<unsigned long long>(r->reached));
+                static_cast<unsigned long long>(r->acked_before), static_cast<unsigned long long>(r->reached));
   }
   if (r->complete) {
     std::printf("nothing acknowledged is missing\n");

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "store/store.hpp"
 #include "report/trajectory_timeline.hpp"
+#include "store/store.hpp"
 
 namespace ks::cli {
 

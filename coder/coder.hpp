@@ -22,33 +22,33 @@
 #include <string>
 #include <vector>
 
-#include "model/task.hpp"
-#include "model/candidate.hpp"
-#include "model/review.hpp"
-#include "model/decision.hpp"
-#include "model/trajectory.hpp"
 #include "base/result.hpp"
+#include "model/candidate.hpp"
+#include "model/decision.hpp"
+#include "model/review.hpp"
+#include "model/task.hpp"
+#include "model/trajectory.hpp"
 
 namespace ks {
 
 // What the optimizer knows when it applies a method to a correct candidate.
 struct optimize_input {
   task_spec task;
-  candidate base;                        // correct, reviewed
-  review_result review;                  // base's review (timing, profile, resources)
-  code_features features;                // base's static features
-  optimization_plan plan;                // plan.chosen is the method to apply
-  std::vector<trajectory_entry> history; // the task's trajectory, oldest first
+  candidate base;                         // correct, reviewed
+  review_result review;                   // base's review (timing, profile, resources)
+  code_features features;                 // base's static features
+  optimization_plan plan;                 // plan.chosen is the method to apply
+  std::vector<trajectory_entry> history;  // the task's trajectory, oldest first
 };
 
 // What the repairer knows when it fixes a candidate that failed review.
 struct repair_input {
   task_spec task;
   candidate failed;
-  review_result review;                  // why it failed
-  repair_plan diagnosis;                 // the diagnoser's reading and actions
-  std::optional<candidate> last_good;    // the latest correct ancestor, if any
-  std::vector<trajectory_entry> history; // the task's trajectory, oldest first
+  review_result review;                   // why it failed
+  repair_plan diagnosis;                  // the diagnoser's reading and actions
+  std::optional<candidate> last_good;     // the latest correct ancestor, if any
+  std::vector<trajectory_entry> history;  // the task's trajectory, oldest first
 };
 
 class coder {

@@ -11,8 +11,8 @@ namespace ks {
 
 namespace {
 
-candidate from_reply(const parsed_candidate& p, const std::string& task,
-                     const std::string& origin, const std::string& parent) {
+candidate from_reply(const parsed_candidate& p, const std::string& task, const std::string& origin,
+                     const std::string& parent) {
   candidate c;
   c.task = task;
   c.source = p.source;
@@ -36,8 +36,8 @@ llm_coder_options llm_coder_options_for(const experiment_config& config, chat_fu
 
 llm_coder_options llm_coder_options_for(const experiment_config& config, std::shared_ptr<llm_client> client,
                                         std::shared_ptr<const skill_library> library) {
-  auto o = llm_coder_options_for(config, [client](const chat_request& r) { return client->chat(r); },
-                                 std::move(library));
+  auto o = llm_coder_options_for(
+      config, [client](const chat_request& r) { return client->chat(r); }, std::move(library));
   o.prompt_chars = [client]() -> size_t {
     const auto room = client->room_for_prompt();
     return room.tokens > 0 ? static_cast<size_t>(static_cast<double>(room.tokens) * room.chars_per_token) : 0;
@@ -65,10 +65,8 @@ result<std::vector<candidate>> llm_coder::seeds(const task_spec& task, uint32_t 
     req.task = task.name;
     auto reply = ask_for_candidate(options_.chat, req, options_.max_format_repairs);
     if (!reply) {
-      spdlog::warn("task '{}': llm seed {} of {} unusable: {}", task.name, i + 1, count,
-                   reply.message());
-      problems += (problems.empty() ? "" : "; ") + ("seed " + std::to_string(i + 1) + ": " +
-                                                   reply.message());
+      spdlog::warn("task '{}': llm seed {} of {} unusable: {}", task.name, i + 1, count, reply.message());
+      problems += (problems.empty() ? "" : "; ") + ("seed " + std::to_string(i + 1) + ": " + reply.message());
       continue;
     }
     auto c = from_reply(reply->parsed, task.name, "seed:llm-" + std::to_string(i + 1), "");
@@ -85,17 +83,14 @@ result<std::vector<candidate>> llm_coder::seeds(const task_spec& task, uint32_t 
 result<candidate> llm_coder::optimize(const optimize_input& in) {
   // Without long-term memory the method is named only: its knowledge is the skill
   // library's, which the ablation takes away from the model as from the planner.
-  const method_def* method = options_.library && options_.use_long_term_memory
-                                 ? options_.library->find_method(in.plan.chosen)
-                                 : nullptr;
-  auto req = optimizer_prompt(in.task, in.base, in.review, in.features, in.plan, method,
-                              in.history, limits());
+  const method_def* method =
+      options_.library && options_.use_long_term_memory ? options_.library->find_method(in.plan.chosen) : nullptr;
+  auto req = optimizer_prompt(in.task, in.base, in.review, in.features, in.plan, method, in.history, limits());
   req.task = in.task.name;
   auto reply = ask_for_candidate(options_.chat, req, options_.max_format_repairs);
   if (!reply) return error{"optimizer (" + in.plan.chosen + "): " + reply.message()};
   auto c = from_reply(reply->parsed, in.task.name, "optimize:" + in.plan.chosen, in.base.id);
-  if (c.id == in.base.id)
-    return error{"the model returned the kernel unchanged for method " + in.plan.chosen};
+  if (c.id == in.base.id) return error{"the model returned the kernel unchanged for method " + in.plan.chosen};
   return c;
 }
 
@@ -107,8 +102,7 @@ result<candidate> llm_coder::repair(const repair_input& in) {
     if (e.kind == "review" && e.status != review_status::ok) failed_ids.insert(e.candidate_id);
   std::vector<trajectory_entry> failed_repairs;
   for (const auto& e : in.history)
-    if (e.kind == "repair" && e.parent_id == in.failed.parent_id &&
-        failed_ids.count(e.candidate_id))
+    if (e.kind == "repair" && e.parent_id == in.failed.parent_id && failed_ids.count(e.candidate_id))
       failed_repairs.push_back(e);
   auto req = repairer_prompt(in.task, in.failed, in.review, in.diagnosis, failed_repairs, limits());
   req.task = in.task.name;

@@ -19,8 +19,8 @@
 namespace ks {
 
 struct llm_coder_options {
-  chat_function chat;                               // required
-  std::shared_ptr<const skill_library> library;     // method knowledge; may be null
+  chat_function chat;                            // required
+  std::shared_ptr<const skill_library> library;  // method knowledge; may be null
   // false (the ablation `ablation.long_term_memory: false`): the optimizer's prompt
   // names the planner's method by its id only and carries none of the skill
   // library's knowledge (name, rationale, preconditions, expected effect, forbidden

@@ -21,16 +21,16 @@ namespace ks {
 
 std::map<std::string, std::string> to_recipe(const lowering_params& p) {
   std::map<std::string, std::string> r = {{"vector_width", std::to_string(p.vector_width)},
-          {"row_cache", param::name_of(p.row_cache)},
-          {"cache_hint", param::name_of(p.cache_hint)},
-          {"block_size", std::to_string(p.block_size)},
-          {"elements_per_thread", std::to_string(p.elements_per_thread)},
-          {"grid_cap", std::to_string(p.grid_cap)},
-          {"row_mapping", param::name_of(p.row_mapping)},
-          {"fast_math", p.fast_math ? "1" : "0"},
-          {"fuse_prologue", p.fuse_prologue ? "1" : "0"},
-          {"row_split", std::to_string(p.row_split)},
-          {"moments", param::name_of(p.moments)}};
+                                          {"row_cache", param::name_of(p.row_cache)},
+                                          {"cache_hint", param::name_of(p.cache_hint)},
+                                          {"block_size", std::to_string(p.block_size)},
+                                          {"elements_per_thread", std::to_string(p.elements_per_thread)},
+                                          {"grid_cap", std::to_string(p.grid_cap)},
+                                          {"row_mapping", param::name_of(p.row_mapping)},
+                                          {"fast_math", p.fast_math ? "1" : "0"},
+                                          {"fuse_prologue", p.fuse_prologue ? "1" : "0"},
+                                          {"row_split", std::to_string(p.row_split)},
+                                          {"moments", param::name_of(p.moments)}};
   // Only when not the default: recipes of tasks without a convolution stay as they were.
   if (p.conv_layout != param::conv_layout::nchw) r["conv_layout"] = param::name_of(p.conv_layout);
   if (p.gemm_precision != param::gemm_precision::fp32) r["gemm_precision"] = param::name_of(p.gemm_precision);
@@ -63,7 +63,8 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
                  integer("matvec_sums", matvec, 0, 1), integer("library_reductions", lib_red, 0, 1)})
     if (!s) return error{s.message()};
   if (p.vector_width == 3) return error{"recipe: vector_width = 3: expected 1, 2 or 4"};
-  if (p.block_size % 32) return error{"recipe: block_size = " + std::to_string(p.block_size) + ": expected a multiple of 32"};
+  if (p.block_size % 32)
+    return error{"recipe: block_size = " + std::to_string(p.block_size) + ": expected a multiple of 32"};
   p.fast_math = fast;
   p.fuse_prologue = fuse;
   p.matvec_sums = matvec;
@@ -74,7 +75,8 @@ result<lowering_params> from_recipe(const std::map<std::string, std::string>& re
     auto it = recipe.find(key);
     if (it == recipe.end()) return {};
     auto v = param::parse_param<E>(it->second);
-    if (!v) return error{"recipe: " + std::string(key) + " = '" + it->second + "': expected " + param::expected_names<E>()};
+    if (!v)
+      return error{"recipe: " + std::string(key) + " = '" + it->second + "': expected " + param::expected_names<E>()};
     out = *v;
     return {};
   };
@@ -115,9 +117,12 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   for (const std::string& o : cx.outputs)
     if (!cx.written.count(o))
       return error{"graph output " + o + " is not computed by any kernel (an input returned as is?)"};
-  if (kinds.count("library")) cx.out.template_name = "library";
-  else if (kinds.size() == 1) cx.out.template_name = *kinds.begin();
-  else cx.out.template_name = "mixed";
+  if (kinds.count("library"))
+    cx.out.template_name = "library";
+  else if (kinds.size() == 1)
+    cx.out.template_name = *kinds.begin();
+  else
+    cx.out.template_name = "mixed";
   if (kinds.count("library") && kinds.count("row_reduce")) cx.out.template_name = "mixed";
   // A fallback alone is one library call; beside kernels it makes the candidate mixed.
   if (kinds.count("fallback")) cx.out.template_name = kinds.size() == 1 ? "library" : "mixed";
@@ -144,8 +149,9 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
   // A convolution computed channels-last, read so by the kernels after it.
   std::vector<std::string> rewrites;
   const task_graph split = rules::split_conv_bias(rules::expand_composites(graph));
-  const task_graph composed =
-      params.conv_layout == param::conv_layout::channels_last ? rules::channels_last_convolutions(split, rewrites) : split;
+  const task_graph composed = params.conv_layout == param::conv_layout::channels_last
+                                  ? rules::channels_last_convolutions(split, rewrites)
+                                  : split;
   const int nhwc = static_cast<int>(rewrites.size());
   const task_graph expanded = params.matvec_sums ? rules::sum_of_products(composed, rewrites) : composed;
   lowering_context cx(expanded, params, target, device);
@@ -170,8 +176,8 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
     if (!r) return error{"task \"" + graph.task + "\": " + r.message()};
     return r;
   } catch (const std::exception& e) {
-    return error{"task \"" + graph.task + "\": the rules coder cannot lower this graph (internal: " +
-                 std::string(e.what()) + ")"};
+    return error{"task \"" + graph.task +
+                 "\": the rules coder cannot lower this graph (internal: " + std::string(e.what()) + ")"};
   }
 }
 

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "model/launch_plan.hpp"
 #include "base/result.hpp"
 #include "coder/lowering_params.hpp"
 #include "coder/search_space.hpp"
 #include "coder/task_graph.hpp"
+#include "model/launch_plan.hpp"
 
 namespace ks {
 

@@ -71,7 +71,8 @@ template <class E>
 std::string expected_names() {
   std::string s;
   const auto& all = names<E>::all;
-  for (size_t i = 0; i < all.size(); ++i) s += std::string(i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i]);
+  for (size_t i = 0; i < all.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i]);
   return s;
 }
 }  // namespace param
@@ -79,13 +80,13 @@ std::string expected_names() {
 // The knobs of the templates; a candidate's recipe holds them as strings
 // (to_recipe / from_recipe), and the optimizer's methods change them.
 struct lowering_params {
-  int vector_width = 4;         // elementwise: floats per load/store (1, 2 or 4)
-  int block_size = 256;         // threads per block (a multiple of 32, ≤ 1024)
-  int elements_per_thread = 1;  // elementwise: vectors per thread per loop trip (unroll)
-  int grid_cap = 4096;          // elementwise: blocks at most (grid-stride loop)
+  int vector_width = 4;                                        // elementwise: floats per load/store (1, 2 or 4)
+  int block_size = 256;                                        // threads per block (a multiple of 32, ≤ 1024)
+  int elements_per_thread = 1;                                 // elementwise: vectors per thread per loop trip (unroll)
+  int grid_cap = 4096;                                         // elementwise: blocks at most (grid-stride loop)
   param::row_mapping row_mapping = param::row_mapping::block;  // row_reduce: a block per row, or a warp
-  bool fast_math = false;       // __expf/__fdividef intrinsics where accuracy allows
-  bool fuse_prologue = true;    // row_reduce: compute the feeding chain on load
+  bool fast_math = false;                                      // __expf/__fdividef intrinsics where accuracy allows
+  bool fuse_prologue = true;                                   // row_reduce: compute the feeding chain on load
   // row_reduce: registers (or shared memory, or a cluster's: on_chip) keep the row on
   // chip for its second read.
   param::row_cache row_cache = param::row_cache::none;

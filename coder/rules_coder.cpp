@@ -56,7 +56,8 @@ result<task_graph> export_task_graph(const std::filesystem::path& gpu_worker, co
   auto written = write_task_files(task, dir->path());
   if (!written) return error{"rules coder: " + written.message()};
   const std::filesystem::path yaml = *written;
-  std::string cmd = "exec " + shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
+  std::string cmd =
+      "exec " + shell_quote(gpu_worker.string()) + " --log-level error --graph " + shell_quote(yaml.string());
   if (!size.empty() && task.sizes.count(size)) cmd += " --size " + shell_quote(size);
   // Owned by the task: cancelling it ends the export (base/bounded_child.hpp).
   auto run = run_bounded(cmd, limits, err, task.name);
@@ -178,9 +179,8 @@ std::vector<lowering_params> rules_coder::seed_params() {
   return out;
 }
 
-result<candidate> rules_coder::build(const task_spec& task, const lowering_params& params,
-                                     const std::string& origin, const std::string& parent,
-                                     const std::string& excluded, bool with_methods) {
+result<candidate> rules_coder::build(const task_spec& task, const lowering_params& params, const std::string& origin,
+                                     const std::string& parent, const std::string& excluded, bool with_methods) {
   auto g = graph(task);
   if (!g) return g.error();
   target_shapes target;
@@ -264,7 +264,8 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
       // out of the seeds a short run tries.
       if (c->recipe.count("conv_layout")) {
         lowering_params q = p;
-        q.row_mapping = p.row_mapping == param::row_mapping::warp ? param::row_mapping::block : param::row_mapping::warp;
+        q.row_mapping =
+            p.row_mapping == param::row_mapping::warp ? param::row_mapping::block : param::row_mapping::warp;
         auto other = build(task, q, "seed:rules", "", "", false);
         if (other && !poor_for(q, *other) && ids.insert(other->id).second) {
           out.push_back(std::move(other.value()));
@@ -284,7 +285,8 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
     if (c.recipe.count("fallback")) c.origin += " (library fallback: " + c.recipe["fallback"] + ")";
     if (c.recipe.count("rewrites")) c.origin += " (rewritten: " + c.recipe["rewrites"] + ")";
   }
-  if (out.empty()) return error{first_error.empty() ? "rules coder: no seed for task \"" + task.name + "\"" : first_error};
+  if (out.empty())
+    return error{first_error.empty() ? "rules coder: no seed for task \"" + task.name + "\"" : first_error};
   return out;
 }
 
@@ -295,8 +297,10 @@ result<candidate> rules_coder::optimize_once(const task_spec& task, const optimi
   const method_def* m = skills_.find_method(method);
   const std::string templ = get(in.base.recipe, "template");
   if (!m) return error{"method " + method + " is not in the skill library"};
-  if (m->rules_coder.empty()) return error{"method " + method + " does not apply to template " + templ + ": it has no rules_coder entry"};
-  if (in.base.recipe.empty()) return error{"candidate " + in.base.id + " has no recipe: the rules coder did not write it"};
+  if (m->rules_coder.empty())
+    return error{"method " + method + " does not apply to template " + templ + ": it has no rules_coder entry"};
+  if (in.base.recipe.empty())
+    return error{"candidate " + in.base.id + " has no recipe: the rules coder did not write it"};
   auto params = from_recipe(in.base.recipe);
   if (!params) return params.error();
   auto space = space_of(task, in.base);
@@ -417,8 +421,10 @@ result<candidate> rules_coder::repair(const repair_input& in) {
   }
   // A seed failed: the plainest parameters.
   if (get(in.failed.recipe, "library_reductions") == "1")
-    return error{"rules coder: task \"" + in.task.name + "\": the plainest parameters with ATen's own reductions fail "
-                 "too: " + in.review.message};
+    return error{"rules coder: task \"" + in.task.name +
+                 "\": the plainest parameters with ATen's own reductions fail "
+                 "too: " +
+                 in.review.message};
   lowering_params safe;
   safe.vector_width = 1;
   safe.block_size = 256;
@@ -437,8 +443,10 @@ result<candidate> rules_coder::repair(const repair_input& in) {
   auto lib = build(in.task, safe, "repair:library_reductions", in.failed.id, "");
   if (!lib) return lib;
   if (lib->id == c->id)
-    return error{"rules coder: task \"" + in.task.name + "\": the failing candidate already uses the plainest "
-                 "parameters; its template itself fails: " + in.review.message};
+    return error{"rules coder: task \"" + in.task.name +
+                 "\": the failing candidate already uses the plainest "
+                 "parameters; its template itself fails: " +
+                 in.review.message};
   return lib;
 }
 

@@ -94,9 +94,8 @@ class rules_coder : public coder {
   result<search_space> space_of(const task_spec& task, const candidate& c);
 
  private:
-  result<candidate> build(const task_spec& task, const lowering_params& params,
-                          const std::string& origin, const std::string& parent,
-                          const std::string& excluded, bool with_methods = true);
+  result<candidate> build(const task_spec& task, const lowering_params& params, const std::string& origin,
+                          const std::string& parent, const std::string& excluded, bool with_methods = true);
   // optimize() of `task` (in.task is not read: applicable_methods passes the task
   // without copying it); with_methods false leaves the result's `methods` out (what
   // applicable_methods tries with).

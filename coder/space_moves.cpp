@@ -33,15 +33,16 @@ struct target_param {
 };
 
 result<target_param> parameter_of(const std::string& prefix, const coder_rule& rule,
-                                  const std::map<std::string, std::string>& recipe, const std::set<std::string>& excluded,
-                                  const std::string& source, bool explore) {
+                                  const std::map<std::string, std::string>& recipe,
+                                  const std::set<std::string>& excluded, const std::string& source, bool explore) {
   const std::string templ = get(recipe, "template");
   const bool rows = has_stage(recipe, "row_reduce");
   const std::string& p = rule.param;
   // Without the space, the kinds of kernel that were known to read these (the row
   // reduction's float4 rows and loads in flight are the space's).
   const bool ew = has_stage(recipe, "elementwise");
-  if (!explore && (p == "vector_width" || p == "cache_hint") && !ew) return error{prefix + "it has no elementwise kernel"};
+  if (!explore && (p == "vector_width" || p == "cache_hint") && !ew)
+    return error{prefix + "it has no elementwise kernel"};
   if (!explore && (p == "unroll" || p == "elements_per_thread") && !ew && !has_stage(recipe, "pool"))
     return error{prefix + "it has no elementwise or pool kernel"};
   if (p == "fast_math" || p == "vector_width" || p == "block_size" || p == "cache_hint") return target_param{p, {}};
@@ -60,7 +61,8 @@ result<target_param> parameter_of(const std::string& prefix, const coder_rule& r
   if (p == "num_kernels" || p == "fuse_epilogue") {
     // A row reduction's or a scan's feeding chain computed on its loads (where the
     // task has none, the kernels do not change, which the coder finds and says).
-    if (get(recipe, "fuse_prologue") == "0" && (rows || has_stage(recipe, "scan"))) return target_param{"fuse_prologue", {"1"}};
+    if (get(recipe, "fuse_prologue") == "0" && (rows || has_stage(recipe, "scan")))
+      return target_param{"fuse_prologue", {"1"}};
     return error{prefix + "its elementwise chains and epilogues are already fused as far as its templates go"};
   }
   if (p == "grid_stride") return error{prefix + "its elementwise kernels already use grid-stride loops"};
@@ -85,11 +87,14 @@ result<target_param> parameter_of(const std::string& prefix, const coder_rule& r
     // method's rationale still counts, the normalising pass's, goes when the row stays
     // on chip.
     if (get(recipe, "row_cache") != "none" && !get(recipe, "row_cache").empty())
-      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows already "
-                            "stay on chip (row_cache " + get(recipe, "row_cache") + ")"};
+      return error{prefix +
+                   "its softmax family is already single-pass (online max and sum), and its rows already "
+                   "stay on chip (row_cache " +
+                   get(recipe, "row_cache") + ")"};
     if (excluded.count("row_cache=on_chip"))
-      return error{prefix + "its softmax family is already single-pass (online max and sum), and its rows cannot "
-                            "stay on chip (excluded after a failure)"};
+      return error{prefix +
+                   "its softmax family is already single-pass (online max and sum), and its rows cannot "
+                   "stay on chip (excluded after a failure)"};
     return target_param{"row_cache", {"on_chip"}};
   }
   if (p == "row_split") {
@@ -102,7 +107,8 @@ result<target_param> parameter_of(const std::string& prefix, const coder_rule& r
   }
   if (p == "gemm_precision" || p == "matvec_sums") {
     bool product = false;
-    for (const std::string& op : rules::ops_of(rules::op_class::product)) product = product || has_stage(recipe, "library:" + op);
+    for (const std::string& op : rules::ops_of(rules::op_class::product))
+      product = product || has_stage(recipe, "library:" + op);
     if (!product) return error{prefix + "it has no library product"};
     return target_param{p, {}};
   }
@@ -137,8 +143,9 @@ result<std::vector<param_change>> rule_changes(const std::string& method, const 
   const std::string& param = target->param;
   const std::string cur = get(recipe, param);
   if (explore && !space.has(param))
-    return error{prefix + "its kernels do not read " + param + " at these shapes: a change of it changes no kernel of "
-                          "this task"};
+    return error{prefix + "its kernels do not read " + param +
+                 " at these shapes: a change of it changes no kernel of "
+                 "this task"};
   std::vector<std::string> order = listed_values(rule, *target, cur);
   // Where the method moves a number one way, every legal value further that way.
   const bool binary = param == "fast_math" || param == "fuse_prologue" || param == "matvec_sums";
@@ -153,8 +160,9 @@ result<std::vector<param_change>> rule_changes(const std::string& method, const 
     std::vector<std::string> further;
     for (const std::string& v : space.values(param))
       if ((up && std::atof(v.c_str()) > c) || (down && std::atof(v.c_str()) < c)) further.push_back(v);
-    std::sort(further.begin(), further.end(),
-              [&](const std::string& a, const std::string& b) { return std::abs(std::atof(a.c_str()) - c) < std::abs(std::atof(b.c_str()) - c); });
+    std::sort(further.begin(), further.end(), [&](const std::string& a, const std::string& b) {
+      return std::abs(std::atof(a.c_str()) - c) < std::abs(std::atof(b.c_str()) - c);
+    });
     order.insert(order.end(), further.begin(), further.end());
   }
   std::vector<param_change> out;
@@ -170,7 +178,8 @@ result<std::vector<param_change>> rule_changes(const std::string& method, const 
     if (!explore) break;
   }
   if (out.empty())
-    return error{prefix + param + " is already " + cur + (excluded.empty() ? "" : " (other values excluded after failures)") +
+    return error{prefix + param + " is already " + cur +
+                 (excluded.empty() ? "" : " (other values excluded after failures)") +
                  (explore ? "; its legal values here: " + listing(space.values(param)) : "")};
   return out;
 }

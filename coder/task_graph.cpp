@@ -58,10 +58,12 @@ result<task_graph> parse_task_graph(std::string_view text) {
             throw std::runtime_error("values." + id + ".value: " + bad.problem());
           }
         };
-        if (val.is_string() && gv.type != "float") gv.text = val.get<std::string>();
+        if (val.is_string() && gv.type != "float")
+          gv.text = val.get<std::string>();
         else if (val.is_array())
           for (auto& e : val) gv.numbers.push_back(number(e));
-        else gv.numbers.push_back(number(val));
+        else
+          gv.numbers.push_back(number(val));
       }
       g.values[id] = std::move(gv);
     }
@@ -72,7 +74,8 @@ result<task_graph> parse_task_graph(std::string_view text) {
       gn.outputs = strings(n.at("outputs"), "nodes[].outputs");
       gn.schema = n.value("schema", "");
       for (auto& id : gn.inputs)
-        if (!g.values.count(id)) return error{"graph: node " + gn.kind + " reads value '" + id + "', which 'values' lacks"};
+        if (!g.values.count(id))
+          return error{"graph: node " + gn.kind + " reads value '" + id + "', which 'values' lacks"};
       g.nodes.push_back(std::move(gn));
     }
     g.outputs = strings(j.at("outputs"), "outputs");

@@ -55,7 +55,7 @@ struct task_graph {
   std::vector<std::string> input_values;  // value ids of forward's arguments
   std::vector<std::string> input_names;   // the task's tensor names for them
   std::map<std::string, graph_value> values;
-  std::vector<graph_node> nodes;          // in execution order
+  std::vector<graph_node> nodes;  // in execution order
   std::vector<std::string> outputs;
 
   // The value `id`, or nullptr.

@@ -30,22 +30,58 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Every key's full path: lets an unknown key that exists elsewhere point there
 // (`rounds:` at the top level → "did you mean 'budgets.rounds'?").
 const std::vector<std::string> kAllKeys = {
-    "name", "tasks",
-    "gpus.local", "gpus.remote", "gpus.worker_binary", "gpus.review_timeout_s",
-    "gpus.trial_cache_gib", "gpus.profile_replay", "gpus.remote_token_env", "gpus.remote_token_file",
-    "budgets.seeds", "budgets.rounds", "budgets.repair_attempts", "budgets.tasks_in_flight",
-    "budgets.llm_requests_in_flight", "budgets.device_queue_depth",
-    "coder.backend", "coder.llm",
-    "coder.llm.provider", "coder.llm.endpoint", "coder.llm.model", "coder.llm.api_key_env",
-    "coder.llm.timeout_s", "coder.llm.reply_timeout_s", "coder.llm.stream", "coder.llm.max_retries",
-    "coder.llm.temperature", "coder.llm.max_tokens", "coder.llm.reasoning", "coder.llm.reasoning_effort",
-    "coder.llm.context_tokens", "coder.llm.prompt_tokens", "coder.llm.cache_dir",
-    "review.trials", "review.suspicious_speedup", "review.size", "review.draw_inputs",
-    "references.cpu_seconds", "references.memory_mb", "references.wall_seconds", "references.sandbox",
+    "name",
+    "tasks",
+    "gpus.local",
+    "gpus.remote",
+    "gpus.worker_binary",
+    "gpus.review_timeout_s",
+    "gpus.trial_cache_gib",
+    "gpus.profile_replay",
+    "gpus.remote_token_env",
+    "gpus.remote_token_file",
+    "budgets.seeds",
+    "budgets.rounds",
+    "budgets.repair_attempts",
+    "budgets.tasks_in_flight",
+    "budgets.llm_requests_in_flight",
+    "budgets.device_queue_depth",
+    "coder.backend",
+    "coder.llm",
+    "coder.llm.provider",
+    "coder.llm.endpoint",
+    "coder.llm.model",
+    "coder.llm.api_key_env",
+    "coder.llm.timeout_s",
+    "coder.llm.reply_timeout_s",
+    "coder.llm.stream",
+    "coder.llm.max_retries",
+    "coder.llm.temperature",
+    "coder.llm.max_tokens",
+    "coder.llm.reasoning",
+    "coder.llm.reasoning_effort",
+    "coder.llm.context_tokens",
+    "coder.llm.prompt_tokens",
+    "coder.llm.cache_dir",
+    "review.trials",
+    "review.suspicious_speedup",
+    "review.size",
+    "review.draw_inputs",
+    "references.cpu_seconds",
+    "references.memory_mb",
+    "references.wall_seconds",
+    "references.sandbox",
     "references.read_paths",
-    "ablation.long_term_memory", "ablation.short_term_memory",
-    "memory.path", "output.dir", "logging.level", "logging.file",
-    "serve.listen", "serve.token_env", "serve.header_timeout_s", "serve.body_timeout_s",
+    "ablation.long_term_memory",
+    "ablation.short_term_memory",
+    "memory.path",
+    "output.dir",
+    "logging.level",
+    "logging.file",
+    "serve.listen",
+    "serve.token_env",
+    "serve.header_timeout_s",
+    "serve.body_timeout_s",
     "serve.max_pending_connections",
 };
 
@@ -84,9 +120,7 @@ std::string format_double(double v) {
   return std::string(buf, end);
 }
 
-void positive(yaml_reader& r, const yaml_field& f, int& out) {
-  r.integer(f, out, 1, kIntMax, "a positive integer");
-}
+void positive(yaml_reader& r, const yaml_field& f, int& out) { r.integer(f, out, 1, kIntMax, "a positive integer"); }
 
 void non_negative(yaml_reader& r, const yaml_field& f, int& out) {
   r.integer(f, out, 0, kIntMax, "a non-negative integer");
@@ -104,7 +138,8 @@ void env_name(yaml_reader& r, const yaml_field& f, std::string& out, const char*
   if (r.errors().size() != before) return;
   if (!v.empty() && !is_env_name(v)) {
     return r.fail(f, std::string("expected the name of an environment variable (letters, digits "
-                                 "and _, like ") + example +
+                                 "and _, like ") +
+                         example +
                          "), got something else; if that was the secret itself, move it into "
                          "the environment: secrets do not belong in config files");
   }
@@ -123,11 +158,13 @@ void read_local(yaml_reader& r, const yaml_field& f, gpu_config& g) {
       g.local_all = false;
       g.local_devices.clear();
     } else {
-      const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](unsigned char ch) { return std::isdigit(ch); });
+      const bool digits =
+          !v.empty() && std::all_of(v.begin(), v.end(), [](unsigned char ch) { return std::isdigit(ch); });
       const std::string near = closest(v, {"all", "none"});
       r.fail(f, exp + ", got " + describe(f.value) +
-                    (digits ? " (write [" + v + "] for one device)"
-                            : near.empty() ? "" : " (did you mean '" + near + "'?)"));
+                    (digits         ? " (write [" + v + "] for one device)"
+                     : near.empty() ? ""
+                                    : " (did you mean '" + near + "'?)"));
     }
     return;
   }
@@ -140,8 +177,7 @@ void read_local(yaml_reader& r, const yaml_field& f, gpu_config& g) {
     r.integer(item, d, 0, kIntMax, "a device index (0, 1, ...)");
     if (d < 0) continue;
     if (auto [pos, inserted] = seen.emplace(d, item.value); !inserted) {
-      r.fail(item, "device " + std::to_string(d) + " is listed twice (first at " +
-                       line_col(pos->second) + ")");
+      r.fail(item, "device " + std::to_string(d) + " is listed twice (first at " + line_col(pos->second) + ")");
       continue;
     }
     devices.push_back(d);
@@ -154,8 +190,7 @@ void read_local(yaml_reader& r, const yaml_field& f, gpu_config& g) {
 void read_remote(yaml_reader& r, const yaml_field& f, std::vector<remote_worker>& out) {
   if (f.value.IsNull()) return;
   if (!f.value.IsSequence()) {
-    return r.fail(f, "expected a list of \"HOST:PORT\" strings or {host, port} maps, got " +
-                         describe(f.value) +
+    return r.fail(f, "expected a list of \"HOST:PORT\" strings or {host, port} maps, got " + describe(f.value) +
                          (f.value.IsScalar() ? " (write [" + f.value.Scalar() + "] for one node)" : ""));
   }
   std::map<std::string, YAML::Node> seen;
@@ -174,12 +209,17 @@ void read_remote(yaml_reader& r, const yaml_field& f, std::vector<remote_worker>
       bool has_host = false, has_port = false;
       int port = 0;
       r.map(item, {
-          {"host", [&](const yaml_field& h) { has_host = true; r.string(h, w.host, false); }},
-          {"port", [&](const yaml_field& p) {
-             has_port = true;
-             r.integer(p, port, 1, 65535, "a port number from 1 to 65535");
-           }},
-      });
+                      {"host",
+                       [&](const yaml_field& h) {
+                         has_host = true;
+                         r.string(h, w.host, false);
+                       }},
+                      {"port",
+                       [&](const yaml_field& p) {
+                         has_port = true;
+                         r.integer(p, port, 1, 65535, "a port number from 1 to 65535");
+                       }},
+                  });
       if (!has_host) r.fail(item, "missing 'host' (expected {host: NAME, port: NUMBER})");
       if (!has_port) r.fail(item, "missing 'port' (expected {host: NAME, port: NUMBER})");
       if (r.errors().size() != before) continue;
@@ -194,8 +234,7 @@ void read_remote(yaml_reader& r, const yaml_field& f, std::vector<remote_worker>
     }
     const std::string id = to_string({lower(w.host), w.port});
     if (auto [pos, inserted] = seen.emplace(id, item.value); !inserted) {
-      r.fail(item, "duplicate node " + to_string(w) + " (first listed at " +
-                       line_col(pos->second) + ")");
+      r.fail(item, "duplicate node " + to_string(w) + " (first listed at " + line_col(pos->second) + ")");
       continue;
     }
     out.push_back(std::move(w));
@@ -228,8 +267,7 @@ void add_task(std::vector<std::string>& tasks, std::string path) {
   if (std::find(tasks.begin(), tasks.end(), path) == tasks.end()) tasks.push_back(std::move(path));
 }
 
-void read_tasks(yaml_reader& r, const yaml_field& f, const fs::path& base,
-                std::vector<std::string>& out) {
+void read_tasks(yaml_reader& r, const yaml_field& f, const fs::path& base, std::vector<std::string>& out) {
   if (f.value.IsNull()) return;
   if (!f.value.IsSequence()) {
     return r.fail(f, "expected a list of task files or globs, got " + describe(f.value) +
@@ -247,8 +285,7 @@ void read_tasks(yaml_reader& r, const yaml_field& f, const fs::path& base,
     if (!has_wildcard(entry)) {
       const auto st = fs::status(full, ec);
       if (!fs::exists(st)) {
-        r.fail(item, "task file \"" + entry + "\" does not exist (looked in " +
-                         full.parent_path().string() + ")");
+        r.fail(item, "task file \"" + entry + "\" does not exist (looked in " + full.parent_path().string() + ")");
       } else if (fs::is_directory(st)) {
         r.fail(item, "\"" + entry + "\" is a directory, not a task file (use \"" +
                          (fs::path(entry) / "*.yaml").string() + "\" for the tasks in it)");
@@ -269,16 +306,15 @@ void read_tasks(yaml_reader& r, const yaml_field& f, const fs::path& base,
     }
     globfree(&g);
     if (rc != 0 && rc != GLOB_NOMATCH) {
-      r.fail(item, "cannot expand \"" + entry + "\": a directory under " +
-                       glob_root(full).string() + " could not be read");
+      r.fail(item,
+             "cannot expand \"" + entry + "\": a directory under " + glob_root(full).string() + " could not be read");
       continue;
     }
     const fs::path root = glob_root(full);
     if (matches.empty()) {
       r.fail(item, "no task files match \"" + entry + "\" " +
                        (fs::is_directory(root, ec) ? "in " + root.string()
-                                                   : "(directory " + root.string() +
-                                                         " does not exist)"));
+                                                   : "(directory " + root.string() + " does not exist)"));
       continue;
     }
     std::sort(matches.begin(), matches.end());
@@ -326,151 +362,247 @@ void read_paths(yaml_reader& r, const yaml_field& f, const fs::path& base, std::
   }
 }
 
-void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
-               experiment_config& c) {
+void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base, experiment_config& c) {
   const yaml_field top{"", YAML::Node(), root};
   if (root.IsNull()) return;  // an empty file: every default
   if (!root.IsMap()) {
-    return r.fail(top, "the top level must be a map of settings (name:, tasks:, gpus:, "
-                       "budgets:, ...), got " + describe(root));
+    return r.fail(top,
+                  "the top level must be a map of settings (name:, tasks:, gpus:, "
+                  "budgets:, ...), got " +
+                      describe(root));
   }
   yaml_field backend_field;  // where `coder.backend: llm` was said, for the cross-check
   bool backend_given = false;
   auto& g = c.gpus;
   auto& b = c.budgets;
   auto& l = c.coder.llm;
-  r.map(top, {
-    {"name", [&](const yaml_field& f) { r.string(f, c.name, false); }},
-    {"tasks", [&](const yaml_field& f) { read_tasks(r, f, base, c.tasks); }},
-    {"gpus", [&](const yaml_field& s) { r.map(s, {
-      {"local", [&](const yaml_field& f) { read_local(r, f, g); }},
-      {"remote", [&](const yaml_field& f) { read_remote(r, f, g.remote); }},
-      {"worker_binary", [&](const yaml_field& f) { r.string(f, g.worker_binary); }},
-      {"review_timeout_s", [&](const yaml_field& f) { seconds(r, f, g.review_timeout_s); }},
-      {"trial_cache_gib", [&](const yaml_field& f) {
-        r.number(f, g.trial_cache_gib, 0, true, 1 << 20, true,
-                 "a number of GiB from 0 (0: half of each device's memory) to 1048576");
-      }},
-      {"profile_replay", [&](const yaml_field& f) { r.one_of(f, g.profile_replay, {"user", "kernel"}); }},
-      {"remote_token_env", [&](const yaml_field& f) { env_name(r, f, g.remote_token_env, "KS_WORKER_TOKEN"); }},
-      {"remote_token_file", [&](const yaml_field& f) { r.string(f, g.remote_token_file); }},
-    }, key_elsewhere); }},
-    {"budgets", [&](const yaml_field& s) { r.map(s, {
-      {"seeds", [&](const yaml_field& f) { positive(r, f, b.seeds); }},
-      {"rounds", [&](const yaml_field& f) { non_negative(r, f, b.rounds); }},
-      {"repair_attempts", [&](const yaml_field& f) { positive(r, f, b.repair_attempts); }},
-      {"tasks_in_flight", [&](const yaml_field& f) { positive(r, f, b.tasks_in_flight); }},
-      {"llm_requests_in_flight", [&](const yaml_field& f) { positive(r, f, b.llm_requests_in_flight); }},
-      {"device_queue_depth", [&](const yaml_field& f) { positive(r, f, b.device_queue_depth); }},
-    }, key_elsewhere); }},
-    {"coder", [&](const yaml_field& s) { r.map(s, {
-      {"backend", [&](const yaml_field& f) {
-        r.one_of(f, c.coder.backend, {"rules", "llm", "hybrid"});
-        backend_field = f;
-        backend_given = true;
-      }},
-      {"llm", [&](const yaml_field& s2) { r.map(s2, {
-        {"provider", [&](const yaml_field& f) { r.one_of(f, l.provider, {"openai", "anthropic"}); }},
-        {"endpoint", [&](const yaml_field& f) {
-          std::string v;
-          const size_t before = r.errors().size();
-          r.string(f, v);
-          if (r.errors().size() != before) return;
-          if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0) {
-            return r.fail(f, "expected an http:// or https:// URL, got " + describe(f.value));
-          }
-          l.endpoint = v;
-        }},
-        {"model", [&](const yaml_field& f) { r.string(f, l.model); }},
-        {"api_key_env", [&](const yaml_field& f) { env_name(r, f, l.api_key_env, "OPENAI_API_KEY"); }},
-        {"timeout_s", [&](const yaml_field& f) { seconds(r, f, l.timeout_s); }},
-        {"reply_timeout_s", [&](const yaml_field& f) {
-          r.number(f, l.reply_timeout_s, 0, true, kInf, false, "a number of seconds >= 0 (0: no bound)");
-        }},
-        {"stream", [&](const yaml_field& f) { r.boolean(f, l.stream); }},
-        {"max_retries", [&](const yaml_field& f) { non_negative(r, f, l.max_retries); }},
-        {"temperature", [&](const yaml_field& f) {
-          r.number(f, l.temperature, 0, true, 2, true, "a number from 0 to 2");
-        }},
-        {"max_tokens", [&](const yaml_field& f) { positive(r, f, l.max_tokens); }},
-        {"reasoning", [&](const yaml_field& f) { r.boolean(f, l.reasoning); }},
-        {"reasoning_effort", [&](const yaml_field& f) {
-          // Empty leaves it out of the request (the server's default).
-          if (f.value.IsScalar() && f.value.Scalar().empty()) {
-            l.reasoning_effort.clear();
-          } else {
-            r.one_of(f, l.reasoning_effort, {"minimal", "low", "medium", "high"});
-          }
-        }},
-        {"context_tokens", [&](const yaml_field& f) {
-          r.integer(f, l.context_tokens, 0, 100000000, "a whole number of tokens >= 0 (0: ask the server)");
-        }},
-        {"prompt_tokens", [&](const yaml_field& f) {
-          r.integer(f, l.prompt_tokens, 0, 100000000, "a whole number of tokens >= 0 (0: what the context leaves)");
-        }},
-        {"cache_dir", [&](const yaml_field& f) { r.string(f, l.cache_dir); }},
-      }, key_elsewhere); }},
-    }, key_elsewhere); }},
-    {"review", [&](const yaml_field& s) { r.map(s, {
-      {"trials", [&](const yaml_field& f) { positive(r, f, c.review.trials); }},
-      {"suspicious_speedup", [&](const yaml_field& f) {
-        r.number(f, c.review.suspicious_speedup, 1, false, kInf, false, "a number greater than 1");
-      }},
-      {"size", [&](const yaml_field& f) { r.string(f, c.review.size); }},
-      {"draw_inputs", [&](const yaml_field& f) {
-        // "gpu" is one letter from "cpu": say which value means the GPU rather than
-        // suggest the other one.
-        if (f.value.IsScalar() && (f.value.Scalar() == "gpu" || f.value.Scalar() == "cuda"))
-          return r.fail(f, "expected one of device, cpu, got \"" + f.value.Scalar() +
-                               "\" (device draws on the reviewing GPU)");
-        r.one_of(f, c.review.draw_inputs, {"device", "cpu"});
-      }},
-    }, key_elsewhere); }},
-    {"references", [&](const yaml_field& s) { r.map(s, {
-      {"cpu_seconds", [&](const yaml_field& f) {
-        r.integer(f, c.references.cpu_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
-      }},
-      {"memory_mb", [&](const yaml_field& f) {
-        if (f.value.IsScalar() && f.value.Scalar() == "auto") c.references.memory_mb = 0;
-        else r.integer(f, c.references.memory_mb, 1, kIntMax, "a positive integer (MiB) or auto");
-      }},
-      {"wall_seconds", [&](const yaml_field& f) {
-        r.integer(f, c.references.wall_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
-      }},
-      {"sandbox", [&](const yaml_field& f) { r.one_of(f, c.references.sandbox, {"off", "auto", "required"}); }},
-      {"read_paths", [&](const yaml_field& f) { read_paths(r, f, base, c.references.read_paths); }},
-    }, key_elsewhere); }},
-    {"ablation", [&](const yaml_field& s) { r.map(s, {
-      {"long_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.long_term_memory); }},
-      {"short_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.short_term_memory); }},
-    }, key_elsewhere); }},
-    {"memory", [&](const yaml_field& s) { r.map(s, {
-      {"path", [&](const yaml_field& f) { r.string(f, c.memory.path, false); }},
-    }, key_elsewhere); }},
-    {"output", [&](const yaml_field& s) { r.map(s, {
-      {"dir", [&](const yaml_field& f) { r.string(f, c.output.dir, false); }},
-    }, key_elsewhere); }},
-    {"logging", [&](const yaml_field& s) { r.map(s, {
-      {"level", [&](const yaml_field& f) {
-        r.one_of(f, c.logging.level, {"trace", "debug", "info", "warn", "error", "off"});
-      }},
-      {"file", [&](const yaml_field& f) { r.string(f, c.logging.file); }},
-    }, key_elsewhere); }},
-    {"serve", [&](const yaml_field& s) { r.map(s, {
-      {"listen", [&](const yaml_field& f) {
-        std::string v;
-        const size_t before = r.errors().size();
-        r.string(f, v);
-        if (r.errors().size() != before) return;
-        if (auto hp = parse_host_port(v, /*allow_any_port=*/true); !hp) return r.fail(f, hp.message());
-        c.serve.listen = v;
-      }},
-      {"token_env", [&](const yaml_field& f) { env_name(r, f, c.serve.token_env, "KS_TOKEN"); }},
-      {"header_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.header_timeout_s); }},
-      {"body_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.body_timeout_s); }},
-      {"max_pending_connections", [&](const yaml_field& f) { positive(r, f, c.serve.max_pending_connections); }},
-    }, key_elsewhere); }},
-  }, key_elsewhere);
+  r.map(
+      top,
+      {
+          {"name", [&](const yaml_field& f) { r.string(f, c.name, false); }},
+          {"tasks", [&](const yaml_field& f) { read_tasks(r, f, base, c.tasks); }},
+          {"gpus",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"local", [&](const yaml_field& f) { read_local(r, f, g); }},
+                       {"remote", [&](const yaml_field& f) { read_remote(r, f, g.remote); }},
+                       {"worker_binary", [&](const yaml_field& f) { r.string(f, g.worker_binary); }},
+                       {"review_timeout_s", [&](const yaml_field& f) { seconds(r, f, g.review_timeout_s); }},
+                       {"trial_cache_gib",
+                        [&](const yaml_field& f) {
+                          r.number(f, g.trial_cache_gib, 0, true, 1 << 20, true,
+                                   "a number of GiB from 0 (0: half of each device's memory) to 1048576");
+                        }},
+                       {"profile_replay",
+                        [&](const yaml_field& f) {
+                          r.one_of(f, g.profile_replay, {"user", "kernel"});
+                        }},
+                       {"remote_token_env",
+                        [&](const yaml_field& f) { env_name(r, f, g.remote_token_env, "KS_WORKER_TOKEN"); }},
+                       {"remote_token_file", [&](const yaml_field& f) { r.string(f, g.remote_token_file); }},
+                   },
+                   key_elsewhere);
+           }},
+          {"budgets",
+           [&](const yaml_field& s) {
+             r.map(
+                 s,
+                 {
+                     {"seeds", [&](const yaml_field& f) { positive(r, f, b.seeds); }},
+                     {"rounds", [&](const yaml_field& f) { non_negative(r, f, b.rounds); }},
+                     {"repair_attempts", [&](const yaml_field& f) { positive(r, f, b.repair_attempts); }},
+                     {"tasks_in_flight", [&](const yaml_field& f) { positive(r, f, b.tasks_in_flight); }},
+                     {"llm_requests_in_flight", [&](const yaml_field& f) { positive(r, f, b.llm_requests_in_flight); }},
+                     {"device_queue_depth", [&](const yaml_field& f) { positive(r, f, b.device_queue_depth); }},
+                 },
+                 key_elsewhere);
+           }},
+          {"coder",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"backend",
+                        [&](const yaml_field& f) {
+                          r.one_of(f, c.coder.backend, {"rules", "llm", "hybrid"});
+                          backend_field = f;
+                          backend_given = true;
+                        }},
+                       {"llm",
+                        [&](const yaml_field& s2) {
+                          r.map(s2,
+                                {
+                                    {"provider",
+                                     [&](const yaml_field& f) {
+                                       r.one_of(f, l.provider, {"openai", "anthropic"});
+                                     }},
+                                    {"endpoint",
+                                     [&](const yaml_field& f) {
+                                       std::string v;
+                                       const size_t before = r.errors().size();
+                                       r.string(f, v);
+                                       if (r.errors().size() != before) return;
+                                       if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0) {
+                                         return r.fail(f,
+                                                       "expected an http:// or https:// URL, got " + describe(f.value));
+                                       }
+                                       l.endpoint = v;
+                                     }},
+                                    {"model", [&](const yaml_field& f) { r.string(f, l.model); }},
+                                    {"api_key_env",
+                                     [&](const yaml_field& f) { env_name(r, f, l.api_key_env, "OPENAI_API_KEY"); }},
+                                    {"timeout_s", [&](const yaml_field& f) { seconds(r, f, l.timeout_s); }},
+                                    {"reply_timeout_s",
+                                     [&](const yaml_field& f) {
+                                       r.number(f, l.reply_timeout_s, 0, true, kInf, false,
+                                                "a number of seconds >= 0 (0: no bound)");
+                                     }},
+                                    {"stream", [&](const yaml_field& f) { r.boolean(f, l.stream); }},
+                                    {"max_retries", [&](const yaml_field& f) { non_negative(r, f, l.max_retries); }},
+                                    {"temperature",
+                                     [&](const yaml_field& f) {
+                                       r.number(f, l.temperature, 0, true, 2, true, "a number from 0 to 2");
+                                     }},
+                                    {"max_tokens", [&](const yaml_field& f) { positive(r, f, l.max_tokens); }},
+                                    {"reasoning", [&](const yaml_field& f) { r.boolean(f, l.reasoning); }},
+                                    {"reasoning_effort",
+                                     [&](const yaml_field& f) {
+                                       // Empty leaves it out of the request (the server's default).
+                                       if (f.value.IsScalar() && f.value.Scalar().empty()) {
+                                         l.reasoning_effort.clear();
+                                       } else {
+                                         r.one_of(f, l.reasoning_effort, {"minimal", "low", "medium", "high"});
+                                       }
+                                     }},
+                                    {"context_tokens",
+                                     [&](const yaml_field& f) {
+                                       r.integer(f, l.context_tokens, 0, 100000000,
+                                                 "a whole number of tokens >= 0 (0: ask the server)");
+                                     }},
+                                    {"prompt_tokens",
+                                     [&](const yaml_field& f) {
+                                       r.integer(f, l.prompt_tokens, 0, 100000000,
+                                                 "a whole number of tokens >= 0 (0: what the context leaves)");
+                                     }},
+                                    {"cache_dir", [&](const yaml_field& f) { r.string(f, l.cache_dir); }},
+                                },
+                                key_elsewhere);
+                        }},
+                   },
+                   key_elsewhere);
+           }},
+          {"review",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"trials", [&](const yaml_field& f) { positive(r, f, c.review.trials); }},
+                       {"suspicious_speedup",
+                        [&](const yaml_field& f) {
+                          r.number(f, c.review.suspicious_speedup, 1, false, kInf, false, "a number greater than 1");
+                        }},
+                       {"size", [&](const yaml_field& f) { r.string(f, c.review.size); }},
+                       {"draw_inputs",
+                        [&](const yaml_field& f) {
+                          // "gpu" is one letter from "cpu": say which value means the GPU rather than
+                          // suggest the other one.
+                          if (f.value.IsScalar() && (f.value.Scalar() == "gpu" || f.value.Scalar() == "cuda"))
+                            return r.fail(f, "expected one of device, cpu, got \"" + f.value.Scalar() +
+                                                 "\" (device draws on the reviewing GPU)");
+                          r.one_of(f, c.review.draw_inputs, {"device", "cpu"});
+                        }},
+                   },
+                   key_elsewhere);
+           }},
+          {"references",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"cpu_seconds",
+                        [&](const yaml_field& f) {
+                          r.integer(f, c.references.cpu_seconds, 1, 10000000,
+                                    "a whole number of seconds from 1 to 10000000");
+                        }},
+                       {"memory_mb",
+                        [&](const yaml_field& f) {
+                          if (f.value.IsScalar() && f.value.Scalar() == "auto")
+                            c.references.memory_mb = 0;
+                          else
+                            r.integer(f, c.references.memory_mb, 1, kIntMax, "a positive integer (MiB) or auto");
+                        }},
+                       {"wall_seconds",
+                        [&](const yaml_field& f) {
+                          r.integer(f, c.references.wall_seconds, 1, 10000000,
+                                    "a whole number of seconds from 1 to 10000000");
+                        }},
+                       {"sandbox",
+                        [&](const yaml_field& f) {
+                          r.one_of(f, c.references.sandbox, {"off", "auto", "required"});
+                        }},
+                       {"read_paths", [&](const yaml_field& f) { read_paths(r, f, base, c.references.read_paths); }},
+                   },
+                   key_elsewhere);
+           }},
+          {"ablation",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"long_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.long_term_memory); }},
+                       {"short_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.short_term_memory); }},
+                   },
+                   key_elsewhere);
+           }},
+          {"memory",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"path", [&](const yaml_field& f) { r.string(f, c.memory.path, false); }},
+                   },
+                   key_elsewhere);
+           }},
+          {"output",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"dir", [&](const yaml_field& f) { r.string(f, c.output.dir, false); }},
+                   },
+                   key_elsewhere);
+           }},
+          {"logging",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"level",
+                        [&](const yaml_field& f) {
+                          r.one_of(f, c.logging.level, {"trace", "debug", "info", "warn", "error", "off"});
+                        }},
+                       {"file", [&](const yaml_field& f) { r.string(f, c.logging.file); }},
+                   },
+                   key_elsewhere);
+           }},
+          {"serve",
+           [&](const yaml_field& s) {
+             r.map(s,
+                   {
+                       {"listen",
+                        [&](const yaml_field& f) {
+                          std::string v;
+                          const size_t before = r.errors().size();
+                          r.string(f, v);
+                          if (r.errors().size() != before) return;
+                          if (auto hp = parse_host_port(v, /*allow_any_port=*/true); !hp)
+                            return r.fail(f, hp.message());
+                          c.serve.listen = v;
+                        }},
+                       {"token_env", [&](const yaml_field& f) { env_name(r, f, c.serve.token_env, "KS_TOKEN"); }},
+                       {"header_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.header_timeout_s); }},
+                       {"body_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.body_timeout_s); }},
+                       {"max_pending_connections",
+                        [&](const yaml_field& f) { positive(r, f, c.serve.max_pending_connections); }},
+                   },
+                   key_elsewhere);
+           }},
+      },
+      key_elsewhere);
 
   // Checked last, once both keys are read: they may come in either order.
   if (c.coder.backend == "llm" || c.coder.backend == "hybrid") {
@@ -478,9 +610,8 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base,
     const std::string is = "is " + c.coder.backend;
     if (l.endpoint.empty())
       r.fail(at, is + ", so coder.llm.endpoint must be set (the URL of the model's API, "
-                 "e.g. https://api.openai.com/v1)");
-    if (l.model.empty())
-      r.fail(at, is + ", so coder.llm.model must be set (the model's name)");
+                      "e.g. https://api.openai.com/v1)");
+    if (l.model.empty()) r.fail(at, is + ", so coder.llm.model must be set (the model's name)");
   }
 }
 
@@ -494,8 +625,7 @@ std::string tab_hint(const std::string& text, const YAML::Mark& mark) {
   const std::string indent = line.substr(0, line.find_first_not_of(" \t"));
   return indent.find('\t') == std::string::npos
              ? ""
-             : " (line " + std::to_string(mark.line + 1) +
-                   " is indented with a tab: YAML indents with spaces only)";
+             : " (line " + std::to_string(mark.line + 1) + " is indented with a tab: YAML indents with spaces only)";
 }
 
 }  // namespace
@@ -534,8 +664,7 @@ std::string to_string(const remote_worker& w) {
   return (v6 ? "[" + w.host + "]" : w.host) + ":" + std::to_string(w.port);
 }
 
-result<experiment_config> parse_config(const std::string& yaml_text,
-                                       const std::string& source_name,
+result<experiment_config> parse_config(const std::string& yaml_text, const std::string& source_name,
                                        const fs::path& base_dir) {
   std::error_code ec;
   fs::path base = base_dir.empty() ? fs::current_path(ec) : fs::absolute(base_dir, ec);
@@ -546,16 +675,16 @@ result<experiment_config> parse_config(const std::string& yaml_text,
   try {
     docs = YAML::LoadAll(yaml_text);
   } catch (const YAML::ParserException& e) {
-    const std::string pos = e.mark.is_null() ? "" : ":" + std::to_string(e.mark.line + 1) + ":" +
-                                                     std::to_string(e.mark.column + 1);
+    const std::string pos =
+        e.mark.is_null() ? "" : ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
     return error{source_name + pos + ": YAML syntax error: " + e.msg + tab_hint(yaml_text, e.mark)};
   } catch (const YAML::Exception& e) {
     return error{source_name + ": YAML error: " + e.msg};
   }
   yaml_reader r(source_name);
   if (docs.size() > 1) {
-    r.fail_at(docs[1], "a config is one YAML document, this file holds " +
-                           std::to_string(docs.size()) + " (remove the '---' separators)");
+    r.fail_at(docs[1], "a config is one YAML document, this file holds " + std::to_string(docs.size()) +
+                           " (remove the '---' separators)");
     return error{r.message()};
   }
   experiment_config c;
@@ -671,8 +800,10 @@ std::string to_yaml(const experiment_config& c) {
 
   section("references");
   integer("cpu_seconds", c.references.cpu_seconds);
-  if (c.references.memory_mb == 0) str("memory_mb", "auto");
-  else integer("memory_mb", c.references.memory_mb);
+  if (c.references.memory_mb == 0)
+    str("memory_mb", "auto");
+  else
+    integer("memory_mb", c.references.memory_mb);
   integer("wall_seconds", c.references.wall_seconds);
   str("sandbox", c.references.sandbox);
   out << YAML::Key << "read_paths" << YAML::Value;

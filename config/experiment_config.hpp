@@ -58,12 +58,12 @@ struct gpu_config {
 
 // Bounds on work and concurrency: the only things that limit how much runs at once.
 struct budget_config {
-  int seeds = 4;                   // seed kernels per task
-  int rounds = 15;                 // optimisation rounds per seed; 0 = seeds only
-  int repair_attempts = 3;         // fixes tried for a candidate that fails review
+  int seeds = 4;            // seed kernels per task
+  int rounds = 15;          // optimisation rounds per seed; 0 = seeds only
+  int repair_attempts = 3;  // fixes tried for a candidate that fails review
   int tasks_in_flight = 2;
   int llm_requests_in_flight = 4;
-  int device_queue_depth = 8;      // pending review requests per GPU
+  int device_queue_depth = 8;  // pending review requests per GPU
   friend bool operator==(const budget_config&, const budget_config&) = default;
 };
 
@@ -78,15 +78,15 @@ struct llm_config {
   // tokens. Not a bound on the whole reply (a slow server streaming a long reply is
   // fine); without streaming the whole reply is one silence. > 0.
   double timeout_s = 120;
-  double reply_timeout_s = 0;       // a bound on one attempt's whole reply; 0 = none
-  bool stream = true;               // ask for a streamed (SSE) reply
-  int max_retries = 3;              // retries after the first attempt; 0 = none
-  double temperature = 0.2;         // 0–2 (not sent when `reasoning`)
+  double reply_timeout_s = 0;  // a bound on one attempt's whole reply; 0 = none
+  bool stream = true;          // ask for a streamed (SSE) reply
+  int max_retries = 3;         // retries after the first attempt; 0 = none
+  double temperature = 0.2;    // 0–2 (not sent when `reasoning`)
   int max_tokens = 8192;
   // Reasoning models (OpenAI's o-series and gpt-5, which refuse max_tokens and
   // temperature): send max_completion_tokens and no temperature.
   bool reasoning = false;
-  std::string reasoning_effort;     // "" (not sent) | minimal | low | medium | high
+  std::string reasoning_effort;  // "" (not sent) | minimal | low | medium | high
   // The model's context window in tokens; 0: read it from the server where it says
   // (vLLM's /v1/models max_model_len, llama.cpp's /props n_ctx; Anthropic's models:
   // 200000), else not checked before sending.
@@ -94,7 +94,7 @@ struct llm_config {
   // The most tokens one agent's prompt may take (cut by each agent's truncation
   // rules, docs/llm.md); 0: what the context leaves after max_tokens.
   int prompt_tokens = 0;
-  std::string cache_dir;            // empty: no response cache
+  std::string cache_dir;  // empty: no response cache
   friend bool operator==(const llm_config&, const llm_config&) = default;
 };
 
@@ -108,9 +108,9 @@ struct coder_config {
 
 // How candidates are checked and timed.
 struct review_config {
-  int trials = 5;                   // timed runs per measurement
-  double suspicious_speedup = 20;   // speedups above this are re-checked, > 1
-  std::string size;                 // a task's named size; empty = the full size
+  int trials = 5;                  // timed runs per measurement
+  double suspicious_speedup = 20;  // speedups above this are re-checked, > 1
+  std::string size;                // a task's named size; empty = the full size
   // Where trial inputs are drawn: device (on the reviewing GPU: fast, the same values
   // on the same GPU model and PyTorch build) or cpu (on the CPU and copied: the same
   // values on every machine, slow at large sizes). docs/reviewer.md.
@@ -122,7 +122,7 @@ struct review_config {
 // checks: the rules coder's graph export and each worker's reference check
 // (base/bounded_child.hpp). Past them the child is stopped and the task says why.
 struct reference_limits_config {
-  int cpu_seconds = 120;   // CPU time
+  int cpu_seconds = 120;  // CPU time
   // Memory it may allocate (RLIMIT_DATA), MiB; 0 (`auto`, the default): three quarters
   // of this machine's memory shared among the tasks in flight, at most 16384
   // (reference_memory_mb below), so that the children of all tasks fit at once.
@@ -208,8 +208,7 @@ result<experiment_config> load_config(const std::filesystem::path& file);
 
 // Validates config text. source_name prefixes messages and becomes `source`;
 // base_dir resolves relative task paths (empty: the current directory).
-result<experiment_config> parse_config(const std::string& yaml_text,
-                                       const std::string& source_name,
+result<experiment_config> parse_config(const std::string& yaml_text, const std::string& source_name,
                                        const std::filesystem::path& base_dir);
 
 // The effective config as YAML, every key present; parse_config() reads it back

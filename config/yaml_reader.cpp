@@ -79,7 +79,6 @@ std::string describe(const YAML::Node& node) {
   return "\"" + text + "\"";
 }
 
-
 std::string yaml_reader::where(const YAML::Node& node) const {
   const std::string lc = line_col(node);
   return source_ + (lc.empty() ? "" : ":" + lc) + ": ";
@@ -87,8 +86,7 @@ std::string yaml_reader::where(const YAML::Node& node) const {
 
 std::string yaml_reader::where(const yaml_field& f) const {
   // An empty value is marked at the next token, which may be lines away: use the key.
-  const bool value_has_place = f.value.IsDefined() && !f.value.IsNull() &&
-                               !mark_of(f.value).is_null();
+  const bool value_has_place = f.value.IsDefined() && !f.value.IsNull() && !mark_of(f.value).is_null();
   if (value_has_place) return where(f.value);
   if (!mark_of(f.key).is_null()) return where(f.key);
   return where(f.value);
@@ -102,9 +100,7 @@ void yaml_reader::fail_at(const YAML::Node& node, const std::string& message) {
   errors_.push_back(where(node) + message);
 }
 
-void yaml_reader::fail_plain(const std::string& message) {
-  errors_.push_back(source_ + ": " + message);
-}
+void yaml_reader::fail_plain(const std::string& message) { errors_.push_back(source_ + ": " + message); }
 
 std::string yaml_reader::message() const { return join(errors_, "\n"); }
 
@@ -122,15 +118,13 @@ void yaml_reader::map(const yaml_field& f, const std::vector<key_handler>& keys,
   for (auto it = f.value.begin(); it != f.value.end(); ++it) {
     const YAML::Node key = it->first;
     if (!key.IsScalar()) {
-      fail_at(key, (f.path.empty() ? "" : f.path + ": ") +
-                       "keys must be plain names, got " + describe(key));
+      fail_at(key, (f.path.empty() ? "" : f.path + ": ") + "keys must be plain names, got " + describe(key));
       continue;
     }
     const std::string name = key.Scalar();
     if (auto [pos, inserted] = seen.emplace(name, key); !inserted) {
       const std::string first = line_col(pos->second);
-      fail_at(key, "duplicate key '" + prefix + name + "'" +
-                       (first.empty() ? "" : " (first given at " + first + ")"));
+      fail_at(key, "duplicate key '" + prefix + name + "'" + (first.empty() ? "" : " (first given at " + first + ")"));
       continue;
     }
     auto h = std::find_if(keys.begin(), keys.end(), [&](const key_handler& k) { return k.name == name; });
@@ -144,23 +138,20 @@ void yaml_reader::map(const yaml_field& f, const std::vector<key_handler>& keys,
     } else if (std::string elsewhere = hint ? hint(name) : ""; !elsewhere.empty()) {
       msg += " (did you mean '" + elsewhere + "'?)";
     } else {
-      msg += " (known keys" + (f.path.empty() ? "" : " of " + f.path) + ": " +
-             join(names, ", ") + ")";
+      msg += " (known keys" + (f.path.empty() ? "" : " of " + f.path) + ": " + join(names, ", ") + ")";
     }
     fail_at(key, msg);
   }
 }
 
-void yaml_reader::integer(const yaml_field& f, int& out, long long min, long long max,
-                          std::string_view expected) {
+void yaml_reader::integer(const yaml_field& f, int& out, long long min, long long max, std::string_view expected) {
   const std::string exp = "expected " + std::string(expected);
   if (!f.value.IsScalar()) return fail(f, exp + ", got " + describe(f.value));
   long long v = 0;
   bool too_big = false;
   const bool parsed = parse_int(f.value.Scalar(), v, too_big);
   if (is_quoted(f.value)) {
-    return fail(f, exp + ", got " + describe(f.value) +
-                       (parsed ? " (a quoted string: remove the quotes)" : ""));
+    return fail(f, exp + ", got " + describe(f.value) + (parsed ? " (a quoted string: remove the quotes)" : ""));
   }
   if (!parsed || v < min || v > max) {
     return fail(f, exp + ", got " + describe(f.value) + (too_big ? " (too large)" : ""));
@@ -168,15 +159,14 @@ void yaml_reader::integer(const yaml_field& f, int& out, long long min, long lon
   out = static_cast<int>(v);
 }
 
-void yaml_reader::number(const yaml_field& f, double& out, double min, bool min_inclusive,
-                         double max, bool max_inclusive, std::string_view expected) {
+void yaml_reader::number(const yaml_field& f, double& out, double min, bool min_inclusive, double max,
+                         bool max_inclusive, std::string_view expected) {
   const std::string exp = "expected " + std::string(expected);
   if (!f.value.IsScalar()) return fail(f, exp + ", got " + describe(f.value));
   double v = 0;
   const bool parsed = parse_double(f.value.Scalar(), v);
   if (is_quoted(f.value)) {
-    return fail(f, exp + ", got " + describe(f.value) +
-                       (parsed ? " (a quoted string: remove the quotes)" : ""));
+    return fail(f, exp + ", got " + describe(f.value) + (parsed ? " (a quoted string: remove the quotes)" : ""));
   }
   const bool in_range = (min_inclusive ? v >= min : v > min) && (max_inclusive ? v <= max : v < max);
   if (!parsed || !in_range) return fail(f, exp + ", got " + describe(f.value));
@@ -189,8 +179,7 @@ void yaml_reader::boolean(const yaml_field& f, bool& out) {
   bool v = false;
   const bool parsed = parse_bool(f.value.Scalar(), v);
   if (is_quoted(f.value)) {
-    return fail(f, exp + ", got " + describe(f.value) +
-                       (parsed ? " (a quoted string: remove the quotes)" : ""));
+    return fail(f, exp + ", got " + describe(f.value) + (parsed ? " (a quoted string: remove the quotes)" : ""));
   }
   if (!parsed) return fail(f, exp + ", got " + describe(f.value));
   out = v;
@@ -198,8 +187,8 @@ void yaml_reader::boolean(const yaml_field& f, bool& out) {
 
 void yaml_reader::string(const yaml_field& f, std::string& out, bool allow_empty) {
   if (!f.value.IsDefined() || f.value.IsNull()) {
-    return fail(f, std::string("expected ") + (allow_empty ? "a string" : "a non-empty string") +
-                       ", got nothing" + (allow_empty ? " (write \"\" for an empty string)" : ""));
+    return fail(f, std::string("expected ") + (allow_empty ? "a string" : "a non-empty string") + ", got nothing" +
+                       (allow_empty ? " (write \"\" for an empty string)" : ""));
   }
   if (!f.value.IsScalar()) {
     return fail(f, std::string("expected a string, got ") + describe(f.value));
@@ -210,8 +199,7 @@ void yaml_reader::string(const yaml_field& f, std::string& out, bool allow_empty
   out = f.value.Scalar();
 }
 
-void yaml_reader::one_of(const yaml_field& f, std::string& out,
-                         const std::vector<std::string>& choices) {
+void yaml_reader::one_of(const yaml_field& f, std::string& out, const std::vector<std::string>& choices) {
   const std::string exp = "expected one of " + join(choices, ", ");
   if (!f.value.IsScalar()) return fail(f, exp + ", got " + describe(f.value));
   const std::string& v = f.value.Scalar();
@@ -220,8 +208,7 @@ void yaml_reader::one_of(const yaml_field& f, std::string& out,
     return;
   }
   const std::string near = closest(v, choices);
-  fail(f, exp + ", got " + describe(f.value) +
-              (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  fail(f, exp + ", got " + describe(f.value) + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
 }
 
 }  // namespace ks

@@ -24,7 +24,7 @@ namespace ks {
 // when the value is empty (yaml-cpp marks an empty value at the *next* token).
 struct yaml_field {
   std::string path;
-  YAML::Node key;    // undefined for list items and the document root
+  YAML::Node key;  // undefined for list items and the document root
   YAML::Node value;
 
   yaml_field child(std::string_view name, YAML::Node k, YAML::Node v) const;
@@ -52,14 +52,12 @@ class yaml_reader {
 
   // Leaves. Each checks the type and range and leaves `out` unchanged on error.
   // `expected` completes "expected ..." in the message, e.g. "a positive integer".
-  void integer(const yaml_field& f, int& out, long long min, long long max,
-               std::string_view expected);
-  void number(const yaml_field& f, double& out, double min, bool min_inclusive,
-              double max, bool max_inclusive, std::string_view expected);
+  void integer(const yaml_field& f, int& out, long long min, long long max, std::string_view expected);
+  void number(const yaml_field& f, double& out, double min, bool min_inclusive, double max, bool max_inclusive,
+              std::string_view expected);
   void boolean(const yaml_field& f, bool& out);
   void string(const yaml_field& f, std::string& out, bool allow_empty = true);
-  void one_of(const yaml_field& f, std::string& out,
-              const std::vector<std::string>& choices);
+  void one_of(const yaml_field& f, std::string& out, const std::vector<std::string>& choices);
 
   // Records an error at the field (value position, or its key's when empty).
   void fail(const yaml_field& f, const std::string& message);
@@ -88,7 +86,5 @@ std::string describe(const YAML::Node& node);
 
 // The 1-based "LINE:COL" of a node, or "" when yaml-cpp knows no position.
 std::string line_col(const YAML::Node& node);
-
-
 
 }  // namespace ks

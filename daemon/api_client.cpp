@@ -56,12 +56,16 @@ bool read_field(const json& j, const char* key, T& out, std::string& err) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return true;
   bool type_ok;
-  if constexpr (std::is_same_v<T, std::string>) type_ok = it->is_string();
-  else if constexpr (std::is_same_v<T, bool>) type_ok = it->is_boolean();
-  else if constexpr (std::is_floating_point_v<T>) type_ok = it->is_number() || non_finite_text(*it);
-  else if constexpr (std::is_unsigned_v<T>) type_ok = it->is_number_unsigned() ||
-                                                      (it->is_number_integer() && it->get<int64_t>() >= 0);
-  else type_ok = it->is_number_integer();
+  if constexpr (std::is_same_v<T, std::string>)
+    type_ok = it->is_string();
+  else if constexpr (std::is_same_v<T, bool>)
+    type_ok = it->is_boolean();
+  else if constexpr (std::is_floating_point_v<T>)
+    type_ok = it->is_number() || non_finite_text(*it);
+  else if constexpr (std::is_unsigned_v<T>)
+    type_ok = it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0);
+  else
+    type_ok = it->is_number_integer();
   if (!type_ok) {
     err = std::string("field \"") + key + "\": unexpected " + it->type_name() + " " + it->dump();
     return false;
@@ -79,9 +83,9 @@ bool read_field(const json& j, const char* key, T& out, std::string& err) {
 }
 
 api_error bad_response(const std::string& what) {
-  return api_error{200, "bad_response",
-                   "the daemon's answer is not what the API promises (" + what +
-                       "); is the client the same version as the daemon?"};
+  return api_error{
+      200, "bad_response",
+      "the daemon's answer is not what the API promises (" + what + "); is the client the same version as the daemon?"};
 }
 
 result<api_round> decode_round(const json& j) {
@@ -100,10 +104,9 @@ result<api_trajectory_entry> decode_entry(const json& j) {
   std::string err;
   if (!read_field(j, "seq", e.seq, err) || !read_field(j, "unix_ms", e.unix_ms, err) ||
       !read_field(j, "round", e.round, err) || !read_field(j, "kind", e.kind, err) ||
-      !read_field(j, "candidate_id", e.candidate_id, err) ||
-      !read_field(j, "parent_id", e.parent_id, err) || !read_field(j, "method", e.method, err) ||
-      !read_field(j, "status", e.status, err) || !read_field(j, "summary", e.summary, err) ||
-      !read_field(j, "speedup", e.speedup, err))
+      !read_field(j, "candidate_id", e.candidate_id, err) || !read_field(j, "parent_id", e.parent_id, err) ||
+      !read_field(j, "method", e.method, err) || !read_field(j, "status", e.status, err) ||
+      !read_field(j, "summary", e.summary, err) || !read_field(j, "speedup", e.speedup, err))
     return error{"trajectory entry: " + err};
   e.raw = j;
   return e;
@@ -119,27 +122,21 @@ std::string text_of(const json& j) {
 
 }  // namespace
 
-bool api_task::ended() const {
-  return state == "done" || state == "failed" || state == "cancelled";
-}
+bool api_task::ended() const { return state == "done" || state == "failed" || state == "cancelled"; }
 
 result<api_task> decode_task(const json& j) {
   if (!j.is_object()) return error{"a task is not a JSON object"};
   api_task t;
   std::string err;
-  bool ok = read_field(j, "id", t.id, err) && read_field(j, "name", t.name, err) &&
-            read_field(j, "state", t.state, err) && read_field(j, "priority", t.priority, err) &&
-            read_field(j, "submitted_unix_ms", t.submitted_unix_ms, err) &&
-            read_field(j, "started_unix_ms", t.started_unix_ms, err) &&
-            read_field(j, "finished_unix_ms", t.finished_unix_ms, err) &&
-            read_field(j, "round", t.round, err) &&
-            read_field(j, "rounds_budget", t.rounds_budget, err) &&
-            read_field(j, "reviews", t.reviews, err) &&
-            read_field(j, "best_speedup", t.best_speedup, err) &&
-            read_field(j, "best_candidate", t.best_candidate, err) &&
-            read_field(j, "detail", t.detail, err) && read_field(j, "reason", t.reason, err) &&
-            read_field(j, "cancel_requested", t.cancel_requested, err) &&
-            read_field(j, "resumed", t.resumed, err);
+  bool ok =
+      read_field(j, "id", t.id, err) && read_field(j, "name", t.name, err) && read_field(j, "state", t.state, err) &&
+      read_field(j, "priority", t.priority, err) && read_field(j, "submitted_unix_ms", t.submitted_unix_ms, err) &&
+      read_field(j, "started_unix_ms", t.started_unix_ms, err) &&
+      read_field(j, "finished_unix_ms", t.finished_unix_ms, err) && read_field(j, "round", t.round, err) &&
+      read_field(j, "rounds_budget", t.rounds_budget, err) && read_field(j, "reviews", t.reviews, err) &&
+      read_field(j, "best_speedup", t.best_speedup, err) && read_field(j, "best_candidate", t.best_candidate, err) &&
+      read_field(j, "detail", t.detail, err) && read_field(j, "reason", t.reason, err) &&
+      read_field(j, "cancel_requested", t.cancel_requested, err) && read_field(j, "resumed", t.resumed, err);
   if (!ok) return error{"task: " + err};
   if (t.id.empty()) return error{"task: no \"id\""};
   t.raw = j;
@@ -186,8 +183,7 @@ ks::result<api_client> api_client::make(api_client_options options) {
   if (url.find("://") == std::string::npos) url = "http://" + url;
   auto scheme_end = url.find("://");
   std::string scheme = url.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https")
-    return error{"server " + options.server + ": expected http://HOST:PORT"};
+  if (scheme != "http" && scheme != "https") return error{"server " + options.server + ": expected http://HOST:PORT"};
   std::string rest = url.substr(scheme_end + 3);
   rest = rest.substr(0, rest.find('/'));  // a path after the authority is not ours to use
   if (rest.empty()) return error{"server " + options.server + ": no host; expected http://HOST:PORT"};
@@ -207,8 +203,7 @@ ks::result<api_client> api_client::make(api_client_options options) {
   return api_client(std::move(options), std::move(origin));
 }
 
-api_error api_client::transport_error(int code, const std::string& method,
-                                      const std::string& path) const {
+api_error api_client::transport_error(int code, const std::string& method, const std::string& path) const {
   auto err = static_cast<httplib::Error>(code);
   api_error e;
   if (err == httplib::Error::Connection) {
@@ -218,12 +213,12 @@ api_error api_client::transport_error(int code, const std::string& method,
                 "point --server or $KS_SERVER at the one that runs";
   } else if (err == httplib::Error::ConnectionTimeout) {
     e.code = "timeout";
-    e.message = "no daemon answered at " + origin_ + " within " +
-                seconds_text(options_.connect_timeout) + " (is the host right, and the port open?)";
+    e.message = "no daemon answered at " + origin_ + " within " + seconds_text(options_.connect_timeout) +
+                " (is the host right, and the port open?)";
   } else if (err == httplib::Error::Read) {
     e.code = "timeout";
-    e.message = origin_ + " accepted the connection but sent no complete answer to " + method +
-                " " + path + " within " + seconds_text(options_.read_timeout) +
+    e.message = origin_ + " accepted the connection but sent no complete answer to " + method + " " + path +
+                " within " + seconds_text(options_.read_timeout) +
                 " (is it a KernelSkill daemon, and is it overloaded?)";
   } else {
     e.code = "transport";
@@ -232,8 +227,7 @@ api_error api_client::transport_error(int code, const std::string& method,
   return e;
 }
 
-api_result<json> api_client::request(const std::string& method, const std::string& path,
-                                     const std::string& body,
+api_result<json> api_client::request(const std::string& method, const std::string& path, const std::string& body,
                                      const std::string& content_type) const {
   httplib::Client cli(origin_);
   cli.set_connection_timeout(options_.connect_timeout);
@@ -242,9 +236,7 @@ api_result<json> api_client::request(const std::string& method, const std::strin
   cli.set_keep_alive(false);
   httplib::Headers headers;
   if (!options_.token.empty()) headers.emplace("Authorization", "Bearer " + options_.token);
-  httplib::Result res = method == "GET"
-                            ? cli.Get(path, headers)
-                            : cli.Post(path, headers, body, content_type);
+  httplib::Result res = method == "GET" ? cli.Get(path, headers) : cli.Post(path, headers, body, content_type);
   if (!res) return transport_error(static_cast<int>(res.error()), method, path);
   json j = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (res->status >= 200 && res->status < 300) {
@@ -258,19 +250,33 @@ api_result<json> api_client::request(const std::string& method, const std::strin
   if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object()) {
     const json& err = j["error"];
     if (err.contains("code") && err["code"].is_string()) e.code = err["code"].get<std::string>();
-    if (err.contains("message") && err["message"].is_string())
-      e.message = err["message"].get<std::string>();
+    if (err.contains("message") && err["message"].is_string()) e.message = err["message"].get<std::string>();
   }
   if (e.code.empty()) {
     switch (res->status) {
-      case 400: e.code = "bad_request"; break;
-      case 401: e.code = "unauthorized"; break;
-      case 404: e.code = "not_found"; break;
-      case 405: e.code = "method_not_allowed"; break;
-      case 409: e.code = "conflict"; break;
-      case 413: e.code = "payload_too_large"; break;
-      case 415: e.code = "unsupported_media_type"; break;
-      default: e.code = res->status >= 500 ? "internal" : "http_" + std::to_string(res->status);
+      case 400:
+        e.code = "bad_request";
+        break;
+      case 401:
+        e.code = "unauthorized";
+        break;
+      case 404:
+        e.code = "not_found";
+        break;
+      case 405:
+        e.code = "method_not_allowed";
+        break;
+      case 409:
+        e.code = "conflict";
+        break;
+      case 413:
+        e.code = "payload_too_large";
+        break;
+      case 415:
+        e.code = "unsupported_media_type";
+        break;
+      default:
+        e.code = res->status >= 500 ? "internal" : "http_" + std::to_string(res->status);
     }
   }
   if (e.message.empty()) {
@@ -307,12 +313,11 @@ api_result<api_task> task_from(const api_result<json>& r) {
 }  // namespace
 
 api_result<api_task> api_client::submit(const std::string& task_yaml, int priority) const {
-  return task_from(request("POST", "/api/tasks?priority=" + std::to_string(priority), task_yaml,
-                           "application/yaml"));
+  return task_from(request("POST", "/api/tasks?priority=" + std::to_string(priority), task_yaml, "application/yaml"));
 }
 
-api_result<api_task> api_client::submit(const std::string& task_yaml,
-                                        const std::string& module_bytes, int priority) const {
+api_result<api_task> api_client::submit(const std::string& task_yaml, const std::string& module_bytes,
+                                        int priority) const {
   json body = {{"task_yaml", task_yaml}, {"priority", priority}};
   if (!module_bytes.empty()) body["module_base64"] = base64_encode(module_bytes);
   return task_from(request("POST", "/api/tasks", body.dump(), "application/json"));
@@ -355,13 +360,12 @@ api_result<api_task_detail> api_client::status(const std::string& id) const {
 }
 
 api_result<api_task> api_client::cancel(const std::string& id) const {
-  return task_from(request("POST", "/api/tasks/" + path_segment(id) + "/cancel", "{}",
-                           "application/json"));
+  return task_from(request("POST", "/api/tasks/" + path_segment(id) + "/cancel", "{}", "application/json"));
 }
 
 api_result<api_task> api_client::set_priority(const std::string& id, int priority) const {
-  return task_from(request("POST", "/api/tasks/" + path_segment(id) + "/priority",
-                           json{{"priority", priority}}.dump(), "application/json"));
+  return task_from(request("POST", "/api/tasks/" + path_segment(id) + "/priority", json{{"priority", priority}}.dump(),
+                           "application/json"));
 }
 
 api_result<api_task_result> api_client::result_of(const std::string& id) const {
@@ -384,8 +388,7 @@ api_result<api_task_result> api_client::result_of(const std::string& id) const {
   return out;
 }
 
-api_result<std::vector<api_trajectory_entry>> api_client::trajectory(const std::string& id,
-                                                                    uint64_t from_seq) const {
+api_result<std::vector<api_trajectory_entry>> api_client::trajectory(const std::string& id, uint64_t from_seq) const {
   std::string path = "/api/tasks/" + path_segment(id) + "/trajectory";
   if (from_seq > 0) path += "?from_seq=" + std::to_string(from_seq);
   auto r = request("GET", path, "", "");
@@ -411,8 +414,7 @@ api_result<std::string> api_client::get_text(const std::string& path) const {
   if (!res) return transport_error(static_cast<int>(res.error()), "GET", path);
   if (res->status >= 200 && res->status < 300) return res->body;
   return api_error{res->status, res->status == 401 ? "unauthorized" : "http_" + std::to_string(res->status),
-                   "GET " + path + ": HTTP " + std::to_string(res->status) + " " +
-                       res->body.substr(0, 200)};
+                   "GET " + path + ": HTTP " + std::to_string(res->status) + " " + res->body.substr(0, 200)};
 }
 
 }  // namespace ks

@@ -162,8 +162,7 @@ class api_client {
   api_result<api_task> submit(const std::string& task_yaml, int priority = 0) const;
   // Submits the task file with a TorchScript archive (the bytes of a .pt file) that
   // replaces its reference.module.
-  api_result<api_task> submit(const std::string& task_yaml, const std::string& module_bytes,
-                              int priority) const;
+  api_result<api_task> submit(const std::string& task_yaml, const std::string& module_bytes, int priority) const;
 
   // state: only tasks in that state (empty: all). limit: 1…1000.
   api_result<api_task_list> list(const std::string& state = "", uint32_t limit = 100) const;
@@ -172,16 +171,14 @@ class api_client {
   api_result<api_task> set_priority(const std::string& id, int priority) const;
   // The best kernel, its review and the PyTorch export of an ended task.
   api_result<api_task_result> result_of(const std::string& id) const;
-  api_result<std::vector<api_trajectory_entry>> trajectory(const std::string& id,
-                                                           uint64_t from_seq = 0) const;
+  api_result<std::vector<api_trajectory_entry>> trajectory(const std::string& id, uint64_t from_seq = 0) const;
 
   // Any GET, for what the typed calls above do not cover (/metrics, …): the body.
   api_result<std::string> get_text(const std::string& path) const;
 
  private:
   explicit api_client(api_client_options options, std::string origin);
-  api_result<nlohmann::json> request(const std::string& method, const std::string& path,
-                                     const std::string& body,
+  api_result<nlohmann::json> request(const std::string& method, const std::string& path, const std::string& body,
                                      const std::string& content_type) const;
   // code: an httplib::Error (kept out of this header).
   api_error transport_error(int code, const std::string& method, const std::string& path) const;

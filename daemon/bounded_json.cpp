@@ -24,13 +24,18 @@ bool json_scan::feed(std::string_view bytes) {
   if (refusal_) return false;
   for (char ch : bytes) {
     if (in_string_) {
-      if (escaped_) escaped_ = false;
-      else if (ch == '\\') escaped_ = true;
-      else if (ch == '"') in_string_ = false;
+      if (escaped_)
+        escaped_ = false;
+      else if (ch == '\\')
+        escaped_ = true;
+      else if (ch == '"')
+        in_string_ = false;
       continue;
     }
     switch (ch) {
-      case '"': in_string_ = true; break;
+      case '"':
+        in_string_ = true;
+        break;
       case '[':
       case '{':
         if (++depth_ > limits_.max_depth) {
@@ -48,7 +53,8 @@ bool json_scan::feed(std::string_view bytes) {
       case '}':
         if (depth_ > 0) --depth_;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return true;

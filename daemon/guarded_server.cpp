@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -39,8 +39,7 @@ thread_local guarded_server::connection* current = nullptr;
 // thread wakes get two threads (comparing idle_ with 0 gave the second none).
 class elastic_pool : public httplib::TaskQueue {
  public:
-  elastic_pool(size_t max, std::shared_ptr<guarded_server::pool_state> state)
-      : max_(max), state_(std::move(state)) {}
+  elastic_pool(size_t max, std::shared_ptr<guarded_server::pool_state> state) : max_(max), state_(std::move(state)) {}
 
   void enqueue(std::function<void()> fn) override {
     std::unique_lock lock(mu_);
@@ -269,17 +268,19 @@ void guarded_server::drop(connection& c) {
 
 void guarded_server::make_room(int64_t now) {
   const auto grace = static_cast<int64_t>(limits_.grace_s * 1e9);
-  std::vector<connection*> slow_heads;                     // oldest first (arrival order)
+  std::vector<connection*> slow_heads;                          // oldest first (arrival order)
   std::map<std::string, std::vector<connection*>> slow_bodies;  // by peer
-  size_t leaving = 0;  // dropped, their threads not gone yet
+  size_t leaving = 0;                                           // dropped, their threads not gone yet
   for (auto& [_, c] : open_) {
     if (c.dropped) {
       ++leaving;
       continue;
     }
     if (now - c.phase_since_ns < grace) continue;
-    if (c.at == phase::head) slow_heads.push_back(&c);
-    else if (c.at == phase::body) slow_bodies[c.peer].push_back(&c);
+    if (c.at == phase::head)
+      slow_heads.push_back(&c);
+    else if (c.at == phase::body)
+      slow_bodies[c.peer].push_back(&c);
   }
   auto by_age = [](const connection* a, const connection* b) { return a->phase_since_ns < b->phase_since_ns; };
   // Slow heads beyond max_pending: the oldest go.

@@ -45,10 +45,10 @@ namespace ks {
 struct connection_limits {
   double header_timeout_s = 10;
   double body_timeout_s = 60;
-  size_t max_pending = 32;          // slow connections waiting for their request head
-  size_t max_threads = 256;         // connections served at once
-  double grace_s = 1;               // a head or body slower than this is a slow one
-  size_t max_body_per_client = 8;   // slow bodies of one peer address at once
+  size_t max_pending = 32;         // slow connections waiting for their request head
+  size_t max_threads = 256;        // connections served at once
+  double grace_s = 1;              // a head or body slower than this is a slow one
+  size_t max_body_per_client = 8;  // slow bodies of one peer address at once
 };
 
 class guarded_server : public httplib::Server {
@@ -78,9 +78,9 @@ class guarded_server : public httplib::Server {
   enum class phase { head, body, handling };
   struct connection {
     int fd = -1;
-    std::string peer;                  // the client's address, without the port
+    std::string peer;  // the client's address, without the port
     phase at = phase::head;
-    int64_t phase_since_ns = 0;        // when the current phase began
+    int64_t phase_since_ns = 0;  // when the current phase began
     bool dropped = false;
     bool close_after = false;
     std::atomic<bool> expired{false};  // a read gave up at the deadline

@@ -14,18 +14,18 @@
 #include <sys/socket.h>
 
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "base/private_dir.hpp"
 #include "base/secret.hpp"
-#include "fleet/review_meter.hpp"
 #include "daemon/bounded_json.hpp"
 #include "daemon/guarded_server.hpp"
 #include "daemon/parse_gate.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/task_queue.hpp"
+#include "fleet/review_meter.hpp"
 #include "llm/usage_ledger.hpp"
 #include "model/json_codec.hpp"
 #include "store/store.hpp"
@@ -47,8 +47,10 @@ struct api_error {
 
 void reply_error(httplib::Response& res, const api_error& e) {
   res.status = e.status;
-  res.set_content(json{{"error", {{"code", e.code}, {"message", e.message}}}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
-                  "application/json");
+  res.set_content(
+      json{{"error", {{"code", e.code}, {"message", e.message}}}}.dump(-1, ' ', false, json::error_handler_t::replace) +
+          "\n",
+      "application/json");
 }
 
 void reply_json(httplib::Response& res, int status, const json& j) {
@@ -58,17 +60,28 @@ void reply_json(httplib::Response& res, int status, const json& j) {
 
 const char* code_for(int status) {
   switch (status) {
-    case 400: return "bad_request";
-    case 401: return "unauthorized";
-    case 403: return "forbidden";
-    case 404: return "not_found";
-    case 405: return "method_not_allowed";
-    case 409: return "conflict";
-    case 413: return "payload_too_large";
-    case 415: return "unsupported_media_type";
-    case 503: return "unavailable";
-    case 507: return "insufficient_storage";
-    default: return status >= 500 ? "internal" : "bad_request";
+    case 400:
+      return "bad_request";
+    case 401:
+      return "unauthorized";
+    case 403:
+      return "forbidden";
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 409:
+      return "conflict";
+    case 413:
+      return "payload_too_large";
+    case 415:
+      return "unsupported_media_type";
+    case 503:
+      return "unavailable";
+    case 507:
+      return "insufficient_storage";
+    default:
+      return status >= 500 ? "internal" : "bad_request";
   }
 }
 
@@ -102,14 +115,11 @@ std::string host_part(std::string v, bool is_origin) {
 // An integer JSON value in [lo, hi], checked before any conversion (2^64 - 1 must not
 // become -1); the error names `what`.
 result<int> json_int(const json& v, const std::string& what, int lo, int hi) {
-  if (!v.is_number_integer())
-    return error{what + ": expected an integer, got " + std::string(v.type_name())};
-  const bool outside = v.is_number_unsigned()
-                           ? v.get<uint64_t>() > static_cast<uint64_t>(hi) ||
-                                 static_cast<int64_t>(v.get<uint64_t>()) < lo
-                           : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
-  if (outside)
-    return error{what + ": " + v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi)};
+  if (!v.is_number_integer()) return error{what + ": expected an integer, got " + std::string(v.type_name())};
+  const bool outside = v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi) ||
+                                                    static_cast<int64_t>(v.get<uint64_t>()) < lo
+                                              : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
+  if (outside) return error{what + ": " + v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi)};
   return static_cast<int>(v.get<int64_t>());
 }
 
@@ -125,8 +135,7 @@ result<int> parse_int(const std::string& text, const std::string& what, int lo, 
   if (text.empty() || used != text.size())
     return error{what + ": expected an integer, got \"" + text.substr(0, 40) + "\""};
   if (v < lo || v > hi)
-    return error{what + ": " + std::to_string(v) + " is outside " + std::to_string(lo) + ".." +
-                 std::to_string(hi)};
+    return error{what + ": " + std::to_string(v) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi)};
   return static_cast<int>(v);
 }
 
@@ -169,15 +178,15 @@ struct http_api::impl {
                                  .body_timeout_s = opts.body_timeout_s,
                                  .max_pending = opts.max_pending_connections,
                                  .max_body_per_client = opts.max_body_connections_per_client}),
-        parses(opts.max_parses, std::chrono::milliseconds(static_cast<int64_t>(opts.parse_wait_s * 1000)),
-               256u << 10) {}
+        parses(opts.max_parses, std::chrono::milliseconds(static_cast<int64_t>(opts.parse_wait_s * 1000)), 256u << 10) {
+  }
 
   // A route's handler runs once the request's body is in: from then on the daemon's
   // work has no deadline (daemon/guarded_server.hpp).
   // `params` are the query parameters it takes (others: 400).
   httplib::Server::Handler handled(std::initializer_list<std::string_view> params, httplib::Server::Handler h) {
-    return [this, allowed = std::vector<std::string_view>(params), h = std::move(h)](
-               const httplib::Request& req, httplib::Response& res) {
+    return [this, allowed = std::vector<std::string_view>(params), h = std::move(h)](const httplib::Request& req,
+                                                                                     httplib::Response& res) {
       server.body_received();
       if (auto bad = unknown_param(req, allowed)) return reply_error(res, *bad);
       h(req, res);
@@ -195,8 +204,8 @@ struct http_api::impl {
     size_t size = 0;         // bytes read
     bool over_keep = false;  // refused for more than `keep` bytes
   };
-  body read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
-                 size_t keep, json_scan* scan) {
+  body read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader, size_t keep,
+                 json_scan* scan) {
     body b;
     if (!has_body(req)) {
       server.body_received();
@@ -206,8 +215,9 @@ struct http_api::impl {
     const bool read = reader([&](const char* data, size_t n) {
       total += n;
       if (total > opts.max_body_bytes) {
-        b.refused = api_error{413, "payload_too_large", "the request body is larger than the daemon accepts (" +
-                                                            std::to_string(opts.max_body_bytes) + " bytes)"};
+        b.refused = api_error{
+            413, "payload_too_large",
+            "the request body is larger than the daemon accepts (" + std::to_string(opts.max_body_bytes) + " bytes)"};
         return false;
       }
       if (b.refused) return true;  // read to the end, keep nothing
@@ -215,9 +225,9 @@ struct http_api::impl {
         b.refused = api_error{scan->refusal()->status, code_for(scan->refusal()->status), scan->refusal()->message};
       } else if (b.text.size() + n > keep) {
         b.over_keep = true;
-        b.refused = api_error{413, "payload_too_large",
-                              "the request body is larger than this endpoint accepts (" + std::to_string(keep) +
-                                  " bytes)"};
+        b.refused =
+            api_error{413, "payload_too_large",
+                      "the request body is larger than this endpoint accepts (" + std::to_string(keep) + " bytes)"};
       } else {
         b.text.append(data, n);
         return true;
@@ -230,11 +240,10 @@ struct http_api::impl {
       // stopped short of its length, or a chunked one passed max_body_bytes.
       server.close_after_answer();
       if (!b.refused)
-        b.refused = res.status == 413
-                        ? api_error{413, "payload_too_large",
-                                    "the request body is larger than the daemon accepts (" +
-                                        std::to_string(opts.max_body_bytes) + " bytes)"}
-                        : api_error{400, "bad_request", "the request body could not be read to its end"};
+        b.refused = res.status == 413 ? api_error{413, "payload_too_large",
+                                                  "the request body is larger than the daemon accepts (" +
+                                                      std::to_string(opts.max_body_bytes) + " bytes)"}
+                                      : api_error{400, "bad_request", "the request body could not be read to its end"};
     }
     b.size = total;
     server.body_received();
@@ -260,8 +269,9 @@ struct http_api::impl {
   std::optional<api_error> busy_parsing(const parse_gate::slot& s, httplib::Response& res) const {
     if (s.granted()) return std::nullopt;
     res.set_header("Retry-After", "1");
-    return api_error{503, "unavailable", "the daemon is parsing " + std::to_string(opts.max_parses) +
-                                      " request bodies already; try again in a second"};
+    return api_error{
+        503, "unavailable",
+        "the daemon is parsing " + std::to_string(opts.max_parses) + " request bodies already; try again in a second"};
   }
 
   // A write the queue could not make: 507 when the store is out of space (the daemon
@@ -274,7 +284,8 @@ struct http_api::impl {
   // The task a path names: 400 for something that is not an id, 404 for none.
   result<queued_task> task_at(const std::string& id, api_error* err) {
     if (!valid_task_id(id)) {
-      *err = {400, "bad_request", "'" + id.substr(0, 80) + "' is not a task id (NAME-, then the 26 letters and digits submit gave)"};
+      *err = {400, "bad_request",
+              "'" + id.substr(0, 80) + "' is not a task id (NAME-, then the 26 letters and digits submit gave)"};
       return error{err->message};
     }
     auto t = ctx.queue->get(id);
@@ -330,14 +341,15 @@ struct http_api::impl {
           module_b64 = it->get<std::string>();
           has_module = true;
         } else {
-          return bad(400, "unknown field '" + k.substr(0, 60) +
-                              "' (expected task_yaml, priority, module_base64)");
+          return bad(400, "unknown field '" + k.substr(0, 60) + "' (expected task_yaml, priority, module_base64)");
         }
       }
       if (!j.contains("task_yaml")) return bad(400, "task_yaml: missing (the task file's text)");
     } else {
-      return bad(415, "send the task as application/yaml, or as application/json with task_yaml "
-                      "(got \"" + mt.substr(0, 60) + "\")");
+      return bad(415,
+                 "send the task as application/yaml, or as application/json with task_yaml "
+                 "(got \"" +
+                     mt.substr(0, 60) + "\")");
     }
     if (yaml_text.empty()) return bad(400, "the task is empty");
     if (yaml_text.size() > opts.max_task_yaml_bytes)
@@ -353,18 +365,17 @@ struct http_api::impl {
     try {
       root = YAML::Load(yaml_text);
       const YAML::Node& croot = root;
-      names_module = croot.IsMap() && croot["reference"] && croot["reference"].IsMap() &&
-                     croot["reference"]["module"];
+      names_module = croot.IsMap() && croot["reference"] && croot["reference"].IsMap() && croot["reference"]["module"];
     } catch (const YAML::Exception&) {
       // parse_task reports the syntax error with its position.
     }
     if (names_module || has_module) {
       if (!has_module)
-        return bad(400, "reference.module: upload the .pt file with the task (module_base64 in a "
-                        "JSON body; `kernelskill submit` does this); the daemon does not read its "
-                        "own files for a request");
-      if (!names_module)
-        return bad(400, "module_base64 was sent but the task has no reference.module");
+        return bad(400,
+                   "reference.module: upload the .pt file with the task (module_base64 in a "
+                   "JSON body; `kernelskill submit` does this); the daemon does not read its "
+                   "own files for a request");
+      if (!names_module) return bad(400, "module_base64 was sent but the task has no reference.module");
       auto bytes = base64_decode(module_b64);
       if (!bytes) return bad(400, "module_base64: " + bytes.message());
       auto made = private_dir::create("ks-upload");
@@ -383,11 +394,12 @@ struct http_api::impl {
     // daemon takes no Python from a request (the CLI's import and bench keep it, for the
     // user's own files).
     if (spec->kernelbench != kernelbench_spec{})
-      return bad(400, "reference.kernelbench: the daemon accepts no KernelBench problem source from a "
-                      "request (it would run as Python wherever the result's ModelNew is imported); "
-                      "submit the task without reference.kernelbench (the TorchScript or module "
-                      "reference is what is optimised), or run it with `kernelskill run` or "
-                      "`kernelskill bench` on your own machine");
+      return bad(400,
+                 "reference.kernelbench: the daemon accepts no KernelBench problem source from a "
+                 "request (it would run as Python wherever the result's ModelNew is imported); "
+                 "submit the task without reference.kernelbench (the TorchScript or module "
+                 "reference is what is optimised), or run it with `kernelskill run` or "
+                 "`kernelskill bench` on your own machine");
     if (spec->module_bytes.size() > 0) spec->module_path = "upload.pt";
     if (!valid_task_name(spec->name))
       return bad(400, "name: '" + spec->name.substr(0, 80) +
@@ -409,41 +421,46 @@ struct http_api::impl {
     out += "# HELP ks_tasks Tasks by state.\n# TYPE ks_tasks gauge\n";
     for (auto& [st, n] : counts) line("ks_tasks", "state=\"" + std::string(to_string(st)) + "\"", n);
     if (ctx.memory) {
-      out += "# HELP ks_store_out_of_space 1 while the store refuses writes for lack of disk space.\n"
-             "# TYPE ks_store_out_of_space gauge\n";
+      out +=
+          "# HELP ks_store_out_of_space 1 while the store refuses writes for lack of disk space.\n"
+          "# TYPE ks_store_out_of_space gauge\n";
       line("ks_store_out_of_space", "", ctx.memory->out_of_space() ? 1 : 0);
     }
     out += "# HELP ks_gpus Devices the daemon reviews on.\n# TYPE ks_gpus gauge\n";
     line("ks_gpus", "", static_cast<double>(opts.gpus));
     if (ctx.meter) {
-      out += "# HELP ks_gpu_busy_seconds_total Seconds each GPU pool had a review running or queued.\n"
-             "# TYPE ks_gpu_busy_seconds_total counter\n";
+      out +=
+          "# HELP ks_gpu_busy_seconds_total Seconds each GPU pool had a review running or queued.\n"
+          "# TYPE ks_gpu_busy_seconds_total counter\n";
       auto pools = ctx.meter->read();
       for (auto& p : pools) line("ks_gpu_busy_seconds_total", "device=\"" + p.name + "\"", p.busy_s);
-      out += "# HELP ks_gpu_up Whether each GPU pool is in the rotation (a node's device: its node answers).\n"
-             "# TYPE ks_gpu_up gauge\n";
+      out +=
+          "# HELP ks_gpu_up Whether each GPU pool is in the rotation (a node's device: its node answers).\n"
+          "# TYPE ks_gpu_up gauge\n";
       for (auto& p : pools) line("ks_gpu_up", "device=\"" + p.name + "\"", p.up ? 1 : 0);
       out += "# HELP ks_gpu_reviews_total Reviews each GPU pool answered.\n# TYPE ks_gpu_reviews_total counter\n";
       for (auto& p : pools) line("ks_gpu_reviews_total", "device=\"" + p.name + "\"", static_cast<double>(p.reviews));
-      out += "# HELP ks_gpu_reviews_lost_total Reviews lost with a GPU pool's node and sent to another device.\n"
-             "# TYPE ks_gpu_reviews_lost_total counter\n";
+      out +=
+          "# HELP ks_gpu_reviews_lost_total Reviews lost with a GPU pool's node and sent to another device.\n"
+          "# TYPE ks_gpu_reviews_lost_total counter\n";
       for (auto& p : pools) line("ks_gpu_reviews_lost_total", "device=\"" + p.name + "\"", static_cast<double>(p.lost));
       out += "# HELP ks_reviews_total Reviews answered.\n# TYPE ks_reviews_total counter\n";
       line("ks_reviews_total", "", static_cast<double>(ctx.meter->reviews()));
-      out += "# HELP ks_reviews_per_second Reviews answered per second over the last minute.\n"
-             "# TYPE ks_reviews_per_second gauge\n";
+      out +=
+          "# HELP ks_reviews_per_second Reviews answered per second over the last minute.\n"
+          "# TYPE ks_reviews_per_second gauge\n";
       line("ks_reviews_per_second", "", ctx.meter->reviews_per_second(60));
     }
     auto usage = ctx.usage ? ctx.usage->total() : usage_counts{};
     out += "# HELP ks_llm_tokens_total LLM tokens billed.\n# TYPE ks_llm_tokens_total counter\n";
     line("ks_llm_tokens_total", "direction=\"input\"", static_cast<double>(usage.input_tokens));
     line("ks_llm_tokens_total", "direction=\"output\"", static_cast<double>(usage.output_tokens));
-    out += "# HELP ks_http_connections_dropped_total Connections closed for a request head or body past "
-           "its deadline, or dropped for room (slow clients).\n# TYPE ks_http_connections_dropped_total counter\n";
+    out +=
+        "# HELP ks_http_connections_dropped_total Connections closed for a request head or body past "
+        "its deadline, or dropped for room (slow clients).\n# TYPE ks_http_connections_dropped_total counter\n";
     line("ks_http_connections_dropped_total", "", static_cast<double>(server.dropped()));
     out += "# HELP ks_uptime_seconds Seconds since the daemon started.\n# TYPE ks_uptime_seconds gauge\n";
-    line("ks_uptime_seconds", "",
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    line("ks_uptime_seconds", "", std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     return out;
   }
 
@@ -457,24 +474,26 @@ struct http_api::impl {
     if (!open_to_names) {
       const std::string host = host_part(req.get_header_value("Host"), false);
       if (!is_loopback_name(host))
-        return api_error{403, "forbidden", "Host \"" + host.substr(0, 80) +
-                                               "\" is not a loopback name; this daemon answers "
-                                               "requests to localhost, 127.0.0.1 or [::1] only"};
+        return api_error{403, "forbidden",
+                         "Host \"" + host.substr(0, 80) +
+                             "\" is not a loopback name; this daemon answers "
+                             "requests to localhost, 127.0.0.1 or [::1] only"};
       if (req.has_header("Origin")) {
         const std::string origin = req.get_header_value("Origin");
         if (!is_loopback_name(host_part(origin, true)))
-          return api_error{403, "forbidden", "Origin \"" + origin.substr(0, 80) +
-                                                 "\" is not this machine; web pages elsewhere "
-                                                 "may not use this daemon"};
+          return api_error{403, "forbidden",
+                           "Origin \"" + origin.substr(0, 80) +
+                               "\" is not this machine; web pages elsewhere "
+                               "may not use this daemon"};
       }
     }
     if (req.method == "POST" || req.method == "PUT" || req.method == "DELETE" || req.method == "PATCH") {
       const std::string mt = media_type(req);
-      if (mt != "application/json" && mt != "application/yaml" && mt != "text/yaml" &&
-          mt != "application/x-yaml")
+      if (mt != "application/json" && mt != "application/yaml" && mt != "text/yaml" && mt != "application/x-yaml")
         return api_error{415, "unsupported_media_type",
                          "requests that change state take application/json or application/yaml "
-                         "bodies (got \"" + mt.substr(0, 60) + "\")"};
+                         "bodies (got \"" +
+                             mt.substr(0, 60) + "\")"};
     }
     return std::nullopt;
   }
@@ -510,13 +529,12 @@ struct http_api::impl {
     // limit, 400 for a malformed request) get a JSON body like every other error.
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      std::string msg = res.status == 404 ? "no such endpoint: " + req.method + " " + req.path.substr(0, 100)
+      std::string msg = res.status == 404   ? "no such endpoint: " + req.method + " " + req.path.substr(0, 100)
                         : res.status == 413 ? "the request body is larger than the daemon accepts"
                                             : "the request could not be handled";
       reply_error(res, {res.status, code_for(res.status), msg});
     });
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                                    std::exception_ptr ep) {
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown error";
       try {
         if (ep) std::rethrow_exception(ep);
@@ -548,8 +566,9 @@ struct http_api::impl {
       store_state = {{"writable", problem.empty()}, {"out_of_space", ctx.memory->out_of_space()}};
       if (!problem.empty()) store_state["problem"] = problem;
     }
-    reply_json(res, 200, {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks},
-                          {"gpus", opts.gpus}, {"store", store_state}});
+    reply_json(
+        res, 200,
+        {{"status", "ok"}, {"version", opts.version}, {"tasks", tasks}, {"gpus", opts.gpus}, {"store", store_state}});
   }
 
   // POST /api/tasks: a task (YAML or JSON) into the queue.
@@ -557,8 +576,8 @@ struct http_api::impl {
     // A task's YAML is kept up to its own limit; JSON is checked as it arrives.
     const bool yaml = is_yaml(media_type(req));
     json_scan scan(opts.json);
-    auto in = read_body(req, res, reader, yaml ? opts.max_task_yaml_bytes : opts.max_body_bytes,
-                        yaml ? nullptr : &scan);
+    auto in =
+        read_body(req, res, reader, yaml ? opts.max_task_yaml_bytes : opts.max_body_bytes, yaml ? nullptr : &scan);
     if (in.refused && yaml && in.over_keep)
       in.refused->message = "the task's YAML is " + std::to_string(in.size) + " bytes; at most " +
                             std::to_string(opts.max_task_yaml_bytes) +
@@ -585,14 +604,15 @@ struct http_api::impl {
         if (!state)
           return reply_error(res, {400, "bad_request",
                                    "state: expected queued, running, done, failed or cancelled, "
-                                   "got \"" + v.substr(0, 40) + "\""});
+                                   "got \"" +
+                                       v.substr(0, 40) + "\""});
       } else if (k == "limit") {
         auto n = parse_int(v, "limit", 1, 1000);
         if (!n) return reply_error(res, {400, "bad_request", n.message()});
         limit = static_cast<size_t>(*n);
       } else {
-        return reply_error(res, {400, "bad_request",
-                                 "unknown parameter '" + k.substr(0, 40) + "' (expected state, limit)"});
+        return reply_error(res,
+                           {400, "bad_request", "unknown parameter '" + k.substr(0, 40) + "' (expected state, limit)"});
       }
     }
     size_t total = 0;
@@ -648,7 +668,8 @@ struct http_api::impl {
       return reply_error(res, {400, "bad_request", "expected {\"priority\": N}"});
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "priority")
-        return reply_error(res, {400, "bad_request", "unknown field '" + it.key().substr(0, 60) + "' (expected priority)"});
+        return reply_error(res,
+                           {400, "bad_request", "unknown field '" + it.key().substr(0, 60) + "' (expected priority)"});
     auto v = json_int(j["priority"], "priority", min_priority, max_priority);
     if (!v) return reply_error(res, {400, "bad_request", v.message()});
     refusal why;
@@ -668,15 +689,18 @@ struct http_api::impl {
     auto t = task_at(req.matches[1], &err);
     if (!t) return reply_error(res, err);
     if (!has_ended(t->state))
-      return reply_error(res, {409, "conflict", "task '" + t->id + "' is " + to_string(t->state) +
-                                                    "; its result is there when it ends"});
+      return reply_error(
+          res,
+          {409, "conflict", "task '" + t->id + "' is " + to_string(t->state) + "; its result is there when it ends"});
     auto o = ctx.queue->outcome(t->id);
     if (!o) return reply_error(res, {500, "internal", o.message()});
     json body{{"task", to_json(*t, false)}};
     if (*o) {
       json oj = **o;
-      body["outcome"] = {{"success", oj.value("success", false)}, {"reason", oj.value("reason", "")},
-                         {"rounds", oj.value("rounds", 0)}, {"reviews", oj.value("reviews", 0)},
+      body["outcome"] = {{"success", oj.value("success", false)},
+                         {"reason", oj.value("reason", "")},
+                         {"rounds", oj.value("rounds", 0)},
+                         {"reviews", oj.value("reviews", 0)},
                          {"input_tokens", oj.value("input_tokens", 0)},
                          {"output_tokens", oj.value("output_tokens", 0)},
                          {"wall_s", oj.contains("wall_s") ? oj["wall_s"] : json(0.0)}};
@@ -688,8 +712,10 @@ struct http_api::impl {
           auto best = decode_json<candidate>(oj["best"], "best");
           if (spec && best) {
             auto py = ctx.export_pytorch(*spec, *best);
-            if (py) body["pytorch"] = *py;
-            else body["pytorch_error"] = py.message();
+            if (py)
+              body["pytorch"] = *py;
+            else
+              body["pytorch_error"] = py.message();
           }
         }
       }
@@ -705,7 +731,8 @@ struct http_api::impl {
     uint64_t from = 0;
     for (auto& [k, v] : req.params) {
       if (k != "from_seq")
-        return reply_error(res, {400, "bad_request", "unknown parameter '" + k.substr(0, 40) + "' (expected from_seq)"});
+        return reply_error(res,
+                           {400, "bad_request", "unknown parameter '" + k.substr(0, 40) + "' (expected from_seq)"});
       auto n = parse_int(v, "from_seq", 0, 1 << 30);
       if (!n) return reply_error(res, {400, "bad_request", n.message()});
       from = static_cast<uint64_t>(*n);
@@ -735,8 +762,8 @@ struct http_api::impl {
     server.Get("/", handled({}, call(&impl::dashboard_page)));
     server.Get("/api/health", handled({}, call(&impl::health)));
     server.Get("/metrics", handled({}, [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_text(), "text/plain; version=0.0.4");
-    }));
+                 res.set_content(metrics_text(), "text/plain; version=0.0.4");
+               }));
     server.Post("/api/tasks", reading({"priority"}, call(&impl::submit_task)));
     server.Get("/api/tasks", handled({"state", "limit"}, call(&impl::list_tasks)));
     server.Get(R"(/api/tasks/([^/]+))", handled({}, call(&impl::show_task)));
@@ -782,8 +809,7 @@ result<uint16_t> http_api::bind() {
     if (port <= 0) return error{"cannot listen on " + o.host + " (any port)"};
     bound = static_cast<uint16_t>(port);
   } else if (!impl_->server.bind_to_port(host, o.port)) {
-    return error{"cannot listen on " + o.host + ":" + std::to_string(o.port) +
-                 " (is another daemon running there?)"};
+    return error{"cannot listen on " + o.host + ":" + std::to_string(o.port) + " (is another daemon running there?)"};
   }
   impl_->server.widen_backlog();
   return bound;

@@ -27,11 +27,11 @@
 #include <string>
 #include <string_view>
 
-#include "model/task.hpp"
-#include "model/candidate.hpp"
 #include "base/loopback.hpp"
 #include "base/result.hpp"
 #include "daemon/bounded_json.hpp"
+#include "model/candidate.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 
@@ -43,15 +43,15 @@ class usage_ledger;
 
 struct http_api_options {
   std::string host = "127.0.0.1";
-  uint16_t port = 8470;            // 0: a free port (bind() says which)
-  std::string token;               // empty: no authentication (loopback only)
+  uint16_t port = 8470;               // 0: a free port (bind() says which)
+  std::string token;                  // empty: no authentication (loopback only)
   size_t max_body_bytes = 16u << 20;  // any request (a JSON body may carry a .pt module)
   // A task's YAML text. yaml-cpp needs up to ~250 bytes of memory and ~1 s per MiB to
   // parse it (measured: a flow list of small numbers, 1 MiB → 249 MiB, 4 MiB → 987 MiB
   // and 3.6 s), so the YAML is bounded well below the body: 1 MiB costs at most ~0.25 GiB.
   size_t max_task_yaml_bytes = 1u << 20;
-  uint32_t rounds_budget = 0;      // seeds × rounds, recorded with each task
-  size_t gpus = 0;                 // devices the daemon reviews on (health, metrics)
+  uint32_t rounds_budget = 0;  // seeds × rounds, recorded with each task
+  size_t gpus = 0;             // devices the daemon reviews on (health, metrics)
   // Slow clients (daemon/guarded_server.hpp): the request head's and body's deadlines,
   // and how many connections may wait for their heads at once.
   double header_timeout_s = 10;

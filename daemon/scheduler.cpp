@@ -4,16 +4,15 @@
 #include <deque>
 #include <set>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "base/bounded_child.hpp"
 #include "task/task_loader.hpp"
 
 namespace ks {
 
-scheduler::scheduler(caf::actor_system& sys, task_queue& queue, reviewer_actor reviewer,
-                     scheduler_options opts)
+scheduler::scheduler(caf::actor_system& sys, task_queue& queue, reviewer_actor reviewer, scheduler_options opts)
     : sys_(sys), queue_(queue), reviewer_(std::move(reviewer)), opts_(std::move(opts)) {}
 
 scheduler::~scheduler() { stop(); }
@@ -48,10 +47,9 @@ void scheduler::loop() {
   std::deque<std::string> to_resume;
   for (auto& id : queue_.interrupted()) to_resume.push_back(id);
   if (!to_resume.empty())
-    spdlog::info("{} task(s) were running when the daemon stopped; resuming them first",
-                 to_resume.size());
+    spdlog::info("{} task(s) were running when the daemon stopped; resuming them first", to_resume.size());
   std::map<caf::actor_addr, std::string> running;
-  std::set<std::string> reported;  // tasks whose outcome arrived
+  std::set<std::string> reported;                   // tasks whose outcome arrived
   std::map<std::string, int> coordinator_restarts;  // of running tasks
 
   auto fail = [&](const std::string& id, const std::string& why) {
@@ -77,8 +75,8 @@ void scheduler::loop() {
       std::lock_guard lock(mu_);
       cancel_flags_[t.id] = flag;
     }
-    auto c = self->spawn<caf::detached + caf::monitored>(task_coordinator, o, reviewer_,
-                                                         caf::actor{self}, caf::actor{self});
+    auto c =
+        self->spawn<caf::detached + caf::monitored>(task_coordinator, o, reviewer_, caf::actor{self}, caf::actor{self});
     running[c.address()] = t.id;
     spdlog::info("task '{}': {}", t.id, resume ? "resuming" : "started");
   };
@@ -89,8 +87,8 @@ void scheduler::loop() {
     if (stop_) {
       // The daemon is stopping: the task stays running in the queue and resumes from
       // its checkpoints at the next start, as every running task does.
-      spdlog::warn("task '{}': the task coordinator stopped ({}) as the daemon stops; it resumes at the next start",
-                   id, why);
+      spdlog::warn("task '{}': the task coordinator stopped ({}) as the daemon stops; it resumes at the next start", id,
+                   why);
       coordinator_restarts.erase(id);
       return;
     }
@@ -104,8 +102,8 @@ void scheduler::loop() {
     ++n;
     auto t = queue_.resume(id, "resuming after its coordinator stopped (" + why + ")");
     if (!t) return fail(id, "the task coordinator stopped (" + why + ") and the task cannot resume: " + t.message());
-    spdlog::warn("task '{}': the task coordinator stopped ({}); resuming it from its checkpoints ({} of {})", id,
-                 why, n, opts_.base.max_coordinator_restarts);
+    spdlog::warn("task '{}': the task coordinator stopped ({}); resuming it from its checkpoints ({} of {})", id, why,
+                 n, opts_.base.max_coordinator_restarts);
     launch(*t, true);
   };
   auto start_more = [&] {
@@ -136,8 +134,7 @@ void scheduler::loop() {
     start_more();
     self->receive(
         [&](task_progress& p) {
-          if (auto s = queue_.progress(p.task, p); !s)
-            spdlog::error("task '{}': {}", p.task, s.message());
+          if (auto s = queue_.progress(p.task, p); !s) spdlog::error("task '{}': {}", p.task, s.message());
         },
         [&](task_outcome& o) {
           reported.insert(o.task);
@@ -154,8 +151,10 @@ void scheduler::loop() {
             cancel_flags_.erase(id);
           }
           release_owner(id);
-          if (!reported.count(id)) coordinator_lost(id, sys_.render(d.reason));
-          else coordinator_restarts.erase(id);
+          if (!reported.count(id))
+            coordinator_lost(id, sys_.render(d.reason));
+          else
+            coordinator_restarts.erase(id);
           reported.erase(id);
         },
         caf::after(std::chrono::milliseconds(200)) >> [] {});

@@ -40,8 +40,7 @@ struct scheduler_options {
 
 class scheduler {
  public:
-  scheduler(caf::actor_system& sys, task_queue& queue, reviewer_actor reviewer,
-            scheduler_options opts);
+  scheduler(caf::actor_system& sys, task_queue& queue, reviewer_actor reviewer, scheduler_options opts);
   ~scheduler();  // stops the loop; running coordinators are left to the process's end
   scheduler(const scheduler&) = delete;
   scheduler& operator=(const scheduler&) = delete;

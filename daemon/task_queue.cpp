@@ -17,8 +17,7 @@ namespace {
 using json = nlohmann::json;
 
 int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -63,18 +62,22 @@ result<queued_task> from_record(const json& j) {
 
 const char* to_string(task_state s) {
   switch (s) {
-    case task_state::queued: return "queued";
-    case task_state::running: return "running";
-    case task_state::done: return "done";
-    case task_state::failed: return "failed";
-    case task_state::cancelled: return "cancelled";
+    case task_state::queued:
+      return "queued";
+    case task_state::running:
+      return "running";
+    case task_state::done:
+      return "done";
+    case task_state::failed:
+      return "failed";
+    case task_state::cancelled:
+      return "cancelled";
   }
   return "?";
 }
 
 std::optional<task_state> parse_task_state(const std::string& s) {
-  for (auto st : {task_state::queued, task_state::running, task_state::done, task_state::failed,
-                  task_state::cancelled})
+  for (auto st : {task_state::queued, task_state::running, task_state::done, task_state::failed, task_state::cancelled})
     if (s == to_string(st)) return st;
   return std::nullopt;
 }
@@ -100,7 +103,9 @@ json to_json(const queued_task& t, bool with_history) {
   if (with_history) {
     json h = json::array();
     for (const auto& p : t.history)
-      h.push_back({{"round", p.round}, {"best_speedup", double_to_json(p.best_speedup)}, {"reviews", p.reviews},
+      h.push_back({{"round", p.round},
+                   {"best_speedup", double_to_json(p.best_speedup)},
+                   {"reviews", p.reviews},
                    {"unix_ms", p.unix_ms}});
     j["history"] = std::move(h);
   }
@@ -113,8 +118,8 @@ namespace {
 bool name_characters(const std::string& name) {
   if (name.empty() || name.size() > 64 || name[0] == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
   });
 }
 
@@ -131,20 +136,25 @@ bool valid_task_id(const std::string& id) {
   const bool random = tail.size() == kIdLetters && std::all_of(tail.begin(), tail.end(), [](char c) {
                         return (c >= 'a' && c <= 'z') || (c >= '2' && c <= '7');
                       });
-  const bool sequential = tail.size() >= 6 && std::all_of(tail.begin(), tail.end(), [](char c) {
-                            return c >= '0' && c <= '9';
-                          });
+  const bool sequential =
+      tail.size() >= 6 && std::all_of(tail.begin(), tail.end(), [](char c) { return c >= '0' && c <= '9'; });
   // A task submitted before names starting with '-' were refused keeps its id.
   return (random || sequential) && name_characters(id.substr(0, dash));
 }
 
 json outcome_json(const task_outcome& o) {
-  return json{{"schema", "ks.task_outcome/1"}, {"task", o.task},
-              {"success", o.success},            {"reason", o.reason},
-              {"best", o.best},                  {"best_review", o.best_review},
-              {"rounds", o.rounds},              {"reviews", o.reviews},
-              {"agent_restarts", o.agent_restarts}, {"input_tokens", o.input_tokens},
-              {"output_tokens", o.output_tokens}, {"cost_usd", double_to_json(o.cost_usd)},
+  return json{{"schema", "ks.task_outcome/1"},
+              {"task", o.task},
+              {"success", o.success},
+              {"reason", o.reason},
+              {"best", o.best},
+              {"best_review", o.best_review},
+              {"rounds", o.rounds},
+              {"reviews", o.reviews},
+              {"agent_restarts", o.agent_restarts},
+              {"input_tokens", o.input_tokens},
+              {"output_tokens", o.output_tokens},
+              {"cost_usd", double_to_json(o.cost_usd)},
               {"wall_s", double_to_json(o.wall_s)}};
 }
 
@@ -225,8 +235,7 @@ status task_queue::save(const queued_task& t) {
   return {};
 }
 
-result<queued_task> task_queue::submit(const task_spec& spec, int priority,
-                                       uint32_t rounds_budget) {
+result<queued_task> task_queue::submit(const task_spec& spec, int priority, uint32_t rounds_budget) {
   if (!valid_task_name(spec.name))
     return error{"name: '" + spec.name + "' is not a valid task name (1-64 of A-Z a-z 0-9 _ . -)"};
   std::lock_guard lock(mu_);
@@ -269,8 +278,7 @@ result<task_spec> task_queue::spec(const std::string& id) const {
   return decode_json<task_spec>(**r, "the spec of task '" + id + "'");
 }
 
-result<std::vector<queued_task>> task_queue::list(std::optional<task_state> state, size_t limit,
-                                                  size_t* total) const {
+result<std::vector<queued_task>> task_queue::list(std::optional<task_state> state, size_t limit, size_t* total) const {
   std::lock_guard lock(mu_);
   std::vector<std::pair<uint64_t, std::string>> ids;
   for (const auto& [id, e] : index_)
@@ -289,8 +297,7 @@ result<std::vector<queued_task>> task_queue::list(std::optional<task_state> stat
 std::map<task_state, size_t> task_queue::counts() const {
   std::lock_guard lock(mu_);
   std::map<task_state, size_t> n;
-  for (auto st : {task_state::queued, task_state::running, task_state::done, task_state::failed,
-                  task_state::cancelled})
+  for (auto st : {task_state::queued, task_state::running, task_state::done, task_state::failed, task_state::cancelled})
     n[st] = 0;
   for (const auto& [_, e] : index_) ++n[e.state];
   return n;
@@ -370,9 +377,7 @@ status task_queue::finish(const std::string& id, const task_outcome& o) {
   if (has_ended(t->state)) return {};  // reported twice (an outcome, then a down message)
   json oj = outcome_json(o);
   if (auto s = db_->put_task_record(result_key(id), oj); !s) return s;
-  t->state = t->cancel_requested ? task_state::cancelled
-             : o.success         ? task_state::done
-                                 : task_state::failed;
+  t->state = t->cancel_requested ? task_state::cancelled : o.success ? task_state::done : task_state::failed;
   t->finished_unix_ms = now_ms();
   t->reason = o.reason;
   t->detail = std::string(to_string(t->state)) + ": " + o.reason;
@@ -428,8 +433,7 @@ result<queued_task> task_queue::set_priority(const std::string& id, int priority
   if (!t) return t;
   if (t->state != task_state::queued) {
     *why = refusal::conflict;
-    return error{"task '" + id + "' is " + to_string(t->state) +
-                 "; only a queued task can be reprioritised"};
+    return error{"task '" + id + "' is " + to_string(t->state) + "; only a queued task can be reprioritised"};
   }
   t->priority = std::clamp(priority, min_priority, max_priority);
   if (auto s = save(*t); !s) return error{s.message()};

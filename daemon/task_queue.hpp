@@ -25,9 +25,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/task.hpp"
-#include "model/run.hpp"
 #include "base/result.hpp"
+#include "model/run.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 
@@ -85,8 +85,7 @@ class task_queue {
   result<std::optional<queued_task>> get(const std::string& id) const;
   result<task_spec> spec(const std::string& id) const;
   // Newest first; only `state` when given; at most `limit`. total: how many match.
-  result<std::vector<queued_task>> list(std::optional<task_state> state, size_t limit,
-                                        size_t* total) const;
+  result<std::vector<queued_task>> list(std::optional<task_state> state, size_t limit, size_t* total) const;
   // How many tasks are in each state.
   std::map<task_state, size_t> counts() const;
 
@@ -120,7 +119,7 @@ class task_queue {
   };
   explicit task_queue(std::shared_ptr<store> db) : db_(std::move(db)) {}
   result<queued_task> load(const std::string& id) const;  // under mu_
-  status save(const queued_task& t);                       // under mu_
+  status save(const queued_task& t);                      // under mu_
 
   std::shared_ptr<store> db_;
   mutable std::mutex mu_;
@@ -138,8 +137,8 @@ bool valid_task_id(const std::string& id);
 // What a store says of tasks it lost (`kernelskill store repair`, after damage): the
 // numbers handed out that have no task, and the ids other records still name.
 struct lost_tasks {
-  uint64_t handed_out = 0;  // the last task number the counter had given (0: counter lost)
-  uint64_t last_found = 0;  // the highest number of a task that is there (0: none)
+  uint64_t handed_out = 0;                             // the last task number the counter had given (0: counter lost)
+  uint64_t last_found = 0;                             // the highest number of a task that is there (0: none)
   std::vector<std::pair<uint64_t, uint64_t>> missing;  // ranges of numbers with no task
   // Ids with no task record that a spec, result, checkpoint or trajectory still names,
   // each with what names it ("spec, trajectory").

@@ -137,7 +137,7 @@ class expr_translator {
     std::string n = name();
     if (n.empty()) return fail(std::string("unexpected '") + c + "'");
     if (eat('(')) {
-      static const std::map<std::string, size_t> fns = {{"ceil_div", 2}, {"round_up", 2}, {"min", 2}, {"max", 2},
+      static const std::map<std::string, size_t> fns = {{"ceil_div", 2}, {"round_up", 2}, {"min", 2},  {"max", 2},
                                                         {"abs", 1},      {"floor", 1},    {"ceil", 1}, {"sqrt", 1}};
       auto f = fns.find(n);
       if (f == fns.end()) return fail("unknown function '" + n + "'");
@@ -217,7 +217,8 @@ class general_writer {
 
  private:
   result<std::string> tr(const std::string& text) {
-    return translate(text, constants_, [&](const std::string& n) { return available_.count(n) ? var(n) : std::string(); });
+    return translate(text, constants_,
+                     [&](const std::string& n) { return available_.count(n) ? var(n) : std::string(); });
   }
 
   // Constants in dependency order.
@@ -297,7 +298,8 @@ class general_writer {
     }
     auto sm = tr(s.shared_mem.empty() ? "0" : s.shared_mem);
     if (!sm) return error{label + ": shared_mem: " + sm.message()};
-    o << "    const int64_t smem = ks_in_range(" << *sm << ", 0, 232448, " << cpp_string(label + " shared_mem") << ");\n"
+    o << "    const int64_t smem = ks_in_range(" << *sm << ", 0, 232448, " << cpp_string(label + " shared_mem")
+      << ");\n"
       << "    static int64_t smem_raised = 0;  // the kernel's dynamic shared memory limit, raised as needed\n"
       << "    if (smem > smem_raised) {\n"
       << "      C10_CUDA_CHECK(cudaFuncSetAttribute(" << s.name
@@ -315,12 +317,15 @@ class general_writer {
       }
       auto e = tr(a.value);
       if (!e) return error{where + ": " + e.message()};
-      if (a.type == "int64") args.push_back("static_cast<long long>(ks_int_of(" + *e + ", " + cpp_string(where) + "))");
+      if (a.type == "int64")
+        args.push_back("static_cast<long long>(ks_int_of(" + *e + ", " + cpp_string(where) + "))");
       else if (a.type == "int32")
         args.push_back("static_cast<int>(ks_in_range(" + *e + ", arg_lo_" + std::to_string(i) + ", 2147483647LL, " +
                        cpp_string(where) + "))");
-      else if (a.type == "float32") args.push_back("static_cast<float>(ks_dbl(" + *e + "))");
-      else args.push_back("ks_dbl(" + *e + ")");
+      else if (a.type == "float32")
+        args.push_back("static_cast<float>(ks_dbl(" + *e + "))");
+      else
+        args.push_back("ks_dbl(" + *e + ")");
       if (a.type == "int32")
         o << "    const int64_t arg_lo_" << i << " = " << (p.is_unsigned ? "0" : "-2147483648LL") << ";  // int32"
           << (p.is_unsigned ? " (unsigned)" : "") << "\n";
@@ -381,7 +386,7 @@ class general_writer {
   const launch_plan& plan_;
   const std::vector<kernel_signature>& kernels_;
   std::set<std::string> constants_;
-  std::set<std::string> available_;  // tensors declared so far
+  std::set<std::string> available_;           // tensors declared so far
   const std::set<std::string> kernel_reads_;  // made contiguous when a library step makes them
   std::set<std::string> scratch_;             // the plan's scratch buffers, by name
   std::ostringstream o_;

@@ -89,7 +89,8 @@ std::string kernelbench_docstring(const task_spec& task, const std::string& size
          "Model.forward's arguments and runs the kernel on the tensors and on the weights, read\n"
          "from that Model at each call; model.reference(...) runs the problem's Model itself.\n"
          "get_inputs and get_init_inputs are the problem's own. Inputs of the shapes of these\n"
-         "sizes: " + sizes + " (see SIZES) run a launcher specialised at export time; " +
+         "sizes: " +
+         sizes + " (see SIZES) run a launcher specialised at export time; " +
          (general ? "other shapes run one\nthat evaluates the launch plan at run time.\n"
                   : "other shapes raise a RuntimeError.\n") +
          "\"\"\"\n";

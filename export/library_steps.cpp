@@ -33,7 +33,8 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
   std::string op = s.name.substr(0, s.name.find('.'));  // aten::add.Tensor → aten::add
   auto nargs = [&](size_t lo, size_t hi) -> status {
     if (a.size() < lo || a.size() > hi)
-      return error{"args: " + op + " takes " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
+      return error{"args: " + op + " takes " +
+                   (lo == hi ? std::to_string(lo) : std::to_string(lo) + " or " + std::to_string(hi)) +
                    " arguments, got " + std::to_string(a.size())};
     return {};
   };
@@ -89,7 +90,8 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
       return error{"attrs.memory_format: expected contiguous or channels_last, got " + cpp_string(mf->second)};
     }
     std::string head = "at::conv2d(" + x + ", " + w + ", " + bias + ", at::IntArrayRef(" + v + "stride), ";
-    std::string tail = ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
+    std::string tail =
+        ", at::IntArrayRef(" + v + "dilation), static_cast<int64_t>(" + std::to_string((*groups)[0]) + "))";
     // result_layout nhwc: handed on as [N, H, W, C] (a channels-last result as it lies).
     if (auto rl = s.attrs.find("result_layout"); rl != s.attrs.end() && trim_blanks(rl->second) == "nhwc")
       tail += ".permute({0, 2, 3, 1})";
@@ -133,15 +135,16 @@ result<std::string> library_call(const resolved_step& s, const std::vector<std::
     if (!mode) return error{mode.message()};
     return "at::gelu(" + a[0] + ", " + cpp_string(*mode) + ")";
   }
-  static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "neg",
+  static const std::set<std::string> unary = {"relu", "sigmoid", "tanh",  "exp",  "log", "neg",
                                               "abs",  "sqrt",    "rsqrt", "silu", "sin", "cos"};
   if (op.rfind("aten::", 0) == 0 && unary.count(op.substr(6))) {
     if (auto st = both(1, 1, 1); !st) return error{st.message()};
     return "at::" + op.substr(6) + "(" + a[0] + ")";
   }
-  return error{op + " has no at:: counterpart in the exporter (it exports the ops the reviewer runs: "
-                    "aten::matmul mm bmm addmm linear conv2d add sub mul div softmax log_softmax gelu "
-                    "relu sigmoid tanh exp log neg abs sqrt rsqrt silu sin cos)"};
+  return error{op +
+               " has no at:: counterpart in the exporter (it exports the ops the reviewer runs: "
+               "aten::matmul mm bmm addmm linear conv2d add sub mul div softmax log_softmax gelu "
+               "relu sigmoid tanh exp log neg abs sqrt rsqrt silu sin cos)"};
 }
 
 // The dispatcher call of a step with attrs.schema: prepared once, on the module's first
@@ -165,21 +168,21 @@ std::string dispatch_call(const std::map<std::string, std::string>& attrs, const
 }  // namespace
 
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
-                            const library_step_call& c,
-                            const std::function<result_target(const std::string&)>& target,
+                            const library_step_call& c, const std::function<result_target(const std::string&)>& target,
                             const std::vector<std::string>& operands, std::string& decls) {
   std::ostringstream o;
   o << "  {\n" << c.pre;
   o << "    const std::vector<at::Tensor> r = " << (c.dispatcher ? c.call : "{" + c.call + "}") << ";\n"
     << "    TORCH_CHECK(r.size() >= " << outputs.size() << ", "
-    << cpp_string(label + ": the op returned fewer tensors than the step names (" + std::to_string(outputs.size()) + ")")
+    << cpp_string(label + ": the op returned fewer tensors than the step names (" + std::to_string(outputs.size()) +
+                  ")")
     << ");\n";
   for (size_t k = 0; k < outputs.size(); ++k) {
     const std::string& out = outputs[k];
     const result_target to = target(out);
     if (to == result_target::library_scratch || to == result_target::buffer)
-      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k << "].scalar_type() == "
-        << var(out) << ".scalar_type(), "
+      o << "    TORCH_CHECK(r[" << k << "].sizes() == " << var(out) << ".sizes() && r[" << k
+        << "].scalar_type() == " << var(out) << ".scalar_type(), "
         << cpp_string(label + ": the op's result does not match the declared buffer '" + out + "'") << ");\n";
     if (to == result_target::library_scratch) {
       o << "    " << var(out) << " = r[" << k << "];  // scratch only library steps use: as the op returned it\n";
@@ -196,8 +199,8 @@ std::string library_results(const std::string& label, const std::vector<std::str
         << "    else " << var(out) << ".copy_(r[" << k << "]);\n";
     } else {
       decls += "  at::Tensor " + var(out) + ";\n";
-      o << "    " << var(out) << " = r[" << k << "]" << (to == result_target::kernel_intermediate ? ".contiguous()" : "")
-        << ";\n";
+      o << "    " << var(out) << " = r[" << k << "]"
+        << (to == result_target::kernel_intermediate ? ".contiguous()" : "") << ";\n";
     }
   }
   o << "  }\n";

@@ -3,9 +3,9 @@
 // the reviewer runs by name (gpu/library_ops.cpp's table: aten::matmul → at::matmul,
 // conv2d with its stride/padding/dilation/groups, …), the dispatcher call of a step
 // that carries attrs.schema (prepared once per module by ks_prepare_by_schema, then
-// ks_call_prepared: gpu/dispatch_runtime.hpp in the module), and the block that takes the results into declared buffers or new
-// intermediates. Both launchers (export/size_launcher.hpp, export/general_launcher.hpp)
-// write their library steps with these.
+// ks_call_prepared: gpu/dispatch_runtime.hpp in the module), and the block that takes the results into declared buffers
+// or new intermediates. Both launchers (export/size_launcher.hpp, export/general_launcher.hpp) write their library
+// steps with these.
 //
 // What it promises: an op or attribute the reviewer would not run the same way is an
 // error that names it, never a different call.
@@ -48,8 +48,7 @@ result<library_step_call> library_step(const std::string& label, const resolved_
 // step's tensor arguments, which an adopted result must not share memory with (the
 // only memory an op's result can share: see gpu/result_adoption.hpp).
 std::string library_results(const std::string& label, const std::vector<std::string>& outputs,
-                            const library_step_call& c,
-                            const std::function<result_target(const std::string&)>& target,
+                            const library_step_call& c, const std::function<result_target(const std::string&)>& target,
                             const std::vector<std::string>& operands, std::string& decls);
 
 }  // namespace ks::export_detail

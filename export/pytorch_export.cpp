@@ -35,9 +35,9 @@ result<std::vector<std::string>> nvcc_options(const std::vector<std::string>& op
     auto starts = [&](const char* p) { return o.rfind(p, 0) == 0; };
     if (starts("-std=") || starts("--std=")) continue;  // PyTorch sets the language standard
     if (starts("-D") || o == "--use_fast_math" || o == "-use_fast_math" || starts("-maxrregcount") ||
-        starts("--maxrregcount") || starts("-ftz") || starts("--ftz") || starts("-prec-div") ||
-        starts("--prec-div") || starts("-prec-sqrt") || starts("--prec-sqrt") || starts("-fmad") ||
-        starts("--fmad") || o == "--extra-device-vectorization" || o == "-extra-device-vectorization") {
+        starts("--maxrregcount") || starts("-ftz") || starts("--ftz") || starts("-prec-div") || starts("--prec-div") ||
+        starts("-prec-sqrt") || starts("--prec-sqrt") || starts("-fmad") || starts("--fmad") ||
+        o == "--extra-device-vectorization" || o == "-extra-device-vectorization") {
       out.push_back(o);
       continue;
     }
@@ -105,9 +105,11 @@ std::string forward_function(const task_spec& task, const std::vector<size_varia
   for (const auto* list : {&task.inputs, &task.parameters})
     for (const auto& t : *list) {
       std::string i = std::to_string(k++);
-      l << "  TORCH_CHECK(tensors[" << i << "].is_cuda(), " << cpp_string(who + ": " + t.name + " must be a CUDA tensor") << ");\n"
+      l << "  TORCH_CHECK(tensors[" << i << "].is_cuda(), "
+        << cpp_string(who + ": " + t.name + " must be a CUDA tensor") << ");\n"
         << "  TORCH_CHECK(tensors[" << i << "].scalar_type() == " << aten_dtype(t.dtype) << ", "
-        << cpp_string(who + ": " + t.name + " must be " + t.dtype + ", got ") << ", tensors[" << i << "].scalar_type());\n"
+        << cpp_string(who + ": " + t.name + " must be " + t.dtype + ", got ") << ", tensors[" << i
+        << "].scalar_type());\n"
         << (k == 1 ? std::string()
                    : "  TORCH_CHECK(tensors[" + i + "].device() == tensors[0].device(), " +
                          cpp_string(who + ": " + t.name + " is on another device than " + tensor_names[0]) + ");\n")
@@ -159,15 +161,20 @@ result<std::string> launcher(const task_spec& task, const candidate& best, const
     l << "// Library steps' results: taken as their declared buffers where nothing else sees them.\n"
       << export_detail::library_results_runtime() << "\n";
   bool has_tf32_step = false;
-  for (const auto& st : best.plan.steps) has_tf32_step = has_tf32_step || (st.attrs.count("math") && st.attrs.at("math") == "tf32");
+  for (const auto& st : best.plan.steps)
+    has_tf32_step = has_tf32_step || (st.attrs.count("math") && st.attrs.at("math") == "tf32");
   if (has_tf32_step)
     l << "// Split-precision products: cuBLAS allowed TF32 for their call only.\n"
       << export_detail::matmul_precision_runtime() << "\n";
   if (has_dispatcher_step)
-    l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n" << export_detail::dispatch_runtime() << "\n";
+    l << "// Dispatcher steps: ATen ops called by their schema, as the reviewer calls them.\n"
+      << export_detail::dispatch_runtime() << "\n";
   auto general = export_detail::general_function(task, best.plan, kernels);
-  if (general) l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n" << export_detail::expression_runtime() << "\n";
-  else ex.general_launcher_note = general.message();
+  if (general)
+    l << "// The expression language at run time (plan/shape_expr.cpp's rules).\n"
+      << export_detail::expression_runtime() << "\n";
+  else
+    ex.general_launcher_note = general.message();
   l << "namespace {\n\n";
   for (size_t i = 0; i < variants.size(); ++i) {
     auto fn = size_function(task, variants[i], kernels, "ks_run_" + ident(variants[i].name));
@@ -212,7 +219,8 @@ std::string py_distribution(const distribution_spec& d) {
 // The Python file's fixed part, after its constants: the dtypes by name, the
 // extension's loading (kExtensionCode, which a KernelBench-interface file shares), then
 // the inputs' drawing, class ModelNew, get_inputs() and get_init_inputs().
-const char* const kDtypesCode = R"PY(_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+const char* const kDtypesCode =
+    R"PY(_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
            "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
 )PY";
 
@@ -332,8 +340,8 @@ def get_init_inputs():
 // The Python file: a docstring, the task's constants, CUDA_SOURCE, then the module's
 // code: the task's own ModelNew, or for a task imported from KernelBench one with
 // KernelBench's interface (export/kernelbench_module.hpp).
-result<std::string> python_file(const task_spec& task, const candidate& best,
-                                const std::vector<size_variant>& variants, const pytorch_export& ex) {
+result<std::string> python_file(const task_spec& task, const candidate& best, const std::vector<size_variant>& variants,
+                                const pytorch_export& ex) {
   const bool kernelbench = export_detail::has_kernelbench_interface(task);
   std::string kernelbench_constants;
   if (kernelbench) {
@@ -350,13 +358,13 @@ result<std::string> python_file(const task_spec& task, const candidate& best,
       << "import inspect\nimport numbers\nimport types\n\nimport torch\n"
       << "from torch.utils.cpp_extension import load_inline\n\n";
   } else {
-    p << "\"\"\"The kernel KernelSkill found for task " << py_string(task.name).substr(1, py_string(task.name).size() - 2)
-      << ", as a PyTorch module.\n\n"
+    p << "\"\"\"The kernel KernelSkill found for task "
+      << py_string(task.name).substr(1, py_string(task.name).size() - 2) << ", as a PyTorch module.\n\n"
       << "    model = ModelNew().cuda()             # the task's parameters, drawn as the task says\n"
       << "    y = model(*get_inputs())              # builds the extension on first use (nvcc)\n\n"
       << "forward() takes the task's inputs; the parameters are module parameters, in the\n"
-      << "reference's order in model.task_parameters(). Inputs of the shapes of these sizes: "
-      << join(ex.sizes, ", ") << "\n"
+      << "reference's order in model.task_parameters(). Inputs of the shapes of these sizes: " << join(ex.sizes, ", ")
+      << "\n"
       << "(see SIZES) run a launcher specialised at export time; "
       << (ex.general_launcher_note.empty() ? "other shapes run one that evaluates\nthe launch plan at run time.\n"
                                            : "other shapes raise a RuntimeError.\n")
@@ -368,9 +376,11 @@ result<std::string> python_file(const task_spec& task, const candidate& best,
     << "MODULE_NAME = " << py_string(ex.module_name) << "\n"
     << "# (name, dtype, init) of each input, then of each parameter, in the reference's order.\n"
     << "INPUTS = [\n";
-  for (auto& t : task.inputs) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
+  for (auto& t : task.inputs)
+    p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
   p << "]\nPARAMETERS = [\n";
-  for (auto& t : task.parameters) p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
+  for (auto& t : task.parameters)
+    p << "    (" << py_string(t.name) << ", " << py_string(t.dtype) << ", " << py_distribution(t.init) << "),\n";
   p << "]\n# The shapes the launcher runs at: size -> shape of each input, then each parameter.\nSIZES = {\n";
   for (const auto& v : variants) {
     p << "    " << py_string(v.name) << ": [";
@@ -397,21 +407,27 @@ result<std::string> python_file(const task_spec& task, const candidate& best,
       bytes += static_cast<uint64_t>(std::max<int64_t>(n * dtype_size(t.dtype), 0));
     }
     const plan_weight w = weigh_plan(v.plan, bytes);
-    if (launch_bound(w)) p << "    " << py_string(v.name) << ": " << py_string("launch-bound plan (" + describe_weight(w) + ")") << ",\n";
+    if (launch_bound(w))
+      p << "    " << py_string(v.name) << ": " << py_string("launch-bound plan (" + describe_weight(w) + ")") << ",\n";
   }
   p << "}\n";
-  p << "TOLERANCE = {\"atol\": " << number(task.tolerance.atol) << ", \"rtol\": " << number(task.tolerance.rtol) << "}\n"
+  p << "TOLERANCE = {\"atol\": " << number(task.tolerance.atol) << ", \"rtol\": " << number(task.tolerance.rtol)
+    << "}\n"
     << "SEED = " << task.seed << "\n"
-    << "NVCC_OPTIONS = [" << [&] {
-         std::vector<std::string> q;
-         for (auto& o : ex.nvcc_options) q.push_back(py_string(o));
-         return join(q, ", ");
-       }() << "]\n\n"
+    << "NVCC_OPTIONS = [" <<
+      [&] {
+        std::vector<std::string> q;
+        for (auto& o : ex.nvcc_options) q.push_back(py_string(o));
+        return join(q, ", ");
+      }()
+    << "]\n\n"
     << "CPP_SOURCE = " << py_string(ex.cpp_source) << "\n\n"
     << "CUDA_SOURCE = " << py_block_string(ex.cuda_source) << "\n\n";
   const std::string graphs(embedded::cuda_graph_py());
-  if (kernelbench) p << kernelbench_constants << "\n" << kExtensionCode << graphs << export_detail::kernelbench_module_code();
-  else p << kDtypesCode << kExtensionCode << graphs << kTaskModelCode;
+  if (kernelbench)
+    p << kernelbench_constants << "\n" << kExtensionCode << graphs << export_detail::kernelbench_module_code();
+  else
+    p << kDtypesCode << kExtensionCode << graphs << kTaskModelCode;
   return p.str();
 }
 
@@ -420,11 +436,11 @@ result<std::string> python_file(const task_spec& task, const candidate& best,
 result<pytorch_export> export_pytorch(const task_spec& task, const candidate& best,
                                       const pytorch_export_options& options) {
   const std::string what = "export of task '" + task.name + "'";
-  if (task.torchscript.empty() && task.module_bytes.empty())
-    return error{what + ": the task has no reference"};
+  if (task.torchscript.empty() && task.module_bytes.empty()) return error{what + ": the task has no reference"};
   for (const auto* list : {&task.inputs, &task.parameters})
     for (const auto& t : *list)
-      if (!aten_dtype(t.dtype)) return error{what + ": tensor '" + t.name + "': dtype " + t.dtype + " cannot be exported"};
+      if (!aten_dtype(t.dtype))
+        return error{what + ": tensor '" + t.name + "': dtype " + t.dtype + " cannot be exported"};
   if (task.inputs.empty() && task.parameters.empty())
     return error{what + ": the task has no input tensors (the launcher takes its device from them)"};
   auto nvcc = nvcc_options(best.compile_options);

@@ -48,9 +48,9 @@
 #include <string>
 #include <vector>
 
-#include "model/task.hpp"
-#include "model/candidate.hpp"
 #include "base/result.hpp"
+#include "model/candidate.hpp"
+#include "model/task.hpp"
 #include "plan/plan_validator.hpp"
 
 namespace ks {
@@ -62,11 +62,11 @@ struct pytorch_export_options {
 
 // An export in parts, for tools and tests that check the pieces separately.
 struct pytorch_export {
-  std::string module_name;   // load_inline's name: ks_<task>_<hash of the sources>
-  std::string cuda_source;   // what load_inline compiles with nvcc: headers, the
-                             // candidate's device code, then `launcher`
-  std::string launcher;      // the generated C++ launcher (the tail of cuda_source)
-  std::string cpp_source;    // the declaration load_inline binds: ks_forward
+  std::string module_name;  // load_inline's name: ks_<task>_<hash of the sources>
+  std::string cuda_source;  // what load_inline compiles with nvcc: headers, the
+                            // candidate's device code, then `launcher`
+  std::string launcher;     // the generated C++ launcher (the tail of cuda_source)
+  std::string cpp_source;   // the declaration load_inline binds: ks_forward
   // Host declarations of the kernels the launcher launches (`extern "C" void k(...)`,
   // the source's own parameter lists), so that the launcher can be compiled with a
   // host compiler against stand-ins for ATen, without nvcc: KS_LAUNCH then becomes a
@@ -79,7 +79,7 @@ struct pytorch_export {
   std::vector<std::string> skipped_sizes;
   // Why there is no general-shape launcher (empty: there is one).
   std::string general_launcher_note;
-  std::string python;        // the whole Python file
+  std::string python;  // the whole Python file
 };
 
 // The export of `best` (a candidate for `task`, usually its best correct one), or an

@@ -53,8 +53,8 @@ result<std::string> kernel_step(const resolved_step& s, const std::vector<kernel
       << s.shared_mem_bytes << "));\n"
       << "    return true;\n  }();\n  (void)smem_" << s.index << ";\n";
   }
-  o << "  KS_LAUNCH(" << s.name << ", " << dims3(s.grid) << ", " << dims3(s.block) << ", "
-    << s.shared_mem_bytes << ", stream";
+  o << "  KS_LAUNCH(" << s.name << ", " << dims3(s.grid) << ", " << dims3(s.block) << ", " << s.shared_mem_bytes
+    << ", stream";
   for (auto& a : args) o << ",\n            " << a;
   o << ");\n";
   o << "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n";
@@ -121,13 +121,15 @@ result<std::string> size_function(const task_spec& task, const size_variant& v,
       const char* dt = aten_dtype(b.dtype);
       if (!dt) return error{"buffer '" + b.name + "': dtype " + b.dtype + " cannot be exported"};
       o << "  at::Tensor " << var(b.name) << " = at::" << (b.init == "zeros" ? "zeros" : "empty") << "("
-        << (b.shape.empty() ? std::string("at::IntArrayRef()") : shape_list(b.shape, "{", "}")) << ", options.dtype(" << dt << "));  // " << to_string(b.role) << "\n";
+        << (b.shape.empty() ? std::string("at::IntArrayRef()") : shape_list(b.shape, "{", "}")) << ", options.dtype("
+        << dt << "));  // " << to_string(b.role) << "\n";
     }
   std::set<std::string> declared;  // intermediates already declared
   const std::set<std::string> kernel_reads = tensors_read_by_kernels(v.plan);
   for (const auto& s : v.plan.steps) {
     o << "  // " << s.label() << "\n";
-    auto step = s.kind == "kernel" ? kernel_step(s, kernels) : library_step_block(task, s, v.plan, kernel_reads, declared);
+    auto step =
+        s.kind == "kernel" ? kernel_step(s, kernels) : library_step_block(task, s, v.plan, kernel_reads, declared);
     if (!step) return error{step.message()};
     o << *step;
   }

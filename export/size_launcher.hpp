@@ -23,8 +23,8 @@ namespace ks::export_detail {
 
 // The plan resolved at one size.
 struct size_variant {
-  std::string name;                                   // "default", "cpu", …
-  std::vector<std::vector<int64_t>> shapes;           // inputs then parameters
+  std::string name;                          // "default", "cpu", …
+  std::vector<std::vector<int64_t>> shapes;  // inputs then parameters
   resolved_plan plan;
 };
 

@@ -11,9 +11,12 @@ namespace ks::export_detail {
 std::string cpp_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out + "\"";
 }
@@ -22,11 +25,16 @@ std::string cpp_string(const std::string& s) {
 std::string py_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else
+      out += c;
   }
   return out + "\"";
 }
@@ -38,10 +46,14 @@ std::string py_block_string(const std::string& s) {
   std::string out = "\"\"\"";
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
-    if (c == '\\') out += "\\\\";
-    else if (c == '"' && (i + 1 == s.size() || s[i + 1] == '"')) out += "\\\"";
-    else if (c == '\r') out += "\\r";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"' && (i + 1 == s.size() || s[i + 1] == '"'))
+      out += "\\\"";
+    else if (c == '\r')
+      out += "\\r";
+    else
+      out += c;
   }
   return out + "\"\"\"";
 }

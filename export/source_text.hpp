@@ -30,7 +30,6 @@ std::string py_block_string(const std::string& s);
 // A double as a literal that reads back to the same value (C++ and Python alike).
 std::string number(double v);
 
-
 // `name` with every character outside [A-Za-z0-9] replaced by '_'.
 std::string ident(const std::string& name);
 

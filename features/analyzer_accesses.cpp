@@ -108,8 +108,7 @@ ptr_ref function_analyzer::resolve_ptr(const expr_tree& x, int n, int depth) {
   }
 }
 
-bool function_analyzer::resolve_subscript(const expr_tree& x, int n, ptr_ref& r, poly& index,
-                                          int depth) {
+bool function_analyzer::resolve_subscript(const expr_tree& x, int n, ptr_ref& r, poly& index, int depth) {
   std::vector<int> idx;
   int b = n;
   while (b >= 0 && x.at(b).kind == ex_kind::subscript) {
@@ -145,18 +144,15 @@ bool function_analyzer::resolve_subscript(const expr_tree& x, int n, ptr_ref& r,
   return true;
 }
 
-int function_analyzer::record_access(const ptr_ref& r, const poly& index, bool read, bool write,
-                                     bool atomic, bool wmma, int item, const expr_tree& x, int n,
-                                     const std::string& target) {
+int function_analyzer::record_access(const ptr_ref& r, const poly& index, bool read, bool write, bool atomic, bool wmma,
+                                     int item, const expr_tree& x, int n, const std::string& target) {
   access_rec a;
   a.base = r.base;
   a.space = r.space;
   a.base_elem = r.base_elem;
   a.elem = r.elem;
   a.bytes = r.elem.bytes;
-  int scalar_bytes = r.base_elem.lanes > 0 && r.base_elem.bytes > 0
-                         ? r.base_elem.bytes / r.base_elem.lanes
-                         : 0;
+  int scalar_bytes = r.base_elem.lanes > 0 && r.base_elem.bytes > 0 ? r.base_elem.bytes / r.base_elem.lanes : 0;
   a.width = scalar_bytes > 0 && r.elem.bytes >= scalar_bytes ? r.elem.bytes / scalar_bytes : 1;
   if (a.width < 1) a.width = 1;
   a.ratio = r.elem.bytes > 0 && r.base_elem.bytes > 0 && r.elem.bytes % r.base_elem.bytes == 0
@@ -189,11 +185,10 @@ void function_analyzer::scan_ptr_int_cast(const expr_tree& x, int n) {
   for (int kid : k.kids) scan_ptr_int_cast(x, kid);
 }
 
-void function_analyzer::visit_addr_arg(const expr_tree& x, int n, bool read, bool write,
-                                       bool atomic, bool wmma, vctx& c) {
+void function_analyzer::visit_addr_arg(const expr_tree& x, int n, bool read, bool write, bool atomic, bool wmma,
+                                       vctx& c) {
   const ex_node& k = x.at(n);
-  if (k.kind == ex_kind::unary && k.op == "&" && !k.kids.empty() &&
-      x.at(k.kids[0]).kind == ex_kind::subscript) {
+  if (k.kind == ex_kind::unary && k.op == "&" && !k.kids.empty() && x.at(k.kids[0]).kind == ex_kind::subscript) {
     ptr_ref r;
     poly idx;
     int sub = k.kids[0];
@@ -226,9 +221,8 @@ void function_analyzer::visit(const expr_tree& x, int n, use u, vctx& c) {
   switch (k.kind) {
     case ex_kind::binary: {
       const std::string& op = k.op;
-      bool assign = op == "=" || op == "+=" || op == "-=" || op == "*=" || op == "/=" ||
-                    op == "%=" || op == "&=" || op == "|=" || op == "^=" || op == "<<=" ||
-                    op == ">>=";
+      bool assign = op == "=" || op == "+=" || op == "-=" || op == "*=" || op == "/=" || op == "%=" || op == "&=" ||
+                    op == "|=" || op == "^=" || op == "<<=" || op == ">>=";
       if (assign) {
         visit_assignment(x, n, c);
         return;
@@ -291,7 +285,8 @@ void function_analyzer::visit_assignment(const expr_tree& x, int n, vctx& c) {
       lhs_access = static_cast<int>(i);
       break;
     }
-  if (lhs_access >= 0) c.target = accesses_[static_cast<size_t>(lhs_access)].base;
+  if (lhs_access >= 0)
+    c.target = accesses_[static_cast<size_t>(lhs_access)].base;
   else {
     int v = lhs_var(x, k.kids[0]);
     c.target = v >= 0 ? vars_[static_cast<size_t>(v)].key : "";
@@ -321,8 +316,8 @@ void function_analyzer::visit_unary(const expr_tree& x, int n, use u, vctx& c) {
   if (k.op == "*") {
     ptr_ref r = resolve_ptr(x, k.kids[0]);
     if (r.ok) {
-      record_access(r, r.offset, u != use::write, u == use::write || u == use::rmw, false,
-                    false, c.item, x, n, c.target);
+      record_access(r, r.offset, u != use::write, u == use::write || u == use::rmw, false, false, c.item, x, n,
+                    c.target);
       // Offsets inside the pointer expression are read.
       const ex_node& p = x.at(k.kids[0]);
       for (int kid : p.kids) visit(x, kid, use::addr, c);
@@ -349,8 +344,8 @@ void function_analyzer::visit_subscript(const expr_tree& x, int n, use u, vctx& 
   poly idx;
   if (resolve_subscript(x, n, r, idx)) {
     if (u != use::addr)
-      record_access(r, idx, u == use::read || u == use::rmw, u == use::write || u == use::rmw,
-                    false, false, c.item, x, n, c.target);
+      record_access(r, idx, u == use::read || u == use::rmw, u == use::write || u == use::rmw, false, false, c.item, x,
+                    n, c.target);
     int b = n;
     while (x.at(b).kind == ex_kind::subscript) {
       vctx ic{c.item, c.target};
@@ -370,9 +365,7 @@ void function_analyzer::visit_subscript(const expr_tree& x, int n, use u, vctx& 
 void function_analyzer::visit_call(const expr_tree& x, int n, vctx& c) {
   const ex_node& k = x.at(n);
   const ex_node& callee = x.at(k.kids[0]);
-  std::string full = callee.kind == ex_kind::ident ? callee.op
-                     : callee.kind == ex_kind::member ? callee.op
-                                                      : "";
+  std::string full = callee.kind == ex_kind::ident ? callee.op : callee.kind == ex_kind::member ? callee.op : "";
   std::string name = last_name(full);
   calls_.push_back({name, items_[static_cast<size_t>(c.item)].loops});
   if (name.find("align") != std::string::npos)
@@ -383,15 +376,16 @@ void function_analyzer::visit_call(const expr_tree& x, int n, vctx& c) {
   for (size_t i = 1; i < k.kids.size(); ++i) {
     const ex_node& a = x.at(k.kids[i]);
     // Pointers passed to other functions: their addresses are not accesses.
-    if (a.kind == ex_kind::unary && a.op == "&") visit(x, k.kids[i], use::addr, c);
-    else visit(x, k.kids[i], use::read, c);
+    if (a.kind == ex_kind::unary && a.op == "&")
+      visit(x, k.kids[i], use::addr, c);
+    else
+      visit(x, k.kids[i], use::read, c);
   }
 }
 
 // Atomics, cache-hinted loads and stores, WMMA fragment loads and stores, asynchronous
 // copies: the accesses through their pointer arguments. False for any other call.
-bool function_analyzer::visit_memory_intrinsic(const expr_tree& x, int n,
-                                               const std::string& name, vctx& c) {
+bool function_analyzer::visit_memory_intrinsic(const expr_tree& x, int n, const std::string& name, vctx& c) {
   const ex_node& k = x.at(n);
   auto arg = [&](size_t i) { return i < k.kids.size() ? k.kids[i] : -1; };
   if (is_atomic(name) && k.kids.size() >= 2) {
@@ -423,8 +417,8 @@ bool function_analyzer::visit_memory_intrinsic(const expr_tree& x, int n,
     c.target = saved;
     return true;
   }
-  if ((name == "__pipeline_memcpy_async" || name == "memcpy_async" || name == "cp_async" ||
-       name == "cp_async16" || name == "cp_async4") &&
+  if ((name == "__pipeline_memcpy_async" || name == "memcpy_async" || name == "cp_async" || name == "cp_async16" ||
+       name == "cp_async4") &&
       k.kids.size() >= 3) {
     std::string saved = c.target;
     ptr_ref dst = resolve_ptr(x, k.kids[1]);

@@ -32,8 +32,7 @@ reads_by_base function_analyzer::reads_indexed_by(const loop_rec& L, bool& windo
   window = false;
   for (auto& a : accesses_) {
     if (!a.read || !in_loop(a.loops, L.id) || !a.index.ok || !a.index.has(va)) continue;
-    if (a.space != space_t::global && a.space != space_t::shared && a.space != space_t::unknown)
-      continue;
+    if (a.space != space_t::global && a.space != space_t::shared && a.space != space_t::unknown) continue;
     if (window_var(a, L.id)) window = true;
     kreads[a.base].push_back(&a);
   }
@@ -118,8 +117,7 @@ space_t function_analyzer::space_of_base(const std::string& b) const {
 // naive_gemm: a GEMM k-loop whose two operands are read straight from global memory
 // (no WMMA fragments, no staging in the loop), unless some k-loop reads an operand from
 // shared memory (then the GEMM is tiled).
-bool function_analyzer::is_naive_gemm(const std::vector<k_loop_operands>& kloops,
-                                      const staging& st) const {
+bool function_analyzer::is_naive_gemm(const std::vector<k_loop_operands>& kloops, const staging& st) const {
   bool naive = false;
   for (auto& k : kloops) {
     bool wmma = false;
@@ -130,15 +128,13 @@ bool function_analyzer::is_naive_gemm(const std::vector<k_loop_operands>& kloops
       if (g == k.p || g == k.q)
         for (auto* r : reads)
           if (in_loop(r->loops, k.loop)) staged_operand = true;
-    if (space_of_base(k.p) == space_t::global && space_of_base(k.q) == space_t::global &&
-        !wmma && !staged_operand)
+    if (space_of_base(k.p) == space_t::global && space_of_base(k.q) == space_t::global && !wmma && !staged_operand)
       naive = true;
   }
   if (naive) {
     // Any k-loop staged through shared memory makes it a tiled GEMM.
     for (auto& k : kloops)
-      if (space_of_base(k.p) == space_t::shared || space_of_base(k.q) == space_t::shared)
-        naive = false;
+      if (space_of_base(k.p) == space_t::shared || space_of_base(k.q) == space_t::shared) naive = false;
   }
   return naive;
 }
@@ -146,14 +142,12 @@ bool function_analyzer::is_naive_gemm(const std::vector<k_loop_operands>& kloops
 // An operand of fp16/bf16 elements, or a shared array staged from one.
 bool function_analyzer::is_half_precision_base(const std::string& b, const staging& st) const {
   for (auto& a : accesses_)
-    if (a.base == b && (a.base_elem.scalar == "half" || a.base_elem.scalar == "bfloat16"))
-      return true;
+    if (a.base == b && (a.base_elem.scalar == "half" || a.base_elem.scalar == "bfloat16")) return true;
   auto sf = st.staged_from.find(b);
   if (sf == st.staged_from.end()) return false;
   for (auto& g : sf->second)
     for (auto& a : accesses_)
-      if (a.base == g && (a.base_elem.scalar == "half" || a.base_elem.scalar == "bfloat16"))
-        return true;
+      if (a.base == g && (a.base_elem.scalar == "half" || a.base_elem.scalar == "bfloat16")) return true;
   return false;
 }
 

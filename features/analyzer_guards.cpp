@@ -16,9 +16,7 @@ namespace ks::features::analysis {
 
 bool function_analyzer::is_bounds_cmp(const expr_tree& x, int n) {
   const ex_node& k = x.at(n);
-  if (k.kind != ex_kind::binary ||
-      !(k.op == "<" || k.op == "<=" || k.op == ">" || k.op == ">="))
-    return false;
+  if (k.kind != ex_kind::binary || !(k.op == "<" || k.op == "<=" || k.op == ">" || k.op == ">=")) return false;
   deps l = deps_of(x, k.kids[0]);
   deps r = deps_of(x, k.kids[1]);
   int tside, sside;
@@ -48,8 +46,7 @@ bool function_analyzer::is_bounds_cmp(const expr_tree& x, int n) {
         size_t j = i;
         while (j < a.size() && (std::isalnum(static_cast<unsigned char>(a[j])) || a[j] == '_')) ++j;
         std::string word = a.substr(i, j - i);
-        if (!(word == "blockDim" || word == "gridDim" || (prev == '.' && word.size() == 1)))
-          launch_only = false;
+        if (!(word == "blockDim" || word == "gridDim" || (prev == '.' && word.size() == 1))) launch_only = false;
         prev = 'a';
         i = j;
         continue;
@@ -83,8 +80,7 @@ bool function_analyzer::cond_divergent(const expr_tree& x, int n) {
       if (k.op == "&" && *c >= 0 && *c < 31) return true;
     }
   }
-  if (k.kind == ex_kind::binary &&
-      (k.op == "<" || k.op == "<=" || k.op == ">" || k.op == ">=")) {
+  if (k.kind == ex_kind::binary && (k.op == "<" || k.op == "<=" || k.op == ">" || k.op == ">=")) {
     deps l = deps_of(x, k.kids[0]);
     deps r = deps_of(x, k.kids[1]);
     auto lc = const_eval(x, k.kids[0]);
@@ -103,16 +99,13 @@ bool function_analyzer::cond_divergent(const expr_tree& x, int n) {
 
 // bounds_check: an if, loop or ternary condition that compares a thread-derived index
 // with a size.
-bool function_analyzer::is_bounds_check(const cond_rec& c) {
-  return cond_has_bounds(*c.x, c.node);
-}
+bool function_analyzer::is_bounds_check(const cond_rec& c) { return cond_has_bounds(*c.x, c.node); }
 
 // divergent_branches: an if, while or switch condition that splits the lanes of a warp.
 // Loop conditions and conditional expressions (which compile to selects) are not
 // counted as divergent branches.
 bool function_analyzer::is_divergent_branch(const cond_rec& c) {
-  return c.kind != role_t::cond_for && c.kind != role_t::cond_ternary &&
-         cond_divergent(*c.x, c.node);
+  return c.kind != role_t::cond_for && c.kind != role_t::cond_ternary && cond_divergent(*c.x, c.node);
 }
 
 // A scalar global access of an array that is also accessed through a wider type: the
@@ -182,8 +175,7 @@ bool function_analyzer::checks_size_for_vector_width(int w) const {
 // tail.
 bool function_analyzer::is_alignment_checked(const unit_facts& uf) const {
   if (!uf.vector_access) return false;
-  return ptr_int_check_ || align_call_ ||
-         (checks_size_for_vector_width(uf.vector_width) && uf.tail);
+  return ptr_int_check_ || align_call_ || (checks_size_for_vector_width(uf.vector_width) && uf.tail);
 }
 
 }  // namespace ks::features::analysis

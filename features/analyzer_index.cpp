@@ -145,8 +145,7 @@ int function_analyzer::widest_vector_access() const {
 bool function_analyzer::has_vector_load() const {
   bool found = false;
   for (auto& a : accesses_)
-    if (a.space == space_t::global && a.width > 1 && a.bytes >= 8 && a.read && !a.wmma)
-      found = true;
+    if (a.space == space_t::global && a.width > 1 && a.bytes >= 8 && a.read && !a.wmma) found = true;
   return found;
 }
 
@@ -154,8 +153,7 @@ bool function_analyzer::has_vector_load() const {
 bool function_analyzer::has_vector_store() const {
   bool found = false;
   for (auto& a : accesses_)
-    if (a.space == space_t::global && a.width > 1 && a.bytes >= 8 && a.write && !a.wmma)
-      found = true;
+    if (a.space == space_t::global && a.width > 1 && a.bytes >= 8 && a.write && !a.wmma) found = true;
   return found;
 }
 
@@ -215,9 +213,8 @@ bool function_analyzer::every_write_is_per_thread(const std::vector<const access
 
 // Every global read is at the index of a write of the same width, or a broadcast (its
 // thread atoms a strict subset of a write's, outside any loop).
-bool function_analyzer::every_read_matches_a_write(
-    const std::vector<const access_rec*>& reads,
-    const std::vector<const access_rec*>& writes) const {
+bool function_analyzer::every_read_matches_a_write(const std::vector<const access_rec*>& reads,
+                                                   const std::vector<const access_rec*>& writes) const {
   for (auto* r : reads) {
     bool matched = false;
     auto rt = thread_atoms(r->index);
@@ -229,8 +226,7 @@ bool function_analyzer::every_read_matches_a_write(
     for (auto* w : writes) {
       if (r->index == w->index && r->ratio == w->ratio) matched = true;
       auto wt = thread_atoms(w->index);
-      bool strict_subset = rt.size() < wt.size() &&
-                           std::includes(wt.begin(), wt.end(), rt.begin(), rt.end());
+      bool strict_subset = rt.size() < wt.size() && std::includes(wt.begin(), wt.end(), rt.begin(), rt.end());
       if (strict_subset && loop_free) matched = true;
     }
     if (!matched) return false;
@@ -242,8 +238,8 @@ bool function_analyzer::every_read_matches_a_write(
 // (non-atomic, known-index) global accesses; a kernel that writes, each write per
 // thread, each read at a write's index or a broadcast.
 bool function_analyzer::is_pointwise(const unit_facts& uf) {
-  bool ok = !uf.cross_thread_reduction && !uf.shared_used && !uf.k_loop && !uf.stencil &&
-            !uf.irregular && !uf.serial_reduction;
+  bool ok = !uf.cross_thread_reduction && !uf.shared_used && !uf.k_loop && !uf.stencil && !uf.irregular &&
+            !uf.serial_reduction;
   std::vector<const access_rec*> writes, reads;
   for (auto& a : accesses_) {
     if (a.space != space_t::global) continue;
@@ -262,8 +258,7 @@ bool function_analyzer::is_pointwise(const unit_facts& uf) {
 // A loop the compiler unrolls fully (its trip count is a small constant, or a
 // #pragma unroll asks for it): its variable indexes a local array at compile time.
 bool function_analyzer::is_fully_unrolled(const loop_rec& L) const {
-  return L.pragma != "unroll 1" && L.trip >= 0 && !L.trip_from_launch &&
-         (!L.pragma.empty() || L.trip <= 32);
+  return L.pragma != "unroll 1" && L.trip >= 0 && !L.trip_from_launch && (!L.pragma.empty() || L.trip <= 32);
 }
 
 // A local array some access indexes with a value known only at run time (a thread
@@ -307,8 +302,10 @@ long long function_analyzer::local_array_bytes() const {
     long long n = 1;
     bool known = true;
     for (long long d : v.dims) {
-      if (d <= 0) known = false;
-      else n *= d;
+      if (d <= 0)
+        known = false;
+      else
+        n *= d;
     }
     if (known && v.elem.bytes > 0) bytes += n * v.elem.bytes;
   }

@@ -12,9 +12,7 @@
 
 namespace ks::features::analysis {
 
-long long function_analyzer::trip_of(int loop) const {
-  return loops_[static_cast<size_t>(loop)].trip;
-}
+long long function_analyzer::trip_of(int loop) const { return loops_[static_cast<size_t>(loop)].trip; }
 
 void function_analyzer::derive_loops() {
   for (auto& L : loops_) {
@@ -40,15 +38,14 @@ void function_analyzer::derive_step_shape(loop_rec& L) {
     auto b = binding_.find(q.toks.b);
     return b != binding_.end() && b->second == L.var;
   };
-  if ((s.kind == ex_kind::postfix || s.kind == ex_kind::unary) && !s.kids.empty() &&
-      is_var(s.kids[0])) {
+  if ((s.kind == ex_kind::postfix || s.kind == ex_kind::unary) && !s.kids.empty() && is_var(s.kids[0])) {
     L.step_const = s.op == "++" ? 1 : s.op == "--" ? -1 : 0;
   } else if (s.kind == ex_kind::binary && is_var(s.kids[0])) {
     auto c = const_eval(*L.step, s.kids[1]);
     if (s.op == "+=" || s.op == "-=") {
       if (c) L.step_const = s.op == "+=" ? *c : -*c;
-    } else if ((s.op == ">>=" && c && *c >= 1) || (s.op == "/=" && c && *c >= 2) ||
-               (s.op == "<<=" && c && *c >= 1) || (s.op == "*=" && c && *c >= 2)) {
+    } else if ((s.op == ">>=" && c && *c >= 1) || (s.op == "/=" && c && *c >= 2) || (s.op == "<<=" && c && *c >= 1) ||
+               (s.op == "*=" && c && *c >= 2)) {
       L.tree = true;
     } else if (s.op == "=") {
       const ex_node& r = L.step->at(s.kids[1]);
@@ -110,10 +107,14 @@ void function_analyzer::derive_thread_and_trip(loop_rec& L) {
   if (!bound) return;
   long long a = *init, B = *bound, st = L.step_const;
   long long trip = -1;
-  if (c.op == "<" && st > 0) trip = B > a ? (B - a + st - 1) / st : 0;
-  else if (c.op == "<=" && st > 0) trip = B >= a ? (B - a) / st + 1 : 0;
-  else if (c.op == ">" && st < 0) trip = a > B ? (a - B + (-st) - 1) / (-st) : 0;
-  else if (c.op == ">=" && st < 0) trip = a >= B ? (a - B) / (-st) + 1 : 0;
+  if (c.op == "<" && st > 0)
+    trip = B > a ? (B - a + st - 1) / st : 0;
+  else if (c.op == "<=" && st > 0)
+    trip = B >= a ? (B - a) / st + 1 : 0;
+  else if (c.op == ">" && st < 0)
+    trip = a > B ? (a - B + (-st) - 1) / (-st) : 0;
+  else if (c.op == ">=" && st < 0)
+    trip = a >= B ? (a - B) / (-st) + 1 : 0;
   else if (c.op == "!=" && st != 0 && (B - a) % st == 0 && (B - a) / st >= 0)
     trip = (B - a) / st;
   L.trip = trip;
@@ -184,8 +185,7 @@ bool function_analyzer::is_unrolled_by_hand(const loop_rec& L) const {
       prev = o;
       first = false;
     }
-    if (best >= 2 && ((store && (L.step_const == 0 || L.step_const >= best)) ||
-                      (!store && L.step_const >= best)))
+    if (best >= 2 && ((store && (L.step_const == 0 || L.step_const >= best)) || (!store && L.step_const >= best)))
       manual = true;
   }
   return manual;

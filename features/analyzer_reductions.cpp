@@ -24,9 +24,8 @@ int function_analyzer::find_product(const expr_tree& x, int n, int& f1, int& f2)
   }
   if (k.kind == ex_kind::call) {
     std::string name = x.at(k.kids[0]).kind == ex_kind::ident ? last_name(x.at(k.kids[0]).op) : "";
-    if ((name == "fmaf" || name == "fma" || name == "__fmaf_rn" || name == "__fmaf_rz" ||
-         name == "__fma_rn" || name == "__hfma" || name == "__hfma2" || name == "__fmul_rn" ||
-         name == "__hmul" || name == "__hmul2") &&
+    if ((name == "fmaf" || name == "fma" || name == "__fmaf_rn" || name == "__fmaf_rz" || name == "__fma_rn" ||
+         name == "__hfma" || name == "__hfma2" || name == "__fmul_rn" || name == "__hmul" || name == "__hmul2") &&
         k.kids.size() >= 3) {
       f1 = k.kids[1];
       f2 = k.kids[2];
@@ -35,8 +34,7 @@ int function_analyzer::find_product(const expr_tree& x, int n, int& f1, int& f2)
   }
   if (k.kind == ex_kind::binary && (k.op == "+" || k.op == "-"))
     return find_product(x, k.kids[0], f1, f2) || find_product(x, k.kids[1], f1, f2);
-  if (k.kind == ex_kind::cast || (k.kind == ex_kind::unary && k.op == "-"))
-    return find_product(x, k.kids[0], f1, f2);
+  if (k.kind == ex_kind::cast || (k.kind == ex_kind::unary && k.op == "-")) return find_product(x, k.kids[0], f1, f2);
   return 0;
 }
 
@@ -82,17 +80,16 @@ function_analyzer::accumulation function_analyzer::accumulation_of(const assign_
     for (size_t i = 1; i < k.kids.size(); ++i)
       if (mentions_lhs(k.kids[i])) any = true;
     if (!any) return r;
-    if ((name == "fmaf" || name == "fma" || name == "__fmaf_rn" || name == "__fmaf_rz" ||
-         name == "__fma_rn" || name == "__hfma" || name == "__hfma2") &&
+    if ((name == "fmaf" || name == "fma" || name == "__fmaf_rn" || name == "__fmaf_rz" || name == "__fma_rn" ||
+         name == "__hfma" || name == "__hfma2") &&
         k.kids.size() >= 4 && mentions_lhs(k.kids[3])) {
       r.yes = true;
       r.f1 = k.kids[1];
       r.f2 = k.kids[2];
       return r;
     }
-    if (name == "fmaxf" || name == "fminf" || name == "max" || name == "min" ||
-        name == "fmax" || name == "fmin" || name == "__hmax" || name == "__hmin" ||
-        name == "__hadd" || name == "__hadd2" || name == "__fadd_rn") {
+    if (name == "fmaxf" || name == "fminf" || name == "max" || name == "min" || name == "fmax" || name == "fmin" ||
+        name == "__hmax" || name == "__hmin" || name == "__hadd" || name == "__hadd2" || name == "__fadd_rn") {
       r.yes = true;
       return r;
     }
@@ -105,8 +102,8 @@ function_analyzer::accumulation function_analyzer::accumulation_of(const assign_
 bool function_analyzer::reduces_through_intrinsics() const {
   bool found = false;
   for (auto& cl : calls_)
-    if (is_reducing_shuffle(cl.name) || cl.name.rfind("__reduce_", 0) == 0 ||
-        cl.name == "reduce" || is_accumulating_atomic(cl.name))
+    if (is_reducing_shuffle(cl.name) || cl.name.rfind("__reduce_", 0) == 0 || cl.name == "reduce" ||
+        is_accumulating_atomic(cl.name))
       found = true;
   return found;
 }
@@ -144,8 +141,7 @@ bool function_analyzer::has_shared_tree_reduction() {
 // serial_reduction: an accumulation into a local, from data read with the loop
 // variable (kreads: the loop's reads by base), over a loop of run-time length (a 2x2
 // pooling window is not a reduction structure).
-bool function_analyzer::accumulates_serially(const assign_rec& as, const loop_rec& L,
-                                             const reads_by_base& kreads) {
+bool function_analyzer::accumulates_serially(const assign_rec& as, const loop_rec& L, const reads_by_base& kreads) {
   bool local_lhs = as.var >= 0 && vars_[static_cast<size_t>(as.var)].space != space_t::shared;
   if (!local_lhs || !(L.trip < 0 || L.trip_from_launch || L.trip > 32)) return false;
   bool found = false;

@@ -40,8 +40,7 @@ function_analyzer::reuse_context function_analyzer::make_reuse_context() const {
   // dimension (N for a row) cannot divide the block's coefficient by accident.
   // Without a launch, a 2-D shared tile [Y][X] suggests the block's shape.
   for (auto& v : vars_) {
-    if (v.space != space_t::shared || v.dims.size() != 2 || v.dims[0] <= 0 || v.dims[1] <= 0)
-      continue;
+    if (v.space != space_t::shared || v.dims.size() != 2 || v.dims[0] <= 0 || v.dims[1] <= 0) continue;
     if (!rc.numeric.count("blockDim.x") && v.dims[0] == v.dims[1]) {
       rc.numeric["blockDim.x"] = v.dims[1];
       rc.numeric["blockDim.y"] = v.dims[0];
@@ -91,8 +90,7 @@ double function_analyzer::extent(const reuse_context& rc, char d) const {
 
 // The reuse of one global read site of a GEMM operand: the product of the output
 // extents it is not indexed by (per tile when staged).
-double function_analyzer::site_reuse(const reuse_context& rc, const access_rec& s,
-                                     bool site_staged) const {
+double function_analyzer::site_reuse(const reuse_context& rc, const access_rec& s, bool site_staged) const {
   auto bd = block_dims(s.index);
   double r = 1;
   bool any = false;
@@ -117,8 +115,7 @@ double function_analyzer::site_reuse(const reuse_context& rc, const access_rec& 
 
 // The reuse of a GEMM operand: the best of its global read sites, direct or the reads
 // staged into it (0 when it has none).
-double function_analyzer::operand_reuse(const reuse_context& rc, const staging& st,
-                                        const std::string& op) const {
+double function_analyzer::operand_reuse(const reuse_context& rc, const staging& st, const std::string& op) const {
   // Global reads of this operand: direct, or the reads staged into it.
   std::vector<const access_rec*> sites;
   bool staged = false;
@@ -151,8 +148,7 @@ double function_analyzer::operand_reuse(const reuse_context& rc, const staging& 
 }
 
 // GEMM reuse: the mean over the two operands of each k-loop, the best k-loop.
-double function_analyzer::gemm_reuse(const reuse_context& rc,
-                                     const std::vector<k_loop_operands>& kloops,
+double function_analyzer::gemm_reuse(const reuse_context& rc, const std::vector<k_loop_operands>& kloops,
                                      const staging& st) const {
   double reuse = 1;
   for (auto& k : kloops) {
@@ -176,8 +172,8 @@ bool function_analyzer::is_broadcast_operand(const std::vector<const access_rec*
   bool broadcast = !write_atoms.empty();
   for (auto* s : sites) {
     auto ta = thread_atoms(s->index);
-    bool strict = ta.size() < write_atoms.size() &&
-                  std::includes(write_atoms.begin(), write_atoms.end(), ta.begin(), ta.end());
+    bool strict =
+        ta.size() < write_atoms.size() && std::includes(write_atoms.begin(), write_atoms.end(), ta.begin(), ta.end());
     if (!strict) broadcast = false;
   }
   return broadcast;
@@ -285,8 +281,7 @@ double function_analyzer::reread_reuse(const reuse_context& rc, const staging& s
 
 // reuse_factor, rounded to two decimals: GEMM operand reuse when there are k-loops,
 // re-read reuse otherwise.
-double function_analyzer::reuse_factor(const std::vector<k_loop_operands>& kloops,
-                                       const staging& st) {
+double function_analyzer::reuse_factor(const std::vector<k_loop_operands>& kloops, const staging& st) {
   reuse_context rc = make_reuse_context();
   double reuse = !kloops.empty() ? gemm_reuse(rc, kloops, st) : reread_reuse(rc, st);
   return std::round(reuse * 100.0) / 100.0;

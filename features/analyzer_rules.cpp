@@ -43,8 +43,8 @@ void function_analyzer::run_pass_2() {
     vctx c{static_cast<int>(i), ""};
     if (it.role == role_t::decl_init && it.var >= 0) c.target = vars_[static_cast<size_t>(it.var)].key;
     visit(*it.x, it.x->root, use::read, c);
-    if (it.role == role_t::cond_if || it.role == role_t::cond_while ||
-        it.role == role_t::cond_for || it.role == role_t::cond_switch) {
+    if (it.role == role_t::cond_if || it.role == role_t::cond_while || it.role == role_t::cond_for ||
+        it.role == role_t::cond_switch) {
       cond_rec cr;
       cr.x = it.x;
       cr.node = it.x->root;

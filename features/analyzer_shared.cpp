@@ -60,8 +60,7 @@ staging function_analyzer::find_staging() {
 
 // A read r of staged shared array s inside a loop (not a tree or thread loop) that
 // accumulates into something other than s.
-bool function_analyzer::is_tile_read_in_accumulating_loop(const access_rec& r,
-                                                          const std::string& s) {
+bool function_analyzer::is_tile_read_in_accumulating_loop(const access_rec& r, const std::string& s) {
   bool found = false;
   for (int l : r.loops) {
     const loop_rec& L = loops_[static_cast<size_t>(l)];
@@ -76,8 +75,7 @@ bool function_analyzer::is_tile_read_in_accumulating_loop(const access_rec& r,
 }
 
 // Neighbour reuse without a loop: one read of s with two or more neighbours (3+ taps).
-bool function_analyzer::has_neighbour_reuse(const std::vector<const access_rec*>& reads,
-                                            const std::string& s) {
+bool function_analyzer::has_neighbour_reuse(const std::vector<const access_rec*>& reads, const std::string& s) {
   bool found = false;
   for (auto* r : reads) {
     std::set<std::string> raws{r->index.str()};

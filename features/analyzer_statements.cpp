@@ -50,18 +50,16 @@ void function_analyzer::note_assignments(const expr_tree* x, int loop_id_for_var
   for (size_t i = 0; i < x->nodes.size(); ++i) {
     const ex_node& n = x->nodes[i];
     if (n.kind == ex_kind::binary && n.kids.size() == 2 &&
-        (n.op == "=" || n.op == "+=" || n.op == "-=" || n.op == "*=" || n.op == "/=" ||
-         n.op == "%=" || n.op == "&=" || n.op == "|=" || n.op == "^=" || n.op == "<<=" ||
-         n.op == ">>=")) {
+        (n.op == "=" || n.op == "+=" || n.op == "-=" || n.op == "*=" || n.op == "/=" || n.op == "%=" || n.op == "&=" ||
+         n.op == "|=" || n.op == "^=" || n.op == "<<=" || n.op == ">>=")) {
       int v = lhs_var(*x, n.kids[0]);
       if (v < 0) continue;
       var_rec& r = vars_[static_cast<size_t>(v)];
       r.values.push_back({x, n.kids[1]});
       ++r.assigns;
-      if (loop_id_for_var >= 0 && r.loop_id < 0 && x->at(n.kids[0]).kind == ex_kind::ident)
-        r.loop_id = loop_id_for_var;
-    } else if ((n.kind == ex_kind::unary || n.kind == ex_kind::postfix) &&
-               (n.op == "++" || n.op == "--") && !n.kids.empty()) {
+      if (loop_id_for_var >= 0 && r.loop_id < 0 && x->at(n.kids[0]).kind == ex_kind::ident) r.loop_id = loop_id_for_var;
+    } else if ((n.kind == ex_kind::unary || n.kind == ex_kind::postfix) && (n.op == "++" || n.op == "--") &&
+               !n.kids.empty()) {
       int v = lhs_var(*x, n.kids[0]);
       if (v < 0) continue;
       var_rec& r = vars_[static_cast<size_t>(v)];
@@ -71,8 +69,8 @@ void function_analyzer::note_assignments(const expr_tree* x, int loop_id_for_var
   }
 }
 
-int function_analyzer::declare(const declaration& d, const declarator& it,
-                               std::vector<int>& loops, const std::vector<guard>& guards) {
+int function_analyzer::declare(const declaration& d, const declarator& it, std::vector<int>& loops,
+                               const std::vector<guard>& guards) {
   var_rec v;
   v.name = it.name;
   v.type = base_type_of(d.type);
@@ -89,10 +87,14 @@ int function_analyzer::declare(const declaration& d, const declarator& it,
     auto c = const_eval(*x, x->root);
     v.dims.push_back(c ? *c : -1);
   }
-  if (d.has_qual("__shared__")) v.space = space_t::shared;
-  else if (d.has_qual("__constant__")) v.space = space_t::constant;
-  else if (v.is_array) v.space = space_t::local;
-  else v.space = space_t::none;
+  if (d.has_qual("__shared__"))
+    v.space = space_t::shared;
+  else if (d.has_qual("__constant__"))
+    v.space = space_t::constant;
+  else if (v.is_array)
+    v.space = space_t::local;
+  else
+    v.space = space_t::none;
   int id = static_cast<int>(vars_.size());
   v.key = it.name + "#" + std::to_string(id);
   if (it.has_init && !it.init.empty()) {
@@ -112,8 +114,7 @@ int function_analyzer::declare(const declaration& d, const declarator& it,
   return id;
 }
 
-void function_analyzer::walk(const statement& s, std::vector<int>& loops,
-                             std::vector<guard>& guards) {
+void function_analyzer::walk(const statement& s, std::vector<int>& loops, std::vector<guard>& guards) {
   switch (s.kind) {
     case st_kind::block: {
       scopes_.emplace_back();
@@ -179,8 +180,7 @@ void function_analyzer::walk(const statement& s, std::vector<int>& loops,
 // A loop: its own scope and record; the init (a declaration or an assignment naming the
 // variable), condition and step become items of the loop, and the body is walked
 // inside it (a do loop's condition after the body).
-void function_analyzer::walk_loop(const statement& s, std::vector<int>& loops,
-                                  std::vector<guard>& guards) {
+void function_analyzer::walk_loop(const statement& s, std::vector<int>& loops, std::vector<guard>& guards) {
   scopes_.emplace_back();
   loop_rec L;
   L.id = static_cast<int>(loops_.size());
@@ -226,8 +226,7 @@ void function_analyzer::walk_loop(const statement& s, std::vector<int>& loops,
     bind(x);
     note_assignments(x, -1);
     loops_[static_cast<size_t>(id)].cond = x;
-    add_item(x, s.kind == st_kind::for_loop ? role_t::cond_for : role_t::cond_while, loops,
-             guards);
+    add_item(x, s.kind == st_kind::for_loop ? role_t::cond_for : role_t::cond_while, loops, guards);
   }
   if (s.kind == st_kind::for_loop && !s.step.empty()) {
     const expr_tree* x = new_tree(s.step.b, s.step.e);
@@ -238,8 +237,7 @@ void function_analyzer::walk_loop(const statement& s, std::vector<int>& loops,
     // for (; cond; i += 4): the variable is the one the step updates.
     if (loops_[static_cast<size_t>(id)].var < 0) {
       const ex_node& r = x->at(x->root);
-      if (!r.kids.empty() && (r.kind == ex_kind::binary || r.kind == ex_kind::unary ||
-                              r.kind == ex_kind::postfix)) {
+      if (!r.kids.empty() && (r.kind == ex_kind::binary || r.kind == ex_kind::unary || r.kind == ex_kind::postfix)) {
         int v = lhs_var(*x, r.kids[0]);
         if (v >= 0 && !vars_[static_cast<size_t>(v)].is_array) {
           loops_[static_cast<size_t>(id)].var = v;

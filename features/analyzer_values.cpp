@@ -53,9 +53,9 @@ std::optional<long long> function_analyzer::const_eval(const expr_tree& x, int n
       if (std::llabs(l) > kCoefLimit || std::llabs(r) > kCoefLimit) return std::nullopt;
       if (k.op == "+") return l + r;
       if (k.op == "-") return l - r;
-      if (k.op == "*") return std::llabs(l) < (1LL << 31) && std::llabs(r) < (1LL << 31)
-                                  ? std::optional<long long>(l * r)
-                                  : std::nullopt;
+      if (k.op == "*")
+        return std::llabs(l) < (1LL << 31) && std::llabs(r) < (1LL << 31) ? std::optional<long long>(l * r)
+                                                                          : std::nullopt;
       if (k.op == "/") return r == 0 ? std::nullopt : std::optional<long long>(l / r);
       if (k.op == "%") return r == 0 ? std::nullopt : std::optional<long long>(l % r);
       if (k.op == "<<") return r >= 0 && r < 40 ? std::optional<long long>(l << r) : std::nullopt;
@@ -187,8 +187,8 @@ deps function_analyzer::deps_of(const expr_tree& x, int n) {
         d.thread = d.lane = true;
         d.td.insert('x');
         d.lane_index = true;
-      } else if (is_shuffle(name) || is_ldg(name) || is_atomic(name) ||
-                 name.rfind("__ballot", 0) == 0 || name.rfind("__reduce", 0) == 0) {
+      } else if (is_shuffle(name) || is_ldg(name) || is_atomic(name) || name.rfind("__ballot", 0) == 0 ||
+                 name.rfind("__reduce", 0) == 0) {
         d.data = true;
       }
       break;
@@ -216,7 +216,7 @@ deps function_analyzer::deps_of(const expr_tree& x, int n) {
       deps a = deps_of(x, k.kids[0]);
       deps b = deps_of(x, k.kids[1]);
       auto c = const_eval(x, k.kids[1]);
-      if (k.op == "=" ) {
+      if (k.op == "=") {
         d = b;
         break;
       }
@@ -312,9 +312,12 @@ poly function_analyzer::poly_of(const expr_tree& x, int n, int depth) {
       if (!p.ok) p = opaque(x, n);
       break;
     case ex_kind::unary:
-      if (k.op == "-" && !k.kids.empty()) p = scale(poly_of(x, k.kids[0], depth), -1);
-      else if (k.op == "+" && !k.kids.empty()) p = poly_of(x, k.kids[0], depth);
-      else p = opaque(x, n);
+      if (k.op == "-" && !k.kids.empty())
+        p = scale(poly_of(x, k.kids[0], depth), -1);
+      else if (k.op == "+" && !k.kids.empty())
+        p = poly_of(x, k.kids[0], depth);
+      else
+        p = opaque(x, n);
       if (!p.ok) p = opaque(x, n);
       break;
     case ex_kind::binary: {
@@ -325,8 +328,10 @@ poly function_analyzer::poly_of(const expr_tree& x, int n, int depth) {
         p = op == "*" ? mul(a, b) : add(a, b, op == "+" ? 1 : -1);
       } else if (op == "<<") {
         auto c = const_eval(x, k.kids[1]);
-        if (c && *c >= 0 && *c < 40) p = scale(poly_of(x, k.kids[0], depth), 1LL << *c);
-        else p = poly::bad();
+        if (c && *c >= 0 && *c < 40)
+          p = scale(poly_of(x, k.kids[0], depth), 1LL << *c);
+        else
+          p = poly::bad();
       } else if (op == "/") {
         auto c = const_eval(x, k.kids[1]);
         poly a = poly_of(x, k.kids[0], depth);

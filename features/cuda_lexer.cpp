@@ -9,9 +9,7 @@ namespace ks::features {
 
 namespace {
 
-bool ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$';
-}
+bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$'; }
 bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
 bool digit(char c) { return c >= '0' && c <= '9'; }
 bool space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
@@ -35,8 +33,7 @@ bool parse_int_literal(std::string_view text, long long& value) {
   if (text.empty() || !digit(text[0])) return false;
   std::string t(text);
   // Strip integer suffixes.
-  while (!t.empty() && (t.back() == 'u' || t.back() == 'U' || t.back() == 'l' || t.back() == 'L'))
-    t.pop_back();
+  while (!t.empty() && (t.back() == 'u' || t.back() == 'U' || t.back() == 'l' || t.back() == 'L')) t.pop_back();
   if (t.empty()) return false;
   for (char c : t)
     if (c == '.' || c == 'p' || c == 'P') return false;
@@ -60,8 +57,7 @@ bool parse_number_literal(std::string_view text, double& value) {
   }
   if (text.empty() || !(digit(text[0]) || text[0] == '.')) return false;
   std::string t(text);
-  while (!t.empty() && (t.back() == 'f' || t.back() == 'F' || t.back() == 'l' || t.back() == 'L'))
-    t.pop_back();
+  while (!t.empty() && (t.back() == 'f' || t.back() == 'F' || t.back() == 'l' || t.back() == 'L')) t.pop_back();
   char* end = nullptr;
   double v = std::strtod(t.c_str(), &end);
   if (end == nullptr || *end != '\0') return false;
@@ -135,7 +131,7 @@ void lex_code(std::string_view s, int line, std::vector<token>& out) {
           ++p;
         } else if ((d == '+' || d == '-') && p > b &&
                    (s[p - 1] == 'e' || s[p - 1] == 'E' || s[p - 1] == 'p' || s[p - 1] == 'P') &&
-                   !(s.substr(b, 2) == "0x" || s.substr(b, 2) == "0X") ) {
+                   !(s.substr(b, 2) == "0x" || s.substr(b, 2) == "0X")) {
           ++p;
         } else if ((d == '+' || d == '-') && p > b && (s[p - 1] == 'p' || s[p - 1] == 'P')) {
           ++p;  // hexadecimal float exponent
@@ -279,7 +275,7 @@ lexed_source lex_cuda(std::string_view s) {
         pl.text += s[p++];
       }
       // Emit the code lexed so far, then the pragma at its place.
-      lex_code(code, line - static_cast<int>(std::count(code.begin(), code.end(), '\n')) , out.tokens);
+      lex_code(code, line - static_cast<int>(std::count(code.begin(), code.end(), '\n')), out.tokens);
       code.clear();
       handle_pp(pl, out);
       line_start = false;

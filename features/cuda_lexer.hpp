@@ -40,12 +40,8 @@ struct lexed_source {
 lexed_source lex_cuda(std::string_view source);
 
 // Helpers used by the parsers.
-inline bool is_punct(const token& t, std::string_view p) {
-  return t.kind == tok_kind::punct && t.text == p;
-}
-inline bool is_ident(const token& t, std::string_view w) {
-  return t.kind == tok_kind::ident && t.text == w;
-}
+inline bool is_punct(const token& t, std::string_view p) { return t.kind == tok_kind::punct && t.text == p; }
+inline bool is_ident(const token& t, std::string_view w) { return t.kind == tok_kind::ident && t.text == w; }
 
 // Value of an integer literal ("16", "0x10", "16u", "4ULL"); false for floats and
 // anything that is not a complete integer literal.

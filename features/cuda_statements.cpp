@@ -77,9 +77,7 @@ struct stmt_parser {
       std::string pragma = k.text;
       ++i;
       statement n = parse_stmt(i, e);
-      if (n.kind == st_kind::for_loop || n.kind == st_kind::while_loop ||
-          n.kind == st_kind::do_loop)
-        n.pragma = pragma;
+      if (n.kind == st_kind::for_loop || n.kind == st_kind::while_loop || n.kind == st_kind::do_loop) n.pragma = pragma;
       return n;
     }
     if (is_punct(k, ";")) {
@@ -276,8 +274,7 @@ struct file_parser {
   std::vector<std::string> pending_template;
   size_t i = 0;
 
-  explicit file_parser(parsed_source& p)
-      : ps(p), t(p.lex.tokens), n(p.lex.tokens.size()), sp{t} {}
+  explicit file_parser(parsed_source& p) : ps(p), t(p.lex.tokens), n(p.lex.tokens.size()), sp{t} {}
 
   // At "template <": the names of the parameters, for the function that follows.
   void read_template_header() {
@@ -297,8 +294,7 @@ struct file_parser {
           name_end = q;
           break;
         }
-      if (name_end > j && t[name_end - 1].kind == tok_kind::ident)
-        pending_template.push_back(t[name_end - 1].text);
+      if (name_end > j && t[name_end - 1].kind == tok_kind::ident) pending_template.push_back(t[name_end - 1].text);
       j = item_end + 1;
     }
     i = c < n ? c + 1 : n;
@@ -314,8 +310,7 @@ struct file_parser {
         continue;
       }
       if (r == close || is_punct(t[r], ",")) {
-        if (r > pb && !(r == pb + 1 && is_ident(t[pb], "void")))
-          f.params.push_back(read_param(t, pb, r));
+        if (r > pb && !(r == pb + 1 && is_ident(t[pb], "void"))) f.params.push_back(read_param(t, pb, r));
         pb = r + 1;
       }
     }
@@ -360,9 +355,8 @@ struct file_parser {
       if (is_punct(q, "(")) {
         const token* prev = j > 0 ? &t[j - 1] : nullptr;
         if (prev && prev->kind == tok_kind::ident &&
-            (prev->text == "__launch_bounds__" || prev->text == "__align__" ||
-             prev->text == "alignas" || prev->text == "__attribute__" ||
-             prev->text == "__declspec")) {
+            (prev->text == "__launch_bounds__" || prev->text == "__align__" || prev->text == "alignas" ||
+             prev->text == "__attribute__" || prev->text == "__declspec")) {
           size_t c = match_close(t, j, n);
           if (prev->text == "__launch_bounds__" && j + 1 < c) {
             long long v = 0;
@@ -410,8 +404,7 @@ struct file_parser {
   // braces at file scope (host functions, structs, enums) are skipped, enums read for
   // constants.
   void read_file_scope_braces() {
-    bool transparent = (i > 0 && t[i - 1].kind == tok_kind::string) ||
-                       (i > 1 && is_ident(t[i - 2], "namespace")) ||
+    bool transparent = (i > 0 && t[i - 1].kind == tok_kind::string) || (i > 1 && is_ident(t[i - 2], "namespace")) ||
                        (i > 0 && is_ident(t[i - 1], "namespace"));
     if (transparent) {
       ++i;
@@ -423,8 +416,8 @@ struct file_parser {
     for (size_t q = stmt_start; q < i; ++q)
       if (is_ident(t[q], "enum")) is_enum = true;
     if (is_enum) read_enum_constants(i, c);
-    bool function_body = i > 0 && (is_punct(t[i - 1], ")") || is_ident(t[i - 1], "const") ||
-                                   is_ident(t[i - 1], "noexcept"));
+    bool function_body =
+        i > 0 && (is_punct(t[i - 1], ")") || is_ident(t[i - 1], "const") || is_ident(t[i - 1], "noexcept"));
     i = std::min(c + 1, n);
     if (function_body || !is_enum) {
       // After a function body the next statement starts; after a struct or enum

@@ -12,13 +12,13 @@ namespace {
 const std::set<std::string>& type_words() {
   static const std::set<std::string> words = [] {
     std::set<std::string> w = {
-        "void", "bool", "char", "short", "int", "long", "float", "double", "signed",
-        "unsigned", "half", "__half", "half2", "__half2", "__nv_bfloat16", "nv_bfloat16",
-        "__nv_bfloat162", "nv_bfloat162", "size_t", "ptrdiff_t", "intptr_t", "uintptr_t",
-        "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t",
-        "uint64_t", "dim3", "__nv_fp8_e4m3", "__nv_fp8_e5m2"};
-    for (const char* s : {"char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
-                          "longlong", "ulonglong", "float", "double"})
+        "void",          "bool",        "char",           "short",         "int",          "long",      "float",
+        "double",        "signed",      "unsigned",       "half",          "__half",       "half2",     "__half2",
+        "__nv_bfloat16", "nv_bfloat16", "__nv_bfloat162", "nv_bfloat162",  "size_t",       "ptrdiff_t", "intptr_t",
+        "uintptr_t",     "int8_t",      "int16_t",        "int32_t",       "int64_t",      "uint8_t",   "uint16_t",
+        "uint32_t",      "uint64_t",    "dim3",           "__nv_fp8_e4m3", "__nv_fp8_e5m2"};
+    for (const char* s : {"char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "longlong", "ulonglong",
+                          "float", "double"})
       for (int n = 1; n <= 4; ++n) w.insert(std::string(s) + std::to_string(n));
     return w;
   }();
@@ -31,18 +31,14 @@ namespace syntax {
 
 const std::set<std::string>& decl_quals() {
   static const std::set<std::string> q = {
-      "const", "volatile", "static", "extern", "register", "constexpr", "inline",
-      "__shared__", "__device__", "__constant__", "__restrict__", "__restrict",
-      "__forceinline__", "__managed__", "typename", "struct", "mutable", "thread_local"};
+      "const",           "volatile",    "static",     "extern",       "register",     "constexpr",
+      "inline",          "__shared__",  "__device__", "__constant__", "__restrict__", "__restrict",
+      "__forceinline__", "__managed__", "typename",   "struct",       "mutable",      "thread_local"};
   return q;
 }
 
-bool opening(const token& t) {
-  return t.kind == tok_kind::punct && (t.text == "(" || t.text == "[" || t.text == "{");
-}
-bool closing(const token& t) {
-  return t.kind == tok_kind::punct && (t.text == ")" || t.text == "]" || t.text == "}");
-}
+bool opening(const token& t) { return t.kind == tok_kind::punct && (t.text == "(" || t.text == "[" || t.text == "{"); }
+bool closing(const token& t) { return t.kind == tok_kind::punct && (t.text == ")" || t.text == "]" || t.text == "}"); }
 
 // Index of the bracket closing the one at `open`, searching below `e`; e when none.
 size_t match_close(const token_list& t, size_t open, size_t e) {
@@ -152,8 +148,8 @@ struct expr_parser {
   }
 
   static bool is_assign_op(const std::string& s) {
-    return s == "=" || s == "+=" || s == "-=" || s == "*=" || s == "/=" || s == "%=" ||
-           s == "&=" || s == "|=" || s == "^=" || s == "<<=" || s == ">>=";
+    return s == "=" || s == "+=" || s == "-=" || s == "*=" || s == "/=" || s == "%=" || s == "&=" || s == "|=" ||
+           s == "^=" || s == "<<=" || s == ">>=";
   }
 
   int parse_assign() {
@@ -249,9 +245,8 @@ struct expr_parser {
     const token& n = t[c + 1];
     bool operand = n.kind == tok_kind::ident || n.kind == tok_kind::number ||
                    (n.kind == tok_kind::punct &&
-                    (n.text == "(" || n.text == "*" || n.text == "&" || n.text == "-" ||
-                     n.text == "!" || n.text == "~" || n.text == "+" || n.text == "++" ||
-                     n.text == "--"));
+                    (n.text == "(" || n.text == "*" || n.text == "&" || n.text == "-" || n.text == "!" ||
+                     n.text == "~" || n.text == "+" || n.text == "++" || n.text == "--"));
     if (!operand) return false;
     close = c;
     return true;
@@ -270,9 +265,8 @@ struct expr_parser {
       ~guard() { --d; }
     } g(depth);
     const token& k = t[pos];
-    if (k.kind == tok_kind::punct &&
-        (k.text == "-" || k.text == "+" || k.text == "!" || k.text == "~" || k.text == "*" ||
-         k.text == "&" || k.text == "++" || k.text == "--")) {
+    if (k.kind == tok_kind::punct && (k.text == "-" || k.text == "+" || k.text == "!" || k.text == "~" ||
+                                      k.text == "*" || k.text == "&" || k.text == "++" || k.text == "--")) {
       std::string op = k.text;
       ++pos;
       int a = parse_unary();
@@ -327,8 +321,10 @@ struct expr_parser {
         while (pos < end) {
           size_t before = pos;
           kids.push_back(parse_assign());
-          if (at(",")) ++pos;
-          else if (pos == before) ++pos;
+          if (at(","))
+            ++pos;
+          else if (pos == before)
+            ++pos;
           else if (pos < end) {  // junk inside the argument list (asm operands, ...)
             pos = end;
           }
@@ -377,8 +373,7 @@ struct expr_parser {
       return make(ex_kind::string, k.text, {}, b);
     }
     if (k.kind == tok_kind::ident) {
-      static const std::set<std::string> casts = {"reinterpret_cast", "static_cast",
-                                                  "const_cast", "dynamic_cast"};
+      static const std::set<std::string> casts = {"reinterpret_cast", "static_cast", "const_cast", "dynamic_cast"};
       if (casts.count(k.text) && pos + 1 < end && is_punct(t[pos + 1], "<")) {
         size_t close = match_angle(t, pos + 1, end);
         if (close < end && close + 1 < end && is_punct(t[close + 1], "(")) {
@@ -410,8 +405,7 @@ struct expr_parser {
         if (close < end && t[close].text == ">" && close + 1 < end && is_punct(t[close + 1], "(")) {
           bool plausible = true;
           for (size_t i = pos + 1; i < close; ++i)
-            if (t[i].kind == tok_kind::punct && t[i].text != "," && t[i].text != "::" &&
-                t[i].text != "*")
+            if (t[i].kind == tok_kind::punct && t[i].text != "," && t[i].text != "::" && t[i].text != "*")
               plausible = false;
           if (plausible) pos = close + 1;
         }
@@ -441,9 +435,12 @@ struct expr_parser {
       while (pos < end) {
         size_t before = pos;
         kids.push_back(parse_assign());
-        if (at(",")) ++pos;
-        else if (pos == before) ++pos;
-        else if (pos < end) pos = end;
+        if (at(","))
+          ++pos;
+        else if (pos == before)
+          ++pos;
+        else if (pos < end)
+          pos = end;
       }
       end = save_end;
       pos = std::min(end, c + 1);
@@ -471,21 +468,34 @@ bool is_vector_type(const std::string& base) {
 }
 
 type_shape shape_of_type(const std::string& base) {
-  static const std::map<std::string, std::pair<int, std::string>> scalars = {
-      {"float", {4, "float"}},       {"double", {8, "double"}},
-      {"half", {2, "half"}},         {"__half", {2, "half"}},
-      {"__nv_bfloat16", {2, "bfloat16"}}, {"nv_bfloat16", {2, "bfloat16"}},
-      {"int", {4, "int"}},           {"unsigned", {4, "int"}},
-      {"signed", {4, "int"}},        {"char", {1, "char"}},
-      {"short", {2, "short"}},       {"long", {8, "long"}},
-      {"long long", {8, "long"}},    {"size_t", {8, "long"}},
-      {"ptrdiff_t", {8, "long"}},    {"intptr_t", {8, "long"}},
-      {"uintptr_t", {8, "long"}},    {"int8_t", {1, "char"}},
-      {"uint8_t", {1, "char"}},      {"int16_t", {2, "short"}},
-      {"uint16_t", {2, "short"}},    {"int32_t", {4, "int"}},
-      {"uint32_t", {4, "int"}},      {"int64_t", {8, "long"}},
-      {"uint64_t", {8, "long"}},     {"bool", {1, "bool"}},
-      {"__nv_fp8_e4m3", {1, "fp8"}}, {"__nv_fp8_e5m2", {1, "fp8"}}};
+  static const std::map<std::string, std::pair<int, std::string>> scalars = {{"float", {4, "float"}},
+                                                                             {"double", {8, "double"}},
+                                                                             {"half", {2, "half"}},
+                                                                             {"__half", {2, "half"}},
+                                                                             {"__nv_bfloat16", {2, "bfloat16"}},
+                                                                             {"nv_bfloat16", {2, "bfloat16"}},
+                                                                             {"int", {4, "int"}},
+                                                                             {"unsigned", {4, "int"}},
+                                                                             {"signed", {4, "int"}},
+                                                                             {"char", {1, "char"}},
+                                                                             {"short", {2, "short"}},
+                                                                             {"long", {8, "long"}},
+                                                                             {"long long", {8, "long"}},
+                                                                             {"size_t", {8, "long"}},
+                                                                             {"ptrdiff_t", {8, "long"}},
+                                                                             {"intptr_t", {8, "long"}},
+                                                                             {"uintptr_t", {8, "long"}},
+                                                                             {"int8_t", {1, "char"}},
+                                                                             {"uint8_t", {1, "char"}},
+                                                                             {"int16_t", {2, "short"}},
+                                                                             {"uint16_t", {2, "short"}},
+                                                                             {"int32_t", {4, "int"}},
+                                                                             {"uint32_t", {4, "int"}},
+                                                                             {"int64_t", {8, "long"}},
+                                                                             {"uint64_t", {8, "long"}},
+                                                                             {"bool", {1, "bool"}},
+                                                                             {"__nv_fp8_e4m3", {1, "fp8"}},
+                                                                             {"__nv_fp8_e5m2", {1, "fp8"}}};
   type_shape out;
   auto it = scalars.find(base);
   if (it != scalars.end()) {
@@ -500,10 +510,9 @@ type_shape shape_of_type(const std::string& base) {
     std::string stem = base.substr(0, base.size() - 1);
     int lanes = base.back() - '0';
     static const std::map<std::string, std::pair<int, std::string>> stems = {
-        {"char", {1, "char"}},   {"uchar", {1, "char"}},  {"short", {2, "short"}},
-        {"ushort", {2, "short"}}, {"int", {4, "int"}},    {"uint", {4, "int"}},
-        {"long", {8, "long"}},   {"ulong", {8, "long"}},  {"longlong", {8, "long"}},
-        {"ulonglong", {8, "long"}}, {"float", {4, "float"}}, {"double", {8, "double"}}};
+        {"char", {1, "char"}},     {"uchar", {1, "char"}},     {"short", {2, "short"}}, {"ushort", {2, "short"}},
+        {"int", {4, "int"}},       {"uint", {4, "int"}},       {"long", {8, "long"}},   {"ulong", {8, "long"}},
+        {"longlong", {8, "long"}}, {"ulonglong", {8, "long"}}, {"float", {4, "float"}}, {"double", {8, "double"}}};
     auto s = stems.find(stem);
     if (s != stems.end()) return {s->second.first * lanes, lanes, s->second.second};
   }
@@ -525,17 +534,22 @@ std::string base_type_of(const std::string& type_text) {
   bool is_short = false, is_char = false, is_unsigned = false, is_int = false;
   std::string other;
   for (auto& w : words) {
-    if (w == "const" || w == "volatile" || w == "__restrict__" || w == "__restrict" ||
-        w == "static" || w == "extern" || w == "__shared__" || w == "constexpr" ||
-        w == "__constant__" || w == "register" || w == "struct" || w == "typename" ||
-        w == "__device__" || w == "__forceinline__" || w == "inline")
+    if (w == "const" || w == "volatile" || w == "__restrict__" || w == "__restrict" || w == "static" || w == "extern" ||
+        w == "__shared__" || w == "constexpr" || w == "__constant__" || w == "register" || w == "struct" ||
+        w == "typename" || w == "__device__" || w == "__forceinline__" || w == "inline")
       continue;
-    if (w == "long") ++longs;
-    else if (w == "short") is_short = true;
-    else if (w == "char") is_char = true;
-    else if (w == "unsigned" || w == "signed") is_unsigned = true;
-    else if (w == "int") is_int = true;
-    else if (other.empty()) other = w;
+    if (w == "long")
+      ++longs;
+    else if (w == "short")
+      is_short = true;
+    else if (w == "char")
+      is_char = true;
+    else if (w == "unsigned" || w == "signed")
+      is_unsigned = true;
+    else if (w == "int")
+      is_int = true;
+    else if (other.empty())
+      other = w;
   }
   if (!other.empty()) return other;
   if (is_char) return "char";
@@ -583,9 +597,9 @@ bool parse_declaration(const token_list& t, size_t b, size_t e, declaration& out
   e = std::min(e, t.size());
   size_t i = b;
   if (i >= e || t[i].kind != tok_kind::ident) return false;
-  static const std::set<std::string> not_decl = {"return", "using", "typedef", "namespace",
-                                                 "template", "goto", "case", "default",
-                                                 "delete", "new", "throw", "asm", "__asm__"};
+  static const std::set<std::string> not_decl = {"return", "using", "typedef", "namespace", "template",
+                                                 "goto",   "case",  "default", "delete",    "new",
+                                                 "throw",  "asm",   "__asm__"};
   if (not_decl.count(t[i].text)) return false;
   std::vector<std::string> type_parts;
   // Qualifiers and alignment specifiers.
@@ -610,8 +624,10 @@ bool parse_declaration(const token_list& t, size_t b, size_t e, declaration& out
     builtin = true;
     while (i < e && t[i].kind == tok_kind::ident &&
            (is_type_word(t[i].text) || t[i].text == "const" || t[i].text == "volatile")) {
-      if (t[i].text == "const" || t[i].text == "volatile") out.quals.push_back(t[i].text);
-      else type_parts.push_back(t[i].text);
+      if (t[i].text == "const" || t[i].text == "volatile")
+        out.quals.push_back(t[i].text);
+      else
+        type_parts.push_back(t[i].text);
       ++i;
     }
   } else if (t[i].text == "auto") {
@@ -634,8 +650,7 @@ bool parse_declaration(const token_list& t, size_t b, size_t e, declaration& out
     type_parts.push_back(name);
   }
   // Qualifiers after the type ("float const").
-  while (i < e && t[i].kind == tok_kind::ident &&
-         (t[i].text == "const" || t[i].text == "volatile")) {
+  while (i < e && t[i].kind == tok_kind::ident && (t[i].text == "const" || t[i].text == "volatile")) {
     out.quals.push_back(t[i].text);
     ++i;
   }
@@ -646,11 +661,9 @@ bool parse_declaration(const token_list& t, size_t b, size_t e, declaration& out
   // Declarators.
   while (i < e) {
     declarator d;
-    while (i < e && ((t[i].kind == tok_kind::punct &&
-                      (t[i].text == "*" || t[i].text == "&" || t[i].text == "&&")) ||
-                     (t[i].kind == tok_kind::ident &&
-                      (t[i].text == "const" || t[i].text == "volatile" ||
-                       t[i].text == "__restrict__" || t[i].text == "__restrict")))) {
+    while (i < e && ((t[i].kind == tok_kind::punct && (t[i].text == "*" || t[i].text == "&" || t[i].text == "&&")) ||
+                     (t[i].kind == tok_kind::ident && (t[i].text == "const" || t[i].text == "volatile" ||
+                                                       t[i].text == "__restrict__" || t[i].text == "__restrict")))) {
       if (t[i].text == "*") ++d.pointer_depth;
       ++i;
     }

@@ -106,8 +106,8 @@ struct declarator {
 };
 
 struct declaration {
-  std::string type;                 // normalised type words before the declarators
-  std::vector<std::string> quals;   // const, volatile, static, extern, constexpr, __shared__, __constant__, ...
+  std::string type;                // normalised type words before the declarators
+  std::vector<std::string> quals;  // const, volatile, static, extern, constexpr, __shared__, __constant__, ...
   std::vector<declarator> items;
   bool has_qual(const std::string& q) const;
 };
@@ -120,24 +120,24 @@ bool parse_declaration(const token_list& t, size_t b, size_t e, declaration& out
 // Statements.
 
 enum class st_kind : unsigned char {
-  block,      // kids: statements
-  expr,       // tokens [r.b, r.e) without ';'
-  decl,       // tokens [r.b, r.e) without ';'
-  for_loop,   // init, cond, step; kids[0] = body
-  while_loop, // cond; kids[0] = body
-  do_loop,    // cond; kids[0] = body
-  if_stmt,    // cond; kids[0] = then, kids[1] = else (optional)
-  switch_stmt,// cond; kids[0] = body
-  jump,       // return/break/continue/goto: r holds the whole statement (return's value after the keyword)
+  block,        // kids: statements
+  expr,         // tokens [r.b, r.e) without ';'
+  decl,         // tokens [r.b, r.e) without ';'
+  for_loop,     // init, cond, step; kids[0] = body
+  while_loop,   // cond; kids[0] = body
+  do_loop,      // cond; kids[0] = body
+  if_stmt,      // cond; kids[0] = then, kids[1] = else (optional)
+  switch_stmt,  // cond; kids[0] = body
+  jump,         // return/break/continue/goto: r holds the whole statement (return's value after the keyword)
   empty,
 };
 
 struct statement {
   st_kind kind = st_kind::empty;
-  token_range r;     // the statement's own tokens (expr/decl/jump); whole extent otherwise
-  token_range cond;  // if/while/do/switch/for
-  token_range init;  // for
-  token_range step;  // for
+  token_range r;       // the statement's own tokens (expr/decl/jump); whole extent otherwise
+  token_range cond;    // if/while/do/switch/for
+  token_range init;    // for
+  token_range step;    // for
   std::string pragma;  // loops: "unroll", "unroll 4", ... from a preceding #pragma
   std::vector<statement> kids;
 };
@@ -158,15 +158,15 @@ struct function_unit {
   bool is_kernel = false;  // __global__
   std::vector<param_decl> params;
   long long launch_bounds = 0;
-  token_range body;  // inside the braces
-  statement tree;    // a block
+  token_range body;                          // inside the braces
+  statement tree;                            // a block
   std::vector<std::string> template_params;  // names of template parameters
 };
 
 struct parsed_source {
   lexed_source lex;
-  std::vector<function_unit> functions;    // definitions only, in source order
-  std::vector<declaration> file_scope;     // file-scope declarations (__shared__, __constant__, constexpr, const, ...)
+  std::vector<function_unit> functions;  // definitions only, in source order
+  std::vector<declaration> file_scope;   // file-scope declarations (__shared__, __constant__, constexpr, const, ...)
 };
 
 parsed_source parse_source(std::string_view source);

@@ -61,8 +61,7 @@ bool any_unit(const extraction& e, bool unit_facts::*fact) {
 double b(bool x) { return x ? 1.0 : 0.0; }
 
 bool half_dtype(const std::string& d) {
-  return d == "float16" || d == "bfloat16" || d == "half" || d == "bf16" || d == "fp16" ||
-         d == "tf32";
+  return d == "float16" || d == "bfloat16" || d == "half" || d == "bf16" || d == "fp16" || d == "tf32";
 }
 
 // kernel_count: the __global__ functions of the source, else the PTX's entries.
@@ -82,10 +81,9 @@ bool is_pointwise(const extraction& e) {
 // has_reduction: a cross-thread reduction in the source (shared tree, reducing shuffle,
 // reduce intrinsic, accumulating atomic); from the PTX alone, shuffles or atomics.
 bool has_reduction(const extraction& e) {
-  bool reduction = any_unit(e, &unit_facts::cross_thread_reduction) ||
-                   e.sf.lex.shuffle_reduction || e.sf.lex.reduce_intrinsics;
-  if (!e.have_source_kernels && e.have_ptx)
-    reduction = reduction || e.px.shuffles > 0 || e.px.atomics > 0;
+  bool reduction =
+      any_unit(e, &unit_facts::cross_thread_reduction) || e.sf.lex.shuffle_reduction || e.sf.lex.reduce_intrinsics;
+  if (!e.have_source_kernels && e.have_ptx) reduction = reduction || e.px.shuffles > 0 || e.px.atomics > 0;
   return reduction;
 }
 
@@ -95,8 +93,8 @@ bool uses_atomics(const extraction& e) { return e.sf.lex.atomics > 0 || e.px.ato
 
 // uses_shared_memory: declared or accessed, in the source or the PTX.
 bool uses_shared_memory(const extraction& e) {
-  return e.sf.lex.shared_decl || any_unit(e, &unit_facts::shared_used) ||
-         e.px.declares_shared || e.px.shared_accesses > 0;
+  return e.sf.lex.shared_decl || any_unit(e, &unit_facts::shared_used) || e.px.declares_shared ||
+         e.px.shared_accesses > 0;
 }
 
 // uses_vector_loads: from the PTX when there is one (it knows what the compiler made of
@@ -134,16 +132,14 @@ bool uses_tensor_cores(const extraction& e) { return e.sf.lex.tensor_cores || e.
 // operands (the task's dtype or the operands' type).
 bool is_tensor_core_eligible(const extraction& e) {
   bool half = half_dtype(e.in.dtype);
-  return uses_tensor_cores(e) ||
-         e.any([&](const unit_facts& u) { return u.gemm_like && (half || u.half_operands); });
+  return uses_tensor_cores(e) || e.any([&](const unit_facts& u) { return u.gemm_like && (half || u.half_operands); });
 }
 
 // transcendental_count: calls in the source; from the PTX alone, its transcendental
 // instructions.
 int transcendental_count(const extraction& e) {
   int transcendental = e.sf.lex.transcendental;
-  if (!e.have_source_kernels && e.have_ptx && transcendental == 0)
-    transcendental = e.px.transcendental_ops;
+  if (!e.have_source_kernels && e.have_ptx && transcendental == 0) transcendental = e.px.transcendental_ops;
   return transcendental;
 }
 
@@ -192,11 +188,9 @@ void set_resource_features(const extraction& e, std::map<std::string, double>& v
 // alone), streaming.
 std::string classify_structure(const extraction& e, int launches_total) {
   bool irregular = any_unit(e, &unit_facts::irregular);
-  bool reuse_like =
-      e.any([](const unit_facts& u) { return u.gemm_like || u.stencil || u.shared_tiles; });
-  bool reduction_like = has_reduction(e) || e.any([](const unit_facts& u) {
-                          return u.serial_reduction || u.k_loop;
-                        }) || e.sf.lex.atomics > 0;
+  bool reuse_like = e.any([](const unit_facts& u) { return u.gemm_like || u.stencil || u.shared_tiles; });
+  bool reduction_like = has_reduction(e) || e.any([](const unit_facts& u) { return u.serial_reduction || u.k_loop; }) ||
+                        e.sf.lex.atomics > 0;
   if (launches_total >= 2) return "multi_kernel";
   if (irregular) return "irregular";
   if (reuse_like) return "reuse";

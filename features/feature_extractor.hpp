@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "model/decision.hpp"
 #include "model/launch_plan.hpp"
 #include "model/review.hpp"
-#include "model/decision.hpp"
-#include "policy/evidence_names.hpp"
 #include "plan/plan_validator.hpp"
+#include "policy/evidence_names.hpp"
 
 namespace ks {
 

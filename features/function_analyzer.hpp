@@ -69,7 +69,6 @@ struct deps {
 
 enum class space_t { none, global, shared, local, constant, unknown };
 
-
 // ===========================================================================
 // Per-function records.
 
@@ -138,7 +137,7 @@ struct ptr_ref {
   space_t space = space_t::unknown;
   type_shape base_elem;
   type_shape elem;
-  poly offset;  // in base elements
+  poly offset;   // in base elements
   int var = -1;  // the underlying variable (array or parameter), or -1
 };
 
@@ -147,10 +146,10 @@ struct access_rec {
   space_t space = space_t::unknown;
   type_shape base_elem;
   type_shape elem;
-  int width = 1;    // elements of the base's scalar per access
-  int bytes = 0;    // bytes per access
-  int ratio = 1;    // base elements per access
-  poly index;       // in base elements
+  int width = 1;  // elements of the base's scalar per access
+  int bytes = 0;  // bytes per access
+  int ratio = 1;  // base elements per access
+  poly index;     // in base elements
   bool read = false, write = false, atomic = false, wmma = false;
   std::vector<int> loops;
   int item = -1;
@@ -163,8 +162,8 @@ struct assign_rec {
   const expr_tree* x = nullptr;
   int node = -1, lhs = -1, rhs = -1;
   std::string op;
-  int var = -1;        // the local variable assigned (scalar, member or local array)
-  int access = -1;     // the access of the LHS when it is an array element
+  int var = -1;     // the local variable assigned (scalar, member or local array)
+  int access = -1;  // the access of the LHS when it is an array element
   int item = -1;
   std::vector<int> loops;
 };
@@ -194,7 +193,7 @@ using reads_by_base = std::map<std::string, std::vector<const access_rec*>>;
 // Shared arrays stored from global reads, and the global reads that feed them.
 struct staging {
   std::map<std::string, std::set<std::string>> staged_from;  // shared base → global bases
-  reads_by_base staging_reads;  // global base → reads feeding shared
+  reads_by_base staging_reads;                               // global base → reads feeding shared
 };
 
 // What the scan of accumulating loops finds (analyzer_gemm.cpp).
@@ -233,12 +232,15 @@ struct disjoint_sets {
 
 class function_analyzer {
  public:
-  function_analyzer(const parsed_source& ps, const function_unit& f,
-                    const std::map<std::string, long long>& constants,
-                    const std::map<std::string, var_rec>& file_vars, const launch_info* launch,
-                    double nominal)
-      : ps_(ps), f_(f), t_(ps.lex.tokens), constants_(constants), file_vars_(file_vars),
-        launch_(launch), nominal_(nominal) {}
+  function_analyzer(const parsed_source& ps, const function_unit& f, const std::map<std::string, long long>& constants,
+                    const std::map<std::string, var_rec>& file_vars, const launch_info* launch, double nominal)
+      : ps_(ps),
+        f_(f),
+        t_(ps.lex.tokens),
+        constants_(constants),
+        file_vars_(file_vars),
+        launch_(launch),
+        nominal_(nominal) {}
 
   unit_facts run();
 
@@ -284,12 +286,11 @@ class function_analyzer {
   void bind(const expr_tree* x);
   void note_assignments(const expr_tree* x, int loop_id_for_var);
   int lhs_var(const expr_tree& x, int n) const;
-  int declare(const declaration& d, const declarator& it, std::vector<int>& loops,
-              const std::vector<guard>& guards);
+  int declare(const declaration& d, const declarator& it, std::vector<int>& loops, const std::vector<guard>& guards);
   void walk(const statement& s, std::vector<int>& loops, std::vector<guard>& guards);
   void walk_loop(const statement& s, std::vector<int>& loops, std::vector<guard>& guards);
-  void add_item(const expr_tree* x, role_t role, const std::vector<int>& loops,
-                const std::vector<guard>& guards, int var = -1) {
+  void add_item(const expr_tree* x, role_t role, const std::vector<int>& loops, const std::vector<guard>& guards,
+                int var = -1) {
     item_rec r;
     r.x = x;
     r.role = role;
@@ -308,8 +309,8 @@ class function_analyzer {
   poly opaque(const expr_tree& x, int n);
   std::string var_atom(int v) const { return vars_[static_cast<size_t>(v)].key; }
   bool expandable(const var_rec& v) const {
-    return v.has_init && !v.brace_init && v.assigns == 0 && v.loop_id < 0 && v.ptr == 0 &&
-           !v.is_array && !v.is_param && v.space != space_t::shared && v.init_tree != nullptr;
+    return v.has_init && !v.brace_init && v.assigns == 0 && v.loop_id < 0 && v.ptr == 0 && !v.is_array && !v.is_param &&
+           v.space != space_t::shared && v.init_tree != nullptr;
   }
   std::set<std::string> sources_of(const expr_tree& x, int n, int depth = 0);
   std::set<std::string> var_sources(int v, int depth);
@@ -318,9 +319,8 @@ class function_analyzer {
   ptr_ref resolve_ptr(const expr_tree& x, int n, int depth = 0);
   ptr_ref var_ptr(int v, int depth);
   bool resolve_subscript(const expr_tree& x, int n, ptr_ref& r, poly& index, int depth = 0);
-  int record_access(const ptr_ref& r, const poly& index_elems, bool read, bool write,
-                    bool atomic, bool wmma, int item, const expr_tree& x, int n,
-                    const std::string& target);
+  int record_access(const ptr_ref& r, const poly& index_elems, bool read, bool write, bool atomic, bool wmma, int item,
+                    const expr_tree& x, int n, const std::string& target);
 
   // ---- pass 2 (analyzer_accesses.cpp)
   enum class use { read, write, rmw, addr };
@@ -334,8 +334,7 @@ class function_analyzer {
   void visit_subscript(const expr_tree& x, int n, use u, vctx& c);
   void visit_call(const expr_tree& x, int n, vctx& c);
   bool visit_memory_intrinsic(const expr_tree& x, int n, const std::string& name, vctx& c);
-  void visit_addr_arg(const expr_tree& x, int n, bool read, bool write, bool atomic, bool wmma,
-                      vctx& c);
+  void visit_addr_arg(const expr_tree& x, int n, bool read, bool write, bool atomic, bool wmma, vctx& c);
   void scan_ptr_int_cast(const expr_tree& x, int n);
 
   // ---- the run (analyzer_rules.cpp)
@@ -409,14 +408,12 @@ class function_analyzer {
   std::set<int> loops_with_mma() const;
   reads_by_base reads_indexed_by(const loop_rec& L, bool& window) const;
   bool multiplies_two_sources(const assign_rec& as, const accumulation& acc);
-  void add_gemm_operand_pairs(const loop_rec& L, const reads_by_base& kreads,
-                              std::vector<k_loop_operands>& out) const;
+  void add_gemm_operand_pairs(const loop_rec& L, const reads_by_base& kreads, std::vector<k_loop_operands>& out) const;
   loop_accumulations scan_accumulating_loops(const std::set<int>& mma_loops);
   space_t space_of_base(const std::string& b) const;
   bool is_naive_gemm(const std::vector<k_loop_operands>& kloops, const staging& st) const;
   bool is_half_precision_base(const std::string& b, const staging& st) const;
-  bool has_half_precision_operands(const std::vector<k_loop_operands>& kloops,
-                                   const staging& st) const;
+  bool has_half_precision_operands(const std::vector<k_loop_operands>& kloops, const staging& st) const;
 
   // ---- shared memory (analyzer_shared.cpp)
   bool uses_shared_memory() const;
@@ -432,13 +429,11 @@ class function_analyzer {
   double extent(const reuse_context& rc, char d) const;
   double site_reuse(const reuse_context& rc, const access_rec& s, bool site_staged) const;
   double operand_reuse(const reuse_context& rc, const staging& st, const std::string& op) const;
-  double gemm_reuse(const reuse_context& rc, const std::vector<k_loop_operands>& kloops,
-                    const staging& st) const;
+  double gemm_reuse(const reuse_context& rc, const std::vector<k_loop_operands>& kloops, const staging& st) const;
   bool is_broadcast_operand(const std::vector<const access_rec*>& sites,
                             const std::set<std::string>& write_atoms) const;
   double window_taps(const access_rec& a) const;
-  double base_reread_reuse(const std::vector<const access_rec*>& sites,
-                           const std::set<std::string>& fresh_loop_atoms,
+  double base_reread_reuse(const std::vector<const access_rec*>& sites, const std::set<std::string>& fresh_loop_atoms,
                            const std::set<const access_rec*>& staged_set);
   double reread_reuse(const reuse_context& rc, const staging& st);
   double reuse_factor(const std::vector<k_loop_operands>& kloops, const staging& st);

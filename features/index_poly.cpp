@@ -6,11 +6,13 @@ namespace ks::features::analysis {
 
 void normalize(poly& p) {
   for (auto it = p.t.begin(); it != p.t.end();) {
-    if (it->second == 0) it = p.t.erase(it);
+    if (it->second == 0)
+      it = p.t.erase(it);
     else if (std::llabs(it->second) > kCoefLimit) {
       p.ok = false;
       return;
-    } else ++it;
+    } else
+      ++it;
   }
   if (p.t.size() > kTermLimit) p.ok = false;
 }
@@ -68,8 +70,10 @@ poly substitute(const poly& p, const std::map<std::string, long long>& values) {
     monomial rest;
     for (auto& a : m) {
       auto it = values.find(a);
-      if (it != values.end()) term = scale(term, it->second);
-      else rest.push_back(a);
+      if (it != values.end())
+        term = scale(term, it->second);
+      else
+        rest.push_back(a);
     }
     if (!term.ok) return poly::bad();
     long long k = term.cval();

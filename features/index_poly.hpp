@@ -66,8 +66,7 @@ struct poly {
         if (x != a) rest.push_back(x);
       r.t[rest] += c;
     }
-    for (auto it = r.t.begin(); it != r.t.end();)
-      it = it->second == 0 ? r.t.erase(it) : std::next(it);
+    for (auto it = r.t.begin(); it != r.t.end();) it = it->second == 0 ? r.t.erase(it) : std::next(it);
     return r;
   }
   // The polynomial with the terms that contain none of `drop`.

@@ -32,8 +32,7 @@ std::optional<int64_t> eval_static(const std::string& text, const launch_plan& p
 
 }  // namespace
 
-std::map<std::string, launch_info> launches_from(const resolved_plan* rp,
-                                                 const std::vector<kernel_signature>& sigs) {
+std::map<std::string, launch_info> launches_from(const resolved_plan* rp, const std::vector<kernel_signature>& sigs) {
   std::map<std::string, launch_info> out;
   if (!rp) return out;
   for (auto& s : rp->steps) {

@@ -20,8 +20,7 @@
 namespace ks::features {
 
 // Launch facts per kernel name from a resolved plan: the first step launching it.
-std::map<std::string, launch_info> launches_from(const resolved_plan* rp,
-                                                 const std::vector<kernel_signature>& sigs);
+std::map<std::string, launch_info> launches_from(const resolved_plan* rp, const std::vector<kernel_signature>& sigs);
 
 // Kernel and library steps of the plan (or else the resolved plan); -1 without either.
 struct plan_step_counts {

@@ -34,10 +34,14 @@ void vector_shape(const std::vector<std::string_view>& parts, int& lanes, int& b
   lanes = 1;
   bits = 0;
   for (auto p : parts) {
-    if (p == "v2") lanes = 2;
-    else if (p == "v4") lanes = 4;
-    else if (p == "v8") lanes = 8;
-    else if (int b = type_bits(p)) bits = b;
+    if (p == "v2")
+      lanes = 2;
+    else if (p == "v4")
+      lanes = 4;
+    else if (p == "v8")
+      lanes = 8;
+    else if (int b = type_bits(p))
+      bits = b;
   }
 }
 
@@ -90,8 +94,7 @@ ptx_stats scan_ptx(std::string_view ptx) {
     }
     if (body.rfind(".version", 0) == 0) s.present = true;
     if (body.find(".entry") != std::string_view::npos &&
-        (body.rfind(".entry", 0) == 0 || body.rfind(".visible", 0) == 0 ||
-         body.rfind(".weak", 0) == 0)) {
+        (body.rfind(".entry", 0) == 0 || body.rfind(".visible", 0) == 0 || body.rfind(".weak", 0) == 0)) {
       ++s.entries;
       s.present = true;
       continue;
@@ -159,8 +162,8 @@ ptx_stats scan_ptx(std::string_view ptx) {
       ++s.tensor_ops;
       continue;
     }
-    if (head == "ex2" || head == "lg2" || head == "sin" || head == "cos" || head == "tanh" ||
-        head == "sqrt" || head == "rsqrt" || head == "rcp") {
+    if (head == "ex2" || head == "lg2" || head == "sin" || head == "cos" || head == "tanh" || head == "sqrt" ||
+        head == "rsqrt" || head == "rcp") {
       if (head != "rcp") ++s.transcendental_ops;
       bool approx = has_part(parts, "approx");
       if (approx && head != "ex2" && head != "rcp") ++s.approx_math;

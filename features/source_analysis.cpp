@@ -56,8 +56,7 @@ std::optional<long long> eval_define(const expr_tree& x, int n, int depth,
       return std::nullopt;
     }
     case ex_kind::binary: {
-      auto a = eval_define(x, k.kids[0], depth + 1, known),
-           b = eval_define(x, k.kids[1], depth + 1, known);
+      auto a = eval_define(x, k.kids[0], depth + 1, known), b = eval_define(x, k.kids[1], depth + 1, known);
       if (!a || !b || std::llabs(*a) > (1LL << 40) || std::llabs(*b) > (1LL << 40)) return std::nullopt;
       if (k.op == "+") return *a + *b;
       if (k.op == "-") return *a - *b;
@@ -75,8 +74,7 @@ std::optional<long long> eval_define(const expr_tree& x, int n, int depth,
 
 // The value of a file-scope constant's initialiser: integer literals, constants known
 // so far, casts, and + - * / << on operands within 2^40.
-std::optional<long long> eval_constant_init(const expr_tree& x, int n,
-                                            const std::map<std::string, long long>& known) {
+std::optional<long long> eval_constant_init(const expr_tree& x, int n, const std::map<std::string, long long>& known) {
   if (n < 0) return std::nullopt;
   const ex_node& k = x.at(n);
   if (k.kind == ex_kind::number) return k.is_int ? std::optional<long long>(k.ival) : std::nullopt;
@@ -151,8 +149,10 @@ void collect_file_vars(const parsed_source& ps, const std::map<std::string, long
         if (dim.e == dim.b + 1) {
           const token& k = ps.lex.tokens[dim.b];
           long long iv = 0;
-          if (k.kind == tok_kind::number && parse_int_literal(k.text, iv)) val = iv;
-          else if (k.kind == tok_kind::ident && constants.count(k.text)) val = constants.at(k.text);
+          if (k.kind == tok_kind::number && parse_int_literal(k.text, iv))
+            val = iv;
+          else if (k.kind == tok_kind::ident && constants.count(k.text))
+            val = constants.at(k.text);
         }
         v.dims.push_back(val);
       }
@@ -201,8 +201,10 @@ lexical_facts scan_lexical(const parsed_source& ps) {
     if (d.has_qual("__shared__")) lf.shared_decl = true;
   for (auto& f : ps.functions) {
     for (size_t i = f.body.b; i < f.body.e && i < t.size(); ++i) {
-      if (t[i].kind == tok_kind::string) scan_string(t[i], lf);
-      else if (t[i].kind == tok_kind::ident) scan_identifier(t, i, lf);
+      if (t[i].kind == tok_kind::string)
+        scan_string(t[i], lf);
+      else if (t[i].kind == tok_kind::ident)
+        scan_identifier(t, i, lf);
     }
     // Vector types in the parameters count too.
     for (auto& p : f.params)
@@ -213,8 +215,7 @@ lexical_facts scan_lexical(const parsed_source& ps) {
 
 }  // namespace
 
-source_facts analyze_source(const parsed_source& ps,
-                            const std::map<std::string, launch_info>& launches,
+source_facts analyze_source(const parsed_source& ps, const std::map<std::string, launch_info>& launches,
                             double nominal_extent) {
   source_facts sf;
   std::map<std::string, long long> constants;
@@ -224,8 +225,7 @@ source_facts analyze_source(const parsed_source& ps,
   sf.lex = scan_lexical(ps);
   for (auto& f : ps.functions) {
     auto it = launches.find(f.name);
-    function_analyzer a(ps, f, constants, file_vars, it == launches.end() ? nullptr : &it->second,
-                        nominal_extent);
+    function_analyzer a(ps, f, constants, file_vars, it == launches.end() ? nullptr : &it->second, nominal_extent);
     sf.units.push_back(a.run());
   }
   return sf;

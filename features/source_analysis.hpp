@@ -25,26 +25,26 @@ struct launch_info {
 struct unit_facts {
   std::string name;
   bool is_kernel = false;
-  bool global_write = false;        // stores (not atomics) to global memory
-  bool pointwise = false;           // see docs/features.md, is_pointwise
+  bool global_write = false;  // stores (not atomics) to global memory
+  bool pointwise = false;     // see docs/features.md, is_pointwise
   bool cross_thread_reduction = false;
-  bool serial_reduction = false;    // a thread loops over data accumulating into a scalar
+  bool serial_reduction = false;  // a thread loops over data accumulating into a scalar
   bool shared_tiles = false;
-  bool shared_used = false;         // declares or accesses shared memory
+  bool shared_used = false;  // declares or accesses shared memory
   bool k_loop = false;
-  bool gemm_like = false;           // a k-loop whose operands span different output dims
+  bool gemm_like = false;  // a k-loop whose operands span different output dims
   bool naive_gemm = false;
-  bool half_operands = false;       // the GEMM operands are fp16/bf16
+  bool half_operands = false;  // the GEMM operands are fp16/bf16
   bool stencil = false;
-  bool irregular = false;           // data-dependent indexing
+  bool irregular = false;  // data-dependent indexing
   bool bounds_check = false;
   bool tail = false;
   bool align_checked = false;
   bool grid_stride = false;
-  bool vector_access = false;       // a global access through a wider type than the element
-  bool vector_load = false;         // ... of >= 64 bits, read
-  bool vector_store = false;        // ... of >= 64 bits, written
-  int vector_width = 1;             // widest global access, in elements of the pointee
+  bool vector_access = false;  // a global access through a wider type than the element
+  bool vector_load = false;    // ... of >= 64 bits, read
+  bool vector_store = false;   // ... of >= 64 bits, written
+  int vector_width = 1;        // widest global access, in elements of the pointee
   int unrolled = 0;
   int divergent = 0;
   double reuse = 1;
@@ -72,8 +72,7 @@ struct source_facts {
 
 // nominal_extent: the size assumed for a problem dimension when no resolved plan says
 // it (reuse of GEMM operands is proportional to it).
-source_facts analyze_source(const parsed_source& ps,
-                            const std::map<std::string, launch_info>& launches,
+source_facts analyze_source(const parsed_source& ps, const std::map<std::string, launch_info>& launches,
                             double nominal_extent);
 
 }  // namespace ks::features

@@ -6,9 +6,9 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <spdlog/spdlog.h>
 #include "base/secret.hpp"
 #include "protocol/worker_link.hpp"
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,8 +17,7 @@ namespace ks {
 
 namespace {
 
-result<worker_info> ask_describe(caf::actor_system& sys, const gpu_worker_actor& worker,
-                                 double timeout_s) {
+result<worker_info> ask_describe(caf::actor_system& sys, const gpu_worker_actor& worker, double timeout_s) {
   caf::scoped_actor self{sys};
   result<worker_info> out = ks::error{"no answer"};
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
@@ -34,9 +33,8 @@ void log_devices(const std::string& name, const worker_info& info) {
                  d.total_memory_bytes / 1073741824.0);
 }
 
-void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name,
-              gpu_worker_actor handle, std::unique_ptr<worker_process> proc,
-              const std::vector<int>& only, double timeout_s) {
+void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name, gpu_worker_actor handle,
+              std::unique_ptr<worker_process> proc, const std::vector<int>& only, double timeout_s) {
   auto info = ask_describe(sys, handle, timeout_s);
   if (!info) {
     found.problems.push_back(name + ": no answer to describe (" + info.message() + ")");
@@ -44,16 +42,15 @@ void add_node(gpu_discovery& found, caf::actor_system& sys, std::string name,
   }
   if (!only.empty()) {
     auto& d = info->devices;
-    d.erase(std::remove_if(d.begin(), d.end(),
-                           [&](const device_info& x) {
-                             return std::find(only.begin(), only.end(), x.ordinal) == only.end();
-                           }),
+    d.erase(std::remove_if(
+                d.begin(), d.end(),
+                [&](const device_info& x) { return std::find(only.begin(), only.end(), x.ordinal) == only.end(); }),
             d.end());
   }
   if (info->devices.empty()) {
-    found.problems.push_back(name + " (" + info->host + "): no GPU: " +
-                             (info->driver_error.empty() ? "none of the configured devices exist"
-                                                         : info->driver_error));
+    found.problems.push_back(
+        name + " (" + info->host +
+        "): no GPU: " + (info->driver_error.empty() ? "none of the configured devices exist" : info->driver_error));
     return;
   }
   log_devices(name, *info);
@@ -90,8 +87,8 @@ gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg, doubl
     } else {
       auto handle = connect_worker(sys, (*proc)->host(), (*proc)->port(), (*proc)->token(), timeout_s);
       if (!handle)
-        found.problems.push_back("local: cannot connect to the worker on port " +
-                                 std::to_string((*proc)->port()) + ": " + handle.message());
+        found.problems.push_back("local: cannot connect to the worker on port " + std::to_string((*proc)->port()) +
+                                 ": " + handle.message());
       else
         add_node(found, sys, "local", *handle, std::move(*proc), cfg.local_devices, timeout_s);
     }

@@ -11,9 +11,9 @@
 
 #include <caf/fwd.hpp>
 
-#include "protocol/protocol.hpp"
-#include "fleet/worker_process.hpp"
 #include "config/experiment_config.hpp"
+#include "fleet/worker_process.hpp"
+#include "protocol/protocol.hpp"
 
 namespace ks {
 
@@ -27,16 +27,15 @@ struct gpu_node {
 };
 
 struct gpu_discovery {
-  std::vector<gpu_node> nodes;        // reachable nodes with at least one device
-  std::vector<std::string> problems;  // one line per node that failed or has no GPU
+  std::vector<gpu_node> nodes;             // reachable nodes with at least one device
+  std::vector<std::string> problems;       // one line per node that failed or has no GPU
   std::vector<remote_worker> unreachable;  // remote nodes that did not answer (tried again later)
-  std::string remote_token;  // the secret remote nodes are reached with (reconnections too)
+  std::string remote_token;                // the secret remote nodes are reached with (reconnections too)
   size_t device_count() const;
 };
 
 // Starts the local worker (unless gpus.local is none) and connects to every remote one.
-gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg,
-                            double timeout_s = 30);
+gpu_discovery discover_gpus(caf::actor_system& sys, const gpu_config& cfg, double timeout_s = 30);
 
 // The message for a run that found no GPU: what was tried and how to point
 // KernelSkill at one.

@@ -15,9 +15,9 @@
 #include <thread>
 #include <utility>
 
+#include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
-#include <spdlog/spdlog.h>
 
 #include "protocol/worker_link.hpp"
 
@@ -192,8 +192,10 @@ class worker_watchdog {
       const bool gap = last_look_ != clock::time_point{} && now - last_look_ > 4 * look_every;
       last_look_ = now;
       const bool is_stopped = stopped(pid_);
-      if (!is_stopped) stopped_since_.reset();
-      else if (!stopped_since_ || gap) stopped_since_ = now;
+      if (!is_stopped)
+        stopped_since_.reset();
+      else if (!stopped_since_ || gap)
+        stopped_since_ = now;
       if (is_stopped && now - *stopped_since_ >= stopped_limit_) {
         kill_it(fired::stopped, now);
         continue;
@@ -234,8 +236,7 @@ bool ended_from_outside(const worker_process& p) {
 
 class pool {
  public:
-  pool(gpu_pool_actor::pointer self, gpu_pool_options opts)
-      : self_(self), watchdog_(opts.stopped_limit_s) {
+  pool(gpu_pool_actor::pointer self, gpu_pool_options opts) : self_(self), watchdog_(opts.stopped_limit_s) {
     st_.opts = std::move(opts);
   }
 
@@ -253,8 +254,8 @@ class pool {
     st_.restart_failures = 0;
     self_->monitor(st_.worker);
     watchdog_.watch(st_.process->pid());
-    spdlog::info("gpu pool: worker pid {} on port {} (generation {})", st_.process->pid(),
-                 st_.process->port(), st_.generation);
+    spdlog::info("gpu pool: worker pid {} on port {} (generation {})", st_.process->pid(), st_.process->port(),
+                 st_.generation);
     return true;
   }
 
@@ -302,8 +303,8 @@ class pool {
       while (!st_.queue.empty()) {
         auto p = std::move(st_.queue.front());
         st_.queue.pop_front();
-        p.promise.deliver(answer(p.request, review_status::internal_error,
-                                 "the GPU worker cannot be started: " + st_.last_failure));
+        p.promise.deliver(
+            answer(p.request, review_status::internal_error, "the GPU worker cannot be started: " + st_.last_failure));
       }
       st_.restart_failures = 0;  // the next request tries again
       return;
@@ -315,8 +316,7 @@ class pool {
     limit_s_ = current->request.options.timeout_s + st_.opts.review_margin_s;
     spdlog::info("gpu pool: review {} of '{}' to worker pid {}", current->request.request_id,
                  current->request.task.name, st_.process->pid());
-    watchdog_.arm(std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(limit_s_ * 1000)));
+    watchdog_.arm(std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(limit_s_ * 1000)));
     self_->request(st_.courier, caf::infinite, current->request)
         .then(
             [this, current, gen](review_result& r) {
@@ -463,16 +463,17 @@ class pool {
     ++p->lost;
     p->losses += (p->losses.empty() ? "" : "; ") + why;
     if (p->lost >= st_.opts.max_lost) {
-      spdlog::warn("gpu pool: review {} of '{}' lost its worker {} times; not run again",
-                   p->request.request_id, p->request.task.name, p->lost);
+      spdlog::warn("gpu pool: review {} of '{}' lost its worker {} times; not run again", p->request.request_id,
+                   p->request.task.name, p->lost);
       p->promise.deliver(answer(p->request, review_status::internal_error,
-                                "the GPU worker was lost " + std::to_string(p->lost) +
-                                    " times during this review (" + p->losses + "); it is not run again"));
+                                "the GPU worker was lost " + std::to_string(p->lost) + " times during this review (" +
+                                    p->losses + "); it is not run again"));
       return;
     }
-    spdlog::warn("gpu pool: review {} of '{}' goes to a fresh worker: its worker was lost, not by the "
-                 "candidate's doing ({})",
-                 p->request.request_id, p->request.task.name, why);
+    spdlog::warn(
+        "gpu pool: review {} of '{}' goes to a fresh worker: its worker was lost, not by the "
+        "candidate's doing ({})",
+        p->request.request_id, p->request.task.name, why);
     st_.queue.push_front(std::move(*p));
   }
 

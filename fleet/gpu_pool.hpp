@@ -30,15 +30,15 @@
 
 #include <caf/fwd.hpp>
 
-#include "protocol/protocol.hpp"
 #include "fleet/worker_process.hpp"
+#include "protocol/protocol.hpp"
 
 namespace ks {
 
 struct gpu_pool_options {
-  worker_process_options worker;     // how to start the worker (binary, device, …)
-  double review_margin_s = 30;       // added to a request's own timeout_s
-  size_t max_queue = 256;            // more pending reviews are refused at once
+  worker_process_options worker;  // how to start the worker (binary, device, …)
+  double review_margin_s = 30;    // added to a request's own timeout_s
+  size_t max_queue = 256;         // more pending reviews are refused at once
   int max_consecutive_restart_failures = 3;
   // A review whose worker is lost this often (not by the review's doing) is answered
   // internal_error instead of being run again.

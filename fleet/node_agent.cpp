@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 namespace ks {
 
@@ -31,9 +31,12 @@ struct agent_state {
     for (auto& [ordinal, d] : devices) out.devices.push_back(d);
     // driver_error is for a node with no device: then it says why (the machine's
     // driver, or each worker's problem); a node that serves devices has none.
-    if (!out.devices.empty()) out.driver_error.clear();
-    else if (!problems.empty()) out.driver_error = problems;
-    else if (out.driver_error.empty()) out.driver_error = "no device to serve";
+    if (!out.devices.empty())
+      out.driver_error.clear();
+    else if (!problems.empty())
+      out.driver_error = problems;
+    else if (out.driver_error.empty())
+      out.driver_error = "no device to serve";
     return out;
   }
 
@@ -59,8 +62,8 @@ gpu_node_actor::behavior_type node_agent(gpu_node_actor::pointer self, std::shar
       if (mine) {
         device_info dev = *mine;
         dev.ordinal = d;
-        spdlog::info("device {}: {}, compute capability {}.{}, {:.1f} GiB (worker pid {})", d, dev.name,
-                     dev.cc_major, dev.cc_minor, dev.total_memory_bytes / 1073741824.0, w.pid);
+        spdlog::info("device {}: {}, compute capability {}.{}, {:.1f} GiB (worker pid {})", d, dev.name, dev.cc_major,
+                     dev.cc_minor, dev.total_memory_bytes / 1073741824.0, w.pid);
         st->devices[d] = dev;
       } else {
         const std::string why = "device " + std::to_string(d) + ": " +
@@ -88,8 +91,8 @@ gpu_node_actor::behavior_type node_agent(gpu_node_actor::pointer self, std::shar
           r.request_id = req.request_id;
           r.candidate_id = req.cand.id;
           r.status = review_status::internal_error;
-          r.message = "this node (" + st->opts.base.host + ") serves no device " + std::to_string(d) +
-                      " (it serves " + st->served() + ")";
+          r.message = "this node (" + st->opts.base.host + ") serves no device " + std::to_string(d) + " (it serves " +
+                      st->served() + ")";
           return r;
         }
         return self->delegate(it->second, std::move(req));

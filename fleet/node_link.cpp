@@ -16,15 +16,12 @@ namespace ks {
 
 namespace {
 
-caf::duration bound(double s) {
-  return caf::duration{std::chrono::milliseconds(static_cast<int64_t>(s * 1000))};
-}
-
+caf::duration bound(double s) { return caf::duration{std::chrono::milliseconds(static_cast<int64_t>(s * 1000))}; }
 
 }  // namespace
 
-void node_handshake(caf::event_based_actor* self, const gpu_node_actor& node, const std::string& name,
-                    double timeout_s, node_link_done done) {
+void node_handshake(caf::event_based_actor* self, const gpu_node_actor& node, const std::string& name, double timeout_s,
+                    node_link_done done) {
   // One answer, whichever comes first; `done` is shared by both handlers.
   auto once = std::make_shared<node_link_done>(std::move(done));
   self->request(node, bound(timeout_s), describe_atom::value)
@@ -36,13 +33,13 @@ void node_handshake(caf::event_based_actor* self, const gpu_node_actor& node, co
             (*once)(node_link{node, std::move(info)});
           },
           [=](caf::error& err) {
-            (*once)(ks::error{name + ": the node did not answer describe within " + plain_g(timeout_s) +
-                              " s (" + self->system().render(err) + "); is it stopped or overloaded?"});
+            (*once)(ks::error{name + ": the node did not answer describe within " + plain_g(timeout_s) + " s (" +
+                              self->system().render(err) + "); is it stopped or overloaded?"});
           });
 }
 
-void open_node_link(caf::event_based_actor* self, const std::string& host, uint16_t port,
-                    const std::string& token, double timeout_s, node_link_done done) {
+void open_node_link(caf::event_based_actor* self, const std::string& host, uint16_t port, const std::string& token,
+                    double timeout_s, node_link_done done) {
   const std::string name = host + ":" + std::to_string(port);
   const auto started = std::chrono::steady_clock::now();
   auto once = std::make_shared<node_link_done>(std::move(done));
@@ -58,15 +55,15 @@ void open_node_link(caf::event_based_actor* self, const std::string& host, uint1
           [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
             drop();
             if (!ptr)
-              return (*once)(ks::error{name + ": nothing is published there (is `kernelskill-gpu --listen " +
-                                       name + "` running?)"});
+              return (*once)(ks::error{name + ": nothing is published there (is `kernelskill-gpu --listen " + name +
+                                       "` running?)"});
             if (!self->system().assignable<gpu_node_actor>(ifs))
-              return (*once)(ks::error{
-                  name + ": what listens there is not a KernelSkill node agent of this version (a "
-                         "`kernelskill-gpu --worker`, or another KernelSkill version); start the node "
-                         "with `kernelskill-gpu --listen " + name + "`"});
-            const double spent =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+              return (*once)(ks::error{name +
+                                       ": what listens there is not a KernelSkill node agent of this version (a "
+                                       "`kernelskill-gpu --worker`, or another KernelSkill version); start the node "
+                                       "with `kernelskill-gpu --listen " +
+                                       name + "`"});
+            const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
             node_handshake(self, caf::actor_cast<gpu_node_actor>(std::move(ptr)), name,
                            std::max(0.1, timeout_s - spent), [once](result<node_link> r) { (*once)(std::move(r)); });
           },

@@ -37,8 +37,8 @@ using node_link_done = std::function<void(result<node_link>)>;
 
 // Asynchronous, for event-based actors: `done` runs in `self`'s context, once.
 // `token`: the shared secret (empty: none, for nodes on loopback).
-void open_node_link(caf::event_based_actor* self, const std::string& host, uint16_t port,
-                    const std::string& token, double timeout_s, node_link_done done);
+void open_node_link(caf::event_based_actor* self, const std::string& host, uint16_t port, const std::string& token,
+                    double timeout_s, node_link_done done);
 
 // Blocking, for discovery at start (runs the asynchronous one on a helper actor).
 result<node_link> open_node_link(caf::actor_system& sys, const std::string& host, uint16_t port,
@@ -47,7 +47,7 @@ result<node_link> open_node_link(caf::actor_system& sys, const std::string& host
 // The checks after the connection (and the token's handshake) are up: a describe
 // whose protocol version must match. `done` gets the node's self-description or why the
 // node is refused.
-void node_handshake(caf::event_based_actor* self, const gpu_node_actor& node, const std::string& name,
-                    double timeout_s, node_link_done done);
+void node_handshake(caf::event_based_actor* self, const gpu_node_actor& node, const std::string& name, double timeout_s,
+                    node_link_done done);
 
 }  // namespace ks

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "base/number_format.hpp"
 #include "fleet/node_link.hpp"
@@ -22,12 +22,9 @@ using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 
 const caf::atom_value node_fault_category = caf::atom("ks_node");
 
-caf::duration after(double s) {
-  return caf::duration{std::chrono::milliseconds(static_cast<int64_t>(s * 1000))};
-}
+caf::duration after(double s) { return caf::duration{std::chrono::milliseconds(static_cast<int64_t>(s * 1000))}; }
 
 std::chrono::milliseconds millis(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
-
 
 struct waiting_review {
   review_request request;
@@ -45,8 +42,8 @@ class remote_pool {
       r.request_id = req.request_id;
       r.candidate_id = req.cand.id;
       r.status = review_status::internal_error;
-      r.message = "the queue of " + name_ + " is full (" + std::to_string(o_.max_queue) +
-                  " reviews waiting); try again later";
+      r.message =
+          "the queue of " + name_ + " is full (" + std::to_string(o_.max_queue) + " reviews waiting); try again later";
       rp.deliver(std::move(r));
       return;
     }
@@ -70,8 +67,8 @@ class remote_pool {
 
   void on_backstop(uint64_t id) {
     if (!current_ || id != current_id_) return;
-    lose_node("no answer within " + plain_g(limit_s_) + " s (the review's timeout plus " +
-              plain_g(o_.review_margin_s) + " s)");
+    lose_node("no answer within " + plain_g(limit_s_) + " s (the review's timeout plus " + plain_g(o_.review_margin_s) +
+              " s)");
   }
 
   void on_heartbeat(uint64_t id) {
@@ -80,7 +77,8 @@ class remote_pool {
         .then(
             [this, id](worker_info&) {
               if (current_ && id == current_id_)
-                self_->delayed_send(caf::actor_cast<caf::actor>(self_), millis(o_.heartbeat_s), heartbeat_atom::value, id);
+                self_->delayed_send(caf::actor_cast<caf::actor>(self_), millis(o_.heartbeat_s), heartbeat_atom::value,
+                                    id);
             },
             [this, id](caf::error& err) {
               if (current_ && id == current_id_)
@@ -159,9 +157,8 @@ class remote_pool {
     if (!dev)
       return "the node serves no device " + std::to_string(o_.device) +
              (link.info.driver_error.empty() ? "" : " (" + link.info.driver_error + ")");
-    if (!o_.expected.name.empty() &&
-        (dev->name != o_.expected.name || dev->cc_major != o_.expected.cc_major ||
-         dev->cc_minor != o_.expected.cc_minor))
+    if (!o_.expected.name.empty() && (dev->name != o_.expected.name || dev->cc_major != o_.expected.cc_major ||
+                                      dev->cc_minor != o_.expected.cc_minor))
       return "device " + std::to_string(o_.device) + " is now a " + dev->name + ", not the " + o_.expected.name +
              " it was; a task's timings are compared on one GPU model only";
     if (o_.expected.name.empty()) o_.expected = *dev;

@@ -40,9 +40,9 @@ namespace ks {
 struct remote_pool_options {
   std::string host;
   uint16_t port = 0;
-  std::string token;         // the node's shared secret (empty: none); see fleet/node_link.hpp
-  int32_t device = 0;        // the ordinal on the node
-  device_info expected;      // the device as first described; name empty: take what is there
+  std::string token;            // the node's shared secret (empty: none); see fleet/node_link.hpp
+  int32_t device = 0;           // the ordinal on the node
+  device_info expected;         // the device as first described; name empty: take what is there
   double review_margin_s = 60;  // the backstop: a review's timeout_s plus this (past the agent's own margin)
   double node_timeout_s = 20;   // a heartbeat's or a connection's answer; past it the node is taken as gone
   double heartbeat_s = 5;       // while a review runs

@@ -9,8 +9,8 @@
 #include <memory>
 #include <utility>
 
-#include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
 
 #include "base/number_format.hpp"
 #include "fleet/node_link.hpp"
@@ -27,7 +27,6 @@ std::chrono::milliseconds millis(double s) { return std::chrono::milliseconds(st
 clock::time_point in(double s) {
   return clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s));
 }
-
 
 review_result unjudged(const review_request& req, std::string message) {
   review_result r;
@@ -180,16 +179,17 @@ class dispatcher {
     const bool lost = !fault || fault->kind == node_fault::lost;
     const std::string why = fault ? fault->message : slots_[i].pool.name + ": " + self_->system().render(err);
     if (o_.meter) {
-      if (lost) o_.meter->lost(slots_[i].meter_index);
-      else o_.meter->refused(slots_[i].meter_index);
+      if (lost)
+        o_.meter->lost(slots_[i].meter_index);
+      else
+        o_.meter->refused(slots_[i].meter_index);
     }
     mark_down(i, why);
     if (lost) {
       ++j->lost;
       j->losses += (j->losses.empty() ? "" : "; ") + why;
-      spdlog::warn("review {} of '{}' was lost with its node ({}); {}", j->request.request_id,
-                   j->request.task.name, why,
-                   j->lost >= o_.max_lost ? "not sent again" : "sent to another device");
+      spdlog::warn("review {} of '{}' was lost with its node ({}); {}", j->request.request_id, j->request.task.name,
+                   why, j->lost >= o_.max_lost ? "not sent again" : "sent to another device");
       if (j->lost >= o_.max_lost) {
         j->promise.deliver(unjudged(j->request, "the review was lost with its node " + std::to_string(j->lost) +
                                                     " times (" + j->losses + "); it is not sent again"));
@@ -309,7 +309,8 @@ class dispatcher {
     for (auto& [k, p] : late_) watch = watch || !p.trying;
     if (!watch) return;
     ticking_ = true;
-    self_->delayed_send(caf::actor_cast<caf::actor>(self_), millis(std::max(0.05, o_.probe_min_s / 2)), tick_atom::value);
+    self_->delayed_send(caf::actor_cast<caf::actor>(self_), millis(std::max(0.05, o_.probe_min_s / 2)),
+                        tick_atom::value);
   }
 
   caf::event_based_actor* self_;

@@ -57,8 +57,8 @@ struct late_node {
 struct dispatcher_options {
   std::vector<dispatch_pool> pools;
   std::vector<late_node> late_nodes;
-  remote_pool_options remote;             // for the pools of late nodes (host, port, device set per device)
-  std::shared_ptr<review_meter> meter;    // one name per pool, in order; may be null
+  remote_pool_options remote;           // for the pools of late nodes (host, port, device set per device)
+  std::shared_ptr<review_meter> meter;  // one name per pool, in order; may be null
   int max_lost = 3;
   double probe_min_s = 0.5;
   double probe_max_s = 30;

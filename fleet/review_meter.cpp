@@ -15,8 +15,7 @@ size_t review_meter::add_pool(std::string name) {
 }
 
 void review_meter::end_one(pool_state& p, clock::time_point now) {
-  if (p.in_flight > 0 && --p.in_flight == 0)
-    p.busy_s += std::chrono::duration<double>(now - p.busy_since).count();
+  if (p.in_flight > 0 && --p.in_flight == 0) p.busy_s += std::chrono::duration<double>(now - p.busy_since).count();
 }
 
 void review_meter::started(size_t pool) {

@@ -22,10 +22,10 @@ class review_meter {
   // A pool found later (a node that was not reachable at start); its index.
   size_t add_pool(std::string name);
 
-  void started(size_t pool);   // a request went to `pool`
-  void finished(size_t pool);  // its answer came back
-  void lost(size_t pool);      // its node went away with it (it goes to another pool)
-  void refused(size_t pool);   // never sent: the pool's node was down (it goes to another pool)
+  void started(size_t pool);          // a request went to `pool`
+  void finished(size_t pool);         // its answer came back
+  void lost(size_t pool);             // its node went away with it (it goes to another pool)
+  void refused(size_t pool);          // never sent: the pool's node was down (it goes to another pool)
   void set_up(size_t pool, bool up);  // in the rotation, or out of it
 
   struct pool_reading {

@@ -62,7 +62,7 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
   if (pipe2(out, O_CLOEXEC) != 0) return ks::error{"cannot create a pipe for the GPU worker"};
 
   // --worker: this process serves one device itself (plain --listen is a node agent).
-  std::vector<std::string> args = {binary, "--listen", opts.host + ":0", "--worker", "--exit-with-parent",
+  std::vector<std::string> args = {binary,        "--listen",    opts.host + ":0", "--worker", "--exit-with-parent",
                                    "--log-level", opts.log_level};
   if (opts.device >= 0) {
     args.push_back("--device");
@@ -126,11 +126,11 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
   // Read the child's stdout until it names its port, it exits, or time runs out.
   const std::string marker = "listening on ";
   std::string seen;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(opts.start_timeout_s * 1000));
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts.start_timeout_s * 1000));
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       close(out[0]);
       return ks::error{"the GPU worker '" + binary + "' did not report its address within " +
@@ -145,8 +145,8 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
       int ws = 0;
       waitpid(pid, &ws, 0);
       proc->pid_ = -1;
-      return ks::error{"the GPU worker '" + binary + "' " + describe_exit(ws) +
-                       " before it was ready" + (seen.empty() ? "" : ": " + seen)};
+      return ks::error{"the GPU worker '" + binary + "' " + describe_exit(ws) + " before it was ready" +
+                       (seen.empty() ? "" : ": " + seen)};
     }
     seen.append(buf, static_cast<size_t>(n));
     auto at = seen.find(marker);

@@ -19,13 +19,13 @@ namespace ks {
 const std::string& local_worker_token();
 
 struct worker_process_options {
-  std::string binary;          // empty = default_worker_binary()
+  std::string binary;  // empty = default_worker_binary()
   std::string host = "127.0.0.1";
-  int device = -1;             // --device; -1 = the worker's default
-  double start_timeout_s = 60; // until the worker prints its address
+  int device = -1;                  // --device; -1 = the worker's default
+  double start_timeout_s = 60;      // until the worker prints its address
   std::string log_level = "error";  // the daemon reports what matters itself
-  double trial_cache_gib = 0;  // --trial-cache-gib; 0 = the worker's default
-  std::string profile_replay;  // --profile-replay; empty = the worker's default (user)
+  double trial_cache_gib = 0;       // --trial-cache-gib; 0 = the worker's default
+  std::string profile_replay;       // --profile-replay; empty = the worker's default (user)
   // The worker asks peers for this token (given in its environment, never on its
   // command line); connect with connect_worker(..., token). Default: this process's
   // own random one, so that other users of the machine cannot drive its workers.

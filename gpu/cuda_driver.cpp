@@ -26,7 +26,8 @@ result<const cuda_driver*> open_driver(cuda_driver* drv, void*& handle) {
   if (!handle) {
     const char* why = dlerror();
     return ks::error{std::string("no CUDA driver on this machine: libcuda.so.1 could not be "
-                                 "loaded (") + (why ? why : "unknown reason") +
+                                 "loaded (") +
+                     (why ? why : "unknown reason") +
                      "). Install the NVIDIA driver, or run kernelskill-gpu on a machine "
                      "with a GPU and point the daemon at it (gpus.remote in the config)."};
   }
@@ -61,8 +62,8 @@ result<const cuda_driver*> open_driver(cuda_driver* drv, void*& handle) {
   KS_RESOLVE(cuEventSynchronize)
   // cuEventElapsedTime_v2 (what CUDA 13's cuda.h names) came with driver 12.8; the
   // older entry point has the same signature and meaning for our use.
-  if (!(drv->cuEventElapsedTime = reinterpret_cast<decltype(drv->cuEventElapsedTime)>(
-            dlsym(handle, KS_STR(cuEventElapsedTime)))))
+  if (!(drv->cuEventElapsedTime =
+            reinterpret_cast<decltype(drv->cuEventElapsedTime)>(dlsym(handle, KS_STR(cuEventElapsedTime)))))
     KS_RESOLVE2(cuEventElapsedTime, "cuEventElapsedTime")
   KS_RESOLVE(cuMemsetD8Async)
   KS_RESOLVE(cuMemsetD32Async)
@@ -73,13 +74,15 @@ result<const cuda_driver*> open_driver(cuda_driver* drv, void*& handle) {
                      "; KernelSkill needs a driver for CUDA 12 or newer"};
   CUresult rc = drv->cuInit(0);
   if (rc == CUDA_ERROR_STUB_LIBRARY)
-    return ks::error{"libcuda.so.1 is the CUDA toolkit's stub library, not a driver: this "
-                     "machine has no NVIDIA driver installed. Run kernelskill-gpu on a "
-                     "machine with a GPU, or remove the stub directory from "
-                     "LD_LIBRARY_PATH if a real driver is installed."};
+    return ks::error{
+        "libcuda.so.1 is the CUDA toolkit's stub library, not a driver: this "
+        "machine has no NVIDIA driver installed. Run kernelskill-gpu on a "
+        "machine with a GPU, or remove the stub directory from "
+        "LD_LIBRARY_PATH if a real driver is installed."};
   if (rc == CUDA_ERROR_NO_DEVICE)
-    return ks::error{"the CUDA driver is installed but sees no GPU (cuInit: "
-                     "CUDA_ERROR_NO_DEVICE); check CUDA_VISIBLE_DEVICES and nvidia-smi"};
+    return ks::error{
+        "the CUDA driver is installed but sees no GPU (cuInit: "
+        "CUDA_ERROR_NO_DEVICE); check CUDA_VISIBLE_DEVICES and nvidia-smi"};
   if (rc != CUDA_SUCCESS) return ks::error{drv->describe(rc, "cuInit")};
   drv->cuDriverGetVersion(&drv->version);
   return static_cast<const cuda_driver*>(drv);
@@ -114,13 +117,11 @@ status cuda_driver::check(CUresult rc, const char* call) const {
 
 result<std::vector<device_info>> query_devices(const cuda_driver& drv) {
   int count = 0;
-  if (auto s = drv.check(drv.cuDeviceGetCount(&count), "cuDeviceGetCount"); !s)
-    return ks::error{s.message()};
+  if (auto s = drv.check(drv.cuDeviceGetCount(&count), "cuDeviceGetCount"); !s) return ks::error{s.message()};
   std::vector<device_info> out;
   for (int i = 0; i < count; ++i) {
     CUdevice dev;
-    if (auto s = drv.check(drv.cuDeviceGet(&dev, i), "cuDeviceGet"); !s)
-      return ks::error{s.message()};
+    if (auto s = drv.check(drv.cuDeviceGet(&dev, i), "cuDeviceGet"); !s) return ks::error{s.message()};
     device_info info;
     info.ordinal = i;
     char name[256] = {0};

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "model/device.hpp"
 #include "base/result.hpp"
+#include "model/device.hpp"
 
 namespace ks {
 

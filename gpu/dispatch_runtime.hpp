@@ -128,7 +128,7 @@ struct slot {
 // (the same count, tensors and numbers in the same places); a plan's step always is.
 struct prepared_step {
   c10::OperatorHandle op;
-  std::vector<slot> slots;  // one per schema argument, in the schema's order
+  std::vector<slot> slots;     // one per schema argument, in the schema's order
   std::vector<uint8_t> kinds;  // per positional argument: 0 tensor, 1 int, 2 float
 
   static uint8_t kind_of(const arg& a) { return a.is_tensor ? 0 : a.is_float ? 2 : 1; }
@@ -331,9 +331,12 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
         break;
       case slot::positional: {
         const arg& x = args[s.first];
-        if (x.is_tensor) stack.push_back(x.tensor);
-        else if (x.is_float) stack.push_back(x.float_value);
-        else stack.push_back(x.int_value);
+        if (x.is_tensor)
+          stack.push_back(x.tensor);
+        else if (x.is_float)
+          stack.push_back(x.float_value);
+        else
+          stack.push_back(x.int_value);
         break;
       }
       case slot::tensors: {

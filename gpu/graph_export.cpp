@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,7 +14,6 @@
 
 #include <sys/resource.h>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
@@ -25,6 +24,7 @@
 #include <torch/jit.h>
 #include <torch/library.h>
 #include <torch/script.h>
+#include <nlohmann/json.hpp>
 
 #include "gpu/bytes_stream.hpp"
 #include "gpu/graph_rewrites.hpp"
@@ -92,8 +92,7 @@ nlohmann::json describe(const c10::IValue& v) {
 // appended in the task's order; other attributes (ints, floats, flags such as
 // `training`) become constants. Fails naming a tensor attribute the task does not
 // declare.
-status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module& module,
-                                    const task_spec& task) {
+status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module& module, const task_spec& task) {
   std::vector<torch::jit::Value*> param_inputs;
   for (const auto& p : task.parameters) {
     param_inputs.push_back(graph.addInput(p.name));
@@ -108,7 +107,8 @@ status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module
     c10::IValue at = module._ivalue();
     std::stringstream path(p.init.attr);
     std::string part;
-    while (!p.init.attr.empty() && std::getline(path, part, '.') && at.isObject() && at.toObjectRef().type()->hasAttribute(part))
+    while (!p.init.attr.empty() && std::getline(path, part, '.') && at.isObject() &&
+           at.toObjectRef().type()->hasAttribute(part))
       at = at.toObjectRef().getAttr(part);
     mirrored.push_back(at.isTensor() && !p.init.attr.empty() ? at.toTensor() : at::Tensor());
   }
@@ -125,8 +125,8 @@ status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module
         if (!m.defined()) return false;
         if (m.is_same(t)) return true;
         // Data pointers tell tensors apart only where there is data (not on meta).
-        return !t.is_meta() && m.data_ptr() == t.data_ptr() && m.sizes() == t.sizes() &&
-               m.strides() == t.strides() && m.scalar_type() == t.scalar_type();
+        return !t.is_meta() && m.data_ptr() == t.data_ptr() && m.sizes() == t.sizes() && m.strides() == t.strides() &&
+               m.scalar_type() == t.scalar_type();
       };
       while (k < mirrored.size() && !same(mirrored[k])) ++k;
       if (k == mirrored.size()) return std::nullopt;
@@ -175,7 +175,6 @@ status lift_module_attributes(torch::jit::Graph& graph, const torch::jit::Module
   return status::success();
 }
 
-
 // Runs a copy of `graph` whose outputs are every top-level value: the interpreter
 // hands back each value's runtime form, from which shapes and constants are read.
 struct probe_result {
@@ -191,11 +190,11 @@ struct probe_result {
 // shapes and dtypes it reports are the same, and nothing else is read from meta data.
 bool keeps_input_shape(torch::jit::Node* n) {
   static const std::set<std::string> ops = {
-      "aten::abs",        "aten::neg",        "aten::sign",          "aten::relu",         "aten::relu6",
-      "aten::hardtanh",   "aten::threshold",  "aten::leaky_relu",    "aten::elu",          "aten::selu",
-      "aten::celu",       "aten::gelu",       "aten::silu",          "aten::mish",         "aten::hardsigmoid",
-      "aten::hardswish",  "aten::softplus",   "aten::softshrink",    "aten::hardshrink",   "aten::dropout",
-      "aten::layer_norm", "aten::group_norm", "aten::instance_norm", "aten::batch_norm",   "aten::rms_norm",
+      "aten::abs",        "aten::neg",        "aten::sign",          "aten::relu",       "aten::relu6",
+      "aten::hardtanh",   "aten::threshold",  "aten::leaky_relu",    "aten::elu",        "aten::selu",
+      "aten::celu",       "aten::gelu",       "aten::silu",          "aten::mish",       "aten::hardsigmoid",
+      "aten::hardswish",  "aten::softplus",   "aten::softshrink",    "aten::hardshrink", "aten::dropout",
+      "aten::layer_norm", "aten::group_norm", "aten::instance_norm", "aten::batch_norm", "aten::rms_norm",
       "aten::flip",       "aten::roll"};
   if (!ops.count(n->kind().toQualString()) || n->outputs().size() != 1 || n->inputs().empty()) return false;
   if (!n->maybeSchema() || !n->schema().overload_name().empty()) return false;
@@ -327,7 +326,8 @@ result<probe_result> run_probe(const std::shared_ptr<torch::jit::Graph>& graph,
 // The task's inputs and parameters as tensors without data, on the meta device, in
 // forward's order: the shapes and dtypes the task declares (a module's parameters are
 // its own, moved to meta). Nothing of the task's size is allocated.
-result<std::vector<c10::IValue>> meta_arguments(const task_spec& task, const std::optional<torch::jit::Module>& module) {
+result<std::vector<c10::IValue>> meta_arguments(const task_spec& task,
+                                                const std::optional<torch::jit::Module>& module) {
   const c10::Device meta(c10::kMeta);
   std::vector<c10::IValue> out;
   auto declared = [&](const tensor_spec& t) -> result<at::Tensor> {
@@ -382,8 +382,8 @@ result<std::vector<c10::IValue>> drawn_arguments(const task_spec& task, const st
 // of tensors); `note` gets where it was probed and why each cheaper way failed.
 result<probe_result> probe_cheaply(const std::shared_ptr<torch::jit::Graph>& graph, const task_spec& task,
                                    const std::optional<torch::jit::Module>& module,
-                                   const std::function<void()>& reload_on_cpu,
-                                   std::vector<c10::IValue>& arguments, std::string& note) {
+                                   const std::function<void()>& reload_on_cpu, std::vector<c10::IValue>& arguments,
+                                   std::string& note) {
   // The interpreter's message starts with a traceback: the line naming the error says why.
   auto first_line = [](const std::string& s) {
     size_t at = s.find("Error: ");
@@ -448,10 +448,20 @@ dtype_map known_dtypes(torch::jit::Graph& graph, const std::vector<c10::IValue>&
 
 shape_map known_shapes(torch::jit::Graph& graph, const std::vector<c10::IValue>& arguments,
                        const probe_result& probed) {
-  static const std::set<std::string> value_shaped = {
-      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
-      "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::bincount",
-      "aten::repeat_interleave", "aten::index", "aten::item", "aten::tolist"};
+  static const std::set<std::string> value_shaped = {"aten::nonzero",
+                                                     "aten::nonzero_numpy",
+                                                     "aten::argwhere",
+                                                     "aten::masked_select",
+                                                     "aten::unique",
+                                                     "aten::_unique",
+                                                     "aten::_unique2",
+                                                     "aten::unique_dim",
+                                                     "aten::unique_consecutive",
+                                                     "aten::bincount",
+                                                     "aten::repeat_interleave",
+                                                     "aten::index",
+                                                     "aten::item",
+                                                     "aten::tolist"};
   shape_map out;
   for (size_t i = 0; i < arguments.size(); ++i)
     if (arguments[i].isTensor()) out[graph.inputs()[i]->unique()] = arguments[i].toTensor().sizes().vec();

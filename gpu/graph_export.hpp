@@ -26,8 +26,8 @@
 
 #include <string>
 
-#include "model/task.hpp"
 #include "base/result.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 

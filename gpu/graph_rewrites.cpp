@@ -61,9 +61,9 @@ void drop_state_updates(torch::jit::Graph& graph, size_t first_parameter) {
 // RemoveListMutation leaves a list that is read between its appends). Returns whether
 // anything changed.
 bool functional_appends(torch::jit::Graph& graph) {
-  static const std::set<std::string> mutating = {"aten::append", "aten::insert", "aten::pop", "aten::_set_item",
-                                                 "aten::clear", "aten::extend", "aten::remove", "aten::reverse",
-                                                 "aten::sort", "aten::add_", "aten::__setitem__"};
+  static const std::set<std::string> mutating = {"aten::append", "aten::insert", "aten::pop",        "aten::_set_item",
+                                                 "aten::clear",  "aten::extend", "aten::remove",     "aten::reverse",
+                                                 "aten::sort",   "aten::add_",   "aten::__setitem__"};
   std::vector<torch::jit::Node*> lists;
   for (torch::jit::Node* n : graph.nodes())
     if (n->kind() == torch::jit::prim::ListConstruct) lists.push_back(n);
@@ -91,7 +91,8 @@ bool functional_appends(torch::jit::Graph& graph) {
         continue;
       }
       torch::jit::WithInsertPoint guard(n);
-      torch::jit::Node* now = graph.insertNode(graph.createList(l->output()->type()->expect<c10::ListType>()->getElementType(), held));
+      torch::jit::Node* now =
+          graph.insertNode(graph.createList(l->output()->type()->expect<c10::ListType>()->getElementType(), held));
       for (size_t k = 0; k < n->inputs().size(); ++k)
         if (n->inputs()[k] == list) n->replaceInput(k, now->output());
     }
@@ -125,16 +126,16 @@ std::set<torch::jit::Node*> functional_copies(torch::jit::Graph& graph) {
     // to(dtype), not type_as: type_as moves to the other's device too, which would take
     // the probe off the meta device where dst is a constant.
     torch::jit::Value* dtype = graph.insert(torch::jit::prim::dtype, {dst});
-    torch::jit::Value* typed = graph.insert(c10::Symbol::fromQualString("aten::to"),
-                                            {wide, dtype, graph.insertConstant(false), graph.insertConstant(false),
-                                             graph.insertConstant(c10::IValue())});
+    torch::jit::Value* typed = graph.insert(
+        c10::Symbol::fromQualString("aten::to"),
+        {wide, dtype, graph.insertConstant(false), graph.insertConstant(false), graph.insertConstant(c10::IValue())});
     made.insert(wide->node());
     made.insert(typed->node());
     // Every later read of dst in this block, and the copy's own result.
     std::vector<torch::jit::Use> later;
     for (const torch::jit::Use& u : dst->uses())
-      if (u.user != n && u.user != wide->node() && u.user != dtype->node() && u.user->owningBlock() == n->owningBlock() &&
-          n->isBefore(u.user))
+      if (u.user != n && u.user != wide->node() && u.user != dtype->node() &&
+          u.user->owningBlock() == n->owningBlock() && n->isBefore(u.user))
         later.push_back(u);
     for (const torch::jit::Use& u : later) u.user->replaceInput(u.offset, typed);
     n->output()->replaceAllUsesWith(typed);
@@ -180,8 +181,7 @@ using shape_of = std::function<const std::vector<int64_t>*(torch::jit::Value*)>;
 // A tensor cut into pieces and unpacked (q, k, v = x.split(n, dim=2); chunk; unbind)
 // at a known shape: each piece as aten::slice (aten::select for unbind) of the tensor,
 // ops the rules coder reads as views. Returns whether `u` was so replaced.
-bool unpack_pieces(torch::jit::Graph& graph, torch::jit::Node* u, torch::jit::Node* b,
-                   const shape_of& lookup) {
+bool unpack_pieces(torch::jit::Graph& graph, torch::jit::Node* u, torch::jit::Node* b, const shape_of& lookup) {
   const std::string kind = b->kind().toQualString();
   if (kind != "aten::split" && kind != "aten::split_with_sizes" && kind != "aten::chunk" && kind != "aten::unbind")
     return false;
@@ -281,7 +281,9 @@ bool drop_device_moves(torch::jit::Graph& graph) {
   for (torch::jit::Node* n : moves) {
     const size_t at = *n->schema().argumentIndexWithName("device");
     torch::jit::WithInsertPoint guard(n);
-    auto none = [&](size_t i) { return i < n->inputs().size() && n->inputs()[i]->type()->kind() == c10::TypeKind::NoneType; };
+    auto none = [&](size_t i) {
+      return i < n->inputs().size() && n->inputs()[i]->type()->kind() == c10::TypeKind::NoneType;
+    };
     auto is_false = [&](size_t i) {
       auto c = i < n->inputs().size() ? torch::jit::toIValue(n->inputs()[i]) : c10::nullopt;
       return c && c->isBool() && !c->toBool();
@@ -397,7 +399,8 @@ bool unpack_known_lists(torch::jit::Graph& graph, const shape_of& lookup) {
     torch::jit::Node* list = b->input()->node();
     if (list->kind() != torch::jit::prim::ListConstruct || list->inputs().size() != u->outputs().size()) continue;
     bool same = true;
-    for (auto* v : list->inputs()) same = same && lookup(v) && lookup(list->inputs()[0]) && *lookup(v) == *lookup(list->inputs()[0]);
+    for (auto* v : list->inputs())
+      same = same && lookup(v) && lookup(list->inputs()[0]) && *lookup(v) == *lookup(list->inputs()[0]);
     if (!same) continue;
     for (size_t i = 0; i < u->outputs().size(); ++i) u->outputs()[i]->replaceAllUsesWith(list->inputs()[i]);
     u->destroy();
@@ -533,8 +536,10 @@ bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& sha
     const size_t numbers = bounds.count(n->kind().toQualString()) ? n->inputs().size() : 2;
     for (size_t i = 1; i < n->inputs().size(); ++i) {
       auto x = i < numbers ? number(n->inputs()[i]) : std::nullopt;
-      if (x) args.emplace_back(graph.insertConstant(*x));
-      else args.emplace_back(n->inputs()[i]);
+      if (x)
+        args.emplace_back(graph.insertConstant(*x));
+      else
+        args.emplace_back(n->inputs()[i]);
     }
     torch::jit::Value* out = graph.insert(n->kind(), args);
     n->output()->replaceAllUsesWith(out);

@@ -24,8 +24,7 @@ struct op_error {
 };
 
 // An integer, or a list of n integers ("2", "[1, 2]", "(1, 2)"); one value is repeated.
-std::vector<int64_t> int_list(const attrs_t& attrs, const std::string& key, size_t n,
-                              std::vector<int64_t> fallback) {
+std::vector<int64_t> int_list(const attrs_t& attrs, const std::string& key, size_t n, std::vector<int64_t> fallback) {
   auto v = int_list_attr(attrs, key, n, std::move(fallback));
   if (!v) throw op_error{v.message()};
   return std::move(v).value();
@@ -60,14 +59,11 @@ std::string string_attr(const attrs_t& attrs, const std::string& key, const std:
 }
 
 const at::Tensor& tensor_arg(const args_t& args, size_t i) {
-  if (i >= args.size() || !args[i].is_tensor())
-    throw op_error{"args[" + std::to_string(i) + "]: expected a tensor"};
+  if (i >= args.size() || !args[i].is_tensor()) throw op_error{"args[" + std::to_string(i) + "]: expected a tensor"};
   return args[i].tensor;
 }
 
-at::Scalar number_of(const library_arg& a) {
-  return a.is_float ? at::Scalar(a.float_value) : at::Scalar(a.int_value);
-}
+at::Scalar number_of(const library_arg& a) { return a.is_float ? at::Scalar(a.float_value) : at::Scalar(a.int_value); }
 
 struct op_entry {
   size_t min_args, max_args;
@@ -123,33 +119,33 @@ const std::map<std::string, op_entry>& table() {
                            at::Tensor bias = a.size() > 2 ? tensor_arg(a, 2) : at::Tensor();
                            return product(at_, [&] { return at::linear(tensor_arg(a, 0), tensor_arg(a, 1), bias); });
                          }};
-    m["aten::conv2d"] = {2, 3, [](const args_t& a, const attrs_t& at_) {
-                           at::Tensor bias = a.size() > 2 ? tensor_arg(a, 2) : at::Tensor();
-                           // memory_format channels_last: cuDNN computes in NHWC (input and
-                           // weight converted first), as torch.compile chooses.
-                           auto in = [&](size_t k) {
-                             auto mf = at_.find("memory_format");
-                             return mf != at_.end() && trim_blanks(mf->second) == "channels_last"
-                                        ? tensor_arg(a, k).contiguous(at::MemoryFormat::ChannelsLast)
-                                        : tensor_arg(a, k);
-                           };
-                           auto stride = int_list(at_, "stride", 2, {1, 1});
-                           auto dilation = int_list(at_, "dilation", 2, {1, 1});
-                           int64_t groups = int_attr(at_, "groups", 1);
-                           auto pad = at_.find("padding");
-                           at::Tensor y;
-                           if (pad != at_.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid")) {
-                             std::string mode = trim_blanks(pad->second);
-                             y = at::conv2d(in(0), in(1), bias, stride, c10::string_view(mode.c_str()), dilation, groups);
-                           } else {
-                             y = at::conv2d(in(0), in(1), bias, stride, int_list(at_, "padding", 2, {0, 0}), dilation,
-                                            groups);
-                           }
-                           // result_layout nhwc: handed on as [N, H, W, C], as a channels-last
-                           // result lies in memory (no copy).
-                           auto rl = at_.find("result_layout");
-                           return rl != at_.end() && trim_blanks(rl->second) == "nhwc" ? y.permute({0, 2, 3, 1}) : y;
-                         }};
+    m["aten::conv2d"] = {
+        2, 3, [](const args_t& a, const attrs_t& at_) {
+          at::Tensor bias = a.size() > 2 ? tensor_arg(a, 2) : at::Tensor();
+          // memory_format channels_last: cuDNN computes in NHWC (input and
+          // weight converted first), as torch.compile chooses.
+          auto in = [&](size_t k) {
+            auto mf = at_.find("memory_format");
+            return mf != at_.end() && trim_blanks(mf->second) == "channels_last"
+                       ? tensor_arg(a, k).contiguous(at::MemoryFormat::ChannelsLast)
+                       : tensor_arg(a, k);
+          };
+          auto stride = int_list(at_, "stride", 2, {1, 1});
+          auto dilation = int_list(at_, "dilation", 2, {1, 1});
+          int64_t groups = int_attr(at_, "groups", 1);
+          auto pad = at_.find("padding");
+          at::Tensor y;
+          if (pad != at_.end() && (trim_blanks(pad->second) == "same" || trim_blanks(pad->second) == "valid")) {
+            std::string mode = trim_blanks(pad->second);
+            y = at::conv2d(in(0), in(1), bias, stride, c10::string_view(mode.c_str()), dilation, groups);
+          } else {
+            y = at::conv2d(in(0), in(1), bias, stride, int_list(at_, "padding", 2, {0, 0}), dilation, groups);
+          }
+          // result_layout nhwc: handed on as [N, H, W, C], as a channels-last
+          // result lies in memory (no copy).
+          auto rl = at_.find("result_layout");
+          return rl != at_.end() && trim_blanks(rl->second) == "nhwc" ? y.permute({0, 2, 3, 1}) : y;
+        }};
     for (const char* op : {"aten::add", "aten::sub", "aten::mul", "aten::div"}) {
       std::string name = op;
       m[name] = {2, 2, [name](const args_t& a, const attrs_t& at_) { return binary(name, a, at_); }};
@@ -332,10 +328,10 @@ struct prepared_library_op_state {
   std::string op;    // as the step names it (aten::add.Tensor)
   std::string name;  // without the overload (aten::add)
   attrs_t attrs;
-  const op_entry* entry = nullptr;                     // a table op
-  std::optional<reviewer_policy> policy;               // a dispatcher step:
+  const op_entry* entry = nullptr;                      // a table op
+  std::optional<reviewer_policy> policy;                // a dispatcher step:
   std::optional<dispatch_runtime::prepared_step> step;  // its operator and stack
-  std::vector<bool> tensor_args;                       // the kinds prepared for
+  std::vector<bool> tensor_args;                        // the kinds prepared for
   std::vector<bool> float_args;
 };
 

@@ -33,9 +33,22 @@ struct library_arg {
   int64_t int_value = 0;
   double float_value = 0;
   bool is_tensor() const { return tensor.defined(); }
-  static library_arg of(at::Tensor t) { library_arg a; a.tensor = std::move(t); return a; }
-  static library_arg of_int(int64_t v) { library_arg a; a.int_value = v; return a; }
-  static library_arg of_float(double v) { library_arg a; a.is_float = true; a.float_value = v; return a; }
+  static library_arg of(at::Tensor t) {
+    library_arg a;
+    a.tensor = std::move(t);
+    return a;
+  }
+  static library_arg of_int(int64_t v) {
+    library_arg a;
+    a.int_value = v;
+    return a;
+  }
+  static library_arg of_float(double v) {
+    library_arg a;
+    a.is_float = true;
+    a.float_value = v;
+    return a;
+  }
 };
 
 // "aten::matmul", … in a stable order.

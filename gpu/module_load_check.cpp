@@ -46,8 +46,7 @@ std::string qualifier_of(const std::string& record) {
 // Calls the inliner could not follow: their code is not in the graph to check.
 std::string unfollowed_call(const torch::jit::Block& block) {
   for (const torch::jit::Node* n : block.nodes()) {
-    if (n->kind() == c10::prim::CallMethod || n->kind() == c10::prim::CallFunction)
-      return n->kind().toQualString();
+    if (n->kind() == c10::prim::CallMethod || n->kind() == c10::prim::CallFunction) return n->kind().toQualString();
     for (const torch::jit::Block* sub : n->blocks())
       if (auto c = unfollowed_call(*sub); !c.empty()) return c;
   }
@@ -62,8 +61,9 @@ status check_module_load_code(const std::string& module_bytes) {
   // setstate and all, by another path.
   if (module_bytes.size() < 4 || module_bytes.compare(0, 4, "PK\x03\x04") != 0) {
     if (module_bytes.size() >= 8 && module_bytes.compare(4, 4, "PTMF") == 0)
-      return error{"the module is in the flatbuffer format, whose load-time code cannot be checked; "
-                   "save it with torch.jit.save (a zip archive)"};
+      return error{
+          "the module is in the flatbuffer format, whose load-time code cannot be checked; "
+          "save it with torch.jit.save (a zip archive)"};
     return {};
   }
   try {
@@ -98,8 +98,8 @@ status check_module_load_code(const std::string& module_bytes) {
           path += ".py";
           if (!reader.hasRecord(path)) return nullptr;
           auto [data, size] = reader.getRecord(path);
-          return std::make_shared<torch::jit::Source>(
-              c10::string_view(static_cast<const char*>(data.get()), size), path, 1);
+          return std::make_shared<torch::jit::Source>(c10::string_view(static_cast<const char*>(data.get()), size),
+                                                      path, 1);
         },
         reader.version());
     for (const auto& name : classes) {
@@ -112,7 +112,8 @@ status check_module_load_code(const std::string& module_bytes) {
       torch::jit::Inline(*graph);
       if (auto allowed = check_reference_ops(*graph); !allowed) return error{where + ": " + allowed.message()};
       if (auto call = unfollowed_call(*graph->block()); !call.empty())
-        return error{where + " makes a call (" + call + ") whose code cannot be checked; a module may only "
+        return error{where + " makes a call (" + call +
+                     ") whose code cannot be checked; a module may only "
                      "compute when it is loaded"};
     }
     return {};

@@ -44,11 +44,9 @@ std::vector<std::string> default_include_dirs() {
 // Options a candidate may add: ones that tune code generation. Anything that could
 // change the target, the include path or where output goes stays under our control.
 bool allowed_extra(const std::string& o) {
-  static const char* prefixes[] = {"-D",           "--define-macro=", "-maxrregcount=",
-                                   "--maxrregcount=", "-ftz=",        "--ftz=",
-                                   "-prec-div=",   "--prec-div=",     "-prec-sqrt=",
-                                   "--prec-sqrt=", "-fmad=",          "--fmad=",
-                                   "-std=",        "--std="};
+  static const char* prefixes[] = {
+      "-D",          "--define-macro=", "-maxrregcount=", "--maxrregcount=", "-ftz=",   "--ftz=", "-prec-div=",
+      "--prec-div=", "-prec-sqrt=",     "--prec-sqrt=",   "-fmad=",          "--fmad=", "-std=",  "--std="};
   if (o == "--use_fast_math" || o == "-use_fast_math" || o == "--extra-device-vectorization" ||
       o == "-extra-device-vectorization")
     return true;
@@ -91,8 +89,8 @@ std::string encode(const compile_result& r) {
 bool decode(const std::string& in, compile_result& r) {
   size_t pos = 0;
   std::string ok, ms;
-  if (!get_str(in, pos, ok) || !get_str(in, pos, r.ptx) || !get_str(in, pos, r.cubin) ||
-      !get_str(in, pos, r.log) || !get_str(in, pos, ms))
+  if (!get_str(in, pos, ok) || !get_str(in, pos, r.ptx) || !get_str(in, pos, r.cubin) || !get_str(in, pos, r.log) ||
+      !get_str(in, pos, ms))
     return false;
   r.ok = ok == "1";
   r.compile_ms = std::atof(ms.c_str());
@@ -104,8 +102,7 @@ result<compile_result> compile_here(const std::string& source, const std::vector
   auto t0 = std::chrono::steady_clock::now();
   nvrtcProgram prog;
   nvrtcResult rc = nvrtcCreateProgram(&prog, source.c_str(), source_name, 0, nullptr, nullptr);
-  if (rc != NVRTC_SUCCESS)
-    return ks::error{std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(rc)};
+  if (rc != NVRTC_SUCCESS) return ks::error{std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(rc)};
   std::vector<const char*> argv;
   for (auto& o : options) argv.push_back(o.c_str());
   rc = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
@@ -133,8 +130,7 @@ result<compile_result> compile_here(const std::string& source, const std::vector
 }
 
 // Runs compile_here in a forked child, so that it can be killed at the deadline.
-result<compile_result> compile_isolated(const std::string& source,
-                                        const std::vector<std::string>& options,
+result<compile_result> compile_isolated(const std::string& source, const std::vector<std::string>& options,
                                         double timeout_s) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return ks::error{"cannot create a pipe for the compiler"};
@@ -190,8 +186,7 @@ result<compile_result> compile_isolated(const std::string& source,
     r.log = "compilation did not finish within " + std::to_string(timeout_s) + " s and was stopped";
     return r;
   }
-  if (WIFSIGNALED(ws))
-    return ks::error{"NVRTC crashed while compiling (signal " + std::to_string(WTERMSIG(ws)) + ")"};
+  if (WIFSIGNALED(ws)) return ks::error{"NVRTC crashed while compiling (signal " + std::to_string(WTERMSIG(ws)) + ")"};
   if (!blob.empty() && blob[0] == 'E') return ks::error{blob.substr(1)};
   compile_result r;
   if (!decode(blob, r)) return ks::error{"the compiler process returned a truncated result"};
@@ -239,15 +234,14 @@ uint64_t nvrtc_compiler::cache_misses() const {
   return misses_;
 }
 
-result<compile_result> nvrtc_compiler::compile(const std::string& source,
-                                               const std::vector<std::string>& extra) {
+result<compile_result> nvrtc_compiler::compile(const std::string& source, const std::vector<std::string>& extra) {
   for (auto& o : extra)
     if (!allowed_extra(o))
-      return ks::error{"compile option '" + o + "' is not allowed (allowed: -D…, --use_fast_math, "
+      return ks::error{"compile option '" + o +
+                       "' is not allowed (allowed: -D…, --use_fast_math, "
                        "-maxrregcount=N, -ftz=, -prec-div=, -prec-sqrt=, -fmad=, -std=, "
                        "--extra-device-vectorization)"};
-  std::vector<std::string> options = {"-arch=" + opts_.arch, "-std=c++17", "-lineinfo",
-                                      "--ptxas-options=-v"};
+  std::vector<std::string> options = {"-arch=" + opts_.arch, "-std=c++17", "-lineinfo", "--ptxas-options=-v"};
   for (auto& d : opts_.include_dirs) options.push_back("--include-path=" + d);
   options.insert(options.end(), extra.begin(), extra.end());
 
@@ -261,8 +255,7 @@ result<compile_result> nvrtc_compiler::compile(const std::string& source,
     r.cache_hit = hit;
     r.diagnostics = parse_nvrtc_log(r.log);
     if (r.ok) r.resources = parse_ptxas_info(r.log);
-    if (r.timed_out)
-      r.diagnostics.push_back({0, 0, "error", r.log});
+    if (r.timed_out) r.diagnostics.push_back({0, 0, "error", r.log});
     return r;
   };
 
@@ -293,8 +286,7 @@ result<compile_result> nvrtc_compiler::compile(const std::string& source,
 
   if (const int threads = compile_threads(opts_); threads > 1)
     options.push_back("-split-compile=" + std::to_string(threads));  // after the key: same machine code
-  auto compiled = opts_.isolate ? compile_isolated(source, options, opts_.timeout_s)
-                                : compile_here(source, options);
+  auto compiled = opts_.isolate ? compile_isolated(source, options, opts_.timeout_s) : compile_here(source, options);
   if (!compiled) return compiled;
   std::lock_guard<std::mutex> lock(mu_);
   ++misses_;
@@ -333,8 +325,7 @@ std::vector<compile_diagnostic> parse_nvrtc_log(const std::string& log) {
     // NVRTC echoes the source line, then a line with a caret under the column.
     if (i + 2 < lines.size()) {
       auto caret = lines[i + 2].find('^');
-      if (caret != std::string::npos &&
-          lines[i + 2].find_first_not_of(" ^") == std::string::npos)
+      if (caret != std::string::npos && lines[i + 2].find_first_not_of(" ^") == std::string::npos)
         d.column = static_cast<int32_t>(caret) + 1 - 2;  // NVRTC indents the echo by 2
     }
     if (d.column < 0) d.column = 0;
@@ -369,8 +360,7 @@ std::vector<kernel_resources> parse_ptxas_info(const std::string& log) {
       continue;
     }
     if (!cur) continue;
-    if (std::regex_search(l, m, frame))
-      cur->local_bytes = std::max(std::stoi(m[1]), std::stoi(m[2]));
+    if (std::regex_search(l, m, frame)) cur->local_bytes = std::max(std::stoi(m[1]), std::stoi(m[2]));
     if (std::regex_search(l, m, used)) cur->registers = std::stoi(m[1]);
     if (std::regex_search(l, m, smem)) cur->static_shared_bytes = std::stoi(m[1]);
   }

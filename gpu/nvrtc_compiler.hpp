@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/review.hpp"
 #include "base/result.hpp"
+#include "model/review.hpp"
 
 namespace ks {
 
@@ -24,7 +24,7 @@ struct nvrtc_options {
   // Compile in a forked child so that a compile can be killed at the timeout and an
   // NVRTC crash cannot take the worker down. Off = in-process (no timeout).
   bool isolate = true;
-  std::string cache_dir;                  // optional on-disk cache; empty = memory only
+  std::string cache_dir;  // optional on-disk cache; empty = memory only
   size_t memory_cache_entries = 512;
   // Threads NVRTC optimises a source's kernels with (-split-compile=N): a network's
   // plan is hundreds of kernels in one source, whose first compile took 20-24 s. 0 =
@@ -41,10 +41,10 @@ struct compile_result {
   bool ok = false;
   bool timed_out = false;
   bool cache_hit = false;
-  std::string key;                          // cache key (hex)
+  std::string key;  // cache key (hex)
   std::string ptx;
   std::string cubin;
-  std::string log;                          // NVRTC's log, verbatim
+  std::string log;  // NVRTC's log, verbatim
   std::vector<compile_diagnostic> diagnostics;
   std::vector<kernel_resources> resources;  // one per __global__ function, from ptxas
   double compile_ms = 0;                    // this compile (0.0x on a cache hit)
@@ -58,8 +58,7 @@ class nvrtc_compiler {
   // `extra` (only option kinds that cannot change what is compiled or where output
   // goes are allowed: -D…, --use_fast_math, -maxrregcount=N, -ftz/-prec-div/
   // -prec-sqrt/-fmad=…, --extra-device-vectorization, -std=…). Thread-safe.
-  result<compile_result> compile(const std::string& source,
-                                 const std::vector<std::string>& extra = {});
+  result<compile_result> compile(const std::string& source, const std::vector<std::string>& extra = {});
 
   // "13.0"
   static std::string nvrtc_version();

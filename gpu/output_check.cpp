@@ -14,17 +14,19 @@ namespace {
 
 at::ScalarType same_size_int(at::ScalarType t) {
   switch (c10::elementSize(t)) {
-    case 1: return at::kByte;
-    case 2: return at::kShort;
-    case 4: return at::kInt;
-    default: return at::kLong;
+    case 1:
+      return at::kByte;
+    case 2:
+      return at::kShort;
+    case 4:
+      return at::kInt;
+    default:
+      return at::kLong;
   }
 }
 
 // The flat index of the first true element of a bool tensor that has one.
-int64_t first_true(const at::Tensor& mask) {
-  return mask.reshape({-1}).to(at::kByte).argmax().item<int64_t>();
-}
+int64_t first_true(const at::Tensor& mask) { return mask.reshape({-1}).to(at::kByte).argmax().item<int64_t>(); }
 
 }  // namespace
 
@@ -42,12 +44,9 @@ std::string index_string(const std::vector<int64_t>& shape, int64_t flat) {
   return out + "]";
 }
 
-double element_at(const at::Tensor& t, int64_t flat) {
-  return t.reshape({-1})[flat].to(at::kDouble).item<double>();
-}
+double element_at(const at::Tensor& t, int64_t flat) { return t.reshape({-1})[flat].to(at::kDouble).item<double>(); }
 
-output_comparison compare_output(const at::Tensor& got, const at::Tensor& want,
-                                 const tolerance_spec& tol) {
+output_comparison compare_output(const at::Tensor& got, const at::Tensor& want, const tolerance_spec& tol) {
   output_comparison c;
   c.numel = want.numel();
   if (c.numel == 0) return c;
@@ -70,8 +69,7 @@ output_comparison compare_output(const at::Tensor& got, const at::Tensor& want,
     at::Tensor err = at::nan_to_num(diff, inf, inf, inf).masked_fill(ref_finite.logical_not(), 0);
     c.max_abs_error = err.max().item<double>();
     const double floor = tol.atol > 0 ? tol.atol : std::numeric_limits<double>::min();
-    c.max_rel_error = (err / w.abs().clamp_min(floor)).masked_fill(ref_finite.logical_not(), 0)
-                          .max().item<double>();
+    c.max_rel_error = (err / w.abs().clamp_min(floor)).masked_fill(ref_finite.logical_not(), 0).max().item<double>();
     c.nonfinite_count = at::isfinite(g).logical_not().logical_and(ref_finite).sum().item<int64_t>();
   }
   c.bad_count = bad.sum().item<int64_t>();
@@ -110,8 +108,9 @@ double poison_value(const at::Tensor& t, int pattern) {
     return pattern == 1 ? -magnitude : magnitude;
   }
   if (s == at::kLong) {
-    const uint64_t bits = pattern == 0 ? 0x7F7F7F7F7F7F7F7Full
-                          : pattern == 1 ? 0xA5A5A5A5A5A5A5A5ull : 0x5A5A5A5A5A5A5A5Aull;
+    const uint64_t bits = pattern == 0   ? 0x7F7F7F7F7F7F7F7Full
+                          : pattern == 1 ? 0xA5A5A5A5A5A5A5A5ull
+                                         : 0x5A5A5A5A5A5A5A5Aull;
     return static_cast<double>(static_cast<int64_t>(bits));
   }
   const uint32_t bits = pattern == 0 ? 0x7F7F7F7Fu : pattern == 1 ? 0xA5A5A5A5u : 0x5A5A5A5Au;
@@ -127,8 +126,9 @@ void poison(at::Tensor& t, int pattern) {
   } else if (at::isFloatingType(s)) {
     t.fill_(poison_value(t, pattern));
   } else if (s == at::kLong) {
-    const uint64_t bits = pattern == 0 ? 0x7F7F7F7F7F7F7F7Full
-                          : pattern == 1 ? 0xA5A5A5A5A5A5A5A5ull : 0x5A5A5A5A5A5A5A5Aull;
+    const uint64_t bits = pattern == 0   ? 0x7F7F7F7F7F7F7F7Full
+                          : pattern == 1 ? 0xA5A5A5A5A5A5A5A5ull
+                                         : 0x5A5A5A5A5A5A5A5Aull;
     t.fill_(static_cast<int64_t>(bits));
   } else {
     t.fill_(static_cast<int64_t>(poison_value(t, pattern)));

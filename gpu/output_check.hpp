@@ -22,9 +22,9 @@ namespace ks {
 struct output_comparison {
   bool ok = true;
   int64_t numel = 0;
-  int64_t bad_count = 0;    // elements outside the tolerance
-  int64_t first_bad = -1;   // flat index of the first, or -1
-  double got = 0;           // the candidate's and the reference's values there
+  int64_t bad_count = 0;   // elements outside the tolerance
+  int64_t first_bad = -1;  // flat index of the first, or -1
+  double got = 0;          // the candidate's and the reference's values there
   double want = 0;
   // Over the elements where the reference is finite; NaN in the candidate counts as
   // an infinite error. Relative error is |got - want| / max(|want|, atol).
@@ -38,8 +38,7 @@ struct output_comparison {
 // the same infinity, or both are NaN (NaN passes only where the reference has NaN);
 // computed in float32 (float64 for float64 outputs; float16 and bfloat16 are widened
 // exactly). Integer and bool outputs must be equal.
-output_comparison compare_output(const at::Tensor& got, const at::Tensor& want,
-                                 const tolerance_spec& tol);
+output_comparison compare_output(const at::Tensor& got, const at::Tensor& want, const tolerance_spec& tol);
 
 // The flat index of the first element where `a` and `b` differ bit for bit (so NaN
 // equals NaN of the same payload, and -0.0 differs from 0.0), or -1 when they are

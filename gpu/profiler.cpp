@@ -102,9 +102,9 @@ std::map<std::string, double> combine_kernel_samples(const std::vector<kernel_sa
     out[m.name] = m.combine == metric_combine::sum ? acc : acc / weight;
   }
   // flops: adds and multiplies count one, fused multiply-adds two.
-  static const std::vector<std::pair<const char*, double>> ops = {
-      {"fadd", 1}, {"fmul", 1}, {"ffma", 2}, {"hadd", 1}, {"hmul", 1},
-      {"hfma", 2}, {"dadd", 1}, {"dmul", 1}, {"dfma", 2}};
+  static const std::vector<std::pair<const char*, double>> ops = {{"fadd", 1}, {"fmul", 1}, {"ffma", 2},
+                                                                  {"hadd", 1}, {"hmul", 1}, {"hfma", 2},
+                                                                  {"dadd", 1}, {"dmul", 1}, {"dfma", 2}};
   double flops = 0;
   bool any = false;
   for (const auto& k : kernels)
@@ -145,9 +145,9 @@ occupancy_estimate estimate_occupancy(const sm_limits& sm, const kernel_launch_s
                            ? sm.max_blocks_per_sm
                            : static_cast<int>(sm.shared_bytes_per_sm / std::max<int64_t>(shared, 1));
   o.blocks_per_sm = std::min({o.limit_blocks, o.limit_warps, o.limit_registers, o.limit_shared_mem});
-  o.theoretical_pct = max_warps > 0 ? 100.0 * static_cast<double>(o.blocks_per_sm * warps_per_block) /
-                                          static_cast<double>(max_warps)
-                                    : 0;
+  o.theoretical_pct =
+      max_warps > 0 ? 100.0 * static_cast<double>(o.blocks_per_sm * warps_per_block) / static_cast<double>(max_warps)
+                    : 0;
   if (o.blocks_per_sm > 0 && sm.multiprocessors > 0)
     o.waves_per_sm = static_cast<double>(k.blocks) / (static_cast<double>(sm.multiprocessors) * o.blocks_per_sm);
   return o;
@@ -172,9 +172,9 @@ P params(size_t struct_size) {
   return p;
 }
 
-#define KS_CUPTI(call, what)                              \
-  do {                                                    \
-    CUptiResult ks_rc_ = (call);                          \
+#define KS_CUPTI(call, what)                                             \
+  do {                                                                   \
+    CUptiResult ks_rc_ = (call);                                         \
     if (ks_rc_ != CUPTI_SUCCESS) return error{cupti_text(ks_rc_, what)}; \
   } while (0)
 
@@ -245,7 +245,8 @@ struct profiler::impl {
     KS_CUPTI(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
     const std::string chip_name = chip.pChipName ? chip.pChipName : "";
 
-    auto avail = params<CUpti_Profiler_GetCounterAvailability_Params>(CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
+    auto avail =
+        params<CUpti_Profiler_GetCounterAvailability_Params>(CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
     avail.ctx = context;
     KS_CUPTI(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability (size)");
     std::vector<uint8_t> availability(avail.counterAvailabilityImageSize);
@@ -262,7 +263,8 @@ struct profiler::impl {
     // One at a time, so that a metric this chip lacks costs that metric only.
     for (const auto& m : profiled_metrics()) {
       const char* name = m.cupti;
-      auto add = params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
+      auto add =
+          params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
       add.pHostObject = host;
       add.ppMetricNames = &name;
       add.numMetrics = 1;
@@ -277,11 +279,13 @@ struct profiler::impl {
     }
     if (metrics.empty()) return error{"none of the profiler's metrics can be collected on " + chip_name};
 
-    auto size = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
+    auto size = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
+        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
     size.pHostObject = host;
     KS_CUPTI(cuptiProfilerHostGetConfigImageSize(&size), "cuptiProfilerHostGetConfigImageSize");
     config_image.resize(size.configImageSize);
-    auto image = params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
+    auto image =
+        params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
     image.pHostObject = host;
     image.pConfigImage = config_image.data();
     image.configImageSize = config_image.size();
@@ -337,7 +341,8 @@ struct profiler::impl {
       }
     } guard{obj};
 
-    auto cs = params<CUpti_RangeProfiler_GetCounterDataSize_Params>(CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
+    auto cs = params<CUpti_RangeProfiler_GetCounterDataSize_Params>(
+        CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
     cs.pRangeProfilerObject = obj;
     cs.pMetricNames = metrics.data();
     cs.numMetrics = metrics.size();
@@ -345,7 +350,8 @@ struct profiler::impl {
     cs.maxNumRangeTreeNodes = static_cast<uint32_t>(max_ranges);
     KS_CUPTI(cuptiRangeProfilerGetCounterDataSize(&cs), "cuptiRangeProfilerGetCounterDataSize");
     std::vector<uint8_t> counter_data(cs.counterDataSize);
-    auto ci = params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE);
+    auto ci = params<CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE);
     ci.pRangeProfilerObject = obj;
     ci.counterDataSize = counter_data.size();
     ci.pCounterData = counter_data.data();
@@ -393,7 +399,8 @@ struct profiler::impl {
       spdlog::warn("profiler: {} kernels were not profiled (more than {} in one run)", dd.numOfRangeDropped,
                    max_ranges);
 
-    auto info = params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
+    auto info = params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(
+        CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
     info.pCounterDataImage = counter_data.data();
     info.counterDataImageSize = counter_data.size();
     KS_CUPTI(cuptiRangeProfilerGetCounterDataInfo(&info), "cuptiRangeProfilerGetCounterDataInfo");
@@ -402,13 +409,15 @@ struct profiler::impl {
     std::vector<double> values(metrics.size());
     for (size_t r = 0; r < info.numTotalRanges; ++r) {
       kernel_sample k;
-      auto ri = params<CUpti_RangeProfiler_CounterData_GetRangeInfo_Params>(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params_STRUCT_SIZE);
+      auto ri = params<CUpti_RangeProfiler_CounterData_GetRangeInfo_Params>(
+          CUpti_RangeProfiler_CounterData_GetRangeInfo_Params_STRUCT_SIZE);
       ri.pCounterDataImage = counter_data.data();
       ri.counterDataImageSize = counter_data.size();
       ri.rangeIndex = r;
       ri.rangeDelimiter = "/";
       if (cuptiRangeProfilerCounterDataGetRangeInfo(&ri) == CUPTI_SUCCESS && ri.rangeName) k.name = ri.rangeName;
-      auto ev = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
+      auto ev = params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
+          CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
       ev.pHostObject = host;
       ev.pCounterDataImage = counter_data.data();
       ev.counterDataImageSize = counter_data.size();
@@ -455,9 +464,10 @@ result<profiled_run> profiler::profile(const std::function<status()>& run_once) 
   // Ranges and traced kernels are both in launch order.
   const bool matched = samples->size() == traced->size();
   if (!matched)
-    spdlog::warn("profiler: the traced run launched {} kernels, the profiled run {}; weighting by the "
-                 "profiler's durations",
-                 traced->size(), samples->size());
+    spdlog::warn(
+        "profiler: the traced run launched {} kernels, the profiled run {}; weighting by the "
+        "profiler's durations",
+        traced->size(), samples->size());
   for (size_t i = 0; i < samples->size(); ++i) {
     auto& k = (*samples)[i];
     if (matched) {

@@ -78,12 +78,12 @@ struct sm_limits {
   int max_threads_per_sm = 2048;
   int max_blocks_per_sm = 32;
   int registers_per_sm = 65536;
-  int shared_bytes_per_sm = 233472;        // the largest shared-memory carve-out
+  int shared_bytes_per_sm = 233472;  // the largest shared-memory carve-out
   int reserved_shared_bytes_per_block = 1024;
   int multiprocessors = 1;
   int warp_size = 32;
-  int register_allocation_unit = 256;      // registers, allocated per warp
-  int warp_allocation_granularity = 4;     // warps share registers in groups of four
+  int register_allocation_unit = 256;   // registers, allocated per warp
+  int warp_allocation_granularity = 4;  // warps share registers in groups of four
 };
 
 // One kernel launch's shape and resources.
@@ -100,9 +100,9 @@ struct occupancy_estimate {
   int limit_shared_mem = 0;
   int limit_warps = 0;
   int limit_blocks = 0;
-  int blocks_per_sm = 0;           // the smallest limit
-  double theoretical_pct = 0;      // blocks_per_sm × warps per block / max warps per SM
-  double waves_per_sm = 0;         // blocks / (SMs × blocks_per_sm)
+  int blocks_per_sm = 0;       // the smallest limit
+  double theoretical_pct = 0;  // blocks_per_sm × warps per block / max warps per SM
+  double waves_per_sm = 0;     // blocks / (SMs × blocks_per_sm)
 };
 
 occupancy_estimate estimate_occupancy(const sm_limits& sm, const kernel_launch_shape& k);

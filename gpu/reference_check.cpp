@@ -24,8 +24,8 @@ std::string reference_check::refused(const task_spec& task, const std::string& s
   process_limits limits = opts_.limits;
   if (review_timeout_s > 0)
     limits.wall_seconds = std::max(1, std::min(limits.wall_seconds, static_cast<int>(review_timeout_s * 0.8)));
-  const std::string key = sha256_hex(to_yaml(task) + "\n" + sha256_hex(task.module_bytes) + "\n" + size +
-                                     "\n" + std::to_string(limits.wall_seconds));
+  const std::string key = sha256_hex(to_yaml(task) + "\n" + sha256_hex(task.module_bytes) + "\n" + size + "\n" +
+                                     std::to_string(limits.wall_seconds));
   {
     std::lock_guard lock(mu_);
     if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
@@ -57,8 +57,8 @@ std::string reference_check::run_child(const task_spec& task, const std::string&
                  run->status, last.empty() ? "" : ": " + last);
   }
   if (run->ok() || run->limit.empty()) return "";  // ran, or failed in its own words: the review says
-  std::string why = "the reference of task \"" + task.name + "\" was stopped before any review ran it: " +
-                    run->limit + ". Its limits: " + std::to_string(limits.cpu_seconds) + " s of CPU, " +
+  std::string why = "the reference of task \"" + task.name + "\" was stopped before any review ran it: " + run->limit +
+                    ". Its limits: " + std::to_string(limits.cpu_seconds) + " s of CPU, " +
                     std::to_string(limits.memory_mb) + " MiB of memory, " + std::to_string(limits.wall_seconds) +
                     " s of wall clock (kernelskill-gpu --reference-cpu-seconds, --reference-memory-mb, "
                     "--reference-wall-seconds: the config's references.*; the wall clock at most 80% of "

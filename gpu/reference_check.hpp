@@ -30,10 +30,10 @@
 namespace ks {
 
 struct reference_check_options {
-  process_limits limits;   // --reference-cpu-seconds, --reference-memory-mb, --reference-wall-seconds
-  std::string device;      // --on for the child: "cpu" or "cuda:N"
-  std::string program;     // kernelskill-gpu; empty: this process's own executable
-  size_t remembered = 256; // tasks whose verdict is kept (the oldest forgotten first)
+  process_limits limits;    // --reference-cpu-seconds, --reference-memory-mb, --reference-wall-seconds
+  std::string device;       // --on for the child: "cpu" or "cuda:N"
+  std::string program;      // kernelskill-gpu; empty: this process's own executable
+  size_t remembered = 256;  // tasks whose verdict is kept (the oldest forgotten first)
   // Where the worker confines itself, the process that starts the children
   // (gpu/reference_launcher.hpp); null: they are started from this process.
   std::shared_ptr<reference_launcher> launcher;

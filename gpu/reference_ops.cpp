@@ -102,9 +102,12 @@ class op_checker {
   // and the __enter__ / __exit__ of a with-statement).
   status callees(const torch::jit::Node& n, const std::string& name, const std::string& context) {
     std::vector<std::string> methods;
-    if (name == "prim::CallMethod") methods.push_back(n.s(torch::jit::attr::name));
-    else if (name == "prim::Enter") methods.push_back("__enter__");
-    else if (name == "prim::Exit") methods.push_back("__exit__");
+    if (name == "prim::CallMethod")
+      methods.push_back(n.s(torch::jit::attr::name));
+    else if (name == "prim::Enter")
+      methods.push_back("__enter__");
+    else if (name == "prim::Exit")
+      methods.push_back("__exit__");
     if (name == "prim::CallFunction") {
       auto fn_type = n.inputs().at(0)->type()->cast<c10::FunctionType>();
       if (!fn_type || !fn_type->function())
@@ -141,8 +144,6 @@ class op_checker {
 
 status check_reference_ops(const torch::jit::Graph& graph) { return op_checker().graph(graph, ""); }
 
-bool reference_op_allowed(const std::string& name) {
-  return !refused_ops().count(name) && allowed_ops().count(name);
-}
+bool reference_op_allowed(const std::string& name) { return !refused_ops().count(name) && allowed_ops().count(name); }
 
 }  // namespace ks

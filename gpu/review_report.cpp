@@ -48,12 +48,11 @@ std::string format_review(const review_result& r) {
   }
   for (auto& k : r.resources)
     out += "  kernel " + k.kernel + ": " + std::to_string(k.registers) + " registers, " +
-           std::to_string(k.static_shared_bytes) + " B static shared, " +
-           std::to_string(k.local_bytes) + " B local, max " +
-           std::to_string(k.max_threads_per_block) + " threads/block\n";
+           std::to_string(k.static_shared_bytes) + " B static shared, " + std::to_string(k.local_bytes) +
+           " B local, max " + std::to_string(k.max_threads_per_block) + " threads/block\n";
   for (auto& d : r.diagnostics)
-    out += "  candidate.cu:" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " +
-           d.severity + ": " + d.message + "\n";
+    out += "  candidate.cu:" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.severity + ": " +
+           d.message + "\n";
   if (r.status == review_status::compile_error && !r.compile_log.empty())
     out += "  compile log:\n" + r.compile_log + (r.compile_log.back() == '\n' ? "" : "\n");
   return out;

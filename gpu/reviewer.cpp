@@ -57,9 +57,7 @@ struct review_failure {
   std::string message;
 };
 
-[[noreturn]] void fail(review_status s, std::string message) {
-  throw review_failure{s, std::move(message)};
-}
+[[noreturn]] void fail(review_status s, std::string message) { throw review_failure{s, std::move(message)}; }
 
 // Adds the wall time of its scope to one phase of `phases`, less the time that scopes
 // inside it added to other phases meanwhile (the reference's runs inside verification
@@ -104,8 +102,8 @@ struct task_entry {
   task_spec task;  // at the requested size
   input_draw draw = input_draw::device;
   std::unique_ptr<reference_program> program;
-  std::vector<at::Tensor> pristine_params;  // copies of the program's parameters
-  std::vector<tensor_info> reference_outputs;          // learned from its first run
+  std::vector<at::Tensor> pristine_params;     // copies of the program's parameters
+  std::vector<tensor_info> reference_outputs;  // learned from its first run
 };
 
 uint64_t bytes_of(const std::vector<at::Tensor>& ts) {
@@ -174,15 +172,15 @@ struct reviewer::impl {
   CUevent start_event = nullptr, end_event = nullptr;
   bool lost = false;
   std::string lost_reason;
-  CUstream stream_ = nullptr;  // where launch() enqueues: a CUDA graph's capture stream while captured
-  bool capturing = false;      // a failure then refuses the graph; no synchronising
+  CUstream stream_ = nullptr;   // where launch() enqueues: a CUDA graph's capture stream while captured
+  bool capturing = false;       // a failure then refuses the graph; no synchronising
   std::list<task_entry> tasks;  // most recently used first
   ks::trial_cache<trial_data> trials{0};
-  uint64_t reference_runs = 0;  // in verification (trial_cache_state::reference_runs)
-  uint64_t cache_cap = 0;      // what the trial cache may hold during this review
-  bool bypass_cache = false;   // this review caches nothing (a retry after running out of memory)
+  uint64_t reference_runs = 0;           // in verification (trial_cache_state::reference_runs)
+  uint64_t cache_cap = 0;                // what the trial cache may hold during this review
+  bool bypass_cache = false;             // this review caches nothing (a retry after running out of memory)
   std::set<std::string> uncached_tasks;  // tasks (keys) whose reviews ran out of memory with trials cached
-  trial_footprint footprint;   // of this review's task and plan (for messages)
+  trial_footprint footprint;             // of this review's task and plan (for messages)
   std::string node;
   std::unique_ptr<profiler> prof;
   sm_limits sm;
@@ -209,8 +207,9 @@ struct reviewer::impl {
     if (poisons_context(rc)) {
       lost = true;
       lost_reason = text;
-      text += ". The CUDA context is lost: this worker answers every later review with "
-              "'crashed' until it is restarted";
+      text +=
+          ". The CUDA context is lost: this worker answers every later review with "
+          "'crashed' until it is restarted";
     }
     fail(review_status::crashed, text);
   }
@@ -218,8 +217,7 @@ struct reviewer::impl {
   void sync(const std::string& what) { check_cu(drv->cuStreamSynchronize(nullptr), what + ": cuStreamSynchronize"); }
 
   // After LibTorch threw: a crash when the context is broken, else `otherwise`.
-  [[noreturn]] void after_torch_error(const std::string& where, const std::string& message,
-                                      review_status otherwise) {
+  [[noreturn]] void after_torch_error(const std::string& where, const std::string& message, review_status otherwise) {
     if (capturing) fail(otherwise, where + ": " + message);
     CUresult rc = drv->cuCtxSynchronize();
     if (rc != CUDA_SUCCESS) check_cu(rc, where + ": " + message + "; then cuCtxSynchronize");
@@ -262,8 +260,10 @@ struct reviewer::impl {
   std::vector<at::Tensor> inputs_for(task_entry& e, uint32_t trial) {
     if (trial_data* d = trials.find(e.key, trial)) {
       if (d->intact()) return d->inputs;
-      spdlog::warn("the cached data of trial {} of task '{}' changed since it was stored (a candidate wrote "
-                   "outside its buffers); drawing it again", trial, e.task.name);
+      spdlog::warn(
+          "the cached data of trial {} of task '{}' changed since it was stored (a candidate wrote "
+          "outside its buffers); drawing it again",
+          trial, e.task.name);
       trials.erase(e.key, trial);
     }
     auto made = make_inputs(trial_task(e.task, trial), trial_seed(e.task.seed, trial), torch_device, e.draw);
@@ -288,7 +288,8 @@ struct reviewer::impl {
     if (trial_data* d = trials.find(e.key, trial)) {
       if (!d->intact()) {
         tampered = true;
-        problems.push_back("the reviewer's cached " + std::string(d->has_reference ? "inputs or reference outputs" : "inputs") +
+        problems.push_back("the reviewer's cached " +
+                           std::string(d->has_reference ? "inputs or reference outputs" : "inputs") +
                            " of this trial changed while the candidate ran: it writes outside its own buffers");
         trials.erase(e.key, trial);
       } else if (d->has_reference) {
@@ -371,16 +372,14 @@ struct reviewer::impl {
       return "the trial cache held " + describe_bytes(trials.used()) + " of the device's " +
              describe_bytes(dev.total_memory_bytes);
     return "one trial of this task takes inputs " + describe_bytes(footprint.inputs) + ", outputs " +
-           describe_bytes(footprint.outputs) + ", parameters " + describe_bytes(footprint.parameters) +
-           ", scratch " + describe_bytes(footprint.scratch) + "; the trial cache held " +
-           describe_bytes(trials.used()) + " (cap " + describe_bytes(cache_cap) + ") of the device's " +
-           describe_bytes(dev.total_memory_bytes);
+           describe_bytes(footprint.outputs) + ", parameters " + describe_bytes(footprint.parameters) + ", scratch " +
+           describe_bytes(footprint.scratch) + "; the trial cache held " + describe_bytes(trials.used()) + " (cap " +
+           describe_bytes(cache_cap) + ") of the device's " + describe_bytes(dev.total_memory_bytes);
   }
 
   // --- the plan ---
 
-  prepared_plan prepare(resolved_plan plan, const std::string& cubin, module_guard& mod,
-                        review_result& r) {
+  prepared_plan prepare(resolved_plan plan, const std::string& cubin, module_guard& mod, review_result& r) {
     prepared_plan pp;
     pp.plan = std::move(plan);
     pp.kernel_reads = tensors_read_by_kernels(pp.plan);
@@ -415,11 +414,11 @@ struct reviewer::impl {
                  " registers per thread); use a smaller block, __launch_bounds__ or -maxrregcount");
       const int64_t static_shared = attr(fn, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, label);
       if (static_shared + s.shared_mem_bytes > limits.max_shared_mem_bytes)
-        fail(review_status::plan_error,
-             label + ": shared_mem: " + std::to_string(s.shared_mem_bytes) +
-                 " bytes of dynamic shared memory plus the kernel's " + std::to_string(static_shared) +
-                 " bytes of static shared memory exceed the device's limit of " +
-                 std::to_string(limits.max_shared_mem_bytes) + " bytes per block");
+        fail(review_status::plan_error, label + ": shared_mem: " + std::to_string(s.shared_mem_bytes) +
+                                            " bytes of dynamic shared memory plus the kernel's " +
+                                            std::to_string(static_shared) +
+                                            " bytes of static shared memory exceed the device's limit of " +
+                                            std::to_string(limits.max_shared_mem_bytes) + " bytes per block");
       int64_t& m = max_dynamic[s.name];
       m = std::max(m, s.shared_mem_bytes);
     }
@@ -451,12 +450,12 @@ struct reviewer::impl {
       return reinterpret_cast<uint64_t>(it->second.data_ptr());
     });
     if (!args) fail(review_status::plan_error, args.message());
-    check_cu(drv->cuLaunchKernel(pp.functions.at(s.name), static_cast<unsigned>(s.grid[0]),
-                                 static_cast<unsigned>(s.grid[1]), static_cast<unsigned>(s.grid[2]),
-                                 static_cast<unsigned>(s.block[0]), static_cast<unsigned>(s.block[1]),
-                                 static_cast<unsigned>(s.block[2]), static_cast<unsigned>(s.shared_mem_bytes),
-                                 stream_, args->pointers(), nullptr),
-             s.label() + ": cuLaunchKernel");
+    check_cu(
+        drv->cuLaunchKernel(pp.functions.at(s.name), static_cast<unsigned>(s.grid[0]), static_cast<unsigned>(s.grid[1]),
+                            static_cast<unsigned>(s.grid[2]), static_cast<unsigned>(s.block[0]),
+                            static_cast<unsigned>(s.block[1]), static_cast<unsigned>(s.block[2]),
+                            static_cast<unsigned>(s.shared_mem_bytes), stream_, args->pointers(), nullptr),
+        s.label() + ": cuLaunchKernel");
   }
 
   void library(const prepared_plan& pp, const resolved_step& s, tensor_env& env) {
@@ -488,8 +487,8 @@ struct reviewer::impl {
       const std::string& name = s.outputs[k];
       const resolved_buffer* declared = pp.plan.find_buffer(name);
       const bool buffer = declared && declared->role != buffer_role::intermediate;
-      const result_target to = target_of(buffer, buffer && declared->role == buffer_role::scratch,
-                                         pp.kernel_reads.count(name) > 0);
+      const result_target to =
+          target_of(buffer, buffer && declared->role == buffer_role::scratch, pp.kernel_reads.count(name) > 0);
       if (to == result_target::kernel_intermediate || to == result_target::library_intermediate) {
         // Kernels index an intermediate row-major; library ops take a view's strides
         // (a transposed operand of a matmul stays a transpose flag, as in eager).
@@ -512,8 +511,10 @@ struct reviewer::impl {
       std::vector<const at::Tensor*> live;
       for (const auto& a : s.args)
         if (a.kind == "tensor" && a.tensor != name) live.push_back(&env.at(a.tensor));
-      if (result_adoption::adoptable(*outs, k, dst, live)) dst = out;
-      else dst.copy_(out);
+      if (result_adoption::adoptable(*outs, k, dst, live))
+        dst = out;
+      else
+        dst.copy_(out);
     }
   }
 
@@ -526,13 +527,17 @@ struct reviewer::impl {
       for (const auto* list : {&pp.plan.outputs, &pp.plan.scratch})
         for (const auto& b : *list) {
           at::Tensor t = at::empty(b.shape, options.dtype(scalar_type_of(b.dtype)));
-          if (b.init == "zeros") t.zero_();
-          else if (pattern >= 0) poison(t, pattern);
+          if (b.init == "zeros")
+            t.zero_();
+          else if (pattern >= 0)
+            poison(t, pattern);
           env[b.name] = t;
         }
       for (const auto& s : pp.plan.steps) {
-        if (s.kind == "kernel") launch(pp, s, env);
-        else library(pp, s, env);
+        if (s.kind == "kernel")
+          launch(pp, s, env);
+        else
+          library(pp, s, env);
       }
       std::vector<at::Tensor> outs;
       for (const auto& b : pp.plan.outputs) outs.push_back(env.at(b.name));
@@ -558,8 +563,8 @@ struct reviewer::impl {
       int64_t d = first_bitwise_difference(now, before);
       if (d < 0) return;
       problems.push_back("mutates input " + name + " (" + when + ", first change at " + name +
-                         index_string(before.sizes().vec(), d) + ": was " + plain_g(element_at(before, d)) +
-                         ", now " + plain_g(element_at(now, d)) + "); a candidate must not write its inputs");
+                         index_string(before.sizes().vec(), d) + ": was " + plain_g(element_at(before, d)) + ", now " +
+                         plain_g(element_at(now, d)) + "); a candidate must not write its inputs");
     };
     for (size_t i = 0; i < e.task.inputs.size(); ++i)
       check(e.task.inputs[i].name, env.at(e.task.inputs[i].name), originals[i]);
@@ -592,9 +597,9 @@ struct reviewer::impl {
     bool library_nondeterministic = false;
     for (uint32_t k = 0; k < trials; ++k) {
       if (clock_type::now() > deadline)
-        fail(review_status::timed_out, "the review took longer than its timeout of " +
-                                           plain_g(req.options.timeout_s) + " s after " + std::to_string(k) +
-                                           " of " + std::to_string(trials) + " trials");
+        fail(review_status::timed_out, "the review took longer than its timeout of " + plain_g(req.options.timeout_s) +
+                                           " s after " + std::to_string(k) + " of " + std::to_string(trials) +
+                                           " trials");
       const std::string label = trial_label(e, k);
       std::vector<at::Tensor> originals;
       tensor_env env;
@@ -641,8 +646,8 @@ struct reviewer::impl {
             }
           }
           problems.push_back("output " + name + " differs between two runs on the same inputs (first at " + name +
-                             index_string(out_a[i].sizes().vec(), d) + ": " + plain_g(element_at(out_a[i], d)) + " vs " +
-                             plain_g(element_at(out_b[i], d)) +
+                             index_string(out_a[i].sizes().vec(), d) + ": " + plain_g(element_at(out_a[i], d)) +
+                             " vs " + plain_g(element_at(out_b[i], d)) +
                              "): a race, a read of memory nothing wrote (outputs and scratch are poisoned "
                              "differently in the two runs), or order-dependent atomics");
         }
@@ -667,8 +672,7 @@ struct reviewer::impl {
     }
     r.trials_run = trials;
     r.trials_passed = passed;
-    if (independent_at)
-      add_flag(r, "output_independent_of_input");
+    if (independent_at) add_flag(r, "output_independent_of_input");
     if (library_nondeterministic) add_flag(r, "library_output_nondeterministic");
     if (passed < trials) {
       std::string msg = "incorrect in " + std::to_string(trials - passed) + " of " + std::to_string(trials) +
@@ -699,9 +703,9 @@ struct reviewer::impl {
     for (size_t i = 0; i < ref.size(); ++i) {
       const resolved_buffer& b = pp.plan.outputs[i];
       if (b.shape != ref[i].sizes().vec() || b.dtype != dtype_name(ref[i]))
-        fail(review_status::plan_error, "outputs[" + std::to_string(i) + "] '" + b.name + "': " +
-                                            shape_to_string(b.shape) + " " + b.dtype + ", but the reference returns " +
-                                            shape_of(ref[i]) + " " + dtype_name(ref[i]));
+        fail(review_status::plan_error,
+             "outputs[" + std::to_string(i) + "] '" + b.name + "': " + shape_to_string(b.shape) + " " + b.dtype +
+                 ", but the reference returns " + shape_of(ref[i]) + " " + dtype_name(ref[i]));
     }
   }
 
@@ -875,10 +879,9 @@ struct reviewer::impl {
     }
     if (!problems.empty()) {
       add_flag(r, "speedup_above_threshold");
-      fail(review_status::incorrect, "correct while verified, but its speedup of " + plain_g(r.speedup) +
-                                         "x (above review.suspicious_speedup, " +
-                                         plain_g(req.options.suspicious_speedup) + ") did not hold up: " + label +
-                                         ": " + join(problems, "; "));
+      fail(review_status::incorrect,
+           "correct while verified, but its speedup of " + plain_g(r.speedup) + "x (above review.suspicious_speedup, " +
+               plain_g(req.options.suspicious_speedup) + ") did not hold up: " + label + ": " + join(problems, "; "));
     }
     add_flag(r, "speedup_rechecked");
     recheck_note = label;
@@ -993,7 +996,8 @@ struct reviewer::impl {
       size_t errors = 0;
       for (auto& d : compiled->diagnostics)
         if (d.severity == "error") {
-          if (!errors) first = "candidate.cu:" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message;
+          if (!errors)
+            first = "candidate.cu:" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message;
           ++errors;
         }
       fail(review_status::compile_error,
@@ -1014,7 +1018,8 @@ struct reviewer::impl {
     if (!plan) fail(review_status::plan_error, plan.message());
     for (const auto& s : plan->steps)
       if (s.kind == "library")
-        if (auto st = check_library_op(s.name, s.attrs); !st) fail(review_status::plan_error, s.label() + ": " + st.message());
+        if (auto st = check_library_op(s.name, s.attrs); !st)
+          fail(review_status::plan_error, s.label() + ": " + st.message());
     const std::vector<std::string> warnings = plan->warnings;
 
     // 3. Load the module and look its kernels up.
@@ -1038,16 +1043,20 @@ struct reviewer::impl {
     if (req.options.profile) {
       // Profiling replays every kernel dozens of times; a review already out of time
       // keeps its verdict and goes without.
-      if (clock_type::now() < deadline) profile_plan(entry, pp, r);
-      else profile_note = "no hardware profile (the review's timeout was used up by verification and timing)";
+      if (clock_type::now() < deadline)
+        profile_plan(entry, pp, r);
+      else
+        profile_note = "no hardware profile (the review's timeout was used up by verification and timing)";
     }
 
     r.status = review_status::ok;
     std::string msg = "correct in " + std::to_string(r.trials_passed) + " of " + std::to_string(r.trials_run) +
-                      " trials (max abs error " + plain_g(r.max_abs_error) + ", max rel error " + plain_g(r.max_rel_error) + ")";
+                      " trials (max abs error " + plain_g(r.max_abs_error) + ", max rel error " +
+                      plain_g(r.max_rel_error) + ")";
     if (req.options.time) {
       char buf[200];
-      std::snprintf(buf, sizeof(buf), "; candidate %.4f ms vs reference %.4f ms (medians of %u and %u runs): speedup %.3fx",
+      std::snprintf(buf, sizeof(buf),
+                    "; candidate %.4f ms vs reference %.4f ms (medians of %u and %u runs): speedup %.3fx",
                     r.candidate_time.median_ms, r.reference_time.median_ms, r.candidate_time.repetitions,
                     r.reference_time.repetitions, r.speedup);
       msg += buf;
@@ -1056,7 +1065,8 @@ struct reviewer::impl {
     if (!graph_note.empty()) msg += "; " + graph_note;
     if (!profile_note.empty()) msg += "; " + profile_note;
     for (auto& f : r.flags) {
-      if (f == "no_custom_kernel") msg += ". Flag no_custom_kernel: the plan launches no kernel of its own, only library steps";
+      if (f == "no_custom_kernel")
+        msg += ". Flag no_custom_kernel: the plan launches no kernel of its own, only library steps";
       if (f == "output_independent_of_input") msg += ". Flag output_independent_of_input: " + independence_note;
       if (f == "speedup_rechecked")
         msg += ". Flag speedup_rechecked: a speedup above " + plain_g(req.options.suspicious_speedup) +
@@ -1089,8 +1099,8 @@ struct reviewer::impl {
       return r;
     }
     const auto deadline =
-        clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(
-                                req.options.timeout_s > 0 ? req.options.timeout_s : 1e9));
+        clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
+                                std::chrono::duration<double>(req.options.timeout_s > 0 ? req.options.timeout_s : 1e9));
     attempt(req, r, deadline);
     // Out of device memory with trials cached (other tasks', or this task's own: the
     // footprint's estimate does not see the reference's intermediates): drop the whole
@@ -1098,8 +1108,10 @@ struct reviewer::impl {
     // sizes. The first attempt's work is not counted.
     if (r.status != review_status::ok && !lost && r.message.find("out of memory") != std::string::npos &&
         trials.used() > 0) {
-      spdlog::warn("review of '{}' ran out of device memory with {} cached; retrying with the trial cache emptied, caching nothing",
-                   req.task.name, describe_bytes(trials.used()));
+      spdlog::warn(
+          "review of '{}' ran out of device memory with {} cached; retrying with the trial cache emptied, caching "
+          "nothing",
+          req.task.name, describe_bytes(trials.used()));
       trials = ks::trial_cache<trial_data>(trials.budget());
       const std::string first = r.message;
       r = blank_result(req);
@@ -1109,7 +1121,8 @@ struct reviewer::impl {
       attempt(req, r, deadline);
       bypass_cache = false;
       if (r.status != review_status::ok)
-        r.message += " (also with the trial cache emptied and nothing cached; the first attempt: " + first.substr(0, 300) + ")";
+        r.message +=
+            " (also with the trial cache emptied and nothing cached; the first attempt: " + first.substr(0, 300) + ")";
     }
     if (r.status != review_status::ok) {
       // A failed review reports no speedup.
@@ -1195,9 +1208,11 @@ result<std::unique_ptr<reviewer>> reviewer::create(reviewer_options opts) {
     return static_cast<int64_t>(v);
   };
   p->limits.max_threads_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  p->limits.max_block_dims = {attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+  p->limits.max_block_dims = {attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+                              attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
                               attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
-  p->limits.max_grid_dims = {attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+  p->limits.max_grid_dims = {attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
+                             attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
                              attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
   p->limits.max_shared_mem_bytes = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   p->l2_bytes = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
@@ -1207,16 +1222,18 @@ result<std::unique_ptr<reviewer>> reviewer::create(reviewer_options opts) {
   co.arch = p->arch;
   p->compiler = std::make_unique<nvrtc_compiler>(co);
 
-  if (auto s = d.check(d.cuEventCreate(&p->start_event, CU_EVENT_DEFAULT), "cuEventCreate"); !s) return error{s.message()};
-  if (auto s = d.check(d.cuEventCreate(&p->end_event, CU_EVENT_DEFAULT), "cuEventCreate"); !s) return error{s.message()};
+  if (auto s = d.check(d.cuEventCreate(&p->start_event, CU_EVENT_DEFAULT), "cuEventCreate"); !s)
+    return error{s.message()};
+  if (auto s = d.check(d.cuEventCreate(&p->end_event, CU_EVENT_DEFAULT), "cuEventCreate"); !s)
+    return error{s.message()};
   try {
     const int64_t flush = std::max<int64_t>(2 * p->l2_bytes, 64 << 20);
     p->flush_buffer = at::empty({flush / 4 * 4}, at::TensorOptions().dtype(at::kByte).device(p->torch_device));
   } catch (const std::exception& e) {
     return error{"cannot allocate the L2 flush buffer: " + torch_message(e)};
   }
-  p->trials = ks::trial_cache<trial_data>(opts.trial_cache_bytes ? opts.trial_cache_bytes
-                                                               : default_trial_cache_bytes(p->dev.total_memory_bytes));
+  p->trials = ks::trial_cache<trial_data>(
+      opts.trial_cache_bytes ? opts.trial_cache_bytes : default_trial_cache_bytes(p->dev.total_memory_bytes));
   p->sm.max_threads_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR));
   p->sm.max_blocks_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR));
   p->sm.registers_per_sm = static_cast<int>(attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR));

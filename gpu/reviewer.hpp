@@ -22,21 +22,21 @@
 #include <memory>
 #include <string>
 
-#include "model/task.hpp"
-#include "model/review.hpp"
-#include "model/device.hpp"
 #include "base/result.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "gpu/profiler.hpp"
 #include "gpu/timing.hpp"
 #include "gpu/trial_inputs.hpp"
+#include "model/device.hpp"
+#include "model/review.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 
 struct reviewer_options {
-  int device = 0;                // CUDA ordinal
-  std::string arch;              // NVRTC target; empty = arch_for(the device)
-  nvrtc_options compiler;        // its arch is replaced by `arch`
+  int device = 0;          // CUDA ordinal
+  std::string arch;        // NVRTC target; empty = arch_for(the device)
+  nvrtc_options compiler;  // its arch is replaced by `arch`
   timing_options timing;
   // Device memory the reviewer may keep for cached trial inputs and reference outputs
   // (all tasks together; gpu/trial_cache.hpp); 0 = half of the device's memory. Lowered
@@ -46,7 +46,7 @@ struct reviewer_options {
   // plan once per pass; kernel replay has CUPTI save and restore device memory around
   // every kernel's replays, which at gigabytes of inputs costs tens of seconds.
   profile_replay replay = profile_replay::user;
-  std::string node;              // names the machine in review_result::device; empty = host name
+  std::string node;  // names the machine in review_result::device; empty = host name
   // Time a launch-bound plan (plan/launch_bound.hpp) as one CUDA graph replay, as an
   // exported ModelNew runs it (gpu/graph_replay.hpp); false: plain launches always.
   bool cuda_graphs = true;

@@ -46,16 +46,13 @@ double relative_iqr(const std::vector<double>& ms) {
 }
 
 bool is_stable(const std::vector<double>& ms, const timing_options& opts) {
-  return ms.size() >= std::max<uint32_t>(opts.min_runs, 1) &&
-         relative_iqr(ms) < opts.stable_rel_iqr;
+  return ms.size() >= std::max<uint32_t>(opts.min_runs, 1) && relative_iqr(ms) < opts.stable_rel_iqr;
 }
 
-result<std::pair<measurement, measurement>> measure_pair(const timing_options& opts,
-                                                         const timed_run& a, const timed_run& b,
-                                                         const std::function<double()>& now_s) {
+result<std::pair<measurement, measurement>> measure_pair(const timing_options& opts, const timed_run& a,
+                                                         const timed_run& b, const std::function<double()>& now_s) {
   auto clock = now_s ? now_s : [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   };
   const double t0 = clock();
   for (uint32_t i = 0; i < opts.warmup_runs; ++i) {

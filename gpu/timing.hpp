@@ -12,21 +12,21 @@
 #include <functional>
 #include <vector>
 
-#include "model/review.hpp"
 #include "base/result.hpp"
+#include "model/review.hpp"
 
 namespace ks {
 
 struct timing_options {
-  uint32_t warmup_runs = 3;   // untimed runs of each program before sampling
-  uint32_t min_runs = 10;     // samples of each program before stability is judged
-  uint32_t max_runs = 500;    // samples of each program at most
-  double max_seconds = 4.0;   // wall-clock bound for one measurement (both programs,
-                              // warm-up and L2 flushes included); at least one sample
-                              // of each program is always taken
+  uint32_t warmup_runs = 3;  // untimed runs of each program before sampling
+  uint32_t min_runs = 10;    // samples of each program before stability is judged
+  uint32_t max_runs = 500;   // samples of each program at most
+  double max_seconds = 4.0;  // wall-clock bound for one measurement (both programs,
+                             // warm-up and L2 flushes included); at least one sample
+                             // of each program is always taken
   // Stable: the interquartile range's half-width is below this fraction of the median.
   double stable_rel_iqr = 0.02;
-  bool flush_l2 = true;       // overwrite a buffer of 2x the L2 size before every sample
+  bool flush_l2 = true;  // overwrite a buffer of 2x the L2 size before every sample
 };
 
 // The q-quantile (0 <= q <= 1) of `sorted` (ascending), interpolating linearly between
@@ -59,8 +59,7 @@ struct measurement {
 // opts.max_runs samples each, or opts.max_seconds have passed. `now_s` is the clock
 // (seconds; steady_clock when empty), replaceable for tests. The first error of
 // either run ends the measurement.
-result<std::pair<measurement, measurement>> measure_pair(
-    const timing_options& opts, const timed_run& a, const timed_run& b,
-    const std::function<double()>& now_s = {});
+result<std::pair<measurement, measurement>> measure_pair(const timing_options& opts, const timed_run& a,
+                                                         const timed_run& b, const std::function<double()>& now_s = {});
 
 }  // namespace ks

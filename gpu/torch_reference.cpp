@@ -51,12 +51,9 @@ namespace {
 
 std::string task_prefix(const task_spec& task) { return "task \"" + task.name + "\": "; }
 
-
 // The CPU generator's Mersenne Twister takes a 32-bit seed: fold the high half in so
 // that seeds differing only there still give different streams.
-at::Generator cpu_generator(uint64_t seed) {
-  return at::detail::createCPUGenerator(seed ^ (seed >> 32));
-}
+at::Generator cpu_generator(uint64_t seed) { return at::detail::createCPUGenerator(seed ^ (seed >> 32)); }
 
 // Whether `draw` puts the drawing on `device` itself: a device draw on the CPU is the
 // CPU scheme, one generator for all the tensors, exactly as a cpu draw.
@@ -86,9 +83,7 @@ uint64_t tensor_seed(uint64_t seed, size_t index) {
 // independent of the torch version's per-dtype kernels.
 at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen, const c10::Device& device) {
   at::ScalarType target = *scalar_type(spec.dtype);
-  at::ScalarType draw = target == at::kDouble      ? at::kDouble
-                        : at::isFloatingType(target) ? at::kFloat
-                                                     : at::kLong;
+  at::ScalarType draw = target == at::kDouble ? at::kDouble : at::isFloatingType(target) ? at::kFloat : at::kLong;
   auto opts = at::TensorOptions().dtype(draw).device(device);
   const distribution_spec& d = spec.init;
   at::IntArrayRef shape(spec.shape);
@@ -98,8 +93,7 @@ at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen, const c10::D
   } else if (d.kind == "uniform") {
     t = at::empty(shape, opts).uniform_(d.low, d.high, gen);
   } else if (d.kind == "randint") {
-    t = at::empty(shape, opts).random_(static_cast<int64_t>(d.low),
-                                       static_cast<int64_t>(d.high), gen);
+    t = at::empty(shape, opts).random_(static_cast<int64_t>(d.low), static_cast<int64_t>(d.high), gen);
   } else if (d.kind == "constant") {
     t = at::full(shape, d.value, opts);
   } else if (d.kind == "zeros") {
@@ -127,8 +121,8 @@ at::Tensor make_tensor(const tensor_spec& spec, at::Generator& gen, const c10::D
 // the task declares: same shape and dtype.
 std::optional<std::string> mismatch(const tensor_spec& spec, const at::Tensor& t) {
   if (t.sizes().vec() != spec.shape || t.scalar_type() != *scalar_type(spec.dtype))
-    return "is " + shape_to_string(t.sizes().vec()) + " " + dtype_name(t.scalar_type()) +
-           ", the task declares " + shape_to_string(spec.shape) + " " + spec.dtype;
+    return "is " + shape_to_string(t.sizes().vec()) + " " + dtype_name(t.scalar_type()) + ", the task declares " +
+           shape_to_string(spec.shape) + " " + spec.dtype;
   return std::nullopt;
 }
 
@@ -153,8 +147,8 @@ result<at::Tensor> module_attribute(const torch::jit::Module& module, const std:
 // Seeds a default generator of the process (the one an op without a generator
 // argument draws from). Its mutex is released before anything draws from it.
 void seed_default_generator(const c10::Device& device, uint64_t seed) {
-  at::Generator gen = device.is_cpu() ? at::detail::getDefaultCPUGenerator()
-                                      : at::globalContext().defaultGenerator(device);
+  at::Generator gen =
+      device.is_cpu() ? at::detail::getDefaultCPUGenerator() : at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_current_seed(seed);
 }
@@ -166,8 +160,8 @@ void seed_default_generator(const c10::Device& device, uint64_t seed) {
 // trial's seed (the CPU's is seeded too, for any tensor the program makes there). The
 // default generators are shared by the process: the worker draws one trial at a time,
 // and nothing else in it draws from them.
-result<std::vector<at::Tensor>> program_inputs(const task_spec& task, uint64_t seed,
-                                               const c10::Device& device, input_draw draw) {
+result<std::vector<at::Tensor>> program_inputs(const task_spec& task, uint64_t seed, const c10::Device& device,
+                                               input_draw draw) {
   const std::string where = task_prefix(task) + "input_program: ";
   std::shared_ptr<torch::jit::CompilationUnit> unit;
   try {
@@ -212,10 +206,9 @@ result<std::vector<at::Tensor>> program_inputs(const task_spec& task, uint64_t s
 // The tensors of `specs` on `device`. A CPU draw takes them one after the other from
 // one CPU generator seeded with `seed`, then copies them; a device draw seeds a
 // generator of the device for each tensor (tensor_seed) and draws it in place.
-result<std::vector<at::Tensor>> make_tensors(const task_spec& task,
-                                             const std::vector<tensor_spec>& specs,
-                                             const char* what, uint64_t seed,
-                                             const c10::Device& device, input_draw draw) {
+result<std::vector<at::Tensor>> make_tensors(const task_spec& task, const std::vector<tensor_spec>& specs,
+                                             const char* what, uint64_t seed, const c10::Device& device,
+                                             input_draw draw) {
   std::vector<at::Tensor> out;
   out.reserve(specs.size());
   const bool on_device = draws_on_device(device, draw);
@@ -223,15 +216,14 @@ result<std::vector<at::Tensor>> make_tensors(const task_spec& task,
   for (size_t i = 0; i < specs.size(); ++i) {
     const tensor_spec& spec = specs[i];
     if (!scalar_type(spec.dtype))
-      return error{task_prefix(task) + what + " \"" + spec.name + "\": unknown dtype \"" +
-                   spec.dtype + "\""};
+      return error{task_prefix(task) + what + " \"" + spec.name + "\": unknown dtype \"" + spec.dtype + "\""};
     try {
       if (!gen) gen = on_device ? device_generator(device) : cpu_generator(seed);
       if (on_device) gen->set_current_seed(tensor_seed(seed, i));
       out.push_back(make_tensor(spec, *gen, on_device ? device : c10::Device(c10::kCPU)).to(device));
     } catch (const std::exception& e) {
-      return error{task_prefix(task) + "cannot make " + what + " \"" + spec.name + "\" (" +
-                   spec.init.kind + " " + spec.dtype + "): " + torch_message(e)};
+      return error{task_prefix(task) + "cannot make " + what + " \"" + spec.name + "\" (" + spec.init.kind + " " +
+                   spec.dtype + "): " + torch_message(e)};
     }
   }
   return out;
@@ -239,17 +231,14 @@ result<std::vector<at::Tensor>> make_tensors(const task_spec& task,
 
 result<c10::Device> parse_device(const std::string& name) {
   static const std::regex re("cpu|cuda(:[0-9]+)?");
-  if (!std::regex_match(name, re))
-    return error{"device \"" + name + "\": expected cpu, cuda or cuda:N"};
+  if (!std::regex_match(name, re)) return error{"device \"" + name + "\": expected cpu, cuda or cuda:N"};
   if (name == "cpu") return c10::Device(c10::kCPU);
   if (!torch::cuda::is_available())
-    return error{"device \"" + name +
-                 "\": LibTorch sees no CUDA device (built without CUDA, no driver, or no GPU)"};
+    return error{"device \"" + name + "\": LibTorch sees no CUDA device (built without CUDA, no driver, or no GPU)"};
   int index = name == "cuda" ? 0 : std::stoi(name.substr(5));
   int count = static_cast<int>(torch::cuda::device_count());
   if (index >= count)
-    return error{"device \"" + name + "\": only " + std::to_string(count) +
-                 " CUDA device(s) visible"};
+    return error{"device \"" + name + "\": only " + std::to_string(count) + " CUDA device(s) visible"};
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
@@ -265,8 +254,7 @@ std::string tensor_list(const task_spec& task) {
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-      .count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -290,14 +278,22 @@ std::optional<at::ScalarType> scalar_type(const std::string& dtype) {
 
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "float32";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kDouble: return "float64";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kBool: return "bool";
-    default: return c10::toString(t);
+    case at::kFloat:
+      return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kDouble:
+      return "float64";
+    case at::kInt:
+      return "int32";
+    case at::kLong:
+      return "int64";
+    case at::kBool:
+      return "bool";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -313,7 +309,8 @@ const char* to_string(input_draw d) { return d == input_draw::cpu ? "cpu" : "dev
 result<input_draw> parse_input_draw(const std::string& name) {
   if (name == "device") return input_draw::device;
   if (name == "cpu") return input_draw::cpu;
-  return error{"\"" + name + "\": expected device (draw on the device the reference runs on) or cpu (draw on "
+  return error{"\"" + name +
+               "\": expected device (draw on the device the reference runs on) or cpu (draw on "
                "the CPU and copy: the same values on every machine)"};
 }
 
@@ -339,16 +336,14 @@ status load_code(const task_spec& task, const c10::Device& device, reference_cod
     }
     for (torch::jit::Function* f : code.unit->get_functions())
       if (f->name() == "forward") code.forward = f;
-    if (!code.forward)
-      return error{task_prefix(task) + "the TorchScript defines no function named forward"};
+    if (!code.forward) return error{task_prefix(task) + "the TorchScript defines no function named forward"};
     auto graph = torch::jit::toGraphFunction(*code.forward).graph()->copy();
     torch::jit::Inline(*graph);
     if (auto allowed = check_reference_ops(*graph); !allowed) return error{task_prefix(task) + allowed.message()};
     size_t takes = code.forward->getSchema().arguments().size();
     if (takes != declared)
-      return error{task_prefix(task) + "forward takes " + std::to_string(takes) +
-                   " arguments, but the task declares " + std::to_string(declared) +
-                   " tensors (" + tensor_list(task) + "), passed as inputs then parameters"};
+      return error{task_prefix(task) + "forward takes " + std::to_string(takes) + " arguments, but the task declares " +
+                   std::to_string(declared) + " tensors (" + tensor_list(task) + "), passed as inputs then parameters"};
   } else {
     bytes_istream bytes(task.module_bytes);  // not a copy: weights may be gigabytes
     std::string where = task.module_path.empty() ? "the module" : "module \"" + task.module_path + "\"";
@@ -371,8 +366,8 @@ status load_code(const task_spec& task, const c10::Device& device, reference_cod
     size_t takes = forward->function().getSchema().arguments().size() - 1;  // self
     if (takes != task.inputs.size())
       return error{task_prefix(task) + where + ": forward takes " + std::to_string(takes) +
-                   " inputs, but the task declares " + std::to_string(task.inputs.size()) +
-                   " (" + tensor_list(task) + ")"};
+                   " inputs, but the task declares " + std::to_string(task.inputs.size()) + " (" + tensor_list(task) +
+                   ")"};
   }
 
   return {};
@@ -386,15 +381,14 @@ status check_reference_code(const task_spec& task) {
   return load_code(task, c10::Device(c10::kCPU), code);
 }
 
-result<std::unique_ptr<reference_program>> reference_program::load(
-    const task_spec& task, const reference_options& options) {
+result<std::unique_ptr<reference_program>> reference_program::load(const task_spec& task,
+                                                                   const reference_options& options) {
   if (auto st = validate_task(task); !st) return error{st.message()};
   auto device = parse_device(options.device);
   if (!device) return error{task_prefix(task) + device.message()};
 
-  at::set_num_threads(options.threads > 0
-                          ? options.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  at::set_num_threads(options.threads > 0 ? options.threads
+                                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   torch::jit::setGraphExecutorOptimize(options.jit_optimize);
 
   auto p = std::make_unique<impl>();
@@ -444,8 +438,8 @@ uint64_t trial_seed(uint64_t task_seed, uint32_t trial) {
   return z ^ (z >> 31);
 }
 
-result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
-                                            const c10::Device& device, input_draw draw) {
+result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed, const c10::Device& device,
+                                            input_draw draw) {
   if (!task.input_program.empty()) return program_inputs(task, trial_seed, device, draw);
   return make_tensors(task, task.inputs, "input", trial_seed, device, draw);
 }
@@ -460,15 +454,14 @@ result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const t
     auto t = module_attribute(module, spec.init.attr);
     if (!t) return error{task_prefix(task) + "parameter \"" + spec.name + "\": " + t.message()};
     if (auto why = mismatch(spec, *t))
-      return error{task_prefix(task) + "parameter \"" + spec.name + "\" (module attribute " +
-                   spec.init.attr + ") " + *why};
+      return error{task_prefix(task) + "parameter \"" + spec.name + "\" (module attribute " + spec.init.attr + ") " +
+                   *why};
     out.push_back(t->detach().to(device).clone());
   }
   return out;
 }
 
-result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
-                                                const c10::Device& device, input_draw draw) {
+result<std::vector<at::Tensor>> make_parameters(const task_spec& task, const c10::Device& device, input_draw draw) {
   if (!task.module_bytes.empty() && !task.parameters.empty()) {
     if (auto safe = check_module_load_code(task.module_bytes); !safe)
       return error{task_prefix(task) + "the module: " + safe.message()};
@@ -482,12 +475,11 @@ result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
   return make_tensors(task, task.parameters, "parameter", task.seed, device, draw);
 }
 
-result<std::vector<at::Tensor>> run_tensors(reference_program& program,
-                                            const std::vector<at::Tensor>& inputs) {
+result<std::vector<at::Tensor>> run_tensors(reference_program& program, const std::vector<at::Tensor>& inputs) {
   auto& p = reference_access::of(program);
   if (inputs.size() != p.task.inputs.size())
-    return error{task_prefix(p.task) + "expected " + std::to_string(p.task.inputs.size()) +
-                 " inputs, got " + std::to_string(inputs.size())};
+    return error{task_prefix(p.task) + "expected " + std::to_string(p.task.inputs.size()) + " inputs, got " +
+                 std::to_string(inputs.size())};
   at::NoGradGuard no_grad;
   c10::IValue returned;
   try {
@@ -528,9 +520,7 @@ const std::vector<at::Tensor>& parameter_tensors(const reference_program& progra
   return reference_access::of(program).parameters;
 }
 
-c10::Device program_device(const reference_program& program) {
-  return reference_access::of(program).device;
-}
+c10::Device program_device(const reference_program& program) { return reference_access::of(program).device; }
 
 tensor_summary summarize(const at::Tensor& tensor) {
   tensor_summary s;

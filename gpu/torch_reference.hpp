@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "model/task.hpp"
 #include "base/result.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 
@@ -85,8 +85,7 @@ class reference_program {
   // Compiles or loads the task's reference on options.device. Errors name the task:
   // a TorchScript compile error (with the compiler's message), a missing forward, an
   // unreadable module, an unavailable device, or a parameter that cannot be made.
-  static result<std::unique_ptr<reference_program>> load(const task_spec& task,
-                                                         const reference_options& options = {});
+  static result<std::unique_ptr<reference_program>> load(const task_spec& task, const reference_options& options = {});
   ~reference_program();
   reference_program(const reference_program&) = delete;
   reference_program& operator=(const reference_program&) = delete;

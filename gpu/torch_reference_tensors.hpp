@@ -26,14 +26,12 @@ namespace ks {
 // device gets the same values; input_draw::device draws on `device` itself (on the CPU
 // the two are one scheme). Float dtypes are drawn in float32 (float64 for float64) and
 // cast; integer and bool dtypes are drawn in int64 and cast.
-result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed,
-                                            const c10::Device& device,
+result<std::vector<at::Tensor>> make_inputs(const task_spec& task, uint64_t trial_seed, const c10::Device& device,
                                             input_draw draw = input_draw::cpu);
 
 // The task's parameters, drawn the same way from the task seed itself (a module
 // reference's: copies of its attributes, the module loaded from the task's bytes).
-result<std::vector<at::Tensor>> make_parameters(const task_spec& task,
-                                                const c10::Device& device,
+result<std::vector<at::Tensor>> make_parameters(const task_spec& task, const c10::Device& device,
                                                 input_draw draw = input_draw::cpu);
 
 // A module reference's parameters (kind module) from a module already loaded: copies
@@ -43,8 +41,7 @@ result<std::vector<at::Tensor>> module_parameters(const task_spec& task, const t
 
 // Runs the program's forward on `inputs` (plus its parameters), without autograd,
 // and returns its outputs as tensors. Does not synchronise the device.
-result<std::vector<at::Tensor>> run_tensors(reference_program& program,
-                                            const std::vector<at::Tensor>& inputs);
+result<std::vector<at::Tensor>> run_tensors(reference_program& program, const std::vector<at::Tensor>& inputs);
 
 // The parameters the program passes after the inputs (empty for a module reference).
 const std::vector<at::Tensor>& parameter_tensors(const reference_program& program);

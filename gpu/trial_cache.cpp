@@ -28,9 +28,10 @@ status check_fits_device(const trial_footprint& f, uint64_t device_bytes, const 
   const uint64_t need = f.cached() + f.working() + kDeviceReserveBytes;
   if (need <= device_bytes) return {};
   return error{"the task does not fit " + device_name + ": one trial needs " + describe_bytes(need) +
-               " of device memory (inputs " + describe_bytes(f.inputs) + " three times: as drawn, the "
-               "candidate's copy and the reference's; outputs " + describe_bytes(f.outputs) +
-               " three times: the reference's and the candidate's two runs; parameters " +
+               " of device memory (inputs " + describe_bytes(f.inputs) +
+               " three times: as drawn, the "
+               "candidate's copy and the reference's; outputs " +
+               describe_bytes(f.outputs) + " three times: the reference's and the candidate's two runs; parameters " +
                describe_bytes(f.parameters) + " three times; scratch " + describe_bytes(f.scratch) +
                "; the output comparison " + describe_bytes(f.compare) + "; " + describe_bytes(kDeviceReserveBytes) +
                " kept for the CUDA context and libraries), but the device has " + describe_bytes(device_bytes) +

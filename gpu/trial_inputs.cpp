@@ -18,8 +18,7 @@ bool is_float_dtype(const std::string& dtype) {
 
 std::string describe_distribution(const distribution_spec& d) {
   if (d.kind == "normal") return "normal(" + plain_g(d.mean) + ", " + plain_g(d.std) + ")";
-  if (d.kind == "uniform" || d.kind == "randint")
-    return d.kind + "(" + plain_g(d.low) + ", " + plain_g(d.high) + ")";
+  if (d.kind == "uniform" || d.kind == "randint") return d.kind + "(" + plain_g(d.low) + ", " + plain_g(d.high) + ")";
   if (d.kind == "constant") return "constant(" + plain_g(d.value) + ")";
   return d.kind;
 }

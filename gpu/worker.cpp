@@ -4,10 +4,10 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
-#include "protocol/wire_safe.hpp"
 #include "gpu/cuda_driver.hpp"
 #include "gpu/reference_check.hpp"
 #include "gpu/reviewer.hpp"
+#include "protocol/wire_safe.hpp"
 
 namespace ks {
 
@@ -37,8 +37,7 @@ worker_info describe_this_worker(const worker_options& opts) {
   return info;
 }
 
-gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
-                                           worker_options opts) {
+gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self, worker_options opts) {
   // The actor's state: its self-description and, from the first review on, the
   // reviewer that owns the device (made lazily: describing needs no CUDA context).
   struct state {
@@ -74,8 +73,10 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
           ro.trial_cache_bytes = opts.trial_cache_bytes;
           ro.replay = opts.replay;
           auto made = reviewer::create(ro);
-          if (made) st->rev = std::move(made.value());
-          else st->rev_error = made.message();
+          if (made)
+            st->rev = std::move(made.value());
+          else
+            st->rev_error = made.message();
         }
         if (!st->rev) {
           review_result r;

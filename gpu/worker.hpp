@@ -10,8 +10,8 @@
 
 #include <caf/fwd.hpp>
 
-#include "gpu/profiler.hpp"
 #include "base/bounded_child.hpp"
+#include "gpu/profiler.hpp"
 #include "protocol/protocol.hpp"
 
 namespace ks {
@@ -19,8 +19,8 @@ namespace ks {
 class reference_launcher;
 
 struct worker_options {
-  int device = -1;  // the ordinal this worker serves; -1 = describe all, review on 0
-  uint64_t trial_cache_bytes = 0;  // reviewer_options::trial_cache_bytes; 0 = its default
+  int device = -1;                               // the ordinal this worker serves; -1 = describe all, review on 0
+  uint64_t trial_cache_bytes = 0;                // reviewer_options::trial_cache_bytes; 0 = its default
   profile_replay replay = profile_replay::user;  // reviewer_options::replay
   // Each task's reference is first run in a child under these limits
   // (gpu/reference_check.hpp); one stopped there is never run in this process.
@@ -34,7 +34,6 @@ struct worker_options {
 // Never fails: a missing driver is reported in worker_info::driver_error.
 worker_info describe_this_worker(const worker_options& opts);
 
-gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self,
-                                           worker_options opts);
+gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self, worker_options opts);
 
 }  // namespace ks

@@ -13,31 +13,31 @@
 #include <optional>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+#include <torch/version.h>
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-#include <torch/version.h>
 
-#include "protocol/protocol.hpp"
+#include "base/content_hash.hpp"
 #include "base/logging.hpp"
 #include "base/loopback.hpp"
 #include "base/private_dir.hpp"
 #include "base/sandbox.hpp"
-#include "gpu/reference_launcher.hpp"
 #include "base/secret.hpp"
-#include "protocol/worker_link.hpp"
 #include "config/experiment_config.hpp"
-#include "base/content_hash.hpp"
+#include "fleet/node_agent.hpp"
+#include "fleet/worker_process.hpp"
 #include "gpu/graph_export.hpp"
+#include "gpu/reference_launcher.hpp"
 #include "gpu/review_report.hpp"
 #include "gpu/reviewer.hpp"
 #include "gpu/torch_reference.hpp"
 #include "gpu/worker.hpp"
-#include "fleet/node_agent.hpp"
-#include "fleet/worker_process.hpp"
 #include "plan/launch_plan_yaml.hpp"
+#include "protocol/protocol.hpp"
+#include "protocol/worker_link.hpp"
 #include "task/task_loader.hpp"
 
 namespace {
@@ -61,9 +61,12 @@ nlohmann::json to_json(const worker_info& info) {
                        {"total_memory_bytes", d.total_memory_bytes},
                        {"multiprocessors", d.multiprocessors},
                        {"clock_mhz", d.clock_mhz}});
-  return {{"host", info.host},         {"pid", info.pid},
-          {"version", info.version},   {"driver_version", info.driver_version},
-          {"driver_error", info.driver_error}, {"devices", devices}};
+  return {{"host", info.host},
+          {"pid", info.pid},
+          {"version", info.version},
+          {"driver_version", info.driver_version},
+          {"driver_error", info.driver_error},
+          {"devices", devices}};
 }
 
 int list_devices(const worker_options& opts, bool json) {
@@ -73,16 +76,15 @@ int list_devices(const worker_options& opts, bool json) {
     return info.devices.empty() ? 1 : 0;
   }
   if (info.devices.empty()) {
-    std::cerr << "kernelskill-gpu: no GPU available on " << info.host << ": "
-              << info.driver_error << "\n";
+    std::cerr << "kernelskill-gpu: no GPU available on " << info.host << ": " << info.driver_error << "\n";
     return 1;
   }
   std::printf("host %s, CUDA driver %d.%d\n", info.host.c_str(), info.driver_version / 1000,
               (info.driver_version % 1000) / 10);
   for (auto& d : info.devices)
-    std::printf("gpu %d: %s, compute capability %d.%d (sm_%d%d), %.1f GiB, %d SMs, %d MHz\n",
-                d.ordinal, d.name.c_str(), d.cc_major, d.cc_minor, d.cc_major, d.cc_minor,
-                d.total_memory_bytes / 1073741824.0, d.multiprocessors, d.clock_mhz);
+    std::printf("gpu %d: %s, compute capability %d.%d (sm_%d%d), %.1f GiB, %d SMs, %d MHz\n", d.ordinal, d.name.c_str(),
+                d.cc_major, d.cc_minor, d.cc_major, d.cc_minor, d.total_memory_bytes / 1073741824.0, d.multiprocessors,
+                d.clock_mhz);
   return 0;
 }
 
@@ -121,9 +123,9 @@ int run_reference(const std::string& task_path, const std::string& size, std::st
       auto& o = out->outputs[i];
       std::string shape;
       for (auto d : o.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-      std::printf("  output %zu: %s %s  sum %.6g  mean %.6g  min %.6g  max %.6g  nan %lld inf %lld\n",
-                  i, o.dtype.c_str(), shape.c_str(), o.sum, o.mean, o.min, o.max,
-                  static_cast<long long>(o.nan_count), static_cast<long long>(o.inf_count));
+      std::printf("  output %zu: %s %s  sum %.6g  mean %.6g  min %.6g  max %.6g  nan %lld inf %lld\n", i,
+                  o.dtype.c_str(), shape.c_str(), o.sum, o.mean, o.min, o.max, static_cast<long long>(o.nan_count),
+                  static_cast<long long>(o.inf_count));
     }
   }
   return 0;
@@ -281,8 +283,8 @@ int serve_until_signal(caf::actor_system& sys, const Handle& actor, const remote
                        const std::string& address, const std::string& token, sigset_t stop,
                        sandbox_mode seal = sandbox_mode::off) {
   // With a token, peers prove it before CAF reads anything of theirs (protocol/worker_link.hpp).
-  auto bound = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(actor), sys.message_types(actor),
-                               where.host, where.port, token);
+  auto bound = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(actor), sys.message_types(actor), where.host,
+                               where.port, token);
   if (!bound) {
     std::cerr << "kernelskill-gpu: cannot listen on " << address << ": " << bound.message() << "\n";
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
@@ -331,8 +333,8 @@ int serve_one_device(const remote_worker& where, const std::string& address, con
     // Its reference checks' children get their own sandbox, not this one's
     // (gpu/reference_launcher.hpp): their starter is forked while there is one thread.
     std::error_code ec;
-    auto launcher = reference_launcher::start(std::filesystem::read_symlink("/proc/self/exe", ec).string(),
-                                              opts.reference_limits);
+    auto launcher =
+        reference_launcher::start(std::filesystem::read_symlink("/proc/self/exe", ec).string(), opts.reference_limits);
     if (!launcher) {
       std::cerr << "kernelskill-gpu: " << launcher.message() << "\n";
       return 2;
@@ -350,14 +352,13 @@ int serve_one_device(const remote_worker& where, const std::string& address, con
   // scheduler threads (which also serve the network) while it does.
   auto worker = sys.spawn<caf::detached>(gpu_worker, served);
   auto info = describe_this_worker(served);
-  if (info.devices.empty())
-    spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
+  if (info.devices.empty()) spdlog::warn("no GPU: {} (the worker answers describe requests only)", info.driver_error);
   return serve_until_signal(sys, worker, where, address, token, stop, asked.mode);
 }
 
 struct agent_cli {
-  std::vector<int> devices;   // --devices; empty: every device the driver sees
-  std::string worker_binary;  // --worker-binary; empty: this program
+  std::vector<int> devices;     // --devices; empty: every device the driver sees
+  std::string worker_binary;    // --worker-binary; empty: this program
   double review_margin_s = 30;  // --review-margin
 };
 
@@ -418,7 +419,9 @@ int listen(const std::string& address, const token_cli& secret, const worker_opt
     std::cerr << "kernelskill-gpu: --listen " << address
               << ": not a loopback address, and no token is set: anyone who reaches this port "
                  "would run code on this GPU. Give a token (--token-file F, a file only you can "
-                 "read, or $" << secret.env << ") and the same to the daemon (gpus.remote_token_file "
+                 "read, or $"
+              << secret.env
+              << ") and the same to the daemon (gpus.remote_token_file "
                  "or gpus.remote_token_env), or listen on 127.0.0.1 and tunnel to it\n";
     return 2;
   }
@@ -488,8 +491,9 @@ int main(int argc, char** argv) {
   app.add_option("--worker-binary", agent.worker_binary,
                  "With --listen: the program each device's worker runs (default: this one); tests\n"
                  "use a stand-in");
-  app.add_option("--device", opts.device, "With --worker: the GPU ordinal this worker serves (default: all\n"
-                                          "for describe, 0 for reviews)");
+  app.add_option("--device", opts.device,
+                 "With --worker: the GPU ordinal this worker serves (default: all\n"
+                 "for describe, 0 for reviews)");
   token_cli secret;
   app.add_option("--token-file", secret.file,
                  "With --listen: a file (mode 600) whose first line is the shared secret peers\n"
@@ -542,8 +546,9 @@ int main(int argc, char** argv) {
                  "print each one's wall time to stderr (what a candidate costs a warm worker)");
   app.add_option("--timeout", review.timeout_s, "With --review: the review's time bound in seconds (default 600)");
   app.add_option("--size", size, "With --run-reference, --graph or --review: the task's named size (e.g. cpu)");
-  app.add_option("--on", on, "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
-                             "available, else cpu)");
+  app.add_option("--on", on,
+                 "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
+                 "available, else cpu)");
   app.add_option("--draw-inputs", review.draw_inputs,
                  "With --review or --run-reference: where inputs are drawn. device (default):\n"
                  "on the GPU, seeded per trial, the same values on the same GPU model and\n"
@@ -586,7 +591,8 @@ int main(int argc, char** argv) {
     // Half of this machine's memory, at most 16384 MiB: the reference check runs one
     // child at a time, beside the worker's own reviews.
     const double physical_mb = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / (1 << 20);
-    if (physical_mb > 0) opts.reference_limits.memory_mb = static_cast<int>(std::clamp(physical_mb / 2, 1024.0, 16384.0));
+    if (physical_mb > 0)
+      opts.reference_limits.memory_mb = static_cast<int>(std::clamp(physical_mb / 2, 1024.0, 16384.0));
   }
   for (const auto& p : sandbox_read) opts.reference_limits.sandbox.read.emplace_back(p);
   opts.replay = replay == "kernel" ? profile_replay::kernel : profile_replay::user;
@@ -619,7 +625,8 @@ int main(int argc, char** argv) {
     return run_review(review, opts);
   }
   if (!listen_at.empty()) return listen(listen_at, secret, opts, one_worker, agent, log_level, argv);
-  std::cerr << app.help() << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen, "
-                             "--run-reference or --review\n";
+  std::cerr << app.help()
+            << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen, "
+               "--run-reference or --review\n";
   return 2;
 }

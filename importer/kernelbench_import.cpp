@@ -102,13 +102,12 @@ status check_python(const kernelbench_import_options& options) {
   auto dir = private_dir::create("ks-import");
   if (!dir) return error{dir.message()};
   // Imports torch, nothing of a problem's: unconfined.
-  process_limits quick{.cpu_seconds = 120, .memory_mb = options.limits.memory_mb, .wall_seconds = 120,
-                       .sandbox = unconfined()};
+  process_limits quick{
+      .cpu_seconds = 120, .memory_mb = options.limits.memory_mb, .wall_seconds = 120, .sandbox = unconfined()};
   auto run = run_bounded(shell_quote(options.python) + " -c " + shell_quote("import torch; print(torch.__version__)"),
                          quick, dir->path() / "err");
   if (!run || !run->ok())
-    return error{"the importer runs problems with " + options.python +
-                 " and PyTorch, which did not start (" +
+    return error{"the importer runs problems with " + options.python + " and PyTorch, which did not start (" +
                  (run ? tail_lines(run->err.empty() ? run->limit : run->err, 1) : run.message()) +
                  "); install PyTorch for it (on Debian: apt install python3-torch) or name "
                  "another interpreter with --python"};
@@ -139,12 +138,11 @@ import_outcome import_kernelbench_problem(const problem_file& problem, const fs:
   const fs::path scratch = dir->path() / "tmp";
   fs::create_directory(scratch, ec);
   std::string cmd = "cd " + shell_quote(dir->path().string()) + " && TMPDIR=" + shell_quote(scratch.string()) +
-                    " PYTHONDONTWRITEBYTECODE=1 exec " +
-                    shell_quote(options.python) + " " + shell_quote(script.string()) +
-                    " --problem " + shell_quote(source.string()) + " --name " + shell_quote(problem.task_name) +
-                    " --label " + shell_quote(label) + " --out-yaml " + shell_quote(yaml.string()) +
-                    " --out-module " + shell_quote(module.string()) + " --seed " + std::to_string(options.seed) +
-                    " --trace-gib " + std::to_string(options.trace_gib);
+                    " PYTHONDONTWRITEBYTECODE=1 exec " + shell_quote(options.python) + " " +
+                    shell_quote(script.string()) + " --problem " + shell_quote(source.string()) + " --name " +
+                    shell_quote(problem.task_name) + " --label " + shell_quote(label) + " --out-yaml " +
+                    shell_quote(yaml.string()) + " --out-module " + shell_quote(module.string()) + " --seed " +
+                    std::to_string(options.seed) + " --trace-gib " + std::to_string(options.trace_gib);
   // The problem's Python runs sandboxed (base/sandbox.hpp): it reads its file, the
   // interpreter's, and the system's; it writes only into the private directory.
   process_limits limits = options.limits;

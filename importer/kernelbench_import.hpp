@@ -35,7 +35,7 @@ struct kernelbench_import_options {
 
 struct problem_file {
   std::filesystem::path path;
-  std::string task_name;      // the file's stem ("19_ReLU")
+  std::string task_name;         // the file's stem ("19_ReLU")
   std::filesystem::path subdir;  // under out_dir ("level1" for a file found in DIR/level1)
 };
 

@@ -57,16 +57,26 @@ bool mentions_context(const std::string& m) {
 
 const char* to_string(api_error_kind k) {
   switch (k) {
-    case api_error_kind::context_length: return "context_length";
-    case api_error_kind::authentication: return "authentication";
-    case api_error_kind::permission: return "permission";
-    case api_error_kind::not_found: return "not_found";
-    case api_error_kind::rate_limit: return "rate_limit";
-    case api_error_kind::quota: return "quota";
-    case api_error_kind::overloaded: return "overloaded";
-    case api_error_kind::server: return "server";
-    case api_error_kind::bad_request: return "bad_request";
-    case api_error_kind::other: return "other";
+    case api_error_kind::context_length:
+      return "context_length";
+    case api_error_kind::authentication:
+      return "authentication";
+    case api_error_kind::permission:
+      return "permission";
+    case api_error_kind::not_found:
+      return "not_found";
+    case api_error_kind::rate_limit:
+      return "rate_limit";
+    case api_error_kind::quota:
+      return "quota";
+    case api_error_kind::overloaded:
+      return "overloaded";
+    case api_error_kind::server:
+      return "server";
+    case api_error_kind::bad_request:
+      return "bad_request";
+    case api_error_kind::other:
+      return "other";
   }
   return "other";
 }
@@ -100,8 +110,10 @@ api_error_info classify_api_error(int status, const std::string& body) {
   const json doc = json::parse(body, nullptr, false);
   if (!doc.is_discarded() && doc.is_object()) {
     if (auto it = doc.find("error"); it != doc.end()) {
-      if (it->is_object()) err = *it;
-      else message = text_of(*it);  // vLLM's 401: {"error": "Unauthorized"}
+      if (it->is_object())
+        err = *it;
+      else
+        message = text_of(*it);  // vLLM's 401: {"error": "Unauthorized"}
     } else {
       err = doc;  // older vLLM: the fields at the top level; a bare {"message"} or {"detail"}
     }
@@ -135,10 +147,12 @@ api_error_info classify_api_error(int status, const std::string& body) {
     return set(api_error_kind::context_length, false);
   }
   if (c == "insufficient_quota" || t == "insufficient_quota") return set(api_error_kind::quota, false);
-  if (status == 401 || t == "authentication_error" || c == "invalid_api_key") return set(api_error_kind::authentication, false);
+  if (status == 401 || t == "authentication_error" || c == "invalid_api_key")
+    return set(api_error_kind::authentication, false);
   if (status == 403 || t == "permission_error") return set(api_error_kind::permission, false);
   if (status == 404 || t == "not_found_error" || c == "model_not_found") return set(api_error_kind::not_found, false);
-  if (status == 429 || t == "rate_limit_error" || c == "rate_limit_exceeded") return set(api_error_kind::rate_limit, true);
+  if (status == 429 || t == "rate_limit_error" || c == "rate_limit_exceeded")
+    return set(api_error_kind::rate_limit, true);
   if (status == 529 || status == 503 || t == "overloaded_error") return set(api_error_kind::overloaded, true);
   if (status == 408) return set(api_error_kind::other, true);
   if (status >= 500 || t == "api_error" || t == "server_error") return set(api_error_kind::server, true);
@@ -165,9 +179,10 @@ std::string api_error_hint(const api_error_info& info, const std::string& provid
       std::string s = "; the request does not fit the model's context";
       if (info.context_tokens) s += " of " + std::to_string(*info.context_tokens) + " tokens";
       if (info.prompt_tokens) s += " (the prompt alone is " + std::to_string(*info.prompt_tokens) + " tokens)";
-      return s + ": lower coder.llm.max_tokens, set coder.llm.context_tokens to the server's window so that "
-                 "prompts are cut to fit, or give the server a longer context (vLLM --max-model-len, llama.cpp "
-                 "-c, Ollama OLLAMA_CONTEXT_LENGTH)";
+      return s +
+             ": lower coder.llm.max_tokens, set coder.llm.context_tokens to the server's window so that "
+             "prompts are cut to fit, or give the server a longer context (vLLM --max-model-len, llama.cpp "
+             "-c, Ollama OLLAMA_CONTEXT_LENGTH)";
     }
     case api_error_kind::quota:
       return "; the account's quota is spent (waiting does not help: check its billing)";

@@ -40,15 +40,15 @@
 namespace ks {
 
 enum class api_error_kind {
-  context_length,   // the prompt (plus max_tokens) does not fit the model's window
-  authentication,   // a missing or wrong key
-  permission,       // a key without access to the model or the endpoint
-  not_found,        // a wrong endpoint path or model name
-  rate_limit,       // 429: wait and retry
-  quota,            // 429 insufficient_quota: no wait helps
-  overloaded,       // 529 / 503 / overloaded_error: wait and retry
-  server,           // 5xx
-  bad_request,      // any other 4xx
+  context_length,  // the prompt (plus max_tokens) does not fit the model's window
+  authentication,  // a missing or wrong key
+  permission,      // a key without access to the model or the endpoint
+  not_found,       // a wrong endpoint path or model name
+  rate_limit,      // 429: wait and retry
+  quota,           // 429 insufficient_quota: no wait helps
+  overloaded,      // 529 / 503 / overloaded_error: wait and retry
+  server,          // 5xx
+  bad_request,     // any other 4xx
   other,
 };
 const char* to_string(api_error_kind k);
@@ -71,7 +71,6 @@ void read_context_numbers(const std::string& message, api_error_info& info);
 
 // What the user can do about it, naming the config key or the server flag
 // ("; check the key in OPENAI_API_KEY (coder.llm.api_key_env)"). "" when nothing to add.
-std::string api_error_hint(const api_error_info& info, const std::string& provider,
-                           const std::string& api_key_env);
+std::string api_error_hint(const api_error_info& info, const std::string& provider, const std::string& api_key_env);
 
 }  // namespace ks

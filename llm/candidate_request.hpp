@@ -36,9 +36,7 @@ struct diagnosis_reply {
 // continuation is never answered from the cache of a reply that failed to parse (its
 // request differs). Errors: the client's error, or "the model's reply could not be
 // used after N format repairs: PROBLEM".
-result<candidate_reply> ask_for_candidate(const chat_function& chat, chat_request request,
-                                          int max_format_repairs = 2);
-result<diagnosis_reply> ask_for_diagnosis(const chat_function& chat, chat_request request,
-                                          int max_format_repairs = 2);
+result<candidate_reply> ask_for_candidate(const chat_function& chat, chat_request request, int max_format_repairs = 2);
+result<diagnosis_reply> ask_for_diagnosis(const chat_function& chat, chat_request request, int max_format_repairs = 2);
 
 }  // namespace ks

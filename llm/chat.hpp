@@ -30,22 +30,22 @@ struct chat_request {
   std::optional<int> max_tokens;       // unset: coder.llm.max_tokens
   std::optional<double> temperature;   // unset: coder.llm.temperature
   agent_role agent = agent_role::generator;
-  std::string task;                    // the task accounted for; "" counts as "-"
-  bool use_cache = true;               // false: the response cache is neither read nor written
+  std::string task;       // the task accounted for; "" counts as "-"
+  bool use_cache = true;  // false: the response cache is neither read nor written
 };
 
 struct chat_response {
-  std::string text;            // the model's reply (text blocks joined)
-  int64_t input_tokens = 0;    // from the API's usage fields (as recorded, for cache hits)
+  std::string text;          // the model's reply (text blocks joined)
+  int64_t input_tokens = 0;  // from the API's usage fields (as recorded, for cache hits)
   int64_t output_tokens = 0;
-  std::string model;           // the model that answered, as the API names it
-  std::string finish_reason;   // stop | length | end_turn | max_tokens | … ("" if not given)
-  double latency_ms = 0;       // wall time of the whole call, retries and waits included
-  bool cached = false;         // answered from the on-disk cache; no request was sent
-  int attempts = 0;            // HTTP attempts made (0 for a cache hit)
-  double cost_usd = 0;         // what this call cost (0 for a cache hit or an unpriced model)
-  int max_tokens = 0;          // the max_tokens sent (lowered when the context is short)
-  bool streamed = false;       // the reply came as a stream of events
+  std::string model;             // the model that answered, as the API names it
+  std::string finish_reason;     // stop | length | end_turn | max_tokens | … ("" if not given)
+  double latency_ms = 0;         // wall time of the whole call, retries and waits included
+  bool cached = false;           // answered from the on-disk cache; no request was sent
+  int attempts = 0;              // HTTP attempts made (0 for a cache hit)
+  double cost_usd = 0;           // what this call cost (0 for a cache hit or an unpriced model)
+  int max_tokens = 0;            // the max_tokens sent (lowered when the context is short)
+  bool streamed = false;         // the reply came as a stream of events
   bool usage_estimated = false;  // the server reported no token counts: they are estimates
 
   // The reply stopped at max_tokens: the text is cut off.

@@ -9,13 +9,11 @@ namespace ks {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -29,25 +27,22 @@ std::string endpoint_url::origin() const {
 std::string endpoint_url::to_string() const { return origin() + base_path; }
 
 result<endpoint_url> parse_endpoint(const std::string& url) {
-  auto fail = [&](const std::string& why) {
-    return ks::error{"endpoint '" + url + "': " + why};
-  };
+  auto fail = [&](const std::string& why) { return ks::error{"endpoint '" + url + "': " + why}; };
   endpoint_url out;
   const auto sep = url.find("://");
-  if (sep == std::string::npos)
-    return fail("not a URL; expected http://HOST[:PORT][/PATH] or https://...");
+  if (sep == std::string::npos) return fail("not a URL; expected http://HOST[:PORT][/PATH] or https://...");
   out.scheme = lower(url.substr(0, sep));
   if (out.scheme != "http" && out.scheme != "https")
     return fail("the scheme must be http or https, not '" + out.scheme + "'");
   std::string rest = url.substr(sep + 3);
-  if (rest.find_first_of("?#") != std::string::npos)
-    return fail("a query or fragment is not allowed in a base URL");
+  if (rest.find_first_of("?#") != std::string::npos) return fail("a query or fragment is not allowed in a base URL");
   const auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   std::string path = slash == std::string::npos ? "" : rest.substr(slash);
   if (authority.find('@') != std::string::npos)
-    return fail("credentials in the URL are not allowed; put the API key in the "
-                "environment variable named by coder.llm.api_key_env");
+    return fail(
+        "credentials in the URL are not allowed; put the API key in the "
+        "environment variable named by coder.llm.api_key_env");
   if (authority.empty()) return fail("the host is missing");
 
   std::string port_text;
@@ -73,8 +68,7 @@ result<endpoint_url> parse_endpoint(const std::string& url) {
   if (!port_text.empty()) {
     unsigned value = 0;
     auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-    if (ec != std::errc{} || p != port_text.data() + port_text.size() || value < 1 ||
-        value > 65535)
+    if (ec != std::errc{} || p != port_text.data() + port_text.size() || value < 1 || value > 65535)
       return fail("the port '" + port_text + "' is not a number in 1-65535");
     out.port = static_cast<uint16_t>(value);
   } else {

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "llm/api_error.hpp"
 #include "llm/provider_format.hpp"
@@ -21,9 +21,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 std::string fmt_seconds(double s) {
   char buf[32];
@@ -33,22 +31,38 @@ std::string fmt_seconds(double s) {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 529: return "Overloaded";
-    default: return "";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 422:
+      return "Unprocessable Entity";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 529:
+      return "Overloaded";
+    default:
+      return "";
   }
 }
 
@@ -97,8 +111,7 @@ int request_limiter::peak() const {
 
 // ---------------------------------------------------------------------------
 
-std::optional<double> parse_retry_after(const std::string& value_in,
-                                        std::chrono::system_clock::time_point now) {
+std::optional<double> parse_retry_after(const std::string& value_in, std::chrono::system_clock::time_point now) {
   std::string v = value_in;
   v.erase(0, v.find_first_not_of(" \t"));
   v.erase(v.find_last_not_of(" \t") + 1);
@@ -117,8 +130,7 @@ std::optional<double> parse_retry_after(const std::string& value_in,
   const char* end = strptime(v.c_str(), "%a, %d %b %Y %H:%M:%S", &tm);
   if (!end) return std::nullopt;
   const std::time_t when = timegm(&tm);
-  const double delta =
-      std::difftime(when, std::chrono::system_clock::to_time_t(now));
+  const double delta = std::difftime(when, std::chrono::system_clock::to_time_t(now));
   return std::max(0.0, delta);
 }
 
@@ -132,14 +144,14 @@ llm_client_options client_options(const experiment_config& config) {
 result<std::unique_ptr<llm_client>> llm_client::create(llm_client_options options) {
   const llm_config& c = options.llm;
   if (!is_known_provider(c.provider))
-    return ks::error{"coder.llm.provider: unknown provider '" + c.provider +
-                     "'; expected openai or anthropic"};
+    return ks::error{"coder.llm.provider: unknown provider '" + c.provider + "'; expected openai or anthropic"};
   auto endpoint = parse_endpoint(c.endpoint);
   if (!endpoint) return ks::error{"coder.llm.endpoint: " + endpoint.message()};
 #ifndef CPPHTTPLIB_OPENSSL_SUPPORT
   if (endpoint->scheme == "https")
-    return ks::error{"coder.llm.endpoint: https needs cpp-httplib built with OpenSSL, "
-                     "and this one is not; use http or rebuild"};
+    return ks::error{
+        "coder.llm.endpoint: https needs cpp-httplib built with OpenSSL, "
+        "and this one is not; use http or rebuild"};
 #endif
   if (c.model.empty()) return ks::error{"coder.llm.model is empty: name the model to use"};
   if (!(c.timeout_s > 0)) return ks::error{"coder.llm.timeout_s must be > 0"};
@@ -148,25 +160,22 @@ result<std::unique_ptr<llm_client>> llm_client::create(llm_client_options option
   if (c.prompt_tokens < 0) return ks::error{"coder.llm.prompt_tokens must be >= 0"};
   if (c.max_retries < 0) return ks::error{"coder.llm.max_retries must be >= 0"};
   if (c.max_tokens < 1) return ks::error{"coder.llm.max_tokens must be >= 1"};
-  if (!options.limiter && options.max_in_flight < 1)
-    return ks::error{"budgets.llm_requests_in_flight must be >= 1"};
+  if (!options.limiter && options.max_in_flight < 1) return ks::error{"budgets.llm_requests_in_flight must be >= 1"};
 
   std::string key;
   if (!c.api_key_env.empty()) {
     const char* value = std::getenv(c.api_key_env.c_str());
     if (!value)
       return ks::error{"the API key variable " + c.api_key_env +
-                       " (coder.llm.api_key_env) is not set in the environment; export " +
-                       c.api_key_env + "=<your key>, or set api_key_env to \"\" for an "
+                       " (coder.llm.api_key_env) is not set in the environment; export " + c.api_key_env +
+                       "=<your key>, or set api_key_env to \"\" for an "
                        "endpoint that needs no key"};
     key = value;
     if (key.empty())
-      return ks::error{"the API key variable " + c.api_key_env +
-                       " (coder.llm.api_key_env) is set but empty"};
+      return ks::error{"the API key variable " + c.api_key_env + " (coder.llm.api_key_env) is set but empty"};
   }
 
-  std::unique_ptr<llm_client> client(
-      new llm_client(std::move(options), std::move(*endpoint), std::move(key)));
+  std::unique_ptr<llm_client> client(new llm_client(std::move(options), std::move(*endpoint), std::move(key)));
   if (!client->options_.llm.cache_dir.empty()) {
     client->cache_.emplace(client->options_.llm.cache_dir);
     if (auto st = client->cache_->open(); !st) return ks::error{"coder.llm.cache_dir: " + st.message()};
@@ -181,20 +190,17 @@ llm_client::llm_client(llm_client_options options, endpoint_url endpoint, std::s
       prices_(default_prices()) {
   path_ = request_path(options_.llm.provider, endpoint_);
   for (const auto& [model, price] : options_.prices) prices_[model] = price;
-  limiter_ = options_.limiter ? options_.limiter
-                              : std::make_shared<request_limiter>(options_.max_in_flight);
+  limiter_ = options_.limiter ? options_.limiter : std::make_shared<request_limiter>(options_.max_in_flight);
   ledger_ = options_.ledger ? options_.ledger : std::make_shared<usage_ledger>();
   rng_.seed(options_.jitter_seed ? options_.jitter_seed : std::random_device{}());
 }
 
 std::string llm_client::describe() const {
-  return options_.llm.provider + " " + endpoint_.origin() + path_ + ", model " +
-         options_.llm.model;
+  return options_.llm.provider + " " + endpoint_.origin() + path_ + ", model " + options_.llm.model;
 }
 
 double llm_client::backoff_s(int retry) {
-  const double base = std::min(options_.backoff_max_s,
-                               options_.backoff_initial_s * std::pow(2.0, retry - 1));
+  const double base = std::min(options_.backoff_max_s, options_.backoff_initial_s * std::pow(2.0, retry - 1));
   std::lock_guard lock(rng_mu_);
   std::uniform_real_distribution<double> u(0.5, 1.0);
   return base * u(rng_);
@@ -206,13 +212,13 @@ void llm_client::account(const chat_request& request, const usage_counts& delta)
 
 // One HTTP attempt and what became of it.
 struct llm_client::attempt_outcome {
-  int status = 0;                        // 0: no HTTP reply (or one cut short)
-  std::string body;                      // the body of a reply that is not a stream
-  std::optional<decoded_reply> reply;    // a complete reply
+  int status = 0;                      // 0: no HTTP reply (or one cut short)
+  std::string body;                    // the body of a reply that is not a stream
+  std::optional<decoded_reply> reply;  // a complete reply
   bool usage_seen = false;
   bool streamed = false;
   std::optional<double> retry_after_s;
-  std::string transport_error;           // set when neither reply nor status says it
+  std::string transport_error;  // set when neither reply nor status says it
   std::optional<api_error_info> api_error;
   bool timed_out = false;
   bool retryable = false;
@@ -345,8 +351,7 @@ llm_client::attempt_outcome llm_client::attempt(const std::string& body, bool st
                             (event_stream ? " (" + std::to_string(decoder.events()) + " stream events)" : "");
     } else {
       out.transport_error = httplib::to_string(err);
-      if (err == httplib::Error::SSLServerVerification || err == httplib::Error::SSLLoadingCerts)
-        out.retryable = false;
+      if (err == httplib::Error::SSLServerVerification || err == httplib::Error::SSLLoadingCerts) out.retryable = false;
     }
     return out;
   }
@@ -411,9 +416,10 @@ void llm_client::probe_context() {
       return learn_context(*n, "the server's " + base + "/models (max_model_len)");
   if (auto r = cli.Get("/props", headers); r && r->status == 200)
     if (auto n = context_from_props(r->body)) return learn_context(*n, "the server's /props (n_ctx)");
-  spdlog::info("llm: the server does not say the context of model '{}'; prompts are sent unchecked "
-               "(set coder.llm.context_tokens to check them)",
-               c.model);
+  spdlog::info(
+      "llm: the server does not say the context of model '{}'; prompts are sent unchecked "
+      "(set coder.llm.context_tokens to check them)",
+      c.model);
 }
 
 std::optional<int64_t> llm_client::context_tokens() {
@@ -477,9 +483,10 @@ result<chat_response> llm_client::chat(const chat_request& request) {
                   "a longer context (vLLM --max-model-len, llama.cpp -c, Ollama OLLAMA_CONTEXT_LENGTH)");
   int max_tokens = fit.max_tokens;
   if (fit.lowered)
-    spdlog::info("llm {} for task '{}': max_tokens lowered from {} to {}: the prompt (about {} tokens) and the "
-                 "reply must fit the context of {} tokens",
-                 to_string(request.agent), request.task, requested, max_tokens, prompt_estimate, *window);
+    spdlog::info(
+        "llm {} for task '{}': max_tokens lowered from {} to {}: the prompt (about {} tokens) and the "
+        "reply must fit the context of {} tokens",
+        to_string(request.agent), request.task, requested, max_tokens, prompt_estimate, *window);
 
   // Reasoning models take no temperature: the key records that none was sent.
   const double key_temperature = c.reasoning ? -1.0 : temperature;
@@ -512,14 +519,14 @@ result<chat_response> llm_client::chat(const chat_request& request) {
 
   const int max_attempts = 1 + c.max_retries;
   std::string last_error;
-  int attempts = 0;      // HTTP attempts made
+  int attempts = 0;  // HTTP attempts made
   int retries_left = c.max_retries;
   bool context_retried = false;
   for (;;) {
     ++attempts;
     bo.max_tokens = max_tokens;
-    attempt_outcome out = attempt(encode_chat_body(c.provider, c.model, request.system, request.messages, bo),
-                                  c.stream);
+    attempt_outcome out =
+        attempt(encode_chat_body(c.provider, c.model, request.system, request.messages, bo), c.stream);
     if (out.reply) {
       decoded_reply& d = *out.reply;
       chat_response r;
@@ -540,8 +547,9 @@ result<chat_response> llm_client::chat(const chat_request& request) {
         r.usage_estimated = true;
         r.input_tokens = prompt_estimate;
         r.output_tokens = estimator_.estimate(r.text.size());
-        delta.notes.insert("the server reported no token counts for some replies: their tokens are estimated "
-                           "from characters");
+        delta.notes.insert(
+            "the server reported no token counts for some replies: their tokens are estimated "
+            "from characters");
       }
       delta.input_tokens = r.input_tokens;
       delta.output_tokens = r.output_tokens;
@@ -561,15 +569,15 @@ result<chat_response> llm_client::chat(const chat_request& request) {
       }
       account(request, delta);
       if (use_cache) {
-        if (auto st = cache_->store(key_for(max_tokens), {r.text, r.input_tokens, r.output_tokens, r.model,
-                                                          r.finish_reason});
+        if (auto st =
+                cache_->store(key_for(max_tokens), {r.text, r.input_tokens, r.output_tokens, r.model, r.finish_reason});
             !st)
           spdlog::warn("{}", st.message());
       }
       r.latency_ms = seconds_since(start) * 1e3;
-      spdlog::debug("llm {} for task '{}': {} attempt(s), {:.0f} ms, {} in / {} out tokens{}",
-                    to_string(request.agent), request.task, attempts, r.latency_ms, r.input_tokens,
-                    r.output_tokens, r.streamed ? ", streamed" : "");
+      spdlog::debug("llm {} for task '{}': {} attempt(s), {:.0f} ms, {} in / {} out tokens{}", to_string(request.agent),
+                    request.task, attempts, r.latency_ms, r.input_tokens, r.output_tokens,
+                    r.streamed ? ", streamed" : "");
       return r;
     }
 
@@ -603,10 +611,10 @@ result<chat_response> llm_client::chat(const chat_request& request) {
     }
     if (!out.retryable) {
       account(request, usage_counts{.failures = 1, .attempts = attempts});
-      const std::string why =
-          out.status != 0 && out.status != 429 ? " (a 4xx reply other than 408/429 means the request itself was "
-                                                 "refused; not retried)"
-                                               : " (not retried)";
+      const std::string why = out.status != 0 && out.status != 429
+                                  ? " (a 4xx reply other than 408/429 means the request itself was "
+                                    "refused; not retried)"
+                                  : " (not retried)";
       return ks::error{who + ": " + last_error + why};
     }
     if (retries_left-- <= 0) break;
@@ -620,15 +628,14 @@ result<chat_response> llm_client::chat(const chat_request& request) {
       }
       wait = *out.retry_after_s;
     }
-    spdlog::warn("{}: attempt {}/{} failed: {}; retrying in {}", who, attempts, max_attempts + (context_retried ? 1 : 0),
-                 last_error, fmt_seconds(wait));
+    spdlog::warn("{}: attempt {}/{} failed: {}; retrying in {}", who, attempts,
+                 max_attempts + (context_retried ? 1 : 0), last_error, fmt_seconds(wait));
     std::this_thread::sleep_for(std::chrono::duration<double>(wait));
   }
   account(request, usage_counts{.failures = 1, .attempts = attempts});
-  return ks::error{who + ": gave up after " + std::to_string(attempts) + " attempt" +
-                   (attempts == 1 ? "" : "s") + " in " + fmt_seconds(seconds_since(start)) +
-                   " (coder.llm.max_retries = " + std::to_string(c.max_retries) +
-                   "); last error: " + last_error};
+  return ks::error{who + ": gave up after " + std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") +
+                   " in " + fmt_seconds(seconds_since(start)) +
+                   " (coder.llm.max_retries = " + std::to_string(c.max_retries) + "); last error: " + last_error};
 }
 
 }  // namespace ks

@@ -74,21 +74,21 @@ class request_limiter {
 
 struct llm_client_options {
   llm_config llm;
-  int max_in_flight = 4;                       // budgets.llm_requests_in_flight
-  std::shared_ptr<request_limiter> limiter;    // if set, used instead of max_in_flight
-  std::shared_ptr<usage_ledger> ledger;        // if set, shared; else the client's own
-  double backoff_initial_s = 1.0;              // first retry waits about this long
-  double backoff_max_s = 30.0;                 // cap of one back-off wait
-  double max_retry_after_s = 120.0;            // a longer Retry-After ends the call
-  double connect_timeout_s = 10.0;             // capped by llm.timeout_s
-  double probe_timeout_s = 5.0;                // each GET that asks the server its context
+  int max_in_flight = 4;                     // budgets.llm_requests_in_flight
+  std::shared_ptr<request_limiter> limiter;  // if set, used instead of max_in_flight
+  std::shared_ptr<usage_ledger> ledger;      // if set, shared; else the client's own
+  double backoff_initial_s = 1.0;            // first retry waits about this long
+  double backoff_max_s = 30.0;               // cap of one back-off wait
+  double max_retry_after_s = 120.0;          // a longer Retry-After ends the call
+  double connect_timeout_s = 10.0;           // capped by llm.timeout_s
+  double probe_timeout_s = 5.0;              // each GET that asks the server its context
   // The least max_tokens a request is sent with when the context is short: a kernel
   // and its plan need about this many (capped by the request's own max_tokens).
   int min_reply_tokens = 2048;
-  size_t max_body_bytes = 64u << 20;           // a larger reply is an error
-  std::map<std::string, model_price> prices;   // added to / overriding default_prices()
+  size_t max_body_bytes = 64u << 20;          // a larger reply is an error
+  std::map<std::string, model_price> prices;  // added to / overriding default_prices()
   std::string anthropic_version = "2023-06-01";
-  uint64_t jitter_seed = 0;                    // 0: seeded from std::random_device
+  uint64_t jitter_seed = 0;  // 0: seeded from std::random_device
 };
 
 // Options for `config`: its coder.llm and budgets.llm_requests_in_flight.
@@ -164,7 +164,6 @@ class llm_client {
 // Seconds to wait from a Retry-After header value: delta-seconds (integer or decimal)
 // or an HTTP-date. nullopt when unparseable.
 std::optional<double> parse_retry_after(const std::string& value,
-                                        std::chrono::system_clock::time_point now =
-                                            std::chrono::system_clock::now());
+                                        std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
 }  // namespace ks

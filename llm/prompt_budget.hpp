@@ -12,15 +12,15 @@
 namespace ks {
 
 struct prompt_section {
-  std::string id;                    // the name the cut order uses ("history", "reference")
-  std::vector<std::string> levels;   // levels[0] the full text; each next one shorter ("" = left out)
-  std::vector<std::string> cuts;     // cuts[i - 1]: what level i leaves out, in words
-  size_t level = 0;                  // the rendering in use
+  std::string id;                   // the name the cut order uses ("history", "reference")
+  std::vector<std::string> levels;  // levels[0] the full text; each next one shorter ("" = left out)
+  std::vector<std::string> cuts;    // cuts[i - 1]: what level i leaves out, in words
+  size_t level = 0;                 // the rendering in use
 };
 
 struct assembled_prompt {
-  std::string text;                  // the sections joined, in their order
-  std::vector<std::string> cuts;     // what was cut, in the order of the cuts
+  std::string text;               // the sections joined, in their order
+  std::vector<std::string> cuts;  // what was cut, in the order of the cuts
 };
 
 // Joins `sections` in order. While the text plus `fixed_chars` (the system prompt)

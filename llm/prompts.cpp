@@ -66,8 +66,7 @@ std::string distribution_text(const distribution_spec& d) {
 }
 
 std::string tensor_line(const tensor_spec& t) {
-  return "- `" + t.name + "`: " + t.dtype + " " + shape_text(t.shape) + ", " +
-         distribution_text(t.init) + "\n";
+  return "- `" + t.name + "`: " + t.dtype + " " + shape_text(t.shape) + ", " + distribution_text(t.init) + "\n";
 }
 
 // The text of 1-based `line` of `source`, or "" when out of range.
@@ -97,7 +96,8 @@ std::string candidate_blocks(const candidate& cand) {
 // The system prompts.
 
 const std::string& sandbox_rules() {
-  static const std::string text = R"(You are an expert CUDA performance engineer. You write and optimise GPU kernels that compute exactly what a PyTorch reference program computes, faster than PyTorch eager.
+  static const std::string text =
+      R"(You are an expert CUDA performance engineer. You write and optimise GPU kernels that compute exactly what a PyTorch reference program computes, faster than PyTorch eager.
 
 ## How your kernels run
 - Your source is CUDA C++ *device code* compiled by NVRTC for a recent NVIDIA data-center GPU (sm_90 class unless told otherwise). There is no host code: no main(), no `<<<...>>>` launches, no cudaMalloc, no PyTorch extension, no host headers (<vector>, <iostream>, <torch/...>). CUDA's device headers are available (<cuda_fp16.h>, <cuda_bf16.h>, <cuda/std/cstdint>, ...). NVRTC defines no int64_t by itself: write `long long`, or include <cuda/std/cstdint>.
@@ -228,8 +228,7 @@ const char* failure_checklist(review_status status) {
 }
 
 std::string method_knowledge_section(const method_def* method, const std::string& chosen) {
-  if (!method)
-    return "## Method: `" + chosen + "`\nNamed only: what it means for this kernel is for you to judge.\n";
+  if (!method) return "## Method: `" + chosen + "`\nNamed only: what it means for this kernel is for you to judge.\n";
   return render_method(*method);
 }
 
@@ -355,8 +354,10 @@ enum class source_cut { full, no_comments, half, quarter };
 
 std::string shown_source(const std::string& source, source_cut cut) {
   switch (cut) {
-    case source_cut::full: return source;
-    case source_cut::no_comments: return strip_python_comments(source);
+    case source_cut::full:
+      return source;
+    case source_cut::no_comments:
+      return strip_python_comments(source);
     case source_cut::half: {
       const std::string s = strip_python_comments(source);
       return cut_middle(s, s.size() / 2, "#");
@@ -395,8 +396,8 @@ std::string task_text(const task_spec& task, source_cut cut) {
     s += fenced("python", shown_source(task.torchscript, cut));
   } else if (!task.module_bytes.empty() || !task.module_path.empty()) {
     // A saved module: its code as TorchScript printed it into the archive.
-    auto code = task.module_bytes.empty() ? result<std::vector<module_code_file>>(error{""})
-                                          : module_code(task.module_bytes);
+    auto code =
+        task.module_bytes.empty() ? result<std::vector<module_code_file>>(error{""}) : module_code(task.module_bytes);
     if (code && !code->empty()) {
       s += "\nReference: a saved TorchScript module";
       if (!task.module_path.empty()) s += " (`" + task.module_path + "`)";
@@ -420,8 +421,8 @@ std::string task_text(const task_spec& task, source_cut cut) {
     s += "Parameters, passed after the inputs (also tensors of the plan):\n";
     for (const auto& t : task.parameters) s += tensor_line(t);
   }
-  s += "Tolerance: |out - ref| <= " + num(task.tolerance.atol) + " + " +
-       num(task.tolerance.rtol) + " * |ref|, element by element.\n";
+  s += "Tolerance: |out - ref| <= " + num(task.tolerance.atol) + " + " + num(task.tolerance.rtol) +
+       " * |ref|, element by element.\n";
   if (!task.sizes.empty()) {
     s += "The plan must also work at these sizes:";
     for (const auto& [size, shapes] : task.sizes) {
@@ -441,10 +442,11 @@ std::string task_text(const task_spec& task, source_cut cut) {
 // The task with its reference at four lengths: whole, without comments and
 // docstrings, and cut in the middle to a half and a quarter.
 prompt_section task_section(const task_spec& task) {
-  return make_section("reference", {{task_text(task, source_cut::full), ""},
-                                    {task_text(task, source_cut::no_comments), "the reference's comments"},
-                                    {task_text(task, source_cut::half), "half of the reference's source"},
-                                    {task_text(task, source_cut::quarter), "three quarters of the reference's source"}});
+  return make_section("reference",
+                      {{task_text(task, source_cut::full), ""},
+                       {task_text(task, source_cut::no_comments), "the reference's comments"},
+                       {task_text(task, source_cut::half), "half of the reference's source"},
+                       {task_text(task, source_cut::quarter), "three quarters of the reference's source"}});
 }
 
 }  // namespace
@@ -484,8 +486,8 @@ std::string method_text(const method_def& m, bool with_example) {
 enum class profile_cut { all, digest, none };
 
 std::string review_text(const review_result& r, const task_spec& task, const candidate& cand,
-                        const prompt_limits& limits, profile_cut profile, size_t max_diagnostics,
-                        size_t max_log_chars, const std::vector<std::string>& key_metrics = {}) {
+                        const prompt_limits& limits, profile_cut profile, size_t max_diagnostics, size_t max_log_chars,
+                        const std::vector<std::string>& key_metrics = {}) {
   std::string s = "## Review of candidate `" + short_id(cand.id.empty() ? r.candidate_id : cand.id) +
                   "`: " + to_string(r.status) + "\n";
   if (!r.device.empty()) s += "Device: " + r.device + "\n";
@@ -514,17 +516,15 @@ std::string review_text(const review_result& r, const task_spec& task, const can
     }
     case review_status::incorrect: {
       s += "\nOutputs differ from the reference: " + std::to_string(r.trials_passed) + " of " +
-           std::to_string(r.trials_run) + " trials passed; max abs error " +
-           num(r.max_abs_error) + ", max rel error " + num(r.max_rel_error) +
-           " (tolerance atol " + num(task.tolerance.atol) + ", rtol " +
+           std::to_string(r.trials_run) + " trials passed; max abs error " + num(r.max_abs_error) + ", max rel error " +
+           num(r.max_rel_error) + " (tolerance atol " + num(task.tolerance.atol) + ", rtol " +
            num(task.tolerance.rtol) + ").\n";
       break;
     }
     case review_status::ok: {
       if (r.speedup > 0)
         s += "Speedup over PyTorch eager: " + num(r.speedup) + "x (candidate median " +
-             num(r.candidate_time.median_ms) + " ms, reference median " +
-             num(r.reference_time.median_ms) + " ms).\n";
+             num(r.candidate_time.median_ms) + " ms, reference median " + num(r.reference_time.median_ms) + " ms).\n";
       break;
     }
     default:
@@ -557,9 +557,8 @@ std::string review_text(const review_result& r, const task_spec& task, const can
     s += "\nCompiled resources per kernel:\n";
     for (const auto& k : r.resources)
       s += "- " + k.kernel + ": " + std::to_string(k.registers) + " registers/thread, " +
-           std::to_string(k.static_shared_bytes) + " B static shared memory, " +
-           std::to_string(k.local_bytes) + " B local memory/thread" +
-           (k.local_bytes > 0 ? " (spills or local arrays)" : "") + "\n";
+           std::to_string(k.static_shared_bytes) + " B static shared memory, " + std::to_string(k.local_bytes) +
+           " B local memory/thread" + (k.local_bytes > 0 ? " (spills or local arrays)" : "") + "\n";
   }
   (void)limits;
   return s;
@@ -613,14 +612,12 @@ std::string history_text(const std::vector<trajectory_entry>& history, const pro
 // last 3, the per-method digest alone, nothing.
 prompt_section history_section(const std::vector<trajectory_entry>& history, const prompt_limits& limits) {
   const size_t n = std::min(history.size(), limits.max_history);
-  return make_section("history",
-                      {{history_text(history, limits, limits.max_history, true) + "\n", ""},
-                       {history_text(history, limits, std::min<size_t>(n, 8), true) + "\n",
-                        "the history's older events"},
-                       {history_text(history, limits, std::min<size_t>(n, 3), true) + "\n",
-                        "the history's older events"},
-                       {history_text(history, limits, 0, true) + "\n", "the history's events (its digest is kept)"},
-                       {"", "the history"}});
+  return make_section(
+      "history", {{history_text(history, limits, limits.max_history, true) + "\n", ""},
+                  {history_text(history, limits, std::min<size_t>(n, 8), true) + "\n", "the history's older events"},
+                  {history_text(history, limits, std::min<size_t>(n, 3), true) + "\n", "the history's older events"},
+                  {history_text(history, limits, 0, true) + "\n", "the history's events (its digest is kept)"},
+                  {"", "the history"}});
 }
 
 // The launch-plan guide: whole, without its worked example, its format rules only,
@@ -686,19 +683,23 @@ const std::vector<std::string>& truncation_order(agent_role role) {
   static const std::vector<std::string> repairer = {"failed_repairs", "guide", "review", "reference"};
   static const std::vector<std::string> none;
   switch (role) {
-    case agent_role::generator: return generator;
-    case agent_role::optimizer: return optimizer;
-    case agent_role::diagnoser: return diagnoser;
-    case agent_role::repairer: return repairer;
-    case agent_role::planner: return none;
+    case agent_role::generator:
+      return generator;
+    case agent_role::optimizer:
+      return optimizer;
+    case agent_role::diagnoser:
+      return diagnoser;
+    case agent_role::repairer:
+      return repairer;
+    case agent_role::planner:
+      return none;
   }
   return none;
 }
 
 // ---------------------------------------------------------------------------
 
-chat_request generator_prompt(const task_spec& task, const generator_options& options,
-                              const prompt_limits& limits) {
+chat_request generator_prompt(const task_spec& task, const generator_options& options, const prompt_limits& limits) {
   chat_request req;
   req.agent = agent_role::generator;
   req.task = task.name;
@@ -709,10 +710,8 @@ chat_request generator_prompt(const task_spec& task, const generator_options& op
   parts.push_back(guide_section(false));
   std::string u = "## This seed\n";
   const uint32_t seeds = std::max<uint32_t>(options.seeds, 1);
-  u += "Seed " + std::to_string(options.seed_index + 1) + " of " + std::to_string(seeds) +
-       ". Design direction: " +
-       (options.strategy_hint.empty() ? std::string(seed_direction(options.seed_index))
-                                      : options.strategy_hint) +
+  u += "Seed " + std::to_string(options.seed_index + 1) + " of " + std::to_string(seeds) + ". Design direction: " +
+       (options.strategy_hint.empty() ? std::string(seed_direction(options.seed_index)) : options.strategy_hint) +
        "\n\n";
   u += "## What to do\n"
        "1. Read the reference and work out exactly what it computes, including dtypes, "
@@ -727,11 +726,9 @@ chat_request generator_prompt(const task_spec& task, const generator_options& op
   return finish(std::move(req), std::move(parts), truncation_order(agent_role::generator), limits);
 }
 
-chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
-                              const review_result& review, const code_features& features,
-                              const optimization_plan& plan, const method_def* method,
-                              const std::vector<trajectory_entry>& history,
-                              const prompt_limits& limits) {
+chat_request optimizer_prompt(const task_spec& task, const candidate& cand, const review_result& review,
+                              const code_features& features, const optimization_plan& plan, const method_def* method,
+                              const std::vector<trajectory_entry>& history, const prompt_limits& limits) {
   chat_request req;
   req.agent = agent_role::optimizer;
   req.task = task.name;
@@ -748,14 +745,15 @@ chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
     if (c.method == plan.chosen)
       for (const auto& [k, v] : c.evidence) key_metrics.push_back(k);
   parts.push_back(make_section(
-      "review", {{review_text(review, task, cand, limits, profile_cut::all, limits.max_diagnostics,
-                              limits.max_log_chars) + "\n", ""},
-                 {review_text(review, task, cand, limits, profile_cut::digest, limits.max_diagnostics,
-                              limits.max_log_chars, key_metrics) + "\n",
-                  "the profile metrics the planner's decision does not rest on"},
-                 {review_text(review, task, cand, limits, profile_cut::none, limits.max_diagnostics,
-                              limits.max_log_chars) + "\n",
-                  "the profile and the compiled resources"}}));
+      "review",
+      {{review_text(review, task, cand, limits, profile_cut::all, limits.max_diagnostics, limits.max_log_chars) + "\n",
+        ""},
+       {review_text(review, task, cand, limits, profile_cut::digest, limits.max_diagnostics, limits.max_log_chars,
+                    key_metrics) +
+            "\n",
+        "the profile metrics the planner's decision does not rest on"},
+       {review_text(review, task, cand, limits, profile_cut::none, limits.max_diagnostics, limits.max_log_chars) + "\n",
+        "the profile and the compiled resources"}}));
   parts.push_back(make_section("features", {{features_section(features) + "\n", ""}, {"", "the code features"}}));
   parts.push_back(fixed(plan_section(plan) + "\n"));
   if (method)
@@ -770,7 +768,9 @@ chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
     u += "1. Check the method's preconditions against this kernel. If one does not hold, do "
          "not force the method: say so in one sentence and make the closest change that "
          "does hold.\n"
-         "2. Apply `" + plan.chosen + "` and only it; keep everything the method does not "
+         "2. Apply `" +
+         plan.chosen +
+         "` and only it; keep everything the method does not "
          "concern as it is. Avoid every forbidden pattern above, and every method the "
          "planner forbade.\n";
   else
@@ -779,7 +779,9 @@ chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
     u += "1. Decide from the review and the code features whether `" + plan.chosen +
          "` can help this kernel. If it cannot, say so in one sentence and make the closest "
          "change that can.\n"
-         "2. Apply `" + plan.chosen + "` and only it; keep everything the method does not "
+         "2. Apply `" +
+         plan.chosen +
+         "` and only it; keep everything the method does not "
          "concern as it is, and avoid every method the planner forbade.\n";
   u += "3. Keep the kernel correct for every shape of the task, with the same outputs in "
        "the same order; update the plan to match every changed kernel signature, grid, "
@@ -799,8 +801,7 @@ prompt_section failure_review_section(const review_result& review, const task_sp
                                       const prompt_limits& limits) {
   return make_section(
       "review",
-      {{review_text(review, task, cand, limits, profile_cut::all, limits.max_diagnostics, limits.max_log_chars) +
-            "\n",
+      {{review_text(review, task, cand, limits, profile_cut::all, limits.max_diagnostics, limits.max_log_chars) + "\n",
         ""},
        {review_text(review, task, cand, limits, profile_cut::all, std::min<size_t>(limits.max_diagnostics, 5),
                     std::min<size_t>(limits.max_log_chars, 1000)) +
@@ -810,10 +811,8 @@ prompt_section failure_review_section(const review_result& review, const task_sp
 
 }  // namespace
 
-chat_request diagnoser_prompt(const task_spec& task, const candidate& cand,
-                              const review_result& review,
-                              const std::vector<trajectory_entry>& history,
-                              const prompt_limits& limits) {
+chat_request diagnoser_prompt(const task_spec& task, const candidate& cand, const review_result& review,
+                              const std::vector<trajectory_entry>& history, const prompt_limits& limits) {
   chat_request req;
   req.agent = agent_role::diagnoser;
   req.task = task.name;
@@ -827,20 +826,20 @@ chat_request diagnoser_prompt(const task_spec& task, const candidate& cand,
   if (const char* hints = failure_checklist(review.status); *hints)
     parts.push_back(fixed("## Where to look\n" + std::string(hints) + "\n\n"));
   parts.push_back(history_section(history, limits));
-  parts.push_back(fixed("## What to do\n"
-                        "1. Find the root cause: the line(s) responsible and the mechanism, not the symptom.\n"
-                        "2. List the changes that fix it, smallest first, each concrete (which line, what "
-                        "it becomes). Do not suggest a fix that the history shows has already failed.\n"
-                        "3. Do not propose optimisations: only what makes the kernel compile, fit its "
-                        "plan and match the reference.\n\n"
-                        "End with the ```json block.\n"));
+  parts.push_back(
+      fixed("## What to do\n"
+            "1. Find the root cause: the line(s) responsible and the mechanism, not the symptom.\n"
+            "2. List the changes that fix it, smallest first, each concrete (which line, what "
+            "it becomes). Do not suggest a fix that the history shows has already failed.\n"
+            "3. Do not propose optimisations: only what makes the kernel compile, fit its "
+            "plan and match the reference.\n\n"
+            "End with the ```json block.\n"));
   return finish(std::move(req), std::move(parts), truncation_order(agent_role::diagnoser), limits);
 }
 
 namespace {
 
-std::string failed_repairs_text(const std::vector<trajectory_entry>& failed, const prompt_limits& limits,
-                                size_t keep) {
+std::string failed_repairs_text(const std::vector<trajectory_entry>& failed, const prompt_limits& limits, size_t keep) {
   if (failed.empty() || keep == 0) return "";
   std::string u = "## Earlier repairs that failed (do not repeat them)\n";
   const size_t skip = failed.size() > keep ? failed.size() - keep : 0;
@@ -859,9 +858,8 @@ std::string failed_repairs_text(const std::vector<trajectory_entry>& failed, con
 
 }  // namespace
 
-chat_request repairer_prompt(const task_spec& task, const candidate& cand,
-                             const review_result& review, const repair_plan& diagnosis,
-                             const std::vector<trajectory_entry>& failed_repairs,
+chat_request repairer_prompt(const task_spec& task, const candidate& cand, const review_result& review,
+                             const repair_plan& diagnosis, const std::vector<trajectory_entry>& failed_repairs,
                              const prompt_limits& limits) {
   chat_request req;
   req.agent = agent_role::repairer;
@@ -881,21 +879,22 @@ chat_request repairer_prompt(const task_spec& task, const candidate& cand,
       d += std::to_string(i + 1) + ". " + diagnosis.actions[i] + "\n";
   }
   parts.push_back(fixed(d + "\n"));
-  parts.push_back(make_section("failed_repairs",
-                               {{failed_repairs_text(failed_repairs, limits, limits.max_history), ""},
-                                {failed_repairs_text(failed_repairs, limits, 2), "the older failed repairs"},
-                                {"", "the failed repairs"}}));
+  parts.push_back(
+      make_section("failed_repairs", {{failed_repairs_text(failed_repairs, limits, limits.max_history), ""},
+                                      {failed_repairs_text(failed_repairs, limits, 2), "the older failed repairs"},
+                                      {"", "the failed repairs"}}));
   if (const char* hints = failure_checklist(review.status); *hints)
     parts.push_back(fixed("## Where to look\n" + std::string(hints) + "\n\n"));
   parts.push_back(guide_section(true));
-  parts.push_back(fixed("## What to do\n"
-                        "1. Apply the diagnosis' actions; if one is wrong, fix the root cause it points at "
-                        "instead and say so in one sentence.\n"
-                        "2. Change as little as possible: same kernels, names and design, unless the fix "
-                        "needs more.\n"
-                        "3. Keep the plan consistent with the source (argument count, order and types).\n\n"
-                        "Reply with the complete repaired source in one ```cuda block and the complete "
-                        "launch plan in one ```yaml block.\n"));
+  parts.push_back(
+      fixed("## What to do\n"
+            "1. Apply the diagnosis' actions; if one is wrong, fix the root cause it points at "
+            "instead and say so in one sentence.\n"
+            "2. Change as little as possible: same kernels, names and design, unless the fix "
+            "needs more.\n"
+            "3. Keep the plan consistent with the source (argument count, order and types).\n\n"
+            "Reply with the complete repaired source in one ```cuda block and the complete "
+            "launch plan in one ```yaml block.\n"));
   return finish(std::move(req), std::move(parts), truncation_order(agent_role::repairer), limits);
 }
 

@@ -17,22 +17,22 @@
 #include <string>
 #include <vector>
 
-#include "model/task.hpp"
-#include "model/candidate.hpp"
-#include "model/review.hpp"
-#include "model/decision.hpp"
-#include "model/trajectory.hpp"
 #include "llm/chat.hpp"
+#include "model/candidate.hpp"
+#include "model/decision.hpp"
+#include "model/review.hpp"
+#include "model/task.hpp"
+#include "model/trajectory.hpp"
 #include "policy/skill_library.hpp"
 
 namespace ks {
 
 // Bounds that keep prompts a sensible size.
 struct prompt_limits {
-  size_t max_history = 24;          // trajectory entries shown (the most recent)
-  size_t max_diagnostics = 20;      // compiler diagnostics shown
-  size_t max_log_chars = 4000;      // compile log / review message excerpt
-  size_t max_summary_chars = 300;   // one trajectory entry's summary
+  size_t max_history = 24;         // trajectory entries shown (the most recent)
+  size_t max_diagnostics = 20;     // compiler diagnostics shown
+  size_t max_log_chars = 4000;     // compile log / review message excerpt
+  size_t max_summary_chars = 300;  // one trajectory entry's summary
   // The most characters the whole prompt (system prompt and user message) may take;
   // 0: no bound. The llm coder sets it from the room the model's context leaves
   // (tokens × the characters a token takes). A prompt over it is cut section by
@@ -70,24 +70,19 @@ chat_request generator_prompt(const task_spec& task, const generator_options& op
 // Optimizer: apply the plan's chosen method to a correct kernel. `method` is the
 // chosen method's knowledge (nullptr: the method is named only by its id); history is
 // the task's trajectory, oldest first.
-chat_request optimizer_prompt(const task_spec& task, const candidate& cand,
-                              const review_result& review, const code_features& features,
-                              const optimization_plan& plan, const method_def* method,
-                              const std::vector<trajectory_entry>& history,
-                              const prompt_limits& limits = {});
+chat_request optimizer_prompt(const task_spec& task, const candidate& cand, const review_result& review,
+                              const code_features& features, const optimization_plan& plan, const method_def* method,
+                              const std::vector<trajectory_entry>& history, const prompt_limits& limits = {});
 
 // Diagnoser: explain why a candidate failed review and say what to change.
-chat_request diagnoser_prompt(const task_spec& task, const candidate& cand,
-                              const review_result& review,
-                              const std::vector<trajectory_entry>& history,
-                              const prompt_limits& limits = {});
+chat_request diagnoser_prompt(const task_spec& task, const candidate& cand, const review_result& review,
+                              const std::vector<trajectory_entry>& history, const prompt_limits& limits = {});
 
 // Repairer: fix the failing candidate following the diagnoser's plan. failed_repairs
 // are the earlier repair attempts of this candidate's line that failed too (trajectory
 // entries, oldest first): the model is told not to repeat them.
-chat_request repairer_prompt(const task_spec& task, const candidate& cand,
-                             const review_result& review, const repair_plan& diagnosis,
-                             const std::vector<trajectory_entry>& failed_repairs,
+chat_request repairer_prompt(const task_spec& task, const candidate& cand, const review_result& review,
+                             const repair_plan& diagnosis, const std::vector<trajectory_entry>& failed_repairs,
                              const prompt_limits& limits = {});
 
 // Pieces the builders share, exposed for tests and for other backends' reports.
@@ -97,10 +92,9 @@ chat_request repairer_prompt(const task_spec& task, const candidate& cand,
 // by their attribute), tolerance and other sizes.
 std::string render_task(const task_spec& task);
 std::string render_method(const method_def& method);
-std::string render_review(const review_result& review, const task_spec& task,
-                          const candidate& cand, const prompt_limits& limits = {});
-std::string render_history(const std::vector<trajectory_entry>& history,
-                           const prompt_limits& limits = {});
+std::string render_review(const review_result& review, const task_spec& task, const candidate& cand,
+                          const prompt_limits& limits = {});
+std::string render_history(const std::vector<trajectory_entry>& history, const prompt_limits& limits = {});
 // The launch-plan format as the model needs it (a condensed docs/launch-plan.md).
 const std::string& launch_plan_guide();
 // What a candidate reply must look like.

@@ -31,12 +31,9 @@ std::string string_field(const json& obj, const char* name) {
 
 }  // namespace
 
-bool is_known_provider(const std::string& provider) {
-  return provider == "openai" || provider == "anthropic";
-}
+bool is_known_provider(const std::string& provider) { return provider == "openai" || provider == "anthropic"; }
 
-std::string encode_chat_body(const std::string& provider, const std::string& model,
-                             const std::string& system,
+std::string encode_chat_body(const std::string& provider, const std::string& model, const std::string& system,
                              const std::vector<chat_message>& messages, const body_options& o) {
   json msgs = json::array();
   json body = json::object();
@@ -59,19 +56,16 @@ std::string encode_chat_body(const std::string& provider, const std::string& mod
   return body.dump(-1, ' ', false, replace);
 }
 
-std::string encode_chat_body(const std::string& provider, const std::string& model,
-                             const std::string& system,
-                             const std::vector<chat_message>& messages, int max_tokens,
-                             double temperature) {
+std::string encode_chat_body(const std::string& provider, const std::string& model, const std::string& system,
+                             const std::vector<chat_message>& messages, int max_tokens, double temperature) {
   body_options o;
   o.max_tokens = max_tokens;
   o.temperature = temperature;
   return encode_chat_body(provider, model, system, messages, o);
 }
 
-std::vector<std::pair<std::string, std::string>> auth_headers(
-    const std::string& provider, const std::string& api_key,
-    const std::string& anthropic_version, bool stream) {
+std::vector<std::pair<std::string, std::string>> auth_headers(const std::string& provider, const std::string& api_key,
+                                                              const std::string& anthropic_version, bool stream) {
   std::vector<std::pair<std::string, std::string>> h;
   if (provider == "anthropic") {
     if (!api_key.empty()) h.emplace_back("x-api-key", api_key);
@@ -97,15 +91,12 @@ result<decoded_reply> decode_chat_body(const std::string& provider, const std::s
   out.model = string_field(doc, "model");
   if (provider == "anthropic") {
     auto it = doc.find("content");
-    if (it == doc.end() || !it->is_array())
-      return ks::error{"the reply has no 'content' array: " + cut(body, 300)};
+    if (it == doc.end() || !it->is_array()) return ks::error{"the reply has no 'content' array: " + cut(body, 300)};
     for (const auto& block : *it)
-      if (block.is_object() && string_field(block, "type") == "text")
-        out.text += string_field(block, "text");
+      if (block.is_object() && string_field(block, "type") == "text") out.text += string_field(block, "text");
     out.finish_reason = string_field(doc, "stop_reason");
     const json usage = doc.value("usage", json::object());
-    out.input_tokens = int_field(usage, "input_tokens") +
-                       int_field(usage, "cache_creation_input_tokens") +
+    out.input_tokens = int_field(usage, "input_tokens") + int_field(usage, "cache_creation_input_tokens") +
                        int_field(usage, "cache_read_input_tokens");
     out.output_tokens = int_field(usage, "output_tokens");
   } else {

@@ -38,21 +38,18 @@ struct body_options {
 };
 
 // The JSON request body.
-std::string encode_chat_body(const std::string& provider, const std::string& model,
-                             const std::string& system,
+std::string encode_chat_body(const std::string& provider, const std::string& model, const std::string& system,
                              const std::vector<chat_message>& messages, const body_options& options);
 // The classic body: max_tokens and temperature, not streamed.
-std::string encode_chat_body(const std::string& provider, const std::string& model,
-                             const std::string& system,
-                             const std::vector<chat_message>& messages, int max_tokens,
-                             double temperature);
+std::string encode_chat_body(const std::string& provider, const std::string& model, const std::string& system,
+                             const std::vector<chat_message>& messages, int max_tokens, double temperature);
 
 // Header name/value pairs besides Content-Type. api_key may be empty (no auth header).
 // openai: Authorization: Bearer KEY. anthropic: x-api-key: KEY, anthropic-version.
 // Accept: text/event-stream for a streamed request, application/json otherwise.
-std::vector<std::pair<std::string, std::string>> auth_headers(
-    const std::string& provider, const std::string& api_key,
-    const std::string& anthropic_version, bool stream = false);
+std::vector<std::pair<std::string, std::string>> auth_headers(const std::string& provider, const std::string& api_key,
+                                                              const std::string& anthropic_version,
+                                                              bool stream = false);
 
 struct decoded_reply {
   std::string text;

@@ -40,14 +40,12 @@ status response_cache::open() {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
-    return ks::error{"llm cache directory '" + dir_.string() + "' cannot be created: " +
-                     (ec ? ec.message() : "not a directory")};
+    return ks::error{"llm cache directory '" + dir_.string() +
+                     "' cannot be created: " + (ec ? ec.message() : "not a directory")};
   return {};
 }
 
-fs::path response_cache::path_for(const std::string& key) const {
-  return dir_ / key.substr(0, 2) / (key + ".json");
-}
+fs::path response_cache::path_for(const std::string& key) const { return dir_ / key.substr(0, 2) / (key + ".json"); }
 
 std::optional<cached_reply> response_cache::load(const cache_key_fields& fields) const {
   const std::string text = cache_key_text(fields);
@@ -59,8 +57,7 @@ std::optional<cached_reply> response_cache::load(const cache_key_fields& fields)
   try {
     const json doc = json::parse(buf.str());
     // The stored request must be this one: guards against a file copied or edited by hand.
-    if (doc.at("request").dump(-1, ' ', false, json::error_handler_t::replace) != text)
-      return std::nullopt;
+    if (doc.at("request").dump(-1, ' ', false, json::error_handler_t::replace) != text) return std::nullopt;
     const json& r = doc.at("response");
     cached_reply out;
     out.text = r.at("text").get<std::string>();
@@ -80,24 +77,21 @@ status response_cache::store(const cache_key_fields& fields, const cached_reply&
   const fs::path path = path_for(key);
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
-  if (ec)
-    return ks::error{"llm cache: cannot create '" + path.parent_path().string() +
-                     "': " + ec.message()};
-  const json doc = {
-      {"format", "kernelskill-llm-cache/1"},
-      {"key", key},
-      {"stored_unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count()},
-      {"request", fields_json(fields)},
-      {"response",
-       {{"text", reply.text},
-        {"input_tokens", reply.input_tokens},
-        {"output_tokens", reply.output_tokens},
-        {"model", reply.model},
-        {"finish_reason", reply.finish_reason}}}};
-  const fs::path tmp = path.parent_path() / (key + ".tmp." + std::to_string(::getpid()) + "." +
-                                             std::to_string(counter.fetch_add(1)));
+  if (ec) return ks::error{"llm cache: cannot create '" + path.parent_path().string() + "': " + ec.message()};
+  const json doc = {{"format", "kernelskill-llm-cache/1"},
+                    {"key", key},
+                    {"stored_unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()},
+                    {"request", fields_json(fields)},
+                    {"response",
+                     {{"text", reply.text},
+                      {"input_tokens", reply.input_tokens},
+                      {"output_tokens", reply.output_tokens},
+                      {"model", reply.model},
+                      {"finish_reason", reply.finish_reason}}}};
+  const fs::path tmp =
+      path.parent_path() / (key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1)));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << doc.dump(1, ' ', false, json::error_handler_t::replace) << '\n';

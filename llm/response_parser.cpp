@@ -14,8 +14,7 @@ namespace ks {
 namespace {
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -55,8 +54,7 @@ std::string info_word(const std::string& rest) {
 }
 
 bool is_code_tag(const std::string& info) {
-  static const std::set<std::string> tags = {"cuda", "cu", "cuh", "cpp", "c++", "cxx",
-                                             "cc", "c", "h", "hpp"};
+  static const std::set<std::string> tags = {"cuda", "cu", "cuh", "cpp", "c++", "cxx", "cc", "c", "h", "hpp"};
   return tags.count(info) > 0;
 }
 
@@ -68,9 +66,7 @@ bool has_steps_line(const std::string& body) {
   return body.rfind("steps:", 0) == 0 || body.find("\nsteps:") != std::string::npos;
 }
 
-std::string block_name(const fenced_block& b) {
-  return "```" + b.info + " block at line " + std::to_string(b.line);
-}
+std::string block_name(const fenced_block& b) { return "```" + b.info + " block at line " + std::to_string(b.line); }
 
 const std::string& diagnosis_format() {
   static const std::string text =
@@ -124,23 +120,25 @@ static std::vector<fenced_block> scan_blocks(std::string_view text, std::string*
   return blocks;
 }
 
-std::vector<fenced_block> extract_fenced_blocks(std::string_view text) {
-  return scan_blocks(text, nullptr);
-}
+std::vector<fenced_block> extract_fenced_blocks(std::string_view text) { return scan_blocks(text, nullptr); }
 
 result<parsed_candidate> parse_candidate_reply(std::string_view text) {
   std::string prose;
   const auto blocks = scan_blocks(text, &prose);
   std::vector<const fenced_block*> code, plans;
   for (const auto& b : blocks) {
-    if (is_code_tag(b.info)) code.push_back(&b);
-    else if (is_yaml_tag(b.info)) plans.push_back(&b);
+    if (is_code_tag(b.info))
+      code.push_back(&b);
+    else if (is_yaml_tag(b.info))
+      plans.push_back(&b);
   }
   // Untagged blocks count when nothing is tagged and their content says what they are.
   for (const auto& b : blocks) {
     if (!b.info.empty()) continue;
-    if (code.empty() && has_kernel(b.body)) code.push_back(&b);
-    else if (plans.empty() && has_steps_line(b.body)) plans.push_back(&b);
+    if (code.empty() && has_kernel(b.body))
+      code.push_back(&b);
+    else if (plans.empty() && has_steps_line(b.body))
+      plans.push_back(&b);
   }
 
   parsed_candidate out;
@@ -155,8 +153,7 @@ result<parsed_candidate> parse_candidate_reply(std::string_view text) {
         break;
       }
     if (code.size() > 1)
-      out.warnings.push_back(std::to_string(code.size()) + " code blocks; used the " +
-                             block_name(*src));
+      out.warnings.push_back(std::to_string(code.size()) + " code blocks; used the " + block_name(*src));
   }
   const fenced_block* plan = nullptr;
   if (!plans.empty()) {
@@ -167,15 +164,13 @@ result<parsed_candidate> parse_candidate_reply(std::string_view text) {
         break;
       }
     if (plans.size() > 1)
-      out.warnings.push_back(std::to_string(plans.size()) + " yaml blocks; used the " +
-                             block_name(*plan));
+      out.warnings.push_back(std::to_string(plans.size()) + " yaml blocks; used the " + block_name(*plan));
   }
 
   if (!src) {
-    problems.push_back(blocks.empty()
-                           ? "the reply has no fenced code block at all (expected a ```cuda "
-                             "block with the source and a ```yaml block with the launch plan)"
-                           : "no ```cuda block with the CUDA source");
+    problems.push_back(blocks.empty() ? "the reply has no fenced code block at all (expected a ```cuda "
+                                        "block with the source and a ```yaml block with the launch plan)"
+                                      : "no ```cuda block with the CUDA source");
   } else if (!src->closed) {
     problems.push_back("the " + block_name(*src) +
                        " is never closed: the reply was probably cut off at the token limit");
@@ -194,8 +189,7 @@ result<parsed_candidate> parse_candidate_reply(std::string_view text) {
     auto parsed = parse_launch_plan(plan->body, "plan");
     if (!parsed) {
       problems.push_back("the launch plan in the " + block_name(*plan) +
-                         " does not parse (positions are line:column within the block): " +
-                         parsed.message());
+                         " does not parse (positions are line:column within the block): " + parsed.message());
     } else {
       out.plan = std::move(*parsed);
       out.plan_yaml = plan->body;
@@ -217,8 +211,7 @@ result<repair_plan> parse_diagnosis_reply(std::string_view text) {
   const auto blocks = extract_fenced_blocks(text);
   std::vector<std::string> candidates;
   for (const auto& b : blocks)
-    if (b.info == "json" || (b.info.empty() && trim(b.body).rfind('{', 0) == 0))
-      candidates.push_back(b.body);
+    if (b.info == "json" || (b.info.empty() && trim(b.body).rfind('{', 0) == 0)) candidates.push_back(b.body);
   if (candidates.empty()) {
     const auto open = text.find('{');
     const auto close = text.rfind('}');
@@ -226,8 +219,9 @@ result<repair_plan> parse_diagnosis_reply(std::string_view text) {
       candidates.emplace_back(text.substr(open, close - open + 1));
   }
   if (candidates.empty())
-    return ks::error{"no ```json block with the diagnosis (expected {\"diagnosis\": \"...\", "
-                     "\"actions\": [\"...\"]})"};
+    return ks::error{
+        "no ```json block with the diagnosis (expected {\"diagnosis\": \"...\", "
+        "\"actions\": [\"...\"]})"};
   std::string last_problem;
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     json doc;
@@ -256,8 +250,7 @@ result<repair_plan> parse_diagnosis_reply(std::string_view text) {
     if (a->is_string()) {
       plan.actions.push_back(a->get<std::string>());
     } else if (a->is_array()) {
-      for (const auto& item : *a)
-        plan.actions.push_back(item.is_string() ? item.get<std::string>() : item.dump());
+      for (const auto& item : *a) plan.actions.push_back(item.is_string() ? item.get<std::string>() : item.dump());
     } else {
       last_problem = "\"actions\" is not a list of strings";
       continue;
@@ -271,22 +264,19 @@ result<repair_plan> parse_diagnosis_reply(std::string_view text) {
   return ks::error{last_problem};
 }
 
-std::string repair_prompt(std::string_view original_response, std::string_view problem,
-                          reply_kind kind) {
+std::string repair_prompt(std::string_view original_response, std::string_view problem, reply_kind kind) {
   std::string s = "Your previous reply could not be used: " + std::string(problem) + ".\n\n";
   const auto blocks = extract_fenced_blocks(original_response);
   if (blocks.empty()) {
     s += "It contained no fenced code block at all.\n\n";
   } else {
-    s += "It contained " + std::to_string(blocks.size()) + " fenced block" +
-         (blocks.size() == 1 ? "" : "s") + ":";
+    s += "It contained " + std::to_string(blocks.size()) + " fenced block" + (blocks.size() == 1 ? "" : "s") + ":";
     for (const auto& b : blocks)
-      s += " ```" + (b.info.empty() ? std::string("(untagged)") : b.info) +
-           (b.closed ? "" : " (not closed)");
+      s += " ```" + (b.info.empty() ? std::string("(untagged)") : b.info) + (b.closed ? "" : " (not closed)");
     s += ".\n\n";
   }
-  const bool cut_off = problem.find("cut off") != std::string_view::npos ||
-                       problem.find("never closed") != std::string_view::npos;
+  const bool cut_off =
+      problem.find("cut off") != std::string_view::npos || problem.find("never closed") != std::string_view::npos;
   if (kind == reply_kind::diagnosis) {
     s += "Send the diagnosis again. " + diagnosis_format();
   } else {
@@ -303,8 +293,8 @@ std::string repair_prompt(std::string_view original_response, std::string_view p
   return s;
 }
 
-chat_request with_format_repair(const chat_request& request, const std::string& reply,
-                                const std::string& problem, reply_kind kind) {
+chat_request with_format_repair(const chat_request& request, const std::string& reply, const std::string& problem,
+                                reply_kind kind) {
   chat_request next = request;
   next.messages.push_back({"assistant", reply});
   next.messages.push_back({"user", repair_prompt(reply, problem, kind)});

@@ -16,27 +16,27 @@
 #include <string_view>
 #include <vector>
 
-#include "model/launch_plan.hpp"
-#include "model/candidate.hpp"
-#include "model/decision.hpp"
 #include "base/result.hpp"
 #include "llm/chat.hpp"
+#include "model/candidate.hpp"
+#include "model/decision.hpp"
+#include "model/launch_plan.hpp"
 
 namespace ks {
 
 // A fenced block of a Markdown reply.
 struct fenced_block {
-  std::string info;   // the fence's language word, lower-case ("cuda", "yaml", "")
-  std::string body;   // the text between the fences, ending in '\n' unless empty
-  size_t line = 0;    // 1-based line of the opening fence
-  bool closed = true; // false: the reply ended inside the block (cut off?)
+  std::string info;    // the fence's language word, lower-case ("cuda", "yaml", "")
+  std::string body;    // the text between the fences, ending in '\n' unless empty
+  size_t line = 0;     // 1-based line of the opening fence
+  bool closed = true;  // false: the reply ended inside the block (cut off?)
 };
 
 // Every fenced block (``` or ~~~, up to 3 spaces of indentation), in order.
 std::vector<fenced_block> extract_fenced_blocks(std::string_view text);
 
 struct parsed_candidate {
-  std::string source;                 // exactly the code block's text
+  std::string source;  // exactly the code block's text
   launch_plan plan;
   std::string plan_yaml;              // the yaml block's text
   std::string commentary;             // the prose outside the blocks, trimmed
@@ -67,8 +67,7 @@ std::string repair_prompt(std::string_view original_response, std::string_view p
                           reply_kind kind = reply_kind::candidate);
 
 // `request` continued: the model's reply as an assistant message, then repair_prompt().
-chat_request with_format_repair(const chat_request& request, const std::string& reply,
-                                const std::string& problem,
+chat_request with_format_repair(const chat_request& request, const std::string& reply, const std::string& problem,
                                 reply_kind kind = reply_kind::candidate);
 
 }  // namespace ks

@@ -8,9 +8,7 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string cut(const std::string& s, size_t limit) {
-  return s.size() <= limit ? s : s.substr(0, limit) + "…";
-}
+std::string cut(const std::string& s, size_t limit) { return s.size() <= limit ? s : s.substr(0, limit) + "…"; }
 
 std::string str(const json& obj, const char* name) {
   if (!obj.is_object()) return {};
@@ -136,8 +134,7 @@ status chat_stream_decoder::openai_event(const sse_event& e) {
     return {};
   }
   json doc = json::parse(e.data, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return error{"a stream event is not a JSON object: " + cut(e.data, 200)};
+  if (doc.is_discarded() || !doc.is_object()) return error{"a stream event is not a JSON object: " + cut(e.data, 200)};
   if (auto it = doc.find("error"); it != doc.end() && !it->is_null()) {
     if (it->is_object()) {
       error_.type = str(*it, "type");
@@ -164,12 +161,14 @@ status chat_stream_decoder::openai_event(const sse_event& e) {
       const json delta = choice.value("delta", json::object());
       if (delta.is_object()) {
         if (auto c = delta.find("content"); c != delta.end()) {
-          if (c->is_string()) reply_.text += c->get<std::string>();
+          if (c->is_string())
+            reply_.text += c->get<std::string>();
           else if (c->is_array())
             for (const auto& part : *c) reply_.text += str(part, "text");
         }
         for (const char* r : {"reasoning_content", "reasoning"})
-          if (auto t = delta.find(r); t != delta.end() && t->is_string()) reasoning_chars_ += t->get_ref<const std::string&>().size();
+          if (auto t = delta.find(r); t != delta.end() && t->is_string())
+            reasoning_chars_ += t->get_ref<const std::string&>().size();
       }
       if (auto fr = str(choice, "finish_reason"); !fr.empty()) {
         reply_.finish_reason = fr;
@@ -187,8 +186,7 @@ status chat_stream_decoder::openai_event(const sse_event& e) {
 
 status chat_stream_decoder::anthropic_event(const sse_event& e) {
   json doc = json::parse(e.data, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return error{"a stream event is not a JSON object: " + cut(e.data, 200)};
+  if (doc.is_discarded() || !doc.is_object()) return error{"a stream event is not a JSON object: " + cut(e.data, 200)};
   const std::string type = e.event.empty() ? str(doc, "type") : e.event;
   if (type == "error") {
     const json err = doc.value("error", json::object());
@@ -209,8 +207,10 @@ status chat_stream_decoder::anthropic_event(const sse_event& e) {
   } else if (type == "content_block_delta") {
     const json delta = doc.value("delta", json::object());
     const std::string kind = str(delta, "type");
-    if (kind == "text_delta") reply_.text += str(delta, "text");
-    else if (kind == "thinking_delta") reasoning_chars_ += str(delta, "thinking").size();
+    if (kind == "text_delta")
+      reply_.text += str(delta, "text");
+    else if (kind == "thinking_delta")
+      reasoning_chars_ += str(delta, "thinking").size();
   } else if (type == "message_delta") {
     const json delta = doc.value("delta", json::object());
     if (auto sr = str(delta, "stop_reason"); !sr.empty()) {

@@ -57,8 +57,8 @@ class sse_parser {
  private:
   void line(std::string_view text, std::vector<sse_event>& out);
 
-  std::string pending_;    // bytes of a line not yet ended
-  bool skip_lf_ = false;   // the last byte was a CR: a LF right after it ends no line
+  std::string pending_;   // bytes of a line not yet ended
+  bool skip_lf_ = false;  // the last byte was a CR: a LF right after it ends no line
   std::string event_;
   std::string data_;
   bool has_data_ = false;
@@ -68,9 +68,9 @@ class sse_parser {
 
 // A mid-stream error the provider reported (its own type and message).
 struct stream_error {
-  std::string type;     // "overloaded_error", "api_error", "BadRequestError", …
+  std::string type;  // "overloaded_error", "api_error", "BadRequestError", …
   std::string message;
-  int code = 0;         // the HTTP-like code some servers put in the error (vLLM), else 0
+  int code = 0;  // the HTTP-like code some servers put in the error (vLLM), else 0
 };
 
 // Decodes one provider's stream into a reply. feed() the body's bytes as they come;

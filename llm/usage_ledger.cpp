@@ -31,11 +31,9 @@ const std::map<std::string, model_price>& default_prices() {
   return table;
 }
 
-const model_price* find_price(const std::map<std::string, model_price>& table,
-                              const std::string& model_in) {
+const model_price* find_price(const std::map<std::string, model_price>& table, const std::string& model_in) {
   std::string model = model_in;
-  if (const auto slash = model.rfind('/'); slash != std::string::npos)
-    model = model.substr(slash + 1);
+  if (const auto slash = model.rfind('/'); slash != std::string::npos) model = model.substr(slash + 1);
   if (auto it = table.find(model); it != table.end()) return &it->second;
   const model_price* best = nullptr;
   size_t best_len = 0;
@@ -69,8 +67,7 @@ usage_counts& usage_counts::operator+=(const usage_counts& o) {
   return *this;
 }
 
-void usage_ledger::record(const std::string& task, const std::string& agent,
-                          const usage_counts& delta) {
+void usage_ledger::record(const std::string& task, const std::string& agent, const usage_counts& delta) {
   std::lock_guard lock(mu_);
   counts_[task.empty() ? "-" : task][agent] += delta;
 }

@@ -29,19 +29,18 @@ const std::map<std::string, model_price>& default_prices();
 // prefix of the model followed by '-', ':', '@' or '.' ("gpt-4o-2024-08-06" →
 // "gpt-4o", never "gpt-4o-mini"). A routing prefix such as "openai/" is ignored.
 // nullptr when none matches.
-const model_price* find_price(const std::map<std::string, model_price>& table,
-                              const std::string& model);
+const model_price* find_price(const std::map<std::string, model_price>& table, const std::string& model);
 
 // Cost of one reply in USD.
 double cost_usd(const model_price& price, int64_t input_tokens, int64_t output_tokens);
 
 // Counts for one task, one agent, or everything.
 struct usage_counts {
-  int64_t requests = 0;       // calls answered, by the API or the cache
-  int64_t cache_hits = 0;     // of which from the cache (their tokens are not billed)
-  int64_t failures = 0;       // calls that ended in an error
-  int64_t attempts = 0;       // HTTP attempts, retries included
-  int64_t input_tokens = 0;   // billed tokens: API replies only, cache hits excluded
+  int64_t requests = 0;      // calls answered, by the API or the cache
+  int64_t cache_hits = 0;    // of which from the cache (their tokens are not billed)
+  int64_t failures = 0;      // calls that ended in an error
+  int64_t attempts = 0;      // HTTP attempts, retries included
+  int64_t input_tokens = 0;  // billed tokens: API replies only, cache hits excluded
   int64_t output_tokens = 0;
   double cost_usd = 0;
   std::set<std::string> notes{};  // e.g. "no price for model 'x': its cost is counted as 0"

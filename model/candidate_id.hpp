@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "model/candidate.hpp"
 #include "base/content_hash.hpp"
+#include "model/candidate.hpp"
 
 namespace ks {
 

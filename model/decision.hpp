@@ -20,8 +20,7 @@ struct code_features {
 };
 template <class F>
 auto visit_fields(code_features& x, F&& f) {
-  return f("code_features", KS_FIELD(candidate_id), KS_FIELD(structure_class),
-           KS_FIELD(values));
+  return f("code_features", KS_FIELD(candidate_id), KS_FIELD(structure_class), KS_FIELD(values));
 }
 
 // A method the decision policy allows, with the rules that fired and the evidence.
@@ -34,8 +33,7 @@ struct method_choice {
 };
 template <class F>
 auto visit_fields(method_choice& x, F&& f) {
-  return f("method_choice", KS_FIELD(method), KS_FIELD(score), KS_FIELD(fired_rules),
-           KS_FIELD(evidence));
+  return f("method_choice", KS_FIELD(method), KS_FIELD(score), KS_FIELD(fired_rules), KS_FIELD(evidence));
 }
 
 struct method_veto {
@@ -61,8 +59,8 @@ struct optimization_plan {
 };
 template <class F>
 auto visit_fields(optimization_plan& x, F&& f) {
-  return f("optimization_plan", KS_FIELD(candidate_id), KS_FIELD(bottleneck_class),
-           KS_FIELD(ranked), KS_FIELD(vetoed), KS_FIELD(chosen), KS_FIELD(rationale));
+  return f("optimization_plan", KS_FIELD(candidate_id), KS_FIELD(bottleneck_class), KS_FIELD(ranked), KS_FIELD(vetoed),
+           KS_FIELD(chosen), KS_FIELD(rationale));
 }
 
 // The diagnoser's reading of a failure and what the repairer should do about it.
@@ -74,8 +72,7 @@ struct repair_plan {
 };
 template <class F>
 auto visit_fields(repair_plan& x, F&& f) {
-  return f("repair_plan", KS_FIELD(candidate_id), KS_FIELD(diagnosis),
-           KS_FIELD(actions));
+  return f("repair_plan", KS_FIELD(candidate_id), KS_FIELD(diagnosis), KS_FIELD(actions));
 }
 
 }  // namespace ks

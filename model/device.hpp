@@ -21,9 +21,8 @@ struct device_info {
 };
 template <class F>
 auto visit_fields(device_info& x, F&& f) {
-  return f("device_info", KS_FIELD(ordinal), KS_FIELD(name), KS_FIELD(cc_major),
-           KS_FIELD(cc_minor), KS_FIELD(total_memory_bytes), KS_FIELD(multiprocessors),
-           KS_FIELD(clock_mhz));
+  return f("device_info", KS_FIELD(ordinal), KS_FIELD(name), KS_FIELD(cc_major), KS_FIELD(cc_minor),
+           KS_FIELD(total_memory_bytes), KS_FIELD(multiprocessors), KS_FIELD(clock_mhz));
 }
 
 // What a worker process says about itself. driver_error is non-empty when the CUDA
@@ -39,8 +38,8 @@ struct worker_info {
 };
 template <class F>
 auto visit_fields(worker_info& x, F&& f) {
-  return f("worker_info", KS_FIELD(host), KS_FIELD(pid), KS_FIELD(version),
-           KS_FIELD(driver_version), KS_FIELD(driver_error), KS_FIELD(devices));
+  return f("worker_info", KS_FIELD(host), KS_FIELD(pid), KS_FIELD(version), KS_FIELD(driver_version),
+           KS_FIELD(driver_error), KS_FIELD(devices));
 }
 
 }  // namespace ks

@@ -22,9 +22,9 @@ struct experience_record {
   std::string structure_class;   // the kernel's structure, e.g. "streaming"
   std::string task;
   uint32_t skill_library_version = 0;
-  double speedup_before = 0;     // over the reference, before the method
-  double speedup_after = 0;      // after it (meaningful when correct)
-  bool correct = false;          // the result compiled and passed the check
+  double speedup_before = 0;                   // over the reference, before the method
+  double speedup_after = 0;                    // after it (meaningful when correct)
+  bool correct = false;                        // the result compiled and passed the check
   std::map<std::string, double> metric_delta;  // profile metric → after − before
   int64_t unix_ms = 0;
   // The template of the kernel the method was applied to (a rules-coder recipe's
@@ -35,9 +35,8 @@ struct experience_record {
 };
 template <class F>
 auto visit_fields(experience_record& x, F&& f) {
-  return f("experience_record", KS_FIELD(method), KS_FIELD(bottleneck_class),
-           KS_FIELD(structure_class), KS_FIELD(task), KS_FIELD(skill_library_version),
-           KS_FIELD(speedup_before), KS_FIELD(speedup_after), KS_FIELD(correct),
+  return f("experience_record", KS_FIELD(method), KS_FIELD(bottleneck_class), KS_FIELD(structure_class), KS_FIELD(task),
+           KS_FIELD(skill_library_version), KS_FIELD(speedup_before), KS_FIELD(speedup_after), KS_FIELD(correct),
            KS_FIELD(metric_delta), KS_FIELD(unix_ms), KS_FIELD(template_name));
 }
 
@@ -52,7 +51,7 @@ struct method_stats {
   // with both speedups positive; 0 when there is none. A geometric mean because
   // gains compose multiplicatively and one 10x outlier should not swamp the rest.
   double mean_gain = 0;
-  double best_gain = 0;   // the largest such ratio; 0 when there is none
+  double best_gain = 0;  // the largest such ratio; 0 when there is none
   // What applying it gave a line, geometric mean over every application: the ratio
   // where the result was correct and faster, 1 (nothing) where it was slower or
   // failed — a line keeps the faster of its kernel and the attempt, so a loss costs
@@ -63,9 +62,8 @@ struct method_stats {
 };
 template <class F>
 auto visit_fields(method_stats& x, F&& f) {
-  return f("method_stats", KS_FIELD(method), KS_FIELD(bottleneck_class), KS_FIELD(applied),
-           KS_FIELD(correct), KS_FIELD(improved), KS_FIELD(mean_gain), KS_FIELD(best_gain),
-           KS_FIELD(realized_gain));
+  return f("method_stats", KS_FIELD(method), KS_FIELD(bottleneck_class), KS_FIELD(applied), KS_FIELD(correct),
+           KS_FIELD(improved), KS_FIELD(mean_gain), KS_FIELD(best_gain), KS_FIELD(realized_gain));
 }
 
 // What applying a method gave its line (see method_stats::realized_gain).

@@ -41,12 +41,16 @@ field_ref<T> field(const char* name, T& value, field_encoding e = field_encoding
 namespace detail {
 struct field_probe {
   template <class... Fields>
-  int operator()(const char*, Fields&&...) const { return 0; }
+  int operator()(const char*, Fields&&...) const {
+    return 0;
+  }
 };
 }  // namespace detail
 
 // A struct of the model: it has a visit_fields() list.
 template <class T>
-concept has_field_list = requires(T& x) { visit_fields(x, detail::field_probe{}); };
+concept has_field_list = requires(T& x) {
+  visit_fields(x, detail::field_probe{});
+};
 
 }  // namespace ks

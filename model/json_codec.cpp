@@ -24,10 +24,14 @@ json_decode_error json_decode_error::within(const std::string& parent) const {
 
 namespace {
 
-template <class T> struct is_vector : std::false_type {};
-template <class T> struct is_vector<std::vector<T>> : std::true_type {};
-template <class T> struct is_string_map : std::false_type {};
-template <class T> struct is_string_map<std::map<std::string, T>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+template <class T>
+struct is_string_map : std::false_type {};
+template <class T>
+struct is_string_map<std::map<std::string, T>> : std::true_type {};
 
 std::string kind_of(const json& j) {
   if (j.is_number_integer()) return "integer";
@@ -61,8 +65,7 @@ template <class T>
 json enc(const T& x) {
   if constexpr (std::is_same_v<T, double>) {
     return encode_double(x);
-  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool> ||
-                       std::is_integral_v<T>) {
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bool> || std::is_integral_v<T>) {
     return json(x);
   } else if constexpr (is_vector<T>::value) {
     json a = json::array();
@@ -88,11 +91,17 @@ void dec(const json& j, T& out) {
       out = j.get<double>();
     } else if (j.is_string()) {
       const auto& s = j.get_ref<const std::string&>();
-      if (s == "NaN") out = std::numeric_limits<double>::quiet_NaN();
-      else if (s == "Infinity") out = std::numeric_limits<double>::infinity();
-      else if (s == "-Infinity") out = -std::numeric_limits<double>::infinity();
-      else throw json_decode_error("", "expected a number (or \"NaN\", \"Infinity\", "
-                                       "\"-Infinity\"), got the string \"" + s + "\"");
+      if (s == "NaN")
+        out = std::numeric_limits<double>::quiet_NaN();
+      else if (s == "Infinity")
+        out = std::numeric_limits<double>::infinity();
+      else if (s == "-Infinity")
+        out = -std::numeric_limits<double>::infinity();
+      else
+        throw json_decode_error("",
+                                "expected a number (or \"NaN\", \"Infinity\", "
+                                "\"-Infinity\"), got the string \"" +
+                                    s + "\"");
     } else {
       expected("a number", j);
     }
@@ -221,9 +230,8 @@ double double_from_json(const json& j) {
 
 result<review_status> parse_review_status(std::string_view name) {
   static const review_status all[] = {
-      review_status::ok,      review_status::compile_error, review_status::plan_error,
-      review_status::incorrect, review_status::crashed,     review_status::timed_out,
-      review_status::internal_error};
+      review_status::ok,      review_status::compile_error, review_status::plan_error,    review_status::incorrect,
+      review_status::crashed, review_status::timed_out,     review_status::internal_error};
   std::string known;
   for (auto s : all) {
     if (name == to_string(s)) return s;
@@ -238,8 +246,8 @@ result<review_status> parse_review_status(std::string_view name) {
 // tests set every field to a non-default value, so a field missing from a list fails
 // them.
 
-#define KS_JSON_CODEC(T)                                                       \
-  void to_json(json& j, const T& x) { encode_fields(j, x); }                   \
+#define KS_JSON_CODEC(T)                                     \
+  void to_json(json& j, const T& x) { encode_fields(j, x); } \
   void from_json(const json& j, T& x) { decode_fields(j, x); }
 KS_JSON_TYPES(KS_JSON_CODEC)
 #undef KS_JSON_CODEC
@@ -254,13 +262,10 @@ result<json> parse_json(std::string_view text, std::string_view what) {
   }
 }
 
-std::string dump_json(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 namespace {
-constexpr char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 int b64_value(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -277,8 +282,8 @@ std::string base64_encode(std::string_view bytes) {
   out.reserve((bytes.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 3 <= bytes.size(); i += 3) {
-    uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
-                 uint32_t(uint8_t(bytes[i + 2]));
+    uint32_t v =
+        (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint32_t(uint8_t(bytes[i + 2]));
     out += b64_alphabet[(v >> 18) & 63];
     out += b64_alphabet[(v >> 12) & 63];
     out += b64_alphabet[(v >> 6) & 63];
@@ -302,8 +307,7 @@ std::string base64_encode(std::string_view bytes) {
 
 result<std::string> base64_decode(std::string_view text) {
   if (text.size() % 4 != 0) {
-    return error{"base64 text of length " + std::to_string(text.size()) +
-                 " is not a multiple of 4 (truncated?)"};
+    return error{"base64 text of length " + std::to_string(text.size()) + " is not a multiple of 4 (truncated?)"};
   }
   std::string out;
   out.reserve(text.size() / 4 * 3);
@@ -319,12 +323,10 @@ result<std::string> base64_decode(std::string_view text) {
         continue;
       }
       if (pad > 0 || (v[k] = b64_value(c)) < 0) {
-        return error{"invalid base64 character '" + std::string(1, c) + "' at position " +
-                     std::to_string(i + k)};
+        return error{"invalid base64 character '" + std::string(1, c) + "' at position " + std::to_string(i + k)};
       }
     }
-    uint32_t n = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) |
-                 uint32_t(v[3]);
+    uint32_t n = (uint32_t(v[0]) << 18) | (uint32_t(v[1]) << 12) | (uint32_t(v[2]) << 6) | uint32_t(v[3]);
     out += char((n >> 16) & 0xff);
     if (pad < 2) out += char((n >> 8) & 0xff);
     if (pad < 1) out += char(n & 0xff);

@@ -50,36 +50,36 @@ class json_decode_error : public std::runtime_error {
 };
 
 // The structs with a JSON form, once: json_codec.cpp defines a codec for each.
-#define KS_JSON_TYPES(X) \
-  X(distribution_spec) \
-  X(tensor_spec) \
-  X(tolerance_spec) \
+#define KS_JSON_TYPES(X)  \
+  X(distribution_spec)    \
+  X(tensor_spec)          \
+  X(tolerance_spec)       \
   X(kernelbench_argument) \
-  X(kernelbench_spec) \
-  X(task_spec) \
-  X(plan_arg) \
-  X(plan_step) \
-  X(buffer_spec) \
-  X(launch_plan) \
-  X(candidate) \
-  X(review_options) \
-  X(compile_diagnostic) \
-  X(kernel_resources) \
-  X(timing_stats) \
-  X(profile_metrics) \
-  X(review_phases) \
-  X(review_result) \
-  X(code_features) \
-  X(method_choice) \
-  X(method_veto) \
-  X(optimization_plan) \
-  X(repair_plan) \
-  X(trajectory_entry) \
-  X(experience_record) \
+  X(kernelbench_spec)     \
+  X(task_spec)            \
+  X(plan_arg)             \
+  X(plan_step)            \
+  X(buffer_spec)          \
+  X(launch_plan)          \
+  X(candidate)            \
+  X(review_options)       \
+  X(compile_diagnostic)   \
+  X(kernel_resources)     \
+  X(timing_stats)         \
+  X(profile_metrics)      \
+  X(review_phases)        \
+  X(review_result)        \
+  X(code_features)        \
+  X(method_choice)        \
+  X(method_veto)          \
+  X(optimization_plan)    \
+  X(repair_plan)          \
+  X(trajectory_entry)     \
+  X(experience_record)    \
   X(method_stats)
 
-#define KS_JSON_CODEC_DECL(T)                    \
-  void to_json(nlohmann::json& j, const T& x);   \
+#define KS_JSON_CODEC_DECL(T)                  \
+  void to_json(nlohmann::json& j, const T& x); \
   void from_json(const nlohmann::json& j, T& x);
 KS_JSON_TYPES(KS_JSON_CODEC_DECL)
 #undef KS_JSON_CODEC_DECL

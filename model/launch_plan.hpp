@@ -40,9 +40,8 @@ struct plan_step {
 };
 template <class F>
 auto visit_fields(plan_step& x, F&& f) {
-  return f("plan_step", KS_FIELD(kind), KS_FIELD(name), KS_FIELD(grid),
-           KS_FIELD(block), KS_FIELD(shared_mem), KS_FIELD(args), KS_FIELD(outputs),
-           KS_FIELD(attrs));
+  return f("plan_step", KS_FIELD(kind), KS_FIELD(name), KS_FIELD(grid), KS_FIELD(block), KS_FIELD(shared_mem),
+           KS_FIELD(args), KS_FIELD(outputs), KS_FIELD(attrs));
 }
 
 // A tensor the plan allocates: scratch space or an output. shape holds expressions.
@@ -56,8 +55,7 @@ struct buffer_spec {
 };
 template <class F>
 auto visit_fields(buffer_spec& x, F&& f) {
-  return f("buffer_spec", KS_FIELD(name), KS_FIELD(shape), KS_FIELD(dtype),
-           KS_FIELD(init));
+  return f("buffer_spec", KS_FIELD(name), KS_FIELD(shape), KS_FIELD(dtype), KS_FIELD(init));
 }
 
 struct launch_plan {
@@ -69,8 +67,7 @@ struct launch_plan {
 };
 template <class F>
 auto visit_fields(launch_plan& x, F&& f) {
-  return f("launch_plan", KS_FIELD(constants), KS_FIELD(scratch), KS_FIELD(outputs),
-           KS_FIELD(steps));
+  return f("launch_plan", KS_FIELD(constants), KS_FIELD(scratch), KS_FIELD(outputs), KS_FIELD(steps));
 }
 
 }  // namespace ks

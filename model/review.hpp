@@ -16,13 +16,13 @@ namespace ks {
 // How a review ended. On the wire it travels as its integer, in JSON by its
 // to_string() name: only append new enumerators.
 enum class review_status : uint8_t {
-  ok = 0,             // compiled, correct in every trial, timed
-  compile_error = 1,  // NVRTC rejected the source (see diagnostics)
-  plan_error = 2,     // the launch plan does not fit the source or the shapes
-  incorrect = 3,      // ran, but an output differs from the reference
-  crashed = 4,        // the worker died or the CUDA context was lost
-  timed_out = 5,      // killed after the review timeout
-  internal_error = 6, // KernelSkill's own failure (not the candidate's fault)
+  ok = 0,              // compiled, correct in every trial, timed
+  compile_error = 1,   // NVRTC rejected the source (see diagnostics)
+  plan_error = 2,      // the launch plan does not fit the source or the shapes
+  incorrect = 3,       // ran, but an output differs from the reference
+  crashed = 4,         // the worker died or the CUDA context was lost
+  timed_out = 5,       // killed after the review timeout
+  internal_error = 6,  // KernelSkill's own failure (not the candidate's fault)
 };
 const char* to_string(review_status s);
 
@@ -32,7 +32,7 @@ struct review_options {
   bool time = true;
   double timeout_s = 60.0;
   double suspicious_speedup = 20.0;  // speedups above this are checked again (docs/reviewer.md "Flags")
-  std::string size;                   // named size from task_spec::sizes, or empty
+  std::string size;                  // named size from task_spec::sizes, or empty
   // Where the trials' inputs (and random parameters) are drawn: "device" (on the GPU
   // that reviews, from a seeded Philox generator: the same values on every run on the
   // same GPU model and PyTorch build) or "cpu" (on the CPU and copied: the same values
@@ -43,8 +43,8 @@ struct review_options {
 };
 template <class F>
 auto visit_fields(review_options& x, F&& f) {
-  return f("review_options", KS_FIELD(trials), KS_FIELD(profile), KS_FIELD(time),
-           KS_FIELD(timeout_s), KS_FIELD(suspicious_speedup), KS_FIELD(size), KS_FIELD(draw_inputs));
+  return f("review_options", KS_FIELD(trials), KS_FIELD(profile), KS_FIELD(time), KS_FIELD(timeout_s),
+           KS_FIELD(suspicious_speedup), KS_FIELD(size), KS_FIELD(draw_inputs));
 }
 
 struct review_request {
@@ -56,8 +56,7 @@ struct review_request {
 };
 template <class F>
 auto visit_fields(review_request& x, F&& f) {
-  return f("review_request", KS_FIELD(request_id), KS_FIELD(task), KS_FIELD(cand),
-           KS_FIELD(options));
+  return f("review_request", KS_FIELD(request_id), KS_FIELD(task), KS_FIELD(cand), KS_FIELD(options));
 }
 
 // One compiler message, positioned in the candidate's source.
@@ -70,8 +69,7 @@ struct compile_diagnostic {
 };
 template <class F>
 auto visit_fields(compile_diagnostic& x, F&& f) {
-  return f("compile_diagnostic", KS_FIELD(line), KS_FIELD(column), KS_FIELD(severity),
-           KS_FIELD(message));
+  return f("compile_diagnostic", KS_FIELD(line), KS_FIELD(column), KS_FIELD(severity), KS_FIELD(message));
 }
 
 // Resource use of one compiled kernel, as the compiler reports it.
@@ -79,15 +77,14 @@ struct kernel_resources {
   std::string kernel;
   int32_t registers = 0;
   int32_t static_shared_bytes = 0;
-  int32_t local_bytes = 0;        // per thread; > 0 means spills or local arrays
+  int32_t local_bytes = 0;  // per thread; > 0 means spills or local arrays
   int32_t max_threads_per_block = 0;
   friend bool operator==(const kernel_resources&, const kernel_resources&) = default;
 };
 template <class F>
 auto visit_fields(kernel_resources& x, F&& f) {
-  return f("kernel_resources", KS_FIELD(kernel), KS_FIELD(registers),
-           KS_FIELD(static_shared_bytes), KS_FIELD(local_bytes),
-           KS_FIELD(max_threads_per_block));
+  return f("kernel_resources", KS_FIELD(kernel), KS_FIELD(registers), KS_FIELD(static_shared_bytes),
+           KS_FIELD(local_bytes), KS_FIELD(max_threads_per_block));
 }
 
 struct timing_stats {
@@ -97,8 +94,8 @@ struct timing_stats {
 };
 template <class F>
 auto visit_fields(timing_stats& x, F&& f) {
-  return f("timing_stats", KS_FIELD(median_ms), KS_FIELD(mean_ms), KS_FIELD(min_ms),
-           KS_FIELD(max_ms), KS_FIELD(stddev_ms), KS_FIELD(repetitions));
+  return f("timing_stats", KS_FIELD(median_ms), KS_FIELD(mean_ms), KS_FIELD(min_ms), KS_FIELD(max_ms),
+           KS_FIELD(stddev_ms), KS_FIELD(repetitions));
 }
 
 // Hardware metrics of a candidate's run. Names are stable (the decision policy reads
@@ -113,8 +110,7 @@ struct profile_metrics {
 };
 template <class F>
 auto visit_fields(profile_metrics& x, F&& f) {
-  return f("profile_metrics", KS_FIELD(values), KS_FIELD(kernel_launches),
-           KS_FIELD(duration_ms));
+  return f("profile_metrics", KS_FIELD(values), KS_FIELD(kernel_launches), KS_FIELD(duration_ms));
 }
 
 // Where a review's wall-clock time went, in seconds (std::chrono::steady_clock in the
@@ -127,9 +123,7 @@ struct review_phases {
   double verify_s = 0;     // the candidate's runs in verification and the output checks
   double timing_s = 0;     // the timed runs, candidate and reference alternately
   double profile_s = 0;    // the CUPTI trace and hardware metrics
-  double total_s() const {
-    return compile_s + inputs_s + reference_s + verify_s + timing_s + profile_s;
-  }
+  double total_s() const { return compile_s + inputs_s + reference_s + verify_s + timing_s + profile_s; }
   review_phases& operator+=(const review_phases& o) {
     compile_s += o.compile_s;
     inputs_s += o.inputs_s;
@@ -143,8 +137,8 @@ struct review_phases {
 };
 template <class F>
 auto visit_fields(review_phases& x, F&& f) {
-  return f("review_phases", KS_FIELD(compile_s), KS_FIELD(inputs_s), KS_FIELD(reference_s),
-           KS_FIELD(verify_s), KS_FIELD(timing_s), KS_FIELD(profile_s));
+  return f("review_phases", KS_FIELD(compile_s), KS_FIELD(inputs_s), KS_FIELD(reference_s), KS_FIELD(verify_s),
+           KS_FIELD(timing_s), KS_FIELD(profile_s));
 }
 
 // "compile 0.12 s, inputs 0.00 s, reference 0.03 s, verify 0.15 s, timing 0.08 s,
@@ -155,7 +149,7 @@ struct review_result {
   uint64_t request_id = 0;
   std::string candidate_id;
   review_status status = review_status::internal_error;
-  std::string message;                        // one-paragraph summary for people and agents
+  std::string message;  // one-paragraph summary for people and agents
   std::vector<compile_diagnostic> diagnostics;
   std::string compile_log;
   uint32_t trials_run = 0;
@@ -164,22 +158,21 @@ struct review_result {
   double max_rel_error = 0;
   timing_stats candidate_time;
   timing_stats reference_time;
-  double speedup = 0;                          // reference median / candidate median
+  double speedup = 0;  // reference median / candidate median
   profile_metrics profile;
   std::vector<kernel_resources> resources;
-  std::vector<std::string> flags;              // suspicious findings, e.g. "no_custom_kernel"
-  std::string device;                          // "node/ordinal: name"
-  review_phases phases;                        // where the review's time went
+  std::vector<std::string> flags;  // suspicious findings, e.g. "no_custom_kernel"
+  std::string device;              // "node/ordinal: name"
+  review_phases phases;            // where the review's time went
   friend bool operator==(const review_result&, const review_result&) = default;
 };
 template <class F>
 auto visit_fields(review_result& x, F&& f) {
-  return f("review_result", KS_FIELD(request_id), KS_FIELD(candidate_id),
-           KS_FIELD(status), KS_FIELD(message), KS_FIELD(diagnostics),
-           KS_FIELD(compile_log), KS_FIELD(trials_run), KS_FIELD(trials_passed),
-           KS_FIELD(max_abs_error), KS_FIELD(max_rel_error), KS_FIELD(candidate_time),
-           KS_FIELD(reference_time), KS_FIELD(speedup), KS_FIELD(profile),
-           KS_FIELD(resources), KS_FIELD(flags), KS_FIELD(device), KS_FIELD(phases));
+  return f("review_result", KS_FIELD(request_id), KS_FIELD(candidate_id), KS_FIELD(status), KS_FIELD(message),
+           KS_FIELD(diagnostics), KS_FIELD(compile_log), KS_FIELD(trials_run), KS_FIELD(trials_passed),
+           KS_FIELD(max_abs_error), KS_FIELD(max_rel_error), KS_FIELD(candidate_time), KS_FIELD(reference_time),
+           KS_FIELD(speedup), KS_FIELD(profile), KS_FIELD(resources), KS_FIELD(flags), KS_FIELD(device),
+           KS_FIELD(phases));
 }
 
 }  // namespace ks

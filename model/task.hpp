@@ -31,8 +31,8 @@ struct distribution_spec {
 };
 template <class F>
 auto visit_fields(distribution_spec& x, F&& f) {
-  return f("distribution_spec", KS_FIELD(kind), KS_FIELD(mean), KS_FIELD(std),
-           KS_FIELD(low), KS_FIELD(high), KS_FIELD(value), KS_FIELD(attr));
+  return f("distribution_spec", KS_FIELD(kind), KS_FIELD(mean), KS_FIELD(std), KS_FIELD(low), KS_FIELD(high),
+           KS_FIELD(value), KS_FIELD(attr));
 }
 
 // One tensor of the reference's signature (an input, or a parameter that is passed
@@ -47,8 +47,7 @@ struct tensor_spec {
 };
 template <class F>
 auto visit_fields(tensor_spec& x, F&& f) {
-  return f("tensor_spec", KS_FIELD(name), KS_FIELD(shape), KS_FIELD(dtype),
-           KS_FIELD(init));
+  return f("tensor_spec", KS_FIELD(name), KS_FIELD(shape), KS_FIELD(dtype), KS_FIELD(init));
 }
 
 // Per-dtype comparison: |out - ref| <= atol + rtol * |ref| element-wise.
@@ -80,7 +79,7 @@ auto visit_fields(kernelbench_argument& x, F&& f) {
 // what `kernelskill export` needs to write a ModelNew with KernelBench's interface
 // (docs/kernelbench.md). Empty source: the task is not from KernelBench.
 struct kernelbench_spec {
-  std::string source;      // the problem file's Python source, as imported
+  std::string source;  // the problem file's Python source, as imported
   // Where the problem's Model sits in the module reference: empty when the module is
   // Model itself (scripted), "inner" when Model was traced inside a wrapper. Every
   // parameter's `attr` starts with it.
@@ -101,10 +100,10 @@ auto visit_fields(kernelbench_spec& x, F&& f) {
 struct task_spec {
   std::string name;
   std::string description;
-  std::string torchscript;            // inline source, or empty
-  std::string module_bytes;           // a saved .pt module, or empty
-  std::string module_path;            // where module_bytes came from (for messages)
-  bool module_training = false;       // run the module in training mode (else eval)
+  std::string torchscript;       // inline source, or empty
+  std::string module_bytes;      // a saved .pt module, or empty
+  std::string module_path;       // where module_bytes came from (for messages)
+  bool module_training = false;  // run the module in training mode (else eval)
   std::vector<tensor_spec> inputs;
   // TorchScript defining `inputs(device: Device) -> List[Tensor]`, which makes every
   // input (all of kind `program`) from the default generator; empty when each input
@@ -112,18 +111,17 @@ struct task_spec {
   std::string input_program;
   std::vector<tensor_spec> parameters;
   tolerance_spec tolerance;
-  uint64_t seed = 0;                  // base seed; trial k uses a seed derived from it
+  uint64_t seed = 0;  // base seed; trial k uses a seed derived from it
   // Named alternative shapes ("cpu", "small", …): size name → tensor name → shape.
   std::map<std::string, std::map<std::string, std::vector<int64_t>>> sizes;
-  kernelbench_spec kernelbench;       // the KernelBench problem it came from, if any
+  kernelbench_spec kernelbench;  // the KernelBench problem it came from, if any
   friend bool operator==(const task_spec&, const task_spec&) = default;
 };
 template <class F>
 auto visit_fields(task_spec& x, F&& f) {
-  return f("task_spec", KS_FIELD(name), KS_FIELD(description), KS_FIELD(torchscript),
-           KS_BYTES_FIELD(module_bytes), KS_FIELD(module_path), KS_FIELD(module_training), KS_FIELD(inputs),
-           KS_FIELD(input_program), KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes),
-           KS_FIELD(kernelbench));
+  return f("task_spec", KS_FIELD(name), KS_FIELD(description), KS_FIELD(torchscript), KS_BYTES_FIELD(module_bytes),
+           KS_FIELD(module_path), KS_FIELD(module_training), KS_FIELD(inputs), KS_FIELD(input_program),
+           KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes), KS_FIELD(kernelbench));
 }
 
 }  // namespace ks

@@ -36,7 +36,8 @@ std::vector<std::string> list_items(std::string_view text) {
   size_t start = 0;
   while (true) {
     size_t comma = body.find(',', start);
-    out.push_back(trim_blanks(std::string_view(body).substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    out.push_back(trim_blanks(
+        std::string_view(body).substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -47,15 +48,18 @@ result<std::vector<int64_t>> parse_int_list(std::string_view text, size_t n, con
   std::string body = trim_blanks(text);
   if (!body.empty() && (body.front() == '[' || body.front() == '(')) {
     char close = body.front() == '[' ? ']' : ')';
-    if (body.size() < 2 || body.back() != close) body.clear();
-    else body = body.substr(1, body.size() - 2);
+    if (body.size() < 2 || body.back() != close)
+      body.clear();
+    else
+      body = body.substr(1, body.size() - 2);
   }
   std::vector<int64_t> out;
   bool ok = !trim_blanks(body).empty();
   for (size_t start = 0; ok;) {
     size_t comma = body.find(',', start);
     int64_t v = 0;
-    ok = parse_int(std::string_view(body).substr(start, comma == std::string::npos ? std::string::npos : comma - start), v);
+    ok = parse_int(std::string_view(body).substr(start, comma == std::string::npos ? std::string::npos : comma - start),
+                   v);
     out.push_back(v);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -67,9 +71,8 @@ result<std::vector<int64_t>> parse_int_list(std::string_view text, size_t n, con
   return out;
 }
 
-result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::string>& attrs,
-                                           const std::string& key, size_t n,
-                                           std::vector<int64_t> fallback) {
+result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::string>& attrs, const std::string& key,
+                                           size_t n, std::vector<int64_t> fallback) {
   auto it = attrs.find(key);
   if (it == attrs.end()) return fallback;
   return parse_int_list(it->second, n, "attrs." + key);

@@ -43,9 +43,8 @@ result<std::vector<int64_t>> parse_int_list(std::string_view text, size_t n, con
 
 // The attribute `key` read by parse_int_list (field "attrs.<key>"), or `fallback` when
 // the step does not carry it.
-result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::string>& attrs,
-                                           const std::string& key, size_t n,
-                                           std::vector<int64_t> fallback);
+result<std::vector<int64_t>> int_list_attr(const std::map<std::string, std::string>& attrs, const std::string& key,
+                                           size_t n, std::vector<int64_t> fallback);
 
 // The attribute `key` (blanks around it dropped) when it is one of `allowed`, or
 // `fallback` when the step does not carry it. Anything else is an error

@@ -9,14 +9,22 @@ namespace ks {
 
 const char* to_string(scalar_kind k) {
   switch (k) {
-    case scalar_kind::int32: return "int32";
-    case scalar_kind::int64: return "int64";
-    case scalar_kind::float32: return "float32";
-    case scalar_kind::float64: return "float64";
-    case scalar_kind::float16: return "float16";
-    case scalar_kind::bfloat16: return "bfloat16";
-    case scalar_kind::boolean: return "bool";
-    case scalar_kind::other: return "other";
+    case scalar_kind::int32:
+      return "int32";
+    case scalar_kind::int64:
+      return "int64";
+    case scalar_kind::float32:
+      return "float32";
+    case scalar_kind::float64:
+      return "float64";
+    case scalar_kind::float16:
+      return "float16";
+    case scalar_kind::bfloat16:
+      return "bfloat16";
+    case scalar_kind::boolean:
+      return "bool";
+    case scalar_kind::other:
+      return "other";
   }
   return "other";
 }
@@ -31,8 +39,7 @@ std::string kernel_signature::params_text() const {
   return s;
 }
 
-const kernel_signature* find_kernel(const std::vector<kernel_signature>& kernels,
-                                    std::string_view name) {
+const kernel_signature* find_kernel(const std::vector<kernel_signature>& kernels, std::string_view name) {
   for (auto& k : kernels)
     if (k.name == name) return &k;
   return nullptr;
@@ -48,9 +55,7 @@ struct token {
   int line;
 };
 
-bool ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$';
-}
+bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$'; }
 bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
 bool digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -72,22 +77,46 @@ std::vector<token> tokenize(std::string_view s) {
   };
   while (p < s.size()) {
     char c = s[p];
-    if (c == '\n') { ++line; ++p; line_start = true; continue; }
-    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') { ++p; continue; }
+    if (c == '\n') {
+      ++line;
+      ++p;
+      line_start = true;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+      ++p;
+      continue;
+    }
     if (c == '/' && p + 1 < s.size() && s[p + 1] == '/') {
       while (p < s.size() && s[p] != '\n') ++p;
       continue;
     }
-    if (c == '/' && p + 1 < s.size() && s[p + 1] == '*') { skip_block_comment(); continue; }
-    if (c == '\\' && p + 1 < s.size() && s[p + 1] == '\n') { p += 2; ++line; continue; }
+    if (c == '/' && p + 1 < s.size() && s[p + 1] == '*') {
+      skip_block_comment();
+      continue;
+    }
+    if (c == '\\' && p + 1 < s.size() && s[p + 1] == '\n') {
+      p += 2;
+      ++line;
+      continue;
+    }
     if (c == '#' && line_start) {
       // A directive runs to the end of the line, continued by backslash-newline.
       while (p < s.size() && s[p] != '\n') {
-        if (s[p] == '\\' && p + 1 < s.size() && s[p + 1] == '\n') { p += 2; ++line; continue; }
-        if (s[p] == '\\' && p + 2 < s.size() && s[p + 1] == '\r' && s[p + 2] == '\n') {
-          p += 3; ++line; continue;
+        if (s[p] == '\\' && p + 1 < s.size() && s[p + 1] == '\n') {
+          p += 2;
+          ++line;
+          continue;
         }
-        if (s[p] == '/' && p + 1 < s.size() && s[p + 1] == '*') { skip_block_comment(); continue; }
+        if (s[p] == '\\' && p + 2 < s.size() && s[p + 1] == '\r' && s[p + 2] == '\n') {
+          p += 3;
+          ++line;
+          continue;
+        }
+        if (s[p] == '/' && p + 1 < s.size() && s[p + 1] == '*') {
+          skip_block_comment();
+          continue;
+        }
         if (s[p] == '/' && p + 1 < s.size() && s[p + 1] == '/') {
           while (p < s.size() && s[p] != '\n') ++p;
           break;
@@ -116,8 +145,7 @@ std::vector<token> tokenize(std::string_view s) {
         continue;
       }
       // Encoding prefix of an ordinary string or character literal.
-      if (p < s.size() && (s[p] == '"' || s[p] == '\'') &&
-          (word == "u8" || word == "u" || word == "U" || word == "L"))
+      if (p < s.size() && (s[p] == '"' || s[p] == '\'') && (word == "u8" || word == "u" || word == "U" || word == "L"))
         continue;  // the literal is lexed next round
       out.push_back({tok::ident, std::string(word), line});
       continue;
@@ -126,10 +154,15 @@ std::vector<token> tokenize(std::string_view s) {
       // pp-number: digits, letters, dots, digit separators and exponent signs.
       while (p < s.size()) {
         char d = s[p];
-        if (ident_char(d) || d == '.') { ++p; continue; }
-        if (d == '\'' && p + 1 < s.size() && ident_char(s[p + 1])) { ++p; continue; }
-        if ((d == '+' || d == '-') && (s[p - 1] == 'e' || s[p - 1] == 'E' ||
-                                       s[p - 1] == 'p' || s[p - 1] == 'P')) {
+        if (ident_char(d) || d == '.') {
+          ++p;
+          continue;
+        }
+        if (d == '\'' && p + 1 < s.size() && ident_char(s[p + 1])) {
+          ++p;
+          continue;
+        }
+        if ((d == '+' || d == '-') && (s[p - 1] == 'e' || s[p - 1] == 'E' || s[p - 1] == 'p' || s[p - 1] == 'P')) {
           ++p;
           continue;
         }
@@ -176,19 +209,22 @@ size_t matching(const std::vector<token>& toks, size_t open) {
   int depth = 0;
   for (size_t i = open; i < toks.size(); ++i) {
     if (toks[i].type != tok::punct) continue;
-    if (toks[i].text == o) ++depth;
-    else if (toks[i].text == c && --depth == 0) return i;
-    else if (o == "<" && (toks[i].text == ";" || toks[i].text == "{")) return toks.size();
+    if (toks[i].text == o)
+      ++depth;
+    else if (toks[i].text == c && --depth == 0)
+      return i;
+    else if (o == "<" && (toks[i].text == ";" || toks[i].text == "{"))
+      return toks.size();
   }
   return toks.size();
 }
 
-const std::set<std::string> qualifiers = {
-    "const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "class",
-    "enum", "typename", "__grid_constant__", "register", "std"};
+const std::set<std::string> qualifiers = {"const",    "volatile", "__restrict__", "__restrict", "restrict",
+                                          "struct",   "class",    "enum",         "typename",   "__grid_constant__",
+                                          "register", "std"};
 
-const std::set<std::string> type_words = {
-    "void", "bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned"};
+const std::set<std::string> type_words = {"void", "bool",  "char",   "short",  "int",
+                                          "long", "float", "double", "signed", "unsigned"};
 
 struct kind_info {
   scalar_kind kind;
@@ -199,22 +235,14 @@ struct kind_info {
 const std::map<std::string, kind_info>& named_types() {
   static const std::map<std::string, kind_info> m = [] {
     std::map<std::string, kind_info> t = {
-        {"int32_t", {scalar_kind::int32, false, 1}},
-        {"uint32_t", {scalar_kind::int32, true, 1}},
-        {"int64_t", {scalar_kind::int64, false, 1}},
-        {"uint64_t", {scalar_kind::int64, true, 1}},
-        {"size_t", {scalar_kind::int64, true, 1}},
-        {"ptrdiff_t", {scalar_kind::int64, false, 1}},
-        {"ssize_t", {scalar_kind::int64, false, 1}},
-        {"intptr_t", {scalar_kind::int64, false, 1}},
-        {"uintptr_t", {scalar_kind::int64, true, 1}},
-        {"half", {scalar_kind::float16, false, 1}},
-        {"__half", {scalar_kind::float16, false, 1}},
-        {"half2", {scalar_kind::float16, false, 2}},
-        {"__half2", {scalar_kind::float16, false, 2}},
-        {"__nv_bfloat16", {scalar_kind::bfloat16, false, 1}},
-        {"nv_bfloat16", {scalar_kind::bfloat16, false, 1}},
-        {"__nv_bfloat162", {scalar_kind::bfloat16, false, 2}},
+        {"int32_t", {scalar_kind::int32, false, 1}},         {"uint32_t", {scalar_kind::int32, true, 1}},
+        {"int64_t", {scalar_kind::int64, false, 1}},         {"uint64_t", {scalar_kind::int64, true, 1}},
+        {"size_t", {scalar_kind::int64, true, 1}},           {"ptrdiff_t", {scalar_kind::int64, false, 1}},
+        {"ssize_t", {scalar_kind::int64, false, 1}},         {"intptr_t", {scalar_kind::int64, false, 1}},
+        {"uintptr_t", {scalar_kind::int64, true, 1}},        {"half", {scalar_kind::float16, false, 1}},
+        {"__half", {scalar_kind::float16, false, 1}},        {"half2", {scalar_kind::float16, false, 2}},
+        {"__half2", {scalar_kind::float16, false, 2}},       {"__nv_bfloat16", {scalar_kind::bfloat16, false, 1}},
+        {"nv_bfloat16", {scalar_kind::bfloat16, false, 1}},  {"__nv_bfloat162", {scalar_kind::bfloat16, false, 2}},
         {"nv_bfloat162", {scalar_kind::bfloat16, false, 2}},
     };
     for (int w = 1; w <= 4; ++w) {
@@ -243,17 +271,27 @@ kind_info classify(const std::vector<std::string>& words) {
   bool is_unsigned = false, has_int = false, has_short = false, has_char = false, other = false;
   bool has_float = false, has_double = false, has_bool = false, has_void = false;
   for (auto& w : words) {
-    if (w == "long") ++longs;
-    else if (w == "unsigned") is_unsigned = true;
-    else if (w == "signed") {}
-    else if (w == "int") has_int = true;
-    else if (w == "short") has_short = true;
-    else if (w == "char") has_char = true;
-    else if (w == "float") has_float = true;
-    else if (w == "double") has_double = true;
-    else if (w == "bool") has_bool = true;
-    else if (w == "void") has_void = true;
-    else other = true;
+    if (w == "long")
+      ++longs;
+    else if (w == "unsigned")
+      is_unsigned = true;
+    else if (w == "signed") {
+    } else if (w == "int")
+      has_int = true;
+    else if (w == "short")
+      has_short = true;
+    else if (w == "char")
+      has_char = true;
+    else if (w == "float")
+      has_float = true;
+    else if (w == "double")
+      has_double = true;
+    else if (w == "bool")
+      has_bool = true;
+    else if (w == "void")
+      has_void = true;
+    else
+      other = true;
   }
   if (other || has_void || words.empty()) return {scalar_kind::other, false, 1};
   if (has_float) return {scalar_kind::float32, false, 1};
@@ -269,10 +307,9 @@ std::string join_type(const std::vector<const token*>& toks) {
   std::string s;
   const token* prev = nullptr;
   for (const token* t : toks) {
-    bool no_space = !prev || t->text == "::" || prev->text == "::" || t->text == "*" ||
-                    t->text == "&" || t->text == "," || t->text == ">" || t->text == "[" ||
-                    t->text == "]" || prev->text == "<" || prev->text == "[" || t->text == "<" ||
-                    t->text == "(" || t->text == ")" || prev->text == "(";
+    bool no_space = !prev || t->text == "::" || prev->text == "::" || t->text == "*" || t->text == "&" ||
+                    t->text == "," || t->text == ">" || t->text == "[" || t->text == "]" || prev->text == "<" ||
+                    prev->text == "[" || t->text == "<" || t->text == "(" || t->text == ")" || prev->text == "(";
     if (!no_space) s += ' ';
     s += t->text;
     prev = t;
@@ -320,8 +357,7 @@ kernel_param read_param(const std::vector<token>& toks, size_t b, size_t e) {
       bool type_before = false;
       for (size_t i = b; i + 1 < core_end; ++i) {
         const token& t = toks[i];
-        if ((t.type == tok::ident && !qualifiers.count(t.text)) || is_punct(t, "*") ||
-            is_punct(t, "&"))
+        if ((t.type == tok::ident && !qualifiers.count(t.text)) || is_punct(t, "*") || is_punct(t, "&"))
           type_before = true;
       }
       if (type_before && !(core_end - 1 > b && is_punct(toks[core_end - 2], "::"))) {
@@ -341,8 +377,7 @@ kernel_param read_param(const std::vector<token>& toks, size_t b, size_t e) {
     if (is_punct(t, ">")) --angle;
     if (i >= core_end || angle > 0) continue;
     if (t.type == tok::ident && !qualifiers.count(t.text)) base.push_back(t.text);
-    if (t.type == tok::punct && t.text != "*" && t.text != "&" && t.text != "::" &&
-        t.text != ">")
+    if (t.type == tok::punct && t.text != "*" && t.text != "&" && t.text != "::" && t.text != ">")
       base.push_back(t.text);  // makes the type "other"
   }
   p.type = join_type(type_toks);
@@ -353,9 +388,8 @@ kernel_param read_param(const std::vector<token>& toks, size_t b, size_t e) {
   return p;
 }
 
-const std::set<std::string> attribute_calls = {
-    "__launch_bounds__", "__maxnreg__", "__cluster_dims__", "__attribute__", "__declspec",
-    "alignas"};
+const std::set<std::string> attribute_calls = {"__launch_bounds__", "__maxnreg__", "__cluster_dims__",
+                                               "__attribute__",     "__declspec",  "alignas"};
 
 }  // namespace
 
@@ -368,8 +402,7 @@ std::vector<kernel_signature> extract_kernel_signatures(std::string_view source)
 
   for (size_t i = 0; i < toks.size(); ++i) {
     const token& t = toks[i];
-    if (is_ident(t, "extern") && i + 2 < toks.size() && toks[i + 1].type == tok::string &&
-        is_punct(toks[i + 2], "{")) {
+    if (is_ident(t, "extern") && i + 2 < toks.size() && toks[i + 1].type == tok::string && is_punct(toks[i + 2], "{")) {
       next_brace_extern_c = toks[i + 1].text == "C";
       continue;
     }
@@ -402,11 +435,9 @@ std::vector<kernel_signature> extract_kernel_signatures(std::string_view source)
     for (; k < toks.size(); ++k) {
       const token& u = toks[k];
       if (is_punct(u, ";") || is_punct(u, "{") || is_punct(u, "}")) break;
-      if (u.type == tok::ident && attribute_calls.count(u.text) && k + 1 < toks.size() &&
-          is_punct(toks[k + 1], "(")) {
+      if (u.type == tok::ident && attribute_calls.count(u.text) && k + 1 < toks.size() && is_punct(toks[k + 1], "(")) {
         size_t close = matching(toks, k + 1);
-        if (u.text == "__launch_bounds__" && k + 3 < toks.size() &&
-            toks[k + 2].type == tok::number &&
+        if (u.text == "__launch_bounds__" && k + 3 < toks.size() && toks[k + 2].type == tok::number &&
             (is_punct(toks[k + 3], ")") || is_punct(toks[k + 3], ","))) {
           const std::string& n = toks[k + 2].text;
           int64_t v = 0;
@@ -447,8 +478,7 @@ std::vector<kernel_signature> extract_kernel_signatures(std::string_view source)
       const token& u = toks[m];
       if (u.type == tok::punct && (u.text == "(" || u.text == "[" || u.text == "{" || u.text == "<"))
         ++depth;
-      else if (u.type == tok::punct &&
-               (u.text == ")" || u.text == "]" || u.text == "}" || u.text == ">"))
+      else if (u.type == tok::punct && (u.text == ")" || u.text == "]" || u.text == "}" || u.text == ">"))
         --depth;
       else if (depth == 0 && is_punct(u, ",")) {
         ranges.push_back({start, m});
@@ -456,8 +486,8 @@ std::vector<kernel_signature> extract_kernel_signatures(std::string_view source)
       }
     }
     if (close > start) ranges.push_back({start, close});
-    bool only_void = ranges.size() == 1 && ranges[0].second - ranges[0].first == 1 &&
-                     is_ident(toks[ranges[0].first], "void");
+    bool only_void =
+        ranges.size() == 1 && ranges[0].second - ranges[0].first == 1 && is_ident(toks[ranges[0].first], "void");
     if (!only_void)
       for (auto [b, e] : ranges) sig.params.push_back(read_param(toks, b, e));
 

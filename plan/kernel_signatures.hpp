@@ -33,13 +33,13 @@ const char* to_string(scalar_kind k);
 
 // One parameter of a kernel.
 struct kernel_param {
-  std::string type;             // declared type, spaces normalised: "const float* __restrict__"
-  std::string name;             // empty when the parameter is unnamed
-  bool is_pointer = false;      // a pointer or an array parameter
-  bool pointee_const = false;   // pointer to const: the kernel promises not to write through it
-  bool is_unsigned = false;     // unsigned integer type
+  std::string type;            // declared type, spaces normalised: "const float* __restrict__"
+  std::string name;            // empty when the parameter is unnamed
+  bool is_pointer = false;     // a pointer or an array parameter
+  bool pointee_const = false;  // pointer to const: the kernel promises not to write through it
+  bool is_unsigned = false;    // unsigned integer type
   scalar_kind kind = scalar_kind::other;
-  int vector_width = 1;         // 4 for float4, 2 for half2, ...
+  int vector_width = 1;  // 4 for float4, 2 for half2, ...
   friend bool operator==(const kernel_param&, const kernel_param&) = default;
 };
 
@@ -50,8 +50,8 @@ struct kernel_signature {
   // Launchable by name: extern "C" (so its name is not mangled) and not a template.
   bool launchable = false;
   std::string not_launchable_reason;  // set when !launchable
-  int64_t launch_bounds = 0;  // first argument of __launch_bounds__ when a literal, else 0
-  int line = 0;               // 1-based line of the function's name
+  int64_t launch_bounds = 0;          // first argument of __launch_bounds__ when a literal, else 0
+  int line = 0;                       // 1-based line of the function's name
   // "const float* x, float* y, int64_t n": the parameter list as it reads.
   std::string params_text() const;
   friend bool operator==(const kernel_signature&, const kernel_signature&) = default;
@@ -63,7 +63,6 @@ struct kernel_signature {
 std::vector<kernel_signature> extract_kernel_signatures(std::string_view source);
 
 // The signature named `name`, or nullptr.
-const kernel_signature* find_kernel(const std::vector<kernel_signature>& kernels,
-                                    std::string_view name);
+const kernel_signature* find_kernel(const std::vector<kernel_signature>& kernels, std::string_view name);
 
 }  // namespace ks

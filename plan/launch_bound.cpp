@@ -12,8 +12,10 @@ plan_weight weigh_plan(const resolved_plan& plan, uint64_t tensor_bytes) {
   for (const auto* list : {&plan.outputs, &plan.scratch, &plan.intermediates})
     for (const auto& b : *list) w.bytes += static_cast<uint64_t>(std::max<int64_t>(b.bytes(), 0));
   for (const auto& s : plan.steps) {
-    if (s.kind == "kernel") ++w.kernel_launches;
-    else ++w.library_steps;
+    if (s.kind == "kernel")
+      ++w.kernel_launches;
+    else
+      ++w.library_steps;
   }
   return w;
 }

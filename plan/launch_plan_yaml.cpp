@@ -94,11 +94,26 @@ class flow_quoter {
         return;
       }
       char c = s_[p_];
-      if (c == '#') { skip_to_eol(); continue; }
-      if ((c == '-' || c == '?' || c == ':') && space_at(p_ + 1)) { ++p_; continue; }
-      if (c == '[' || c == '{') { flow(); continue; }
-      if (c == '"') { double_quoted(); continue; }
-      if (c == '\'') { single_quoted(); continue; }
+      if (c == '#') {
+        skip_to_eol();
+        continue;
+      }
+      if ((c == '-' || c == '?' || c == ':') && space_at(p_ + 1)) {
+        ++p_;
+        continue;
+      }
+      if (c == '[' || c == '{') {
+        flow();
+        continue;
+      }
+      if (c == '"') {
+        double_quoted();
+        continue;
+      }
+      if (c == '\'') {
+        single_quoted();
+        continue;
+      }
       if (c == '|' || c == '>') {
         block_scalar_ = true;
         block_indent_ = indent;
@@ -121,8 +136,14 @@ class flow_quoter {
   void double_quoted() {
     ++p_;
     while (p_ < s_.size() && s_[p_] != '"') {
-      if (s_[p_] == '\\' && p_ + 1 < s_.size() && s_[p_ + 1] != '\n') { p_ += 2; continue; }
-      if (s_[p_] == '\n') { newline(); continue; }
+      if (s_[p_] == '\\' && p_ + 1 < s_.size() && s_[p_ + 1] != '\n') {
+        p_ += 2;
+        continue;
+      }
+      if (s_[p_] == '\n') {
+        newline();
+        continue;
+      }
       ++p_;
     }
     if (p_ < s_.size()) ++p_;
@@ -131,9 +152,15 @@ class flow_quoter {
   void single_quoted() {
     ++p_;
     while (p_ < s_.size()) {
-      if (s_[p_] == '\'' && p_ + 1 < s_.size() && s_[p_ + 1] == '\'') { p_ += 2; continue; }
+      if (s_[p_] == '\'' && p_ + 1 < s_.size() && s_[p_ + 1] == '\'') {
+        p_ += 2;
+        continue;
+      }
       if (s_[p_] == '\'') break;
-      if (s_[p_] == '\n') { newline(); continue; }
+      if (s_[p_] == '\n') {
+        newline();
+        continue;
+      }
       ++p_;
     }
     if (p_ < s_.size()) ++p_;
@@ -144,24 +171,43 @@ class flow_quoter {
     do {
       if (p_ >= s_.size()) return;
       char c = s_[p_];
-      if (c == '\n') { newline(); continue; }
-      if (c == ' ' || c == '\t' || c == '\r' || c == ',') { ++p_; continue; }
+      if (c == '\n') {
+        newline();
+        continue;
+      }
+      if (c == ' ' || c == '\t' || c == '\r' || c == ',') {
+        ++p_;
+        continue;
+      }
       if (c == '#' && (p_ == line_start_ || s_[p_ - 1] == ' ' || s_[p_ - 1] == '\t')) {
         skip_to_eol();
         continue;
       }
-      if (c == '[' || c == '{') { ++depth; ++p_; continue; }
-      if (c == ']' || c == '}') { --depth; ++p_; continue; }
+      if (c == '[' || c == '{') {
+        ++depth;
+        ++p_;
+        continue;
+      }
+      if (c == ']' || c == '}') {
+        --depth;
+        ++p_;
+        continue;
+      }
       if ((c == ':' || c == '?') &&
           (space_at(p_ + 1) || std::string_view(",[]{}").find(s_[p_ + 1]) != std::string_view::npos)) {
         ++p_;
         continue;
       }
-      if (c == '"') { double_quoted(); continue; }
-      if (c == '\'') { single_quoted(); continue; }
+      if (c == '"') {
+        double_quoted();
+        continue;
+      }
+      if (c == '\'') {
+        single_quoted();
+        continue;
+      }
       if (c == '&' || c == '!' || c == '*') {
-        while (p_ < s_.size() && !space_at(p_) &&
-               std::string_view(",[]{}").find(s_[p_]) == std::string_view::npos)
+        while (p_ < s_.size() && !space_at(p_) && std::string_view(",[]{}").find(s_[p_]) == std::string_view::npos)
           ++p_;
         continue;
       }
@@ -183,14 +229,15 @@ class flow_quoter {
       }
       if (open.empty()) {
         if (c == ',' || c == '}' || c == '{') break;
-        if (c == ':' && (space_at(p_ + 1) ||
-                         std::string_view(",[]{}").find(s_[p_ + 1]) != std::string_view::npos))
+        if (c == ':' && (space_at(p_ + 1) || std::string_view(",[]{}").find(s_[p_ + 1]) != std::string_view::npos))
           break;
         if (c == '#' && (s_[p_ - 1] == ' ' || s_[p_ - 1] == '\t')) break;
       }
       if (c == '}') break;
-      if (c == '(' || c == '[') open += c;
-      else if (c == ')' && !open.empty() && open.back() == '(') open.pop_back();
+      if (c == '(' || c == '[')
+        open += c;
+      else if (c == ')' && !open.empty() && open.back() == '(')
+        open.pop_back();
       else if (c == ']') {
         if (open.find('[') == std::string::npos) break;
         while (open.back() != '[') open.pop_back();
@@ -247,8 +294,7 @@ const std::vector<std::string> top_keys = {"constants", "outputs", "scratch", "s
 const std::vector<std::string> buffer_keys = {"name", "shape", "dtype", "init"};
 const std::vector<std::string> kernel_keys = {"kernel", "grid", "block", "shared_mem", "args"};
 const std::vector<std::string> library_keys = {"library", "args", "outputs", "attrs"};
-const std::vector<std::string> arg_keys = {"tensor", "int32", "int64", "float32",
-                                           "float64", "int", "float"};
+const std::vector<std::string> arg_keys = {"tensor", "int32", "int64", "float32", "float64", "int", "float"};
 
 // ---------------------------------------------------------------------------
 // The reader: YAML nodes → launch_plan, stopping at the first error.
@@ -277,8 +323,8 @@ class plan_reader {
   }
 
   // Checks that `n` is a mapping with scalar, unique keys from `allowed`.
-  status check_keys(const YAML::Node& n, const std::string& path,
-                    const std::vector<std::string>& allowed, const std::string& what) const {
+  status check_keys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& allowed,
+                    const std::string& what) const {
     std::set<std::string> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       const YAML::Node key = it->first;  // by value: it-> is a temporary proxy
@@ -286,16 +332,15 @@ class plan_reader {
       const std::string& k = key.Scalar();
       if (!seen.insert(k).second) return fail(key.Mark(), path, "duplicate key '" + k + "'");
       if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
-        return fail(key.Mark(), path,
-                    "unknown key '" + k + "' in " + what + did_you_mean(k, allowed) +
-                        "; expected one of: " + join(allowed));
+        return fail(
+            key.Mark(), path,
+            "unknown key '" + k + "' in " + what + did_you_mean(k, allowed) + "; expected one of: " + join(allowed));
     }
     return {};
   }
 
   // A scalar that is an expression; syntax checked here, meaning by the validator.
-  result<std::string> expression(const YAML::Node& n, const YAML::Mark& parent,
-                                 const std::string& path) const {
+  result<std::string> expression(const YAML::Node& n, const YAML::Mark& parent, const std::string& path) const {
     if (!n || n.IsNull()) return fail(parent, path, "expected an expression, got nothing");
     if (!n.IsScalar()) return fail(n.Mark(), path, "expected an expression, got " + kind_of(n));
     auto e = shape_expr::parse(n.Scalar());
@@ -303,20 +348,20 @@ class plan_reader {
     return n.Scalar();
   }
 
-  result<std::string> name(const YAML::Node& n, const YAML::Mark& parent,
-                           const std::string& path, const std::string& what) const {
+  result<std::string> name(const YAML::Node& n, const YAML::Mark& parent, const std::string& path,
+                           const std::string& what) const {
     if (!n || n.IsNull()) return fail(parent, path, "expected " + what + ", got nothing");
     if (!n.IsScalar()) return fail(n.Mark(), path, "expected " + what + ", got " + kind_of(n));
     if (!is_identifier(n.Scalar()))
       return fail(n.Mark(), path,
-                  "'" + n.Scalar() + "' is not a valid name (letters, digits and _, not "
-                                     "starting with a digit)");
+                  "'" + n.Scalar() +
+                      "' is not a valid name (letters, digits and _, not "
+                      "starting with a digit)");
     return n.Scalar();
   }
 
   // grid/block: one expression or a list of 1–3; padded to three with "1".
-  result<std::vector<std::string>> dims(const YAML::Node& n, const YAML::Mark& parent,
-                                        const std::string& path) const {
+  result<std::vector<std::string>> dims(const YAML::Node& n, const YAML::Mark& parent, const std::string& path) const {
     std::vector<std::string> out;
     if (!n || n.IsNull()) return fail(parent, path, "expected 1 to 3 expressions, got nothing");
     if (n.IsScalar()) {
@@ -325,8 +370,7 @@ class plan_reader {
       out.push_back(e.value());
     } else if (n.IsSequence()) {
       if (n.size() < 1 || n.size() > 3)
-        return fail(n.Mark(), path,
-                    "expected 1 to 3 expressions (x, y, z), got " + std::to_string(n.size()));
+        return fail(n.Mark(), path, "expected 1 to 3 expressions (x, y, z), got " + std::to_string(n.size()));
       for (size_t i = 0; i < n.size(); ++i) {
         auto e = expression(n[i], n.Mark(), path + "[" + std::to_string(i) + "]");
         if (!e.ok()) return e.error();
@@ -341,8 +385,7 @@ class plan_reader {
 
   result<buffer_spec> buffer(const YAML::Node& n, const std::string& path) const {
     if (!n.IsMap())
-      return fail(n.Mark(), path,
-                  "expected a mapping {name: ..., shape: [...], dtype: ...}, got " + kind_of(n));
+      return fail(n.Mark(), path, "expected a mapping {name: ..., shape: [...], dtype: ...}, got " + kind_of(n));
     if (auto s = check_keys(n, path, buffer_keys, "a buffer"); !s.ok()) return error{s.message()};
     buffer_spec b;
     if (!n["name"]) return fail(n.Mark(), path, "missing key 'name'");
@@ -363,22 +406,19 @@ class plan_reader {
       if (!d.IsScalar()) return fail(d.Mark(), path + ".dtype", "expected a dtype name, got " + kind_of(d));
       if (!is_plan_dtype(d.Scalar())) {
         static const std::map<std::string, std::string> aliases = {
-            {"float", "float32"}, {"half", "float16"},  {"double", "float64"},
-            {"long", "int64"},    {"int", "int32"},     {"bf16", "bfloat16"},
-            {"fp32", "float32"},  {"fp16", "float16"},  {"boolean", "bool"}};
+            {"float", "float32"}, {"half", "float16"}, {"double", "float64"}, {"long", "int64"},  {"int", "int32"},
+            {"bf16", "bfloat16"}, {"fp32", "float32"}, {"fp16", "float16"},   {"boolean", "bool"}};
         auto a = aliases.find(d.Scalar());
-        std::string hint = a != aliases.end() ? " (did you mean '" + a->second + "'?)"
-                                              : did_you_mean(d.Scalar(), plan_dtypes());
+        std::string hint =
+            a != aliases.end() ? " (did you mean '" + a->second + "'?)" : did_you_mean(d.Scalar(), plan_dtypes());
         return fail(d.Mark(), path + ".dtype",
-                    "unknown dtype '" + d.Scalar() + "'" + hint + "; expected one of: " +
-                        join(plan_dtypes()));
+                    "unknown dtype '" + d.Scalar() + "'" + hint + "; expected one of: " + join(plan_dtypes()));
       }
       b.dtype = d.Scalar();
     }
     if (const YAML::Node i = n["init"]) {
       if (!i.IsScalar() || (i.Scalar() != "none" && i.Scalar() != "zeros"))
-        return fail(i.Mark(), path + ".init",
-                    "expected 'none' or 'zeros', got " + kind_of(i));
+        return fail(i.Mark(), path + ".init", "expected 'none' or 'zeros', got " + kind_of(i));
       b.init = i.Scalar();
     }
     return b;
@@ -387,8 +427,7 @@ class plan_reader {
   result<std::vector<buffer_spec>> buffers(const YAML::Node& n, const std::string& path) const {
     std::vector<buffer_spec> out;
     if (n.IsNull()) return out;
-    if (!n.IsSequence())
-      return fail(n.Mark(), path, "expected a list of buffers, got " + kind_of(n));
+    if (!n.IsSequence()) return fail(n.Mark(), path, "expected a list of buffers, got " + kind_of(n));
     for (size_t i = 0; i < n.size(); ++i) {
       auto b = buffer(n[i], path + "[" + std::to_string(i) + "]");
       if (!b.ok()) return b.error();
@@ -403,9 +442,10 @@ class plan_reader {
     if (n.IsScalar()) {
       if (!is_identifier(n.Scalar()))
         return fail(n.Mark(), path,
-                    "'" + n.Scalar() + "' is not a tensor name; a bare argument names a "
-                    "tensor, write a number as {int32: ...}, {int64: ...}, {float32: ...} "
-                    "or {float64: ...}");
+                    "'" + n.Scalar() +
+                        "' is not a tensor name; a bare argument names a "
+                        "tensor, write a number as {int32: ...}, {int64: ...}, {float32: ...} "
+                        "or {float64: ...}");
       a.kind = "tensor";
       a.value = n.Scalar();
       return a;
@@ -413,7 +453,8 @@ class plan_reader {
     if (!n.IsMap() || n.size() != 1)
       return fail(n.Mark(), path,
                   "expected a tensor name or a one-key mapping such as {int64: N} or "
-                  "{tensor: x}, got " + (n.IsMap() ? "a mapping with " + std::to_string(n.size()) + " keys" : kind_of(n)));
+                  "{tensor: x}, got " +
+                      (n.IsMap() ? "a mapping with " + std::to_string(n.size()) + " keys" : kind_of(n)));
     if (auto s = check_keys(n, path, arg_keys, "an argument"); !s.ok()) return error{s.message()};
     auto it = n.begin();
     const std::string key = it->first.Scalar();
@@ -429,22 +470,23 @@ class plan_reader {
     auto e = expression(value, it->first.Mark(), vpath);
     if (!e.ok()) return e.error();
     a.value = e.value();
-    if (key == "int") a.type = "int32";
-    else if (key == "float") a.type = "float32";
-    else a.type = key;
+    if (key == "int")
+      a.type = "int32";
+    else if (key == "float")
+      a.type = "float32";
+    else
+      a.type = key;
     a.kind = a.type.rfind("int", 0) == 0 ? "int" : "float";
     return a;
   }
 
   result<plan_step> step(const YAML::Node& n, const std::string& path) const {
     if (!n.IsMap())
-      return fail(n.Mark(), path,
-                  "expected a mapping with 'kernel: NAME' or 'library: aten::OP', got " + kind_of(n));
+      return fail(n.Mark(), path, "expected a mapping with 'kernel: NAME' or 'library: aten::OP', got " + kind_of(n));
     plan_step s;
     bool kernel = static_cast<bool>(n["kernel"]);
     bool library = static_cast<bool>(n["library"]);
-    if (kernel && library)
-      return fail(n.Mark(), path, "a step has either 'kernel' or 'library', not both");
+    if (kernel && library) return fail(n.Mark(), path, "a step has either 'kernel' or 'library', not both");
     if (!kernel && !library) {
       // Unknown keys first: "kernal: relu" deserves a did-you-mean, not "missing kernel".
       std::vector<std::string> all = kernel_keys;
@@ -459,8 +501,7 @@ class plan_reader {
       const std::string k = it->first.IsScalar() ? it->first.Scalar() : "";
       if (std::find(allowed.begin(), allowed.end(), k) == allowed.end() &&
           std::find(others.begin(), others.end(), k) != others.end())
-        return fail(it->first.Mark(), path,
-                    "'" + k + "' is only for " + (kernel ? "library" : "kernel") + " steps");
+        return fail(it->first.Mark(), path, "'" + k + "' is only for " + (kernel ? "library" : "kernel") + " steps");
     }
     if (auto st = check_keys(n, path, allowed, kernel ? "a kernel step" : "a library step"); !st.ok())
       return error{st.message()};
@@ -489,8 +530,7 @@ class plan_reader {
                     "expected an ATen op such as aten::matmul, got " + kind_of(op));
       const std::string& text = op.Scalar();
       size_t sep = text.find("::");
-      if (sep == std::string::npos || !is_identifier(text.substr(0, sep)) ||
-          text.size() == sep + 2)
+      if (sep == std::string::npos || !is_identifier(text.substr(0, sep)) || text.size() == sep + 2)
         return fail(op.Mark(), path + ".library",
                     "'" + text + "' is not an op name; write NAMESPACE::OP, e.g. aten::matmul");
       s.name = text;
@@ -503,8 +543,7 @@ class plan_reader {
         s.outputs.push_back(nm.value());
       } else if (outs.IsSequence() && outs.size() > 0) {
         for (size_t i = 0; i < outs.size(); ++i) {
-          auto nm = name(outs[i], outs.Mark(), path + ".outputs[" + std::to_string(i) + "]",
-                         "a tensor name");
+          auto nm = name(outs[i], outs.Mark(), path + ".outputs[" + std::to_string(i) + "]", "a tensor name");
           if (!nm.ok()) return nm.error();
           s.outputs.push_back(nm.value());
         }
@@ -515,7 +554,8 @@ class plan_reader {
       }
       if (const YAML::Node attrs = n["attrs"]) {
         if (!attrs.IsMap() && !attrs.IsNull())
-          return fail(attrs.Mark(), path + ".attrs", "expected a mapping of attribute names to values, got " + kind_of(attrs));
+          return fail(attrs.Mark(), path + ".attrs",
+                      "expected a mapping of attribute names to values, got " + kind_of(attrs));
         for (auto it = attrs.begin(); it != attrs.end(); ++it) {
           if (!it->first.IsScalar())
             return fail(it->first.Mark(), path + ".attrs", "attribute names must be plain names");
@@ -528,8 +568,7 @@ class plan_reader {
           } else if (v.IsSequence()) {
             std::vector<std::string> items;
             for (size_t i = 0; i < v.size(); ++i) {
-              if (!v[i].IsScalar())
-                return fail(v.Mark(), apath, "expected a value or a list of values");
+              if (!v[i].IsScalar()) return fail(v.Mark(), apath, "expected a value or a list of values");
               items.push_back(v[i].Scalar());
             }
             s.attrs[key] = "[" + join(items) + "]";
@@ -559,7 +598,8 @@ class plan_reader {
     if (!root || root.IsNull())
       return error{source_ + ": the plan is empty; expected a mapping with at least 'outputs' and 'steps'"};
     if (!root.IsMap())
-      return fail(root.Mark(), "", "expected a mapping with keys constants, outputs, scratch, steps; got " + kind_of(root));
+      return fail(root.Mark(), "",
+                  "expected a mapping with keys constants, outputs, scratch, steps; got " + kind_of(root));
     if (auto s = check_keys(root, "", top_keys, "a plan"); !s.ok()) return error{s.message()};
 
     if (const YAML::Node c = root["constants"]) {
@@ -619,14 +659,13 @@ bool yaml_reserved(std::string_view s) {
 // `s` as a YAML scalar: plain when YAML reads it back unchanged as a string in this
 // context, double-quoted otherwise.
 std::string scalar(std::string_view s, bool flow, bool force_quote = false) {
-  bool plain = !force_quote && !s.empty() && !yaml_reserved(s) && s.front() != ' ' &&
-               s.back() != ' ' && s.back() != ':';
+  bool plain =
+      !force_quote && !s.empty() && !yaml_reserved(s) && s.front() != ' ' && s.back() != ' ' && s.back() != ':';
   if (plain) {
     char c = s.front();
     if (std::string_view("[]{},&*!|>'\"%@`#?:").find(c) != std::string_view::npos) plain = false;
     if (c == '-' && (s.size() == 1 || s[1] == ' ')) plain = false;
-    if (s.find(": ") != std::string_view::npos || s.find(" #") != std::string_view::npos)
-      plain = false;
+    if (s.find(": ") != std::string_view::npos || s.find(" #") != std::string_view::npos) plain = false;
     if (flow && s.find_first_of("[]{},") != std::string_view::npos) plain = false;
     for (char ch : s)
       if (static_cast<unsigned char>(ch) < 0x20 || ch == '"' || ch == '\\') plain = false;
@@ -635,10 +674,18 @@ std::string scalar(std::string_view s, bool flow, bool force_quote = false) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -667,8 +714,8 @@ std::string dims_text(std::vector<std::string> d) {
 }
 
 std::string buffer_text(const buffer_spec& b) {
-  std::string s = "{name: " + scalar(b.name, true) + ", shape: " + flow_list(b.shape) +
-                  ", dtype: " + scalar(b.dtype, true);
+  std::string s =
+      "{name: " + scalar(b.name, true) + ", shape: " + flow_list(b.shape) + ", dtype: " + scalar(b.dtype, true);
   if (b.init != "none") s += ", init: " + scalar(b.init, true);
   return s + "}";
 }
@@ -746,8 +793,7 @@ std::string to_yaml(const launch_plan& plan) {
       out += "  - kernel: " + scalar(s.name, false) + "\n";
       out += "    grid: " + dims_text(s.grid) + "\n";
       out += "    block: " + dims_text(s.block) + "\n";
-      if (!s.shared_mem.empty() && s.shared_mem != "0")
-        out += "    shared_mem: " + scalar(s.shared_mem, false) + "\n";
+      if (!s.shared_mem.empty() && s.shared_mem != "0") out += "    shared_mem: " + scalar(s.shared_mem, false) + "\n";
       out += "    args: " + args_text + "\n";
     }
   }

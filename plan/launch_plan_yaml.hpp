@@ -16,15 +16,14 @@
 #include <string>
 #include <string_view>
 
-#include "model/launch_plan.hpp"
 #include "base/result.hpp"
+#include "model/launch_plan.hpp"
 
 namespace ks {
 
 // Parses a plan from YAML text. `source_name` prefixes error positions (a path, or
 // "<plan>" for text that did not come from a file).
-result<launch_plan> parse_launch_plan(std::string_view yaml_text,
-                                      std::string_view source_name = "<plan>");
+result<launch_plan> parse_launch_plan(std::string_view yaml_text, std::string_view source_name = "<plan>");
 
 // Reads and parses the file at `path`.
 result<launch_plan> load_launch_plan(const std::string& path);

@@ -40,9 +40,12 @@ std::string plain_type(const std::string& type) {
   std::string out;
   int depth = 0;
   for (char c : type) {
-    if (c == '(') ++depth;
-    else if (c == ')') --depth;
-    else if (depth == 0) out += c;
+    if (c == '(')
+      ++depth;
+    else if (c == ')')
+      --depth;
+    else if (depth == 0)
+      out += c;
   }
   return out;
 }
@@ -77,7 +80,8 @@ result<op_schema> parse_op_schema(std::string_view text) {
   int depth = 0;
   size_t close = std::string_view::npos;
   for (size_t i = open; i < text.size(); ++i) {
-    if (text[i] == '(') ++depth;
+    if (text[i] == '(')
+      ++depth;
     else if (text[i] == ')' && --depth == 0) {
       close = i;
       break;
@@ -122,8 +126,10 @@ result<op_schema> parse_op_schema(std::string_view text) {
       std::string t = ret;
       int d = 0;
       for (size_t i = 0; i < ret.size(); ++i) {
-        if (ret[i] == '(' || ret[i] == '[') ++d;
-        else if (ret[i] == ')' || ret[i] == ']') --d;
+        if (ret[i] == '(' || ret[i] == '[')
+          ++d;
+        else if (ret[i] == ')' || ret[i] == ']')
+          --d;
         else if (ret[i] == ' ' && d == 0) {
           t = ret.substr(0, i);
           break;

@@ -22,10 +22,14 @@ namespace ks {
 
 const char* to_string(buffer_role r) {
   switch (r) {
-    case buffer_role::input: return "input";
-    case buffer_role::output: return "output";
-    case buffer_role::scratch: return "scratch";
-    case buffer_role::intermediate: return "intermediate";
+    case buffer_role::input:
+      return "input";
+    case buffer_role::output:
+      return "output";
+    case buffer_role::scratch:
+      return "scratch";
+    case buffer_role::intermediate:
+      return "intermediate";
   }
   return "?";
 }
@@ -38,9 +42,7 @@ int64_t resolved_buffer::numel() const {
 
 int64_t resolved_buffer::bytes() const { return numel() * dtype_size(dtype); }
 
-std::string resolved_step::label() const {
-  return "step " + std::to_string(index) + " (" + kind + " " + name + ")";
-}
+std::string resolved_step::label() const { return "step " + std::to_string(index) + " (" + kind + " " + name + ")"; }
 
 const resolved_buffer* resolved_plan::find_buffer(std::string_view name) const {
   for (auto* list : {&outputs, &scratch, &intermediates})
@@ -58,8 +60,7 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-result<plan_context> make_plan_context(const task_spec& task, std::string_view source,
-                                       std::string_view size) {
+result<plan_context> make_plan_context(const task_spec& task, std::string_view source, std::string_view size) {
   plan_context ctx;
   const std::map<std::string, std::vector<int64_t>>* sized = nullptr;
   if (!size.empty()) {
@@ -97,14 +98,22 @@ std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 // The dtype a kernel pointer of this kind points at, or "" when it says nothing.
 std::string dtype_of(scalar_kind k) {
   switch (k) {
-    case scalar_kind::int32: return "int32";
-    case scalar_kind::int64: return "int64";
-    case scalar_kind::float32: return "float32";
-    case scalar_kind::float64: return "float64";
-    case scalar_kind::float16: return "float16";
-    case scalar_kind::bfloat16: return "bfloat16";
-    case scalar_kind::boolean: return "bool";
-    case scalar_kind::other: return "";
+    case scalar_kind::int32:
+      return "int32";
+    case scalar_kind::int64:
+      return "int64";
+    case scalar_kind::float32:
+      return "float32";
+    case scalar_kind::float64:
+      return "float64";
+    case scalar_kind::float16:
+      return "float16";
+    case scalar_kind::bfloat16:
+      return "bfloat16";
+    case scalar_kind::boolean:
+      return "bool";
+    case scalar_kind::other:
+      return "";
   }
   return "";
 }
@@ -133,10 +142,10 @@ std::string promote(const std::string& a, const std::string& b) {
 // Shape inference for library ops
 
 struct lib_input {
-  std::string name;        // tensor name, or the expression of a scalar
+  std::string name;  // tensor name, or the expression of a scalar
   bool is_tensor = false;
-  bool known = true;       // tensor with a known shape and dtype
-  tensor_info info;        // tensor
+  bool known = true;  // tensor with a known shape and dtype
+  tensor_info info;   // tensor
   bool scalar_float = false;
 };
 
@@ -153,8 +162,8 @@ result<std::vector<int64_t>> broadcast(const std::vector<int64_t>& a, const std:
     int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
     if (x != y && x != 1 && y != 1)
       return error{what + ": shapes " + shape_to_string(a) + " and " + shape_to_string(b) +
-                   " do not broadcast (dimension -" + std::to_string(i + 1) + ": " +
-                   std::to_string(x) + " vs " + std::to_string(y) + ")"};
+                   " do not broadcast (dimension -" + std::to_string(i + 1) + ": " + std::to_string(x) + " vs " +
+                   std::to_string(y) + ")"};
     out[n - 1 - i] = x == 1 ? y : x;
   }
   return out;
@@ -172,8 +181,8 @@ status number_attr(const std::map<std::string, std::string>& attrs, const std::s
 }
 
 using attrs_t = std::map<std::string, std::string>;
-using infer_fn = std::function<result<tensor_info>(const std::string& op,
-                                                   const std::vector<lib_input>&, const attrs_t&)>;
+using infer_fn =
+    std::function<result<tensor_info>(const std::string& op, const std::vector<lib_input>&, const attrs_t&)>;
 
 struct known_op {
   size_t min_args, max_args;
@@ -191,14 +200,18 @@ result<tensor_info> infer_matmul(const std::string& op, const std::vector<lib_in
                  ": inner dimensions differ (" + std::to_string(ka) + " vs " + std::to_string(kb) + ")"};
   };
   if (op == "aten::mm") {
-    if (a.size() != 2) return error{"args[0]: aten::mm needs a 2-D tensor, '" + in[0].name + "' is " + shape_to_string(a)};
-    if (b.size() != 2) return error{"args[1]: aten::mm needs a 2-D tensor, '" + in[1].name + "' is " + shape_to_string(b)};
+    if (a.size() != 2)
+      return error{"args[0]: aten::mm needs a 2-D tensor, '" + in[0].name + "' is " + shape_to_string(a)};
+    if (b.size() != 2)
+      return error{"args[1]: aten::mm needs a 2-D tensor, '" + in[1].name + "' is " + shape_to_string(b)};
     if (a[1] != b[0]) return inner_error(a[1], b[0]);
     return tensor_info{{a[0], b[1]}, dtype};
   }
   if (op == "aten::bmm") {
-    if (a.size() != 3) return error{"args[0]: aten::bmm needs a 3-D tensor, '" + in[0].name + "' is " + shape_to_string(a)};
-    if (b.size() != 3) return error{"args[1]: aten::bmm needs a 3-D tensor, '" + in[1].name + "' is " + shape_to_string(b)};
+    if (a.size() != 3)
+      return error{"args[0]: aten::bmm needs a 3-D tensor, '" + in[0].name + "' is " + shape_to_string(a)};
+    if (b.size() != 3)
+      return error{"args[1]: aten::bmm needs a 3-D tensor, '" + in[1].name + "' is " + shape_to_string(b)};
     if (a[0] != b[0])
       return error{"args: aten::bmm of " + describe(0, in[0]) + " and " + describe(1, in[1]) +
                    ": batch sizes differ (" + std::to_string(a[0]) + " vs " + std::to_string(b[0]) + ")"};
@@ -207,8 +220,8 @@ result<tensor_info> infer_matmul(const std::string& op, const std::vector<lib_in
   }
   // aten::matmul, with torch.matmul's rules for 1-D and batched operands.
   if (a.empty() || b.empty())
-    return error{"args: aten::matmul needs tensors of at least 1 dimension, got " +
-                 describe(0, in[0]) + " and " + describe(1, in[1])};
+    return error{"args: aten::matmul needs tensors of at least 1 dimension, got " + describe(0, in[0]) + " and " +
+                 describe(1, in[1])};
   std::vector<int64_t> a2 = a, b2 = b;
   if (a.size() == 1) a2.insert(a2.begin(), 1);
   if (b.size() == 1) b2.push_back(1);
@@ -255,13 +268,13 @@ result<tensor_info> infer_linear(const std::string&, const std::vector<lib_input
   const auto& w = in[1].info.shape;
   if (x.empty()) return error{"args[0]: aten::linear needs an input of at least 1 dimension, got []"};
   if (w.size() != 1 && w.size() != 2)
-    return error{"args[1]: the weight of aten::linear must be 2-D [out_features, in_features], '" +
-                 in[1].name + "' is " + shape_to_string(w)};
+    return error{"args[1]: the weight of aten::linear must be 2-D [out_features, in_features], '" + in[1].name +
+                 "' is " + shape_to_string(w)};
   int64_t in_features = w.back();
   if (x.back() != in_features)
     return error{"args: aten::linear of " + describe(0, in[0]) + " with weight " + describe(1, in[1]) +
-                 ": the input's last dimension " + std::to_string(x.back()) +
-                 " is not the weight's in_features " + std::to_string(in_features)};
+                 ": the input's last dimension " + std::to_string(x.back()) + " is not the weight's in_features " +
+                 std::to_string(in_features)};
   std::vector<int64_t> out(x.begin(), x.end() - 1);
   if (w.size() == 2) out.push_back(w[0]);
   std::string dtype = promote(in[0].info.dtype, in[1].info.dtype);
@@ -280,11 +293,11 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
   const auto& x = in[0].info.shape;
   const auto& w = in[1].info.shape;
   if (x.size() != 3 && x.size() != 4)
-    return error{"args[0]: aten::conv2d needs an input [N, C, H, W] or [C, H, W], '" + in[0].name +
-                 "' is " + shape_to_string(x)};
+    return error{"args[0]: aten::conv2d needs an input [N, C, H, W] or [C, H, W], '" + in[0].name + "' is " +
+                 shape_to_string(x)};
   if (w.size() != 4)
-    return error{"args[1]: aten::conv2d needs a weight [out_channels, in_channels/groups, kH, kW], '" +
-                 in[1].name + "' is " + shape_to_string(w)};
+    return error{"args[1]: aten::conv2d needs a weight [out_channels, in_channels/groups, kH, kW], '" + in[1].name +
+                 "' is " + shape_to_string(w)};
   auto stride_list = int_list_attr(attrs, "stride", 2, {1, 1});
   if (!stride_list) return stride_list.error();
   auto dilation_list = int_list_attr(attrs, "dilation", 2, {1, 1});
@@ -294,7 +307,8 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
   std::vector<int64_t> padding{0, 0};
   bool same = false;
   if (auto it = attrs.find("padding"); it != attrs.end()) {
-    if (it->second == "same") same = true;
+    if (it->second == "same")
+      same = true;
     else if (it->second != "valid") {
       auto v = parse_int_list(it->second, 2, "attrs.padding");
       if (!v) return error{v.message() + " (or \"same\", \"valid\")"};
@@ -321,22 +335,21 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
   // nhwc: the result handed on as [N, H, W, C] (channels-last memory read as it lies).
   const bool nhwc = attrs.count("result_layout") && attrs.at("result_layout") == "nhwc";
   if (nhwc && x.size() != 4)
-    return error{"attrs.result_layout: nhwc needs an input [N, C, H, W], '" + in[0].name + "' is " + shape_to_string(x)};
-  if (same && (stride[0] != 1 || stride[1] != 1))
-    return error{"attrs.padding: \"same\" needs stride 1, as in PyTorch"};
+    return error{"attrs.result_layout: nhwc needs an input [N, C, H, W], '" + in[0].name + "' is " +
+                 shape_to_string(x)};
+  if (same && (stride[0] != 1 || stride[1] != 1)) return error{"attrs.padding: \"same\" needs stride 1, as in PyTorch"};
   bool batched = x.size() == 4;
   int64_t c = x[batched ? 1 : 0];
   if (c != w[1] * groups)
     return error{"args: aten::conv2d of " + describe(0, in[0]) + " with weight " + describe(1, in[1]) +
-                 ": the input has " + std::to_string(c) + " channels, the weight expects " +
-                 std::to_string(w[1]) + " x groups " + std::to_string(groups) + " = " +
-                 std::to_string(w[1] * groups)};
+                 ": the input has " + std::to_string(c) + " channels, the weight expects " + std::to_string(w[1]) +
+                 " x groups " + std::to_string(groups) + " = " + std::to_string(w[1] * groups)};
   if (w[0] % groups != 0)
     return error{"args[1]: out_channels " + std::to_string(w[0]) + " is not divisible by groups " +
                  std::to_string(groups)};
   if (in.size() == 3 && in[2].info.shape != std::vector<int64_t>{w[0]})
-    return error{"args[2]: the bias of aten::conv2d must be [" + std::to_string(w[0]) + "], '" +
-                 in[2].name + "' is " + shape_to_string(in[2].info.shape)};
+    return error{"args[2]: the bias of aten::conv2d must be [" + std::to_string(w[0]) + "], '" + in[2].name + "' is " +
+                 shape_to_string(in[2].info.shape)};
   std::vector<int64_t> out;
   if (batched) out.push_back(x[0]);
   out.push_back(w[0]);
@@ -356,8 +369,7 @@ result<tensor_info> infer_conv2d(const std::string&, const std::vector<lib_input
 
 result<tensor_info> infer_binary(const std::string& op, const std::vector<lib_input>& in, const attrs_t& attrs) {
   if (auto s = number_attr(attrs, "alpha"); !s.ok()) return error{s.message()};
-  if (auto it = attrs.find("rounding_mode");
-      it != attrs.end() && it->second != "trunc" && it->second != "floor")
+  if (auto it = attrs.find("rounding_mode"); it != attrs.end() && it->second != "trunc" && it->second != "floor")
     return error{"attrs.rounding_mode: expected \"trunc\" or \"floor\", got " + in_quotes(it->second)};
   std::vector<int64_t> shape = in[0].info.shape;
   std::string dtype = in[0].info.dtype;
@@ -387,8 +399,8 @@ result<tensor_info> infer_unary(const std::string& op, const std::vector<lib_inp
     int64_t nd = static_cast<int64_t>(in[0].info.shape.size());
     int64_t dim = d.value()[0];
     if (dim < -std::max<int64_t>(nd, 1) || dim >= std::max<int64_t>(nd, 1))
-      return error{"attrs.dim: " + std::to_string(dim) + " is out of range for '" + in[0].name +
-                   "' " + shape_to_string(in[0].info.shape)};
+      return error{"attrs.dim: " + std::to_string(dim) + " is out of range for '" + in[0].name + "' " +
+                   shape_to_string(in[0].info.shape)};
   }
   return tensor_info{in[0].info.shape, dtype};
 }
@@ -403,7 +415,12 @@ const std::map<std::string, known_op>& known_ops() {
         {"aten::bmm", {2, 2, {"math"}, tensors_only, infer_matmul}},
         {"aten::addmm", {3, 3, {"beta", "alpha", "math"}, tensors_only, infer_addmm}},
         {"aten::linear", {2, 3, {"math"}, tensors_only, infer_linear}},
-        {"aten::conv2d", {2, 3, {"stride", "padding", "dilation", "groups", "memory_format", "result_layout"}, tensors_only, infer_conv2d}},
+        {"aten::conv2d",
+         {2,
+          3,
+          {"stride", "padding", "dilation", "groups", "memory_format", "result_layout"},
+          tensors_only,
+          infer_conv2d}},
         {"aten::add", {2, 2, {"alpha"}, 1, infer_binary}},
         {"aten::sub", {2, 2, {"alpha"}, 1, infer_binary}},
         {"aten::mul", {2, 2, {}, 1, infer_binary}},
@@ -412,8 +429,7 @@ const std::map<std::string, known_op>& known_ops() {
         {"aten::log_softmax", {1, 1, {"dim"}, tensors_only, infer_unary}},
         {"aten::gelu", {1, 1, {"approximate"}, tensors_only, infer_unary}},
     };
-    for (const char* u : {"relu", "sigmoid", "tanh", "exp", "log", "neg", "abs", "sqrt", "rsqrt",
-                          "silu", "sin", "cos"})
+    for (const char* u : {"relu", "sigmoid", "tanh", "exp", "log", "neg", "abs", "sqrt", "rsqrt", "silu", "sin", "cos"})
       m[std::string("aten::") + u] = {1, 1, {}, tensors_only, infer_unary};
     return m;
   }();
@@ -426,8 +442,8 @@ const std::map<std::string, known_op>& known_ops() {
 struct tensor_state {
   buffer_role role = buffer_role::input;
   tensor_info info;
-  bool known = true;            // shape and dtype known before the plan runs
-  std::string origin;           // "outputs[0]", "scratch[1]", "step 2 (library aten::foo)"
+  bool known = true;   // shape and dtype known before the plan runs
+  std::string origin;  // "outputs[0]", "scratch[1]", "step 2 (library aten::foo)"
   std::string init = "none";
 };
 
@@ -451,8 +467,7 @@ class resolver {
 
   status inputs() {
     for (auto& [name, info] : ctx_.inputs) {
-      if (!is_plan_dtype(info.dtype))
-        return error{"input '" + name + "': unknown dtype '" + info.dtype + "'"};
+      if (!is_plan_dtype(info.dtype)) return error{"input '" + name + "': unknown dtype '" + info.dtype + "'"};
       for (int64_t d : info.shape)
         if (d < 0) return error{"input '" + name + "': negative dimension in " + shape_to_string(info.shape)};
       tensors_[name] = tensor_state{buffer_role::input, info, true, "input", "none"};
@@ -465,7 +480,8 @@ class resolver {
   status constants() {
     for (auto& [name, text] : plan_.constants) {
       if (!is_identifier(name))
-        return error{"constants." + name + ": '" + name + "' is not a valid name (letters, digits and _, not starting with a digit)"};
+        return error{"constants." + name + ": '" + name +
+                     "' is not a valid name (letters, digits and _, not starting with a digit)"};
       if (tensors_.count(name))
         return error{"constants." + name + ": '" + name + "' is also the name of an input tensor; rename the constant"};
       auto e = shape_expr::parse(text);
@@ -511,7 +527,8 @@ class resolver {
         std::string field = std::string(key) + "[" + std::to_string(i) + "]";
         std::string prefix = field + " '" + b.name + "': ";
         if (!is_identifier(b.name))
-          return error{field + ": '" + b.name + "' is not a valid name (letters, digits and _, not starting with a digit)"};
+          return error{field + ": '" + b.name +
+                       "' is not a valid name (letters, digits and _, not starting with a digit)"};
         if (auto t = tensors_.find(b.name); t != tensors_.end()) {
           if (t->second.role == buffer_role::input)
             return error{prefix + "shadows the input '" + b.name + "'; give the buffer another name"};
@@ -557,8 +574,8 @@ class resolver {
         return error{prefix + "shape " + shape_to_string(b.shape) + " does not match the reference's output " +
                      std::to_string(i) + " " + shape_to_string(r.shape)};
       if (b.dtype != r.dtype)
-        return error{prefix + "dtype " + b.dtype + " does not match the reference's output " +
-                     std::to_string(i) + " (" + r.dtype + ")"};
+        return error{prefix + "dtype " + b.dtype + " does not match the reference's output " + std::to_string(i) +
+                     " (" + r.dtype + ")"};
     }
     return {};
   }
@@ -616,8 +633,8 @@ class resolver {
                  " — write it in an earlier step or declare it with init: zeros"};
   }
 
-  result<int64_t> dim(const std::string& label, const std::vector<std::string>& exprs,
-                      const char* what, size_t d, int64_t limit, std::array<int64_t, 3>& into) {
+  result<int64_t> dim(const std::string& label, const std::vector<std::string>& exprs, const char* what, size_t d,
+                      int64_t limit, std::array<int64_t, 3>& into) {
     std::string field = label + ": " + what + "[" + std::to_string(d) + "]";
     auto v = integer(exprs[d], field);
     if (!v.ok()) return v.error();
@@ -651,18 +668,16 @@ class resolver {
         return error{label + ": " + what + ": expected 1 to 3 expressions (x, y, z), got " +
                      std::to_string(exprs->size())};
     for (size_t d = 0; d < s.grid.size(); ++d)
-      if (auto v = dim(label, s.grid, "grid", d, ctx_.limits.max_grid_dims[d], rs.grid); !v.ok())
-        return v.error();
+      if (auto v = dim(label, s.grid, "grid", d, ctx_.limits.max_grid_dims[d], rs.grid); !v.ok()) return v.error();
     for (size_t d = 0; d < s.block.size(); ++d)
-      if (auto v = dim(label, s.block, "block", d, ctx_.limits.max_block_dims[d], rs.block); !v.ok())
-        return v.error();
+      if (auto v = dim(label, s.block, "block", d, ctx_.limits.max_block_dims[d], rs.block); !v.ok()) return v.error();
     int64_t threads = rs.block[0] * rs.block[1] * rs.block[2];
-    std::string block_text = std::to_string(rs.block[0]) + " x " + std::to_string(rs.block[1]) +
-                             " x " + std::to_string(rs.block[2]);
+    std::string block_text =
+        std::to_string(rs.block[0]) + " x " + std::to_string(rs.block[1]) + " x " + std::to_string(rs.block[2]);
     if (threads > ctx_.limits.max_threads_per_block)
       return error{label + ": block: " + block_text + " = " + std::to_string(threads) +
-                   " threads, above the device limit of " +
-                   std::to_string(ctx_.limits.max_threads_per_block) + " per block"};
+                   " threads, above the device limit of " + std::to_string(ctx_.limits.max_threads_per_block) +
+                   " per block"};
     if (sig->launch_bounds > 0 && threads > sig->launch_bounds)
       return error{label + ": block: " + std::to_string(threads) + " threads, above the kernel's __launch_bounds__(" +
                    std::to_string(sig->launch_bounds) + ")"};
@@ -694,8 +709,8 @@ class resolver {
       if (a.kind == "tensor") {
         if (!p.is_pointer)
           return error{field + ": tensor '" + a.value + "' passed to " + param_text(j, p) +
-                       ", which takes a number; write {" + (dtype_of(p.kind).empty() ? std::string("int64") : dtype_of(p.kind)) +
-                       ": EXPRESSION}"};
+                       ", which takes a number; write {" +
+                       (dtype_of(p.kind).empty() ? std::string("int64") : dtype_of(p.kind)) + ": EXPRESSION}"};
         auto t = tensor(a.value, field);
         if (!t.ok()) return t.error();
         const tensor_state& ts = *t.value();
@@ -704,24 +719,26 @@ class resolver {
           return error{field + ": tensor '" + a.value + "' is " + ts.info.dtype + ", but " + param_text(j, p) +
                        " points to " + want};
         if (p.pointee_const) {
-          if (auto st = check_defined(a.value, ts, field, " (by " + param_text(j, p) + ")"); !st.ok())
-            return st;
+          if (auto st = check_defined(a.value, ts, field, " (by " + param_text(j, p) + ")"); !st.ok()) return st;
         } else {
           rs.writes.push_back(a.value);
           if (ts.role == buffer_role::input)
-            out.warnings.push_back(field + ": input '" + a.value + "' is passed to non-const " + param_text(j, p) +
-                                   "; the kernel may modify an input, which fails verification — declare the parameter const");
+            out.warnings.push_back(
+                field + ": input '" + a.value + "' is passed to non-const " + param_text(j, p) +
+                "; the kernel may modify an input, which fails verification — declare the parameter const");
           else
             written.push_back(a.value);
         }
         ra.tensor = a.value;
       } else if (a.kind == "int" || a.kind == "float") {
         if (p.is_pointer)
-          return error{field + ": a number passed to " + param_text(j, p) + ", which takes a tensor; pass a tensor name"};
+          return error{field + ": a number passed to " + param_text(j, p) +
+                       ", which takes a tensor; pass a tensor name"};
         std::string want = dtype_of(p.kind);
         if (want.empty() || want == "float16" || want == "bfloat16" || want == "bool")
           return error{field + ": " + param_text(j, p) +
-                       " has a type a plan cannot pass; kernel scalars must be int32, int64, float32 or float64 (int, long, float, double)"};
+                       " has a type a plan cannot pass; kernel scalars must be int32, int64, float32 or float64 (int, "
+                       "long, float, double)"};
         if (auto s2 = scalar_arg(a, field, want, p, j, ra); !s2.ok()) return s2;
       } else {
         return error{field + ": unknown argument kind '" + a.kind + "' (expected tensor, int or float)"};
@@ -737,8 +754,8 @@ class resolver {
   }
 
   // A typed scalar argument. `want` is the parameter's type ("" for library steps).
-  status scalar_arg(const plan_arg& a, const std::string& field, const std::string& want,
-                    const kernel_param& p, size_t j, resolved_arg& ra) {
+  status scalar_arg(const plan_arg& a, const std::string& field, const std::string& want, const kernel_param& p,
+                    size_t j, resolved_arg& ra) {
     static const std::set<std::string> types = {"int32", "int64", "float32", "float64"};
     if (!types.count(a.type))
       return error{field + ": unknown scalar type '" + a.type + "' (expected int32, int64, float32 or float64)"};
@@ -779,7 +796,8 @@ class resolver {
   status library_step(size_t index, const plan_step& s, resolved_step& rs) {
     const std::string label = rs.label();
     if (s.name.rfind("aten::", 0) != 0 || s.name.size() == 6)
-      return error{label + ": library: '" + s.name + "' is not an ATen op; library steps run aten::NAME ops through LibTorch"};
+      return error{label + ": library: '" + s.name +
+                   "' is not an ATen op; library steps run aten::NAME ops through LibTorch"};
     if (!s.grid.empty() || !s.block.empty())
       return error{label + ": " + (s.grid.empty() ? "block" : "grid") + ": library steps take no launch configuration"};
     if (!s.shared_mem.empty() && s.shared_mem != "0")
@@ -802,8 +820,9 @@ class resolver {
           return error{label + ": attrs." + k + ": " + schema->qualified() + " has no argument '" + k + "'" +
                        did_you_mean(k, arg_names) + "; its arguments: " + join(arg_names)};
       if (s.outputs.size() > schema->returns.size())
-        return error{label + ": outputs: " + schema->qualified() + " returns " + std::to_string(schema->returns.size()) +
-                     " value(s), " + std::to_string(s.outputs.size()) + " names given"};
+        return error{label + ": outputs: " + schema->qualified() + " returns " +
+                     std::to_string(schema->returns.size()) + " value(s), " + std::to_string(s.outputs.size()) +
+                     " names given"};
     }
 
     std::vector<lib_input> inputs;
@@ -833,8 +852,7 @@ class resolver {
       inputs.push_back(in);
       rs.args.push_back(ra);
     }
-    if (s.outputs.empty())
-      return error{label + ": outputs: a library step must name the tensor(s) it produces"};
+    if (s.outputs.empty()) return error{label + ": outputs: a library step must name the tensor(s) it produces"};
 
     tensor_info inferred;
     bool inferred_known = false;
@@ -842,8 +860,9 @@ class resolver {
       for (auto& [k, v] : s.attrs)
         if (std::find(known->attrs.begin(), known->attrs.end(), k) == known->attrs.end())
           return error{label + ": attrs." + k + ": " + op + " has no attribute '" + k + "'" +
-                       (known->attrs.empty() ? std::string(" (it takes none)")
-                                             : did_you_mean(k, known->attrs) + "; its attributes: " + join(known->attrs))};
+                       (known->attrs.empty()
+                            ? std::string(" (it takes none)")
+                            : did_you_mean(k, known->attrs) + "; its attributes: " + join(known->attrs))};
       if (auto it = s.attrs.find("math"); it != s.attrs.end() && it->second != "ieee" && it->second != "tf32")
         return error{label + ": attrs.math: expected ieee or tf32, got \"" + it->second + "\""};
       if (inputs.size() < known->min_args || inputs.size() > known->max_args) {
@@ -878,7 +897,8 @@ class resolver {
         if (t.role == buffer_role::input)
           return error{field + ": is an input; a library step may not overwrite inputs"};
         if (t.role == buffer_role::intermediate)
-          return error{field + ": already produced by " + t.origin + "; give this result a new name, or declare it as scratch to reuse it"};
+          return error{field + ": already produced by " + t.origin +
+                       "; give this result a new name, or declare it as scratch to reuse it"};
         if (inferred_known && t.info.shape != inferred.shape)
           return error{field + ": shape " + shape_to_string(t.info.shape) + " does not match the op's result " +
                        shape_to_string(inferred.shape)};
@@ -899,8 +919,8 @@ class resolver {
           env_.tensors[name] = inferred.shape;
         } else {
           t.info = {{}, ""};
-          std::string why = known ? "an input of " + op + " has an unknown shape"
-                                  : op + " has no shape inference in plan/";
+          std::string why =
+              known ? "an input of " + op + " has an unknown shape" : op + " has no shape inference in plan/";
           env_.unknown_shape_tensors[name] =
               "it is the result of " + label + ", and " + why + "; declare it as scratch to give it a shape";
         }
@@ -924,7 +944,8 @@ class resolver {
     if (s.kind != "kernel" && s.kind != "library")
       return error{"step " + std::to_string(index) + ": kind '" + s.kind + "' is neither kernel nor library"};
     if (s.kind == "kernel" && !s.outputs.empty())
-      return error{rs.label() + ": outputs: kernel steps write through their pointer arguments; outputs is only for library steps"};
+      return error{rs.label() +
+                   ": outputs: kernel steps write through their pointer arguments; outputs is only for library steps"};
     if (s.kind == "kernel" && !s.attrs.empty())
       return error{rs.label() + ": attrs: only library steps take attributes"};
     for (auto& a : s.args)

@@ -13,8 +13,8 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,8 +62,7 @@ struct plan_context {
 // The context for `task`'s inputs and parameters (at the named size from
 // task_spec::sizes, or the default shapes when `size` is empty) and the kernels of
 // `source`. Fails when `size` is not one of the task's sizes.
-result<plan_context> make_plan_context(const task_spec& task, std::string_view source,
-                                       std::string_view size = {});
+result<plan_context> make_plan_context(const task_spec& task, std::string_view source, std::string_view size = {});
 
 enum class buffer_role : uint8_t {
   input,         // given by the reference: an input or a parameter
@@ -123,7 +122,7 @@ struct resolved_step {
 // A plan bound to concrete shapes: what an executor allocates and launches.
 struct resolved_plan {
   std::map<std::string, expr_value> constants;
-  std::vector<resolved_buffer> outputs;        // in the plan's (= the reference's) order
+  std::vector<resolved_buffer> outputs;  // in the plan's (= the reference's) order
   std::vector<resolved_buffer> scratch;
   std::vector<resolved_buffer> intermediates;  // in the order steps produce them
   std::vector<resolved_step> steps;

@@ -40,8 +40,8 @@ struct shape_expr::node {
   kind k = kind::int_lit;
   int64_t i = 0;
   double f = 0;
-  std::string name;  // constant, tensor or function name
-  size_t column = 1; // 1-based column of the token this node stands for
+  std::string name;   // constant, tensor or function name
+  size_t column = 1;  // 1-based column of the token this node stands for
   std::vector<std::shared_ptr<const node>> kids;
 };
 
@@ -59,8 +59,7 @@ struct function_info {
   size_t arity;
 };
 constexpr function_info functions[] = {
-    {"ceil_div", 2}, {"round_up", 2}, {"min", 2},   {"max", 2},
-    {"abs", 1},      {"floor", 1},    {"ceil", 1},  {"sqrt", 1},
+    {"ceil_div", 2}, {"round_up", 2}, {"min", 2}, {"max", 2}, {"abs", 1}, {"floor", 1}, {"ceil", 1}, {"sqrt", 1},
 };
 
 std::string function_list() {
@@ -113,7 +112,10 @@ class parser {
     auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
     while (p < text_.size()) {
       char c = text_[p];
-      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') { ++p; continue; }
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++p;
+        continue;
+      }
       size_t start = p;
       if (is_digit(c) || (c == '.' && p + 1 < text_.size() && is_digit(text_[p + 1]))) {
         while (p < text_.size() && is_digit(text_[p])) ++p;
@@ -133,9 +135,7 @@ class parser {
         continue;
       }
       if (is_identifier(std::string_view(&c, 1))) {
-        while (p < text_.size() && (is_identifier(std::string_view(&text_[p], 1)) ||
-                                    is_digit(text_[p])))
-          ++p;
+        while (p < text_.size() && (is_identifier(std::string_view(&text_[p], 1)) || is_digit(text_[p]))) ++p;
         toks_.push_back({tok::name, text_.substr(start, p - start), start + 1});
         continue;
       }
@@ -152,16 +152,13 @@ class parser {
 
   const token& peek() const { return toks_[pos_]; }
   const token& next() { return toks_[pos_ < toks_.size() - 1 ? pos_++ : pos_]; }
-  bool is(std::string_view punct) const {
-    return peek().type == tok::punct && peek().text == punct;
-  }
+  bool is(std::string_view punct) const { return peek().type == tok::punct && peek().text == punct; }
 
   error unexpected(const token& t, std::string_view expected) {
     if (t.type == tok::end)
-      return error{"unexpected end of expression" + at(t.column, text_) + " (expected " +
-                   std::string(expected) + ")"};
-    return error{"unexpected '" + std::string(t.text) + "'" + at(t.column, text_) +
-                 " (expected " + std::string(expected) + ")"};
+      return error{"unexpected end of expression" + at(t.column, text_) + " (expected " + std::string(expected) + ")"};
+    return error{"unexpected '" + std::string(t.text) + "'" + at(t.column, text_) + " (expected " +
+                 std::string(expected) + ")"};
   }
 
   static node_ptr make(node::kind k, size_t column, std::vector<node_ptr> kids = {}) {
@@ -218,8 +215,8 @@ class parser {
       if (!inner.ok()) return inner;
       if (!is(")")) {
         if (peek().type == tok::end)
-          return error{"'(' at column " + std::to_string(t.column) + " is never closed in \"" +
-                       std::string(text_) + "\""};
+          return error{"'(' at column " + std::to_string(t.column) + " is never closed in \"" + std::string(text_) +
+                       "\""};
         return unexpected(peek(), "')'");
       }
       next();
@@ -246,14 +243,12 @@ class parser {
       n->k = node::kind::int_lit;
       auto [p, ec] = std::from_chars(b, e, n->i);
       if (ec != std::errc() || p != e)
-        return error{"integer literal '" + std::string(t.text) + "' is out of range" +
-                     at(t.column, text_)};
+        return error{"integer literal '" + std::string(t.text) + "' is out of range" + at(t.column, text_)};
     } else {
       n->k = node::kind::float_lit;
       auto [p, ec] = std::from_chars(b, e, n->f);
       if (ec != std::errc() || p != e || !std::isfinite(n->f))
-        return error{"float literal '" + std::string(t.text) + "' is out of range" +
-                     at(t.column, text_)};
+        return error{"float literal '" + std::string(t.text) + "' is out of range" + at(t.column, text_)};
     }
     return node_ptr(n);
   }
@@ -272,21 +267,24 @@ class parser {
         auto a = parse_expr();
         if (!a.ok()) return a;
         args.push_back(a.value());
-        if (is(",")) { next(); continue; }
+        if (is(",")) {
+          next();
+          continue;
+        }
         break;
       }
     }
     if (!is(")")) {
       if (peek().type == tok::end)
-        return error{"'(' at column " + std::to_string(open.column) + " is never closed in \"" +
-                     std::string(text_) + "\""};
+        return error{"'(' at column " + std::to_string(open.column) + " is never closed in \"" + std::string(text_) +
+                     "\""};
       return unexpected(peek(), "',' or ')'");
     }
     next();
     if (args.size() != fn->arity)
       return error{std::string(fn->name) + " takes " + std::to_string(fn->arity) +
-                   (fn->arity == 1 ? " argument" : " arguments") + ", got " +
-                   std::to_string(args.size()) + at(name.column, text_)};
+                   (fn->arity == 1 ? " argument" : " arguments") + ", got " + std::to_string(args.size()) +
+                   at(name.column, text_)};
     auto n = std::make_shared<node>();
     n->k = node::kind::call;
     n->name = fn->name;
@@ -313,8 +311,8 @@ class parser {
       if (!index.ok()) return index;
       if (!is("]")) {
         if (peek().type == tok::end)
-          return error{"'[' at column " + std::to_string(open.column) + " is never closed in \"" +
-                       std::string(text_) + "\""};
+          return error{"'[' at column " + std::to_string(open.column) + " is never closed in \"" + std::string(text_) +
+                       "\""};
         return unexpected(peek(), "']'");
       }
       next();
@@ -322,10 +320,8 @@ class parser {
     } else {
       std::string got = prop.type == tok::end ? "end of expression" : "'" + std::string(prop.text) + "'";
       if (prop.type == tok::name)
-        return error{"unknown tensor property " + got + at(prop.column, text_) +
-                     " (expected shape[i], numel or ndim)"};
-      return error{"unexpected " + got + at(prop.column, text_) +
-                   " (expected shape[i], numel or ndim after '.')"};
+        return error{"unknown tensor property " + got + at(prop.column, text_) + " (expected shape[i], numel or ndim)"};
+      return error{"unexpected " + got + at(prop.column, text_) + " (expected shape[i], numel or ndim after '.')"};
     }
     return node_ptr(n);
   }
@@ -352,12 +348,16 @@ class evaluator {
   result<expr_value> eval(const node& n) {
     using K = node::kind;
     switch (n.k) {
-      case K::int_lit: return expr_value::integer(n.i);
-      case K::float_lit: return expr_value::real(n.f);
-      case K::name: return lookup(n);
+      case K::int_lit:
+        return expr_value::integer(n.i);
+      case K::float_lit:
+        return expr_value::real(n.f);
+      case K::name:
+        return lookup(n);
       case K::numel:
       case K::ndim:
-      case K::shape: return property(n);
+      case K::shape:
+        return property(n);
       case K::neg: {
         auto v = eval(*n.kids[0]);
         if (!v.ok()) return v;
@@ -367,8 +367,10 @@ class evaluator {
       case K::sub:
       case K::mul:
       case K::div:
-      case K::mod: return binary(n);
-      case K::call: return call(n);
+      case K::mod:
+        return binary(n);
+      case K::call:
+        return call(n);
     }
     return error{"internal error: bad expression node" + at(n.column, text_)};
   }
@@ -383,14 +385,17 @@ class evaluator {
   // in the ceil_div it is made of).
   result<expr_value> value_of(const rt::outcome& r, std::string_view what, size_t column) {
     switch (r.why) {
-      case rt::fault::none: return from_runtime(r.v);
-      case rt::fault::overflow: return overflow(what, column);
+      case rt::fault::none:
+        return from_runtime(r.v);
+      case rt::fault::overflow:
+        return overflow(what, column);
       case rt::fault::division_by_zero:
         if (what == "/" || what == "%") return error{"division by zero" + at(column, text_)};
         return error{"division by zero in " + std::string(what) + at(column, text_)};
       case rt::fault::not_finite:
         return error{"the result of '" + std::string(what) + "' is not a finite number" + at(column, text_)};
-      case rt::fault::negative_sqrt: break;  // worded by call(), which has the operand
+      case rt::fault::negative_sqrt:
+        break;  // worded by call(), which has the operand
     }
     return error{"internal error: unexpected fault in '" + std::string(what) + "'" + at(column, text_)};
   }
@@ -399,9 +404,8 @@ class evaluator {
     auto c = env_.constants.find(n.name);
     if (c != env_.constants.end()) return c->second;
     if (env_.tensors.count(n.name) || env_.unknown_shape_tensors.count(n.name))
-      return error{"'" + n.name + "' is a tensor, not a number" + at(n.column, text_) +
-                   "; use " + n.name + ".numel, " + n.name + ".ndim or " + n.name +
-                   ".shape[i]"};
+      return error{"'" + n.name + "' is a tensor, not a number" + at(n.column, text_) + "; use " + n.name + ".numel, " +
+                   n.name + ".ndim or " + n.name + ".shape[i]"};
     std::string msg = "unknown name '" + n.name + "'" + at(n.column, text_);
     std::vector<std::string> known;
     for (auto& [k, v] : env_.constants) known.push_back(k);
@@ -414,8 +418,8 @@ class evaluator {
     if (t == env_.tensors.end()) {
       auto u = env_.unknown_shape_tensors.find(n.name);
       if (u != env_.unknown_shape_tensors.end())
-        return error{"the shape of '" + n.name + "' is not known before the plan runs (" +
-                     u->second + ")" + at(n.column, text_)};
+        return error{"the shape of '" + n.name + "' is not known before the plan runs (" + u->second + ")" +
+                     at(n.column, text_)};
       std::string msg = "unknown tensor '" + n.name + "'" + at(n.column, text_);
       std::vector<std::string> known;
       for (auto& [k, v] : env_.tensors) known.push_back(k);
@@ -434,13 +438,12 @@ class evaluator {
     auto idx = eval(*n.kids[0]);
     if (!idx.ok()) return idx;
     if (idx->is_float)
-      return error{"a shape index must be an integer, got " + idx->to_string() +
-                   at(n.kids[0]->column, text_)};
+      return error{"a shape index must be an integer, got " + idx->to_string() + at(n.kids[0]->column, text_)};
     int64_t ndim = static_cast<int64_t>(shape.size());
     int64_t i = idx->i, position = 0;
     if (!rt::shape_position(i, ndim, position))
-      return error{n.name + " has " + std::to_string(ndim) + (ndim == 1 ? " dim" : " dims") +
-                   ", shape[" + std::to_string(i) + "] is out of range" + at(n.column, text_)};
+      return error{n.name + " has " + std::to_string(ndim) + (ndim == 1 ? " dim" : " dims") + ", shape[" +
+                   std::to_string(i) + "] is out of range" + at(n.column, text_)};
     return expr_value::integer(shape[static_cast<size_t>(position)]);
   }
 
@@ -452,11 +455,16 @@ class evaluator {
     using K = node::kind;
     const rt::value x = to_runtime(*a), y = to_runtime(*b);
     switch (n.k) {
-      case K::add: return value_of(rt::add(x, y), "+", n.column);
-      case K::sub: return value_of(rt::sub(x, y), "-", n.column);
-      case K::mul: return value_of(rt::mul(x, y), "*", n.column);
-      case K::div: return value_of(rt::div(x, y), "/", n.column);
-      default: return value_of(rt::mod(x, y), "%", n.column);
+      case K::add:
+        return value_of(rt::add(x, y), "+", n.column);
+      case K::sub:
+        return value_of(rt::sub(x, y), "-", n.column);
+      case K::mul:
+        return value_of(rt::mul(x, y), "*", n.column);
+      case K::div:
+        return value_of(rt::div(x, y), "/", n.column);
+      default:
+        return value_of(rt::mod(x, y), "%", n.column);
     }
   }
 

@@ -70,8 +70,7 @@ class shape_expr {
   struct node;  // the syntax tree; defined in shape_expr.cpp
 
  private:
-  shape_expr(std::string text, std::shared_ptr<const node> root)
-      : text_(std::move(text)), root_(std::move(root)) {}
+  shape_expr(std::string text, std::shared_ptr<const node> root) : text_(std::move(text)), root_(std::move(root)) {}
   std::string text_;
   std::shared_ptr<const node> root_;
 };

@@ -34,8 +34,7 @@ evidence_env build_evidence(const policy_input& in) {
   for (const auto& [name, v] : in.profile.values) put(name, policy_value::number(v), "metric");
   if (in.profile.kernel_launches > 0)
     put("kernel_launches", policy_value::number(in.profile.kernel_launches), "metric");
-  if (in.profile.duration_ms > 0)
-    put("duration_us", policy_value::number(in.profile.duration_ms * 1000.0), "metric");
+  if (in.profile.duration_ms > 0) put("duration_us", policy_value::number(in.profile.duration_ms * 1000.0), "metric");
   for (const auto& [name, v] : in.features.values) put(name, policy_value::number(v), "feature");
   if (!in.features.structure_class.empty())
     put("structure_class", policy_value::string(in.features.structure_class), "structure");
@@ -125,8 +124,7 @@ struct history_view {
   std::vector<std::string> lineage_candidates;
 };
 
-history_view read_history(const std::vector<trajectory_entry>& given, const std::string& candidate,
-                          double min_gain) {
+history_view read_history(const std::vector<trajectory_entry>& given, const std::string& candidate, double min_gain) {
   std::vector<trajectory_entry> h = given;
   std::stable_sort(h.begin(), h.end(),
                    [](const trajectory_entry& a, const trajectory_entry& b) { return a.seq < b.seq; });
@@ -168,10 +166,11 @@ history_view read_history(const std::vector<trajectory_entry>& given, const std:
         a.outcome = "ok: speedup " + two_decimals(e.speedup) + " (no parent review: gain not judged)";
       } else if (e.speedup < parent->speedup * min_gain) {
         a.failed = true;
-        a.outcome = "failed: no gain, speedup " + two_decimals(e.speedup) + " < " + two_decimals(parent->speedup) + " × " +
-                    fmt(min_gain);
+        a.outcome = "failed: no gain, speedup " + two_decimals(e.speedup) + " < " + two_decimals(parent->speedup) +
+                    " × " + fmt(min_gain);
       } else {
-        a.outcome = "ok: speedup " + two_decimals(e.speedup) + " ≥ " + two_decimals(parent->speedup) + " × " + fmt(min_gain);
+        a.outcome =
+            "ok: speedup " + two_decimals(e.speedup) + " ≥ " + two_decimals(parent->speedup) + " × " + fmt(min_gain);
       }
     }
     v.attempts.push_back(std::move(a));
@@ -274,9 +273,7 @@ bool nothing_above_noise(const optimization_plan& plan) {
   return false;
 }
 
-std::string bottleneck_tag(const std::string& bottleneck) {
-  return "[bottleneck=" + bottleneck + "]";
-}
+std::string bottleneck_tag(const std::string& bottleneck) { return "[bottleneck=" + bottleneck + "]"; }
 
 std::string bottleneck_from_summary(const std::string& summary) {
   const std::string open = "[bottleneck=";
@@ -417,9 +414,10 @@ void allow_every_method(decision_work& w) {
     w.candidates[m.id].score = 1.0;
     w.candidates[m.id].tier = "uniform";
   }
-  w.t.notes.push_back("ablation: long-term memory off: no decision table, no global vetoes, no experience; every "
-                      "method whose requires holds is allowed with score 1, in a uniform order (seed " +
-                      std::to_string(w.in.uniform_seed) + ")");
+  w.t.notes.push_back(
+      "ablation: long-term memory off: no decision table, no global vetoes, no experience; every "
+      "method whose requires holds is allowed with score 1, in a uniform order (seed " +
+      std::to_string(w.in.uniform_seed) + ")");
 }
 
 // Carried moves: what the plans of the candidate's ancestors ranked from their table
@@ -501,8 +499,10 @@ std::vector<std::string> check_coder_methods(decision_work& w) {
   const std::set<std::string> can(w.in.coder_methods->begin(), w.in.coder_methods->end());
   for (const auto& [id, cm] : w.candidates)
     if (!can.count(id)) {
-      if (w.in.coder_fallback) beyond_coder.push_back(id);
-      else w.vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods)");
+      if (w.in.coder_fallback)
+        beyond_coder.push_back(id);
+      else
+        w.vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods)");
     }
   return beyond_coder;
 }
@@ -516,8 +516,8 @@ void check_preconditions(decision_work& w) {
     const auto truth = m->requirement->evaluate(w.env, &rec).truth();
     add_evidence(cm.evidence, rec.used);
     if (truth && !*truth) {
-      w.vetoes.add(id, "precondition failed: " + m->requirement->text() + " (" +
-                           m->requirement->explain(w.env, w.defs) + ")");
+      w.vetoes.add(
+          id, "precondition failed: " + m->requirement->text() + " (" + m->requirement->explain(w.env, w.defs) + ")");
     } else if (!truth) {
       w.t.notes.push_back("precondition of " + id + " unknown (missing " + join(to_vector(rec.missing), ", ") +
                           "): not enforced");
@@ -535,10 +535,9 @@ void veto_repeated_failures(decision_work& w, const history_view& hv) {
         seqs.push_back(std::to_string(a.seq));
     }
     if (static_cast<int>(seqs.size()) >= g.max_failures_per_method) {
-      w.vetoes.add(id, "guardrail: failed " + std::to_string(seqs.size()) + " time" +
-                           (seqs.size() == 1 ? "" : "s") + " in class " +
-                           (w.t.primary.empty() ? "none" : w.t.primary) + " (history seqs " + join(seqs, ", ") +
-                           ")");
+      w.vetoes.add(id, "guardrail: failed " + std::to_string(seqs.size()) + " time" + (seqs.size() == 1 ? "" : "s") +
+                           " in class " + (w.t.primary.empty() ? "none" : w.t.primary) + " (history seqs " +
+                           join(seqs, ", ") + ")");
     }
   }
 }
@@ -560,9 +559,8 @@ void veto_tried_moves(decision_work& w, const history_view& hv) {
       return a.size() != b.size() ? a.size() < b.size() : a < b;
     });
     if (!seqs.empty())
-      w.vetoes.add(id, "already tried on this candidate (history seq" +
-                           std::string(seqs.size() == 1 ? " " : "s ") + join(seqs, ", ") +
-                           "): a move is not repeated");
+      w.vetoes.add(id, "already tried on this candidate (history seq" + std::string(seqs.size() == 1 ? " " : "s ") +
+                           join(seqs, ", ") + "): a move is not repeated");
   }
 }
 
@@ -606,11 +604,13 @@ void settle_beyond_coder(decision_work& w, const std::vector<std::string>& beyon
       own_allowed = true;
   if (own_allowed) {
     for (const auto& id : beyond_coder)
-      w.vetoes.add(id, "the coder has no change for it on this candidate (its recipe's methods), and one of "
-                       "its own is allowed");
+      w.vetoes.add(id,
+                   "the coder has no change for it on this candidate (its recipe's methods), and one of "
+                   "its own is allowed");
   } else {
-    w.t.notes.push_back("none of the coder's own methods is allowed: the other allowed methods go to its "
-                        "fallback (the hybrid coder's model)");
+    w.t.notes.push_back(
+        "none of the coder's own methods is allowed: the other allowed methods go to its "
+        "fallback (the hybrid coder's model)");
   }
 }
 
@@ -697,8 +697,7 @@ void rank_by_expected_gain(decision_work& w, std::vector<ranked_entry>& order) {
   const auto describe = [](const move_estimate& e) {
     std::string d = e.method + " (prior " + fmt(e.prior);
     if (e.applied > 0)
-      d += ", " + std::to_string(e.applied) + " application" + (e.applied == 1 ? "" : "s") + " gave " +
-           fmt(e.measured);
+      d += ", " + std::to_string(e.applied) + " application" + (e.applied == 1 ? "" : "s") + " gave " + fmt(e.measured);
     return d + ", expected " + fmt(e.expected) + ")";
   };
   std::string moved = "experience moved the choice from " + (first_prior.empty() ? std::string("none") : first_prior) +
@@ -717,8 +716,7 @@ void rank_by_expected_gain(decision_work& w, std::vector<ranked_entry>& order) {
 // stays a pure function).
 void shuffle_uniformly(const decision_work& w, std::vector<ranked_entry>& order) {
   std::sort(order.begin(), order.end(), [](const ranked_entry& a, const ranked_entry& b) { return a.id < b.id; });
-  uint64_t state =
-      fnv1a(w.t.candidate_id + "#" + std::to_string(w.in.round), fnv1a(std::to_string(w.in.uniform_seed)));
+  uint64_t state = fnv1a(w.t.candidate_id + "#" + std::to_string(w.in.round), fnv1a(std::to_string(w.in.uniform_seed)));
   for (size_t i = order.size(); i > 1; --i) {
     const size_t j = static_cast<size_t>(next_draw(state) % i);
     std::swap(order[i - 1], order[j]);
@@ -749,8 +747,10 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
   std::map<std::string, double> class_evidence;
   if (!t.bottlenecks.empty()) add_evidence(class_evidence, t.bottlenecks.front().evidence);
 
-  if (in.use_long_term_memory) apply_decision_table(w, class_evidence);
-  else allow_every_method(w);
+  if (in.use_long_term_memory)
+    apply_decision_table(w, class_evidence);
+  else
+    allow_every_method(w);
 
   // The history: the attempts and the candidate's lineage (short-term memory).
   const history_view hv = read_history(in.history, t.candidate_id, lib.guardrails.min_gain);
@@ -770,8 +770,10 @@ decision_trace decide(const skill_library& lib, const policy_input& in) {
   settle_beyond_coder(w, beyond_coder);
 
   std::vector<ranked_entry> order = estimate_moves(w, hv);
-  if (in.use_long_term_memory) rank_by_expected_gain(w, order);
-  else shuffle_uniformly(w, order);
+  if (in.use_long_term_memory)
+    rank_by_expected_gain(w, order);
+  else
+    shuffle_uniformly(w, order);
   for (const auto& r : order) {
     const candidate_method& cm = w.candidates[r.id];
     t.ranked.push_back({r.id, cm.score, cm.fired_rules, cm.evidence});

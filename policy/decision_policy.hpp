@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "model/review.hpp"
 #include "model/decision.hpp"
+#include "model/review.hpp"
 #include "model/trajectory.hpp"
-#include "protocol/requests.hpp"
 #include "policy/policy_expr.hpp"
 #include "policy/skill_library.hpp"
+#include "protocol/requests.hpp"
 
 namespace ks {
 
@@ -39,10 +39,10 @@ struct experience_summary {
 // Everything the policy reads.
 struct policy_input {
   profile_metrics profile;
-  code_features features;             // candidate_id names the candidate decided for
-  std::optional<double> atol;         // the task's tolerance (task_atol); nullopt = unknown
-  std::optional<double> rtol;         // task_rtol
-  std::string dtype;                  // task_dtype, e.g. "float32"; "" = unknown
+  code_features features;      // candidate_id names the candidate decided for
+  std::optional<double> atol;  // the task's tolerance (task_atol); nullopt = unknown
+  std::optional<double> rtol;  // task_rtol
+  std::string dtype;           // task_dtype, e.g. "float32"; "" = unknown
   uint32_t round = 0;
   std::vector<trajectory_entry> history;  // the task's trajectory (any order)
   // method → experience in the primary class (primary_bottleneck() tells which) and
@@ -91,7 +91,7 @@ struct traced_value {
 struct bottleneck_finding {
   std::string id;
   int priority = 0;
-  std::string because;                        // "dram_throughput_pct 91 ≥ 70"
+  std::string because;                           // "dram_throughput_pct 91 ≥ 70"
   std::map<std::string, policy_value> evidence;  // names read + the class's evidence list
 };
 
@@ -112,7 +112,7 @@ struct history_attempt {
   std::string parent_id;
   std::string bottleneck;  // the class it was planned in; "" when unknown
   bool failed = false;
-  std::string outcome;     // "ok: speedup 1.30 ≥ 1.10 × 1.02", "failed: incorrect", …
+  std::string outcome;  // "ok: speedup 1.30 ≥ 1.10 × 1.02", "failed: incorrect", …
 };
 
 // How a ranked move's expected gain was made (docs/skills.md, "The plan across
@@ -122,7 +122,7 @@ struct history_attempt {
 struct move_estimate {
   std::string method;
   std::string tier;
-  double prior = 0;     // the table's gain, the ancestor's, or exploration_gain
+  double prior = 0;      // the table's gain, the ancestor's, or exploration_gain
   uint32_t applied = 0;  // applications in the experience
   double measured = 0;   // their realized gain (0: none)
   double expected = 0;   // prior and measured weighed together: what ranks it
@@ -141,20 +141,20 @@ struct decision_trace {
   std::vector<traced_value> derived;     // in library order
   std::vector<traced_value> predicates;  // in evaluation order
 
-  std::string primary;                              // "" when no class holds
-  std::vector<bottleneck_finding> bottlenecks;      // the classes that hold, primary first
-  std::vector<rule_outcome> bottlenecks_unknown;    // classes whose condition was unknown
+  std::string primary;                            // "" when no class holds
+  std::vector<bottleneck_finding> bottlenecks;    // the classes that hold, primary first
+  std::vector<rule_outcome> bottlenecks_unknown;  // classes whose condition was unknown
 
-  std::vector<rule_outcome> cases_fired;            // in library order
+  std::vector<rule_outcome> cases_fired;  // in library order
   std::vector<rule_outcome> cases_not_fired;
-  std::vector<rule_outcome> vetoes_checked;         // global vetoes and their outcome
-  std::vector<history_attempt> attempts;            // by seq
-  std::vector<std::string> lineage;                 // methods that made this candidate, oldest first
+  std::vector<rule_outcome> vetoes_checked;  // global vetoes and their outcome
+  std::vector<history_attempt> attempts;     // by seq
+  std::vector<std::string> lineage;          // methods that made this candidate, oldest first
 
-  std::vector<method_choice> ranked;                // allowed and not vetoed, best first
-  std::vector<move_estimate> estimates;             // one per ranked move, in its order
-  std::vector<method_veto> vetoed;                  // one per method, reasons joined by "; "
-  std::vector<std::string> notes;                   // unknown preconditions, …
+  std::vector<method_choice> ranked;     // allowed and not vetoed, best first
+  std::vector<move_estimate> estimates;  // one per ranked move, in its order
+  std::vector<method_veto> vetoed;       // one per method, reasons joined by "; "
+  std::vector<std::string> notes;        // unknown preconditions, …
   // Where experience changed the choice: the move chosen on the priors alone, and
   // why experience moved it (empty when it did not).
   std::string chosen_without_experience;

@@ -80,8 +80,7 @@ const std::vector<evidence_name> table = {
     {"grid_size", K::feature, T::number, "blocks of the first kernel step"},
     {"cuda_graph_eligible", K::feature, T::number, "several static launches without host sync"},
     // The feature extractor's classification.
-    {"structure_class", K::structure, T::string,
-     "streaming | reuse | reduction | irregular | multi_kernel"},
+    {"structure_class", K::structure, T::string, "streaming | reuse | reduction | irregular | multi_kernel"},
     // The task.
     {"task_atol", K::task, T::number, "the task's absolute tolerance"},
     {"task_rtol", K::task, T::number, "the task's relative tolerance"},
@@ -110,17 +109,20 @@ std::vector<std::string> evidence_names_of(evidence_kind kind) {
 
 const char* to_string(evidence_kind kind) {
   switch (kind) {
-    case evidence_kind::metric: return "metric";
-    case evidence_kind::feature: return "feature";
-    case evidence_kind::structure: return "structure";
-    case evidence_kind::task: return "task";
+    case evidence_kind::metric:
+      return "metric";
+    case evidence_kind::feature:
+      return "feature";
+    case evidence_kind::structure:
+      return "structure";
+    case evidence_kind::task:
+      return "task";
   }
   return "?";
 }
 
 const std::vector<std::string>& structure_classes() {
-  static const std::vector<std::string> classes = {"streaming", "reuse", "reduction",
-                                                   "irregular", "multi_kernel"};
+  static const std::vector<std::string> classes = {"streaming", "reuse", "reduction", "irregular", "multi_kernel"};
   return classes;
 }
 

@@ -13,10 +13,10 @@
 
 namespace ks::library_load {
 
-void library_loader::check_expression(
-    const origin& o, const std::string& key, const policy_expr& e,
-    const std::map<std::string, value_type>& scope, bool condition,
-    const std::function<std::string(const std::string&)>& explain_unknown, value_type* type_out) {
+void library_loader::check_expression(const origin& o, const std::string& key, const policy_expr& e,
+                                      const std::map<std::string, value_type>& scope, bool condition,
+                                      const std::function<std::string(const std::string&)>& explain_unknown,
+                                      value_type* type_out) {
   if (e.empty()) return;  // a parse error was reported already
   const expression_check c = e.check(scope);
   const std::vector<std::string> names = scope_names(scope);
@@ -60,8 +60,7 @@ void library_loader::check_unique_ids() {
         first = first.substr(0, first.size() - 2);  // drop ": "
         fail(origins[i], "id",
              "duplicate " + kind + " id '" + ids[i] + "' (" +
-                 (it->second.kind == kind ? "first defined" : "already a " + it->second.kind) + " at " +
-                 first + ")");
+                 (it->second.kind == kind ? "first defined" : "already a " + it->second.kind) + " at " + first + ")");
       }
     }
   };
@@ -81,8 +80,7 @@ void library_loader::check_unique_ids() {
     for (size_t i = 0; i < ids.size(); ++i) {
       if (const evidence_name* e = find_evidence_name(ids[i])) {
         fail(o[i], "id",
-             "'" + ids[i] + "' is already a " + to_string(e->kind) +
-                 " name (docs/metrics.md); choose another id");
+             "'" + ids[i] + "' is already a " + to_string(e->kind) + " name (docs/metrics.md); choose another id");
       }
     }
   };
@@ -179,8 +177,8 @@ void library_loader::check_all() {
       if (!inserted) {
         const auto& other = lib_.bottlenecks[it->second];
         fail(bottleneck_o_[i], "priority",
-             "priority " + std::to_string(b.priority) + " is already used by bottleneck '" + other.id +
-                 "' (" + other.where.to_string() + "); priorities must be unique");
+             "priority " + std::to_string(b.priority) + " is already used by bottleneck '" + other.id + "' (" +
+                 other.where.to_string() + "); priorities must be unique");
       }
     }
     check_expression(bottleneck_o_[i], "when", b.when, scope, true, {});
@@ -205,7 +203,8 @@ void library_loader::check_all() {
   for (size_t i = 0; i < lib_.decisions.size(); ++i) {
     const auto& c = lib_.decisions[i];
     const origin& o = case_o_[i];
-    if (!c.bottleneck.empty() && std::find(bottleneck_ids.begin(), bottleneck_ids.end(), c.bottleneck) == bottleneck_ids.end()) {
+    if (!c.bottleneck.empty() &&
+        std::find(bottleneck_ids.begin(), bottleneck_ids.end(), c.bottleneck) == bottleneck_ids.end()) {
       fail(o, "bottleneck", "unknown bottleneck '" + c.bottleneck + "'" + did_you_mean(c.bottleneck, bottleneck_ids));
     }
     if (c.when) check_expression(o, "when", *c.when, scope, true, {});
@@ -259,8 +258,8 @@ result<skill_library> library_loader::run() {
     try {
       f.root = YAML::LoadFile(p.string());
     } catch (const YAML::ParserException& e) {
-      const std::string pos = e.mark.is_null() ? "" : ":" + std::to_string(e.mark.line + 1) + ":" +
-                                                          std::to_string(e.mark.column + 1);
+      const std::string pos =
+          e.mark.is_null() ? "" : ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
       global_errors_.push_back(f.source + pos + ": YAML syntax error: " + e.msg);
       continue;
     } catch (const YAML::Exception& e) {

@@ -140,8 +140,7 @@ class library_loader {
   void read_veto(const yaml_field& f);
   void read_example(const yaml_field& f, case_example& ex);
   void read_coder_rule(const yaml_field& f, coder_rule& rule);
-  void read_number_map(const yaml_field& f, std::map<std::string, double>& out,
-                       evidence_kind kind);
+  void read_number_map(const yaml_field& f, std::map<std::string, double>& out, evidence_kind kind);
 
   // ---- phase 2 ----
   void check_all();

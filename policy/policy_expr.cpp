@@ -1,9 +1,9 @@
 #include "policy/policy_expr.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cctype>
 #include <functional>
 
 namespace ks {
@@ -54,19 +54,26 @@ std::string format_number(double v) {
 
 std::string policy_value::to_string() const {
   switch (kind_) {
-    case kind::unknown: return "unknown";
-    case kind::number: return format_number(number_);
-    case kind::string: return "'" + string_ + "'";
-    case kind::boolean: return number_ != 0 ? "true" : "false";
+    case kind::unknown:
+      return "unknown";
+    case kind::number:
+      return format_number(number_);
+    case kind::string:
+      return "'" + string_ + "'";
+    case kind::boolean:
+      return number_ != 0 ? "true" : "false";
   }
   return "?";
 }
 
 const char* to_string(value_type t) {
   switch (t) {
-    case value_type::number: return "number";
-    case value_type::string: return "string";
-    case value_type::boolean: return "boolean";
+    case value_type::number:
+      return "number";
+    case value_type::string:
+      return "string";
+    case value_type::boolean:
+      return "boolean";
   }
   return "?";
 }
@@ -74,8 +81,7 @@ const char* to_string(value_type t) {
 // ---------------------------------------------------------------------------
 // Environment.
 
-void policy_environment::set(const std::string& name, policy_value v,
-                             std::vector<std::string> missing) {
+void policy_environment::set(const std::string& name, policy_value v, std::vector<std::string> missing) {
   values_[name] = std::move(v);
   if (missing.empty()) {
     missing_.erase(name);
@@ -104,21 +110,35 @@ std::vector<std::string> policy_environment::missing_for(const std::string& name
 // Syntax tree.
 
 enum class op {
-  number, string, boolean, ident,
-  neg, not_,
-  add, sub, mul, div,
-  lt, le, gt, ge, eq, ne,
-  and_, or_,
-  call, in,
+  number,
+  string,
+  boolean,
+  ident,
+  neg,
+  not_,
+  add,
+  sub,
+  mul,
+  div,
+  lt,
+  le,
+  gt,
+  ge,
+  eq,
+  ne,
+  and_,
+  or_,
+  call,
+  in,
 };
 
 struct policy_expr::node {
   op kind = op::number;
-  int column = 1;                    // 1-based, of the node's first token (operator for binaries)
-  policy_value literal;              // number/string/boolean literals
-  std::string name;                  // identifier or function name
+  int column = 1;        // 1-based, of the node's first token (operator for binaries)
+  policy_value literal;  // number/string/boolean literals
+  std::string name;      // identifier or function name
   std::vector<std::shared_ptr<const node>> kids;
-  std::vector<policy_value> list;    // the list of `x in [...]`
+  std::vector<policy_value> list;  // the list of `x in [...]`
 };
 
 namespace {
@@ -132,47 +152,83 @@ bool is_comparison(op k) {
 
 const char* symbol(op k) {
   switch (k) {
-    case op::neg: return "-";
-    case op::not_: return "!";
-    case op::add: return "+";
-    case op::sub: return "-";
-    case op::mul: return "*";
-    case op::div: return "/";
-    case op::lt: return "<";
-    case op::le: return "<=";
-    case op::gt: return ">";
-    case op::ge: return ">=";
-    case op::eq: return "==";
-    case op::ne: return "!=";
-    case op::and_: return "&&";
-    case op::or_: return "||";
-    case op::in: return "in";
-    default: return "?";
+    case op::neg:
+      return "-";
+    case op::not_:
+      return "!";
+    case op::add:
+      return "+";
+    case op::sub:
+      return "-";
+    case op::mul:
+      return "*";
+    case op::div:
+      return "/";
+    case op::lt:
+      return "<";
+    case op::le:
+      return "<=";
+    case op::gt:
+      return ">";
+    case op::ge:
+      return ">=";
+    case op::eq:
+      return "==";
+    case op::ne:
+      return "!=";
+    case op::and_:
+      return "&&";
+    case op::or_:
+      return "||";
+    case op::in:
+      return "in";
+    default:
+      return "?";
   }
 }
 
 // The symbol people read in audit text.
 const char* pretty_symbol(op k) {
   switch (k) {
-    case op::le: return "≤";
-    case op::ge: return "≥";
-    case op::ne: return "≠";
-    case op::eq: return "=";
-    default: return symbol(k);
+    case op::le:
+      return "≤";
+    case op::ge:
+      return "≥";
+    case op::ne:
+      return "≠";
+    case op::eq:
+      return "=";
+    default:
+      return symbol(k);
   }
 }
 
 // Binding strength, higher binds tighter.
 int precedence(op k) {
   switch (k) {
-    case op::or_: return 1;
-    case op::and_: return 2;
-    case op::lt: case op::le: case op::gt: case op::ge: case op::eq: case op::ne: case op::in:
+    case op::or_:
+      return 1;
+    case op::and_:
+      return 2;
+    case op::lt:
+    case op::le:
+    case op::gt:
+    case op::ge:
+    case op::eq:
+    case op::ne:
+    case op::in:
       return 3;
-    case op::add: case op::sub: return 4;
-    case op::mul: case op::div: return 5;
-    case op::neg: case op::not_: return 6;
-    default: return 7;
+    case op::add:
+    case op::sub:
+      return 4;
+    case op::mul:
+    case op::div:
+      return 5;
+    case op::neg:
+    case op::not_:
+      return 6;
+    default:
+      return 7;
   }
 }
 
@@ -224,8 +280,8 @@ class lexer {
           return false;
         }
         if (j < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[j])) || s_[j] == '_')) {
-          error = "column " + std::to_string(j + 1) + ": unexpected '" + std::string(1, s_[j]) +
-                  "' after the number " + std::string(text);
+          error = "column " + std::to_string(j + 1) + ": unexpected '" + std::string(1, s_[j]) + "' after the number " +
+                  std::string(text);
           return false;
         }
         t.kind = tok::number;
@@ -241,8 +297,8 @@ class lexer {
       } else if (c == '\'' || c == '"') {
         const size_t close = s_.find(c, i_ + 1);
         if (close == std::string_view::npos) {
-          error = "column " + std::to_string(t.column) + ": unterminated string (missing closing " +
-                  std::string(1, c) + ")";
+          error = "column " + std::to_string(t.column) + ": unterminated string (missing closing " + std::string(1, c) +
+                  ")";
           return false;
         }
         t.kind = tok::string;
@@ -262,12 +318,28 @@ class lexer {
         }
         if (!matched) {
           switch (c) {
-            case '(': t.kind = tok::lparen; break;
-            case ')': t.kind = tok::rparen; break;
-            case '[': t.kind = tok::lbracket; break;
-            case ']': t.kind = tok::rbracket; break;
-            case ',': t.kind = tok::comma; break;
-            case '<': case '>': case '!': case '+': case '-': case '*': case '/':
+            case '(':
+              t.kind = tok::lparen;
+              break;
+            case ')':
+              t.kind = tok::rparen;
+              break;
+            case '[':
+              t.kind = tok::lbracket;
+              break;
+            case ']':
+              t.kind = tok::rbracket;
+              break;
+            case ',':
+              t.kind = tok::comma;
+              break;
+            case '<':
+            case '>':
+            case '!':
+            case '+':
+            case '-':
+            case '*':
+            case '/':
               t.kind = tok::op;
               break;
             case '=':
@@ -280,8 +352,7 @@ class lexer {
               error = "column " + std::to_string(t.column) + ": '|' is not an operator (write '||')";
               return false;
             default:
-              error = "column " + std::to_string(t.column) + ": unexpected character '" +
-                      std::string(1, c) + "'";
+              error = "column " + std::to_string(t.column) + ": unexpected character '" + std::string(1, c) + "'";
               return false;
           }
           t.text = std::string(1, c);
@@ -331,23 +402,32 @@ class parser {
 
   static std::string describe(const token& t) {
     switch (t.kind) {
-      case tok::end: return "the end of the expression";
-      case tok::number: return t.text;
-      case tok::string: return "'" + t.text + "'";
-      case tok::ident: return "'" + t.text + "'";
-      case tok::lparen: return "'('";
-      case tok::rparen: return "')'";
-      case tok::lbracket: return "'['";
-      case tok::rbracket: return "']'";
-      case tok::comma: return "','";
-      case tok::op: return "'" + t.text + "'";
+      case tok::end:
+        return "the end of the expression";
+      case tok::number:
+        return t.text;
+      case tok::string:
+        return "'" + t.text + "'";
+      case tok::ident:
+        return "'" + t.text + "'";
+      case tok::lparen:
+        return "'('";
+      case tok::rparen:
+        return "')'";
+      case tok::lbracket:
+        return "'['";
+      case tok::rbracket:
+        return "']'";
+      case tok::comma:
+        return "','";
+      case tok::op:
+        return "'" + t.text + "'";
     }
     return "?";
   }
 
   [[noreturn]] void fail_here(const std::string& what) const {
-    throw parse_failure{"column " + std::to_string(peek().column) + ": " + what + ", got " +
-                        describe(peek())};
+    throw parse_failure{"column " + std::to_string(peek().column) + ": " + what + ", got " + describe(peek())};
   }
 
   static node_ptr make(op k, int column, std::vector<node_ptr> kids) {
@@ -443,8 +523,7 @@ class parser {
     const bool strings = items.front().type() == policy_value::kind::string;
     for (const auto& v : items) {
       if ((v.type() == policy_value::kind::string) != strings) {
-        throw parse_failure{"column " + std::to_string(peek().column) +
-                            ": a list mixes numbers and strings"};
+        throw parse_failure{"column " + std::to_string(peek().column) + ": a list mixes numbers and strings"};
       }
     }
     return items;
@@ -504,7 +583,8 @@ class parser {
       case tok::lparen: {
         next();
         node_ptr inner = parse_or();
-        if (peek().kind != tok::rparen) fail_here("expected ')' to close the '(' at column " + std::to_string(t.column));
+        if (peek().kind != tok::rparen)
+          fail_here("expected ')' to close the '(' at column " + std::to_string(t.column));
         next();
         return inner;
       }
@@ -535,8 +615,8 @@ class parser {
 
   node_ptr parse_call(const token& name) {
     if (std::find(function_names.begin(), function_names.end(), name.text) == function_names.end()) {
-      throw parse_failure{"column " + std::to_string(name.column) + ": unknown function '" +
-                          name.text + "' (functions: abs, has, max, min)"};
+      throw parse_failure{"column " + std::to_string(name.column) + ": unknown function '" + name.text +
+                          "' (functions: abs, has, max, min)"};
     }
     next();  // (
     std::vector<node_ptr> args;
@@ -554,8 +634,8 @@ class parser {
     next();
     const std::string& f = name.text;
     const auto arity_error = [&](const std::string& want) {
-      throw parse_failure{"column " + std::to_string(name.column) + ": " + f + "() takes " + want +
-                          ", got " + std::to_string(args.size())};
+      throw parse_failure{"column " + std::to_string(name.column) + ": " + f + "() takes " + want + ", got " +
+                          std::to_string(args.size())};
     };
     if (f == "abs" && args.size() != 1) arity_error("one argument");
     if (f == "has" && args.size() != 1) arity_error("one name");
@@ -636,7 +716,10 @@ eval_out eval(const node& n, const policy_environment& env, evaluation_record* r
       if (ta && tb) return {policy_value::boolean(!absorbing), {}};
       return unknown_from({&a, &b});
     }
-    case op::add: case op::sub: case op::mul: case op::div: {
+    case op::add:
+    case op::sub:
+    case op::mul:
+    case op::div: {
       eval_out a = eval(*n.kids[0], env, rec);
       eval_out b = eval(*n.kids[1], env, rec);
       if (!a.value.numeric() || !b.value.numeric()) {
@@ -646,9 +729,15 @@ eval_out eval(const node& n, const policy_environment& env, evaluation_record* r
       const double x = a.value.as_number(), y = b.value.as_number();
       double r = 0;
       switch (n.kind) {
-        case op::add: r = x + y; break;
-        case op::sub: r = x - y; break;
-        case op::mul: r = x * y; break;
+        case op::add:
+          r = x + y;
+          break;
+        case op::sub:
+          r = x - y;
+          break;
+        case op::mul:
+          r = x * y;
+          break;
         default:
           if (y == 0) {
             if (rec) rec->notes.insert("division by zero");
@@ -659,7 +748,12 @@ eval_out eval(const node& n, const policy_environment& env, evaluation_record* r
       if (!std::isfinite(r)) return {};
       return {policy_value::number(r), {}};
     }
-    case op::lt: case op::le: case op::gt: case op::ge: case op::eq: case op::ne: {
+    case op::lt:
+    case op::le:
+    case op::gt:
+    case op::ge:
+    case op::eq:
+    case op::ne: {
       eval_out a = eval(*n.kids[0], env, rec);
       eval_out b = eval(*n.kids[1], env, rec);
       if (!a.value.known() || !b.value.known()) return unknown_from({&a, &b});
@@ -667,17 +761,28 @@ eval_out eval(const node& n, const policy_environment& env, evaluation_record* r
         const double x = a.value.as_number(), y = b.value.as_number();
         bool r = false;
         switch (n.kind) {
-          case op::lt: r = x < y; break;
-          case op::le: r = x <= y; break;
-          case op::gt: r = x > y; break;
-          case op::ge: r = x >= y; break;
-          case op::eq: r = x == y; break;
-          default: r = x != y; break;
+          case op::lt:
+            r = x < y;
+            break;
+          case op::le:
+            r = x <= y;
+            break;
+          case op::gt:
+            r = x > y;
+            break;
+          case op::ge:
+            r = x >= y;
+            break;
+          case op::eq:
+            r = x == y;
+            break;
+          default:
+            r = x != y;
+            break;
         }
         return {policy_value::boolean(r), {}};
       }
-      const bool strings = a.value.type() == policy_value::kind::string &&
-                           b.value.type() == policy_value::kind::string;
+      const bool strings = a.value.type() == policy_value::kind::string && b.value.type() == policy_value::kind::string;
       if (strings && (n.kind == op::eq || n.kind == op::ne)) {
         const bool same = a.value.as_string() == b.value.as_string();
         return {policy_value::boolean(n.kind == op::eq ? same : !same), {}};
@@ -738,15 +843,17 @@ using type_opt = std::optional<value_type>;  // nullopt: unknown name, do not ca
 
 bool numeric_type(value_type t) { return t != value_type::string; }
 
-type_opt check_node(const node& n, const std::map<std::string, value_type>& scope,
-                    expression_check& out) {
+type_opt check_node(const node& n, const std::map<std::string, value_type>& scope, expression_check& out) {
   const auto problem = [&](int column, const std::string& what) {
     out.problems.push_back("column " + std::to_string(column) + ": " + what);
   };
   switch (n.kind) {
-    case op::number: return value_type::number;
-    case op::string: return value_type::string;
-    case op::boolean: return value_type::boolean;
+    case op::number:
+      return value_type::number;
+    case op::string:
+      return value_type::string;
+    case op::boolean:
+      return value_type::boolean;
     case op::ident: {
       auto it = scope.find(n.name);
       if (it == scope.end()) {
@@ -765,21 +872,30 @@ type_opt check_node(const node& n, const std::map<std::string, value_type>& scop
       if (a && !numeric_type(*a)) problem(n.column, "'-' needs a number, got a string");
       return value_type::number;
     }
-    case op::and_: case op::or_: {
+    case op::and_:
+    case op::or_: {
       type_opt a = check_node(*n.kids[0], scope, out);
       type_opt b = check_node(*n.kids[1], scope, out);
       if ((a && !numeric_type(*a)) || (b && !numeric_type(*b)))
         problem(n.column, std::string("'") + symbol(n.kind) + "' needs conditions, got a string");
       return value_type::boolean;
     }
-    case op::add: case op::sub: case op::mul: case op::div: {
+    case op::add:
+    case op::sub:
+    case op::mul:
+    case op::div: {
       type_opt a = check_node(*n.kids[0], scope, out);
       type_opt b = check_node(*n.kids[1], scope, out);
       if ((a && !numeric_type(*a)) || (b && !numeric_type(*b)))
         problem(n.column, std::string("'") + symbol(n.kind) + "' needs numbers, got a string");
       return value_type::number;
     }
-    case op::lt: case op::le: case op::gt: case op::ge: case op::eq: case op::ne: {
+    case op::lt:
+    case op::le:
+    case op::gt:
+    case op::ge:
+    case op::eq:
+    case op::ne: {
       type_opt a = check_node(*n.kids[0], scope, out);
       type_opt b = check_node(*n.kids[1], scope, out);
       if (a && b) {
@@ -787,8 +903,8 @@ type_opt check_node(const node& n, const std::map<std::string, value_type>& scop
         if (sa != sb) {
           problem(n.column, std::string("'") + symbol(n.kind) + "' compares a string with a number");
         } else if (sa && n.kind != op::eq && n.kind != op::ne) {
-          problem(n.column, std::string("'") + symbol(n.kind) +
-                                "' orders numbers; strings compare only with == and !=");
+          problem(n.column,
+                  std::string("'") + symbol(n.kind) + "' orders numbers; strings compare only with == and !=");
         }
       }
       return value_type::boolean;
@@ -849,8 +965,7 @@ std::string print(const node& n, int parent_prec = 0) {
     default: {
       const int p = precedence(n.kind);
       // Left-associative: the right operand needs parentheses at equal precedence.
-      s = print(*n.kids[0], is_comparison(n.kind) ? p + 1 : p) + " " + symbol(n.kind) + " " +
-          print(*n.kids[1], p + 1);
+      s = print(*n.kids[0], is_comparison(n.kind) ? p + 1 : p) + " " + symbol(n.kind) + " " + print(*n.kids[1], p + 1);
       break;
     }
   }
@@ -866,8 +981,7 @@ std::string side(const node& n, const policy_environment& env) {
   return print(n) + " = " + v.to_string();
 }
 
-std::string explain_node(const node& n, const policy_environment& env,
-                         const policy_expr::definition_lookup& def) {
+std::string explain_node(const node& n, const policy_environment& env, const policy_expr::definition_lookup& def) {
   const policy_value v = eval(n, env, nullptr).value;
   switch (n.kind) {
     case op::and_:
@@ -878,9 +992,9 @@ std::string explain_node(const node& n, const policy_environment& env,
       std::vector<std::string> parts;
       for (const auto& k : n.kids) {
         const auto t = eval(*k, env, nullptr).value.truth();
-        const bool decisive = (n.kind == op::or_ && want) ? t == std::optional<bool>(true)
+        const bool decisive = (n.kind == op::or_ && want)                  ? t == std::optional<bool>(true)
                               : (n.kind == op::and_ && v.known() && !want) ? t == std::optional<bool>(false)
-                                                                          : true;
+                                                                           : true;
         if (decisive) parts.push_back(explain_node(*k, env, def));
       }
       std::string s;
@@ -911,17 +1025,34 @@ std::string explain_node(const node& n, const policy_environment& env,
         for (size_t i = 0; i < n.list.size(); ++i) s += (i ? ", " : "") + n.list[i].to_string();
         return s;
       }() + "]";
-    case op::lt: case op::le: case op::gt: case op::ge: case op::eq: case op::ne: {
+    case op::lt:
+    case op::le:
+    case op::gt:
+    case op::ge:
+    case op::eq:
+    case op::ne: {
       // State what is true: a comparison that failed reads with the negated operator.
       op shown = n.kind;
       if (v.truth() == std::optional<bool>(false)) {
         switch (n.kind) {
-          case op::lt: shown = op::ge; break;
-          case op::le: shown = op::gt; break;
-          case op::gt: shown = op::le; break;
-          case op::ge: shown = op::lt; break;
-          case op::eq: shown = op::ne; break;
-          default: shown = op::eq; break;
+          case op::lt:
+            shown = op::ge;
+            break;
+          case op::le:
+            shown = op::gt;
+            break;
+          case op::gt:
+            shown = op::le;
+            break;
+          case op::ge:
+            shown = op::lt;
+            break;
+          case op::eq:
+            shown = op::ne;
+            break;
+          default:
+            shown = op::eq;
+            break;
         }
       }
       return side(*n.kids[0], env) + " " + pretty_symbol(shown) + " " + side(*n.kids[1], env);

@@ -44,8 +44,8 @@ class policy_value {
   bool known() const { return kind_ != kind::unknown; }
   // Numbers and booleans (as 0/1) are numeric.
   bool numeric() const { return kind_ == kind::number || kind_ == kind::boolean; }
-  double as_number() const;             // a numeric value; 0 otherwise
-  const std::string& as_string() const; // a string value; "" otherwise
+  double as_number() const;              // a numeric value; 0 otherwise
+  const std::string& as_string() const;  // a string value; "" otherwise
   // Truth of a condition: numbers are true when non-zero; unknown and strings give
   // nullopt.
   std::optional<bool> truth() const;
@@ -99,7 +99,7 @@ struct evaluation_record {
 struct expression_check {
   std::optional<value_type> type;
   std::vector<std::pair<std::string, int>> unknown_names;  // name, 1-based column
-  std::vector<std::string> problems;                         // "column 7: ..."
+  std::vector<std::string> problems;                       // "column 7: ..."
 };
 
 // A parsed expression. Cheap to copy (the tree is shared and immutable).

@@ -15,10 +15,8 @@ std::string source_location::to_string() const {
 }
 
 const std::vector<std::string>& method_categories() {
-  static const std::vector<std::string> v = {"memory",     "compute",     "latency",
-                                             "occupancy",  "parallelism", "divergence",
-                                             "launch",     "fusion",      "precision",
-                                             "algorithm"};
+  static const std::vector<std::string> v = {"memory",     "compute", "latency", "occupancy", "parallelism",
+                                             "divergence", "launch",  "fusion",  "precision", "algorithm"};
   return v;
 }
 
@@ -69,9 +67,12 @@ json to_json(const predicate_def& p) {
 }
 
 json to_json(const bottleneck_def& b) {
-  return {{"schema", "ks.skill.bottleneck/1"}, {"id", b.id},
-          {"priority", b.priority},            {"when", b.when.text()},
-          {"description", b.description},      {"evidence", b.evidence}};
+  return {{"schema", "ks.skill.bottleneck/1"},
+          {"id", b.id},
+          {"priority", b.priority},
+          {"when", b.when.text()},
+          {"description", b.description},
+          {"evidence", b.evidence}};
 }
 
 json to_json(const method_def& m) {
@@ -95,9 +96,8 @@ json to_json(const decision_case& c) {
   json allow = json::array(), forbid = json::array();
   for (const auto& a : c.allow) allow.push_back({{"method", a.method}, {"gain", a.gain}, {"why", a.why}});
   for (const auto& f : c.forbid) forbid.push_back({{"method", f.method}, {"why", f.why}});
-  json ex = {{"structure_class", c.example.structure_class},
-             {"metrics", c.example.metrics},
-             {"features", c.example.features}};
+  json ex = {
+      {"structure_class", c.example.structure_class}, {"metrics", c.example.metrics}, {"features", c.example.features}};
   json task = json::object();
   if (c.example.task_atol) task["atol"] = *c.example.task_atol;
   if (c.example.task_rtol) task["rtol"] = *c.example.task_rtol;
@@ -159,12 +159,9 @@ std::string library_hash(const skill_library& lib) { return sha256_hex(canonical
 
 std::vector<std::pair<std::string, std::string>> to_store_docs(const skill_library& lib) {
   std::vector<std::pair<std::string, std::string>> docs;
-  json head = {{"schema", "ks.skill.library/1"},
-               {"name", lib.name},
-               {"version", lib.version},
-               {"description", lib.description},
-               {"hash", library_hash(lib)},
-               {"guardrails", guardrails_json(lib.guardrails)}};
+  json head = {{"schema", "ks.skill.library/1"}, {"name", lib.name},
+               {"version", lib.version},         {"description", lib.description},
+               {"hash", library_hash(lib)},      {"guardrails", guardrails_json(lib.guardrails)}};
   json order = {{"derived", json::array()}, {"predicates", json::array()}, {"bottlenecks", json::array()},
                 {"methods", json::array()}, {"decisions", json::array()},  {"vetoes", json::array()}};
   for (const auto& x : lib.derived) order["derived"].push_back(x.id);

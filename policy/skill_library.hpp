@@ -80,8 +80,8 @@ struct method_def {
   std::string category;  // memory | compute | latency | occupancy | parallelism |
                          // divergence | launch | fusion | precision | algorithm
   std::string rationale;
-  std::vector<std::string> preconditions;        // prose
-  std::optional<policy_expr> requirement;        // YAML `requires`
+  std::vector<std::string> preconditions;              // prose
+  std::optional<policy_expr> requirement;              // YAML `requires`
   std::map<std::string, std::string> expected_effect;  // metric → up | down | same
   std::vector<std::string> forbidden_patterns;
   std::string example;
@@ -108,7 +108,7 @@ struct case_example {
   std::map<std::string, double> features;
   std::optional<double> task_atol;
   std::optional<double> task_rtol;
-  std::string task_dtype;           // "" = not given
+  std::string task_dtype;  // "" = not given
   std::optional<uint32_t> round;
 };
 
@@ -116,8 +116,8 @@ struct case_example {
 struct decision_case {
   std::string id;
   std::string description;
-  std::string bottleneck;               // a bottleneck id, or "any"
-  std::vector<std::string> structure;   // structure classes; empty = any
+  std::string bottleneck;              // a bottleneck id, or "any"
+  std::vector<std::string> structure;  // structure classes; empty = any
   std::optional<policy_expr> when;
   std::vector<allowed_method> allow;
   std::vector<forbidden_method> forbid;
@@ -158,7 +158,7 @@ struct skill_library {
   std::string description;
   std::vector<std::string> files;  // the files it was read from, in order
   std::vector<derived_field> derived;
-  std::vector<predicate_def> predicates;  // in evaluation order (dependencies first)
+  std::vector<predicate_def> predicates;    // in evaluation order (dependencies first)
   std::vector<bottleneck_def> bottlenecks;  // highest priority first
   std::vector<method_def> methods;          // in file order
   std::vector<decision_case> decisions;     // in file order

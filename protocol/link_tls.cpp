@@ -27,8 +27,8 @@ namespace {
 
 constexpr char kIdentity[] = "kernelskill-worker-link";
 constexpr char kInfo[] = "kernelskill worker link: TLS 1.3 PSK";
-constexpr size_t kKey = 32;                              // SHA-256's size: the suite's hash
-constexpr unsigned char kSuite[] = {0x13, 0x01};         // TLS_AES_128_GCM_SHA256
+constexpr size_t kKey = 32;                       // SHA-256's size: the suite's hash
+constexpr unsigned char kSuite[] = {0x13, 0x01};  // TLS_AES_128_GCM_SHA256
 
 // A socket BIO of our own: OpenSSL's writes with write(2), which raises SIGPIPE when the
 // peer has reset the connection; this one sends with MSG_NOSIGNAL.
@@ -52,18 +52,20 @@ int bio_read(BIO* b, char* data, int len) {
 
 long bio_ctrl(BIO* b, int cmd, long, void* ptr) {
   switch (cmd) {
-    case BIO_CTRL_FLUSH: return 1;  // nothing is buffered here
+    case BIO_CTRL_FLUSH:
+      return 1;  // nothing is buffered here
     case BIO_C_GET_FD:
       if (ptr) *static_cast<int*>(ptr) = sock_of(b);
       return sock_of(b);
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
 BIO_METHOD* socket_method() {
   static BIO_METHOD* m = [] {
-    BIO_METHOD* x = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
-                                 "kernelskill link socket");
+    BIO_METHOD* x =
+        BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "kernelskill link socket");
     if (x) {
       BIO_meth_set_write(x, bio_write);
       BIO_meth_set_read(x, bio_read);

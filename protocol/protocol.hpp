@@ -39,9 +39,8 @@ namespace ks {
 // under the struct's name (found by ADL, as CAF 0.17 looks for inspect()).
 template <class Inspector, has_field_list T>
 typename Inspector::result_type inspect(Inspector& f, T& x) {
-  return visit_fields(x, [&f](const char* name, auto... fields) {
-    return f(caf::meta::type_name(name), fields.value...);
-  });
+  return visit_fields(
+      x, [&f](const char* name, auto... fields) { return f(caf::meta::type_name(name), fields.value...); });
 }
 
 // ---------------------------------------------------------------------------
@@ -50,40 +49,31 @@ typename Inspector::result_type inspect(Inspector& f, T& x) {
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
 
 // A kernelskill-gpu process (one per GPU): does all GPU work for its device.
-using gpu_worker_actor = caf::typed_actor<
-    caf::replies_to<describe_atom>::with<worker_info>,
-    caf::replies_to<review_request>::with<review_result>>;
+using gpu_worker_actor = caf::typed_actor<caf::replies_to<describe_atom>::with<worker_info>,
+                                          caf::replies_to<review_request>::with<review_result>>;
 
 // A GPU machine's node agent (`kernelskill-gpu --listen`, fleet/node_agent.hpp): it
 // supervises one worker process per device. describe lists every device it serves;
 // (device, N, request) reviews on device N. The daemon reaches other machines only
 // through this interface, so a plain worker published by mistake is refused at connect.
 using device_atom = caf::atom_constant<caf::atom("device")>;
-using gpu_node_actor = caf::typed_actor<
-    caf::replies_to<describe_atom>::with<worker_info>,
-    caf::replies_to<device_atom, int32_t, review_request>::with<review_result>>;
+using gpu_node_actor = caf::typed_actor<caf::replies_to<describe_atom>::with<worker_info>,
+                                        caf::replies_to<device_atom, int32_t, review_request>::with<review_result>>;
 
 // In the daemon, one per device: queues review requests, sends one at a time to its
 // worker, restarts the worker when it dies (fleet/gpu_pool.hpp for a local device,
 // fleet/remote_pool.hpp for a device of a node).
-using gpu_pool_actor = caf::typed_actor<
-    caf::replies_to<describe_atom>::with<worker_info>,
-    caf::replies_to<review_request>::with<review_result>>;
+using gpu_pool_actor = caf::typed_actor<caf::replies_to<describe_atom>::with<worker_info>,
+                                        caf::replies_to<review_request>::with<review_result>>;
 
 // The agents. Each answers one kind of request; the task coordinator drives them.
-using generator_actor =
-    caf::typed_actor<caf::replies_to<generate_request>::with<std::vector<candidate>>>;
-using reviewer_actor =
-    caf::typed_actor<caf::replies_to<review_request>::with<review_result>>;
-using feature_extractor_actor =
-    caf::typed_actor<caf::replies_to<feature_request>::with<code_features>>;
-using diagnoser_actor =
-    caf::typed_actor<caf::replies_to<diagnose_request>::with<repair_plan>>;
+using generator_actor = caf::typed_actor<caf::replies_to<generate_request>::with<std::vector<candidate>>>;
+using reviewer_actor = caf::typed_actor<caf::replies_to<review_request>::with<review_result>>;
+using feature_extractor_actor = caf::typed_actor<caf::replies_to<feature_request>::with<code_features>>;
+using diagnoser_actor = caf::typed_actor<caf::replies_to<diagnose_request>::with<repair_plan>>;
 using repairer_actor = caf::typed_actor<caf::replies_to<repair_request>::with<candidate>>;
-using planner_actor =
-    caf::typed_actor<caf::replies_to<plan_request>::with<optimization_plan>>;
-using optimizer_actor =
-    caf::typed_actor<caf::replies_to<optimize_request>::with<candidate>>;
+using planner_actor = caf::typed_actor<caf::replies_to<plan_request>::with<optimization_plan>>;
+using optimizer_actor = caf::typed_actor<caf::replies_to<optimize_request>::with<candidate>>;
 
 // Registers every message type above under its wire name. Both ends of a network
 // link must call it, or remote_actor fails with unexpected_actor_messaging_interface.

@@ -27,8 +27,7 @@ std::string refusal_log::summary() const {
   std::sort(by_count.rbegin(), by_count.rend());
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", static_cast<double>(interval_.count()) / 1000);
-  std::string line = "refused " + std::to_string(total) + " more connection(s) in the last " + secs +
-                     " s, not logged:";
+  std::string line = "refused " + std::to_string(total) + " more connection(s) in the last " + secs + " s, not logged:";
   for (size_t i = 0; i < by_count.size() && i < 10; ++i)
     line += (i ? ", " : " ") + by_count[i].second + " " + std::to_string(by_count[i].first);
   if (by_count.size() > 10) line += ", and " + std::to_string(by_count.size() - 10) + " more address(es)";

@@ -41,9 +41,9 @@ class refusal_log {
   const size_t max_lines_, max_peers_;
   std::function<void(const std::string&)> write_;
   clock::time_point began_{};
-  size_t lines_ = 0;                       // logged in this interval
-  std::map<std::string, uint64_t> seen_;   // address → refusals not logged this interval
-  uint64_t others_ = 0;                    // not logged, from addresses past max_peers
+  size_t lines_ = 0;                      // logged in this interval
+  std::map<std::string, uint64_t> seen_;  // address → refusals not logged this interval
+  uint64_t others_ = 0;                   // not logged, from addresses past max_peers
 };
 
 }  // namespace ks

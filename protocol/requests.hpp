@@ -49,8 +49,7 @@ struct diagnose_request {
 };
 template <class F>
 auto visit_fields(diagnose_request& x, F&& f) {
-  return f("diagnose_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(review),
-           KS_FIELD(history));
+  return f("diagnose_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(review), KS_FIELD(history));
 }
 
 // cand failed review (review says how); plan is the diagnoser's reading. last_good
@@ -66,8 +65,8 @@ struct repair_request {
 };
 template <class F>
 auto visit_fields(repair_request& x, F&& f) {
-  return f("repair_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(plan),
-           KS_FIELD(review), KS_FIELD(last_good), KS_FIELD(history));
+  return f("repair_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(plan), KS_FIELD(review), KS_FIELD(last_good),
+           KS_FIELD(history));
 }
 
 struct feature_request {
@@ -90,8 +89,7 @@ struct plan_request {
 };
 template <class F>
 auto visit_fields(plan_request& x, F&& f) {
-  return f("plan_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(review),
-           KS_FIELD(features), KS_FIELD(history));
+  return f("plan_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(review), KS_FIELD(features), KS_FIELD(history));
 }
 
 // Apply plan.chosen to cand (correct; review and features are its own).
@@ -106,8 +104,8 @@ struct optimize_request {
 };
 template <class F>
 auto visit_fields(optimize_request& x, F&& f) {
-  return f("optimize_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(plan),
-           KS_FIELD(review), KS_FIELD(features), KS_FIELD(history));
+  return f("optimize_request", KS_FIELD(task), KS_FIELD(cand), KS_FIELD(plan), KS_FIELD(review), KS_FIELD(features),
+           KS_FIELD(history));
 }
 
 }  // namespace ks

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -36,11 +36,11 @@ struct link {
   size_t down_off = 0, down_len = 0;
   std::vector<char> up = std::vector<char>(kBuffer);  // CAF's, to encrypt
   size_t up_off = 0, up_len = 0;
-  bool tcp_eof = false;       // the peer closed (or TLS failed): nothing more to read
-  bool tls_broken = false;    // TLS failed (a reset, a bad record): no more TLS at all
-  bool plain_eof = false;     // CAF closed its end
-  bool plain_broken = false;  // CAF's socket cannot be written any more
-  short tcp_events = 0, plain_events = 0;  // what the link waits for
+  bool tcp_eof = false;                                       // the peer closed (or TLS failed): nothing more to read
+  bool tls_broken = false;                                    // TLS failed (a reset, a bad record): no more TLS at all
+  bool plain_eof = false;                                     // CAF closed its end
+  bool plain_broken = false;                                  // CAF's socket cannot be written any more
+  short tcp_events = 0, plain_events = 0;                     // what the link waits for
   clock::time_point linger_until = clock::time_point::max();  // set once CAF has closed
 
   link(SSL* s, int t, int p) : ssl(s), tcp(t), plain(p) {}
@@ -74,16 +74,26 @@ bool pump(link& l) {
         continue;
       }
       switch (SSL_get_error(l.ssl, n)) {
-        case SSL_ERROR_WANT_READ: l.tcp_events |= POLLIN; break;
-        case SSL_ERROR_WANT_WRITE: l.tcp_events |= POLLOUT; break;
-        case SSL_ERROR_ZERO_RETURN: l.tcp_eof = true; progress = true; break;  // close_notify
-        default: l.tcp_eof = l.tls_broken = true; progress = true; break;     // reset, EOF, bad record
+        case SSL_ERROR_WANT_READ:
+          l.tcp_events |= POLLIN;
+          break;
+        case SSL_ERROR_WANT_WRITE:
+          l.tcp_events |= POLLOUT;
+          break;
+        case SSL_ERROR_ZERO_RETURN:
+          l.tcp_eof = true;
+          progress = true;
+          break;  // close_notify
+        default:
+          l.tcp_eof = l.tls_broken = true;
+          progress = true;
+          break;  // reset, EOF, bad record
       }
       break;
     }
     if (l.down_off < l.down_len) {
-      const ssize_t n = ::send(l.plain, l.down.data() + l.down_off, l.down_len - l.down_off,
-                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n =
+          ::send(l.plain, l.down.data() + l.down_off, l.down_len - l.down_off, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         l.down_off += static_cast<size_t>(n);
         progress = true;
@@ -119,9 +129,16 @@ bool pump(link& l) {
         progress = true;
       } else {
         switch (SSL_get_error(l.ssl, n)) {
-          case SSL_ERROR_WANT_WRITE: l.tcp_events |= POLLOUT; break;
-          case SSL_ERROR_WANT_READ: l.tcp_events |= POLLIN; break;
-          default: l.tcp_eof = l.tls_broken = true; progress = true; break;
+          case SSL_ERROR_WANT_WRITE:
+            l.tcp_events |= POLLOUT;
+            break;
+          case SSL_ERROR_WANT_READ:
+            l.tcp_events |= POLLIN;
+            break;
+          default:
+            l.tcp_eof = l.tls_broken = true;
+            progress = true;
+            break;
         }
       }
     }

@@ -24,8 +24,10 @@ void make_wire_safe(review_result& r) {
   }
   r.profile.duration_ms = wire_safe(r.profile.duration_ms);
   for (auto it = r.profile.values.begin(); it != r.profile.values.end();) {
-    if (std::isfinite(it->second)) ++it;
-    else it = r.profile.values.erase(it);
+    if (std::isfinite(it->second))
+      ++it;
+    else
+      it = r.profile.values.erase(it);
   }
 }
 

@@ -6,17 +6,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <cerrno>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <utility>
 #include <thread>
+#include <utility>
 
+#include <spdlog/spdlog.h>
 #include <caf/actor_system.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor_impl.hpp>
@@ -24,7 +24,7 @@
 #include <caf/io/network/doorman_impl.hpp>
 #include <caf/io/network/native_socket.hpp>
 #include <caf/io/network/scribe_impl.hpp>
-#include <spdlog/spdlog.h>
+#include <caf/scoped_actor.hpp>
 
 #include "base/loopback.hpp"
 #include "base/secret.hpp"
@@ -53,8 +53,10 @@ bool send_all(int fd, const std::string& data, clock::time_point deadline) {
   while (sent < data.size()) {
     if (!wait_for_socket(fd, POLLOUT, deadline)) return false;
     ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) sent += static_cast<size_t>(n);
-    else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (n > 0)
+      sent += static_cast<size_t>(n);
+    else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return false;
   }
   return true;
 }
@@ -67,8 +69,10 @@ bool recv_exact(int fd, size_t n, std::string& out, clock::time_point deadline) 
     if (!wait_for_socket(fd, POLLIN, deadline)) return false;
     ssize_t r = ::recv(fd, out.data() + got, n - got, MSG_DONTWAIT);
     if (r == 0) return false;
-    if (r > 0) got += static_cast<size_t>(r);
-    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (r > 0)
+      got += static_cast<size_t>(r);
+    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return false;
   }
   return true;
 }
@@ -103,10 +107,9 @@ std::optional<std::string> worker_handshake(int fd, const std::string& token, cl
                                             std::string& why) {
   // A failed read before the deadline: the peer closed or reset the connection.
   auto broke_off = [&] {
-    why = clock::now() < deadline
-              ? "it closed the connection without proving the token (a KernelSkill from before "
-                "encrypted links does so: run the same version on both sides)"
-              : "it did not prove the token in time";
+    why = clock::now() < deadline ? "it closed the connection without proving the token (a KernelSkill from before "
+                                    "encrypted links does so: run the same version on both sides)"
+                                  : "it did not prove the token in time";
     return std::nullopt;
   };
   const std::string cw = random_bytes(kChallenge);
@@ -115,8 +118,9 @@ std::optional<std::string> worker_handshake(int fd, const std::string& token, cl
   if (!recv_exact(fd, kMagic.size() + kChallenge + kProof, reply, deadline)) return broke_off();
   const std::string cp = reply.substr(kMagic.size(), kChallenge);
   if (reply.compare(0, kMagic.size(), kOldMagic) == 0) {
-    why = "it did not prove the token: it speaks the handshake of a KernelSkill from before encrypted "
-          "links (KSW1); run the same version on both sides";
+    why =
+        "it did not prove the token: it speaks the handshake of a KernelSkill from before encrypted "
+        "links (KSW1); run the same version on both sides";
     send_all(fd, std::string(1, '\0'), deadline);
     return std::nullopt;
   }
@@ -309,8 +313,8 @@ class token_doorman : public net::doorman_impl {
 // through the peer's handshake. `why` receives the reason a connect failed.
 class worker_link_actor : public caf::io::middleman_actor_impl {
  public:
-  worker_link_actor(caf::actor_config& cfg, caf::actor broker, std::string token,
-                    std::shared_ptr<std::string> why, double timeout_s)
+  worker_link_actor(caf::actor_config& cfg, caf::actor broker, std::string token, std::shared_ptr<std::string> why,
+                    double timeout_s)
       : caf::io::middleman_actor_impl(cfg, std::move(broker)),
         token_(std::move(token)),
         why_(std::move(why)),
@@ -355,9 +359,7 @@ class worker_link_actor : public caf::io::middleman_actor_impl {
   }
 
  private:
-  net::default_multiplexer& mpx() {
-    return static_cast<net::default_multiplexer&>(system().middleman().backend());
-  }
+  net::default_multiplexer& mpx() { return static_cast<net::default_multiplexer&>(system().middleman().backend()); }
 
   std::string token_;
   std::shared_ptr<std::string> why_;
@@ -367,41 +369,40 @@ class worker_link_actor : public caf::io::middleman_actor_impl {
 caf::actor spawn_link(caf::actor_system& sys, const std::string& token, std::shared_ptr<std::string> why,
                       double timeout_s) {
   auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-  return caf::actor_cast<caf::actor>(sys.spawn<worker_link_actor, caf::detached + caf::hidden>(
-      std::move(basp), token, std::move(why), timeout_s));
+  return caf::actor_cast<caf::actor>(
+      sys.spawn<worker_link_actor, caf::detached + caf::hidden>(std::move(basp), token, std::move(why), timeout_s));
 }
 
 }  // namespace
 
 void set_refusal_log_interval(std::chrono::milliseconds interval) { refusals().set_interval(interval); }
 
-result<uint16_t> publish_guarded(caf::actor_system& sys, caf::strong_actor_ptr actor,
-                                 std::set<std::string> ifs, const std::string& host, uint16_t port,
-                                 const std::string& token) {
+result<uint16_t> publish_guarded(caf::actor_system& sys, caf::strong_actor_ptr actor, std::set<std::string> ifs,
+                                 const std::string& host, uint16_t port, const std::string& token) {
   if (token.empty() && !is_loopback_host(host))
-    return error{host + " is not a loopback address: a worker serving beyond this machine needs a "
-                        "token (--token-file F, or $KS_WORKER_TOKEN), or anyone who reaches it runs "
-                        "code on its GPU"};
+    return error{host +
+                 " is not a loopback address: a worker serving beyond this machine needs a "
+                 "token (--token-file F, or $KS_WORKER_TOKEN), or anyone who reaches it runs "
+                 "code on its GPU"};
   auto why = std::make_shared<std::string>();
   auto link = spawn_link(sys, token, why, 30);
   caf::scoped_actor self{sys};
   result<uint16_t> out = error{"no answer"};
   self->request(link, caf::infinite, caf::publish_atom_v, port, std::move(actor), std::move(ifs), host, true)
-      .receive([&](uint16_t bound) { out = bound; },
-               [&](caf::error& err) { out = error{sys.render(err)}; });
+      .receive([&](uint16_t bound) { out = bound; }, [&](caf::error& err) { out = error{sys.render(err)}; });
   // The doorman belongs to the broker now; the link actor is not needed any more.
   self->send_exit(link, caf::exit_reason::user_shutdown);
   return out;
 }
 
-result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker,
-                                const std::string& host, uint16_t port, const std::string& token) {
-  return publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(worker), sys.message_types(worker), host,
-                         port, token);
+result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker, const std::string& host,
+                                uint16_t port, const std::string& token) {
+  return publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(worker), sys.message_types(worker), host, port,
+                         token);
 }
 
-caf::actor spawn_guarded_connector(caf::actor_system& sys, const std::string& token,
-                                   std::shared_ptr<std::string> why, double timeout_s) {
+caf::actor spawn_guarded_connector(caf::actor_system& sys, const std::string& token, std::shared_ptr<std::string> why,
+                                   double timeout_s) {
   return spawn_link(sys, token, std::move(why), timeout_s);
 }
 
@@ -415,11 +416,13 @@ result<gpu_worker_actor> connect_worker(caf::actor_system& sys, const std::strin
   self->request(link, wait, caf::connect_atom_v, host, port)
       .receive(
           [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
-            if (!ptr) out = error{"nothing is published at " + host + ":" + std::to_string(port)};
+            if (!ptr)
+              out = error{"nothing is published at " + host + ":" + std::to_string(port)};
             else if (!sys.assignable(ifs, sys.message_types<gpu_worker_actor>()))
               out = error{"what listens at " + host + ":" + std::to_string(port) +
                           " is not a kernelskill-gpu worker of this version"};
-            else out = caf::actor_cast<gpu_worker_actor>(std::move(ptr));
+            else
+              out = caf::actor_cast<gpu_worker_actor>(std::move(ptr));
           },
           [&](caf::error& err) { out = error{why->empty() ? sys.render(err) : *why}; });
   self->send_exit(link, caf::exit_reason::user_shutdown);

@@ -45,8 +45,8 @@
 
 #include <caf/fwd.hpp>
 
-#include "protocol/protocol.hpp"
 #include "base/result.hpp"
+#include "protocol/protocol.hpp"
 
 namespace ks {
 
@@ -55,25 +55,24 @@ inline constexpr const char* default_worker_token_env = "KS_WORKER_TOKEN";
 
 // Publishes `worker` on host:port (port 0: a free one) and returns the port. With a
 // token, peers must pass the handshake above; without one, `host` must be loopback.
-result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker,
-                                const std::string& host, uint16_t port, const std::string& token);
+result<uint16_t> publish_worker(caf::actor_system& sys, const gpu_worker_actor& worker, const std::string& host,
+                                uint16_t port, const std::string& token);
 
 // How long an address's later refusals are counted instead of logged (default 60 s).
 void set_refusal_log_interval(std::chrono::milliseconds interval);
 
 // Publishes any actor the same way (the node agent's interface, fleet/node_agent.hpp):
 // `ifs` are its message types (`sys.message_types(handle)`).
-result<uint16_t> publish_guarded(caf::actor_system& sys, caf::strong_actor_ptr actor,
-                                 std::set<std::string> ifs, const std::string& host, uint16_t port,
-                                 const std::string& token);
+result<uint16_t> publish_guarded(caf::actor_system& sys, caf::strong_actor_ptr actor, std::set<std::string> ifs,
+                                 const std::string& host, uint16_t port, const std::string& token);
 
 // For event-based callers that connect without blocking: a middleman actor whose
 // connect runs the peer's side of the handshake with `token` (empty: none) before
 // CAF's. Request `caf::connect_atom_v, host, port` from it as from the system's
 // middleman; when a connect fails, *why holds the reason in words (empty: CAF's error
 // says it). Send it an exit once answered.
-caf::actor spawn_guarded_connector(caf::actor_system& sys, const std::string& token,
-                                   std::shared_ptr<std::string> why, double timeout_s);
+caf::actor spawn_guarded_connector(caf::actor_system& sys, const std::string& token, std::shared_ptr<std::string> why,
+                                   double timeout_s);
 
 // The worker at host:port, reached with `token` (empty: none). Fails when the worker
 // asks for a token and none is given, refuses the one given, does not know it, or

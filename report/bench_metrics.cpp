@@ -1,9 +1,9 @@
 #include "report/bench_metrics.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
-#include <cmath>
 
 namespace ks {
 
@@ -151,8 +151,9 @@ rounds_vs_seeds compare_rounds_to_seeds(const std::vector<std::pair<std::string,
     out.gains.emplace_back(name, last / seed);
   }
   out.geomean_gain = geometric_mean(gains);
-  std::sort(out.gains.begin(), out.gains.end(),
-            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  std::sort(out.gains.begin(), out.gains.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
   return out;
 }
 
@@ -181,8 +182,10 @@ move_counts count_moves(const task_moves& per_task) {
     std::set<std::pair<std::string, std::string>> seen;
     for (const auto& m : moves) {
       ++c.attempts;
-      if (seen.insert({m.parent, m.method}).second) ++c.distinct;
-      else ++c.repeated;
+      if (seen.insert({m.parent, m.method}).second)
+        ++c.distinct;
+      else
+        ++c.repeated;
     }
   }
   return c;

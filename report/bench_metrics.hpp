@@ -88,8 +88,8 @@ std::vector<double> best_by_round(const std::vector<trajectory_entry>& trajector
 
 struct round_point {
   uint32_t round = 0;
-  size_t tasks = 0;   // tasks with a kept kernel by this round
-  size_t of = 0;      // tasks in all
+  size_t tasks = 0;                     // tasks with a kept kernel by this round
+  size_t of = 0;                        // tasks in all
   std::optional<double> mean, geomean;  // over those tasks; nullopt when none
 };
 // Per round, over the tasks' best_by_round rows (each of the same length).
@@ -112,7 +112,7 @@ rounds_vs_seeds compare_rounds_to_seeds(const std::vector<std::pair<std::string,
 // One optimisation attempt of a task, as its trajectory records it: a method applied to
 // a kernel (a move), and the kernel it made.
 struct move_attempt {
-  std::string parent;     // the kernel the method was applied to
+  std::string parent;  // the kernel the method was applied to
   std::string method;
   std::string candidate;  // the kernel it made
   friend bool operator==(const move_attempt&, const move_attempt&) = default;
@@ -151,7 +151,7 @@ repeat_check repeats_found_in(const task_moves& without, const task_moves& with)
 // mean of a's over b's. Tasks where either has no kept kernel by then are left out.
 struct equal_reviews {
   size_t tasks = 0;
-  std::optional<double> geomean;  // a over b
+  std::optional<double> geomean;                  // a over b
   double mean_reviews_a = 0, mean_reviews_b = 0;  // over the tasks compared
 };
 equal_reviews compare_at_equal_reviews(const std::vector<std::pair<std::string, std::vector<double>>>& a,

@@ -1,8 +1,8 @@
 #include "report/bench_summary.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 
 #include "base/number_format.hpp"
 #include "model/json_codec.hpp"
@@ -31,9 +31,12 @@ std::string cell_text(std::string s) {
 
 const char* state_name(measure_state s) {
   switch (s) {
-    case measure_state::pending: return "pending";
-    case measure_state::no_kernel: return "no_kernel";
-    case measure_state::measured: return "measured";
+    case measure_state::pending:
+      return "pending";
+    case measure_state::no_kernel:
+      return "no_kernel";
+    case measure_state::measured:
+      return "measured";
   }
   return "pending";
 }
@@ -150,8 +153,8 @@ nlohmann::json bench_summary_json(const bench_report& r) {
   json j;
   j["schema"] = "ks.bench_summary/1";
   j["out_dir"] = r.out_dir;
-  j["measurement"] = {{"status", r.measurement}, {"ran", r.measurement_ran}, {"device", r.device},
-                      {"torch", r.torch_version}, {"reps", r.reps}, {"trials", r.trials},
+  j["measurement"] = {{"status", r.measurement},   {"ran", r.measurement_ran}, {"device", r.device},
+                      {"torch", r.torch_version},  {"reps", r.reps},           {"trials", r.trials},
                       {"tolerances", {1e-4, 1e-2}}};
   j["run"] = {{"coder", r.coder}, {"seeds", r.seeds}, {"rounds", r.rounds}};
   j["levels"] = report_levels(r);
@@ -162,21 +165,29 @@ nlohmann::json bench_summary_json(const bench_report& r) {
     jv["name"] = var.name;
     jv["ablation"] = {{"long_term_memory", var.long_term_memory}, {"short_term_memory", var.short_term_memory}};
     jv["overall"] = metrics_json(compute_metrics(measures_of(r, v, "")));
-    for (const auto& level : report_levels(r)) jv["levels"][level] = metrics_json(compute_metrics(measures_of(r, v, level)));
+    for (const auto& level : report_levels(r))
+      jv["levels"][level] = metrics_json(compute_metrics(measures_of(r, v, level)));
     jv["speedup_by_round"] = json::array();
     for (const auto& p : var.rounds)
-      jv["speedup_by_round"].push_back(
-          {{"round", p.round}, {"tasks", p.tasks}, {"of", p.of}, {"mean", opt_json(p.mean)}, {"geomean", opt_json(p.geomean)}});
+      jv["speedup_by_round"].push_back({{"round", p.round},
+                                        {"tasks", p.tasks},
+                                        {"of", p.of},
+                                        {"mean", opt_json(p.mean)},
+                                        {"geomean", opt_json(p.geomean)}});
     const rounds_vs_seeds& vs = var.vs_seeds;
     json gains = json::array();
     for (const auto& [name, g] : vs.gains) gains.push_back({{"task", name}, {"gain", g}});
-    jv["rounds_vs_seeds"] = {{"tasks", vs.tasks},       {"beat", vs.beat},
-                             {"beat_by_2pct", vs.beat_by_2pct}, {"rescued", vs.rescued},
-                             {"geomean_gain", opt_json(vs.geomean_gain)}, {"gains", gains}};
+    jv["rounds_vs_seeds"] = {{"tasks", vs.tasks},
+                             {"beat", vs.beat},
+                             {"beat_by_2pct", vs.beat_by_2pct},
+                             {"rescued", vs.rescued},
+                             {"geomean_gain", opt_json(vs.geomean_gain)},
+                             {"gains", gains}};
     const auto [reviews, reviewed_tasks] = reviews_of(r, v);
-    jv["reviews"] = {{"total", reviews},
-                     {"tasks", reviewed_tasks},
-                     {"per_task", reviewed_tasks ? double_to_json(double(reviews) / double(reviewed_tasks)) : json(nullptr)}};
+    jv["reviews"] = {
+        {"total", reviews},
+        {"tasks", reviewed_tasks},
+        {"per_task", reviewed_tasks ? double_to_json(double(reviews) / double(reviewed_tasks)) : json(nullptr)}};
     jv["moves"] = var.moves_known ? json{{"tasks", var.moves.tasks},
                                          {"attempts", var.moves.attempts},
                                          {"distinct", var.moves.distinct},
@@ -188,7 +199,9 @@ nlohmann::json bench_summary_json(const bench_report& r) {
                                      {"mean_reviews_full", double_to_json(var.full_vs_this->mean_reviews_a)},
                                      {"mean_reviews_this", double_to_json(var.full_vs_this->mean_reviews_b)}};
     const token_bill bill = bill_of(r, v);
-    jv["llm"] = {{"input_tokens", bill.input}, {"output_tokens", bill.output}, {"cost_usd", double_to_json(bill.cost)},
+    jv["llm"] = {{"input_tokens", bill.input},
+                 {"output_tokens", bill.output},
+                 {"cost_usd", double_to_json(bill.cost)},
                  {"tasks", bill.tasks}};
     j["variants"].push_back(std::move(jv));
   }
@@ -216,9 +229,10 @@ nlohmann::json bench_summary_json(const bench_report& r) {
     jp["error"] = p.error;
     for (size_t v = 0; v < r.variants.size() && v < p.cells.size(); ++v) {
       json c = cell_json(p.cells[v]);
-      c["speedup_over_eager"] = p.cells[v].state == measure_state::measured && speedup_of(p.eager_ms, p.cells[v].ours_ms) > 0
-                                    ? double_to_json(speedup_of(p.eager_ms, p.cells[v].ours_ms))
-                                    : json(nullptr);
+      c["speedup_over_eager"] =
+          p.cells[v].state == measure_state::measured && speedup_of(p.eager_ms, p.cells[v].ours_ms) > 0
+              ? double_to_json(speedup_of(p.eager_ms, p.cells[v].ours_ms))
+              : json(nullptr);
       c["speedup_over_compile"] =
           p.cells[v].state == measure_state::measured && speedup_of(p.compile_ms, p.cells[v].ours_ms) > 0
               ? double_to_json(speedup_of(p.compile_ms, p.cells[v].ours_ms))
@@ -250,9 +264,8 @@ std::string metrics_table(const bench_report& r) {
       md += "| " + r.variants[v].name + " | " + (level.empty() ? "all" : level) + " | " + std::to_string(m.problems) +
             (m.known < m.problems ? " (" + std::to_string(m.problems - m.known) + " pending)" : "") + " | " +
             counts_line(m) + " | " + share(m.correct_rate_loose) + " | " + times(m.mean_over_eager) + " | " +
-            times(m.geomean_over_eager) + " (" +
-            std::to_string(m.geomean_over_eager_n) + ") | " + times(m.geomean_over_compile) + " (" +
-            std::to_string(m.geomean_over_compile_n) + ")";
+            times(m.geomean_over_eager) + " (" + std::to_string(m.geomean_over_eager_n) + ") | " +
+            times(m.geomean_over_compile) + " (" + std::to_string(m.geomean_over_compile_n) + ")";
       for (const auto& [p, x] : m.fast_p_eager) md += " | " + share(x);
       md += " |\n";
     }
@@ -260,8 +273,9 @@ std::string metrics_table(const bench_report& r) {
 }
 
 std::string fast_p_compile_table(const bench_report& r) {
-  std::string md = "| variant | level | fast_0 | fast_1 | fast_1.5 | fast_2 | torch.compile over eager |\n"
-                   "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
+  std::string md =
+      "| variant | level | fast_0 | fast_1 | fast_1.5 | fast_2 | torch.compile over eager |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
   std::vector<std::string> levels = report_levels(r);
   if (levels.size() > 1) levels.push_back("");
   for (size_t v = 0; v < r.variants.size(); ++v)
@@ -305,8 +319,8 @@ std::string rounds_vs_seeds_lines(const bench_report& r) {
     if (v.rounds.size() < 2) continue;  // no round after the seeds
     const rounds_vs_seeds& s = v.vs_seeds;
     md += "\n" + (r.variants.size() > 1 ? v.name + ": the" : std::string("The")) + " rounds beat the best seed on " +
-          std::to_string(s.beat) + " of " + std::to_string(s.tasks) + " tasks with a seed kernel (by more than 2 % on " +
-          std::to_string(s.beat_by_2pct) + ")";
+          std::to_string(s.beat) + " of " + std::to_string(s.tasks) +
+          " tasks with a seed kernel (by more than 2 % on " + std::to_string(s.beat_by_2pct) + ")";
     if (s.geomean_gain) md += ", by " + times(s.geomean_gain) + " in geometric mean where they did";
     std::string top;
     for (size_t i = 0; i < s.gains.size() && i < 5; ++i)
@@ -359,8 +373,10 @@ std::string compile_correct_line(const bench_report& r) {
   for (const auto& p : r.problems) {
     if (p.compile_trials == 0) continue;
     ++checked;
-    if (p.compile_correct_strict()) ++correct;
-    else off.push_back(p.name);
+    if (p.compile_correct_strict())
+      ++correct;
+    else
+      off.push_back(p.name);
   }
   if (checked == 0) return "";
   std::string line = "\ntorch.compile's own outputs are within 1e-4 of eager's on " + std::to_string(correct) + " of " +
@@ -381,8 +397,9 @@ std::string problem_note(const bench_problem& p, const bench_cell& c) {
   if (!c.error.empty()) notes.push_back(c.error);
   if (!p.compile_error.empty()) notes.push_back(p.compile_error);
   if (p.compile_trials > 0 && !p.compile_correct_strict())
-    notes.push_back("torch.compile itself is not within 1e-4 of eager (" + std::to_string(p.compile_passed_strict) + " of " +
-                    std::to_string(p.compile_trials) + " trials; max abs error " + plain_g(p.compile_max_abs_error) + ")");
+    notes.push_back("torch.compile itself is not within 1e-4 of eager (" + std::to_string(p.compile_passed_strict) +
+                    " of " + std::to_string(p.compile_trials) + " trials; max abs error " +
+                    plain_g(p.compile_max_abs_error) + ")");
   std::string s;
   for (const auto& n : notes) s += (s.empty() ? "" : "; ") + n;
   return cell_text(s.size() > 300 ? s.substr(0, 297) + "..." : s);
@@ -390,12 +407,15 @@ std::string problem_note(const bench_problem& p, const bench_cell& c) {
 
 std::string correct_text(const bench_cell& c) {
   switch (c.state) {
-    case measure_state::pending: return c.exported ? "not measured" : "-";
-    case measure_state::no_kernel: return "no kernel";
+    case measure_state::pending:
+      return c.exported ? "not measured" : "-";
+    case measure_state::no_kernel:
+      return "no kernel";
     case measure_state::measured:
       return std::string(c.correct_strict ? "yes" : "no") + " / " + (c.correct_loose ? "yes" : "no") +
-             (c.trials && !c.correct_loose ? " (" + std::to_string(c.passed_loose) + "/" + std::to_string(c.trials) + ")"
-                                          : "");
+             (c.trials && !c.correct_loose
+                  ? " (" + std::to_string(c.passed_loose) + "/" + std::to_string(c.trials) + ")"
+                  : "");
   }
   return "-";
 }
@@ -409,7 +429,8 @@ std::string problems_table(const bench_report& r) {
   }
   md += " note |\n" + rule + " --- |\n";
   for (const auto& p : r.problems) {
-    md += "| " + cell_text(p.name) + " | " + cell_text(p.level) + " | " + ms(p.eager_ms) + " | " + ms(p.compile_ms) + " |";
+    md += "| " + cell_text(p.name) + " | " + cell_text(p.level) + " | " + ms(p.eager_ms) + " | " + ms(p.compile_ms) +
+          " |";
     std::string note;
     for (size_t v = 0; v < r.variants.size(); ++v) {
       const bench_cell c = v < p.cells.size() ? p.cells[v] : bench_cell{};
@@ -461,21 +482,25 @@ std::string bench_summary_markdown(const bench_report& r) {
   }
   md += "**Measurement: " + r.measurement + ".**";
   if (r.measurement_ran)
-    md += " Device: " + r.device + ", PyTorch " + r.torch_version + ". Eager (the problem's `Model`), torch.compile " +
-          "(default mode) and ours (`ModelNew`) in one process per GPU, alternated call by call, the L2 flushed before " +
-          "each call, medians of " + std::to_string(r.reps) + "; correct means every one of " + std::to_string(r.trials) +
-          " trials passes `torch.allclose(model(x), model_new(x), atol=tol, rtol=tol)` on fresh inputs, at tol = 1e-4 " +
-          "(KernelBench's fp32 tolerance) and at 1e-2 (KernelBench v0/v0.1).";
-  md += "\n\n## Metrics\n\nSpeedups are eager (or torch.compile) time / ours; arithmetic (the paper's) and "
-        "geometric means over the problems correct at 1e-4 (their number in brackets); fast_p: the share of all problems that are correct at 1e-4 and "
-        "more than p times faster than eager (KernelBench's definition; a problem without a kernel counts as not "
-        "fast).\n\n";
+    md +=
+        " Device: " + r.device + ", PyTorch " + r.torch_version + ". Eager (the problem's `Model`), torch.compile " +
+        "(default mode) and ours (`ModelNew`) in one process per GPU, alternated call by call, the L2 flushed before " +
+        "each call, medians of " + std::to_string(r.reps) + "; correct means every one of " + std::to_string(r.trials) +
+        " trials passes `torch.allclose(model(x), model_new(x), atol=tol, rtol=tol)` on fresh inputs, at tol = 1e-4 " +
+        "(KernelBench's fp32 tolerance) and at 1e-2 (KernelBench v0/v0.1).";
+  md +=
+      "\n\n## Metrics\n\nSpeedups are eager (or torch.compile) time / ours; arithmetic (the paper's) and "
+      "geometric means over the problems correct at 1e-4 (their number in brackets); fast_p: the share of all problems "
+      "that are correct at 1e-4 and "
+      "more than p times faster than eager (KernelBench's definition; a problem without a kernel counts as not "
+      "fast).\n\n";
   md += metrics_table(r);
   md += "\n### fast_p over torch.compile\n\n" + fast_p_compile_table(r) + compile_correct_line(r);
-  md += "\n## Speedup by round (the run's own reviews)\n\nThe mean of each task's best speedup over the reference "
-        "after each round, as the run's reviewer measured it (round 0: the seeds), over the tasks with a kernel by "
-        "then.\n\n" +
-        rounds_table(r) + rounds_vs_seeds_lines(r) + ablation_lines(r);
+  md +=
+      "\n## Speedup by round (the run's own reviews)\n\nThe mean of each task's best speedup over the reference "
+      "after each round, as the run's reviewer measured it (round 0: the seeds), over the tasks with a kernel by "
+      "then.\n\n" +
+      rounds_table(r) + rounds_vs_seeds_lines(r) + ablation_lines(r);
   md += "\n## Pictures\n\n";
   const auto pictures = bench_pictures(r);
   if (pictures.empty()) md += "None yet (nothing measured and no round data).\n";
@@ -546,7 +571,8 @@ std::string bench_results_csv(const bench_report& r, size_t v, const results_ori
         loose,
         c.run_success && c.run_speedup > 0 && std::isfinite(c.run_speedup) ? format_double("%.4g", c.run_speedup) : "",
         c.run_done ? std::to_string(c.rounds) : "",
-        measured && std::isfinite(c.max_abs_error) && c.max_abs_error >= 0 ? format_double("%.3g", c.max_abs_error) : "",
+        measured && std::isfinite(c.max_abs_error) && c.max_abs_error >= 0 ? format_double("%.3g", c.max_abs_error)
+                                                                           : "",
         "",
         note};
     for (size_t i = 0; i < cells.size(); ++i) csv += (i ? "," : "") + csv_field(cells[i]);

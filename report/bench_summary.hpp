@@ -33,7 +33,7 @@ struct bench_cell {
   std::string run_reason;
   double run_speedup = 0;  // the run's own review of its best kernel
   uint32_t rounds = 0;
-  uint32_t reviews = 0;    // the reviews the run spent on the task
+  uint32_t reviews = 0;  // the reviews the run spent on the task
   bool exported = false;
   std::string export_error;
   measure_state state = measure_state::pending;
@@ -48,18 +48,18 @@ struct bench_cell {
 };
 
 struct bench_problem {
-  std::string key;    // LEVEL/NAME
-  std::string name;   // the task's name (the file's stem)
-  std::string level;  // "level1", …
-  std::string file;   // the problem file as given
-  std::string import_error;  // non-empty: it was not imported
+  std::string key;                      // LEVEL/NAME
+  std::string name;                     // the task's name (the file's stem)
+  std::string level;                    // "level1", …
+  std::string file;                     // the problem file as given
+  std::string import_error;             // non-empty: it was not imported
   double eager_ms = 0, compile_ms = 0;  // medians; 0: not timed
-  std::string compile_error;  // torch.compile failed or timed out
+  std::string compile_error;            // torch.compile failed or timed out
   // torch.compile's own outputs against eager's, on ours' trials (0 trials: not checked).
   uint32_t compile_trials = 0, compile_passed_strict = 0;
   double compile_max_abs_error = 0;
   bool compile_correct_strict() const { return compile_trials > 0 && compile_passed_strict == compile_trials; }
-  std::string error;          // the problem's own Model failed in the measurement
+  std::string error;              // the problem's own Model failed in the measurement
   std::vector<bench_cell> cells;  // one per variant, in the report's variant order
 };
 

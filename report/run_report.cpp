@@ -46,8 +46,7 @@ review_phases total_review_time(const std::vector<task_outcome>& outcomes) {
 
 std::string safe_name(const std::string& name) {
   std::string s;
-  for (char c : name)
-    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
   if (s.empty() || s == "." || s == "..") s = "_" + s;
   return s;
 }
@@ -121,13 +120,13 @@ std::string summary_markdown(const run_summary& s) {
     out_tok += o.output_tokens;
     cost += o.cost_usd;
   }
-  md += "Coder: " + s.coder + ". Tasks: " + std::to_string(s.outcomes.size()) + " finished, " +
-        std::to_string(ok) + " with a correct kernel";
+  md += "Coder: " + s.coder + ". Tasks: " + std::to_string(s.outcomes.size()) + " finished, " + std::to_string(ok) +
+        " with a correct kernel";
   if (!s.pending.empty()) md += ", " + std::to_string(s.pending.size()) + " not finished";
-  md += ". Geometric-mean speedup over eager (successful tasks): " +
-        format_double("%.2fx", geomean_speedup(s.outcomes)) + ". Wall time " + format_double("%.1f s", s.wall_s) +
-        ". Tokens: " + std::to_string(in_tok) + " in, " + std::to_string(out_tok) + " out (" +
-        format_double("$%.4f", cost) + ")";
+  md +=
+      ". Geometric-mean speedup over eager (successful tasks): " + format_double("%.2fx", geomean_speedup(s.outcomes)) +
+      ". Wall time " + format_double("%.1f s", s.wall_s) + ". Tokens: " + std::to_string(in_tok) + " in, " +
+      std::to_string(out_tok) + " out (" + format_double("$%.4f", cost) + ")";
   if (!s.outcomes.empty() && in_tok + out_tok > 0)
     md += ", " + std::to_string((in_tok + out_tok) / static_cast<int64_t>(s.outcomes.size())) + " per task";
   md += ".\n\n";
@@ -142,7 +141,9 @@ std::string summary_markdown(const run_summary& s) {
           (s.devices == 1 ? "" : "s") + " busy " + format_double("%.0f%%", 100 * device_busy_fraction(s)) +
           " of the wall time";
   md += ".\n\n";
-  md += "| task | correct | speedup | kernel ms | eager ms | rounds | reviews | tokens in / out | cost | stopped because |\n";
+  md +=
+      "| task | correct | speedup | kernel ms | eager ms | rounds | reviews | tokens in / out | cost | stopped because "
+      "|\n";
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& o : s.outcomes) {
     std::string reason = o.reason;
@@ -151,16 +152,16 @@ std::string summary_markdown(const run_summary& s) {
     md += "| " + o.task + " | " + (o.success ? "yes" : "no") + " | " +
           (o.success ? format_double("%.2fx", o.best_review.speedup) : "-") + " | " +
           (o.success ? format_double("%.4f", o.best_review.candidate_time.median_ms) : "-") + " | " +
-          (o.best_review.reference_time.median_ms > 0
-               ? format_double("%.4f", o.best_review.reference_time.median_ms)
-               : "-") +
+          (o.best_review.reference_time.median_ms > 0 ? format_double("%.4f", o.best_review.reference_time.median_ms)
+                                                      : "-") +
           " | " + std::to_string(o.rounds) + " | " + std::to_string(o.reviews) + " | " +
           std::to_string(o.input_tokens) + " / " + std::to_string(o.output_tokens) + " | " +
           format_double("$%.4f", o.cost_usd) + " | " + reason + " |\n";
   }
   for (const auto& p : s.pending) md += "| " + p + " | not finished | | | | | | | | |\n";
-  md += "\nPer task: tasks/TASK/ holds kernel.cu, plan.yaml, review.json, outcome.json and "
-        "trajectory.txt.\n";
+  md +=
+      "\nPer task: tasks/TASK/ holds kernel.cu, plan.yaml, review.json, outcome.json and "
+      "trajectory.txt.\n";
   return md;
 }
 

@@ -22,19 +22,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/trajectory.hpp"
-#include "model/run.hpp"
 #include "base/result.hpp"
+#include "model/run.hpp"
+#include "model/trajectory.hpp"
 
 namespace ks {
 
 struct run_summary {
   std::string experiment;
-  std::string coder;                  // backend name
+  std::string coder;                   // backend name
   std::vector<task_outcome> outcomes;  // in the config's task order
   std::vector<std::string> pending;    // tasks not finished yet
   double wall_s = 0;
-  uint32_t devices = 0;               // GPUs that reviewed (0: not known)
+  uint32_t devices = 0;  // GPUs that reviewed (0: not known)
 };
 
 // Throughput of a run: finished tasks per hour of its wall time, and the share of the

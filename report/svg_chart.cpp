@@ -25,7 +25,8 @@ std::string header(double width, double height, const std::string& title) {
          "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" + xml_escape(title) + "</text>\n";
 }
 
-std::string text(double x, double y, const std::string& s, const char* anchor = "middle", const std::string& extra = "") {
+std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
+                 const std::string& extra = "") {
   return "<text x=\"" + px(x) + "\" y=\"" + px(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" + xml_escape(s) +
          "</text>\n";
 }
@@ -43,7 +44,8 @@ std::string legend(const std::vector<std::string>& names, double x, double y) {
   std::string s;
   for (size_t i = 0; i < names.size(); ++i) {
     const double yy = y + 18.0 * static_cast<double>(i);
-    s += "<rect x=\"" + px(x) + "\" y=\"" + px(yy - 10) + "\" width=\"12\" height=\"12\" fill=\"" + colour(i) + "\"/>\n";
+    s +=
+        "<rect x=\"" + px(x) + "\" y=\"" + px(yy - 10) + "\" width=\"12\" height=\"12\" fill=\"" + colour(i) + "\"/>\n";
     s += text(x + 18, yy, names[i], "start");
   }
   return s;
@@ -57,15 +59,27 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += ' ';
-        else out += c;
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          out += ' ';
+        else
+          out += c;
     }
   }
   return out;
@@ -196,8 +210,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
   for (double t : ax.ticks()) s += text(ax.to_px(t), bottom + 16, plain_g(t));
   s += line(left, bottom, width - right, bottom, "#444") + line(left, top, left, bottom, "#444");
   s += text((left + width - right) / 2, bottom + 38, x_label);
-  s += text(18, (top + bottom) / 2, y_label, "middle",
-            " transform=\"rotate(-90 18 " + px((top + bottom) / 2) + ")\"");
+  s += text(18, (top + bottom) / 2, y_label, "middle", " transform=\"rotate(-90 18 " + px((top + bottom) / 2) + ")\"");
   std::vector<std::string> names;
   for (size_t i = 0; i < series.size(); ++i) {
     names.push_back(series[i].name);

@@ -48,8 +48,7 @@ struct strip_row {
 };
 // Rows of dots (a distribution each) over a log2 x axis, a line at 1, and per row its
 // count and geometric mean at the right.
-std::string svg_strip_chart(const std::string& title, const std::string& x_label,
-                            const std::vector<strip_row>& rows);
+std::string svg_strip_chart(const std::string& title, const std::string& x_label, const std::vector<strip_row>& rows);
 
 struct line_series {
   std::string name;

@@ -27,9 +27,8 @@ std::string render_trajectory(const std::string& task, const std::vector<traject
     if (!e.method.empty()) what += " " + e.method;
     std::string cand = e.candidate_id.empty() ? "" : e.candidate_id.substr(0, 8);
     if (!e.parent_id.empty()) cand += " <- " + e.parent_id.substr(0, 8);
-    std::snprintf(buf, sizeof buf, "  #%-4llu %s  %-26s %-20s",
-                  static_cast<unsigned long long>(e.seq), utc_time(e.unix_ms).c_str(),
-                  what.c_str(), cand.c_str());
+    std::snprintf(buf, sizeof buf, "  #%-4llu %s  %-26s %-20s", static_cast<unsigned long long>(e.seq),
+                  utc_time(e.unix_ms).c_str(), what.c_str(), cand.c_str());
     out += buf;
     if (e.kind == "review") {
       std::snprintf(buf, sizeof buf, " %-14s speedup %.3fx", to_string(e.status), e.speedup);

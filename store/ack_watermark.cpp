@@ -103,8 +103,7 @@ result<std::optional<watermark>> read_watermark(const fs::path& dir) {
   return std::optional<watermark>(std::move(w));
 }
 
-result<std::unique_ptr<watermark_file>> watermark_file::create(const fs::path& dir,
-                                                               const watermark& initial) {
+result<std::unique_ptr<watermark_file>> watermark_file::create(const fs::path& dir, const watermark& initial) {
   const fs::path file = dir / watermark_name;
   int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return error{file.string() + ": cannot open: " + std::strerror(errno)};

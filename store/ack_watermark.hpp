@@ -59,8 +59,7 @@ std::optional<uint64_t> hash_prefix(const std::filesystem::path& file, uint64_t 
 class watermark_file {
  public:
   // Creates or replaces the file with `initial`, synced (file and directory).
-  static result<std::unique_ptr<watermark_file>> create(const std::filesystem::path& dir,
-                                                        const watermark& initial);
+  static result<std::unique_ptr<watermark_file>> create(const std::filesystem::path& dir, const watermark& initial);
   ~watermark_file();
   watermark_file(const watermark_file&) = delete;
   watermark_file& operator=(const watermark_file&) = delete;

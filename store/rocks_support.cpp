@@ -27,9 +27,9 @@ constexpr size_t kept_old_logs = 4;
 constexpr size_t kept_warnings = 64;
 
 uint64_t now_micros() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
 }
 
 std::string format_line(const char* format, va_list ap) {
@@ -50,23 +50,26 @@ std::string format_line(const char* format, va_list ap) {
 
 const char* level_name(rocksdb::InfoLogLevel level) {
   switch (level) {
-    case rocksdb::InfoLogLevel::DEBUG_LEVEL: return "[DEBUG] ";
-    case rocksdb::InfoLogLevel::WARN_LEVEL: return "[WARN] ";
-    case rocksdb::InfoLogLevel::ERROR_LEVEL: return "[ERROR] ";
-    case rocksdb::InfoLogLevel::FATAL_LEVEL: return "[FATAL] ";
-    case rocksdb::InfoLogLevel::HEADER_LEVEL: return "";
-    default: return "";
+    case rocksdb::InfoLogLevel::DEBUG_LEVEL:
+      return "[DEBUG] ";
+    case rocksdb::InfoLogLevel::WARN_LEVEL:
+      return "[WARN] ";
+    case rocksdb::InfoLogLevel::ERROR_LEVEL:
+      return "[ERROR] ";
+    case rocksdb::InfoLogLevel::FATAL_LEVEL:
+      return "[FATAL] ";
+    case rocksdb::InfoLogLevel::HEADER_LEVEL:
+      return "";
+    default:
+      return "";
   }
 }
 
-int open_log(const fs::path& file) {
-  return ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-}
+int open_log(const fs::path& file) { return ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644); }
 
 }  // namespace
 
-store_logger::store_logger(const fs::path& file)
-    : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL), file_(file) {
+store_logger::store_logger(const fs::path& file) : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL), file_(file) {
   if (file_.empty()) return;
   // Appended to, not rotated per open: an open that refuses a damaged store changes no
   // file but this one, however often it is retried.
@@ -101,9 +104,7 @@ void store_logger::write_line(const std::string& line) {
   if (n > 0) written_ += static_cast<uint64_t>(n);
 }
 
-void store_logger::Logv(const char* format, va_list ap) {
-  Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
-}
+void store_logger::Logv(const char* format, va_list ap) { Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap); }
 
 void store_logger::Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) {
   if (level < GetInfoLogLevel()) return;
@@ -175,8 +176,7 @@ bool is_no_space(const rocksdb::Status& s) {
   if (s.IsNoSpace()) return true;
   const std::string text = s.ToString();
   return text.find(std::strerror(ENOSPC)) != std::string::npos ||
-         text.find(std::strerror(EDQUOT)) != std::string::npos ||
-         text.find(std::strerror(EFBIG)) != std::string::npos;
+         text.find(std::strerror(EDQUOT)) != std::string::npos || text.find(std::strerror(EFBIG)) != std::string::npos;
 }
 
 uint64_t free_bytes(const fs::path& dir) {
@@ -191,14 +191,14 @@ bool is_wal_name(const std::string& name) {
 }
 
 bool is_sst_name(const std::string& name) {
-  return name.size() > 4 && (name.compare(name.size() - 4, 4, ".sst") == 0 ||
-                             name.compare(name.size() - 4, 4, ".ldb") == 0) &&
+  return name.size() > 4 &&
+         (name.compare(name.size() - 4, 4, ".sst") == 0 || name.compare(name.size() - 4, 4, ".ldb") == 0) &&
          std::isdigit(static_cast<unsigned char>(name[0]));
 }
 
 bool is_rocksdb_file_name(const std::string& name) {
-  return is_wal_name(name) || is_sst_name(name) || name.rfind("MANIFEST-", 0) == 0 ||
-         name.rfind("OPTIONS-", 0) == 0 || name == "CURRENT" || name == "IDENTITY";
+  return is_wal_name(name) || is_sst_name(name) || name.rfind("MANIFEST-", 0) == 0 || name.rfind("OPTIONS-", 0) == 0 ||
+         name == "CURRENT" || name == "IDENTITY";
 }
 
 uint64_t wal_bytes(const fs::path& dir) {

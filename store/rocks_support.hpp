@@ -56,8 +56,7 @@ class store_logger : public rocksdb::Logger {
 };
 
 // The options of every open. create: make a missing database and column families.
-rocksdb::Options rocks_options(bool create, std::shared_ptr<rocksdb::Logger> logger,
-                               rocksdb::WALRecoveryMode wal_mode);
+rocksdb::Options rocks_options(bool create, std::shared_ptr<rocksdb::Logger> logger, rocksdb::WALRecoveryMode wal_mode);
 rocksdb::ColumnFamilyOptions rocks_cf_options();
 
 // ENOSPC, EDQUOT or EFBIG behind a RocksDB status.

@@ -51,8 +51,7 @@ constexpr const char* schema_candidate = "ks.candidate/1";
 constexpr const char* schema_experience_record = "ks.experience_record/1";
 
 int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -99,9 +98,7 @@ std::string trajectory_key(const std::string& task, uint64_t seq) {
   return k;
 }
 
-std::string experience_prefix(const std::string& method) {
-  return method.empty() ? std::string() : method + '\0';
-}
+std::string experience_prefix(const std::string& method) { return method.empty() ? std::string() : method + '\0'; }
 
 // Decodes a stored value: JSON text naming `schema`, then a T.
 template <class T>
@@ -143,8 +140,7 @@ std::string printable(const std::string& key) {
 
 // ---------------------------------------------------------------------------------
 
-result<std::optional<std::string>> store::impl::get(rocksdb::ColumnFamilyHandle* h,
-                                                    const std::string& key,
+result<std::optional<std::string>> store::impl::get(rocksdb::ColumnFamilyHandle* h, const std::string& key,
                                                     const std::string& op) const {
   std::string value;
   auto s = db->Get(rocksdb::ReadOptions(), h, key, &value);
@@ -153,8 +149,7 @@ result<std::optional<std::string>> store::impl::get(rocksdb::ColumnFamilyHandle*
   return std::optional<std::string>(std::move(value));
 }
 
-result<std::optional<uint64_t>> store::impl::get_meta_number(const char* key,
-                                                             const std::string& op) const {
+result<std::optional<uint64_t>> store::impl::get_meta_number(const char* key, const std::string& op) const {
   auto v = get(db->DefaultColumnFamily(), key, op);
   if (!v) return v.error();
   if (!*v) return std::optional<uint64_t>();
@@ -167,8 +162,7 @@ std::unique_ptr<rocksdb::Iterator> store::impl::iterate(const char* cf_name) con
   return std::unique_ptr<rocksdb::Iterator>(db->NewIterator(rocksdb::ReadOptions(), cf(cf_name)));
 }
 
-result<uint64_t> store::impl::last_trajectory_seq(const std::string& task,
-                                                  const std::string& op) const {
+result<uint64_t> store::impl::last_trajectory_seq(const std::string& task, const std::string& op) const {
   auto it = iterate(cf_trajectories);
   std::string prefix = task + '\0';
   it->SeekForPrev(prefix + std::string(8, '\xff'));
@@ -230,8 +224,7 @@ status migrate_trajectory_keys_0_to_1(store::impl& s, rocksdb::WriteBatch& batch
 }
 
 const migration migrations[] = {
-    {0, "trajectory keys <task>/<decimal seq> → <task>\\0<big-endian seq>",
-     migrate_trajectory_keys_0_to_1},
+    {0, "trajectory keys <task>/<decimal seq> → <task>\\0<big-endian seq>", migrate_trajectory_keys_0_to_1},
 };
 
 status run_migrations(store::impl& s, uint32_t found) {
@@ -241,8 +234,7 @@ status run_migrations(store::impl& s, uint32_t found) {
       if (candidate.from == v) m = &candidate;
     }
     if (!m) {
-      return s.fail("open", "store format " + std::to_string(v) +
-                                " has no migration to this build's format " +
+      return s.fail("open", "store format " + std::to_string(v) + " has no migration to this build's format " +
                                 std::to_string(store_format_version));
     }
     rocksdb::WriteBatch batch;
@@ -251,8 +243,8 @@ status run_migrations(store::impl& s, uint32_t found) {
     if (auto w = s.commit("migrate format " + std::to_string(v), batch, /*force_sync=*/true); !w) {
       return w;
     }
-    spdlog::info("memory store {}: migrated store format {} to {} ({}; {} changes)",
-                 s.dir.string(), v, v + 1, m->summary, batch.Count());
+    spdlog::info("memory store {}: migrated store format {} to {} ({}; {} changes)", s.dir.string(), v, v + 1,
+                 m->summary, batch.Count());
   }
   return {};
 }
@@ -329,14 +321,17 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
       std::sort(ours.begin(), ours.end());
       std::string list;
       for (size_t i = 0; i < ours.size() && i < 6; ++i) list += (i ? ", " : "") + ours[i];
-      return error{store_detail::damaged_message(
-          dir, "CURRENT (the file that names the live MANIFEST) is missing, but the store's "
-               "files are there (" + list + (ours.size() > 6 ? ", …" : "") + ")")};
+      return error{
+          store_detail::damaged_message(dir,
+                                        "CURRENT (the file that names the live MANIFEST) is missing, but the store's "
+                                        "files are there (" +
+                                            list + (ours.size() > 6 ? ", …" : "") + ")")};
     }
     if (!others.empty() && !options.read_only && options.create_if_missing) {
-      return error{where + ": the directory is not empty and holds no RocksDB database, "
-                           "so it is not a KernelSkill store; refusing to write into it. "
-                           "Point memory.path at an empty or new directory"};
+      return error{where +
+                   ": the directory is not empty and holds no RocksDB database, "
+                   "so it is not a KernelSkill store; refusing to write into it. "
+                   "Point memory.path at an empty or new directory"};
     }
   }
   if (!has_db) {
@@ -381,10 +376,9 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
       if (it->Valid()) empty = false;
     }
     const auto& known = store_detail::our_column_families();
-    bool only_ours = std::all_of(im->column_families.begin(), im->column_families.end(),
-                                 [&](const std::string& n) {
-                                   return std::find(known.begin(), known.end(), n) != known.end();
-                                 });
+    bool only_ours = std::all_of(im->column_families.begin(), im->column_families.end(), [&](const std::string& n) {
+      return std::find(known.begin(), known.end(), n) != known.end();
+    });
     if (!empty || !only_ours || options.read_only || full) {
       std::string list;
       for (const auto& n : im->column_families) list += (list.empty() ? "" : ", ") + n;
@@ -392,13 +386,11 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
         return error{where + ": an unfinished store, and the disk is too full to finish it (" +
                      im->out_of_space_text() + ")"};
       }
-      return error{where + ": a RocksDB database that is not a KernelSkill store (it has no " +
-                   meta_format_version + " key; column families: " + list +
-                   "). Point memory.path at an empty or new directory"};
+      return error{where + ": a RocksDB database that is not a KernelSkill store (it has no " + meta_format_version +
+                   " key; column families: " + list + "). Point memory.path at an empty or new directory"};
     }
     rocksdb::WriteBatch batch;
-    batch.Put(im->db->DefaultColumnFamily(), meta_format_version,
-              std::to_string(store_format_version));
+    batch.Put(im->db->DefaultColumnFamily(), meta_format_version, std::to_string(store_format_version));
     batch.Put(im->db->DefaultColumnFamily(), meta_created_unix_ms, std::to_string(now_unix_ms()));
     if (auto w = im->commit("write the store's metadata", batch, /*force_sync=*/true); !w) {
       return error{w.message()};
@@ -406,9 +398,8 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
     version = std::optional<uint64_t>(store_format_version);
   }
   if (**version > store_format_version) {
-    return error{where + " was written by a newer KernelSkill (store format " +
-                 std::to_string(**version) + "; this build reads up to " +
-                 std::to_string(store_format_version) +
+    return error{where + " was written by a newer KernelSkill (store format " + std::to_string(**version) +
+                 "; this build reads up to " + std::to_string(store_format_version) +
                  "); use a newer build or another memory.path"};
   }
 
@@ -429,8 +420,8 @@ result<std::unique_ptr<store>> store::open(const fs::path& dir, const store_opti
 
   if (**version < store_format_version) {
     if (options.read_only || full) {
-      return error{where + " is in store format " + std::to_string(**version) +
-                   " and needs a migration to format " + std::to_string(store_format_version) +
+      return error{where + " is in store format " + std::to_string(**version) + " and needs a migration to format " +
+                   std::to_string(store_format_version) +
                    ", which a read-only open cannot do; open it for writing once (any "
                    "kernelskill command that uses this memory.path does)" +
                    (full ? " once the disk has room (" + im->out_of_space_text() + ")" : "")};
@@ -475,10 +466,10 @@ status acceptable_library(const store::impl& im, const std::string& op, uint32_t
   auto installed = installed_library(im);
   if (!installed) return error{installed.message()};
   if (installed->version > version) {
-    return im.fail(op, "the store holds skill library version " +
-                           std::to_string(installed->version) +
+    return im.fail(op, "the store holds skill library version " + std::to_string(installed->version) +
                            ", installed by a newer KernelSkill; this build's library is "
-                           "version " + std::to_string(version) +
+                           "version " +
+                           std::to_string(version) +
                            " and will not replace it with an older one: use a newer build "
                            "or another memory.path");
   }
@@ -542,14 +533,16 @@ status store::install_skill_library(uint32_t version, const std::string& hash,
   batch.Put(impl_->db->DefaultColumnFamily(), meta_skill_library_hash, hash);
 
   if (installed->version == version) {
-    spdlog::warn("memory store {}: skill library version {} changed without a version bump "
-                 "(hash {} → {}); reinstalling it. Bump the version when editing skills/*.yaml",
-                 impl_->dir.string(), version, installed->hash, hash);
+    spdlog::warn(
+        "memory store {}: skill library version {} changed without a version bump "
+        "(hash {} → {}); reinstalling it. Bump the version when editing skills/*.yaml",
+        impl_->dir.string(), version, installed->hash, hash);
   }
   if (auto w = impl_->commit(op, batch); !w) return w;
-  spdlog::info("memory store {}: installed skill library version {} ({} docs; was version {}, "
-               "{} docs removed)",
-               impl_->dir.string(), version, docs.size(), installed->version, removed);
+  spdlog::info(
+      "memory store {}: installed skill library version {} ({} docs; was version {}, "
+      "{} docs removed)",
+      impl_->dir.string(), version, docs.size(), installed->version, removed);
   return {};
 }
 
@@ -560,8 +553,7 @@ result<std::optional<std::string>> store::get_skill_doc(const std::string& key) 
   return impl_->get(impl_->cf(cf_skills), key, op);
 }
 
-result<std::vector<std::pair<std::string, std::string>>> store::list_skill_docs(
-    const std::string& prefix) const {
+result<std::vector<std::pair<std::string, std::string>>> store::list_skill_docs(const std::string& prefix) const {
   const std::string op = "list skill docs '" + prefix + "'";
   read_lock g(impl_->db_mu);
   if (auto u = impl_->usable(op); !u) return error{u.message()};
@@ -603,15 +595,13 @@ result<uint64_t> store::append_trajectory(const std::string& task, trajectory_en
   e.seq = lane->last + 1;
   if (e.unix_ms == 0) e.unix_ms = now_unix_ms();
   rocksdb::WriteBatch batch;
-  batch.Put(impl_->cf(cf_trajectories), trajectory_key(task, e.seq),
-            encode_value(e, schema_trajectory_entry));
+  batch.Put(impl_->cf(cf_trajectories), trajectory_key(task, e.seq), encode_value(e, schema_trajectory_entry));
   if (auto w = impl_->commit(op, batch); !w) return error{w.message()};
   lane->last = e.seq;
   return e.seq;
 }
 
-result<std::vector<trajectory_entry>> store::read_trajectory(const std::string& task,
-                                                             uint64_t from_seq) const {
+result<std::vector<trajectory_entry>> store::read_trajectory(const std::string& task, uint64_t from_seq) const {
   const std::string op = "read the trajectory of task '" + task + "'";
   if (auto n = check_name("the task name", task); !n) return impl_->fail(op, n.message());
   read_lock g(impl_->db_mu);
@@ -619,18 +609,16 @@ result<std::vector<trajectory_entry>> store::read_trajectory(const std::string& 
   std::vector<trajectory_entry> out;
   const std::string prefix = task + '\0';
   auto it = impl_->iterate(cf_trajectories);
-  for (it->Seek(trajectory_key(task, from_seq)); it->Valid() && starts_with(it->key(), prefix);
-       it->Next()) {
+  for (it->Seek(trajectory_key(task, from_seq)); it->Valid() && starts_with(it->key(), prefix); it->Next()) {
     if (it->key().size() != prefix.size() + 8) {
       return impl_->fail(op, "malformed trajectory key \"" + printable(it->key().ToString()) + "\"");
     }
     uint64_t seq = read_be64(std::string_view(it->key().data() + prefix.size(), 8));
-    auto e = decode_value<trajectory_entry>(it->value(), schema_trajectory_entry,
-                                            "entry " + std::to_string(seq));
+    auto e = decode_value<trajectory_entry>(it->value(), schema_trajectory_entry, "entry " + std::to_string(seq));
     if (!e) return impl_->fail(op, e.message());
     if (e->seq != seq || e->task != task) {
-      return impl_->fail(op, "entry " + std::to_string(seq) + " says it is entry " +
-                                 std::to_string(e->seq) + " of task '" + e->task + "'");
+      return impl_->fail(op, "entry " + std::to_string(seq) + " says it is entry " + std::to_string(e->seq) +
+                                 " of task '" + e->task + "'");
     }
     out.push_back(std::move(*e));
   }
@@ -694,8 +682,7 @@ result<candidate> store::get_kernel(const std::string& id) const {
 
 namespace {
 
-status check_task_record(const store::impl& im, const std::string& op, const std::string& id,
-                         const json& record) {
+status check_task_record(const store::impl& im, const std::string& op, const std::string& id, const json& record) {
   if (id.empty()) return im.fail(op, "the task record id is empty");
   auto schema = record.is_object() ? record.find("schema") : record.end();
   if (!record.is_object() || schema == record.end() || !schema->is_string()) {
@@ -706,9 +693,7 @@ status check_task_record(const store::impl& im, const std::string& op, const std
 
 }  // namespace
 
-status store::put_task_record(const std::string& id, const json& record) {
-  return put_task_records({{id, record}});
-}
+status store::put_task_record(const std::string& id, const json& record) { return put_task_records({{id, record}}); }
 
 status store::put_task_records(const std::vector<std::pair<std::string, json>>& records) {
   const std::string op = records.size() == 1 ? "put task record '" + records[0].first + "'"
@@ -737,8 +722,8 @@ result<std::optional<json>> store::get_task_record(const std::string& id) const 
   return std::optional<json>(std::move(*j));
 }
 
-result<std::vector<std::pair<std::string, json>>> store::list_task_records(
-    const std::string& prefix, size_t limit) const {
+result<std::vector<std::pair<std::string, json>>> store::list_task_records(const std::string& prefix,
+                                                                           size_t limit) const {
   const std::string op = "list task records";
   read_lock g(impl_->db_mu);
   if (auto u = impl_->usable(op); !u) return error{u.message()};
@@ -841,8 +826,8 @@ result<std::vector<experience_record>> store::read_experience(const std::string&
 }
 
 result<std::vector<method_stats>> store::experience_stats(const std::string& bottleneck,
-                                                         const std::optional<std::string>& template_name,
-                                                         const std::string& other_than) const {
+                                                          const std::optional<std::string>& template_name,
+                                                          const std::string& other_than) const {
   auto records = read_experience();
   if (!records) return records.error();
   return summarize_experience(*records, bottleneck, template_name, other_than);

@@ -45,10 +45,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/candidate.hpp"
-#include "model/trajectory.hpp"
 #include "base/result.hpp"
+#include "model/candidate.hpp"
 #include "model/experience.hpp"
+#include "model/trajectory.hpp"
 
 namespace ks {
 
@@ -86,8 +86,7 @@ class store {
   // Opens the store in `dir`, creating it when allowed, migrating an older format.
   // Errors name the directory and say what to do: the store is in use by another
   // process, was written by a newer KernelSkill, is not a KernelSkill store, …
-  static result<std::unique_ptr<store>> open(const std::filesystem::path& dir,
-                                             const store_options& options = {});
+  static result<std::unique_ptr<store>> open(const std::filesystem::path& dir, const store_options& options = {});
   ~store();
   store(const store&) = delete;
   store& operator=(const store&) = delete;
@@ -130,8 +129,7 @@ class store {
   // The doc stored under `key`, or nullopt.
   result<std::optional<std::string>> get_skill_doc(const std::string& key) const;
   // Every doc whose key starts with `prefix`, in key order.
-  result<std::vector<std::pair<std::string, std::string>>> list_skill_docs(
-      const std::string& prefix = "") const;
+  result<std::vector<std::pair<std::string, std::string>>> list_skill_docs(const std::string& prefix = "") const;
 
   // ---- trajectories: short-term memory, append-only per task ---------------------
 
@@ -140,8 +138,7 @@ class store {
   // e.unix_ms to now when it is 0. Safe to call from several threads for one task.
   result<uint64_t> append_trajectory(const std::string& task, trajectory_entry e);
   // `task`'s entries with seq >= from_seq, in seq order (empty for an unknown task).
-  result<std::vector<trajectory_entry>> read_trajectory(const std::string& task,
-                                                        uint64_t from_seq = 0) const;
+  result<std::vector<trajectory_entry>> read_trajectory(const std::string& task, uint64_t from_seq = 0) const;
   // The tasks that have a trajectory, sorted.
   result<std::vector<std::string>> list_trajectory_tasks() const;
 
@@ -163,8 +160,8 @@ class store {
   result<std::optional<nlohmann::json>> get_task_record(const std::string& id) const;
   // The records whose id starts with `prefix` (every record when empty), in id
   // order; at most `limit` of them when limit > 0.
-  result<std::vector<std::pair<std::string, nlohmann::json>>> list_task_records(
-      const std::string& prefix = "", size_t limit = 0) const;
+  result<std::vector<std::pair<std::string, nlohmann::json>>> list_task_records(const std::string& prefix = "",
+                                                                                size_t limit = 0) const;
   // Deleting an id that has no record is not an error.
   status delete_task_record(const std::string& id);
   // Deletes every record whose id starts with `prefix` (not empty), in one batch.

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <ctime>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -23,9 +23,8 @@ namespace {
 std::string human(uint64_t bytes) { return std::to_string(bytes) + " bytes"; }
 
 // Opens `dir` with the column families it lists (or `fallback` when it cannot list them).
-rocksdb::Status open_plain(const fs::path& dir, const std::vector<std::string>& names,
-                           rocksdb::WALRecoveryMode mode, bool read_only,
-                           std::shared_ptr<rocksdb::Logger> logger, rocks_instance& r) {
+rocksdb::Status open_plain(const fs::path& dir, const std::vector<std::string>& names, rocksdb::WALRecoveryMode mode,
+                           bool read_only, std::shared_ptr<rocksdb::Logger> logger, rocks_instance& r) {
   std::vector<rocksdb::ColumnFamilyDescriptor> d;
   for (const auto& n : names) d.emplace_back(n, rocks_cf_options());
   auto o = rocks_options(!read_only, std::move(logger), mode);
@@ -120,10 +119,9 @@ void copy_records(rocks_instance& src, const std::vector<std::string>& names, ro
           }
         }
       }
-      report.not_recovered.push_back(
-          "column family " + names[i] + ": records after key \"" + last + "\"" +
-          (skip_to.empty() ? " to the end" : " up to \"" + skip_to + "\"") +
-          " could not be read (" + why + ")");
+      report.not_recovered.push_back("column family " + names[i] + ": records after key \"" + last + "\"" +
+                                     (skip_to.empty() ? " to the end" : " up to \"" + skip_to + "\"") +
+                                     " could not be read (" + why + ")");
       if (skip_to.empty() || skip_to < last) break;
       ++skips;
       // The smallest key above the damaged table's range: the seek does not read it.
@@ -177,8 +175,8 @@ class replayer : public rocksdb::WriteBatch::Handler {
     }
   }
   rocksdb::WriteBatch batch;
-  std::map<std::string, uint64_t> applied;   // writes, by column family name
-  std::map<uint32_t, uint64_t> unplaced;     // writes to column families with no known name
+  std::map<std::string, uint64_t> applied;  // writes, by column family name
+  std::map<uint32_t, uint64_t> unplaced;    // writes to column families with no known name
 
   rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& key, const rocksdb::Slice& value) override {
     if (auto* h = handle(cf); h && !(cf == 0 && key == "meta/watermark")) return count(cf, batch.Put(h, key, value));
@@ -222,8 +220,9 @@ result<store_check_report> check_store(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return error{where + ": no such directory"};
   if (writer_active(dir)) {
-    return error{where + " is open for writing by another process (a daemon?); stop it "
-                         "first, or check a copy of the directory"};
+    return error{where +
+                 " is open for writing by another process (a daemon?); stop it "
+                 "first, or check a copy of the directory"};
   }
   store_check_report r;
   std::vector<std::string> names;
@@ -241,9 +240,9 @@ result<store_check_report> check_store(const fs::path& dir) {
   } else if (!*wm) {
     r.lines.push_back("watermark: none (a store from before the watermark, or it was removed)");
   } else {
-    r.lines.push_back("watermark: writes acknowledged up to " + std::to_string((*wm)->acked_seq) +
-                      (((*wm)->manifest.empty()) ? std::string()
-                                                 : "; " + (*wm)->manifest + " was " + human((*wm)->manifest_size)));
+    r.lines.push_back(
+        "watermark: writes acknowledged up to " + std::to_string((*wm)->acked_seq) +
+        (((*wm)->manifest.empty()) ? std::string() : "; " + (*wm)->manifest + " was " + human((*wm)->manifest_size)));
   }
 
   // The verdict: what an open says (read-only, so nothing is written).
@@ -265,8 +264,7 @@ result<store_check_report> check_store(const fs::path& dir) {
   if (!s.ok()) {
     r.lines.push_back("salvage look: RocksDB cannot open it even skipping damaged log records: " + s.ToString());
   } else {
-    r.lines.push_back("salvage look: writes up to " + std::to_string(look.db->GetLatestSequenceNumber()) +
-                      " readable");
+    r.lines.push_back("salvage look: writes up to " + std::to_string(look.db->GetLatestSequenceNumber()) + " readable");
     for (auto& l : losses_in(logger->warnings_since(mark))) r.lines.push_back("  " + l);
     auto unreferenced = sst_files(dir);
     for (auto& f : live_ssts(look.db)) unreferenced.erase(f);
@@ -387,7 +385,8 @@ result<store_repair_report> repair_store(const fs::path& dir) {
       std::string names;
       for (const auto& t : missing) names += (names.empty() ? "" : ", ") + t;
       report.not_recovered.push_back(
-          "table " + names + ", which the MANIFEST lists, is missing: what only it held is lost (the "
+          "table " + names +
+          ", which the MANIFEST lists, is missing: what only it held is lost (the "
           "daemon's tasks above say which of them). The MANIFEST was rebuilt from the tables "
           "and logs that are there (RocksDB's RepairDB): look through the result");
     } else {
@@ -459,7 +458,8 @@ result<store_repair_report> repair_store(const fs::path& dir) {
     if (put_back.unplaced.empty())
       losses.erase(std::remove_if(losses.begin(), losses.end(),
                                   [](const std::string& l) {
-                                    return l.find("Invalid column family specified in write batch") != std::string::npos;
+                                    return l.find("Invalid column family specified in write batch") !=
+                                           std::string::npos;
                                   }),
                    losses.end());
   }
@@ -473,13 +473,13 @@ result<store_repair_report> repair_store(const fs::path& dir) {
   if (report.acked_before > report.reached) {
     report.not_recovered.push_back(
         "writes " + std::to_string(report.reached + 1) + " to " + std::to_string(report.acked_before) +
-        " were acknowledged and are not in what could be read (the write-ahead logs were: " +
-        wals_before + ")");
+        " were acknowledged and are not in what could be read (the write-ahead logs were: " + wals_before + ")");
   }
   rocksdb::WriteBatch meta;
   meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_unix_ms",
            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch()).count()));
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()));
   meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_from", report.kept.string());
   // Numbers handed out before the repair stay used: ids derived from a counter stay
   // above this (docs/store.md, "Repair").
@@ -500,11 +500,13 @@ result<store_repair_report> repair_store(const fs::path& dir) {
 
   // Swap: the damaged store is kept whole, the new one takes its place.
   fs::rename(dir, report.kept, ec);
-  if (ec) return error{where + ": cannot move it to " + report.kept.string() + ": " + ec.message() +
-                       " (the repaired store is in " + rebuilt.string() + ")"};
+  if (ec)
+    return error{where + ": cannot move it to " + report.kept.string() + ": " + ec.message() +
+                 " (the repaired store is in " + rebuilt.string() + ")"};
   fs::rename(rebuilt, dir, ec);
-  if (ec) return error{where + ": cannot move " + rebuilt.string() + " into its place: " + ec.message() +
-                       " (the damaged store is in " + report.kept.string() + ")"};
+  if (ec)
+    return error{where + ": cannot move " + rebuilt.string() + " into its place: " + ec.message() +
+                 " (the damaged store is in " + report.kept.string() + ")"};
   auto check = store::open(dir);
   if (!check) return error{where + ": the repaired store does not open: " + check.message()};
   report.complete = report.not_recovered.empty();

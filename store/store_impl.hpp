@@ -141,9 +141,7 @@ struct store::impl {
   error fail(const std::string& op, const std::string& problem) const {
     return error{"memory store " + dir.string() + ": " + op + ": " + problem};
   }
-  error fail(const std::string& op, const rocksdb::Status& s) const {
-    return fail(op, s.ToString());
-  }
+  error fail(const std::string& op, const rocksdb::Status& s) const { return fail(op, s.ToString()); }
   // Under db_mu (shared): whether an instance is there to use.
   status usable(const std::string& op) const;
   // Under db_mu (shared): whether a write may be tried (not read-only, space left).

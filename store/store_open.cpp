@@ -43,8 +43,8 @@ using namespace store_detail;
 namespace store_detail {
 
 const std::vector<std::string>& our_column_families() {
-  static const std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName, "skills",
-                                                 "experience", "trajectories", "kernels", "tasks"};
+  static const std::vector<std::string> names = {
+      rocksdb::kDefaultColumnFamilyName, "skills", "experience", "trajectories", "kernels", "tasks"};
   return names;
 }
 
@@ -77,7 +77,8 @@ result<writer_lock> take_writer_lock(const fs::path& dir) {
   if (auto id = file_id(file); id && locks_held().count(*id)) return error{in_use};
   writer_lock l;
   l.fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (l.fd < 0) return error{"memory store " + dir.string() + ": cannot open " + lock_name + ": " + std::strerror(errno)};
+  if (l.fd < 0)
+    return error{"memory store " + dir.string() + ": cannot open " + lock_name + ": " + std::strerror(errno)};
   struct flock fl {};
   fl.l_type = F_WRLCK;
   fl.l_whence = SEEK_SET;
@@ -133,8 +134,12 @@ std::string damaged_message(const fs::path& dir, const std::string& what) {
   const std::string d = dir.string();
   return "memory store " + d + " is damaged: " + what +
          ". Nothing was changed or deleted. Restore the directory from a backup, or run "
-         "`kernelskill store check --memory " + d + "` to see the damage and `kernelskill "
-         "store repair --memory " + d + "` to salvage what can be read (it keeps the damaged "
+         "`kernelskill store check --memory " +
+         d +
+         "` to see the damage and `kernelskill "
+         "store repair --memory " +
+         d +
+         "` to salvage what can be read (it keeps the damaged "
          "files and lists everything it could not recover)";
 }
 
@@ -176,9 +181,7 @@ class manifest_listener : public rocksdb::EventListener {
  public:
   explicit manifest_listener(std::atomic<bool>* changed) : changed_(changed) {}
   void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&) override { *changed_ = true; }
-  void OnCompactionCompleted(rocksdb::DB*, const rocksdb::CompactionJobInfo&) override {
-    *changed_ = true;
-  }
+  void OnCompactionCompleted(rocksdb::DB*, const rocksdb::CompactionJobInfo&) override { *changed_ = true; }
 
  private:
   std::atomic<bool>* changed_;
@@ -249,20 +252,20 @@ status check_against_watermark(const fs::path& dir, const std::optional<watermar
     if (ro.db->Get(rocksdb::ReadOptions(), "meta/watermark", &flag).ok()) {
       ro.close();
       return error{damaged_message(
-          dir, std::string(watermark_name) +
-                   " is missing, so the store cannot show that no acknowledged write was lost")};
+          dir,
+          std::string(watermark_name) + " is missing, so the store cannot show that no acknowledged write was lost")};
     }
     return {};
   }
   const watermark& w = *acked;
   if (recovered < w.acked_seq) {
     ro.close();
-    return error{damaged_message(
-        dir, "writes up to " + std::to_string(w.acked_seq) +
-                 " were acknowledged, but the store holds only those up to " +
-                 std::to_string(recovered) + ": a write-ahead log was cut, damaged or removed "
-                 "(write-ahead logs now: " + wal_listing(dir) +
-                 "), or the store was restored from an older copy")};
+    return error{damaged_message(dir, "writes up to " + std::to_string(w.acked_seq) +
+                                          " were acknowledged, but the store holds only those up to " +
+                                          std::to_string(recovered) +
+                                          ": a write-ahead log was cut, damaged or removed "
+                                          "(write-ahead logs now: " +
+                                          wal_listing(dir) + "), or the store was restored from an older copy")};
   }
   const std::string cur = current_manifest(dir);
   if (!w.manifest.empty() && cur == w.manifest) {
@@ -270,26 +273,23 @@ status check_against_watermark(const fs::path& dir, const std::optional<watermar
     uint64_t size = fs::file_size(dir / cur, ec);
     if (!ec && size < w.manifest_size) {
       ro.close();
-      return error{damaged_message(
-          dir, "the MANIFEST " + cur + " is " + std::to_string(size) + " bytes long but was " +
-                   std::to_string(w.manifest_size) +
-                   ": it was cut, and the tables its lost end listed would be deleted by an "
-                   "ordinary open")};
+      return error{damaged_message(dir, "the MANIFEST " + cur + " is " + std::to_string(size) + " bytes long but was " +
+                                            std::to_string(w.manifest_size) +
+                                            ": it was cut, and the tables its lost end listed would be deleted by an "
+                                            "ordinary open")};
     }
     auto h = hash_prefix(dir / cur, w.manifest_size);
     if (h && *h != w.manifest_hash) {
       ro.close();
-      return error{damaged_message(
-          dir, "the MANIFEST " + cur + " no longer holds what it held (its first " +
-                   std::to_string(w.manifest_size) +
-                   " bytes changed): edits may be lost, and the tables they listed would be "
-                   "deleted by an ordinary open")};
+      return error{damaged_message(dir, "the MANIFEST " + cur + " no longer holds what it held (its first " +
+                                            std::to_string(w.manifest_size) +
+                                            " bytes changed): edits may be lost, and the tables they listed would be "
+                                            "deleted by an ordinary open")};
     }
   } else if (!w.manifest.empty() && manifest_number(w.manifest) > manifest_number(cur)) {
     ro.close();
-    return error{damaged_message(
-        dir, "CURRENT names " + (cur.empty() ? std::string("no MANIFEST") : cur) +
-                 ", but the store had already moved on to " + w.manifest)};
+    return error{damaged_message(dir, "CURRENT names " + (cur.empty() ? std::string("no MANIFEST") : cur) +
+                                          ", but the store had already moved on to " + w.manifest)};
   }
   return {};
 }
@@ -320,8 +320,8 @@ rocksdb::Status store::impl::open_writable(bool creating, rocksdb::WALRecoveryMo
 
 rocksdb::Status store::impl::open_read_only(rocksdb::WALRecoveryMode mode, rocks_instance& r) {
   r.read_only = true;
-  return rocksdb::DB::OpenForReadOnly(rocks_options(false, logger, mode), dir.string(), descriptors(),
-                                      &r.handles, &r.db);
+  return rocksdb::DB::OpenForReadOnly(rocks_options(false, logger, mode), dir.string(), descriptors(), &r.handles,
+                                      &r.db);
 }
 
 void store::impl::adopt(rocks_instance& r) {
@@ -357,8 +357,8 @@ status store::impl::look_read_only(const std::optional<watermark>& acked, rocks_
   }
   pit.close();
   if (p.ok()) {
-    what += "; writes up to " + std::to_string(acked->acked_seq) +
-            " were acknowledged and only those up to " + std::to_string(recovered) + " can be read";
+    what += "; writes up to " + std::to_string(acked->acked_seq) + " were acknowledged and only those up to " +
+            std::to_string(recovered) + " can be read";
   }
   return error{damaged_message(dir, what)};
 }
@@ -391,9 +391,10 @@ status store::impl::open_for_writing(rocks_look& look) {
     std::string log = look.accepted_damage.substr(look.accepted_damage.rfind(' ') + 1);
     fs::copy_file(dir / log, dir / "lost" / (log + ".damaged-" + std::to_string(std::time(nullptr))),
                   fs::copy_options::overwrite_existing, ec);
-    spdlog::warn("memory store {}: {} has a damaged record after the last acknowledged write (never "
-                 "acknowledged: a write cut short); it was dropped, a copy is in {}/lost",
-                 dir.string(), log, dir.string());
+    spdlog::warn(
+        "memory store {}: {} has a damaged record after the last acknowledged write (never "
+        "acknowledged: a write cut short); it was dropped, a copy is in {}/lost",
+        dir.string(), log, dir.string());
   }
   const uint64_t recovered = look.ro.db->GetLatestSequenceNumber();
   look.ro.close();
@@ -522,8 +523,7 @@ std::string store::impl::out_of_space_text() {
 void store::impl::enter_out_of_space(const std::string& why) {
   std::lock_guard lock(space_mu);
   if (!no_space) {
-    spdlog::error("memory store {}: out of space, writes are refused until space is freed: {}",
-                  dir.string(), why);
+    spdlog::error("memory store {}: out of space, writes are refused until space is freed: {}", dir.string(), why);
   }
   no_space = true;
   space_problem = why;
@@ -575,14 +575,12 @@ void store::impl::recover_space_if_due() {
       auto s = open_rocks(false);
       if (!s) {
         if (!db) broken = s.message();
-        spdlog::error("memory store {}: reopening after the disk was full failed: {}",
-                      dir.string(), s.message());
+        spdlog::error("memory store {}: reopening after the disk was full failed: {}", dir.string(), s.message());
         enter_out_of_space("reopening failed: " + s.message());
       } else if (!db_read_only) {
         broken.clear();
         if (auto w = start_watermark(); !w) spdlog::warn("{}", w.message());
-        spdlog::info("memory store {}: space is available again; writes are accepted",
-                     dir.string());
+        spdlog::info("memory store {}: space is available again; writes are accepted", dir.string());
       }
     }
   }

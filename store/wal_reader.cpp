@@ -16,8 +16,16 @@ namespace {
 // zeros.
 constexpr size_t kBlock = 32768;
 constexpr size_t kHeader = 7, kRecyclableHeader = 11;
-enum : uint8_t { kZero = 0, kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4, kRecyclableFull = 5,
-                 kRecyclableLast = 8, kSetCompressionType = 9 };
+enum : uint8_t {
+  kZero = 0,
+  kFull = 1,
+  kFirst = 2,
+  kMiddle = 3,
+  kLast = 4,
+  kRecyclableFull = 5,
+  kRecyclableLast = 8,
+  kSetCompressionType = 9
+};
 
 // crc32c (Castagnoli), as RocksDB's util/crc32c.
 const std::array<uint32_t, 256>& crc_table() {

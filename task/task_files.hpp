@@ -9,8 +9,8 @@
 
 #include <filesystem>
 
-#include "model/task.hpp"
 #include "base/result.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 

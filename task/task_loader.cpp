@@ -26,37 +26,31 @@ namespace {
 // ---------------------------------------------------------------------------
 // Vocabulary.
 
-constexpr std::array<std::string_view, 7> kDtypes = {
-    "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool"};
+constexpr std::array<std::string_view, 7> kDtypes = {"float32", "float16", "bfloat16", "float64",
+                                                     "int32",   "int64",   "bool"};
 
-constexpr std::array<std::string_view, 10> kInitKinds = {
-    "normal", "uniform", "randint", "constant", "zeros", "ones", "arange",
-    "kaiming_uniform", "module", "program"};
+constexpr std::array<std::string_view, 10> kInitKinds = {"normal", "uniform", "randint",         "constant", "zeros",
+                                                         "ones",   "arange",  "kaiming_uniform", "module",   "program"};
 
 constexpr std::array<std::string_view, 9> kTopKeys = {
-    "name", "description", "reference", "inputs", "input_program", "parameters",
-    "tolerance", "seed", "sizes"};
-constexpr std::array<std::string_view, 4> kReferenceKeys = {"torchscript", "module", "training",
-                                                             "kernelbench"};
+    "name", "description", "reference", "inputs", "input_program", "parameters", "tolerance", "seed", "sizes"};
+constexpr std::array<std::string_view, 4> kReferenceKeys = {"torchscript", "module", "training", "kernelbench"};
 constexpr std::array<std::string_view, 3> kKernelbenchKeys = {"source", "model_attr", "arguments"};
 constexpr std::array<std::string_view, 3> kArgumentKeys = {"name", "input", "value"};
 constexpr std::array<std::string_view, 4> kTensorKeys = {"name", "shape", "dtype", "init"};
 constexpr std::array<std::string_view, 2> kToleranceKeys = {"atol", "rtol"};
-constexpr std::array<std::string_view, 7> kInitKeys = {"kind", "mean", "std", "low",
-                                                       "high", "value", "attr"};
+constexpr std::array<std::string_view, 7> kInitKeys = {"kind", "mean", "std", "low", "high", "value", "attr"};
 
 // Words a tensor name may not be: it becomes a parameter of `def forward(...)`, so
 // Python keywords do not parse, and `torch` would shadow the module the body calls.
 const std::set<std::string, std::less<>> kReservedNames = {
-    "False", "None",   "True",    "and",   "as",       "assert", "async",  "await",
-    "break", "class",  "continue", "def",  "del",      "elif",   "else",   "except",
-    "finally", "for",  "from",    "global", "if",      "import", "in",     "is",
-    "lambda", "nonlocal", "not",  "or",    "pass",     "raise",  "return", "try",
-    "while", "with",   "yield",   "torch"};
+    "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+    "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+    "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+    "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield",    "torch"};
 
 bool is_floating(std::string_view dtype) {
-  return dtype == "float32" || dtype == "float16" || dtype == "bfloat16" ||
-         dtype == "float64";
+  return dtype == "float32" || dtype == "float16" || dtype == "bfloat16" || dtype == "float64";
 }
 bool is_integral(std::string_view dtype) { return dtype == "int32" || dtype == "int64"; }
 
@@ -166,8 +160,7 @@ struct problem {
 std::optional<problem> check_shape(const std::vector<int64_t>& shape, const key_path& at) {
   int64_t numel = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] <= 0)
-      return problem{at[i], "expected a positive integer, got " + std::to_string(shape[i])};
+    if (shape[i] <= 0) return problem{at[i], "expected a positive integer, got " + std::to_string(shape[i])};
     if (__builtin_mul_overflow(numel, shape[i], &numel))
       return problem{at, "too many elements in " + format_shape(shape)};
   }
@@ -176,27 +169,26 @@ std::optional<problem> check_shape(const std::vector<int64_t>& shape, const key_
 
 std::optional<problem> check_tensor(const tensor_spec& t, const key_path& at) {
   if (!valid_identifier(t.name))
-    return problem{at / "name", "expected an identifier ([A-Za-z_][A-Za-z0-9_]*), got " +
-                                    quote(t.name)};
+    return problem{at / "name", "expected an identifier ([A-Za-z_][A-Za-z0-9_]*), got " + quote(t.name)};
   if (kReservedNames.count(t.name))
-    return problem{at / "name", quote(t.name) +
-                                    " is reserved in TorchScript; choose another name"};
+    return problem{at / "name", quote(t.name) + " is reserved in TorchScript; choose another name"};
   if (auto p = check_shape(t.shape, at / "shape")) return p;
   if (std::find(kDtypes.begin(), kDtypes.end(), t.dtype) == kDtypes.end())
-    return problem{at / "dtype", "expected one of " + join(kDtypes) + ", got " +
-                                     quote(t.dtype) + did_you_mean(t.dtype, kDtypes)};
+    return problem{at / "dtype",
+                   "expected one of " + join(kDtypes) + ", got " + quote(t.dtype) + did_you_mean(t.dtype, kDtypes)};
 
   const distribution_spec& d = t.init;
   key_path init = at / "init";
   if (d.kind == "module" && !valid_attribute_path(d.attr))
-    return problem{init / "attr", "expected the path of a tensor attribute of the module "
-                                  "(e.g. bn.weight), got " + quote(d.attr)};
+    return problem{init / "attr",
+                   "expected the path of a tensor attribute of the module "
+                   "(e.g. bn.weight), got " +
+                       quote(d.attr)};
   if (std::find(kInitKinds.begin(), kInitKinds.end(), d.kind) == kInitKinds.end())
-    return problem{init / "kind", "expected one of " + join(kInitKinds) + ", got " +
-                                      quote(d.kind) + did_you_mean(d.kind, kInitKinds)};
-  for (auto [name, v] : {std::pair{"mean", d.mean}, std::pair{"std", d.std},
-                         std::pair{"low", d.low}, std::pair{"high", d.high},
-                         std::pair{"value", d.value}}) {
+    return problem{init / "kind",
+                   "expected one of " + join(kInitKinds) + ", got " + quote(d.kind) + did_you_mean(d.kind, kInitKinds)};
+  for (auto [name, v] : {std::pair{"mean", d.mean}, std::pair{"std", d.std}, std::pair{"low", d.low},
+                         std::pair{"high", d.high}, std::pair{"value", d.value}}) {
     if (!std::isfinite(v)) return problem{init / name, "expected a finite number"};
   }
   // Real-valued draws would be truncated to a few integers: say so rather than make
@@ -208,37 +200,34 @@ std::optional<problem> check_tensor(const tensor_spec& t, const key_path& at) {
   if (d.kind == "normal" && !(d.std > 0))
     return problem{init / "std", "expected a positive number, got " + format_double(d.std)};
   if ((d.kind == "uniform" || d.kind == "randint") && !(d.low < d.high))
-    return problem{init / "high", "expected high > low, got low " + format_double(d.low) +
-                                      ", high " + format_double(d.high)};
+    return problem{init / "high",
+                   "expected high > low, got low " + format_double(d.low) + ", high " + format_double(d.high)};
   if (d.kind == "randint") {
     if (is_floating(t.dtype))
-      return problem{init / "kind", "randint makes integers, but dtype is " + t.dtype +
-                                        "; use uniform for real numbers"};
+      return problem{init / "kind",
+                     "randint makes integers, but dtype is " + t.dtype + "; use uniform for real numbers"};
     if (d.low != std::floor(d.low) || d.high != std::floor(d.high))
-      return problem{init / "low", "randint bounds must be integers, got low " +
-                                       format_double(d.low) + ", high " +
+      return problem{init / "low", "randint bounds must be integers, got low " + format_double(d.low) + ", high " +
                                        format_double(d.high)};
     double lo = t.dtype == "int32" ? -2147483648.0 : t.dtype == "bool" ? 0.0 : -9.2e18;
     double hi = t.dtype == "int32" ? 2147483648.0 : t.dtype == "bool" ? 2.0 : 9.2e18;
     if (d.low < lo || d.high > hi)
-      return problem{init / "high", "randint range [" + format_double(d.low) + ", " +
-                                        format_double(d.high) + ") does not fit " +
-                                        t.dtype};
+      return problem{init / "high", "randint range [" + format_double(d.low) + ", " + format_double(d.high) +
+                                        ") does not fit " + t.dtype};
   }
   if (d.kind == "arange" && t.dtype == "bool")
-    return problem{init / "kind", "arange on bool would be all true but the first; use "
-                                  "randint {low: 0, high: 2}"};
-  if (d.kind == "kaiming_uniform" && t.shape.size() < 2)
     return problem{init / "kind",
-                   "kaiming_uniform needs rank >= 2 (fan_in = prod(shape[1:])), got shape " +
-                       format_shape(t.shape) + "; for a bias use uniform {low: -b, high: b}"};
+                   "arange on bool would be all true but the first; use "
+                   "randint {low: 0, high: 2}"};
+  if (d.kind == "kaiming_uniform" && t.shape.size() < 2)
+    return problem{init / "kind", "kaiming_uniform needs rank >= 2 (fan_in = prod(shape[1:])), got shape " +
+                                      format_shape(t.shape) + "; for a bias use uniform {low: -b, high: b}"};
   return std::nullopt;
 }
 
 // A number as Python writes it (repr of an int, float or bool): what get_inputs passed.
 bool python_number(std::string_view s) {
-  static const std::regex re(
-      "True|False|-?inf|nan|-?[0-9]+|-?([0-9]+\\.[0-9]*|\\.[0-9]+|[0-9]+)([eE][-+]?[0-9]+)?");
+  static const std::regex re("True|False|-?inf|nan|-?[0-9]+|-?([0-9]+\\.[0-9]*|\\.[0-9]+|[0-9]+)([eE][-+]?[0-9]+)?");
   return std::regex_match(s.begin(), s.end(), re);
 }
 
@@ -251,8 +240,8 @@ std::optional<problem> check_kernelbench(const task_spec& t, const key_path& at)
   if (t.module_bytes.empty())
     return problem{at, "a KernelBench problem is imported as a module reference (reference.module)"};
   if (!kb.model_attr.empty() && !valid_attribute_path(kb.model_attr))
-    return problem{at / "model_attr", "expected the attribute path of Model in the module (e.g. inner), got " +
-                                          quote(kb.model_attr)};
+    return problem{at / "model_attr",
+                   "expected the attribute path of Model in the module (e.g. inner), got " + quote(kb.model_attr)};
   if (!kb.model_attr.empty())
     for (size_t i = 0; i < t.parameters.size(); ++i)
       if (t.parameters[i].init.attr.rfind(kb.model_attr + ".", 0) != 0)
@@ -269,8 +258,7 @@ std::optional<problem> check_kernelbench(const task_spec& t, const key_path& at)
     if (a.input.empty() == a.value.empty())
       return problem{ai, "give either input (a task input's name) or value (the number get_inputs passes)"};
     if (!a.value.empty() && !python_number(a.value))
-      return problem{ai / "value", "expected a number as Python writes it (3.14, 2, True, inf), got " +
-                                       quote(a.value)};
+      return problem{ai / "value", "expected a number as Python writes it (3.14, 2, True, inf), got " + quote(a.value)};
     if (a.input.empty()) continue;
     bool known = false;
     for (const auto& in : t.inputs) known = known || in.name == a.input;
@@ -285,8 +273,7 @@ std::optional<problem> check_kernelbench(const task_spec& t, const key_path& at)
 
 std::optional<problem> check_task(const task_spec& t) {
   key_path root;
-  if (!valid_task_name(t.name))
-    return problem{root / "name", "expected [A-Za-z0-9_.-]+, got " + quote(t.name)};
+  if (!valid_task_name(t.name)) return problem{root / "name", "expected [A-Za-z0-9_.-]+, got " + quote(t.name)};
   // A name becomes file names and command-line arguments (kernelskill-gpu, scripts): one
   // that starts with '-' would read as an option there.
   if (t.name[0] == '-')
@@ -296,17 +283,15 @@ std::optional<problem> check_task(const task_spec& t) {
   if (has_script && t.module_training)
     return problem{root / "reference" / "training", "training is a mode of a module reference"};
   if (has_script == has_module)
-    return problem{root / "reference",
-                   has_script ? "give either torchscript or module, not both"
-                              : "expected torchscript (source defining forward) or module "
-                                "(a torch.jit.save'd file)"};
+    return problem{root / "reference", has_script ? "give either torchscript or module, not both"
+                                                  : "expected torchscript (source defining forward) or module "
+                                                    "(a torch.jit.save'd file)"};
   if (t.kernelbench != kernelbench_spec{})
     if (auto p = check_kernelbench(t, root / "reference" / "kernelbench")) return p;
   if (has_script) {
     static const std::regex def_forward(R"(def\s+forward\s*\()");
     if (!std::regex_search(t.torchscript, def_forward))
-      return problem{root / "reference" / "torchscript",
-                     "the source does not define forward(...)"};
+      return problem{root / "reference" / "torchscript", "the source does not define forward(...)"};
   }
   for (size_t i = 0; i < t.parameters.size(); ++i) {
     const distribution_spec& d = t.parameters[i].init;
@@ -317,26 +302,25 @@ std::optional<problem> check_task(const task_spec& t) {
                      "the inputs only: a parameter names the module attribute it mirrors "
                      "({kind: module, attr: ...}); declare other tensors as inputs"};
     if (!has_module && d.kind == "module")
-      return problem{at / "kind", "kind module takes a module attribute, but the reference is "
-                                  "TorchScript source"};
-    if (d.kind == "program")
-      return problem{at / "kind", "kind program makes inputs only (from input_program)"};
+      return problem{at / "kind",
+                     "kind module takes a module attribute, but the reference is "
+                     "TorchScript source"};
+    if (d.kind == "program") return problem{at / "kind", "kind program makes inputs only (from input_program)"};
   }
   if (t.inputs.empty()) return problem{root / "inputs", "expected at least one input"};
   static const std::regex def_inputs(R"(def\s+inputs\s*\()");
   if (!t.input_program.empty() && !std::regex_search(t.input_program, def_inputs))
-    return problem{root / "input_program",
-                   "the source does not define inputs(device: Device) -> List[Tensor]"};
+    return problem{root / "input_program", "the source does not define inputs(device: Device) -> List[Tensor]"};
   for (size_t i = 0; i < t.inputs.size(); ++i) {
     const std::string& kind = t.inputs[i].init.kind;
     key_path at = (root / "inputs")[i] / "init" / "kind";
-    if (kind == "module")
-      return problem{at, "kind module is for parameters, which mirror a module attribute"};
-    if (t.input_program.empty() && kind == "program")
-      return problem{at, "kind program needs the task's input_program"};
+    if (kind == "module") return problem{at, "kind module is for parameters, which mirror a module attribute"};
+    if (t.input_program.empty() && kind == "program") return problem{at, "kind program needs the task's input_program"};
     if (!t.input_program.empty() && kind != "program")
-      return problem{at, "input_program makes every input; leave out init or write "
-                         "init: program (got " + quote(kind) + ")"};
+      return problem{at,
+                     "input_program makes every input; leave out init or write "
+                     "init: program (got " +
+                         quote(kind) + ")"};
   }
 
   std::map<std::string, const tensor_spec*> by_name;
@@ -346,43 +330,35 @@ std::optional<problem> check_task(const task_spec& t) {
       if (auto p = check_tensor(ts, (root / key)[i])) return p;
       if (!by_name.emplace(ts.name, &ts).second)
         return problem{(root / key)[i] / "name",
-                       "duplicate tensor name " + quote(ts.name) +
-                           " (names are shared by inputs and parameters)"};
+                       "duplicate tensor name " + quote(ts.name) + " (names are shared by inputs and parameters)"};
     }
   }
 
   for (auto [name, v] : {std::pair{"atol", t.tolerance.atol}, std::pair{"rtol", t.tolerance.rtol}}) {
     if (!std::isfinite(v) || v < 0)
-      return problem{root / "tolerance" / name,
-                     "expected a number >= 0, got " + format_double(v)};
+      return problem{root / "tolerance" / name, "expected a number >= 0, got " + format_double(v)};
   }
 
   std::vector<std::string> names;
   for (const auto& [n, _] : by_name) names.push_back(n);
   for (const auto& [size, shapes] : t.sizes) {
     key_path at = root / "sizes" / size;
-    if (!valid_task_name(size))
-      return problem{at, "size names are [A-Za-z0-9_.-]+, got " + quote(size)};
+    if (!valid_task_name(size)) return problem{at, "size names are [A-Za-z0-9_.-]+, got " + quote(size)};
     if (shapes.empty()) return problem{at, "expected a map of tensor name to shape"};
     for (const auto& [tensor, shape] : shapes) {
       auto it = by_name.find(tensor);
       if (it == by_name.end())
-        return problem{at / tensor, "no input or parameter is named " + quote(tensor) +
-                                        did_you_mean(tensor, names) + "; the tensors are " +
-                                        join(names)};
+        return problem{at / tensor, "no input or parameter is named " + quote(tensor) + did_you_mean(tensor, names) +
+                                        "; the tensors are " + join(names)};
       if (auto p = check_shape(shape, at / tensor)) return p;
       if (shape.size() != it->second->shape.size())
-        return problem{at / tensor, "expected rank " +
-                                        std::to_string(it->second->shape.size()) + " like " +
-                                        format_shape(it->second->shape) + ", got " +
-                                        format_shape(shape)};
+        return problem{at / tensor, "expected rank " + std::to_string(it->second->shape.size()) + " like " +
+                                        format_shape(it->second->shape) + ", got " + format_shape(shape)};
       if (it->second->init.kind == "kaiming_uniform" && shape.size() < 2)
         return problem{at / tensor, "kaiming_uniform needs rank >= 2"};
       if (it->second->init.kind == "program" || it->second->init.kind == "module")
-        return problem{at / tensor, "a tensor of kind " + it->second->init.kind +
-                                        " has the shape its " +
-                                        (it->second->init.kind == "program" ? "input_program makes"
-                                                                             : "module holds") +
+        return problem{at / tensor, "a tensor of kind " + it->second->init.kind + " has the shape its " +
+                                        (it->second->init.kind == "program" ? "input_program makes" : "module holds") +
                                         "; a size cannot change it"};
     }
   }
@@ -414,8 +390,7 @@ class task_parser {
       if (t.input_program.find_first_not_of(" \t\r\n") == std::string::npos)
         fail(*n, top / "input_program", "expected TorchScript source, got nothing");
     }
-    t.inputs = parse_tensors(require(keys, root, top, "inputs"), top / "inputs",
-                             !t.input_program.empty());
+    t.inputs = parse_tensors(require(keys, root, top, "inputs"), top / "inputs", !t.input_program.empty());
     if (auto* n = find(keys, "parameters")) t.parameters = parse_tensors(*n, top / "parameters");
     t.tolerance = default_tolerance(t);
     if (auto* n = find(keys, "tolerance")) {
@@ -430,8 +405,7 @@ class task_parser {
     return t;
   }
 
-  [[noreturn]] void fail(const YAML::Node& at, const key_path& where,
-                         const std::string& what) const {
+  [[noreturn]] void fail(const YAML::Node& at, const key_path& where, const std::string& what) const {
     std::string pos = source_;
     YAML::Mark m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
     if (!m.is_null()) pos += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
@@ -470,8 +444,7 @@ class task_parser {
       if (!it->first.IsScalar()) fail(it->first, at, "keys must be plain words");
       std::string key = it->first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        fail(it->first, at / key,
-             "unknown key" + did_you_mean(key, allowed) + "; expected one of " + join(allowed));
+        fail(it->first, at / key, "unknown key" + did_you_mean(key, allowed) + "; expected one of " + join(allowed));
       if (find(out, key)) fail(it->first, at / key, "duplicate key");
       out.emplace_back(key, it->second);
     }
@@ -500,8 +473,7 @@ class task_parser {
     const char* b = s.data() + (s.size() > 1 && s[0] == '+' ? 1 : 0);
     int64_t v = 0;
     auto r = std::from_chars(b, s.data() + s.size(), v);
-    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || b == s.data() + s.size())
-      return std::nullopt;
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || b == s.data() + s.size()) return std::nullopt;
     return v;
   }
 
@@ -539,9 +511,10 @@ class task_parser {
     }
     if (const YAML::Node* kb = find(keys, "kernelbench")) parse_kernelbench(*kb, at / "kernelbench", t);
     if ((script != nullptr) == (module != nullptr))
-      fail(n, at, script ? "give either torchscript or module, not both"
-                         : "expected torchscript (source defining forward) or module (a "
-                           "torch.jit.save'd file)");
+      fail(n, at,
+           script ? "give either torchscript or module, not both"
+                  : "expected torchscript (source defining forward) or module (a "
+                    "torch.jit.save'd file)");
     if (script) {
       t.torchscript = string_at(*script, at / "torchscript");
       if (t.torchscript.find_first_not_of(" \t\r\n") == std::string::npos)
@@ -566,8 +539,7 @@ class task_parser {
       in.read(t.module_bytes.data(), size);
     }
     if (size <= 0 || !in || in.gcount() != size)
-      fail(*module, at / "module", "cannot read module file " + quote(p.string()) +
-                                       " (unreadable or empty)");
+      fail(*module, at / "module", "cannot read module file " + quote(p.string()) + " (unreadable or empty)");
     t.module_path = p.string();
   }
 
@@ -589,11 +561,9 @@ class task_parser {
     }
   }
 
-  std::vector<tensor_spec> parse_tensors(const YAML::Node& n, const key_path& at,
-                                         bool by_program = false) const {
+  std::vector<tensor_spec> parse_tensors(const YAML::Node& n, const key_path& at, bool by_program = false) const {
     if (n.IsNull()) return {};
-    if (!n.IsSequence())
-      fail(n, at, "expected a list of tensors ({name, shape, dtype, init}), got " + describe(n));
+    if (!n.IsSequence()) fail(n, at, "expected a list of tensors ({name, shape, dtype, init}), got " + describe(n));
     std::vector<tensor_spec> out;
     for (size_t i = 0; i < n.size(); ++i) out.push_back(parse_tensor(n[i], at[i], by_program));
     return out;
@@ -607,8 +577,10 @@ class task_parser {
     if (auto* d = find(keys, "dtype")) t.dtype = string_at(*d, at / "dtype");
     // Without init: standard normal for real numbers, small non-negative integers for
     // integer tensors (which are usually indices or counts), fair coin flips for bool.
-    if (t.dtype == "bool") t.init = {.kind = "randint", .low = 0, .high = 2};
-    else if (is_integral(t.dtype)) t.init = {.kind = "randint", .low = 0, .high = 10};
+    if (t.dtype == "bool")
+      t.init = {.kind = "randint", .low = 0, .high = 2};
+    else if (is_integral(t.dtype))
+      t.init = {.kind = "randint", .low = 0, .high = 10};
     if (by_program) t.init = {.kind = "program"};  // the task's input_program makes it
     if (auto* i = find(keys, "init")) t.init = parse_init(*i, at / "init");
     return t;
@@ -620,8 +592,8 @@ class task_parser {
       d.kind = n.Scalar();
       check_kind(n, at / "kind", d.kind);
       if (!init_params(d.kind).empty())
-        fail(n, at, d.kind + " needs its parameters: write init: {kind: " + d.kind + ", " +
-                        join(init_params(d.kind)) + "}");
+        fail(n, at,
+             d.kind + " needs its parameters: write init: {kind: " + d.kind + ", " + join(init_params(d.kind)) + "}");
       return d;
     }
     auto keys = check_map(n, at, kInitKeys, "a distribution {kind, ...} or a kind name");
@@ -632,24 +604,28 @@ class task_parser {
     for (const auto& [key, value] : keys) {
       if (key == "kind") continue;
       if (std::find(params.begin(), params.end(), key) == params.end())
-        fail(value, at / key, d.kind + " does not take " + key +
-                                  (params.empty() ? "; it takes no parameters"
-                                                  : "; it takes " + join(params)));
+        fail(value, at / key,
+             d.kind + " does not take " + key +
+                 (params.empty() ? "; it takes no parameters" : "; it takes " + join(params)));
       if (key == "attr") {
         d.attr = string_at(value, at / key);
         continue;
       }
       double v = number_at(value, at / key);
-      if (key == "mean") d.mean = v;
-      else if (key == "std") d.std = v;
-      else if (key == "low") d.low = v;
-      else if (key == "high") d.high = v;
-      else d.value = v;
+      if (key == "mean")
+        d.mean = v;
+      else if (key == "std")
+        d.std = v;
+      else if (key == "low")
+        d.low = v;
+      else if (key == "high")
+        d.high = v;
+      else
+        d.value = v;
     }
     if (d.kind == "randint" && !find(keys, "high"))
       fail(n, at / "high", "randint needs high (exclusive upper bound; low defaults to 0)");
-    if (d.kind == "constant" && !find(keys, "value"))
-      fail(n, at / "value", "constant needs value");
+    if (d.kind == "constant" && !find(keys, "value")) fail(n, at / "value", "constant needs value");
     if (d.kind == "module" && !find(keys, "attr"))
       fail(n, at / "attr", "module needs attr, the module attribute the parameter mirrors");
     return d;
@@ -657,8 +633,7 @@ class task_parser {
 
   void check_kind(const YAML::Node& n, const key_path& at, const std::string& kind) const {
     if (std::find(kInitKinds.begin(), kInitKinds.end(), kind) == kInitKinds.end())
-      fail(n, at, "expected one of " + join(kInitKinds) + ", got " + quote(kind) +
-                      did_you_mean(kind, kInitKinds));
+      fail(n, at, "expected one of " + join(kInitKinds) + ", got " + quote(kind) + did_you_mean(kind, kInitKinds));
   }
 
   void parse_sizes(const YAML::Node& n, task_spec& t) const {
@@ -669,8 +644,7 @@ class task_parser {
       if (t.sizes.count(size)) fail(it->first, at / size, "duplicate size");
       auto& shapes = t.sizes[size];
       const YAML::Node m = it->second;  // by value: it-> is a temporary proxy
-      if (!m.IsMap())
-        fail(m, at / size, "expected a map of tensor name to shape, got " + describe(m));
+      if (!m.IsMap()) fail(m, at / size, "expected a map of tensor name to shape, got " + describe(m));
       for (auto jt = m.begin(); jt != m.end(); ++jt) {
         std::string tensor = string_at(jt->first, at / size);
         if (shapes.count(tensor)) fail(jt->first, at / size / tensor, "duplicate key");
@@ -711,8 +685,7 @@ bool literal_safe(const std::string& s) {
   // A literal block (|) reads back with exactly one final newline, and cannot start
   // with a space or hold whitespace-only lines without indentation indicators.
   if (s.empty() || s.back() != '\n' || (s.size() > 1 && s[s.size() - 2] == '\n')) return false;
-  if (s[0] == ' ' || s.find('\r') != std::string::npos || s.find('\t') != std::string::npos)
-    return false;
+  if (s[0] == ' ' || s.find('\r') != std::string::npos || s.find('\t') != std::string::npos) return false;
   std::istringstream in(s);
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.find_first_not_of(' ') == std::string::npos) return false;
@@ -742,8 +715,11 @@ void emit_tensors(YAML::Emitter& out, const std::vector<tensor_spec>& tensors) {
         out << YAML::Key << "attr" << YAML::Value << t.init.attr;
         continue;
       }
-      double v = p == "mean" ? t.init.mean : p == "std" ? t.init.std : p == "low" ? t.init.low
-               : p == "high" ? t.init.high : t.init.value;
+      double v = p == "mean"   ? t.init.mean
+                 : p == "std"  ? t.init.std
+                 : p == "low"  ? t.init.low
+                 : p == "high" ? t.init.high
+                               : t.init.value;
       out << YAML::Key << std::string(p) << YAML::Value << format_double(v);
     }
     out << YAML::EndMap << YAML::EndMap;
@@ -762,8 +738,10 @@ void emit_kernelbench(YAML::Emitter& out, const kernelbench_spec& kb) {
     out << YAML::EndMap;
   }
   out << YAML::EndSeq << YAML::Key << "source" << YAML::Value;
-  if (literal_safe(kb.source)) out << YAML::Literal << kb.source.substr(0, kb.source.size() - 1);
-  else out << YAML::DoubleQuoted << kb.source;
+  if (literal_safe(kb.source))
+    out << YAML::Literal << kb.source.substr(0, kb.source.size() - 1);
+  else
+    out << YAML::DoubleQuoted << kb.source;
   out << YAML::EndMap;
 }
 
@@ -788,8 +766,7 @@ result<task_spec> parse_task(const std::string& yaml, const std::string& source_
     root = YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
     std::string pos = source_name;
-    if (!e.mark.is_null())
-      pos += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    if (!e.mark.is_null()) pos += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
     return error{pos + ": invalid YAML: " + e.msg};
   }
   try {
@@ -804,8 +781,7 @@ result<task_spec> parse_task(const std::string& yaml, const std::string& source_
 
 result<task_spec> load_task(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return error{path.string() + ": no such task file"};
+  if (!std::filesystem::is_regular_file(path, ec)) return error{path.string() + ": no such task file"};
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -823,8 +799,7 @@ result<task_spec> with_size(const task_spec& task, const std::string& size_name)
   if (it == task.sizes.end()) {
     std::vector<std::string> names;
     for (const auto& [n, _] : task.sizes) names.push_back(n);
-    return error{"task " + quote(task.name) + " has no size " + quote(size_name) +
-                 did_you_mean(size_name, names) +
+    return error{"task " + quote(task.name) + " has no size " + quote(size_name) + did_you_mean(size_name, names) +
                  (names.empty() ? "; it defines no sizes" : "; it has " + join(names))};
   }
   task_spec out = task;
@@ -837,9 +812,8 @@ result<task_spec> with_size(const task_spec& task, const std::string& size_name)
       return error{"task " + quote(task.name) + ": sizes." + size_name + "." + tensor +
                    ": no input or parameter is named " + quote(tensor)};
     if (target->shape.size() != shape.size())
-      return error{"task " + quote(task.name) + ": sizes." + size_name + "." + tensor +
-                   ": expected rank " + std::to_string(target->shape.size()) + ", got " +
-                   format_shape(shape)};
+      return error{"task " + quote(task.name) + ": sizes." + size_name + "." + tensor + ": expected rank " +
+                   std::to_string(target->shape.size()) + ", got " + format_shape(shape)};
     target->shape = shape;
   }
   return out;
@@ -883,9 +857,8 @@ std::string to_yaml(const task_spec& t, const std::string& module_path) {
     out << YAML::Key << "parameters" << YAML::Value;
     emit_tensors(out, t.parameters);
   }
-  out << YAML::Key << "tolerance" << YAML::Value << YAML::Flow << YAML::BeginMap
-      << YAML::Key << "atol" << YAML::Value << format_double(t.tolerance.atol)
-      << YAML::Key << "rtol" << YAML::Value << format_double(t.tolerance.rtol)
+  out << YAML::Key << "tolerance" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "atol" << YAML::Value
+      << format_double(t.tolerance.atol) << YAML::Key << "rtol" << YAML::Value << format_double(t.tolerance.rtol)
       << YAML::EndMap;
   out << YAML::Key << "seed" << YAML::Value << t.seed;
   if (!t.sizes.empty()) {

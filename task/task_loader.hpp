@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <string>
 
-#include "model/task.hpp"
 #include "base/result.hpp"
+#include "model/task.hpp"
 
 namespace ks {
 

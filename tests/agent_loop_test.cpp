@@ -34,14 +34,14 @@
 #include "daemon/task_queue.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "llm/llm_client.hpp"
-#include "tests/support/llm_fake_server.hpp"
-#include "policy/skill_library.hpp"
-#include "store/store.hpp"
 #include "model/candidate_id.hpp"
 #include "model/json_codec.hpp"
+#include "policy/skill_library.hpp"
 #include "report/run_report.hpp"
 #include "report/trajectory_timeline.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
+#include "tests/support/llm_fake_server.hpp"
 
 namespace fs = std::filesystem;
 using namespace ks;
@@ -110,67 +110,64 @@ review_phases scripted_phases(uint32_t n) {
 }
 
 // The GPU stand-in (see the top of the file).
-gpu_pool_actor::behavior_type scripted_gpu(gpu_pool_actor::pointer self,
-                                           std::shared_ptr<nvrtc_compiler> nvrtc,
+gpu_pool_actor::behavior_type scripted_gpu(gpu_pool_actor::pointer self, std::shared_ptr<nvrtc_compiler> nvrtc,
                                            std::shared_ptr<std::atomic<int>> reviews) {
-  return {
-      [](describe_atom) {
-        worker_info w;
-        w.host = "scripted";
-        return w;
-      },
-      [=](const review_request& req) -> review_result {
-        ++*reviews;
-        review_result r;
-        r.request_id = req.request_id;
-        r.candidate_id = req.cand.id;
-        r.device = "scripted/0";
-        r.phases = kScriptedPhases;
-        auto c = nvrtc->compile(req.cand.source, req.cand.compile_options);
-        if (!c || !c->ok) {
-          r.status = review_status::compile_error;
-          r.message = c ? "compile failed" : c.message();
-          if (c) r.diagnostics = c->diagnostics, r.compile_log = c->log;
-          return r;
-        }
-        r.resources = c->resources;
-        std::smatch m;
-        std::regex re("// verdict: (\\w+)(?: speedup=([0-9.]+))?(?: flag=(\\w+))?");
-        std::string verdict = "incorrect";
-        double speedup = 1.0;
-        if (std::regex_search(req.cand.source, m, re)) {
-          verdict = m[1];
-          if (m[2].matched) speedup = std::stod(m[2]);
-        }
-        r.trials_run = req.options.trials;
-        if (verdict == "ok") {
-          r.status = review_status::ok;
-          r.trials_passed = r.trials_run;
-          r.reference_time.median_ms = 1.0;
-          r.candidate_time.median_ms = 1.0 / speedup;
-          r.speedup = speedup;
-          r.profile.values = {{"dram_throughput_pct", 72.5}, {"l2_throughput_pct", 40.1},
-                              {"l1_throughput_pct", 35.0},  {"sm_throughput_pct", 18.2},
-                              {"achieved_occupancy_pct", 81.0},
-                              {"stall_long_scoreboard_pct", 55.0},
-                              {"branch_efficiency_pct", 100}};
-          r.profile.kernel_launches = 1;
-          r.message = "correct in every trial";
-          if (m[3].matched) r.flags.push_back(m[3]);
-        } else if (verdict == "internal") {
-          r.status = review_status::internal_error;
-          r.message = "the GPU worker lost its device";
-        } else if (verdict == "crash") {
-          r.status = review_status::crashed;
-          r.message = "an illegal memory access was encountered (context lost)";
-        } else {
-          r.status = review_status::incorrect;
-          r.trials_passed = 0;
-          r.max_abs_error = 0.5;
-          r.message = "output y differs from the reference at 1024 elements";
-        }
-        return r;
-      }};
+  return {[](describe_atom) {
+            worker_info w;
+            w.host = "scripted";
+            return w;
+          },
+          [=](const review_request& req) -> review_result {
+            ++*reviews;
+            review_result r;
+            r.request_id = req.request_id;
+            r.candidate_id = req.cand.id;
+            r.device = "scripted/0";
+            r.phases = kScriptedPhases;
+            auto c = nvrtc->compile(req.cand.source, req.cand.compile_options);
+            if (!c || !c->ok) {
+              r.status = review_status::compile_error;
+              r.message = c ? "compile failed" : c.message();
+              if (c) r.diagnostics = c->diagnostics, r.compile_log = c->log;
+              return r;
+            }
+            r.resources = c->resources;
+            std::smatch m;
+            std::regex re("// verdict: (\\w+)(?: speedup=([0-9.]+))?(?: flag=(\\w+))?");
+            std::string verdict = "incorrect";
+            double speedup = 1.0;
+            if (std::regex_search(req.cand.source, m, re)) {
+              verdict = m[1];
+              if (m[2].matched) speedup = std::stod(m[2]);
+            }
+            r.trials_run = req.options.trials;
+            if (verdict == "ok") {
+              r.status = review_status::ok;
+              r.trials_passed = r.trials_run;
+              r.reference_time.median_ms = 1.0;
+              r.candidate_time.median_ms = 1.0 / speedup;
+              r.speedup = speedup;
+              r.profile.values = {{"dram_throughput_pct", 72.5},    {"l2_throughput_pct", 40.1},
+                                  {"l1_throughput_pct", 35.0},      {"sm_throughput_pct", 18.2},
+                                  {"achieved_occupancy_pct", 81.0}, {"stall_long_scoreboard_pct", 55.0},
+                                  {"branch_efficiency_pct", 100}};
+              r.profile.kernel_launches = 1;
+              r.message = "correct in every trial";
+              if (m[3].matched) r.flags.push_back(m[3]);
+            } else if (verdict == "internal") {
+              r.status = review_status::internal_error;
+              r.message = "the GPU worker lost its device";
+            } else if (verdict == "crash") {
+              r.status = review_status::crashed;
+              r.message = "an illegal memory access was encountered (context lost)";
+            } else {
+              r.status = review_status::incorrect;
+              r.trials_passed = 0;
+              r.max_abs_error = 0.5;
+              r.message = "output y differs from the reference at 1024 elements";
+            }
+            return r;
+          }};
 }
 
 // What the scripted model answers, per agent (read from the system prompt).
@@ -200,8 +197,9 @@ scripted_reply answer(model_script& s, const recorded_request& req) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (system.find("You are the diagnoser") != std::string::npos) {
     ++s.diagnoser;
-    return openai_ok("```json\n{\"diagnosis\": \"the seed skips the last element\", "
-                     "\"actions\": [\"fix the bound check\"]}\n```\n");
+    return openai_ok(
+        "```json\n{\"diagnosis\": \"the seed skips the last element\", "
+        "\"actions\": [\"fix the bound check\"]}\n```\n");
   }
   if (system.find("You are the repairer") != std::string::npos) {
     int n = ++s.repairer;
@@ -212,14 +210,13 @@ scripted_reply answer(model_script& s, const recorded_request& req) {
     int n = ++s.optimizer;
     std::string method = method_in(user);
     s.methods_asked.push_back(method);
-    std::string verdict = s.optimize_verdict ? s.optimize_verdict(n, method)
-                                             : "ok speedup=" + std::to_string(1.1 + 0.3 * n);
+    std::string verdict =
+        s.optimize_verdict ? s.optimize_verdict(n, method) : "ok speedup=" + std::to_string(1.1 + 0.3 * n);
     return openai_ok(candidate_reply(kernel(verdict, "opt-" + std::to_string(n) + "-" + method)));
   }
   int n = ++s.generator;
   // The first seed is wrong (the loop must diagnose and repair it); others are fine.
-  return openai_ok(candidate_reply(
-      kernel(n == 1 ? "incorrect" : "ok speedup=1.0", "seed-" + std::to_string(n))));
+  return openai_ok(candidate_reply(kernel(n == 1 ? "incorrect" : "ok speedup=1.0", "seed-" + std::to_string(n))));
 }
 
 // A coder that crashes (throws) on its first `crashes` optimize calls: a real actor
@@ -228,9 +225,7 @@ class crashing_coder final : public coder {
  public:
   crashing_coder(std::shared_ptr<coder> inner, int crashes) : inner_(std::move(inner)), left_(crashes) {}
   std::string name() const override { return inner_->name(); }
-  result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override {
-    return inner_->seeds(t, n);
-  }
+  result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override { return inner_->seeds(t, n); }
   result<candidate> optimize(const optimize_input& in) override {
     if (left_-- > 0) throw std::runtime_error("optimizer crashed on purpose");
     return inner_->optimize(in);
@@ -251,9 +246,7 @@ class scripted_coder final : public coder {
   scripted_coder(std::shared_ptr<coder> inner, optimize_hook on_optimize, repair_hook on_repair)
       : inner_(std::move(inner)), on_optimize_(std::move(on_optimize)), on_repair_(std::move(on_repair)) {}
   std::string name() const override { return inner_->name(); }
-  result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override {
-    return inner_->seeds(t, n);
-  }
+  result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override { return inner_->seeds(t, n); }
   result<candidate> optimize(const optimize_input& in) override {
     if (on_optimize_)
       if (auto r = on_optimize_(in)) return std::move(*r);
@@ -371,8 +364,7 @@ struct watched_run {
   }
 };
 
-watched_run run_watched(caf::actor_system& sys, const coordinator_options& o,
-                        const reviewer_actor& reviewer) {
+watched_run run_watched(caf::actor_system& sys, const coordinator_options& o, const reviewer_actor& reviewer) {
   caf::scoped_actor sink{sys};
   watched_run w;
   w.out = run_task(sys, o, reviewer, caf::actor{sink});
@@ -406,8 +398,7 @@ json line_checkpoint_record(fixture& f) {
 
 }  // namespace
 
-TEST_CASE("a failing seed is diagnosed and repaired, then optimised round by round",
-          "[agents][loop]") {
+TEST_CASE("a failing seed is diagnosed and repaired, then optimised round by round", "[agents][loop]") {
   fixture f("repair");
   test_system_config cfg;
   caf::actor_system sys{cfg};
@@ -643,9 +634,10 @@ TEST_CASE("a crashed agent is restarted and its request re-sent", "[agents][supe
   caf::anon_send_exit(gpu, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on, the "
-          "output directory has every task's results",
-          "[agents][supervision][report]") {
+TEST_CASE(
+    "an agent that keeps crashing ends its task, and the other tasks go on, the "
+    "output directory has every task's results",
+    "[agents][supervision][report]") {
   fixture f("experiment");
   f.script.generator = 1;
   test_system_config cfg;
@@ -671,14 +663,13 @@ TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on
    public:
     explicit selective(std::shared_ptr<coder> inner) : inner_(std::move(inner)) {}
     std::string name() const override { return "llm"; }
-    result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override {
-      return inner_->seeds(t, n);
-    }
+    result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override { return inner_->seeds(t, n); }
     result<candidate> optimize(const optimize_input& in) override {
       if (in.task.name == "relu_doomed") throw std::runtime_error("always crashes");
       return inner_->optimize(in);
     }
     result<candidate> repair(const repair_input& in) override { return inner_->repair(in); }
+
    private:
     std::shared_ptr<coder> inner_;
   };
@@ -764,8 +755,7 @@ TEST_CASE("an agent that keeps crashing ends its task, and the other tasks go on
 // The seed line's states one by one: which path a line takes from each, what it
 // writes on the way, and why it ends.
 
-TEST_CASE("a line goes review, diagnose, repair, then plan, optimize and review each round",
-          "[agents][line]") {
+TEST_CASE("a line goes review, diagnose, repair, then plan, optimize and review each round", "[agents][line]") {
   fixture f("path");
   test_system_config cfg;
   caf::actor_system sys{cfg};
@@ -789,19 +779,19 @@ TEST_CASE("a line goes review, diagnose, repair, then plan, optimize and review 
   CHECK(reviews[1].metrics.at("reference_ms") == Approx(1.0));
   CHECK(reviews[1].metrics.at("dram_throughput_pct") == Approx(72.5));
   CHECK(reviews[1].phases == kScriptedPhases);
-  CHECK_THAT(render_trajectory(f.task.name, t),
-             Contains("        review time " + format_double("%.2f", 7.875) + " s: " + describe_phases(kScriptedPhases) + "\n"));
+  CHECK_THAT(render_trajectory(f.task.name, t), Contains("        review time " + format_double("%.2f", 7.875) +
+                                                         " s: " + describe_phases(kScriptedPhases) + "\n"));
   CHECK_THAT(reviews[2].summary, Contains("[bottleneck="));
   CHECK_THAT(reviews[2].summary, Contains(": ok, speedup 1.40: correct in every trial"));
   CHECK(reviews[2].speedup == Approx(1.4));
   auto repair = of_kind(t, "repair").at(0);
-  CHECK(repair.summary == "repair 1 of " + short_id(reviews[0].candidate_id) + " → " +
-                              short_id(reviews[1].candidate_id));
+  CHECK(repair.summary ==
+        "repair 1 of " + short_id(reviews[0].candidate_id) + " → " + short_id(reviews[1].candidate_id));
   auto diagnose = of_kind(t, "diagnose").at(0);
   CHECK_THAT(diagnose.summary, Contains("the seed skips the last element | fix the bound check"));
   auto optimize = of_kind(t, "optimize");
-  CHECK_THAT(optimize[0].summary, Contains(" on " + short_id(reviews[1].candidate_id) + " → " +
-                                           short_id(reviews[2].candidate_id)));
+  CHECK_THAT(optimize[0].summary,
+             Contains(" on " + short_id(reviews[1].candidate_id) + " → " + short_id(reviews[2].candidate_id)));
   CHECK(t.back().summary == "done: best speedup 1.70 (round budget spent)");
   // Progress: the task's states in order, ending in done.
   CHECK(w.states() ==
@@ -816,8 +806,7 @@ TEST_CASE("a line goes review, diagnose, repair, then plan, optimize and review 
   CHECK_FALSE((*exp)[0].structure_class.empty());
 }
 
-TEST_CASE("an attempt its repairs cannot fix sends the line back to its best version",
-          "[agents][line]") {
+TEST_CASE("an attempt its repairs cannot fix sends the line back to its best version", "[agents][line]") {
   fixture f("repairs-spent");
   f.script.generator = 1;  // a good seed
   f.script.optimize_verdict = [](int, const std::string&) { return "incorrect"; };
@@ -856,8 +845,7 @@ TEST_CASE("a seed its repairs cannot fix ends the line without a kernel", "[agen
   auto t = f.trajectory();
   CHECK(kinds(t) == "seed review diagnose repair review diagnose repair review note");
   auto reviews = of_kind(t, "review");
-  CHECK(w.out.reason == "no correct kernel: 2 repairs did not make " +
-                            short_id(reviews[2].candidate_id) + " pass");
+  CHECK(w.out.reason == "no correct kernel: 2 repairs did not make " + short_id(reviews[2].candidate_id) + " pass");
   CHECK(w.out.rounds == 0);
   CHECK(w.out.reviews == 3);
   CHECK(t.back().status == review_status::internal_error);  // no kernel: the outcome's empty review
@@ -865,9 +853,10 @@ TEST_CASE("a seed its repairs cannot fix ends the line without a kernel", "[agen
   CHECK(w.states() == "generating reviewing repairing reviewing repairing reviewing failed");
 }
 
-TEST_CASE("a repairer that cannot fix the seed ends the line, one that cannot fix an attempt "
-          "sends it back",
-          "[agents][line]") {
+TEST_CASE(
+    "a repairer that cannot fix the seed ends the line, one that cannot fix an attempt "
+    "sends it back",
+    "[agents][line]") {
   auto cannot = [](const repair_input&) -> std::optional<result<candidate>> {
     return result<candidate>(error{"nothing to fix here"});
   };
@@ -898,9 +887,8 @@ TEST_CASE("a repairer that cannot fix the seed ends the line, one that cannot fi
     auto t = f.trajectory();
     CHECK(kinds(t) == "seed review plan optimize review diagnose repair note note");
     auto reviews = of_kind(t, "review");
-    CHECK(t[7].summary == "back to " + short_id(reviews[0].candidate_id) +
-                              ": the repairer could not fix " + short_id(reviews[1].candidate_id) +
-                              ": nothing to fix here");
+    CHECK(t[7].summary == "back to " + short_id(reviews[0].candidate_id) + ": the repairer could not fix " +
+                              short_id(reviews[1].candidate_id) + ": nothing to fix here");
     // The failed repair is not an experience of the method; reverting records none.
     auto exp = f.memory->read_experience();
     REQUIRE(exp.ok());
@@ -908,8 +896,7 @@ TEST_CASE("a repairer that cannot fix the seed ends the line, one that cannot fi
   }
 }
 
-TEST_CASE("a repairer that goes back to the best version makes the attempt a failure",
-          "[agents][line]") {
+TEST_CASE("a repairer that goes back to the best version makes the attempt a failure", "[agents][line]") {
   fixture f("repairer-goes-back");
   f.script.generator = 1;
   f.script.optimize_verdict = [](int, const std::string&) { return "incorrect"; };
@@ -917,11 +904,11 @@ TEST_CASE("a repairer that goes back to the best version makes the attempt a fai
   caf::actor_system sys{cfg};
   scripted_review rv(sys, f);
   auto o = f.options(1, 1);
-  o.backend = std::make_shared<scripted_coder>(
-      f.model, nullptr, [](const repair_input& in) -> std::optional<result<candidate>> {
-        REQUIRE(in.last_good);
-        return result<candidate>(*in.last_good);
-      });
+  o.backend = std::make_shared<scripted_coder>(f.model, nullptr,
+                                               [](const repair_input& in) -> std::optional<result<candidate>> {
+                                                 REQUIRE(in.last_good);
+                                                 return result<candidate>(*in.last_good);
+                                               });
   watched_run w = run_watched(sys, o, rv.reviewer);
   REQUIRE(w.out.success);
   auto t = f.trajectory();
@@ -956,8 +943,7 @@ std::shared_ptr<coder> same_slower_kernel(fixture& f) {
 // Without short-term memory the planner offers the move that failed again, and the
 // coder gives back the kernel it gave: the line reuses that kernel's verdict (no second
 // review) and the experience counts the attempt once.
-TEST_CASE("a slower attempt sends the line back, and a kernel seen before is not reviewed again",
-          "[agents][line]") {
+TEST_CASE("a slower attempt sends the line back, and a kernel seen before is not reviewed again", "[agents][line]") {
   fixture f("slower");
   f.script.generator = 1;
   test_system_config cfg;
@@ -1020,13 +1006,10 @@ TEST_CASE("a move that gives back a kernel the task reviewed is skipped for the 
   CHECK_THAT(w.out.reason, Contains("no allowed method could be applied"));
 }
 
-TEST_CASE("a flagged review is never the best kernel: it is repaired like a failure",
-          "[agents][line]") {
+TEST_CASE("a flagged review is never the best kernel: it is repaired like a failure", "[agents][line]") {
   fixture f("flagged");
   f.script.generator = 1;
-  f.script.optimize_verdict = [](int, const std::string&) {
-    return "ok speedup=9.0 flag=speedup_above_threshold";
-  };
+  f.script.optimize_verdict = [](int, const std::string&) { return "ok speedup=9.0 flag=speedup_above_threshold"; };
   test_system_config cfg;
   caf::actor_system sys{cfg};
   scripted_review rv(sys, f);
@@ -1048,8 +1031,7 @@ TEST_CASE("a flagged review is never the best kernel: it is repaired like a fail
   CHECK((*exp)[0].speedup_after == Approx(1.1));
 }
 
-TEST_CASE("a reviewer that fails ends a line without a kernel and sends one with a kernel back",
-          "[agents][line]") {
+TEST_CASE("a reviewer that fails ends a line without a kernel and sends one with a kernel back", "[agents][line]") {
   test_system_config cfg;
   caf::actor_system sys{cfg};
   {
@@ -1090,8 +1072,8 @@ TEST_CASE("a reviewer that fails ends a line without a kernel and sends one with
     REQUIRE(w.out.success);
     auto t = f.trajectory();
     CHECK(kinds(t) == "seed review plan optimize review note note");
-    CHECK(t[5].summary == "back to " + short_id(t[1].candidate_id) +
-                              ": the reviewer failed: the GPU worker lost its device");
+    CHECK(t[5].summary ==
+          "back to " + short_id(t[1].candidate_id) + ": the reviewer failed: the GPU worker lost its device");
     // The reviewer's failure is not the method's: the attempt was never judged, so
     // nothing goes into the experience (issue 19).
     CHECK(t[4].kind == "review");
@@ -1103,8 +1085,7 @@ TEST_CASE("a reviewer that fails ends a line without a kernel and sends one with
   }
 }
 
-TEST_CASE("when no ranked method can be applied the line ends, naming those it tried",
-          "[agents][line]") {
+TEST_CASE("when no ranked method can be applied the line ends, naming those it tried", "[agents][line]") {
   fixture f("not-applied");
   f.script.generator = 1;
   test_system_config cfg;
@@ -1122,8 +1103,8 @@ TEST_CASE("when no ranked method can be applied the line ends, naming those it t
   watched_run w = run_watched(sys, o, rv.reviewer);
   REQUIRE(w.out.success);
   REQUIRE(asked.size() == 3);
-  CHECK(w.out.reason == "best speedup 1.00 (no allowed method could be applied (tried " + asked[0] +
-                            ", " + asked[1] + ", " + asked[2] + "))");
+  CHECK(w.out.reason == "best speedup 1.00 (no allowed method could be applied (tried " + asked[0] + ", " + asked[1] +
+                            ", " + asked[2] + "))");
   CHECK(w.out.rounds == 1);
   auto t = f.trajectory();
   CHECK(kinds(t) == "seed review plan optimize optimize optimize note");
@@ -1135,8 +1116,7 @@ TEST_CASE("when no ranked method can be applied the line ends, naming those it t
   }
 }
 
-TEST_CASE("when every method has failed the line ends with no allowed method left",
-          "[agents][line]") {
+TEST_CASE("when every method has failed the line ends with no allowed method left", "[agents][line]") {
   fixture f("no-method-left");
   f.script.generator = 1;
   f.script.optimize_verdict = [](int, const std::string&) { return "incorrect"; };
@@ -1197,8 +1177,7 @@ TEST_CASE("a cancelled task stops at its line's next step", "[agents][line][canc
   }
 }
 
-TEST_CASE("a resumed task neither generates its seeds again nor reruns an ended line",
-          "[agents][line][resume]") {
+TEST_CASE("a resumed task neither generates its seeds again nor reruns an ended line", "[agents][line][resume]") {
   fixture f("resume-ended");
   f.script.generator = 1;
   test_system_config cfg;
@@ -1263,12 +1242,12 @@ TEST_CASE("a line resumes after its last completed round", "[agents][line][resum
   auto all = f.trajectory();
   std::vector<trajectory_entry> t(all.begin() + static_cast<long>(entries), all.end());
   CHECK(kinds(t) == "note plan optimize review plan optimize review note");
-  CHECK(t[0].summary == "resumed at round 1 after a restart, from " + short_id(first.out.best.id) +
-                            " (best 1.40)");
+  CHECK(t[0].summary == "resumed at round 1 after a restart, from " + short_id(first.out.best.id) + " (best 1.40)");
   CHECK(t[0].round == 1);
   CHECK(t[1].round == 2);
-  CHECK(w.states() == "optimizing planning optimizing reviewing optimizing planning optimizing "
-                      "reviewing optimizing done");
+  CHECK(w.states() ==
+        "optimizing planning optimizing reviewing optimizing planning optimizing "
+        "reviewing optimizing done");
   // The first progress line of the resumed line says so (it went out empty before).
   REQUIRE_FALSE(w.progress.empty());
   CHECK(w.progress.front().detail == t[0].summary);
@@ -1301,8 +1280,8 @@ TEST_CASE("a repairer that keeps crashing ends its line with the reason", "[agen
   caf::actor_system sys{cfg};
   scripted_review rv(sys, f);
   auto o = f.options(1, 2);
-  o.backend = std::make_shared<scripted_coder>(
-      f.model, nullptr, [](const repair_input&) -> std::optional<result<candidate>> {
+  o.backend =
+      std::make_shared<scripted_coder>(f.model, nullptr, [](const repair_input&) -> std::optional<result<candidate>> {
         throw std::runtime_error("the repairer crashed on purpose");
       });
   watched_run w = run_watched(sys, o, rv.reviewer);
@@ -1442,8 +1421,8 @@ bool wait_for_checkpoint(fixture& f, const std::string& task, size_t k, uint32_t
 
 bool is_optimizer(const recorded_request& r) {
   auto body = r.body_json();
-  return body.is_object() && body["messages"][0]["content"].get<std::string>().find("You are the optimizer") !=
-                                 std::string::npos;
+  return body.is_object() &&
+         body["messages"][0]["content"].get<std::string>().find("You are the optimizer") != std::string::npos;
 }
 
 // When each optimizer request reached the model server, in order.
@@ -1482,9 +1461,10 @@ double seconds_between(steady::time_point a, steady::time_point b) {
 
 }  // namespace
 
-TEST_CASE("an agent that hangs is replaced after its timeout and its request re-sent, and the task "
-          "goes on",
-          "[agents][supervision][hang]") {
+TEST_CASE(
+    "an agent that hangs is replaced after its timeout and its request re-sent, and the task "
+    "goes on",
+    "[agents][supervision][hang]") {
   fixture f("hang");
   f.script.generator = 1;  // the seed is correct
   // The first optimizer call hangs in the model: its answer comes 6 s late.
@@ -1523,7 +1503,8 @@ TEST_CASE("an agent that hangs is replaced after its timeout and its request re-
   CHECK(count_kind(f.trajectory(), "optimize") == 2);
 }
 
-TEST_CASE("an agent that keeps hanging ends its line with the reason, and the task ends", "[agents][supervision][hang]") {
+TEST_CASE("an agent that keeps hanging ends its line with the reason, and the task ends",
+          "[agents][supervision][hang]") {
   fixture f("hang-always");
   f.script.generator = 1;
   // Every optimizer call hangs well past the timeout.
@@ -1603,7 +1584,7 @@ TEST_CASE("an agent killed while it works: its request is answered, and the next
 TEST_CASE("a seed line killed mid-run starts again from its checkpoint, and the task loses nothing",
           "[agents][supervision][line]") {
   fixture f("line-killed");
-  f.script.generator = 1;  // both seeds correct
+  f.script.generator = 1;                      // both seeds correct
   slow_optimizer(f, [](int) { return 0.3; });  // a round takes a while: the kill lands mid-line
   test_system_config cfg;
   caf::actor_system sys{cfg};
@@ -1729,9 +1710,10 @@ TEST_CASE("a coordinator killed mid-run: the daemon's scheduler resumes its task
   CHECK(t.best_speedup > 0);
 }
 
-TEST_CASE("a seed line killed at each start is given up on after its restarts, and the task ends with the other "
-          "line's work",
-          "[agents][supervision][line]") {
+TEST_CASE(
+    "a seed line killed at each start is given up on after its restarts, and the task ends with the other "
+    "line's work",
+    "[agents][supervision][line]") {
   fixture f("line-killed-always");
   f.script.generator = 1;  // both seeds correct
   slow_optimizer(f, [](int) { return 0.3; });
@@ -1763,7 +1745,6 @@ TEST_CASE("a seed line killed at each start is given up on after its restarts, a
   CHECK(count_kind(t, "seed") == 2);
   CHECK(count_kind(t, "review") >= 2);
 }
-
 
 TEST_CASE("a coordinator killed at each resume fails its task with the reason, and its work stays in the store",
           "[agents][supervision][coordinator]") {

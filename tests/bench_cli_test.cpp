@@ -83,7 +83,8 @@ TEST_CASE("bench --help says what it does, and bad requests get clear messages",
                            "Resumable", "--no-overlap", "--build-timeout", "--problem-timeout"})
     CHECK_THAT(help.text, Contains(what));
   const fs::path dir = scratch("usage");
-  auto unknown = kernelskill("bench " + quote(kGood / "relu.py") + " --out " + quote(dir / "o") + " --ablation full,no-memory");
+  auto unknown =
+      kernelskill("bench " + quote(kGood / "relu.py") + " --out " + quote(dir / "o") + " --ablation full,no-memory");
   CHECK(unknown.status == 2);
   CHECK_THAT(unknown.text, Contains("unknown variant 'no-memory' (known: full, no-ltm, no-stm, no-ltm-stm)"));
   auto llm = kernelskill("bench " + quote(kGood / "relu.py") + " --out " + quote(dir / "o") + " --coder llm");
@@ -109,10 +110,17 @@ TEST_CASE("the side-by-side script checks ModelNew against the problem's Model a
   json models = json::array();
   for (const char* v : {"exact", "loose", "wrong", "reseeded", "broken"})
     models.push_back({{"variant", v}, {"path", (stand_ins / (std::string(v) + "_new.py")).string()}, {"sha256", v}});
-  json manifest = {{"seed", 42}, {"trials", 2}, {"reps", 1}, {"tolerances", {1e-4, 1e-2}},
+  json manifest = {{"seed", 42},
+                   {"trials", 2},
+                   {"reps", 1},
+                   {"tolerances", {1e-4, 1e-2}},
                    {"builds", (dir / "build").string()},
-                   {"problems", {{{"key", "good/gemm_relu_divide"}, {"name", "gemm_relu_divide"}, {"level", "good"},
-                                  {"problem", (kGood / "gemm_relu_divide.py").string()}, {"models", models}}}}};
+                   {"problems",
+                    {{{"key", "good/gemm_relu_divide"},
+                      {"name", "gemm_relu_divide"},
+                      {"level", "good"},
+                      {"problem", (kGood / "gemm_relu_divide.py").string()},
+                      {"models", models}}}}};
   std::ofstream(dir / "manifest.json") << manifest.dump();
   auto out = ks::test::run_shell(python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
                                  quote(dir / "manifest.json") + " --kb-measure --kb-cpu-check --kb-out " +
@@ -144,14 +152,16 @@ TEST_CASE("the side-by-side script checks ModelNew against the problem's Model a
 TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and resumes", "[bench][nogpu]") {
   const std::string python = python_with_torch();
   if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
-  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status == 0)
-    KS_SKIP("PyTorch sees a GPU here: the measurement would run (bench/kernelbench/bench.sh measures on the GPU machine)");
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status ==
+      0)
+    KS_SKIP(
+        "PyTorch sees a GPU here: the measurement would run (bench/kernelbench/bench.sh measures on the GPU machine)");
   const fs::path dir = scratch("e2e");
   std::ofstream(dir / "gpu.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
                                   << "\n  local: [0]\nbudgets: {repair_attempts: 1}\nreview: {trials: 2}\n";
   const fs::path out = dir / "out";
-  const std::string args = "bench " + quote(kGood / "relu.py") + " " + quote(kGood / "gemm_relu_divide.py") + " --out " +
-                           quote(out) + " --config " + quote(dir / "gpu.yaml") +
+  const std::string args = "bench " + quote(kGood / "relu.py") + " " + quote(kGood / "gemm_relu_divide.py") +
+                           " --out " + quote(out) + " --config " + quote(dir / "gpu.yaml") +
                            " --seeds 1 --rounds 1 --coder rules --jobs 1 --python " + python;
   auto first = kernelskill(args);
   INFO(first.text);
@@ -239,8 +249,10 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   // The CPU check's rows are never taken for the measurement, even for the exported model.
   const std::string sha = read_json(out / "variants/full/models/export.json")["relu"]["sha256"];
   std::ofstream(out / "measure/results-cpu.jsonl")
-      << json{{"key", "good/relu"}, {"timed", false},
-              {"variants", {{"full", {{"sha256", sha}, {"correct", {{"0.0001", true}, {"0.01", true}}}}}}}}.dump()
+      << json{{"key", "good/relu"},
+              {"timed", false},
+              {"variants", {{"full", {{"sha256", sha}, {"correct", {{"0.0001", true}, {"0.01", true}}}}}}}}
+             .dump()
       << "\n";
   auto third = kernelskill(args);
   CHECK(third.status == 3);
@@ -253,16 +265,17 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   // problem is measured again, here where there is no GPU to do it.
   const std::string gemm_sha = read_json(out / "variants/full/models/export.json")["gemm_relu_divide"]["sha256"];
   auto timed_row = [](const std::string& key, const std::string& model_sha, bool failed) {
-    json row = {{"key", key},
-                {"timed", true},
-                {"eager_ms", 1.0},
-                {"variants",
-                 {{"full", {{"sha256", model_sha}, {"ours_ms", 0.5}, {"correct", {{"0.0001", true}, {"0.01", true}}}}}}}};
+    json row = {
+        {"key", key},
+        {"timed", true},
+        {"eager_ms", 1.0},
+        {"variants",
+         {{"full", {{"sha256", model_sha}, {"ours_ms", 0.5}, {"correct", {{"0.0001", true}, {"0.01", true}}}}}}}};
     if (failed) row["error"] = "the problem's Model: CUDA out of memory";
     return row.dump() + "\n";
   };
-  std::ofstream(out / "measure/results-0.jsonl") << timed_row("good/relu", sha, false)
-                                                 << timed_row("good/gemm_relu_divide", gemm_sha, false);
+  std::ofstream(out / "measure/results-0.jsonl")
+      << timed_row("good/relu", sha, false) << timed_row("good/gemm_relu_divide", gemm_sha, false);
   auto measured = kernelskill(args + " --run-name 'a test run' --commit 0123abc");
   INFO(measured.text);
   CHECK(measured.status == 0);
@@ -285,13 +298,14 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
     CHECK(page.status == 0);
     const std::string md = read(site / "page.md");
     CHECK_THAT(md, Contains("| relu | 1.0000 | — | 0.5000 | 2.00x | — | yes |"));
-    CHECK_THAT(md, Contains("2 problems, 2 correct; ours over eager 2.000x in geometric mean over the 2 correct and timed"));
+    CHECK_THAT(
+        md, Contains("2 problems, 2 correct; ours over eager 2.000x in geometric mean over the 2 correct and timed"));
   }
   auto bad_commit = kernelskill(args + " --commit HEAD");
   CHECK(bad_commit.status == 2);
   CHECK_THAT(bad_commit.text, Contains("--commit 'HEAD' is not a commit"));
-  std::ofstream(out / "measure/results-0.jsonl") << timed_row("good/relu", sha, true)
-                                                 << timed_row("good/gemm_relu_divide", gemm_sha, false);
+  std::ofstream(out / "measure/results-0.jsonl")
+      << timed_row("good/relu", sha, true) << timed_row("good/gemm_relu_divide", gemm_sha, false);
   auto remeasure = kernelskill(args);
   INFO(remeasure.text);
   CHECK(remeasure.status == 3);
@@ -338,8 +352,8 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   CHECK(fs::exists(out / "variants/full/run/tasks/gemm_relu_divide/outcome.json"));
 
   // Another config for the same variant is refused, not mixed into its results.
-  auto other = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "gemm_relu_divide.py") + " --out " +
-                           quote(out) + " --config " + quote(dir / "gpu.yaml") +
+  auto other = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "gemm_relu_divide.py") +
+                           " --out " + quote(out) + " --config " + quote(dir / "gpu.yaml") +
                            " --seeds 1 --rounds 2 --jobs 1 --python " + python);
   CHECK(other.status == 1);
   CHECK_THAT(other.text, Contains("records the config variant full ran with"));
@@ -365,16 +379,18 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
 TEST_CASE("bench runs the ablation full, no-ltm, no-stm on the stand-in and reports its checks", "[bench][nogpu]") {
   const std::string python = python_with_torch();
   if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
-  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status == 0)
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status ==
+      0)
     KS_SKIP("PyTorch sees a GPU here: the measurement would run (the GPU machine runs the ablation with a GPU)");
   const fs::path dir = scratch("ablation");
   std::ofstream(dir / "gpu.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()
                                   << "\n  local: [0]\nbudgets: {repair_attempts: 1}\nreview: {trials: 2}\n";
   const fs::path out = dir / "out";
   const uint32_t rounds = 4;
-  auto r = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "scalar_multiply.py") + " --out " +
-                       quote(out) + " --config " + quote(dir / "gpu.yaml") + " --seeds 1 --rounds " +
-                       std::to_string(rounds) + " --coder rules --jobs 1 --ablation full,no-ltm,no-stm --python " + python);
+  auto r =
+      kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "scalar_multiply.py") + " --out " +
+                  quote(out) + " --config " + quote(dir / "gpu.yaml") + " --seeds 1 --rounds " +
+                  std::to_string(rounds) + " --coder rules --jobs 1 --ablation full,no-ltm,no-stm --python " + python);
   INFO(r.text);
   REQUIRE(r.status == 3);  // everything but the measurement
   for (const char* v : {"full", "no-ltm", "no-stm"}) {
@@ -386,7 +402,8 @@ TEST_CASE("bench runs the ablation full, no-ltm, no-stm on the stand-in and repo
     std::string text = read(out / "variants" / v / "config.yaml"), kept;
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);)
-      if (line.rfind("#", 0) != 0 && line.find("memory:") == std::string::npos && line.find("name:") == std::string::npos)
+      if (line.rfind("#", 0) != 0 && line.find("memory:") == std::string::npos &&
+          line.find("name:") == std::string::npos)
         kept += line + "\n";
     return kept;
   };
@@ -474,7 +491,8 @@ TEST_CASE("bench runs the ablation full, no-ltm, no-stm on the stand-in and repo
 TEST_CASE("bench on a GPU builds models and warms torch.compile during the run, then measures", "[bench][gpu]") {
   const std::string python = python_with_torch();
   if (python.empty()) FAIL("no Python with PyTorch");
-  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status != 0)
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status !=
+      0)
     KS_SKIP("PyTorch sees no GPU here (the GPU machine runs this case)");
   const fs::path dir = scratch("overlap");
   std::ofstream(dir / "gpu.yaml") << "gpus:\n  local: [0]\nbudgets: {repair_attempts: 1, tasks_in_flight: 1}\n"
@@ -483,9 +501,10 @@ TEST_CASE("bench on a GPU builds models and warms torch.compile during the run, 
   // Two rounds: the preparation hands out builds every 5 s after PyTorch has loaded
   // (5-15 s); with no rounds the H100 ran the three tasks in 6 s, before its first look,
   // and every model was built by the measurement instead.
-  auto r = kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "scalar_multiply.py") + " " +
-                       quote(kGood / "layer_norm.py") + " --out " + quote(out) + " --config " + quote(dir / "gpu.yaml") +
-                       " --seeds 1 --rounds 2 --reps 5 --trials 1 --jobs 4 --python " + python);
+  auto r =
+      kernelskill("bench " + quote(kGood / "relu.py") + " " + quote(kGood / "scalar_multiply.py") + " " +
+                  quote(kGood / "layer_norm.py") + " --out " + quote(out) + " --config " + quote(dir / "gpu.yaml") +
+                  " --seeds 1 --rounds 2 --reps 5 --trials 1 --jobs 4 --python " + python);
   INFO(r.text);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.text, Contains("[prepare] warming torch.compile for 3 problems during the run"));
@@ -526,10 +545,18 @@ TEST_CASE("the side-by-side script bounds each model's build and reports one tha
   std::ofstream(dir / "build" / "ks_quick_build" / "lock");  // as a killed build leaves it
   json models = {{{"variant", "stuck"}, {"path", (stand_ins / "stuck_build_new.py").string()}, {"sha256", "a"}},
                  {{"variant", "quick"}, {"path", (stand_ins / "quick_build_new.py").string()}, {"sha256", "b"}}};
-  json manifest = {{"seed", 42}, {"trials", 1}, {"reps", 1}, {"tolerances", {1e-4, 1e-2}},
-                   {"builds", (dir / "build").string()}, {"build_timeout", 15},
-                   {"problems", {{{"key", "good/relu"}, {"name", "relu"}, {"level", "good"},
-                                  {"problem", (kGood / "relu.py").string()}, {"models", models}}}}};
+  json manifest = {{"seed", 42},
+                   {"trials", 1},
+                   {"reps", 1},
+                   {"tolerances", {1e-4, 1e-2}},
+                   {"builds", (dir / "build").string()},
+                   {"build_timeout", 15},
+                   {"problems",
+                    {{{"key", "good/relu"},
+                      {"name", "relu"},
+                      {"level", "good"},
+                      {"problem", (kGood / "relu.py").string()},
+                      {"models", models}}}}};
   std::ofstream(dir / "manifest.json") << manifest.dump();
   const std::string script =
       python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " + quote(dir / "manifest.json");
@@ -557,8 +584,8 @@ TEST_CASE("the side-by-side script bounds each model's build and reports one tha
   auto again = ks::test::run_shell(script + " --kb-prebuild --jobs 2 2>&1");
   CHECK_THAT(again.text, Contains("2 of 2 models built already (or not to be tried again)"));
   // The measurement reports the reason and measures the other model.
-  auto measured = ks::test::run_shell(script + " --kb-measure --kb-cpu-check --kb-out " + quote(dir / "rows.jsonl") +
-                                      " 2>&1");
+  auto measured =
+      ks::test::run_shell(script + " --kb-measure --kb-cpu-check --kb-out " + quote(dir / "rows.jsonl") + " 2>&1");
   INFO(measured.text);
   REQUIRE(measured.status == 0);
   const json row = json::parse(read(dir / "rows.jsonl"));
@@ -580,18 +607,26 @@ TEST_CASE("the side-by-side script bounds each torch.compile warm-up and names o
   const fs::path dir = scratch("warm-bound");
   json problems = json::array();
   for (const char* name : {"relu", "layer_norm"})
-    problems.push_back({{"key", std::string("good/") + name}, {"name", name}, {"level", "good"},
-                        {"problem", (kGood / (std::string(name) + ".py")).string()}, {"models", json::array()}});
-  json manifest = {{"seed", 42}, {"trials", 1}, {"reps", 1}, {"tolerances", {1e-4, 1e-2}},
-                   {"builds", (dir / "build").string()}, {"problem_timeout", 3}, {"problems", problems}};
+    problems.push_back({{"key", std::string("good/") + name},
+                        {"name", name},
+                        {"level", "good"},
+                        {"problem", (kGood / (std::string(name) + ".py")).string()},
+                        {"models", json::array()}});
+  json manifest = {{"seed", 42},
+                   {"trials", 1},
+                   {"reps", 1},
+                   {"tolerances", {1e-4, 1e-2}},
+                   {"builds", (dir / "build").string()},
+                   {"problem_timeout", 3},
+                   {"problems", problems}};
   std::ofstream(dir / "manifest.json") << manifest.dump();
   const fs::path sleeps = dir / "sleeps";
   const auto t0 = std::chrono::steady_clock::now();
-  auto warmed = ks::test::run_shell(
-      "PYTHONPATH=" + quote(kSource / "tests" / "data" / "bench_bounds" / "hang_warm") + " KS_HANG_WARM=" +
-      quote(sleeps) + " TORCHINDUCTOR_CACHE_DIR=" + quote(dir / "inductor") + " " + python + " " +
-      quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " + quote(dir / "manifest.json") +
-      " --kb-warm --jobs 1 2>&1");
+  auto warmed =
+      ks::test::run_shell("PYTHONPATH=" + quote(kSource / "tests" / "data" / "bench_bounds" / "hang_warm") +
+                          " KS_HANG_WARM=" + quote(sleeps) + " TORCHINDUCTOR_CACHE_DIR=" + quote(dir / "inductor") +
+                          " " + python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
+                          quote(dir / "manifest.json") + " --kb-warm --jobs 1 2>&1");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(warmed.text);
   CHECK(warmed.status == 0);
@@ -619,7 +654,8 @@ TEST_CASE("the side-by-side script bounds each torch.compile warm-up and names o
 TEST_CASE("bench ends a problem whose measurement runs past its bound, records why, and goes on", "[bench][bounds]") {
   const std::string python = python_with_torch();
   if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
-  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status == 0)
+  if (ks::test::run_shell(python + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'").status ==
+      0)
     KS_SKIP("PyTorch sees a GPU here: the stand-in Python's builds and warm-ups would really run");
   const fs::path dir = scratch("problem-bound");
   std::ofstream(dir / "gpu.yaml") << "gpus:\n  worker_binary: " << (kBin / "ks-scripted-gpu").string()

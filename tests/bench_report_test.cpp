@@ -83,9 +83,9 @@ TEST_CASE("geometric means are over positive finite values, and absent when ther
 TEST_CASE("fast_p counts correct problems faster than p, strictly, over every problem whose outcome is known",
           "[bench][metrics]") {
   const std::vector<problem_measure> ps = {
-      measured(true, 2.0, 1.0, 1.0),     // 2.0x over eager (exactly 2), 1.0x over compile (exactly 1)
-      measured(true, 1.5, 1.0, 3.0),     // 1.5x (exactly 1.5), 3.0x over compile
-      measured(true, 1.0, 1.0),          // 1.0x, compile not timed
+      measured(true, 2.0, 1.0, 1.0),         // 2.0x over eager (exactly 2), 1.0x over compile (exactly 1)
+      measured(true, 1.5, 1.0, 3.0),         // 1.5x (exactly 1.5), 3.0x over compile
+      measured(true, 1.0, 1.0),              // 1.0x, compile not timed
       measured(false, 4.0, 1.0, 1.0, true),  // 4x but wrong at 1e-4 (right at 1e-2): not fast
       with_state(measure_state::no_kernel),  // no kernel: in the denominator, not fast
       with_state(measure_state::pending),    // not measured yet: left out
@@ -151,15 +151,18 @@ TEST_CASE("the best speedup by round is the running maximum of the reviews the r
       review(0, review_status::incorrect, 0),
       review(0, review_status::ok, 1.2),
       plan,
-      review(1, review_status::ok, 25, "origin x: ok, speedup 25.00. Flag speedup_above_threshold: a speedup above 20x"),
+      review(1, review_status::ok, 25,
+             "origin x: ok, speedup 25.00. Flag speedup_above_threshold: a speedup above 20x"),
       review(1, review_status::ok, 1.1),
-      review(2, review_status::ok, 3.0, "origin y: ok. Flag output_independent_of_input: its outputs in trials 0 and 1"),
+      review(2, review_status::ok, 3.0,
+             "origin y: ok. Flag output_independent_of_input: its outputs in trials 0 and 1"),
       review(2, review_status::ok, 1.8),
       review(3, review_status::crashed, 0),
   };
   CHECK(best_by_round(t, 3) == std::vector<double>{1.2, 1.2, 1.8, 1.8});
   // A task whose first kept kernel came in round 1.
-  const std::vector<trajectory_entry> late = {review(0, review_status::compile_error, 0), review(1, review_status::ok, 1.3)};
+  const std::vector<trajectory_entry> late = {review(0, review_status::compile_error, 0),
+                                              review(1, review_status::ok, 1.3)};
   CHECK(best_by_round(late, 3) == std::vector<double>{0, 1.3, 1.3, 1.3});
 
   const auto points = speedup_by_round({best_by_round(t, 3), best_by_round(late, 3)});
@@ -176,12 +179,12 @@ TEST_CASE("the best speedup by round is the running maximum of the reviews the r
 
 TEST_CASE("the rounds against the seeds: which tasks the rounds made faster, and by how much", "[bench][metrics]") {
   const rounds_vs_seeds s = compare_rounds_to_seeds({
-      {"flat", {1.5, 1.5}},         // the rounds found nothing faster
-      {"small", {2.0, 2.02}},       // faster, within 2 %
-      {"big", {1.0, 1.25}},         // faster by 25 %
-      {"also_big", {2.0, 2.5}},     // the same gain: ties by name
-      {"late", {0, 1.3}},           // no seed kernel: a round found the first
-      {"none", {0, 0}},             // no kernel at all
+      {"flat", {1.5, 1.5}},      // the rounds found nothing faster
+      {"small", {2.0, 2.02}},    // faster, within 2 %
+      {"big", {1.0, 1.25}},      // faster by 25 %
+      {"also_big", {2.0, 2.5}},  // the same gain: ties by name
+      {"late", {0, 1.3}},        // no seed kernel: a round found the first
+      {"none", {0, 0}},          // no kernel at all
       {"empty", {}},
   });
   CHECK(s.tasks == 4);
@@ -216,8 +219,8 @@ TEST_CASE("the rounds against the seeds: which tasks the rounds made faster, and
 // of the same task, the short-term memory's check across two variants, the best
 // speedup by review and two variants compared at the same number of reviews.
 TEST_CASE("moves, repeats, the short-term memory check and the comparison at equal reviews", "[bench][metrics]") {
-  auto entry = [](const std::string& kind, const std::string& cand, const std::string& parent, const std::string& method,
-                  double speedup, double review_s) {
+  auto entry = [](const std::string& kind, const std::string& cand, const std::string& parent,
+                  const std::string& method, double speedup, double review_s) {
     trajectory_entry e;
     e.kind = kind;
     e.candidate_id = cand;
@@ -230,9 +233,9 @@ TEST_CASE("moves, repeats, the short-term memory check and the comparison at equ
   // s0 (seed, 1.0) --a--> k1 (0.8, slower) --back--; a again on s0 (no review: the
   // kernel is known); b on s0 -> k2 (1.5).
   const std::vector<trajectory_entry> t = {
-      entry("review", "s0", "", "", 1.0, 0.5),      entry("plan", "s0", "", "a", 0, 0),
-      entry("optimize", "k1", "s0", "a", 0, 0),     entry("review", "k1", "s0", "a", 0.8, 0.5),
-      entry("review", "k1", "s0", "a", 0.8, 0),     entry("review", "k2", "s0", "b", 1.5, 0.5),
+      entry("review", "s0", "", "", 1.0, 0.5),  entry("plan", "s0", "", "a", 0, 0),
+      entry("optimize", "k1", "s0", "a", 0, 0), entry("review", "k1", "s0", "a", 0.8, 0.5),
+      entry("review", "k1", "s0", "a", 0.8, 0), entry("review", "k2", "s0", "b", 1.5, 0.5),
   };
   const auto moves = moves_of(t);
   REQUIRE(moves.size() == 3);
@@ -343,7 +346,8 @@ TEST_CASE("a log2 axis spans powers of two around the values and 1", "[bench][sv
 }
 
 TEST_CASE("a strip chart draws each value where the axis puts it and leaves out what it cannot draw", "[bench][svg]") {
-  const std::string svg = svg_strip_chart("Speed <&> \"x\"", "speedup", {{"level1", {1.0, 2.0, 0.0}}, {"lvl<2>", {2.0}}});
+  const std::string svg =
+      svg_strip_chart("Speed <&> \"x\"", "speedup", {{"level1", {1.0, 2.0, 0.0}}, {"lvl<2>", {2.0}}});
   CHECK(well_formed_xml(svg));
   CHECK_THAT(svg, Contains("Speed &lt;&amp;&gt; &quot;x&quot;"));
   CHECK_THAT(svg, Contains("lvl&lt;2&gt;"));
@@ -355,8 +359,8 @@ TEST_CASE("a strip chart draws each value where the axis puts it and leaves out 
 }
 
 TEST_CASE("line and bar charts put points and bars at their values", "[bench][svg]") {
-  const std::string lines = svg_line_chart("by round", "round", "speedup",
-                                           {{"full", {{0, 1.0}, {1, 1.5}, {2, 2.0}}}, {"no-ltm", {{0, 1.0}, {1, NAN}}}});
+  const std::string lines = svg_line_chart(
+      "by round", "round", "speedup", {{"full", {{0, 1.0}, {1, 1.5}, {2, 2.0}}}, {"no-ltm", {{0, 1.0}, {1, NAN}}}});
   CHECK(well_formed_xml(lines));
   CHECK(count(lines, "<polyline") == 2);
   CHECK(count(lines, "<circle") == 4);  // NaN left out
@@ -483,7 +487,8 @@ TEST_CASE("the bench summary says where torch.compile itself is not within 1e-4 
   CHECK_THAT(md, Contains("torch.compile's own outputs are within 1e-4 of eager's on 1 of 2 problems (the trials ours "
                           "is checked on); not on: 1_conv."));
   CHECK_THAT(md, Contains("torch.compile itself is not within 1e-4 of eager (1 of 3 trials; max abs error 0.0025)"));
-  CHECK(md.find("2_gemm | level2 | 4.0000 | 2.0000 | 3.0000 | 1.33x | 0.67x | yes / yes | 0.00x | 0 |  |") != std::string::npos);
+  CHECK(md.find("2_gemm | level2 | 4.0000 | 2.0000 | 3.0000 | 1.33x | 0.67x | yes / yes | 0.00x | 0 |  |") !=
+        std::string::npos);
 }
 
 // The per-problem rows `bench` writes for docs/results (scripts/results_page.py's
@@ -535,5 +540,6 @@ TEST_CASE("the bench's per-problem rows are docs/results' CSV, with what was and
   r.measurement = "not measured: no CUDA GPU";
   const std::string unknown = bench_results_csv(r, 0, {"r2", "2026-12-06", "unknown", "commit unknown: no git"});
   CHECK_THAT(unknown, Contains("r2,2026-12-06,unknown,none (not measured),2,1_conv,4.0000,2.5000,3.0000,"));
-  CHECK_THAT(unknown, Contains(",relu,4.0000,2.5000,,,,,,1.25,1,,,commit unknown: no git; not measured: no CUDA GPU\n"));
+  CHECK_THAT(unknown,
+             Contains(",relu,4.0000,2.5000,,,,,,1.25,1,,,commit unknown: no git; not measured: no CUDA GPU\n"));
 }

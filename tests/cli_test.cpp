@@ -28,13 +28,10 @@ using ks::test::command_output;
 
 command_output run(const std::string& args) { return ks::test::run_shell(ks_bin + " " + args + " 2>&1"); }
 
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 std::filesystem::path scratch_dir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("ks-cli-test-" + std::to_string(::getpid()));
+  auto dir = std::filesystem::temp_directory_path() / ("ks-cli-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -45,8 +42,7 @@ TEST_CASE("help explains the program and every subcommand", "[cli]") {
   auto top = run("--help");
   CHECK(top.status == 0);
   for (auto* sub : {"run", "check", "task", "plan", "devices"}) CHECK(contains(top.text, sub));
-  for (auto* sub : {"run --help", "check --help", "task check --help", "plan check --help",
-                    "devices --help"}) {
+  for (auto* sub : {"run --help", "check --help", "task check --help", "plan check --help", "devices --help"}) {
     auto out = run(sub);
     INFO(sub);
     CHECK(out.status == 0);
@@ -79,8 +75,7 @@ TEST_CASE("check names the file, line and key of a bad config", "[cli]") {
 }
 
 TEST_CASE("task check validates the example tasks and reports a bad one", "[cli]") {
-  auto ok = run("task check " + src + "/examples/tasks/softmax.yaml " + src +
-                "/examples/tasks/layernorm.yaml");
+  auto ok = run("task check " + src + "/examples/tasks/softmax.yaml " + src + "/examples/tasks/layernorm.yaml");
   CHECK(ok.status == 0);
   CHECK(contains(ok.text, "task 'softmax'"));
   auto dir = scratch_dir();
@@ -150,8 +145,8 @@ TEST_CASE("export writes a ModelNew file from a run's output, and refuses what i
   std::ofstream(task_dir / "outcome.json")
       << R"({"task": "gelu", "success": true, "best_candidate": "abc123", "best_origin": "seed:elementwise",
              "compile_options": ["--use_fast_math"], "rounds": 2})";
-  auto out = run("export --task " + src + "/examples/tasks/gelu.yaml --run-dir " + (dir / "out").string() +
-                 " --out " + (dir / "gelu_new.py").string());
+  auto out = run("export --task " + src + "/examples/tasks/gelu.yaml --run-dir " + (dir / "out").string() + " --out " +
+                 (dir / "gelu_new.py").string());
   INFO(out.text);
   CHECK(out.status == 0);
   CHECK(contains(out.text, "ModelNew for gelu"));
@@ -214,8 +209,8 @@ TEST_CASE("skills list and check describe the repo's library", "[cli][skills]") 
 TEST_CASE("skills show prints a method's knowledge and where the table uses it", "[cli][skills]") {
   auto out = run("skills show vectorize_loads");
   CHECK(out.status == 0);
-  for (auto* part : {"Preconditions:", "Expected effect:", "Forbidden patterns:", "Sources:",
-                     "Allowed by cases:", "Example:", "Rules coder:"})
+  for (auto* part : {"Preconditions:", "Expected effect:", "Forbidden patterns:", "Sources:", "Allowed by cases:",
+                     "Example:", "Rules coder:"})
     CHECK(contains(out.text, part));
   auto typo = run("skills show vectorise_loads");
   CHECK(typo.status == 1);
@@ -264,8 +259,16 @@ TEST_CASE("skills explain says when experience moved the choice", "[cli][skills]
     // vectorize_loads, the table's choice for this evidence, gave its lines nothing in
     // six applications to elementwise kernels (wrong three times, slower three times).
     for (int i = 0; i < 6; ++i) {
-      ks::experience_record r{"vectorize_loads", "memory_bandwidth", "streaming", "t" + std::to_string(i), 2,
-                              1.0, i < 3 ? 0.0 : 0.9, i >= 3, {}, 0};
+      ks::experience_record r{"vectorize_loads",
+                              "memory_bandwidth",
+                              "streaming",
+                              "t" + std::to_string(i),
+                              2,
+                              1.0,
+                              i < 3 ? 0.0 : 0.9,
+                              i >= 3,
+                              {},
+                              0};
       r.template_name = "elementwise";
       REQUIRE((*db)->record_experience(r));
     }
@@ -296,8 +299,7 @@ TEST_CASE("skills explain says when experience moved the choice", "[cli][skills]
   std::filesystem::remove_all(dir.parent_path());
 }
 
-TEST_CASE("skills install versions the library into a store, and stats reads experience",
-          "[cli][skills][store]") {
+TEST_CASE("skills install versions the library into a store, and stats reads experience", "[cli][skills][store]") {
   auto dir = scratch_dir() / "memory";
   auto install = run("skills install --memory " + dir.string());
   CHECK(install.status == 0);

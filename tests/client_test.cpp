@@ -21,8 +21,8 @@
 #include <httplib.h>
 
 #include "daemon/api_client.hpp"
-#include "tests/support/daemon_fixture.hpp"
 #include "tests/support/command_output.hpp"
+#include "tests/support/daemon_fixture.hpp"
 
 namespace {
 
@@ -48,13 +48,10 @@ command_output kernelskill(const std::string& args, const std::string& env = "")
 // The same with stdout on a pseudo-terminal (util-linux `script`, in bsdutils, which
 // Debian always installs), so that the command draws as it would for a person.
 command_output kernelskill_on_tty(const std::string& args) {
-  return run_shell("env -u KS_TOKEN -u KS_SERVER script -qec '" + ks_bin + " " + args +
-                   "' /dev/null 2>&1");
+  return run_shell("env -u KS_TOKEN -u KS_SERVER script -qec '" + ks_bin + " " + args + "' /dev/null 2>&1");
 }
 
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -105,7 +102,7 @@ TEST_CASE("submit, status, watch until done, result", "[client]") {
   auto tty = kernelskill_on_tty("watch " + id + " " + server);
   INFO(tty.text);
   CHECK(tty.status == 0);
-  CHECK(contains(tty.text, "\u2588"));    // the bar's filled part: done is a full bar
+  CHECK(contains(tty.text, "\u2588"));   // the bar's filled part: done is a full bar
   CHECK(contains(tty.text, "\x1b[2K"));  // lines cleared before they are redrawn
 
   auto done = d.client().status(id);
@@ -130,8 +127,8 @@ TEST_CASE("submit, status, watch until done, result", "[client]") {
   REQUIRE(!api->kernel_source.empty());
   CHECK(read_text(out / "kernel.cu") == api->kernel_source);
   // plan.yaml is the launch plan in the plan file format, which plan check reads back.
-  auto plan_check = kernelskill("plan check " + (out / "plan.yaml").string() + " --task " + softmax +
-                                " --source " + (out / "kernel.cu").string() + " --size cpu");
+  auto plan_check = kernelskill("plan check " + (out / "plan.yaml").string() + " --task " + softmax + " --source " +
+                                (out / "kernel.cu").string() + " --size cpu");
   INFO(plan_check.text);
   CHECK(plan_check.status == 0);
   CHECK(nlohmann::json::parse(read_text(out / "review.json")) == api->review);
@@ -164,7 +161,8 @@ TEST_CASE("cancel a queued task at once, a running one at its next step", "[clie
   running_daemon d({.tasks_in_flight = 1, .rounds = 50, .review_ms = 1500});
   std::string server = "--server " + d.url();
   std::string first = submit_quiet(d, softmax);
-  d.wait_for(first, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
+  d.wait_for(
+      first, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
   std::string second = submit_quiet(d, gelu);
   CHECK(d.client().status(second)->task.state == "queued");
 
@@ -182,7 +180,8 @@ TEST_CASE("cancel a queued task at once, a running one at its next step", "[clie
   auto running = kernelskill("cancel " + first + " " + server);
   INFO(running.text);
   CHECK(running.status == 0);
-  auto ended = d.wait_for(first, [](const api_task& t) { return t.ended(); }, 60s, "ended");
+  auto ended = d.wait_for(
+      first, [](const api_task& t) { return t.ended(); }, 60s, "ended");
   CHECK(ended.state == "cancelled");
   CHECK(ended.round < 50);
 
@@ -204,7 +203,8 @@ TEST_CASE("a raised priority runs first, and priority of a running task is refus
   running_daemon d({.tasks_in_flight = 1, .rounds = 50, .review_ms = 1500});
   std::string server = "--server " + d.url();
   std::string blocker = submit_quiet(d, softmax);
-  d.wait_for(blocker, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
+  d.wait_for(
+      blocker, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
   std::string low = submit_quiet(d, gelu);
   std::string high = submit_quiet(d, swish);  // submitted later: without a change it runs last
 
@@ -229,8 +229,8 @@ TEST_CASE("a raised priority runs first, and priority of a running task is refus
 
   // Free the GPU: the next task to start must be the raised one, not the older one.
   REQUIRE(d.client().cancel(blocker).ok());
-  auto started = d.wait_for(high, [](const api_task& t) { return t.state != "queued"; }, 60s,
-                            "started");
+  auto started = d.wait_for(
+      high, [](const api_task& t) { return t.state != "queued"; }, 60s, "started");
   CHECK(started.state != "cancelled");
   CHECK(d.client().status(low)->task.state == "queued");
   REQUIRE(d.client().cancel(high).ok());
@@ -280,8 +280,7 @@ TEST_CASE("no daemon at the address: a clear error and exit status 6", "[client]
   int port = unused_loopback_port();
   std::string url = "http://127.0.0.1:" + std::to_string(port);
   for (const std::string& cmd : std::vector<std::string>{"status", "status x-000001", "cancel x-000001",
-                                                     "watch x-000001", "result x-000001",
-                                                     "submit " + softmax}) {
+                                                         "watch x-000001", "result x-000001", "submit " + softmax}) {
     auto out = kernelskill(cmd + " --server " + url);
     INFO(cmd << "\n" << out.text);
     CHECK(out.status == 6);
@@ -375,11 +374,11 @@ TEST_CASE("submit uploads the .pt module a task names, relative to the task file
   auto out = kernelskill("submit " + (dir / "swish_pt.yaml").string() + " --server " + d.url());
   INFO(out.text);
   REQUIRE(out.status == 0);
-  CHECK(contains(out.text, "module " + std::to_string(fs::file_size(dir / "swish.pt")) +
-                               " bytes uploaded"));
+  CHECK(contains(out.text, "module " + std::to_string(fs::file_size(dir / "swish.pt")) + " bytes uploaded"));
   std::string id = out.text.substr(out.text.find("swish_pt-"));
   id = id.substr(0, id.find(':'));
-  auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
+  auto t = d.wait_for(
+      id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
   INFO(d.log());
   CHECK(t.state == "done");
 }
@@ -404,11 +403,12 @@ TEST_CASE("an imported KernelBench problem with weights is submitted and optimis
   auto out = kernelskill("submit " + (tasks / "gemm_relu_divide.yaml").string() + " --server " + d.url());
   INFO(out.text);
   REQUIRE(out.status == 0);
-  CHECK(contains(out.text, "module " + std::to_string(fs::file_size(tasks / "gemm_relu_divide.pt")) +
-                               " bytes uploaded"));
+  CHECK(
+      contains(out.text, "module " + std::to_string(fs::file_size(tasks / "gemm_relu_divide.pt")) + " bytes uploaded"));
   std::string id = out.text.substr(out.text.find("gemm_relu_divide-"));
   id = id.substr(0, id.find(':'));
-  auto t = d.wait_for(id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
+  auto t = d.wait_for(
+      id, [](const api_task& t) { return t.ended(); }, 120s, "ended");
   INFO(d.log());
   CHECK(t.state == "done");
   // The problem's Python stayed here (the daemon runs no submitted Python): submit said

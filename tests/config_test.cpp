@@ -28,8 +28,8 @@ struct temp_dir {
   fs::path path;
   temp_dir() {
     static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("ks-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    path =
+        fs::temp_directory_path() / ("ks-config-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -200,8 +200,8 @@ serve:
   REQUIRE(r.ok());
   const auto& c = *r;
   CHECK(c.name == "softmax-study");
-  CHECK(c.tasks == std::vector<std::string>{(dir.path / "tasks/a.yaml").string(),
-                                            (dir.path / "tasks/b.yaml").string()});
+  CHECK(c.tasks ==
+        std::vector<std::string>{(dir.path / "tasks/a.yaml").string(), (dir.path / "tasks/b.yaml").string()});
   CHECK_FALSE(c.gpus.local_all);
   CHECK(c.gpus.local_devices == std::vector<int>{1, 0});
   CHECK(c.gpus.remote == std::vector<ks::remote_worker>{{"gpu7", 9001}, {"gpu8", 9002}, {"fe80::1", 9003}});
@@ -274,7 +274,8 @@ TEST_CASE("task paths resolve against the config file's directory, globs sorted"
                                  "  - tasks/*.yaml\n"
                                  "  - ../shared/common.yaml\n"
                                  "  - ../odd/[x]*.yaml\n"
-                                 "  - " + (dir.path / "abs/one.yaml").string() + "\n");
+                                 "  - " +
+                                     (dir.path / "abs/one.yaml").string() + "\n");
   // The process's working directory must not matter.
   const fs::path old_cwd = fs::current_path();
   fs::current_path(dir.path / "abs");
@@ -321,14 +322,28 @@ TEST_CASE("to_yaml round-trips through parse_config", "[config]") {
   c.gpus.worker_binary = "bin/kernelskill-gpu";
   c.gpus.review_timeout_s = 0.1;
   c.gpus.trial_cache_gib = 0.75;
-  c.budgets = {.seeds = 1, .rounds = 0, .repair_attempts = 7, .tasks_in_flight = 5,
-               .llm_requests_in_flight = 9, .device_queue_depth = 11};
+  c.budgets = {.seeds = 1,
+               .rounds = 0,
+               .repair_attempts = 7,
+               .tasks_in_flight = 5,
+               .llm_requests_in_flight = 9,
+               .device_queue_depth = 11};
   c.coder.backend = "llm";
-  c.coder.llm = {.provider = "anthropic", .endpoint = "http://localhost:8000/v1",
-                 .model = "true", .api_key_env = "K", .timeout_s = 1e-3, .reply_timeout_s = 90,
-                 .stream = false, .max_retries = 0, .temperature = 1.7, .max_tokens = 1,
-                 .reasoning = true, .reasoning_effort = "medium", .context_tokens = 4096,
-                 .prompt_tokens = 100, .cache_dir = "#not-a-comment"};
+  c.coder.llm = {.provider = "anthropic",
+                 .endpoint = "http://localhost:8000/v1",
+                 .model = "true",
+                 .api_key_env = "K",
+                 .timeout_s = 1e-3,
+                 .reply_timeout_s = 90,
+                 .stream = false,
+                 .max_retries = 0,
+                 .temperature = 1.7,
+                 .max_tokens = 1,
+                 .reasoning = true,
+                 .reasoning_effort = "medium",
+                 .context_tokens = 4096,
+                 .prompt_tokens = 100,
+                 .cache_dir = "#not-a-comment"};
   c.review = {.trials = 2, .suspicious_speedup = 1.5, .size = "a: b"};
   c.ablation = {.long_term_memory = false, .short_term_memory = true};
   c.memory.path = "~";
@@ -385,8 +400,8 @@ TEST_CASE("parse_host_port reads HOST:PORT and bracketed IPv6", "[config]") {
   CHECK(*ks::parse_host_port("[::1]:65535") == ks::remote_worker{"::1", 65535});
   CHECK(ks::to_string(ks::remote_worker{"::1", 80}) == "[::1]:80");
   CHECK(ks::to_string(ks::remote_worker{"gpu1", 80}) == "gpu1:80");
-  for (const char* bad : {"", "gpu1", "gpu1:", ":80", "gpu1:0", "gpu1:65536", "gpu1:80x",
-                          "::1:80", "[::1]80", "http://gpu1:80", "gpu 1:80"}) {
+  for (const char* bad : {"", "gpu1", "gpu1:", ":80", "gpu1:0", "gpu1:65536", "gpu1:80x", "::1:80", "[::1]80",
+                          "http://gpu1:80", "gpu 1:80"}) {
     INFO(bad);
     auto r = ks::parse_host_port(bad);
     REQUIRE_FALSE(r.ok());
@@ -416,8 +431,7 @@ TEST_CASE("rejects: more than one YAML document", "[config][bad]") {
 }
 
 TEST_CASE("rejects: unknown keys, suggesting the close one", "[config][bad]") {
-  CHECK(rejected("name: x\nbudget:\n  seeds: 2\n") ==
-        "exp.yaml:2:1: unknown key 'budget' (did you mean 'budgets'?)");
+  CHECK(rejected("name: x\nbudget:\n  seeds: 2\n") == "exp.yaml:2:1: unknown key 'budget' (did you mean 'budgets'?)");
   CHECK(rejected("budgets:\n  rounds: 3\n  sedes: 2\n") ==
         "exp.yaml:3:3: unknown key 'budgets.sedes' (did you mean 'budgets.seeds'?)");
   // A key of another section points there.
@@ -439,8 +453,7 @@ TEST_CASE("rejects: a string where an integer belongs", "[config][bad]") {
   // The documented example, to the column.
   CHECK(rejected("# exp\nname: x\n\n\n\nbudgets:\n  rounds: fifteen\n") ==
         "exp.yaml:7:11: budgets.rounds: expected a non-negative integer, got \"fifteen\"");
-  CHECK(rejected("budgets:\n  seeds: 2.5\n") ==
-        "exp.yaml:2:10: budgets.seeds: expected a positive integer, got 2.5");
+  CHECK(rejected("budgets:\n  seeds: 2.5\n") == "exp.yaml:2:10: budgets.seeds: expected a positive integer, got 2.5");
   CHECK(rejected("coder:\n  llm:\n    max_tokens: \"4096\"\n") ==
         "exp.yaml:3:17: coder.llm.max_tokens: expected a positive integer, got \"4096\" "
         "(a quoted string: remove the quotes)");
@@ -472,11 +485,10 @@ TEST_CASE("rejects: counts below their minimum", "[config][bad]") {
   CHECK(rejected("budgets:\n  seeds: 0\n") == "exp.yaml:2:10: budgets.seeds: expected a positive integer, got 0");
   CHECK(rejected("budgets:\n  rounds: -1\n") ==
         "exp.yaml:2:11: budgets.rounds: expected a non-negative integer, got -1");
-  for (const char* key : {"repair_attempts", "tasks_in_flight", "llm_requests_in_flight",
-                          "device_queue_depth"}) {
-    CHECK_THAT(rejected(std::string("budgets:\n  ") + key + ": 0\n"),
-               StartsWith("exp.yaml:2:") &&
-                   Contains(std::string("budgets.") + key + ": expected a positive integer, got 0"));
+  for (const char* key : {"repair_attempts", "tasks_in_flight", "llm_requests_in_flight", "device_queue_depth"}) {
+    CHECK_THAT(
+        rejected(std::string("budgets:\n  ") + key + ": 0\n"),
+        StartsWith("exp.yaml:2:") && Contains(std::string("budgets.") + key + ": expected a positive integer, got 0"));
   }
   CHECK_THAT(rejected("review: {trials: 0}\n"), Contains("review.trials: expected a positive integer, got 0"));
   CHECK_THAT(rejected("coder: {llm: {max_retries: -2}}\n"),
@@ -568,8 +580,7 @@ TEST_CASE("rejects: coder.backend llm without an endpoint or model", "[config][b
   CHECK_THAT(m, Contains("exp.yaml:2:12: coder.backend: is llm, so coder.llm.endpoint must be set"));
   CHECK_THAT(m, Contains("exp.yaml:2:12: coder.backend: is llm, so coder.llm.model must be set"));
   CHECK_THAT(rejected("coder:\n  llm: {endpoint: \"https://x/v1\"}\n  backend: llm\n"),
-             Contains("exp.yaml:3:12") && Contains("coder.llm.model must be set") &&
-                 !Contains("endpoint must be set"));
+             Contains("exp.yaml:3:12") && Contains("coder.llm.model must be set") && !Contains("endpoint must be set"));
   CHECK_THAT(rejected("coder:\n  backend: hybrid\n"),
              Contains("coder.backend: is hybrid, so coder.llm.endpoint must be set"));
   CHECK_THAT(rejected("coder: {llm: {endpoint: api.example.com}}\n"),
@@ -600,8 +611,8 @@ TEST_CASE("rejects: a task glob that matches nothing, naming the directory", "[c
   CHECK(rejected("tasks: [\"tasks/*.yaml\"]\n", dir.path) ==
         "exp.yaml:1:9: tasks[0]: no task files match \"tasks/*.yaml\" in " + (dir.path / "tasks").string());
   CHECK(rejected("tasks: [\"missing/*.yaml\"]\n", dir.path) ==
-        "exp.yaml:1:9: tasks[0]: no task files match \"missing/*.yaml\" (directory " +
-            (dir.path / "missing").string() + " does not exist)");
+        "exp.yaml:1:9: tasks[0]: no task files match \"missing/*.yaml\" (directory " + (dir.path / "missing").string() +
+            " does not exist)");
 }
 
 TEST_CASE("rejects: a missing config file, naming the path", "[config][bad]") {

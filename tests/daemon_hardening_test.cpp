@@ -18,10 +18,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdint>
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -30,24 +30,24 @@
 #include <sstream>
 #include <thread>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/daemon_http.hpp"
 #include "tests/support/daemon_process.hpp"
 #include "tests/support/http_burst.hpp"
 
+using Catch::Contains;
+using ks::testing::burst_result;
+using ks::testing::client_for;
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;
-using ks::testing::read_file;
-using ks::testing::client_for;
-using ks::testing::wait_for;
-using ks::testing::burst_result;
 using ks::testing::http_burst;
 using ks::testing::http_request;
+using ks::testing::read_file;
 using ks::testing::slow_bodies;
-using Catch::Contains;
+using ks::testing::wait_for;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -120,7 +120,8 @@ bool running(pid_t pid) {
 
 // swish with a reference that loops (practically) forever, at every size.
 std::string endless_task(const std::string& name) {
-  return "name: " + name + "\n"
+  return "name: " + name +
+         "\n"
          "reference:\n"
          "  torchscript: |\n"
          "    def forward(x):\n"
@@ -137,8 +138,8 @@ std::string endless_task(const std::string& name) {
 // The child the rules coder's graph export runs for the task, once it is running.
 std::optional<pid_t> wait_for_graph_child(const daemon_process& d, double timeout_s) {
   std::optional<pid_t> child;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   while (!child && std::chrono::steady_clock::now() < deadline) {
     child = descendant_with(d.pid(), "--graph");
     if (!child) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -147,8 +148,8 @@ std::optional<pid_t> wait_for_graph_child(const daemon_process& d, double timeou
 }
 
 bool gone_within(pid_t pid, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   while (running(pid) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return !running(pid);
@@ -160,8 +161,7 @@ struct slow_connection {
   int fd = -1;
   std::string trickle;
   size_t sent = 0;
-  slow_connection(const daemon_process& d, const std::string& opening, std::string more)
-      : trickle(std::move(more)) {
+  slow_connection(const daemon_process& d, const std::string& opening, std::string more) : trickle(std::move(more)) {
     fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -245,7 +245,8 @@ TEST_CASE("cancelling a task ends the child that runs its reference at once", "[
   CHECK(cr->status == 200);
   CHECK(gone_within(*child, 30));
   CHECK_FALSE(descendant_with(d.pid(), "--graph"));
-  REQUIRE(wait_for(c, id, [](const json& t) { return t["state"] != "running" && t["state"] != "queued"; }, 60));
+  REQUIRE(wait_for(
+      c, id, [](const json& t) { return t["state"] != "running" && t["state"] != "queued"; }, 60));
   auto t = json::parse(c.Get(("/api/tasks/" + id).c_str())->body);
   CHECK(t["state"] == "cancelled");
   CHECK(t["reason"] == "cancelled");
@@ -270,7 +271,8 @@ TEST_CASE("a daemon killed with SIGKILL leaves no child running a reference", "[
   auto graph_dirs = [&] {
     int n = 0;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(scratch, ec)) n += e.path().filename().string().rfind("ks-graph-", 0) == 0;
+    for (const auto& e : fs::directory_iterator(scratch, ec))
+      n += e.path().filename().string().rfind("ks-graph-", 0) == 0;
     return n;
   };
   CHECK(graph_dirs() == 1);
@@ -369,7 +371,8 @@ TEST_CASE("slow connections do not keep an authorised request from being answere
   CHECK(anon->status == 401);
 }
 
-TEST_CASE("a request's head and body must arrive within their deadlines, however steadily bytes come", "[daemon][slowloris]") {
+TEST_CASE("a request's head and body must arrive within their deadlines, however steadily bytes come",
+          "[daemon][slowloris]") {
   daemon_options o;
   o.with_gpu = false;
   o.serve_extra = ", header_timeout_s: 2, body_timeout_s: 2";
@@ -382,8 +385,7 @@ TEST_CASE("a request's head and body must arrive within their deadlines, however
   while (lines.size() < 4000) lines += "X-a: b\r\n";
   // A head that never ends (header after header, no blank line), a byte every 300 ms
   // (well inside any per-read timeout).
-  slow.push_back(std::make_unique<slow_connection>(
-      d, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n", lines));
+  slow.push_back(std::make_unique<slow_connection>(d, "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n", lines));
   // A whole head, then a body of 100,000 bytes a byte at a time.
   slow.push_back(std::make_unique<slow_connection>(
       d,
@@ -463,7 +465,8 @@ TEST_CASE("a burst of simultaneous requests is answered, every one", "[daemon][b
   CHECK(h.answered == 256);
   CHECK(h.by_status[200] == 256);
   const std::string task = read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / "swish.yaml");
-  std::vector<std::string> submits(128, http_request("POST", "/api/tasks", task, "application/yaml", "burst-test-token"));
+  std::vector<std::string> submits(128,
+                                   http_request("POST", "/api/tasks", task, "application/yaml", "burst-test-token"));
   auto s = http_burst(d.host(), d.port(), submits, 120);
   INFO(s.summary());
   CHECK(s.answered == 128);
@@ -560,9 +563,11 @@ TEST_CASE("hostile bodies are refused while they arrive, and the daemon's memory
   // Each refused at once, not after parsing 16 MiB.
   for (double ms : r.latency_ms) CHECK(ms < 20000);
   // A deep body on the priority endpoint, and one that is deep but short.
-  const std::string id = json::parse(c.Post("/api/tasks", read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / "swish.yaml"),
-                                            "application/yaml")->body)["id"];
-  auto p = c.Post(("/api/tasks/" + id + "/priority").c_str(), std::string(40, '[') + std::string(40, ']'), "application/json");
+  const std::string id = json::parse(
+      c.Post("/api/tasks", read_file(fs::path(KS_SOURCE_DIR) / "examples" / "tasks" / "swish.yaml"), "application/yaml")
+          ->body)["id"];
+  auto p = c.Post(("/api/tasks/" + id + "/priority").c_str(), std::string(40, '[') + std::string(40, ']'),
+                  "application/json");
   REQUIRE(p);
   CHECK(p->status == 400);
   CHECK_THAT(p->body, Contains("deeper than 32 levels"));
@@ -583,9 +588,8 @@ TEST_CASE("hostile bodies are refused while they arrive, and the daemon's memory
   const long hwm = status_kib(d.pid(), "VmHWM");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const long rss_after = status_kib(d.pid(), "VmRSS");
-  INFO("VmRSS before " << rss_before / 1024 << " MiB, after " << rss_after / 1024 << " MiB, peak "
-                       << hwm_hostile / 1024 << " MiB after the hostile bodies, " << hwm / 1024
-                       << " MiB after the YAML parses");
+  INFO("VmRSS before " << rss_before / 1024 << " MiB, after " << rss_after / 1024 << " MiB, peak " << hwm_hostile / 1024
+                       << " MiB after the hostile bodies, " << hwm / 1024 << " MiB after the YAML parses");
   // Two parses of ~250 MiB at most, with the bodies being read beside them.
   CHECK(hwm - rss_before < 800 * 1024);
   // And the memory went back.

@@ -12,32 +12,32 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 #include <rocksdb/sst_file_reader.h>
 #include <rocksdb/table_properties.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include "tests/support/command_output.hpp"
 #include "tests/support/daemon_http.hpp"
 #include "tests/support/daemon_process.hpp"
-#include "tests/support/command_output.hpp"
 #include "tests/support/disk_full.hpp"
 
+using Catch::Contains;
+using ks::testing::client_for;
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;
-using ks::testing::read_file;
 using ks::testing::example_task;
-using ks::testing::client_for;
+using ks::testing::read_file;
 using ks::testing::wait_for;
-using Catch::Contains;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -108,16 +108,15 @@ fs::path scratch(const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("a full disk answers 507, keeps reads, and takes submits again when space returns",
-          "[daemon][store][full]") {
+TEST_CASE("a full disk answers 507, keeps reads, and takes submits again when space returns", "[daemon][store][full]") {
   // A daemon's writes beyond a file size limit must fail with EFBIG, not kill it: the
   // signal is ignored here, and daemons inherit that.
   ::signal(SIGXFSZ, SIG_IGN);
   const fs::path work = scratch("daemon-full");
   ks::test::small_disk disk(work / "mnt", 16);
   // KS_FULL_DISK=rlimit runs the fallback even where user namespaces work.
-  const bool tmpfs = disk.available() && !(std::getenv("KS_FULL_DISK") &&
-                                           std::string(std::getenv("KS_FULL_DISK")) == "rlimit");
+  const bool tmpfs =
+      disk.available() && !(std::getenv("KS_FULL_DISK") && std::string(std::getenv("KS_FULL_DISK")) == "rlimit");
   if (!tmpfs) {
     WARN((disk.available() ? std::string("KS_FULL_DISK=rlimit") : disk.why())
          << "; using RLIMIT_FSIZE on the daemon instead");
@@ -249,9 +248,7 @@ TEST_CASE("a daemon refuses to start on a damaged store, names the file and chan
     std::string what, file;
     std::function<void(const fs::path&)> apply;
   };
-  auto cut = [](uint64_t keep) {
-    return [keep](const fs::path& p) { fs::resize_file(p, keep); };
-  };
+  auto cut = [](uint64_t keep) { return [keep](const fs::path& p) { fs::resize_file(p, keep); }; };
   const uint64_t msize = fs::file_size(store / manifest);
   std::vector<damage> damages = {
       {"MANIFEST cut by 9 bytes", manifest, [&](const fs::path& p) { cut(msize - 9)(p); }},
@@ -262,8 +259,7 @@ TEST_CASE("a daemon refuses to start on a damaged store, names the file and chan
          for (size_t i = b.size() / 2; i < b.size() / 2 + 4; ++i) b[i] = static_cast<char>(b[i] ^ 0x5a);
          std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
        }},
-      {"write-ahead log cut in half", wal,
-       [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) / 2); }},
+      {"write-ahead log cut in half", wal, [](const fs::path& p) { fs::resize_file(p, fs::file_size(p) / 2); }},
   };
   for (const auto& dmg : damages) {
     SECTION(dmg.what) {
@@ -337,7 +333,7 @@ TEST_CASE("store check and repair: a store that lost tasks is salvaged and no ta
   auto c = client_for(d);
   auto now = listed_ids(c);
   for (const auto& id : now) CHECK(acked.count(id) == 1);  // nothing invented
-  CHECK(now.size() >= 20);  // the table's tasks
+  CHECK(now.size() >= 20);                                 // the table's tasks
   CHECK(now.size() < acked.size());
   auto r = post_answered(c, "softmax", d);
   REQUIRE(r->status == 201);
@@ -381,7 +377,8 @@ TEST_CASE("store repair puts back from the write-ahead log the tasks whose table
       ids.push_back(json::parse(r->body)["id"]);
     }
     for (const auto& id : ids)
-      REQUIRE(wait_for(c, id, [](const json& t) { return t["state"] == "done" || t["state"] == "failed"; }, 120));
+      REQUIRE(wait_for(
+          c, id, [](const json& t) { return t["state"] == "done" || t["state"] == "failed"; }, 120));
     d.kill9();
     return ids;
   };

@@ -16,8 +16,8 @@
 #include <sstream>
 #include <thread>
 
-#include <catch2/catch.hpp>
 #include <httplib.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "actors/task_coordinator.hpp"
@@ -32,13 +32,13 @@
 #include "tests/support/gpu_skip.hpp"
 
 using namespace ks;
+using Catch::Contains;
+using ks::testing::client_for;
 using ks::testing::daemon_options;
 using ks::testing::daemon_process;
-using ks::testing::read_file;
 using ks::testing::example_task;
-using ks::testing::client_for;
+using ks::testing::read_file;
 using ks::testing::wait_for;
-using Catch::Contains;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -70,8 +70,7 @@ json body_of(const httplib::Result& r) {
 }
 
 json submit(httplib::Client& c, const std::string& task, int priority = 0) {
-  auto r = c.Post(("/api/tasks?priority=" + std::to_string(priority)).c_str(), example_task(task),
-                  "application/yaml");
+  auto r = c.Post(("/api/tasks?priority=" + std::to_string(priority)).c_str(), example_task(task), "application/yaml");
   REQUIRE(r);
   INFO(r->body);
   REQUIRE(r->status == 201);
@@ -96,8 +95,7 @@ std::vector<json> trajectory(httplib::Client& c, const std::string& id) {
   return j["entries"].get<std::vector<json>>();
 }
 
-size_t count_kind(const std::vector<json>& entries, const std::string& kind,
-                  const std::string& summary_part = "") {
+size_t count_kind(const std::vector<json>& entries, const std::string& kind, const std::string& summary_part = "") {
   size_t n = 0;
   for (auto& e : entries)
     if (e["kind"] == kind && e["summary"].get<std::string>().find(summary_part) != std::string::npos) ++n;
@@ -204,8 +202,7 @@ TEST_CASE("the task queue keeps tasks across reopen and hands them out by priori
   CHECK((**stored)["reason"] == "round budget spent");
 }
 
-TEST_CASE("the daemon's API runs submitted tasks and answers status, cancel, priority and result",
-          "[daemon][api]") {
+TEST_CASE("the daemon's API runs submitted tasks and answers status, cancel, priority and result", "[daemon][api]") {
   daemon_options o;
   o.tasks_in_flight = 1;
   o.review_ms = 150;
@@ -231,8 +228,8 @@ TEST_CASE("the daemon's API runs submitted tasks and answers status, cancel, pri
   REQUIRE(cz);
   CHECK(cz->status == 200);
   CHECK(json::parse(cz->body)["state"] == "cancelled");
-  auto pb = c.Post(("/api/tasks/" + b["id"].get<std::string>() + "/priority").c_str(),
-                   R"({"priority": 7})", "application/json");
+  auto pb = c.Post(("/api/tasks/" + b["id"].get<std::string>() + "/priority").c_str(), R"({"priority": 7})",
+                   "application/json");
   REQUIRE(pb);
   CHECK(pb->status == 200);
   CHECK(json::parse(pb->body)["priority"] == 7);
@@ -304,8 +301,8 @@ TEST_CASE("a task with a .pt module is submitted with the module in the request"
   REQUIRE(refused);
   CHECK(refused->status == 400);
   CHECK_THAT(refused->body, Contains("module_base64"));
-  auto r = c.Post("/api/tasks", json{{"task_yaml", yaml}, {"module_base64", base64_encode(pt)}}.dump(),
-                  "application/json");
+  auto r =
+      c.Post("/api/tasks", json{{"task_yaml", yaml}, {"module_base64", base64_encode(pt)}}.dump(), "application/json");
   REQUIRE(r);
   INFO(r->body);
   REQUIRE(r->status == 201);
@@ -327,7 +324,8 @@ TEST_CASE("a running task is cancelled at its next step", "[daemon][api]") {
   REQUIRE_FALSE(d.start().empty());
   auto c = client_for(d);
   const std::string id = submit(c, "layernorm")["id"];
-  REQUIRE(wait_for(c, id, [](const json& t) { return t["state"] == "running"; }, 60));
+  REQUIRE(wait_for(
+      c, id, [](const json& t) { return t["state"] == "running"; }, 60));
   auto cr = c.Post(("/api/tasks/" + id + "/cancel").c_str(), "", "application/json");
   REQUIRE(cr);
   CHECK(cr->status == 200);
@@ -343,8 +341,7 @@ TEST_CASE("a running task is cancelled at its next step", "[daemon][api]") {
   CHECK(d.terminate() == 0);
 }
 
-TEST_CASE("a daemon killed with SIGKILL at any moment loses no task and resumes running ones",
-          "[daemon][crash]") {
+TEST_CASE("a daemon killed with SIGKILL at any moment loses no task and resumes running ones", "[daemon][crash]") {
   daemon_options o;
   o.tasks_in_flight = 2;
   o.seeds = 2;
@@ -355,8 +352,7 @@ TEST_CASE("a daemon killed with SIGKILL at any moment loses no task and resumes 
   std::vector<std::string> ids;
   {
     auto c = client_for(d);
-    for (auto name : {"softmax", "gelu", "layernorm", "row_sum", "swish"})
-      ids.push_back(submit(c, name)["id"]);
+    for (auto name : {"softmax", "gelu", "layernorm", "row_sum", "swish"}) ids.push_back(submit(c, name)["id"]);
   }
   std::mt19937 rng(12345);
   std::map<std::string, std::string> ended_state;  // a task that ended must stay so
@@ -433,8 +429,7 @@ TEST_CASE("a daemon killed with SIGKILL at any moment loses no task and resumes 
   CHECK(d.terminate() == 0);
 }
 
-TEST_CASE("malformed and hostile requests get a 4xx with a message and change nothing",
-          "[daemon][bad_requests]") {
+TEST_CASE("malformed and hostile requests get a 4xx with a message and change nothing", "[daemon][bad_requests]") {
   daemon_options o;
   o.with_gpu = false;  // tasks stay queued: the store changes only by requests
   daemon_process d(o);
@@ -475,23 +470,27 @@ TEST_CASE("malformed and hostile requests get a 4xx with a message and change no
   }
   // Hostile names and module paths.
   for (std::string name : std::vector<std::string>{"../../etc/passwd", "..", ".hidden", "a/b", "a b", "x%2F..",
-                                                   std::string(65, 'n'), "semi;colon", "nul\\u0000", "-rf",
-                                                   "--help"}) {
+                                                   std::string(65, 'n'), "semi;colon", "nul\\u0000", "-rf", "--help"}) {
     std::string body = relu;
     auto at = body.find("name: swish");
     if (at != std::string::npos) body.replace(at, 11, std::string("name: \"") + name + "\"");
     post("/api/tasks", body, "application/yaml");
   }
-  post("/api/tasks", "name: leak\nreference:\n  module: /etc/passwd\ninputs:\n  - {name: x, shape: [4], dtype: float32}\n",
+  post("/api/tasks",
+       "name: leak\nreference:\n  module: /etc/passwd\ninputs:\n  - {name: x, shape: [4], dtype: float32}\n",
        "application/yaml");
-  post("/api/tasks", json{{"task_yaml", "name: leak\nreference:\n  module: ../../../etc/shadow\ninputs:\n  - {name: x, shape: [4], dtype: float32}\n"}}.dump(),
+  post("/api/tasks",
+       json{{"task_yaml",
+             "name: leak\nreference:\n  module: ../../../etc/shadow\ninputs:\n  - {name: x, shape: [4], dtype: "
+             "float32}\n"}}
+           .dump(),
        "application/json");
   post("/api/tasks", json{{"task_yaml", relu}, {"module_base64", "!!!not base64"}}.dump(), "application/json");
   // Wrong types and unknown fields in JSON.
   for (auto j : {json{{"task_yaml", 5}}, json{{"task_yaml", relu}, {"priority", "high"}},
                  json{{"task_yaml", relu}, {"priority", 1.5}}, json{{"task_yaml", relu}, {"priority", 5000}},
-                 json{{"task_yaml", relu}, {"unknown", true}}, json{{"priority", 1}}, json::array(),
-                 json("string"), json{{"task_yaml", nullptr}}, json{{"task_yaml", json::array()}}})
+                 json{{"task_yaml", relu}, {"unknown", true}}, json{{"priority", 1}}, json::array(), json("string"),
+                 json{{"task_yaml", nullptr}}, json{{"task_yaml", json::array()}}})
     post("/api/tasks", j.dump(), "application/json");
   post("/api/tasks", "{not json", "application/json");
   post("/api/tasks", relu, "text/plain");
@@ -502,21 +501,21 @@ TEST_CASE("malformed and hostile requests get a 4xx with a message and change no
   // A body over the limit (16 MiB).
   post("/api/tasks", std::string((16u << 20) + 10, 'x'), "application/yaml");
   // Bad ids, traversal in paths, unknown endpoints and parameters.
-  for (std::string p : std::vector<std::string>{"/api/tasks/..%2F..%2Fetc", "/api/tasks/../../etc/passwd", "/api/tasks/relu",
-                 "/api/tasks/relu-12", "/api/tasks/relu-00000x", "/api/tasks/nothere-000099",
-                 "/api/tasks/%00", "/api/tasks/" + std::string(300, 'a') + "-000001"})
+  for (std::string p :
+       std::vector<std::string>{"/api/tasks/..%2F..%2Fetc", "/api/tasks/../../etc/passwd", "/api/tasks/relu",
+                                "/api/tasks/relu-12", "/api/tasks/relu-00000x", "/api/tasks/nothere-000099",
+                                "/api/tasks/%00", "/api/tasks/" + std::string(300, 'a') + "-000001"})
     for (auto suffix : {"", "/result", "/trajectory"}) get(std::string(p) + suffix);
-  for (auto p : {"/api/tasks?state=sleeping", "/api/tasks?limit=0", "/api/tasks?limit=-3",
-                 "/api/tasks?limit=abc", "/api/tasks?limit=100000", "/api/tasks?color=red", "/api/nothing",
-                 "/etc/passwd", "/../../etc/passwd"})
+  for (auto p : {"/api/tasks?state=sleeping", "/api/tasks?limit=0", "/api/tasks?limit=-3", "/api/tasks?limit=abc",
+                 "/api/tasks?limit=100000", "/api/tasks?color=red", "/api/nothing", "/etc/passwd", "/../../etc/passwd"})
     get(p);
   get("/api/tasks/" + id + "/result");  // queued: 409
   get("/api/tasks/" + id + "/trajectory?from_seq=-1");
   get("/api/tasks/" + id + "/trajectory?bogus=1");
   // Bad cancel and priority requests.
-  for (auto body : {std::string("{}"), std::string("{\"priority\": \"x\"}"), std::string("{\"priority\": 1, \"x\": 2}"),
-                    std::string("[]"), std::string("{"), std::string("{\"priority\": 1e9}"),
-                    std::string("{\"priority\": null}")})
+  for (auto body :
+       {std::string("{}"), std::string("{\"priority\": \"x\"}"), std::string("{\"priority\": 1, \"x\": 2}"),
+        std::string("[]"), std::string("{"), std::string("{\"priority\": 1e9}"), std::string("{\"priority\": null}")})
     post("/api/tasks/" + id + "/priority", body, "application/json");
   post("/api/tasks/" + id + "/priority", "priority=3", "application/x-www-form-urlencoded");
   post("/api/tasks/nothere-000123/cancel", "", "application/json");
@@ -672,8 +671,7 @@ TEST_CASE("a daemon served beyond loopback needs a token of 16 characters at lea
   CHECK_FALSE(l.start(20).empty());
 }
 
-TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts are refused",
-          "[daemon][web]") {
+TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts are refused", "[daemon][web]") {
   daemon_options o;
   o.with_gpu = false;
   daemon_process d(o);
@@ -720,8 +718,10 @@ TEST_CASE("web pages cannot drive a loopback daemon: Host, Origin and form posts
                     "application/json");
     REQUIRE(r);
     CHECK(r->status == 400);
-    auto s = c.Post("/api/tasks", json{{"task_yaml", example_task("swish")}}.dump().insert(1, std::string("\"priority\": ") + big + ", "),
-                    "application/json");
+    auto s =
+        c.Post("/api/tasks",
+               json{{"task_yaml", example_task("swish")}}.dump().insert(1, std::string("\"priority\": ") + big + ", "),
+               "application/json");
     REQUIRE(s);
     CHECK(s->status == 400);
   }
@@ -916,17 +916,19 @@ void worker_killed_then_stopped_mid_review(daemon_options o) {
 
 }  // namespace
 
-TEST_CASE("a GPU worker killed, then one stopped, mid-review: the review runs again on a fresh worker and "
-          "the task loses nothing",
-          "[daemon][supervision]") {
+TEST_CASE(
+    "a GPU worker killed, then one stopped, mid-review: the review runs again on a fresh worker and "
+    "the task loses nothing",
+    "[daemon][supervision]") {
   daemon_options o;
   o.review_ms = 1500;  // every review is in flight for 1.5 s
   worker_killed_then_stopped_mid_review(o);
 }
 
-TEST_CASE("gpu: the real GPU worker killed, then stopped, mid-review: the review runs again and the task "
-          "loses nothing",
-          "[daemon][supervision][gpu]") {
+TEST_CASE(
+    "gpu: the real GPU worker killed, then stopped, mid-review: the review runs again and the task "
+    "loses nothing",
+    "[daemon][supervision][gpu]") {
   const std::string worker = (ks::testing::bin_dir() / "kernelskill-gpu").string();
   if (std::system((worker + " --list-devices >/dev/null 2>&1").c_str()) != 0)
     KS_SKIP("no GPU here (kernelskill-gpu --list-devices found none); this test runs on the GPU machine");

@@ -77,10 +77,18 @@ class chromium {
       }
       for (int fd = 5; fd < 1024; ++fd) ::close(fd);
       std::string profile = "--user-data-dir=" + profile_dir.string();
-      const char* argv[] = {bin.c_str(), "--headless=new", "--no-sandbox", "--disable-gpu",
-                            "--disable-dev-shm-usage", "--no-first-run",
-                            "--no-default-browser-check", "--disable-extensions",
-                            "--remote-debugging-pipe", profile.c_str(), "about:blank", nullptr};
+      const char* argv[] = {bin.c_str(),
+                            "--headless=new",
+                            "--no-sandbox",
+                            "--disable-gpu",
+                            "--disable-dev-shm-usage",
+                            "--no-first-run",
+                            "--no-default-browser-check",
+                            "--disable-extensions",
+                            "--remote-debugging-pipe",
+                            profile.c_str(),
+                            "about:blank",
+                            nullptr};
       ::execv(bin.c_str(), const_cast<char* const*>(argv));
       ::_exit(127);
     }
@@ -145,15 +153,13 @@ class chromium {
   // Opens url in a new tab and returns the session that talks to it.
   std::string open(const std::string& url) {
     auto target = call("Target.createTarget", {{"url", url}});
-    auto attached = call("Target.attachToTarget",
-                         {{"targetId", target["targetId"]}, {"flatten", true}});
+    auto attached = call("Target.attachToTarget", {{"targetId", target["targetId"]}, {"flatten", true}});
     return attached["sessionId"].get<std::string>();
   }
 
   // The value of a JavaScript expression in the page (JSON-serialisable values only).
   json eval(const std::string& session, const std::string& expression) {
-    auto r = call("Runtime.evaluate",
-                  {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}},
+    auto r = call("Runtime.evaluate", {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}},
                   session);
     if (r.contains("exceptionDetails")) FAIL("page exception: " << r["exceptionDetails"].dump());
     return r["result"].value("value", json());
@@ -161,16 +167,15 @@ class chromium {
 
   // Evaluates until pred(value) holds; fails after timeout with the last value.
   template <class Pred>
-  json eval_until(const std::string& session, const std::string& expression, Pred pred,
-                  std::chrono::seconds timeout, const std::string& what) {
+  json eval_until(const std::string& session, const std::string& expression, Pred pred, std::chrono::seconds timeout,
+                  const std::string& what) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     json v;
     for (;;) {
       v = eval(session, expression);
       if (pred(v)) return v;
       if (std::chrono::steady_clock::now() > deadline)
-        FAIL("the dashboard did not show " << what << " within " << timeout.count()
-                                           << " s; last: " << v.dump());
+        FAIL("the dashboard did not show " << what << " within " << timeout.count() << " s; last: " << v.dump());
       std::this_thread::sleep_for(200ms);
     }
   }
@@ -211,7 +216,8 @@ TEST_CASE("the dashboard shows a submitted task and follows it as it advances", 
   running_daemon d({.tasks_in_flight = 1, .rounds = 2, .review_ms = 20000, .token = "dash-token"});
   auto first = d.client().submit(read_text(softmax));
   REQUIRE(first.ok());
-  d.wait_for(first->id, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
+  d.wait_for(
+      first->id, [](const api_task& t) { return t.state == "running"; }, 60s, "running");
   auto second = d.client().submit(read_text(gelu));
   REQUIRE(second.ok());
   const std::string id = second->id;
@@ -225,8 +231,8 @@ TEST_CASE("the dashboard shows a submitted task and follows it as it advances", 
   std::string page = browser.open(d.url() + "/#token=dash-token&interval=300");
 
   // The queued task appears with its state, as the API has it now.
-  auto row = browser.eval_until(page, row_js(id), [](const json& v) { return v.is_object(); }, 60s,
-                                "the submitted task " + id);
+  auto row = browser.eval_until(
+      page, row_js(id), [](const json& v) { return v.is_object(); }, 60s, "the submitted task " + id);
   INFO("daemon log:\n" << d.log());
   CHECK(row["state"] == "queued");
   CHECK(row["text"].get<std::string>().find(id) != std::string::npos);
@@ -236,8 +242,7 @@ TEST_CASE("the dashboard shows a submitted task and follows it as it advances", 
   // Free the GPU: the waiting task starts and finishes; the open page must follow.
   REQUIRE(d.client().cancel(first->id).ok());
   auto done = browser.eval_until(
-      page, row_js(id),
-      [](const json& v) { return v.is_object() && v["state"] == "done"; }, 120s,
+      page, row_js(id), [](const json& v) { return v.is_object() && v["state"] == "done"; }, 120s,
       "task " + id + " done");
   CHECK(done["round"].get<int>() >= 1);
   auto api_done = d.client().status(id);
@@ -254,8 +259,8 @@ TEST_CASE("the dashboard shows a submitted task and follows it as it advances", 
       page,
       "document.getElementById('task-title').textContent === '" + id +
           "' ? document.querySelectorAll('#speedup-chart circle').length : -1",
-      [&](const json& v) { return v.is_number() && v.get<int>() == int(api_done->history.size()); },
-      30s, "the speedup chart of " + id);
+      [&](const json& v) { return v.is_number() && v.get<int>() == int(api_done->history.size()); }, 30s,
+      "the speedup chart of " + id);
   CHECK(points.get<int>() >= 1);
   // The task has ended, so its trajectory is final. The page may have followed the
   // task while it ran (it shows the running one until one is picked) and fetches the
@@ -267,10 +272,8 @@ TEST_CASE("the dashboard shows a submitted task and follows it as it advances", 
     if (e.kind == "plan") plan_summaries.push_back(e.summary);
   REQUIRE(!plan_summaries.empty());
   auto plans = browser.eval_until(
-      page,
-      "Array.from(document.querySelectorAll('#decisions li.plan .summary')).map(e => e.textContent)",
-      [&](const json& v) { return v.is_array() && v.size() == plan_summaries.size(); }, 30s,
-      "the planner's decisions");
+      page, "Array.from(document.querySelectorAll('#decisions li.plan .summary')).map(e => e.textContent)",
+      [&](const json& v) { return v.is_array() && v.size() == plan_summaries.size(); }, 30s, "the planner's decisions");
   CHECK(plans.size() == plan_summaries.size());
   // Newest first on the page.
   if (!plan_summaries.empty()) CHECK(plans[0] == plan_summaries.back());
@@ -284,7 +287,7 @@ TEST_CASE("the dashboard without the daemon's token says how to give it", "[dash
   std::string page = browser.open(d.url() + "/");
   auto conn = browser.eval_until(
       page, "(document.getElementById('conn') || {}).textContent",  // null until the page loads
-      [](const json& v) { return v.is_string() && v.get<std::string>().find("token") != std::string::npos; },
-      30s, "the token hint");
+      [](const json& v) { return v.is_string() && v.get<std::string>().find("token") != std::string::npos; }, 30s,
+      "the token hint");
   CHECK(conn.get<std::string>().find("#token=") != std::string::npos);
 }

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -99,9 +99,9 @@ std::string not_fired_reason(const ks::decision_trace& t, const std::string& id)
 }
 
 // History entries.
-ks::trajectory_entry review(uint64_t seq, const std::string& cand, const std::string& parent,
-                            const std::string& method, double speedup,
-                            ks::review_status status = ks::review_status::ok, const std::string& summary = "") {
+ks::trajectory_entry review(uint64_t seq, const std::string& cand, const std::string& parent, const std::string& method,
+                            double speedup, ks::review_status status = ks::review_status::ok,
+                            const std::string& summary = "") {
   ks::trajectory_entry e;
   e.task = "t";
   e.seq = seq;
@@ -126,7 +126,6 @@ ks::trajectory_entry plan_entry(uint64_t seq, const std::string& cand, const std
   e.summary = ks::bottleneck_tag(bottleneck) + " planned " + method;
   return e;
 }
-
 
 // Every case of `lib` fires on its own example; what it allows is ranked (or vetoed
 // by a global veto or a precondition, with the reason in the trace); what it forbids
@@ -186,16 +185,16 @@ TEST_CASE("a bandwidth-bound streaming kernel: classification, cases, ranking, f
   CHECK(not_fired_reason(t, "any_transcendental") == "when unknown: missing transcendental_count");
 
   // Score = the largest gain over the fired cases that allow a method.
-  CHECK(ranked_ids(t) == std::vector<std::string>{"vectorize_loads", "increase_elements_per_thread", "tune_block_size"});
+  CHECK(ranked_ids(t) ==
+        std::vector<std::string>{"vectorize_loads", "increase_elements_per_thread", "tune_block_size"});
   CHECK(t.ranked[0].score == 1.4);
   CHECK(t.ranked[0].fired_rules == std::vector<std::string>{"mem_stream_no_vector"});
   CHECK(t.ranked[1].score == 1.15);
   CHECK(t.ranked[1].fired_rules == std::vector<std::string>{"mem_stream_no_vector", "mem_stream_any"});
   // Evidence: the names the rules read (case, precondition, primary class).
-  CHECK(t.ranked[0].evidence == std::map<std::string, double>{{"dram_throughput_pct", 72},
-                                                              {"memory_bound", 1},
-                                                              {"sm_throughput_pct", 20},
-                                                              {"uses_vector_loads", 0}});
+  CHECK(t.ranked[0].evidence ==
+        std::map<std::string, double>{
+            {"dram_throughput_pct", 72}, {"memory_bound", 1}, {"sm_throughput_pct", 20}, {"uses_vector_loads", 0}});
 
   REQUIRE(t.vetoed.size() == 1);
   CHECK(t.vetoed[0].method == "shared_memory_tiling");
@@ -203,7 +202,8 @@ TEST_CASE("a bandwidth-bound streaming kernel: classification, cases, ranking, f
 
   // Evidence, derived fields and predicates are in the trace.
   const auto find = [](const std::vector<ks::traced_value>& v, const std::string& n) -> const ks::traced_value* {
-    for (const auto& x : v) if (x.name == n) return &x;
+    for (const auto& x : v)
+      if (x.name == n) return &x;
     return nullptr;
   };
   REQUIRE(find(t.evidence, "round"));
@@ -221,7 +221,8 @@ TEST_CASE("a bandwidth-bound streaming kernel: classification, cases, ranking, f
   CHECK(p.ranked == t.ranked);
   CHECK(p.vetoed == t.vetoed);
   CHECK(p.rationale ==
-        "[bottleneck=memory_bandwidth] memory_bound (dram_throughput_pct 72 ≥ 60) and structure streaming → memory_bandwidth; "
+        "[bottleneck=memory_bandwidth] memory_bound (dram_throughput_pct 72 ≥ 60) and structure streaming → "
+        "memory_bandwidth; "
         "case mem_stream_no_vector fired → vectorize_loads (gain 1.4), increase_elements_per_thread (gain 1.15); "
         "case mem_stream_any fired → increase_elements_per_thread (gain 1.15), tune_block_size (gain 1.08); "
         "shared_memory_tiling vetoed: forbidden by case mem_stream_no_vector: no reuse: tiles only add traffic; "
@@ -274,11 +275,13 @@ TEST_CASE("cases that do not fire say why", "[policy]") {
     const auto t = ks::decide(fixture(), in);
     CHECK(t.primary.empty());
     CHECK(t.bottlenecks.empty());
-    CHECK(not_fired_reason(t, "latency_any") == "wrong bottleneck: needs latency_bound, primary is none (no class holds)");
+    CHECK(not_fired_reason(t, "latency_any") ==
+          "wrong bottleneck: needs latency_bound, primary is none (no class holds)");
     CHECK(fired(t, "any_transcendental"));
     CHECK(ranked_ids(t) == std::vector<std::string>{"fast_math"});
     CHECK(t.to_optimization_plan().bottleneck_class.empty());
-    CHECK_THAT(t.summary(), StartsWith("no bottleneck class holds; case any_transcendental fired → fast_math (gain 1.1)"));
+    CHECK_THAT(t.summary(),
+               StartsWith("no bottleneck class holds; case any_transcendental fired → fast_math (gain 1.1)"));
     CHECK_THAT(ks::render_trace(t), Contains("bottleneck: no class holds\n"));
     // The precondition reads a feature that is absent: unknown preconditions are
     // not enforced, and the trace says so.
@@ -317,7 +320,8 @@ TEST_CASE("vetoes: precondition, global veto, and unknown conditions that do not
     CHECK(veto_of(t, "use_tensor_cores_tf32") == nullptr);
     CHECK(ranked_ids(t) == std::vector<std::string>{"use_tensor_cores_tf32", "shared_memory_tiling"});
     CHECK(t.vetoes_checked.at(0).reason == "when unknown: missing task_atol");
-    CHECK_THAT(ks::render_trace(t), Contains("global veto tf32_needs_tolerance does not hold: when unknown: missing task_atol"));
+    CHECK_THAT(ks::render_trace(t),
+               Contains("global veto tf32_needs_tolerance does not hold: when unknown: missing task_atol"));
   }
   SECTION("a global veto of a method that is not allowed anyway is not listed") {
     auto in = streaming_input();  // tight tolerance, but TF32 is not a candidate
@@ -379,7 +383,8 @@ TEST_CASE("ranking: expected gain with experience, then fewer failures, then met
     in.experience["vectorize_loads"] = {3, 1.0};
     const auto t = ks::decide(fixture(), in);
     INFO(ks::render_trace(t));
-    CHECK(ranked_ids(t) == std::vector<std::string>{"increase_elements_per_thread", "vectorize_loads", "tune_block_size"});
+    CHECK(ranked_ids(t) ==
+          std::vector<std::string>{"increase_elements_per_thread", "vectorize_loads", "tune_block_size"});
     CHECK(t.estimates[1].expected == Approx(std::pow(1.4, 0.25)));
     CHECK(t.chosen_without_experience == "vectorize_loads");
   }
@@ -391,8 +396,8 @@ TEST_CASE("ranking: expected gain with experience, then fewer failures, then met
   }
   SECTION("by fewer failures in the history") {
     auto in = latency_input();
-    in.history = {review(1, "c0", "", "", 1.0), review(2, "c1", "c0", "increase_elements_per_thread", 0.5,
-                                                        ks::review_status::ok)};
+    in.history = {review(1, "c0", "", "", 1.0),
+                  review(2, "c1", "c0", "increase_elements_per_thread", 0.5, ks::review_status::ok)};
     const auto t = ks::decide(fixture(), in);
     INFO(ks::render_trace(t));
     // One failure (max_failures_per_method is 2): not vetoed, but ranked last.
@@ -435,7 +440,8 @@ TEST_CASE("history: what counts as a failure, and the guardrail", "[policy][hist
 
   // Two failures in this class: vetoed.
   REQUIRE(veto_of(t, "vectorize_loads"));
-  CHECK(veto_of(t, "vectorize_loads")->reason == "guardrail: failed 2 times in class memory_bandwidth (history seqs 3, 5)");
+  CHECK(veto_of(t, "vectorize_loads")->reason ==
+        "guardrail: failed 2 times in class memory_bandwidth (history seqs 3, 5)");
   CHECK(ranked_ids(t).front() == "increase_elements_per_thread");
 
   SECTION("failures in another class do not count") {
@@ -468,7 +474,8 @@ TEST_CASE("history: what counts as a failure, and the guardrail", "[policy][hist
     in2.history.resize(3);
     const auto t2 = ks::decide(lib, in2);
     REQUIRE(veto_of(t2, "vectorize_loads"));
-    CHECK(veto_of(t2, "vectorize_loads")->reason == "guardrail: failed 1 time in class memory_bandwidth (history seqs 3)");
+    CHECK(veto_of(t2, "vectorize_loads")->reason ==
+          "guardrail: failed 1 time in class memory_bandwidth (history seqs 3)");
   }
 }
 
@@ -505,8 +512,11 @@ TEST_CASE("oscillation: A→B→A along the candidate's lineage is vetoed", "[po
     ks::policy_input a;
     a.use_long_term_memory = false;
     a.features.candidate_id = "d4";
-    a.features.values = {{"uses_vector_loads", 0}, {"reuse_factor", 4}, {"tensor_core_eligible", 1},
-                         {"transcendental_count", 3}, {"uses_fast_math_intrinsics", 0}};
+    a.features.values = {{"uses_vector_loads", 0},
+                         {"reuse_factor", 4},
+                         {"tensor_core_eligible", 1},
+                         {"transcendental_count", 3},
+                         {"uses_fast_math_intrinsics", 0}};
     a.history = {review(1, "d0", "", "", 1.0), review(2, "d1", "d0", "fast_math", 1.2),
                  review(3, "d2", "d1", "vectorize_loads", 1.5), review(4, "d3", "d2", "shared_memory_tiling", 1.7),
                  review(5, "d4", "d3", "tune_block_size", 1.9)};
@@ -533,7 +543,8 @@ TEST_CASE("the same input gives a byte-identical trace", "[policy]") {
   in.features.candidate_id = "c2";
   in.history = {review(1, "c0", "", "", 1.0), plan_entry(2, "c0", "vectorize_loads", "memory_bandwidth"),
                 review(3, "c1", "c0", "vectorize_loads", 0, ks::review_status::incorrect),
-                review(4, "c2", "c0", "tune_block_size", 1.3), review(5, "c3", "c2", "increase_elements_per_thread", 1.1)};
+                review(4, "c2", "c0", "tune_block_size", 1.3),
+                review(5, "c3", "c2", "increase_elements_per_thread", 1.1)};
   in.experience = {{"tune_block_size", {2, 1.2}}, {"vectorize_loads", {1, 1.5}}};
   const auto t1 = ks::decide(fixture(), in);
   const std::string text = ks::render_trace(t1);
@@ -588,9 +599,7 @@ TEST_CASE("ablation: without long-term memory", "[policy]") {
     REQUIRE(veto_of(t2, "tune_block_size"));
     CHECK_THAT(veto_of(t2, "tune_block_size")->reason, StartsWith("guardrail: failed 2 times"));
   }
-  SECTION("still deterministic") {
-    CHECK(ks::render_trace(ks::decide(fixture(), in)) == ks::render_trace(t));
-  }
+  SECTION("still deterministic") { CHECK(ks::render_trace(ks::decide(fixture(), in)) == ks::render_trace(t)); }
 }
 
 TEST_CASE("evidence: profile fields, absent and non-finite values", "[policy]") {
@@ -653,7 +662,8 @@ TEST_CASE("the coder's methods for a candidate: no other is offered", "[policy][
   REQUIRE(veto_of(t, "vectorize_loads"));
   CHECK_THAT(veto_of(t, "vectorize_loads")->reason, Contains("the coder has no change for it on this candidate"));
   in.use_long_term_memory = false;
-  for (const auto& m : ks::decide(fixture(), in).ranked) CHECK(in.coder_methods->end() != std::find(in.coder_methods->begin(), in.coder_methods->end(), m.method));
+  for (const auto& m : ks::decide(fixture(), in).ranked)
+    CHECK(in.coder_methods->end() != std::find(in.coder_methods->begin(), in.coder_methods->end(), m.method));
   // An empty list: nothing to offer.
   req.cand.recipe["methods"] = "";
   CHECK(ks::decide(fixture(), ks::make_policy_input(req)).ranked.empty());
@@ -671,8 +681,8 @@ TEST_CASE("the coder's methods for a candidate: no other is offered", "[policy][
 // not offered, and a plan with nothing above the noise says so.
 TEST_CASE("the plan across rounds: beyond the table, in tiers", "[policy][plan]") {
   auto in = streaming_input();
-  in.coder_methods = std::vector<std::string>{"fast_math", "increase_elements_per_thread", "shared_memory_tiling",
-                                              "tune_block_size", "use_tensor_cores_tf32", "vectorize_loads"};
+  in.coder_methods = std::vector<std::string>{"fast_math",       "increase_elements_per_thread", "shared_memory_tiling",
+                                              "tune_block_size", "use_tensor_cores_tf32",        "vectorize_loads"};
   in.features.values["transcendental_count"] = 2;
   in.features.values["uses_fast_math_intrinsics"] = 0;
   in.features.values["tensor_core_eligible"] = 1;
@@ -682,7 +692,8 @@ TEST_CASE("the plan across rounds: beyond the table, in tiers", "[policy][plan]"
   // use_tensor_cores_tf32: allowed by no fired case) at the exploration gain, 1.03...
   // below the fixture's noise (min_gain 1.05): not offered. shared_memory_tiling:
   // forbidden by a case.
-  CHECK(ranked_ids(t) == std::vector<std::string>{"vectorize_loads", "increase_elements_per_thread", "tune_block_size"});
+  CHECK(ranked_ids(t) ==
+        std::vector<std::string>{"vectorize_loads", "increase_elements_per_thread", "tune_block_size"});
   REQUIRE(veto_of(t, "fast_math"));
   CHECK_THAT(veto_of(t, "fast_math")->reason, StartsWith("expected gain 1.03 is within the noise (≤ 1.05)"));
   CHECK(veto_of(t, "use_tensor_cores_tf32"));  // the global TF32 veto (tight tolerance) and the noise
@@ -766,8 +777,10 @@ TEST_CASE("the plan across rounds: an ancestor's ranked moves are carried and co
   // is carried to c1 (composed with the move that helped); vectorize_loads is not
   // (it made c1), nor is a move tried on c1 already.
   auto plan = plan_entry(2, "c0", "vectorize_loads", "memory_bandwidth");
-  plan.metrics = {{ks::plan_gain_key("vectorize_loads"), 1.4}, {ks::plan_gain_key("tune_block_size"), 1.3},
-                  {ks::plan_gain_key("fast_math"), 1.2}, {"unrelated", 7}};
+  plan.metrics = {{ks::plan_gain_key("vectorize_loads"), 1.4},
+                  {ks::plan_gain_key("tune_block_size"), 1.3},
+                  {ks::plan_gain_key("fast_math"), 1.2},
+                  {"unrelated", 7}};
   auto in = gemm_input();
   in.features.candidate_id = "c1";
   in.history = {review(1, "c0", "", "", 1.0), plan, review(3, "c1", "c0", "vectorize_loads", 1.5),
@@ -836,9 +849,7 @@ TEST_CASE("bottleneck tags round-trip", "[policy]") {
   CHECK(ks::bottleneck_from_summary("[bottleneck=unterminated").empty());
 }
 
-TEST_CASE("every case of the fixture library fires on its example", "[policy][cases]") {
-  check_every_case(fixture());
-}
+TEST_CASE("every case of the fixture library fires on its example", "[policy][cases]") { check_every_case(fixture()); }
 
 // Data-driven over the real library: one section per decision case.
 TEST_CASE("every decision case in skills/ fires on its example", "[skills][cases]") {

@@ -63,14 +63,16 @@ extern "C" __global__ void use_common(float* y) {
   ks_ms_merge(m, s, y[2], y[3]);
   y[0] = m + s + KS_INF;
 }
-)", arch);
+)",
+               arch);
     compiles("welford.cuh", std::string(cuda::welford_cuh()) + R"(
 extern "C" __global__ void use_welford(float* y) {
   float n = y[0], m = y[1], m2 = y[2];
   ks_wf_merge(n, m, m2, y[3], y[4], y[5]);
   y[0] = n + m + m2;
 }
-)", arch);
+)",
+             arch);
     compiles("shared_rows.cuh", std::string(cuda::shared_rows_cuh()) + R"(
 extern "C" __global__ void use_shared(const float* x, float* y) {
   KS_DYNAMIC_SHARED(buf);
@@ -81,11 +83,13 @@ extern "C" __global__ void use_shared(const float* x, float* y) {
   __syncthreads();
   y[threadIdx.x] = row[threadIdx.x] + row[1024 + threadIdx.x];
 }
-)", arch);
+)",
+             arch);
     compiles("split_tf32.cuh (twice: guarded)",
              std::string(cuda::split_tf32_cuh()) + std::string(cuda::split_tf32_cuh()) + R"(
 extern "C" __global__ void use_split(float* y) { y[0] = ks_tf32(y[1]); }
-)", arch);
+)",
+             arch);
   }
   // Clusters exist from sm_90 on; below it the helpers are declared only and no
   // kernel calls them.
@@ -99,6 +103,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) use_cluster(float* y) {
   ks_cluster_wait();
   y[threadIdx.x] = other[threadIdx.x % 32];
 }
-)", "sm_90a");
+)",
+           "sm_90a");
   compiles("cluster.cuh (declarations)", std::string(cuda::cluster_cuh()), "sm_80");
 }

@@ -35,8 +35,8 @@ TEST_CASE("extracted features are all known to the decision policy", "[contract]
       REQUIRE(known != nullptr);
       CHECK(known->kind == evidence_kind::feature);
     }
-    CHECK(std::find(structure_classes().begin(), structure_classes().end(),
-                    features.structure_class) != structure_classes().end());
+    CHECK(std::find(structure_classes().begin(), structure_classes().end(), features.structure_class) !=
+          structure_classes().end());
     policy_input in;
     in.features = features;
     in.profile.values = {{"dram_throughput_pct", 75}, {"sm_throughput_pct", 20}};

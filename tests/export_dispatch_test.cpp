@@ -17,6 +17,8 @@
 
 #include "gpu/dispatch_runtime.hpp"
 #include "gpu/result_adoption.hpp"
+
+// After dispatch_runtime.hpp: the module's text uses what it declares.
 #include "export/launcher_dispatch.inc"
 
 namespace {
@@ -37,7 +39,8 @@ std::string failure(const std::map<std::string, std::string>& attrs, const std::
 
 TEST_CASE("exported dispatcher steps: the module's side of gpu/dispatch_runtime.hpp", "[export][dispatcher]") {
   const at::Tensor x = at::arange(24, at::kFloat).reshape({4, 6}).flip({1}) * 0.5 - 3;
-  const std::string sort = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  const std::string sort =
+      "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
   auto r = ks_call_by_schema({{"schema", sort}, {"dim", "0"}, {"descending", "True"}}, {ks_targ(x)});
   REQUIRE(r.size() == 2);
   auto [values, indices] = at::sort(x, 0, true);
@@ -53,7 +56,8 @@ TEST_CASE("exported dispatcher steps: the module's side of gpu/dispatch_runtime.
   // The module reads attributes with strtoll/strtod, as it always has: "+1" reads.
   CHECK(ks_call_by_schema({{"schema", sort}, {"dim", "+1"}}, {ks_targ(x)})[0].equal(std::get<0>(at::sort(x, 1))));
   // Its failures, worded for the module's user.
-  CHECK(failure({{"schema", sort}, {"dim", "one"}}, {ks_targ(x)}) == "ModelNew: attrs.dim: expected an integer, got one");
+  CHECK(failure({{"schema", sort}, {"dim", "one"}}, {ks_targ(x)}) ==
+        "ModelNew: attrs.dim: expected an integer, got one");
   CHECK(failure({{"schema", sort}}, {}) == "ModelNew: aten::sort needs a positional argument for self");
   CHECK(failure({{"schema", sort}}, {ks_targ(x), ks_targ(x)}) == "ModelNew: 2 arguments given, aten::sort takes 1");
   CHECK(failure({{"schema", "aten::flip(Tensor self, int[] dims) -> Tensor"}}, {ks_targ(x)}) ==
@@ -67,7 +71,8 @@ TEST_CASE("exported dispatcher steps: the module's side of gpu/dispatch_runtime.
 // The generated launcher prepares each dispatcher step once (a function-local static)
 // and calls it with each call's tensors: the same results, the same failures.
 TEST_CASE("exported dispatcher steps: prepared once, called with each call's tensors", "[export][dispatcher]") {
-  const std::string sort = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  const std::string sort =
+      "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
   const std::map<std::string, std::string> attrs{{"schema", sort}, {"dim", "0"}, {"descending", "True"}};
   const at::Tensor x0 = at::randn({5, 3});
   const ks_prepared_step step = ks_prepare_by_schema(attrs, {ks_targ(x0)});

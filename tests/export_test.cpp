@@ -15,9 +15,9 @@
 // module with PyTorch happens on the GPU machine (cli/side_by_side.py).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -118,7 +118,8 @@ TEST_CASE("export: rules-coder plans become a ModelNew file with the resolved nu
     // The device code is carried verbatim; the launcher is its tail.
     CHECK(ex->cuda_source.find(c.source) != std::string::npos);
     CHECK(ex->cuda_source.size() >= ex->launcher.size());
-    CHECK(ex->cuda_source.compare(ex->cuda_source.size() - ex->launcher.size(), ex->launcher.size(), ex->launcher) == 0);
+    CHECK(ex->cuda_source.compare(ex->cuda_source.size() - ex->launcher.size(), ex->launcher.size(), ex->launcher) ==
+          0);
     // The launch configuration is the validator's, at the default shapes.
     auto ctx = make_plan_context(t, c.source);
     REQUIRE(ctx);
@@ -136,7 +137,8 @@ TEST_CASE("export: rules-coder plans become a ModelNew file with the resolved nu
       CHECK(ex->launcher.find(launch) != std::string::npos);
       for (const auto& a : s.args)
         if (a.kind == "int" && a.type == "int64")
-          CHECK(ex->launcher.find("static_cast<long long>(" + std::to_string(a.int_value) + "LL)") != std::string::npos);
+          CHECK(ex->launcher.find("static_cast<long long>(" + std::to_string(a.int_value) + "LL)") !=
+                std::string::npos);
     }
     for (const auto& b : rp->outputs) {
       std::string braced = shape_to_string(b.shape);
@@ -168,8 +170,9 @@ TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
                              cand(kData / "conv2d_relu_bias.cu", kData / "conv2d_relu_bias.yaml"));
   REQUIRE(conv);
   CHECK(conv->launcher.find("const std::vector<int64_t> s0_padding{1, 1};") != std::string::npos);
-  CHECK(conv->launcher.find("at::conv2d(t_x, t_weight, t_bias, at::IntArrayRef(s0_stride), at::IntArrayRef(s0_padding), "
-                            "at::IntArrayRef(s0_dilation), static_cast<int64_t>(1))") != std::string::npos);
+  CHECK(
+      conv->launcher.find("at::conv2d(t_x, t_weight, t_bias, at::IntArrayRef(s0_stride), at::IntArrayRef(s0_padding), "
+                          "at::IntArrayRef(s0_dilation), static_cast<int64_t>(1))") != std::string::npos);
   // Computed channels-last: input and weight converted first, as the reviewer runs it.
   candidate nhwc = cand(kData / "conv2d_relu_bias.cu", kData / "conv2d_relu_bias.yaml");
   nhwc.plan.steps[0].attrs["memory_format"] = "channels_last";
@@ -187,7 +190,8 @@ TEST_CASE("export: conv2d attributes, 0-d outputs", "[export]") {
   nhwc.plan.steps[0].attrs.erase("result_layout");
   nhwc.plan.steps[0].attrs["memory_format"] = "nhwc";
   CHECK_FALSE(export_pytorch(task("bench/suites/ops/conv2d_relu_bias.yaml"), nhwc));
-  auto mse = export_pytorch(task("bench/suites/ops/mse_loss.yaml"), cand(kData / "mse_loss.cu", kData / "mse_loss.yaml"));
+  auto mse =
+      export_pytorch(task("bench/suites/ops/mse_loss.yaml"), cand(kData / "mse_loss.cu", kData / "mse_loss.yaml"));
   REQUIRE(mse);
   CHECK(mse->launcher.find("at::Tensor t_out = at::empty(at::IntArrayRef(), options.dtype(at::kFloat));  // output") !=
         std::string::npos);
@@ -204,7 +208,8 @@ TEST_CASE("export: a split-precision product runs with TF32 allowed for its call
   auto ex = export_pytorch(task("tests/data/export/matmul_task.yaml"), c);
   if (!ex) FAIL(ex.message());
   CHECK(ex->launcher.find(runtime) != std::string::npos);
-  CHECK(ex->launcher.find("ks::matmul_precision::with_tf32([&] { return at::matmul(t_x, t_weight); })") != std::string::npos);
+  CHECK(ex->launcher.find("ks::matmul_precision::with_tf32([&] { return at::matmul(t_x, t_weight); })") !=
+        std::string::npos);
   // It compiles against the stand-ins, with the helper declared as the module has it.
   std::string launcher = ex->launcher;
   launcher.erase(launcher.find(runtime), runtime.size());
@@ -213,7 +218,8 @@ TEST_CASE("export: a split-precision product runs with TF32 allowed for its call
   fs::path dir = temp_dir();
   write(dir / "tf32.cpp", "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" +
                               "namespace ks { namespace matmul_precision { template <class F> auto with_tf32(F&& f) -> "
-                              "decltype(f()) { return f(); } } }\n" + ex->kernel_declarations + launcher);
+                              "decltype(f()) { return f(); } } }\n" +
+                              ex->kernel_declarations + launcher);
   int rc = run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + (dir / "tf32.cpp").string() + " 2>" +
                (dir / "log.txt").string());
   INFO(read(dir / "log.txt"));
@@ -245,7 +251,8 @@ TEST_CASE("export: a library step's result becomes its declared buffer where not
   std::string launcher = ex->launcher;
   launcher.erase(launcher.find(runtime), runtime.size());
   fs::path dir = temp_dir();
-  write(dir / "adopt.cpp", "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
+  write(dir / "adopt.cpp",
+        "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
   int rc = run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + (dir / "adopt.cpp").string() + " 2>" +
                (dir / "log.txt").string());
   INFO(read(dir / "log.txt"));
@@ -256,7 +263,8 @@ TEST_CASE("export: a library step's result becomes its declared buffer where not
   auto tr = export_pytorch(task("tests/data/export/matmul_transposed_task.yaml"),
                            cand(kSource / "examples/plans/relu.cu", kData / "matmul_transposed_library.yaml"));
   if (!tr) FAIL(tr.message());
-  CHECK(tr->launcher.find("    t_wt = r[0];  // scratch only library steps use: as the op returned it\n") != std::string::npos);
+  CHECK(tr->launcher.find("    t_wt = r[0];  // scratch only library steps use: as the op returned it\n") !=
+        std::string::npos);
   CHECK(tr->launcher.find("t_wt.copy_") == std::string::npos);
   // The product's operands are x and the view wt: the parameter under the view is
   // not an argument of the step, and wt's storage is the parameter's.
@@ -269,8 +277,8 @@ TEST_CASE("export: a library step's result becomes its declared buffer where not
 }
 
 TEST_CASE("export: dynamic shared memory is opted in, scratch buffers are allocated", "[export]") {
-  auto ex = export_pytorch(task("examples/tasks/softmax.yaml"),
-                           cand(kSource / "examples/plans/softmax_rows.cu", kSource / "examples/plans/softmax_rows.yaml"));
+  auto ex = export_pytorch(task("examples/tasks/softmax.yaml"), cand(kSource / "examples/plans/softmax_rows.cu",
+                                                                     kSource / "examples/plans/softmax_rows.yaml"));
   REQUIRE(ex);
   CHECK(ex->launcher.find("cudaFuncSetAttribute(softmax_rows_f32, cudaFuncAttributeMaxDynamicSharedMemorySize") !=
         std::string::npos);
@@ -285,9 +293,11 @@ inputs:
   - {name: x, shape: [1048576]}
 sizes:
   cpu: {x: [1000]}
-)", "<l2n>", kSource);
+)",
+                      "<l2n>", kSource);
   REQUIRE(t);
-  auto ex2 = export_pytorch(*t, cand(kSource / "examples/plans/l2_normalize.cu", kSource / "examples/plans/l2_normalize.yaml"));
+  auto ex2 = export_pytorch(
+      *t, cand(kSource / "examples/plans/l2_normalize.cu", kSource / "examples/plans/l2_normalize.yaml"));
   if (!ex2) FAIL(ex2.message());
   CHECK(ex2->launcher.find("at::Tensor t_partial = at::empty(") != std::string::npos);
   CHECK(ex2->launcher.find("// scratch") != std::string::npos);
@@ -314,7 +324,8 @@ TEST_CASE("export: the Python file parses and carries the sources exactly", "[ex
         "names = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)\n"
         "         for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}\n"
         "assert any(isinstance(n, ast.ClassDef) and n.name == 'ModelNew' for n in tree.body)\n"
-        "assert {'get_inputs', 'get_init_inputs', 'load_extension'} <= {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}\n"
+        "assert {'get_inputs', 'get_init_inputs', 'load_extension'} <= {n.name for n in tree.body if isinstance(n, "
+        "ast.FunctionDef)}\n"
         "open(sys.argv[2], 'w', newline='').write(names['CUDA_SOURCE'])\n"
         "open(sys.argv[2] + '.cpp', 'w', newline='').write(names['CPP_SOURCE'])\n";
     write(dir / "check.py", script);
@@ -325,7 +336,8 @@ TEST_CASE("export: the Python file parses and carries the sources exactly", "[ex
   fs::remove_all(dir);
 }
 
-TEST_CASE("export: the launcher compiles against ATen stand-ins, launches checked against the kernels", "[export][cxx]") {
+TEST_CASE("export: the launcher compiles against ATen stand-ins, launches checked against the kernels",
+          "[export][cxx]") {
   fs::path dir = temp_dir();
   for (const auto& e : examples()) {
     INFO(e.yaml);
@@ -343,8 +355,7 @@ TEST_CASE("export: the launcher compiles against ATen stand-ins, launches checke
     CHECK(rc == 0);
   }
   // A launcher whose argument does not fit its kernel does not compile: the check bites.
-  auto ex = export_pytorch(task("examples/tasks/gelu.yaml"),
-                           cand(kData / "gelu.cu", kData / "gelu.yaml"));
+  auto ex = export_pytorch(task("examples/tasks/gelu.yaml"), cand(kData / "gelu.cu", kData / "gelu.yaml"));
   REQUIRE(ex);
   std::string launcher = ex->launcher;
   auto pos = launcher.find("static_cast<const float*>");
@@ -392,12 +403,31 @@ TEST_CASE("export: what cannot be exported is named", "[export]") {
 TEST_CASE("export: the general launcher's expressions agree with the plan evaluator", "[export][cxx]") {
   // Each expression is translated to C++, compiled with the runtime helpers on the host
   // and run; its value (or its failure) must equal plan/shape_expr's.
-  const std::vector<std::string> exprs = {
-      "ceil_div(x.numel, BLOCK)", "-7 / 2", "-7 % 3", "7 % -3", "7 / 2.0", "-7.5 % 2", "round_up(x.shape[-1], 32)",
-      "max(1, min(ceil_div(N, 4), 4096))", "floor(sqrt(N))", "ceil(N / 3.0)", "abs(-5) + abs(-2.5)", "x.ndim * 2",
-      "x.shape[x.ndim - 1] - x.shape[0]", ".5 + 1", "2e-3 * 1000", "round_up(N, 7) % 7", "ceil_div(-N, 7)",
-      "min(N, 2.5)", "4611686018427387904 * 2", "N / 0", "N % (BLOCK - 256)", "x.shape[2]", "sqrt(-1)",
-      "(N + BLOCK - 1) / BLOCK * BLOCK", "-N / -3 + +2"};
+  const std::vector<std::string> exprs = {"ceil_div(x.numel, BLOCK)",
+                                          "-7 / 2",
+                                          "-7 % 3",
+                                          "7 % -3",
+                                          "7 / 2.0",
+                                          "-7.5 % 2",
+                                          "round_up(x.shape[-1], 32)",
+                                          "max(1, min(ceil_div(N, 4), 4096))",
+                                          "floor(sqrt(N))",
+                                          "ceil(N / 3.0)",
+                                          "abs(-5) + abs(-2.5)",
+                                          "x.ndim * 2",
+                                          "x.shape[x.ndim - 1] - x.shape[0]",
+                                          ".5 + 1",
+                                          "2e-3 * 1000",
+                                          "round_up(N, 7) % 7",
+                                          "ceil_div(-N, 7)",
+                                          "min(N, 2.5)",
+                                          "4611686018427387904 * 2",
+                                          "N / 0",
+                                          "N % (BLOCK - 256)",
+                                          "x.shape[2]",
+                                          "sqrt(-1)",
+                                          "(N + BLOCK - 1) / BLOCK * BLOCK",
+                                          "-N / -3 + +2"};
   expr_env env;
   env.constants["N"] = expr_value::integer(1000);
   env.constants["BLOCK"] = expr_value::integer(256);
@@ -426,13 +456,17 @@ struct Tensor {
   for (const auto& e : exprs) {
     auto cpp = export_detail::translate_expression(e, {"N", "BLOCK"}, {"x"});
     if (!cpp) FAIL(e << ": " << cpp.message());
-    prog += "  try { ks_v v = " + *cpp + "; if (v.f) std::printf(\"f %.17g\\n\", v.d); else std::printf(\"i %lld\\n\", (long long)v.i); }"
+    prog += "  try { ks_v v = " + *cpp +
+            "; if (v.f) std::printf(\"f %.17g\\n\", v.d); else std::printf(\"i %lld\\n\", (long long)v.i); }"
             " catch (const std::exception&) { std::printf(\"error\\n\"); }\n";
     auto v = eval_expr(e, env);
     char buf[64];
-    if (!v) expected.push_back("error");
-    else if (v->is_float) std::snprintf(buf, sizeof buf, "f %.17g", v->f), expected.push_back(buf);
-    else std::snprintf(buf, sizeof buf, "i %lld", static_cast<long long>(v->i)), expected.push_back(buf);
+    if (!v)
+      expected.push_back("error");
+    else if (v->is_float)
+      std::snprintf(buf, sizeof buf, "f %.17g", v->f), expected.push_back(buf);
+    else
+      std::snprintf(buf, sizeof buf, "i %lld", static_cast<long long>(v->i)), expected.push_back(buf);
   }
   prog += "}\n";
   fs::path dir = temp_dir();
@@ -465,7 +499,8 @@ TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two result
   CHECK(ex->launcher.find("    const std::vector<ks_arg> s0_args{ks_targ(t_x)};\n"
                           "    static const ks_prepared_step s0_op = ks_prepare_by_schema(std::map<std::string, "
                           "std::string>{{\"dim\", \"1\"}, {\"schema\", \"aten::sort(Tensor self, int dim=-1, bool "
-                          "descending=False) -> (Tensor values, Tensor indices)\"}}, s0_args);\n") != std::string::npos);
+                          "descending=False) -> (Tensor values, Tensor indices)\"}}, s0_args);\n") !=
+        std::string::npos);
   CHECK(ex->launcher.find("const std::vector<at::Tensor> r = ks_call_prepared(s0_op, s0_args);") != std::string::npos);
   // The kernel reads vals (made contiguous); nothing but the op made idx (kept as it came).
   CHECK(ex->launcher.find("    t_vals = r[0].contiguous();\n    t_idx = r[1];") != std::string::npos);
@@ -477,7 +512,8 @@ TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two result
   const std::string& results = export_detail::library_results_runtime();
   launcher.erase(launcher.find(results), results.size());
   fs::path dir = temp_dir();
-  write(dir / "dispatch.cpp", "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
+  write(dir / "dispatch.cpp",
+        "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
   int rc = run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + (dir / "dispatch.cpp").string() + " 2>" +
                (dir / "log.txt").string());
   INFO(read(dir / "log.txt"));

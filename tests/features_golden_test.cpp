@@ -45,8 +45,7 @@ std::string read_text(const fs::path& path) {
   return ss.str();
 }
 
-std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& extension,
-                                   bool recursive) {
+std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& extension, bool recursive) {
   std::vector<fs::path> out;
   auto take = [&](const fs::directory_entry& e) {
     if (e.is_regular_file() && e.path().extension() == extension) out.push_back(e.path());
@@ -69,8 +68,7 @@ std::string number(double v) {
 
 // One line: input, mode, structure class, then every feature in code_feature_names()
 // order ('-' where the extractor leaves it out).
-std::string golden_line(const std::string& input, const std::string& mode,
-                        const code_features& f) {
+std::string golden_line(const std::string& input, const std::string& mode, const code_features& f) {
   std::ostringstream line;
   line << input << ' ' << mode << ' ' << f.structure_class;
   for (auto& name : code_feature_names()) {
@@ -169,7 +167,6 @@ TEST_CASE("features of the corpus and of every lowered seed match the golden", "
   CHECK(golden.size() == now.size());
   for (size_t i = 0; i < std::min(golden.size(), now.size()); ++i) {
     if (golden[i] == now[i]) continue;
-    FAIL_CHECK("line " << i + 1 << " differs from tests/golden/features.txt:\n"
-                       << differences(golden[i], now[i]));
+    FAIL_CHECK("line " << i + 1 << " differs from tests/golden/features.txt:\n" << differences(golden[i], now[i]));
   }
 }

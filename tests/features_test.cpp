@@ -67,15 +67,14 @@ std::vector<std::string> nvrtc_options() {
 
 // PTX of `source`, compiled with NVRTC; false (and the log in `ptx`) when it does not
 // compile.
-bool try_compile_ptx(const std::string& name, const std::string& source,
-                     const std::vector<std::string>& extra, std::string& ptx_or_log) {
+bool try_compile_ptx(const std::string& name, const std::string& source, const std::vector<std::string>& extra,
+                     std::string& ptx_or_log) {
   auto options = nvrtc_options();
   options.insert(options.end(), extra.begin(), extra.end());
   std::vector<const char*> argv;
   for (auto& o : options) argv.push_back(o.c_str());
   nvrtcProgram prog;
-  REQUIRE(nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr) ==
-          NVRTC_SUCCESS);
+  REQUIRE(nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr) == NVRTC_SUCCESS);
   nvrtcResult rc = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
@@ -166,21 +165,18 @@ void dump(const std::string& name, const code_features& f, const char* mode) {
 
 // Compares extracted features with an expectation; returns the mismatches, each
 // naming the kernel and the feature.
-std::vector<std::string> mismatches(const std::string& name, const code_features& f,
-                                    const expectation& e,
+std::vector<std::string> mismatches(const std::string& name, const code_features& f, const expectation& e,
                                     const std::set<std::string>& skip = {}) {
   std::vector<std::string> out;
   if (f.structure_class != e.structure_class)
-    out.push_back(name + ": structure_class expected " + e.structure_class + ", got " +
-                  f.structure_class);
+    out.push_back(name + ": structure_class expected " + e.structure_class + ", got " + f.structure_class);
   for (auto& [feature, value] : e.features) {
     if (skip.count(feature)) continue;
     auto it = f.values.find(feature);
     if (it == f.values.end()) {
       out.push_back(name + ": " + feature + " expected " + format(value) + ", but it is absent");
     } else if (it->second != value) {
-      out.push_back(name + ": " + feature + " expected " + format(value) + ", got " +
-                    format(it->second));
+      out.push_back(name + ": " + feature + " expected " + format(value) + ", got " + format(it->second));
     }
   }
   return out;
@@ -195,8 +191,8 @@ bool dump_requested() {
 const std::set<std::string>& always_present() {
   static const std::set<std::string> s = [] {
     std::set<std::string> names(code_feature_names().begin(), code_feature_names().end());
-    for (const char* n : {"plan_kernel_launches", "plan_library_steps", "registers", "block_size",
-                          "grid_size", "cuda_graph_eligible"})
+    for (const char* n :
+         {"plan_kernel_launches", "plan_library_steps", "registers", "block_size", "grid_size", "cuda_graph_eligible"})
       names.erase(n);
     return names;
   }();
@@ -226,8 +222,8 @@ for (int k = 0; k < TILE; ++k) acc += a[k] >> 1;
   REQUIRE(lx.defines.count("TILE") == 1);
   CHECK(lx.defines.at("TILE").at(0).text == "16");
   CHECK(lx.defines.count("IDX") == 0);  // function-like macros are not recorded
-  auto pragma = std::find_if(lx.tokens.begin(), lx.tokens.end(),
-                             [](const token& t) { return t.kind == tok_kind::pragma; });
+  auto pragma =
+      std::find_if(lx.tokens.begin(), lx.tokens.end(), [](const token& t) { return t.kind == tok_kind::pragma; });
   REQUIRE(pragma != lx.tokens.end());
   CHECK(pragma->text == "unroll 4");
   CHECK(pragma->line == 6);
@@ -236,8 +232,7 @@ for (int k = 0; k < TILE; ++k) acc += a[k] >> 1;
   CHECK(std::count(texts.begin(), texts.end(), "++") == 1);
 }
 
-TEST_CASE("ptx scanner: vector accesses, barriers, shuffles, atomics, tensor ops, local depot",
-          "[features][ptx]") {
+TEST_CASE("ptx scanner: vector accesses, barriers, shuffles, atomics, tensor ops, local depot", "[features][ptx]") {
   using namespace ks::features;
   auto s = scan_ptx(R"(.version 8.8
 .target sm_90
@@ -284,8 +279,7 @@ TEST_CASE("ptx scanner: vector accesses, barriers, shuffles, atomics, tensor ops
 // ===========================================================================
 // The corpus.
 
-TEST_CASE("corpus: at least 30 kernels, each with >= 12 expected features",
-          "[features][corpus]") {
+TEST_CASE("corpus: at least 30 kernels, each with >= 12 expected features", "[features][corpus]") {
   auto names = corpus_names();
   CHECK(names.size() >= 30);
   std::set<std::string> known(code_feature_names().begin(), code_feature_names().end());
@@ -306,8 +300,7 @@ TEST_CASE("corpus: at least 30 kernels, each with >= 12 expected features",
   CHECK(classes_seen == classes);  // every class is exercised
 }
 
-TEST_CASE("corpus: every kernel compiles with NVRTC and matches its expectations",
-          "[features][corpus][nvrtc]") {
+TEST_CASE("corpus: every kernel compiles with NVRTC and matches its expectations", "[features][corpus][nvrtc]") {
   int failures = 0;
   for (auto& c : corpus()) {
     feature_input in;
@@ -327,15 +320,13 @@ TEST_CASE("corpus: every kernel compiles with NVRTC and matches its expectations
     }
     for (auto& [n, v] : f.values) {
       INFO(c.name << ": " << n);
-      CHECK(std::find(code_feature_names().begin(), code_feature_names().end(), n) !=
-            code_feature_names().end());
+      CHECK(std::find(code_feature_names().begin(), code_feature_names().end(), n) != code_feature_names().end());
     }
   }
   CHECK(failures == 0);
 }
 
-TEST_CASE("corpus: without PTX the source analysis reaches the same answers",
-          "[features][corpus]") {
+TEST_CASE("corpus: without PTX the source analysis reaches the same answers", "[features][corpus]") {
   // Features with PTX evidence fall back to the source when there is no PTX. Only the
   // local-memory size can differ: the source sees local arrays, not what the compiler
   // adds (sinf's slow path, for one) or keeps in registers.
@@ -414,12 +405,11 @@ TEST_CASE("robustness: empty, kernel-less and garbage input", "[features][robust
     CHECK(f.structure_class == "streaming");
   }
   SECTION("garbage") {
-    for (const char* text :
-         {"}}}{{{ ((( ]]] ;;; <<<>>> ### \"unterminated", "__global__", "__global__ void (",
-          "extern \"C\" __global__ void k(float* x) { x[ = ; for (;;) { if ( } while",
-          "__global__ void k() { for (int i = 0; i < ; ) x[i][][ = y[[i]]; }",
-          "template <int N> __global__ void k(float* x) { x[N] = x[N >> 1] >>= 2; }",
-          "\x01\x02\xff\xfe garbage \x00 bytes"}) {
+    for (const char* text : {"}}}{{{ ((( ]]] ;;; <<<>>> ### \"unterminated", "__global__", "__global__ void (",
+                             "extern \"C\" __global__ void k(float* x) { x[ = ; for (;;) { if ( } while",
+                             "__global__ void k() { for (int i = 0; i < ; ) x[i][][ = y[[i]]; }",
+                             "template <int N> __global__ void k(float* x) { x[N] = x[N >> 1] >>= 2; }",
+                             "\x01\x02\xff\xfe garbage \x00 bytes"}) {
       feature_input in;
       in.source = text;
       in.ptx = text;
@@ -491,8 +481,12 @@ TEST_CASE("robustness: empty, kernel-less and garbage input", "[features][robust
         std::string s = c.source;
         size_t a = next(s.size()), len = next(60);
         switch (m % 3) {
-          case 0: s.erase(a, len); break;
-          case 1: s.insert(next(s.size()), s.substr(a, len)); break;
+          case 0:
+            s.erase(a, len);
+            break;
+          case 1:
+            s.insert(next(s.size()), s.substr(a, len));
+            break;
           default:
             for (int k = 0; k < 5 && !s.empty(); ++k) s[next(s.size())] = brackets[next(sizeof(brackets) - 1)];
         }
@@ -523,8 +517,9 @@ double value(const code_features& f, const std::string& name) { return f.values.
 }  // namespace
 
 TEST_CASE("heuristics: divergent branches", "[features][heuristics]") {
-  const std::string pre = "int i = blockIdx.x * blockDim.x + threadIdx.x; int lane = threadIdx.x & 31;"
-                          " int warp = threadIdx.x / 32;\n";
+  const std::string pre =
+      "int i = blockIdx.x * blockDim.x + threadIdx.x; int lane = threadIdx.x & 31;"
+      " int warp = threadIdx.x / 32;\n";
   CHECK(value(features_of(pre + "if (lane < 16) y[i] = x[i];"), "divergent_branches") == 1);
   CHECK(value(features_of(pre + "if (threadIdx.x & 1) y[i] = x[i];"), "divergent_branches") == 1);
   CHECK(value(features_of(pre + "switch (threadIdx.x % 4) { case 0: y[i] = 1; break; default: y[i] = 2; }"),
@@ -737,8 +732,7 @@ steps:
     block: [16, 16]
     args: [A, B, C, {int32: M}, {int32: N}, {int32: K}]
 )",
-                               c.source, {{"A", {{512, 256}, "float32"}}, {"B", {{256, 512}, "float32"}}},
-                               plan);
+                               c.source, {{"A", {{512, 256}, "float32"}}, {"B", {{256, 512}, "float32"}}}, plan);
     feature_input in;
     in.source = c.source;
     in.ptx = c.ptx;
@@ -775,8 +769,7 @@ steps:
     block: [16, 16]
     args: [A, B, C, {int32: M}, {int32: N}, {int32: K}]
 )",
-                               c.source, {{"A", {{256, 128}, "float32"}}, {"B", {{128, 512}, "float32"}}},
-                               plan);
+                               c.source, {{"A", {{256, 128}, "float32"}}, {"B", {{128, 512}, "float32"}}}, plan);
     feature_input in;
     in.source = c.source;
     in.resolved = &rp;

@@ -26,9 +26,9 @@
 #include <sstream>
 #include <thread>
 
+#include <httplib.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "fleet/node_link.hpp"
@@ -42,10 +42,10 @@
 
 using namespace ks;
 using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
 using ks::testing::node_options;
 using ks::testing::node_process;
 using ks::testing::wait_until;
-using Catch::Matchers::Contains;
 
 extern char** environ;
 
@@ -261,8 +261,7 @@ TEST_CASE("a capture of a node link with a token shows no kernel text", "[fleet]
   }
 }
 
-TEST_CASE("a node's worker that aborts is answered crashed for that candidate alone, and restarted",
-          "[fleet]") {
+TEST_CASE("a node's worker that aborts is answered crashed for that candidate alone, and restarted", "[fleet]") {
   node_process n;
   REQUIRE(n.start());
   fleet_config cfg;
@@ -279,8 +278,7 @@ TEST_CASE("a node's worker that aborts is answered crashed for that candidate al
   caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("a review that hangs on a node times out for that candidate alone, and the node goes on",
-          "[fleet]") {
+TEST_CASE("a review that hangs on a node times out for that candidate alone, and the node goes on", "[fleet]") {
   node_process n({.review_margin_s = 1});
   REQUIRE(n.start());
   fleet_config cfg;
@@ -332,9 +330,10 @@ void check_a_takes_work_again(two_nodes& f, uint64_t first_id) {
 
 }  // namespace
 
-TEST_CASE("a node killed during a review: another node answers it, and the dead node is out until it "
-          "is back",
-          "[fleet]") {
+TEST_CASE(
+    "a node killed during a review: another node answers it, and the dead node is out until it "
+    "is back",
+    "[fleet]") {
   node_process a({.review_ms = 600000});  // every review on a is still running when it is killed
   node_process b;
   REQUIRE(a.start());
@@ -344,7 +343,8 @@ TEST_CASE("a node killed during a review: another node answers it, and the dead 
   const int port = a.port();
   lose_a_review_on_a(f, a, [&] { a.kill9(); });
   // While a is down everything goes to b, and nothing waits for a.
-  for (uint64_t id = 2; id <= 4; ++id) CHECK(ask(f.sys, f.dispatcher, scripted_review(id, "t")).status == review_status::ok);
+  for (uint64_t id = 2; id <= 4; ++id)
+    CHECK(ask(f.sys, f.dispatcher, scripted_review(id, "t")).status == review_status::ok);
   CHECK(reading(*f.meter, 0).reviews == 0);
   CHECK(reading(*f.meter, 1).reviews == 4);
   CHECK(b.reviews_begun() == 4);
@@ -357,9 +357,10 @@ TEST_CASE("a node killed during a review: another node answers it, and the dead 
   CHECK(reading(*f.meter, 0).reviews + reading(*f.meter, 1).reviews == 8);
 }
 
-TEST_CASE("a node that stops answering during a review: another node answers it, and the node is "
-          "used again once it answers",
-          "[fleet]") {
+TEST_CASE(
+    "a node that stops answering during a review: another node answers it, and the node is "
+    "used again once it answers",
+    "[fleet]") {
   node_process a({.review_ms = 6000});  // still running when the node is stopped
   node_process b;
   REQUIRE(a.start());
@@ -372,8 +373,7 @@ TEST_CASE("a node that stops answering during a review: another node answers it,
   check_a_takes_work_again(f, 2);
 }
 
-TEST_CASE("a task is reviewed on one GPU model only, and waits for it when its devices are gone",
-          "[fleet]") {
+TEST_CASE("a task is reviewed on one GPU model only, and waits for it when its devices are gone", "[fleet]") {
   node_process a({.gpu_name = "Model A"});
   node_process b({.gpu_name = "Model B"});
   REQUIRE(a.start());
@@ -489,17 +489,18 @@ run_result run_kernelskill(const fs::path& config, const fs::path& log, const st
 
 }  // namespace
 
-TEST_CASE("kernelskill run across two nodes finishes every task when one is killed mid-run, and "
-          "records nothing against a method for it",
-          "[fleet][run]") {
+TEST_CASE(
+    "kernelskill run across two nodes finishes every task when one is killed mid-run, and "
+    "records nothing against a method for it",
+    "[fleet][run]") {
   // Their devices report 66 SMs: the rules coder writes for the GPUs found.
   node_process a({.review_ms = 600000, .sms = 66});  // a's reviews are in flight until it is killed
   node_process b({.review_ms = 50, .sms = 66});
   REQUIRE(a.start());
   REQUIRE(b.start());
   std::random_device rd;
-  const fs::path dir = fs::temp_directory_path() / ("ks-fleet-run-" + std::to_string(getpid()) + "-" +
-                                                    std::to_string(rd()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("ks-fleet-run-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
   fs::create_directories(dir);
   const fs::path src = KS_SOURCE_DIR;
   const std::vector<std::string> tasks = {"softmax", "gelu"};
@@ -611,9 +612,10 @@ std::string run_task(const ks::testing::daemon_process& d, const std::string& na
 
 }  // namespace
 
-TEST_CASE("kernelskill serve reviews on its nodes, and its metrics follow a device out of the "
-          "rotation and back",
-          "[fleet][serve]") {
+TEST_CASE(
+    "kernelskill serve reviews on its nodes, and its metrics follow a device out of the "
+    "rotation and back",
+    "[fleet][serve]") {
   node_process a;
   node_process b;
   REQUIRE(a.start());
@@ -645,9 +647,10 @@ TEST_CASE("kernelskill serve reviews on its nodes, and its metrics follow a devi
   CHECK(d.terminate() == 0);
 }
 
-TEST_CASE("a daemon whose only node is not up yet keeps its tasks queued, and runs them once the node "
-          "answers",
-          "[fleet][serve]") {
+TEST_CASE(
+    "a daemon whose only node is not up yet keeps its tasks queued, and runs them once the node "
+    "answers",
+    "[fleet][serve]") {
   int port = 0;
   {
     node_process probe;  // a port that was free a moment ago

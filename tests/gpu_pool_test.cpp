@@ -132,13 +132,14 @@ TEST_CASE("reviews are answered one at a time, in order", "[gpu_pool]") {
   std::vector<uint64_t> answered;
   for (uint64_t id = 1; id <= 3; ++id) {
     self->request(f.pool, 60s, small_review(id))
-        .receive([&](review_result& r) {
-                   answered.push_back(r.request_id);
-                   CHECK(r.status != review_status::timed_out);
-                   CHECK(r.status != review_status::crashed);
-                   CHECK_FALSE(r.message.empty());
-                 },
-                 [&](caf::error& err) { FAIL(f.sys.render(err)); });
+        .receive(
+            [&](review_result& r) {
+              answered.push_back(r.request_id);
+              CHECK(r.status != review_status::timed_out);
+              CHECK(r.status != review_status::crashed);
+              CHECK_FALSE(r.message.empty());
+            },
+            [&](caf::error& err) { FAIL(f.sys.render(err)); });
   }
   CHECK(answered == std::vector<uint64_t>{1, 2, 3});
 }
@@ -184,9 +185,10 @@ TEST_CASE("a worker stopped at its review's time limit is replaced, and the revi
   CHECK(second != first);
 }
 
-TEST_CASE("a worker that stops answering during a review, its link open, is noticed within the stopped "
-          "limit, replaced, and the review runs again",
-          "[gpu_pool][supervision]") {
+TEST_CASE(
+    "a worker that stops answering during a review, its link open, is noticed within the stopped "
+    "limit, replaced, and the review runs again",
+    "[gpu_pool][supervision]") {
   fixture f("kernelskill-gpu", /*stopped_limit_s=*/1);
   auto first = f.describe().pid;
   REQUIRE(first > 0);
@@ -269,9 +271,10 @@ std::set<pid_t> children_named(const std::string& comm) {
 
 }  // namespace
 
-TEST_CASE("a review whose worker is killed again and again is answered internal_error, never blamed on "
-          "the candidate",
-          "[gpu_pool][supervision]") {
+TEST_CASE(
+    "a review whose worker is killed again and again is answered internal_error, never blamed on "
+    "the candidate",
+    "[gpu_pool][supervision]") {
   fixture f("fake_gpu_worker");
   REQUIRE(f.describe().pid > 0);
   auto hanging = small_review(15, 60);
@@ -432,8 +435,7 @@ review_request relu_review(uint64_t id, const std::string& body, double timeout_
 
 }  // namespace
 
-TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the pool goes on",
-          "[gpu_pool][gpu]") {
+TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the pool goes on", "[gpu_pool][gpu]") {
   fixture f;
   auto info = f.describe();
   if (info.devices.empty())
@@ -451,7 +453,8 @@ TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the 
   CHECK(pid_now() != before);  // replaced: its context was poisoned
 
   before = pid_now();
-  auto trap = review(f, relu_review(3, "  if (i == 12345) __trap();\n  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];", 120));
+  auto trap =
+      review(f, relu_review(3, "  if (i == 12345) __trap();\n  if (i < n) y[i] = x[i] < 0.f ? 0.f : x[i];", 120));
   CHECK(trap.status == review_status::crashed);
   CHECK_THAT(trap.message, Catch::Matchers::Contains("CUDA_ERROR_"));
   CHECK(pid_now() != before);
@@ -472,9 +475,10 @@ TEST_CASE("gpu: faulting, trapping and hanging candidates are isolated, and the 
 // Issue 44: the real worker killed (SIGKILL) and stopped (SIGSTOP) while a correct
 // kernel is under review. Neither is the candidate's doing: the review runs again on
 // a fresh worker and the candidate gets its own verdict, ok.
-TEST_CASE("gpu: a real worker killed or stopped mid-review is replaced, and the review runs again with "
-          "the candidate's own verdict",
-          "[gpu_pool][gpu][supervision]") {
+TEST_CASE(
+    "gpu: a real worker killed or stopped mid-review is replaced, and the review runs again with "
+    "the candidate's own verdict",
+    "[gpu_pool][gpu][supervision]") {
   fixture f("kernelskill-gpu", /*stopped_limit_s=*/2);
   auto info = f.describe();
   if (info.devices.empty())
@@ -514,8 +518,8 @@ namespace {
 // `kernelskill-gpu --listen 127.0.0.1:0` (the node agent), SIGKILLed at the end.
 struct agent_process {
   ks::testing::started_server server;
-  std::string log = (std::filesystem::temp_directory_path() /
-                     ("ks-agent-" + std::to_string(::getpid()) + ".log")).string();
+  std::string log =
+      (std::filesystem::temp_directory_path() / ("ks-agent-" + std::to_string(::getpid()) + ".log")).string();
   agent_process() {
     server = ks::testing::start_server(
         {std::string(KS_BINARY_DIR) + "/bin/kernelskill-gpu", "--listen", "127.0.0.1:0", "--review-margin", "1"},
@@ -532,7 +536,9 @@ struct agent_process {
     ::waitpid(server.pid, nullptr, 0);
     server.pid = -1;
   }
-  uint16_t port() const { return static_cast<uint16_t>(std::stoi(server.address.substr(server.address.rfind(':') + 1))); }
+  uint16_t port() const {
+    return static_cast<uint16_t>(std::stoi(server.address.substr(server.address.rfind(':') + 1)));
+  }
 };
 
 }  // namespace
@@ -552,9 +558,10 @@ TEST_CASE("a node agent on a machine without a GPU says why it has no device", "
   CHECK_THAT(link->info.driver_error, Catch::Matchers::Contains("no CUDA driver"));
 }
 
-TEST_CASE("gpu: a node agent serves each GPU with a worker of its own, and isolates faulting and hanging "
-          "candidates like a local pool",
-          "[gpu_pool][gpu]") {
+TEST_CASE(
+    "gpu: a node agent serves each GPU with a worker of its own, and isolates faulting and hanging "
+    "candidates like a local pool",
+    "[gpu_pool][gpu]") {
   agent_process agent;
   REQUIRE(agent.server.pid > 0);
   pool_config cfg;

@@ -21,8 +21,8 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -30,9 +30,9 @@
 #include "base/sandbox.hpp"
 #include "base/secret.hpp"
 #include "fleet/gpu_nodes.hpp"
-#include "protocol/worker_link.hpp"
 #include "fleet/worker_process.hpp"
 #include "plan/launch_plan_yaml.hpp"
+#include "protocol/worker_link.hpp"
 #include "task/task_loader.hpp"
 #include "tests/support/command_output.hpp"
 #include "tests/support/gpu_skip.hpp"
@@ -64,8 +64,7 @@ bool machine_has_gpu() {
 
 }  // namespace
 
-TEST_CASE("kernelskill-gpu --list-devices lists GPUs or says plainly there are none",
-          "[gpu_worker]") {
+TEST_CASE("kernelskill-gpu --list-devices lists GPUs or says plainly there are none", "[gpu_worker]") {
   auto out = run_command(worker_binary + " --list-devices");
   if (out.status == 0) {
     CHECK(out.text.find("compute capability") != std::string::npos);
@@ -91,8 +90,7 @@ TEST_CASE("kernelskill-gpu rejects a malformed --listen address", "[gpu_worker]"
   CHECK(out.text.find("HOST:PORT") != std::string::npos);
 }
 
-TEST_CASE("a worker started on loopback answers describe over the middleman",
-          "[gpu_worker][network]") {
+TEST_CASE("a worker started on loopback answers describe over the middleman", "[gpu_worker][network]") {
   worker_process_options wo;
   wo.binary = worker_binary;
   auto proc = worker_process::start(wo);
@@ -129,8 +127,7 @@ TEST_CASE("a worker started on loopback answers describe over the middleman",
   CHECK(answered);
 }
 
-TEST_CASE("destroying a worker handle ends the process, and kill -9 is noticed",
-          "[gpu_worker]") {
+TEST_CASE("destroying a worker handle ends the process, and kill -9 is noticed", "[gpu_worker]") {
   worker_process_options wo;
   wo.binary = worker_binary;
   auto a = worker_process::start(wo);
@@ -235,8 +232,7 @@ std::string read_until_closed(int fd, bool* closed) {
 
 }  // namespace
 
-TEST_CASE("a worker with a token serves only peers that prove they know it",
-          "[gpu_worker][network][auth]") {
+TEST_CASE("a worker with a token serves only peers that prove they know it", "[gpu_worker][network][auth]") {
   worker_process_options wo;
   wo.binary = worker_binary;
   wo.token = "the-right-token-4f9a";
@@ -503,8 +499,8 @@ namespace {
 
 // A review of `task` (any candidate: the reference is what is under test), answered
 // within `wait`.
-std::optional<review_result> review_once(caf::actor_system& sys, const gpu_worker_actor& worker,
-                                         const task_spec& task, std::chrono::seconds wait) {
+std::optional<review_result> review_once(caf::actor_system& sys, const gpu_worker_actor& worker, const task_spec& task,
+                                         std::chrono::seconds wait) {
   review_request req;
   req.request_id = 7;
   req.task = task;

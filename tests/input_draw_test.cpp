@@ -172,8 +172,7 @@ TEST_CASE("a device draw on the CPU is the CPU draw: inputs, parameters, input p
   check_all_equal(draw(p, 9, kCpu, input_draw::device), draw(p, 9, kCpu, input_draw::cpu));
 }
 
-TEST_CASE("gpu: device draws are on the device, the same in every call, different between trials",
-          "[draw][gpu]") {
+TEST_CASE("gpu: device draws are on the device, the same in every call, different between trials", "[draw][gpu]") {
   REQUIRE_CUDA();
   const task_spec t = every_kind();
   const uint64_t s0 = trial_seed(t.seed, 0), s2 = trial_seed(t.seed, 2);
@@ -211,7 +210,8 @@ TEST_CASE("gpu: device draws are on the device, the same in every call, differen
   check_all_equal(parameter_tensors(*p1), parameter_tensors(*p2));
   task_spec reseeded = t;
   reseeded.seed += 1;
-  CHECK_FALSE(at::equal(parameter_tensors(*p1)[0].cpu(), parameter_tensors(*program_on(reseeded, "cuda", input_draw::device))[0].cpu()));
+  CHECK_FALSE(at::equal(parameter_tensors(*p1)[0].cpu(),
+                        parameter_tensors(*program_on(reseeded, "cuda", input_draw::device))[0].cpu()));
   auto r1 = p1->run(s2);
   auto r2 = p2->run(s2);
   REQUIRE((r1.ok() && r2.ok()));

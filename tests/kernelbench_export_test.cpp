@@ -86,13 +86,15 @@ const std::map<std::string, exported>& exports() {
       x.task = e.path();
       x.module = tasks / "good" / (name + ".pt");
       x.lowered = kWork / "lowered" / name;
-      x.lower_text = kernelskill("lower " + shell_quote(x.task.string()) + " --out " +
-                                 shell_quote(x.lowered.string()) + " --seeds 1").text;
+      x.lower_text = kernelskill("lower " + shell_quote(x.task.string()) + " --out " + shell_quote(x.lowered.string()) +
+                                 " --seeds 1")
+                         .text;
       if (fs::exists(x.lowered / "seed-0.cu")) {
         const fs::path file = kWork / (name + ".py");
-        auto ex = kernelskill("export --task " + shell_quote(x.task.string()) + " --kernel " +
-                              shell_quote((x.lowered / "seed-0.cu").string()) + " --plan " +
-                              shell_quote((x.lowered / "seed-0.yaml").string()) + " --out " + shell_quote(file.string()));
+        auto ex =
+            kernelskill("export --task " + shell_quote(x.task.string()) + " --kernel " +
+                        shell_quote((x.lowered / "seed-0.cu").string()) + " --plan " +
+                        shell_quote((x.lowered / "seed-0.yaml").string()) + " --out " + shell_quote(file.string()));
         x.export_text = ex.text;
         x.export_status = ex.status;
         if (ex.status == 0) x.file = file;
@@ -146,8 +148,9 @@ TEST_CASE("kernelbench export: imported problems export with KernelBench's inter
     CHECK(with->module_name == without->module_name);
     CHECK(py.find("CUDA_SOURCE = ") != std::string::npos);
     CHECK(without->python.find("PROBLEM_SOURCE") == std::string::npos);
-    CHECK(without->python.find("def __init__(self, size=\"default\", seed=SEED, parameter_shapes=None, module=None):") !=
-          std::string::npos);
+    CHECK(
+        without->python.find("def __init__(self, size=\"default\", seed=SEED, parameter_shapes=None, module=None):") !=
+        std::string::npos);
   }
   // Model's attribute paths, without the wrapper a traced import adds; the number as
   // get_inputs passes it.
@@ -167,7 +170,8 @@ TEST_CASE("kernelbench export: under KernelBench's seeding ModelNew holds Model'
     auto run = run_bounded("exec " + shell_quote(python()) + " " + shell_quote((kData / "check_export.py").string()) +
                                " " + shell_quote((kData / "good" / (name + ".py")).string()) + " " +
                                shell_quote(x.file.string()) + " " + shell_quote(x.module.string()),
-                           {.cpu_seconds = 120, .memory_mb = 8192, .wall_seconds = 180, .sandbox = unconfined()}, kWork / (name + "-check.err"));
+                           {.cpu_seconds = 120, .memory_mb = 8192, .wall_seconds = 180, .sandbox = unconfined()},
+                           kWork / (name + "-check.err"));
     REQUIRE(run);
     INFO(run->out << run->err);
     CHECK(run->ok());
@@ -190,7 +194,8 @@ TEST_CASE("kernelbench export: what the interface cannot use is named", "[kernel
   };
   task_spec t = *task;
   t.kernelbench.arguments[0].input = "B";
-  CHECK_THAT(message(t), Catch::Contains("export of task 'scalar_multiply': forward argument 'A' names no task input ('B')"));
+  CHECK_THAT(message(t),
+             Catch::Contains("export of task 'scalar_multiply': forward argument 'A' names no task input ('B')"));
   t = *task;
   t.kernelbench.arguments[1].value = "3.14); import os";
   CHECK_THAT(message(t), Catch::Contains("forward argument 's': '3.14); import os' is not a number"));
@@ -203,7 +208,8 @@ TEST_CASE("kernelbench export: what the interface cannot use is named", "[kernel
   u.parameters[0].init.attr = "conv.bias";  // not under the wrapper (inner) that holds Model
   auto ex = export_pytorch(u, seed_candidate(y));
   REQUIRE_FALSE(ex);
-  CHECK_THAT(ex.message(), Catch::Contains("parameter 'inner_conv_bias' (attr conv.bias) is not inside the problem's Model (inner)"));
+  CHECK_THAT(ex.message(),
+             Catch::Contains("parameter 'inner_conv_bias' (attr conv.bias) is not inside the problem's Model (inner)"));
 }
 
 // A result handed to others (the daemon's /api/tasks/ID/result) runs no submitted Python:
@@ -244,8 +250,11 @@ TEST_CASE("kernelbench export: a result handed to others imports without running
   const std::string then =
       "try:\n    ns['ModelNew']()\n    raise SystemExit('built without the module')\n"
       "except ValueError as e:\n    assert 'module' in str(e), e\n"
-      "m = ns['ModelNew'](module=torch.jit.load('" + x.module.string() + "'))\n"
-      "assert len(m.task_parameters()) == " + std::to_string(task->parameters.size()) + "\n";
+      "m = ns['ModelNew'](module=torch.jit.load('" +
+      x.module.string() +
+      "'))\n"
+      "assert len(m.task_parameters()) == " +
+      std::to_string(task->parameters.size()) + "\n";
   auto imported = import_file(*shared, "hostile_shared.py", then);
   REQUIRE(imported);
   INFO(imported->out << imported->err);

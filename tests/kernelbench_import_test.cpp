@@ -182,7 +182,8 @@ TEST_CASE("kernelbench import: the imported reference computes what the problem'
   }
 }
 
-TEST_CASE("kernelbench import: graphs of imported modules lift the weights and fold the shape checks", "[kernelbench]") {
+TEST_CASE("kernelbench import: graphs of imported modules lift the weights and fold the shape checks",
+          "[kernelbench]") {
   for (const auto& [name, o] : good()) {
     INFO(name);
     auto task = load_task(o.task_path);
@@ -211,7 +212,8 @@ TEST_CASE("kernelbench import: graphs of imported modules lift the weights and f
   }
 }
 
-TEST_CASE("kernelbench import: input programs draw the same inputs for a seed and others for another", "[kernelbench]") {
+TEST_CASE("kernelbench import: input programs draw the same inputs for a seed and others for another",
+          "[kernelbench]") {
   auto task = load_task(good().at("symmetric_matmul").task_path);
   REQUIRE(task);
   auto a = make_inputs(*task, 7, c10::Device(c10::kCPU));
@@ -232,8 +234,9 @@ TEST_CASE("kernelbench import: input programs draw the same inputs for a seed an
   CHECK(bad.message().find("input \"B\" is [24, 24] float32, the task declares [24, 25] float32") != std::string::npos);
   // And one that reads a file is refused before it runs, as a reference would be.
   wrong = *task;
-  wrong.input_program = "def inputs(device: Device) -> List[Tensor]:\n"
-                        "    return [torch.from_file('/etc/passwd', False, 576), torch.rand([24, 24])]\n";
+  wrong.input_program =
+      "def inputs(device: Device) -> List[Tensor]:\n"
+      "    return [torch.from_file('/etc/passwd', False, 576), torch.rand([24, 24])]\n";
   bad = make_inputs(wrong, 7, c10::Device(c10::kCPU));
   REQUIRE_FALSE(bad);
   CHECK(bad.message().find("aten::from_file") != std::string::npos);

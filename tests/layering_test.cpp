@@ -26,23 +26,15 @@ namespace {
 // Lower numbers are lower layers. Keep in step with docs/architecture.md.
 const std::map<std::string, int>& layer_table() {
   static const std::map<std::string, int> layers = {
-      {"base", 0},
-      {"model", 1},
-      {"protocol", 2},
-      {"config", 3}, {"task", 3}, {"plan", 3},
-      {"store", 4}, {"policy", 4},
-      {"features", 5}, {"gpu", 5}, {"fleet", 5}, {"coder", 5}, {"llm", 5},
-      {"report", 5}, {"export", 5}, {"importer", 5},
-      {"actors", 6},
-      {"daemon", 7}, {"cli", 7},
-      {"bench", 8}, {"tests", 8},
+      {"base", 0},   {"model", 1},    {"protocol", 2}, {"config", 3}, {"task", 3},  {"plan", 3},  {"store", 4},
+      {"policy", 4}, {"features", 5}, {"gpu", 5},      {"fleet", 5},  {"coder", 5}, {"llm", 5},   {"report", 5},
+      {"export", 5}, {"importer", 5}, {"actors", 6},   {"daemon", 7}, {"cli", 7},   {"bench", 8}, {"tests", 8},
   };
   return layers;
 }
 
 // Folders that hold no C++ (or none that is built as a library).
-const std::set<std::string> not_code = {"build", "cmake", "docs", "examples", "scripts",
-                                        "skills"};
+const std::set<std::string> not_code = {"build", "cmake", "docs", "examples", "scripts", "skills"};
 
 struct include_edge {
   std::string file;  // relative to the source root
@@ -64,8 +56,7 @@ include_graph read_includes(const fs::path& root, std::vector<std::string>& unpl
   for (const auto& top : fs::directory_iterator(root)) {
     if (!top.is_directory()) continue;
     std::string folder = top.path().filename().string();
-    if (folder.empty() || folder[0] == '.' || not_code.count(folder) ||
-        folder.rfind("build", 0) == 0) {
+    if (folder.empty() || folder[0] == '.' || not_code.count(folder) || folder.rfind("build", 0) == 0) {
       continue;
     }
     bool has_source = false;
@@ -96,8 +87,7 @@ include_graph read_includes(const fs::path& root, std::vector<std::string>& unpl
 std::string describe(const std::vector<include_edge>& edges) {
   std::string s;
   for (size_t i = 0; i < edges.size() && i < 3; ++i) {
-    s += "\n    " + edges[i].file + ":" + std::to_string(edges[i].line) + " includes " +
-         edges[i].target;
+    s += "\n    " + edges[i].file + ":" + std::to_string(edges[i].line) + " includes " + edges[i].target;
   }
   if (edges.size() > 3) s += "\n    … and " + std::to_string(edges.size() - 3) + " more";
   return s;
@@ -147,8 +137,8 @@ TEST_CASE("includes point to the same layer or below") {
       auto lt = layers.find(to);
       if (lt == layers.end()) continue;
       if (lt->second > lf->second) {
-        upward.push_back(from + " (layer " + std::to_string(lf->second) + ") includes " + to +
-                         " (layer " + std::to_string(lt->second) + "):" + describe(edges));
+        upward.push_back(from + " (layer " + std::to_string(lf->second) + ") includes " + to + " (layer " +
+                         std::to_string(lt->second) + "):" + describe(edges));
       }
     }
   }
@@ -281,20 +271,20 @@ TEST_CASE("no file over 1000 lines and no function over 150 but those listed, wh
 
 TEST_CASE("the source shape reader counts functions, not scopes, literals or comments") {
   std::string src =
-      "namespace ks {\n"                       // 1
-      "struct s {\n"                           // 2
-      "  int f() const {\n"                    // 3
-      "    auto g = [](int x) { return x; };\n" // 4
-      "    const char* t = \"}{\"; // }\n"      // 5
-      "    return 1;\n"                        // 6
-      "  }\n"                                  // 7
-      "};\n"                                   // 8
-      "/* int h() { */\n"                      // 9
+      "namespace ks {\n"                         // 1
+      "struct s {\n"                             // 2
+      "  int f() const {\n"                      // 3
+      "    auto g = [](int x) { return x; };\n"  // 4
+      "    const char* t = \"}{\"; // }\n"       // 5
+      "    return 1;\n"                          // 6
+      "  }\n"                                    // 7
+      "};\n"                                     // 8
+      "/* int h() { */\n"                        // 9
       "auto r = R\"x(})x\";\n"                   // 10
-      "int h(int a) noexcept -> int {\n"       // 11
-      "  return a;\n"                          // 12
-      "}\n"                                    // 13
-      "}  // namespace ks\n";                  // 14
+      "int h(int a) noexcept -> int {\n"         // 11
+      "  return a;\n"                            // 12
+      "}\n"                                      // 13
+      "}  // namespace ks\n";                    // 14
   auto spans = ks::test::function_spans(src);
   REQUIRE(spans.size() == 2);
   CHECK(spans[0].first_line == 3);

@@ -84,8 +84,10 @@ void send_all(int fd, const std::string& data) {
     pollfd p{fd, POLLOUT, 0};
     REQUIRE(::poll(&p, 1, 10000) == 1);
     const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) sent += static_cast<size_t>(n);
-    else REQUIRE((errno == EAGAIN || errno == EINTR));
+    if (n > 0)
+      sent += static_cast<size_t>(n);
+    else
+      REQUIRE((errno == EAGAIN || errno == EINTR));
   }
 }
 
@@ -98,8 +100,10 @@ std::string recv_n(int fd, size_t n) {
     if (::poll(&p, 1, 10000) != 1) break;
     const ssize_t r = ::recv(fd, buf, std::min(sizeof buf, n - got.size()), 0);
     if (r == 0) break;
-    if (r > 0) got.append(buf, static_cast<size_t>(r));
-    else if (errno != EAGAIN && errno != EINTR) break;
+    if (r > 0)
+      got.append(buf, static_cast<size_t>(r));
+    else if (errno != EAGAIN && errno != EINTR)
+      break;
   }
   return got;
 }
@@ -125,8 +129,7 @@ bool reads_end(int fd) {
 
 }  // namespace
 
-TEST_CASE("an encrypted link carries bytes both ways, and the network sees none of them in clear",
-          "[link_tls]") {
+TEST_CASE("an encrypted link carries bytes both ways, and the network sees none of them in clear", "[link_tls]") {
   uint16_t port = 0;
   const int listener = listen_loopback(&port);
   recording_proxy proxy(port);
@@ -146,7 +149,7 @@ TEST_CASE("an encrypted link carries bytes both ways, and the network sees none 
 
   const std::string wire = proxy.captured();
   CHECK(wire.size() > to_worker.size() + to_peer.size());  // the handshake and the records went through it
-  CHECK(static_cast<unsigned char>(wire[0]) == 0x16);       // a TLS handshake record: the ClientHello
+  CHECK(static_cast<unsigned char>(wire[0]) == 0x16);      // a TLS handshake record: the ClientHello
   CHECK(wire.find("KS_SECRET_KERNEL") == std::string::npos);
   CHECK(wire.find("KS_SECRET_RESULT") == std::string::npos);
   CHECK(wire.find("a-shared-token") == std::string::npos);
@@ -159,8 +162,7 @@ TEST_CASE("an encrypted link carries bytes both ways, and the network sees none 
   ::close(listener);
 }
 
-TEST_CASE("a side whose token differs cannot complete the TLS handshake, and gets no plain socket",
-          "[link_tls]") {
+TEST_CASE("a side whose token differs cannot complete the TLS handshake, and gets no plain socket", "[link_tls]") {
   uint16_t port = 0;
   const int listener = listen_loopback(&port);
   const size_t before = relayed_links();

@@ -64,8 +64,9 @@ TEST_CASE("the run summary bills tokens and cost per task and per run", "[llm][a
 TEST_CASE("the bench summary bills each variant's run when a model wrote kernels", "[llm][accounting]") {
   const auto r = report("hybrid");
   const std::string md = ks::bench_summary_markdown(r);
-  CHECK_THAT(md, Contains("Model tokens (hybrid coder, the run's finished tasks): full 2000 in, 200 out ($0.0200) "
-                          "over 2 tasks, 1100 per task; no-ltm 4000 in, 400 out ($0.0400) over 2 tasks, 2200 per task."));
+  CHECK_THAT(md,
+             Contains("Model tokens (hybrid coder, the run's finished tasks): full 2000 in, 200 out ($0.0200) "
+                      "over 2 tasks, 1100 per task; no-ltm 4000 in, 400 out ($0.0400) over 2 tasks, 2200 per task."));
   const auto j = ks::bench_summary_json(r);
   CHECK(j["variants"][0]["llm"]["input_tokens"] == 2000);
   CHECK(j["variants"][1]["llm"]["output_tokens"] == 400);

@@ -8,19 +8,19 @@
 #include <filesystem>
 #include <mutex>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "coder/hybrid_coder.hpp"
 #include "coder/llm_coder.hpp"
 #include "coder/rules_coder.hpp"
 #include "llm/llm_client.hpp"
-#include "tests/support/llm_fake_server.hpp"
 #include "plan/launch_plan_yaml.hpp"
 #include "policy/decision_policy.hpp"
 #include "policy/skill_library.hpp"
 #include "protocol/requests.hpp"
 #include "task/task_loader.hpp"
+#include "tests/support/llm_fake_server.hpp"
 
 namespace fs = std::filesystem;
 using namespace ks;
@@ -71,7 +71,8 @@ struct model {
         if (system.find(std::string("You are the ") + agent) != std::string::npos) {
           const int n = ++asked[agent];
           if (std::string(agent) == "diagnoser")
-            return testing::openai_ok("```json\n{\"diagnosis\": \"the bound is wrong\", \"actions\": [\"fix it\"]}\n```\n");
+            return testing::openai_ok(
+                "```json\n{\"diagnosis\": \"the bound is wrong\", \"actions\": [\"fix it\"]}\n```\n");
           return testing::openai_ok(blocks("// " + std::string(agent) + " " + std::to_string(n) +
                                                "\nextern \"C\" __global__ void relu_f32(const float* x, float* y, "
                                                "long long n) {\n  long long i = blockIdx.x * 256LL + threadIdx.x;\n"
@@ -239,8 +240,8 @@ TEST_CASE("hybrid repair: the templates' repairs first, the model's when theirs 
   CHECK(second->origin == "repair");
   std::lock_guard lock(m.mu);
   const std::string& repair_prompt = m.prompts.back();
-  CHECK_THAT(repair_prompt, Contains("the bound is wrong"));              // the model's reading
-  CHECK_THAT(repair_prompt, Contains("outputs differ"));                   // behind the rules' facts
+  CHECK_THAT(repair_prompt, Contains("the bound is wrong"));  // the model's reading
+  CHECK_THAT(repair_prompt, Contains("outputs differ"));      // behind the rules' facts
   CHECK_THAT(repair_prompt, Contains("the templates' own repairs are spent"));
 }
 
@@ -250,7 +251,7 @@ TEST_CASE("the planner keeps to the templates' methods while one is allowed, the
   REQUIRE(lib.ok());
   // A memory-bound streaming kernel: the decision table offers several methods.
   policy_input in;
-  in.profile.values = {{"dram_throughput_pct", 81.0}, {"sm_throughput_pct", 20.0},  {"l2_throughput_pct", 40.0},
+  in.profile.values = {{"dram_throughput_pct", 81.0}, {"sm_throughput_pct", 20.0},    {"l2_throughput_pct", 40.0},
                        {"l1_throughput_pct", 30.0},   {"achieved_occupancy_pct", 80}, {"branch_efficiency_pct", 100}};
   in.features.structure_class = "streaming";
   in.features.values = {{"uses_vector_loads", 0}};

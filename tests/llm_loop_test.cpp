@@ -52,9 +52,16 @@ struct model_server {
   fs::path log;
   model_server(const fs::path& dir, const std::vector<std::string>& extra) {
     log = dir / "model.jsonl";
-    std::vector<std::string> args = {(kBin / "ks-scripted-llm").string(), "--until-killed", "--plans",
-                                     (kSource / "examples" / "plans").string(), "--replies", kReplies.string(),
-                                     "--log", log.string(), "relu=relu", "swish=" + (kReplies / "swish").string(),
+    std::vector<std::string> args = {(kBin / "ks-scripted-llm").string(),
+                                     "--until-killed",
+                                     "--plans",
+                                     (kSource / "examples" / "plans").string(),
+                                     "--replies",
+                                     kReplies.string(),
+                                     "--log",
+                                     log.string(),
+                                     "relu=relu",
+                                     "swish=" + (kReplies / "swish").string(),
                                      "row_sum=" + (kReplies / "row_sum").string()};
     args.insert(args.end(), extra.begin(), extra.end());
     s = ks::testing::start_server(args, ks::testing::environment_without({}), (dir / "model.err").string(), 20);
@@ -172,7 +179,8 @@ TEST_CASE("kernelskill run with an Anthropic model, streamed, slow tokens within
   fs::remove_all(dir);
 }
 
-TEST_CASE("kernelskill run with the hybrid coder: the templates first, tokens only where they stop", "[llm][loop][hybrid]") {
+TEST_CASE("kernelskill run with the hybrid coder: the templates first, tokens only where they stop",
+          "[llm][loop][hybrid]") {
   const fs::path dir = scratch("hybrid");
   write_tasks(dir);
   model_server model(dir, {"--style", "llama_cpp", "--context", "32768"});
@@ -217,8 +225,8 @@ TEST_CASE("kernelskill run with the hybrid coder: the templates first, tokens on
 }
 
 TEST_CASE("the example model configs check: one per server docs/llm.md walks through", "[llm][examples]") {
-  for (const char* f : {"experiment-llm.yaml", "llm/vllm.yaml", "llm/llama-cpp.yaml", "llm/ollama.yaml",
-                        "llm/anthropic.yaml"}) {
+  for (const char* f :
+       {"experiment-llm.yaml", "llm/vllm.yaml", "llm/llama-cpp.yaml", "llm/ollama.yaml", "llm/anthropic.yaml"}) {
     auto out = kernelskill("check " + (kSource / "examples" / f).string());
     INFO(f << ": " << out.text);
     CHECK(out.status == 0);

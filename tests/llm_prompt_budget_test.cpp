@@ -53,8 +53,9 @@ ks::candidate kernel_of(const std::string& body) {
   c.id = "feedfacecafe0001";
   c.task = "conv_hardtanh";
   c.source = "extern \"C\" __global__ void k(const float* x, float* y, long long n) {\n" + body + "\n}\n";
-  c.plan = ks::parse_launch_plan("outputs:\n  - {name: y, shape: [x.numel], dtype: float32}\nsteps:\n"
-                                 "  - kernel: k\n    grid: [1]\n    block: [32]\n    args: [x, y, {int64: 1}]\n")
+  c.plan = ks::parse_launch_plan(
+               "outputs:\n  - {name: y, shape: [x.numel], dtype: float32}\nsteps:\n"
+               "  - kernel: k\n    grid: [1]\n    block: [32]\n    args: [x, y, {int64: 1}]\n")
                .value();
   c.round = 4;
   return c;
@@ -118,8 +119,9 @@ TEST_CASE("a saved module's prompt shows the code inside its archive", "[llm][pr
 }
 
 TEST_CASE("Python comments and docstrings go first, then the middle of the source", "[llm][prompts][budget]") {
-  const std::string src = "import torch\n# a comment\nclass Model:\n    \"\"\"One line.\"\"\"\n    def f(self):\n"
-                          "        '''Several\n        lines.'''\n        return 1  # kept: code\n";
+  const std::string src =
+      "import torch\n# a comment\nclass Model:\n    \"\"\"One line.\"\"\"\n    def f(self):\n"
+      "        '''Several\n        lines.'''\n        return 1  # kept: code\n";
   CHECK(ks::strip_python_comments(src) ==
         "import torch\nclass Model:\n    def f(self):\n        return 1  # kept: code\n");
   std::string lines;
@@ -133,10 +135,10 @@ TEST_CASE("Python comments and docstrings go first, then the middle of the sourc
 }
 
 TEST_CASE("sections are cut in the stated order, each to its shortest before the next", "[llm][prompts][budget]") {
-  std::vector<ks::prompt_section> s = {ks::make_section("a", {{std::string(100, 'a'), ""}, {"a", "most of a"}}),
-                                       ks::make_section("b", {{std::string(100, 'b'), ""}, {"bb", "most of b"},
-                                                              {"", "all of b"}}),
-                                       ks::make_section("", {{std::string(50, 'k'), ""}})};
+  std::vector<ks::prompt_section> s = {
+      ks::make_section("a", {{std::string(100, 'a'), ""}, {"a", "most of a"}}),
+      ks::make_section("b", {{std::string(100, 'b'), ""}, {"bb", "most of b"}, {"", "all of b"}}),
+      ks::make_section("", {{std::string(50, 'k'), ""}})};
   auto none = ks::assemble_prompt(s, {"b", "a"}, 0, 0);
   CHECK(none.text.size() == 250);
   CHECK(none.cuts.empty());
@@ -223,7 +225,8 @@ TEST_CASE("each agent states its truncation order, and the repairer's and diagno
   const auto cand = kernel_of("  int64_t i = 0;\n  y[i] = x[i];");
   ks::review_result r;
   r.status = ks::review_status::compile_error;
-  for (int i = 0; i < 30; ++i) r.diagnostics.push_back({2, 3, "error", "identifier \"int64_t\" is undefined " + std::to_string(i)});
+  for (int i = 0; i < 30; ++i)
+    r.diagnostics.push_back({2, 3, "error", "identifier \"int64_t\" is undefined " + std::to_string(i)});
   ks::repair_plan d;
   d.diagnosis = "int64_t is undefined under NVRTC";
   d.actions = {"write long long"};
@@ -245,9 +248,9 @@ TEST_CASE("each agent states its truncation order, and the repairer's and diagno
   for (size_t budget = prompt_size(diag_full); budget > 2000; budget -= 100) {
     l.max_prompt_chars = budget;
     const std::string du = ks::diagnoser_prompt(task, cand, r, long_history(30), l).messages[0].content;
-    std::string stage = du.find("the last 24 of 30") != std::string::npos  ? "24"
-                        : du.find("the last 8 of 30") != std::string::npos ? "8"
-                        : du.find("the last 3 of 30") != std::string::npos ? "3"
+    std::string stage = du.find("the last 24 of 30") != std::string::npos      ? "24"
+                        : du.find("the last 8 of 30") != std::string::npos     ? "8"
+                        : du.find("the last 3 of 30") != std::string::npos     ? "3"
                         : du.find("30 events, summed up") != std::string::npos ? "digest"
                         : du.find("undefined 19") != std::string::npos         ? "no history"
                                                                                : "5 diagnostics";

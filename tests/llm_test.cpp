@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -13,10 +14,9 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
-#include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "llm/candidate_request.hpp"
 #include "llm/endpoint.hpp"
@@ -24,9 +24,9 @@
 #include "llm/prompts.hpp"
 #include "llm/provider_format.hpp"
 #include "llm/response_parser.hpp"
-#include "tests/support/llm_fake_server.hpp"
-#include "policy/skill_library.hpp"
 #include "plan/launch_plan_yaml.hpp"
+#include "policy/skill_library.hpp"
+#include "tests/support/llm_fake_server.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -48,9 +48,7 @@ const bool quiet_logs = [] {
   return true;
 }();
 
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 // A good candidate reply: prose, the source, the plan.
 const std::string relu_source =
@@ -73,8 +71,7 @@ const std::string relu_plan =
 
 std::string reply_with(const std::string& source, const std::string& plan,
                        const std::string& prose = "Here is a coalesced ReLU, one element per thread.") {
-  return prose + "\n\n```cuda\n" + source + "```\n\nAnd the launch plan:\n\n```yaml\n" + plan +
-         "```\n";
+  return prose + "\n\n```cuda\n" + source + "```\n\nAnd the launch plan:\n\n```yaml\n" + plan + "```\n";
 }
 
 const std::string good_reply = reply_with(relu_source, relu_plan);
@@ -84,8 +81,7 @@ struct temp_dir {
   fs::path path;
   temp_dir() {
     static std::atomic<int> n{0};
-    path = fs::temp_directory_path() /
-           ("ks_llm_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    path = fs::temp_directory_path() / ("ks_llm_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
     fs::remove_all(path);
   }
   ~temp_dir() {
@@ -95,8 +91,7 @@ struct temp_dir {
 };
 
 // Options for a test client: fast back-off, short timeout.
-ks::llm_client_options test_options(const std::string& endpoint,
-                                    const std::string& provider = "openai") {
+ks::llm_client_options test_options(const std::string& endpoint, const std::string& provider = "openai") {
   ks::llm_client_options o;
   o.llm.provider = provider;
   o.llm.endpoint = endpoint;
@@ -119,8 +114,7 @@ std::unique_ptr<ks::llm_client> make_client(ks::llm_client_options o) {
   return std::move(c.value());
 }
 
-ks::chat_request simple_request(const std::string& text = "Write a ReLU kernel.",
-                                const std::string& task = "relu") {
+ks::chat_request simple_request(const std::string& text = "Write a ReLU kernel.", const std::string& task = "relu") {
   ks::chat_request r;
   r.system = "You are a CUDA expert.";
   r.messages.push_back({"user", text});
@@ -158,9 +152,7 @@ void require_no_validation_errors(const llm_fake_server& server) {
 // Sets an environment variable for the scope of a test.
 struct env_var {
   std::string name;
-  env_var(std::string n, const std::string& value) : name(std::move(n)) {
-    ::setenv(name.c_str(), value.c_str(), 1);
-  }
+  env_var(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
   ~env_var() { ::unsetenv(name.c_str()); }
 };
 
@@ -217,8 +209,7 @@ TEST_CASE("each provider's request path follows its SDK's base-URL convention", 
 // ---------------------------------------------------------------------------
 // Request format and replies, both providers.
 
-TEST_CASE("openai: a correct kernel and plan, and the request the server received",
-          "[llm][http][openai]") {
+TEST_CASE("openai: a correct kernel and plan, and the request the server received", "[llm][http][openai]") {
   llm_fake_server server;
   server.push(openai_ok(good_reply, 321, 123, "test-model-2024"));
   env_var key("KS_LLM_TEST_KEY_OPENAI", "sk-test-123");
@@ -270,8 +261,7 @@ TEST_CASE("openai: a correct kernel and plan, and the request the server receive
   CHECK(parsed->warnings.empty());
 }
 
-TEST_CASE("defaults from the config: temperature and max_tokens, no key, no auth header",
-          "[llm][http][openai]") {
+TEST_CASE("defaults from the config: temperature and max_tokens, no key, no auth header", "[llm][http][openai]") {
   llm_fake_server server;
   server.push(openai_ok("hi"));
   auto client = make_client(test_options(server.url()));
@@ -350,8 +340,7 @@ TEST_CASE("anthropic: a reply cut off at max_tokens says so", "[llm][http][anthr
   require_no_validation_errors(server);
 }
 
-TEST_CASE("a wrong but well-formed kernel parses: correctness is the reviewer's job",
-          "[llm][http][parser]") {
+TEST_CASE("a wrong but well-formed kernel parses: correctness is the reviewer's job", "[llm][http][parser]") {
   llm_fake_server server;
   // Computes y = x (not relu) and launches half the grid: wrong, but well formed.
   const std::string wrong_source =
@@ -371,8 +360,7 @@ TEST_CASE("a wrong but well-formed kernel parses: correctness is the reviewer's 
   CHECK(server.request_count() == 1);
 }
 
-TEST_CASE("a kernel that does not compile parses, its source is returned as it is",
-          "[llm][http][parser]") {
+TEST_CASE("a kernel that does not compile parses, its source is returned as it is", "[llm][http][parser]") {
   llm_fake_server server;
   const std::string broken =
       "extern \"C\" __global__ void relu_f32(const float* x, float* y, long long n) {\n"
@@ -387,8 +375,7 @@ TEST_CASE("a kernel that does not compile parses, its source is returned as it i
   CHECK(server.request_count() == 1);
 }
 
-TEST_CASE("garbage text: a parse error, then the format-repair round trip succeeds",
-          "[llm][http][parser]") {
+TEST_CASE("garbage text: a parse error, then the format-repair round trip succeeds", "[llm][http][parser]") {
   llm_fake_server server;
   const std::string garbage = "I'm sorry, I think the best approach is to use cuBLAS. Let me know!";
   server.push(openai_ok(garbage));
@@ -434,8 +421,7 @@ TEST_CASE("format repairs are bounded", "[llm][http][parser]") {
   CHECK(server.request_count() == 3);
 }
 
-TEST_CASE("a plan YAML error is reported with its position and sent back to the model",
-          "[llm][http][parser]") {
+TEST_CASE("a plan YAML error is reported with its position and sent back to the model", "[llm][http][parser]") {
   llm_fake_server server;
   std::string bad_plan = relu_plan;
   bad_plan.replace(bad_plan.find("block:"), 6, "blok:");
@@ -457,9 +443,10 @@ TEST_CASE("a plan YAML error is reported with its position and sent back to the 
 TEST_CASE("the diagnoser's JSON reply, with a format repair", "[llm][http][parser]") {
   llm_fake_server server;
   server.push(openai_ok("The bug is the missing semicolon on line 2."));
-  server.push(openai_ok("Root cause found.\n\n```json\n{\"diagnosis\": \"line 2 lacks a ';' and "
-                        "int64_t is undefined under NVRTC\", \"actions\": [\"end line 2 with ';'\", "
-                        "\"write long long instead of int64_t\"]}\n```\n"));
+  server.push(
+      openai_ok("Root cause found.\n\n```json\n{\"diagnosis\": \"line 2 lacks a ';' and "
+                "int64_t is undefined under NVRTC\", \"actions\": [\"end line 2 with ';'\", "
+                "\"write long long instead of int64_t\"]}\n```\n"));
   auto client = make_client(test_options(server.url("/v1")));
   auto req = simple_request("diagnose");
   req.agent = ks::agent_role::diagnoser;
@@ -494,8 +481,7 @@ TEST_CASE("HTTP 500 twice, then 200: retried, attempts == 3", "[llm][http][retry
   CHECK(u.failures == 0);
 }
 
-TEST_CASE("retries are bounded by max_retries, the error names the last failure",
-          "[llm][http][retry]") {
+TEST_CASE("retries are bounded by max_retries, the error names the last failure", "[llm][http][retry]") {
   llm_fake_server server;
   server.set_default(error_reply(502, "upstream down"));
   auto o = test_options(server.url("/v1"));
@@ -757,8 +743,7 @@ TEST_CASE("price lookup: exact, dated and routed names, longest prefix", "[llm][
 // ---------------------------------------------------------------------------
 // Cache.
 
-TEST_CASE("the response cache: a hit for the same request, across client instances",
-          "[llm][http][cache]") {
+TEST_CASE("the response cache: a hit for the same request, across client instances", "[llm][http][cache]") {
   llm_fake_server server;
   server.set_default(openai_ok(good_reply, 100, 40));
   temp_dir dir;
@@ -1008,7 +993,9 @@ TEST_CASE("candidate replies: which blocks are used, and what is reported", "[ll
     CHECK_THAT(r.message(), Contains("is empty"));
   }
   SECTION("a plan YAML error carries its position") {
-    auto r = ks::parse_candidate_reply("```cuda\n" + relu_source + "```\n```yaml\nsteps:\n  - kernel: k\n    grid: [cdiv(N, 2)]\n    block: [256]\n    args: []\n```\n");
+    auto r = ks::parse_candidate_reply(
+        "```cuda\n" + relu_source +
+        "```\n```yaml\nsteps:\n  - kernel: k\n    grid: [cdiv(N, 2)]\n    block: [256]\n    args: []\n```\n");
     REQUIRE_FALSE(r.ok());
     CHECK_THAT(r.message(), Contains("does not parse"));
     CHECK_THAT(r.message(), Contains("plan:3:"));
@@ -1026,14 +1013,13 @@ TEST_CASE("candidate replies: which blocks are used, and what is reported", "[ll
 }
 
 TEST_CASE("diagnosis replies", "[llm][parser]") {
-  auto bare = ks::parse_diagnosis_reply(
-      "Thinking... {\"diagnosis\": \"off by one\", \"actions\": \"use < instead of <=\"}");
+  auto bare =
+      ks::parse_diagnosis_reply("Thinking... {\"diagnosis\": \"off by one\", \"actions\": \"use < instead of <=\"}");
   REQUIRE(bare.ok());
   CHECK(bare->diagnosis == "off by one");
   CHECK(bare->actions == std::vector<std::string>{"use < instead of <="});
   CHECK_THAT(ks::parse_diagnosis_reply("no idea").message(), Contains("no ```json block"));
-  CHECK_THAT(ks::parse_diagnosis_reply("```json\n{\"diagnosis\": \"x\"}\n```").message(),
-             Contains("actions"));
+  CHECK_THAT(ks::parse_diagnosis_reply("```json\n{\"diagnosis\": \"x\"}\n```").message(), Contains("actions"));
   CHECK_THAT(ks::parse_diagnosis_reply("```json\n{\"diagnosis\": \"x\", \"actions\": []}\n```").message(),
              Contains("empty"));
   CHECK_THAT(ks::parse_diagnosis_reply("```json\n{oops}\n```").message(), Contains("not valid JSON"));
@@ -1042,8 +1028,7 @@ TEST_CASE("diagnosis replies", "[llm][parser]") {
 // ---------------------------------------------------------------------------
 // Prompts.
 
-TEST_CASE("generator prompt: the task, the plan format, an example, the reply format",
-          "[llm][prompts]") {
+TEST_CASE("generator prompt: the task, the plan format, an example, the reply format", "[llm][prompts]") {
   const auto task = relu_task();
   auto req = ks::generator_prompt(task, {1, 4, ""});
   CHECK(req.agent == ks::agent_role::generator);
@@ -1080,8 +1065,7 @@ TEST_CASE("generator prompt: the task, the plan format, an example, the reply fo
              Contains("use one warp per row"));
 }
 
-TEST_CASE("optimizer prompt: kernel, plan decision, method knowledge, profile, features, history",
-          "[llm][prompts]") {
+TEST_CASE("optimizer prompt: kernel, plan decision, method knowledge, profile, features, history", "[llm][prompts]") {
   auto lib = ks::load_skill_library(fs::path(KS_SOURCE_DIR) / "skills");
   INFO((lib ? std::string() : lib.message()));
   REQUIRE(lib.ok());
@@ -1152,8 +1136,7 @@ TEST_CASE("optimizer prompt: kernel, plan decision, method knowledge, profile, f
   CHECK_THAT(bare.messages[0].content, Contains("Nothing yet"));
 }
 
-TEST_CASE("repairer and diagnoser prompts: diagnostics with their lines, mismatches, history",
-          "[llm][prompts]") {
+TEST_CASE("repairer and diagnoser prompts: diagnostics with their lines, mismatches, history", "[llm][prompts]") {
   const auto task = relu_task();
   auto cand = relu_candidate();
   cand.source =
@@ -1227,7 +1210,8 @@ TEST_CASE("print example prompts", "[.][print]") {
   const auto task = relu_task();
   const auto cand = relu_candidate();
   auto gen = ks::generator_prompt(task, {0, 4, ""});
-  std::cout << "=== generator: system ===\n" << gen.system << "\n=== generator: user ===\n"
+  std::cout << "=== generator: system ===\n"
+            << gen.system << "\n=== generator: user ===\n"
             << gen.messages[0].content << "\n";
   ks::review_result review;
   review.status = ks::review_status::ok;
@@ -1246,13 +1230,13 @@ TEST_CASE("print example prompts", "[.][print]") {
   plan.rationale = "DRAM 71.5% with scalar loads";
   plan.ranked.push_back({"vectorize_loads", 1.4, {"mem_stream_no_vector"}, {{"dram_throughput_pct", 71.5}}});
   plan.vetoed.push_back({"shared_memory_tiling", "no reuse: tiles only add traffic"});
-  auto opt = ks::optimizer_prompt(task, cand, review, features, plan,
-                                  lib->find_method("vectorize_loads"), {});
+  auto opt = ks::optimizer_prompt(task, cand, review, features, plan, lib->find_method("vectorize_loads"), {});
   std::cout << "=== optimizer: user ===\n" << opt.messages[0].content << "\n";
   ks::review_result compile;
   compile.status = ks::review_status::compile_error;
   compile.diagnostics.push_back({2, 3, "error", "identifier \"int64_t\" is undefined"});
   auto diag = ks::diagnoser_prompt(task, cand, compile, {});
-  std::cout << "=== diagnoser: system ===\n" << diag.system << "\n=== diagnoser: user ===\n"
+  std::cout << "=== diagnoser: system ===\n"
+            << diag.system << "\n=== diagnoser: user ===\n"
             << diag.messages[0].content << "\n";
 }

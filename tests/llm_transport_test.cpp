@@ -14,8 +14,8 @@
 #include <random>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "llm/api_error.hpp"
 #include "llm/llm_client.hpp"
@@ -44,9 +44,7 @@ const bool quiet_logs = [] {
   return true;
 }();
 
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 // A reply long enough to stream in many events: prose around a fenced kernel.
 const std::string kReply =
@@ -117,7 +115,8 @@ std::string stream_of(stream_style style, bool usage = true) {
 
 TEST_CASE("SSE lines end in LF, CRLF or CR, comments are skipped, data lines join", "[llm][sse]") {
   ks::sse_parser p;
-  auto events = p.feed(": keep-alive\r\nevent: a\r\ndata: one\r\ndata:two\r\n\r\ndata: x\rdata: y\r\r\ndata: [DONE]\n\n");
+  auto events =
+      p.feed(": keep-alive\r\nevent: a\r\ndata: one\r\ndata:two\r\n\r\ndata: x\rdata: y\r\r\ndata: [DONE]\n\n");
   REQUIRE(events.size() == 3);
   CHECK(events[0] == ks::sse_event{"a", "one\ntwo"});
   CHECK(events[1] == ks::sse_event{"", "x\ny"});
@@ -181,8 +180,9 @@ TEST_CASE("stream decoding: reasoning deltas are not reply, errors and cuts are 
   CHECK_THAT(cut.message(), Contains("cut off"));
 
   ks::chat_stream_decoder overloaded("anthropic");
-  auto st = overloaded.feed("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
-                            "\"message\":\"Overloaded\"}}\n\n");
+  auto st = overloaded.feed(
+      "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+      "\"message\":\"Overloaded\"}}\n\n");
   REQUIRE_FALSE(st.ok());
   REQUIRE(overloaded.failure());
   CHECK(overloaded.failure()->type == "overloaded_error");
@@ -202,38 +202,44 @@ TEST_CASE("stream decoding: reasoning deltas are not reply, errors and cuts are 
 
 TEST_CASE("context-length errors in each server's words, with their numbers", "[llm][errors]") {
   auto vllm = ks::classify_api_error(
-      400, R"({"error":{"message":"'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None","type":"BadRequestError","param":null,"code":400}})");
+      400,
+      R"({"error":{"message":"'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None","type":"BadRequestError","param":null,"code":400}})");
   CHECK(vllm.kind == ks::api_error_kind::context_length);
   CHECK(vllm.context_tokens == 4096);
   CHECK(vllm.prompt_tokens == 2778);
   CHECK_FALSE(vllm.retryable);
 
   auto vllm_old = ks::classify_api_error(
-      400, R"({"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (3000 in the messages, 2000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400})");
+      400,
+      R"({"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (3000 in the messages, 2000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400})");
   CHECK(vllm_old.kind == ks::api_error_kind::context_length);
   CHECK(vllm_old.context_tokens == 4096);
   CHECK(vllm_old.prompt_tokens == 3000);
 
   auto llama = ks::classify_api_error(
-      400, R"({"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}})");
+      400,
+      R"({"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}})");
   CHECK(llama.kind == ks::api_error_kind::context_length);
   CHECK(llama.context_tokens == 4096);
   CHECK(llama.prompt_tokens == 4476);
 
   auto openai = ks::classify_api_error(
-      400, R"({"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})");
+      400,
+      R"({"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}})");
   CHECK(openai.kind == ks::api_error_kind::context_length);
   CHECK(openai.context_tokens == 128000);
   CHECK(openai.prompt_tokens == 130412);
 
   auto claude = ks::classify_api_error(
-      400, R"({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 205000 tokens > 200000 maximum"}})");
+      400,
+      R"({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 205000 tokens > 200000 maximum"}})");
   CHECK(claude.kind == ks::api_error_kind::context_length);
   CHECK(claude.context_tokens == 200000);
   CHECK(claude.prompt_tokens == 205000);
   CHECK(claude.text == "invalid_request_error: prompt is too long: 205000 tokens > 200000 maximum");
   auto claude_sum = ks::classify_api_error(
-      400, R"({"type":"error","error":{"type":"invalid_request_error","message":"input length and `max_tokens` exceed context limit: 197000 + 8192 > 200000, decrease input length or `max_tokens` and try again"}})");
+      400,
+      R"({"type":"error","error":{"type":"invalid_request_error","message":"input length and `max_tokens` exceed context limit: 197000 + 8192 > 200000, decrease input length or `max_tokens` and try again"}})");
   CHECK(claude_sum.context_tokens == 200000);
   CHECK(claude_sum.prompt_tokens == 197000);
 
@@ -246,7 +252,8 @@ TEST_CASE("context-length errors in each server's words, with their numbers", "[
 TEST_CASE("authentication, quota, rate and overload errors in each provider's format", "[llm][errors]") {
   using k = ks::api_error_kind;
   auto openai = ks::classify_api_error(
-      401, R"({"error":{"message":"Incorrect API key provided: sk-abc***xyz.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})");
+      401,
+      R"({"error":{"message":"Incorrect API key provided: sk-abc***xyz.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})");
   CHECK(openai.kind == k::authentication);
   CHECK_FALSE(openai.retryable);
   CHECK_THAT(ks::api_error_hint(openai, "openai", "OPENAI_API_KEY"), Contains("OPENAI_API_KEY"));
@@ -256,24 +263,29 @@ TEST_CASE("authentication, quota, rate and overload errors in each provider's fo
   CHECK(claude.kind == k::authentication);
   CHECK_THAT(ks::api_error_hint(claude, "anthropic", "ANTHROPIC_API_KEY"), Contains("sk-ant-"));
   CHECK(ks::classify_api_error(401, R"({"error":"Unauthorized"})").kind == k::authentication);  // vLLM --api-key
-  CHECK(ks::classify_api_error(401, R"({"error":{"code":401,"message":"Invalid API Key","type":"authentication_error"}})")
-            .kind == k::authentication);  // llama.cpp --api-key
+  CHECK(
+      ks::classify_api_error(401, R"({"error":{"code":401,"message":"Invalid API Key","type":"authentication_error"}})")
+          .kind == k::authentication);  // llama.cpp --api-key
   CHECK(ks::classify_api_error(403, R"({"type":"error","error":{"type":"permission_error","message":"no"}})").kind ==
         k::permission);
   auto ollama = ks::classify_api_error(
-      404, R"({"error":{"message":"model \"qwen9\" not found, try pulling it first","type":"api_error","param":null,"code":null}})");
+      404,
+      R"({"error":{"message":"model \"qwen9\" not found, try pulling it first","type":"api_error","param":null,"code":null}})");
   CHECK(ollama.kind == k::not_found);
   CHECK_THAT(ks::api_error_hint(ollama, "openai", ""), Contains("ollama pull"));
 
   auto quota = ks::classify_api_error(
-      429, R"({"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})");
+      429,
+      R"({"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})");
   CHECK(quota.kind == k::quota);
   CHECK_FALSE(quota.retryable);
   auto rate = ks::classify_api_error(
-      429, R"({"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}})");
+      429,
+      R"({"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}})");
   CHECK(rate.kind == k::rate_limit);
   CHECK(rate.retryable);
-  auto overloaded = ks::classify_api_error(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})");
+  auto overloaded =
+      ks::classify_api_error(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})");
   CHECK(overloaded.kind == k::overloaded);
   CHECK(overloaded.retryable);
   CHECK(ks::classify_api_error(503, R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})")
@@ -301,11 +313,11 @@ TEST_CASE("token estimates calibrate to the server's counts, replies fit the win
   CHECK(e.chars_per_token() == 4.0);
   e.observe(3500, 1000);  // the lowest ratio seen: estimates stay on the safe side
   CHECK(e.chars_per_token() == 3.5);
-  e.observe(10, 1000);    // nonsense counts are ignored
+  e.observe(10, 1000);  // nonsense counts are ignored
   CHECK(e.chars_per_token() == 3.5);
 
-  CHECK(ks::fit_reply(1000, 512, 0, 64).max_tokens == 512);       // no window: unchecked
-  CHECK(ks::fit_reply(1000, 512, 8192, 64).max_tokens == 512);    // fits
+  CHECK(ks::fit_reply(1000, 512, 0, 64).max_tokens == 512);     // no window: unchecked
+  CHECK(ks::fit_reply(1000, 512, 8192, 64).max_tokens == 512);  // fits
   auto lowered = ks::fit_reply(3000, 2048, 4096, 256);
   CHECK(lowered.lowered);
   CHECK(lowered.max_tokens == 4096 - 3000 - ks::context_margin(3000));
@@ -386,8 +398,8 @@ TEST_CASE("without stream: the whole reply, no stream fields", "[llm][http][stre
 TEST_CASE("slow tokens: the timeout bounds each silence, not the whole reply", "[llm][http][stream][timeout]") {
   llm_fake_server server;
   auto reply = openai_ok(kReply, 5, 6);
-  reply.token_chars = 16;        // ~30 events
-  reply.token_delay_s = 0.06;    // ~1.8 s in all, each gap far below the timeout
+  reply.token_chars = 16;      // ~30 events
+  reply.token_delay_s = 0.06;  // ~1.8 s in all, each gap far below the timeout
   server.push(reply);
   auto o = options(server.url("/v1"));
   o.llm.timeout_s = 0.5;
@@ -485,9 +497,10 @@ TEST_CASE("a server that sends no usage: tokens estimated, and said to be", "[ll
 
 TEST_CASE("429 with Retry-After and Anthropic's 529, then a streamed reply", "[llm][http][retry]") {
   llm_fake_server server;
-  server.push(raw_reply(429,
-                        R"({"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}})",
-                        {{"retry-after", "1"}}));
+  server.push(raw_reply(
+      429,
+      R"({"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}})",
+      {{"retry-after", "1"}}));
   server.push(raw_reply(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"));
   server.push(anthropic_ok(kReply, 5, 6));
   const auto t0 = clock_type::now();
@@ -512,11 +525,12 @@ TEST_CASE("an overloaded_error event after the 200 is retried", "[llm][http][ret
   CHECK(again->attempts == 2);
 }
 
-TEST_CASE("authentication failures name the key variable, are not retried, never leak the key",
-          "[llm][http][errors]") {
+TEST_CASE("authentication failures name the key variable, are not retried, never leak the key", "[llm][http][errors]") {
   env_var key("KS_TRANSPORT_TEST_KEY", "sk-do-not-leak-123");
   llm_fake_server openai;
-  openai.push(raw_reply(401, R"({"error":{"message":"Incorrect API key provided: sk-do-no***123.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})"));
+  openai.push(raw_reply(
+      401,
+      R"({"error":{"message":"Incorrect API key provided: sk-do-no***123.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}})"));
   auto o = options(openai.url("/v1"));
   o.llm.api_key_env = "KS_TRANSPORT_TEST_KEY";
   auto e = client_for(o)->chat(request());
@@ -536,7 +550,9 @@ TEST_CASE("authentication failures name the key variable, are not retried, never
 
 TEST_CASE("a spent quota is not retried, a rate limit is", "[llm][http][errors]") {
   llm_fake_server server;
-  server.push(raw_reply(429, R"({"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})"));
+  server.push(raw_reply(
+      429,
+      R"({"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}})"));
   auto e = client_for(options(server.url("/v1")))->chat(request());
   REQUIRE_FALSE(e.ok());
   CHECK(server.request_count() == 1);

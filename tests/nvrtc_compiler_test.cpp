@@ -1,12 +1,12 @@
 // The NVRTC compiler as the reviewer uses it. Runs without a GPU (CI runs it).
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <map>
-#include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 #include "gpu/nvrtc_compiler.hpp"
 
@@ -29,8 +29,7 @@ nvrtc_options in_process() {
 
 }  // namespace
 
-TEST_CASE("a correct kernel compiles to PTX and an sm_90a cubin with its resources",
-          "[nvrtc]") {
+TEST_CASE("a correct kernel compiles to PTX and an sm_90a cubin with its resources", "[nvrtc]") {
   for (bool isolate : {false, true}) {
     nvrtc_options o;
     o.isolate = isolate;
@@ -42,7 +41,9 @@ TEST_CASE("a correct kernel compiles to PTX and an sm_90a cubin with its resourc
     CHECK(r->ptx.find(".entry scale") != std::string::npos);
     CHECK(r->ptx.find(".target sm_90a") != std::string::npos);
     CHECK(r->cubin.size() > 1000);
-    CHECK(r->cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    CHECK(r->cubin.compare(0, 4,
+                           "\x7f"
+                           "ELF") == 0);
     REQUIRE(r->resources.size() == 1);
     CHECK(r->resources[0].kernel == "scale");
     CHECK(r->resources[0].registers > 0);
@@ -66,8 +67,7 @@ TEST_CASE("compile errors come back with line and column", "[nvrtc]") {
   CHECK(r->log.find("candidate.cu(2)") != std::string::npos);
 }
 
-TEST_CASE("the CUDA headers are on the include path: fp16, bf16, CUB, cooperative groups",
-          "[nvrtc]") {
+TEST_CASE("the CUDA headers are on the include path: fp16, bf16, CUB, cooperative groups", "[nvrtc]") {
   nvrtc_compiler c(in_process());
   auto r = c.compile(R"(#include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -206,9 +206,21 @@ namespace {
 
 // A cubin's sections by name (ELF64, little-endian, as NVRTC writes them).
 std::map<std::string, std::string> elf_sections(const std::string& elf) {
-  auto u16 = [&](size_t at) { uint16_t v = 0; std::memcpy(&v, elf.data() + at, 2); return v; };
-  auto u32 = [&](size_t at) { uint32_t v = 0; std::memcpy(&v, elf.data() + at, 4); return v; };
-  auto u64 = [&](size_t at) { uint64_t v = 0; std::memcpy(&v, elf.data() + at, 8); return v; };
+  auto u16 = [&](size_t at) {
+    uint16_t v = 0;
+    std::memcpy(&v, elf.data() + at, 2);
+    return v;
+  };
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    std::memcpy(&v, elf.data() + at, 4);
+    return v;
+  };
+  auto u64 = [&](size_t at) {
+    uint64_t v = 0;
+    std::memcpy(&v, elf.data() + at, 8);
+    return v;
+  };
   std::map<std::string, std::string> out;
   REQUIRE(elf.size() > 64);
   const uint64_t shoff = u64(0x28);
@@ -236,8 +248,9 @@ TEST_CASE("kernels compiled by several threads are the serial compile's", "[nvrt
   for (int k = 0; k < 12; ++k)
     source += "extern \"C\" __global__ void k" + std::to_string(k) +
               "(float* x, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  float v = i < n ? x[i] : 0.f;\n"
-              "  for (int j = 0; j < " + std::to_string(k % 5 + 2) + "; ++j) v = sinf(v) * 1.5f + cosf(v * " +
-              std::to_string(k) + ".0f);\n  if (i < n) x[i] = v;\n}\n";
+              "  for (int j = 0; j < " +
+              std::to_string(k % 5 + 2) + "; ++j) v = sinf(v) * 1.5f + cosf(v * " + std::to_string(k) +
+              ".0f);\n  if (i < n) x[i] = v;\n}\n";
   nvrtc_options serial = in_process();
   serial.compile_threads = 1;
   nvrtc_options parallel = in_process();
@@ -264,8 +277,10 @@ TEST_CASE("kernels compiled by several threads are the serial compile's", "[nvrt
     INFO(name);
     REQUIRE(sb.count(name));
     texts += name.rfind(".text.", 0) == 0;
-    if (name.rfind(".note.nv.tkinfo#", 0) == 0) note_differs = bytes != sb.at(name);
-    else CHECK(bytes == sb.at(name));
+    if (name.rfind(".note.nv.tkinfo#", 0) == 0)
+      note_differs = bytes != sb.at(name);
+    else
+      CHECK(bytes == sb.at(name));
   }
   CHECK(texts == 12);
   // The note names the options: it differs exactly when the threads were used.

@@ -100,8 +100,10 @@ TEST_CASE("op table: every op is in one row", "[op_table]") {
     CHECK(rules::find_op(op.name) == &op);
     // Only elementwise rows carry an expression; every elementwise row's shape is the
     // broadcast of its operands.
-    if (op.cls != op_class::elementwise) CHECK(op.expr.empty());
-    else CHECK(op.shape == rules::shape_rule::broadcast);
+    if (op.cls != op_class::elementwise)
+      CHECK(op.expr.empty());
+    else
+      CHECK(op.shape == rules::shape_rule::broadcast);
   }
   CHECK(rules::find_op("aten::sort") == nullptr);
   CHECK(rules::ops_of(op_class::product) ==
@@ -138,7 +140,8 @@ TEST_CASE("op table: a row that calls the fast-math helpers says so, and only it
     if (op.cls != op_class::elementwise) continue;
     const std::string kind(op.name);
     INFO(kind);
-    const bool calls = op.expr.find("KS_EXP") != std::string_view::npos || op.expr.find("KS_DIV") != std::string_view::npos;
+    const bool calls =
+        op.expr.find("KS_EXP") != std::string_view::npos || op.expr.find("KS_DIV") != std::string_view::npos;
     CHECK(op.fast_math == calls);
     fast_rows += op.fast_math ? 1 : 0;
     lowering_params p;

@@ -22,9 +22,9 @@
 #include "actors/agents.hpp"
 #include "actors/task_coordinator.hpp"
 #include "coder/rules_coder.hpp"
-#include "store/store.hpp"
 #include "policy/decision_policy.hpp"
 #include "policy/skill_library.hpp"
+#include "store/store.hpp"
 #include "task/task_loader.hpp"
 
 namespace fs = std::filesystem;
@@ -88,8 +88,8 @@ gpu_pool_actor::behavior_type landscape_gpu(gpu_pool_actor::pointer, std::shared
             r.reference_time.median_ms = 1.0;
             r.candidate_time.median_ms = 1.0 / s;
             r.speedup = s;
-            r.profile.values = {{"dram_throughput_pct", 72.5}, {"l2_throughput_pct", 40.1},
-                                {"l1_throughput_pct", 35.0},  {"sm_throughput_pct", 18.2},
+            r.profile.values = {{"dram_throughput_pct", 72.5},    {"l2_throughput_pct", 40.1},
+                                {"l1_throughput_pct", 35.0},      {"sm_throughput_pct", 18.2},
                                 {"achieved_occupancy_pct", 81.0}, {"stall_long_scoreboard_pct", 55.0},
                                 {"branch_efficiency_pct", 100}};
             r.profile.kernel_launches = 1;
@@ -206,9 +206,10 @@ void check_no_repeated_move(const std::vector<trajectory_entry>& t) {
 
 }  // namespace
 
-TEST_CASE("a line plans across its rounds: the next move after a regression, the moves that helped composed, none "
-          "repeated",
-          "[plan][rounds]") {
+TEST_CASE(
+    "a line plans across its rounds: the next move after a regression, the moves that helped composed, none "
+    "repeated",
+    "[plan][rounds]") {
   fixture f("compose");
   auto memory = f.open_store("memory");
   auto l = std::make_shared<landscape>();
@@ -254,7 +255,7 @@ TEST_CASE("a line whose moves all regress tries each legal move of its kernel on
   CHECK(tried.size() >= 2);
   CHECK(out.rounds < 60);
   CHECK_THAT(out.reason, Contains("no allowed method left") || Contains("no move left is expected to gain more") ||
-                            Contains("no allowed method could be applied"));
+                             Contains("no allowed method could be applied"));
   check_no_repeated_move(t);
   // Every attempt was on the seed (none helped), with a method its recipe lists (a move
   // that changes its kernels): the policy never offered another.
@@ -356,7 +357,8 @@ TEST_CASE("a line explores more distinct moves through the templates' search spa
     l->factor = [](const std::string&, int) { return 1.1; };
     const task_spec task = [] {
       const std::string yaml =
-          "name: abs_row_sum\nreference:\n  torchscript: |\n    def forward(x):\n        return torch.sum(torch.abs(x), -1)\n"
+          "name: abs_row_sum\nreference:\n  torchscript: |\n    def forward(x):\n        return "
+          "torch.sum(torch.abs(x), -1)\n"
           "inputs:\n  - {name: x, shape: [4096, 4096], dtype: float32}\nsizes:\n  cpu: {x: [8, 256]}\n";
       auto t = parse_task(yaml, "abs_row_sum.yaml", kSource);
       if (!t) FAIL(t.message());
@@ -378,7 +380,7 @@ TEST_CASE("a line explores more distinct moves through the templates' search spa
   const auto [listed, listed_methods, listed_reason] = run_line(false);
   const auto [explored, explored_methods, explored_reason] = run_line(true);
   INFO("listed values only: " << listed << " moves (" << listed_reason << "); with the space: " << explored << " ("
-                               << explored_reason << ")");
+                              << explored_reason << ")");
   CHECK(explored > listed);
   // The loads in flight of the reduction's prologue: a parameter of the row_reduce
   // template's space, which the listed values (elementwise and pool kernels only)

@@ -201,10 +201,8 @@ TEST_CASE("expressions: arithmetic errors", "[plan][expr]") {
   CHECK(eval_error("1.0 / 0") == "division by zero at column 5 in \"1.0 / 0\"");
   CHECK(eval_error("ceil_div(4, 0)") == "division by zero in ceil_div at column 1 in \"ceil_div(4, 0)\"");
   CHECK(eval_error("round_up(4, N - N)") == "division by zero in round_up at column 1 in \"round_up(4, N - N)\"");
-  CHECK(eval_error("9223372036854775807 + 1") ==
-        "integer overflow in '+' at column 21 in \"9223372036854775807 + 1\"");
-  CHECK(eval_error("4611686018427387904 * 2") ==
-        "integer overflow in '*' at column 21 in \"4611686018427387904 * 2\"");
+  CHECK(eval_error("9223372036854775807 + 1") == "integer overflow in '+' at column 21 in \"9223372036854775807 + 1\"");
+  CHECK(eval_error("4611686018427387904 * 2") == "integer overflow in '*' at column 21 in \"4611686018427387904 * 2\"");
   CHECK(eval_error("-9223372036854775807 - 2") ==
         "integer overflow in '-' at column 22 in \"-9223372036854775807 - 2\"");
   CHECK(eval_error("floor(1e300)") == "integer overflow in 'floor' at column 1 in \"floor(1e300)\"");
@@ -237,8 +235,7 @@ TEST_CASE("expressions: syntax errors", "[plan][expr]") {
         "floor, ceil, sqrt)");
   CHECK(err("min(1)") == "min takes 2 arguments, got 1 at column 1 in \"min(1)\"");
   CHECK(err("sqrt(1, 2)") == "sqrt takes 1 argument, got 2 at column 1 in \"sqrt(1, 2)\"");
-  CHECK(err("x.size") ==
-        "unknown tensor property 'size' at column 3 in \"x.size\" (expected shape[i], numel or ndim)");
+  CHECK(err("x.size") == "unknown tensor property 'size' at column 3 in \"x.size\" (expected shape[i], numel or ndim)");
   CHECK(err("x.shape") == "unexpected end of expression at column 8 in \"x.shape\" (expected '[' after shape)");
   CHECK(err("99999999999999999999") ==
         "integer literal '99999999999999999999' is out of range at column 1 in \"99999999999999999999\"");
@@ -288,17 +285,15 @@ extern "C" __global__ void arrays(float x[], const long long y[4], bool flag, ch
 )CU";
 }  // namespace
 
-TEST_CASE("signatures: kernels, in source order, skipping comments, strings and #defines",
-          "[plan][signatures]") {
+TEST_CASE("signatures: kernels, in source order, skipping comments, strings and #defines", "[plan][signatures]") {
   auto ks = extract_kernel_signatures(signature_source);
   std::vector<std::string> names;
   for (auto& k : ks) names.push_back(k.name);
-  CHECK(names == std::vector<std::string>{"multi_line", "in_block", "no_params", "templated",
-                                          "not_extern", "declared_first", "arrays"});
+  CHECK(names == std::vector<std::string>{"multi_line", "in_block", "no_params", "templated", "not_extern",
+                                          "declared_first", "arrays"});
 }
 
-TEST_CASE("signatures: a multi-line signature with launch bounds and restrict pointers",
-          "[plan][signatures]") {
+TEST_CASE("signatures: a multi-line signature with launch bounds and restrict pointers", "[plan][signatures]") {
   auto ks = extract_kernel_signatures(signature_source);
   const kernel_signature* k = find_kernel(ks, "multi_line");
   REQUIRE(k);
@@ -575,7 +570,8 @@ TEST_CASE("yaml: step and argument errors", "[plan][yaml]") {
         "test.yaml:6:5: steps[0]: 'outputs' is only for library steps");
   CHECK(step("library: aten::mm\n    args: [a, b]\n    outputs: [c]\n    grid: [1]") ==
         "test.yaml:6:5: steps[0]: 'grid' is only for kernel steps");
-  CHECK(step("kernel: k\n    library: aten::mm") == "test.yaml:3:5: steps[0]: a step has either 'kernel' or 'library', not both");
+  CHECK(step("kernel: k\n    library: aten::mm") ==
+        "test.yaml:3:5: steps[0]: a step has either 'kernel' or 'library', not both");
   CHECK(step("kernal: k") ==
         "test.yaml:3:5: steps[0]: unknown key 'kernal' in a step (did you mean 'kernel'?); expected one of: "
         "kernel, grid, block, shared_mem, args, library, outputs, attrs");
@@ -609,15 +605,14 @@ TEST_CASE("yaml: load_launch_plan reads files and names them in errors", "[plan]
   auto dir = std::filesystem::temp_directory_path() / "ks_plan_test";
   std::filesystem::create_directories(dir);
   std::string path = (dir / "bad.yaml").string();
-  {
-    std::ofstream(path) << "steps:\n  - kernel: k\n    grid: [1]\n    block: [32]\n    shared: 4\n";
-  }
+  { std::ofstream(path) << "steps:\n  - kernel: k\n    grid: [1]\n    block: [32]\n    shared: 4\n"; }
   auto bad = load_launch_plan(path);
   REQUIRE_FALSE(bad.ok());
   // 'shared' abbreviates 'shared_mem': the shared suggestion rule (base/suggest.hpp) says so.
-  CHECK(bad.message() == path + ":5:5: steps[0]: unknown key 'shared' in a kernel step "
-                                "(did you mean 'shared_mem'?); expected one of: "
-                                "kernel, grid, block, shared_mem, args");
+  CHECK(bad.message() == path +
+                             ":5:5: steps[0]: unknown key 'shared' in a kernel step "
+                             "(did you mean 'shared_mem'?); expected one of: "
+                             "kernel, grid, block, shared_mem, args");
   std::filesystem::remove_all(dir);
 }
 
@@ -694,8 +689,8 @@ resolved_arg float_arg(const std::string& type, double v) { return {"float", "",
 
 TEST_CASE("validate: the base plan resolves to concrete numbers", "[plan][validate]") {
   resolved_plan r = resolve_ok(base_plan);
-  CHECK(r.constants == std::map<std::string, expr_value>{{"BLOCK", expr_value::integer(256)},
-                                                          {"N", expr_value::integer(8192)}});
+  CHECK(r.constants ==
+        std::map<std::string, expr_value>{{"BLOCK", expr_value::integer(256)}, {"N", expr_value::integer(8192)}});
   REQUIRE(r.outputs.size() == 1);
   CHECK(r.outputs[0] == resolved_buffer{"y", buffer_role::output, {128, 64}, true, "float32", "none"});
   CHECK(r.outputs[0].numel() == 8192);
@@ -706,8 +701,8 @@ TEST_CASE("validate: the base plan resolves to concrete numbers", "[plan][valida
   CHECK(s.grid == std::array<int64_t, 3>{32, 1, 1});
   CHECK(s.block == std::array<int64_t, 3>{256, 1, 1});
   CHECK(s.shared_mem_bytes == 0);
-  CHECK(s.args == std::vector<resolved_arg>{tensor_arg("x"), tensor_arg("y"), int_arg("int64", 8192),
-                                            float_arg("float32", 0.5)});
+  CHECK(s.args ==
+        std::vector<resolved_arg>{tensor_arg("x"), tensor_arg("y"), int_arg("int64", 8192), float_arg("float32", 0.5)});
   CHECK(s.writes == std::vector<std::string>{"y"});
   CHECK(r.warnings.empty());
   CHECK(r.find_buffer("y") == &r.outputs[0]);
@@ -719,7 +714,8 @@ TEST_CASE("validate: constants are evaluated in dependency order", "[plan][valid
                                     "constants: {A: B * 2, B: C + 1, C: x.shape[1], BLOCK: 256, N: x.numel}"));
   CHECK(r.constants.at("A") == expr_value::integer(130));
   CHECK(r.constants.at("B") == expr_value::integer(65));
-  CHECK(resolve_error(edit("constants: {BLOCK: 256, N: x.numel}", "constants: {A: B + 1, B: A, BLOCK: 256, N: x.numel}")) ==
+  CHECK(resolve_error(
+            edit("constants: {BLOCK: 256, N: x.numel}", "constants: {A: B + 1, B: A, BLOCK: 256, N: x.numel}")) ==
         "constants.A: the constants depend on each other in a cycle: A -> B -> A");
   CHECK(resolve_error(edit("constants: {BLOCK: 256, N: x.numel}", "constants: {BLOCK: 256, N: x.numel, x: 3}")) ==
         "constants.x: 'x' is also the name of an input tensor; rename the constant");
@@ -732,15 +728,17 @@ TEST_CASE("validate: unknown and non-launchable kernels", "[plan][validate]") {
         "step 0 (kernel scal): kernel: 'scal' is not a __global__ function of the source (did you mean "
         "'scale'?); kernels found: scale, bounded, templ, mangled, accumulate, read_acc, half_arg, "
         "unsigned_arg, inplace, two_outputs");
-  CHECK_THAT(resolve_error(edit("kernel: scale", "kernel: templ")),
-             StartsWith("step 0 (kernel templ): kernel: 'templ' (line 4) cannot be launched by name: it is a template"));
+  CHECK_THAT(
+      resolve_error(edit("kernel: scale", "kernel: templ")),
+      StartsWith("step 0 (kernel templ): kernel: 'templ' (line 4) cannot be launched by name: it is a template"));
   CHECK_THAT(resolve_error(edit("kernel: scale", "kernel: mangled")),
              StartsWith("step 0 (kernel mangled): kernel: 'mangled' (line 5) cannot be launched by name: it is not "
                         "declared extern \"C\""));
   plan_context no_kernels = validation_context();
   no_kernels.kernels.clear();
   CHECK(resolve_error(base_plan, no_kernels) ==
-        "step 0 (kernel scale): kernel: the source defines no __global__ function named 'scale' (it defines none at all)");
+        "step 0 (kernel scale): kernel: the source defines no __global__ function named 'scale' (it defines none at "
+        "all)");
 }
 
 TEST_CASE("validate: argument count and kinds against the signature", "[plan][validate]") {
@@ -875,8 +873,9 @@ TEST_CASE("validate: __launch_bounds__ caps the block", "[plan][validate]") {
 }
 
 TEST_CASE("validate: dynamic shared memory", "[plan][validate]") {
-  CHECK(resolve_ok(edit("block: [BLOCK]\n", "block: [BLOCK]\n    shared_mem: BLOCK * 4 + 16\n")).steps[0].shared_mem_bytes ==
-        1040);
+  CHECK(resolve_ok(edit("block: [BLOCK]\n", "block: [BLOCK]\n    shared_mem: BLOCK * 4 + 16\n"))
+            .steps[0]
+            .shared_mem_bytes == 1040);
   CHECK(resolve_ok(edit("block: [BLOCK]\n", "block: [BLOCK]\n    shared_mem: 232448\n")).steps[0].shared_mem_bytes ==
         232448);
   CHECK(resolve_error(edit("block: [BLOCK]\n", "block: [BLOCK]\n    shared_mem: 300000\n")) ==
@@ -897,14 +896,17 @@ TEST_CASE("validate: dynamic shared memory", "[plan][validate]") {
 TEST_CASE("validate: buffer names and dtypes", "[plan][validate]") {
   CHECK(resolve_error(edit("steps:", "scratch:\n  - {name: y, shape: [4]}\nsteps:")) ==
         "scratch[0] 'y': duplicate name: outputs[0] is also 'y'");
-  CHECK(resolve_error(edit("{name: y,", "{name: x,")) == "outputs[0] 'x': shadows the input 'x'; give the buffer another name");
-  CHECK(resolve_error(edit("{name: y,", "{name: N,")) == "outputs[0] 'N': 'N' is also a constant; give the buffer another name");
+  CHECK(resolve_error(edit("{name: y,", "{name: x,")) ==
+        "outputs[0] 'x': shadows the input 'x'; give the buffer another name");
+  CHECK(resolve_error(edit("{name: y,", "{name: N,")) ==
+        "outputs[0] 'N': 'N' is also a constant; give the buffer another name");
   launch_plan p = parse_ok(base_plan);
   p.outputs[0].dtype = "float";
   auto bad = resolve_plan(p, validation_context());
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.message() ==
-        "outputs[0] 'y': dtype: unknown dtype 'float'; expected one of: float32, float16, bfloat16, float64, int32, int64, bool");
+        "outputs[0] 'y': dtype: unknown dtype 'float'; expected one of: float32, float16, bfloat16, float64, int32, "
+        "int64, bool");
   p.outputs[0].dtype = "float32";
   p.outputs[0].init = "ones";
   auto init = resolve_plan(p, validation_context());
@@ -932,7 +934,8 @@ TEST_CASE("validate: outputs must be declared, written, and as many as the refer
   CHECK(resolve_error(base_plan, ref) ==
         "outputs[0] 'y': shape [128, 64] does not match the reference's output 0 [128, 32]");
   ref.reference_outputs = {{{128, 64}, "float16"}};
-  CHECK(resolve_error(base_plan, ref) == "outputs[0] 'y': dtype float32 does not match the reference's output 0 (float16)");
+  CHECK(resolve_error(base_plan, ref) ==
+        "outputs[0] 'y': dtype float32 does not match the reference's output 0 (float16)");
   ref.reference_outputs = {{{128, 64}, "float32"}};
   CHECK(resolve_ok(base_plan, ref).outputs.size() == 1);
 }
@@ -1073,10 +1076,12 @@ TEST_CASE("validate: library shape errors", "[plan][validate][library]") {
         "step 0 (library aten::conv2d): args[2]: the bias of aten::conv2d must be [8], 'b' is [32]");
   CHECK(library_error("aten::add", "[x, b]") ==
         "step 0 (library aten::add): args: shapes [128, 64] and [32] do not broadcast (dimension -1: 64 vs 32)");
-  CHECK(library_error("aten::softmax", "[x]") == "step 0 (library aten::softmax): attrs: aten::softmax needs the attribute dim");
+  CHECK(library_error("aten::softmax", "[x]") ==
+        "step 0 (library aten::softmax): attrs: aten::softmax needs the attribute dim");
   CHECK(library_error("aten::softmax", "[x]", "{dim: 2}") ==
         "step 0 (library aten::softmax): attrs.dim: 2 is out of range for 'x' [128, 64]");
-  CHECK(library_error("aten::matmul", "[x]") == "step 0 (library aten::matmul): args: aten::matmul takes 2 arguments, got 1");
+  CHECK(library_error("aten::matmul", "[x]") ==
+        "step 0 (library aten::matmul): args: aten::matmul takes 2 arguments, got 1");
   CHECK(library_error("aten::linear", "[x]") ==
         "step 0 (library aten::linear): args: aten::linear takes 2 or 3 arguments, got 1");
   CHECK(library_error("aten::matmul", "[x, {float32: 1}]") ==
@@ -1105,8 +1110,8 @@ TEST_CASE("validate: library outputs into declared buffers", "[plan][validate][l
       "    outputs: [out]\n";
   CHECK(resolve_error(two_steps, library_context()) ==
         "step 1 (library aten::matmul): outputs[0] 'out': shape [128, 64] does not match the op's result [128, 32]");
-  resolved_plan ok = resolve_ok(edit("{name: out, shape: [128, 64]}", "{name: out, shape: [128, 32]}", two_steps),
-                                library_context());
+  resolved_plan ok =
+      resolve_ok(edit("{name: out, shape: [128, 64]}", "{name: out, shape: [128, 32]}", two_steps), library_context());
   CHECK(ok.intermediates.empty());
   CHECK(ok.steps[1].outputs == std::vector<std::string>{"out"});
   CHECK(ok.steps[1].writes == std::vector<std::string>{"out"});
@@ -1223,8 +1228,8 @@ TEST_CASE("attr parse: an integer or a list of n integers", "[plan][attrs]") {
   CHECK(ok("  [ 4 ,\t5 ]\n", 2) == v{4, 5});
   CHECK(ok("[3]", 2) == v{3, 3});
   CHECK(ok("[7, 8, 9]", 3) == v{7, 8, 9});
-  for (const char* bad : {"", " ", "[]", "()", "[", "x", "1.5", "[1, x]", "[1, 2)", "(1, 2]", "1, 2, 3",
-                          "[1, 2, 3]", "[1,]", "[,1]", "[1 2]", "99999999999999999999"}) {
+  for (const char* bad : {"", " ", "[]", "()", "[", "x", "1.5", "[1, x]", "[1, 2)", "(1, 2]", "1, 2, 3", "[1, 2, 3]",
+                          "[1,]", "[,1]", "[1 2]", "99999999999999999999"}) {
     INFO(bad);
     CHECK_FALSE(parse_int_list(bad, 2, "attrs.x").ok());
   }
@@ -1257,7 +1262,8 @@ TEST_CASE("attr parse: an integer or a list of n integers", "[plan][attrs]") {
 
 TEST_CASE("op schema: ATen schemas are read without LibTorch", "[plan][schema]") {
   auto s = parse_op_schema(
-      "aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)");
+      "aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor "
+      "indices)");
   REQUIRE(s.ok());
   CHECK(s.value().name == "aten::sort");
   CHECK(s.value().overload == "stable");
@@ -1286,20 +1292,25 @@ TEST_CASE("op schema: ATen schemas are read without LibTorch", "[plan][schema]")
 }
 
 TEST_CASE("validate: dispatcher steps (attrs.schema)", "[plan][validate][library]") {
-  const std::string schema = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  const std::string schema =
+      "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
   const std::string plan =
       "outputs:\n  - {name: out, shape: [128, 64]}\nscratch:\n  - {name: vals, shape: [x.shape[0], x.shape[1]]}\n"
       "steps:\n  - library: aten::sort\n    args: [x]\n    outputs: [vals, order]\n"
-      "    attrs: {schema: \"" + schema + "\", dim: 1, descending: \"False\"}\n"
+      "    attrs: {schema: \"" +
+      schema +
+      "\", dim: 1, descending: \"False\"}\n"
       "  - kernel: scale\n    grid: [32]\n    block: [256]\n    args: [vals, out, {int64: vals.numel}, {float32: 1}]\n";
   resolved_plan r = resolve_ok(plan, library_context());
   CHECK(r.steps[0].attrs.at("schema") == schema);
   CHECK(r.steps[0].outputs == std::vector<std::string>{"vals", "order"});
   // A known op with its schema is a dispatcher call too: its attributes are the schema's.
   const std::string softmax = "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor";
-  resolve_ok("outputs:\n  - {name: out, shape: [128, 64]}\nsteps:\n  - library: aten::softmax.int\n    args: [x]\n"
-             "    outputs: [out]\n    attrs: {schema: \"" + softmax + "\", dim: 1, dtype: None}\n",
-             library_context());
+  resolve_ok(
+      "outputs:\n  - {name: out, shape: [128, 64]}\nsteps:\n  - library: aten::softmax.int\n    args: [x]\n"
+      "    outputs: [out]\n    attrs: {schema: \"" +
+          softmax + "\", dim: 1, dtype: None}\n",
+      library_context());
   CHECK(resolve_error(edit("descending: \"False\"", "descend: \"False\"", plan), library_context()) ==
         "step 0 (library aten::sort): attrs.descend: aten::sort has no argument 'descend' (did you mean "
         "'descending'?); its arguments: self, dim, descending");
@@ -1472,10 +1483,11 @@ TEST_CASE("examples: matmul_bias_relu", "[plan][examples]") {
   CHECK(r.steps[1].block == dims{32, 8, 1});
   CHECK(r.steps[1].args == std::vector<resolved_arg>{tensor_arg("prod"), tensor_arg("b"), tensor_arg("y"),
                                                      int_arg("int64", 128), int_arg("int64", 32)});
-  CHECK(resolve_example_error("matmul_bias_relu",
-                              {{"x", {{128, 64}, "float32"}}, {"w", {{60, 32}, "float32"}}, {"b", {{32}, "float32"}}}) ==
-        "step 0 (library aten::matmul): args: aten::matmul of args[0] 'x' [128, 64] and args[1] 'w' [60, 32]: inner "
-        "dimensions differ (64 vs 60)");
+  CHECK(
+      resolve_example_error("matmul_bias_relu",
+                            {{"x", {{128, 64}, "float32"}}, {"w", {{60, 32}, "float32"}}, {"b", {{32}, "float32"}}}) ==
+      "step 0 (library aten::matmul): args: aten::matmul of args[0] 'x' [128, 64] and args[1] 'w' [60, 32]: inner "
+      "dimensions differ (64 vs 60)");
 }
 
 TEST_CASE("examples: l2_normalize", "[plan][examples]") {
@@ -1521,8 +1533,7 @@ TEST_CASE("examples: every source compiles to PTX with NVRTC", "[plan][examples]
     INFO(name);
     std::string source = read_text(examples_dir + "/" + name + ".cu");
     nvrtcProgram prog;
-    REQUIRE(nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr) ==
-            NVRTC_SUCCESS);
+    REQUIRE(nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr) == NVRTC_SUCCESS);
     nvrtcResult rc = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
     size_t log_size = 0;
     nvrtcGetProgramLogSize(prog, &log_size);

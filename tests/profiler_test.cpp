@@ -43,23 +43,27 @@ TEST_CASE("every metric the profiler fills is a name the decision policy knows",
   }
   // And the occupancy values the reviewer adds.
   for (const char* name : {"theoretical_occupancy_pct", "occupancy_limit_registers", "occupancy_limit_shared_mem",
-                           "occupancy_limit_warps", "occupancy_limit_blocks", "waves_per_sm",
-                           "registers_per_thread", "shared_mem_per_block", "local_bytes_per_thread"})
+                           "occupancy_limit_warps", "occupancy_limit_blocks", "waves_per_sm", "registers_per_thread",
+                           "shared_mem_per_block", "local_bytes_per_thread"})
     CHECK(find_evidence_name(name) != nullptr);
 }
 
 TEST_CASE("kernels combine: rates weighted by duration, counts added", "[profiler]") {
-  kernel_sample a{"a", 1.0, {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 20},
-                             {"dram__bytes.sum", 1000},
-                             {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 10},
-                             {"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", 5}}};
-  kernel_sample b{"b", 3.0, {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 60},
-                             {"dram__bytes.sum", 500},
-                             {"smsp__sass_average_branch_targets_threads_uniform.pct", NAN}}};
+  kernel_sample a{"a",
+                  1.0,
+                  {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 20},
+                   {"dram__bytes.sum", 1000},
+                   {"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 10},
+                   {"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", 5}}};
+  kernel_sample b{"b",
+                  3.0,
+                  {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 60},
+                   {"dram__bytes.sum", 500},
+                   {"smsp__sass_average_branch_targets_threads_uniform.pct", NAN}}};
   auto v = combine_kernel_samples({a, b});
   CHECK(v.at("dram_throughput_pct") == Approx(50));  // (20·1 + 60·3) / 4
   CHECK(v.at("dram_bytes") == Approx(1500));
-  CHECK(v.at("flops") == Approx(25));                // 2·10 + 5
+  CHECK(v.at("flops") == Approx(25));  // 2·10 + 5
   CHECK(v.at("kernel_launches") == 2);
   CHECK(v.at("duration_us") == Approx(4));
   // Never collected, or not a number: absent, not 0.
@@ -70,10 +74,14 @@ TEST_CASE("kernels combine: rates weighted by duration, counts added", "[profile
 
 TEST_CASE("a kernel that executes no branch has no branch efficiency", "[profiler]") {
   // CUPTI evaluates 0 branch targets as 0% uniform, which would read as fully divergent.
-  kernel_sample straight{"straight", 5.0, {{"smsp__sass_average_branch_targets_threads_uniform.pct", 0},
-                                           {"smsp__sass_branch_targets.sum", 0}}};
-  kernel_sample branchy{"branchy", 1.0, {{"smsp__sass_average_branch_targets_threads_uniform.pct", 90},
-                                         {"smsp__sass_branch_targets.sum", 4096}}};
+  kernel_sample straight{
+      "straight",
+      5.0,
+      {{"smsp__sass_average_branch_targets_threads_uniform.pct", 0}, {"smsp__sass_branch_targets.sum", 0}}};
+  kernel_sample branchy{
+      "branchy",
+      1.0,
+      {{"smsp__sass_average_branch_targets_threads_uniform.pct", 90}, {"smsp__sass_branch_targets.sum", 4096}}};
   CHECK(combine_kernel_samples({straight}).count("branch_efficiency_pct") == 0);
   CHECK(combine_kernel_samples({straight, branchy}).at("branch_efficiency_pct") == Approx(90));
 }

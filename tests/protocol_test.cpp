@@ -15,10 +15,10 @@
 
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include "protocol/protocol.hpp"
 #include "protocol/refusal_log.hpp"
@@ -40,9 +40,7 @@ struct loopback_config : caf::actor_system_config {
 
 distribution_spec sample_distribution() { return {"uniform", 0.5, 2.0, -3.0, 3.0, 7.0}; }
 
-tensor_spec sample_tensor(const std::string& name) {
-  return {name, {16384, 4096}, "bfloat16", sample_distribution()};
-}
+tensor_spec sample_tensor(const std::string& name) { return {name, {16384, 4096}, "bfloat16", sample_distribution()}; }
 
 task_spec sample_task() {
   task_spec t;
@@ -72,8 +70,7 @@ launch_plan sample_plan() {
   k.grid = {"ceil_div(N, BLOCK)", "1", "1"};
   k.block = {"BLOCK", "1", "1"};
   k.shared_mem = "BLOCK * 4";
-  k.args = {{"tensor", "x", ""}, {"tensor", "out", ""}, {"int", "N", "int64"},
-            {"float", "1e-5", "float32"}};
+  k.args = {{"tensor", "x", ""}, {"tensor", "out", ""}, {"int", "N", "int64"}, {"float", "1e-5", "float32"}};
   plan_step l;
   l.kind = "library";
   l.name = "aten::matmul";
@@ -100,13 +97,9 @@ candidate sample_candidate() {
 
 review_options sample_options() { return {3, false, false, 12.5, 40.0, "cpu", "cpu"}; }
 
-review_request sample_review_request() {
-  return {42, sample_task(), sample_candidate(), sample_options()};
-}
+review_request sample_review_request() { return {42, sample_task(), sample_candidate(), sample_options()}; }
 
-timing_stats sample_timing(double base) {
-  return {base, base * 1.1, base * 0.9, base * 1.5, base * 0.01, 111};
-}
+timing_stats sample_timing(double base) { return {base, base * 1.1, base * 0.9, base * 1.5, base * 0.01, 111}; }
 
 profile_metrics sample_profile() {
   return {{{"dram_throughput_pct", 91.5}, {"achieved_occupancy_pct", 62.25}}, 3, 0.75};
@@ -135,9 +128,7 @@ review_result sample_review_result() {
   return r;
 }
 
-code_features sample_features() {
-  return {"c0ffee", "reduction", {{"vector_loads", 1.0}, {"shared_tiles", 2.0}}};
-}
+code_features sample_features() { return {"c0ffee", "reduction", {{"vector_loads", 1.0}, {"shared_tiles", 2.0}}}; }
 
 optimization_plan sample_optimization_plan() {
   optimization_plan p;
@@ -234,8 +225,7 @@ TEST_CASE("samples differ from default-constructed messages", "[protocol]") {
   CHECK_FALSE(sample_worker() == worker_info{});
 }
 
-TEST_CASE("every protocol message crosses a loopback middleman link unchanged",
-          "[protocol][network]") {
+TEST_CASE("every protocol message crosses a loopback middleman link unchanged", "[protocol][network]") {
   loopback link;
   link.round_trip(sample_distribution());
   link.round_trip(sample_tensor("x"));
@@ -264,20 +254,26 @@ TEST_CASE("every protocol message crosses a loopback middleman link unchanged",
   link.round_trip(std::vector<trajectory_entry>{sample_trajectory_entry()});
   link.round_trip(ks_error{"unavailable", "worker gpu0 is restarting", "gpu_pool/0"});
   link.round_trip(generate_request{sample_task(), 6});
-  link.round_trip(diagnose_request{sample_task(), sample_candidate(), sample_review_result(),
-                                   {sample_trajectory_entry()}});
-  link.round_trip(repair_request{sample_task(), sample_candidate(), sample_repair_plan(),
-                                 sample_review_result(), {sample_candidate()},
+  link.round_trip(
+      diagnose_request{sample_task(), sample_candidate(), sample_review_result(), {sample_trajectory_entry()}});
+  link.round_trip(repair_request{sample_task(),
+                                 sample_candidate(),
+                                 sample_repair_plan(),
+                                 sample_review_result(),
+                                 {sample_candidate()},
                                  {sample_trajectory_entry()}});
   link.round_trip(feature_request{sample_candidate(), sample_review_result()});
-  link.round_trip(plan_request{sample_task(), sample_candidate(), sample_review_result(),
-                               sample_features(), {sample_trajectory_entry()}});
-  link.round_trip(optimize_request{sample_task(), sample_candidate(), sample_optimization_plan(),
-                                   sample_review_result(), sample_features(),
+  link.round_trip(plan_request{
+      sample_task(), sample_candidate(), sample_review_result(), sample_features(), {sample_trajectory_entry()}});
+  link.round_trip(optimize_request{sample_task(),
+                                   sample_candidate(),
+                                   sample_optimization_plan(),
+                                   sample_review_result(),
+                                   sample_features(),
                                    {sample_trajectory_entry()}});
   link.round_trip(task_progress{"softmax", "optimizing", 3, 11, 1.7, "abc123", "round 3: vectorize_loads"});
-  link.round_trip(task_outcome{"softmax", true, "round budget spent", sample_candidate(),
-                               sample_review_result(), 15, 40, 1, 12000, 3400, 0.25, 812.5});
+  link.round_trip(task_outcome{"softmax", true, "round budget spent", sample_candidate(), sample_review_result(), 15,
+                               40, 1, 12000, 3400, 0.25, 812.5});
   link.round_trip(sample_device());
   link.round_trip(sample_worker());
 }
@@ -297,8 +293,7 @@ TEST_CASE("review_status names are stable", "[protocol]") {
   CHECK(std::string(to_string(review_status::internal_error)) == "internal_error");
 }
 
-TEST_CASE("a review with infinite or NaN numbers crosses the link once made wire-safe",
-          "[protocol][network]") {
+TEST_CASE("a review with infinite or NaN numbers crosses the link once made wire-safe", "[protocol][network]") {
   // CAF 0.17 loops forever serializing an infinity (protocol/wire_safe.hpp); a verifier
   // that finds a never-written output reports max_abs_error = inf. Without
   // make_wire_safe this round trip fails (seen: the reply never comes).
@@ -356,14 +351,14 @@ TEST_CASE("a flood of refused peers writes a line per address and a count, not a
   loopback_config cfg;
   caf::actor_system sys{cfg};
   auto door = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
-  auto port = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(door), {}, "127.0.0.1", 0,
-                              "a-token-of-twenty-chars");
+  auto port =
+      publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(door), {}, "127.0.0.1", 0, "a-token-of-twenty-chars");
   REQUIRE(port);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 200; ++i) refused_peer(*port, "127.0.0.1");
   for (int i = 0; i < 20; ++i) refused_peer(*port, "127.0.0.2");
   REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(4000));  // all in one interval
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the handshake threads are done
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));                       // the handshake threads are done
   auto lines = sink->last_formatted();
   INFO(lines.size() << " lines; the first: " << (lines.empty() ? "" : lines.front()));
   CHECK(lines_with(lines, "closed the connection without proving the token") == 2);  // one per address
@@ -374,7 +369,8 @@ TEST_CASE("a flood of refused peers writes a line per address and a count, not a
   refused_peer(*port, "127.0.0.1");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   lines = sink->last_formatted();
-  CHECK(lines_with(lines, "refused 218 more connection(s) in the last 5 s, not logged: 127.0.0.1 199, 127.0.0.2 19") == 1);
+  CHECK(lines_with(lines, "refused 218 more connection(s) in the last 5 s, not logged: 127.0.0.1 199, 127.0.0.2 19") ==
+        1);
   CHECK(lines_with(lines, "closed the connection without proving the token") == 3);
   CHECK(lines.size() <= 6);
   anon_send_exit(door, caf::exit_reason::user_shutdown);
@@ -415,20 +411,21 @@ TEST_CASE("the worker's log says why a peer was refused", "[protocol][network][r
   loopback_config cfg;
   caf::actor_system sys{cfg};
   auto door = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
-  auto port = publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(door), {}, "127.0.0.1", 0,
-                              "a-token-of-twenty-chars");
+  auto port =
+      publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(door), {}, "127.0.0.1", 0, "a-token-of-twenty-chars");
   REQUIRE(port);
   // One address each: the log writes an address's first refusal of a minute.
-  refused_peer(*port, "127.0.0.3");       // closes after the greeting, as a KSW1 daemon does
-  wrong_proof(*port, "127.0.0.4", "KSW2");  // a wrong token
-  wrong_proof(*port, "127.0.0.5", "KSW1");  // an older peer's handshake
+  refused_peer(*port, "127.0.0.3");                             // closes after the greeting, as a KSW1 daemon does
+  wrong_proof(*port, "127.0.0.4", "KSW2");                      // a wrong token
+  wrong_proof(*port, "127.0.0.5", "KSW1");                      // an older peer's handshake
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the handshake threads are done
   auto lines = sink->last_formatted();
   INFO(lines.size() << " lines");
   for (const auto& l : lines) INFO(l);
   CHECK(lines_with(lines, "refused 127.0.0.3:") == 1);
-  CHECK(lines_with(lines, "closed the connection without proving the token (a KernelSkill from before "
-                          "encrypted links does so: run the same version on both sides)") == 1);
+  CHECK(lines_with(lines,
+                   "closed the connection without proving the token (a KernelSkill from before "
+                   "encrypted links does so: run the same version on both sides)") == 1);
   CHECK(lines_with(lines, "refused 127.0.0.4:") == 1);
   CHECK(lines_with(lines, "did not prove the token: its proof is wrong") == 1);
   CHECK(lines_with(lines, "refused 127.0.0.5:") == 1);
@@ -439,7 +436,8 @@ TEST_CASE("the worker's log says why a peer was refused", "[protocol][network][r
 
 TEST_CASE("refusal_log: at most max_lines lines an interval, and memory for max_peers addresses", "[refusals]") {
   std::vector<std::string> out;
-  refusal_log log(std::chrono::hours(1), 3, [&](const std::string& l) { out.push_back(l); }, 5);
+  refusal_log log(
+      std::chrono::hours(1), 3, [&](const std::string& l) { out.push_back(l); }, 5);
   for (int i = 0; i < 10; ++i)
     for (int k = 0; k < 4; ++k) log.refused("10.0.0." + std::to_string(i), "10.0.0." + std::to_string(i) + ":1", "why");
   // Three addresses logged; the others (and the repeats) counted, in memory for five.
@@ -449,7 +447,8 @@ TEST_CASE("refusal_log: at most max_lines lines an interval, and memory for max_
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   log.refused("10.0.0.0", "10.0.0.0:2", "why");
   REQUIRE(out.size() == 5);
-  CHECK(out[3] == "refused 37 more connection(s) in the last 0.001 s, not logged: 10.0.0.4 4, 10.0.0.3 4, 10.0.0.2 3, "
-                  "10.0.0.1 3, 10.0.0.0 3, 20 from addresses not told apart");
+  CHECK(out[3] ==
+        "refused 37 more connection(s) in the last 0.001 s, not logged: 10.0.0.4 4, 10.0.0.3 4, 10.0.0.2 3, "
+        "10.0.0.1 3, 10.0.0.0 3, 20 from addresses not told apart");
   CHECK(out[4] == "refused 10.0.0.0:2: why");
 }

@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/script.h>
+#include <nlohmann/json.hpp>
 
 #include "gpu/graph_export.hpp"
 #include "gpu/reference_launcher.hpp"
@@ -41,8 +41,7 @@ task_spec example(const std::string& name, const std::string& size = "cpu") {
   return *sized;
 }
 
-std::unique_ptr<reference_program> load_program(const task_spec& task,
-                                                const std::string& device = "cpu") {
+std::unique_ptr<reference_program> load_program(const task_spec& task, const std::string& device = "cpu") {
   reference_options options;
   options.device = device;
   options.threads = 2;
@@ -59,8 +58,7 @@ struct run_result {
 
 // Inputs and outputs of one trial, on the CPU, as float64 for hand computations.
 run_result run_trial(reference_program& program, uint32_t trial = 0) {
-  auto inputs = make_inputs(program.task(), trial_seed(program.task().seed, trial),
-                            program_device(program));
+  auto inputs = make_inputs(program.task(), trial_seed(program.task().seed, trial), program_device(program));
   REQUIRE(inputs.ok());
   auto outputs = run_tensors(program, *inputs);
   INFO((outputs.ok() ? "" : outputs.message()));
@@ -115,14 +113,12 @@ task_spec inline_task(const std::string& source, std::vector<tensor_spec> inputs
 
 }  // namespace
 
-TEST_CASE("every example task runs on the CPU at its cpu size with the expected shapes",
-          "[reference]") {
+TEST_CASE("every example task runs on the CPU at its cpu size with the expected shapes", "[reference]") {
   // What each starter task returns, from its input shapes. A new example task must
   // say here what it returns.
   auto expected = [](const task_spec& t) -> std::vector<std::vector<int64_t>> {
     auto x = shape_of(t, "x");
-    if (t.name == "gelu" || t.name == "swish" || t.name == "softmax" || t.name == "layernorm")
-      return {x};
+    if (t.name == "gelu" || t.name == "swish" || t.name == "softmax" || t.name == "layernorm") return {x};
     if (t.name == "row_sum" || t.name == "logsumexp") return {{x[0]}};
     if (t.name == "matmul_bias_relu") return {{x[0], shape_of(t, "weight")[1]}};
     FAIL("no expected output shape for example task " << t.name << ": add one here");
@@ -134,17 +130,16 @@ TEST_CASE("every example task runs on the CPU at its cpu size with the expected 
     INFO(task.name);
     auto load_start = std::chrono::steady_clock::now();
     auto program = load_program(task);
-    double load_ms = std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - load_start).count();
+    double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
     auto first = program->run(trial_seed(task.seed, 0));
     INFO((first.ok() ? "" : first.message()));
     REQUIRE(first.ok());
     auto second = program->run(trial_seed(task.seed, 1));
     REQUIRE(second.ok());
-    std::printf("reference %-18s cpu: load %6.1f ms, inputs %6.2f ms, forward %6.2f ms "
-                "(first), %6.2f ms (second)\n",
-                task.name.c_str(), load_ms, first->inputs_ms, first->forward_ms,
-                second->forward_ms);
+    std::printf(
+        "reference %-18s cpu: load %6.1f ms, inputs %6.2f ms, forward %6.2f ms "
+        "(first), %6.2f ms (second)\n",
+        task.name.c_str(), load_ms, first->inputs_ms, first->forward_ms, second->forward_ms);
 
     auto want = expected(task);
     REQUIRE(first->outputs.size() == want.size());
@@ -210,8 +205,7 @@ TEST_CASE("softmax rows sum to one and match exp(x - max) / sum", "[reference][v
     double mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j < x.size(1); ++j) mx = std::max(mx, xa[row][j]);
     for (int64_t j = 0; j < x.size(1); ++j) sum += std::exp(xa[row][j] - mx);
-    for (int64_t j = 0; j < x.size(1); ++j)
-      REQUIRE(std::abs(ya[row][j] - std::exp(xa[row][j] - mx) / sum) <= 1e-6);
+    for (int64_t j = 0; j < x.size(1); ++j) REQUIRE(std::abs(ya[row][j] - std::exp(xa[row][j] - mx) / sum) <= 1e-6);
   }
 }
 
@@ -399,8 +393,8 @@ TEST_CASE("every dtype and distribution is made as specified", "[reference][inpu
 }
 
 TEST_CASE("forward may return a tuple of tensors", "[reference]") {
-  auto task = inline_task("def forward(x):\n    return x + 1, torch.sum(x)\n",
-                          {{"x", {3, 4}, "float32", {.kind = "ones"}}});
+  auto task =
+      inline_task("def forward(x):\n    return x + 1, torch.sum(x)\n", {{"x", {3, 4}, "float32", {.kind = "ones"}}});
   auto program = load_program(task);
   auto r = program->run(1);
   REQUIRE(r.ok());
@@ -423,8 +417,8 @@ TEST_CASE("bad references give errors that name the task and the problem", "[ref
     CHECK_THAT(p.message(), Catch::Contains("does not compile") && Catch::Contains("no_such_op"));
   }
   SECTION("no forward function") {
-    auto p = reference_program::load(
-        inline_task("# def forward(x): is only mentioned\ndef fwd(x):\n    return x\n", {x}));
+    auto p =
+        reference_program::load(inline_task("# def forward(x): is only mentioned\ndef fwd(x):\n    return x\n", {x}));
     REQUIRE_FALSE(p.ok());
     CHECK(p.message() == "task \"inline\": the TorchScript defines no function named forward");
   }
@@ -441,8 +435,7 @@ TEST_CASE("bad references give errors that name the task and the problem", "[ref
     CHECK_THAT(r.message(), Catch::Contains("forward returned Int; expected a Tensor"));
   }
   SECTION("forward fails at run time") {
-    auto p = reference_program::load(
-        inline_task("def forward(x):\n    return torch.matmul(x, torch.ones(3))\n", {x}));
+    auto p = reference_program::load(inline_task("def forward(x):\n    return torch.matmul(x, torch.ones(3))\n", {x}));
     REQUIRE(p.ok());
     auto r = (*p)->run(0);
     REQUIRE_FALSE(r.ok());
@@ -521,8 +514,7 @@ seed: 8
   }
 }
 
-TEST_CASE("without CUDA, a reference on the cuda device says LibTorch sees none",
-          "[reference][cuda][nogpu]") {
+TEST_CASE("without CUDA, a reference on the cuda device says LibTorch sees none", "[reference][cuda][nogpu]") {
   if (torch::cuda::is_available()) KS_SKIP("LibTorch sees a CUDA device here");
   reference_options o;
   o.device = "cuda";
@@ -531,8 +523,7 @@ TEST_CASE("without CUDA, a reference on the cuda device says LibTorch sees none"
   CHECK_THAT(p.message(), Catch::Contains("LibTorch sees no CUDA device"));
 }
 
-TEST_CASE("gpu: CUDA runs see the CPU's inputs and agree with the CPU's outputs",
-          "[reference][cuda][gpu]") {
+TEST_CASE("gpu: CUDA runs see the CPU's inputs and agree with the CPU's outputs", "[reference][cuda][gpu]") {
   if (!torch::cuda::is_available()) KS_SKIP("LibTorch sees no CUDA device here");
   {
     reference_options o;
@@ -558,12 +549,12 @@ TEST_CASE("gpu: CUDA runs see the CPU's inputs and agree with the CPU's outputs"
     auto out_cpu = run_tensors(*cpu, *in_cpu);
     auto out_gpu = run_tensors(*gpu, *in_gpu);
     REQUIRE((out_cpu.ok() && out_gpu.ok()));
-    CHECK(excess((*out_gpu)[0].cpu().to(at::kDouble), (*out_cpu)[0].to(at::kDouble),
-                 task.tolerance.atol, task.tolerance.rtol) <= 0);
+    CHECK(excess((*out_gpu)[0].cpu().to(at::kDouble), (*out_cpu)[0].to(at::kDouble), task.tolerance.atol,
+                 task.tolerance.rtol) <= 0);
     auto summary = gpu->run(seed);
     REQUIRE(summary.ok());
-    std::printf("reference %-18s cuda: inputs %6.2f ms, forward %6.2f ms\n", task.name.c_str(),
-                summary->inputs_ms, summary->forward_ms);
+    std::printf("reference %-18s cuda: inputs %6.2f ms, forward %6.2f ms\n", task.name.c_str(), summary->inputs_ms,
+                summary->forward_ms);
   }
 }
 
@@ -585,8 +576,8 @@ TEST_CASE("every example task runs at full size on CUDA", "[.][cuda][full]") {
       best = std::min(best, r->forward_ms);
       inputs = r->inputs_ms;
     }
-    std::printf("reference %-18s cuda full size: inputs %8.1f ms, forward %7.3f ms (best of 3)\n",
-                task.name.c_str(), inputs, best);
+    std::printf("reference %-18s cuda full size: inputs %8.1f ms, forward %7.3f ms (best of 3)\n", task.name.c_str(),
+                inputs, best);
   }
 }
 
@@ -600,8 +591,9 @@ TEST_CASE("references that read or write files, or print, are refused before the
       {"aten::from_file", "    y = torch.from_file('/etc/passwd', False, 16)\n    return x * 2.0 + y.sum()\n"},
       {"aten::save", "    torch.save(x, '" + written.string() + "')\n    return x * 2.0\n"},
       {"prim::Print", "    print(x)\n    return x * 2.0\n"},
-      {"prim::Print", "    y = x\n    for i in range(3):\n        if i == 2:\n            print('in a loop')\n"
-                      "        y = y + 1.0\n    return y\n"},
+      {"prim::Print",
+       "    y = x\n    for i in range(3):\n        if i == 2:\n            print('in a loop')\n"
+       "        y = y + 1.0\n    return y\n"},
   };
   for (const auto& [op, body] : cases) {
     INFO(op << "\n" << body);
@@ -618,7 +610,8 @@ TEST_CASE("references that read or write files, or print, are refused before the
   CHECK_FALSE(fs::exists(written));
   // What only computes still loads and exports.
   task_spec ok = example("gelu");
-  ok.torchscript = "def forward(x):\n    y = x\n    for i in range(3):\n        y = torch.relu(y) + 1.0\n    return y\n";
+  ok.torchscript =
+      "def forward(x):\n    y = x\n    for i in range(3):\n        y = torch.relu(y) + 1.0\n    return y\n";
   CHECK(reference_program::load(ok).ok());
   CHECK(export_graph_json(ok).ok());
 }
@@ -785,8 +778,8 @@ TEST_CASE("the graph of ops without meta kernels is still exported from shapes a
   for (const auto& n : j["nodes"]) kinds.push_back(n["kind"]);
   // The nodes are the task's own (the stand-ins were only in the probe's copy), the
   // device check gone, and the GPU's branch kept.
-  CHECK(kinds == std::vector<std::string>{"aten::abs", "aten::relu", "aten::abs", "aten::add", "aten::div",
-                                          "aten::add", "aten::group_norm", "aten::instance_norm", "aten::mul"});
+  CHECK(kinds == std::vector<std::string>{"aten::abs", "aten::relu", "aten::abs", "aten::add", "aten::div", "aten::add",
+                                          "aten::group_norm", "aten::instance_norm", "aten::mul"});
   for (const auto& n : j["nodes"])
     for (const auto& v : n["outputs"]) {
       INFO(n["kind"]);
@@ -803,9 +796,9 @@ TEST_CASE("the graph of ops without meta kernels is still exported from shapes a
 // (flip, cumsum, flip over 32768 x 32768) fell to the CPU and its 16 GB of copies.
 // Its stand-in keeps the shape, as roll's does.
 TEST_CASE("a reverse scan's flips are probed on meta", "[reference][graph]") {
-  const task_spec t = graph_task("flip_meta",
-                                 "def forward(x):\n    return torch.roll(torch.cumsum(x.flip(1), 1).flip(1), 1, 1)\n",
-                                 {f32("x", {65536, 1048576}, "uniform")}, {});  // 256 GiB
+  const task_spec t =
+      graph_task("flip_meta", "def forward(x):\n    return torch.roll(torch.cumsum(x.flip(1), 1).flip(1), 1, 1)\n",
+                 {f32("x", {65536, 1048576}, "uniform")}, {});  // 256 GiB
   const nlohmann::json j = exported_on_meta(t);
   std::vector<std::string> kinds;
   for (const auto& n : j["nodes"]) kinds.push_back(n["kind"]);
@@ -828,7 +821,8 @@ TEST_CASE("convolutions are probed on meta with the shapes the CPU computes", "[
       {"torch.conv3d(x, w, None, [2, 1, 1], [1, 0, 2], [1, 1, 2], 1)", {1, 2, 9, 8, 7}, {3, 2, 3, 3, 2}},
       {"torch.conv_transpose1d(x, w, None, [3], [1], [2], 1, [2])", {2, 4, 5}, {4, 3, 4}},
       {"torch.conv_transpose2d(x, w, None, [2, 2], [1, 1], [1, 0], 2, [1, 1])", {2, 4, 7, 6}, {4, 3, 3, 3}},
-      {"torch.conv_transpose3d(x, w, None, [2, 1, 2], [0, 1, 1], [0, 0, 1], 1, [1, 1, 2])", {1, 2, 4, 5, 3},
+      {"torch.conv_transpose3d(x, w, None, [2, 1, 2], [0, 1, 1], [0, 0, 1], 1, [1, 1, 2])",
+       {1, 2, 4, 5, 3},
        {2, 3, 3, 3, 2}},
   };
   for (const auto& c : cases) {
@@ -841,7 +835,8 @@ TEST_CASE("convolutions are probed on meta with the shapes the CPU computes", "[
     CHECK(exported == r.outputs.at(0).sizes().vec());
   }
   const task_spec big = graph_task(
-      "conv_meta_large", "def forward(x, w, b):\n    return torch.conv_transpose2d(x, w, b, [2, 2], [1, 1], [1, 1], 1, [1, 1])\n",
+      "conv_meta_large",
+      "def forward(x, w, b):\n    return torch.conv_transpose2d(x, w, b, [2, 2], [1, 1], [1, 1], 1, [1, 1])\n",
       {f32("x", {1024, 64, 256, 256})}, {f32("w", {64, 32, 3, 3}), f32("b", {32})});
   CHECK(first_output_shape(exported_on_meta(big)) == std::vector<int64_t>{1024, 32, 512, 512});
   // A kernel wider than its padded input: an error, why the meta probe failed first,

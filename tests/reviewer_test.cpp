@@ -7,9 +7,9 @@
 //
 // A test tagged [crash] (hidden; run it alone: reviewer_test "[crash]") makes a kernel
 // fault, which poisons the process's CUDA context for good.
+#include "model/json_codec.hpp"
 #include "tests/support/catch_torch.hpp"
 #include "tests/support/gpu_skip.hpp"
-#include "model/json_codec.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -108,9 +108,9 @@ seed: 7
   CHECK(t1.inputs[0].init.std == 8);
   CHECK(t1.inputs[1].init.kind == "uniform");
   CHECK(t1.inputs[1].init.low == 0.5);
-  CHECK(t1.inputs[1].init.high == 1.5);  // the lower quarter: stays inside (0.5, 4.5)
-  CHECK(t1.inputs[2] == t.inputs[2]);    // integers never change
-  CHECK(t1.inputs[3] == t.inputs[3]);    // nor structural inits
+  CHECK(t1.inputs[1].init.high == 1.5);    // the lower quarter: stays inside (0.5, 4.5)
+  CHECK(t1.inputs[2] == t.inputs[2]);      // integers never change
+  CHECK(t1.inputs[3] == t.inputs[3]);      // nor structural inits
   CHECK((t1.parameters == t.parameters));  // nor parameters (parenthesised: a tensor_spec does not print)
 
   task_spec t3 = trial_task(t, 3);
@@ -138,7 +138,7 @@ TEST_CASE("pack_kernel_args: tensors as addresses, numbers at their plan width",
   s.index = 0;
   s.kind = "kernel";
   s.name = "k";
-  s.args = {{"tensor", "x", "", 0, 0},       {"int", "", "int32", -5, 0},    {"int", "", "int64", 1ll << 40, 0},
+  s.args = {{"tensor", "x", "", 0, 0},        {"int", "", "int32", -5, 0},        {"int", "", "int64", 1ll << 40, 0},
             {"float", "", "float32", 0, 1.5}, {"float", "", "float64", 0, -2.25}, {"tensor", "y", "", 0, 0}};
   auto packed = pack_kernel_args(s, [](const std::string& name) -> result<uint64_t> {
     if (name == "x") return uint64_t{0x7f0000001000};
@@ -223,8 +223,7 @@ TEST_CASE("timing statistics: quantiles, summary, interquartile stability", "[re
   CHECK(is_stable({1, 1, 1, 1, 1, 1, 1, 50}, o));
 }
 
-TEST_CASE("measure_pair: alternates, stops when both medians are stable or at the bounds",
-          "[reviewer][timing]") {
+TEST_CASE("measure_pair: alternates, stops when both medians are stable or at the bounds", "[reviewer][timing]") {
   timing_options o;
   o.warmup_runs = 2;
   o.min_runs = 10;
@@ -235,8 +234,14 @@ TEST_CASE("measure_pair: alternates, stops when both medians are stable or at th
   auto clock = [&] { return now; };
 
   SECTION("steady programs stop at min_runs, after the warm-up") {
-    timed_run a = [&]() -> result<double> { order.push_back('a'); return 2.0; };
-    timed_run b = [&]() -> result<double> { order.push_back('b'); return 3.0; };
+    timed_run a = [&]() -> result<double> {
+      order.push_back('a');
+      return 2.0;
+    };
+    timed_run b = [&]() -> result<double> {
+      order.push_back('b');
+      return 3.0;
+    };
     auto m = measure_pair(o, a, b, clock);
     REQUIRE(m.ok());
     CHECK(m->first.stats.repetitions == 10);
@@ -260,8 +265,14 @@ TEST_CASE("measure_pair: alternates, stops when both medians are stable or at th
   }
   SECTION("the time bound ends the loop, after at least one sample each") {
     o.max_seconds = 5;
-    timed_run a = [&]() -> result<double> { now += 1; return 1.0 + now; };
-    timed_run b = [&]() -> result<double> { now += 1; return 1.0; };
+    timed_run a = [&]() -> result<double> {
+      now += 1;
+      return 1.0 + now;
+    };
+    timed_run b = [&]() -> result<double> {
+      now += 1;
+      return 1.0;
+    };
     auto m = measure_pair(o, a, b, clock);
     REQUIRE(m.ok());
     CHECK(m->first.stats.repetitions == 1);  // 2 x 2 warm-up seconds, then one pair: 6 s
@@ -284,12 +295,9 @@ TEST_CASE("measure_pair: alternates, stops when both medians are stable or at th
 
 namespace {
 
-at::Tensor randn(std::vector<int64_t> shape) {
-  return at::randn(shape, at::TensorOptions().dtype(at::kFloat));
-}
+at::Tensor randn(std::vector<int64_t> shape) { return at::randn(shape, at::TensorOptions().dtype(at::kFloat)); }
 
-at::Tensor run_op(const std::string& op, std::vector<library_arg> args,
-                  std::map<std::string, std::string> attrs = {}) {
+at::Tensor run_op(const std::string& op, std::vector<library_arg> args, std::map<std::string, std::string> attrs = {}) {
   auto r = run_library_op(op, args, attrs);
   INFO(op << ": " << (r.ok() ? "" : r.message()));
   REQUIRE(r.ok());
@@ -307,14 +315,13 @@ using A = library_arg;
 
 }  // namespace
 
-TEST_CASE("library ops: the table holds the validator's ops and computes what ATen does",
-          "[reviewer][library]") {
+TEST_CASE("library ops: the table holds the validator's ops and computes what ATen does", "[reviewer][library]") {
   const auto& names = library_op_names();
-  for (const char* op : {"aten::matmul", "aten::mm", "aten::bmm", "aten::addmm", "aten::linear", "aten::conv2d",
-                         "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::softmax", "aten::log_softmax",
-                         "aten::gelu", "aten::relu", "aten::sigmoid", "aten::tanh", "aten::exp", "aten::log",
-                         "aten::neg", "aten::abs", "aten::sqrt", "aten::rsqrt", "aten::silu", "aten::sin",
-                         "aten::cos"})
+  for (const char* op :
+       {"aten::matmul",  "aten::mm",   "aten::bmm", "aten::addmm",   "aten::linear",      "aten::conv2d", "aten::add",
+        "aten::sub",     "aten::mul",  "aten::div", "aten::softmax", "aten::log_softmax", "aten::gelu",   "aten::relu",
+        "aten::sigmoid", "aten::tanh", "aten::exp", "aten::log",     "aten::neg",         "aten::abs",    "aten::sqrt",
+        "aten::rsqrt",   "aten::silu", "aten::sin", "aten::cos"})
     CHECK(std::find(names.begin(), names.end(), op) != names.end());
   CHECK(is_library_op("aten::add.Tensor"));
   CHECK_FALSE(is_library_op("aten::erf"));
@@ -323,8 +330,7 @@ TEST_CASE("library ops: the table holds the validator's ops and computes what AT
   CHECK(run_op("aten::matmul", {A::of(a), A::of(b)}).sizes() == at::IntArrayRef({5, 4}));
   CHECK(run_op("aten::matmul", {A::of(randn({2, 5, 3})), A::of(b)}).sizes() == at::IntArrayRef({2, 5, 4}));
   CHECK(run_op("aten::mm", {A::of(a), A::of(b)}).allclose(at::mm(a, b)));
-  CHECK(run_op("aten::bmm", {A::of(randn({2, 5, 3})), A::of(randn({2, 3, 4}))}).sizes() ==
-        at::IntArrayRef({2, 5, 4}));
+  CHECK(run_op("aten::bmm", {A::of(randn({2, 5, 3})), A::of(randn({2, 3, 4}))}).sizes() == at::IntArrayRef({2, 5, 4}));
   CHECK(run_op("aten::addmm", {A::of(bias), A::of(a), A::of(b)}, {{"beta", "0.5"}, {"alpha", "2"}})
             .allclose(bias * 0.5 + at::mm(a, b) * 2, 1e-5, 1e-5));
   at::Tensor w = randn({4, 3});
@@ -333,7 +339,8 @@ TEST_CASE("library ops: the table holds the validator's ops and computes what AT
   // math tf32 (a split-precision product's operands): cuBLAS may use TF32 for that call
   // only; on the CPU it computes the same, and the setting is back afterwards.
   REQUIRE_FALSE(at::globalContext().allowTF32CuBLAS());
-  CHECK(run_op("aten::linear", {A::of(a), A::of(w), A::of(bias)}, {{"math", "tf32"}}).allclose(at::mm(a, w.t()) + bias, 1e-5, 1e-5));
+  CHECK(run_op("aten::linear", {A::of(a), A::of(w), A::of(bias)}, {{"math", "tf32"}})
+            .allclose(at::mm(a, w.t()) + bias, 1e-5, 1e-5));
   CHECK(run_op("aten::bmm", {A::of(randn({2, 5, 3})), A::of(randn({2, 3, 4}))}, {{"math", "tf32"}}).sizes() ==
         at::IntArrayRef({2, 5, 4}));
   CHECK(run_op("aten::mm", {A::of(a), A::of(b)}, {{"math", "ieee"}}).allclose(at::mm(a, b)));
@@ -343,10 +350,8 @@ TEST_CASE("library ops: the table holds the validator's ops and computes what AT
   CHECK(run_op("aten::conv2d", {A::of(img), A::of(k), A::of(kb)}).sizes() == at::IntArrayRef({2, 6, 7, 7}));
   CHECK(run_op("aten::conv2d", {A::of(img), A::of(k)}, {{"stride", "[2, 2]"}, {"padding", "1"}}).sizes() ==
         at::IntArrayRef({2, 6, 5, 5}));
-  CHECK(run_op("aten::conv2d", {A::of(img), A::of(k)}, {{"padding", "same"}}).sizes() ==
-        at::IntArrayRef({2, 6, 9, 9}));
-  CHECK(run_op("aten::conv2d", {A::of(img), A::of(k)}, {{"dilation", "2"}}).sizes() ==
-        at::IntArrayRef({2, 6, 5, 5}));
+  CHECK(run_op("aten::conv2d", {A::of(img), A::of(k)}, {{"padding", "same"}}).sizes() == at::IntArrayRef({2, 6, 9, 9}));
+  CHECK(run_op("aten::conv2d", {A::of(img), A::of(k)}, {{"dilation", "2"}}).sizes() == at::IntArrayRef({2, 6, 5, 5}));
 
   at::Tensor x = randn({4, 6});
   CHECK(run_op("aten::add", {A::of(x), A::of(bias.new_ones({6}))}, {{"alpha", "3"}}).allclose(x + 3));
@@ -354,7 +359,8 @@ TEST_CASE("library ops: the table holds the validator's ops and computes what AT
   CHECK(run_op("aten::sub", {A::of(x), A::of_int(2)}).allclose(x - 2));
   CHECK(run_op("aten::mul", {A::of(x), A::of_float(0.5)}).allclose(x * 0.5));
   at::Tensor ints = at::arange(-6, 6, at::TensorOptions().dtype(at::kLong));
-  CHECK(run_op("aten::div", {A::of(ints), A::of_int(4)}, {{"rounding_mode", "floor"}}).equal(at::floor(ints.to(at::kDouble) / 4).to(at::kLong)));
+  CHECK(run_op("aten::div", {A::of(ints), A::of_int(4)}, {{"rounding_mode", "floor"}})
+            .equal(at::floor(ints.to(at::kDouble) / 4).to(at::kLong)));
   CHECK(run_op("aten::div", {A::of(ints), A::of_int(4)}).scalar_type() == at::kFloat);
   at::Tensor sm = run_op("aten::softmax", {A::of(x)}, {{"dim", "-1"}});
   CHECK(sm.sum(-1).allclose(at::ones({4})));
@@ -374,8 +380,10 @@ TEST_CASE("library ops: any ATen op through the dispatcher by its schema", "[rev
     return *r;
   };
   at::Tensor y = at::tanh(x) * 0.5;
-  CHECK(outs("aten::erfinv", {A::of(y)}, {{"schema", "aten::erfinv(Tensor self) -> Tensor"}})[0].allclose(at::erfinv(y)));
-  const std::string sort = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  CHECK(
+      outs("aten::erfinv", {A::of(y)}, {{"schema", "aten::erfinv(Tensor self) -> Tensor"}})[0].allclose(at::erfinv(y)));
+  const std::string sort =
+      "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
   auto sorted = outs("aten::sort", {A::of(x)}, {{"schema", sort}, {"dim", "1"}, {"descending", "True"}});
   REQUIRE(sorted.size() == 2);
   auto want = at::sort(x, 1, true);
@@ -384,24 +392,31 @@ TEST_CASE("library ops: any ATen op through the dispatcher by its schema", "[rev
   CHECK(check_library_op("aten::sort", {{"schema", sort}}).ok());
   // A table op with a schema runs the schema's overload, with the schema's attributes.
   CHECK(outs("aten::softmax.int", {A::of(x)},
-             {{"schema", "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"}, {"dim", "0"},
+             {{"schema", "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"},
+              {"dim", "0"},
               {"dtype", "None"}})[0]
             .allclose(at::softmax(x, 0)));
   // A tensor list, a ScalarType (as its number), a Scalar and a list of ints.
-  CHECK(outs("aten::cat", {A::of(x), A::of(x * 2)}, {{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"},
-                                                      {"tensors", "2 tensors"}, {"dim", "1"}})[0]
-            .equal(at::cat({x, x * 2}, 1)));
+  CHECK(
+      outs("aten::cat", {A::of(x), A::of(x * 2)},
+           {{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"}, {"tensors", "2 tensors"}, {"dim", "1"}})[0]
+          .equal(at::cat({x, x * 2}, 1)));
   at::Tensor mask = outs("aten::gt.Scalar", {A::of(x)},
                          {{"schema", "aten::gt.Scalar(Tensor self, Scalar other) -> Tensor"}, {"other", "0.5"}})[0];
   CHECK(mask.scalar_type() == at::kBool);
   CHECK(mask.equal(x > 0.5));
   at::Tensor f = outs("aten::to.dtype", {A::of(mask)},
-                      {{"schema", "aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
-                                  "MemoryFormat? memory_format=None) -> Tensor(a)"},
-                       {"dtype", "6"}, {"non_blocking", "False"}, {"copy", "False"}, {"memory_format", "None"}})[0];
+                      {{"schema",
+                        "aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, "
+                        "MemoryFormat? memory_format=None) -> Tensor(a)"},
+                       {"dtype", "6"},
+                       {"non_blocking", "False"},
+                       {"copy", "False"},
+                       {"memory_format", "None"}})[0];
   CHECK(f.scalar_type() == at::kFloat);
-  CHECK(outs("aten::flip", {A::of(x)}, {{"schema", "aten::flip(Tensor self, int[] dims) -> Tensor"}, {"dims", "[1]"}})[0]
-            .equal(at::flip(x, {1})));
+  CHECK(
+      outs("aten::flip", {A::of(x)}, {{"schema", "aten::flip(Tensor self, int[] dims) -> Tensor"}, {"dims", "[1]"}})[0]
+          .equal(at::flip(x, {1})));
   // Errors name the attribute, the argument or the operator.
   auto err = [](const std::string& op, std::vector<library_arg> args, const attrs& a) {
     auto r = run_library_op_outputs(op, args, a);
@@ -410,7 +425,8 @@ TEST_CASE("library ops: any ATen op through the dispatcher by its schema", "[rev
   };
   CHECK_THAT(err("aten::sort", {A::of(x)}, {{"schema", sort}, {"dimension", "1"}}),
              Contains("attrs.dimension") && Contains("has no argument 'dimension'"));
-  CHECK_THAT(err("aten::sort", {A::of(x)}, {{"schema", sort}, {"dim", "last"}}), Contains("attrs.dim: expected an integer"));
+  CHECK_THAT(err("aten::sort", {A::of(x)}, {{"schema", sort}, {"dim", "last"}}),
+             Contains("attrs.dim: expected an integer"));
   CHECK_THAT(err("aten::sort", {}, {{"schema", sort}}), Contains("needs a positional argument for self"));
   CHECK_THAT(err("aten::sort", {A::of(x), A::of(x)}, {{"schema", sort}}), Contains("args: 2 given"));
   CHECK_THAT(err("aten::no_such_op", {A::of(x)}, {{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}),
@@ -430,7 +446,8 @@ TEST_CASE("library ops: a prepared step gives the unprepared path's results and 
     std::vector<library_arg> numbers;
     attrs a;
   };
-  const std::string sort = "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  const std::string sort =
+      "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
   const std::vector<step_case> cases = {
       {"aten::matmul", {{2, 5, 3}, {3, 4}}, {}, {}},
       {"aten::addmm", {{4}, {5, 3}, {3, 4}}, {}, {{"beta", "0.5"}, {"alpha", "2"}}},
@@ -444,19 +461,31 @@ TEST_CASE("library ops: a prepared step gives the unprepared path's results and 
       {"aten::silu.default", {{4, 6}}, {}, {}},
       {"aten::erfinv", {{4, 6}}, {}, {{"schema", "aten::erfinv(Tensor self) -> Tensor"}}},
       {"aten::sort", {{4, 6}}, {}, {{"schema", sort}, {"dim", "1"}, {"descending", "True"}}},
-      {"aten::softmax.int", {{4, 6}}, {},
-       {{"schema", "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"}, {"dim", "0"},
+      {"aten::softmax.int",
+       {{4, 6}},
+       {},
+       {{"schema", "aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"},
+        {"dim", "0"},
         {"dtype", "None"}}},
-      {"aten::cat", {{4, 6}, {4, 6}, {4, 6}}, {},
+      {"aten::cat",
+       {{4, 6}, {4, 6}, {4, 6}},
+       {},
        {{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"}, {"tensors", "3 tensors"}, {"dim", "1"}}},
-      {"aten::add.Scalar", {{4, 6}}, {A::of_float(2.5)},
+      {"aten::add.Scalar",
+       {{4, 6}},
+       {A::of_float(2.5)},
        {{"schema", "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"}, {"alpha", "2"}}},
       {"aten::flip", {{4, 6}}, {}, {{"schema", "aten::flip(Tensor self, int[] dims) -> Tensor"}, {"dims", "[0, 1]"}}},
       // A Device argument is the tensors' device, whatever its text (a device slot).
-      {"aten::to.device", {{4, 6}}, {},
-       {{"schema", "aten::to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool "
-                   "copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"},
-        {"device", "cuda"}, {"dtype", "7"}, {"copy", "True"}}},
+      {"aten::to.device",
+       {{4, 6}},
+       {},
+       {{"schema",
+         "aten::to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool "
+         "copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"},
+        {"device", "cuda"},
+        {"dtype", "7"},
+        {"copy", "True"}}},
   };
   auto args_of = [](const step_case& c) {
     std::vector<library_arg> args;
@@ -536,8 +565,8 @@ TEST_CASE("library ops: a prepared step gives the unprepared path's results and 
 
 TEST_CASE("library ops: errors name the op, the argument or the attribute", "[reviewer][library]") {
   at::Tensor x = randn({4, 6});
-  CHECK_THAT(op_error("aten::erf", {A::of(x)}), Contains("aten::erf is not among the ATen ops the reviewer runs") &&
-                                                    Contains("aten::matmul"));
+  CHECK_THAT(op_error("aten::erf", {A::of(x)}),
+             Contains("aten::erf is not among the ATen ops the reviewer runs") && Contains("aten::matmul"));
   CHECK(op_error("aten::softmax", {A::of(x)}) == "attrs: this op needs the attribute dim");
   CHECK(op_error("aten::softmax", {A::of(x)}, {{"dim", "last"}}) ==
         "attrs.dim: expected an integer or a list of 1 integers, got \"last\"");
@@ -698,8 +727,10 @@ TEST_CASE("first_bitwise_difference and poison", "[reviewer][verify]") {
       poison(t, pattern);
       double v = element_at(t, 6);
       INFO("dtype " << dtype_name(t) << " pattern " << pattern);
-      if (std::isnan(poison_value(t, pattern))) CHECK(std::isnan(v));
-      else CHECK(v == poison_value(t, pattern));
+      if (std::isnan(poison_value(t, pattern)))
+        CHECK(std::isnan(v));
+      else
+        CHECK(v == poison_value(t, pattern));
       seen.push_back(v);
     }
     if (dtype != at::kBool) {
@@ -755,8 +786,8 @@ TEST_CASE("format_review and review_to_json show what a reader needs", "[reviewe
   c.message = "NVRTC rejected the source";
   c.diagnostics = {{3, 7, "error", "identifier \"foo\" is undefined"}};
   c.compile_log = "candidate.cu(3): error: identifier \"foo\" is undefined";
-  CHECK_THAT(format_review(c), Contains("candidate.cu:3:7: error: identifier \"foo\" is undefined") &&
-                                   Contains("compile log:"));
+  CHECK_THAT(format_review(c),
+             Contains("candidate.cu:3:7: error: identifier \"foo\" is undefined") && Contains("compile log:"));
 }
 
 TEST_CASE("reviewer::create says why there is no GPU", "[reviewer][nogpu]") {
@@ -805,8 +836,8 @@ reviewer* gpu_reviewer() {
   return rev.get();
 }
 
-#define REQUIRE_GPU(rev)                                                              \
-  reviewer* rev = gpu_reviewer();                                                     \
+#define REQUIRE_GPU(rev)          \
+  reviewer* rev = gpu_reviewer(); \
   if (!rev) KS_SKIP("no GPU here (" << skip_reason() << "); these tests run on the GPU machine")
 
 review_result review_of(reviewer& rev, const task_spec& task, const std::string& source, const std::string& plan_yaml,
@@ -917,8 +948,10 @@ steps:
 
 // An elementwise candidate for the relu task whose body is `body` (i, n, x, y in scope).
 std::string relu_like(const std::string& body, const std::string& x_type = "const float*") {
-  return "extern \"C\" __global__ void k(" + x_type + " __restrict__ x, float* __restrict__ y, long long n) {\n"
-         "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n" + body + "\n}\n";
+  return "extern \"C\" __global__ void k(" + x_type +
+         " __restrict__ x, float* __restrict__ y, long long n) {\n"
+         "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n" +
+         body + "\n}\n";
 }
 
 void check_ok_example(const review_result& r) {
@@ -940,7 +973,8 @@ TEST_CASE("gpu: the example plans review ok against their tasks", "[reviewer][gp
   REQUIRE_GPU(rev);
   CHECK(rev->arch() == arch_for(rev->device().cc_major, rev->device().cc_minor));
   SECTION("relu") {
-    auto r = review_of(*rev, task_from(kReluTask), read_text(kExamples + "relu.cu"), read_text(kExamples + "relu.yaml"));
+    auto r =
+        review_of(*rev, task_from(kReluTask), read_text(kExamples + "relu.cu"), read_text(kExamples + "relu.yaml"));
     check_ok_example(r);
     CHECK(r.max_abs_error == 0);
   }
@@ -970,15 +1004,20 @@ TEST_CASE("gpu: the example plans review ok against their tasks", "[reviewer][gp
 // more launch), for tasks of any 2-D float32 x: launch-bound at small sizes
 // (plan/launch_bound.hpp), not at large ones.
 std::string relu_chain_plan() {
-  std::string y = "constants: {BLOCK: 256, N: x.numel}\noutputs:\n  - {name: y, shape: [x.shape[0], x.shape[1]], dtype: float32}\nscratch:\n";
-  for (int k = 0; k < 8; ++k) y += "  - {name: s" + std::to_string(k) + ", shape: [x.shape[0], x.shape[1]], dtype: float32}\n";
+  std::string y =
+      "constants: {BLOCK: 256, N: x.numel}\noutputs:\n  - {name: y, shape: [x.shape[0], x.shape[1]], dtype: "
+      "float32}\nscratch:\n";
+  for (int k = 0; k < 8; ++k)
+    y += "  - {name: s" + std::to_string(k) + ", shape: [x.shape[0], x.shape[1]], dtype: float32}\n";
   y += "steps:\n";
   auto relu = [&](const std::string& in, const std::string& out) {
-    y += "  - kernel: relu_f32\n    grid: [ceil_div(N, BLOCK)]\n    block: [BLOCK]\n    args: [" + in + ", " + out + ", {int64: N}]\n";
+    y += "  - kernel: relu_f32\n    grid: [ceil_div(N, BLOCK)]\n    block: [BLOCK]\n    args: [" + in + ", " + out +
+         ", {int64: N}]\n";
   };
   relu("x", "s0");
   for (int k = 1; k < 6; ++k) relu("s" + std::to_string(k - 1), "s" + std::to_string(k));
-  y += "  - library: aten::abs\n    args: [s5]\n    outputs: [s6]\n    attrs: {schema: \"aten::abs(Tensor self) -> Tensor\"}\n";
+  y += "  - library: aten::abs\n    args: [s5]\n    outputs: [s6]\n    attrs: {schema: \"aten::abs(Tensor self) -> "
+       "Tensor\"}\n";
   y += "  - library: aten::mul\n    args: [s6, {float32: 1.0}]\n    outputs: [s7]\n";
   relu("s7", "y");
   return y;
@@ -987,7 +1026,8 @@ std::string relu_chain_plan() {
 task_spec relu_task_of(const std::string& shape) {
   return task_from("name: relu_chain_" + shape.substr(1, shape.find(',') - 1) +
                    "\nreference:\n  torchscript: |\n    def forward(x):\n        return torch.relu(x)\ninputs:\n"
-                   "  - {name: x, shape: " + shape + ", init: {kind: normal, mean: 0, std: 1}}\nseed: 11\n");
+                   "  - {name: x, shape: " +
+                   shape + ", init: {kind: normal, mean: 0, std: 1}}\nseed: 11\n");
 }
 
 // The premise of the GPU case below, checked here: the chain resolves, and the rule
@@ -1152,7 +1192,8 @@ seed: 3
     CHECK_THAT(r.message, Contains("1 of 1054713 elements") && Contains("[1022, 1030]"));
   }
   SECTION("produces NaN") {
-    auto r = review_of(*rev, relu, relu_like("  if (i < n) y[i] = i == 12345 ? __int_as_float(0x7fc00000) : fmaxf(x[i], 0.f);"),
+    auto r = review_of(*rev, relu,
+                       relu_like("  if (i < n) y[i] = i == 12345 ? __int_as_float(0x7fc00000) : fmaxf(x[i], 0.f);"),
                        kRelu1D, v);
     CHECK(r.status == review_status::incorrect);
     CHECK_THAT(r.message, Contains("NaN/Inf elements where the reference is finite"));
@@ -1168,29 +1209,31 @@ seed: 3
     CHECK(r.status == review_status::incorrect);
   }
   SECTION("downgrades precision to float16") {
-    auto r = review_of(*rev, relu,
-                       "#include <cuda_fp16.h>\n" +
-                           relu_like("  if (i < n) y[i] = __half2float(__float2half(fmaxf(x[i], 0.f)));"),
-                       kRelu1D, v);
+    auto r = review_of(
+        *rev, relu,
+        "#include <cuda_fp16.h>\n" + relu_like("  if (i < n) y[i] = __half2float(__float2half(fmaxf(x[i], 0.f)));"),
+        kRelu1D, v);
     CHECK(r.status == review_status::incorrect);
     CHECK(r.max_rel_error > 1e-4);
   }
   SECTION("downgrades precision to bfloat16 in a transcendental") {
-    std::string src = "#include <cuda_bf16.h>\n"
-                      "extern \"C\" __global__ void __launch_bounds__(256) gelu_f32x4(const float* __restrict__ x, "
-                      "float* __restrict__ y, long long n) {\n"
-                      "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-                      "  for (; i < n; i += (long long)gridDim.x * blockDim.x) {\n"
-                      "    float v = __bfloat162float(__float2bfloat16(x[i]));\n"
-                      "    y[i] = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));\n  }\n}\n";
+    std::string src =
+        "#include <cuda_bf16.h>\n"
+        "extern \"C\" __global__ void __launch_bounds__(256) gelu_f32x4(const float* __restrict__ x, "
+        "float* __restrict__ y, long long n) {\n"
+        "  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  for (; i < n; i += (long long)gridDim.x * blockDim.x) {\n"
+        "    float v = __bfloat162float(__float2bfloat16(x[i]));\n"
+        "    y[i] = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));\n  }\n}\n";
     auto r = review_of(*rev, task_from(kGeluTask), src, read_text(kExamples + "gelu_vec4.yaml"), v);
     CHECK(r.status == review_status::incorrect);
   }
   SECTION("returns the previous call's result (a cache in a __device__ global)") {
     std::string src = "__device__ float cache[1 << 21];\n__device__ int filled[1 << 21];\n" +
-                      relu_like("  if (i >= n) return;\n"
-                                "  if (filled[i]) { y[i] = cache[i]; return; }\n"
-                                "  const float v = fmaxf(x[i], 0.f);\n  cache[i] = v;\n  filled[i] = 1;\n  y[i] = v;");
+                      relu_like(
+                          "  if (i >= n) return;\n"
+                          "  if (filled[i]) { y[i] = cache[i]; return; }\n"
+                          "  const float v = fmaxf(x[i], 0.f);\n  cache[i] = v;\n  filled[i] = 1;\n  y[i] = v;");
     auto r = review_of(*rev, relu, src, kRelu1D, v);
     CHECK(r.status == review_status::incorrect);
     CHECK(r.trials_passed == 1);  // trial 0 computes; later trials get trial 0's values
@@ -1235,9 +1278,13 @@ steps:
              "  float acc = 0.f;\n"
              "  for (int c = threadIdx.x; c < cols; c += blockDim.x) acc += row[c];\n"
              "  if (threadIdx.x >= 128) __nanosleep(2000);  // the upper warps store late\n"
-             "  part[threadIdx.x] = acc;\n  " + s + "\n"
+             "  part[threadIdx.x] = acc;\n  " +
+             s +
+             "\n"
              "  for (int stride = 128; stride > 0; stride >>= 1) {\n"
-             "    if (threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];\n    " + s + "\n  }\n"
+             "    if (threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];\n    " +
+             s +
+             "\n  }\n"
              "  if (threadIdx.x == 0) y[blockIdx.x] = part[0];\n}\n";
     };
     task_spec rs = task_from(kRowSumTask);
@@ -1277,13 +1324,13 @@ steps:
     o.trials = 2;
     o.suspicious_speedup = 1e-6;
     o.profile = false;
-    const std::string src =
-        "__device__ unsigned int launches;\n" +
-        relu_like("  __shared__ unsigned int seen;\n"
-                  "  if (threadIdx.x == 0) seen = atomicAdd(&launches, blockIdx.x == 0 ? 1u : 0u);\n"
-                  "  __syncthreads();\n"
-                  "  if (seen >= 5u) return;\n"
-                  "  if (i < n) y[i] = fmaxf(x[i], 0.f);");
+    const std::string src = "__device__ unsigned int launches;\n" +
+                            relu_like(
+                                "  __shared__ unsigned int seen;\n"
+                                "  if (threadIdx.x == 0) seen = atomicAdd(&launches, blockIdx.x == 0 ? 1u : 0u);\n"
+                                "  __syncthreads();\n"
+                                "  if (seen >= 5u) return;\n"
+                                "  if (i < n) y[i] = fmaxf(x[i], 0.f);");
     auto r = review_of(*rev, relu, src, kRelu1D, o);
     CHECK(r.status == review_status::incorrect);
     CHECK(r.trials_passed == 2);
@@ -1299,8 +1346,10 @@ steps:
   }
 }
 
-TEST_CASE("gpu: the trial cache keeps inputs and reference outputs, a task that does not fit "
-          "the cache still reviews, one that does not fit the device says so", "[reviewer][gpu][cache]") {
+TEST_CASE(
+    "gpu: the trial cache keeps inputs and reference outputs, a task that does not fit "
+    "the cache still reviews, one that does not fit the device says so",
+    "[reviewer][gpu][cache]") {
   REQUIRE_GPU(rev);
   task_spec t = task_from(kReluTask);
   t.name = "relu_cache_test";
@@ -1371,16 +1420,17 @@ TEST_CASE("gpu: the trial cache keeps inputs and reference outputs, a task that 
   auto r = review_of(*rev, huge, src, plan, o);
   CHECK(r.status == review_status::internal_error);
   CHECK_THAT(r.message, Contains("the task does not fit " + rev->device().name) &&
-                            Contains("inputs 274.88 GB (274877906944 bytes)") &&
-                            Contains("but the device has"));
+                            Contains("inputs 274.88 GB (274877906944 bytes)") && Contains("but the device has"));
   CHECK(r.phases.inputs_s == 0);
   // The reviewer goes on.
   auto after_huge = review_of(*rev, t, src + "\n// after the huge one\n", plan, o);
   CHECK(after_huge.status == review_status::ok);
 }
 
-TEST_CASE("gpu: inputs drawn on the device or on the CPU give the same verdicts, in trial-cache entries "
-          "of their own", "[reviewer][gpu][cache][draw]") {
+TEST_CASE(
+    "gpu: inputs drawn on the device or on the CPU give the same verdicts, in trial-cache entries "
+    "of their own",
+    "[reviewer][gpu][cache][draw]") {
   REQUIRE_GPU(rev);
   task_spec t = task_from(kReluTask);
   t.name = "relu_draw_test";
@@ -1435,9 +1485,9 @@ TEST_CASE("gpu: a correct review carries a hardware profile from CUPTI", "[revie
     CHECK(v.count(name) == 1);
     return v.count(name) == 1;
   };
-  for (const char* pct : {"dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct", "sm_throughput_pct",
-                          "achieved_occupancy_pct", "stall_long_scoreboard_pct", "stall_short_scoreboard_pct",
-                          "theoretical_occupancy_pct"})
+  for (const char* pct :
+       {"dram_throughput_pct", "l2_throughput_pct", "l1_throughput_pct", "sm_throughput_pct", "achieved_occupancy_pct",
+        "stall_long_scoreboard_pct", "stall_short_scoreboard_pct", "theoretical_occupancy_pct"})
     if (has(pct)) {
       INFO(pct << " = " << v.at(pct));
       CHECK(v.at(pct) >= 0);
@@ -1460,8 +1510,8 @@ TEST_CASE("gpu: a correct review carries a hardware profile from CUPTI", "[revie
   review_options no_profile;
   no_profile.profile = false;
   no_profile.time = false;
-  auto plain = review_of(*rev, task_from(kReluTask), read_text(kExamples + "relu.cu"), read_text(kExamples + "relu.yaml"),
-                         no_profile);
+  auto plain = review_of(*rev, task_from(kReluTask), read_text(kExamples + "relu.cu"),
+                         read_text(kExamples + "relu.yaml"), no_profile);
   CHECK(plain.status == review_status::ok);
   CHECK(plain.profile.values.empty());
   CHECK(plain.profile.kernel_launches == 0);

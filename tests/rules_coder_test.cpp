@@ -6,15 +6,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <set>
 
 #include "coder/rules_coder.hpp"
 #include "gpu/nvrtc_compiler.hpp"
-#include "policy/decision_policy.hpp"
 #include "plan/plan_validator.hpp"
+#include "policy/decision_policy.hpp"
 #include "task/task_loader.hpp"
 
 using namespace ks;
@@ -153,9 +153,8 @@ TEST_CASE("graph export: inf, -inf, NaN and extreme float constants survive the 
   for (auto& [id, v] : g->values)
     if (v.constant && v.type == "float") constants.push_back(v.numbers.at(0));
   auto has = [&](double want) {
-    return std::any_of(constants.begin(), constants.end(), [&](double c) {
-      return std::isnan(want) ? std::isnan(c) : c == want;
-    });
+    return std::any_of(constants.begin(), constants.end(),
+                       [&](double c) { return std::isnan(want) ? std::isnan(c) : c == want; });
   };
   CHECK(has(std::numeric_limits<double>::infinity()));
   CHECK(has(-std::numeric_limits<double>::infinity()));
@@ -174,7 +173,8 @@ TEST_CASE("graph export: inf, -inf, NaN and extreme float constants survive the 
   compiled_and_resolved(t, seeds->front());
 }
 
-TEST_CASE("graph JSON: a float that is neither a number nor a non-finite name is an error naming it", "[rules][graph]") {
+TEST_CASE("graph JSON: a float that is neither a number nor a non-finite name is an error naming it",
+          "[rules][graph]") {
   auto g = parse_task_graph(R"({"task": "t", "inputs": [], "outputs": [],
     "values": {"c": {"type": "float", "constant": true, "value": "infinite"}}, "nodes": []})");
   REQUIRE_FALSE(g);
@@ -191,7 +191,8 @@ TEST_CASE("rules coder: example tasks lower to seeds that compile and resolve", 
   for (auto& path : task_files("examples/tasks")) check_seeds(task(fs::relative(path, kSource).string()));
 }
 
-TEST_CASE("rules coder: the KernelBench-style suite lowers to seeds that compile and resolve", "[rules][lower][suite]") {
+TEST_CASE("rules coder: the KernelBench-style suite lowers to seeds that compile and resolve",
+          "[rules][lower][suite]") {
   for (auto& path : task_files("bench/suites/ops")) check_seeds(task(fs::relative(path, kSource).string()));
 }
 
@@ -232,8 +233,10 @@ TEST_CASE("rules coder: every named parameter's value round-trips, a bad one is 
       REQUIRE(p);
       auto back = to_recipe(*p);
       // conv_layout and gemm_precision stay out of a recipe at their defaults.
-      if (back.count(key)) CHECK(back.at(key) == param::name_of(v));
-      else CHECK(v == E{});
+      if (back.count(key))
+        CHECK(back.at(key) == param::name_of(v));
+      else
+        CHECK(v == E{});
     }
     CHECK(from_recipe({{key, "Warp"}}).message() == "recipe: " + key + " = 'Warp': expected " + expected);
   };
@@ -245,7 +248,8 @@ TEST_CASE("rules coder: every named parameter's value round-trips, a bad one is 
   each("cache_hint", std::vector{param::cache_hint::none, param::cache_hint::streaming, param::cache_hint::readonly},
        "none, streaming or readonly");
   each("moments", std::vector{param::moments::shifted, param::moments::welford}, "shifted or welford");
-  each("conv_layout", std::vector{param::conv_layout::nchw, param::conv_layout::channels_last}, "nchw or channels_last");
+  each("conv_layout", std::vector{param::conv_layout::nchw, param::conv_layout::channels_last},
+       "nchw or channels_last");
   each("gemm_precision", std::vector{param::gemm_precision::fp32, param::gemm_precision::split_tf32},
        "fp32 or split_tf32");
 }
@@ -259,7 +263,8 @@ TEST_CASE("rules coder: a recipe's product and reduction parameters are read or 
   CHECK(to_recipe(lowering_params{}).count("gemm_precision") == 0);  // defaults stay out of recipes
   CHECK(from_recipe({{"gemm_precision", "tf32"}}).message() ==
         "recipe: gemm_precision = 'tf32': expected fp32 or split_tf32");
-  CHECK(from_recipe({{"matvec_sums", "yes"}}).message() == "recipe: matvec_sums = 'yes': expected an integer in [0, 1]");
+  CHECK(from_recipe({{"matvec_sums", "yes"}}).message() ==
+        "recipe: matvec_sums = 'yes': expected an integer in [0, 1]");
   CHECK(from_recipe({{"matvec_sums", "2"}}).message() == "recipe: matvec_sums = '2': expected an integer in [0, 1]");
   auto lib = from_recipe({{"library_reductions", "1"}});
   REQUIRE(lib);
@@ -400,7 +405,8 @@ candidate optimized(const std::string& rel, const std::string& method, bool unca
 
 TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules][optimize][methods]") {
   SECTION("cache_row_in_registers keeps a row that is read twice in registers between the passes") {
-    for (const char* rel : {"examples/tasks/softmax.yaml", "examples/tasks/layernorm.yaml", "bench/suites/ops/layernorm_gelu.yaml"}) {
+    for (const char* rel :
+         {"examples/tasks/softmax.yaml", "examples/tasks/layernorm.yaml", "bench/suites/ops/layernorm_gelu.yaml"}) {
       INFO(rel);
       candidate c = optimized(rel, "cache_row_in_registers", true);
       CHECK(c.recipe.at("row_cache") == "registers");
@@ -476,7 +482,8 @@ TEST_CASE("rules coder: methods that were no-ops are template changes", "[rules]
     task_spec t = task("examples/tasks/row_sum.yaml");
     auto seeds = the_coder().seeds(t, 5);
     REQUIRE(seeds);
-    auto uncached = std::find_if(seeds->begin(), seeds->end(), [](const candidate& c) { return c.recipe.at("row_cache") == "none"; });
+    auto uncached = std::find_if(seeds->begin(), seeds->end(),
+                                 [](const candidate& c) { return c.recipe.at("row_cache") == "none"; });
     REQUIRE(uncached != seeds->end());
     optimize_input in;
     in.task = t;
@@ -634,7 +641,8 @@ std::vector<std::string> step_names(const candidate& c) {
   return out;
 }
 
-TEST_CASE("rules coder: an op no template takes runs as a library step between fused kernels", "[rules][lower][fallback]") {
+TEST_CASE("rules coder: an op no template takes runs as a library step between fused kernels",
+          "[rules][lower][fallback]") {
   using V = std::vector<std::string>;
   SECTION("erfinv between two chains") {
     task_spec t = fallback_task("fallback_erfinv", "    return torch.erfinv(torch.tanh(x) * 0.5) * 2.0 + 1.0\n");
@@ -732,14 +740,18 @@ TEST_CASE("rules coder: elementwise epilogues fused into pool and scan kernels",
   const std::string pool = "bench/suites/ops/avg_pool2d_relu_scale.yaml";
   const expect cases[] = {
       {task(pool), "pool+epilogue"},
-      {with_body(pool, "max_pool_tanh", "    return torch.tanh(torch.max_pool2d(x, [3, 3], [2, 2], [1, 1], [1, 1], False)) * 0.5 + 1.0\n"),
+      {with_body(pool, "max_pool_tanh",
+                 "    return torch.tanh(torch.max_pool2d(x, [3, 3], [2, 2], [1, 1], [1, 1], False)) * 0.5 + 1.0\n"),
        "pool+epilogue"},
-      {with_body("bench/suites/ops/cumsum.yaml", "cumsum_exp", "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"),
+      {with_body("bench/suites/ops/cumsum.yaml", "cumsum_exp",
+                 "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"),
        "scan+epilogue"},
-      {with_body("bench/suites/ops/cumsum_dim1.yaml", "cumprod_mid_sigmoid", "    return torch.sigmoid(torch.cumprod(x, 1)) * 2.0\n"),
+      {with_body("bench/suites/ops/cumsum_dim1.yaml", "cumprod_mid_sigmoid",
+                 "    return torch.sigmoid(torch.cumprod(x, 1)) * 2.0\n"),
        "scan+epilogue"},
       // The scan's result is returned too: it is stored, and the chain is its own kernel.
-      {with_body("bench/suites/ops/cumsum.yaml", "cumsum_and_relu", "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"),
+      {with_body("bench/suites/ops/cumsum.yaml", "cumsum_and_relu",
+                 "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"),
        "scan,elementwise"},
   };
   for (const expect& e : cases) {
@@ -780,7 +792,8 @@ TEST_CASE("rules coder: seeds suit the length of the rows", "[rules][seeds]") {
 
 // A submitted reference is untrusted: the child that exports its graph runs under CPU,
 // memory and wall-clock limits and leaves nothing behind in the temporary directory.
-TEST_CASE("graph export: a reference that loops forever is stopped at its limit, and leaves no files", "[rules][graph][limits]") {
+TEST_CASE("graph export: a reference that loops forever is stopped at its limit, and leaves no files",
+          "[rules][graph][limits]") {
   // A temporary directory of this test's own, so other processes' files do not count.
   const fs::path tmp = fs::path(KS_BINARY_DIR) / "graph-limits-tmp";
   fs::remove_all(tmp);
@@ -824,8 +837,10 @@ TEST_CASE("graph export: a reference that loops forever is stopped at its limit,
   REQUIRE_FALSE(g);
   CHECK_THAT(g.message(), Catch::Contains("greedy") && Catch::Contains("more than 2048 MiB of memory"));
   CHECK(fs::is_empty(tmp));
-  if (old_tmpdir) ::setenv("TMPDIR", saved.c_str(), 1);
-  else ::unsetenv("TMPDIR");
+  if (old_tmpdir)
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
   fs::remove_all(tmp);
 }
 
@@ -880,7 +895,8 @@ task_spec sized_task(const std::string& name, const std::string& args, const std
     for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
     return "[" + t + "]";
   };
-  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(" + args + "):\n        return " + body + "\ninputs:\n";
+  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(" + args +
+                     "):\n        return " + body + "\ninputs:\n";
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (i == 1) yaml += "parameters:\n";
     yaml += "  - name: " + tensors[i].first + "\n    shape: " + dims(tensors[i].second) + "\n";
@@ -893,13 +909,15 @@ task_spec sized_task(const std::string& name, const std::string& args, const std
   return *t;
 }
 
-TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes compile and resolve", "[rules][lower][aspect]") {
+TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes compile and resolve",
+          "[rules][lower][aspect]") {
   struct aspect_case {
     task_spec t;
     const char* form;  // a comment the chosen kernel carries
   };
   const aspect_case cases[] = {
-      {sized_task("layer_norm_kb", "x, weight, bias", "torch.layer_norm(x, [x.size(1), x.size(2), x.size(3)], weight, bias, 1e-5)",
+      {sized_task("layer_norm_kb", "x, weight, bias",
+                  "torch.layer_norm(x, [x.size(1), x.size(2), x.size(3)], weight, bias, 1e-5)",
                   {{"x", {16, 64, 256, 256}}, {"weight", {64, 256, 256}}, {"bias", {64, 256, 256}}},
                   {{"x", {2, 4, 8, 8}}, {"weight", {4, 8, 8}}, {"bias", {4, 8, 8}}}),
        "few long rows, second pass"},
@@ -910,23 +928,27 @@ TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes 
       {sized_task("instance_norm_kb", "x", "torch.instance_norm(x, None, None, None, None, True, 0.1, 1e-5, False)",
                   {{"x", {112, 64, 512, 512}}}, {{"x", {2, 4, 4, 4}}}),
        "instance_norm over the last dims"},
-      {sized_task("rms_channels_kb", "x", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)", {{"x", {112, 64, 512, 512}}},
-                  {{"x", {2, 4, 4, 4}}}),
+      {sized_task("rms_channels_kb", "x", "x / torch.sqrt(torch.mean(x ** 2, 1, True) + 1e-5)",
+                  {{"x", {112, 64, 512, 512}}}, {{"x", {2, 4, 4, 4}}}),
        "read twice"},
-      {sized_task("batch_norm_kb", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
+      {sized_task("batch_norm_kb", "x, weight, bias",
+                  "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
                   {{"x", {64, 64, 512, 512}}, {"weight", {64}}, {"bias", {64}}},
                   {{"x", {2, 4, 4, 4}}, {"weight", {4}}, {"bias", {4}}}),
        "the partial states of the row's channel in every batch"},
       {sized_task("sum_few_rows", "x", "torch.sum(x, [1])", {{"x", {8, 1048576}}}, {{"x", {2, 4096}}}),
        "a warp per row merges"},
-      {sized_task("cumsum_reverse_kb", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
+      {sized_task("cumsum_reverse_kb", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {32768, 32768}}},
+                  {{"x", {4, 300}}}),
        "its input read reversed, its result stored reversed"},
       {sized_task("cumsum_exclusive_kb", "x",
-                  "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), dim=1)",
+                  "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, "
+                  "x.size(1)), dim=1)",
                   {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
        "exclusive"},
       {sized_task("cumsum_exclusive_after_kb", "x",
-                  "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), 1)",
+                  "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - "
+                  "1), 1)), 1)",
                   {{"x", {32768, 32768}}}, {{"x", {4, 300}}}),
        "exclusive"},
       {sized_task("cumsum_few_long_rows", "x", "torch.cumsum(x, 1)", {{"x", {4, 4194304}}}, {{"x", {2, 5000}}}),
@@ -952,10 +974,12 @@ TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes 
 
 // cross_entropy at KernelBench's 95's size: the logits read once, by a row logsumexp kernel.
 TEST_CASE("rules coder: cross-entropy at KernelBench's size compiles and resolves", "[rules][lower][loss]") {
-  auto t = parse_task("name: cross_entropy_kb\nreference:\n  torchscript: |\n    def forward(x, t):\n"
-                      "        return torch.cross_entropy_loss(x, t, None, 1, -100, 0.0)\ninputs:\n"
-                      "  - {name: x, shape: [32768, 4096]}\n  - {name: t, shape: [32768], dtype: int64, init: {kind: randint, "
-                      "low: 0, high: 4096}}\nsizes:\n  cpu: {x: [5, 300], t: [5]}\n", "cross_entropy_kb.yaml", kSource);
+  auto t = parse_task(
+      "name: cross_entropy_kb\nreference:\n  torchscript: |\n    def forward(x, t):\n"
+      "        return torch.cross_entropy_loss(x, t, None, 1, -100, 0.0)\ninputs:\n"
+      "  - {name: x, shape: [32768, 4096]}\n  - {name: t, shape: [32768], dtype: int64, init: {kind: randint, "
+      "low: 0, high: 4096}}\nsizes:\n  cpu: {x: [5, 300], t: [5]}\n",
+      "cross_entropy_kb.yaml", kSource);
   REQUIRE(t);
   auto seeds = the_coder().seeds(*t, 2);
   if (!seeds) FAIL(seeds.message());
@@ -968,14 +992,15 @@ TEST_CASE("rules coder: cross-entropy at KernelBench's size compiles and resolve
 // batch_norm is a row normalisation only on the batch's statistics and with
 // (batch, channel) rows: on running statistics (eval mode) it is an affine map that
 // stays ATen's, as does a 2-d input (one element a row); each says why.
-TEST_CASE("rules coder: batch_norm on running statistics or of a 2-d input stays a library step, named", "[rules][batch_norm]") {
+TEST_CASE("rules coder: batch_norm on running statistics or of a 2-d input stays a library step, named",
+          "[rules][batch_norm]") {
   const task_spec eval = sized_task("bn_eval", "x, weight, bias, rm, rv",
                                     "torch.batch_norm(x, weight, bias, rm, rv, False, 0.1, 1e-5, False)",
                                     {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}, {"rm", {8}}, {"rv", {8}}},
                                     {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}, {"rm", {8}}, {"rv", {8}}});
-  const task_spec flat = sized_task("bn_2d", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
-                                    {{"x", {16, 8}}, {"weight", {8}}, {"bias", {8}}},
-                                    {{"x", {16, 8}}, {"weight", {8}}, {"bias", {8}}});
+  const task_spec flat =
+      sized_task("bn_2d", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
+                 {{"x", {16, 8}}, {"weight", {8}}, {"bias", {8}}}, {{"x", {16, 8}}, {"weight", {8}}, {"bias", {8}}});
   const std::pair<const task_spec*, const char*> cases[] = {{&eval, "on running statistics"}, {&flat, "rank 2"}};
   for (const auto& [t, why] : cases) {
     INFO(t->name);
@@ -986,9 +1011,9 @@ TEST_CASE("rules coder: batch_norm on running statistics or of a 2-d input stays
     CHECK_THAT(c.recipe.at("fallback_why"), Catch::Contains("aten::batch_norm") && Catch::Contains(why));
   }
   // With the batch's statistics, the same 4-d input is one row_reduce stage.
-  const task_spec train = sized_task("bn_train", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
-                                     {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}},
-                                     {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}});
+  const task_spec train = sized_task(
+      "bn_train", "x, weight, bias", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
+      {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}}, {{"x", {4, 8, 5, 5}}, {"weight", {8}}, {"bias", {8}}});
   auto seeds = the_coder().seeds(train, 1);
   if (!seeds) FAIL(seeds.message());
   CHECK(seeds->front().recipe.at("stages") == "row_reduce");
@@ -1013,7 +1038,8 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
   std::vector<task_spec> corpus;
   for (const char* dir : {"examples/tasks", "bench/suites/ops"})
     for (auto& path : task_files(dir)) corpus.push_back(task(fs::relative(path, kSource).string()));
-  corpus.push_back(sized_task("layer_norm_few_rows", "x, weight, bias", "torch.layer_norm(x, [x.size(1)], weight, bias, 1e-5)",
+  corpus.push_back(sized_task("layer_norm_few_rows", "x, weight, bias",
+                              "torch.layer_norm(x, [x.size(1)], weight, bias, 1e-5)",
                               {{"x", {16, 1048576}}, {"weight", {1048576}}, {"bias", {1048576}}},
                               {{"x", {2, 4096}}, {"weight", {4096}}, {"bias", {4096}}}));
   corpus.push_back(sized_task("group_norm_kb", "x, weight, bias", "torch.group_norm(x, 8, weight, bias, 1e-5)",
@@ -1025,16 +1051,17 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
                               "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)",
                               {{"x", {64, 64, 512, 512}}, {"weight", {64}}, {"bias", {64}}},
                               {{"x", {2, 4, 4, 4}}, {"weight", {4}}, {"bias", {4}}}));
-  corpus.push_back(sized_task("cumsum_reverse_few_rows", "x", "torch.cumsum(x.flip(1), 1).flip(1)", {{"x", {4, 4194304}}},
-                              {{"x", {2, 5000}}}));
-  corpus.push_back(sized_task("softmax_short_rows_16", "x", "torch.softmax(x, -1)", {{"x", {1048576, 16}}}, {{"x", {64, 16}}}));
+  corpus.push_back(sized_task("cumsum_reverse_few_rows", "x", "torch.cumsum(x.flip(1), 1).flip(1)",
+                              {{"x", {4, 4194304}}}, {{"x", {2, 5000}}}));
+  corpus.push_back(
+      sized_task("softmax_short_rows_16", "x", "torch.softmax(x, -1)", {{"x", {1048576, 16}}}, {{"x", {64, 16}}}));
   std::vector<std::string> with_rule;
   for (const method_def& m : lib->methods)
     if (!m.rules_coder.empty()) with_rule.push_back(m.id);
   std::map<std::string, std::set<std::string>> pairs;  // template → methods offered somewhere
-  const std::vector<std::string> space_params = {"vector_width", "block_size", "elements_per_thread", "grid_cap",
-                                                 "row_mapping", "fast_math", "fuse_prologue", "row_cache", "cache_hint",
-                                                 "row_split", "moments", "conv_layout", "gemm_precision", "matvec_sums"};
+  const std::vector<std::string> space_params = {
+      "vector_width", "block_size", "elements_per_thread", "grid_cap", "row_mapping", "fast_math",      "fuse_prologue",
+      "row_cache",    "cache_hint", "row_split",           "moments",  "conv_layout", "gemm_precision", "matvec_sums"};
   size_t walked = 0;
   // Walks `c`: every method offered changes its kernels, every other is refused. The
   // first change made is handed back (a state to walk next).
@@ -1069,7 +1096,8 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
       auto space = parse_search_space(c.recipe.at("space"));
       REQUIRE(space);
       for (const std::string& param : space_params)
-        if (changed->recipe.count(param) && changed->recipe.at(param) != (c.recipe.count(param) ? c.recipe.at(param) : "")) {
+        if (changed->recipe.count(param) &&
+            changed->recipe.at(param) != (c.recipe.count(param) ? c.recipe.at(param) : "")) {
           INFO(param << " = " << changed->recipe.at(param) << " in " << c.recipe.at("space"));
           CHECK(space->allows(param, changed->recipe.at(param)));
         }
@@ -1090,9 +1118,10 @@ TEST_CASE("rules coder: every method the policy offers a candidate changes its k
       if (ms.count(m)) return true;
     return false;
   };
-  for (const char* m : {"multi_block_row_split", "welford_single_pass", "cache_row_in_registers", "warp_per_row",
-                        "block_per_row_vectorized", "balance_waves", "online_softmax", "fuse_reduction_producer_consumer",
-                        "vectorize_loads", "streaming_cache_hints", "fast_math_intrinsics", "increase_block_size"}) {
+  for (const char* m :
+       {"multi_block_row_split", "welford_single_pass", "cache_row_in_registers", "warp_per_row",
+        "block_per_row_vectorized", "balance_waves", "online_softmax", "fuse_reduction_producer_consumer",
+        "vectorize_loads", "streaming_cache_hints", "fast_math_intrinsics", "increase_block_size"}) {
     INFO(m);
     CHECK(somewhere(m));
   }

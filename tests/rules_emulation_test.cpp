@@ -58,8 +58,9 @@ result<std::vector<at::Tensor>> run_candidate(const task_spec& sized, const cand
   for (size_t i = 0; i < sized.parameters.size(); ++i) t[sized.parameters[i].name] = params[i].clone();
   auto make = [&](const resolved_buffer& b) {
     const at::ScalarType type = scalar_type(b.dtype).value_or(at::kFloat);
-    t[b.name] = b.init == "zeros" ? at::zeros(b.shape, type)
-                : at::isFloatingType(type) ? at::full(b.shape, NAN, type) : at::full(b.shape, -7, type);
+    t[b.name] = b.init == "zeros"          ? at::zeros(b.shape, type)
+                : at::isFloatingType(type) ? at::full(b.shape, NAN, type)
+                                           : at::full(b.shape, -7, type);
   };
   for (auto& b : plan->outputs) make(b);
   for (auto& b : plan->scratch) make(b);
@@ -67,9 +68,12 @@ result<std::vector<at::Tensor>> run_candidate(const task_spec& sized, const cand
     if (s.kind == "library") {
       std::vector<library_arg> args;
       for (auto& a : s.args) {
-        if (a.kind == "tensor") args.push_back(library_arg::of(t.at(a.tensor)));
-        else if (a.kind == "int") args.push_back(library_arg::of_int(a.int_value));
-        else args.push_back(library_arg::of_float(a.float_value));
+        if (a.kind == "tensor")
+          args.push_back(library_arg::of(t.at(a.tensor)));
+        else if (a.kind == "int")
+          args.push_back(library_arg::of_int(a.int_value));
+        else
+          args.push_back(library_arg::of_float(a.float_value));
       }
       if (auto st = check_library_op(s.name, s.attrs); !st) return error{st.message()};
       auto r = run_library_op_outputs(s.name, args, s.attrs);
@@ -84,8 +88,10 @@ result<std::vector<at::Tensor>> run_candidate(const task_spec& sized, const cand
           return error{s.label() + ": outputs[" + std::to_string(k) + "] '" + out + "': the op returned " +
                        dtype_name(v.scalar_type()) + " " + c10::str(v.sizes()) + ", the buffer is declared " +
                        dtype_name(t[out].scalar_type()) + " " + c10::str(t[out].sizes())};
-        if (t.count(out)) t[out].copy_(v);
-        else t[out] = v.contiguous();
+        if (t.count(out))
+          t[out].copy_(v);
+        else
+          t[out] = v.contiguous();
       }
       continue;
     }
@@ -119,8 +125,7 @@ result<std::vector<at::Tensor>> run_candidate(const task_spec& sized, const cand
 // Runs `cands` (candidates for `task`) at its cpu size against the reference. With
 // nan_positions, a NaN passes where (and only where) the reference has one, as the
 // reviewer's check (gpu/output_check) takes it; infinities must match exactly.
-void check_candidates(const task_spec& task, const std::vector<candidate>& cands_,
-                      bool nan_positions = false) {
+void check_candidates(const task_spec& task, const std::vector<candidate>& cands_, bool nan_positions = false) {
   const std::vector<candidate>* cands = &cands_;
   auto sized = task.sizes.count("cpu") ? with_size(task, "cpu") : result<task_spec>(task);
   REQUIRE(sized);
@@ -182,7 +187,8 @@ void check_suite_part(int part) {
   const char* only = std::getenv("KS_EMULATE_TASKS");
   for (size_t i = 0; i < files.size(); ++i) {
     if (static_cast<int>(i % 4) != part) continue;
-    if (only && ("," + std::string(only) + ",").find("," + files[i].stem().string() + ",") == std::string::npos) continue;
+    if (only && ("," + std::string(only) + ",").find("," + files[i].stem().string() + ",") == std::string::npos)
+      continue;
     check_task(load_task(files[i]), seeds);
   }
 }
@@ -232,7 +238,8 @@ TEST_CASE("emulated: pointwise losses run as fused reductions and match the refe
       {"loss_huber_none", "torch.huber_loss(a, b, 0, 0.25)"},
       // KL divergence as KernelBench writes it: log-probabilities against probabilities.
       {"loss_kl_div_mean", "torch.kl_div(torch.log_softmax(a, 1), torch.softmax(b, 1), 1, log_target=False)"},
-      {"loss_kl_div_log_target_sum", "torch.kl_div(torch.log_softmax(a, 1), torch.log_softmax(b, 1), 2, log_target=True)"},
+      {"loss_kl_div_log_target_sum",
+       "torch.kl_div(torch.log_softmax(a, 1), torch.log_softmax(b, 1), 2, log_target=True)"},
   };
   for (auto& [name, expr] : losses) {
     INFO(name);
@@ -267,11 +274,12 @@ TEST_CASE("emulated: the triplet margin loss runs as row norms and a reduction a
     std::string dims;
     for (size_t i = 0; i < tc.shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(tc.shape[i]);
     // Anchors scaled down so that some triplets are inside the margin and some not.
-    std::string yaml = std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(a, p, n):\n        return " +
-                       tc.expr + "\ninputs:\n";
+    std::string yaml = std::string("name: ") + tc.name +
+                       "\nreference:\n  torchscript: |\n    def forward(a, p, n):\n        return " + tc.expr +
+                       "\ninputs:\n";
     for (const char* in : {"a", "p", "n"})
-      yaml += std::string("  - name: ") + in + "\n    shape: [" + dims + "]\n    init: {kind: uniform, low: 0, high: " +
-              (std::string(in) == "a" ? "0.3" : "1") + "}\n";
+      yaml += std::string("  - name: ") + in + "\n    shape: [" + dims +
+              "]\n    init: {kind: uniform, low: 0, high: " + (std::string(in) == "a" ? "0.3" : "1") + "}\n";
     yaml += "seed: 3\n";
     auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
     REQUIRE(t);
@@ -308,14 +316,14 @@ TEST_CASE("emulated: cross-entropy written out matches the reference", "[rules][
       {"ce_one_row", "torch.cross_entropy_loss(x, t, None, 1, -100, 0.0)", 1, 64, 64},
       {"ce_all_ignored_mean", "torch.cross_entropy_loss(x, t, None, 1, 0, 0.0)", 3, 8, 1, true},
       {"ce_all_ignored_sum", "torch.cross_entropy_loss(x, t, None, 2, 0, 0.0)", 3, 8, 1},
-      {"ce_ignored_in_graph", "torch.cross_entropy_loss(torch.relu(x) * 2.0, torch.where(t == 3, -100, t), None, 1, -100, 0.0)", 50,
-       7, 7},
+      {"ce_ignored_in_graph",
+       "torch.cross_entropy_loss(torch.relu(x) * 2.0, torch.where(t == 3, -100, t), None, 1, -100, 0.0)", 50, 7, 7},
   };
   for (const auto& tc : cases) {
     INFO(tc.name);
     std::string yaml = std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(x, t):\n" +
-                       "        return " + tc.expr + "\ninputs:\n  - name: x\n    shape: [" + std::to_string(tc.rows) + ", " +
-                       std::to_string(tc.classes) + "]\n    init: {kind: normal, mean: 0, std: 2}\n" +
+                       "        return " + tc.expr + "\ninputs:\n  - name: x\n    shape: [" + std::to_string(tc.rows) +
+                       ", " + std::to_string(tc.classes) + "]\n    init: {kind: normal, mean: 0, std: 2}\n" +
                        "  - name: t\n    shape: [" + std::to_string(tc.rows) + "]\n    dtype: int64\n" +
                        "    init: {kind: randint, low: 0, high: " + std::to_string(tc.targets_below) + "}\nseed: 5\n";
     auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
@@ -337,7 +345,8 @@ TEST_CASE("emulated: cross-entropy written out matches the reference", "[rules][
 // read by library steps only; the float32 work around it stays the templates' (here
 // the logits' logsumexp, cross_entropy being written out: composites.hpp). The
 // problems are KernelBench files written here and imported as a user would.
-TEST_CASE("emulated: int64 inputs go to library steps and the seed matches the reference", "[rules][emulated][fallback][int64]") {
+TEST_CASE("emulated: int64 inputs go to library steps and the seed matches the reference",
+          "[rules][emulated][fallback][int64]") {
   kernelbench_import_options o;
   o.python = std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : "/usr/bin/python3";
   if (!check_python(o)) o.python = "python3";
@@ -377,7 +386,8 @@ TEST_CASE("emulated: int64 inputs go to library steps and the seed matches the r
 // call stays, run as a library step, and the seed is still correct. A reduction or beta
 // computed at run time (here from the rank): not rewritten either, and since a library
 // step's attributes are fixed text, the coder says so instead of guessing.
-TEST_CASE("emulated: losses the rewrite must not take are left to ATen or refused by name", "[rules][emulated][losses]") {
+TEST_CASE("emulated: losses the rewrite must not take are left to ATen or refused by name",
+          "[rules][emulated][losses]") {
   auto task = [](const std::string& name, const std::string& expr) {
     auto t = load_task(kSource / "bench/suites/ops/mse_loss.yaml");
     REQUIRE(t);
@@ -412,19 +422,26 @@ result<task_spec> with_body(const std::string& rel, const std::string& name, con
   return t;
 }
 
-TEST_CASE("emulated: elementwise epilogues fused into pool and scan kernels match the reference", "[rules][emulated][epilogue]") {
+TEST_CASE("emulated: elementwise epilogues fused into pool and scan kernels match the reference",
+          "[rules][emulated][epilogue]") {
   const char* pool = "bench/suites/ops/avg_pool2d_relu_scale.yaml";
-  check_task(with_body(pool, "max_pool_tanh",
-                       "    return torch.tanh(torch.max_pool2d(x, [3, 3], [2, 2], [1, 1], [1, 1], False)) * 0.5 + 1.0\n"),
+  check_task(
+      with_body(pool, "max_pool_tanh",
+                "    return torch.tanh(torch.max_pool2d(x, [3, 3], [2, 2], [1, 1], [1, 1], False)) * 0.5 + 1.0\n"),
+      1);
+  check_task(
+      with_body(pool, "avg_pool_pad_sigmoid",
+                "    return torch.sigmoid(torch.avg_pool2d(x, [3, 3], [2, 2], [1, 1], False, True, None)) - 0.5\n"),
+      1);
+  check_task(with_body("bench/suites/ops/cumsum.yaml", "cumsum_exp",
+                       "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"),
              1);
-  check_task(with_body(pool, "avg_pool_pad_sigmoid",
-                       "    return torch.sigmoid(torch.avg_pool2d(x, [3, 3], [2, 2], [1, 1], False, True, None)) - 0.5\n"),
-             1);
-  check_task(with_body("bench/suites/ops/cumsum.yaml", "cumsum_exp", "    return torch.exp(torch.cumsum(x, 1) * 0.01) - 1.0\n"), 1);
   check_task(with_body("bench/suites/ops/cumsum_dim1.yaml", "cumprod_mid_sigmoid",
                        "    return torch.sigmoid(torch.cumprod(x, 1)) * 2.0\n"),
              1);
-  check_task(with_body("bench/suites/ops/cumsum.yaml", "cumsum_and_relu", "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"), 1);
+  check_task(with_body("bench/suites/ops/cumsum.yaml", "cumsum_and_relu",
+                       "    c = torch.cumsum(x, 1)\n    return c, torch.relu(c)\n"),
+             1);
 }
 
 // Methods as template changes: each seed optimized by the method runs against the
@@ -512,7 +529,7 @@ TEST_CASE("emulated: rows longer than the row cache match the reference", "[rule
 // rest is read twice.
 TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules][emulated][row_cache]") {
   const char* cases[] = {
-      "examples/tasks/softmax.yaml",             // online max and sum, no prologue
+      "examples/tasks/softmax.yaml",                  // online max and sum, no prologue
       "bench/suites/ops/softmax_temperature.yaml",    // prologue, recomputed from the staged row
       "bench/suites/ops/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
       "bench/suites/ops/rmsnorm.yaml",                // epilogue re-reads x, weight at c
@@ -551,17 +568,18 @@ TEST_CASE("emulated: rows staged in shared memory match the reference", "[rules]
 // are empty, and rows longer than the cluster's staging space, whose rest is read
 // twice. The blocks' partial states cross through the emulator's distributed shared
 // memory.
-TEST_CASE("emulated: rows spread over a cluster's shared memory match the reference", "[rules][emulated][row_cache][cluster]") {
+TEST_CASE("emulated: rows spread over a cluster's shared memory match the reference",
+          "[rules][emulated][row_cache][cluster]") {
   const char* cases[] = {
-      "examples/tasks/softmax.yaml",             // online max and sum, no prologue
+      "examples/tasks/softmax.yaml",                  // online max and sum, no prologue
       "bench/suites/ops/softmax_temperature.yaml",    // prologue, recomputed from the staged row
       "bench/suites/ops/logsumexp_keepdim_sub.yaml",  // epilogue re-reads x
       "bench/suites/ops/rmsnorm.yaml",                // epilogue re-reads x, weight at the column
       "bench/suites/ops/layernorm_gelu.yaml",         // moments (the row's shift), affine at the column, epilogue
       "bench/suites/ops/l2_normalize_rows.yaml",
   };
-  const std::tuple<int64_t, int, std::vector<int64_t>> sizes[] = {
-      {65536, 4, {2048, 2101, 9, 4 * 16384 + 40}}, {393216, 8, {2048, 2101, 8 * 49152 + 12}}};
+  const std::tuple<int64_t, int, std::vector<int64_t>> sizes[] = {{65536, 4, {2048, 2101, 9, 4 * 16384 + 40}},
+                                                                  {393216, 8, {2048, 2101, 8 * 49152 + 12}}};
   for (const char* path : cases) {
     for (const auto& [target, blocks, lens] : sizes) {
       for (int64_t len : lens) {
@@ -629,7 +647,8 @@ TEST_CASE("rules coder: rows over a cluster only where the device has clusters",
 // Sum_Scaling, smaller): the repair that runs reductions as ATen library steps gives
 // the reference's bits, ATen's order of the sum on the same values (the product is
 // ATen's too, the halving exact).
-TEST_CASE("emulated: reductions as ATen library steps give the reference's bits", "[rules][emulated][fallback][library_reductions]") {
+TEST_CASE("emulated: reductions as ATen library steps give the reference's bits",
+          "[rules][emulated][fallback][library_reductions]") {
   auto t = parse_task(R"(name: gemm_divide_sum
 reference:
   torchscript: |
@@ -645,7 +664,8 @@ parameters:
 seed: 4
 sizes:
   cpu: {x: [16, 1024], weight: [512, 1024]}
-)", "gemm_divide_sum.yaml", kSource);
+)",
+                      "gemm_divide_sum.yaml", kSource);
   REQUIRE(t);
   auto seeds = the_coder().seeds(*t, 1);
   REQUIRE(seeds);
@@ -682,7 +702,7 @@ TEST_CASE("emulated: a softmax over masked rows is not NaN", "[rules][emulated][
       {64, 1024, "float rv[", {9, 2048}},
       {4096, 16384, "KS_DYNAMIC_SHARED(ks_row);", {9, 2048}},
       {4096, 65536, "__cluster_dims__(4, 1, 1)", {3, 2048}},  // blocks whose chunk is all -inf
-      {64, 16384, "_part(", {3, 13000}}};  // 4 blocks a row at the cpu size
+      {64, 16384, "_part(", {3, 13000}}};                     // 4 blocks a row at the cpu size
   for (auto [rows, target, form, cpu] : cases) {
     auto task = load_task(kSource / "examples/tasks/softmax.yaml");
     REQUIRE(task);
@@ -737,7 +757,8 @@ TEST_CASE("emulated: elementwise kernels over rows x columns match the reference
 // A whole-tensor reduction whose prologue broadcasts an operand (KernelBench's hinge
 // loss: targets along the columns) walks rows x columns, so that the operand is
 // indexed by the column (or the row) instead of a 64-bit modulo of the flat index.
-TEST_CASE("emulated: whole-tensor reductions over rows x columns match the reference", "[rules][emulated][split][whole]") {
+TEST_CASE("emulated: whole-tensor reductions over rows x columns match the reference",
+          "[rules][emulated][split][whole]") {
   auto base = load_task(kSource / "bench/suites/ops/hinge_loss.yaml");
   REQUIRE(base);
   auto check_split = [](task_spec t, const std::string& kernel) {
@@ -755,7 +776,8 @@ TEST_CASE("emulated: whole-tensor reductions over rows x columns match the refer
   task_spec cols = *base;
   cols.name = "hinge_loss_column_targets";
   cols.inputs[1].shape = {16384};
-  for (auto size : std::vector<std::pair<std::vector<int64_t>, int64_t>>{{{6, 1100}, 1100}, {{3, 2048}, 2048}, {{70, 1030}, 1030}}) {
+  for (auto size : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+           {{6, 1100}, 1100}, {{3, 2048}, 2048}, {{70, 1030}, 1030}}) {
     cols.sizes["cpu"] = {{"pred", size.first}, {"target", {size.second}}};
     check_split(cols, "mean");
   }
@@ -816,7 +838,8 @@ TEST_CASE("emulated: cumsum is within an fp32 rounding of the exact running sum"
 // writes them as bit patterns, library steps take them as attributes; every seed must
 // match LibTorch, NaN positions included (a softmax over a wholly masked row is NaN in
 // PyTorch and must be NaN here too).
-TEST_CASE("emulated: references with inf, -inf, NaN and extreme constants match the reference", "[rules][emulated][nonfinite]") {
+TEST_CASE("emulated: references with inf, -inf, NaN and extreme constants match the reference",
+          "[rules][emulated][nonfinite]") {
   auto files = task_files("tests/data/nonfinite");
   REQUIRE(files.size() >= 7);
   for (const auto& f : files) {
@@ -827,7 +850,8 @@ TEST_CASE("emulated: references with inf, -inf, NaN and extreme constants match 
 
 // KernelBench problems imported as tasks (tests/data/kernelbench/good, small shapes):
 // modules that own their weights, training-mode norms, input programs, traced modules.
-TEST_CASE("emulated: seeds of imported KernelBench problems match the imported reference", "[rules][emulated][kernelbench]") {
+TEST_CASE("emulated: seeds of imported KernelBench problems match the imported reference",
+          "[rules][emulated][kernelbench]") {
   kernelbench_import_options o;
   o.python = std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : "/usr/bin/python3";
   if (!check_python(o)) o.python = "python3";
@@ -856,7 +880,8 @@ TEST_CASE("emulated: seeds of imported KernelBench problems match the imported r
 // graph is probed on the meta device (not on the CPU at the network's size). Each lowers
 // to seeds whose plans resolve at its own shapes; those whose output does not depend on
 // a random draw in forward run on the CPU against the imported reference.
-TEST_CASE("emulated: level-3-shaped networks lower and match the imported reference", "[rules][emulated][kernelbench][networks]") {
+TEST_CASE("emulated: level-3-shaped networks lower and match the imported reference",
+          "[rules][emulated][kernelbench][networks]") {
   kernelbench_import_options o;
   o.python = std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : "/usr/bin/python3";
   if (!check_python(o)) o.python = "python3";
@@ -890,7 +915,8 @@ TEST_CASE("emulated: level-3-shaped networks lower and match the imported refere
         CHECK(c.recipe.at("stages").find(gone) == std::string::npos);
       // A minimum or maximum with a constant is a bound of the template's, not a library step.
       if (task->name == "min_tensor_constant")
-        for (const char* gone : {"aten::min", "aten::max"}) CHECK(c.recipe.at("stages").find(gone) == std::string::npos);
+        for (const char* gone : {"aten::min", "aten::max"})
+          CHECK(c.recipe.at("stages").find(gone) == std::string::npos);
       auto ctx = make_plan_context(*task, c.source);
       REQUIRE(ctx);
       auto plan = resolve_plan(c.plan, *ctx);
@@ -907,7 +933,8 @@ TEST_CASE("emulated: level-3-shaped networks lower and match the imported refere
 // tensor at a time while the module loads onto the meta device (before: the file's
 // bytes three times and the weights once, about 2 GiB). Under 600 MiB the export is
 // stopped, the error naming the limit and how to raise it.
-TEST_CASE("emulated: a network's graph exports with its weights' bytes held once", "[rules][kernelbench][networks][memory]") {
+TEST_CASE("emulated: a network's graph exports with its weights' bytes held once",
+          "[rules][kernelbench][networks][memory]") {
   kernelbench_import_options o;
   o.python = std::getenv("KS_PYTHON") ? std::getenv("KS_PYTHON") : "/usr/bin/python3";
   if (!check_python(o)) o.python = "python3";
@@ -925,7 +952,8 @@ TEST_CASE("emulated: a network's graph exports with its weights' bytes held once
   mem.memory_mb = 1400;
   auto g = export_task_graph(kWorker, *task, "", mem);
   if (!g) FAIL(g.message());
-  CHECK(std::count_if(g->nodes.begin(), g->nodes.end(), [](const graph_node& n) { return n.kind == "aten::linear"; }) == 2);
+  CHECK(std::count_if(g->nodes.begin(), g->nodes.end(), [](const graph_node& n) { return n.kind == "aten::linear"; }) ==
+        2);
   mem.memory_mb = 600;
   g = export_task_graph(kWorker, *task, "", mem);
   REQUIRE_FALSE(g);
@@ -986,13 +1014,14 @@ void check_bit_identical(const task_spec& task, const candidate& c) {
   for (size_t i = 0; i < a->size(); ++i) CHECK(at::equal((*a)[i], (*b)[i]));
 }
 
-TEST_CASE("emulated: few long rows split over several blocks match the reference, bit for bit on reruns", "[rules][emulated][split]") {
+TEST_CASE("emulated: few long rows split over several blocks match the reference, bit for bit on reruns",
+          "[rules][emulated][split]") {
   const char* cases[] = {
-      "examples/tasks/layernorm.yaml",           // moments (Welford), affine, float4 chunks
-      "examples/tasks/row_sum.yaml",             // a plain sum: a warp per row merges the partials
-      "bench/suites/ops/row_var.yaml",                // Welford's variance, unbiased
+      "examples/tasks/layernorm.yaml",  // moments (Welford), affine, float4 chunks
+      "examples/tasks/row_sum.yaml",    // a plain sum: a warp per row merges the partials
+      "bench/suites/ops/row_var.yaml",  // Welford's variance, unbiased
       "bench/suites/ops/row_max.yaml",
-      "examples/tasks/softmax.yaml",             // online max and sum merged across blocks
+      "examples/tasks/softmax.yaml",  // online max and sum merged across blocks
       "bench/suites/ops/log_softmax.yaml",
       "bench/suites/ops/softmax_temperature.yaml",    // prologue recomputed in the second pass
       "bench/suites/ops/logsumexp_keepdim_sub.yaml",  // an epilogue that re-reads x
@@ -1015,7 +1044,8 @@ TEST_CASE("emulated: few long rows split over several blocks match the reference
         INFO(c.source);
         CHECK(c.source.find("atomic") == std::string::npos);
         CHECK(c.plan.constants.count("SPLIT" + std::to_string(0)) + c.plan.constants.count("SPLIT1") +
-                  c.plan.constants.count("SPLIT2") >= 1);
+                  c.plan.constants.count("SPLIT2") >=
+              1);
       }
       check_candidates(*task, split);
       check_bit_identical(*task, split.front());
@@ -1066,8 +1096,9 @@ TEST_CASE("emulated: split rows of 4M elements stay within 1e-4 of the reference
 // the affine, with a chain before (a prologue) and after (an epilogue); many rows (a
 // block or a warp per row) and, on a 2-SM device, few long rows (split).
 result<task_spec> norm_task(const std::string& name, const std::string& body, std::vector<int64_t> shape, bool affine) {
-  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x" + (affine ? ", weight, bias" : "") +
-                     "):\n        return " + body + "\ninputs:\n  - name: x\n    shape: [";
+  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x" +
+                     (affine ? ", weight, bias" : "") + "):\n        return " + body +
+                     "\ninputs:\n  - name: x\n    shape: [";
   for (size_t i = 0; i < shape.size(); ++i) yaml += (i ? ", " : "") + std::to_string(shape[i]);
   yaml += "]\n    init: {kind: normal, mean: 0.5, std: 2}\n";
   if (affine)
@@ -1109,7 +1140,8 @@ TEST_CASE("emulated: instance norms spread over a cluster match the reference", 
   }
 }
 
-TEST_CASE("emulated: group_norm and instance_norm as row normalisations match the reference", "[rules][emulated][norms]") {
+TEST_CASE("emulated: group_norm and instance_norm as row normalisations match the reference",
+          "[rules][emulated][norms]") {
   struct norm_case {
     const char* name;
     const char* body;
@@ -1149,7 +1181,8 @@ TEST_CASE("emulated: group_norm and instance_norm as row normalisations match th
   // Channels shorter than the lanes (a group norm after a GEMM: [batch, C], one element
   // a channel; or 3 a channel): pass 2 walks the row flat. Also split on a 2-SM device
   // (few rows of 4096 single-element channels).
-  for (const char* body : {"torch.group_norm(x, 4, weight, bias, 1e-5)", "torch.clamp(torch.group_norm(x, 2, weight, bias, 1e-5), -1.0, 1.0)"}) {
+  for (const char* body : {"torch.group_norm(x, 4, weight, bias, 1e-5)",
+                           "torch.clamp(torch.group_norm(x, 2, weight, bias, 1e-5), -1.0, 1.0)"}) {
     for (std::vector<int64_t> shape : {std::vector<int64_t>{5, 64}, std::vector<int64_t>{3, 16, 3}}) {
       auto t = norm_task("group_norm_short_channels", body, shape, true);
       REQUIRE(t);
@@ -1183,10 +1216,13 @@ TEST_CASE("emulated: 1-d and 3-d max and average pools match the reference", "[r
       {"avg_pool1d_pad", "torch.avg_pool1d(x, [8], [1], [4], False, True)", {2, 3, 70}},
       {"avg_pool1d_no_pad_count", "torch.tanh(torch.avg_pool1d(x, [5], [2], [2], False, False))", {2, 4, 33}},
       {"max_pool3d_dil", "torch.max_pool3d(x, [3, 3, 3], [2, 2, 2], [1, 1, 1], [3, 3, 3], False)", {2, 2, 13, 12, 11}},
-      {"max_pool3d_4d_input", "torch.relu(torch.max_pool3d(x, [2, 3, 2], [1, 2, 2], [1, 1, 0], [1, 1, 1], False) - 0.5)",
+      {"max_pool3d_4d_input",
+       "torch.relu(torch.max_pool3d(x, [2, 3, 2], [1, 2, 2], [1, 1, 0], [1, 1, 1], False) - 0.5)",
        {3, 7, 9, 8}},
       {"avg_pool3d_pad", "torch.avg_pool3d(x, [3, 3, 3], [2, 2, 2], [1, 1, 1], False, True, None)", {2, 2, 9, 10, 11}},
-      {"avg_pool3d_no_pad_count", "torch.avg_pool3d(x, [3, 2, 3], [2, 2, 1], [1, 1, 1], False, False, None)", {1, 3, 7, 6, 9}},
+      {"avg_pool3d_no_pad_count",
+       "torch.avg_pool3d(x, [3, 2, 3], [2, 2, 1], [1, 1, 1], False, False, None)",
+       {1, 3, 7, 6, 9}},
       {"avg_pool3d_divisor", "torch.avg_pool3d(x, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, 5)", {2, 2, 6, 7, 8}},
   };
   for (const auto& pc : cases) {
@@ -1196,7 +1232,8 @@ TEST_CASE("emulated: 1-d and 3-d max and average pools match the reference", "[r
     auto seeds = the_coder().seeds(*t, 2);
     if (!seeds) FAIL(seeds.message());
     // (log(x) before a pool is its own elementwise kernel: pools take no prologue.)
-    for (auto& c : *seeds) CHECK_THAT(c.recipe.at("stages"), Catch::EndsWith("pool") || Catch::Contains("pool+epilogue"));
+    for (auto& c : *seeds)
+      CHECK_THAT(c.recipe.at("stages"), Catch::EndsWith("pool") || Catch::Contains("pool+epilogue"));
     check_candidates(*t, *seeds, /*nan_positions=*/true);
   }
 }
@@ -1213,7 +1250,10 @@ TEST_CASE("emulated: pools whose runs a round changed match the reference", "[ru
   };
   const pool_case cases[] = {
       {"max_pool1d_dil", "torch.max_pool1d(x, [8], [1], [4], [3], False)", {2, 3, 70}, true},
-      {"avg_pool3d_pad", "torch.avg_pool3d(x, [3, 3, 3], [2, 2, 2], [1, 1, 1], False, True, None)", {2, 2, 9, 10, 23}, true},
+      {"avg_pool3d_pad",
+       "torch.avg_pool3d(x, [3, 3, 3], [2, 2, 2], [1, 1, 1], False, True, None)",
+       {2, 2, 9, 10, 23},
+       true},
       {"avg_pool2d_disjoint", "torch.avg_pool2d(x, [3, 3], [3, 3], [0, 0], False, True, None)", {2, 2, 9, 12}, false},
   };
   for (const auto& pc : cases) {
@@ -1246,7 +1286,8 @@ TEST_CASE("emulated: pools whose runs a round changed match the reference", "[ru
 // batches and one, spatial sizes a multiple of 4 and not, with and without the
 // affine, a chain before and after it; on a 2-SM device the rows are also split over
 // several blocks each (partials per batch and part). Reruns are bit for bit.
-TEST_CASE("emulated: batch_norm with the batch's statistics matches the reference", "[rules][emulated][norms][batch_norm]") {
+TEST_CASE("emulated: batch_norm with the batch's statistics matches the reference",
+          "[rules][emulated][norms][batch_norm]") {
   struct bn_case {
     const char* name;
     const char* body;
@@ -1255,8 +1296,8 @@ TEST_CASE("emulated: batch_norm with the batch's statistics matches the referenc
   const bn_case cases[] = {
       {"batch_norm", "torch.batch_norm(x, weight, bias, None, None, True, 0.1, 1e-5, False)", true},
       {"batch_norm_plain", "torch.batch_norm(x, None, None, None, None, True, 0.1, 1e-3, False)", false},
-      {"batch_norm_chain", "torch.tanh(torch.batch_norm(x * 2.0 - 1.0, weight, bias, None, None, True, 0.1, 1e-5, False)) * 0.5",
-       true},
+      {"batch_norm_chain",
+       "torch.tanh(torch.batch_norm(x * 2.0 - 1.0, weight, bias, None, None, True, 0.1, 1e-5, False)) * 0.5", true},
   };
   for (const auto& bc : cases) {
     for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 8, 6, 8}, std::vector<int64_t>{5, 4, 5, 7},
@@ -1305,7 +1346,10 @@ TEST_CASE("emulated: middle-dim reductions read twice match the reference", "[ru
       {"sub_logsumexp_dim1", "x - torch.logsumexp(x, [1], True)", {3, 50, 7}, {3, 50, 7}},
       {"scale_by_sum_dim1", "x * torch.sum(x, [1], True)", {2, 9, 11}, {2, 9, 11}},
       {"l1_over_two_dims", "x / torch.mean(torch.abs(x), [1, 2], True)", {2, 6, 5, 7}, {2, 6, 5, 7}},
-      {"var_dim1", "(x - torch.mean(x, [1], True)) * torch.rsqrt(torch.var(x, [1], False, True) + 1e-5)", {2, 12, 9}, {2, 12, 9}},
+      {"var_dim1",
+       "(x - torch.mean(x, [1], True)) * torch.rsqrt(torch.var(x, [1], False, True) + 1e-5)",
+       {2, 12, 9},
+       {2, 12, 9}},
   };
   for (const auto& mc : cases) {
     auto t = norm_task(mc.name, mc.body, mc.declared, false);
@@ -1336,7 +1380,8 @@ TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference",
       {"cumsum_flip_in", "torch.cumsum(x.flip(1), 1)"},
       {"cumsum_flip_out", "torch.cumsum(x, 1).flip(1)"},
       {"cumsum_exclusive",
-       "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), dim=1)"},
+       "torch.cumsum(torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), x), dim=1).narrow(1, 0, x.size(1)), "
+       "dim=1)"},
       {"cumsum_exclusive_after",
        "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), 1)"},
       {"cumprod_reverse", "torch.cumprod((x * 0.001 + 1.0).flip(1), 1).flip(1)"},
@@ -1374,7 +1419,8 @@ TEST_CASE("emulated: reverse, exclusive and long-row scans match the reference",
   check_task(mid, 2);
   // The shift after the scan along a middle dim, with an epilogue after the cat.
   auto mid_ex = norm_task("cumsum_exclusive_after_dim1",
-                          "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), 1)), 1) * 2.0",
+                          "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, "
+                          "x.size(1) - 1), 1)), 1) * 2.0",
                           {4, 30, 9}, false);
   REQUIRE(mid_ex);
   auto mid_seeds = the_coder().seeds(*mid_ex, 2);
@@ -1403,10 +1449,11 @@ result<task_spec> masked_task(const std::string& name, const std::string& body, 
     for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
     return "[" + t + "]";
   };
-  const std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x, mask):\n        return " + body +
-                           "\ninputs:\n  - name: x\n    shape: " + dims(x_shape) +
-                           "\n    init: {kind: normal, mean: 0.5, std: 2}\n  - name: mask\n    shape: " + dims(mask_shape) +
-                           "\n    dtype: bool\nseed: 5\n";
+  const std::string yaml =
+      "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x, mask):\n        return " + body +
+      "\ninputs:\n  - name: x\n    shape: " + dims(x_shape) +
+      "\n    init: {kind: normal, mean: 0.5, std: 2}\n  - name: mask\n    shape: " + dims(mask_shape) +
+      "\n    dtype: bool\nseed: 5\n";
   auto t = parse_task(yaml, name + ".yaml", kSource);
   if (t && !run.empty()) {
     std::vector<int64_t> m = run;
@@ -1417,7 +1464,8 @@ result<task_spec> masked_task(const std::string& name, const std::string& body, 
   return t;
 }
 
-TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels matches the reference", "[rules][emulated][scan][bool]") {
+TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels matches the reference",
+          "[rules][emulated][scan][bool]") {
   struct mask_case {
     const char* name;
     const char* body;
@@ -1426,10 +1474,33 @@ TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels match
     const char* form;   // a phrase of the source, or ""
   };
   const mask_case cases[] = {
-      {"masked_cumsum_warp", "torch.cumsum(x * mask, dim=1)", {32768, 4096}, {32768, 4096}, {5, 1001}, "scan+prologue", "a warp per row"},
-      {"masked_cumsum_block", "torch.cumsum(x * mask, dim=1)", {8, 4096}, {8, 4096}, {3, 1001}, "scan+prologue", "a block per row"},
-      {"masked_cumsum_long", "torch.cumsum(x * mask, dim=1)", {2, 50000}, {2, 50000}, {}, "scan+prologue", "few long rows"},
-      {"masked_cumsum_mid", "torch.cumsum(x * mask, dim=1) * 2.0", {4, 30, 9}, {4, 30, 9}, {}, "scan+prologue+epilogue",
+      {"masked_cumsum_warp",
+       "torch.cumsum(x * mask, dim=1)",
+       {32768, 4096},
+       {32768, 4096},
+       {5, 1001},
+       "scan+prologue",
+       "a warp per row"},
+      {"masked_cumsum_block",
+       "torch.cumsum(x * mask, dim=1)",
+       {8, 4096},
+       {8, 4096},
+       {3, 1001},
+       "scan+prologue",
+       "a block per row"},
+      {"masked_cumsum_long",
+       "torch.cumsum(x * mask, dim=1)",
+       {2, 50000},
+       {2, 50000},
+       {},
+       "scan+prologue",
+       "few long rows"},
+      {"masked_cumsum_mid",
+       "torch.cumsum(x * mask, dim=1) * 2.0",
+       {4, 30, 9},
+       {4, 30, 9},
+       {},
+       "scan+prologue+epilogue",
        "a middle dim"},
       {"masked_cumprod_rows", "torch.cumprod(x * 0.01 + mask, dim=1)", {5, 333}, {5, 1}, {}, "scan+prologue", ""},
       {"mask_elementwise", "torch.relu(x * mask + 1.0) - mask * 0.5", {7, 1003}, {7, 1003}, {}, "elementwise", ""},
@@ -1441,10 +1512,20 @@ TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels match
       {"where_scalar_other", "torch.where(mask, torch.exp(x), 0.0)", {5, 333}, {5, 1}, {}, "elementwise", ""},
       {"where_scalar_self", "torch.where(mask, 1.5, x)", {5, 333}, {5, 333}, {}, "elementwise", ""},
       {"masked_fill_scalar", "torch.masked_fill(x, mask, 0.5) * 2.0", {6, 1001}, {6, 1001}, {}, "elementwise", ""},
-      {"masked_fill_softmax", "torch.softmax(torch.masked_fill(x, mask, float('-inf')), -1)", {12, 1000}, {12, 1000}, {},
-       "row_reduce", ""},
-      {"masked_fill_rows_sum", "torch.sum(torch.masked_fill(x, mask, 0.0), dim=1)", {9, 2050}, {9, 1}, {},
-       "row_reduce+prologue", ""},
+      {"masked_fill_softmax",
+       "torch.softmax(torch.masked_fill(x, mask, float('-inf')), -1)",
+       {12, 1000},
+       {12, 1000},
+       {},
+       "row_reduce",
+       ""},
+      {"masked_fill_rows_sum",
+       "torch.sum(torch.masked_fill(x, mask, 0.0), dim=1)",
+       {9, 2050},
+       {9, 1},
+       {},
+       "row_reduce+prologue",
+       ""},
   };
   for (const auto& mc : cases) {
     INFO(mc.name);
@@ -1468,7 +1549,8 @@ TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels match
     const std::string yaml =
         "name: attention_mask\nreference:\n  torchscript: |\n    def forward(x, b):\n"
         "        return torch.softmax(torch.masked_fill(x, torch.lt(b, 0.3), float('-inf')), -1)\n"
-        "inputs:\n  - {name: x, shape: [16, 1000]}\n  - {name: b, shape: [16, 1000], init: {kind: uniform, low: 0, high: 1}}\nseed: 5\n";
+        "inputs:\n  - {name: x, shape: [16, 1000]}\n  - {name: b, shape: [16, 1000], init: {kind: uniform, low: 0, "
+        "high: 1}}\nseed: 5\n";
     auto at = parse_task(yaml, "attention_mask.yaml", kSource);
     if (!at) FAIL(at.message());
     auto seeds = the_coder().seeds(*at, 2);
@@ -1503,7 +1585,8 @@ TEST_CASE("emulated: a bool mask read by scan, elementwise and row kernels match
 
 // A split cumsum's chunks start from the partials of the chunks before them, summed in
 // double: still within an fp32 rounding of the exact running sum.
-TEST_CASE("emulated: a split cumsum is within an fp32 rounding of the exact running sum", "[rules][emulated][scan][split]") {
+TEST_CASE("emulated: a split cumsum is within an fp32 rounding of the exact running sum",
+          "[rules][emulated][scan][split]") {
   auto task = norm_task("cumsum_long", "torch.cumsum(x, 1)", {2, 60000}, false);
   REQUIRE(task);
   auto seeds = the_coder().seeds(*task, 1);
@@ -1594,7 +1677,8 @@ std::optional<task_spec> biased_conv_task() {
 // the library step runs without it and the kernel reads the task's own bias as
 // [C, 1, ...]; over a middle dim it is read at the channel, over rows at the row.
 // Where nothing but an output reads the convolution, the bias stays ATen's.
-TEST_CASE("emulated: a convolution's bias added in the kernel after it matches the reference", "[rules][emulated][conv_bias]") {
+TEST_CASE("emulated: a convolution's bias added in the kernel after it matches the reference",
+          "[rules][emulated][conv_bias]") {
   const std::optional<task_spec> base = biased_conv_task();
   const std::string conv = kBiasedConv;
   struct variant {
@@ -1609,14 +1693,16 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
       {"conv_bias_spatial_amax", "    return torch.sigmoid(torch.amax(" + conv + " * 2.0, [2, 3]))\n", true},
       {"conv_transpose_bias_clamp",
        "    y = torch.conv2d(x, weight, None, [1, 1], [1, 1], [1, 1], 1)\n"
-       "    return torch.clamp(torch.conv_transpose2d(y, weight_t, bias, [2, 2], [1, 1], [1, 1], 1, [1, 1]), -0.5, 0.5)\n",
+       "    return torch.clamp(torch.conv_transpose2d(y, weight_t, bias, [2, 2], [1, 1], [1, 1], 1, [1, 1]), -0.5, "
+       "0.5)\n",
        true},
       {"convolution_bias_sigmoid",
        "    return torch.sigmoid(torch._convolution(x, weight, bias, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, "
        "False, True, True))\n",
        true},
       {"conv_bias_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", false},
-      {"conv_bias_max_pool", "    return torch.max_pool2d(" + conv + ", [2, 2], [2, 2], [0, 0], [1, 1], False)\n", false},
+      {"conv_bias_max_pool", "    return torch.max_pool2d(" + conv + ", [2, 2], [2, 2], [0, 0], [1, 1], False)\n",
+       false},
   };
   for (const variant& v : variants) {
     INFO(v.name);
@@ -1647,7 +1733,8 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
   {
     task_spec t = *base;
     t.name = "bias_view_returned";
-    t.torchscript = "def forward(x, weight, bias, bias2):\n    v = bias.unsqueeze(-1)\n    return torch.relu(v) * 2.0, v\n";
+    t.torchscript =
+        "def forward(x, weight, bias, bias2):\n    v = bias.unsqueeze(-1)\n    return torch.relu(v) * 2.0, v\n";
     auto cands = the_coder().seeds(t, 2);
     if (!cands) FAIL(cands.message());
     for (const candidate& c : *cands) {
@@ -1659,10 +1746,11 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
   }
   // Few long rows on a 2-SM device: the reduction is split, and its first kernel reads
   // the bias at the block's row too (a batch norm: every row's partials are merged).
-  for (const char* body : {"    return torch.sigmoid(torch.amax(torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)"
-                           " * 2.0, [2, 3]))\n",
-                           "    return torch.batch_norm(torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1), None, None, "
-                           "None, None, True, 0.1, 1e-5, False)\n"}) {
+  for (const char* body :
+       {"    return torch.sigmoid(torch.amax(torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)"
+        " * 2.0, [2, 3]))\n",
+        "    return torch.batch_norm(torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1), None, None, "
+        "None, None, True, 0.1, 1e-5, False)\n"}) {
     INFO(body);
     task_spec t = *base;
     t.name = "conv_bias_split_rows";
@@ -1696,14 +1784,16 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
   struct variant {
     const char* name;
     std::string body;
-    bool nhwc;           // the first seed's convolution runs channels-last
-    const char* stage;   // a stage the first seed has ("" for none)
+    bool nhwc;          // the first seed's convolution runs channels-last
+    const char* stage;  // a stage the first seed has ("" for none)
   };
   const variant variants[] = {
       {"nhwc_relu_bias", "    return torch.relu(" + conv + " + bias2)\n", true, "elementwise+transposed_store"},
-      {"nhwc_min_tanh_tanh", "    return torch.tanh(torch.tanh(torch.min(" + conv + ", 1, True)[0]))\n", true, "row_reduce"},
+      {"nhwc_min_tanh_tanh", "    return torch.tanh(torch.tanh(torch.min(" + conv + ", 1, True)[0]))\n", true,
+       "row_reduce"},
       {"nhwc_mish_mish", "    return torch.mish(torch.mish(" + conv + "))\n", true, "elementwise+transposed_store"},
-      {"nhwc_softmax_channels", "    return torch.softmax(" + conv + ", 1) * 2.0\n", true, "elementwise+transposed_store"},
+      {"nhwc_softmax_channels", "    return torch.softmax(" + conv + ", 1) * 2.0\n", true,
+       "elementwise+transposed_store"},
       {"nhwc_sum_channels", "    return torch.sum(" + conv + " * 0.5, [1])\n", true, ""},
       {"nhwc_two_outputs", "    y = torch.relu(" + conv + ")\n    return y, torch.amax(y, [1], True) + bias2\n", true,
        "elementwise+transposed_store"},
@@ -1712,11 +1802,12 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
       {"nhwc_spatial_operand", "    return torch.sigmoid(" + conv + " * x[:1, :1])\n", false, ""},
       {"nhwc_conv_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", false, ""},
       {"nhwc_instance_norm",
-       "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", false, ""},
+       "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", false,
+       ""},
   };
   // The suite's own small size, and one whose channels and positions fill no tile.
-  const std::vector<std::vector<std::vector<int64_t>>> sizes = {
-      {{2, 4, 8, 8}, {8, 4, 3, 3}, {8}, {8, 1, 1}}, {{3, 3, 11, 13}, {40, 3, 3, 3}, {40}, {40, 1, 1}}};
+  const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 4, 8, 8}, {8, 4, 3, 3}, {8}, {8, 1, 1}},
+                                                                {{3, 3, 11, 13}, {40, 3, 3, 3}, {40}, {40, 1, 1}}};
   for (const variant& v : variants)
     for (const auto& sz : sizes) {
       INFO(v.name << " at " << sz[1][0] << " channels");
@@ -1764,8 +1855,10 @@ TEST_CASE("emulated: split-precision products (3xTF32) match the reference", "[r
       const plan_step* product = nullptr;
       std::vector<std::string> before;
       for (const plan_step& s : c.plan.steps) {
-        if (s.kind == "library" && !product) product = &s;
-        else if (!product) before.push_back(s.name);
+        if (s.kind == "library" && !product)
+          product = &s;
+        else if (!product)
+          before.push_back(s.name);
       }
       REQUIRE(product);
       const bool tf32 = product->attrs.count("math") && product->attrs.at("math") == "tf32";
@@ -1874,8 +1967,8 @@ TEST_CASE("emulated: a sum over a product's outputs as a matrix-vector product m
            {"linear_sum_no_bias", "    return torch.sum(torch.linear(x, weight), dim=1) * 0.5\n", true},
            {"matmul_sum", "    return torch.sum(torch.matmul(x, weight), dim=1, keepdim=True)\n", true},
            // Read elsewhere too, or summed over the rows: the product stays.
-           {"linear_sum_and_max", "    y = torch.linear(x, weight, bias)\n    return torch.sum(y, dim=1) + torch.amax(y, dim=1)\n",
-            false},
+           {"linear_sum_and_max",
+            "    y = torch.linear(x, weight, bias)\n    return torch.sum(y, dim=1) + torch.amax(y, dim=1)\n", false},
            {"linear_sum_rows", "    return torch.sum(torch.linear(x, weight, bias), dim=0)\n", false}}) {
     INFO(f.name);
     task_spec t = *base;
@@ -1980,10 +2073,8 @@ TEST_CASE("emulated: whole-tensor reductions with several loads in flight match 
 TEST_CASE("emulated: row reductions over a prologue with several loads in flight match the reference",
           "[rules][emulated][rows]") {
   const std::pair<const char*, const char*> cases[] = {
-      {"sq_diff_sum", "torch.sum((x - 0.5) ** 2, 1)"},
-      {"abs_amax", "torch.amax(torch.abs(x - 1.0), 1)"},
-      {"argmax_floor", "torch.argmax(torch.floor(x * 2.0), 1)"},
-      {"var_scaled", "torch.var(x * 2.0, 1)"},
+      {"sq_diff_sum", "torch.sum((x - 0.5) ** 2, 1)"},           {"abs_amax", "torch.amax(torch.abs(x - 1.0), 1)"},
+      {"argmax_floor", "torch.argmax(torch.floor(x * 2.0), 1)"}, {"var_scaled", "torch.var(x * 2.0, 1)"},
       {"softmax_scaled", "torch.softmax(x * 0.5, 1)"},
   };
   struct form {
@@ -2004,7 +2095,8 @@ TEST_CASE("emulated: row reductions over a prologue with several loads in flight
       auto seeds = the_coder().seeds(*t, 2);
       if (!seeds) FAIL(seeds.message());
       bool unrolled = false;
-      for (const auto& c : *seeds) unrolled = unrolled || c.source.find("c += 4 * (int)blockDim.x") != std::string::npos;
+      for (const auto& c : *seeds)
+        unrolled = unrolled || c.source.find("c += 4 * (int)blockDim.x") != std::string::npos;
       // A softmax's row of 8192 stays on chip between its passes: no strided loop.
       if (f.unrolled && std::string(name) != "softmax_scaled") CHECK(unrolled);
       for (const auto& run : f.runs) {
@@ -2017,13 +2109,15 @@ TEST_CASE("emulated: row reductions over a prologue with several loads in flight
 
 namespace {
 
-result<task_spec> three_input_task(const std::string& name, const std::string& body, const std::vector<int64_t>& shape) {
+result<task_spec> three_input_task(const std::string& name, const std::string& body,
+                                   const std::vector<int64_t>& shape) {
   std::string dims;
   for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
-  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x, y, z):\n        return " + body +
-                     "\ninputs:\n";
+  std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x, y, z):\n        return " +
+                     body + "\ninputs:\n";
   for (const char* in : {"x", "y", "z"})
-    yaml += std::string("  - name: ") + in + "\n    shape: [" + dims + "]\n    init: {kind: normal, mean: 0.5, std: 2}\n";
+    yaml +=
+        std::string("  - name: ") + in + "\n    shape: [" + dims + "]\n    init: {kind: normal, mean: 0.5, std: 2}\n";
   yaml += "seed: 7\n";
   return parse_task(yaml, name + ".yaml", kSource);
 }
@@ -2050,10 +2144,12 @@ TEST_CASE("emulated: sibling row reductions read in one pass match the reference
     t.sizes["cpu"] = {{"x", run}, {"y", run}, {"z", run}};
     return t;
   };
-  auto triplet = three_input_task("triplet_rows", "torch.triplet_margin_loss(x, y, z, 1.0, 2.0, 1e-6, False, 1)", {32768, 8192});
+  auto triplet =
+      three_input_task("triplet_rows", "torch.triplet_margin_loss(x, y, z, 1.0, 2.0, 1e-6, False, 1)", {32768, 8192});
   REQUIRE(triplet);
   const auto triplet_seeds = twin_seeds(*triplet);
-  auto pair = three_input_task("sum_beside_max", "(torch.sum((x - y) ** 2, 1), torch.amax(torch.abs(x * z), 1))", {32768, 8192});
+  auto pair = three_input_task("sum_beside_max", "(torch.sum((x - y) ** 2, 1), torch.amax(torch.abs(x * z), 1))",
+                               {32768, 8192});
   REQUIRE(pair);
   const auto pair_seeds = twin_seeds(*pair);
   for (const auto& run : runs) {
@@ -2085,7 +2181,8 @@ TEST_CASE("emulated: sibling row reductions read in one pass match the reference
     }
   }
   // The second's prologue reads the first's result: two kernels, in order.
-  auto chained = three_input_task("sum_of_scaled_by_sum", "torch.sum(x * torch.sum(y * 2.0, 1, True), 1)", {32768, 8192});
+  auto chained =
+      three_input_task("sum_of_scaled_by_sum", "torch.sum(x * torch.sum(y * 2.0, 1, True), 1)", {32768, 8192});
   REQUIRE(chained);
   auto chained_seeds = the_coder().seeds(*chained, 2);
   REQUIRE(chained_seeds);

@@ -163,7 +163,8 @@ TEST_CASE("a sandboxed child reaches no network and no other process", "[sandbox
   CHECK(::accept(listener, nullptr, nullptr) < 0);  // nobody reached it
   ::close(listener);
   // Unix sockets (a pipe of its own) still work.
-  CHECK(run("exec /usr/bin/python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); assert b.recv(1) == b\"x\"'",
+  CHECK(run("exec /usr/bin/python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); assert b.recv(1) == "
+            "b\"x\"'",
             true, scratch->path())
             .ok);
 
@@ -216,8 +217,10 @@ TEST_CASE("a scratch root is cleared of what a killed run left, and children's f
     REQUIRE(dir);
     CHECK(dir->path().parent_path() == scratch);
   }
-  if (old) ::setenv("TMPDIR", saved.c_str(), 1);
-  else ::unsetenv("TMPDIR");
+  if (old)
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
 }
 
 namespace {
@@ -227,8 +230,7 @@ const fs::path probe_libdir = fs::path(KS_BINARY_DIR) / "tests" / "probe-lib";
 
 }  // namespace
 
-TEST_CASE("a sandboxed child loads libraries from the directories the loader is pointed at",
-          "[sandbox][libraries]") {
+TEST_CASE("a sandboxed child loads libraries from the directories the loader is pointed at", "[sandbox][libraries]") {
   if (!have_landlock()) KS_SKIP("this kernel has no Landlock: " << probe_sandbox().missing());
   auto scratch = private_dir::create("ks-sandbox-test");
   REQUIRE(scratch);
@@ -253,8 +255,7 @@ TEST_CASE("a sandboxed child loads libraries from the directories the loader is 
 }
 
 // Run by the case above in a process whose LD_LIBRARY_PATH names the probe's library.
-TEST_CASE("a sandboxed child of a process pointed at a library directory loads from it",
-          "[.][sandbox_library_child]") {
+TEST_CASE("a sandboxed child of a process pointed at a library directory loads from it", "[.][sandbox_library_child]") {
   auto scratch = private_dir::create("ks-sandbox-test");
   REQUIRE(scratch);
   child confined = run("exec " + shell_quote(probe_program.string()), true, scratch->path());

@@ -46,8 +46,9 @@ task_spec x_task(const std::string& name, const std::string& body, const std::ve
     for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
     return "[" + t + "]";
   };
-  const std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x):\n        return " + body +
-                           "\ninputs:\n  - {name: x, shape: " + dims(shape) + ", dtype: float32}\nsizes:\n  cpu: {x: " + dims(cpu) + "}\n";
+  const std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(x):\n        return " +
+                           body + "\ninputs:\n  - {name: x, shape: " + dims(shape) +
+                           ", dtype: float32}\nsizes:\n  cpu: {x: " + dims(cpu) + "}\n";
   auto t = parse_task(yaml, name + ".yaml", kSource);
   if (!t) FAIL(t.message());
   return *t;
@@ -145,8 +146,8 @@ TEST_CASE("search space: each template declares its parameters, legal values fol
     CHECK(big.values("elements_per_thread").size() > 1);
     CHECK(big.values("block_size").back() == "1024");
     CHECK(small.values("block_size") == v({"32"}));
-    const task_spec disjoint = x_task("space_pool_disjoint", "torch.avg_pool2d(x, [4, 4], [4, 4])", {32, 64, 256, 256},
-                                      {2, 3, 16, 16});
+    const task_spec disjoint =
+        x_task("space_pool_disjoint", "torch.avg_pool2d(x, [4, 4], [4, 4])", {32, 64, 256, 256}, {2, 3, 16, 16});
     CHECK_FALSE(space_at(disjoint, {{"x", {32, 64, 256, 256}}}).has("elements_per_thread"));
   }
   SECTION("library: 3xTF32 only for a product bound by arithmetic at these shapes") {
@@ -160,9 +161,12 @@ TEST_CASE("search space: each template declares its parameters, legal values fol
 }
 
 TEST_CASE("search space: every move a candidate lists is legal there and changes its lowered text", "[space][moves]") {
-  std::vector<task_spec> corpus = {task("examples/tasks/gelu.yaml"), task("examples/tasks/softmax.yaml"),
-                                   task("examples/tasks/layernorm.yaml"), task("examples/tasks/matmul_bias_relu.yaml"),
-                                   task("bench/suites/ops/avg_pool2d.yaml"), task("bench/suites/ops/cumsum.yaml"),
+  std::vector<task_spec> corpus = {task("examples/tasks/gelu.yaml"),
+                                   task("examples/tasks/softmax.yaml"),
+                                   task("examples/tasks/layernorm.yaml"),
+                                   task("examples/tasks/matmul_bias_relu.yaml"),
+                                   task("bench/suites/ops/avg_pool2d.yaml"),
+                                   task("bench/suites/ops/cumsum.yaml"),
                                    task("bench/suites/ops/row_var.yaml"),
                                    x_task("space_sum_few_long", "torch.sum(x, -1)", {8, 1048576}, {2, 4096})};
   size_t checked = 0;
@@ -222,7 +226,8 @@ TEST_CASE("search space: a move outside the legal values is never offered", "[sp
   // are skipped, the legal ones further along the method's direction follow.
   search_space s;
   s.allow("row_split", {"0", "1", "2", "8"});
-  std::map<std::string, std::string> recipe = {{"template", "row_reduce"}, {"stages", "row_reduce"}, {"row_split", "1"}};
+  std::map<std::string, std::string> recipe = {
+      {"template", "row_reduce"}, {"stages", "row_reduce"}, {"row_split", "1"}};
   coder_rule rule{"row_split", "set", {"2", "4"}};
   auto changes = rule_changes("multi_block_row_split", rule, recipe, s, {}, "");
   REQUIRE(changes);

@@ -114,8 +114,10 @@ TEST_CASE("a shared token comes from a private file or the environment, never a 
   ::setenv("HOME", dir.c_str(), 1);
   std::ofstream(file, std::ios::trunc) << "a-token-of-24-characters\n";
   auto tilde = read_shared_token("~/token", "", "x");
-  if (home) ::setenv("HOME", saved.c_str(), 1);
-  else ::unsetenv("HOME");
+  if (home)
+    ::setenv("HOME", saved.c_str(), 1);
+  else
+    ::unsetenv("HOME");
   REQUIRE(tilde);
   CHECK(*tilde == "a-token-of-24-characters");
   std::filesystem::remove_all(dir);

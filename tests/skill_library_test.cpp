@@ -41,8 +41,8 @@ struct lib_dir {
   fs::path path;
   explicit lib_dir(bool copy_fixture = true) {
     static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("ks-skills-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    path =
+        fs::temp_directory_path() / ("ks-skills-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
     if (copy_fixture) {
@@ -74,8 +74,7 @@ struct lib_dir {
 };
 
 // Evaluates `text` in `env`.
-policy_value eval(const std::string& text, const ks::policy_environment& env,
-                  ks::evaluation_record* rec = nullptr) {
+policy_value eval(const std::string& text, const ks::policy_environment& env, ks::evaluation_record* rec = nullptr) {
   auto e = ks::policy_expr::parse(text);
   INFO(text);
   REQUIRE(e.ok());
@@ -211,9 +210,8 @@ TEST_CASE("expressions: parse errors give the column", "[expr]") {
 }
 
 TEST_CASE("expressions: load-time checks find unknown names and type errors", "[expr]") {
-  const std::map<std::string, ks::value_type> scope = {{"x", ks::value_type::number},
-                                                       {"s", ks::value_type::string},
-                                                       {"p", ks::value_type::boolean}};
+  const std::map<std::string, ks::value_type> scope = {
+      {"x", ks::value_type::number}, {"s", ks::value_type::string}, {"p", ks::value_type::boolean}};
   const auto check = [&](const std::string& text) {
     auto e = ks::policy_expr::parse(text);
     REQUIRE(e.ok());
@@ -457,9 +455,9 @@ TEST_CASE("loader errors name file, entry and field", "[loader]") {
   SECTION("unknown bottleneck in a case") {
     lib_dir d;
     d.replace("decisions.yaml", "bottleneck: compute_bound", "bottleneck: compute_bond");
-    CHECK_THAT(d.error(), Contains("decisions.yaml:") &&
-                              Contains("decisions[2] (compute_gemm).bottleneck: unknown bottleneck "
-                                       "'compute_bond' (did you mean 'compute_bound'?)"));
+    CHECK_THAT(d.error(),
+               Contains("decisions.yaml:") && Contains("decisions[2] (compute_gemm).bottleneck: unknown bottleneck "
+                                                       "'compute_bond' (did you mean 'compute_bound'?)"));
   }
   SECTION("unknown method in a global veto") {
     lib_dir d;
@@ -541,7 +539,8 @@ TEST_CASE("loader errors name file, entry and field", "[loader]") {
   }
   SECTION("a derived field that uses a later one") {
     lib_dir d;
-    d.replace("library.yaml", "expr: \"flops / max(dram_bytes, 1)\"", "expr: \"flops / max(dram_bytes, 1) * high_intensity\"");
+    d.replace("library.yaml", "expr: \"flops / max(dram_bytes, 1)\"",
+              "expr: \"flops / max(dram_bytes, 1) * high_intensity\"");
     CHECK_THAT(d.error(), Contains("library.yaml:") &&
                               Contains("derived[1] (arithmetic_intensity).expr: in \"flops / max(dram_bytes, 1) * "
                                        "high_intensity\" at column 30: derived field 'high_intensity' is defined "
@@ -549,7 +548,8 @@ TEST_CASE("loader errors name file, entry and field", "[loader]") {
   }
   SECTION("a derived field that uses a predicate") {
     lib_dir d;
-    d.replace("library.yaml", "expr: \"arithmetic_intensity > 10\"", "expr: \"arithmetic_intensity > 10 && streaming\"");
+    d.replace("library.yaml", "expr: \"arithmetic_intensity > 10\"",
+              "expr: \"arithmetic_intensity > 10 && streaming\"");
     CHECK_THAT(d.error(), Contains("derived[2] (high_intensity).expr:") &&
                               Contains("'streaming' is a predicate; derived fields may use only evidence"));
   }
@@ -608,7 +608,8 @@ TEST_CASE("loader errors name file, entry and field", "[loader]") {
   }
   SECTION("no library entry") {
     lib_dir d;
-    d.replace("library.yaml", "library: {name: skills-min, version: 3, description: \"test fixture: a few methods and cases\"}", "");
+    d.replace("library.yaml",
+              "library: {name: skills-min, version: 3, description: \"test fixture: a few methods and cases\"}", "");
     CHECK_THAT(d.error(), Contains(": no file has a 'library' entry"));
   }
   SECTION("two library entries") {
@@ -651,8 +652,8 @@ TEST_CASE("the skill library in skills/ loads", "[skills]") {
   CHECK_FALSE(lib.bottlenecks.empty());
   // Its store documents cover every entry.
   const auto docs = ks::to_store_docs(lib);
-  CHECK(docs.size() == 1 + lib.derived.size() + lib.predicates.size() + lib.bottlenecks.size() +
-                           lib.methods.size() + lib.decisions.size() + lib.vetoes.size());
+  CHECK(docs.size() == 1 + lib.derived.size() + lib.predicates.size() + lib.bottlenecks.size() + lib.methods.size() +
+                           lib.decisions.size() + lib.vetoes.size());
   // A method that no case allows is reachable only in the ablation: say so.
   for (const auto& m : lib.methods) {
     bool allowed = false;

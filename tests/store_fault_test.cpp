@@ -20,14 +20,12 @@ namespace {
 
 fs::path scratch(const std::string& name) {
   std::random_device rd;
-  return fs::temp_directory_path() /
-         ("ks-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  return fs::temp_directory_path() / ("ks-" + name + "-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
 }
 
 }  // namespace
 
-TEST_CASE("a damaged store opens with every acknowledged write or refuses, naming the file",
-          "[store][fault]") {
+TEST_CASE("a damaged store opens with every acknowledged write or refuses, naming the file", "[store][fault]") {
   ks::test::fault_options o;
   o.writer = KS_BINARY_DIR "/bin/store_writer";
   o.work = scratch("store-fault");
@@ -39,9 +37,8 @@ TEST_CASE("a damaged store opens with every acknowledged write or refuses, namin
   auto summary = ks::test::run_fault_sweep(o);
   std::error_code ec;
   fs::remove_all(o.work, ec);
-  std::cout << "store_fault_test: " << summary.cases.size() << " damaged copies of " << o.bases
-            << " stores (" << summary.acked_writes << " acknowledged appends) in "
-            << summary.seconds << " s\n"
+  std::cout << "store_fault_test: " << summary.cases.size() << " damaged copies of " << o.bases << " stores ("
+            << summary.acked_writes << " acknowledged appends) in " << summary.seconds << " s\n"
             << summary.table();
   for (const auto* f : summary.failures()) {
     INFO(f->describe() << "\n" << f->detail);

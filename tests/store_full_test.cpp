@@ -44,8 +44,7 @@ trajectory_entry entry(int n) {
 }
 
 // Runs the scenario on `dir`; returns what went wrong (empty: nothing) and logs the steps.
-std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_fault& fault,
-                                            std::string& log) {
+std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_fault& fault, std::string& log) {
   std::vector<std::string> bad;
   auto expect = [&](bool ok, const std::string& what) {
     if (!ok) bad.push_back(what);
@@ -67,11 +66,11 @@ std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_faul
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 200; ++i) {
       if (append(s)) {
-        log += when + ": writable again after " +
-               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::steady_clock::now() - t0)
-                                  .count()) +
-               " ms\n";
+        log +=
+            when + ": writable again after " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()) +
+            " ms\n";
         return expect(!s.out_of_space(), when + ": out_of_space() still true after a write");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -101,8 +100,8 @@ std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_faul
     expect(failure.find("no space left for the store") != std::string::npos,
            "the failure does not say the store is out of space: " + failure);
     expect(!s.write_problem().empty(), "write_problem() is empty while out of space");
-    expect(count(s) == acked, "reads on the full disk: " + std::to_string(count(s)) + " of " +
-                                  std::to_string(acked) + " acknowledged entries");
+    expect(count(s) == acked, "reads on the full disk: " + std::to_string(count(s)) + " of " + std::to_string(acked) +
+                                  " acknowledged entries");
     expect(s.get_task_record("task/3").ok() && s.get_task_record("task/3")->has_value(),
            "a task record cannot be read on the full disk");
     auto refused = s.put_task_record("task/9", {{"schema", "test/1"}});
@@ -115,8 +114,8 @@ std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_faul
   {
     auto again = store::open(dir);
     if (!expect(again.ok(), "reopen: " + (again ? std::string() : again.message()))) return bad;
-    expect(count(**again) == acked, "after reopening: " + std::to_string(count(**again)) +
-                                        " entries of " + std::to_string(acked) + " acknowledged");
+    expect(count(**again) == acked, "after reopening: " + std::to_string(count(**again)) + " entries of " +
+                                        std::to_string(acked) + " acknowledged");
   }
 
   // A start on a full disk: read-only (or a clear refusal when read-only is not wanted).
@@ -140,8 +139,8 @@ std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_faul
       return bad;
     }
     auto& s = **opened;
-    log += "opened on the full disk: out_of_space " + std::to_string(s.out_of_space()) + ", " +
-           s.write_problem() + "\n";
+    log +=
+        "opened on the full disk: out_of_space " + std::to_string(s.out_of_space()) + ", " + s.write_problem() + "\n";
     expect(count(s) == acked, "reads after opening on the full disk");
     auto w = append(s);
     if (w) {
@@ -155,8 +154,8 @@ std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_faul
   }
   auto last = store::open(dir);
   if (expect(last.ok(), "final reopen")) {
-    expect(count(**last) == acked, "after the full-disk start: " + std::to_string(count(**last)) +
-                                       " of " + std::to_string(acked) + " acknowledged");
+    expect(count(**last) == acked, "after the full-disk start: " + std::to_string(count(**last)) + " of " +
+                                       std::to_string(acked) + " acknowledged");
   }
   log += "acknowledged entries: " + std::to_string(acked) + "\n";
   return bad;
@@ -164,14 +163,12 @@ std::vector<std::string> full_disk_scenario(const fs::path& dir, const disk_faul
 
 fs::path scratch() {
   std::random_device rd;
-  return fs::temp_directory_path() /
-         ("ks-store-full-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  return fs::temp_directory_path() / ("ks-store-full-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
 }
 
 }  // namespace
 
-TEST_CASE("a full disk refuses writes, keeps reads and recovers, and a full start opens read-only",
-          "[store][full]") {
+TEST_CASE("a full disk refuses writes, keeps reads and recovers, and a full start opens read-only", "[store][full]") {
   const fs::path work = scratch();
   ks::test::small_disk disk(work / "mnt", 8);
   std::vector<std::string> bad;

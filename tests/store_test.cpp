@@ -14,11 +14,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <iterator>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <random>
@@ -49,9 +49,8 @@ struct temp_dir {
   temp_dir() {
     static std::atomic<int> counter{0};
     std::random_device rd;
-    path = fs::temp_directory_path() /
-           ("ks-store-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
-            "-" + std::to_string(rd()));
+    path = fs::temp_directory_path() / ("ks-store-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(counter++) + "-" + std::to_string(rd()));
     fs::create_directories(path);
   }
   ~temp_dir() {
@@ -71,9 +70,7 @@ std::unique_ptr<store> open_ok(const fs::path& dir, store_options o = {}) {
 // ---- builders: every field set to something other than its default ---------------
 
 distribution_spec full_distribution() { return {"uniform", 0.5, 2.5, -1.5, 3.25, 7.0, "bn.weight"}; }
-tensor_spec full_tensor(const std::string& name) {
-  return {name, {4, 1024}, "float16", full_distribution()};
-}
+tensor_spec full_tensor(const std::string& name) { return {name, {4, 1024}, "float16", full_distribution()}; }
 task_spec full_task() {
   task_spec t;
   t.name = "level1/gelu";
@@ -88,7 +85,8 @@ task_spec full_task() {
   t.tolerance = {1e-3, 2e-3};
   t.seed = 18446744073709551615ull;
   t.sizes = {{"cpu", {{"x", {2, 8}}, {"y", {2}}}}, {"small", {{"x", {1}}}}};
-  t.kernelbench = {"import torch\nclass Model(torch.nn.Module):  \n\tpass\n", "inner",
+  t.kernelbench = {"import torch\nclass Model(torch.nn.Module):  \n\tpass\n",
+                   "inner",
                    {{"x", "x", ""}, {"alpha", "", "3.14"}, {"y", "y", ""}}};
   return t;
 }
@@ -111,8 +109,8 @@ launch_plan full_plan() {
   p.constants = {{"BLOCK", "256"}};
   p.scratch = {full_buffer()};
   p.outputs = {{"out", {"x.shape[0]"}, "float16", "zeros"}};
-  p.steps = {full_step(), plan_step{"library", "aten::matmul", {}, {}, "0", {full_arg()},
-                                    {"mm"}, {{"transpose", "1"}}}};
+  p.steps = {full_step(),
+             plan_step{"library", "aten::matmul", {}, {}, "0", {full_arg()}, {"mm"}, {{"transpose", "1"}}}};
   return p;
 }
 candidate full_candidate() {
@@ -132,9 +130,7 @@ review_options full_review_options() { return {9, false, false, 12.5, 40.0, "cpu
 compile_diagnostic full_diagnostic() { return {12, 7, "error", "identifier \"foo\" is undefined"}; }
 kernel_resources full_resources() { return {"gelu_kernel", 32, 4096, 16, 1024}; }
 timing_stats full_timing() { return {0.5, 0.55, 0.4, 0.9, 0.05, 100}; }
-profile_metrics full_profile() {
-  return {{{"dram_throughput_pct", 91.5}, {"achieved_occupancy_pct", 48.25}}, 3, 0.61};
-}
+profile_metrics full_profile() { return {{{"dram_throughput_pct", 91.5}, {"achieved_occupancy_pct", 48.25}}, 3, 0.61}; }
 review_phases full_phases() { return {0.125, 0.75, 0.5, 0.25, 0.0625, 1.5}; }
 review_result full_review() {
   review_result r;
@@ -161,13 +157,11 @@ review_result full_review() {
 code_features full_features() {
   return {"0123456789abcdef", "streaming", {{"vectorized_loads", 1.0}, {"kernels", 2.0}}};
 }
-method_choice full_choice() {
-  return {"vectorize_loads", 0.75, {"R3", "R7"}, {{"dram_throughput_pct", 91.5}}};
-}
+method_choice full_choice() { return {"vectorize_loads", 0.75, {"R3", "R7"}, {{"dram_throughput_pct", 91.5}}}; }
 method_veto full_veto() { return {"smem_tiling", "the kernel streams without reuse"}; }
 optimization_plan full_opt_plan() {
-  return {"0123456789abcdef", "memory_bandwidth", {full_choice()}, {full_veto()},
-          "vectorize_loads", "DRAM throughput 91.5% ≥ 80% and streaming"};
+  return {"0123456789abcdef", "memory_bandwidth", {full_choice()},
+          {full_veto()},      "vectorize_loads",  "DRAM throughput 91.5% ≥ 80% and streaming"};
 }
 repair_plan full_repair() {
   return {"0123456789abcdef", "an undefined identifier", {"declare foo", "include the header"}};
@@ -274,8 +268,7 @@ std::map<std::string, std::string> read_raw_cf(const fs::path& dir, const std::s
   return out;
 }
 
-const std::vector<std::string> all_cfs = {"default", "skills", "experience", "trajectories",
-                                          "kernels", "tasks"};
+const std::vector<std::string> all_cfs = {"default", "skills", "experience", "trajectories", "kernels", "tasks"};
 
 // ---- child processes ---------------------------------------------------------------
 
@@ -325,8 +318,7 @@ TEST_CASE("the JSON form is readable: status names, base64 module, non-finite do
 
   trajectory_entry odd = full_entry();
   odd.speedup = std::numeric_limits<double>::quiet_NaN();
-  odd.metrics = {{"up", std::numeric_limits<double>::infinity()},
-                 {"down", -std::numeric_limits<double>::infinity()}};
+  odd.metrics = {{"up", std::numeric_limits<double>::infinity()}, {"down", -std::numeric_limits<double>::infinity()}};
   json j = odd;
   CHECK(j["speedup"] == "NaN");
   CHECK(j["metrics"]["up"] == "Infinity");
@@ -339,8 +331,10 @@ TEST_CASE("the JSON form is readable: status names, base64 module, non-finite do
 
   // The extreme finite values come back exactly.
   trajectory_entry edge = full_entry();
-  edge.metrics = {{"fmax", 3.4028234663852886e38}, {"fmin", 1.1754943508222875e-38},
-                  {"denorm", 1.401298464324817e-45}, {"dmax", std::numeric_limits<double>::max()},
+  edge.metrics = {{"fmax", 3.4028234663852886e38},
+                  {"fmin", 1.1754943508222875e-38},
+                  {"denorm", 1.401298464324817e-45},
+                  {"dmax", std::numeric_limits<double>::max()},
                   {"dlow", std::numeric_limits<double>::lowest()}};
   auto edge_back = decode_json<trajectory_entry>(*parse_json(dump_json(json(edge)), "t"), "t");
   REQUIRE(edge_back.ok());
@@ -360,8 +354,7 @@ TEST_CASE("decoding errors name the field by its path", "[codec]") {
 
   c = full_candidate();
   c["round"] = -1;
-  CHECK_THAT(message_of(decode_json<candidate>(c, "k")),
-             Contains("round: expected a non-negative integer, got -1"));
+  CHECK_THAT(message_of(decode_json<candidate>(c, "k")), Contains("round: expected a non-negative integer, got -1"));
   c["round"] = 1.5;
   CHECK_THAT(message_of(decode_json<candidate>(c, "k")), Contains("round: expected an integer, got number"));
   c["round"] = 5000000000ull;
@@ -377,21 +370,18 @@ TEST_CASE("decoding errors name the field by its path", "[codec]") {
              Contains("metrics.dram: expected a number (or \"NaN\""));
   e = full_entry();
   e["metrics"] = json::array();
-  CHECK_THAT(message_of(decode_json<trajectory_entry>(e, "entry")),
-             Contains("metrics: expected an object, got array"));
+  CHECK_THAT(message_of(decode_json<trajectory_entry>(e, "entry")), Contains("metrics: expected an object, got array"));
 
   json t = full_task();
   t["module_bytes"] = "abc";
-  CHECK_THAT(message_of(decode_json<task_spec>(t, "task")),
-             Contains("task: module_bytes: base64 text of length 3"));
+  CHECK_THAT(message_of(decode_json<task_spec>(t, "task")), Contains("task: module_bytes: base64 text of length 3"));
   t = full_task();
   t["sizes"]["cpu"]["x"][1] = "eight";
   CHECK_THAT(message_of(decode_json<task_spec>(t, "task")),
              Contains("sizes.cpu.x[1]: expected an integer, got string"));
   t = full_task();
   t["inputs"][0]["init"]["mean"] = nullptr;
-  CHECK_THAT(message_of(decode_json<task_spec>(t, "task")),
-             Contains("inputs[0].init.mean: expected a number"));
+  CHECK_THAT(message_of(decode_json<task_spec>(t, "task")), Contains("inputs[0].init.mean: expected a number"));
 
   json r = full_review();
   r["candidate_time"]["repetitions"] = true;
@@ -421,9 +411,13 @@ TEST_CASE("review status names parse back and unknown ones are rejected", "[code
 }
 
 TEST_CASE("base64 matches RFC 4648 and rejects malformed text", "[codec]") {
-  const std::pair<const char*, const char*> vectors[] = {
-      {"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},        {"foo", "Zm9v"},
-      {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
   for (auto [plain, encoded] : vectors) {
     CHECK(base64_encode(plain) == encoded);
     auto d = base64_decode(encoded);
@@ -672,8 +666,8 @@ TEST_CASE("task records list and delete by prefix", "[store][tasks]") {
   temp_dir tmp;
   auto s = open_ok(tmp / "db");
   json r{{"schema", "test/1"}};
-  for (auto id : {"checkpoint/a/line/0", "checkpoint/a/line/1", "checkpoint/a/seeds",
-                  "checkpoint/ab/seeds", "task/a", "task/b"})
+  for (auto id :
+       {"checkpoint/a/line/0", "checkpoint/a/line/1", "checkpoint/a/seeds", "checkpoint/ab/seeds", "task/a", "task/b"})
     REQUIRE(s->put_task_record(id, r).ok());
   auto a = s->list_task_records("checkpoint/a/");
   REQUIRE(a.ok());
@@ -704,8 +698,7 @@ TEST_CASE("several task records are written in one atomic batch", "[store][tasks
 }
 
 TEST_CASE("experience summarises gains per method and bottleneck", "[store][experience]") {
-  auto rec = [](std::string method, std::string bottleneck, double before, double after,
-                bool correct) {
+  auto rec = [](std::string method, std::string bottleneck, double before, double after, bool correct) {
     experience_record r = full_experience();
     r.method = std::move(method);
     r.bottleneck_class = std::move(bottleneck);
@@ -715,12 +708,11 @@ TEST_CASE("experience summarises gains per method and bottleneck", "[store][expe
     return r;
   };
   std::vector<experience_record> records = {
-      rec("vectorize", "memory", 1.0, 2.0, true),   // ×2
-      rec("vectorize", "memory", 1.0, 8.0, true),   // ×8
-      rec("vectorize", "memory", 2.0, 1.0, true),   // ×0.5, correct but slower
-      rec("vectorize", "memory", 1.0, 50.0, false), // wrong: counts as applied only
-      rec("vectorize", "compute", 1.0, 3.0, true),
-      rec("tiling", "memory", 0.0, 0.0, true),      // no speedups: no ratio
+      rec("vectorize", "memory", 1.0, 2.0, true),    // ×2
+      rec("vectorize", "memory", 1.0, 8.0, true),    // ×8
+      rec("vectorize", "memory", 2.0, 1.0, true),    // ×0.5, correct but slower
+      rec("vectorize", "memory", 1.0, 50.0, false),  // wrong: counts as applied only
+      rec("vectorize", "compute", 1.0, 3.0, true),  rec("tiling", "memory", 0.0, 0.0, true),  // no speedups: no ratio
   };
   auto stats = summarize_experience(records);
   REQUIRE(stats.size() == 3);
@@ -748,7 +740,7 @@ TEST_CASE("experience summarises gains per method and bottleneck", "[store][expe
   {
     auto by_template = records;
     by_template[0].template_name = "row_reduce";  // the ×2
-    by_template[1].template_name = "";             // the ×8: older, no template
+    by_template[1].template_name = "";            // the ×8: older, no template
     auto elementwise = summarize_experience(by_template, "memory", std::string("elementwise"));
     REQUIRE(elementwise.size() == 2);
     CHECK(elementwise[1].applied == 3);
@@ -831,9 +823,10 @@ TEST_CASE("skill libraries install, upgrade atomically, and never downgrade", "[
   CHECK(s->check_skill_library(1, "h1").ok());
   CHECK_FALSE(s->check_skill_library(0, "h0").ok());
 
-  REQUIRE(s->install_skill_library(1, "h1", {{"method/vectorize", doc("vectorize", 1)},
-                                             {"method/tiling", doc("tiling", 1)},
-                                             {"bottleneck/memory", doc("memory", 1)}})
+  REQUIRE(s->install_skill_library(1, "h1",
+                                   {{"method/vectorize", doc("vectorize", 1)},
+                                    {"method/tiling", doc("tiling", 1)},
+                                    {"bottleneck/memory", doc("memory", 1)}})
               .ok());
   CHECK(*s->installed_skill_library() == skill_library_info{1, "h1"});
   auto methods = s->list_skill_docs("method/");
@@ -856,8 +849,7 @@ TEST_CASE("skill libraries install, upgrade atomically, and never downgrade", "[
   CHECK(s->list_skill_docs()->size() == 1);
 
   // A newer version replaces every doc; experience stays.
-  REQUIRE(s->install_skill_library(2, "h2", {{"method/unroll", doc("unroll", 2)},
-                                             {"method/tiling", doc("tiling", 2)}})
+  REQUIRE(s->install_skill_library(2, "h2", {{"method/unroll", doc("unroll", 2)}, {"method/tiling", doc("tiling", 2)}})
               .ok());
   auto all = s->list_skill_docs();
   REQUIRE(all->size() == 2);
@@ -918,8 +910,8 @@ TEST_CASE("directories that are not KernelSkill stores are refused, untouched", 
     write_raw_db(dir, {"default", "users"}, {{"users", "alice", "1"}});
     auto s = store::open(dir);
     REQUIRE_FALSE(s.ok());
-    CHECK_THAT(s.message(), Contains("memory store " + dir.string() +
-                                     ": a RocksDB database that is not a KernelSkill store"));
+    CHECK_THAT(s.message(),
+               Contains("memory store " + dir.string() + ": a RocksDB database that is not a KernelSkill store"));
     CHECK_THAT(s.message(), Contains("column families: default, users"));
     std::vector<std::string> names;
     REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir.string(), &names).ok());
@@ -995,8 +987,7 @@ std::string format0_value(const std::string& summary) {
 TEST_CASE("a format 0 store is migrated to format 1 on open", "[store][format][migration]") {
   temp_dir tmp;
   auto dir = tmp / "memory";
-  raw_writes writes = {{"default", "meta/format_version", "0"},
-                       {"default", "meta/created_unix_ms", "1700000000000"}};
+  raw_writes writes = {{"default", "meta/format_version", "0"}, {"default", "meta/created_unix_ms", "1700000000000"}};
   for (uint64_t seq = 1; seq <= 12; ++seq) {  // 12: "…10" sorts after "…09" either way
     writes.emplace_back("trajectories", format0_key("level1/gelu", seq), format0_value("gelu " + std::to_string(seq)));
   }
@@ -1059,11 +1050,11 @@ TEST_CASE("a failed migration leaves the format 0 store as it was", "[store][for
 
   auto dir2 = tmp / "memory2";
   write_raw_db(dir2, all_cfs,
-               {{"default", "meta/format_version", "0"},
-                {"trajectories", format0_key("u", 1), "[1, 2]"}});
+               {{"default", "meta/format_version", "0"}, {"trajectories", format0_key("u", 1), "[1, 2]"}});
   auto bad_value = store::open(dir2);
   REQUIRE_FALSE(bad_value.ok());
-  CHECK_THAT(bad_value.message(), Contains("format-0 trajectory entry \"u/00000000000000000001\": expected a JSON object"));
+  CHECK_THAT(bad_value.message(),
+             Contains("format-0 trajectory entry \"u/00000000000000000001\": expected a JSON object"));
   CHECK(read_raw_cf(dir2, "default")["meta/format_version"] == "0");
 }
 
@@ -1186,8 +1177,7 @@ void crash_rounds(bool sync) {
 
 }  // namespace
 
-TEST_CASE("the writer lock is the process's: a forked child does not keep the store locked",
-          "[store][lock]") {
+TEST_CASE("the writer lock is the process's: a forked child does not keep the store locked", "[store][lock]") {
   // The daemon forks NVRTC compile children without exec; when it is killed they may run
   // on for a while. They must not keep the next daemon out.
   temp_dir tmp;
@@ -1207,13 +1197,11 @@ TEST_CASE("the writer lock is the process's: a forked child does not keep the st
   ::waitpid(child, nullptr, 0);
 }
 
-TEST_CASE("a writer killed mid-write loses nothing it acknowledged (WAL, no sync)",
-          "[store][crash]") {
+TEST_CASE("a writer killed mid-write loses nothing it acknowledged (WAL, no sync)", "[store][crash]") {
   crash_rounds(false);
 }
 
-TEST_CASE("a writer killed mid-write loses nothing it acknowledged (sync_writes)",
-          "[store][crash]") {
+TEST_CASE("a writer killed mid-write loses nothing it acknowledged (sync_writes)", "[store][crash]") {
   crash_rounds(true);
 }
 
@@ -1228,9 +1216,7 @@ std::string file_bytes(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void put_bytes(const fs::path& p, const std::string& b) {
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
-}
+void put_bytes(const fs::path& p, const std::string& b) { std::ofstream(p, std::ios::binary | std::ios::trunc) << b; }
 
 std::set<std::string> names_in(const fs::path& dir) {
   std::set<std::string> out;
@@ -1273,8 +1259,7 @@ std::string refusal(const fs::path& dir, store_options o = {}) {
 
 }  // namespace
 
-TEST_CASE("a MANIFEST cut by 9 bytes or by half is refused, naming it, and no table is deleted",
-          "[store][damage]") {
+TEST_CASE("a MANIFEST cut by 9 bytes or by half is refused, naming it, and no table is deleted", "[store][damage]") {
   for (bool half : {false, true}) {
     INFO((half ? "half" : "9 bytes"));
     temp_dir tmp;
@@ -1284,7 +1269,8 @@ TEST_CASE("a MANIFEST cut by 9 bytes or by half is refused, naming it, and no ta
     const auto size = fs::file_size(dir / manifest);
     fs::resize_file(dir / manifest, half ? size / 2 : size - 9);
     const auto files = names_in(dir);
-    REQUIRE(std::count_if(files.begin(), files.end(), [](auto& f) { return f.size() > 4 && f.substr(f.size() - 4) == ".sst"; }) > 0);
+    REQUIRE(std::count_if(files.begin(), files.end(),
+                          [](auto& f) { return f.size() > 4 && f.substr(f.size() - 4) == ".sst"; }) > 0);
     for (bool read_only : {false, true}) {
       store_options o;
       o.read_only = read_only;
@@ -1315,8 +1301,7 @@ TEST_CASE("flipped bytes in the write-ahead log are refused, not dropped", "[sto
   CHECK(file_bytes(wal) == b);
 }
 
-TEST_CASE("a damaged record after the last acknowledged write is dropped, with a copy in lost/",
-          "[store][damage]") {
+TEST_CASE("a damaged record after the last acknowledged write is dropped, with a copy in lost/", "[store][damage]") {
   temp_dir tmp;
   const auto dir = tmp / "memory";
   two_lives(dir, 20);
@@ -1334,8 +1319,7 @@ TEST_CASE("a damaged record after the last acknowledged write is dropped, with a
   CHECK(file_bytes(fs::directory_iterator(dir / "lost")->path()) == b);
 }
 
-TEST_CASE("the watermark is part of the store: missing or damaged, the store is refused",
-          "[store][damage]") {
+TEST_CASE("the watermark is part of the store: missing or damaged, the store is refused", "[store][damage]") {
   temp_dir tmp;
   const auto dir = tmp / "memory";
   two_lives(dir, 10);
@@ -1352,8 +1336,7 @@ TEST_CASE("the watermark is part of the store: missing or damaged, the store is 
   CHECK(open_ok(dir)->read_trajectory("t")->size() == 10);
 }
 
-TEST_CASE("a store without CURRENT is called damaged, not someone else's directory",
-          "[store][damage]") {
+TEST_CASE("a store without CURRENT is called damaged, not someone else's directory", "[store][damage]") {
   temp_dir tmp;
   const auto dir = tmp / "memory";
   two_lives(dir, 10);
@@ -1363,8 +1346,7 @@ TEST_CASE("a store without CURRENT is called damaged, not someone else's directo
   CHECK_THAT(msg, Contains("MANIFEST-"));
 }
 
-TEST_CASE("repair keeps the damaged store, salvages what can be read and lists the rest",
-          "[store][damage][repair]") {
+TEST_CASE("repair keeps the damaged store, salvages what can be read and lists the rest", "[store][damage][repair]") {
   temp_dir tmp;
   const auto dir = tmp / "memory";
   two_lives(dir, 40);

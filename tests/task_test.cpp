@@ -30,8 +30,8 @@ std::vector<fs::path> example_tasks() {
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    path = fs::temp_directory_path() /
-           ("ks_task_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    path =
+        fs::temp_directory_path() / ("ks_task_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
     fs::create_directories(path);
   }
   ~temp_dir() {
@@ -205,7 +205,8 @@ inputs:
   - {name: a, shape: [2]}
   - {name: b, shape: [2], dtype: int64}
   - {name: c, shape: [2], dtype: float16}
-)", "d.yaml", ".");
+)",
+                      "d.yaml", ".");
   REQUIRE(t.ok());
   CHECK(t->inputs[0].dtype == "float32");
   CHECK(t->inputs[0].init == distribution_spec{});  // normal(0, 1)
@@ -216,8 +217,7 @@ inputs:
   CHECK(t->tolerance.rtol == 1e-2);
   CHECK(t->seed == 0);
 
-  auto bf = parse_task(replace(kGood, "shape: [8, 2]", "shape: [8, 2]\n    dtype: bfloat16"),
-                       "g.yaml", ".");
+  auto bf = parse_task(replace(kGood, "shape: [8, 2]", "shape: [8, 2]\n    dtype: bfloat16"), "g.yaml", ".");
   REQUIRE(bf.ok());
   CHECK(bf->tolerance.atol == 2e-2);
   auto given = parse_task(kGood + "tolerance: {rtol: 0.5}\n", "g.yaml", ".");
@@ -237,9 +237,8 @@ TEST_CASE("with_size replaces shapes and rejects what it cannot apply", "[task]"
 
   auto unknown = with_size(*t, "cpuu");
   REQUIRE_FALSE(unknown.ok());
-  CHECK_THAT(unknown.message(), Catch::Contains("no size \"cpuu\"") &&
-                                    Catch::Contains("did you mean \"cpu\"") &&
-                                    Catch::Contains("good"));
+  CHECK_THAT(unknown.message(),
+             Catch::Contains("no size \"cpuu\"") && Catch::Contains("did you mean \"cpu\"") && Catch::Contains("good"));
 
   // Specs that did not come from YAML are not validated: with_size checks for itself.
   task_spec wire = *t;
@@ -260,8 +259,7 @@ TEST_CASE("validate_task checks specs that did not come from YAML", "[task]") {
   wire.inputs[0].dtype = "float33";
   auto st = validate_task(wire);
   REQUIRE_FALSE(st.ok());
-  CHECK_THAT(st.message(), Catch::Contains("inputs[0].dtype") &&
-                               Catch::Contains("did you mean \"float32\""));
+  CHECK_THAT(st.message(), Catch::Contains("inputs[0].dtype") && Catch::Contains("did you mean \"float32\""));
   wire = *t;
   wire.module_bytes = "x";
   CHECK_THAT(validate_task(wire).message(), Catch::Contains("reference: give either"));
@@ -303,7 +301,8 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
   SECTION("unknown init kind") {
     auto m = error_of(replace(kGood, "kaiming_uniform", "gaussian"));
     CHECK_THAT(m, Catch::StartsWith("bad.yaml:12:18: parameters[0].init.kind: expected one of "
-                                    "normal, uniform,") && Catch::Contains("got \"gaussian\""));
+                                    "normal, uniform,") &&
+                      Catch::Contains("got \"gaussian\""));
   }
   SECTION("normal with std <= 0") {
     auto m = error_of(replace(kGood, "{kind: kaiming_uniform}", "{kind: normal, std: -1}"));
@@ -341,8 +340,8 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
     CHECK_THAT(m, Catch::StartsWith("bad.yaml:2:12: reference: expected torchscript"));
   }
   SECTION("module file missing") {
-    auto m = error_of("name: n\nreference: {module: missing.pt}\ninputs: [{name: x, shape: [1]}]\n",
-                      "/tmp/ks_no_such_dir");
+    auto m =
+        error_of("name: n\nreference: {module: missing.pt}\ninputs: [{name: x, shape: [1]}]\n", "/tmp/ks_no_such_dir");
     CHECK(m == "bad.yaml:2:21: reference.module: module file \"/tmp/ks_no_such_dir/missing.pt\" does not exist");
   }
   SECTION("torchscript without forward") {
@@ -371,8 +370,9 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
   }
   SECTION("duplicate tensor name across inputs and parameters") {
     auto m = error_of(replace(kGood, "name: w", "name: x"));
-    CHECK(m == "bad.yaml:10:11: parameters[0].name: duplicate tensor name \"x\" (names are "
-               "shared by inputs and parameters)");
+    CHECK(m ==
+          "bad.yaml:10:11: parameters[0].name: duplicate tensor name \"x\" (names are "
+          "shared by inputs and parameters)");
   }
   SECTION("negative tolerance") {
     auto m = error_of(kGood + "tolerance: {atol: -1e-3}\n");
@@ -389,7 +389,8 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
   SECTION("size names an unknown tensor") {
     auto m = error_of(replace(kGood, "{x: [2, 8]}", "{y: [2, 8]}"));
     CHECK_THAT(m, Catch::StartsWith("bad.yaml:14:12: sizes.cpu.y: no input or parameter is "
-                                    "named \"y\"") && Catch::Contains("the tensors are w, x"));
+                                    "named \"y\"") &&
+                      Catch::Contains("the tensors are w, x"));
   }
   SECTION("size changes a tensor's rank") {
     auto m = error_of(replace(kGood, "{x: [2, 8]}", "{x: [16]}"));
@@ -411,10 +412,12 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
     temp_dir dir;
     write_file(dir.path / "m.pt", "x");
     auto m = error_of(replace(kGood, "  torchscript: |\n    def forward(x, w):\n        return torch.matmul(x, w)\n",
-                              "  module: m.pt\n"), dir.path);
-    CHECK_THAT(m, Catch::StartsWith("bad.yaml:") && Catch::Contains("parameters[0].init.kind: a module reference carries its own "
-                                    "parameters and its forward takes the inputs only: a parameter names the "
-                                    "module attribute it mirrors ({kind: module, attr: ...})"));
+                              "  module: m.pt\n"),
+                      dir.path);
+    CHECK_THAT(m, Catch::StartsWith("bad.yaml:") &&
+                      Catch::Contains("parameters[0].init.kind: a module reference carries its own "
+                                      "parameters and its forward takes the inputs only: a parameter names the "
+                                      "module attribute it mirrors ({kind: module, attr: ...})"));
   }
   SECTION("a parameter of kind module with a TorchScript reference") {
     auto m = error_of(replace(kGood, "init: {kind: kaiming_uniform}", "init: {kind: module, attr: fc.weight}"));
@@ -428,9 +431,9 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
                                "  module: m.pt\n");
     CHECK_THAT(error_of(replace(base, "init: {kind: kaiming_uniform}", "init: module"), dir.path),
                Catch::Contains("module needs its parameters: write init: {kind: module, attr}"));
-    CHECK_THAT(error_of(replace(base, "init: {kind: kaiming_uniform}", "init: {kind: module, attr: 'fc..w'}"),
-                        dir.path),
-               Catch::Contains("parameters[0].init.attr: expected the path of a tensor attribute of the module"));
+    CHECK_THAT(
+        error_of(replace(base, "init: {kind: kaiming_uniform}", "init: {kind: module, attr: 'fc..w'}"), dir.path),
+        Catch::Contains("parameters[0].init.attr: expected the path of a tensor attribute of the module"));
   }
   SECTION("training is for modules") {
     auto m = error_of(replace(kGood, "reference:\n", "reference:\n  training: true\n"));
@@ -441,7 +444,7 @@ TEST_CASE("bad task files are rejected with a positioned, specific message", "[t
                Catch::Contains("inputs[0].init.kind: kind program needs the task's input_program"));
     std::string with_program = replace(kGood, "shape: [4, 8]", "shape: [4, 8]\n    init: {kind: normal}") +
                                "input_program: |\n  def inputs(device: Device) -> List[Tensor]:\n"
-                                       "      return [torch.rand([4, 8], device=device)]\n";
+                               "      return [torch.rand([4, 8], device=device)]\n";
     CHECK_THAT(error_of(with_program),
                Catch::Contains("inputs[0].init.kind: input_program makes every input; leave out init or "
                                "write init: program (got \"normal\")"));
@@ -477,7 +480,8 @@ sizes:
 )";
   auto t = parse_task(yaml, "net.yaml", dir.path);
   REQUIRE_FALSE(t.ok());  // a size cannot resize what the module holds
-  CHECK_THAT(t.message(), Catch::Contains("sizes.small.fc_weight: a tensor of kind module has the shape its module holds"));
+  CHECK_THAT(t.message(),
+             Catch::Contains("sizes.small.fc_weight: a tensor of kind module has the shape its module holds"));
   t = parse_task(replace(yaml, "sizes:\n  small: {fc_weight: [8, 8]}\n", ""), "net.yaml", dir.path);
   REQUIRE(t.ok());
   CHECK(t->module_training);
@@ -565,7 +569,8 @@ TEST_CASE("a bad reference.kernelbench is named", "[task][errors]") {
   CHECK_THAT(err(replace(kKernelbench, "      - {name: A, input: A}\n", "")),
              Catch::Contains("reference.kernelbench.arguments: input \"A\" is none of forward's arguments"));
   CHECK_THAT(err(replace(kKernelbench, "model_attr: inner", "model_attr: outer")),
-             Catch::Contains("reference.kernelbench.model_attr: parameters[0] (attr \"inner.fc.weight\") is not inside \"outer\""));
+             Catch::Contains(
+                 "reference.kernelbench.model_attr: parameters[0] (attr \"inner.fc.weight\") is not inside \"outer\""));
   CHECK_THAT(err(replace(kKernelbench, "    source: \"import", "    sauce: \"import")),
              Catch::Contains("reference.kernelbench.sauce: unknown key (did you mean \"source\"?)"));
   const std::string source_line =
@@ -575,7 +580,9 @@ TEST_CASE("a bad reference.kernelbench is named", "[task][errors]") {
              Catch::Contains("reference.kernelbench.source: expected the problem file's Python source"));
   CHECK_THAT(err(replace(replace(kKernelbench, "  module: net.pt\n  training: true\n",
                                  "  torchscript: \"def forward(A):\\n    return A\\n\"\n"),
-                         "parameters:\n  - name: inner_fc_weight\n    shape: [8, 8]\n    init: {kind: module, attr: inner.fc.weight}\n", "")),
+                         "parameters:\n  - name: inner_fc_weight\n    shape: [8, 8]\n    init: {kind: module, attr: "
+                         "inner.fc.weight}\n",
+                         "")),
              Catch::Contains("reference.kernelbench: a KernelBench problem is imported as a module reference"));
   // validate_task: the same rules for a spec that did not come from YAML.
   auto t = parse_task(kKernelbench, "scaled.yaml", dir.path);

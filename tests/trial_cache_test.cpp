@@ -39,8 +39,7 @@ TEST_CASE("a trial cache gives back what was put, and counts its bytes", "[trial
   CHECK(c.tasks().empty());
 }
 
-TEST_CASE("room is made by dropping the least recently used task's trials, highest first",
-          "[trial_cache]") {
+TEST_CASE("room is made by dropping the least recently used task's trials, highest first", "[trial_cache]") {
   cache c(100);
   REQUIRE(c.put("a", 0, "a0", 20));
   REQUIRE(c.put("a", 1, "a1", 20));
@@ -67,8 +66,10 @@ TEST_CASE("room is made by dropping the least recently used task's trials, highe
   CHECK(c.size() == 3);
 }
 
-TEST_CASE("a task whose trials do not all fit keeps its first ones, and nothing is dropped for "
-          "what cannot fit", "[trial_cache]") {
+TEST_CASE(
+    "a task whose trials do not all fit keeps its first ones, and nothing is dropped for "
+    "what cannot fit",
+    "[trial_cache]") {
   cache c(100);
   REQUIRE(c.put("other", 0, "o0", 40));
   // Trials of 30 bytes: 0, 1 and 2 fit once "other" is gone; 3 and 4 never do.
@@ -103,8 +104,7 @@ TEST_CASE("a task whose trials do not all fit keeps its first ones, and nothing 
   CHECK(*c.find("big", 0) == "big0");
 }
 
-TEST_CASE("a cap lowers the budget for one put, and trim frees memory for a trial's working set",
-          "[trial_cache]") {
+TEST_CASE("a cap lowers the budget for one put, and trim frees memory for a trial's working set", "[trial_cache]") {
   cache c(100);
   REQUIRE(c.put("a", 0, "a0", 30));
   REQUIRE(c.put("b", 0, "b0", 30));
@@ -131,8 +131,10 @@ TEST_CASE("a cap lowers the budget for one put, and trim frees memory for a tria
   CHECK_FALSE(c.put("b", 0, "b0", 101, 1000));
 }
 
-TEST_CASE("the sizing rules: half the device by default, the cap beside a trial's working set, "
-          "and a clear error for a task that does not fit the device", "[trial_cache]") {
+TEST_CASE(
+    "the sizing rules: half the device by default, the cap beside a trial's working set, "
+    "and a clear error for a task that does not fit the device",
+    "[trial_cache]") {
   constexpr uint64_t GB = 1000ull * 1000 * 1000;
   const uint64_t h200 = 150754820096ull;  // what the driver reports for an H200 (140.4 GiB)
   CHECK(default_trial_cache_bytes(h200) == h200 / 2);
@@ -167,11 +169,10 @@ TEST_CASE("the sizing rules: half the device by default, the cap beside a trial'
   huge.outputs = 100 * GB;
   auto st = check_fits_device(huge, h200, "NVIDIA H200");
   REQUIRE_FALSE(st.ok());
-  CHECK_THAT(st.message(), Contains("the task does not fit NVIDIA H200") &&
-                               Contains("inputs 100.00 GB (100000000000 bytes)") &&
-                               Contains("outputs 100.00 GB (100000000000 bytes)") &&
-                               Contains("but the device has 150.75 GB (150754820096 bytes)") &&
-                               Contains("review.size"));
+  CHECK_THAT(st.message(),
+             Contains("the task does not fit NVIDIA H200") && Contains("inputs 100.00 GB (100000000000 bytes)") &&
+                 Contains("outputs 100.00 GB (100000000000 bytes)") &&
+                 Contains("but the device has 150.75 GB (150754820096 bytes)") && Contains("review.size"));
   CHECK(describe_bytes(6442450944ull) == "6.44 GB (6442450944 bytes)");
   // Exactly at the limit fits; one byte more does not.
   trial_footprint edge;

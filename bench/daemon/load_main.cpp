@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <httplib.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/http_burst.hpp"
@@ -98,17 +98,22 @@ int main(int argc, char** argv) {
     }
     task_id = nlohmann::json::parse(r->body)["id"];
   }
-  if (pid) std::printf("daemon before: VmRSS %ld MiB, VmHWM %ld MiB\n", status_kib(pid, "VmRSS") / 1024,
-                       status_kib(pid, "VmHWM") / 1024);
+  if (pid)
+    std::printf("daemon before: VmRSS %ld MiB, VmHWM %ld MiB\n", status_kib(pid, "VmRSS") / 1024,
+                status_kib(pid, "VmHWM") / 1024);
 
   // The mix: 70% health, 15% lists, and with a task 10% its status and 5% submits.
   std::vector<std::string> mix;
   for (size_t i = 0; i < requests; ++i) {
     const size_t k = i % 20;
-    if (!task.empty() && k == 0) mix.push_back(http_request("POST", "/api/tasks", task, "application/yaml", token));
-    else if (!task.empty() && k <= 2) mix.push_back(http_request("GET", "/api/tasks/" + task_id, "", "", token));
-    else if (k <= 5) mix.push_back(http_request("GET", "/api/tasks?limit=20", "", "", token));
-    else mix.push_back(http_request("GET", "/api/health", "", "", token));
+    if (!task.empty() && k == 0)
+      mix.push_back(http_request("POST", "/api/tasks", task, "application/yaml", token));
+    else if (!task.empty() && k <= 2)
+      mix.push_back(http_request("GET", "/api/tasks/" + task_id, "", "", token));
+    else if (k <= 5)
+      mix.push_back(http_request("GET", "/api/tasks?limit=20", "", "", token));
+    else
+      mix.push_back(http_request("GET", "/api/health", "", "", token));
   }
 
   std::vector<std::string> from;
@@ -116,8 +121,8 @@ int main(int argc, char** argv) {
   const auto t_slow = clock::now();
   ks::testing::slow_bodies slowpokes(host, port, slow, from, std::chrono::milliseconds(every_ms), token);
   std::printf("slow bodies: %zu connected from %zu client(s) in %.1f s, a byte each every %d ms\n",
-              slowpokes.connected(), from.size(),
-              std::chrono::duration<double>(clock::now() - t_slow).count(), every_ms);
+              slowpokes.connected(), from.size(), std::chrono::duration<double>(clock::now() - t_slow).count(),
+              every_ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   std::printf("slow bodies open after 1.5 s: %zu\n", slowpokes.open());
 
@@ -133,8 +138,10 @@ int main(int argc, char** argv) {
       const auto t0 = clock::now();
       auto h = c.Get("/api/health");
       const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-      if (h && h->status == 200) health_ms.push_back(ms);
-      else ++health_failed;
+      if (h && h->status == 200)
+        health_ms.push_back(ms);
+      else
+        ++health_failed;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
@@ -159,8 +166,9 @@ int main(int argc, char** argv) {
       if (l.rfind("ks_http_connections_dropped_total", 0) == 0 || l.rfind("ks_queue_depth", 0) == 0)
         std::printf("%s\n", l.c_str());
   }
-  if (pid) std::printf("daemon after: VmRSS %ld MiB, VmHWM %ld MiB\n", status_kib(pid, "VmRSS") / 1024,
-                       status_kib(pid, "VmHWM") / 1024);
+  if (pid)
+    std::printf("daemon after: VmRSS %ld MiB, VmHWM %ld MiB\n", status_kib(pid, "VmRSS") / 1024,
+                status_kib(pid, "VmHWM") / 1024);
   const bool pass = ok == requests && health_failed == 0 && !health_ms.empty() && health_max < health_limit_ms;
   std::printf("%s: %zu of %zu legitimate requests answered 2xx; health at most %.1f ms (limit %.0f)\n",
               pass ? "PASS" : "FAIL", ok, requests, health_max, health_limit_ms);

@@ -58,8 +58,7 @@ int main(int argc, char** argv) {
       }
     }
     double ms = ms_since(t0);
-    std::cout << "submitted " << count << "\nsubmit_ms_total " << ms << "\nsubmit_ms_each "
-              << ms / count << "\n";
+    std::cout << "submitted " << count << "\nsubmit_ms_total " << ms << "\nsubmit_ms_each " << ms / count << "\n";
   }
   if (phase == "read" || phase == "all") {
     auto t0 = clock::now();
@@ -68,8 +67,8 @@ int main(int argc, char** argv) {
       std::cerr << "ks-queue-load: list: " << list.message() << "\n";
       return 1;
     }
-    std::cout << "listed " << list->tasks.size() << "\nlist_total " << list->total
-              << "\nlist_ms " << ms_since(t0) << "\n";
+    std::cout << "listed " << list->tasks.size() << "\nlist_total " << list->total << "\nlist_ms " << ms_since(t0)
+              << "\n";
     auto queued = client->list("queued", 1000);
     if (!queued) {
       std::cerr << "ks-queue-load: list queued: " << queued.message() << "\n";
@@ -84,8 +83,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    std::cout << "status_ms_each " << (list->tasks.empty() ? 0 : ms_since(t0) / list->tasks.size())
-              << "\n";
+    std::cout << "status_ms_each " << (list->tasks.empty() ? 0 : ms_since(t0) / list->tasks.size()) << "\n";
   }
   return 0;
 }

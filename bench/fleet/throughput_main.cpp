@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
     std::printf("%5d %9zu %9.2f %12.2f %10.3f\n", n, total, r.seconds, rps, ratio);
     std::fflush(stdout);
   }
-  std::printf("ideal per node: %.2f reviews/s (one review every %d ms); target ratio %.2f: %s\n",
-              1000.0 / review_ms, review_ms, target, met ? "met" : "MISSED");
+  std::printf("ideal per node: %.2f reviews/s (one review every %d ms); target ratio %.2f: %s\n", 1000.0 / review_ms,
+              review_ms, target, met ? "met" : "MISSED");
   return met ? 0 : 1;
 }

@@ -36,8 +36,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else files.push_back(a);
+    if (a == "--reps" && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else
+      files.push_back(a);
   }
   if (files.empty()) {
     std::fprintf(stderr, "usage: ks-compile-latency [--reps N] FILE.cu...\n");
@@ -67,8 +69,8 @@ int main(int argc, char** argv) {
       nvrtc_ms.push_back(ms);
     }
     for (int r = 0; r < reps; ++r) {
-      std::string cmd = nvcc + " -cubin -arch=sm_90a -std=c++17 -Xptxas -v -o /tmp/ks-compile-latency.cubin '" +
-                        file + "' >/dev/null 2>&1";
+      std::string cmd = nvcc + " -cubin -arch=sm_90a -std=c++17 -Xptxas -v -o /tmp/ks-compile-latency.cubin '" + file +
+                        "' >/dev/null 2>&1";
       auto t0 = std::chrono::steady_clock::now();
       int rc = std::system(cmd.c_str());
       double ms = ms_since(t0);

@@ -38,8 +38,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::random_device rd;
   o.work = work.empty() ? std::filesystem::temp_directory_path() /
-                              ("ks-store-fault-sweep-" + std::to_string(::getpid()) + "-" +
-                               std::to_string(rd()))
+                              ("ks-store-fault-sweep-" + std::to_string(::getpid()) + "-" + std::to_string(rd()))
                         : std::filesystem::path(work);
   if (verbose) o.progress = [](const std::string& line) { std::cout << line << "\n" << std::flush; };
 
@@ -54,19 +53,23 @@ int main(int argc, char** argv) {
     open_ms.push_back(c.open_ms);
   }
   std::sort(open_ms.begin(), open_ms.end());
-  std::cout << "ks-store-fault-sweep: seed " << o.seed << ", " << s.cases.size() << " damaged copies of "
-            << o.bases << " stores (" << s.acked_writes << " acknowledged appends, writers "
-            << (o.sync ? "synced" : "not synced") << "), " << s.seconds << " s\n\n"
+  std::cout << "ks-store-fault-sweep: seed " << o.seed << ", " << s.cases.size() << " damaged copies of " << o.bases
+            << " stores (" << s.acked_writes << " acknowledged appends, writers " << (o.sync ? "synced" : "not synced")
+            << "), " << s.seconds << " s\n\n"
             << s.table() << "\n| damage | intact | refused | failures |\n|---|---|---|---|\n";
   for (const auto& [op, by] : by_op) {
     int bad = 0;
-    for (const auto& [outcome, n] : by) if (outcome != "intact" && outcome != "refused") bad += n;
-    auto get = [&](const char* k) { auto it = by.find(k); return it == by.end() ? 0 : it->second; };
+    for (const auto& [outcome, n] : by)
+      if (outcome != "intact" && outcome != "refused") bad += n;
+    auto get = [&](const char* k) {
+      auto it = by.find(k);
+      return it == by.end() ? 0 : it->second;
+    };
     std::cout << "| " << op << " | " << get("intact") << " | " << get("refused") << " | " << bad << " |\n";
   }
   if (!open_ms.empty()) {
-    std::cout << "\nreopen process (start, checks, verify): median " << open_ms[open_ms.size() / 2]
-              << " ms, p99 " << open_ms[open_ms.size() * 99 / 100] << " ms\n";
+    std::cout << "\nreopen process (start, checks, verify): median " << open_ms[open_ms.size() / 2] << " ms, p99 "
+              << open_ms[open_ms.size() * 99 / 100] << " ms\n";
   }
   auto failures = s.failures();
   for (const auto* f : failures) std::cout << "\nFAILURE " << f->describe() << "\n" << f->detail;

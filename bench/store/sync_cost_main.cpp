@@ -27,9 +27,7 @@ using json = nlohmann::json;
 
 namespace {
 
-json record(int i) {
-  return json{{"schema", "ks.bench/1"}, {"i", i}, {"yaml", std::string(600, 'y')}};
-}
+json record(int i) { return json{{"schema", "ks.bench/1"}, {"i", i}, {"yaml", std::string(600, 'y')}}; }
 
 // ms per submit of `count` submits done by `threads` threads.
 double run(const fs::path& dir, bool sync, bool batched, int count, int threads) {
@@ -50,8 +48,10 @@ double run(const fs::path& dir, bool sync, bool batched, int count, int threads)
         const std::string id = "x-" + std::to_string(i);
         bool ok;
         if (batched) {
-          ok = db.put_task_records({{"counter/" + std::to_string(t), record(i)}, {"spec/" + id, record(i)},
-                                    {"task/" + id, record(i)}}).ok();
+          ok =
+              db.put_task_records(
+                    {{"counter/" + std::to_string(t), record(i)}, {"spec/" + id, record(i)}, {"task/" + id, record(i)}})
+                  .ok();
         } else {
           ok = db.put_task_record("counter/" + std::to_string(t), record(i)).ok() &&
                db.put_task_record("spec/" + id, record(i)).ok() && db.put_task_record("task/" + id, record(i)).ok();

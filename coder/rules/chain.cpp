@@ -138,7 +138,8 @@ struct chain_writer {
     if (v.is_tensor()) {
       auto t = cx.tensor_of.find(id);
       if (t == cx.tensor_of.end()) return error{"value " + id + " is read before it is computed"};
-      if (v.dtype != "float32" && v.dtype != "bool") return error{"value " + id + " is " + v.dtype + "; float32 or bool only"};
+      if (v.dtype != "float32" && v.dtype != "bool")
+        return error{"value " + id + " is " + v.dtype + "; float32 or bool only"};
       // A bool is promoted as ATen promotes it (0.0f or 1.0f), by a byte load of its
       // own: the templates' float vector loads and row caches take "in" parameters only.
       const bool mask = v.dtype == "bool";
@@ -151,7 +152,8 @@ struct chain_writer {
         return name;
       }
       std::string ld = p + "[" + idx + "]";
-      if (reads.load_hint == "streaming" && idx == i) ld = "__ldcs(" + p + " + " + i + ")";
+      if (reads.load_hint == "streaming" && idx == i)
+        ld = "__ldcs(" + p + " + " + i + ")";
       else if (reads.load_hint == "readonly" || (reads.load_hint == "readonly_broadcast" && idx != i))
         ld = "__ldg(" + p + " + (" + idx + "))";
       out.line("const float " + name + " = " + ld + ";");
@@ -196,9 +198,12 @@ struct chain_writer {
       const size_t end = t.find('}', open);
       const std::string inner(t.substr(open + 1, end - open - 1));
       const size_t eq = inner.find('=');
-      if (inner == "x") e += X;
-      else if (eq == std::string::npos) e += opnds.at(std::stoul(inner));
-      else e += flit(num_arg(cx, n, std::stoul(inner.substr(0, eq)), std::stod(inner.substr(eq + 1))));
+      if (inner == "x")
+        e += X;
+      else if (eq == std::string::npos)
+        e += opnds.at(std::stoul(inner));
+      else
+        e += flit(num_arg(cx, n, std::stoul(inner.substr(0, eq)), std::stod(inner.substr(eq + 1))));
       at = end + 1;
     }
     return e;
@@ -219,7 +224,8 @@ struct chain_writer {
     } else if (kind == "aten::gelu") {
       const graph_value* ap = n->inputs.size() > 1 ? &cx.val(n->inputs[1]) : nullptr;
       if (ap && ap->text == "tanh")
-        e = "0.5f * " + X + " * (1.0f + tanhf(0.7978845608028654f * (" + X + " + 0.044715f * " + X + " * " + X + " * " + X + ")))";
+        e = "0.5f * " + X + " * (1.0f + tanhf(0.7978845608028654f * (" + X + " + 0.044715f * " + X + " * " + X + " * " +
+            X + ")))";
       else
         e = "0.5f * " + X + " * (1.0f + erff(" + X + " * 0.7071067811865476f))";
     } else if (kind == "aten::dropout" || kind == "aten::feature_dropout" || kind == "aten::alpha_dropout") {
@@ -242,12 +248,18 @@ struct chain_writer {
         e = "powf(" + X + ", " + *b + ")";
       } else if (ev.is_scalar() && !cx.scalar_sym.count(n->inputs[1])) {
         double p = ev.numbers.at(0);
-        if (p == 2) e = X + " * " + X;
-        else if (p == 3) e = X + " * " + X + " * " + X;
-        else if (p == 1) e = X;
-        else if (p == 0.5) e = "sqrtf(" + X + ")";
-        else if (p == -1) e = "1.0f / " + X;
-        else e = "powf(" + X + ", " + flit(p) + ")";
+        if (p == 2)
+          e = X + " * " + X;
+        else if (p == 3)
+          e = X + " * " + X + " * " + X;
+        else if (p == 1)
+          e = X;
+        else if (p == 0.5)
+          e = "sqrtf(" + X + ")";
+        else if (p == -1)
+          e = "1.0f / " + X;
+        else
+          e = "powf(" + X + ", " + flit(p) + ")";
       } else {
         auto b = second();
         if (!b) return error{n->kind + ": " + b.message()};
@@ -258,16 +270,21 @@ struct chain_writer {
       if (!b) return error{n->kind + ": " + b.message()};
       double alpha = num(2, 1);
       std::string B = alpha == 1 ? *b : flit(alpha) + " * " + *b;
-      if (kind == "aten::add") e = X + " + " + B;
-      else if (kind == "aten::rsub") e = *b + " - " + (alpha == 1 ? X : flit(alpha) + " * " + X);
-      else e = X + " - " + B;
+      if (kind == "aten::add")
+        e = X + " + " + B;
+      else if (kind == "aten::rsub")
+        e = *b + " - " + (alpha == 1 ? X : flit(alpha) + " * " + X);
+      else
+        e = X + " - " + B;
     } else if (kind == "aten::div" || kind == "aten::divide" || kind == "aten::true_divide") {
       auto b = second();
       if (!b) return error{n->kind + ": " + b.message()};
       const graph_value* mode = n->inputs.size() > 2 ? &cx.val(n->inputs[2]) : nullptr;
       e = X + " / " + *b;
-      if (mode && mode->text == "floor") e = "floorf(" + e + ")";
-      else if (mode && mode->text == "trunc") e = "truncf(" + e + ")";
+      if (mode && mode->text == "floor")
+        e = "floorf(" + e + ")";
+      else if (mode && mode->text == "trunc")
+        e = "truncf(" + e + ")";
     }
     return e;
   }
@@ -295,9 +312,8 @@ struct chain_writer {
 
 }  // namespace
 
-status chain_code(lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp,
-                  std::string& code, std::map<std::string, std::string>& var, const std::string& tag,
-                  const chain_reads& reads) {
+status chain_code(lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp, std::string& code,
+                  std::map<std::string, std::string>& var, const std::string& tag, const chain_reads& reads) {
   chain_writer w{cx, st, i, kp, code, var, tag, reads};
   for (const graph_node* n : st.nodes)
     if (auto s = w.node(*n); !s) return s;

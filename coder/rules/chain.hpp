@@ -51,9 +51,8 @@ std::string access(const shaped& in, const shaped& iter, const std::string& i, k
 // each value already in a variable (given, or computed here) to it; names made here
 // carry `tag` so that two chains in one kernel do not collide. An op whose expression
 // calls the fast-math helpers sets cx.uses_fast_math.
-status chain_code(lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp,
-                  std::string& code, std::map<std::string, std::string>& var, const std::string& tag,
-                  const chain_reads& reads = {});
+status chain_code(lowering_context& cx, const stage& st, const std::string& i, kernel_params& kp, std::string& code,
+                  std::map<std::string, std::string>& var, const std::string& tag, const chain_reads& reads = {});
 
 // The fused epilogue of stage `si` (a pool or a scan): its chain with `value` (the
 // stage's result) in the register `res`, at element index `idx`, then the stores of

@@ -28,8 +28,10 @@ acc_text acc_of(const reduction_spec& r) {
   switch (r.acc) {
     case acc_kind::sum:
       return {{"a"}, {"0.0f"}, r.op == "norm2" ? "a += v * v;" : r.op == "norm1" ? "a += fabsf(v);" : "a += v;"};
-    case acc_kind::max: return {{"a"}, {"-KS_INF"}, "a = fmaxf(a, v);"};
-    case acc_kind::min: return {{"a"}, {"KS_INF"}, "a = fminf(a, v);"};
+    case acc_kind::max:
+      return {{"a"}, {"-KS_INF"}, "a = fmaxf(a, v);"};
+    case acc_kind::min:
+      return {{"a"}, {"KS_INF"}, "a = fminf(a, v);"};
     case acc_kind::online:
       // -inf (a masked element) adds nothing: exp(-inf - -inf) would be NaN. One exp
       // an element and selects, no branch: the smaller of v and m minus the larger
@@ -38,7 +40,8 @@ acc_text acc_of(const reduction_spec& r) {
       // not ran both sides, two exps an element (KernelBench's cross-entropy, 16
       // elements a thread: ~3 new maxima each, 60 instructions an element, its row
       // logsumexp issue-bound at 2 TB/s). The same values as the if/else.
-      return {{"m", "s"}, {"-KS_INF", "0.0f"},
+      return {{"m", "s"},
+              {"-KS_INF", "0.0f"},
               "{ const bool up = v > m; const float e = KS_EXP(up ? m - v : v - m); "
               "s = up ? s * e + 1.0f : (v != -KS_INF ? s + e : s); m = up ? v : m; }"};
     case acc_kind::moments:
@@ -48,12 +51,14 @@ acc_text acc_of(const reduction_spec& r) {
       const bool greater = r.op == "argmax";
       return {{"a", "ai"},
               {greater ? "-KS_INF" : "KS_INF", "__int_as_float(0x7fffffff)"},
-              "{ const float ci = __int_as_float((int)c); if (" + arg_beats(greater, "v", "ci") + ") { a = v; ai = ci; } }"};
+              "{ const float ci = __int_as_float((int)c); if (" + arg_beats(greater, "v", "ci") +
+                  ") { a = v; ai = ci; } }"};
     }
     case acc_kind::welford:
       // __fdividef (2 ulp): the mean's error from it stays far below the rounding of
       // the sums themselves, and M2's update d * (v - wm) stays consistent with it.
-      return {{"wn", "wm", "w2"}, {"0.0f", "0.0f", "0.0f"},
+      return {{"wn", "wm", "w2"},
+              {"0.0f", "0.0f", "0.0f"},
               "{ wn += 1.0f; const float d = v - wm; wm += __fdividef(d, wn); w2 += d * (v - wm); }"};
   }
   return {};
@@ -68,14 +73,21 @@ std::string welford_helpers() {
 
 std::string merge(const reduction_spec& r, const std::vector<std::string>& other) {
   switch (r.acc) {
-    case acc_kind::sum: return "a += " + other[0] + ";";
-    case acc_kind::max: return "a = fmaxf(a, " + other[0] + ");";
-    case acc_kind::min: return "a = fminf(a, " + other[0] + ");";
-    case acc_kind::online: return "ks_ms_merge(m, s, " + other[0] + ", " + other[1] + ");";
-    case acc_kind::moments: return "s1 += " + other[0] + "; s2 += " + other[1] + ";";
-    case acc_kind::welford: return "ks_wf_merge(wn, wm, w2, " + other[0] + ", " + other[1] + ", " + other[2] + ");";
+    case acc_kind::sum:
+      return "a += " + other[0] + ";";
+    case acc_kind::max:
+      return "a = fmaxf(a, " + other[0] + ");";
+    case acc_kind::min:
+      return "a = fminf(a, " + other[0] + ");";
+    case acc_kind::online:
+      return "ks_ms_merge(m, s, " + other[0] + ", " + other[1] + ");";
+    case acc_kind::moments:
+      return "s1 += " + other[0] + "; s2 += " + other[1] + ";";
+    case acc_kind::welford:
+      return "ks_wf_merge(wn, wm, w2, " + other[0] + ", " + other[1] + ", " + other[2] + ");";
     case acc_kind::arg:
-      return "if (" + arg_beats(r.op == "argmax", other[0], other[1]) + ") { a = " + other[0] + "; ai = " + other[1] + "; }";
+      return "if (" + arg_beats(r.op == "argmax", other[0], other[1]) + ") { a = " + other[0] + "; ai = " + other[1] +
+             "; }";
   }
   return {};
 }
@@ -99,7 +111,8 @@ std::string block_combine(const reduction_spec& r, const acc_text& a) {
   for (auto& v : a.state) s += " sh_" + v + "[warp] = " + v + ";";
   s += " }\n    __syncthreads();\n";
   for (size_t k = 0; k < a.state.size(); ++k)
-    s += "    " + a.state[k] + " = lane < (int)(blockDim.x >> 5) ? sh_" + a.state[k] + "[lane] : " + a.identity[k] + ";\n";
+    s += "    " + a.state[k] + " = lane < (int)(blockDim.x >> 5) ? sh_" + a.state[k] + "[lane] : " + a.identity[k] +
+         ";\n";
   s += "  }\n";
   s += warp_combine(r, a);
   return s;
@@ -112,9 +125,10 @@ std::string finish(const reduction_spec& r, const std::string& count) {
   if (r.op == "norm1") return "a";
   if (r.op == "norm2") return "sqrtf(a)";
   if (r.op == "lse") return "(m == -KS_INF ? -KS_INF : m + logf(s))";
-  const std::string var = r.acc == acc_kind::welford
-                              ? "fmaxf(w2, 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")"
-                              : "fmaxf(s2 - s1 * s1 / (float)" + count + ", 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")";
+  const std::string var =
+      r.acc == acc_kind::welford
+          ? "fmaxf(w2, 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")"
+          : "fmaxf(s2 - s1 * s1 / (float)" + count + ", 0.0f) / (float)(" + count + " - " + flit(r.correction) + ")";
   if (r.op == "var") return var;
   if (r.op == "std") return "sqrtf(" + var + ")";
   return "0.0f";

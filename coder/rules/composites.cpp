@@ -46,7 +46,8 @@ const graph_value* constant_number(const task_graph& g, const std::string& id) {
 // Writes one loss node out; false (nothing added) when it is not one this rewrites.
 class expansion {
  public:
-  expansion(task_graph& out, const graph_node& n, int index) : g_(out), n_(n), prefix_("ks.composite." + std::to_string(index) + ".") {}
+  expansion(task_graph& out, const graph_node& n, int index)
+      : g_(out), n_(n), prefix_("ks.composite." + std::to_string(index) + ".") {}
 
   bool run() {
     const std::string op = n_.kind;
@@ -150,7 +151,8 @@ class expansion {
     const std::string dp = distance(n_.inputs[0], n_.inputs[1]);
     std::string dn = distance(n_.inputs[0], n_.inputs[2]);
     if (swap->numbers[0] != 0) dn = node("aten::minimum", kMinimum, {dn, distance(n_.inputs[1], n_.inputs[2])}, rows);
-    const std::string m = node("aten::add", kAddScalar, {dp, number("float", margin->numbers[0]), number("int", 1)}, rows);
+    const std::string m =
+        node("aten::add", kAddScalar, {dp, number("float", margin->numbers[0]), number("int", 1)}, rows);
     const std::string s = node("aten::sub", kSub, {m, dn, number("int", 1)}, rows);
     return finish(node("aten::clamp_min", kClampMin, {s, number("float", 0)}, rows), reduction);
   }

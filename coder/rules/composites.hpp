@@ -32,10 +32,10 @@
 //
 // What it promises:
 // - only a loss whose two (three) inputs are float tensors of one shape, whose
-//   reduction and b (margin, q, eps, swap) are constants of the graph, and whose result nothing else reads under another
-//   name is rewritten; anything else is left as it was: a library step runs it (operands
-//   that broadcast), or, with a reduction or b computed at run time, the lowering
-//   refuses it naming that argument (a library step's attributes are fixed text);
+//   reduction and b (margin, q, eps, swap) are constants of the graph, and whose result nothing else reads under
+//   another name is rewritten; anything else is left as it was: a library step runs it (operands that broadcast), or,
+//   with a reduction or b computed at run time, the lowering refuses it naming that argument (a library step's
+//   attributes are fixed text);
 // - cross_entropy only with a float x of rank 2 (classes along dim 1), int64 targets
 //   of shape [N], weight None, reduction and ignore_index constants of the graph and
 //   label_smoothing a constant 0 (class probabilities as targets, weights, smoothing

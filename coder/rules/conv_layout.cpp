@@ -22,14 +22,15 @@ std::vector<int64_t> to_nhwc(const std::vector<int64_t>& s) { return {s[0], s[2]
 // Elementwise ops whose extra arguments do not name dims or sizes (expand's sizes are
 // NCHW's): the same op on the permuted operands is the permuted result.
 bool layout_free(const std::string& kind) {
-  return op_is(kind, op_class::elementwise) && kind != "aten::expand" && kind != "aten::expand_as" && kind != "aten::type_as";
+  return op_is(kind, op_class::elementwise) && kind != "aten::expand" && kind != "aten::expand_as" &&
+         kind != "aten::type_as";
 }
 
 // The reductions over one dim that the row templates run over the last dim; dim input 1.
 bool channel_reduction(const task_graph& g, const graph_node& n, const std::string& kind) {
-  static const std::set<std::string> one_dim = {"aten::sum", "aten::mean",     "aten::amax",       "aten::amin",
-                                                "aten::max", "aten::min",      "aten::logsumexp",  "aten::softmax",
-                                                "aten::log_softmax"};
+  static const std::set<std::string> one_dim = {"aten::sum",       "aten::mean",    "aten::amax",
+                                                "aten::amin",      "aten::max",     "aten::min",
+                                                "aten::logsumexp", "aten::softmax", "aten::log_softmax"};
   if (!one_dim.count(kind) || n.inputs.size() < 2) return false;
   const graph_value* d = g.value(n.inputs[1]);
   if (!d || !d->constant || d->numbers.size() != 1 || (d->type != "int" && d->type != "int[]")) return false;
@@ -73,7 +74,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
     return std::nullopt;
   task_graph out = g;
   out.nodes.clear();
-  std::map<std::string, std::string> twin;  // original value -> its [N, H, W, C] twin
+  std::map<std::string, std::string> twin;     // original value -> its [N, H, W, C] twin
   std::map<std::string, std::string> made_by;  // twin -> the kind of the op that makes it
   int fresh = 0;
   auto value_like = [&](const std::string& type) -> graph_value& {
@@ -188,14 +189,13 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
     const std::string& tw = twin.at(v);
     const graph_value* ov = g.value(v);
     if (!layout_free(made_by.at(tw)) && ov->shape[1] != 1) return std::nullopt;
-    auto at = std::find_if(out.nodes.begin(), out.nodes.end(), [&](const graph_node& n) {
-      return std::count(n.outputs.begin(), n.outputs.end(), tw) > 0;
-    });
-    if (std::any_of(out.nodes.begin(), out.nodes.end(), [&](const graph_node& n) {
-          return n.kind == "aten::permute" && n.outputs[0] == v;
-        }))
+    auto at = std::find_if(out.nodes.begin(), out.nodes.end(),
+                           [&](const graph_node& n) { return std::count(n.outputs.begin(), n.outputs.end(), tw) > 0; });
+    if (std::any_of(out.nodes.begin(), out.nodes.end(),
+                    [&](const graph_node& n) { return n.kind == "aten::permute" && n.outputs[0] == v; }))
       continue;  // needed twice (an output and a tuple's element)
-    out.nodes.insert(at + 1, graph_node{"aten::permute", {tw, constant_ints("int[]", {0, 3, 1, 2})}, {v}, kPermuteSchema});
+    out.nodes.insert(at + 1,
+                     graph_node{"aten::permute", {tw, constant_ints("int[]", {0, 3, 1, 2})}, {v}, kPermuteSchema});
   }
   return out;
 }
@@ -219,8 +219,9 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
     }
     g = std::move(*r);
     ++index;
-    rewrites.push_back("aten::conv2d: channels-last (cuDNN on NHWC input and weight; its result read as [N, H, W, C] "
-                       "by the kernels after it, the output stored back as NCHW)");
+    rewrites.push_back(
+        "aten::conv2d: channels-last (cuDNN on NHWC input and weight; its result read as [N, H, W, C] "
+        "by the kernels after it, the output stored back as NCHW)");
   }
   return g;
 }

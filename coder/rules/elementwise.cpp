@@ -22,7 +22,7 @@ struct elementwise_parts {
   std::string n_expr, N;                                     // the element count, and its parameter
   std::string ROWS, INNER;                                   // split: rows and row length parameters
   std::string body, tail_body;
-  std::map<std::string, std::string> var, var2;              // value → variable, in body and tail_body
+  std::map<std::string, std::string> var, var2;  // value → variable, in body and tail_body
 };
 
 result<elementwise_parts> gather_parts(lowering_context& cx, const stage& st, const elementwise_layout& lay) {
@@ -56,11 +56,13 @@ result<elementwise_parts> gather_parts(lowering_context& cx, const stage& st, co
 }
 
 // The stores of the exported values (in `vars`) at element `idx`.
-std::string store_lines(const elementwise_parts& e, const std::map<std::string, std::string>& vars, const std::string& idx) {
+std::string store_lines(const elementwise_parts& e, const std::map<std::string, std::string>& vars,
+                        const std::string& idx) {
   std::string s;
   for (size_t o = 0; o < e.exports.size(); ++o)
-    s += e.streamed_out.count(e.outs[o]) ? "    __stcs(" + e.outs[o] + " + " + idx + ", " + vars.at(e.exports[o].first) + ");\n"
-                                         : "    " + e.outs[o] + "[" + idx + "] = " + vars.at(e.exports[o].first) + ";\n";
+    s += e.streamed_out.count(e.outs[o])
+             ? "    __stcs(" + e.outs[o] + " + " + idx + ", " + vars.at(e.exports[o].first) + ");\n"
+             : "    " + e.outs[o] + "[" + idx + "] = " + vars.at(e.exports[o].first) + ";\n";
   return s;
 }
 
@@ -97,7 +99,8 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
     trip_index = "    const long long w = j + u * stride;\n    if (w >= nv) break;\n";
   }
   k << "  for (long long j = tid; j < nv; j += stride * " << U << ") {\n";
-  std::vector<std::string> lanes = V == 4 ? std::vector<std::string>{"x", "y", "z", "w"} : std::vector<std::string>{"x", "y"};
+  std::vector<std::string> lanes =
+      V == 4 ? std::vector<std::string>{"x", "y", "z", "w"} : std::vector<std::string>{"x", "y"};
   // The full-shape operands' vectors of every trip are loaded first, then computed
   // and stored: U loads in flight per thread and operand, not one.
   std::map<std::string, std::string> full_vec;  // param → vector variable
@@ -113,7 +116,10 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
     for (auto& [param, vv] : full_vec) {
       const std::string at = "reinterpret_cast<const " + vt + "*>(" + param + ")";
       k << "    " << vv << " = "
-        << (streaming ? "__ldcs(" + at + " + w)" : readonly ? "__ldg(" + at + " + w)" : at + "[w]") << ";\n";
+        << (streaming  ? "__ldcs(" + at + " + w)"
+            : readonly ? "__ldg(" + at + " + w)"
+                       : at + "[w]")
+        << ";\n";
     }
     k << "  }\n";
   }
@@ -123,18 +129,22 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
     std::string b = e.body;
     for (auto& [param, vv] : full_vec) {
       std::string from = param + "[i]", to = vv + "." + lanes[l];
-      for (size_t pos = b.find(from); pos != std::string::npos; pos = b.find(from, pos + to.size())) b.replace(pos, from.size(), to);
+      for (size_t pos = b.find(from); pos != std::string::npos; pos = b.find(from, pos + to.size()))
+        b.replace(pos, from.size(), to);
     }
     if (lay.split)
       k << "    {\n    const long long c = cv * " << V << " + " << l << ", i = base + c;\n    (void)c; (void)i;\n" << b;
     else
       k << "    {\n    const long long i = w * " << V << " + " << l << ";\n    (void)i;\n" << b;
-    for (size_t o = 0; o < e.exports.size(); ++o) k << "    r_" << e.outs[o] << "." << lanes[l] << " = " << e.var.at(e.exports[o].first) << ";\n";
+    for (size_t o = 0; o < e.exports.size(); ++o)
+      k << "    r_" << e.outs[o] << "." << lanes[l] << " = " << e.var.at(e.exports[o].first) << ";\n";
     k << "    }\n";
   }
   for (auto& o : e.outs)
-    if (e.streamed_out.count(o)) k << "    __stcs(reinterpret_cast<" << vt << "*>(" << o << ") + w, r_" << o << ");\n";
-    else k << "    reinterpret_cast<" << vt << "*>(" << o << ")[w] = r_" << o << ";\n";
+    if (e.streamed_out.count(o))
+      k << "    __stcs(reinterpret_cast<" << vt << "*>(" << o << ") + w, r_" << o << ");\n";
+    else
+      k << "    reinterpret_cast<" << vt << "*>(" << o << ")[w] = r_" << o << ";\n";
   k << "  }\n  }\n";
   if (lay.split) {
     k << "  } else {\n";
@@ -155,10 +165,14 @@ std::vector<std::string> elementwise_grid(const stage& st, const elementwise_par
     // Blocks across a row so that each thread has about 4 trips in it (the row's
     // own indices are computed once per trip), and rows (grid.y ≤ 65535) until the
     // grid holds about grid_cap blocks; each block walks rows gridDim.y apart.
-    const std::string bx = "max(1, min(ceil_div(" + paren(inner) + ", " + std::to_string(V * B * U * 4) + "), " + std::to_string(lay.grid_cap) + "))";
-    return {bx, "max(1, min(" + paren(rows) + ", min(65535, ceil_div(" + std::to_string(lay.grid_cap) + ", " + bx + "))))", "1"};
+    const std::string bx = "max(1, min(ceil_div(" + paren(inner) + ", " + std::to_string(V * B * U * 4) + "), " +
+                           std::to_string(lay.grid_cap) + "))";
+    return {bx,
+            "max(1, min(" + paren(rows) + ", min(65535, ceil_div(" + std::to_string(lay.grid_cap) + ", " + bx + "))))",
+            "1"};
   }
-  std::string blocks = "max(1, min(ceil_div(" + paren(e.n_expr) + ", " + std::to_string(V * B * U) + "), " + std::to_string(lay.grid_cap) + "))";
+  std::string blocks = "max(1, min(ceil_div(" + paren(e.n_expr) + ", " + std::to_string(V * B * U) + "), " +
+                       std::to_string(lay.grid_cap) + "))";
   return {blocks, "1", "1"};
 }
 
@@ -193,15 +207,21 @@ status emit_elementwise(lowering_context& cx, size_t si) {
   k << "\n// Fused elementwise chain:";
   for (auto* n : st.nodes) k << " " << base_kind(n->kind).substr(6);
   k << ". " << V << " floats per vector, " << U << " vector(s) per thread per trip, grid-stride"
-    << (lay.split ? "; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element" : "")
-    << (hint == param::cache_hint::streaming ? "; streamed operands and outputs evict first (__ldcs/__stcs)"
-        : hint == param::cache_hint::readonly ? "; operands through the read-only path (__ldg)" : "")
+    << (lay.split ? "; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column "
+                    "without a division per element"
+                  : "")
+    << (hint == param::cache_hint::streaming  ? "; streamed operands and outputs evict first (__ldcs/__stcs)"
+        : hint == param::cache_hint::readonly ? "; operands through the read-only path (__ldg)"
+                                              : "")
     << ".\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(e.kp.decls, ", ") << ") {\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n"
+    << name << "(" << join(e.kp.decls, ", ") << ") {\n";
   k << "  const long long stride = (long long)gridDim.x * blockDim.x;\n";
   k << "  const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
-  if (V == 1) scalar_loop(k, e, lay);
-  else vector_loop(k, e, lay);
+  if (V == 1)
+    scalar_loop(k, e, lay);
+  else
+    vector_loop(k, e, lay);
   k << "}\n";
   cx.src += k.str();
   plan_step step;

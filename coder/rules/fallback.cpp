@@ -40,7 +40,8 @@ status emit_fallback(lowering_context& cx, size_t si) {
   auto call = choose_fallback_call(cx.stages[si]);
   if (!call) return error{call.message()};
   const op_schema* sch = &call->schema;
-  const std::string where = n.kind + " (value " + n.outputs.at(0) + "), run as a library step because " + call->why + ": ";
+  const std::string where =
+      n.kind + " (value " + n.outputs.at(0) + "), run as a library step because " + call->why + ": ";
   plan_step step;
   step.kind = "library";
   step.name = sch->qualified();
@@ -62,7 +63,8 @@ status emit_fallback(lowering_context& cx, size_t si) {
     }
     if (a.is_tensor_list() && !v.is_none()) {
       auto it = cx.list_of.find(id);
-      if (it == cx.list_of.end()) return error{where + "its argument " + a.name + " is a tensor list not built in the graph"};
+      if (it == cx.list_of.end())
+        return error{where + "its argument " + a.name + " is a tensor list not built in the graph"};
       for (auto& e : it->second) {
         auto t = tensor(e);
         if (!t) return t.error();
@@ -76,7 +78,8 @@ status emit_fallback(lowering_context& cx, size_t si) {
       continue;
     }
     if (!v.constant && !v.is_none())
-      return error{where + "its argument " + a.name + " (value " + id + ") is computed at run time; an attribute is fixed text"};
+      return error{where + "its argument " + a.name + " (value " + id +
+                   ") is computed at run time; an attribute is fixed text"};
     auto text = attr_text(v);
     if (!text) return error{where + "argument " + a.name + ": " + text.message()};
     step.attrs[a.name] = *text;

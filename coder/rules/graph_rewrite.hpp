@@ -13,11 +13,13 @@
 
 namespace ks::rules {
 
-inline constexpr const char* kAddTensorSchema = "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
+inline constexpr const char* kAddTensorSchema =
+    "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
 inline constexpr const char* kMulTensorSchema = "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor";
 
 // The value `prefix + name` of `g`, of `type`, made (or reset to that id and type).
-inline graph_value& new_value(task_graph& g, const std::string& prefix, const std::string& name, const std::string& type) {
+inline graph_value& new_value(task_graph& g, const std::string& prefix, const std::string& name,
+                              const std::string& type) {
   graph_value& v = g.values[prefix + name];
   v.id = prefix + name;
   v.type = type;

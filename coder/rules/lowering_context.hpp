@@ -128,7 +128,7 @@ struct lowering_context {
   std::map<std::string, std::vector<int>> consumers;  // value → stages reading it
   std::vector<std::string> outputs;                   // graph output values
   std::vector<stage> stages;
-  std::map<std::string, std::string> tensor_of;       // materialized value → plan tensor name
+  std::map<std::string, std::string> tensor_of;             // materialized value → plan tensor name
   std::map<std::string, std::vector<std::string>> list_of;  // prim::ListConstruct result → elements
   // A permute that moves only a dim of size 1 (the same memory): its result → the
   // value it permutes, which the kernels store into the result's tensor.
@@ -137,7 +137,7 @@ struct lowering_context {
   // What the templates write.
   lowered_kernel_set out;
   std::string src;
-  bool uses_smem = false;  // a kernel stages rows in shared memory: the source needs its helpers
+  bool uses_smem = false;     // a kernel stages rows in shared memory: the source needs its helpers
   bool uses_welford = false;  // a kernel merges Welford states: the source needs ks_wf_merge
   bool uses_cluster = false;  // a kernel spreads rows over a cluster: the source needs its helpers
   // A kernel calls KS_EXP, KS_DIV or ks_ms_merge (device_helpers.hpp): set by what writes

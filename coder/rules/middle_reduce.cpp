@@ -1,7 +1,7 @@
 #include "coder/rules/middle_reduce.hpp"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 
 #include "coder/rules/combine.hpp"
 #include "coder/rules/kernel_text.hpp"
@@ -14,9 +14,9 @@ namespace {
 // What pass 2 reads from registers: the reduced value (a normalisation) and the raw
 // values of the tensors pass 1 reads at [i] that the epilogue reads again.
 struct middle_cache {
-  int per_thread = 0;             // K; 0: nothing kept
-  std::vector<std::string> raw;   // rc_P arrays
-  bool keep_value = false;        // rv: the value pass 1 reduced
+  int per_thread = 0;            // K; 0: nothing kept
+  std::vector<std::string> raw;  // rc_P arrays
+  bool keep_value = false;       // rv: the value pass 1 reduced
 };
 
 middle_cache choose_middle_cache(const lowering_params& p, const reduce_parts& rp, int slices) {
@@ -58,8 +58,8 @@ std::string from_registers(const middle_cache& m, std::string code) {
 
 }  // namespace
 
-status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k,
-                             plan_step& step) {
+status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
+                             std::ostringstream& k, plan_step& step) {
   const reduction_spec& r = rp.r;
   const acc_text& a = rp.a;
   const std::string &C = rp.C, &INNER = rp.INNER;
@@ -83,7 +83,8 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
     k << "  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;\n";
     k << "  const long long t = (long long)blockIdx.x * 32 + lane;\n";
   } else {
-    k << "  const int lane = threadIdx.x & 31, slice = (threadIdx.x >> 5) % " << S << ", group = threadIdx.x / " << 32 * S << ";\n";
+    k << "  const int lane = threadIdx.x & 31, slice = (threadIdx.x >> 5) % " << S << ", group = threadIdx.x / "
+      << 32 * S << ";\n";
     k << "  const long long t = ((long long)blockIdx.x * " << G << " + group) * 32 + lane;\n";
   }
   k << "  const bool live = t < " << rp.ROWS << " * " << INNER << ";\n";
@@ -91,8 +92,9 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
   k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
   k << rp.decl;
   if (r.acc == acc_kind::moments) k << reduce_load(rp, "base", "shift");
-  const std::string each = "#pragma unroll\n    for (int k = 0; k < " + Ks + "; ++k) {\n      const long long c = slice + (long long)k * " + Ss +
-                           ";\n      if (c < " + C + ") {\n      const long long i = base + c * " + INNER + ";\n      (void)i;\n";
+  const std::string each = "#pragma unroll\n    for (int k = 0; k < " + Ks +
+                           "; ++k) {\n      const long long c = slice + (long long)k * " + Ss + ";\n      if (c < " +
+                           C + ") {\n      const long long i = base + c * " + INNER + ";\n      (void)i;\n";
   if (K > 0) {
     for (auto& P : m.raw) k << "  float rc_" << P << "[" << Ks << "];\n";
     if (m.keep_value) k << "  float rv[" << Ks << "];\n";
@@ -106,13 +108,18 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
       k << "      }\n    }\n";
     }
     k << each;
-    if (rp.pro) k << from_registers(m, rp.load_code) << "      const float v = " << rp.var.at(r.input) << ";\n";
-    else k << "      const float v = " << from_registers(m, rp.X + "[i]") << ";\n";
+    if (rp.pro)
+      k << from_registers(m, rp.load_code) << "      const float v = " << rp.var.at(r.input) << ";\n";
+    else
+      k << "      const float v = " << from_registers(m, rp.X + "[i]") << ";\n";
     if (m.keep_value) k << "      rv[k] = v;\n";
     k << "      " << a.update << "\n      }\n    }\n";
   }
-  const std::string rest = "    for (long long c = slice + (long long)" + Ks + " * " + Ss + "; c < " + C + "; c += " + Ss + ")";
-  k << "#pragma unroll 4\n" << rest << " {\n" << reduce_load(rp, "base + c * " + INNER, "v") << "    " << a.update << "\n    }\n  }\n";
+  const std::string rest =
+      "    for (long long c = slice + (long long)" + Ks + " * " + Ss + "; c < " + C + "; c += " + Ss + ")";
+  k << "#pragma unroll 4\n"
+    << rest << " {\n"
+    << reduce_load(rp, "base + c * " + INNER, "v") << "    " << a.update << "\n    }\n  }\n";
   // The slices' states through shared memory: every slice merges all of them in
   // slice order, so that each holds the same bits. One slice holds its column's state.
   if (S > 1) {
@@ -137,8 +144,8 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
     k << each;
     if (r.normalizes()) {
       // An epilogue's pass-2 body declares its index `i` again: a scope of its own.
-      k << "      const float v = rv[k];\n" << (rp.epi ? "      {\n" : "") << from_registers(m, pass2_body(cx, rp, idx))
-        << (rp.epi ? "      }\n" : "");
+      k << "      const float v = rv[k];\n"
+        << (rp.epi ? "      {\n" : "") << from_registers(m, pass2_body(cx, rp, idx)) << (rp.epi ? "      }\n" : "");
     } else {
       k << from_registers(m, rp.epi_code);
       for (auto& [v, param] : rp.epi_out) k << "      " << param << "[i] = " << rp.epi_var.at(v) << ";\n";
@@ -154,7 +161,9 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
   }
   k << "    }\n";
   for (auto& [v, param] : rp.epi_out) cx.written.insert(v);
-  step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", " + std::to_string(32 * G) + ")", "1", "1"};
+  step.grid = {
+      "ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", " + std::to_string(32 * G) + ")",
+      "1", "1"};
   return {};
 }
 

@@ -35,7 +35,7 @@ struct reduce_layout;
 void column_of(const reduce_parts& rp, std::ostringstream& k);
 
 // The kernel's body after its signature, and the plan step's grid.
-status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k,
-                             plan_step& step);
+status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
+                             std::ostringstream& k, plan_step& step);
 
 }  // namespace ks::rules

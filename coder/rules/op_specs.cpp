@@ -12,7 +12,9 @@ namespace {
 // over (batch, group) rows, instance_norm and batch_norm over (batch, channel) rows.
 status read_norm(const lowering_context& cx, const graph_node& n, const std::string& kind, const std::string& k,
                  size_t rank, reduction_spec& r) {
-  auto flag = [&](size_t i) { return i < n.inputs.size() && !cx.val(n.inputs[i]).numbers.empty() && cx.val(n.inputs[i]).numbers[0] != 0; };
+  auto flag = [&](size_t i) {
+    return i < n.inputs.size() && !cx.val(n.inputs[i]).numbers.empty() && cx.val(n.inputs[i]).numbers[0] != 0;
+  };
   const graph_value& x = cx.val(r.input);
   if (k == "layer_norm") {
     r.op = k;
@@ -24,7 +26,8 @@ status read_norm(const lowering_context& cx, const graph_node& n, const std::str
     r.eps = cx.val(n.inputs[4]).numbers.at(0);
   } else if (k == "group_norm") {
     r.op = k;
-    if (rank < 2) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    if (rank < 2)
+      return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
     const auto& g = cx.val(n.inputs[1]).numbers;
     r.groups = g.empty() ? 0 : static_cast<int64_t>(g[0]);
     if (r.groups <= 0 || x.shape[1] % r.groups != 0)
@@ -36,7 +39,8 @@ status read_norm(const lowering_context& cx, const graph_node& n, const std::str
     r.last = static_cast<int64_t>(rank);
   } else if (k == "instance_norm") {
     r.op = k;
-    if (rank < 3) return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
+    if (rank < 3)
+      return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
     // On running statistics (eval mode, tracked) it is an elementwise affine map.
     if (!flag(5)) return error{kind + " on running statistics is not supported by the rules coder"};
     if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
@@ -96,7 +100,9 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
     r.last = d.back() + 1;
     return {};
   };
-  auto flag = [&](size_t i) { return i < n.inputs.size() && !cx.val(n.inputs[i]).numbers.empty() && cx.val(n.inputs[i]).numbers[0] != 0; };
+  auto flag = [&](size_t i) {
+    return i < n.inputs.size() && !cx.val(n.inputs[i]).numbers.empty() && cx.val(n.inputs[i]).numbers[0] != 0;
+  };
   bool all = false;
   std::string k = kind.substr(6);
   if (k == "sum" || k == "mean") {
@@ -105,7 +111,8 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
       auto d = dims_from(n.inputs[1], all);
       if (auto s = set_dims(d, all); !s) return error{s.message()};
       r.keepdim = flag(2);
-    } else if (auto s = set_dims({}, true); !s) return error{s.message()};
+    } else if (auto s = set_dims({}, true); !s)
+      return error{s.message()};
   } else if (k == "amax" || k == "amin") {
     r.op = k == "amax" ? "max" : "min";
     auto d = dims_from(n.inputs[1], all);
@@ -116,8 +123,8 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
     if (n.inputs.size() == 1) {
       (void)set_dims({}, true);
     } else if (cx.val(n.inputs[1]).type == "int") {
-      if (n.outputs.size() > 1 && (cx.consumers.count(n.outputs[1]) ||
-                                   std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[1])))
+      if (n.outputs.size() > 1 &&
+          (cx.consumers.count(n.outputs[1]) || std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[1])))
         return error{kind + " with its indices used is not supported by the rules coder"};
       (void)set_dims({normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers[0]), rank)}, false);
       r.keepdim = flag(2);
@@ -151,15 +158,19 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
       auto d = dims_from(n.inputs[1], all);
       if (auto s = set_dims(d, all); !s) return error{s.message()};
       const graph_value& c = cx.val(n.inputs[2]);
-      if (c.type == "bool") r.correction = flag(2) ? 1 : 0;
-      else if (c.is_none()) r.correction = 1;
-      else r.correction = c.numbers.at(0);
+      if (c.type == "bool")
+        r.correction = flag(2) ? 1 : 0;
+      else if (c.is_none())
+        r.correction = 1;
+      else
+        r.correction = c.numbers.at(0);
       r.keepdim = flag(3);
     }
   } else if (k == "norm" || k == "linalg_vector_norm") {
     const graph_value& p = cx.val(n.inputs[1]);
     double order = p.is_none() ? 2 : p.numbers.at(0);
-    if (order != 1 && order != 2) return error{kind + " of order " + std::to_string(order) + " is not supported by the rules coder"};
+    if (order != 1 && order != 2)
+      return error{kind + " of order " + std::to_string(order) + " is not supported by the rules coder"};
     r.op = order == 1 ? "norm1" : "norm2";
     if (n.inputs.size() >= 4) {
       auto d = dims_from(n.inputs[2], all);
@@ -171,12 +182,18 @@ result<reduction_spec> read_reduction(const lowering_context& cx, const graph_no
   } else {
     return error{kind + " is not supported by the rules coder"};
   }
-  if (r.op == "sum" || r.op == "mean" || r.op == "norm1" || r.op == "norm2") r.acc = acc_kind::sum;
-  else if (r.op == "max") r.acc = acc_kind::max;
-  else if (r.op == "min") r.acc = acc_kind::min;
-  else if (r.op == "argmax" || r.op == "argmin") r.acc = acc_kind::arg;
-  else if (r.op == "lse" || r.op == "softmax" || r.op == "log_softmax") r.acc = acc_kind::online;
-  else r.acc = acc_kind::moments;
+  if (r.op == "sum" || r.op == "mean" || r.op == "norm1" || r.op == "norm2")
+    r.acc = acc_kind::sum;
+  else if (r.op == "max")
+    r.acc = acc_kind::max;
+  else if (r.op == "min")
+    r.acc = acc_kind::min;
+  else if (r.op == "argmax" || r.op == "argmin")
+    r.acc = acc_kind::arg;
+  else if (r.op == "lse" || r.op == "softmax" || r.op == "log_softmax")
+    r.acc = acc_kind::online;
+  else
+    r.acc = acc_kind::moments;
   return r;
 }
 
@@ -191,8 +208,8 @@ result<pool_spec> read_pool(const lowering_context& cx, const graph_node& n, con
     const auto& v = cx.val(n.inputs.at(k)).numbers;
     if (v.empty() && may_be_empty) return {};
     if (v.empty() || (v.size() != 1 && static_cast<int>(v.size()) != D))
-      return error{kind + ": argument " + std::to_string(k) + " is not 1" + (D > 1 ? " or " + std::to_string(D) : std::string()) +
-                   " integers"};
+      return error{kind + ": argument " + std::to_string(k) + " is not 1" +
+                   (D > 1 ? " or " + std::to_string(D) : std::string()) + " integers"};
     for (int d = 0; d < D; ++d) out[d] = static_cast<int64_t>(v.size() == 1 ? v[0] : v[d]);
     return {};
   };

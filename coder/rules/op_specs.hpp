@@ -27,15 +27,16 @@ enum class acc_kind { sum, max, min, online, moments, welford, arg };
 
 // A reduction read from its node.
 struct reduction_spec {
-  std::string op;  // sum mean max min argmax argmin lse var std norm1 norm2 softmax log_softmax layer_norm group_norm instance_norm batch_norm
+  std::string op;  // sum mean max min argmax argmin lse var std norm1 norm2 softmax log_softmax layer_norm group_norm
+                   // instance_norm batch_norm
   acc_kind acc = acc_kind::sum;
-  std::string input;                       // value id
-  std::string output;                      // value id
-  int64_t first = 0, last = 0;             // reduced dims [first, last)
+  std::string input;            // value id
+  std::string output;           // value id
+  int64_t first = 0, last = 0;  // reduced dims [first, last)
   bool keepdim = false;
-  double correction = 1;                   // var/std
-  double eps = 1e-5;                       // layer_norm, group_norm, instance_norm, batch_norm
-  std::string weight, bias;                // the norms' affine (value ids, or empty)
+  double correction = 1;     // var/std
+  double eps = 1e-5;         // layer_norm, group_norm, instance_norm, batch_norm
+  std::string weight, bias;  // the norms' affine (value ids, or empty)
   // group_norm: the number of groups; a row is one (batch, group) pair, its channels
   // and their spatial dims contiguous. 0 for every other op.
   int64_t groups = 0;
@@ -48,8 +49,8 @@ struct reduction_spec {
   // the merged count.
   bool batch_stats = false;
   bool normalizes() const {
-    return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "group_norm" || op == "instance_norm" ||
-           op == "batch_norm";
+    return op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "group_norm" ||
+           op == "instance_norm" || op == "batch_norm";
   }
   // The norms built on mean and variance.
   bool moment_norm() const {

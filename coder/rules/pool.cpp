@@ -41,7 +41,8 @@ void tap_loops(std::ostringstream& k, const pool_spec& p, const std::vector<std:
   static const char* tap_names[] = {"i", "j", "l"};
   for (int q = 0; q < n; ++q) {
     const std::string ind(2 + 2 * q, ' ');
-    k << "#pragma unroll\n" << ind << "for (int " << tap_names[q] << " = 0; " << tap_names[q] << " < " << p.kernel[q] << "; ++"
+    k << "#pragma unroll\n"
+      << ind << "for (int " << tap_names[q] << " = 0; " << tap_names[q] << " < " << p.kernel[q] << "; ++"
       << tap_names[q] << ") {\n";
     k << ind << "  const long long " << nm[q] << " = " << nm[q] << "0 + " << tap_names[q] << " * " << p.dil[q] << ";\n";
     k << ind << "  if (" << nm[q] << " < 0 || " << nm[q] << " >= " << I[q] << ") continue;\n";
@@ -58,7 +59,8 @@ void padded_ends(std::ostringstream& k, const pool_spec& p, const std::vector<st
                  const std::vector<std::string>& I, int n) {
   k << "  const long long";
   for (int q = 0; q < n; ++q)
-    k << (q ? ", " : " ") << nm[q] << "e = min(" << nm[q] << "0 + " << p.kernel[q] << ", " << I[q] << " + " << p.pad[q] << ")";
+    k << (q ? ", " : " ") << nm[q] << "e = min(" << nm[q] << "0 + " << p.kernel[q] << ", " << I[q] << " + " << p.pad[q]
+      << ")";
   k << ";\n";
 }
 
@@ -89,7 +91,10 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
   k << in << "    const int s = v * " << p.stride[L] << " + l * " << p.dil[L] << ";\n";
   k << in << "    if (!ok[s]) continue;\n";
   k << in << "    " << (p.max ? "acc[v] = (xs[s] > acc[v] || xs[s] != xs[s]) ? xs[s] : acc[v];" : "acc[v] += xs[s];")
-    << "\n" << in << "    ++count[v];\n" << in << "  }\n" << in << "}\n";
+    << "\n"
+    << in << "    ++count[v];\n"
+    << in << "  }\n"
+    << in << "}\n";
   close_tap_loops(k, L);
   if (!p.max && p.divisor == 0 && p.count_include_pad && L > 0) padded_ends(k, p, nm, I, L);
   k << "  const long long tv0 = line * " << O_last << " + o" << w << ";\n";
@@ -102,8 +107,8 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
     k << "    const float res = acc[v] / " << flit(p.divisor) << ";\n";
   } else if (p.count_include_pad) {
     // PyTorch counts padding inside the padded input, but not past it.
-    k << "    const long long " << w << "0v = " << w << "0 + v * " << p.stride[L] << ", " << w << "ev = min(" << w << "0v + "
-      << p.kernel[L] << ", " << I[L] << " + " << p.pad[L] << ");\n";
+    k << "    const long long " << w << "0v = " << w << "0 + v * " << p.stride[L] << ", " << w << "ev = min(" << w
+      << "0v + " << p.kernel[L] << ", " << I[L] << " + " << p.pad[L] << ");\n";
     std::string div = "(float)(";
     for (int q = 0; q < L; ++q) div += "(" + nm[q] + "e - " + nm[q] + "0) * ";
     div += "(" + w + "ev - " + w + "0v))";
@@ -111,8 +116,10 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
   } else {
     k << "    const float res = acc[v] / (float)count[v];\n";
   }
-  if (epi) k << epi->code << epi->stores;
-  else k << "    " << Y << "[tv] = res;\n";
+  if (epi)
+    k << epi->code << epi->stores;
+  else
+    k << "    " << Y << "[tv] = res;\n";
   k << "  }\n  (void)count;\n}\n";
   return k.str();
 }
@@ -173,15 +180,19 @@ status emit_pool(lowering_context& cx, size_t si) {
     return t;
   };
   std::ostringstream k;
-  k << "\n// " << op << " " << dims_text(p->kernel) << ", stride " << dims_text(p->stride) << ", padding " << dims_text(p->pad)
+  k << "\n// " << op << " " << dims_text(p->kernel) << ", stride " << dims_text(p->stride) << ", padding "
+    << dims_text(p->pad)
     << (V == 1 ? std::string(": a thread per output element")
                : ": a thread per " + std::to_string(V) + " consecutive outputs along the last dim, their " +
                      std::to_string(layout->span()) + " inputs along it loaded once")
     << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n"
+    << name << "(" << join(kp.decls, ", ") << ") {\n";
   k << "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n";
   k << "  if (t >= " << N << ") return;\n";
-  if (V > 1) k << "  const long long OL = (" << O[D - 1] << " + " << V - 1 << ") / " << V << ";  // runs of " << V << " a line\n";
+  if (V > 1)
+    k << "  const long long OL = (" << O[D - 1] << " + " << V - 1 << ") / " << V << ";  // runs of " << V
+      << " a line\n";
   // The output's position in each window dim and its plane (the dims before them),
   // innermost first. 64-bit division costs a hundred instructions a call, which would
   // make the kernel compute bound: below 2^31 outputs the index splits in 32 bits.
@@ -234,7 +245,8 @@ status emit_pool(lowering_context& cx, size_t si) {
     k << "  const float res = acc;\n";
   } else {
     std::string div;
-    if (p->divisor != 0) div = flit(p->divisor);
+    if (p->divisor != 0)
+      div = flit(p->divisor);
     else if (p->count_include_pad) {
       padded_ends(k, *p, nm, I, D);
       div = "(float)(";
@@ -245,8 +257,10 @@ status emit_pool(lowering_context& cx, size_t si) {
     }
     k << "  const float res = acc / " << div << ";\n";
   }
-  if (fused) k << epi->code << epi->stores;
-  else k << "  " << Y << "[t] = res;\n";
+  if (fused)
+    k << epi->code << epi->stores;
+  else
+    k << "  " << Y << "[t] = res;\n";
   k << "  (void)count;\n}\n";
   return finish_pool(cx, si, k.str(), name, threads, B, kp);
 }

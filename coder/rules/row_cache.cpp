@@ -10,7 +10,6 @@ namespace ks::rules {
 
 namespace {
 
-
 const char* lanes4[] = {"x", "y", "z", "w"};
 
 // A block's chunk of a row of `len` spread over `g` blocks, as the kernels cut it
@@ -24,8 +23,8 @@ std::string cached_c(const reduce_layout& lay) {
 
 // Registers: one unrolled loop over this thread's cached elements.
 std::string each_cached(const reduce_parts& rp, const reduce_layout& lay) {
-  return "#pragma unroll\n  for (int k = 0; k < " + std::to_string(lay.cache.per_thread) + "; ++k) {\n" + cached_c(lay) +
-         "    if (c < " + rp.C + ") {\n";
+  return "#pragma unroll\n  for (int k = 0; k < " + std::to_string(lay.cache.per_thread) + "; ++k) {\n" +
+         cached_c(lay) + "    if (c < " + rp.C + ") {\n";
 }
 
 // Registers: pass 2 reads the cached values where it would read the tensors at [i].
@@ -53,9 +52,10 @@ std::string staged_reads(const reduce_layout& lay, std::string code, const lane_
 // prologue, or (`stored`) what pass 1 wrote in its place.
 std::string staged_value(const reduce_parts& rp, const reduce_layout& lay, const lane_io& io, bool stored) {
   if (!rp.pro || stored)
-    return "      const float v = " + staged_reads(lay, rp.X.empty() ? lay.cache.row_params.front() + "[i]" : rp.X + "[i]", io) + ";\n";
-  return "      float v;\n      {\n      const long long i = base + c;\n      (void)i;\n" + staged_reads(lay, rp.load_code, io) +
-         "      v = " + rp.var.at(rp.r.input) + ";\n      }\n";
+    return "      const float v = " +
+           staged_reads(lay, rp.X.empty() ? lay.cache.row_params.front() + "[i]" : rp.X + "[i]", io) + ";\n";
+  return "      float v;\n      {\n      const long long i = base + c;\n      (void)i;\n" +
+         staged_reads(lay, rp.load_code, io) + "      v = " + rp.var.at(rp.r.input) + ";\n      }\n";
 }
 
 std::string write_back(const std::string& P, const std::string& e, const lane_io& io) {
@@ -74,7 +74,8 @@ std::string staged(const reduce_layout& lay, const std::function<std::string(con
                    const std::vector<std::string>& writes, const std::vector<std::string>& outs) {
   const std::string lane = lay.lane(), width = lay.width();
   std::string t = "  if (v4) {\n    for (int c4 = " + lane + "; c4 < cc / 4; c4 += " + width + ") {\n";
-  for (auto& P : lay.cache.row_params) t += "      const float4 q_" + P + " = reinterpret_cast<const float4*>(sh_" + P + ")[c4];\n";
+  for (auto& P : lay.cache.row_params)
+    t += "      const float4 q_" + P + " = reinterpret_cast<const float4*>(sh_" + P + ")[c4];\n";
   for (auto& P : writes) t += "      float4 w_" + P + ";\n";
   for (auto& o : outs) t += "      float4 o_" + o + ";\n";
   for (int l = 0; l < 4; ++l)
@@ -82,7 +83,8 @@ std::string staged(const reduce_layout& lay, const std::function<std::string(con
          "      }\n";
   for (auto& P : writes) t += "      reinterpret_cast<float4*>(sh_" + P + ")[c4] = w_" + P + ";\n";
   for (auto& o : outs) t += "      reinterpret_cast<float4*>(" + o + " + base)[c4] = o_" + o + ";\n";
-  t += "    }\n  } else {\n    for (int c = " + lane + "; c < cc; c += " + width + ") {\n" + body({false, 0}) + "    }\n  }\n";
+  t += "    }\n  } else {\n    for (int c = " + lane + "; c < cc; c += " + width + ") {\n" + body({false, 0}) +
+       "    }\n  }\n";
   return t;
 }
 
@@ -101,7 +103,8 @@ std::string shared_copies(const reduce_parts& rp, const reduce_layout& lay) {
   if (lay.cache.cluster > 1) t += "  float* const ks_part = reinterpret_cast<float*>(ks_row);\n";
   const std::string first = lay.cache.cluster > 1 ? "4 + " : "";
   for (size_t q = 0; q < row_params.size(); ++q)
-    t += "  float* const sh_" + row_params[q] + " = reinterpret_cast<float*>(ks_row) + " + first + std::to_string(q) + " * cc;\n";
+    t += "  float* const sh_" + row_params[q] + " = reinterpret_cast<float*>(ks_row) + " + first + std::to_string(q) +
+         " * cc;\n";
   t += "  if (v4) {\n    for (int c4 = " + lane + "; c4 < cc / 4; c4 += " + width + ") {\n";
   for (auto& P : row_params) t += "      ks_cp_async16(sh_" + P + " + c4 * 4, " + P + " + base + c4 * 4);\n";
   t += "    }\n  } else {\n    for (int c = " + lane + "; c < cc; c += " + width + ") {\n";
@@ -145,8 +148,8 @@ int cluster_threads(const lowering_params& p, const lowering_device& dev, const 
 
 std::string cached_span(const reduce_parts& rp, const row_cache_layout& c) { return c.cluster > 1 ? "cn" : rp.C; }
 
-row_cache_layout choose_row_cache(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp, bool warp,
-                                  int lanes) {
+row_cache_layout choose_row_cache(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp,
+                                  bool warp, int lanes) {
   row_cache_layout c;
   const reduction_spec& r = rp.r;
   // group_norm's second pass walks a row channel by channel (group_pass2): not cached.
@@ -212,8 +215,10 @@ std::string registers_pass1(const reduce_parts& rp, const reduce_layout& lay, st
   for (auto& P : cache.row_params) t += "    rc_" + P + "[k] = " + P + "[i];\n";
   t += "    }\n  }\n";
   t += each + "    const long long i = base + c;\n    (void)i;\n";
-  if (rp.pro) t += from_cache(lay, rp.load_code) + "    const float v = " + rp.var.at(rp.r.input) + ";\n";
-  else t += "    const float v = " + from_cache(lay, rp.X + "[i]") + ";\n";
+  if (rp.pro)
+    t += from_cache(lay, rp.load_code) + "    const float v = " + rp.var.at(rp.r.input) + ";\n";
+  else
+    t += "    const float v = " + from_cache(lay, rp.X + "[i]") + ";\n";
   if (need_rv) t += "    rv[k] = v;\n";
   if (!online) t += "    " + rp.a.update + "\n";
   t += "    }\n  }\n";
@@ -223,11 +228,13 @@ std::string registers_pass1(const reduce_parts& rp, const reduce_layout& lay, st
     // exp(-inf - -inf) = NaN.
     t += each + "    m = fmaxf(m, rv[k]);\n    }\n  }\n";
     t += "  const float mref = m == -KS_INF ? 0.0f : m;\n";
-    if (cache.store_exp) t += each + "    rv[k] = KS_EXP(rv[k] - mref);\n    s += rv[k];\n    }\n  }\n";
-    else t += each + "    s += KS_EXP(rv[k] - mref);\n    }\n  }\n";
+    if (cache.store_exp)
+      t += each + "    rv[k] = KS_EXP(rv[k] - mref);\n    s += rv[k];\n    }\n  }\n";
+    else
+      t += each + "    s += KS_EXP(rv[k] - mref);\n    }\n  }\n";
   }
-  loop = "  for (long long c = " + lay.lane() + " + (long long)" + std::to_string(K) + " * " + lay.width() + "; c < " + rp.C +
-         "; c += " + lay.width() + ")";
+  loop = "  for (long long c = " + lay.lane() + " + (long long)" + std::to_string(K) + " * " + lay.width() + "; c < " +
+         rp.C + "; c += " + lay.width() + ")";
   return t;
 }
 
@@ -237,7 +244,8 @@ std::string registers_pass2(lowering_context& cx, const reduce_parts& rp, const 
   t += "#pragma unroll\n  for (int k = 0; k < " + std::to_string(lay.cache.per_thread) + "; ++k) {\n" + cached_c(lay) +
        "    if (c < " + rp.C + ") {\n";
   if (rp.r.normalizes()) {
-    t += "    const float v = rv[k];\n" + from_cache(lay, pass2_body(cx, rp, "base + c", lay.cache.store_exp ? "v * kt" : ""));
+    t += "    const float v = rv[k];\n" +
+         from_cache(lay, pass2_body(cx, rp, "base + c", lay.cache.store_exp ? "v * kt" : ""));
   } else {
     t += "    const long long i = base + c;\n" + from_cache(lay, rp.epi_code);
     for (auto& [v, param] : rp.epi_out) t += "    " + param + "[i] = " + rp.epi_var.at(v) + ";\n";
@@ -255,32 +263,32 @@ std::string shared_pass1(lowering_context& cx, const reduce_parts& rp, const red
   // layout says so.
   const std::string X0 = cache.row_params.front();
   const bool write_value = cache.in_place && rp.pro;
-  t += staged(
-      lay,
-      [&](const lane_io& io) {
-        return staged_value(rp, lay, io, false) + (write_value ? write_back(X0, "v", io) : "") + "      " +
-               (online ? std::string("m = fmaxf(m, v);") : rp.a.update) + "\n";
-      },
-      write_value ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
+  t += staged(lay,
+              [&](const lane_io& io) {
+                return staged_value(rp, lay, io, false) + (write_value ? write_back(X0, "v", io) : "") + "      " +
+                       (online ? std::string("m = fmaxf(m, v);") : rp.a.update) + "\n";
+              },
+              write_value ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
   if (online) {
     // The staged part's max, then its sum: no branch per element. A thread whose
     // staged elements are all -inf (a masked row) adds exp(-inf) = 0, not
     // exp(-inf - -inf) = NaN.
     t += "  const float mref = m == -KS_INF ? 0.0f : m;\n";
-    t += staged(
-        lay,
-        [&](const lane_io& io) {
-          if (!cache.store_exp) return staged_value(rp, lay, io, cache.in_place) + "      s += KS_EXP(v - mref);\n";
-          return staged_value(rp, lay, io, true) + "      const float e = KS_EXP(v - mref);\n      s += e;\n" +
-                 write_back(X0, "e", io);
-        },
-        cache.store_exp ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
+    t += staged(lay,
+                [&](const lane_io& io) {
+                  if (!cache.store_exp)
+                    return staged_value(rp, lay, io, cache.in_place) + "      s += KS_EXP(v - mref);\n";
+                  return staged_value(rp, lay, io, true) + "      const float e = KS_EXP(v - mref);\n      s += e;\n" +
+                         write_back(X0, "e", io);
+                },
+                cache.store_exp ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
   }
   loop = "  for (long long c = cc + " + lay.lane() + "; c < " + cached_span(rp, cache) + "; c += " + lay.width() + ")";
   return t;
 }
 
-std::string shared_pass2(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, const std::string& loop) {
+std::string shared_pass2(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
+                         const std::string& loop) {
   // Pass 2: the staged part from shared memory (float4 stores where rows are
   // 16-byte aligned), then the rest from memory.
   const row_cache_layout& cache = lay.cache;

@@ -68,7 +68,7 @@ struct row_cache_layout {
   bool keep_value = false;              // registers: rv, the reduced value, for a normalisation's pass 2
   bool in_place = false;                // shared: pass 1 writes the prologue's value over the raw element
   bool store_exp = false;               // the softmax's cache holds exp(v - the thread's max)
-    // Shared: the blocks of a cluster that hold a row between them (0: a block per row).
+                           // Shared: the blocks of a cluster that hold a row between them (0: a block per row).
   int cluster = 0;
   // Shared: floats staged a block in all tensors.
   int64_t staged_floats = kSharedRow;
@@ -85,8 +85,8 @@ std::string cluster_helpers();
 
 // The cache for a row reduction with a second pass (none for any other), with a
 // warp (`warp`, `lanes` of it a row) or a block per row.
-row_cache_layout choose_row_cache(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp, bool warp,
-                                  int lanes = 32);
+row_cache_layout choose_row_cache(const lowering_params& p, const lowering_device& dev, const reduce_parts& rp,
+                                  bool warp, int lanes = 32);
 
 // Threads a block of a row spread over a cluster: where the blocks' shared memory
 // leaves an SM fewer of them than block_size threads would fill, twice block_size (up
@@ -106,6 +106,7 @@ std::string shared_pass1(lowering_context& cx, const reduce_parts& rp, const red
 // Pass 2: the cached part from the cache, then the rest (`loop`) from memory.
 std::string registers_pass2(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
                             const std::string& loop);
-std::string shared_pass2(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, const std::string& loop);
+std::string shared_pass2(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,
+                         const std::string& loop);
 
 }  // namespace ks::rules

@@ -27,12 +27,15 @@ std::string scaled_and_shifted(const reduce_parts& rp, const std::string& w, con
 void normalisation_text(reduce_parts& rp) {
   const reduction_spec& r = rp.r;
   const std::string& C = rp.C;
-  if (r.op == "softmax") rp.prelude = "  const float inv = 1.0f / s;\n", rp.y = "KS_EXP(v - m) * inv";
-  else if (r.op == "log_softmax") rp.prelude = "  const float lse = m + logf(s);\n", rp.y = "v - lse";
+  if (r.op == "softmax")
+    rp.prelude = "  const float inv = 1.0f / s;\n", rp.y = "KS_EXP(v - m) * inv";
+  else if (r.op == "log_softmax")
+    rp.prelude = "  const float lse = m + logf(s);\n", rp.y = "v - lse";
   else if (r.moment_norm()) {
     if (r.acc == acc_kind::welford) {
       // batch_norm's rows are merged across the batch: its count is the merged one.
-      rp.prelude = "  const float mean = wm;\n  const float var = fmaxf(w2 / " + (r.batch_stats ? std::string("wn") : "(float)" + C) + ", 0.0f);\n";
+      rp.prelude = "  const float mean = wm;\n  const float var = fmaxf(w2 / " +
+                   (r.batch_stats ? std::string("wn") : "(float)" + C) + ", 0.0f);\n";
     } else {
       rp.prelude = "  const float mean_d = s1 / (float)" + C + ";\n  const float mean = shift + mean_d;\n";
       rp.prelude += "  const float var = fmaxf(s2 / (float)" + C + " - mean_d * mean_d, 0.0f);\n";
@@ -116,7 +119,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   if (pass1_only) {
     rp.a = acc_of(r);
     rp.name = kernel_name(si, r.op);
-    for (size_t q = 0; q < rp.a.state.size(); ++q) rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
+    for (size_t q = 0; q < rp.a.state.size(); ++q)
+      rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
     return rp;
   }
   if (!r.weight.empty()) rp.W = kp.tensor_in(cx.tensor_of.at(r.weight));
@@ -129,7 +133,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   }
   rp.epi = st.epilogue >= 0 ? &cx.stages[st.epilogue] : nullptr;
   if (rp.epi && r.acc == acc_kind::arg)
-    return error{"aten::" + r.op + " followed by elementwise ops (on its int64 indices) is not supported by the rules coder"};
+    return error{"aten::" + r.op +
+                 " followed by elementwise ops (on its int64 indices) is not supported by the rules coder"};
   if (rp.epi) {
     rp.epi_var[r.output] = "red";
     if (auto s = chain_code(cx, *rp.epi, "i", kp, rp.epi_code, rp.epi_var, "p"); !s) return error{s.message()};
@@ -142,7 +147,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   rp.OUT = rp.epi ? std::string() : kp.tensor_out(cx.tensor_of.at(r.output), r.out_ctype());
   rp.a = acc_of(r);
   rp.name = kernel_name(si, r.op);
-  for (size_t q = 0; q < rp.a.state.size(); ++q) rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
+  for (size_t q = 0; q < rp.a.state.size(); ++q)
+    rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
   normalisation_text(rp);
   return rp;
 }
@@ -176,7 +182,8 @@ std::string strided_pass1(const std::vector<pass1_reader>& rs, int U, const std:
     for (const pass1_reader& r : rs) {
       k << "    { ";
       // An argmax's update reads the index `c`.
-      if (r.rp->r.acc == acc_kind::arg && u > 0) k << "const long long cu = c + " << u << " * " << step << "; const long long c = cu; ";
+      if (r.rp->r.acc == acc_kind::arg && u > 0)
+        k << "const long long cu = c + " << u << " * " << step << "; const long long c = cu; ";
       k << "const float v = " << r.v << u << "; " << r.a.update << " }\n";
     }
   k << "  }\n";
@@ -185,7 +192,8 @@ std::string strided_pass1(const std::vector<pass1_reader>& rs, int U, const std:
     if (rs.size() == 1) {
       k << reduce_load(*r.rp, base + "c", "v") << "    " << r.a.update << "\n";
     } else {
-      k << reduce_load(*r.rp, base + "c", r.v + "t") << "    { const float v = " << r.v << "t; " << r.a.update << " }\n";
+      k << reduce_load(*r.rp, base + "c", r.v + "t") << "    { const float v = " << r.v << "t; " << r.a.update
+        << " }\n";
     }
   }
   k << "  }\n";
@@ -222,9 +230,8 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   // walked as rows x columns, as an elementwise kernel is (chain.hpp's split mode): a
   // 64-bit division per element for its flat index would bound the kernel, not DRAM.
   // The shift of a moments accumulation reads element 0 by the flat index: no split.
-  const size_t sp = rp.pro && r.acc != acc_kind::moments && rp.pro->iter.shape == rp.in->shape
-                        ? choose_column_split(cx, *rp.pro)
-                        : 0;
+  const size_t sp =
+      rp.pro && r.acc != acc_kind::moments && rp.pro->iter.shape == rp.in->shape ? choose_column_split(cx, *rp.pro) : 0;
   std::string rows_loop;
   std::vector<std::string> grid = {P, "1", "1"};
   if (sp > 0) {
@@ -243,18 +250,25 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
     reads.split = sp;
     if (auto s = chain_code(cx, *rp.pro, "i", ka, code, var, "", reads); !s) return s;
     const std::string ROWS = ka.int64(rows), COLS = ka.int64(cols);
-    rows_loop = "  for (long long row = blockIdx.y; row < " + ROWS + "; row += gridDim.y) {\n  const long long base = row * " +
-                COLS + ";\n#pragma unroll 4\n  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " + COLS +
-                "; c += (long long)gridDim.x * blockDim.x) {\n    float v;\n    {\n    const long long i = base + c;\n" + code +
-                "    v = " + var.at(r.input) + ";\n    }\n    " + a.update + "\n  }\n  }\n";
+    rows_loop =
+        "  for (long long row = blockIdx.y; row < " + ROWS + "; row += gridDim.y) {\n  const long long base = row * " +
+        COLS + ";\n#pragma unroll 4\n  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " +
+        COLS + "; c += (long long)gridDim.x * blockDim.x) {\n    float v;\n    {\n    const long long i = base + c;\n" +
+        code + "    v = " + var.at(r.input) + ";\n    }\n    " + a.update + "\n  }\n  }\n";
   } else {
-    cx.out.plan.constants[P] = "max(1, min(1024, ceil_div(" + paren(product(rp.red)) + ", " + std::to_string(B * 8) + ")))";
+    cx.out.plan.constants[P] =
+        "max(1, min(1024, ceil_div(" + paren(product(rp.red)) + ", " + std::to_string(B * 8) + ")))";
   }
   cx.out.plan.scratch.push_back({part, {std::to_string(a.state.size()) + " * " + P}, "float32", "none"});
   const std::string PART = ka.tensor_out(part);
-  k << "\n// " << r.op << " of a whole tensor, first pass: each block reduces a grid-strided slice" << (rp.pro ? " (with the feeding chain fused into its loads)" : "")
-    << (sp > 0 ? "; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element" : "") << ".\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_part(" << join(ka.decls, ", ") << ") {\n";
+  k << "\n// " << r.op << " of a whole tensor, first pass: each block reduces a grid-strided slice"
+    << (rp.pro ? " (with the feeding chain fused into its loads)" : "")
+    << (sp > 0 ? "; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column "
+                 "without a division per element"
+               : "")
+    << ".\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n"
+    << name << "_part(" << join(ka.decls, ", ") << ") {\n";
   k << rp.decl;
   if (sp > 0) {
     k << rows_loop;
@@ -266,7 +280,8 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   const std::string block_id = sp > 0 ? "(blockIdx.y * gridDim.x + blockIdx.x)" : "blockIdx.x";
   const std::string blocks = sp > 0 ? "gridDim.x * gridDim.y" : "gridDim.x";
   k << "  if (threadIdx.x == 0) {";
-  for (size_t q = 0; q < a.state.size(); ++q) k << " " << PART << "[" << q << " * " << blocks << " + " << block_id << "] = " << a.state[q] << ";";
+  for (size_t q = 0; q < a.state.size(); ++q)
+    k << " " << PART << "[" << q << " * " << blocks << " + " << block_id << "] = " << a.state[q] << ";";
   k << " }\n}\n";
   plan_step sa;
   sa.kind = "kernel";
@@ -282,7 +297,8 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   const std::string CB = kb.int64(product(rp.red));
   const std::string OUTB = kb.tensor_out(cx.tensor_of.at(r.output), r.out_ctype());
   k << "\n// " << r.op << " of a whole tensor, second pass: one block combines the partial states.\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "_final(" << join(kb.decls, ", ") << ") {\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n"
+    << name << "_final(" << join(kb.decls, ", ") << ") {\n";
   k << rp.decl;
   k << "  for (long long b = threadIdx.x; b < " << NP << "; b += blockDim.x) {\n";
   std::vector<std::string> other;
@@ -317,7 +333,8 @@ std::string cluster_merge(const reduce_parts& rp, int G) {
   for (size_t q = 0; q < a.state.size(); ++q) t += " ks_part[" + std::to_string(q) + "] = " + a.state[q] + ";";
   t += " }\n  ks_cluster_sync();\n  {\n    const float* const p0 = ks_cluster_map(ks_part, 0);\n   ";
   for (size_t q = 0; q < a.state.size(); ++q) t += " " + a.state[q] + " = p0[" + std::to_string(q) + "];";
-  t += "\n  }\n  for (unsigned q = 1; q < " + std::to_string(G) + "; ++q) {\n    const float* const pq = ks_cluster_map(ks_part, q);\n";
+  t += "\n  }\n  for (unsigned q = 1; q < " + std::to_string(G) +
+       "; ++q) {\n    const float* const pq = ks_cluster_map(ks_part, q);\n";
   std::vector<std::string> other;
   for (size_t q = 0; q < a.state.size(); ++q) {
     t += "    const float p_" + a.state[q] + " = pq[" + std::to_string(q) + "];\n";
@@ -332,15 +349,21 @@ std::string kernel_head(const reduce_parts& rp, const reduce_layout& lay) {
   const reduction_spec& r = rp.r;
   const bool in_rows = rp.inner_n == 1;
   std::ostringstream k;
-  k << "\n// " << r.op << " over " << (in_rows ? "the last dims" : "a middle dim") << (rp.pro ? ", with the feeding elementwise chain fused into its loads" : "")
-    << (in_rows ? (lay.warp ? (lay.lanes < 32 ? "; " + std::to_string(32 / lay.lanes) + " rows a warp" : std::string("; a warp per row"))
+  k << "\n// " << r.op << " over " << (in_rows ? "the last dims" : "a middle dim")
+    << (rp.pro ? ", with the feeding elementwise chain fused into its loads" : "")
+    << (in_rows ? (lay.warp ? (lay.lanes < 32 ? "; " + std::to_string(32 / lay.lanes) + " rows a warp"
+                                              : std::string("; a warp per row"))
                             : std::string("; a block per row"))
-                : (!r.normalizes() && !rp.epi ? "; each output's column in slices, a warp per slice and a lane per output"
-                                              : "; each output's column in slices, a warp per slice and a lane per output, read twice"))
+                : (!r.normalizes() && !rp.epi
+                       ? "; each output's column in slices, a warp per slice and a lane per output"
+                       : "; each output's column in slices, a warp per slice and a lane per output, read twice"))
     << (lay.cache.kind == row_cache_layout::registers ? "; the row kept in registers between the passes" : "")
-    << (lay.cache.kind == row_cache_layout::shared && lay.cache.cluster == 0 ? "; the row kept in shared memory between the passes" : "")
+    << (lay.cache.kind == row_cache_layout::shared && lay.cache.cluster == 0
+            ? "; the row kept in shared memory between the passes"
+            : "")
     << (lay.cache.cluster > 1 ? "; the row spread over a cluster of " + std::to_string(lay.cache.cluster) +
-                                    " blocks, each keeping its chunk in shared memory between the passes and reading the others' partial states from theirs"
+                                    " blocks, each keeping its chunk in shared memory between the passes and reading "
+                                    "the others' partial states from theirs"
                               : std::string())
     << ".\n";
   k << "extern \"C\" __global__ void ";
@@ -364,9 +387,11 @@ std::string rows_pass2(lowering_context& cx, const reduce_parts& rp, const reduc
     k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
     k << "    const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + base)[c4];\n    float4 o4;\n";
     for (int l = 0; l < 4; ++l)
-      k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4." << lanes4[l] << " = " << rp.y << "; }\n";
+      k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4."
+        << lanes4[l] << " = " << rp.y << "; }\n";
     k << "    reinterpret_cast<float4*>(" << rp.OUT << " + base)[c4] = o4;\n  }\n";
-    k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << rp.OUT << "[base + c] = " << rp.y << ";\n  }\n";
+    k << loop << " {\n"
+      << reduce_load(rp, "base + c", "v") << "    " << rp.OUT << "[base + c] = " << rp.y << ";\n  }\n";
   } else if (r.normalizes()) {
     k << second_pass(cx, rp, loop, "base + c");
   } else if (rp.epi) {
@@ -379,7 +404,8 @@ std::string rows_pass2(lowering_context& cx, const reduce_parts& rp, const reduc
 
 // The last dims: a block or a warp per row; pass 1 reduces the row (the cached part
 // first), pass 2 normalises it or runs the epilogue.
-void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k, plan_step& step) {
+void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k,
+                plan_step& step) {
   static const char* lanes4[] = {"x", "y", "z", "w"};
   const reduction_spec& r = rp.r;
   const acc_text& a = rp.a;
@@ -407,7 +433,8 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
     k << "  const int lane = threadIdx.x & " << lay.lanes - 1 << ";\n";
     k << "  const long long first = ((long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31u)) / " << L << ";\n";
     k << "  if (first >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
-    k << "  const long long row = min(((long long)blockIdx.x * blockDim.x + threadIdx.x) / " << L << ", " << rp.ROWS << " - 1);\n";
+    k << "  const long long row = min(((long long)blockIdx.x * blockDim.x + threadIdx.x) / " << L << ", " << rp.ROWS
+      << " - 1);\n";
   } else if (lay.warp) {
     k << "  const int lane = threadIdx.x & 31;\n";
     k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
@@ -427,13 +454,16 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
     k << "  for (long long c4 = " << lane << "; c4 < c4n; c4 += " << width << ") {\n";
     k << "    const float4 q = reinterpret_cast<const float4*>(" << rp.X << " + base)[c4];\n";
     for (int l = 0; l < 4; ++l)
-      k << "    { " << (r.acc == acc_kind::arg ? "const long long c = c4 * 4 + " + std::to_string(l) + "; " : std::string())
+      k << "    { "
+        << (r.acc == acc_kind::arg ? "const long long c = c4 * 4 + " + std::to_string(l) + "; " : std::string())
         << "const float v = q." << lanes4[l] << "; " << a.update << " }\n";
     k << "  }\n";
     loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
   }
-  if (lay.cache.kind == row_cache_layout::registers) k << registers_pass1(rp, lay, loop);
-  else if (lay.cache.kind == row_cache_layout::shared) k << shared_pass1(cx, rp, lay, loop);
+  if (lay.cache.kind == row_cache_layout::registers)
+    k << registers_pass1(rp, lay, loop);
+  else if (lay.cache.kind == row_cache_layout::shared)
+    k << shared_pass1(cx, rp, lay, loop);
   // A prologue's loads are scalar (no float4 form): several a thread in flight.
   if (rp.pro && !lay.vec_rows && lay.cache.kind == row_cache_layout::none && cx.p.elements_per_thread > 1)
     k << "  {\n" << strided_pass1({{&rp, a, "v"}}, cx.p.elements_per_thread, lane, width, "base + ") << "  }\n";
@@ -441,10 +471,14 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
     k << loop << " {\n" << reduce_load(rp, "base + c", "v") << "    " << a.update << "\n  }\n";
   k << (lay.warp ? warp_combine(r, a, lay.lanes) : block_combine(r, a));
   if (G > 1) k << cluster_merge(rp, G);
-  if (lay.cache.kind == row_cache_layout::shared) k << shared_pass2(cx, rp, lay, loop);
-  else if (lay.cache.kind == row_cache_layout::registers) k << registers_pass2(cx, rp, lay, loop);
-  else if (r.groups > 0) k << group_pass2(cx, rp, "0", C, lane, width);
-  else k << rows_pass2(cx, rp, lay, loop, full_loop);
+  if (lay.cache.kind == row_cache_layout::shared)
+    k << shared_pass2(cx, rp, lay, loop);
+  else if (lay.cache.kind == row_cache_layout::registers)
+    k << registers_pass2(cx, rp, lay, loop);
+  else if (r.groups > 0)
+    k << group_pass2(cx, rp, "0", C, lane, width);
+  else
+    k << rows_pass2(cx, rp, lay, loop, full_loop);
   // A block leaves only once the others of its cluster have read its partial state.
   if (G > 1) k << "  ks_cluster_wait();\n";
   const int B = lay.block;
@@ -455,7 +489,8 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
     step.grid[0] = paren(product(rp.outer)) + " * " + std::to_string(G);
     // The partial state (16 bytes), then each tensor's chunk, up to the cap.
     step.shared_mem = "16 + " + std::to_string(4 * lay.cache.row_params.size()) + " * min(ceil_div(ceil_div(" +
-                      product(rp.red) + ", " + std::to_string(G) + "), 4) * 4, " + std::to_string(lay.cache.shared_cap()) + ")";
+                      product(rp.red) + ", " + std::to_string(G) + "), 4) * 4, " +
+                      std::to_string(lay.cache.shared_cap()) + ")";
   } else if (lay.cache.kind == row_cache_layout::shared) {
     step.shared_mem = std::to_string(4 * lay.cache.row_params.size()) + " * min(" + product(rp.red) + ", " +
                       std::to_string(lay.cache.shared_cap()) + ")";
@@ -515,12 +550,15 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
   k << "    const float b_k = " << (rp.Bi.empty() ? "0.0f" : rp.Bi + "[g0 + k]") << ";\n";
   k << reduce_load(rp, "base + c", "v") << pass2_body(cx, rp, "base + c", y) << "  }\n";
   k << "  } else\n";
-  k << "  for (long long k = " << lo << " / " << SP << "; k < " << CG << " && k * " << SP << " < " << hi << "; ++k) {\n";
+  k << "  for (long long k = " << lo << " / " << SP << "; k < " << CG << " && k * " << SP << " < " << hi
+    << "; ++k) {\n";
   k << "    const float a_k = rstd" << (rp.W.empty() ? "" : " * " + rp.W + "[g0 + k]") << ";\n";
   k << "    const float b_k = " << (rp.Bi.empty() ? "0.0f" : rp.Bi + "[g0 + k]") << ";\n";
-  k << "    const long long s_lo = max(" << lo << " - k * " << SP << ", 0LL), s_hi = min(" << hi << " - k * " << SP << ", " << SP << ");\n";
-  const std::string loop = "    for (long long s = s_lo + " + lane + "; s < s_hi; s += " + width + ") {\n      const long long c = k * " + SP +
-                           " + s;\n" + reduce_load(rp, "base + c", "v") + pass2_body(cx, rp, "base + c", y) + "    }\n";
+  k << "    const long long s_lo = max(" << lo << " - k * " << SP << ", 0LL), s_hi = min(" << hi << " - k * " << SP
+    << ", " << SP << ");\n";
+  const std::string loop = "    for (long long s = s_lo + " + lane + "; s < s_hi; s += " + width +
+                           ") {\n      const long long c = k * " + SP + " + s;\n" + reduce_load(rp, "base + c", "v") +
+                           pass2_body(cx, rp, "base + c", y) + "    }\n";
   if (!rp.pro && !rp.epi) {
     // Channels 16-byte aligned: float4 loads and stores.
     k << "    if ((" << SP << " & 3) == 0) {\n";
@@ -561,8 +599,8 @@ void index_prologue_by_channel(reduce_parts& rp) {
 
 std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into) {
   if (!rp.pro) return "    const float " + into + " = " + rp.X + "[" + idx + "];\n";
-  return "    float " + into + ";\n    {\n    const long long i = " + idx + ";\n" + rp.load_code + "    " + into + " = " +
-         rp.var.at(rp.r.input) + ";\n    }\n";
+  return "    float " + into + ";\n    {\n    const long long i = " + idx + ";\n" + rp.load_code + "    " + into +
+         " = " + rp.var.at(rp.r.input) + ";\n    }\n";
 }
 
 std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx, const std::string& yv) {
@@ -575,7 +613,8 @@ std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::
 }
 
 std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::string& loop) {
-  if (rp.r.normalizes()) return loop + " {\n" + reduce_load(rp, "base + c", "v") + pass2_body(cx, rp, "base + c") + "  }\n";
+  if (rp.r.normalizes())
+    return loop + " {\n" + reduce_load(rp, "base + c", "v") + pass2_body(cx, rp, "base + c") + "  }\n";
   std::string t = loop + " {\n    const long long i = base + c;\n" + rp.epi_code;
   for (auto& [v, param] : rp.epi_out) t += "    " + param + "[i] = " + rp.epi_var.at(v) + ";\n";
   for (auto& [v, param] : rp.epi_out) cx.written.insert(v);
@@ -584,17 +623,22 @@ std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::
 
 std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay) {
   std::string t = rp.r.normalizes() ? rp.prelude : "  const float red = " + finish(rp.r, rp.C) + ";\n";
-  if (lay.cache.store_exp) t += "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
+  if (lay.cache.store_exp)
+    t += "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
   return t;
 }
 
 reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp, const lowering_device& dev) {
   reduce_layout lay;
   const reduction_spec& r = rp.r;
-  if (rp.inner_n == 1 && rp.outer_n == 1 && !r.normalizes() && rp.in->shape.size() > 0) lay.form = reduce_layout::whole_tensor;
-  else if (rp.inner_n == 1) lay.form = reduce_layout::rows;
-  else if (!r.normalizes() && !rp.epi) lay.form = reduce_layout::middle_slices;
-  else lay.form = reduce_layout::middle_two_pass;
+  if (rp.inner_n == 1 && rp.outer_n == 1 && !r.normalizes() && rp.in->shape.size() > 0)
+    lay.form = reduce_layout::whole_tensor;
+  else if (rp.inner_n == 1)
+    lay.form = reduce_layout::rows;
+  else if (!r.normalizes() && !rp.epi)
+    lay.form = reduce_layout::middle_slices;
+  else
+    lay.form = reduce_layout::middle_two_pass;
   // batch_norm's rows are merged across the batch: always the split rows' kernels
   // (SPLIT may be 1: a block per row, the merge across the batch all the same).
   lay.split = lay.form == reduce_layout::rows && (rp.split > 1 || r.batch_stats);
@@ -631,7 +675,8 @@ status emit_reduce(lowering_context& cx, size_t si) {
     index_prologue_by_channel(rp);
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
   if (lay.split) return emit_split_rows(cx, si, rp, lay);
-  if (const int sj = find_twin_rows(cx, si, rp, lay); sj >= 0) return emit_twin_rows(cx, si, static_cast<size_t>(sj), rp, lay);
+  if (const int sj = find_twin_rows(cx, si, rp, lay); sj >= 0)
+    return emit_twin_rows(cx, si, static_cast<size_t>(sj), rp, lay);
   std::ostringstream k;
   k << kernel_head(rp, lay);
   plan_step step;

@@ -58,8 +58,8 @@ struct reduce_parts {
   std::string load_code;
   std::map<std::string, std::string> var;
   std::string X;
-  std::string W, Bi;  // the norm's weight and bias parameters, or empty
-  std::string CH;     // instance_norm: the channels (a row's channel is row % CH)
+  std::string W, Bi;      // the norm's weight and bias parameters, or empty
+  std::string CH;         // instance_norm: the channels (a row's channel is row % CH)
   std::string G, CG, SP;  // group_norm: groups, channels a group, a channel's spatial size
   // The fused epilogue chain, evaluated per element of the row with the reduced
   // value in the register `red`.
@@ -69,13 +69,13 @@ struct reduce_parts {
   std::map<std::string, std::string> epi_var;
   std::string OUT;  // the reduction's output parameter (none with an epilogue)
   acc_text a;
-  std::string decl;         // the state's declarations
-  std::string y, prelude;   // a normalisation's value of element `v`, and its row constants
+  std::string decl;        // the state's declarations
+  std::string y, prelude;  // a normalisation's value of element `v`, and its row constants
   // A moment norm whose affine is read per column (layer_norm): y is norm_y scaled by
   // W[c] and shifted by Bi[c]; affine_y writes it with them read elsewhere.
   std::string norm_y;
   bool column_affine = false;
-  std::string name;         // the kernel's name
+  std::string name;  // the kernel's name
 };
 
 // What the row-reduce template chose for one reduction.
@@ -125,7 +125,8 @@ std::string strided_pass1(const std::vector<pass1_reader>& rs, int U, const std:
 std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into);
 // The second pass's work for the element `v` at `idx`: the normalised value (or
 // `yv`), stored or handed to the fused epilogue chain.
-std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx, const std::string& yv = "");
+std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx,
+                       const std::string& yv = "");
 // Pass 2 of a row from `loop` on, read from memory: the normalised value or the
 // epilogue, per element.
 std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::string& loop);

@@ -1,7 +1,7 @@
 #include "coder/rules/row_split.hpp"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "coder/rules/combine.hpp"
@@ -18,7 +18,6 @@ const char* lanes4[] = {"x", "y", "z", "w"};
 // reduction and the launch cost more than the parallelism gains.
 constexpr int64_t kMinPerThread = 16;
 
-
 // The block's row, its part and its chunk [c0, c1) of the row.
 std::string chunk_head(const reduce_parts& rp, const std::string& S) {
   std::string t = "  const long long parts = " + S + ";\n";
@@ -33,8 +32,8 @@ std::string chunk_head(const reduce_parts& rp, const std::string& S) {
 // ...; the warp or block combine that follows is itself in a fixed order.
 // batch_norm: the partials of the row's channel in every batch, rows n * CH + ch,
 // batch by batch and part by part within a row.
-std::string merge_partials(const reduce_parts& rp, const std::string& PIN, const std::string& S, const std::string& lane,
-                           const std::string& width) {
+std::string merge_partials(const reduce_parts& rp, const std::string& PIN, const std::string& S,
+                           const std::string& lane, const std::string& width) {
   const acc_text& a = rp.a;
   std::string t, at = "row * " + S + " + q";
   if (rp.r.batch_stats) {
@@ -46,22 +45,24 @@ std::string merge_partials(const reduce_parts& rp, const std::string& PIN, const
   }
   std::vector<std::string> other;
   for (size_t k = 0; k < a.state.size(); ++k) {
-    t += "    const float p_" + a.state[k] + " = " + PIN + "[" + std::to_string(k) + " * " + rp.ROWS + " * " + S + " + " + at + "];\n";
+    t += "    const float p_" + a.state[k] + " = " + PIN + "[" + std::to_string(k) + " * " + rp.ROWS + " * " + S +
+         " + " + at + "];\n";
     other.push_back("p_" + a.state[k]);
   }
   return t + "    " + merge(rp.r, other) + "\n  }\n";
 }
 
 // The first kernel: each block's chunk into its partial state.
-std::string part_kernel(const reduce_parts& rp1, const reduce_layout& lay, const std::string& S, const std::string& PART,
-                        const std::string& name, const std::string& split_name) {
+std::string part_kernel(const reduce_parts& rp1, const reduce_layout& lay, const std::string& S,
+                        const std::string& PART, const std::string& name, const std::string& split_name) {
   const reduction_spec& r = rp1.r;
   const acc_text& a = rp1.a;
   std::ostringstream k;
   k << "\n// " << r.op << " over the last dims of few long rows, first pass: each row split over " << split_name
     << " blocks, each block reduces its chunk into a partial state"
     << (rp1.pro ? " (with the feeding chain fused into its loads)" : "") << ".\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << name << "(" << join(rp1.kp.decls, ", ") << ") {\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n"
+    << name << "(" << join(rp1.kp.decls, ", ") << ") {\n";
   k << chunk_head(rp1, S) << rp1.decl;
   std::string from = "c0";
   if (lay.vec_rows) {
@@ -92,7 +93,8 @@ std::string second_pass_kernel(lowering_context& cx, reduce_parts& rp, const red
     << (r.batch_stats ? " blocks merges the partial states of the row's channel in every batch in order, then "
                       : " blocks merges the row's partial states in order, then ")
     << (r.normalizes() ? "normalises its chunk" : "runs the fused epilogue over its chunk") << ".\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n"
+    << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
   k << chunk_head(rp, S) << rp.decl;
   k << merge_partials(rp, PIN, S, "(long long)threadIdx.x", "(long long)blockDim.x") << block_combine(r, rp.a);
   const std::string loop = "  for (long long c = c0 + threadIdx.x; c < c1; c += blockDim.x)";
@@ -106,9 +108,10 @@ std::string second_pass_kernel(lowering_context& cx, reduce_parts& rp, const red
     if (affine4 && !rp.W.empty()) k << "    const float4 w4 = reinterpret_cast<const float4*>(" << rp.W << ")[c4];\n";
     if (affine4 && !rp.Bi.empty()) k << "    const float4 b4 = reinterpret_cast<const float4*>(" << rp.Bi << ")[c4];\n";
     for (int l = 0; l < 4; ++l) {
-      const std::string y = affine4 ? affine_y(rp, std::string("w4.") + lanes4[l], std::string("b4.") + lanes4[l]) : rp.y;
-      k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4." << lanes4[l]
-        << " = " << y << "; }\n";
+      const std::string y =
+          affine4 ? affine_y(rp, std::string("w4.") + lanes4[l], std::string("b4.") + lanes4[l]) : rp.y;
+      k << "    { const long long c = c4 * 4 + " << l << "; (void)c; const float v = q." << lanes4[l] << "; o4."
+        << lanes4[l] << " = " << y << "; }\n";
     }
     k << "    reinterpret_cast<float4*>(" << rp.OUT << " + base)[c4] = o4;\n  }\n";
     k << "  for (long long c = c4n * 4 + threadIdx.x; c < c1; c += blockDim.x) {\n"
@@ -131,7 +134,8 @@ std::string final_kernel(const reduce_parts& rp, const reduce_layout& lay, const
   std::ostringstream k;
   k << "\n// " << r.op << " over the last dims of few long rows, second pass: a warp per row merges the row's "
     << split_name << " partial states in order.\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n"
+    << rp.name << "(" << join(rp.kp.decls, ", ") << ") {\n";
   k << "  const int lane = threadIdx.x & 31;\n";
   k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
   k << "  if (row >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
@@ -175,7 +179,8 @@ status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const 
   const std::string SPLIT = "SPLIT" + id;
   cx.out.plan.constants[SPLIT] = split_expression(cx.p, cx.dev, rows, len);
   const std::string part = "partial" + id;
-  cx.out.plan.scratch.push_back({part, {std::to_string(rp.a.state.size()) + " * " + paren(rows) + " * " + SPLIT}, "float32", "none"});
+  cx.out.plan.scratch.push_back(
+      {part, {std::to_string(rp.a.state.size()) + " * " + paren(rows) + " * " + SPLIT}, "float32", "none"});
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
 
   // Kernel A: its own parameters (the first pass reads the input or the prologue's

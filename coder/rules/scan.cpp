@@ -75,8 +75,8 @@ struct scan_text {
 };
 
 // Last dim, many rows: a warp per row, tiles of 128.
-void warp_rows(std::ostringstream& k, const scan_text& s, const std::string& ROWS, const std::string& X, const std::string& Y,
-               const epilogue_code& epi, bool fused) {
+void warp_rows(std::ostringstream& k, const scan_text& s, const std::string& ROWS, const std::string& X,
+               const std::string& Y, const epilogue_code& epi, bool fused) {
   const std::string &C = s.C, &T = s.T, &id = s.id;
   k << "  const int lane = threadIdx.x & 31;\n";
   k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
@@ -86,19 +86,22 @@ void warp_rows(std::ostringstream& k, const scan_text& s, const std::string& ROW
   k << "  " << T << " carry = " << id << ";\n";
   k << "  for (long long t0 = 0; t0 < " << C << "; t0 += 128) {\n";
   k << "    const long long c0 = t0 + lane * 4;\n    " << T << " v[4];\n";
-  k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = c0 + q < " << C << " ? " << s.load("xr", "c0 + q") << " : " << id << ";\n";
+  k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = c0 + q < " << C << " ? " << s.load("xr", "c0 + q")
+    << " : " << id << ";\n";
   k << "#pragma unroll\n    for (int q = 1; q < 4; ++q) v[q] = " << s.op("v[q - 1]", "v[q]") << ";\n";
   k << "    " << T << " s = v[3];\n";
-  k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T << " up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << s.op("up", "s") << ";\n    }\n";
+  k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T
+    << " up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << s.op("up", "s") << ";\n    }\n";
   k << "    " << T << " before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
   k << "    before = " << s.op("carry", "before") << ";\n";
   if (fused)
-    k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") {\n    const float res = (float)("
-      << s.op("before", "v[q]") << ");\n    const long long i = row * " << C << " + " << s.dst("c0 + q") << ";\n"
+    k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C
+      << ") {\n    const float res = (float)(" << s.op("before", "v[q]") << ");\n    const long long i = row * " << C
+      << " + " << s.dst("c0 + q") << ";\n"
       << epi.code << epi.stores << "      }\n";
   else
-    k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[" << s.dst("c0 + q") << "] = (float)("
-      << s.op("before", "v[q]") << ");\n";
+    k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (c0 + q < " << C << ") yr[" << s.dst("c0 + q")
+      << "] = (float)(" << s.op("before", "v[q]") << ");\n";
   k << "    carry = " << s.op("carry", "__shfl_sync(0xffffffffu, s, 31)") << ";\n  }\n}\n";
 }
 
@@ -108,8 +111,11 @@ std::string chunk_of_row(const std::string& C, bool split) {
   if (!split) return "  const long long row = blockIdx.x, c0 = 0, c1 = " + C + ";\n";
   return "  const long long parts = nparts;\n"
          "  const long long row = (long long)blockIdx.x / parts, part = (long long)blockIdx.x % parts;\n"
-         "  const long long chunk = (" + C + " + parts - 1) / parts;\n"
-         "  const long long c0 = part * chunk, c1 = min(" + C + ", c0 + chunk);\n";
+         "  const long long chunk = (" +
+         C +
+         " + parts - 1) / parts;\n"
+         "  const long long c0 = part * chunk, c1 = min(" +
+         C + ", c0 + chunk);\n";
 }
 
 // The first kernel of a split scan: each block's chunk reduced into its partial.
@@ -117,13 +123,15 @@ std::string part_kernel(const scan_text& s, const std::string& name, const std::
                         const std::string& PART, int B, const std::string& pro) {
   const std::string &T = s.T, &id = s.id;
   std::ostringstream k;
-  k << "\n// " << (s.lay->sum ? "cumsum" : "cumprod") << " along the last dim of few long rows, first pass: each row split "
+  k << "\n// " << (s.lay->sum ? "cumsum" : "cumprod")
+    << " along the last dim of few long rows, first pass: each row split "
     << "over blocks, each block reduces its chunk into a partial.\n";
   k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << decls << ") {\n";
   k << pro << chunk_of_row(s.C, true);
   k << s.row_start(X, "row * " + s.C);
   k << "  " << T << " acc = " << id << ";\n";
-  k << "  for (long long p = c0 + threadIdx.x; p < c1; p += blockDim.x) acc = " << s.op("acc", s.load("xr", "p")) << ";\n";
+  k << "  for (long long p = c0 + threadIdx.x; p < c1; p += blockDim.x) acc = " << s.op("acc", s.load("xr", "p"))
+    << ";\n";
   k << "  for (int o = 16; o > 0; o >>= 1) acc = " << s.op("acc", "__shfl_xor_sync(0xffffffffu, acc, o)") << ";\n";
   k << "  __shared__ " << T << " sh_w[32];\n";
   k << "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
@@ -149,19 +157,23 @@ void block_scan_body(std::ostringstream& k, const scan_text& s, const std::strin
     // The chunks before this one, merged in the same order by every warp (the same
     // bits in each, and on every run).
     k << "  for (long long q = lane; q < part; q += 32) carry = " << s.op("carry", PIN + "[row * parts + q]") << ";\n";
-    k << "  for (int o = 16; o > 0; o >>= 1) carry = " << s.op("carry", "__shfl_xor_sync(0xffffffffu, carry, o)") << ";\n";
+    k << "  for (int o = 16; o > 0; o >>= 1) carry = " << s.op("carry", "__shfl_xor_sync(0xffffffffu, carry, o)")
+      << ";\n";
   }
   k << "  for (long long t0 = c0; t0 < c1; t0 += 4 * (long long)blockDim.x) {\n";
   k << "    const long long p0 = t0 + (long long)threadIdx.x * 4;\n    " << T << " v[4];\n";
-  k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = p0 + q < c1 ? " << s.load("xr", "p0 + q") << " : " << id << ";\n";
+  k << "#pragma unroll\n    for (int q = 0; q < 4; ++q) v[q] = p0 + q < c1 ? " << s.load("xr", "p0 + q") << " : " << id
+    << ";\n";
   k << "#pragma unroll\n    for (int q = 1; q < 4; ++q) v[q] = " << s.op("v[q - 1]", "v[q]") << ";\n";
   k << "    " << T << " s = v[3];\n";
-  k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T << " up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << s.op("up", "s") << ";\n    }\n";
+  k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T
+    << " up = __shfl_up_sync(0xffffffffu, s, o);\n      if (lane >= o) s = " << s.op("up", "s") << ";\n    }\n";
   k << "    if (lane == 31) sh_w[warp] = s;\n    __syncthreads();\n";
   // Every warp scans the warps' totals itself (the same bits in each): no second
   // barrier, and no warp waits on another's shuffles.
   k << "    " << T << " w = lane < (int)(blockDim.x >> 5) ? sh_w[lane] : " << id << ";\n";
-  k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T << " up = __shfl_up_sync(0xffffffffu, w, o);\n      if (lane >= o) w = " << s.op("up", "w") << ";\n    }\n";
+  k << "    for (int o = 1; o < 32; o <<= 1) {\n      const " << T
+    << " up = __shfl_up_sync(0xffffffffu, w, o);\n      if (lane >= o) w = " << s.op("up", "w") << ";\n    }\n";
   k << "    const " << T << " warps_before = __shfl_sync(0xffffffffu, w, warp > 0 ? warp - 1 : 0);\n";
   k << "    const " << T << " tile = __shfl_sync(0xffffffffu, w, (int)(blockDim.x >> 5) - 1);\n";
   k << "    " << T << " before = __shfl_up_sync(0xffffffffu, s, 1);\n    if (lane == 0) before = " << id << ";\n";
@@ -172,8 +184,8 @@ void block_scan_body(std::ostringstream& k, const scan_text& s, const std::strin
       << s.op("before", "v[q]") << ");\n    const long long i = row * " << C << " + " << s.dst("p0 + q") << ";\n"
       << epi.code << epi.stores << "      }\n";
   else
-    k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (p0 + q < c1) yr[" << s.dst("p0 + q") << "] = (float)("
-      << s.op("before", "v[q]") << ");\n";
+    k << "#pragma unroll\n    for (int q = 0; q < 4; ++q)\n      if (p0 + q < c1) yr[" << s.dst("p0 + q")
+      << "] = (float)(" << s.op("before", "v[q]") << ");\n";
   k << "    carry = " << s.op("carry", "tile") << ";\n";
   k << "    __syncthreads();  // sh_w is written again by the next tile\n  }\n}\n";
 }
@@ -192,7 +204,8 @@ result<std::string> load_lambda(lowering_context& cx, const stage& pro, const st
 struct scan_source {
   std::string X, code;
 };
-result<scan_source> scan_source_of(lowering_context& cx, const stage* pro, const std::string& in_value, kernel_params& kp) {
+result<scan_source> scan_source_of(lowering_context& cx, const stage* pro, const std::string& in_value,
+                                   kernel_params& kp) {
   scan_source out;
   if (!pro) {
     out.X = kp.tensor_in(cx.tensor_of.at(in_value));
@@ -243,7 +256,8 @@ status emit_scan(lowering_context& cx, size_t si) {
   const bool split = last && lay.split > 1;
   std::string transforms = std::string(pro ? ", with the feeding elementwise chain computed on its loads" : "") +
                            (lay.exclusive ? ", exclusive (position p reads p - 1)" : "") +
-                           (lay.reverse_in ? ", its input read reversed" : "") + (lay.reverse_out ? ", its result stored reversed" : "");
+                           (lay.reverse_in ? ", its input read reversed" : "") +
+                           (lay.reverse_out ? ", its result stored reversed" : "");
   plan_step step;
   step.kind = "kernel";
   step.name = name;
@@ -281,14 +295,21 @@ status emit_scan(lowering_context& cx, size_t si) {
     } else {
       step.grid = {rows, "1", "1"};
     }
-    k << "\n// " << what << " along the last dim" << (split ? " of few long rows, second pass: each block scans its chunk after the chunks before" : ": a block per row")
-      << ", tiles of 4 elements a thread" << transforms << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
-    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n" << pro_code;
+    k << "\n// " << what << " along the last dim"
+      << (split ? " of few long rows, second pass: each block scans its chunk after the chunks before"
+                : ": a block per row")
+      << ", tiles of 4 elements a thread" << transforms
+      << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n"
+      << name << "(" << join(kp.decls, ", ") << ") {\n"
+      << pro_code;
     block_scan_body(k, s, X, Y, PIN, *epi, fused, split);
   } else {
-    k << "\n// " << what << " along " << (last ? "the last dim: a warp per row" : "a middle dim: a thread per position") << transforms
-      << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
-    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n" << name << "(" << join(kp.decls, ", ") << ") {\n" << pro_code;
+    k << "\n// " << what << " along " << (last ? "the last dim: a warp per row" : "a middle dim: a thread per position")
+      << transforms << (fused ? ", with the elementwise chain after it fused before the store" : "") << ".\n";
+    k << "extern \"C\" __global__ void __launch_bounds__(" << B << ")\n"
+      << name << "(" << join(kp.decls, ", ") << ") {\n"
+      << pro_code;
     if (last) {
       warp_rows(k, s, ROWS, X, Y, *epi, fused);
       step.grid = {"ceil_div(" + paren(product(outer)) + ", " + std::to_string(B / 32) + ")", "1", "1"};
@@ -299,14 +320,17 @@ status emit_scan(lowering_context& cx, size_t si) {
       k << "  const long long base = o * " << C << " * " << INNER << " + j;\n";
       k << "  " << T << " acc = " << s.id << ";\n";
       const bool plain = !lay.exclusive && !lay.reverse_in && !pro;
-      const std::string x_at = plain ? X + "[base + c * " + INNER + "]" : s.load(pro ? "base" : "(" + X + " + base)", "c", INNER);
+      const std::string x_at =
+          plain ? X + "[base + c * " + INNER + "]" : s.load(pro ? "base" : "(" + X + " + base)", "c", INNER);
       const std::string y_at = "base + " + (lay.reverse_out ? paren(s.dst("c")) : std::string("c")) + " * " + INNER;
       k << "  for (long long c = 0; c < " << C << "; ++c) {\n    acc = " << s.op("acc", x_at) << ";\n";
       if (fused)
-        k << "    const float res = (float)acc;\n    const long long i = " << y_at << ";\n" << epi->code << epi->stores << "  }\n}\n";
+        k << "    const float res = (float)acc;\n    const long long i = " << y_at << ";\n"
+          << epi->code << epi->stores << "  }\n}\n";
       else
         k << "    " << Y << "[" << y_at << "] = (float)acc;\n  }\n}\n";
-      step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", " + std::to_string(B) + ")", "1", "1"};
+      step.grid = {"ceil_div(" + paren(product(outer)) + " * " + paren(product(inner)) + ", " + std::to_string(B) + ")",
+                   "1", "1"};
     }
   }
   cx.src += k.str();

@@ -34,16 +34,16 @@ namespace ks::rules {
 
 // What the scan template chose for one scan.
 struct scan_layout {
-  bool sum = true;       // cumsum (else cumprod)
-  int64_t dim = 0;       // the scanned dim
-  bool last = true;      // the last dim: a warp per row (else a thread per position)
-  int block = 256;       // threads per block
+  bool sum = true;                    // cumsum (else cumprod)
+  int64_t dim = 0;                    // the scanned dim
+  bool last = true;                   // the last dim: a warp per row (else a thread per position)
+  int block = 256;                    // threads per block
   std::string carry_type = "double";  // the running value's type
-  bool reverse_in = false;   // reads position p at C - 1 - p (a flip before the scan)
-  bool reverse_out = false;  // stores position p at C - 1 - p (a flip after the scan)
-  bool exclusive = false;    // reads position p at p - 1, 0 at p = 0 (a zero-padded shift)
-  int64_t split = 1;         // last dim: blocks per row at the target shapes; 1: not split
-  bool block_rows = false;   // last dim: a block per row (or several, split), not a warp
+  bool reverse_in = false;            // reads position p at C - 1 - p (a flip before the scan)
+  bool reverse_out = false;           // stores position p at C - 1 - p (a flip after the scan)
+  bool exclusive = false;             // reads position p at p - 1, 0 at p = 0 (a zero-padded shift)
+  int64_t split = 1;                  // last dim: blocks per row at the target shapes; 1: not split
+  bool block_rows = false;            // last dim: a block per row (or several, split), not a warp
 };
 
 result<scan_layout> choose_scan_layout(const lowering_context& cx, size_t si);

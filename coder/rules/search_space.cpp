@@ -104,7 +104,8 @@ void elementwise_space(const lowering_context& cx, size_t si, search_space& out)
   out.allow("elements_per_thread", runs([&](int u) { return int64_t{V} * B * u <= n; }));
   // A cap on the grid that binds (fewer blocks than the tensor needs, each thread
   // looping), and the first that does not.
-  const int64_t needed = (n + int64_t{V} * B * cx.p.elements_per_thread - 1) / (int64_t{V} * B * cx.p.elements_per_thread);
+  const int64_t needed =
+      (n + int64_t{V} * B * cx.p.elements_per_thread - 1) / (int64_t{V} * B * cx.p.elements_per_thread);
   std::vector<std::string> caps;
   for (int64_t cap : {int64_t{1024}, int64_t{4096}, int64_t{8192}, int64_t{65536}, int64_t{1} << 20}) {
     caps.push_back(std::to_string(cap));
@@ -207,7 +208,8 @@ void library_space(const lowering_context& cx, size_t si, search_space& out) {
   lowering_params q = cx.p;
   q.gemm_precision = param::gemm_precision::split_tf32;
   variant v(cx, q);
-  if (choose_split_tf32(v.cx, n, choose_library_call(v.cx, n)).apply) out.allow("gemm_precision", {"fp32", "split_tf32"});
+  if (choose_split_tf32(v.cx, n, choose_library_call(v.cx, n)).apply)
+    out.allow("gemm_precision", {"fp32", "split_tf32"});
 }
 
 void no_space(const lowering_context&, size_t, search_space&) {}
@@ -218,7 +220,8 @@ void global_space(const lowering_context& cx, const std::string& source, search_
     out.allow("fast_math", {"0", "1"});
   bool reads_chain = false;
   for (const stage& st : cx.stages)
-    reads_chain = reads_chain || ((st.kind == stage::reduce || st.kind == stage::scan) && (st.prologue >= 0 || !cx.p.fuse_prologue));
+    reads_chain = reads_chain ||
+                  ((st.kind == stage::reduce || st.kind == stage::scan) && (st.prologue >= 0 || !cx.p.fuse_prologue));
   if (reads_chain) out.allow("fuse_prologue", {"0", "1"});
 }
 

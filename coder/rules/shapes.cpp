@@ -73,7 +73,8 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
     return {};
   }
   if (rule == shape_rule::same) {
-    if (n.inputs.size() > 2 && !cx.val(n.inputs[2]).is_none()) return error{kind + " with a dtype is not supported by the rules coder"};
+    if (n.inputs.size() > 2 && !cx.val(n.inputs[2]).is_none())
+      return error{kind + " with a dtype is not supported by the rules coder"};
     cx.shapes[out] = cx.shapes.at(n.inputs[0]);
     return {};
   }
@@ -83,11 +84,13 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
     const shaped& x = cx.shapes.at(n.inputs[0]);
     const int D = pp->dims;
     if (static_cast<int>(x.sym.size()) < D + 1)
-      return error{kind + " of a tensor of rank " + std::to_string(x.sym.size()) + " is not supported by the rules coder"};
+      return error{kind + " of a tensor of rank " + std::to_string(x.sym.size()) +
+                   " is not supported by the rules coder"};
     shaped s{ov.shape, {x.sym.begin(), x.sym.end() - D}};
     for (int k = 0; k < D; ++k)
       s.sym.push_back("(" + x.sym[x.sym.size() - D + k] + " + " + std::to_string(2 * pp->pad[k]) + " - " +
-                      std::to_string(pp->dil[k] * (pp->kernel[k] - 1) + 1) + ") / " + std::to_string(pp->stride[k]) + " + 1");
+                      std::to_string(pp->dil[k] * (pp->kernel[k] - 1) + 1) + ") / " + std::to_string(pp->stride[k]) +
+                      " + 1");
     cx.shapes[out] = s;
     return {};
   }
@@ -105,8 +108,8 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
       for (int k = 0; k < 2; ++k) {
         auto at = [&](const std::vector<double>& v) { return static_cast<int64_t>(v.size() == 1 ? v[0] : v[k]); };
         std::string hin = x.sym[r - 2 + k], kk = w.sym[2 + k];
-        s.sym.push_back("(" + hin + " + " + std::to_string(2 * at(pd)) + " - " + std::to_string(at(dl)) +
-                        " * (" + kk + " - 1) - 1) / " + std::to_string(at(st)) + " + 1");
+        s.sym.push_back("(" + hin + " + " + std::to_string(2 * at(pd)) + " - " + std::to_string(at(dl)) + " * (" + kk +
+                        " - 1) - 1) / " + std::to_string(at(st)) + " + 1");
       }
       if (r == 3) s.sym.erase(s.sym.begin());
       // [N, C, H, W] -> [N, H, W, C]: the channels-last result (conv_layout.hpp).
@@ -122,8 +125,10 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
       if (a.shape.size() < 2 || b.shape.size() < 2)
         return error{kind + " of a 1-D operand is not supported by the rules coder"};
       std::vector<int64_t> batch(ov.shape.begin(), ov.shape.end() - 2);
-      shaped ba{std::vector<int64_t>(a.shape.begin(), a.shape.end() - 2), std::vector<std::string>(a.sym.begin(), a.sym.end() - 2)};
-      shaped bb{std::vector<int64_t>(b.shape.begin(), b.shape.end() - 2), std::vector<std::string>(b.sym.begin(), b.sym.end() - 2)};
+      shaped ba{std::vector<int64_t>(a.shape.begin(), a.shape.end() - 2),
+                std::vector<std::string>(a.sym.begin(), a.sym.end() - 2)};
+      shaped bb{std::vector<int64_t>(b.shape.begin(), b.shape.end() - 2),
+                std::vector<std::string>(b.sym.begin(), b.sym.end() - 2)};
       cx.shapes["__a"] = ba;
       cx.shapes["__b"] = bb;
       s.sym = broadcast(cx, {"__a", "__b"}, batch).sym;
@@ -165,15 +170,17 @@ status fallback_shapes(lowering_context& cx, const graph_node& n, const std::str
   // cat(tensors, d): the joined dim is the sum of theirs, at every size.
   int64_t joined = -1;
   std::string joined_sym;
-  if (base_kind(n.kind) == "aten::cat" && n.inputs.size() == 2 && cx.val(n.inputs[1]).numbers.size() == 1 && !listed.empty() &&
-      !n.outputs.empty() && cx.val(n.outputs[0]).is_tensor()) {
+  if (base_kind(n.kind) == "aten::cat" && n.inputs.size() == 2 && cx.val(n.inputs[1]).numbers.size() == 1 &&
+      !listed.empty() && !n.outputs.empty() && cx.val(n.outputs[0]).is_tensor()) {
     const size_t rank = cx.val(n.outputs[0]).shape.size();
     joined = normalize_dim(static_cast<int64_t>(cx.val(n.inputs[1]).numbers[0]), rank);
     std::vector<std::string> parts;
     for (const shaped* e : listed)
       if (e->sym.size() == rank) parts.push_back(paren(e->sym[joined]));
-    if (parts.size() == listed.size()) joined_sym = join(parts, " + ");
-    else joined = -1;
+    if (parts.size() == listed.size())
+      joined_sym = join(parts, " + ");
+    else
+      joined = -1;
   }
   for (auto& o : n.outputs) {
     const graph_value& ov = cx.val(o);

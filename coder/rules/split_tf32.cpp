@@ -10,7 +10,6 @@ namespace ks::rules {
 
 namespace {
 
-
 bool is_f32(const lowering_context& cx, const std::string& v) {
   return cx.is_tensor(v) && cx.val(v).dtype == "float32";
 }
@@ -41,7 +40,8 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
   sym[dim] = "3 * " + paren(sym[dim]);
   cx.out.plan.scratch.push_back({scratch, sym, "float32", "none"});
   const std::string outer = product(head(s.sym, dim));
-  const std::string inner = product(std::vector<std::string>(s.sym.begin() + static_cast<std::ptrdiff_t>(dim), s.sym.end()));
+  const std::string inner =
+      product(std::vector<std::string>(s.sym.begin() + static_cast<std::ptrdiff_t>(dim), s.sym.end()));
 
   kernel_params kp;
   const std::string IN = kp.tensor_in(cx.tensor_of.at(value));
@@ -53,8 +53,10 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
   const char* last = second ? "big" : "small";
   std::ostringstream k;
   // The element split (cuda/split_tf32.cuh), once per source however many products are split.
-  k << "\n" << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? cuda::split_tf32_cuh() : "")
-    << "// Split-precision operand " << (second ? "B" : "A") << " of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +\n"
+  k << "\n"
+    << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? cuda::split_tf32_cuh() : "")
+    << "// Split-precision operand " << (second ? "B" : "A")
+    << " of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +\n"
     << "// small, both TF32, written as [" << order << "] along K.\n"
     << "extern \"C\" __global__ void __launch_bounds__(256)\n"
     << name << "(" << join(kp.decls, ", ") << ") {\n"
@@ -93,7 +95,8 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
   step.kind = "kernel";
   step.name = name;
   // A block covers 1024 of a row's run (4 a thread); rows on grid.y.
-  step.grid = {"max(1, min(ceil_div(" + paren(inner) + ", 1024), 4096))", "max(1, min(" + paren(outer) + ", 65535))", "1"};
+  step.grid = {"max(1, min(ceil_div(" + paren(inner) + ", 1024), 4096))", "max(1, min(" + paren(outer) + ", 65535))",
+               "1"};
   step.block = {"256", "1", "1"};
   step.args = kp.args;
   cx.out.plan.steps.push_back(step);
@@ -107,9 +110,12 @@ split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node
   split_tf32_layout lay;
   if (cx.p.gemm_precision != param::gemm_precision::split_tf32) return lay;
   const std::string& op = call.op;
-  if (op == "aten::addmm") lay.a_arg = 1, lay.b_arg = 2;
-  else if (op == "aten::linear") lay.b_is_weight = true;
-  else if (!op_is(op, op_class::product)) return lay;
+  if (op == "aten::addmm")
+    lay.a_arg = 1, lay.b_arg = 2;
+  else if (op == "aten::linear")
+    lay.b_is_weight = true;
+  else if (!op_is(op, op_class::product))
+    return lay;
   const std::string& a = n.inputs.at(lay.a_arg);
   const std::string& b = n.inputs.at(lay.b_arg);
   if (!is_f32(cx, a) || !is_f32(cx, b) || !is_f32(cx, n.outputs.at(0))) return lay;
@@ -121,7 +127,8 @@ split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node
   const size_t ra = A.shape.size();
   const int64_t rows = cx.target_size(head(A.sym, ra - 1), numel(head(A.shape, ra - 1)));
   const int64_t K = cx.target_size({A.sym.back()}, A.shape.back());
-  const int64_t N = lay.b_is_weight ? cx.target_size({B.sym[0]}, B.shape[0]) : cx.target_size({B.sym.back()}, B.shape.back());
+  const int64_t N =
+      lay.b_is_weight ? cx.target_size({B.sym[0]}, B.shape[0]) : cx.target_size({B.sym.back()}, B.shape.back());
   const int64_t b_elems = cx.target_size(B.sym, numel(B.shape));
   const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(N) * static_cast<double>(K);
   const double elems = static_cast<double>(rows) * static_cast<double>(K) + static_cast<double>(b_elems);
@@ -141,7 +148,8 @@ status emit_split_tf32(lowering_context& cx, size_t si, const graph_node& n, con
   if (auto s = emit_split_operand(cx, si, b, lay.b_is_weight ? rb - 1 : rb - 2, true, step, lay.b_arg); !s) return s;
   step.attrs["math"] = "tf32";
   ++cx.out.split_products;
-  cx.out.rewrites.push_back(base_kind(n.kind) + ": 3xTF32 (operands split into TF32 big + small parts, one TF32 product over 3K)");
+  cx.out.rewrites.push_back(base_kind(n.kind) +
+                            ": 3xTF32 (operands split into TF32 big + small parts, one TF32 product over 3K)");
   return {};
 }
 

@@ -291,7 +291,8 @@ void link_stages(lowering_context& cx) {
         if (auto l = cx.list_of.find(list_or_value); l != cx.list_of.end()) read = l->second;
         for (auto& in : read) {
           auto it = cx.producer.find(in);
-          if (it != cx.producer.end() && it->second != static_cast<int>(i)) cx.consumers[in].push_back(static_cast<int>(i));
+          if (it != cx.producer.end() && it->second != static_cast<int>(i))
+            cx.consumers[in].push_back(static_cast<int>(i));
         }
       }
 }
@@ -394,7 +395,8 @@ void absorb(lowering_context& cx, int si) {
     auto it = cx.producer.find(in);
     if (it == cx.producer.end() || !cx.is_tensor(in)) continue;
     const stage& p = cx.stages[it->second];
-    if (p.kind == stage::library && !p.fallback.empty() && !p.fused_away && read_only_by(cx, in, si)) absorb(cx, it->second);
+    if (p.kind == stage::library && !p.fallback.empty() && !p.fused_away && read_only_by(cx, in, si))
+      absorb(cx, it->second);
   }
 }
 
@@ -456,7 +458,8 @@ std::string exclusive_after(lowering_context& cx, size_t si, int64_t d, std::vec
   const graph_node& cat = *cx.stages[ct].nodes[0];
   auto cdim = int_arg(cx, cat, 1);
   auto list = cx.list_of.find(cat.inputs[0]);
-  if (!cdim || normalize_dim(*cdim, rank) != d || list == cx.list_of.end() || list->second.size() != 2 || list->second[1] != v)
+  if (!cdim || normalize_dim(*cdim, rank) != d || list == cx.list_of.end() || list->second.size() != 2 ||
+      list->second[1] != v)
     return "";
   const std::string& z = list->second[0];
   if (!cx.is_tensor(z)) return "";
@@ -489,7 +492,8 @@ void fuse_scan_transforms(lowering_context& cx) {
     const int64_t d = normalize_dim(*dim, rank);
     const int fi = fallback_making(cx, n.inputs[0], "aten::flip");
     std::vector<int> absorbed;
-    if (fi >= 0 && read_only_by(cx, n.inputs[0], static_cast<int>(i)) && flips_along(cx, *cx.stages[fi].nodes[0], d, rank)) {
+    if (fi >= 0 && read_only_by(cx, n.inputs[0], static_cast<int>(i)) &&
+        flips_along(cx, *cx.stages[fi].nodes[0], d, rank)) {
       st.scan_in = cx.stages[fi].nodes[0]->inputs[0];
       st.reverse_in = true;
       absorb(cx, fi);
@@ -507,7 +511,8 @@ void fuse_scan_transforms(lowering_context& cx) {
     const std::vector<int>& readers = cx.consumers[v];
     if (st.scan_out.empty() && !readers.empty() && read_only_by(cx, v, readers.front())) {
       const int fo = fallback_making(cx, cx.stages[readers.front()].nodes[0]->outputs[0], "aten::flip");
-      if (fo == readers.front() && cx.stages[fo].nodes[0]->inputs[0] == v && flips_along(cx, *cx.stages[fo].nodes[0], d, rank)) {
+      if (fo == readers.front() && cx.stages[fo].nodes[0]->inputs[0] == v &&
+          flips_along(cx, *cx.stages[fo].nodes[0], d, rank)) {
         st.scan_out = cx.stages[fo].nodes[0]->outputs[0];
         st.reverse_out = true;
         absorb(cx, fo);
@@ -553,7 +558,8 @@ void plan_buffers(lowering_context& cx) {
   }
   // A permute of the same memory: its value is stored straight into the result's tensor.
   for (auto& [p, v] : cx.same_memory)
-    if (auto it = cx.tensor_of.find(p); it != cx.tensor_of.end() && !cx.tensor_of.count(v)) cx.tensor_of[v] = it->second;
+    if (auto it = cx.tensor_of.find(p); it != cx.tensor_of.end() && !cx.tensor_of.count(v))
+      cx.tensor_of[v] = it->second;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
     stage& st = cx.stages[i];
     if (st.fused_away) continue;

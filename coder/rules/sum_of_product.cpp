@@ -11,8 +11,10 @@ namespace ks::rules {
 
 namespace {
 
-const char* kSumDim = "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
-const char* kMeanDim = "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
+const char* kSumDim =
+    "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
+const char* kMeanDim =
+    "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
 const char* kToDtype =
     "aten::to.dtype(Tensor self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? "
     "memory_format=None) -> Tensor";
@@ -89,10 +91,9 @@ task_graph sum_of_products(const task_graph& graph, std::vector<std::string>& re
     const bool product = read_product(graph, n, p);
     const std::string& y = product ? n.outputs[0] : std::string();
     const auto rd = product ? readers.find(y) : readers.end();
-    const bool one_reader = rd != readers.end() && rd->second.size() == 1 &&
-                            !std::count(graph.outputs.begin(), graph.outputs.end(), y) &&
-                            std::count(rd->second[0]->inputs.begin(), rd->second[0]->inputs.end(), y) == 1 &&
-                            rd->second[0]->inputs[0] == y;
+    const bool one_reader =
+        rd != readers.end() && rd->second.size() == 1 && !std::count(graph.outputs.begin(), graph.outputs.end(), y) &&
+        std::count(rd->second[0]->inputs.begin(), rd->second[0]->inputs.end(), y) == 1 && rd->second[0]->inputs[0] == y;
     const std::string red = one_reader ? last_dim_reduction(graph, *rd->second[0]) : "";
     if (red.empty()) {
       out.nodes.push_back(n);
@@ -132,21 +133,26 @@ task_graph sum_of_products(const task_graph& graph, std::vector<std::string>& re
     graph_value& w64 = value("w64", "Tensor");
     w64.shape = {K};
     w64.dtype = "float64";
-    out.nodes.push_back(graph_node{reduce_kind,
-                                   {p.w, constant("w_dim", "int[]", {static_cast<double>(p.n_dim)}), no,
-                                    constant("f64", "int", {kFloat64})},
-                                   {w64.id}, reduce_schema});
+    out.nodes.push_back(graph_node{
+        reduce_kind,
+        {p.w, constant("w_dim", "int[]", {static_cast<double>(p.n_dim)}), no, constant("f64", "int", {kFloat64})},
+        {w64.id},
+        reduce_schema});
     const std::string w = tensor("w", {K});
-    out.nodes.push_back(graph_node{"aten::to", {w64.id, constant("f32", "int", {kFloat32}), no, no, none}, {w}, kToDtype});
+    out.nodes.push_back(
+        graph_node{"aten::to", {w64.id, constant("f32", "int", {kFloat32}), no, no, none}, {w}, kToDtype});
     const std::string xw = tensor("xw", xv.shape);
     out.nodes.push_back(graph_node{"aten::mul", {p.x, w}, {xw}, kMulTensorSchema});
     const std::string result = r.outputs[0];
     const std::string dot = p.bias.empty() ? result : tensor("dot", graph.value(result)->shape);
-    out.nodes.push_back(graph_node{"aten::sum", {xw, constant("dot_dim", "int[]", {-1}), r.inputs[2], none}, {dot}, kSumDim});
+    out.nodes.push_back(
+        graph_node{"aten::sum", {xw, constant("dot_dim", "int[]", {-1}), r.inputs[2], none}, {dot}, kSumDim});
     if (!p.bias.empty()) {
       const std::string bs = tensor("bias", {});
-      out.nodes.push_back(graph_node{reduce_kind, {p.bias, constant("bias_dim", "int[]", {0}), no, none}, {bs}, reduce_schema});
-      out.nodes.push_back(graph_node{"aten::add", {dot, bs, constant("alpha", "int", {1})}, {result}, kAddTensorSchema});
+      out.nodes.push_back(
+          graph_node{reduce_kind, {p.bias, constant("bias_dim", "int[]", {0}), no, none}, {bs}, reduce_schema});
+      out.nodes.push_back(
+          graph_node{"aten::add", {dot, bs, constant("alpha", "int", {1})}, {result}, kAddTensorSchema});
     }
     rewrites.push_back(base_kind(n.kind) + " + " + reduce_kind + ": a matrix-vector product (x · " + red +
                        " of the weight over its " + std::to_string(wv.shape[p.n_dim]) + " outputs" +

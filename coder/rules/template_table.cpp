@@ -31,8 +31,8 @@ status emit_fallback_step(lowering_context& cx, size_t si) {
 const std::vector<template_row>& template_table() {
   static const std::vector<template_row> table = {
       {"elementwise", [](const stage& st) { return st.kind == stage::elementwise && !st.permuted.empty(); },
-       emit_transpose_store, [](const lowering_context&, size_t) { return std::string("elementwise+transposed_store"); },
-       no_space},
+       emit_transpose_store,
+       [](const lowering_context&, size_t) { return std::string("elementwise+transposed_store"); }, no_space},
       {"elementwise", [](const stage& st) { return st.kind == stage::elementwise; }, emit_elementwise,
        [](const lowering_context&, size_t) { return std::string("elementwise"); }, elementwise_space},
       {"row_reduce", [](const stage& st) { return st.kind == stage::reduce; }, emit_reduce,
@@ -49,7 +49,8 @@ const std::vector<template_row>& template_table() {
          return std::string(cx.stages[si].epilogue >= 0 ? "pool+epilogue" : "pool");
        },
        pool_space},
-      {"fallback", [](const stage& st) { return st.kind == stage::library && !st.fallback.empty(); }, emit_fallback_step,
+      {"fallback", [](const stage& st) { return st.kind == stage::library && !st.fallback.empty(); },
+       emit_fallback_step,
        [](const lowering_context& cx, size_t si) { return "fallback:" + base_kind(cx.stages[si].nodes[0]->kind); },
        no_space},
       {"library", [](const stage& st) { return st.kind == stage::library; }, emit_library,

@@ -61,8 +61,8 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
     w.line("for (long long tb = blockIdx.z; tb < " + NB + "; tb += gridDim.z)");
     // The tile loop's body and the bounds checks' are not indented (the text the
     // golden snapshots hold): their braces are written as lines.
-    w.line("for (long long tq0 = (long long)blockIdx.y * " + T + "; tq0 < " + Q + "; tq0 += (long long)gridDim.y * " + T +
-           ") {");
+    w.line("for (long long tq0 = (long long)blockIdx.y * " + T + "; tq0 < " + Q + "; tq0 += (long long)gridDim.y * " +
+           T + ") {");
     {
       w.splice("#pragma unroll\n");
       auto load = w.block("for (int tk = 0; tk < " + std::to_string(kRowsPerWarp) + "; ++tk)");
@@ -95,7 +95,8 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
   step.name = name;
   const std::string t = std::to_string(kTile);
   step.grid = {"max(1, ceil_div(" + paren(product({it.sym[1], it.sym[2]})) + ", " + t + "))",
-               "max(1, min(ceil_div(" + paren(it.sym[3]) + ", " + t + "), 65535))", "max(1, min(" + paren(it.sym[0]) + ", 65535))"};
+               "max(1, min(ceil_div(" + paren(it.sym[3]) + ", " + t + "), 65535))",
+               "max(1, min(" + paren(it.sym[0]) + ", 65535))"};
   step.block = {std::to_string(threads), "1", "1"};
   step.args = kp.args;
   cx.out.plan.steps.push_back(step);

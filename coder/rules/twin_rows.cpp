@@ -110,9 +110,11 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   const std::string lane = lay.lane(), width = lay.width();
   const kernel_params& kp = rq.kp;
   std::ostringstream k;
-  k << "\n// " << rp.r.op << " and " << rq.r.op << " over the last dims of the same rows, each with its feeding elementwise "
+  k << "\n// " << rp.r.op << " and " << rq.r.op
+    << " over the last dims of the same rows, each with its feeding elementwise "
     << "chain fused into its loads, read in one pass" << (lay.warp ? "; a warp per row" : "; a block per row") << ".\n";
-  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n" << rp.name << "(" << join(kp.decls, ", ") << ") {\n";
+  k << "extern \"C\" __global__ void __launch_bounds__(" << lay.block << ")\n"
+    << rp.name << "(" << join(kp.decls, ", ") << ") {\n";
   if (lay.warp) {
     k << "  const int lane = threadIdx.x & 31;\n";
     k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
@@ -122,7 +124,8 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   }
   k << "  const long long base = row * " << rp.C << ";\n";
   k << rp.decl << rename_identifiers(rq.decl, names);
-  k << "  {\n" << strided_pass1({{&rp, rp.a, "v"}, {&rq, aq, "w"}}, std::max(1, cx.p.elements_per_thread), lane, width, "base + ")
+  k << "  {\n"
+    << strided_pass1({{&rp, rp.a, "v"}, {&rq, aq, "w"}}, std::max(1, cx.p.elements_per_thread), lane, width, "base + ")
     << "  }\n";
   k << (lay.warp ? warp_combine(rp.r, rp.a) : block_combine(rp.r, rp.a));
   k << rename_identifiers(lay.warp ? warp_combine(rq.r, rq.a) : block_combine(rq.r, rq.a), names);
@@ -134,7 +137,8 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   step.kind = "kernel";
   step.name = rp.name;
   step.block = {std::to_string(lay.block), "1", "1"};
-  step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + std::to_string(lay.block / 32) + ")" : product(rp.outer),
+  step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + std::to_string(lay.block / 32) + ")"
+                        : product(rp.outer),
                "1", "1"};
   step.args = kp.args;
   cx.out.plan.steps.push_back(step);

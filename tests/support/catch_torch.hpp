@@ -5,7 +5,7 @@
 // this instead of <catch2/catch.hpp>, before any ATen header: Catch, then c10's
 // logging, then Catch's CHECK again (Catch v2's own definition). LibTorch's own
 // checks are TORCH_CHECK, which this leaves alone.
-#include <catch2/catch.hpp>
 #include <c10/util/Logging.h>
+#include <catch2/catch.hpp>
 #undef CHECK
 #define CHECK(...) INTERNAL_CATCH_TEST("CHECK", Catch::ResultDisposition::ContinueOnFailure, __VA_ARGS__)

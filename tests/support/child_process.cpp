@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 extern char** environ;

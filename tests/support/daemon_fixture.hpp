@@ -27,8 +27,8 @@ struct daemon_settings {
   int tasks_in_flight = 1;
   int seeds = 1;
   int rounds = 2;
-  int review_ms = 0;   // KS_SCRIPTED_REVIEW_MS: how long each review takes at least
-  std::string token;   // the daemon's KS_TOKEN; empty: none
+  int review_ms = 0;  // KS_SCRIPTED_REVIEW_MS: how long each review takes at least
+  std::string token;  // the daemon's KS_TOKEN; empty: none
   bool with_gpu = true;
 };
 
@@ -52,8 +52,7 @@ class running_daemon {
 
   // Polls the task until pred(task) holds; fails the test after `timeout`.
   template <class Pred>
-  api_task wait_for(const std::string& id, Pred pred, std::chrono::seconds timeout,
-                    const std::string& what) {
+  api_task wait_for(const std::string& id, Pred pred, std::chrono::seconds timeout, const std::string& what) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     api_task last;
     for (;;) {
@@ -64,9 +63,8 @@ class running_daemon {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         INFO("daemon log:\n" << log());
-        FAIL("task " << id << " did not reach: " << what << " within " << timeout.count()
-                     << " s; last state " << last.state << " round " << last.round << " ("
-                     << (d.ok() ? std::string() : d.message()) << ")");
+        FAIL("task " << id << " did not reach: " << what << " within " << timeout.count() << " s; last state "
+                     << last.state << " round " << last.round << " (" << (d.ok() ? std::string() : d.message()) << ")");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

@@ -42,8 +42,8 @@ inline httplib::Client client_for(const daemon_process& d, const std::string& to
 // Polls GET /api/tasks/ID until pred(task as JSON) holds; false after timeout_s.
 template <class Pred>
 bool wait_for(httplib::Client& c, const std::string& id, Pred pred, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   while (std::chrono::steady_clock::now() < deadline) {
     auto r = c.Get(("/api/tasks/" + id).c_str());
     if (r && r->status == 200 && pred(nlohmann::json::parse(r->body))) return true;

@@ -33,8 +33,7 @@ std::string remote_line(const std::vector<std::string>& nodes) {
 
 daemon_process::daemon_process(daemon_options opts) : opts_(std::move(opts)) {
   std::random_device rd;
-  dir_ = fs::temp_directory_path() /
-         ("ks-daemon-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  dir_ = fs::temp_directory_path() / ("ks-daemon-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
   fs::create_directories(dir_);
   std::ofstream cfg(dir_ / "daemon.yaml");
   cfg << "name: daemon-test\n"
@@ -42,8 +41,7 @@ daemon_process::daemon_process(daemon_options opts) : opts_(std::move(opts)) {
       << "  worker_binary: "
       << (opts_.worker_binary.empty() ? (bin_dir() / "ks-scripted-gpu").string() : opts_.worker_binary) << "\n"
       << "  local: " << (opts_.with_gpu ? "[0]" : "none") << "\n"
-      << remote_line(opts_.remote_nodes)
-      << "budgets: {seeds: " << opts_.seeds << ", rounds: " << opts_.rounds
+      << remote_line(opts_.remote_nodes) << "budgets: {seeds: " << opts_.seeds << ", rounds: " << opts_.rounds
       << ", repair_attempts: 1, tasks_in_flight: " << opts_.tasks_in_flight << "}\n"
       << "review: {trials: 2}\n"
       << "memory: {path: " << store_dir().string() << "}\n"
@@ -63,8 +61,9 @@ std::string daemon_process::start(double timeout_s) {
   auto env = environment_without({"KS_TOKEN=", "KS_SCRIPTED_REVIEW_MS="});
   env.push_back("KS_SCRIPTED_REVIEW_MS=" + std::to_string(opts_.review_ms));
   if (!opts_.token.empty()) env.push_back("KS_TOKEN=" + opts_.token);
-  auto started = start_server({(bin_dir() / "kernelskill").string(), "serve", "--config", (dir_ / "daemon.yaml").string()},
-                              env, (dir_ / "serve.log").string(), timeout_s);
+  auto started =
+      start_server({(bin_dir() / "kernelskill").string(), "serve", "--config", (dir_ / "daemon.yaml").string()}, env,
+                   (dir_ / "serve.log").string(), timeout_s);
   pid_ = started.pid;
   url_ = started.address;
   if (url_.empty()) error_ = "the daemon did not start: " + started.error + "\nstderr: " + this->log();
@@ -82,8 +81,8 @@ void daemon_process::kill9() {
 int daemon_process::terminate(double timeout_s) {
   if (pid_ <= 0) return -1;
   ::kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   while (std::chrono::steady_clock::now() < deadline) {
     int st = 0;
     if (::waitpid(pid_, &st, WNOHANG) == pid_) {

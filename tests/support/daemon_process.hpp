@@ -18,14 +18,14 @@ struct daemon_options {
   int seeds = 2;
   int rounds = 3;
   int tasks_in_flight = 2;
-  int review_ms = 0;            // KS_SCRIPTED_REVIEW_MS: how long each review takes
+  int review_ms = 0;                      // KS_SCRIPTED_REVIEW_MS: how long each review takes
   std::vector<std::string> remote_nodes;  // gpus.remote ("HOST:PORT" of node agents)
-  bool with_gpu = true;         // false: gpus.local none (tasks stay queued)
-  std::string token;            // non-empty: KS_TOKEN for the daemon
-  std::string extra_config;     // YAML appended to the config
-  std::string memory_path;      // the store; empty: DIR/memory
-  std::string serve_extra;      // more keys of `serve:` (", header_timeout_s: 2")
-  std::string worker_binary;    // gpus.worker_binary; empty: ks-scripted-gpu
+  bool with_gpu = true;                   // false: gpus.local none (tasks stay queued)
+  std::string token;                      // non-empty: KS_TOKEN for the daemon
+  std::string extra_config;               // YAML appended to the config
+  std::string memory_path;                // the store; empty: DIR/memory
+  std::string serve_extra;                // more keys of `serve:` (", header_timeout_s: 2")
+  std::string worker_binary;              // gpus.worker_binary; empty: ks-scripted-gpu
 };
 
 class daemon_process {

@@ -36,8 +36,8 @@ class small_disk {
       return;
     }
     // The anchor mounts the tmpfs, says "ready", and lives until its stdin closes.
-    std::string script = "mount -t tmpfs -o size=" + std::to_string(megabytes) + "m tmpfs '" +
-                         mountpoint.string() + "' && echo ready && exec cat >/dev/null";
+    std::string script = "mount -t tmpfs -o size=" + std::to_string(megabytes) + "m tmpfs '" + mountpoint.string() +
+                         "' && echo ready && exec cat >/dev/null";
     std::vector<std::string> args = {"/usr/bin/unshare", "-rm", "/bin/sh", "-c", script};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -69,8 +69,7 @@ class small_disk {
       why_ = "no user namespace with a tmpfs here (`unshare -rm` + mount said: " + said + ")";
       return;
     }
-    root_ = std::filesystem::path("/proc/" + std::to_string(pid_) + "/root") /
-            mountpoint.relative_path();
+    root_ = std::filesystem::path("/proc/" + std::to_string(pid_) + "/root") / mountpoint.relative_path();
   }
   ~small_disk() {
     if (stdin_ >= 0) ::close(stdin_);

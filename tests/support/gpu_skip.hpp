@@ -25,11 +25,11 @@ inline void skip_case(const std::string& why) {
 }  // namespace ks::test
 
 // Inside a TEST_CASE: skip it with a message (stream syntax, as WARN takes).
-#define KS_SKIP(message)                          \
-  do {                                            \
-    std::ostringstream ks_skip_text_;             \
-    ks_skip_text_ << message;                     \
-    ::ks::test::skip_case(ks_skip_text_.str());   \
-    WARN("skipped: " << ks_skip_text_.str());     \
-    return;                                       \
+#define KS_SKIP(message)                        \
+  do {                                          \
+    std::ostringstream ks_skip_text_;           \
+    ks_skip_text_ << message;                   \
+    ::ks::test::skip_case(ks_skip_text_.str()); \
+    WARN("skipped: " << ks_skip_text_.str());   \
+    return;                                     \
   } while (0)

@@ -19,9 +19,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-double ms_since(clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(clock::now() - t).count();
-}
+double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
 
 // A non-blocking socket connecting to host:port from `from`; -1 when it cannot start.
 int start_connect(const std::string& host, int port, const std::string& from) {
@@ -89,8 +87,8 @@ std::string http_request(const std::string& method, const std::string& path, con
   return r + "\r\n" + body;
 }
 
-burst_result http_burst(const std::string& host, int port, const std::vector<std::string>& requests,
-                        double timeout_s, const std::string& from) {
+burst_result http_burst(const std::string& host, int port, const std::vector<std::string>& requests, double timeout_s,
+                        const std::string& from) {
   enum class state { connecting, ready, sending, reading, done };
   struct conn {
     int fd = -1;
@@ -175,14 +173,18 @@ burst_result http_burst(const std::string& host, int port, const std::vector<std
       } else if (c.st == state::sending) {
         const std::string& req = requests[i];
         ssize_t w = ::send(c.fd, req.data() + c.sent, req.size() - c.sent, MSG_NOSIGNAL);
-        if (w > 0) c.sent += static_cast<size_t>(w);
-        else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) finish(i);
+        if (w > 0)
+          c.sent += static_cast<size_t>(w);
+        else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+          finish(i);
         if (c.st == state::sending && c.sent == req.size()) c.st = state::reading;
       } else if (c.st == state::reading) {
         char buf[16384];
         ssize_t got = ::recv(c.fd, buf, sizeof buf, 0);
-        if (got > 0) c.got.append(buf, static_cast<size_t>(got));
-        else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) finish(i);
+        if (got > 0)
+          c.got.append(buf, static_cast<size_t>(got));
+        else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+          finish(i);
       }
     }
   }
@@ -204,7 +206,9 @@ std::string burst_result::summary() const {
   if (!latency_ms.empty()) {
     auto l = latency_ms;
     std::sort(l.begin(), l.end());
-    auto at = [&](double q) { return l[std::min(l.size() - 1, static_cast<size_t>(q * static_cast<double>(l.size())))]; };
+    auto at = [&](double q) {
+      return l[std::min(l.size() - 1, static_cast<size_t>(q * static_cast<double>(l.size())))];
+    };
     char buf[160];
     std::snprintf(buf, sizeof buf, "; latency ms p50 %.1f, p99 %.1f, max %.1f; %.2f s in all", at(0.5), at(0.99),
                   l.back(), wall_s);

@@ -20,13 +20,13 @@ namespace ks::testing {
 // What a burst got back.
 struct burst_result {
   size_t requests = 0;
-  size_t answered = 0;                // a whole answer (status line, head, body) came back
-  size_t unanswered = 0;              // closed, reset or timed out without an answer
+  size_t answered = 0;    // a whole answer (status line, head, body) came back
+  size_t unanswered = 0;  // closed, reset or timed out without an answer
   size_t connect_failed = 0;
-  std::map<int, size_t> by_status;    // answered, by HTTP status
-  std::vector<double> latency_ms;     // per answered request: from its connect to its answer's end
-  std::vector<std::string> bodies;    // per request, the answer's body ("" when none)
-  std::vector<int> statuses;          // per request, the status (0 when none)
+  std::map<int, size_t> by_status;  // answered, by HTTP status
+  std::vector<double> latency_ms;   // per answered request: from its connect to its answer's end
+  std::vector<std::string> bodies;  // per request, the answer's body ("" when none)
+  std::vector<int> statuses;        // per request, the status (0 when none)
   double wall_s = 0;
   // "2000 requests: 2000 answered (200: 1900, 201: 100), latency ms p50 … p99 … max …"
   std::string summary() const;
@@ -37,8 +37,8 @@ struct burst_result {
 // before the first request is sent, and reads each answer to the daemon's close.
 // `from`: the local address to connect from ("" any; 127.0.0.x tells clients apart on
 // loopback). Gives up on what is unanswered after timeout_s.
-burst_result http_burst(const std::string& host, int port, const std::vector<std::string>& requests,
-                        double timeout_s, const std::string& from = "");
+burst_result http_burst(const std::string& host, int port, const std::vector<std::string>& requests, double timeout_s,
+                        const std::string& from = "");
 
 // A request for a burst: METHOD PATH with an optional body and token.
 std::string http_request(const std::string& method, const std::string& path, const std::string& body = "",

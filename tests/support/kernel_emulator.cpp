@@ -167,11 +167,16 @@ int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long lon
 
 std::string scalar_type(const kernel_param& p) {
   switch (p.kind) {
-    case scalar_kind::int32: return p.is_unsigned ? "unsigned" : "int";
-    case scalar_kind::int64: return "long long";
-    case scalar_kind::float32: return "float";
-    case scalar_kind::float64: return "double";
-    default: return "int";
+    case scalar_kind::int32:
+      return p.is_unsigned ? "unsigned" : "int";
+    case scalar_kind::int64:
+      return "long long";
+    case scalar_kind::float32:
+      return "float";
+    case scalar_kind::float64:
+      return "double";
+    default:
+      return "int";
   }
 }
 
@@ -190,19 +195,22 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
       if (cd != std::string::npos && cd < at) cl = static_cast<unsigned>(std::stoul(source.substr(cd + 17)));
     }
     text += "extern \"C\" int ks_launch_" + k.name +
-            "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, void** a) {\n  return ks_run(gx, gy, gz, bx, smem, " +
+            "(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, void** a) {\n  return "
+            "ks_run(gx, gy, gz, bx, smem, " +
             std::to_string(cl) + "u, [=] { " + k.name + "(";
     for (size_t i = 0; i < k.params.size(); ++i) {
       const kernel_param& p = k.params[i];
       if (i) text += ", ";
       // The pointee as declared: float32 data, float64 scratch, int64 indices (argmax),
       // bool masks.
-      const std::string elem = p.kind == scalar_kind::float64 ? "double"
-                               : p.kind == scalar_kind::int64 ? "long long"
+      const std::string elem = p.kind == scalar_kind::float64   ? "double"
+                               : p.kind == scalar_kind::int64   ? "long long"
                                : p.kind == scalar_kind::boolean ? "bool"
                                                                 : "float";
-      if (p.is_pointer) text += "*(" + std::string(p.pointee_const ? "const " : "") + elem + "**)a[" + std::to_string(i) + "]";
-      else text += "*(" + scalar_type(p) + "*)a[" + std::to_string(i) + "]";
+      if (p.is_pointer)
+        text += "*(" + std::string(p.pointee_const ? "const " : "") + elem + "**)a[" + std::to_string(i) + "]";
+      else
+        text += "*(" + scalar_type(p) + "*)a[" + std::to_string(i) + "]";
     }
     text += "); });\n}\n";
   }
@@ -210,8 +218,8 @@ result<std::unique_ptr<emulated_module>> emulated_module::build(const std::strin
   const std::string stem = (work_dir / sha256_hex(text).substr(0, 16)).string();
   if (!std::filesystem::exists(stem + ".so")) {
     std::ofstream(stem + ".cpp") << text;
-    std::string cmd = "g++ -std=c++20 -O1 -w -shared -fPIC -x c++ " + stem + ".cpp -o " + stem +
-                      ".so.tmp 2> " + stem + ".log && mv " + stem + ".so.tmp " + stem + ".so";
+    std::string cmd = "g++ -std=c++20 -O1 -w -shared -fPIC -x c++ " + stem + ".cpp -o " + stem + ".so.tmp 2> " + stem +
+                      ".log && mv " + stem + ".so.tmp " + stem + ".so";
     if (std::system(cmd.c_str()) != 0) {
       std::ifstream log(stem + ".log");
       std::string l((std::istreambuf_iterator<char>(log)), {});
@@ -229,8 +237,8 @@ emulated_module::~emulated_module() {
   if (handle_) dlclose(handle_);
 }
 
-status emulated_module::launch(const std::string& kernel, std::array<int64_t, 3> grid,
-                               std::array<int64_t, 3> block, int64_t shared_bytes, std::vector<void*> args) {
+status emulated_module::launch(const std::string& kernel, std::array<int64_t, 3> grid, std::array<int64_t, 3> block,
+                               int64_t shared_bytes, std::vector<void*> args) {
   using fn = int (*)(unsigned, unsigned, unsigned, unsigned, unsigned long long, void**);
   auto f = reinterpret_cast<fn>(dlsym(handle_, ("ks_launch_" + kernel).c_str()));
   if (!f) return error{"emulator: no kernel " + kernel};

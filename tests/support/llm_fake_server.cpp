@@ -14,14 +14,12 @@ using json = nlohmann::json;
 namespace {
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -35,25 +33,24 @@ nlohmann::json recorded_request::body_json() const {
   return nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
 }
 
-std::string openai_body(const std::string& text, int input_tokens, int output_tokens,
-                        const std::string& model, const std::string& finish_reason) {
-  return json{{"id", "chatcmpl-test"},
-              {"object", "chat.completion"},
-              {"created", 1700000000},
-              {"model", model},
-              {"choices",
-               {{{"index", 0},
-                 {"message", {{"role", "assistant"}, {"content", text}}},
-                 {"finish_reason", finish_reason}}}},
-              {"usage",
-               {{"prompt_tokens", input_tokens},
-                {"completion_tokens", output_tokens},
-                {"total_tokens", input_tokens + output_tokens}}}}
+std::string openai_body(const std::string& text, int input_tokens, int output_tokens, const std::string& model,
+                        const std::string& finish_reason) {
+  return json{
+      {"id", "chatcmpl-test"},
+      {"object", "chat.completion"},
+      {"created", 1700000000},
+      {"model", model},
+      {"choices",
+       {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", text}}}, {"finish_reason", finish_reason}}}},
+      {"usage",
+       {{"prompt_tokens", input_tokens},
+        {"completion_tokens", output_tokens},
+        {"total_tokens", input_tokens + output_tokens}}}}
       .dump();
 }
 
-std::string anthropic_body(const std::string& text, int input_tokens, int output_tokens,
-                           const std::string& model, const std::string& stop_reason) {
+std::string anthropic_body(const std::string& text, int input_tokens, int output_tokens, const std::string& model,
+                           const std::string& stop_reason) {
   return json{{"id", "msg_test"},
               {"type", "message"},
               {"role", "assistant"},
@@ -65,15 +62,13 @@ std::string anthropic_body(const std::string& text, int input_tokens, int output
       .dump();
 }
 
-scripted_reply openai_ok(const std::string& text, int input_tokens, int output_tokens,
-                         const std::string& model) {
+scripted_reply openai_ok(const std::string& text, int input_tokens, int output_tokens, const std::string& model) {
   scripted_reply r{200, openai_body(text, input_tokens, output_tokens, model), {}, 0};
   r.reply = model_text{"openai", text, input_tokens, output_tokens, model, ""};
   return r;
 }
 
-scripted_reply anthropic_ok(const std::string& text, int input_tokens, int output_tokens,
-                            const std::string& model) {
+scripted_reply anthropic_ok(const std::string& text, int input_tokens, int output_tokens, const std::string& model) {
   scripted_reply r{200, anthropic_body(text, input_tokens, output_tokens, model), {}, 0};
   r.reply = model_text{"anthropic", text, input_tokens, output_tokens, model, ""};
   return r;
@@ -81,10 +76,7 @@ scripted_reply anthropic_ok(const std::string& text, int input_tokens, int outpu
 
 scripted_reply error_reply(int status, const std::string& message,
                            std::vector<std::pair<std::string, std::string>> headers) {
-  return {status,
-          json{{"type", "error"},
-               {"error", {{"type", "test_error"}, {"message", message}}}}
-              .dump(),
+  return {status, json{{"type", "error"}, {"error", {{"type", "test_error"}, {"message", message}}}}.dump(),
           std::move(headers), 0};
 }
 
@@ -117,8 +109,7 @@ std::vector<std::string> pieces(const std::string& text, size_t n) {
 // What each server sends, event by event (their streaming code: vLLM's
 // entrypoints/openai/serving_chat.py, llama.cpp's tools/server (to_json_oaicompat_chat_stream),
 // Ollama's openai/openai.go (toChunk), Anthropic's "Streaming Messages" reference).
-std::vector<std::string> stream_events(stream_style style, const model_text& r, size_t token_chars,
-                                       bool usage) {
+std::vector<std::string> stream_events(stream_style style, const model_text& r, size_t token_chars, bool usage) {
   std::vector<std::string> out;
   const auto parts = pieces(r.text, token_chars);
   const json counts = {{"prompt_tokens", r.input_tokens},
@@ -128,7 +119,9 @@ std::vector<std::string> stream_events(stream_style style, const model_text& r, 
   switch (style) {
     case stream_style::vllm: {
       auto chunk = [&](json delta, json finish) {
-        return json{{"id", "chatcmpl-vllm"}, {"object", "chat.completion.chunk"}, {"created", created},
+        return json{{"id", "chatcmpl-vllm"},
+                    {"object", "chat.completion.chunk"},
+                    {"created", created},
                     {"model", r.model},
                     {"choices", {{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}}}};
       };
@@ -138,65 +131,86 @@ std::vector<std::string> stream_events(stream_style style, const model_text& r, 
       last["choices"][0]["stop_reason"] = nullptr;
       out.push_back(sse(last));
       if (usage)
-        out.push_back(sse({{"id", "chatcmpl-vllm"}, {"object", "chat.completion.chunk"}, {"created", created},
-                           {"model", r.model}, {"choices", json::array()}, {"usage", counts}}));
+        out.push_back(sse({{"id", "chatcmpl-vllm"},
+                           {"object", "chat.completion.chunk"},
+                           {"created", created},
+                           {"model", r.model},
+                           {"choices", json::array()},
+                           {"usage", counts}}));
       out.push_back("data: [DONE]\n\n");
       break;
     }
     case stream_style::llama_cpp: {
       auto chunk = [&](json delta, json finish) {
         return json{{"choices", {{{"finish_reason", finish}, {"index", 0}, {"delta", delta}}}},
-                    {"created", created}, {"id", "chatcmpl-llama"}, {"model", r.model},
-                    {"system_fingerprint", "b6000-test"}, {"object", "chat.completion.chunk"}};
+                    {"created", created},
+                    {"id", "chatcmpl-llama"},
+                    {"model", r.model},
+                    {"system_fingerprint", "b6000-test"},
+                    {"object", "chat.completion.chunk"}};
       };
       out.push_back(sse(chunk({{"role", "assistant"}, {"content", nullptr}}, nullptr)));
       for (const auto& p : parts) out.push_back(sse(chunk({{"content", p}}, nullptr)));
       auto last = chunk(json::object(), r.finish_reason.empty() ? "stop" : r.finish_reason);
       // llama.cpp puts the counts on its last chunk whether or not they were asked for.
       last["usage"] = counts;
-      last["timings"] = {{"prompt_n", r.input_tokens}, {"prompt_ms", 12.5}, {"predicted_n", r.output_tokens},
-                         {"predicted_ms", 250.0}};
+      last["timings"] = {
+          {"prompt_n", r.input_tokens}, {"prompt_ms", 12.5}, {"predicted_n", r.output_tokens}, {"predicted_ms", 250.0}};
       out.push_back(sse(last));
       out.push_back("data: [DONE]\n\n");
       break;
     }
     case stream_style::ollama: {
       auto chunk = [&](const std::string& content, json finish) {
-        return json{{"id", "chatcmpl-123"}, {"object", "chat.completion.chunk"}, {"created", created},
-                    {"model", r.model}, {"system_fingerprint", "fp_ollama"},
-                    {"choices", {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", content}}},
-                                  {"finish_reason", finish}}}}};
+        return json{
+            {"id", "chatcmpl-123"},
+            {"object", "chat.completion.chunk"},
+            {"created", created},
+            {"model", r.model},
+            {"system_fingerprint", "fp_ollama"},
+            {"choices",
+             {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", content}}}, {"finish_reason", finish}}}}};
       };
       for (const auto& p : parts) out.push_back(sse(chunk(p, nullptr)));
       out.push_back(sse(chunk("", r.finish_reason.empty() ? "stop" : r.finish_reason)));
       if (usage)
-        out.push_back(sse({{"id", "chatcmpl-123"}, {"object", "chat.completion.chunk"}, {"created", created},
-                           {"model", r.model}, {"system_fingerprint", "fp_ollama"}, {"choices", json::array()},
+        out.push_back(sse({{"id", "chatcmpl-123"},
+                           {"object", "chat.completion.chunk"},
+                           {"created", created},
+                           {"model", r.model},
+                           {"system_fingerprint", "fp_ollama"},
+                           {"choices", json::array()},
                            {"usage", counts}}));
       out.push_back("data: [DONE]\n\n");
       break;
     }
     case stream_style::anthropic: {
       out.push_back(sse({{"type", "message_start"},
-                         {"message", {{"id", "msg_test"}, {"type", "message"}, {"role", "assistant"},
-                                      {"content", json::array()}, {"model", r.model}, {"stop_reason", nullptr},
-                                      {"stop_sequence", nullptr},
-                                      {"usage", {{"input_tokens", r.input_tokens}, {"output_tokens", 1}}}}}},
+                         {"message",
+                          {{"id", "msg_test"},
+                           {"type", "message"},
+                           {"role", "assistant"},
+                           {"content", json::array()},
+                           {"model", r.model},
+                           {"stop_reason", nullptr},
+                           {"stop_sequence", nullptr},
+                           {"usage", {{"input_tokens", r.input_tokens}, {"output_tokens", 1}}}}}},
                         "message_start"));
-      out.push_back(sse({{"type", "content_block_start"}, {"index", 0},
-                         {"content_block", {{"type", "text"}, {"text", ""}}}},
-                        "content_block_start"));
+      out.push_back(
+          sse({{"type", "content_block_start"}, {"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}},
+              "content_block_start"));
       out.push_back("event: ping\ndata: {\"type\": \"ping\"}\n\n");
       for (const auto& p : parts)
-        out.push_back(sse({{"type", "content_block_delta"}, {"index", 0},
-                           {"delta", {{"type", "text_delta"}, {"text", p}}}},
-                          "content_block_delta"));
+        out.push_back(
+            sse({{"type", "content_block_delta"}, {"index", 0}, {"delta", {{"type", "text_delta"}, {"text", p}}}},
+                "content_block_delta"));
       out.push_back(sse({{"type", "content_block_stop"}, {"index", 0}}, "content_block_stop"));
-      out.push_back(sse({{"type", "message_delta"},
-                         {"delta", {{"stop_reason", r.finish_reason.empty() ? "end_turn" : r.finish_reason},
-                                    {"stop_sequence", nullptr}}},
-                         {"usage", {{"output_tokens", r.output_tokens}}}},
-                        "message_delta"));
+      out.push_back(
+          sse({{"type", "message_delta"},
+               {"delta",
+                {{"stop_reason", r.finish_reason.empty() ? "end_turn" : r.finish_reason}, {"stop_sequence", nullptr}}},
+               {"usage", {{"output_tokens", r.output_tokens}}}},
+              "message_delta"));
       out.push_back(sse({{"type", "message_stop"}}, "message_stop"));
       break;
     }
@@ -219,8 +233,10 @@ llm_fake_server::llm_fake_server() : server_(std::make_unique<httplib::Server>()
     hres.status = reply.status;
     std::string content_type = "application/json";
     for (const auto& [k, v] : reply.headers) {
-      if (lower(k) == "content-type") content_type = v;
-      else hres.set_header(k, v);
+      if (lower(k) == "content-type")
+        content_type = v;
+      else
+        hres.set_header(k, v);
     }
     const json body = req.body_json();
     const bool anthropic = ends_with(req.path, "/messages");
@@ -251,9 +267,9 @@ llm_fake_server::llm_fake_server() : server_(std::make_unique<httplib::Server>()
       std::lock_guard lock(mu_);
       style = reply.style.value_or(anthropic ? stream_style::anthropic : style_);
     }
-    const bool usage = style == stream_style::anthropic || style == stream_style::llama_cpp ||
-                       (reply.stream_usage && body.contains("stream_options") &&
-                        body["stream_options"].value("include_usage", false));
+    const bool usage =
+        style == stream_style::anthropic || style == stream_style::llama_cpp ||
+        (reply.stream_usage && body.contains("stream_options") && body["stream_options"].value("include_usage", false));
     auto events = stream_events(style, text, reply.token_chars, usage);
     const bool cut = reply.cut_after_events > 0 && reply.cut_after_events < events.size();
     if (cut) events.resize(reply.cut_after_events);
@@ -269,8 +285,7 @@ llm_fake_server::llm_fake_server() : server_(std::make_unique<httplib::Server>()
     const double delay = reply.token_delay_s;
     auto next = std::make_shared<size_t>(0);
     hres.set_chunked_content_provider(
-        "text/event-stream",
-        [this, writes = std::move(writes), delay, cut, next](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [this, writes = std::move(writes), delay, cut, next](size_t, httplib::DataSink& sink) {
           if (*next >= writes.size()) {
             if (cut) return false;  // closes the connection without the last chunk
             sink.done();
@@ -297,29 +312,37 @@ llm_fake_server::llm_fake_server() : server_(std::make_unique<httplib::Server>()
       hres.status = 200;
       if (style == stream_style::llama_cpp)
         // llama.cpp's /v1/models says the model's *training* length only.
-        return hres.set_content(
-            json{{"object", "list"},
-                 {"data", {{{"id", "test-model"}, {"object", "model"}, {"created", 1735142223},
-                            {"owned_by", "llamacpp"},
-                            {"meta", {{"n_ctx_train", 131072}, {"n_vocab", 151936}}}}}}}
-                .dump(),
-            "application/json");
-      return hres.set_content(
-          json{{"object", "list"},
-               {"data", {{{"id", "test-model"}, {"object", "model"}, {"created", 1735142223}, {"owned_by", "vllm"},
-                          {"root", "/models/test-model"}, {"parent", nullptr}, {"max_model_len", window},
-                          {"permission", json::array()}}}}}
-              .dump(),
-          "application/json");
+        return hres.set_content(json{{"object", "list"},
+                                     {"data",
+                                      {{{"id", "test-model"},
+                                        {"object", "model"},
+                                        {"created", 1735142223},
+                                        {"owned_by", "llamacpp"},
+                                        {"meta", {{"n_ctx_train", 131072}, {"n_vocab", 151936}}}}}}}
+                                    .dump(),
+                                "application/json");
+      return hres.set_content(json{{"object", "list"},
+                                   {"data",
+                                    {{{"id", "test-model"},
+                                      {"object", "model"},
+                                      {"created", 1735142223},
+                                      {"owned_by", "vllm"},
+                                      {"root", "/models/test-model"},
+                                      {"parent", nullptr},
+                                      {"max_model_len", window},
+                                      {"permission", json::array()}}}}}
+                                  .dump(),
+                              "application/json");
     }
     if (hreq.path == "/props" && style == stream_style::llama_cpp) {
       hres.status = 200;
-      return hres.set_content(json{{"default_generation_settings", {{"n_ctx", window}, {"params", {{"n_predict", -1}}}}},
-                                   {"total_slots", 1},
-                                   {"model_path", "/models/test-model.gguf"},
-                                   {"build_info", "b6000-test"}}
-                                  .dump(),
-                              "application/json");
+      return hres.set_content(
+          json{{"default_generation_settings", {{"n_ctx", window}, {"params", {{"n_predict", -1}}}}},
+               {"total_slots", 1},
+               {"model_path", "/models/test-model.gguf"},
+               {"build_info", "b6000-test"}}
+              .dump(),
+          "application/json");
     }
     hres.set_content(R"({"error":{"code":404,"message":"File Not Found","type":"not_found_error"}})",
                      "application/json");
@@ -327,8 +350,7 @@ llm_fake_server::llm_fake_server() : server_(std::make_unique<httplib::Server>()
   port_ = server_->bind_to_any_port("127.0.0.1");
   if (port_ <= 0) throw std::runtime_error("llm_fake_server: cannot bind 127.0.0.1");
   thread_ = std::thread([this] { server_->listen_after_bind(); });
-  for (int i = 0; i < 2000 && !server_->is_running(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 2000 && !server_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 llm_fake_server::~llm_fake_server() {
@@ -385,7 +407,8 @@ size_t llm_fake_server::get_count() const { return gets_.load(); }
 
 int64_t llm_fake_server::tokens_of(const json& body) {
   size_t chars = 0;
-  if (body.contains("system") && body["system"].is_string()) chars += body["system"].get_ref<const std::string&>().size();
+  if (body.contains("system") && body["system"].is_string())
+    chars += body["system"].get_ref<const std::string&>().size();
   if (body.contains("messages") && body["messages"].is_array())
     for (const auto& m : body["messages"])
       if (m.contains("content") && m["content"].is_string()) chars += m["content"].get_ref<const std::string&>().size();
@@ -420,8 +443,7 @@ std::string llm_fake_server::validate(const recorded_request& req) const {
     return "Content-Type is '" + req.header("content-type") + "', not application/json";
   const json body = req.body_json();
   if (!body.is_object()) return "the body is not a JSON object";
-  if (!body.contains("model") || !body["model"].is_string() ||
-      body["model"].get<std::string>().empty())
+  if (!body.contains("model") || !body["model"].is_string() || body["model"].get<std::string>().empty())
     return "model missing or not a non-empty string";
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
     return "messages missing, not an array, or empty";
@@ -430,8 +452,7 @@ std::string llm_fake_server::validate(const recorded_request& req) const {
     return std::string(limit) + " missing or not a positive integer";
   if (body.contains("max_tokens") && body.contains("max_completion_tokens"))
     return "both max_tokens and max_completion_tokens";
-  if (body.contains("temperature") && !body["temperature"].is_number())
-    return "temperature is not a number";
+  if (body.contains("temperature") && !body["temperature"].is_number()) return "temperature is not a number";
   if (body.contains("stream") && !body["stream"].is_boolean()) return "stream is not a boolean";
   if (body.contains("stream_options")) {
     if (anthropic) return "stream_options is not an Anthropic field";
@@ -445,8 +466,8 @@ std::string llm_fake_server::validate(const recorded_request& req) const {
   }
   size_t i = 0;
   for (const auto& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-        !m.contains("content") || !m["content"].is_string())
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
       return "messages[" + std::to_string(i) + "] is not {role, content}";
     const std::string role = m["role"];
     const bool system_ok = openai && i == 0;
@@ -476,68 +497,82 @@ std::optional<scripted_reply> llm_fake_server::refusal(const recorded_request& r
     style = ends_with(req.path, "/messages") ? stream_style::anthropic : context_style_;
   }
   if (reasoning && body.contains("max_tokens"))
-    return raw_reply(400, json{{"error", {{"message", "Unsupported parameter: 'max_tokens' is not supported with "
-                                                      "this model. Use 'max_completion_tokens' instead."},
-                                          {"type", "invalid_request_error"}, {"param", "max_tokens"},
-                                          {"code", "unsupported_parameter"}}}}
+    return raw_reply(400, json{{"error",
+                                {{"message",
+                                  "Unsupported parameter: 'max_tokens' is not supported with "
+                                  "this model. Use 'max_completion_tokens' instead."},
+                                 {"type", "invalid_request_error"},
+                                 {"param", "max_tokens"},
+                                 {"code", "unsupported_parameter"}}}}
                               .dump());
   if (reasoning && body.contains("temperature"))
-    return raw_reply(400, json{{"error", {{"message", "Unsupported value: 'temperature' does not support " +
-                                                          body["temperature"].dump() +
-                                                          " with this model. Only the default (1) value is supported."},
-                                          {"type", "invalid_request_error"}, {"param", "temperature"},
-                                          {"code", "unsupported_value"}}}}
-                              .dump());
+    return raw_reply(
+        400, json{{"error",
+                   {{"message", "Unsupported value: 'temperature' does not support " + body["temperature"].dump() +
+                                    " with this model. Only the default (1) value is supported."},
+                    {"type", "invalid_request_error"},
+                    {"param", "temperature"},
+                    {"code", "unsupported_value"}}}}
+                 .dump());
   if (window <= 0) return std::nullopt;
   const int64_t prompt = tokens_of(body);
   const int64_t reply = body.value("max_tokens", body.value("max_completion_tokens", int64_t{0}));
   switch (style) {
     case stream_style::vllm:
       if (prompt >= window)
-        return raw_reply(400, json{{"error", {{"message", "This model's maximum context length is " +
-                                                              std::to_string(window) + " tokens. However, your request has " +
-                                                              std::to_string(prompt) +
-                                                              " input tokens. Please reduce the length of the input messages."},
-                                              {"type", "BadRequestError"}, {"param", nullptr}, {"code", 400}}}}
+        return raw_reply(400, json{{"error",
+                                    {{"message", "This model's maximum context length is " + std::to_string(window) +
+                                                     " tokens. However, your request has " + std::to_string(prompt) +
+                                                     " input tokens. Please reduce the length of the input messages."},
+                                     {"type", "BadRequestError"},
+                                     {"param", nullptr},
+                                     {"code", 400}}}}
                                   .dump());
       if (prompt + reply > window)
-        return raw_reply(400, json{{"error", {{"message", "'max_tokens' or 'max_completion_tokens' is too large: " +
-                                                              std::to_string(reply) + ". This model's maximum context length is " +
-                                                              std::to_string(window) + " tokens and your request has " +
-                                                              std::to_string(prompt) + " input tokens (" +
-                                                              std::to_string(reply) + " > " + std::to_string(window) +
-                                                              " - " + std::to_string(prompt) + "). None"},
-                                              {"type", "BadRequestError"}, {"param", nullptr}, {"code", 400}}}}
-                                  .dump());
+        return raw_reply(
+            400, json{{"error",
+                       {{"message", "'max_tokens' or 'max_completion_tokens' is too large: " + std::to_string(reply) +
+                                        ". This model's maximum context length is " + std::to_string(window) +
+                                        " tokens and your request has " + std::to_string(prompt) + " input tokens (" +
+                                        std::to_string(reply) + " > " + std::to_string(window) + " - " +
+                                        std::to_string(prompt) + "). None"},
+                        {"type", "BadRequestError"},
+                        {"param", nullptr},
+                        {"code", 400}}}}
+                     .dump());
       break;
     case stream_style::llama_cpp:
       // llama.cpp refuses only a prompt that does not fit; a long reply stops at the end
       // of the window (finish_reason "length").
       if (prompt >= window)
-        return raw_reply(400, json{{"error", {{"code", 400},
-                                              {"message", "request (" + std::to_string(prompt) +
-                                                              " tokens) exceeds the available context size (" +
-                                                              std::to_string(window) + " tokens), try increasing it"},
-                                              {"type", "exceed_context_size_error"},
-                                              {"n_prompt_tokens", prompt},
-                                              {"n_ctx", window}}}}
-                                  .dump());
+        return raw_reply(
+            400,
+            json{{"error",
+                  {{"code", 400},
+                   {"message", "request (" + std::to_string(prompt) + " tokens) exceeds the available context size (" +
+                                   std::to_string(window) + " tokens), try increasing it"},
+                   {"type", "exceed_context_size_error"},
+                   {"n_prompt_tokens", prompt},
+                   {"n_ctx", window}}}}
+                .dump());
       break;
     case stream_style::anthropic:
       if (prompt > window)
         return raw_reply(400, json{{"type", "error"},
-                                   {"error", {{"type", "invalid_request_error"},
-                                              {"message", "prompt is too long: " + std::to_string(prompt) + " tokens > " +
-                                                              std::to_string(window) + " maximum"}}}}
+                                   {"error",
+                                    {{"type", "invalid_request_error"},
+                                     {"message", "prompt is too long: " + std::to_string(prompt) + " tokens > " +
+                                                     std::to_string(window) + " maximum"}}}}
                                   .dump());
       if (prompt + reply > window)
-        return raw_reply(400, json{{"type", "error"},
-                                   {"error", {{"type", "invalid_request_error"},
-                                              {"message", "input length and `max_tokens` exceed context limit: " +
-                                                              std::to_string(prompt) + " + " + std::to_string(reply) +
-                                                              " > " + std::to_string(window) +
-                                                              ", decrease input length or `max_tokens` and try again"}}}}
-                                  .dump());
+        return raw_reply(
+            400, json{{"type", "error"},
+                      {"error",
+                       {{"type", "invalid_request_error"},
+                        {"message", "input length and `max_tokens` exceed context limit: " + std::to_string(prompt) +
+                                        " + " + std::to_string(reply) + " > " + std::to_string(window) +
+                                        ", decrease input length or `max_tokens` and try again"}}}}
+                     .dump());
       break;
     case stream_style::ollama:
       break;  // Ollama cuts the prompt silently

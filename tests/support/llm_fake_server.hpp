@@ -28,9 +28,9 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -65,7 +65,7 @@ struct model_text {
   int input_tokens = 10;
   int output_tokens = 20;
   std::string model = "test-model";
-  std::string finish_reason;        // "" : stop (openai) / end_turn (anthropic)
+  std::string finish_reason;  // "" : stop (openai) / end_turn (anthropic)
 };
 
 struct scripted_reply {
@@ -92,15 +92,13 @@ struct scripted_reply {
 
 // Bodies and replies as the real APIs send them.
 std::string openai_body(const std::string& text, int input_tokens = 10, int output_tokens = 20,
-                        const std::string& model = "test-model",
-                        const std::string& finish_reason = "stop");
-std::string anthropic_body(const std::string& text, int input_tokens = 10,
-                           int output_tokens = 20, const std::string& model = "test-model",
-                           const std::string& stop_reason = "end_turn");
+                        const std::string& model = "test-model", const std::string& finish_reason = "stop");
+std::string anthropic_body(const std::string& text, int input_tokens = 10, int output_tokens = 20,
+                           const std::string& model = "test-model", const std::string& stop_reason = "end_turn");
 scripted_reply openai_ok(const std::string& text, int input_tokens = 10, int output_tokens = 20,
                          const std::string& model = "test-model");
-scripted_reply anthropic_ok(const std::string& text, int input_tokens = 10,
-                            int output_tokens = 20, const std::string& model = "test-model");
+scripted_reply anthropic_ok(const std::string& text, int input_tokens = 10, int output_tokens = 20,
+                            const std::string& model = "test-model");
 // An error reply with the providers' error shape {"error": {"type", "message"}}.
 scripted_reply error_reply(int status, const std::string& message,
                            std::vector<std::pair<std::string, std::string>> headers = {});
@@ -110,8 +108,7 @@ scripted_reply raw_reply(int status, const std::string& body,
 
 // The SSE events (each "...\n\n") that `style`'s server sends for `reply`; `usage`:
 // whether the request asked for usage (stream_options.include_usage).
-std::vector<std::string> stream_events(stream_style style, const model_text& reply, size_t token_chars,
-                                       bool usage);
+std::vector<std::string> stream_events(stream_style style, const model_text& reply, size_t token_chars, bool usage);
 
 class llm_fake_server {
  public:

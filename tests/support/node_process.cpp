@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -51,10 +51,11 @@ bool node_process::start(double timeout_s) {
   if (!opts_.gpu_name.empty()) env.push_back("KS_SCRIPTED_GPU_NAME=" + opts_.gpu_name);
   if (!opts_.compile) env.push_back("KS_SCRIPTED_COMPILE=0");
   if (opts_.sms > 0) env.push_back("KS_SCRIPTED_SMS=" + std::to_string(opts_.sms));
-  auto started = start_server({(bin_dir() / "kernelskill-gpu").string(), "--listen", "127.0.0.1:" + std::to_string(port_),
-                               "--devices", opts_.devices, "--worker-binary", (bin_dir() / "ks-scripted-gpu").string(),
-                               "--review-margin", std::to_string(opts_.review_margin_s), "--log-level", "info"},
-                              env, (dir_ / "node.log").string(), timeout_s);
+  auto started =
+      start_server({(bin_dir() / "kernelskill-gpu").string(), "--listen", "127.0.0.1:" + std::to_string(port_),
+                    "--devices", opts_.devices, "--worker-binary", (bin_dir() / "ks-scripted-gpu").string(),
+                    "--review-margin", std::to_string(opts_.review_margin_s), "--log-level", "info"},
+                   env, (dir_ / "node.log").string(), timeout_s);
   pid_ = started.pid;
   if (pid_ <= 0) {
     error_ = "the node did not start: " + started.error + "\nstderr: " + log();

@@ -36,7 +36,7 @@ class node_process {
   // Starts the agent and waits up to timeout_s for its "listening on" line; false on
   // failure, with the reason in last_error(). A restart keeps the port it had.
   bool start(double timeout_s = 60);
-  void kill9();   // SIGKILL and reap
+  void kill9();  // SIGKILL and reap
   // SIGTERM, and wait up to timeout_s for the node to exit; its exit status (-1: it
   // had to be killed).
   int terminate(double timeout_s = 30);

@@ -114,8 +114,7 @@ recording_proxy::recording_proxy(uint16_t target) : s_(std::make_unique<state>()
   auto a = loopback(0);
   socklen_t len = sizeof a;
   if (s_->listener < 0 || ::bind(s_->listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(s_->listener, 64) != 0 ||
-      ::getsockname(s_->listener, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+      ::listen(s_->listener, 64) != 0 || ::getsockname(s_->listener, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
       ::pipe2(s_->wake, O_CLOEXEC) != 0)
     throw std::runtime_error("recording_proxy: cannot listen on loopback");
   s_->port = ntohs(a.sin_port);

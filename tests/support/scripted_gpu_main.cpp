@@ -37,9 +37,9 @@
 #include <string>
 #include <thread>
 
-#include "model/review.hpp"
 #include "base/content_hash.hpp"
 #include "gpu/nvrtc_compiler.hpp"
+#include "model/review.hpp"
 #include "tests/support/test_worker_main.hpp"
 
 namespace {
@@ -67,8 +67,8 @@ ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& re
   r.request_id = req.request_id;
   r.candidate_id = req.cand.id;
   // Which worker process reviewed it: tests of the fleet tell nodes apart by it.
-  r.device = gpu_name() + "/" + std::to_string(std::max(0, ks::test::requested_device())) + " pid " +
-             std::to_string(getpid());
+  r.device =
+      gpu_name() + "/" + std::to_string(std::max(0, ks::test::requested_device())) + " pid " + std::to_string(getpid());
   const auto t0 = std::chrono::steady_clock::now();
   static const bool compile = [] {
     const char* c = std::getenv("KS_SCRIPTED_COMPILE");
@@ -182,8 +182,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--graph") {
       std::error_code ec;
-      auto real = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
-                   "kernelskill-gpu").string();
+      auto real = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "kernelskill-gpu").string();
       argv[0] = real.data();
       execv(real.c_str(), argv);
       std::fprintf(stderr, "ks-scripted-gpu: cannot run %s for --graph\n", real.c_str());

@@ -105,20 +105,32 @@ options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--plans") o.plans = value();
-    else if (a == "--replies") o.replies = value();
-    else if (a == "--clean") o.clean = true;
-    else if (a == "--until-killed") o.until_killed = true;
-    else if (a == "--token-delay-ms") o.token_delay_ms = std::stoi(value());
-    else if (a == "--context") o.context = std::stoll(value());
-    else if (a == "--log") o.log = value();
+    if (a == "--plans")
+      o.plans = value();
+    else if (a == "--replies")
+      o.replies = value();
+    else if (a == "--clean")
+      o.clean = true;
+    else if (a == "--until-killed")
+      o.until_killed = true;
+    else if (a == "--token-delay-ms")
+      o.token_delay_ms = std::stoi(value());
+    else if (a == "--context")
+      o.context = std::stoll(value());
+    else if (a == "--log")
+      o.log = value();
     else if (a == "--style") {
       const std::string s = value();
-      if (s == "vllm") o.style = stream_style::vllm;
-      else if (s == "llama_cpp") o.style = stream_style::llama_cpp;
-      else if (s == "ollama") o.style = stream_style::ollama;
-      else if (s == "anthropic") o.style = stream_style::anthropic;
-      else usage("unknown --style " + s);
+      if (s == "vllm")
+        o.style = stream_style::vllm;
+      else if (s == "llama_cpp")
+        o.style = stream_style::llama_cpp;
+      else if (s == "ollama")
+        o.style = stream_style::ollama;
+      else if (s == "anthropic")
+        o.style = stream_style::anthropic;
+      else
+        usage("unknown --style " + s);
     } else if (auto eq = a.find('='); eq != std::string::npos) {
       stems[a.substr(0, eq)] = a.substr(eq + 1);
     } else {
@@ -138,8 +150,8 @@ std::string blocks(const std::string& source, const std::string& plan) {
 
 // The kernel as a model that forgot NVRTC's headers writes it: int64_t for the index.
 std::string with_int64(const std::string& source) {
-  std::string s = std::regex_replace(source, std::regex("const long long i ="), "const int64_t i =",
-                                     std::regex_constants::format_first_only);
+  std::string s = std::regex_replace(source, std::regex("const long long i ="),
+                                     "const int64_t i =", std::regex_constants::format_first_only);
   if (s == source) s = "typedef int64_t index_t;  // the seed's index type\n" + source;
   return s;
 }
@@ -184,8 +196,9 @@ class replayer {
 
  private:
   std::string seed_reply(int seed, const kernel_files& k, bool format_repair, std::string& finish) {
-    const std::string prose = "The reference computes its output element by element; one thread per element "
-                              "keeps the accesses coalesced.\n\n";
+    const std::string prose =
+        "The reference computes its output element by element; one thread per element "
+        "keeps the accesses coalesced.\n\n";
     const std::string source = (seed > 1 ? "// seed " + std::to_string(seed) + "\n" : std::string()) + k.source;
     if (o_.clean || format_repair) return prose + blocks(source, k.plan) + "\nEvery output element is written.\n";
     if (seed == 1) return prose + blocks(with_int64(k.source), k.plan);
@@ -196,8 +209,8 @@ class replayer {
       return whole.substr(0, prose.size() + 8 + source.size() / 2);
     }
     if (seed == 3) {
-      std::string plan = std::regex_replace(k.plan, std::regex("\\bblock:"), "blok:",
-                                            std::regex_constants::format_first_only);
+      std::string plan =
+          std::regex_replace(k.plan, std::regex("\\bblock:"), "blok:", std::regex_constants::format_first_only);
       return prose + blocks(source, plan);
     }
     return prose + blocks(source, k.plan);

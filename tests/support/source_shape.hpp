@@ -67,8 +67,7 @@ inline std::string blank_literals(const std::string& s) {
 }
 
 inline std::vector<function_span> function_spans(const std::string& source) {
-  static const std::regex function_head(
-      R"(\)\s*((const|noexcept|override|final|mutable)\s*)*(->\s*[\w:<>,\s\*&]+)?$)");
+  static const std::regex function_head(R"(\)\s*((const|noexcept|override|final|mutable)\s*)*(->\s*[\w:<>,\s\*&]+)?$)");
   static const std::regex scope_head(R"((^|\s)(namespace|class|struct|union|enum)(\s|$))");
   enum kind { scope, function, other };
   struct open_brace {
@@ -91,8 +90,7 @@ inline std::vector<function_span> function_spans(const std::string& source) {
       size_t end = head.find_last_not_of(" \t\n");
       head = end == std::string::npos ? "" : head.substr(0, end + 1);
       kind k = other;
-      if (at_scope && std::regex_search(head, scope_head) &&
-          head.find('(') == std::string::npos) {
+      if (at_scope && std::regex_search(head, scope_head) && head.find('(') == std::string::npos) {
         k = scope;
       } else if (at_scope && head.find("extern \"") != std::string::npos) {
         k = scope;

@@ -54,14 +54,13 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
 }
 
 bool digits_then(const std::string& name, const char* ext) {
-  return !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) &&
-         name.size() > 4 && name.compare(name.size() - 4, 4, ext) == 0;
+  return !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) && name.size() > 4 &&
+         name.compare(name.size() - 4, 4, ext) == 0;
 }
 
 // Runs writers on `dir`, each killed after a random number of acks; appends what they
 // printed to `transcript`. Returns the highest trajectory seq acknowledged.
-uint64_t build_base(const fault_options& o, const fs::path& dir, const fs::path& transcript,
-                    std::mt19937& rng) {
+uint64_t build_base(const fault_options& o, const fs::path& dir, const fs::path& transcript, std::mt19937& rng) {
   std::ofstream log(transcript, std::ios::app);
   std::uniform_int_distribution<int> acks_dist(o.min_acks, o.max_acks);
   const int runs = 2 + static_cast<int>(rng() % 2);
@@ -77,8 +76,7 @@ uint64_t build_base(const fault_options& o, const fs::path& dir, const fs::path&
       if (line.rfind("ack ", 0) == 0) {
         ++acks;
         max_ack = std::max<uint64_t>(max_ack, std::stoull(line.substr(4)));
-      } else if (line != "opened" && line.rfind("kernel ", 0) != 0 &&
-                 line.rfind("experience ", 0) != 0) {
+      } else if (line != "opened" && line.rfind("kernel ", 0) != 0 && line.rfind("experience ", 0) != 0) {
         throw std::runtime_error("store_writer on " + dir.string() + " said: " + line);
       }
     };
@@ -104,11 +102,16 @@ std::vector<target> targets(const fs::path& dir) {
   while (!current.empty() && current.back() == '\n') current.pop_back();
   for (const auto& e : fs::directory_iterator(dir)) {
     std::string name = e.path().filename().string();
-    if (name == current) out.push_back({"MANIFEST", name});
-    else if (digits_then(name, ".log") && fs::file_size(e.path()) > 0) out.push_back({"WAL", name});
-    else if (digits_then(name, ".sst")) out.push_back({"SST", name});
-    else if (name == "CURRENT") out.push_back({"CURRENT", name});
-    else if (name == "KERNELSKILL-WATERMARK") out.push_back({"WATERMARK", name});
+    if (name == current)
+      out.push_back({"MANIFEST", name});
+    else if (digits_then(name, ".log") && fs::file_size(e.path()) > 0)
+      out.push_back({"WAL", name});
+    else if (digits_then(name, ".sst"))
+      out.push_back({"SST", name});
+    else if (name == "CURRENT")
+      out.push_back({"CURRENT", name});
+    else if (name == "KERNELSKILL-WATERMARK")
+      out.push_back({"WATERMARK", name});
   }
   return out;
 }
@@ -122,7 +125,8 @@ void damage(const fs::path& dir, std::mt19937& rng, fault_case& c) {
   std::vector<target> pool;
   for (auto& [kind, w] : weights) {
     std::vector<target> of_kind;
-    for (auto& t : all) if (t.kind == kind) of_kind.push_back(t);
+    for (auto& t : all)
+      if (t.kind == kind) of_kind.push_back(t);
     if (of_kind.empty()) continue;
     for (int i = 0; i < w; ++i) pool.push_back(of_kind[rng() % of_kind.size()]);
   }
@@ -161,14 +165,13 @@ void damage(const fs::path& dir, std::mt19937& rng, fault_case& c) {
     c.op = "zero";
     c.offset = rng() % bytes.size();
     c.length = std::min<uint64_t>(1 + rng() % 512, bytes.size() - c.offset);
-    std::fill(bytes.begin() + static_cast<long>(c.offset),
-              bytes.begin() + static_cast<long>(c.offset + c.length), '\0');
+    std::fill(bytes.begin() + static_cast<long>(c.offset), bytes.begin() + static_cast<long>(c.offset + c.length),
+              '\0');
   }
   write_file(p, bytes);
 }
 
-void verify_case(const fault_options& o, const fs::path& dir, const fs::path& transcript,
-                 fault_case& c) {
+void verify_case(const fault_options& o, const fs::path& dir, const fs::path& transcript, fault_case& c) {
   const auto before = snapshot(dir);
   auto t0 = std::chrono::steady_clock::now();
   child v({o.writer, dir.string(), "--verify", transcript.string()});
@@ -196,12 +199,14 @@ void verify_case(const fault_options& o, const fs::path& dir, const fs::path& tr
     // The damaged file by name, or the write-ahead log by kind when it is gone.
     static const std::regex names_file(
         R"(MANIFEST|CURRENT|[0-9]+\.log|[0-9]+\.sst|WATERMARK|a write-ahead log was cut, damaged or removed)");
-    const bool says_what = out.find("is damaged") != std::string::npos &&
-                           std::regex_search(out, names_file) &&
+    const bool says_what = out.find("is damaged") != std::string::npos && std::regex_search(out, names_file) &&
                            out.find("kernelskill store repair") != std::string::npos;
-    if (!says_what) c.outcome = "unclear";
-    else if (snapshot(dir) != before) c.outcome = "changed";
-    else c.outcome = "refused";
+    if (!says_what)
+      c.outcome = "unclear";
+    else if (snapshot(dir) != before)
+      c.outcome = "changed";
+    else
+      c.outcome = "refused";
   } else {
     c.outcome = "error";
   }
@@ -210,8 +215,8 @@ void verify_case(const fault_options& o, const fs::path& dir, const fs::path& tr
 }  // namespace
 
 std::string fault_case::describe() const {
-  std::string s = "base " + std::to_string(base) + ": " + kind + " " + file + " (" +
-                  std::to_string(size) + " bytes) " + op;
+  std::string s =
+      "base " + std::to_string(base) + ": " + kind + " " + file + " (" + std::to_string(size) + " bytes) " + op;
   if (op == "cut") s += " to " + std::to_string(offset) + " bytes";
   if (op == "flip") s += " " + std::to_string(length) + " byte(s) from offset " + std::to_string(offset);
   if (op == "zero") s += " " + std::to_string(length) + " bytes at offset " + std::to_string(offset);
@@ -229,7 +234,8 @@ std::map<std::string, std::map<std::string, int>> fault_summary::counts() const 
 
 std::vector<const fault_case*> fault_summary::failures() const {
   std::vector<const fault_case*> out;
-  for (const auto& c : cases) if (!c.ok()) out.push_back(&c);
+  for (const auto& c : cases)
+    if (!c.ok()) out.push_back(&c);
   return out;
 }
 
@@ -241,9 +247,12 @@ std::string fault_summary::table() const {
       total += n;
       if (outcome != "intact" && outcome != "refused") bad += n;
     }
-    auto get = [&](const char* k) { auto it = by.find(k); return it == by.end() ? 0 : it->second; };
-    s += "| " + kind + " | " + std::to_string(total) + " | " + std::to_string(get("intact")) +
-         " | " + std::to_string(get("refused")) + " | " + std::to_string(bad) + " |\n";
+    auto get = [&](const char* k) {
+      auto it = by.find(k);
+      return it == by.end() ? 0 : it->second;
+    };
+    s += "| " + kind + " | " + std::to_string(total) + " | " + std::to_string(get("intact")) + " | " +
+         std::to_string(get("refused")) + " | " + std::to_string(bad) + " |\n";
   }
   return s;
 }
@@ -273,8 +282,7 @@ fault_summary run_fault_sweep(const fault_options& o) {
     fs::remove_all(base);
   }
   fs::remove_all(o.work / "case");
-  summary.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }
 

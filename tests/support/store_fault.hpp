@@ -26,21 +26,21 @@
 namespace ks::test {
 
 struct fault_options {
-  std::string writer;               // path of store_writer
-  std::filesystem::path work;       // scratch directory (created; cases are removed)
+  std::string writer;          // path of store_writer
+  std::filesystem::path work;  // scratch directory (created; cases are removed)
   uint32_t seed = 1;
-  int bases = 6;                    // stores built by killed writers
-  int damages_per_base = 6;         // damaged copies of each
-  int min_acks = 20, max_acks = 150;  // a writer is killed after this many acks
-  bool sync = false;                // the writers' sync_writes (kill -9 needs none)
+  int bases = 6;                                     // stores built by killed writers
+  int damages_per_base = 6;                          // damaged copies of each
+  int min_acks = 20, max_acks = 150;                 // a writer is killed after this many acks
+  bool sync = false;                                 // the writers' sync_writes (kill -9 needs none)
   std::function<void(const std::string&)> progress;  // one line per case, when set
 };
 
 struct fault_case {
   int base = 0;
-  std::string kind;     // MANIFEST, WAL, SST, CURRENT, WATERMARK
+  std::string kind;  // MANIFEST, WAL, SST, CURRENT, WATERMARK
   std::string file;
-  std::string op;       // cut, flip, zero, remove
+  std::string op;  // cut, flip, zero, remove
   uint64_t size = 0, offset = 0, length = 0;
   std::string outcome;  // intact, refused, LOST, changed, unclear, crashed, error
   std::string detail;   // the verifier's output

@@ -58,8 +58,7 @@ int verify(ks::store& db, const std::string& task, const std::string& transcript
     return 4;
   }
   if (entries->size() < max_ack) {
-    std::printf("LOST: %llu trajectory entries acknowledged, %zu in the store\n", max_ack,
-                entries->size());
+    std::printf("LOST: %llu trajectory entries acknowledged, %zu in the store\n", max_ack, entries->size());
     return 4;
   }
   for (size_t i = 0; i < entries->size(); ++i) {
@@ -149,8 +148,7 @@ int main(int argc, char** argv) {
       c.task = task;
       c.source = "__global__ void k(float* x) { x[threadIdx.x] *= " + std::to_string(*seq) + "; }";
       c.compile_options = {"--use_fast_math"};
-      c.plan.steps.push_back({"kernel", "k", {"1", "1", "1"}, {"32", "1", "1"}, "0",
-                              {{"tensor", "x", ""}}, {}, {}});
+      c.plan.steps.push_back({"kernel", "k", {"1", "1", "1"}, {"32", "1", "1"}, "0", {{"tensor", "x", ""}}, {}, {}});
       auto id = db->put_kernel(c);
       if (!id) {
         std::printf("error: %s\n", id.message().c_str());
