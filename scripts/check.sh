@@ -4,8 +4,8 @@
 #   scripts/check.sh [BUILD_DIR]        (default build; built with layering_test and kernelskill)
 #
 # 1. format: the lines changed since BASE are as .clang-format says (git clang-format
-#    --diff: only what a change touches, so older lines are reformatted as they are
-#    edited). BASE: $KS_CHECK_BASE, else the merge base with main, else HEAD~1.
+#    --diff: only what a change touches; the whole tree was formatted once, in the
+#    commit .git-blame-ignore-revs names). BASE: $KS_CHECK_BASE, else the merge base with main, else HEAD~1.
 #    KS_FORMAT=warn reports without failing.
 # 2. layering and size: no upward include or folder cycle, no file over 1000 lines or
 #    function over 150 but those in tests/size_allowlist.txt (layering_test).
