@@ -592,8 +592,11 @@ TEST_CASE("hostile bodies are refused while they arrive, and the daemon's memory
                        << " MiB after the hostile bodies, " << hwm / 1024 << " MiB after the YAML parses");
   // Two parses of ~250 MiB at most, with the bodies being read beside them.
   CHECK(hwm - rss_before < 800 * 1024);
-  // And the memory went back.
-  CHECK(rss_after - rss_before < 48 * 1024);
+  // And the memory went back: without the trim the parses' arenas keep most of what they
+  // took (hundreds of MiB); with it, what stays is fragmentation, 30 MiB alone here and
+  // 62 MiB with the machine's two cores loaded by other builds, so the bound is a
+  // quarter of what the parses took, at least 48 MiB.
+  CHECK(rss_after - rss_before < std::max<long>(48 * 1024, (hwm - rss_before) / 4));
   auto health = c.Get("/api/health");
   REQUIRE(health);
   CHECK(health->status == 200);
