@@ -102,8 +102,8 @@ result<lowered_kernel_set> run(lowering_context& cx) {
   if (auto s = plan_stages(cx); !s) return error{s.message()};
   std::set<std::string> kinds;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
-    stage& st = cx.stages[i];
-    if (st.fused_away || st.is_epilogue || st.twin_of >= 0) continue;
+    const stage& st = cx.stages[i];
+    if (st.emitted_elsewhere()) continue;
     const template_row* t = template_for(st);
     if (!t) return error{"stage " + std::to_string(i) + " is taken by no template"};
     t->space(cx, i, cx.out.space);  // before the stage is emitted, as emit sees it

@@ -34,7 +34,7 @@ std::vector<std::pair<size_t, size_t>> kept_groups(const shaped& in, const shape
 // bias along the last dims), the kernel walks rows and columns and pays a division
 // per row instead (elementwise kernels, a whole-tensor reduction's prologue).
 size_t choose_column_split(const lowering_context& cx, const stage& st) {
-  const shaped& iter = st.iter;
+  const shaped& iter = st.as_kind<elementwise_stage>().iter;
   const size_t r = iter.shape.size();
   std::set<std::string> inside;
   for (auto* n : st.nodes) inside.insert(n->outputs.begin(), n->outputs.end());
@@ -145,7 +145,7 @@ struct chain_writer {
       const bool mask = v.dtype == "bool";
       std::string p = kp.tensor_in(t->second, mask ? "bool" : "float");
       std::string name = "x" + tag + std::to_string(var.size());
-      const std::string idx = access(cx.shapes.at(id), st.iter, i, kp, reads.split);
+      const std::string idx = access(cx.shapes.at(id), st.as_kind<elementwise_stage>().iter, i, kp, reads.split);
       if (mask) {
         out.line("const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;");
         var[id] = name;
@@ -323,8 +323,8 @@ status chain_code(lowering_context& cx, const stage& st, const std::string& i, k
 result<epilogue_code> fused_epilogue(lowering_context& cx, size_t si, const std::string& value, const std::string& idx,
                                      kernel_params& kp) {
   epilogue_code out;
-  if (cx.stages[si].epilogue < 0) return out;
-  stage& epi = cx.stages[cx.stages[si].epilogue];
+  if (cx.stages[si].epilogue() < 0) return out;
+  const stage& epi = cx.stages[cx.stages[si].epilogue()];
   std::map<std::string, std::string> var{{value, "res"}};
   if (auto s = chain_code(cx, epi, idx, kp, out.code, var, "p"); !s) return error{s.message()};
   code_writer stores(out.stores, 2);

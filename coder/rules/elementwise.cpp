@@ -28,20 +28,21 @@ struct elementwise_parts {
 result<elementwise_parts> gather_parts(lowering_context& cx, const stage& st, const elementwise_layout& lay) {
   elementwise_parts e;
   kernel_params& kp = e.kp;
+  const shaped& iter = st.as_kind<elementwise_stage>().iter;
   // Which values of the chain the plan needs.
   for (auto* n : st.nodes) {
     auto it = cx.tensor_of.find(n->outputs[0]);
     if (it == cx.tensor_of.end()) continue;
-    if (cx.shapes.at(n->outputs[0]).shape != st.iter.shape)
+    if (cx.shapes.at(n->outputs[0]).shape != iter.shape)
       return error{"elementwise chain: value " + n->outputs[0] + " is needed at a smaller shape than the chain's"};
     e.exports.push_back({n->outputs[0], it->second});
   }
   // Inputs of the iteration shape are loaded as vectors; the others element by element.
-  e.n_expr = product(st.iter.sym);
+  e.n_expr = product(iter.sym);
   e.N = kp.int64(e.n_expr);
   if (lay.split) {
-    e.ROWS = kp.int64(product(std::vector<std::string>(st.iter.sym.begin(), st.iter.sym.begin() + lay.split)));
-    e.INNER = kp.int64(product(std::vector<std::string>(st.iter.sym.begin() + lay.split, st.iter.sym.end())));
+    e.ROWS = kp.int64(product(std::vector<std::string>(iter.sym.begin(), iter.sym.begin() + lay.split)));
+    e.INNER = kp.int64(product(std::vector<std::string>(iter.sym.begin() + lay.split, iter.sym.end())));
   }
   status body_ok = chain_code(cx, st, "i", kp, e.body, e.var, "", lay.body_reads);
   status tail_ok = body_ok ? chain_code(cx, st, "i", kp, e.tail_body, e.var2, "t", lay.tail_reads) : body_ok;
@@ -159,9 +160,10 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
 // The launch: blocks over the elements, or over a row's columns and the rows.
 std::vector<std::string> elementwise_grid(const stage& st, const elementwise_parts& e, const elementwise_layout& lay) {
   const int V = lay.vector_width, U = lay.per_thread, B = lay.block;
+  const shaped& iter = st.as_kind<elementwise_stage>().iter;
   if (lay.split) {
-    const std::string rows = product(std::vector<std::string>(st.iter.sym.begin(), st.iter.sym.begin() + lay.split));
-    const std::string inner = product(std::vector<std::string>(st.iter.sym.begin() + lay.split, st.iter.sym.end()));
+    const std::string rows = product(std::vector<std::string>(iter.sym.begin(), iter.sym.begin() + lay.split));
+    const std::string inner = product(std::vector<std::string>(iter.sym.begin() + lay.split, iter.sym.end()));
     // Blocks across a row so that each thread has about 4 trips in it (the row's
     // own indices are computed once per trip), and rows (grid.y ≤ 65535) until the
     // grid holds about grid_cap blocks; each block walks rows gridDim.y apart.
@@ -195,7 +197,7 @@ elementwise_layout choose_elementwise_layout(const lowering_context& cx, const s
 }
 
 status emit_elementwise(lowering_context& cx, size_t si) {
-  stage& st = cx.stages[si];
+  const stage& st = cx.stages[si];
   const elementwise_layout lay = choose_elementwise_layout(cx, st);
   auto parts = gather_parts(cx, st, lay);
   if (!parts) return error{parts.message()};

@@ -32,7 +32,7 @@ result<fallback_call> choose_fallback_call(const stage& st) {
   const graph_node& n = *st.nodes[0];
   auto sch = parse_op_schema(n.schema);
   if (!sch) return error{n.kind + ": " + sch.message()};
-  return fallback_call{*sch, st.fallback};
+  return fallback_call{*sch, st.as_kind<library_stage>().fallback};
 }
 
 status emit_fallback(lowering_context& cx, size_t si) {

@@ -57,7 +57,8 @@
 // stage it takes, the emit_ function, the stage's name); its .cpp in
 // coder/CMakeLists.txt. Its ops need rows in op_table.cpp (class and shape rule; a
 // new rule in shapes.cpp's shape_of_node). Only a new class of op needs a stage
-// kind here and a branch in collect_stages (stages.cpp), and the fusion passes if a
+// kind here (a struct of what planning decides for it, one more alternative of
+// stage::as) and a branch in collect_stages (stages.cpp), and the fusion passes if a
 // chain may fuse into it.
 //
 // What it promises:
@@ -71,6 +72,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "coder/lowering.hpp"
@@ -85,29 +87,83 @@ struct shaped {
   std::vector<std::string> sym;
 };
 
-// One kernel or library step of the lowering, in graph order.
-struct stage {
-  enum kind_t { elementwise, reduce, library, pool, scan } kind = elementwise;
-  std::vector<const graph_node*> nodes;  // elementwise: the chain; else one node
-  shaped iter;                           // elementwise: the iteration shape
-  int prologue = -1;                     // reduce, scan: index of the fused elementwise stage
-  bool fused_away = false;               // elementwise: emitted inside a reduction
-  int epilogue = -1;                     // reduce: index of the elementwise stage fused after it
-  bool is_epilogue = false;              // elementwise: emitted in a reduction's second pass
-  // library: why no template takes this op, when it is a fallback (an ATen call by
-  // its schema) rather than a product or convolution.
-  std::string fallback = "";
-  // scan: the value it reads and the value it stores when a flip or a zero-padded
-  // shift around it is fused into its loads and stores (empty: its node's own).
+// What planning decided for each kind of stage (stage::as holds one of them).
+
+// A chain of elementwise ops at one iteration shape.
+struct elementwise_stage {
+  shaped iter;               // the iteration shape
+  bool fused_away = false;   // emitted inside a reduction or a scan as its prologue
+  bool is_epilogue = false;  // emitted in a reduction's second pass, or before a pool's or a scan's store
+  // Over [N, H, W, C]: values of the chain that the plan needs as their permute
+  // [0, 3, 1, 2] (value -> the permute's result), stored so by the kernel through a
+  // tile transposed in shared memory (transpose_store.hpp; conv_layout.hpp writes
+  // such permutes).
+  std::vector<std::pair<std::string, std::string>> permuted = {};
+};
+
+// A reduction or a normalisation (row_reduce.hpp).
+struct reduce_stage {
+  int prologue = -1;  // index of the fused elementwise stage, or -1
+  int epilogue = -1;  // index of the elementwise stage fused after it, or -1
+  int twin_of = -1;   // the stage whose kernel reads this reduction too (twin_rows.hpp), or -1
+};
+
+// max_pool or avg_pool (pool.hpp).
+struct pool_stage {
+  int epilogue = -1;  // index of the elementwise stage fused before its store, or -1
+};
+
+// cumsum or cumprod (scan.hpp).
+struct scan_stage {
+  int prologue = -1;  // index of the fused elementwise stage, or -1
+  int epilogue = -1;  // index of the elementwise stage fused before its store, or -1
+  // The value it reads and the value it stores when a flip or a zero-padded shift
+  // around it is fused into its loads and stores (empty: its node's own).
   std::string scan_in = "", scan_out = "";
   bool reverse_in = false, reverse_out = false, exclusive = false;
-  // reduce: the stage whose kernel reads this reduction too (twin_rows.hpp), or -1.
-  int twin_of = -1;
-  // elementwise over [N, H, W, C]: values of the chain that the plan needs as their
-  // permute [0, 3, 1, 2] (value -> the permute's result), stored so by the kernel
-  // through a tile transposed in shared memory (transpose_store.hpp; conv_layout.hpp
-  // writes such permutes).
-  std::vector<std::pair<std::string, std::string>> permuted = {};
+};
+
+// An ATen step: a product or a convolution (library.hpp), or a fallback.
+struct library_stage {
+  // Why no template takes this op, when it is a fallback (an ATen call by its schema,
+  // fallback.hpp) rather than a product or convolution.
+  std::string fallback = "";
+  bool absorbed = false;  // a fallback fused into a scan's loads or stores: no step
+};
+
+// One kernel or library step of the lowering, in graph order.
+struct stage {
+  std::vector<const graph_node*> nodes;  // elementwise: the chain; else one node
+  std::variant<elementwise_stage, reduce_stage, pool_stage, scan_stage, library_stage> as;
+
+  // The kind's own part, or nullptr when the stage is of another kind.
+  template <class K>
+  K* get() {
+    return std::get_if<K>(&as);
+  }
+  template <class K>
+  const K* get() const {
+    return std::get_if<K>(&as);
+  }
+  template <class K>
+  bool is() const {
+    return std::holds_alternative<K>(as);
+  }
+  // The kind's own part; throws (std::bad_variant_access) when the stage is of another.
+  template <class K>
+  K& as_kind() {
+    return std::get<K>(as);
+  }
+  template <class K>
+  const K& as_kind() const {
+    return std::get<K>(as);
+  }
+  // The fused prologue's or epilogue's stage index, -1 where none (or none can be).
+  int prologue() const;
+  int epilogue() const;
+  // Written by another stage's kernel (a prologue, an epilogue, a twin), or a
+  // fallback absorbed into a scan: no template of its own.
+  bool emitted_elsewhere() const;
 };
 
 struct lowering_context {

@@ -169,7 +169,7 @@ status emit_pool(lowering_context& cx, size_t si) {
   const std::string OL = V == 1 ? O[D - 1] : "OL";
   auto epi = fused_epilogue(cx, si, n.outputs[0], V == 1 ? "t" : "tv", kp);
   if (!epi) return epi.error();
-  const bool fused = cx.stages[si].epilogue >= 0;
+  const bool fused = cx.stages[si].epilogue() >= 0;
   const std::string Y = fused ? std::string() : kp.tensor_out(cx.tensor_of.at(n.outputs[0]));
   const int B = layout->block;
   const std::string op = std::string(p->max ? "max" : "avg") + "_pool" + std::to_string(D) + "d";

@@ -111,7 +111,8 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   rp.ROWS = kp.int64(product(rp.outer));
   rp.C = kp.int64(product(rp.red));
   if (rp.inner_n != 1) rp.INNER = kp.int64(product(rp.inner));
-  rp.pro = st.prologue >= 0 ? &cx.stages[st.prologue] : nullptr;
+  const reduce_stage& red = st.as_kind<reduce_stage>();
+  rp.pro = red.prologue >= 0 ? &cx.stages[red.prologue] : nullptr;
   if (rp.pro) {
     if (auto s = chain_code(cx, *rp.pro, "i", kp, rp.load_code, rp.var, ""); !s) return error{s.message()};
   }
@@ -131,7 +132,7 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
     rp.CG = kp.int64(rp.red[0]);
     rp.SP = kp.int64(product(std::vector<std::string>(in.sym.begin() + 2, in.sym.end())));
   }
-  rp.epi = st.epilogue >= 0 ? &cx.stages[st.epilogue] : nullptr;
+  rp.epi = red.epilogue >= 0 ? &cx.stages[red.epilogue] : nullptr;
   if (rp.epi && r.acc == acc_kind::arg)
     return error{"aten::" + r.op +
                  " followed by elementwise ops (on its int64 indices) is not supported by the rules coder"};
@@ -231,11 +232,11 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   // 64-bit division per element for its flat index would bound the kernel, not DRAM.
   // The shift of a moments accumulation reads element 0 by the flat index: no split.
   const size_t sp =
-      rp.pro && r.acc != acc_kind::moments && rp.pro->iter.shape == rp.in->shape ? choose_column_split(cx, *rp.pro) : 0;
+      rp.pro && r.acc != acc_kind::moments && rp.pro->as_kind<elementwise_stage>().iter.shape == rp.in->shape ? choose_column_split(cx, *rp.pro) : 0;
   std::string rows_loop;
   std::vector<std::string> grid = {P, "1", "1"};
   if (sp > 0) {
-    const shaped& it = rp.pro->iter;
+    const shaped& it = rp.pro->as_kind<elementwise_stage>().iter;
     const std::string rows = product(std::vector<std::string>(it.sym.begin(), it.sym.begin() + sp));
     const std::string cols = product(std::vector<std::string>(it.sym.begin() + sp, it.sym.end()));
     // Blocks across a row (about 8 trips a thread in it), rows until about 1024 blocks.

@@ -13,8 +13,8 @@
 namespace ks::rules {
 
 result<scan_layout> choose_scan_layout(const lowering_context& cx, size_t si) {
-  const stage& st = cx.stages[si];
-  const graph_node& n = *st.nodes[0];
+  const graph_node& n = *cx.stages[si].nodes[0];
+  const scan_stage& st = cx.stages[si].as_kind<scan_stage>();
   scan_layout lay;
   lay.sum = base_kind(n.kind) == "aten::cumsum";
   // What the scan reads (x itself where a flip or a shift was fused into its loads):
@@ -220,8 +220,8 @@ result<scan_source> scan_source_of(lowering_context& cx, const stage* pro, const
 }  // namespace
 
 status emit_scan(lowering_context& cx, size_t si) {
-  const stage& st = cx.stages[si];
-  const graph_node& n = *st.nodes[0];
+  const graph_node& n = *cx.stages[si].nodes[0];
+  const scan_stage& st = cx.stages[si].as_kind<scan_stage>();
   auto layout = choose_scan_layout(cx, si);
   if (!layout) return error{layout.message()};
   const scan_layout& lay = *layout;

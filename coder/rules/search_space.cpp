@@ -94,8 +94,8 @@ int64_t product_of(const std::vector<int64_t>& shape) {
 }  // namespace
 
 void elementwise_space(const lowering_context& cx, size_t si, search_space& out) {
-  const stage& st = cx.stages[si];
-  const int64_t n = std::max<int64_t>(1, cx.target_size(st.iter.sym, product_of(st.iter.shape)));
+  const shaped& iter = cx.stages[si].as_kind<elementwise_stage>().iter;
+  const int64_t n = std::max<int64_t>(1, cx.target_size(iter.sym, product_of(iter.shape)));
   const int V = cx.p.vector_width, B = cx.p.block_size;
   // A vector of w floats where a warp has w of them each.
   out.allow("vector_width", runs([&](int w) { return w <= 4 && 32 * w <= n; }));
@@ -165,8 +165,8 @@ void row_reduce_space(const lowering_context& cx, size_t si, search_space& out) 
 }
 
 void scan_space(const lowering_context& cx, size_t si, search_space& out) {
-  const stage& st = cx.stages[si];
-  const graph_node& n = *st.nodes[0];
+  const graph_node& n = *cx.stages[si].nodes[0];
+  const scan_stage& st = cx.stages[si].as_kind<scan_stage>();
   auto lay = choose_scan_layout(cx, si);
   if (!lay) return;
   const shaped& in = cx.shapes.at(st.scan_in.empty() ? n.inputs[0] : st.scan_in);
@@ -220,8 +220,8 @@ void global_space(const lowering_context& cx, const std::string& source, search_
     out.allow("fast_math", {"0", "1"});
   bool reads_chain = false;
   for (const stage& st : cx.stages)
-    reads_chain = reads_chain ||
-                  ((st.kind == stage::reduce || st.kind == stage::scan) && (st.prologue >= 0 || !cx.p.fuse_prologue));
+    reads_chain =
+        reads_chain || ((st.is<reduce_stage>() || st.is<scan_stage>()) && (st.prologue() >= 0 || !cx.p.fuse_prologue));
   if (reads_chain) out.allow("fuse_prologue", {"0", "1"});
 }
 

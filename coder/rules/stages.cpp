@@ -100,19 +100,21 @@ bool used_outside(const lowering_context& cx, const std::string& v, const graph_
 // Elementwise node `n` joins the chain before it, or starts a chain.
 void add_elementwise(lowering_context& cx, const graph_node& n) {
   const shaped& os = cx.shapes.at(n.outputs[0]);
-  bool join = !cx.stages.empty() && cx.stages.back().kind == stage::elementwise;
+  const elementwise_stage* last = cx.stages.empty() ? nullptr : cx.stages.back().get<elementwise_stage>();
+  bool join = last != nullptr;
   // A chain that stores a value transposed walks its own shape in tiles: it does not grow.
-  if (join && !cx.stages.back().permuted.empty() && os.shape != cx.stages.back().iter.shape) join = false;
+  if (join && !last->permuted.empty() && os.shape != last->iter.shape) join = false;
   if (join) {
-    stage& cur = cx.stages.back();
-    if (os.shape != cur.iter.shape) {
+    const stage& cur = cx.stages.back();
+    const std::vector<int64_t>& iter = last->iter.shape;
+    if (os.shape != iter) {
       // Growing the iteration shape recomputes the chain per element: only when
       // nothing of the chain so far is needed outside it at its own shape.
-      bool grows = os.shape.size() >= cur.iter.shape.size();
+      bool grows = os.shape.size() >= iter.size();
       if (grows) {
-        int64_t off = static_cast<int64_t>(os.shape.size() - cur.iter.shape.size());
-        for (size_t d = 0; d < cur.iter.shape.size(); ++d)
-          if (cur.iter.shape[d] != 1 && cur.iter.shape[d] != os.shape[d + off]) grows = false;
+        int64_t off = static_cast<int64_t>(os.shape.size() - iter.size());
+        for (size_t d = 0; d < iter.size(); ++d)
+          if (iter[d] != 1 && iter[d] != os.shape[d + off]) grows = false;
       }
       if (grows)
         for (auto* prev : cur.nodes)
@@ -120,9 +122,9 @@ void add_elementwise(lowering_context& cx, const graph_node& n) {
       join = grows;
     }
   }
-  if (!join) cx.stages.push_back(stage{stage::elementwise, {}, {}, -1, false});
+  if (!join) cx.stages.push_back(stage{{}, elementwise_stage{}});
   cx.stages.back().nodes.push_back(&n);
-  cx.stages.back().iter = os;
+  cx.stages.back().as_kind<elementwise_stage>().iter = os;
 }
 
 // aten::add / aten::sub of a size and an integer constant (x.size(d) - 1): its
@@ -187,14 +189,13 @@ bool permute_store(lowering_context& cx, const graph_node& n) {
     cx.same_memory[n.outputs[0]] = n.inputs[0];
     return true;
   }
-  if (cx.stages.empty() || cx.stages.back().kind != stage::elementwise || cx.stages.back().iter.shape != s.shape)
-    return false;
-  stage& st = cx.stages.back();
+  elementwise_stage* chain = cx.stages.empty() ? nullptr : cx.stages.back().get<elementwise_stage>();
+  if (!chain || chain->iter.shape != s.shape) return false;
   bool made = false;
-  for (auto* m : st.nodes) made = made || m->outputs[0] == n.inputs[0];
+  for (auto* m : cx.stages.back().nodes) made = made || m->outputs[0] == n.inputs[0];
   if (!made) return false;
   cx.shapes[n.outputs[0]] = out;
-  st.permuted.push_back({n.inputs[0], n.outputs[0]});
+  chain->permuted.push_back({n.inputs[0], n.outputs[0]});
   return true;
 }
 
@@ -250,9 +251,7 @@ status collect_stages(lowering_context& cx) {
     if (std::string why = template_refusal(cx, n, kind); !why.empty()) {
       if (auto s = fallback_shapes(cx, n, why); !s) return s;
       for (auto& i : n.inputs) cx.consumers[i];
-      stage st{stage::library, {&n}, {}, -1, false};
-      st.fallback = why;
-      cx.stages.push_back(st);
+      cx.stages.push_back(stage{{&n}, library_stage{why}});
       continue;
     }
     for (auto& i : n.inputs) cx.consumers[i];  // mark read (filled below)
@@ -261,13 +260,13 @@ status collect_stages(lowering_context& cx) {
     if (cls == op_class::elementwise) {
       add_elementwise(cx, n);
     } else if (cls == op_class::reduction) {
-      cx.stages.push_back(stage{stage::reduce, {&n}, {}, -1, false});
+      cx.stages.push_back(stage{{&n}, reduce_stage{}});
     } else if (cls == op_class::pool) {
-      cx.stages.push_back(stage{stage::pool, {&n}, {}, -1, false});
+      cx.stages.push_back(stage{{&n}, pool_stage{}});
     } else if (cls == op_class::scan) {
-      cx.stages.push_back(stage{stage::scan, {&n}, {}, -1, false});
+      cx.stages.push_back(stage{{&n}, scan_stage{}});
     } else {
-      cx.stages.push_back(stage{stage::library, {&n}, {}, -1, false});
+      cx.stages.push_back(stage{{&n}, library_stage{}});
     }
   }
   return {};
@@ -279,7 +278,8 @@ void link_stages(lowering_context& cx) {
   for (size_t i = 0; i < cx.stages.size(); ++i) {
     for (auto* n : cx.stages[i].nodes)
       for (auto& o : n->outputs) cx.producer[o] = static_cast<int>(i);
-    for (auto& [v, p] : cx.stages[i].permuted) cx.producer[p] = static_cast<int>(i);
+    if (auto* e = cx.stages[i].get<elementwise_stage>())
+      for (auto& [v, p] : e->permuted) cx.producer[p] = static_cast<int>(i);
   }
   for (auto& [p, v] : cx.same_memory)
     if (auto it = cx.producer.find(v); it != cx.producer.end()) cx.producer[p] = it->second;
@@ -303,16 +303,18 @@ void fuse_prologues(lowering_context& cx) {
   if (cx.p.fuse_prologue) {
     for (size_t i = 0; i < cx.stages.size(); ++i) {
       stage& st = cx.stages[i];
-      if (st.kind != stage::reduce && st.kind != stage::scan) continue;
-      const std::string& in = st.kind == stage::scan && !st.scan_in.empty() ? st.scan_in : st.nodes[0]->inputs[0];
+      reduce_stage* red = st.get<reduce_stage>();
+      scan_stage* scan = st.get<scan_stage>();
+      if (!red && !scan) continue;
+      const std::string& in = scan && !scan->scan_in.empty() ? scan->scan_in : st.nodes[0]->inputs[0];
       auto it = cx.producer.find(in);
       if (it == cx.producer.end()) continue;
-      stage& pro = cx.stages[it->second];
-      if (pro.kind != stage::elementwise || pro.fused_away || !pro.permuted.empty()) continue;
-      if (pro.iter.shape != cx.shapes.at(in).shape) continue;
+      elementwise_stage* pro = cx.stages[it->second].get<elementwise_stage>();
+      if (!pro || pro->fused_away || !pro->permuted.empty()) continue;
+      if (pro->iter.shape != cx.shapes.at(in).shape) continue;
       // Every value of the chain must be needed by this reduction only.
       bool alone = true;
-      for (auto* n : pro.nodes) {
+      for (auto* n : cx.stages[it->second].nodes) {
         const std::string& v = n->outputs[0];
         if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) alone = false;
         for (int c : cx.consumers[v])
@@ -320,8 +322,8 @@ void fuse_prologues(lowering_context& cx) {
         if (v != in && !cx.consumers[v].empty()) alone = false;
       }
       if (!alone) continue;
-      st.prologue = it->second;
-      pro.fused_away = true;
+      (red ? red->prologue : scan->prologue) = it->second;
+      pro->fused_away = true;
     }
   }
 }
@@ -333,23 +335,24 @@ void fuse_prologues(lowering_context& cx) {
 // one launch is saved.
 void fuse_reduce_epilogues(lowering_context& cx) {
   for (size_t i = 0; i + 1 < cx.stages.size(); ++i) {
-    stage& st = cx.stages[i];
-    stage& epi = cx.stages[i + 1];
-    if (st.kind != stage::reduce || epi.kind != stage::elementwise || epi.fused_away || !epi.permuted.empty()) continue;
+    const stage& st = cx.stages[i];
+    reduce_stage* red = cx.stages[i].get<reduce_stage>();
+    elementwise_stage* epi = cx.stages[i + 1].get<elementwise_stage>();
+    if (!red || !epi || epi->fused_away || !epi->permuted.empty()) continue;
     auto spec = read_reduction(cx, *st.nodes[0], base_kind(st.nodes[0]->kind));
     if (!spec) continue;
     const shaped& in = cx.shapes.at(spec->input);
     // Normalisations: any chain over their output (layer_norm then gelu). Reductions:
     // rows or a middle dim, read back through keepdim.
     if (!spec->normalizes() && (spec->first == 0 || !spec->keepdim)) continue;
-    if (epi.iter.shape != in.shape) continue;
+    if (epi->iter.shape != in.shape) continue;
     const std::string& v = spec->output;
     if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) continue;
     bool only = true;
     for (int c : cx.consumers[v]) only = only && c == static_cast<int>(i + 1);
     if (!only) continue;
-    st.epilogue = static_cast<int>(i + 1);
-    epi.is_epilogue = true;
+    red->epilogue = static_cast<int>(i + 1);
+    epi->is_epilogue = true;
   }
 }
 
@@ -368,7 +371,8 @@ int fallback_making(const lowering_context& cx, const std::string& v, const std:
   auto it = cx.producer.find(v);
   if (it == cx.producer.end()) return -1;
   const stage& p = cx.stages[it->second];
-  if (p.kind != stage::library || p.fallback.empty() || p.fused_away || base_kind(p.nodes[0]->kind) != kind) return -1;
+  const library_stage* lib = p.get<library_stage>();
+  if (!lib || lib->fallback.empty() || lib->absorbed || base_kind(p.nodes[0]->kind) != kind) return -1;
   return it->second;
 }
 
@@ -390,13 +394,12 @@ std::optional<int64_t> int_arg(const lowering_context& cx, const graph_node& n, 
 // tensor inputs for it alone (zeros_like(x.select(d, 0).unsqueeze(d)): only shapes).
 void absorb(lowering_context& cx, int si) {
   stage& st = cx.stages[si];
-  st.fused_away = true;
+  st.as_kind<library_stage>().absorbed = true;
   for (auto& in : st.nodes[0]->inputs) {
     auto it = cx.producer.find(in);
     if (it == cx.producer.end() || !cx.is_tensor(in)) continue;
-    const stage& p = cx.stages[it->second];
-    if (p.kind == stage::library && !p.fallback.empty() && !p.fused_away && read_only_by(cx, in, si))
-      absorb(cx, it->second);
+    const library_stage* p = cx.stages[it->second].get<library_stage>();
+    if (p && !p->fallback.empty() && !p->absorbed && read_only_by(cx, in, si)) absorb(cx, it->second);
   }
 }
 
@@ -482,9 +485,9 @@ std::string exclusive_after(lowering_context& cx, size_t si, int64_t d, std::vec
 // no round trip through memory.
 void fuse_scan_transforms(lowering_context& cx) {
   for (size_t i = 0; i < cx.stages.size(); ++i) {
-    stage& st = cx.stages[i];
-    if (st.kind != stage::scan) continue;
-    const graph_node& n = *st.nodes[0];
+    if (!cx.stages[i].is<scan_stage>()) continue;
+    scan_stage& st = cx.stages[i].as_kind<scan_stage>();
+    const graph_node& n = *cx.stages[i].nodes[0];
     const size_t rank = cx.val(n.inputs[0]).shape.size();
     if (rank == 0) continue;
     auto dim = int_arg(cx, n, 1);
@@ -525,22 +528,24 @@ void fuse_scan_transforms(lowering_context& cx) {
 // same kernel before the store: the pooled or scanned value stays in a register.
 void fuse_register_epilogues(lowering_context& cx) {
   for (size_t i = 0; i + 1 < cx.stages.size(); ++i) {
-    stage& st = cx.stages[i];
+    const stage& st = cx.stages[i];
+    pool_stage* pool = cx.stages[i].get<pool_stage>();
+    scan_stage* scan = cx.stages[i].get<scan_stage>();
     // The next stage the kernels compute (a flip fused into the scan's stores is not).
     size_t e = i + 1;
-    while (e + 1 < cx.stages.size() && cx.stages[e].fused_away && cx.stages[e].kind == stage::library) ++e;
-    stage& epi = cx.stages[e];
-    if ((st.kind != stage::pool && st.kind != stage::scan) || epi.kind != stage::elementwise || epi.fused_away ||
-        epi.is_epilogue || !epi.permuted.empty())
-      continue;
-    const std::string& v = st.kind == stage::scan && !st.scan_out.empty() ? st.scan_out : st.nodes[0]->outputs[0];
-    if (epi.iter.shape != cx.shapes.at(v).shape) continue;
+    while (e + 1 < cx.stages.size() && cx.stages[e].is<library_stage>() &&
+           cx.stages[e].as_kind<library_stage>().absorbed)
+      ++e;
+    elementwise_stage* epi = cx.stages[e].get<elementwise_stage>();
+    if ((!pool && !scan) || !epi || epi->fused_away || epi->is_epilogue || !epi->permuted.empty()) continue;
+    const std::string& v = scan && !scan->scan_out.empty() ? scan->scan_out : st.nodes[0]->outputs[0];
+    if (epi->iter.shape != cx.shapes.at(v).shape) continue;
     if (std::count(cx.outputs.begin(), cx.outputs.end(), v)) continue;
     bool only = !cx.consumers[v].empty();
     for (int c : cx.consumers[v]) only = only && c == static_cast<int>(e);
     if (!only) continue;
-    st.epilogue = static_cast<int>(e);
-    epi.is_epilogue = true;
+    (pool ? pool->epilogue : scan->epilogue) = static_cast<int>(e);
+    epi->is_epilogue = true;
   }
 }
 
@@ -561,9 +566,12 @@ void plan_buffers(lowering_context& cx) {
     if (auto it = cx.tensor_of.find(p); it != cx.tensor_of.end() && !cx.tensor_of.count(v))
       cx.tensor_of[v] = it->second;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
-    stage& st = cx.stages[i];
-    if (st.fused_away) continue;
-    if (!st.fallback.empty()) {
+    const stage& st = cx.stages[i];
+    const elementwise_stage* chain = st.get<elementwise_stage>();
+    const library_stage* lib = st.get<library_stage>();
+    const scan_stage* scan = st.get<scan_stage>();
+    if ((chain && chain->fused_away) || (lib && lib->absorbed)) continue;
+    if (lib && !lib->fallback.empty()) {
       // Declared, so that later kernels' sizes are expressions the reviewer checks
       // against what the op returns.
       for (auto& v : st.nodes[0]->outputs) {
@@ -576,13 +584,12 @@ void plan_buffers(lowering_context& cx) {
     }
     for (auto* n : st.nodes) {
       // A scan with a flip fused into its stores makes the flip's result.
-      const std::string& v = st.kind == stage::scan && !st.scan_out.empty() ? st.scan_out : n->outputs[0];
+      const std::string& v = scan && !scan->scan_out.empty() ? scan->scan_out : n->outputs[0];
       if (cx.tensor_of.count(v) || cx.consumers[v].empty()) continue;
-      if (st.epilogue >= 0 && (st.kind == stage::reduce || st.kind == stage::pool || st.kind == stage::scan))
-        continue;  // stays in registers
+      if (st.epilogue() >= 0) continue;  // a reduction's, pool's or scan's result stays in registers
       std::string name = "t_" + ident(v).substr(1);
       cx.tensor_of[v] = name;
-      if (st.kind != stage::library) cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, "float32", "none"});
+      if (!lib) cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, "float32", "none"});
     }
   }
 }

@@ -16,8 +16,9 @@ constexpr int kRowsPerWarp = 4;
 }  // namespace
 
 status emit_transpose_store(lowering_context& cx, size_t si) {
-  stage& st = cx.stages[si];
-  const shaped& it = st.iter;
+  const stage& st = cx.stages[si];
+  const elementwise_stage& chain = st.as_kind<elementwise_stage>();
+  const shaped& it = chain.iter;
   if (it.shape.size() != 4) return error{"transposed store: the chain is not over [N, H, W, C]"};
   kernel_params kp;
   std::vector<std::pair<std::string, std::string>> plain;  // value -> tensor, stored at i
@@ -37,7 +38,7 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
   if (auto s = chain_code(cx, st, "i", kp, body, var, "", chain_reads{"none", 3}); !s) return s;
   std::vector<std::string> plain_out, perm_out;
   for (auto& [v, t] : plain) plain_out.push_back(kp.tensor_out(t));
-  for (auto& [v, p] : st.permuted) {
+  for (auto& [v, p] : chain.permuted) {
     auto t = cx.tensor_of.find(p);
     if (t == cx.tensor_of.end()) return error{"transposed store: result " + p + " is used by nothing"};
     perm_out.push_back(kp.tensor_out(t->second));
@@ -72,7 +73,7 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
       w.line("(void)row; (void)i;");
       w.splice(body);
       for (size_t o = 0; o < perm_out.size(); ++o)
-        w.line("tile" + std::to_string(o) + "[ty + " + R + " * tk][tx] = " + var.at(st.permuted[o].first) + ";");
+        w.line("tile" + std::to_string(o) + "[ty + " + R + " * tk][tx] = " + var.at(chain.permuted[o].first) + ";");
       for (size_t o = 0; o < plain.size(); ++o) w.line(plain_out[o] + "[i] = " + var.at(plain[o].first) + ";");
       w.line("}");
     }
@@ -101,7 +102,7 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
   step.args = kp.args;
   cx.out.plan.steps.push_back(step);
   for (auto& [v, tn] : plain) cx.written.insert(v);
-  for (auto& [v, p] : st.permuted) cx.written.insert(p);
+  for (auto& [v, p] : chain.permuted) cx.written.insert(p);
   return {};
 }
 

@@ -25,7 +25,7 @@ bool plain_rows(const reduce_parts& rp, const reduce_layout& lay) {
 // Whether stage sj (and its prologue) reads only inputs, constants and values of
 // stages before si other than si's own prologue.
 bool reads_before(const lowering_context& cx, size_t si, size_t sj) {
-  const int pro_j = cx.stages[sj].prologue, pro_i = cx.stages[si].prologue;
+  const int pro_j = cx.stages[sj].prologue(), pro_i = cx.stages[si].prologue();
   std::vector<int> own = {static_cast<int>(sj)};
   if (pro_j >= 0) own.push_back(pro_j);
   for (int s : own)
@@ -75,10 +75,10 @@ std::string rename_identifiers(const std::string& text, const std::map<std::stri
 int find_twin_rows(lowering_context& cx, size_t si, const reduce_parts& rp, const reduce_layout& lay) {
   if (!plain_rows(rp, lay)) return -1;
   for (size_t sj = si + 1; sj < cx.stages.size(); ++sj) {
-    const stage& st = cx.stages[sj];
-    if (st.kind != stage::reduce || st.fused_away || st.is_epilogue || st.twin_of >= 0) continue;
-    if (st.prologue < 0 || st.epilogue >= 0) continue;
-    const graph_node& n = *st.nodes[0];
+    const reduce_stage* st = cx.stages[sj].get<reduce_stage>();
+    if (!st || st->twin_of >= 0) continue;
+    if (st->prologue < 0 || st->epilogue >= 0) continue;
+    const graph_node& n = *cx.stages[sj].nodes[0];
     auto spec = read_reduction(cx, n, base_kind(n.kind));
     if (!spec || !plain_acc(*spec)) continue;
     const shaped& in = cx.shapes.at(spec->input);
@@ -144,7 +144,7 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   cx.out.plan.steps.push_back(step);
   cx.written.insert(rp.r.output);
   cx.written.insert(rq.r.output);
-  cx.stages[sj].twin_of = static_cast<int>(si);
+  cx.stages[sj].as_kind<reduce_stage>().twin_of = static_cast<int>(si);
   return {};
 }
 
