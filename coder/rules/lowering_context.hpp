@@ -105,7 +105,10 @@ struct elementwise_stage {
 struct reduce_stage {
   int prologue = -1;  // index of the fused elementwise stage, or -1
   int epilogue = -1;  // index of the elementwise stage fused after it, or -1
-  int twin_of = -1;   // the stage whose kernel reads this reduction too (twin_rows.hpp), or -1
+  // Two reductions over the same rows read by one kernel (twin_rows.hpp): the later
+  // one this stage's kernel reads too, and in that one, this stage; else -1.
+  int twin = -1;
+  int twin_of = -1;
 };
 
 // max_pool or avg_pool (pool.hpp).

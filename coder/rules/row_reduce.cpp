@@ -676,7 +676,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
     index_prologue_by_channel(rp);
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
   if (lay.split) return emit_split_rows(cx, si, rp, lay);
-  if (const int sj = find_twin_rows(cx, si, rp, lay); sj >= 0)
+  if (const int sj = cx.stages[si].as_kind<reduce_stage>().twin; sj >= 0)
     return emit_twin_rows(cx, si, static_cast<size_t>(sj), rp, lay);
   std::ostringstream k;
   k << kernel_head(rp, lay);

@@ -7,6 +7,7 @@
 #include "coder/rules/op_specs.hpp"
 #include "coder/rules/op_table.hpp"
 #include "coder/rules/shapes.hpp"
+#include "coder/rules/twin_rows.hpp"
 
 namespace ks::rules {
 
@@ -605,6 +606,7 @@ status plan_stages(lowering_context& cx) {
   fuse_reduce_epilogues(cx);
   fuse_register_epilogues(cx);
   plan_buffers(cx);
+  plan_twin_rows(cx);
   return {};
 }
 

@@ -10,7 +10,9 @@
 //   its values, and after a reduction, pool or scan as its epilogue only when it
 //   alone reads the stage's result (fuse_prologue off: no prologues);
 // - every value another stage reads, or the graph returns, has a plan tensor
-//   (tensor_of): an output, a scratch buffer, or a library step's intermediate.
+//   (tensor_of): an output, a scratch buffer, or a library step's intermediate;
+// - two plain reductions over the same rows that one kernel can read are paired
+//   (reduce_stage::twin and twin_of, twin_rows.hpp): the templates only read it.
 
 #include "base/result.hpp"
 #include "coder/rules/lowering_context.hpp"

@@ -41,9 +41,7 @@ const std::vector<template_row>& template_table() {
        [](const lowering_context&, size_t) { return std::string("elementwise"); }, elementwise_space},
       {"row_reduce", [](const stage& st) { return st.is<reduce_stage>(); }, emit_reduce,
        [](const lowering_context& cx, size_t si) {
-         bool twin = false;  // a later reduction read by this kernel too
-         for (const auto& other : cx.stages)
-           if (auto* r = other.get<reduce_stage>()) twin = twin || r->twin_of == static_cast<int>(si);
+         const bool twin = cx.stages[si].as_kind<reduce_stage>().twin >= 0;  // a later reduction read too
          return "row_reduce" + fused(cx.stages[si]) + (twin ? "+twin" : "");
        },
        row_reduce_space},

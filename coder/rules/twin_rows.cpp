@@ -3,6 +3,7 @@
 #include <cctype>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include "coder/rules/row_reduce.hpp"
@@ -70,8 +71,20 @@ std::string rename_identifiers(const std::string& text, const std::map<std::stri
   return out;
 }
 
-}  // namespace
+// The second's parameters continue the first's (shared tensors and sizes, one name);
+// it is read as the first is: the same rows, block and mapping.
+result<reduce_parts> second_parts(lowering_context& cx, size_t si, size_t sj, const reduce_parts& rp,
+                                  const reduce_layout& lay) {
+  auto second = gather_parts(cx, sj, false, &rp.kp);
+  if (!second) return error{second.message()};
+  const reduce_layout lq = choose_reduce_layout(cx.p, *second, cx.dev);
+  if (!plain_rows(*second, lq) || lq.warp != lay.warp || lq.block != lay.block || second->C != rp.C ||
+      second->ROWS != rp.ROWS)
+    return error{"twin rows: stage " + std::to_string(sj) + " is not read as stage " + std::to_string(si) + " is"};
+  return second;
+}
 
+// The stage that can be read beside reduction `si` (parts `rp`, layout `lay`), or -1.
 int find_twin_rows(lowering_context& cx, size_t si, const reduce_parts& rp, const reduce_layout& lay) {
   if (!plain_rows(rp, lay)) return -1;
   for (size_t sj = si + 1; sj < cx.stages.size(); ++sj) {
@@ -84,19 +97,43 @@ int find_twin_rows(lowering_context& cx, size_t si, const reduce_parts& rp, cons
     const shaped& in = cx.shapes.at(spec->input);
     if (spec->first != rp.r.first || spec->last != rp.r.last || in.sym != rp.in->sym) continue;
     if (!reads_before(cx, si, sj)) continue;
+    if (!second_parts(cx, si, sj, rp, lay)) continue;
     return static_cast<int>(sj);
   }
   return -1;
 }
 
+}  // namespace
+
+void plan_twin_rows(lowering_context& cx) {
+  for (size_t si = 0; si < cx.stages.size(); ++si) {
+    const reduce_stage* red = cx.stages[si].get<reduce_stage>();
+    if (!red || red->twin_of >= 0) continue;
+    // The parts as emit_reduce gathers them, on a copy: gathering records what the
+    // source needs (uses_welford, ...), which only emitting may.
+    // A stage whose parts cannot be gathered (an error, or a lookup that throws on a
+    // graph the template does not expect) has no twin: emit_reduce reports it in turn,
+    // after the stages before it.
+    int sj = -1;
+    try {
+      lowering_context scratch(cx);
+      auto parts = gather_parts(scratch, si);
+      if (!parts) continue;
+      const reduce_layout lay = choose_reduce_layout(cx.p, *parts, cx.dev);
+      sj = find_twin_rows(scratch, si, *parts, lay);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (sj < 0) continue;
+    cx.stages[si].as_kind<reduce_stage>().twin = sj;
+    cx.stages[sj].as_kind<reduce_stage>().twin_of = static_cast<int>(si);
+  }
+}
+
 status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& rp, const reduce_layout& lay) {
-  // The second's parameters continue the first's: shared tensors and sizes, one name.
-  auto second = gather_parts(cx, sj, false, &rp.kp);
+  auto second = second_parts(cx, si, sj, rp, lay);
   if (!second) return error{second.message()};
   reduce_parts& rq = *second;
-  const reduce_layout lq = choose_reduce_layout(cx.p, rq, cx.dev);
-  if (!plain_rows(rq, lq) || lq.warp != lay.warp || lq.block != lay.block || rq.C != rp.C || rq.ROWS != rp.ROWS)
-    return error{"twin rows: stage " + std::to_string(sj) + " is not read as stage " + std::to_string(si) + " is"};
   index_epilogue_by_row(rp);
   index_epilogue_by_row(rq);
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
@@ -144,7 +181,6 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   cx.out.plan.steps.push_back(step);
   cx.written.insert(rp.r.output);
   cx.written.insert(rq.r.output);
-  cx.stages[sj].as_kind<reduce_stage>().twin_of = static_cast<int>(si);
   return {};
 }
 

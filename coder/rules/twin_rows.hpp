@@ -13,7 +13,10 @@
 //   every value it reads ready);
 // - each result as its own kernel would give it: the same elements in the same order
 //   per thread and the same combine, so the bits match the two kernels';
-// - the second stage is marked emitted (stage::twin_of) and not written again.
+// - the pairing is decided in planning (plan_twin_rows, the last step of plan_stages):
+//   the first is marked with the second (reduce_stage::twin) and the second with the
+//   first (reduce_stage::twin_of), which no template writes again; emitting only
+//   reads the marks.
 
 #include <cstddef>
 
@@ -25,10 +28,12 @@ namespace ks::rules {
 struct reduce_parts;
 struct reduce_layout;
 
-// The stage that can be read beside reduction `si` (parts `rp`, layout `lay`), or -1.
-int find_twin_rows(lowering_context& cx, size_t si, const reduce_parts& rp, const reduce_layout& lay);
+// Pairs each reduction with the first later one its kernel can read beside it, as
+// the two kernels' layouts would be chosen (on a copy of the context: nothing of `cx`
+// but the marks changes). Needs the plan's tensors (plan_buffers).
+void plan_twin_rows(lowering_context& cx);
 
-// Writes stages si and sj as one kernel and its plan step.
+// Writes stages si and sj (paired by plan_twin_rows) as one kernel and its plan step.
 status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& rp, const reduce_layout& lay);
 
 }  // namespace ks::rules
