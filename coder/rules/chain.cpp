@@ -65,7 +65,12 @@ size_t choose_column_split(const lowering_context& cx, const stage& st) {
   return 0;
 }
 
-std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp, size_t split_) {
+std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp, size_t split_,
+                   const std::map<std::string, std::string>& names) {
+  auto named = [&](const std::string& part) {
+    auto it = names.find(part);
+    return it == names.end() ? part : it->second;
+  };
   if (in.shape == iter.shape) return i;
   int64_t numel = 1;
   for (auto d : in.shape) numel *= d;
@@ -93,10 +98,10 @@ std::string access(const shaped& in, const shaped& iter, const std::string& i, k
     std::string e = !split ? i : in_row ? "row" : "c";
     bool has_inner = false;
     for (size_t q = b; q < hi; ++q) has_inner |= iter.shape[q] != 1;
-    if (has_inner) e = "(" + e + " / " + kp.int64(product(inner)) + ")";
+    if (has_inner) e = named("(" + e + " / " + kp.int64(product(inner)) + ")");
     bool has_outer = false;
     for (size_t q = lo; q < a; ++q) has_outer |= iter.shape[q] != 1;
-    if (has_outer) e = "(" + e + " % " + kp.int64(product(span)) + ")";
+    if (has_outer) e = named("(" + e + " % " + kp.int64(product(span)) + ")");
     std::string st = product(stride);
     if (st != "1") e += " * " + kp.int64(st);
     terms.push_back(e);
@@ -145,7 +150,8 @@ struct chain_writer {
       const bool mask = v.dtype == "bool";
       std::string p = kp.tensor_in(t->second, mask ? "bool" : "float");
       std::string name = "x" + tag + std::to_string(var.size());
-      const std::string idx = access(cx.shapes.at(id), st.as_kind<elementwise_stage>().iter, i, kp, reads.split);
+      const std::string idx =
+          access(cx.shapes.at(id), st.as_kind<elementwise_stage>().iter, i, kp, reads.split, reads.index_names);
       if (mask) {
         out.line("const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;");
         var[id] = name;

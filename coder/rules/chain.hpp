@@ -32,6 +32,10 @@ struct chain_reads {
   std::string load_hint = "none";
   // Elementwise kernels over rows x c: the first dim of c (0: a flat index).
   size_t split = 0;
+  // Parts of the flat index the kernel already holds in a variable, each by the text
+  // access() writes for it ("(i / n2)" -> "row", "(i % n2)" -> "c"): an operand's
+  // index takes the variable instead (a reduction's rows and channels, row_reduce.hpp).
+  std::map<std::string, std::string> index_names = {};
 };
 
 // The runs [a, b) of dims of `iter` along which tensor shape `in` (aligned to the
@@ -44,8 +48,10 @@ std::vector<std::pair<size_t, size_t>> kept_groups(const shaped& in, const shape
 // long at the target size; 0 when there is none (or nothing is broadcast).
 size_t choose_column_split(const lowering_context& cx, const stage& st);
 
-// The element index of a tensor of shape `in` for flat index `i` of `iter`.
-std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp, size_t split = 0);
+// The element index of a tensor of shape `in` for flat index `i` of `iter`; a part of
+// it that `names` names (chain_reads::index_names) is written as its name.
+std::string access(const shaped& in, const shaped& iter, const std::string& i, kernel_params& kp, size_t split = 0,
+                   const std::map<std::string, std::string>& names = {});
 
 // The chain's statements for element index `i`, appended to `code`. `var` maps
 // each value already in a variable (given, or computed here) to it; names made here

@@ -14,12 +14,6 @@ bool is_simple(const std::string& e) {
 
 std::string paren(const std::string& e) { return is_simple(e) ? e : "(" + e + ")"; }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
-    s.replace(pos, from.size(), to);
-  return s;
-}
-
 namespace {
 
 // The forms a chain reads tensor parameter `p` at index `i` in: plain, or with a

@@ -24,7 +24,6 @@ using ks::join;  // base/strings.hpp
 // An expression without spaces or operators needs no parentheses.
 bool is_simple(const std::string& e);
 std::string paren(const std::string& e);
-std::string replace_all(std::string s, const std::string& from, const std::string& to);
 
 // Each whole-word read of tensor parameter `p` at index `i` in `code` (plain, or with
 // a cache hint: p[i], __ldcs(p + i), __ldg(p + (i))), replaced by `with`.

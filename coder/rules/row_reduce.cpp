@@ -405,8 +405,8 @@ std::string rows_pass2(lowering_context& cx, const reduce_parts& rp, const reduc
 
 // The last dims: a block or a warp per row; pass 1 reduces the row (the cached part
 // first), pass 2 normalises it or runs the epilogue.
-void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k,
-                plan_step& step) {
+status write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay, std::ostringstream& k,
+                  plan_step& step) {
   static const char* lanes4[] = {"x", "y", "z", "w"};
   const reduction_spec& r = rp.r;
   const acc_text& a = rp.a;
@@ -415,7 +415,7 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
   const int G = lay.cache.cluster;
   // In a cluster, c walks the block's chunk: the row's column is c0 + c.
-  index_epilogue_by_row(rp, G > 1 ? "(c0 + c)" : "c");
+  if (auto s = index_epilogue_by_row(cx, rp, G > 1 ? "(c0 + c)" : "c"); !s) return s;
   if (G > 1) {
     // layer_norm's affine is read at the column too.
     rp.y = affine_y(rp, rp.W + "[c0 + c]", rp.Bi + "[c0 + c]");
@@ -496,6 +496,7 @@ void write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& lay
     step.shared_mem = std::to_string(4 * lay.cache.row_params.size()) + " * min(" + product(rp.red) + ", " +
                       std::to_string(lay.cache.shared_cap()) + ")";
   }
+  return {};
 }
 
 // A middle dim reduced to one value per output: a thread per output would leave too
@@ -577,25 +578,53 @@ std::string affine_y(const reduce_parts& rp, const std::string& w, const std::st
   return rp.column_affine ? scaled_and_shifted(rp, w, b) : rp.y;
 }
 
-void index_epilogue_by_row(reduce_parts& rp, const std::string& column) {
-  // In a row, i = row * C + column with 0 <= column < C.
-  rp.epi_code = replace_all(replace_all(rp.epi_code, "(i % " + rp.C + ")", column), "(i / " + rp.C + ")", "row");
-  index_prologue_by_row(rp);
+namespace {
+
+// A fused chain's statements written again at the flat index i with `names` for parts
+// of it, into `code` and `var` (from `var0`, the values given).
+status rewrite_chain(lowering_context& cx, reduce_parts& rp, const stage& chain, const std::string& tag,
+                     const std::map<std::string, std::string>& names, std::string& code,
+                     std::map<std::string, std::string>& var, const std::map<std::string, std::string>& var0) {
+  chain_reads reads;
+  reads.index_names = names;
+  std::string again;
+  std::map<std::string, std::string> var_again = var0;
+  const size_t params = rp.kp.decls.size();
+  if (auto s = chain_code(cx, chain, "i", rp.kp, again, var_again, tag, reads); !s) return s;
+  // Only the index changes: every parameter it reads was handed out the first time.
+  if (rp.kp.decls.size() != params) return error{"reduction: a fused chain read a new parameter when indexed again"};
+  code = again;
+  var = var_again;
+  return {};
 }
 
-void index_prologue_by_row(reduce_parts& rp) {
+}  // namespace
+
+status index_epilogue_by_row(lowering_context& cx, reduce_parts& rp, const std::string& column) {
+  // In a row, i = row * C + column with 0 <= column < C.
+  if (rp.epi) {
+    const std::map<std::string, std::string> names = {{"(i % " + rp.C + ")", column}, {"(i / " + rp.C + ")", "row"}};
+    if (auto s = rewrite_chain(cx, rp, *rp.epi, "p", names, rp.epi_code, rp.epi_var, {{rp.r.output, "red"}}); !s)
+      return s;
+  }
+  return index_prologue_by_row(cx, rp);
+}
+
+status index_prologue_by_row(lowering_context& cx, reduce_parts& rp) {
   // Operands along the rows (a convolution's bias before an instance norm): row is the
   // same in every loop over the row, so what is computed from it alone leaves the loop.
-  rp.load_code = replace_all(rp.load_code, "(i / " + rp.C + ")", "row");
+  if (!rp.pro) return {};
+  return rewrite_chain(cx, rp, *rp.pro, "", {{"(i / " + rp.C + ")", "row"}}, rp.load_code, rp.var, {});
 }
 
-void index_prologue_by_channel(reduce_parts& rp) {
+status index_prologue_by_channel(lowering_context& cx, reduce_parts& rp) {
   // Over a middle dim, i = (o * C + c) * INNER + j with 0 <= c < C: an operand along
   // the reduced dims alone (a convolution's bias before a min over channels) is read
   // at c, without a 64-bit division and modulo per element. The moments' shift is
   // loaded at c = 0, outside the loops over c: left as it is.
-  if (rp.INNER.empty() || rp.r.acc == acc_kind::moments || rp.r.acc == acc_kind::welford) return;
-  rp.load_code = replace_all(rp.load_code, "((i / " + rp.INNER + ") % " + rp.C + ")", "c");
+  if (!rp.pro || rp.INNER.empty() || rp.r.acc == acc_kind::moments || rp.r.acc == acc_kind::welford) return {};
+  return rewrite_chain(cx, rp, *rp.pro, "", {{"((i / " + rp.INNER + ") % " + rp.C + ")", "c"}}, rp.load_code, rp.var,
+                       {});
 }
 
 std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into) {
@@ -673,7 +702,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
   reduce_parts& rp = *parts;
   const reduce_layout lay = choose_reduce_layout(cx.p, rp, cx.dev);
   if (lay.form == reduce_layout::middle_slices || lay.form == reduce_layout::middle_two_pass)
-    index_prologue_by_channel(rp);
+    if (auto s = index_prologue_by_channel(cx, rp); !s) return s;
   if (lay.form == reduce_layout::whole_tensor) return emit_whole_tensor(cx, si, rp, lay);
   if (lay.split) return emit_split_rows(cx, si, rp, lay);
   if (const int sj = cx.stages[si].as_kind<reduce_stage>().twin; sj >= 0)
@@ -685,7 +714,7 @@ status emit_reduce(lowering_context& cx, size_t si) {
   step.name = rp.name;
   step.block = {std::to_string(lay.block), "1", "1"};
   if (lay.form == reduce_layout::rows) {
-    write_rows(cx, rp, lay, k, step);
+    if (auto s = write_rows(cx, rp, lay, k, step); !s) return s;
   } else if (lay.form == reduce_layout::middle_slices) {
     write_middle_slices(rp, lay, k, step);
   } else if (auto s = write_middle_two_pass(cx, rp, lay, k, step); !s) {

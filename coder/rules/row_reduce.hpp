@@ -141,16 +141,21 @@ std::string group_pass2(lowering_context& cx, const reduce_parts& rp, const std:
 // rp.y with a per-column affine's weight read as `w` and its bias as `b` (a cluster's
 // W[c0 + c], split rows' float4 lanes); rp.y itself where the affine is not per column.
 std::string affine_y(const reduce_parts& rp, const std::string& w, const std::string& b);
-// The epilogue's reads of operands broadcast along the rows (i % C) at the column c,
-// and of those broadcast along the row (i / C) at row: no 64-bit division per element.
-// The prologue's reads along the row likewise (row is defined wherever it is loaded).
-// `column` is the row's column where the loops walk it (c; in a cluster's chunk c0 + c).
-void index_epilogue_by_row(reduce_parts& rp, const std::string& column = "c");
-// The prologue's reads of operands along the rows (i / C) at row alone: what a split
-// reduction's first kernel does too (its prologue runs over a chunk of one row).
-void index_prologue_by_row(reduce_parts& rp);
-// Over a middle dim: the prologue's reads of operands along the reduced dims alone at
-// the channel c the loops over C name (not for moments, whose shift is read outside).
-void index_prologue_by_channel(reduce_parts& rp);
+// The prologue's and the epilogue's statements are first written over the flat index
+// i alone (gather_parts); once the layout says which parts of i the kernel holds in
+// variables, they are written again with those parts named (chain_reads::index_names;
+// the same parameters, which kp already holds):
+// - the epilogue reads operands broadcast along the rows (i % C) at the column, and
+//   those broadcast along the row (i / C) at row: no 64-bit division per element; the
+//   prologue reads along the row likewise (row is defined wherever it is loaded).
+//   `column` is the row's column where the loops walk it (c; in a cluster's chunk
+//   c0 + c);
+status index_epilogue_by_row(lowering_context& cx, reduce_parts& rp, const std::string& column = "c");
+// - the prologue alone by row: what a split reduction's first kernel does too (its
+//   prologue runs over a chunk of one row);
+status index_prologue_by_row(lowering_context& cx, reduce_parts& rp);
+// - over a middle dim, the prologue reads operands along the reduced dims alone at the
+//   channel c the loops over C name (not for moments, whose shift is read outside).
+status index_prologue_by_channel(lowering_context& cx, reduce_parts& rp);
 
 }  // namespace ks::rules

@@ -190,7 +190,7 @@ status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const 
   reduce_parts& rp1 = *p1;
   // An operand along the rows (a convolution's bias before a batch norm) at the block's
   // row (chunk_head), not by a 64-bit division per element.
-  index_prologue_by_row(rp1);
+  if (auto s = index_prologue_by_row(cx, rp1); !s) return s;
   const std::string SA = rp1.kp.int64(SPLIT);
   const std::string PART = rp1.kp.tensor_out(part);
   std::string src = part_kernel(rp1, lay, SA, PART, rp.name + "_part", SPLIT);
@@ -203,7 +203,7 @@ status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const 
   cx.out.plan.steps.push_back(sa);
 
   // Kernel B: the partials merged; the stores or the second pass.
-  index_epilogue_by_row(rp);
+  if (auto s = index_epilogue_by_row(cx, rp); !s) return s;
   const std::string PIN = rp.kp.tensor_in(part);
   const std::string SB = rp.kp.int64(SPLIT);
   plan_step sb;

@@ -134,8 +134,8 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   auto second = second_parts(cx, si, sj, rp, lay);
   if (!second) return error{second.message()};
   reduce_parts& rq = *second;
-  index_epilogue_by_row(rp);
-  index_epilogue_by_row(rq);
+  if (auto s = index_epilogue_by_row(cx, rp); !s) return s;
+  if (auto s = index_epilogue_by_row(cx, rq); !s) return s;
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
   // The second's state under names of its own.
   std::map<std::string, std::string> names;
