@@ -5,17 +5,17 @@
 #include <string>
 #include <type_traits>
 
-#include "coder/rules/combine.hpp"
-#include "coder/rules/composites.hpp"
-#include "coder/rules/conv_bias.hpp"
-#include "coder/rules/conv_layout.hpp"
-#include "coder/rules/device_helpers.hpp"
-#include "coder/rules/lowering_context.hpp"
-#include "coder/rules/row_cache.hpp"
-#include "coder/rules/search_space.hpp"
-#include "coder/rules/stages.hpp"
-#include "coder/rules/sum_of_product.hpp"
-#include "coder/rules/template_table.hpp"
+#include "coder/rules/passes/composites.hpp"
+#include "coder/rules/passes/conv_bias.hpp"
+#include "coder/rules/passes/conv_layout.hpp"
+#include "coder/rules/passes/sum_of_product.hpp"
+#include "coder/rules/plan/lowering_context.hpp"
+#include "coder/rules/plan/stages.hpp"
+#include "coder/rules/templates/row_cache.hpp"
+#include "coder/rules/templates/search_space.hpp"
+#include "coder/rules/templates/template_table.hpp"
+#include "coder/rules/text/combine.hpp"
+#include "coder/rules/text/device_helpers.hpp"
 
 namespace ks {
 

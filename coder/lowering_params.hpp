@@ -101,16 +101,16 @@ struct lowering_params {
   // library conv2d: the layout cuDNN computes in: nchw (the tensors' own) or
   // channels_last (input and weight converted first, the result handed on as
   // [N, H, W, C] and read so by the kernels after it, which store what the graph
-  // returns back as NCHW: coder/rules/conv_layout.hpp). Only where every reader of
+  // returns back as NCHW: coder/rules/passes/conv_layout.hpp). Only where every reader of
   // the convolution's result is one the rewrite takes; elsewhere it stays NCHW.
   param::conv_layout conv_layout = param::conv_layout::nchw;
   // library float32 products: fp32 (cuBLAS's FP32 SGEMM, as eager) or split_tf32
   // (3xTF32: operands split into TF32 big and small parts, one TF32 product over 3K at
   // FP32's accuracy; only where the task's shapes make the product bound by
-  // arithmetic, coder/rules/split_tf32.hpp).
+  // arithmetic, coder/rules/templates/split_tf32.hpp).
   param::gemm_precision gemm_precision = param::gemm_precision::fp32;
   // A sum or mean over a product's outputs as a matrix-vector product
-  // (coder/rules/sum_of_product.hpp). The same products summed in another order: where
+  // (coder/rules/passes/sum_of_product.hpp). The same products summed in another order: where
   // the reference's own rounding is near the tolerance, the review can fail it, so a
   // seed without it stays (the plainest, and a failed seed's repair).
   bool matvec_sums = false;

@@ -136,7 +136,7 @@ std::vector<lowering_params> rules_coder::seed_params() {
   // between its passes (registers, or shared memory for rows too long for them).
   lowering_params p;
   // Float32 products bound by arithmetic on TF32 tensor cores at FP32's accuracy
-  // (3xTF32, coder/rules/split_tf32.hpp), and sums over a product's outputs as
+  // (3xTF32, coder/rules/templates/split_tf32.hpp), and sums over a product's outputs as
   // matrix-vector products; the second and third seeds keep the product under such a
   // sum (the rewrite's other order of the sum can fail a tight tolerance where the
   // 3xTF32 product passes; a warp per long row puts the second after the third), the

@@ -1,8 +1,8 @@
 #pragma once
 // A candidate's search space: the lowering parameters its templates read and the
 // values each may legally take at the task's shapes (issue 48, point 1). Every
-// template declares its own on the template table (coder/rules/template_table.hpp,
-// computed by coder/rules/search_space.cpp from the stage's shapes at the target
+// template declares its own on the template table (coder/rules/templates/template_table.hpp,
+// computed by coder/rules/templates/search_space.cpp from the stage's shapes at the target
 // size); lower_graph gathers them into lowered_kernel_set::space, and the rules coder
 // writes it into the candidate's recipe (`space`) and derives each skill method's
 // move from it (coder/space_moves.hpp).

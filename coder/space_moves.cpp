@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "coder/lowering.hpp"
-#include "coder/rules/op_table.hpp"
+#include "coder/rules/plan/op_table.hpp"
 
 namespace ks {
 

@@ -2,7 +2,7 @@
 #define KS_GPU_MATMUL_PRECISION_HPP
 // A library product (mm, matmul, bmm, addmm, linear) run with cuBLAS allowed TF32
 // tensor cores, for one call: the rules coder's split-precision GEMM (3xTF32,
-// coder/rules/split_tf32.hpp) hands cuBLAS operands that are already exact TF32
+// coder/rules/templates/split_tf32.hpp) hands cuBLAS operands that are already exact TF32
 // values, big and small halves side by side along K, so TF32 loses nothing there and
 // the product keeps FP32 accuracy at tensor-core speed. Every other product keeps
 // ATen's setting (TF32 off for matmul by default, as KernelBench's reference runs it).

@@ -1,10 +1,10 @@
-// The rules coder's code writer (coder/rules/code_writer.hpp): lines at their level,
+// The rules coder's code writer (coder/rules/text/code_writer.hpp): lines at their level,
 // blocks that close at the level they opened, splices as they are.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "coder/rules/code_writer.hpp"
+#include "coder/rules/text/code_writer.hpp"
 
 using ks::rules::code_writer;
 

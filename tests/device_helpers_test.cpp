@@ -1,5 +1,5 @@
 // The device helpers the rules coder's sources carry (coder/rules/cuda/*.cuh, embedded
-// by coder/rules/device_helpers.hpp): each compiles on its own with real NVRTC (no GPU
+// by coder/rules/text/device_helpers.hpp): each compiles on its own with real NVRTC (no GPU
 // needed), with a kernel that calls every function it defines so that the code is
 // generated and ptxas checks it, for sm_90a and for sm_80 (the helpers' other paths).
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "coder/rules/device_helpers.hpp"
+#include "coder/rules/text/device_helpers.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 
 using namespace ks;

@@ -1,4 +1,4 @@
-// The rules coder's op table (coder/rules/op_table.hpp): every elementwise row is
+// The rules coder's op table (coder/rules/plan/op_table.hpp): every elementwise row is
 // lowered from a one-node graph into an elementwise kernel that real NVRTC compiles
 // (no GPU needed), so a row whose expression is not CUDA fails here, not in a review.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "coder/lowering.hpp"
-#include "coder/rules/op_table.hpp"
+#include "coder/rules/plan/op_table.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 
 using namespace ks;

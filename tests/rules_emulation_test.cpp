@@ -225,7 +225,7 @@ TEST_CASE("emulated: library-step fallbacks between fused kernels match the refe
   }
 }
 
-// Losses ATen computes in one call are written out (coder/rules/composites.hpp) and
+// Losses ATen computes in one call are written out (coder/rules/passes/composites.hpp) and
 // run as one fused reduction with its prologue, not as a library step; every
 // reduction mode and the edge b = 0 (smooth L1 is then L1).
 TEST_CASE("emulated: pointwise losses run as fused reductions and match the reference", "[rules][emulated][losses]") {
@@ -961,7 +961,7 @@ TEST_CASE("emulated: a network's graph exports with its weights' bytes held once
   fs::remove_all(out);
 }
 
-// Few long rows are split over several blocks each (coder/rules/row_split.hpp). A
+// Few long rows are split over several blocks each (coder/rules/templates/row_split.hpp). A
 // coder for a device of 2 SMs makes 3 rows of 13001 elements few: with 256 threads
 // and at least 16 elements a thread, SPLIT = min(ceil(13001 / 4096), ceil(16 / 3)) = 4
 // blocks a row. Every seed that splits runs against the reference, twice: the two

@@ -11,7 +11,7 @@ often an NHWC->NCHW one of the output, and a separate bias add over the whole ou
 1.55 ms); inductor calls the convolution with bias=None on channels-last operands and
 adds the bias in its fused epilogue. cudnn.benchmark changes nothing on these shapes.
 The rules coder now adds a convolution's bias in the kernel that reads the result
-(coder/rules/conv_bias.hpp); the channels-last layout is what is left.
+(coder/rules/passes/conv_bias.hpp); the channels-last layout is what is left.
 
 For each problem file, on the GPU (seed 42 for the weights as KernelBench's evaluator
 draws them, the problem's own get_inputs):

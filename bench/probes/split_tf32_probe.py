@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Split-precision (3xTF32) products against cuBLAS's FP32 SGEMM, in PyTorch alone
-(coder/rules/split_tf32.hpp is what the rules coder writes).
+(coder/rules/templates/split_tf32.hpp is what the rules coder writes).
 
 Conclusion (H200, 2026-12-02; docs/benchmarks-log.md, fifth run): the TF32 product over
 3K took 0.94 ms where cuBLAS's SGEMM took 2.68 ms (4096^3), and 0.93 against 2.70 ms

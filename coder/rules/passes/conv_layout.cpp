@@ -1,0 +1,229 @@
+#include "coder/rules/passes/conv_layout.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "coder/rules/passes/graph_rewrite.hpp"
+#include "coder/rules/plan/op_table.hpp"
+#include "coder/rules/text/kernel_text.hpp"
+
+namespace ks::rules {
+
+namespace {
+
+const char* kPermuteSchema = "aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)";
+const char* kReshapeSchema = "aten::reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)";
+
+// [N, C, H, W] -> [N, H, W, C], for a shape of rank 4.
+std::vector<int64_t> to_nhwc(const std::vector<int64_t>& s) { return {s[0], s[2], s[3], s[1]}; }
+
+// Elementwise ops whose extra arguments do not name dims or sizes (expand's sizes are
+// NCHW's): the same op on the permuted operands is the permuted result.
+bool layout_free(const std::string& kind) {
+  return op_is(kind, op_class::elementwise) && kind != "aten::expand" && kind != "aten::expand_as" &&
+         kind != "aten::type_as";
+}
+
+// The reductions over one dim that the row templates run over the last dim; dim input 1.
+bool channel_reduction(const task_graph& g, const graph_node& n, const std::string& kind) {
+  static const std::set<std::string> one_dim = {"aten::sum",       "aten::mean",    "aten::amax",
+                                                "aten::amin",      "aten::max",     "aten::min",
+                                                "aten::logsumexp", "aten::softmax", "aten::log_softmax"};
+  if (!one_dim.count(kind) || n.inputs.size() < 2) return false;
+  const graph_value* d = g.value(n.inputs[1]);
+  if (!d || !d->constant || d->numbers.size() != 1 || (d->type != "int" && d->type != "int[]")) return false;
+  const int64_t dim = static_cast<int64_t>(d->numbers[0]);
+  if (dim != 1 && dim != -3) return false;
+  if ((kind == "aten::max" || kind == "aten::min" || kind == "aten::softmax" || kind == "aten::log_softmax") &&
+      d->type != "int")
+    return false;
+  if ((kind == "aten::sum" || kind == "aten::mean") && (d->type != "int[]" || n.inputs.size() < 3)) return false;
+  // softmax's dtype, sum's and mean's: none (a cast would be another op here).
+  const size_t dtype_at = kind == "aten::softmax" || kind == "aten::log_softmax" ? 2 : 3;
+  if ((kind == "aten::softmax" || kind == "aten::log_softmax" || kind == "aten::sum" || kind == "aten::mean") &&
+      n.inputs.size() > dtype_at && !g.value(n.inputs[dtype_at])->is_none())
+    return false;
+  return true;
+}
+
+bool keeps_dim(const task_graph& g, const graph_node& n, const std::string& kind) {
+  if (kind == "aten::softmax" || kind == "aten::log_softmax") return true;
+  const graph_value* k = n.inputs.size() > 2 ? g.value(n.inputs[2]) : nullptr;
+  return k && !k->numbers.empty() && k->numbers[0] != 0;
+}
+
+// A graph input, or unsqueezes of one: what the lowering reads as a view of the
+// input's memory (stages.cpp), so that a reshape of it needs no step either.
+bool input_view(const task_graph& g, const std::string& id) {
+  if (std::count(g.input_values.begin(), g.input_values.end(), id)) return true;
+  for (const auto& n : g.nodes)
+    if (n.outputs.size() == 1 && n.outputs[0] == id) return n.kind == "aten::unsqueeze" && input_view(g, n.inputs[0]);
+  return false;
+}
+
+// Rewrites the convolution at node `ci`, or says nothing (nullopt) when its readers
+// are not all ones the rewrite takes.
+std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix) {
+  const graph_node& conv = g.nodes[ci];
+  const graph_value* x = g.value(conv.inputs[0]);
+  const graph_value* y = conv.outputs.size() == 1 ? g.value(conv.outputs[0]) : nullptr;
+  if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape.size() != 4 || y->shape.size() != 4 ||
+      x->dtype != "float32" || y->dtype != "float32")
+    return std::nullopt;
+  task_graph out = g;
+  out.nodes.clear();
+  std::map<std::string, std::string> twin;     // original value -> its [N, H, W, C] twin
+  std::map<std::string, std::string> made_by;  // twin -> the kind of the op that makes it
+  int fresh = 0;
+  auto value_like = [&](const std::string& type) -> graph_value& {
+    return new_value(out, prefix, std::to_string(fresh++), type);
+  };
+  auto tensor_value = [&](const std::vector<int64_t>& shape, const std::string& dtype) -> std::string {
+    graph_value& v = value_like("Tensor");
+    v.shape = shape;
+    v.dtype = dtype;
+    return v.id;
+  };
+  auto constant_ints = [&](const std::string& type, std::vector<double> numbers) -> std::string {
+    graph_value& v = value_like(type);
+    v.numbers = std::move(numbers);
+    v.constant = true;
+    return v.id;
+  };
+  std::vector<std::string> needed;  // originals a reader outside the region needs back
+  for (size_t k = 0; k < ci; ++k) out.nodes.push_back(g.nodes[k]);
+  {
+    graph_node c = conv;
+    c.kind = kConv2dNhwc;
+    c.outputs = {tensor_value(to_nhwc(y->shape), y->dtype)};
+    twin[y->id] = c.outputs[0];
+    made_by[c.outputs[0]] = kConv2dNhwc;
+    out.nodes.push_back(c);
+  }
+  size_t readers = 0;
+  for (size_t k = ci + 1; k < g.nodes.size(); ++k) {
+    const graph_node& n = g.nodes[k];
+    bool reads = false;
+    for (auto& in : n.inputs) reads = reads || twin.count(in);
+    if (!reads) {
+      out.nodes.push_back(n);
+      continue;
+    }
+    ++readers;
+    const std::string kind = base_kind(n.kind);
+    if (kind == "prim::TupleConstruct") {  // the graph's outputs: the originals back
+      for (auto& in : n.inputs)
+        if (twin.count(in)) needed.push_back(in);
+      out.nodes.push_back(n);
+      continue;
+    }
+    graph_node t = n;
+    if (layout_free(kind)) {
+      if (n.outputs.size() != 1) return std::nullopt;
+      const graph_value* o = g.value(n.outputs[0]);
+      if (!o || !o->is_tensor() || o->shape.size() != 4) return std::nullopt;
+      for (auto& in : t.inputs) {
+        if (auto it = twin.find(in); it != twin.end()) {
+          in = it->second;
+          continue;
+        }
+        const graph_value* v = g.value(in);
+        if (!v || !v->is_tensor()) continue;
+        if (v->shape.size() > 4) return std::nullopt;
+        std::vector<int64_t> a(4 - v->shape.size(), 1);
+        a.insert(a.end(), v->shape.begin(), v->shape.end());
+        // The permutation keeps the operand's memory only if its channels do not sit
+        // before a spatial dim of more than one element.
+        if (a[1] != 1 && (a[2] != 1 || a[3] != 1)) return std::nullopt;
+        std::vector<int64_t> p = to_nhwc(a);
+        while (p.size() > 1 && p.front() == 1) p.erase(p.begin());
+        if (p == v->shape) continue;
+        if (!input_view(g, in)) return std::nullopt;
+        std::vector<double> dims(p.begin(), p.end());
+        const std::string r = tensor_value(p, v->dtype);
+        out.nodes.push_back(graph_node{"aten::reshape", {in, constant_ints("int[]", dims)}, {r}, kReshapeSchema});
+        in = r;
+      }
+      t.outputs = {tensor_value(to_nhwc(o->shape), o->dtype)};
+      twin[o->id] = t.outputs[0];
+      made_by[t.outputs[0]] = kind;
+      out.nodes.push_back(t);
+      continue;
+    }
+    if (!channel_reduction(g, n, kind) || !twin.count(n.inputs[0])) return std::nullopt;
+    for (size_t q = 1; q < n.inputs.size(); ++q)
+      if (twin.count(n.inputs[q])) return std::nullopt;
+    // min/max over a dim also give the indices: the rewrite takes them unused only.
+    for (size_t q = 1; q < n.outputs.size(); ++q) {
+      if (std::count(g.outputs.begin(), g.outputs.end(), n.outputs[q])) return std::nullopt;
+      for (const auto& other : g.nodes)
+        if (std::count(other.inputs.begin(), other.inputs.end(), n.outputs[q])) return std::nullopt;
+    }
+    t.inputs[0] = twin.at(n.inputs[0]);
+    t.inputs[1] = constant_ints(g.value(n.inputs[1])->type, {3});
+    const bool keep = keeps_dim(g, n, kind);
+    for (size_t q = 0; q < n.outputs.size(); ++q) {
+      const graph_value* o = g.value(n.outputs[q]);
+      if (!o || !o->is_tensor()) return std::nullopt;
+      // Without keepdim the result is the same in either order: the original itself.
+      if (!keep) continue;
+      if (o->shape.size() != 4) return std::nullopt;
+      t.outputs[q] = tensor_value(to_nhwc(o->shape), o->dtype);
+      if (q == 0) {
+        twin[o->id] = t.outputs[q];
+        made_by[t.outputs[q]] = kind;
+      }
+    }
+    out.nodes.push_back(t);
+  }
+  if (readers == 0) return std::nullopt;
+  for (auto& o : g.outputs)
+    if (twin.count(o)) needed.push_back(o);
+  // The convolution's own result returned: no kernel reads it, nothing to gain.
+  if (std::count(needed.begin(), needed.end(), y->id)) return std::nullopt;
+  // Each original needed back: permuted after the node that makes its twin. A chain's
+  // kernel stores it so (a transposed tile); a channel dim of 1 is the same memory.
+  for (const std::string& v : needed) {
+    const std::string& tw = twin.at(v);
+    const graph_value* ov = g.value(v);
+    if (!layout_free(made_by.at(tw)) && ov->shape[1] != 1) return std::nullopt;
+    auto at = std::find_if(out.nodes.begin(), out.nodes.end(),
+                           [&](const graph_node& n) { return std::count(n.outputs.begin(), n.outputs.end(), tw) > 0; });
+    if (std::any_of(out.nodes.begin(), out.nodes.end(),
+                    [&](const graph_node& n) { return n.kind == "aten::permute" && n.outputs[0] == v; }))
+      continue;  // needed twice (an output and a tuple's element)
+    out.nodes.insert(at + 1,
+                     graph_node{"aten::permute", {tw, constant_ints("int[]", {0, 3, 1, 2})}, {v}, kPermuteSchema});
+  }
+  return out;
+}
+
+}  // namespace
+
+task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::string>& rewrites) {
+  task_graph g = graph;
+  std::set<std::string> left;  // convolutions whose readers the rewrite does not take
+  int index = 0;
+  for (;;) {
+    auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const graph_node& n) {
+      return base_kind(n.kind) == "aten::conv2d" && n.outputs.size() == 1 && !left.count(n.outputs[0]);
+    });
+    if (it == g.nodes.end()) break;
+    const std::string y = it->outputs[0];
+    auto r = rewrite_one(g, static_cast<size_t>(it - g.nodes.begin()), "ks.nhwc." + std::to_string(index) + ".");
+    if (!r) {
+      left.insert(y);
+      continue;
+    }
+    g = std::move(*r);
+    ++index;
+    rewrites.push_back(
+        "aten::conv2d: channels-last (cuDNN on NHWC input and weight; its result read as [N, H, W, C] "
+        "by the kernels after it, the output stored back as NCHW)");
+  }
+  return g;
+}
+
+}  // namespace ks::rules

@@ -1,0 +1,52 @@
+#pragma once
+// The split-precision GEMM (3xTF32): a float32 product that is large enough to be
+// bound by arithmetic runs on cuBLAS's TF32 tensor cores at FP32's accuracy.
+//
+// Each operand x is split as big = tf32(x), small = tf32(x - big) (rounded to TF32's
+// 10-bit mantissa, nearest): big + small equals x to ~2^-22 of |x|, and TF32 holds both
+// exactly. One kernel per operand writes them three times along K — the first operand
+// as [big | big | small], the second as [big | small | big] — so that one library
+// product over 3K, run with TF32 allowed (attrs.math: tf32,
+// gpu/matmul_precision.hpp), sums big*big + big*small + small*big with FP32
+// accumulation: everything but small*small (~2^-22 of each term). TF32 is ~7x the FP32
+// FMA rate on Hopper, so three products still take about half of cuBLAS's FP32 SGEMM
+// (which eager runs: ATen keeps TF32 off for matmul by default).
+//
+// What it promises:
+// - applies only with lowering param gemm_precision = split_tf32, to mm, matmul (both
+//   operands at least 2-d), bmm, addmm and linear over float32 tensors, and only where
+//   the task's shapes make the product bound by arithmetic: K at least kMinK and at
+//   least kMinFlopsPerElement FLOPs per operand element split (the split's extra reads
+//   and writes are then a few percent of the product), and at least kMinFlops in all;
+// - the library step keeps its op, its other arguments and its result; only the two
+//   operands become the split scratch tensors, and the stage is named in
+//   lowered_kernel_set::rewrites.
+
+#include <cstdint>
+#include <string>
+
+#include "base/result.hpp"
+#include "coder/rules/plan/lowering_context.hpp"
+#include "coder/rules/templates/library.hpp"
+
+namespace ks::rules {
+
+constexpr int64_t kMinK = 128;
+constexpr int64_t kMinFlopsPerElement = 512;
+constexpr int64_t kMinFlops = int64_t{1} << 30;
+
+// Which args of the step are the product's two operands, and how each is laid out.
+struct split_tf32_layout {
+  bool apply = false;
+  size_t a_arg = 0, b_arg = 1;  // indices into the step's args
+  bool b_is_weight = false;     // linear: the second operand is [N, K] (split along its last dim)
+};
+
+split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node& n, const library_call& call);
+
+// Writes the two split kernels (before the product, in the plan), their scratch
+// tensors, and points `step`'s operand args at them with attrs.math = tf32.
+status emit_split_tf32(lowering_context& cx, size_t si, const graph_node& n, const split_tf32_layout& lay,
+                       plan_step& step);
+
+}  // namespace ks::rules
