@@ -28,20 +28,90 @@ int64_t numel(const std::vector<int64_t>& v) {
   return n;
 }
 
+// K rounded up to a multiple of 4 (16 bytes of float32), as a shape expression.
+std::string padded_k(const std::string& k) { return "round_up(" + k + ", 4)"; }
+
+// The split of an operand whose K is not a multiple of 4 (emit_split_operand): each
+// row's run (K and the dims after it) read as scalars (the rows are not 16-byte
+// aligned), its thirds written as float4 at the padded run's stride (a multiple of 4:
+// the scratch's rows are aligned), zeros past the run.
+status emit_padded_split(lowering_context& cx, size_t si, const std::string& value, bool second,
+                         const std::string& outer, const std::string& inner, const std::string& padded_inner,
+                         const std::string& scratch, plan_step& consumer, size_t arg) {
+  kernel_params kp;
+  const std::string what = second ? "b" : "a";
+  const std::string IN = kp.tensor_in(cx.tensor_of.at(value));
+  const std::string OUT = kp.tensor_out(scratch);
+  const std::string ROWS = kp.int64(outer), RUN = kp.int64(inner), PAD = kp.int64(padded_inner);
+  const std::string name = kernel_name(si, "split_" + what);
+  const char* order = second ? "big | small | big" : "big | big | small";
+  const char* mid = second ? "small" : "big";
+  const char* last = second ? "big" : "small";
+  std::ostringstream k;
+  k << "\n"
+    << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? cuda::split_tf32_cuh() : "")
+    << "// Split-precision operand " << (second ? "B" : "A")
+    << " of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +\n"
+    << "// small, both TF32, written as [" << order << "] along K, each third K rounded up to a\n"
+    << "// multiple of 4 with zeros (the product's leading dims 16-byte aligned).\n"
+    << "extern \"C\" __global__ void __launch_bounds__(256)\n"
+    << name << "(" << join(kp.decls, ", ") << ") {\n"
+    << "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+    << "  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    << "  for (long long r = blockIdx.y; r < " << ROWS << "; r += gridDim.y) {\n"
+    << "    const float* src = " << IN << " + r * " << RUN << ";\n"
+    << "    float* dst = " << OUT << " + r * 3 * " << PAD << ";\n"
+    << "    for (long long t = first * 4; t < " << PAD << "; t += step * 4) {\n"
+    << "      float4 x;\n"
+    << "      x.x = t < " << RUN << " ? src[t] : 0.0f;\n"
+    << "      x.y = t + 1 < " << RUN << " ? src[t + 1] : 0.0f;\n"
+    << "      x.z = t + 2 < " << RUN << " ? src[t + 2] : 0.0f;\n"
+    << "      x.w = t + 3 < " << RUN << " ? src[t + 3] : 0.0f;\n"
+    << "      float4 big, small;\n"
+    << "      big.x = ks_tf32(x.x); small.x = ks_tf32(x.x - big.x);\n"
+    << "      big.y = ks_tf32(x.y); small.y = ks_tf32(x.y - big.y);\n"
+    << "      big.z = ks_tf32(x.z); small.z = ks_tf32(x.z - big.z);\n"
+    << "      big.w = ks_tf32(x.w); small.w = ks_tf32(x.w - big.w);\n"
+    << "      *reinterpret_cast<float4*>(dst + t) = big;\n"
+    << "      *reinterpret_cast<float4*>(dst + " << PAD << " + t) = " << mid << ";\n"
+    << "      *reinterpret_cast<float4*>(dst + 2 * " << PAD << " + t) = " << last << ";\n"
+    << "    }\n"
+    << "  }\n"
+    << "}\n";
+  cx.src += k.str();
+  plan_step step;
+  step.kind = "kernel";
+  step.name = name;
+  step.grid = {"max(1, min(ceil_div(" + paren(padded_inner) + ", 1024), 4096))",
+               "max(1, min(" + paren(outer) + ", 65535))", "1"};
+  step.block = {"256", "1", "1"};
+  step.args = kp.args;
+  cx.out.plan.steps.push_back(step);
+  consumer.args.at(arg).value = scratch;
+  return {};
+}
+
 // One operand written three times along its K dim (`dim`), `second`: [big | small | big],
 // else [big | big | small]; the kernel walks the dims before K as rows (blockIdx.y) and
 // the rest as one contiguous run (float4 where it is aligned).
-status emit_split_operand(lowering_context& cx, size_t si, const std::string& value, size_t dim, bool second,
+status emit_split_operand(lowering_context& cx, size_t si, const std::string& value, size_t dim, bool second, bool pad,
                           plan_step& consumer, size_t arg) {
   const shaped& s = cx.shapes.at(value);
   const std::string what = second ? "b" : "a";
   const std::string scratch = "split" + std::to_string(si) + "_" + what;
-  std::vector<std::string> sym = s.sym;
+  // Padded: each third is K rounded up to a multiple of 4, the rest zeros (they add
+  // nothing to the product), so that the product's leading dims are 16-byte aligned.
+  std::vector<std::string> padded = s.sym;
+  if (pad) padded[dim] = padded_k(s.sym[dim]);
+  std::vector<std::string> sym = padded;
   sym[dim] = "3 * " + paren(sym[dim]);
   cx.out.plan.scratch.push_back({scratch, sym, "float32", "none"});
   const std::string outer = product(head(s.sym, dim));
   const std::string inner =
       product(std::vector<std::string>(s.sym.begin() + static_cast<std::ptrdiff_t>(dim), s.sym.end()));
+  const std::string padded_inner =
+      product(std::vector<std::string>(padded.begin() + static_cast<std::ptrdiff_t>(dim), padded.end()));
+  if (pad) return emit_padded_split(cx, si, value, second, outer, inner, padded_inner, scratch, consumer, arg);
 
   kernel_params kp;
   const std::string IN = kp.tensor_in(cx.tensor_of.at(value));
@@ -132,7 +202,14 @@ split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node
   const int64_t b_elems = cx.target_size(B.sym, numel(B.shape));
   const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(N) * static_cast<double>(K);
   const double elems = static_cast<double>(rows) * static_cast<double>(K) + static_cast<double>(b_elems);
-  lay.apply = K >= kMinK && flops >= static_cast<double>(kMinFlops) &&
+  // K not a multiple of 4: the thirds padded to one (zeros), else the product's
+  // leading dims are not 16-byte aligned and no TF32 tensor-core kernel takes them.
+  lay.pad_k = K % kAlign != 0;
+  // N is B's leading dim in mm, matmul, bmm and addmm ([..., K, N]): not a multiple of
+  // 4, the TF32 product would read B unaligned, as FP32's SGEMM does, at 3x the work.
+  // (linear's weight is [N, K]: N is only the output's leading dim.)
+  const bool b_aligned = lay.b_is_weight || N % kAlign == 0;
+  lay.apply = b_aligned && K >= kMinK && flops >= static_cast<double>(kMinFlops) &&
               flops >= static_cast<double>(kMinFlopsPerElement) * elems;
   return lay;
 }
@@ -142,10 +219,11 @@ status emit_split_tf32(lowering_context& cx, size_t si, const graph_node& n, con
   const std::string& a = n.inputs.at(lay.a_arg);
   const std::string& b = n.inputs.at(lay.b_arg);
   const size_t ra = cx.shapes.at(a).sym.size(), rb = cx.shapes.at(b).sym.size();
-  if (auto s = emit_split_operand(cx, si, a, ra - 1, false, step, lay.a_arg); !s) return s;
+  if (auto s = emit_split_operand(cx, si, a, ra - 1, false, lay.pad_k, step, lay.a_arg); !s) return s;
   // The second operand's K: its last dim for linear's weight [N, K], else the one
   // before its last ([..., K, N]).
-  if (auto s = emit_split_operand(cx, si, b, lay.b_is_weight ? rb - 1 : rb - 2, true, step, lay.b_arg); !s) return s;
+  if (auto s = emit_split_operand(cx, si, b, lay.b_is_weight ? rb - 1 : rb - 2, true, lay.pad_k, step, lay.b_arg); !s)
+    return s;
   step.attrs["math"] = "tf32";
   ++cx.out.split_products;
   cx.out.rewrites.push_back(base_kind(n.kind) +
