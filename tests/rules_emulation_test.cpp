@@ -2093,32 +2093,90 @@ TEST_CASE("emulated: 3xTF32 products at odd K pad each third to a multiple of 4"
 }
 
 // Products whose B is [..., K, N] (mm, matmul, bmm, addmm) at N not a multiple of 4:
-// B's leading dim is unaligned for the TF32 product as for SGEMM, at a third of the
-// work, so the product stays SGEMM; at odd K and aligned N the thirds are padded.
-TEST_CASE("rules coder: 3xTF32 at odd sizes takes only what it can align", "[rules][emulated][split_tf32]") {
-  auto base = load_task(kSource / "examples/tasks/matmul_bias_relu.yaml");
-  REQUIRE(base);
-  for (auto [k, n, splits] : std::vector<std::tuple<int64_t, int64_t, bool>>{
-           {1021, 1019, false}, {1024, 1019, false}, {1021, 1024, true}, {1024, 1024, true}}) {
-    INFO("K " << k << ", N " << n);
-    task_spec t = *base;
-    t.name = "matmul_bias_relu_" + std::to_string(k) + "x" + std::to_string(n);
-    t.inputs[0].shape = {1023, k};
-    t.parameters[0].shape = {k, n};
-    t.parameters[1].shape = {n};
-    t.sizes["cpu"] = {{"x", {19, 133}}, {"weight", {133, 24}}, {"bias", {24}}};
+// B's leading dim would be unaligned for the TF32 product. A matrix B (mm, matmul,
+// addmm with beta = alpha = 1) is split transposed, [N, 3K] as linear's weight, and
+// the product runs as linear; a batched B (bmm) stays SGEMM, which reads B unaligned
+// too at a third of the work. At odd K the thirds are padded either way.
+TEST_CASE("rules coder: 3xTF32 at odd N splits B transposed where linear can run it", "[rules][emulated][split_tf32]") {
+  struct form {
+    const char* file;
+    const char* body;  // "" for the file's own
+    bool splits_odd_n;
+  };
+  for (const form& f : std::vector<form>{
+           {"examples/tasks/matmul_bias_relu.yaml", "", true},
+           {"bench/suites/ops/addmm_tanh_scale.yaml", "", true},
+           {"bench/suites/ops/addmm_tanh_scale.yaml",
+            "def forward(x, w, bias):\n    return torch.tanh(torch.addmm(bias, x, w, beta=0.5, alpha=2.0))\n",
+            false}}) {
+    auto base = load_task(kSource / f.file);
+    REQUIRE(base);
+    for (auto [k, n] :
+         std::vector<std::pair<int64_t, int64_t>>{{1021, 1019}, {1024, 1019}, {1021, 1024}, {1024, 1024}}) {
+      INFO(f.file << " " << f.body << " K " << k << ", N " << n);
+      task_spec t = *base;
+      if (*f.body) t.torchscript = f.body;
+      t.name = base->name + "_" + std::to_string(k) + "x" + std::to_string(n) + (*f.body ? "_scaled" : "");
+      t.inputs[0].shape = {1023, k};
+      t.parameters[0].shape = {k, n};
+      t.parameters[1].shape = {n};
+      const std::string x = t.inputs[0].name, w = t.parameters[0].name, b = t.parameters[1].name;
+      t.sizes["cpu"] = {{x, {19, 133}}, {w, {133, 23}}, {b, {23}}};
+      auto seeds = the_coder().seeds(t, 3);
+      if (!seeds) FAIL(seeds.message());
+      int split = 0;
+      for (const candidate& c : *seeds) {
+        if (!c.recipe.count("gemm_precision")) continue;
+        ++split;
+        std::map<std::string, std::vector<std::string>> scratch;
+        for (const buffer_spec& sb : c.plan.scratch) scratch[sb.name] = sb.shape;
+        const std::string kk = w + ".shape[0]", nn = w + ".shape[1]";
+        const std::string third = k % 4 ? "(round_up(" + kk + ", 4))" : kk;
+        const plan_step* product = nullptr;
+        for (const plan_step& s : c.plan.steps)
+          if (s.kind == "library" && !product) product = &s;
+        REQUIRE(product);
+        if (n % 4) {
+          CHECK(scratch["split0_b"] == std::vector<std::string>{nn, "3 * " + third});
+          CHECK(product->name == "aten::linear");
+          CHECK(product->attrs.count("beta") == 0);
+        } else {
+          CHECK(scratch["split0_b"] == std::vector<std::string>{"3 * " + third, nn});
+          CHECK(product->name != "aten::linear");
+        }
+      }
+      CHECK((split > 0) == (n % 4 == 0 || f.splits_odd_n));
+      check_candidates(t, *seeds);
+      // Other CPU sizes: N a multiple of 4, K = 1 and 4, N = 1.
+      for (auto [m, kc, nc] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 130, 24}, {3, 1, 5}, {2, 4, 1}}) {
+        INFO(m << " x " << kc << " x " << nc);
+        t.sizes["cpu"] = {{x, {m, kc}}, {w, {kc, nc}}, {b, {nc}}};
+        check_candidates(t, *seeds);
+      }
+    }
+  }
+  // bmm at odd N: SGEMM; at odd K and aligned N: padded.
+  auto bmm = load_task(kSource / "bench/suites/ops/bmm_softmax.yaml");
+  REQUIRE(bmm);
+  for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{131, 1023}, {131, 1024}}) {
+    INFO("bmm K " << k << ", N " << n);
+    task_spec t = *bmm;
+    t.name = "bmm_softmax_" + std::to_string(k) + "x" + std::to_string(n);
+    t.inputs[0].shape = {32, 1023, k};
+    t.inputs[1].shape = {32, k, n};
+    t.sizes["cpu"] = {{"q", {2, 9, 131}}, {"k", {2, 131, 12}}};
     auto seeds = the_coder().seeds(t, 3);
     if (!seeds) FAIL(seeds.message());
     int split = 0;
     for (const candidate& c : *seeds) {
       if (!c.recipe.count("gemm_precision")) continue;
       ++split;
-      bool padded = false;
-      for (const buffer_spec& b : c.plan.scratch)
-        for (const std::string& d : b.shape) padded = padded || d.find("round_up(") != std::string::npos;
-      CHECK(padded == (k % 4 != 0));
+      std::map<std::string, std::vector<std::string>> scratch;
+      for (const buffer_spec& sb : c.plan.scratch) scratch[sb.name] = sb.shape;
+      CHECK(scratch["split0_b"] ==
+            std::vector<std::string>{"k.shape[0]", "3 * (round_up(k.shape[1], 4))", "k.shape[2]"});
     }
-    CHECK((split > 0) == splits);
+    CHECK((split > 0) == (n % 4 == 0));
     check_candidates(t, *seeds);
   }
 }

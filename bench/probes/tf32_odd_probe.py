@@ -17,8 +17,9 @@ For each linear y = x W^T (M, K, N) and mm C = A B, in PyTorch alone:
     [M, round_up(N, 4)] narrowed: what a stride-aware epilogue would allow; mm: B's
     columns padded);
   each timed whole (split + product) and as the product alone;
-- mm at odd N: the rules coder keeps SGEMM there (B's leading dim N unaligned); the
-  k4 and k4n4 rows say whether that is right.
+- mm at odd N: B's leading dim N is unaligned; the rules coder splits B transposed
+  ([N, 3K], linear's weight layout) and runs linear (the kt row: K padded, B
+  transposed; a batched B stays SGEMM). k4 beside it is B split as it lies.
 Timed with CUDA events after an L2 flush, alternated, median of REPS (as
 cli/side_by_side.py times); each split result checked against eager's at 1e-4.
 
@@ -103,6 +104,22 @@ def main():
         ref = fp32(x, w)
         fns = {"eager": (fp32, (x, w))}
         checks = {}
+        if op == "mm" and N % 4:
+            def split_t(x, w):
+                return split(torch, x, 1, False, up(K)), split(torch, w.t().contiguous(), 1, True, up(K))
+
+            def linear_t(a3, bt3):
+                torch.backends.cuda.matmul.allow_tf32 = True
+                try:
+                    return torch.nn.functional.linear(a3, bt3)
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = False
+
+            def whole_t(x, w):
+                return linear_t(*split_t(x, w))
+            fns["kt"] = (whole_t, (x, w))
+            fns["kt_product"] = (linear_t, split_t(x, w))
+            checks["kt"] = bool(torch.allclose(whole_t(x, w), ref, atol=1e-4, rtol=1e-4))
         for name, kp, np_ in (("k", K, N), ("k4", up(K), N), ("k4n4", up(K), up(N))):
             if name != "k" and (kp, np_) == (K, N) or name == "k4n4" and np_ == N:
                 continue  # the same as a row before it

@@ -174,6 +174,67 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
   return {};
 }
 
+// B [K, N] (N not a multiple of 4) split and written transposed, as linear's weight:
+// [N, 3 * KP] as [big | small | big] along K, each third KP long (K, or K rounded up to
+// a multiple of 4), zeros past K. 32 x 32 tiles through shared memory: read along N,
+// written along K, both coalesced.
+status emit_transposed_split(lowering_context& cx, size_t si, const std::string& value, bool pad, plan_step& consumer,
+                             size_t arg) {
+  const shaped& s = cx.shapes.at(value);
+  const std::string scratch = "split" + std::to_string(si) + "_b";
+  const std::string KS = s.sym.at(0), NS = s.sym.at(1);
+  const std::string kp_sym = pad ? padded_k(KS) : KS;
+  cx.out.plan.scratch.push_back({scratch, {NS, "3 * " + paren(kp_sym)}, "float32", "none"});
+  kernel_params kp;
+  const std::string IN = kp.tensor_in(cx.tensor_of.at(value));
+  const std::string OUT = kp.tensor_out(scratch);
+  const std::string K = kp.int64(KS), N = kp.int64(NS), KP = kp.int64(kp_sym);
+  const std::string name = kernel_name(si, "split_b");
+  std::ostringstream k;
+  k << "\n"
+    << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? cuda::split_tf32_cuh() : "")
+    << "// Split-precision operand B of a 3xTF32 product (coder/rules/split_tf32.hpp), [K, N]\n"
+    << "// with N not a multiple of 4: x = big + small, both TF32, written transposed as\n"
+    << "// [N, 3 * KP], [big | small | big] along K (each third KP long, zeros past K), so\n"
+    << "// that the product (linear) reads both operands 16-byte aligned.\n"
+    << "extern \"C\" __global__ void __launch_bounds__(256)\n"
+    << name << "(" << join(kp.decls, ", ") << ") {\n"
+    << "  __shared__ float tile[32][33];\n"
+    << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n"
+    << "  const long long k0 = (long long)blockIdx.x * 32;\n"
+    << "  for (long long n0 = (long long)blockIdx.y * 32; n0 < " << N << "; n0 += (long long)gridDim.y * 32) {\n"
+    << "    for (int j = ty; j < 32; j += 8) {\n"
+    << "      const long long kk = k0 + j, n = n0 + tx;\n"
+    << "      tile[j][tx] = kk < " << K << " && n < " << N << " ? " << IN << "[kk * " << N << " + n] : 0.0f;\n"
+    << "    }\n"
+    << "    __syncthreads();\n"
+    << "    for (int j = ty; j < 32; j += 8) {\n"
+    << "      const long long n = n0 + j, kk = k0 + tx;\n"
+    << "      if (n < " << N << " && kk < " << KP << ") {\n"
+    << "        const float x = tile[tx][j];\n"
+    << "        const float big = ks_tf32(x), small = ks_tf32(x - big);\n"
+    << "        float* dst = " << OUT << " + n * 3 * " << KP << ";\n"
+    << "        dst[kk] = big;\n"
+    << "        dst[" << KP << " + kk] = small;\n"
+    << "        dst[2 * " << KP << " + kk] = big;\n"
+    << "      }\n"
+    << "    }\n"
+    << "    __syncthreads();\n"
+    << "  }\n"
+    << "}\n";
+  cx.src += k.str();
+  plan_step step;
+  step.kind = "kernel";
+  step.name = name;
+  step.grid = {"max(1, ceil_div(" + paren(kp_sym) + ", 32))", "max(1, min(ceil_div(" + paren(NS) + ", 32), 65535))",
+               "1"};
+  step.block = {"256", "1", "1"};
+  step.args = kp.args;
+  cx.out.plan.steps.push_back(step);
+  consumer.args.at(arg).value = scratch;
+  return {};
+}
+
 }  // namespace
 
 split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node& n, const library_call& call) {
@@ -208,7 +269,12 @@ split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node
   // N is B's leading dim in mm, matmul, bmm and addmm ([..., K, N]): not a multiple of
   // 4, the TF32 product would read B unaligned, as FP32's SGEMM does, at 3x the work.
   // (linear's weight is [N, K]: N is only the output's leading dim.)
-  const bool b_aligned = lay.b_is_weight || N % kAlign == 0;
+  // Where B is a matrix and the product one linear can run (mm; matmul; addmm with
+  // beta = alpha = 1), B is split transposed as linear's weight instead.
+  const bool unit_addmm = op != "aten::addmm" ||
+                          (cx.val(n.inputs.at(3)).numbers.at(0) == 1.0 && cx.val(n.inputs.at(4)).numbers.at(0) == 1.0);
+  lay.b_transposed = !lay.b_is_weight && N % kAlign != 0 && B.shape.size() == 2 && op != "aten::bmm" && unit_addmm;
+  const bool b_aligned = lay.b_is_weight || lay.b_transposed || N % kAlign == 0;
   lay.apply = b_aligned && K >= kMinK && flops >= static_cast<double>(kMinFlops) &&
               flops >= static_cast<double>(kMinFlopsPerElement) * elems;
   return lay;
@@ -220,6 +286,22 @@ status emit_split_tf32(lowering_context& cx, size_t si, const graph_node& n, con
   const std::string& b = n.inputs.at(lay.b_arg);
   const size_t ra = cx.shapes.at(a).sym.size(), rb = cx.shapes.at(b).sym.size();
   if (auto s = emit_split_operand(cx, si, a, ra - 1, false, lay.pad_k, step, lay.a_arg); !s) return s;
+  if (lay.b_transposed) {
+    if (auto s = emit_transposed_split(cx, si, b, lay.pad_k, step, lay.b_arg); !s) return s;
+    // A' [..., 3K] and B' [N, 3K]: linear(A', B') is the product (addmm's input its bias).
+    std::vector<plan_arg> args = {step.args.at(lay.a_arg), step.args.at(lay.b_arg)};
+    if (step.name == "aten::addmm") args.push_back(step.args.at(0));
+    step.name = "aten::linear";
+    step.args = args;
+    step.attrs.erase("beta");
+    step.attrs.erase("alpha");
+    step.attrs["math"] = "tf32";
+    ++cx.out.split_products;
+    cx.out.rewrites.push_back(base_kind(n.kind) +
+                              ": 3xTF32 (operands split into TF32 big + small parts, B transposed, one TF32 linear "
+                              "over 3K)");
+    return {};
+  }
   // The second operand's K: its last dim for linear's weight [N, K], else the one
   // before its last ([..., K, N]).
   if (auto s = emit_split_operand(cx, si, b, lay.b_is_weight ? rb - 1 : rb - 2, true, lay.pad_k, step, lay.b_arg); !s)

@@ -24,10 +24,13 @@
 //   not a multiple of kAlign, each third of a split operand is K rounded up to one
 //   (round_up(K, 4)), the rest zeros, which add nothing to the product; the plan's
 //   scratch shapes say so. Where B's leading dim N (mm, matmul, bmm, addmm: B is
-//   [..., K, N]) is not a multiple of kAlign, the product is not split (FP32's SGEMM
-//   reads B unaligned too, at a third of the work). The output's leading dim (N) is
-//   the library's: an odd N leaves the product's stores unaligned
-//   (bench/probes/tf32_odd_probe.py measures what that costs);
+//   [..., K, N]) is not a multiple of kAlign: a matrix B of mm, matmul or addmm with
+//   beta = alpha = 1 is split transposed, [N, 3K] as linear's weight, and the step
+//   becomes aten::linear (addmm's input its bias); otherwise (bmm, a batched B, other
+//   beta or alpha) the product is not split (FP32's SGEMM reads B unaligned too, at a
+//   third of the work). The output's leading dim (N) is the library's: an odd N
+//   leaves the product's stores unaligned (bench/probes/tf32_odd_probe.py measures
+//   what that costs);
 // - the library step keeps its op, its other arguments and its result; only the two
 //   operands become the split scratch tensors, and the stage is named in
 //   lowered_kernel_set::rewrites.
@@ -54,6 +57,9 @@ struct split_tf32_layout {
   size_t a_arg = 0, b_arg = 1;  // indices into the step's args
   bool b_is_weight = false;     // linear: the second operand is [N, K] (split along its last dim)
   bool pad_k = false;           // K (at the task's shapes) not a multiple of kAlign: each third padded
+  // B a matrix [K, N] with N (at the task's shapes) not a multiple of kAlign: split
+  // transposed as linear's weight [N, 3K], the step run as linear.
+  bool b_transposed = false;
 };
 
 split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node& n, const library_call& call);
