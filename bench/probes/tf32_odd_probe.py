@@ -6,7 +6,7 @@ does each padding buy? (Issue 46: 12 of 16 level-2 GEMM + epilogue problems ran 
 
 Not yet run: no conclusion. Run it on the GPU and write what it found here.
 
-For each linear y = x W^T (M, K, N) and mm C = A B, in PyTorch alone:
+For each linear y = x W^T + b (M, K, N) and mm C = A B, in PyTorch alone:
 - eager: FP32 SGEMM (TF32 off, ATen's default);
 - split: the operands split into TF32 big + small parts, three thirds along K
   ([big | big | small] and [big | small | big]), one TF32 product over 3K, with
@@ -16,7 +16,9 @@ For each linear y = x W^T (M, K, N) and mm C = A B, in PyTorch alone:
   * k4n4: K and N both rounded up (linear: the weight's rows padded, the output
     [M, round_up(N, 4)] narrowed: what a stride-aware epilogue would allow; mm: B's
     columns padded);
-  each timed whole (split + product) and as the product alone;
+  each timed whole (split + product) and as the product alone (the split here is
+  torch ops: cat, padding, several passes, slower than the rules coder's one kernel per
+  operand; the _product times are the ones to compare across paddings);
 - mm at odd N: B's leading dim N is unaligned; the rules coder splits B transposed
   ([N, 3K], linear's weight layout) and runs linear (the kt row: K padded, B
   transposed; a batched B stays SGEMM). k4 beside it is B split as it lies.
@@ -77,7 +79,15 @@ def main():
         x = torch.randn(M, K, device=dev, generator=g)
         w_shape = (N, K) if op == "linear" else (K, N)
         w = torch.randn(w_shape, device=dev, generator=g) / K ** 0.5
-        fp32 = torch.nn.functional.linear if op == "linear" else torch.mm
+        # linear with its bias (as level 2's nn.Linear, and as the plan runs it: cuBLASLt's
+        # bias epilogue), padded with zeros where the weight's rows are.
+        bias = torch.randn(up(N), device=dev, generator=g) * 0.01
+        bias[N:] = 0
+
+        def fp32(a, b):
+            if op == "mm":
+                return torch.mm(a, b)
+            return torch.nn.functional.linear(a, b, bias[:b.shape[0]])
         b_dim = 1 if op == "linear" else 0
 
         def tf32_product(a3, b3):
