@@ -2048,7 +2048,12 @@ TEST_CASE("emulated: 3xTF32 products at odd K pad each third to a multiple of 4"
     REQUIRE(scratch.count("split0_a"));
     REQUIRE(scratch.count("split0_b"));
     CHECK(scratch["split0_a"] == std::vector<std::string>{"x.shape[0]", "3 * (round_up(x.shape[1], 4))"});
-    CHECK(scratch["split0_b"] == std::vector<std::string>{"weight.shape[0]", "3 * (round_up(weight.shape[1], 4))"});
+    // N (1019) too: only the gelu kernel reads the product, so it is stored
+    // [M, round_up(N, 4)] and the weight's rows and the bias are padded.
+    CHECK(scratch["split0_b"] ==
+          std::vector<std::string>{"round_up(weight.shape[0], 4)", "3 * (round_up(weight.shape[1], 4))"});
+    CHECK(scratch["split0_bias"] == std::vector<std::string>{"round_up(weight.shape[0], 4)"});
+    CHECK(c.source.find("[row * ") != std::string::npos);
   }
   CHECK(split >= 2);
   check_candidates(t, *seeds);
@@ -2062,7 +2067,7 @@ TEST_CASE("emulated: 3xTF32 products at odd K pad each third to a multiple of 4"
 
   // The split kernels themselves at K = 37 (padded to 40) and 40 (no padding):
   // [big, 0.. | big, 0.. | small, 0..] and [big, 0.. | small, 0.. | big, 0..], every
-  // element of the padded scratch written.
+  // element of the padded scratch written; B's rows padded from 3 to 4 (zeros).
   const candidate* c = nullptr;
   for (const candidate& s : *seeds)
     if (s.recipe.count("gemm_precision") && !c) c = &s;
@@ -2071,17 +2076,21 @@ TEST_CASE("emulated: 3xTF32 products at odd K pad each third to a multiple of 4"
   if (!module) FAIL(module.message());
   for (const char* kernel : {"ks0_split_a", "ks0_split_b"}) {
     for (int64_t run : {37, 40}) {
-      const int64_t rows = 3, pad = (run + 3) / 4 * 4;
+      const bool second = std::string(kernel) == "ks0_split_b";
+      const int64_t rows = 3, pad = (run + 3) / 4 * 4, rows_pad = second ? 4 : 3;
       INFO(kernel << " over " << rows << " x " << run);
       at::Tensor x = at::randn({rows, run}) * 1000.0;
-      at::Tensor out = at::full({rows, 3 * pad}, NAN);
+      at::Tensor all = at::full({rows_pad, 3 * pad}, NAN);
       void* in_ptr = x.data_ptr();
-      void* out_ptr = out.data_ptr();
-      int64_t r = rows, n = run, p = pad;
-      auto st = (*module)->launch(kernel, {1, 2, 1}, {256, 1, 1}, 0, {&in_ptr, &out_ptr, &r, &n, &p});
+      void* out_ptr = all.data_ptr();
+      int64_t r = rows, n = run, p = pad, rp = rows_pad;
+      std::vector<void*> args = {&in_ptr, &out_ptr, &r, &n, &p};
+      if (second) args.push_back(&rp);
+      auto st = (*module)->launch(kernel, {1, 2, 1}, {256, 1, 1}, 0, args);
       if (!st) FAIL(st.message());
-      CHECK_FALSE(out.isnan().any().item<bool>());
-      const bool second = std::string(kernel) == "ks0_split_b";
+      CHECK_FALSE(all.isnan().any().item<bool>());
+      CHECK(at::equal(all.narrow(0, rows, rows_pad - rows), at::zeros({rows_pad - rows, 3 * pad})));
+      at::Tensor out = all.narrow(0, 0, rows);
       at::Tensor big = out.narrow(1, 0, run), mid = out.narrow(1, pad, run), last = out.narrow(1, 2 * pad, run);
       CHECK(at::equal(second ? last : mid, big));
       at::Tensor small = second ? mid : last;
@@ -2137,7 +2146,10 @@ TEST_CASE("rules coder: 3xTF32 at odd N splits B transposed where linear can run
           if (s.kind == "library" && !product) product = &s;
         REQUIRE(product);
         if (n % 4) {
-          CHECK(scratch["split0_b"] == std::vector<std::string>{nn, "3 * " + third});
+          // Only elementwise kernels read the product: its rows padded too.
+          CHECK(scratch["split0_b"] == std::vector<std::string>{"round_up(" + nn + ", 4)", "3 * " + third});
+          CHECK(scratch.count("split0_bias") == (product->args.size() == 3));
+          CHECK(c.source.find("[row * ") != std::string::npos);
           CHECK(product->name == "aten::linear");
           CHECK(product->attrs.count("beta") == 0);
         } else {

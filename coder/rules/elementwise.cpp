@@ -207,6 +207,12 @@ elementwise_layout choose_elementwise_layout(const lowering_context& cx, const s
   lay.grid_cap = cx.p.grid_cap;
   lay.cache_hint = cx.p.cache_hint;
   lay.split = lay.vector_width > 1 ? choose_column_split(cx, st) : 0;
+  // A product stored with padded rows (lowering_context::row_pitch) is read by row
+  // and column: rows x columns, whatever the row's length.
+  bool pitched = false;
+  for (auto* n : st.nodes)
+    for (auto& id : n->inputs) pitched = pitched || cx.row_pitch.count(id) > 0;
+  if (pitched && lay.vector_width > 1 && st.iter.shape.size() == 2) lay.split = 1;
   if (lay.split) {
     const std::vector<std::string> inner(st.iter.sym.begin() + static_cast<std::ptrdiff_t>(lay.split),
                                          st.iter.sym.end());

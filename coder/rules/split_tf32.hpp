@@ -28,9 +28,12 @@
 //   beta = alpha = 1 is split transposed, [N, 3K] as linear's weight, and the step
 //   becomes aten::linear (addmm's input its bias); otherwise (bmm, a batched B, other
 //   beta or alpha) the product is not split (FP32's SGEMM reads B unaligned too, at a
-//   third of the work). The output's leading dim (N) is the library's: an odd N
-//   leaves the product's stores unaligned (bench/probes/tf32_odd_probe.py measures
-//   what that costs);
+//   third of the work). The output's leading dim is N too: where the product runs as
+//   linear and only elementwise kernels read its 2-d result, B's rows and the bias
+//   are padded to round_up(N, 4) and the result stored [M, round_up(N, 4)]
+//   (lowering_context::row_pitch; the kernels index it by row and column); otherwise
+//   an odd N leaves the product's stores unaligned (bench/probes/tf32_odd_probe.py
+//   measures both);
 // - the library step keeps its op, its other arguments and its result; only the two
 //   operands become the split scratch tensors, and the stage is named in
 //   lowered_kernel_set::rewrites.
@@ -60,6 +63,11 @@ struct split_tf32_layout {
   // B a matrix [K, N] with N (at the task's shapes) not a multiple of kAlign: split
   // transposed as linear's weight [N, 3K], the step run as linear.
   bool b_transposed = false;
+  // N (at the task's shapes) not a multiple of kAlign, the product linear's and its
+  // result read by elementwise kernels only: B's rows (and the bias) padded to
+  // round_up(N, 4) with zeros, the result stored [M, round_up(N, 4)]
+  // (lowering_context::row_pitch).
+  bool pad_n = false;
 };
 
 split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node& n, const library_call& call);

@@ -24,7 +24,7 @@ __device__ __forceinline__ float ks_tf32(float x) {
 // small, both TF32, written as [big | big | small] along K, each third K rounded up to a
 // multiple of 4 with zeros (the product's leading dims 16-byte aligned).
 extern "C" __global__ void __launch_bounds__(256)
-    ks0_split_a(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3, long long n4) {
+ks0_split_a(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3, long long n4) {
   const long long step = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   for (long long r = blockIdx.y; r < n2; r += gridDim.y) {
@@ -33,18 +33,14 @@ extern "C" __global__ void __launch_bounds__(256)
     for (long long t = first * 4; t < n4; t += step * 4) {
       float4 x;
       x.x = t < n3 ? src[t] : 0.0f;
-      x.y = t + 1 < n3 ? src[t + 1] : 0.0f;
-      x.z = t + 2 < n3 ? src[t + 2] : 0.0f;
-      x.w = t + 3 < n3 ? src[t + 3] : 0.0f;
+      x.y = t < n3 - 1 ? src[t + 1] : 0.0f;
+      x.z = t < n3 - 2 ? src[t + 2] : 0.0f;
+      x.w = t < n3 - 3 ? src[t + 3] : 0.0f;
       float4 big, small;
-      big.x = ks_tf32(x.x);
-      small.x = ks_tf32(x.x - big.x);
-      big.y = ks_tf32(x.y);
-      small.y = ks_tf32(x.y - big.y);
-      big.z = ks_tf32(x.z);
-      small.z = ks_tf32(x.z - big.z);
-      big.w = ks_tf32(x.w);
-      small.w = ks_tf32(x.w - big.w);
+      big.x = ks_tf32(x.x); small.x = ks_tf32(x.x - big.x);
+      big.y = ks_tf32(x.y); small.y = ks_tf32(x.y - big.y);
+      big.z = ks_tf32(x.z); small.z = ks_tf32(x.z - big.z);
+      big.w = ks_tf32(x.w); small.w = ks_tf32(x.w - big.w);
       *reinterpret_cast<float4*>(dst + t) = big;
       *reinterpret_cast<float4*>(dst + n4 + t) = big;
       *reinterpret_cast<float4*>(dst + 2 * n4 + t) = small;
@@ -57,11 +53,11 @@ extern "C" __global__ void __launch_bounds__(256)
 // [N, 3 * KP], [big | small | big] along K (each third KP long, zeros past K), so
 // that the product (linear) reads both operands 16-byte aligned.
 extern "C" __global__ void __launch_bounds__(256)
-    ks0_split_b(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3, long long n4) {
+ks0_split_b(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3, long long n4, long long n5) {
   __shared__ float tile[32][33];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const long long k0 = (long long)blockIdx.x * 32;
-  for (long long n0 = (long long)blockIdx.y * 32; n0 < n3; n0 += (long long)gridDim.y * 32) {
+  for (long long n0 = (long long)blockIdx.y * 32; n0 < n5; n0 += (long long)gridDim.y * 32) {
     for (int j = ty; j < 32; j += 8) {
       const long long kk = k0 + j, n = n0 + tx;
       tile[j][tx] = kk < n2 && n < n3 ? in0[kk * n3 + n] : 0.0f;
@@ -69,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(256)
     __syncthreads();
     for (int j = ty; j < 32; j += 8) {
       const long long n = n0 + j, kk = k0 + tx;
-      if (n < n3 && kk < n4) {
+      if (n < n5 && kk < n4) {
         const float x = tile[tx][j];
         const float big = ks_tf32(x), small = ks_tf32(x - big);
         float* dst = out1 + n * 3 * n4;
@@ -82,70 +78,67 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-// Fused elementwise chain: mul add. 4 floats per vector, 2 vector(s) per thread per trip, grid-stride.
+// Fused elementwise chain: mul add. 4 floats per vector, 2 vector(s) per thread per trip, grid-stride; rows x columns (blockIdx.y walks the rows), so broadcast operands are indexed by row or column without a division per element.
 extern "C" __global__ void __launch_bounds__(256)
-    ks1_elementwise(long long n0, const float* __restrict__ in0, const float* __restrict__ in1, long long n3,
-                    float* __restrict__ out4) {
+ks1_elementwise(long long n0, long long n1, long long n2, const float* __restrict__ in0, long long n4, const float* __restrict__ in1, float* __restrict__ out6) {
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long long nv = n0 / 4;
+  for (long long row = blockIdx.y; row < n1; row += gridDim.y) {
+  const long long base = row * n2;
+  const long long head = min((long long)((4 - base % 4) % 4), n2);
+  const long long nv = (n2 - head) / 4, bv = (base + head) / 4;
   for (long long j = tid; j < nv; j += stride * 2) {
-    float4 q_in0[2];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const long long w = j + u * stride;
-      if (w >= nv) break;
-      q_in0[u] = reinterpret_cast<const float4*>(in0)[w];
+  for (int u = 0; u < 2; ++u) {
+    const long long cv = j + u * stride, w = bv + cv;
+    if (cv >= nv) break;
+    float4 r_out6;
+    {
+    const long long c = head + cv * 4 + 0, i = base + c;
+    (void)c; (void)i;
+    const float x0 = in0[row * n4 + c];
+    const float e1 = x0 * (0.5f);
+    const float x2 = in1[c];
+    const float e3 = e1 + x2;
+    r_out6.x = e3;
     }
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const long long w = j + u * stride;
-      if (w >= nv) break;
-      float4 r_out4;
-      {
-        const long long i = w * 4 + 0;
-        (void)i;
-        const float x0 = q_in0[u].x;
-        const float e1 = x0 * (0.5f);
-        const float x2 = in1[(i % n3)];
-        const float e3 = e1 + x2;
-        r_out4.x = e3;
-      }
-      {
-        const long long i = w * 4 + 1;
-        (void)i;
-        const float x0 = q_in0[u].y;
-        const float e1 = x0 * (0.5f);
-        const float x2 = in1[(i % n3)];
-        const float e3 = e1 + x2;
-        r_out4.y = e3;
-      }
-      {
-        const long long i = w * 4 + 2;
-        (void)i;
-        const float x0 = q_in0[u].z;
-        const float e1 = x0 * (0.5f);
-        const float x2 = in1[(i % n3)];
-        const float e3 = e1 + x2;
-        r_out4.z = e3;
-      }
-      {
-        const long long i = w * 4 + 3;
-        (void)i;
-        const float x0 = q_in0[u].w;
-        const float e1 = x0 * (0.5f);
-        const float x2 = in1[(i % n3)];
-        const float e3 = e1 + x2;
-        r_out4.w = e3;
-      }
-      reinterpret_cast<float4*>(out4)[w] = r_out4;
+    {
+    const long long c = head + cv * 4 + 1, i = base + c;
+    (void)c; (void)i;
+    const float x0 = in0[row * n4 + c];
+    const float e1 = x0 * (0.5f);
+    const float x2 = in1[c];
+    const float e3 = e1 + x2;
+    r_out6.y = e3;
     }
+    {
+    const long long c = head + cv * 4 + 2, i = base + c;
+    (void)c; (void)i;
+    const float x0 = in0[row * n4 + c];
+    const float e1 = x0 * (0.5f);
+    const float x2 = in1[c];
+    const float e3 = e1 + x2;
+    r_out6.z = e3;
+    }
+    {
+    const long long c = head + cv * 4 + 3, i = base + c;
+    (void)c; (void)i;
+    const float x0 = in0[row * n4 + c];
+    const float e1 = x0 * (0.5f);
+    const float x2 = in1[c];
+    const float e3 = e1 + x2;
+    r_out6.w = e3;
+    }
+    reinterpret_cast<float4*>(out6)[w] = r_out6;
   }
-  for (long long i = nv * 4 + tid; i < n0; i += stride) {
-    const float xt0 = in0[i];
+  }
+  for (long long t = tid; t < n2 - nv * 4; t += stride) {
+    const long long c = t < head ? t : t + nv * 4, i = base + c;
+    const float xt0 = in0[row * n4 + c];
     const float et1 = xt0 * (0.5f);
-    const float xt2 = in1[(i % n3)];
+    const float xt2 = in1[c];
     const float et3 = et1 + xt2;
-    out4[i] = et3;
+    out6[i] = et3;
+  }
   }
 }
