@@ -4,7 +4,9 @@ rules coder writes (coder/rules/split_tf32.hpp) still beat eager's FP32 SGEMM, a
 does each padding buy? (Issue 46: 12 of 16 level-2 GEMM + epilogue problems ran at
 0.68-0.99x of eager at odd sizes, 1.86x at the published ones.)
 
-Not yet run: no conclusion. Run it on the GPU and write what it found here.
+Not yet run: no conclusion. Run it on the GPU and write what it found here. If k4n4's
+product is no faster than k4's, padding the output's rows (split_tf32_layout::pad_n)
+costs the epilogue its float4 loads of the product for nothing: turn it off there.
 
 For each linear y = x W^T + b (M, K, N) and mm C = A B, in PyTorch alone:
 - eager: FP32 SGEMM (TF32 off, ATen's default);
@@ -13,9 +15,10 @@ For each linear y = x W^T + b (M, K, N) and mm C = A B, in PyTorch alone:
   * k: each third K as it is (what the rules coder wrote before: at odd K the
     product's leading dims 3K are not 16-byte aligned),
   * k4: each third K rounded up to a multiple of 4, zeros after (what it writes now),
-  * k4n4: K and N both rounded up (linear: the weight's rows padded, the output
-    [M, round_up(N, 4)] narrowed: what a stride-aware epilogue would allow; mm: B's
-    columns padded);
+  * k4n4: K and N both rounded up (linear: the weight's rows and the bias padded, the
+    output [M, round_up(N, 4)]: what the rules coder writes where only elementwise
+    kernels read the product, which read it by row and column; here narrowed as a
+    view; mm: B's columns padded);
   each timed whole (split + product) and as the product alone (the split here is
   torch ops: cat, padding, several passes, slower than the rules coder's one kernel per
   operand; the _product times are the ones to compare across paddings);
