@@ -96,6 +96,12 @@ const std::vector<example>& examples() {
       {"bench/suites/ops/mse_loss.yaml", "tests/data/export/mse_loss.cu", "tests/data/export/mse_loss.yaml"},
       {"bench/suites/ops/conv2d_relu_bias.yaml", "tests/data/export/conv2d_relu_bias.cu",
        "tests/data/export/conv2d_relu_bias.yaml"},
+      // 3xTF32 at odd sizes: each third of K padded (scratch shapes with round_up), B
+      // split transposed and the product run as linear.
+      {"tests/golden/tasks/linear_odd_sizes.yaml", "tests/golden/lower/linear_odd_sizes/seed-1.cu",
+       "tests/golden/lower/linear_odd_sizes/seed-1.yaml"},
+      {"tests/golden/tasks/matmul_odd_n.yaml", "tests/golden/lower/matmul_odd_n/seed-1.cu",
+       "tests/golden/lower/matmul_odd_n/seed-1.yaml"},
   };
   return v;
 }
@@ -347,7 +353,16 @@ TEST_CASE("export: the launcher compiles against ATen stand-ins, launches checke
     std::string launcher = ex->launcher;  // without the results helper's body (as the stand-ins declare it)
     const std::string& runtime = export_detail::library_results_runtime();
     if (auto at = launcher.find(runtime); at != std::string::npos) launcher.erase(at, runtime.size());
-    write(cpp, "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
+    // A split-precision product's helper (ATen's context) declared as the module has it.
+    std::string tf32;
+    const std::string& precision = export_detail::matmul_precision_runtime();
+    if (auto at = launcher.find(precision); at != std::string::npos) {
+      launcher.erase(at, precision.size());
+      tf32 =
+          "namespace ks { namespace matmul_precision { template <class F> auto with_tf32(F&& f) -> decltype(f()) { "
+          "return f(); } } }\n";
+    }
+    write(cpp, "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + tf32 + ex->kernel_declarations + launcher);
     std::string cmd = std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only -Wall -Werror=return-type " +
                       cpp.string() + " 2>" + (dir / "log.txt").string();
     int rc = run(cmd);

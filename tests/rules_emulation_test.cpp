@@ -2022,6 +2022,211 @@ TEST_CASE("emulated: 3xTF32 products of transposed operands match the reference"
   }
 }
 
+// At odd sizes (issue 46) the product's operands stay 16-byte aligned: where the task's K
+// is not a multiple of 4 each third of a split operand is K rounded up to one, zeros
+// after (they add nothing to the product), as the plan's scratch shapes say. Checked
+// against the reference at odd CPU sizes too, and the split kernels' layout element by
+// element.
+TEST_CASE("emulated: 3xTF32 products at odd K pad each third to a multiple of 4", "[rules][emulated][split_tf32]") {
+  auto base = load_task(kSource / "bench/suites/ops/linear_gelu.yaml");
+  REQUIRE(base);
+  task_spec t = *base;
+  t.name = "linear_gelu_odd";
+  t.inputs[0].shape = {1023, 1021};
+  t.parameters[0].shape = {1019, 1021};
+  t.parameters[1].shape = {1019};
+  t.sizes["cpu"] = {{"x", {37, 131}}, {"weight", {29, 131}}, {"bias", {29}}};
+  auto seeds = the_coder().seeds(t, 3);
+  if (!seeds) FAIL(seeds.message());
+  int split = 0;
+  for (const candidate& c : *seeds) {
+    INFO(c.origin);
+    if (!c.recipe.count("gemm_precision")) continue;
+    ++split;
+    std::map<std::string, std::vector<std::string>> scratch;
+    for (const buffer_spec& b : c.plan.scratch) scratch[b.name] = b.shape;
+    REQUIRE(scratch.count("split0_a"));
+    REQUIRE(scratch.count("split0_b"));
+    CHECK(scratch["split0_a"] == std::vector<std::string>{"x.shape[0]", "3 * (round_up(x.shape[1], 4))"});
+    // N (1019) too: only the gelu kernel reads the product, so it is stored
+    // [M, round_up(N, 4)] and the weight's rows and the bias are padded.
+    CHECK(scratch["split0_b"] ==
+          std::vector<std::string>{"round_up(weight.shape[0], 4)", "3 * (round_up(weight.shape[1], 4))"});
+    CHECK(scratch["split0_bias"] == std::vector<std::string>{"round_up(weight.shape[0], 4)"});
+    CHECK(c.source.find("[row * ") != std::string::npos);
+  }
+  CHECK(split >= 2);
+  check_candidates(t, *seeds);
+  // Other odd CPU sizes (the plan is symbolic): K = 1, 5, 130, 132; rows of 1, 3, 6.
+  for (auto [m, k, n] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 1, 5}, {5, 5, 3}, {2, 130, 6}, {7, 132, 1}}) {
+    INFO(m << " x " << k << " x " << n);
+    t.sizes["cpu"] = {{"x", {m, k}}, {"weight", {n, k}}, {"bias", {n}}};
+    check_candidates(t, *seeds);
+  }
+
+  // The split kernels themselves at K = 37 (padded to 40) and 40 (no padding):
+  // [big, 0.. | big, 0.. | small, 0..] and [big, 0.. | small, 0.. | big, 0..], every
+  // element of the padded scratch written; B's rows padded from 3 to 4 (zeros).
+  const candidate* c = nullptr;
+  for (const candidate& s : *seeds)
+    if (s.recipe.count("gemm_precision") && !c) c = &s;
+  REQUIRE(c);
+  auto module = test::emulated_module::build(c->source, kWork);
+  if (!module) FAIL(module.message());
+  for (const char* kernel : {"ks0_split_a", "ks0_split_b"}) {
+    for (int64_t run : {37, 40}) {
+      const bool second = std::string(kernel) == "ks0_split_b";
+      const int64_t rows = 3, pad = (run + 3) / 4 * 4, rows_pad = second ? 4 : 3;
+      INFO(kernel << " over " << rows << " x " << run);
+      at::Tensor x = at::randn({rows, run}) * 1000.0;
+      at::Tensor all = at::full({rows_pad, 3 * pad}, NAN);
+      void* in_ptr = x.data_ptr();
+      void* out_ptr = all.data_ptr();
+      int64_t r = rows, n = run, p = pad, rp = rows_pad;
+      std::vector<void*> args = {&in_ptr, &out_ptr, &r, &n, &p};
+      if (second) args.push_back(&rp);
+      auto st = (*module)->launch(kernel, {1, 2, 1}, {256, 1, 1}, 0, args);
+      if (!st) FAIL(st.message());
+      CHECK_FALSE(all.isnan().any().item<bool>());
+      CHECK(at::equal(all.narrow(0, rows, rows_pad - rows), at::zeros({rows_pad - rows, 3 * pad})));
+      at::Tensor out = all.narrow(0, 0, rows);
+      at::Tensor big = out.narrow(1, 0, run), mid = out.narrow(1, pad, run), last = out.narrow(1, 2 * pad, run);
+      CHECK(at::equal(second ? last : mid, big));
+      at::Tensor small = second ? mid : last;
+      CHECK(((x - big - small).abs() <= x.abs() * std::ldexp(1.0, -21)).all().item<bool>());
+      for (int64_t third = 0; third < 3; ++third)
+        CHECK(at::equal(out.narrow(1, third * pad + run, pad - run), at::zeros({rows, pad - run})));
+    }
+  }
+}
+
+// Products whose B is [..., K, N] (mm, matmul, bmm, addmm) at N not a multiple of 4:
+// B's leading dim would be unaligned for the TF32 product. A matrix B (mm, matmul,
+// addmm with beta = alpha = 1) is split transposed, [N, 3K] as linear's weight, and
+// the product runs as linear; a batched B (bmm) stays SGEMM, which reads B unaligned
+// too at a third of the work. At odd K the thirds are padded either way.
+TEST_CASE("rules coder: 3xTF32 at odd N splits B transposed where linear can run it", "[rules][emulated][split_tf32]") {
+  struct form {
+    const char* file;
+    const char* body;  // "" for the file's own
+    bool splits_odd_n;
+  };
+  for (const form& f : std::vector<form>{
+           {"examples/tasks/matmul_bias_relu.yaml", "", true},
+           {"bench/suites/ops/addmm_tanh_scale.yaml", "", true},
+           {"bench/suites/ops/addmm_tanh_scale.yaml",
+            "def forward(x, w, bias):\n    return torch.tanh(torch.addmm(bias, x, w, beta=0.5, alpha=2.0))\n",
+            false}}) {
+    auto base = load_task(kSource / f.file);
+    REQUIRE(base);
+    for (auto [k, n] :
+         std::vector<std::pair<int64_t, int64_t>>{{1021, 1019}, {1024, 1019}, {1021, 1024}, {1024, 1024}}) {
+      INFO(f.file << " " << f.body << " K " << k << ", N " << n);
+      task_spec t = *base;
+      if (*f.body) t.torchscript = f.body;
+      t.name = base->name + "_" + std::to_string(k) + "x" + std::to_string(n) + (*f.body ? "_scaled" : "");
+      t.inputs[0].shape = {1023, k};
+      t.parameters[0].shape = {k, n};
+      t.parameters[1].shape = {n};
+      const std::string x = t.inputs[0].name, w = t.parameters[0].name, b = t.parameters[1].name;
+      t.sizes["cpu"] = {{x, {19, 133}}, {w, {133, 23}}, {b, {23}}};
+      auto seeds = the_coder().seeds(t, 3);
+      if (!seeds) FAIL(seeds.message());
+      int split = 0;
+      for (const candidate& c : *seeds) {
+        if (!c.recipe.count("gemm_precision")) continue;
+        ++split;
+        std::map<std::string, std::vector<std::string>> scratch;
+        for (const buffer_spec& sb : c.plan.scratch) scratch[sb.name] = sb.shape;
+        const std::string kk = w + ".shape[0]", nn = w + ".shape[1]";
+        const std::string third = k % 4 ? "(round_up(" + kk + ", 4))" : kk;
+        const plan_step* product = nullptr;
+        for (const plan_step& s : c.plan.steps)
+          if (s.kind == "library" && !product) product = &s;
+        REQUIRE(product);
+        if (n % 4) {
+          // Only elementwise kernels read the product: its rows padded too.
+          CHECK(scratch["split0_b"] == std::vector<std::string>{"round_up(" + nn + ", 4)", "3 * " + third});
+          CHECK(scratch.count("split0_bias") == (product->args.size() == 3));
+          CHECK(c.source.find("[row * ") != std::string::npos);
+          CHECK(product->name == "aten::linear");
+          CHECK(product->attrs.count("beta") == 0);
+        } else {
+          CHECK(scratch["split0_b"] == std::vector<std::string>{"3 * " + third, nn});
+          CHECK(product->name != "aten::linear");
+        }
+      }
+      CHECK((split > 0) == (n % 4 == 0 || f.splits_odd_n));
+      check_candidates(t, *seeds);
+      // Other CPU sizes: N a multiple of 4, K = 1 and 4, N = 1.
+      for (auto [m, kc, nc] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 130, 24}, {3, 1, 5}, {2, 4, 1}}) {
+        INFO(m << " x " << kc << " x " << nc);
+        t.sizes["cpu"] = {{x, {m, kc}}, {w, {kc, nc}}, {b, {nc}}};
+        check_candidates(t, *seeds);
+      }
+    }
+  }
+  // bmm at odd N: SGEMM; at odd K and aligned N: padded.
+  auto bmm = load_task(kSource / "bench/suites/ops/bmm_softmax.yaml");
+  REQUIRE(bmm);
+  for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{{131, 1023}, {131, 1024}}) {
+    INFO("bmm K " << k << ", N " << n);
+    task_spec t = *bmm;
+    t.name = "bmm_softmax_" + std::to_string(k) + "x" + std::to_string(n);
+    t.inputs[0].shape = {32, 1023, k};
+    t.inputs[1].shape = {32, k, n};
+    t.sizes["cpu"] = {{"q", {2, 9, 131}}, {"k", {2, 131, 12}}};
+    auto seeds = the_coder().seeds(t, 3);
+    if (!seeds) FAIL(seeds.message());
+    int split = 0;
+    for (const candidate& c : *seeds) {
+      if (!c.recipe.count("gemm_precision")) continue;
+      ++split;
+      std::map<std::string, std::vector<std::string>> scratch;
+      for (const buffer_spec& sb : c.plan.scratch) scratch[sb.name] = sb.shape;
+      CHECK(scratch["split0_b"] ==
+            std::vector<std::string>{"k.shape[0]", "3 * (round_up(k.shape[1], 4))", "k.shape[2]"});
+    }
+    CHECK((split > 0) == (n % 4 == 0));
+    check_candidates(t, *seeds);
+  }
+}
+
+// An elementwise epilogue over rows whose length (at the task's size) is not a
+// multiple of 4 peels each row: its head to the first aligned element and its tail
+// one by one, float4 between them. Rows shorter than a vector, rows with no head.
+TEST_CASE("emulated: elementwise rows of odd length are peeled, not done one by one", "[rules][emulated][split]") {
+  auto bias = load_task(kSource / "bench/suites/ops/bias_add_broadcast.yaml");
+  REQUIRE(bias);
+  task_spec t = *bias;
+  t.name = "bias_add_odd_rows";
+  const int64_t odd = 4093;
+  t.inputs.at(0).shape = {1023, odd};
+  t.parameters.at(0).shape = {odd};
+  auto seeds = the_coder().seeds(t, 3);
+  if (!seeds) FAIL(seeds.message());
+  int peeled = 0;
+  for (const candidate& c : *seeds) {
+    const bool split = c.source.find("blockIdx.y walks the rows") != std::string::npos;
+    const bool vec = c.recipe.at("vector_width") != "1";
+    peeled += c.source.find("const long long head = ") != std::string::npos;
+    if (split && vec) CHECK(c.source.find("const long long head = ") != std::string::npos);
+  }
+  CHECK(peeled >= 1);
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{5, 3}, {4, 1}, {7, 1029}, {3, 1027}, {2, 1024}}) {
+    INFO(rows << " rows of " << cols);
+    t.sizes["cpu"] = {{"x", {rows, cols}}, {"bias", {cols}}};
+    check_candidates(t, *seeds);
+  }
+  // At a size whose rows are aligned, the kernel is what it was.
+  t.inputs.at(0).shape = {1024, 4096};
+  t.parameters.at(0).shape = {4096};
+  auto even = the_coder().seeds(t, 1);
+  if (!even) FAIL(even.message());
+  CHECK(even->front().source.find("const long long head = ") == std::string::npos);
+}
+
 // A whole-tensor reduction's first pass takes elements_per_thread elements a thread a
 // trip, their loads written before their updates (U loads in flight), then the rest
 // one at a time: every element once, at sizes that leave a tail, leave no tail, or

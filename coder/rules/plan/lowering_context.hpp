@@ -208,6 +208,10 @@ struct lowering_context {
   // param fast_math swaps the header that defines them only then.
   bool uses_fast_math = false;
   std::set<std::string> written;  // values some step stores
+  // Values a library step stores with their rows padded (a 2-d [M, N] stored as
+  // [M, pitch], split_tf32.hpp): value → the pitch, a shape expression. Only
+  // elementwise chains read them (chain.cpp indexes them by row and column).
+  std::map<std::string, std::string> row_pitch;
 
   const graph_value& val(const std::string& id) const { return g.values.at(id); }
   bool is_tensor(const std::string& id) const { return val(id).is_tensor(); }

@@ -87,7 +87,21 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
   const std::string vt = V == 4 ? "float4" : "float2";
   // The vector index of trip u: `w` (and `cv`, the vector in the row, when split).
   std::string trip_index;
-  if (lay.split) {
+  // The column of lane l of the row's vector cv (split): after the row's head when peeled.
+  std::string first_col;
+  if (lay.split && lay.peel) {
+    // Rows x columns, the row's length not a multiple of V: each row's first
+    // elements up to a V-aligned index (its head) and its last n % V (its tail)
+    // one by one, the vectors between them aligned (every full-shape operand has
+    // the row's index i, and buffers are 256-byte aligned).
+    k << "  for (long long row = blockIdx.y; row < " << e.ROWS << "; row += gridDim.y) {\n";
+    k << "  const long long base = row * " << e.INNER << ";\n";
+    k << "  const long long head = min((long long)((" << V << " - base % " << V << ") % " << V << "), " << e.INNER
+      << ");\n";
+    k << "  const long long nv = (" << e.INNER << " - head) / " << V << ", bv = (base + head) / " << V << ";\n";
+    trip_index = "    const long long cv = j + u * stride, w = bv + cv;\n    if (cv >= nv) break;\n";
+    first_col = "head + ";
+  } else if (lay.split) {
     // Rows x columns: a row's vectors are aligned when its length is a multiple
     // of V; other lengths take the element-by-element loop below.
     k << "  for (long long row = blockIdx.y; row < " << e.ROWS << "; row += gridDim.y) {\n";
@@ -134,7 +148,9 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
         b.replace(pos, from.size(), to);
     }
     if (lay.split)
-      k << "    {\n    const long long c = cv * " << V << " + " << l << ", i = base + c;\n    (void)c; (void)i;\n" << b;
+      k << "    {\n    const long long c = " << first_col << "cv * " << V << " + " << l
+        << ", i = base + c;\n    (void)c; (void)i;\n"
+        << b;
     else
       k << "    {\n    const long long i = w * " << V << " + " << l << ";\n    (void)i;\n" << b;
     for (size_t o = 0; o < e.exports.size(); ++o)
@@ -147,7 +163,12 @@ void vector_loop(std::ostringstream& k, const elementwise_parts& e, const elemen
     else
       k << "    reinterpret_cast<" << vt << "*>(" << o << ")[w] = r_" << o << ";\n";
   k << "  }\n  }\n";
-  if (lay.split) {
+  if (lay.split && lay.peel) {
+    // The head (columns [0, head)) and the tail (after the vectors), one by one.
+    k << "  for (long long t = tid; t < " << e.INNER << " - nv * " << V << "; t += stride) {\n"
+      << "    const long long c = t < head ? t : t + nv * " << V << ", i = base + c;\n"
+      << e.tail_body << store_lines(e, e.var2, "i") << "  }\n  }\n";
+  } else if (lay.split) {
     k << "  } else {\n";
     k << "  for (long long c = tid; c < " << e.INNER << "; c += stride) {\n    const long long i = base + c;\n"
       << e.tail_body << store_lines(e, e.var2, "i") << "  }\n  }\n  }\n";
@@ -188,6 +209,19 @@ elementwise_layout choose_elementwise_layout(const lowering_context& cx, const s
   lay.grid_cap = cx.p.grid_cap;
   lay.cache_hint = cx.p.cache_hint;
   lay.split = lay.vector_width > 1 ? choose_column_split(cx, st) : 0;
+  // A product stored with padded rows (lowering_context::row_pitch) is read by row
+  // and column: rows x columns, whatever the row's length.
+  bool pitched = false;
+  for (auto* n : st.nodes)
+    for (auto& id : n->inputs) pitched = pitched || cx.row_pitch.count(id) > 0;
+  const shaped& iter = st.as_kind<elementwise_stage>().iter;
+  if (pitched && lay.vector_width > 1 && iter.shape.size() == 2) lay.split = 1;
+  if (lay.split) {
+    const std::vector<std::string> inner(iter.sym.begin() + static_cast<std::ptrdiff_t>(lay.split), iter.sym.end());
+    int64_t graph_inner = 1;
+    for (size_t q = lay.split; q < iter.shape.size(); ++q) graph_inner *= iter.shape[q];
+    lay.peel = cx.target_size(inner, graph_inner) % lay.vector_width != 0;
+  }
   // The vector loop loads the full-shape operands itself (with the hint); the chain
   // reads the broadcast ones, through __ldg when the hint is readonly.
   const std::string hint = param::name_of(lay.cache_hint);

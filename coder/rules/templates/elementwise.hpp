@@ -9,7 +9,9 @@
 // - every value of the chain the plan needs is stored at the chain's full shape (a
 //   value needed at a smaller shape is an error), once per element;
 // - operands of the chain's shape are read as float2/float4 vectors when the vector
-//   width says so, the n % V tail element by element; broadcast operands by index.
+//   width says so, the n % V tail element by element; broadcast operands by index;
+//   split into rows whose length is not a multiple of V (as at odd sizes), each row
+//   peeled: vectors from its first V-aligned element, the rest element by element.
 
 #include <string>
 
@@ -29,6 +31,11 @@ struct elementwise_layout {
   // that broadcast operands are indexed by row or column without a division per
   // element; 0 for a flat index.
   size_t split = 0;
+  // Split rows whose length (at the task's shapes) is not a multiple of the vector
+  // width: each row peeled (its head to a V-aligned index and its tail one by one,
+  // vectors between them) rather than the whole row element by element. The kernel
+  // is right at any size either way; this is where its speed holds.
+  bool peel = false;
   // streaming: full-shape operands and the plan's outputs touch-once (__ldcs,
   // __stcs); readonly: every operand through the read-only path (__ldg); none.
   param::cache_hint cache_hint = param::cache_hint::none;

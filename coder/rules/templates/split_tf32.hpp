@@ -18,6 +18,22 @@
 //   the task's shapes make the product bound by arithmetic: K at least kMinK and at
 //   least kMinFlopsPerElement FLOPs per operand element split (the split's extra reads
 //   and writes are then a few percent of the product), and at least kMinFlops in all;
+// - at any size the product's operands are 16-byte aligned along their leading dims
+//   (cuBLAS's TF32 tensor-core kernels need that; unaligned, the product runs a slow
+//   kernel three times over, 0.68-0.99x of eager in issue 46): where the task's K is
+//   not a multiple of kAlign, each third of a split operand is K rounded up to one
+//   (round_up(K, 4)), the rest zeros, which add nothing to the product; the plan's
+//   scratch shapes say so. Where B's leading dim N (mm, matmul, bmm, addmm: B is
+//   [..., K, N]) is not a multiple of kAlign: a matrix B of mm, matmul or addmm with
+//   beta = alpha = 1 is split transposed, [N, 3K] as linear's weight, and the step
+//   becomes aten::linear (addmm's input its bias); otherwise (bmm, a batched B, other
+//   beta or alpha) the product is not split (FP32's SGEMM reads B unaligned too, at a
+//   third of the work). The output's leading dim is N too: where the product runs as
+//   linear and only elementwise kernels read its 2-d result, B's rows and the bias
+//   are padded to round_up(N, 4) and the result stored [M, round_up(N, 4)]
+//   (lowering_context::row_pitch; the kernels index it by row and column); otherwise
+//   an odd N leaves the product's stores unaligned (bench/probes/tf32_odd_probe.py
+//   measures both);
 // - the library step keeps its op, its other arguments and its result; only the two
 //   operands become the split scratch tensors, and the stage is named in
 //   lowered_kernel_set::rewrites.
@@ -34,12 +50,24 @@ namespace ks::rules {
 constexpr int64_t kMinK = 128;
 constexpr int64_t kMinFlopsPerElement = 512;
 constexpr int64_t kMinFlops = int64_t{1} << 30;
+// Elements (float32) in 16 bytes: cuBLAS's TF32 tensor-core kernels want leading dims
+// and pointers 16-byte aligned.
+constexpr int64_t kAlign = 4;
 
 // Which args of the step are the product's two operands, and how each is laid out.
 struct split_tf32_layout {
   bool apply = false;
   size_t a_arg = 0, b_arg = 1;  // indices into the step's args
   bool b_is_weight = false;     // linear: the second operand is [N, K] (split along its last dim)
+  bool pad_k = false;           // K (at the task's shapes) not a multiple of kAlign: each third padded
+  // B a matrix [K, N] with N (at the task's shapes) not a multiple of kAlign: split
+  // transposed as linear's weight [N, 3K], the step run as linear.
+  bool b_transposed = false;
+  // N (at the task's shapes) not a multiple of kAlign, the product linear's and its
+  // result read by elementwise kernels only: B's rows (and the bias) padded to
+  // round_up(N, 4) with zeros, the result stored [M, round_up(N, 4)]
+  // (lowering_context::row_pitch).
+  bool pad_n = false;
 };
 
 split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node& n, const library_call& call);

@@ -150,8 +150,15 @@ struct chain_writer {
       const bool mask = v.dtype == "bool";
       std::string p = kp.tensor_in(t->second, mask ? "bool" : "float");
       std::string name = "x" + tag + std::to_string(var.size());
-      const std::string idx =
+      std::string idx =
           access(cx.shapes.at(id), st.as_kind<elementwise_stage>().iter, i, kp, reads.split, reads.index_names);
+      // Stored with padded rows ([M, pitch], 2-d): by row and column; a flat index
+      // pays a division (only where no split applies).
+      if (auto pit = cx.row_pitch.find(id); pit != cx.row_pitch.end() && idx == i) {
+        const std::string pitch = kp.int64(pit->second), cols = kp.int64(cx.shapes.at(id).sym.back());
+        idx = reads.split == 1 && i == "i" ? "row * " + pitch + " + c"
+                                           : "(" + i + ") / " + cols + " * " + pitch + " + (" + i + ") % " + cols;
+      }
       if (mask) {
         out.line("const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;");
         var[id] = name;

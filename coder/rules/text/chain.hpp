@@ -11,7 +11,10 @@
 // - an op the chain does not take is an error naming the op and its value;
 // - access indexes a broadcast operand without a division or modulo along dims where
 //   it is not broadcast; in split mode (rows x columns) it reads `row` or `c` instead
-//   of the flat index.
+//   of the flat index;
+// - a value stored with padded rows (lowering_context::row_pitch, a 2-d product's
+//   result) is read at `row * pitch + c` when the chain is split at its last dim,
+//   else at (i / N) * pitch + i % N.
 
 #include <map>
 #include <string>
