@@ -4,9 +4,24 @@ rules coder writes (coder/rules/split_tf32.hpp) still beat eager's FP32 SGEMM, a
 does each padding buy? (Issue 46: 12 of 16 level-2 GEMM + epilogue problems ran at
 0.68-0.99x of eager at odd sizes, 1.86x at the published ones.)
 
-Not yet run: no conclusion. Run it on the GPU and write what it found here. If k4n4's
-product is no faster than k4's, padding the output's rows (split_tf32_layout::pad_n)
-costs the epilogue its float4 loads of the product for nothing: turn it off there.
+Not yet run as it stands. What a first, simpler probe found (one H100, 2026-12-06,
+PyTorch 2.11, linear without bias, ms a product, TF32 on for the tf32 columns):
+
+    M K N            fp32    tf32   tf32 K padded   tf32 K and N padded
+    128 4096 4096    0.102   0.031  0.030           0.031
+    127 4095 4093    0.102   0.055  0.053           0.030
+    1024 8191 8191   2.690   1.021  1.036           0.339
+    1023 8191 8191   2.807   1.029  1.050           0.339
+    16384 1024 1024  0.707   0.107  0.107           0.108
+    16383 1023 1023  0.721   0.292  0.292           0.107
+    255 12289 12287  1.752   0.664  0.691           0.273
+
+So the cliff is the output's leading dimension N: padding K alone buys nothing, K and N
+together bring the TF32 product back to its aligned speed (3x at 8191), and three
+unaligned TF32 products (3 x 1.03 ms) lose to eager's SGEMM (2.69 ms) while three
+aligned ones (1.02 ms) beat it 2.6x: what 12 of 16 level-2 GEMMs at odd sizes showed.
+Padding the output rows (split_tf32_layout::pad_n) is the change that pays; run this
+probe to confirm it with the split's own layout and the bias.
 
 For each linear y = x W^T + b (M, K, N) and mm C = A B, in PyTorch alone:
 - eager: FP32 SGEMM (TF32 off, ATen's default);
