@@ -362,6 +362,233 @@ void read_paths(yaml_reader& r, const yaml_field& f, const fs::path& base, std::
   }
 }
 
+// The sections of the top level, one reader each: read_root lists them, each reads its
+// own keys (and says where a key belongs when it is given in the wrong section).
+struct root_reader {
+  yaml_reader& r;
+  const fs::path& base;
+  experiment_config& c;
+  gpu_config& g = c.gpus;
+  budget_config& b = c.budgets;
+  llm_config& l = c.coder.llm;
+  yaml_field backend_field = {};  // where `coder.backend: llm` was said, for the cross-check
+  bool backend_given = false;
+
+  void gpus(const yaml_field& s) {
+    r.map(s,
+          {
+              {"local", [&](const yaml_field& f) { read_local(r, f, g); }},
+              {"remote", [&](const yaml_field& f) { read_remote(r, f, g.remote); }},
+              {"worker_binary", [&](const yaml_field& f) { r.string(f, g.worker_binary); }},
+              {"review_timeout_s", [&](const yaml_field& f) { seconds(r, f, g.review_timeout_s); }},
+              {"trial_cache_gib",
+               [&](const yaml_field& f) {
+                 r.number(f, g.trial_cache_gib, 0, true, 1 << 20, true,
+                          "a number of GiB from 0 (0: half of each device's memory) to 1048576");
+               }},
+              {"profile_replay",
+               [&](const yaml_field& f) {
+                 r.one_of(f, g.profile_replay, {"user", "kernel"});
+               }},
+              {"remote_token_env", [&](const yaml_field& f) { env_name(r, f, g.remote_token_env, "KS_WORKER_TOKEN"); }},
+              {"remote_token_file", [&](const yaml_field& f) { r.string(f, g.remote_token_file); }},
+          },
+          key_elsewhere);
+  }
+
+  void budgets(const yaml_field& s) {
+    r.map(s,
+          {
+              {"seeds", [&](const yaml_field& f) { positive(r, f, b.seeds); }},
+              {"rounds", [&](const yaml_field& f) { non_negative(r, f, b.rounds); }},
+              {"repair_attempts", [&](const yaml_field& f) { positive(r, f, b.repair_attempts); }},
+              {"tasks_in_flight", [&](const yaml_field& f) { positive(r, f, b.tasks_in_flight); }},
+              {"llm_requests_in_flight", [&](const yaml_field& f) { positive(r, f, b.llm_requests_in_flight); }},
+              {"device_queue_depth", [&](const yaml_field& f) { positive(r, f, b.device_queue_depth); }},
+          },
+          key_elsewhere);
+  }
+
+  void coder(const yaml_field& s) {
+    r.map(s,
+          {
+              {"backend",
+               [&](const yaml_field& f) {
+                 r.one_of(f, c.coder.backend, {"rules", "llm", "hybrid"});
+                 backend_field = f;
+                 backend_given = true;
+               }},
+              {"llm",
+               [&](const yaml_field& s2) {
+                 r.map(
+                     s2,
+                     {
+                         {"provider",
+                          [&](const yaml_field& f) {
+                            r.one_of(f, l.provider, {"openai", "anthropic"});
+                          }},
+                         {"endpoint",
+                          [&](const yaml_field& f) {
+                            std::string v;
+                            const size_t before = r.errors().size();
+                            r.string(f, v);
+                            if (r.errors().size() != before) return;
+                            if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0) {
+                              return r.fail(f, "expected an http:// or https:// URL, got " + describe(f.value));
+                            }
+                            l.endpoint = v;
+                          }},
+                         {"model", [&](const yaml_field& f) { r.string(f, l.model); }},
+                         {"api_key_env", [&](const yaml_field& f) { env_name(r, f, l.api_key_env, "OPENAI_API_KEY"); }},
+                         {"timeout_s", [&](const yaml_field& f) { seconds(r, f, l.timeout_s); }},
+                         {"reply_timeout_s",
+                          [&](const yaml_field& f) {
+                            r.number(f, l.reply_timeout_s, 0, true, kInf, false,
+                                     "a number of seconds >= 0 (0: no bound)");
+                          }},
+                         {"stream", [&](const yaml_field& f) { r.boolean(f, l.stream); }},
+                         {"max_retries", [&](const yaml_field& f) { non_negative(r, f, l.max_retries); }},
+                         {"temperature",
+                          [&](const yaml_field& f) {
+                            r.number(f, l.temperature, 0, true, 2, true, "a number from 0 to 2");
+                          }},
+                         {"max_tokens", [&](const yaml_field& f) { positive(r, f, l.max_tokens); }},
+                         {"reasoning", [&](const yaml_field& f) { r.boolean(f, l.reasoning); }},
+                         {"reasoning_effort",
+                          [&](const yaml_field& f) {
+                            // Empty leaves it out of the request (the server's default).
+                            if (f.value.IsScalar() && f.value.Scalar().empty()) {
+                              l.reasoning_effort.clear();
+                            } else {
+                              r.one_of(f, l.reasoning_effort, {"minimal", "low", "medium", "high"});
+                            }
+                          }},
+                         {"context_tokens",
+                          [&](const yaml_field& f) {
+                            r.integer(f, l.context_tokens, 0, 100000000,
+                                      "a whole number of tokens >= 0 (0: ask the server)");
+                          }},
+                         {"prompt_tokens",
+                          [&](const yaml_field& f) {
+                            r.integer(f, l.prompt_tokens, 0, 100000000,
+                                      "a whole number of tokens >= 0 (0: what the context leaves)");
+                          }},
+                         {"cache_dir", [&](const yaml_field& f) { r.string(f, l.cache_dir); }},
+                     },
+                     key_elsewhere);
+               }},
+          },
+          key_elsewhere);
+  }
+
+  void review(const yaml_field& s) {
+    r.map(s,
+          {
+              {"trials", [&](const yaml_field& f) { positive(r, f, c.review.trials); }},
+              {"suspicious_speedup",
+               [&](const yaml_field& f) {
+                 r.number(f, c.review.suspicious_speedup, 1, false, kInf, false, "a number greater than 1");
+               }},
+              {"size", [&](const yaml_field& f) { r.string(f, c.review.size); }},
+              {"draw_inputs",
+               [&](const yaml_field& f) {
+                 // "gpu" is one letter from "cpu": say which value means the GPU rather than
+                 // suggest the other one.
+                 if (f.value.IsScalar() && (f.value.Scalar() == "gpu" || f.value.Scalar() == "cuda"))
+                   return r.fail(f, "expected one of device, cpu, got \"" + f.value.Scalar() +
+                                        "\" (device draws on the reviewing GPU)");
+                 r.one_of(f, c.review.draw_inputs, {"device", "cpu"});
+               }},
+          },
+          key_elsewhere);
+  }
+
+  void references(const yaml_field& s) {
+    r.map(s,
+          {
+              {"cpu_seconds",
+               [&](const yaml_field& f) {
+                 r.integer(f, c.references.cpu_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
+               }},
+              {"memory_mb",
+               [&](const yaml_field& f) {
+                 if (f.value.IsScalar() && f.value.Scalar() == "auto")
+                   c.references.memory_mb = 0;
+                 else
+                   r.integer(f, c.references.memory_mb, 1, kIntMax, "a positive integer (MiB) or auto");
+               }},
+              {"wall_seconds",
+               [&](const yaml_field& f) {
+                 r.integer(f, c.references.wall_seconds, 1, 10000000, "a whole number of seconds from 1 to 10000000");
+               }},
+              {"sandbox",
+               [&](const yaml_field& f) {
+                 r.one_of(f, c.references.sandbox, {"off", "auto", "required"});
+               }},
+              {"read_paths", [&](const yaml_field& f) { read_paths(r, f, base, c.references.read_paths); }},
+          },
+          key_elsewhere);
+  }
+
+  void ablation(const yaml_field& s) {
+    r.map(s,
+          {
+              {"long_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.long_term_memory); }},
+              {"short_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.short_term_memory); }},
+          },
+          key_elsewhere);
+  }
+
+  void memory(const yaml_field& s) {
+    r.map(s,
+          {
+              {"path", [&](const yaml_field& f) { r.string(f, c.memory.path, false); }},
+          },
+          key_elsewhere);
+  }
+
+  void output(const yaml_field& s) {
+    r.map(s,
+          {
+              {"dir", [&](const yaml_field& f) { r.string(f, c.output.dir, false); }},
+          },
+          key_elsewhere);
+  }
+
+  void logging(const yaml_field& s) {
+    r.map(s,
+          {
+              {"level",
+               [&](const yaml_field& f) {
+                 r.one_of(f, c.logging.level, {"trace", "debug", "info", "warn", "error", "off"});
+               }},
+              {"file", [&](const yaml_field& f) { r.string(f, c.logging.file); }},
+          },
+          key_elsewhere);
+  }
+
+  void serve(const yaml_field& s) {
+    r.map(
+        s,
+        {
+            {"listen",
+             [&](const yaml_field& f) {
+               std::string v;
+               const size_t before = r.errors().size();
+               r.string(f, v);
+               if (r.errors().size() != before) return;
+               if (auto hp = parse_host_port(v, /*allow_any_port=*/true); !hp) return r.fail(f, hp.message());
+               c.serve.listen = v;
+             }},
+            {"token_env", [&](const yaml_field& f) { env_name(r, f, c.serve.token_env, "KS_TOKEN"); }},
+            {"header_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.header_timeout_s); }},
+            {"body_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.body_timeout_s); }},
+            {"max_pending_connections", [&](const yaml_field& f) { positive(r, f, c.serve.max_pending_connections); }},
+        },
+        key_elsewhere);
+  }
+};
+
 void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base, experiment_config& c) {
   const yaml_field top{"", YAML::Node(), root};
   if (root.IsNull()) return;  // an empty file: every default
@@ -371,247 +598,32 @@ void read_root(yaml_reader& r, const YAML::Node& root, const fs::path& base, exp
                   "budgets:, ...), got " +
                       describe(root));
   }
-  yaml_field backend_field;  // where `coder.backend: llm` was said, for the cross-check
-  bool backend_given = false;
-  auto& g = c.gpus;
-  auto& b = c.budgets;
-  auto& l = c.coder.llm;
-  r.map(
-      top,
-      {
-          {"name", [&](const yaml_field& f) { r.string(f, c.name, false); }},
-          {"tasks", [&](const yaml_field& f) { read_tasks(r, f, base, c.tasks); }},
-          {"gpus",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"local", [&](const yaml_field& f) { read_local(r, f, g); }},
-                       {"remote", [&](const yaml_field& f) { read_remote(r, f, g.remote); }},
-                       {"worker_binary", [&](const yaml_field& f) { r.string(f, g.worker_binary); }},
-                       {"review_timeout_s", [&](const yaml_field& f) { seconds(r, f, g.review_timeout_s); }},
-                       {"trial_cache_gib",
-                        [&](const yaml_field& f) {
-                          r.number(f, g.trial_cache_gib, 0, true, 1 << 20, true,
-                                   "a number of GiB from 0 (0: half of each device's memory) to 1048576");
-                        }},
-                       {"profile_replay",
-                        [&](const yaml_field& f) {
-                          r.one_of(f, g.profile_replay, {"user", "kernel"});
-                        }},
-                       {"remote_token_env",
-                        [&](const yaml_field& f) { env_name(r, f, g.remote_token_env, "KS_WORKER_TOKEN"); }},
-                       {"remote_token_file", [&](const yaml_field& f) { r.string(f, g.remote_token_file); }},
-                   },
-                   key_elsewhere);
-           }},
-          {"budgets",
-           [&](const yaml_field& s) {
-             r.map(
-                 s,
-                 {
-                     {"seeds", [&](const yaml_field& f) { positive(r, f, b.seeds); }},
-                     {"rounds", [&](const yaml_field& f) { non_negative(r, f, b.rounds); }},
-                     {"repair_attempts", [&](const yaml_field& f) { positive(r, f, b.repair_attempts); }},
-                     {"tasks_in_flight", [&](const yaml_field& f) { positive(r, f, b.tasks_in_flight); }},
-                     {"llm_requests_in_flight", [&](const yaml_field& f) { positive(r, f, b.llm_requests_in_flight); }},
-                     {"device_queue_depth", [&](const yaml_field& f) { positive(r, f, b.device_queue_depth); }},
-                 },
-                 key_elsewhere);
-           }},
-          {"coder",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"backend",
-                        [&](const yaml_field& f) {
-                          r.one_of(f, c.coder.backend, {"rules", "llm", "hybrid"});
-                          backend_field = f;
-                          backend_given = true;
-                        }},
-                       {"llm",
-                        [&](const yaml_field& s2) {
-                          r.map(s2,
-                                {
-                                    {"provider",
-                                     [&](const yaml_field& f) {
-                                       r.one_of(f, l.provider, {"openai", "anthropic"});
-                                     }},
-                                    {"endpoint",
-                                     [&](const yaml_field& f) {
-                                       std::string v;
-                                       const size_t before = r.errors().size();
-                                       r.string(f, v);
-                                       if (r.errors().size() != before) return;
-                                       if (!v.empty() && v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0) {
-                                         return r.fail(f,
-                                                       "expected an http:// or https:// URL, got " + describe(f.value));
-                                       }
-                                       l.endpoint = v;
-                                     }},
-                                    {"model", [&](const yaml_field& f) { r.string(f, l.model); }},
-                                    {"api_key_env",
-                                     [&](const yaml_field& f) { env_name(r, f, l.api_key_env, "OPENAI_API_KEY"); }},
-                                    {"timeout_s", [&](const yaml_field& f) { seconds(r, f, l.timeout_s); }},
-                                    {"reply_timeout_s",
-                                     [&](const yaml_field& f) {
-                                       r.number(f, l.reply_timeout_s, 0, true, kInf, false,
-                                                "a number of seconds >= 0 (0: no bound)");
-                                     }},
-                                    {"stream", [&](const yaml_field& f) { r.boolean(f, l.stream); }},
-                                    {"max_retries", [&](const yaml_field& f) { non_negative(r, f, l.max_retries); }},
-                                    {"temperature",
-                                     [&](const yaml_field& f) {
-                                       r.number(f, l.temperature, 0, true, 2, true, "a number from 0 to 2");
-                                     }},
-                                    {"max_tokens", [&](const yaml_field& f) { positive(r, f, l.max_tokens); }},
-                                    {"reasoning", [&](const yaml_field& f) { r.boolean(f, l.reasoning); }},
-                                    {"reasoning_effort",
-                                     [&](const yaml_field& f) {
-                                       // Empty leaves it out of the request (the server's default).
-                                       if (f.value.IsScalar() && f.value.Scalar().empty()) {
-                                         l.reasoning_effort.clear();
-                                       } else {
-                                         r.one_of(f, l.reasoning_effort, {"minimal", "low", "medium", "high"});
-                                       }
-                                     }},
-                                    {"context_tokens",
-                                     [&](const yaml_field& f) {
-                                       r.integer(f, l.context_tokens, 0, 100000000,
-                                                 "a whole number of tokens >= 0 (0: ask the server)");
-                                     }},
-                                    {"prompt_tokens",
-                                     [&](const yaml_field& f) {
-                                       r.integer(f, l.prompt_tokens, 0, 100000000,
-                                                 "a whole number of tokens >= 0 (0: what the context leaves)");
-                                     }},
-                                    {"cache_dir", [&](const yaml_field& f) { r.string(f, l.cache_dir); }},
-                                },
-                                key_elsewhere);
-                        }},
-                   },
-                   key_elsewhere);
-           }},
-          {"review",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"trials", [&](const yaml_field& f) { positive(r, f, c.review.trials); }},
-                       {"suspicious_speedup",
-                        [&](const yaml_field& f) {
-                          r.number(f, c.review.suspicious_speedup, 1, false, kInf, false, "a number greater than 1");
-                        }},
-                       {"size", [&](const yaml_field& f) { r.string(f, c.review.size); }},
-                       {"draw_inputs",
-                        [&](const yaml_field& f) {
-                          // "gpu" is one letter from "cpu": say which value means the GPU rather than
-                          // suggest the other one.
-                          if (f.value.IsScalar() && (f.value.Scalar() == "gpu" || f.value.Scalar() == "cuda"))
-                            return r.fail(f, "expected one of device, cpu, got \"" + f.value.Scalar() +
-                                                 "\" (device draws on the reviewing GPU)");
-                          r.one_of(f, c.review.draw_inputs, {"device", "cpu"});
-                        }},
-                   },
-                   key_elsewhere);
-           }},
-          {"references",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"cpu_seconds",
-                        [&](const yaml_field& f) {
-                          r.integer(f, c.references.cpu_seconds, 1, 10000000,
-                                    "a whole number of seconds from 1 to 10000000");
-                        }},
-                       {"memory_mb",
-                        [&](const yaml_field& f) {
-                          if (f.value.IsScalar() && f.value.Scalar() == "auto")
-                            c.references.memory_mb = 0;
-                          else
-                            r.integer(f, c.references.memory_mb, 1, kIntMax, "a positive integer (MiB) or auto");
-                        }},
-                       {"wall_seconds",
-                        [&](const yaml_field& f) {
-                          r.integer(f, c.references.wall_seconds, 1, 10000000,
-                                    "a whole number of seconds from 1 to 10000000");
-                        }},
-                       {"sandbox",
-                        [&](const yaml_field& f) {
-                          r.one_of(f, c.references.sandbox, {"off", "auto", "required"});
-                        }},
-                       {"read_paths", [&](const yaml_field& f) { read_paths(r, f, base, c.references.read_paths); }},
-                   },
-                   key_elsewhere);
-           }},
-          {"ablation",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"long_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.long_term_memory); }},
-                       {"short_term_memory", [&](const yaml_field& f) { r.boolean(f, c.ablation.short_term_memory); }},
-                   },
-                   key_elsewhere);
-           }},
-          {"memory",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"path", [&](const yaml_field& f) { r.string(f, c.memory.path, false); }},
-                   },
-                   key_elsewhere);
-           }},
-          {"output",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"dir", [&](const yaml_field& f) { r.string(f, c.output.dir, false); }},
-                   },
-                   key_elsewhere);
-           }},
-          {"logging",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"level",
-                        [&](const yaml_field& f) {
-                          r.one_of(f, c.logging.level, {"trace", "debug", "info", "warn", "error", "off"});
-                        }},
-                       {"file", [&](const yaml_field& f) { r.string(f, c.logging.file); }},
-                   },
-                   key_elsewhere);
-           }},
-          {"serve",
-           [&](const yaml_field& s) {
-             r.map(s,
-                   {
-                       {"listen",
-                        [&](const yaml_field& f) {
-                          std::string v;
-                          const size_t before = r.errors().size();
-                          r.string(f, v);
-                          if (r.errors().size() != before) return;
-                          if (auto hp = parse_host_port(v, /*allow_any_port=*/true); !hp)
-                            return r.fail(f, hp.message());
-                          c.serve.listen = v;
-                        }},
-                       {"token_env", [&](const yaml_field& f) { env_name(r, f, c.serve.token_env, "KS_TOKEN"); }},
-                       {"header_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.header_timeout_s); }},
-                       {"body_timeout_s", [&](const yaml_field& f) { seconds(r, f, c.serve.body_timeout_s); }},
-                       {"max_pending_connections",
-                        [&](const yaml_field& f) { positive(r, f, c.serve.max_pending_connections); }},
-                   },
-                   key_elsewhere);
-           }},
-      },
-      key_elsewhere);
+  root_reader rr{r, base, c};
+  r.map(top,
+        {
+            {"name", [&](const yaml_field& f) { r.string(f, c.name, false); }},
+            {"tasks", [&](const yaml_field& f) { read_tasks(r, f, base, c.tasks); }},
+            {"gpus", [&](const yaml_field& s) { rr.gpus(s); }},
+            {"budgets", [&](const yaml_field& s) { rr.budgets(s); }},
+            {"coder", [&](const yaml_field& s) { rr.coder(s); }},
+            {"review", [&](const yaml_field& s) { rr.review(s); }},
+            {"references", [&](const yaml_field& s) { rr.references(s); }},
+            {"ablation", [&](const yaml_field& s) { rr.ablation(s); }},
+            {"memory", [&](const yaml_field& s) { rr.memory(s); }},
+            {"output", [&](const yaml_field& s) { rr.output(s); }},
+            {"logging", [&](const yaml_field& s) { rr.logging(s); }},
+            {"serve", [&](const yaml_field& s) { rr.serve(s); }},
+        },
+        key_elsewhere);
 
   // Checked last, once both keys are read: they may come in either order.
   if (c.coder.backend == "llm" || c.coder.backend == "hybrid") {
-    const yaml_field at = backend_given ? backend_field : top;
+    const yaml_field at = rr.backend_given ? rr.backend_field : top;
     const std::string is = "is " + c.coder.backend;
-    if (l.endpoint.empty())
+    if (c.coder.llm.endpoint.empty())
       r.fail(at, is + ", so coder.llm.endpoint must be set (the URL of the model's API, "
                       "e.g. https://api.openai.com/v1)");
-    if (l.model.empty()) r.fail(at, is + ", so coder.llm.model must be set (the model's name)");
+    if (c.coder.llm.model.empty()) r.fail(at, is + ", so coder.llm.model must be set (the model's name)");
   }
 }
 
