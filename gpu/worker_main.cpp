@@ -453,6 +453,134 @@ static void configure_cuda_allocator() {
 #endif
 }
 
+// What the command line says, filled in by add_options and read by main.
+struct worker_cli {
+  bool list = false, json = false, exit_with_parent = false;
+  std::string listen_at, reference_task, size, on, log_level = "info";
+  worker_options opts;
+  bool one_worker = false;
+  agent_cli agent;
+  token_cli secret;
+  double trial_cache_gib = 0;
+  std::string replay = "user";
+  std::string check_task;
+  std::string graph_task;
+  review_cli review;
+  std::string sandbox = "auto";
+  std::vector<std::string> sandbox_read;
+};
+
+// The options of kernelskill-gpu, in the order --help lists them.
+void add_options(CLI::App& app, worker_cli& c) {
+  app.add_flag("--list-devices", c.list, "Print the GPUs the driver sees (name, compute capability, memory) and exit");
+  app.add_flag("--json", c.json, "With --list-devices or --review: print JSON");
+  app.add_option("--listen", c.listen_at,
+                 "Serve daemons on HOST:PORT over CAF's network layer as this machine's node agent:\n"
+                 "one worker process per GPU (or per --devices entry), each restarted after a crash\n"
+                 "or a hung review; the daemon sees every device as its own pool (docs/distributed.md).\n"
+                 "Port 0 picks a free port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready");
+  app.add_flag("--worker", c.one_worker,
+               "With --listen: serve one device directly, unsupervised (what the daemon and the node\n"
+               "agent start for each device; use --listen alone on a GPU machine)");
+  app.add_option("--devices", c.agent.devices,
+                 "With --listen: the GPU ordinals to serve, comma-separated (default: every device the\n"
+                 "driver sees). Two nodes on one machine may each serve the same device")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--review-margin", c.agent.review_margin_s,
+                 "With --listen: seconds past a review's own timeout before a worker is taken as hung,\n"
+                 "killed and restarted, and the review answered timed_out (default 30)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--worker-binary", c.agent.worker_binary,
+                 "With --listen: the program each device's worker runs (default: this one); tests\n"
+                 "use a stand-in");
+  app.add_option("--device", c.opts.device,
+                 "With --worker: the GPU ordinal this worker serves (default: all\n"
+                 "for describe, 0 for reviews)");
+  app.add_option("--token-file", c.secret.file,
+                 "With --listen: a file (mode 600) whose first line is the shared secret peers\n"
+                 "must prove they know before anything is read from them; the daemon gives the\n"
+                 "same secret (gpus.remote_token_file or gpus.remote_token_env). Never on the\n"
+                 "command line itself: every user of the machine can read that. A host beyond\n"
+                 "loopback needs a token");
+  app.add_option("--token-env", c.secret.env,
+                 "With --listen and no --token-file: the environment variable holding the token\n"
+                 "(default KS_WORKER_TOKEN; unset or empty: no token, loopback only)");
+  app.add_option("--trial-cache-gib", c.trial_cache_gib,
+                 "Device memory kept for trial inputs and reference outputs, in GiB (default 0:\n"
+                 "half of the device's memory); the config's gpus.trial_cache_gib")
+      ->check(CLI::Range(0.0, double(1 << 20)));
+  app.add_option("--profile-replay", c.replay,
+                 "How the CUPTI profile replays its passes: user (default: the plan runs once per\n"
+                 "pass) or kernel (CUPTI saves and restores device memory around each kernel's\n"
+                 "replays; slow with large inputs); the config's gpus.profile_replay")
+      ->check(CLI::IsMember({"user", "kernel"}));
+  app.add_option("--run-reference", c.reference_task,
+                 "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
+                 "of its outputs; a quick check that a task and the device work");
+  app.add_option("--check-reference", c.check_task,
+                 "Check a task's reference (a task YAML) without running it: it compiles or loads,\n"
+                 "and uses only the operators a reference may use (what `kernelskill task check`\n"
+                 "asks); prints ok, or why not and exits 1");
+  app.add_option("--graph", c.graph_task,
+                 "Print a task's reference graph as JSON (inlined TorchScript, every value's\n"
+                 "shape, dtype or constant value from one run: meta, else GPU, else CPU); what\n"
+                 "the rules coder lowers");
+  app.add_option("--review", c.review.task,
+                 "Review one candidate against a task (a task YAML) in this process: compile,\n"
+                 "run, verify, time and profile it, and print the result. Needs --source and --plan");
+  app.add_option("--source", c.review.source, "With --review: the candidate's CUDA source (.cu)");
+  app.add_option("--plan", c.review.plan, "With --review: the candidate's launch plan (.yaml)");
+  app.add_option("--trials", c.review.trials, "With --review: verification trials (default 5)");
+  app.add_flag("--no-time", c.review.no_time, "With --review: verify only, do not time");
+  app.add_flag("--no-profile", c.review.no_profile,
+               "With --review: collect no hardware metrics (CUPTI); needed under another\n"
+               "profiler such as ncu, which holds the GPU's counters itself");
+  app.add_option("--compile-option", c.review.compile_options,
+                 "With --review: an extra NVRTC option (repeatable), e.g. --use_fast_math");
+  app.add_option("--repeat", c.review.repeat,
+                 "With --review: review N new candidates of the same code in this process and\n"
+                 "print each one's wall time to stderr (what a candidate costs a warm worker)");
+  app.add_option("--timeout", c.review.timeout_s, "With --review: the review's time bound in seconds (default 600)");
+  app.add_option("--size", c.size, "With --run-reference, --graph or --review: the task's named size (e.g. cpu)");
+  app.add_option("--on", c.on,
+                 "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
+                 "available, else cpu)");
+  app.add_option("--draw-inputs", c.review.draw_inputs,
+                 "With --review or --run-reference: where inputs are drawn. device (default):\n"
+                 "on the GPU, seeded per trial, the same values on the same GPU model and\n"
+                 "PyTorch build; cpu: on the CPU and copied, the same values on every machine\n"
+                 "(seconds per trial at large sizes). The config's review.draw_inputs")
+      ->check(CLI::IsMember({"device", "cpu"}));
+  app.add_option("--reference-cpu-seconds", c.opts.reference_limits.cpu_seconds,
+                 "With --listen: CPU seconds a task's reference may use when it is first run, in\n"
+                 "a child, before any review runs it in this process (default 120; the config's\n"
+                 "references.cpu_seconds)")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--reference-memory-mb", c.opts.reference_limits.memory_mb,
+                 "With --listen: MiB that child may allocate (default: half of this machine's memory,\n"
+                 "at most 16384; the daemon passes references.memory_mb)")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--reference-wall-seconds", c.opts.reference_limits.wall_seconds,
+                 "With --listen: wall-clock seconds for that child (default 300, and at most 80%\n"
+                 "of the review's timeout; references.wall_seconds)")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--sandbox", c.sandbox,
+                 "The OS sandbox of what runs submitted code: this worker itself with --listen\n"
+                 "--worker (it reviews in this process), and every child that runs a reference\n"
+                 "(--graph, --run-reference). auto (default): every layer the kernel offers\n"
+                 "(Landlock, seccomp, a network namespace), the missing ones logged; required:\n"
+                 "refuse to run without Landlock and seccomp; off: unconfined. The config's\n"
+                 "references.sandbox (docs/daemon.md, \"Untrusted references\")")
+      ->check(CLI::IsMember({"off", "auto", "required"}));
+  app.add_option("--sandbox-read", c.sandbox_read,
+                 "A directory (or file) sandboxed code may read besides the system's (repeatable):\n"
+                 "where LibTorch or CUDA lives outside /usr and /opt; references.read_paths");
+  app.add_flag("--exit-with-parent", c.exit_with_parent,
+               "Exit when the parent process dies (the daemon passes this to its workers)");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off (default info)");
+}
+
 int main(int argc, char** argv) {
   configure_cuda_allocator();
   CLI::App app{
@@ -464,167 +592,49 @@ int main(int argc, char** argv) {
       "(docs/distributed.md). The CUDA driver is loaded at run time: on a machine without\n"
       "one this program still starts and says so."};
   app.set_version_flag("--version", std::string("kernelskill-gpu 0.1.0 (") + protocol_version + ")");
-  bool list = false, json = false, exit_with_parent = false;
-  std::string listen_at, reference_task, size, on, log_level = "info";
-  worker_options opts;
-  app.add_flag("--list-devices", list, "Print the GPUs the driver sees (name, compute capability, memory) and exit");
-  app.add_flag("--json", json, "With --list-devices or --review: print JSON");
-  app.add_option("--listen", listen_at,
-                 "Serve daemons on HOST:PORT over CAF's network layer as this machine's node agent:\n"
-                 "one worker process per GPU (or per --devices entry), each restarted after a crash\n"
-                 "or a hung review; the daemon sees every device as its own pool (docs/distributed.md).\n"
-                 "Port 0 picks a free port. Prints 'kernelskill-gpu: listening on HOST:PORT' once ready");
-  bool one_worker = false;
-  app.add_flag("--worker", one_worker,
-               "With --listen: serve one device directly, unsupervised (what the daemon and the node\n"
-               "agent start for each device; use --listen alone on a GPU machine)");
-  agent_cli agent;
-  app.add_option("--devices", agent.devices,
-                 "With --listen: the GPU ordinals to serve, comma-separated (default: every device the\n"
-                 "driver sees). Two nodes on one machine may each serve the same device")
-      ->delimiter(',')
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--review-margin", agent.review_margin_s,
-                 "With --listen: seconds past a review's own timeout before a worker is taken as hung,\n"
-                 "killed and restarted, and the review answered timed_out (default 30)")
-      ->check(CLI::Range(0.0, 86400.0));
-  app.add_option("--worker-binary", agent.worker_binary,
-                 "With --listen: the program each device's worker runs (default: this one); tests\n"
-                 "use a stand-in");
-  app.add_option("--device", opts.device,
-                 "With --worker: the GPU ordinal this worker serves (default: all\n"
-                 "for describe, 0 for reviews)");
-  token_cli secret;
-  app.add_option("--token-file", secret.file,
-                 "With --listen: a file (mode 600) whose first line is the shared secret peers\n"
-                 "must prove they know before anything is read from them; the daemon gives the\n"
-                 "same secret (gpus.remote_token_file or gpus.remote_token_env). Never on the\n"
-                 "command line itself: every user of the machine can read that. A host beyond\n"
-                 "loopback needs a token");
-  app.add_option("--token-env", secret.env,
-                 "With --listen and no --token-file: the environment variable holding the token\n"
-                 "(default KS_WORKER_TOKEN; unset or empty: no token, loopback only)");
-  double trial_cache_gib = 0;
-  app.add_option("--trial-cache-gib", trial_cache_gib,
-                 "Device memory kept for trial inputs and reference outputs, in GiB (default 0:\n"
-                 "half of the device's memory); the config's gpus.trial_cache_gib")
-      ->check(CLI::Range(0.0, double(1 << 20)));
-  std::string replay = "user";
-  app.add_option("--profile-replay", replay,
-                 "How the CUPTI profile replays its passes: user (default: the plan runs once per\n"
-                 "pass) or kernel (CUPTI saves and restores device memory around each kernel's\n"
-                 "replays; slow with large inputs); the config's gpus.profile_replay")
-      ->check(CLI::IsMember({"user", "kernel"}));
-  app.add_option("--run-reference", reference_task,
-                 "Run a task's reference (a task YAML) twice with LibTorch and print a summary\n"
-                 "of its outputs; a quick check that a task and the device work");
-  std::string check_task;
-  app.add_option("--check-reference", check_task,
-                 "Check a task's reference (a task YAML) without running it: it compiles or loads,\n"
-                 "and uses only the operators a reference may use (what `kernelskill task check`\n"
-                 "asks); prints ok, or why not and exits 1");
-  std::string graph_task;
-  app.add_option("--graph", graph_task,
-                 "Print a task's reference graph as JSON (inlined TorchScript, every value's\n"
-                 "shape, dtype or constant value from one run: meta, else GPU, else CPU); what\n"
-                 "the rules coder lowers");
-  review_cli review;
-  app.add_option("--review", review.task,
-                 "Review one candidate against a task (a task YAML) in this process: compile,\n"
-                 "run, verify, time and profile it, and print the result. Needs --source and --plan");
-  app.add_option("--source", review.source, "With --review: the candidate's CUDA source (.cu)");
-  app.add_option("--plan", review.plan, "With --review: the candidate's launch plan (.yaml)");
-  app.add_option("--trials", review.trials, "With --review: verification trials (default 5)");
-  app.add_flag("--no-time", review.no_time, "With --review: verify only, do not time");
-  app.add_flag("--no-profile", review.no_profile,
-               "With --review: collect no hardware metrics (CUPTI); needed under another\n"
-               "profiler such as ncu, which holds the GPU's counters itself");
-  app.add_option("--compile-option", review.compile_options,
-                 "With --review: an extra NVRTC option (repeatable), e.g. --use_fast_math");
-  app.add_option("--repeat", review.repeat,
-                 "With --review: review N new candidates of the same code in this process and\n"
-                 "print each one's wall time to stderr (what a candidate costs a warm worker)");
-  app.add_option("--timeout", review.timeout_s, "With --review: the review's time bound in seconds (default 600)");
-  app.add_option("--size", size, "With --run-reference, --graph or --review: the task's named size (e.g. cpu)");
-  app.add_option("--on", on,
-                 "With --run-reference: cpu, cuda or cuda:N (default: cuda if a GPU is\n"
-                 "available, else cpu)");
-  app.add_option("--draw-inputs", review.draw_inputs,
-                 "With --review or --run-reference: where inputs are drawn. device (default):\n"
-                 "on the GPU, seeded per trial, the same values on the same GPU model and\n"
-                 "PyTorch build; cpu: on the CPU and copied, the same values on every machine\n"
-                 "(seconds per trial at large sizes). The config's review.draw_inputs")
-      ->check(CLI::IsMember({"device", "cpu"}));
-  app.add_option("--reference-cpu-seconds", opts.reference_limits.cpu_seconds,
-                 "With --listen: CPU seconds a task's reference may use when it is first run, in\n"
-                 "a child, before any review runs it in this process (default 120; the config's\n"
-                 "references.cpu_seconds)")
-      ->check(CLI::Range(1, 10000000));
-  app.add_option("--reference-memory-mb", opts.reference_limits.memory_mb,
-                 "With --listen: MiB that child may allocate (default: half of this machine's memory,\n"
-                 "at most 16384; the daemon passes references.memory_mb)")
-      ->check(CLI::Range(1, 1 << 30));
-  app.add_option("--reference-wall-seconds", opts.reference_limits.wall_seconds,
-                 "With --listen: wall-clock seconds for that child (default 300, and at most 80%\n"
-                 "of the review's timeout; references.wall_seconds)")
-      ->check(CLI::Range(1, 10000000));
-  std::string sandbox = "auto";
-  app.add_option("--sandbox", sandbox,
-                 "The OS sandbox of what runs submitted code: this worker itself with --listen\n"
-                 "--worker (it reviews in this process), and every child that runs a reference\n"
-                 "(--graph, --run-reference). auto (default): every layer the kernel offers\n"
-                 "(Landlock, seccomp, a network namespace), the missing ones logged; required:\n"
-                 "refuse to run without Landlock and seccomp; off: unconfined. The config's\n"
-                 "references.sandbox (docs/daemon.md, \"Untrusted references\")")
-      ->check(CLI::IsMember({"off", "auto", "required"}));
-  std::vector<std::string> sandbox_read;
-  app.add_option("--sandbox-read", sandbox_read,
-                 "A directory (or file) sandboxed code may read besides the system's (repeatable):\n"
-                 "where LibTorch or CUDA lives outside /usr and /opt; references.read_paths");
-  app.add_flag("--exit-with-parent", exit_with_parent,
-               "Exit when the parent process dies (the daemon passes this to its workers)");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default info)");
+  worker_cli c;
+  add_options(app, c);
   CLI11_PARSE(app, argc, argv);
-  opts.trial_cache_bytes = static_cast<uint64_t>(trial_cache_gib * double(1ull << 30));
-  opts.reference_limits.sandbox.mode = *parse_sandbox_mode(sandbox);
+  c.opts.trial_cache_bytes = static_cast<uint64_t>(c.trial_cache_gib * double(1ull << 30));
+  c.opts.reference_limits.sandbox.mode = *parse_sandbox_mode(c.sandbox);
   if (app.count("--reference-memory-mb") == 0) {
     // Half of this machine's memory, at most 16384 MiB: the reference check runs one
     // child at a time, beside the worker's own reviews.
     const double physical_mb = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / (1 << 20);
     if (physical_mb > 0)
-      opts.reference_limits.memory_mb = static_cast<int>(std::clamp(physical_mb / 2, 1024.0, 16384.0));
+      c.opts.reference_limits.memory_mb = static_cast<int>(std::clamp(physical_mb / 2, 1024.0, 16384.0));
   }
-  for (const auto& p : sandbox_read) opts.reference_limits.sandbox.read.emplace_back(p);
-  opts.replay = replay == "kernel" ? profile_replay::kernel : profile_replay::user;
+  for (const auto& p : c.sandbox_read) c.opts.reference_limits.sandbox.read.emplace_back(p);
+  c.opts.replay = c.replay == "kernel" ? profile_replay::kernel : profile_replay::user;
 
-  if (auto s = setup_logging(log_level); !s) {
+  if (auto s = setup_logging(c.log_level); !s) {
     std::cerr << "kernelskill-gpu: --log-level: " << s.message() << "\n";
     return 2;
   }
   // The daemon reads our stdout only until the "listening on" line and then closes
   // its end: a later write to stdout must fail with EPIPE, not kill the worker.
   signal(SIGPIPE, SIG_IGN);
-  if (exit_with_parent) {
+  if (c.exit_with_parent) {
     // SIGKILL, not SIGTERM: a worker whose daemon or node agent died has nobody to
     // answer, and an orderly exit would wait for a review in flight (for ever, when
     // its kernel hangs).
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1) return 0;  // the parent is already gone
   }
-  if (list) return list_devices(opts, json);
-  if (!check_task.empty()) return check_reference(check_task);
-  if (!graph_task.empty()) return export_graph(graph_task, size);
-  if (!reference_task.empty()) return run_reference(reference_task, size, on, review.draw_inputs);
-  if (!review.task.empty()) {
-    if (review.source.empty() || review.plan.empty()) {
+  if (c.list) return list_devices(c.opts, c.json);
+  if (!c.check_task.empty()) return check_reference(c.check_task);
+  if (!c.graph_task.empty()) return export_graph(c.graph_task, c.size);
+  if (!c.reference_task.empty()) return run_reference(c.reference_task, c.size, c.on, c.review.draw_inputs);
+  if (!c.review.task.empty()) {
+    if (c.review.source.empty() || c.review.plan.empty()) {
       std::cerr << "kernelskill-gpu: --review needs --source K.cu and --plan P.yaml\n";
       return 2;
     }
-    review.size = size;
-    review.json = json;
-    return run_review(review, opts);
+    c.review.size = c.size;
+    c.review.json = c.json;
+    return run_review(c.review, c.opts);
   }
-  if (!listen_at.empty()) return listen(listen_at, secret, opts, one_worker, agent, log_level, argv);
+  if (!c.listen_at.empty()) return listen(c.listen_at, c.secret, c.opts, c.one_worker, c.agent, c.log_level, argv);
   std::cerr << app.help()
             << "\nkernelskill-gpu: nothing to do: give --list-devices, --listen, "
                "--run-reference or --review\n";
