@@ -846,9 +846,8 @@ std::vector<pool_review> reviews_sent(const daemon_process& d) {
   return out;
 }
 
-// Waits (up to 180 s) for a review sent to a worker other than `not_pid`.
-pool_review wait_for_review(const daemon_process& d, pid_t not_pid) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+// Waits until `deadline` for a review sent to a worker other than `not_pid`.
+pool_review wait_for_review(const daemon_process& d, pid_t not_pid, std::chrono::steady_clock::time_point deadline) {
   while (std::chrono::steady_clock::now() < deadline) {
     for (auto& r : reviews_sent(d))
       if (r.pid != not_pid) return r;
@@ -861,24 +860,31 @@ void worker_killed_then_stopped_mid_review(daemon_options o) {
   o.tasks_in_flight = 1;
   o.seeds = 1;
   o.rounds = 2;
+  // The whole case ends well inside ctest's 300 s: a hang fails here, with the
+  // daemon's log, instead of being killed without a word.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(220);
   daemon_process d(o);
-  REQUIRE_FALSE(d.start(120).empty());
+  REQUIRE_FALSE(d.start(60).empty());
   auto c = client_for(d);
   const std::string id = submit(c, "swish")["id"];
 
-  const pool_review first = wait_for_review(d, -1);
-  INFO(d.log());
-  REQUIRE(first.pid > 0);
+  const pool_review first = wait_for_review(d, -1, deadline);
+  if (first.pid <= 0) FAIL("no review reached a worker; the daemon's log:\n" << d.log());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   REQUIRE(::kill(first.pid, SIGKILL) == 0);
   // The same review, on a fresh worker; that one is stopped in turn.
-  const pool_review again = wait_for_review(d, first.pid);
-  REQUIRE(again.pid > 0);
-  CHECK(again.request == first.request);
+  const pool_review again = wait_for_review(d, first.pid, deadline);
+  if (again.pid <= 0) FAIL("the killed worker's review went to no other worker; the daemon's log:\n" << d.log());
+  if (again.request != first.request)
+    FAIL("the kill did not land mid-review (review " << first.request << " had ended; " << again.request
+                                                     << " came next); the daemon's log:\n"
+                                                     << d.log());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   REQUIRE(::kill(again.pid, SIGSTOP) == 0);
 
-  REQUIRE(wait_for(c, id, ended, 300));
+  const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+  if (!wait_for(c, id, ended, std::max(left, 1.0)))
+    FAIL("the task did not end in time; it is " << task(c, id).dump() << "; the daemon's log:\n" << d.log());
   auto t = task(c, id);
   INFO(t.dump());
   CHECK(t["state"] == "done");
@@ -921,7 +927,10 @@ TEST_CASE(
     "the task loses nothing",
     "[daemon][supervision]") {
   daemon_options o;
-  o.review_ms = 1500;  // every review is in flight for 1.5 s
+  // Every review is in flight for 4 s: long enough that the kill and the stop, each
+  // sent 0.1 s after the log names the review's worker, land mid-review even on a
+  // machine loaded by a parallel ctest.
+  o.review_ms = 4000;
   worker_killed_then_stopped_mid_review(o);
 }
 
