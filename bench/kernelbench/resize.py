@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""KernelBench's problems at other sizes: odd ones, not multiples of 8.
+
+Issue 46: results must hold at sizes other than the published ones (the 3xTF32 path
+and the epilogue kernels fell off a cliff at odd sizes). This writes a copy of
+KernelBench's KernelBench/ folder (level1..3) whose problems keep their code and change
+only their module-level integer constants (batch_size, in_features, height, ...):
+
+- a constant of 16 or more that is even becomes one less (1024 -> 1023, 8192 -> 8191),
+  so every dimension the problem takes from it is odd and no multiple of 8;
+- so does one computed from integers only (N = 2048 * 2 -> N = 4095);
+- constants under 16 (kernel sizes, strides, paddings, groups, heads) stay as they are;
+- a constant that splits another into equal parts (its name says group, head, window,
+  patch, split or chunk) stays as it is, and so does one it divides and is used with in
+  one statement (nn.GroupNorm(num_groups, out_features)): 4096 channels in 64 groups
+  cannot become 4095. The rest of the problem still moves.
+
+Nothing is chosen by problem: the same rule reads every file. What changed is listed
+in SIZES.md of the output folder, a line per problem.
+
+  python3 bench/kernelbench/resize.py KERNELBENCH_DIR OUT_DIR
+  (then e.g. PICK2=12,14 bench/run.sh kernelbench OUT_DIR)
+"""
+import ast
+import re
+import pathlib
+import sys
+
+
+def int_value(node):
+    """The value of an integer literal or of +, -, *, // and ** over them; else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.BinOp):
+        a, b = int_value(node.left), int_value(node.right)
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+               ast.FloorDiv: lambda: a // b if b else None,
+               ast.Pow: lambda: a ** b if 0 <= b <= 64 else None}
+        if a is None or b is None or type(node.op) not in ops:
+            return None
+        return ops[type(node.op)]()
+    return None
+
+
+def int_constants(tree):
+    """The module-level `NAME = <integer expression>` assignments: name -> (value, node)."""
+    out = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            v = int_value(node.value)
+            if v is not None:
+                out[node.targets[0].id] = (v, node)
+    return out
+
+
+# Constants that split another into equal parts: channels into groups, a width into
+# heads, an image into patches or windows. Named so in every KernelBench problem.
+DIVISOR = re.compile(r"group|head|window|patch|split|chunk", re.IGNORECASE)
+
+
+def together(tree):
+    """The sets of names each simple statement of the problem's code uses (a name, or an
+    attribute such as self.num_groups), outside get_inputs and get_init_inputs (whose
+    lists name every size at once)."""
+    out = []
+
+    def visit(node):
+        if isinstance(node, ast.FunctionDef) and node.name in ("get_inputs", "get_init_inputs"):
+            return
+        if isinstance(node, ast.stmt) and not any(isinstance(c, ast.stmt) for c in ast.iter_child_nodes(node)):
+            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            out.append(names)
+            return
+        for c in ast.iter_child_nodes(node):
+            visit(c)
+
+    visit(tree)
+    return out
+
+
+def tied(name, consts, uses):
+    """Whether `name` splits another constant into equal parts, or is split so: a
+    divisor's name, or a constant used in one statement with a divisor that divides it
+    (nn.GroupNorm(num_groups, out_features)). The batch is never split so."""
+    if DIVISOR.search(name):
+        return True
+    if "batch" in name.lower():
+        return False
+    v = consts[name][0]
+    return any(DIVISOR.search(other) and w > 1 and v % w == 0 and any(name in u and other in u for u in uses)
+               for other, (w, _) in consts.items() if other != name)
+
+
+def resize(text):
+    """The problem's text at odd sizes, and what changed ("name a->b", ...)."""
+    tree = ast.parse(text)
+    consts = int_constants(tree)
+    uses = together(tree)
+    lines = text.splitlines(keepends=True)
+    changes = []
+    for name, (v, node) in consts.items():
+        if v < 16 or v % 2 or tied(name, consts, uses):
+            continue
+        new = v - 1
+        if node.value.lineno != node.value.end_lineno:
+            continue  # an expression over several lines: left as published
+        line = lines[node.lineno - 1]
+        col, end = node.value.col_offset, node.value.end_col_offset
+        lines[node.lineno - 1] = line[:col] + str(new) + line[end:]
+        changes.append(f"{name} {v}->{new}")
+    return "".join(lines), changes
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    src, dst = pathlib.Path(argv[1]), pathlib.Path(argv[2])
+    if not (src / "level1").is_dir():
+        sys.stderr.write(f"resize: {src} has no level1/ folder: give KernelBench's KernelBench/ folder\n")
+        return 2
+    report = ["# KernelBench at odd sizes (bench/kernelbench/resize.py)", ""]
+    for level in sorted(p for p in src.iterdir() if p.is_dir() and p.name in ("level1", "level2", "level3")):
+        (dst / level.name).mkdir(parents=True, exist_ok=True)
+        for f in sorted(level.glob("*.py")):
+            text = f.read_text()
+            try:
+                new, changes = resize(text)
+            except SyntaxError as e:
+                new, changes = text, [f"left as published: it does not parse ({e.msg})"]
+            (dst / level.name / f.name).write_text(new)
+            report.append(f"- {level.name}/{f.name}: {', '.join(changes) or 'unchanged'}")
+    (dst / "SIZES.md").write_text("\n".join(report) + "\n")
+    print(f"resize: wrote {dst} ({len(report) - 2} problems; SIZES.md lists the changes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
