@@ -81,8 +81,16 @@ class rules_coder : public coder {
   // Uses `graph` for tasks named graph.task from now on, instead of exporting one.
   void set_graph(const task_graph& graph);
 
-  // The parameter sets seeds() tries, in order.
+  // The parameter sets seeds() tries, in order. A graph with deep_normalisation_chain
+  // puts plainest_params() with ATen's reductions before them.
   static std::vector<lowering_params> seed_params();
+  // The plainest parameters: a failed seed's repair, and a safe seed.
+  static lowering_params plainest_params();
+  // Whether `g` has at least kDeepNormalisations normalisations on the batch's own
+  // statistics (batch_norm in training mode, instance_norm, group_norm): a network whose
+  // templates' sums, in another order than the reference's, miss a tight tolerance.
+  static constexpr int kDeepNormalisations = 4;
+  static bool deep_normalisation_chain(const task_graph& g);
 
   // The methods of the skill library whose optimize() changes `c`'s kernels (a
   // different source or launch), in library order.

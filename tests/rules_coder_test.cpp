@@ -1019,6 +1019,61 @@ TEST_CASE("rules coder: batch_norm on running statistics or of a 2-d input stays
   CHECK(seeds->front().recipe.at("stages") == "row_reduce");
 }
 
+// A network of many normalisations on the batch's statistics: its first seed sums them
+// in ATen's order (the plainest parameters, every reduction an ATen library step),
+// rather than reaching that candidate after two failed reviews; below four such layers,
+// or on running statistics, the seeds are as ever.
+TEST_CASE("rules coder: a deep chain of batch-statistics normalisations seeds ATen's reductions first",
+          "[rules][seeds][batch_norm]") {
+  auto chain = [](const std::string& name, int layers, bool training) {
+    std::string body = "x", args = "x";
+    std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {{"x", {4, 8, 5, 5}}};
+    for (int i = 0; i < layers; ++i) {
+      const std::string w = "w" + std::to_string(i), b = "b" + std::to_string(i);
+      const std::string stats = training ? "None, None" : "rm, rv";
+      body = "torch.relu(torch.batch_norm(" + body + ", " + w + ", " + b + ", " + stats + ", " +
+             (training ? "True" : "False") + ", 0.1, 1e-5, False))";
+      args += ", " + w + ", " + b;
+      tensors.push_back({w, {8}});
+      tensors.push_back({b, {8}});
+    }
+    if (!training) {
+      args += ", rm, rv";
+      tensors.push_back({"rm", {8}});
+      tensors.push_back({"rv", {8}});
+    }
+    return sized_task(name, args, body, tensors, tensors);
+  };
+  const task_spec deep = chain("bn_chain_4", rules_coder::kDeepNormalisations, true);
+  auto seeds = the_coder().seeds(deep, 2);
+  if (!seeds) FAIL(seeds.message());
+  REQUIRE(seeds->size() == 2);
+  const candidate& first = seeds->front();
+  INFO(first.recipe.at("stages"));
+  CHECK(first.recipe.at("library_reductions") == "1");
+  CHECK(first.recipe.at("vector_width") == "1");
+  CHECK_THAT(first.recipe.at("stages"), Catch::Contains("fallback:aten::batch_norm"));
+  CHECK_THAT(first.recipe.at("fallback_why"), Catch::Contains("library_reductions"));
+  // The second seed is the first one of a task without the chain.
+  CHECK(seeds->at(1).recipe.count("library_reductions") == 0);
+  CHECK_THAT(seeds->at(1).recipe.at("stages"), Catch::Contains("row_reduce"));
+  // Its repair is none: ATen's reductions with the plainest parameters were the last
+  // resort, and they failed.
+  repair_input r;
+  r.task = deep;
+  r.failed = first;
+  r.review.message = "incorrect: max abs error 6e-4";
+  CHECK_FALSE(the_coder().repair(r));
+
+  for (const task_spec& t : {chain("bn_chain_3", rules_coder::kDeepNormalisations - 1, true),
+                             chain("bn_chain_eval", rules_coder::kDeepNormalisations, false)}) {
+    INFO(t.name);
+    auto s = the_coder().seeds(t, 1);
+    if (!s) FAIL(s.message());
+    CHECK(s->front().recipe.count("library_reductions") == 0);
+  }
+}
+
 // Issue 17, item 4: every (template, method) pair the decision policy can produce for
 // a rules-coder candidate is a real change of that candidate's kernels. The walk: the
 // seeds of every example and suite task and of the aspect-ratio tasks above, and for
