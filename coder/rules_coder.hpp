@@ -89,7 +89,7 @@ class rules_coder : public coder {
   // Whether `g` has at least kDeepNormalisations normalisations on the batch's own
   // statistics (batch_norm in training mode, instance_norm, group_norm): a network whose
   // templates' sums, in another order than the reference's, miss a tight tolerance.
-  static constexpr int kDeepNormalisations = 4;
+  static constexpr int kDeepNormalisations = 3;
   static bool deep_normalisation_chain(const task_graph& g);
 
   // The methods of the skill library whose optimize() changes `c`'s kernels (a
