@@ -4,7 +4,26 @@ rules coder writes (coder/rules/split_tf32.hpp) still beat eager's FP32 SGEMM, a
 does each padding buy? (Issue 46: 12 of 16 level-2 GEMM + epilogue problems ran at
 0.68-0.99x of eager at odd sizes, 1.86x at the published ones.)
 
-Not yet run as it stands. What a first, simpler probe found (one H100, 2026-12-06,
+Run as it stands on one H100 (2026-12-06, PyTorch 2.11; the product alone, ms; the
+split here is torch ops, so the whole times are not the rules coder's):
+
+    op      M K N               eager   k       k4      k4n4    kt (mm: B transposed)
+    linear  1024 8192 8192      2.682   0.958
+    linear  1023 8191 8191      2.717   3.204   2.931   0.965
+    linear  1023 8192 8191      2.686   2.926           0.951
+    linear  16383 1023 1023     0.715   0.825   0.763   0.308
+    linear  255 12289 12287     2.058   1.808   1.958   0.782   (k4n4 missed 1e-4)
+    mm      1023 4095 4093      0.703   0.760   0.738   0.255   0.739
+
+Padding K and N (the output's rows) brings the product back to its aligned time at
+every odd size; K alone, or B transposed without padded output rows, does not. Three
+unaligned thirds (3 x 0.96-3.2 ms of work in one call) lose to SGEMM; aligned ones win
+2.8x at 1023 x 8191 x 8191. At K = 12289 the split missed 1e-4 once: the dropped
+small x small term grows with sqrt(K) (kernelskill bench saw it on 3 of 16 odd level-2
+GEMMs at K = 8191, 33, 70 and 76: a few hundred of 8.4 M outputs near zero off by
+up to 3e-4).
+
+What a first, simpler probe found (one H100, 2026-12-06,
 PyTorch 2.11, linear without bias, ms a product, TF32 on for the tf32 columns):
 
     M K N            fp32    tf32   tf32 K padded   tf32 K and N padded
