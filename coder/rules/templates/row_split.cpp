@@ -49,7 +49,7 @@ std::string merge_partials(const reduce_parts& rp, const std::string& PIN, const
          " + " + at + "];\n";
     other.push_back("p_" + a.state[k]);
   }
-  return t + "    " + merge(rp.r, other) + "\n  }\n";
+  return t + "    " + merge(rp.r, a, other) + "\n  }\n";
 }
 
 // The first kernel: each block's chunk into its partial state.
@@ -140,7 +140,7 @@ std::string final_kernel(const reduce_parts& rp, const reduce_layout& lay, const
   k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
   k << "  if (row >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
   k << rp.decl << merge_partials(rp, PIN, S, "lane", "32") << warp_combine(r, rp.a);
-  k << "  if (lane == 0) " << rp.OUT << "[row] = " << finish(r, rp.C) << ";\n}\n";
+  k << "  if (lane == 0) " << rp.OUT << "[row] = " << finish(r, rp.a, rp.C) << ";\n}\n";
   return k.str();
 }
 

@@ -26,22 +26,11 @@ bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || 
 
 }  // namespace
 
-std::string replace_reads(std::string code, const std::string& p, const std::string& i, const std::string& with) {
-  for (const std::string& form : read_forms(p, i)) {
-    for (size_t pos = code.find(form); pos != std::string::npos; pos = code.find(form, pos)) {
-      if (pos > 0 && ident_char(code[pos - 1])) {
-        pos += form.size();
-        continue;
-      }
-      code.replace(pos, form.size(), with);
-      pos += with.size();
-    }
-  }
-  return code;
-}
-
 bool reads_at(const std::string& code, const std::string& p, const std::string& i) {
-  return replace_reads(code, p, i, "") != code;
+  for (const std::string& form : read_forms(p, i))
+    for (size_t pos = code.find(form); pos != std::string::npos; pos = code.find(form, pos + form.size()))
+      if (pos == 0 || !ident_char(code[pos - 1])) return true;
+  return false;
 }
 
 std::string product(const std::vector<std::string>& dims) {
