@@ -25,6 +25,17 @@ bool stage::emitted_elsewhere() const {
   return false;
 }
 
+void lowering_context::add_kernel_step(const std::string& name, std::vector<std::string> grid,
+                                       std::vector<std::string> block, std::vector<plan_arg> args) {
+  plan_step step;
+  step.kind = "kernel";
+  step.name = name;
+  step.grid = std::move(grid);
+  step.block = std::move(block);
+  step.args = std::move(args);
+  out.plan.steps.push_back(std::move(step));
+}
+
 int64_t lowering_context::target_size(const std::vector<std::string>& dims, int64_t fallback) const {
   if (target.empty()) return fallback;
   expr_env env;

@@ -57,7 +57,8 @@
 // to its row of the template table and puts the source's header in front.
 //
 // A new template: its file, rules/templates/<template>.hpp/.cpp, with its layout struct, a
-// choose_ function and an emit_ function; one row in template_table.cpp (which
+// choose_ function and an emit_ function (its kernels' plan steps through
+// lowering_context::add_kernel_step); one row in template_table.cpp (which
 // stage it takes, the emit_ function, the stage's name); its .cpp in
 // coder/CMakeLists.txt. Its ops need rows in op_table.cpp (class and shape rule; a
 // new rule in shapes.cpp's shape_of_node). Only a new class of op needs a stage
@@ -218,6 +219,10 @@ struct lowering_context {
   // The size of `dims` (shape expressions) at the target shapes, or `fallback` (the
   // graph's own) when they do not say.
   int64_t target_size(const std::vector<std::string>& dims, int64_t fallback) const;
+  // A kernel launch appended to the plan: kernel `name` of the source on `grid` x
+  // `block` (three expressions each), bound to `args` (its kernel_params' args).
+  void add_kernel_step(const std::string& name, std::vector<std::string> grid, std::vector<std::string> block,
+                       std::vector<plan_arg> args);
 };
 
 }  // namespace ks::rules

@@ -285,13 +285,7 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   for (size_t q = 0; q < a.state.size(); ++q)
     k << " " << PART << "[" << q << " * " << blocks << " + " << block_id << "] = " << a.state[q] << ";";
   k << " }\n}\n";
-  plan_step sa;
-  sa.kind = "kernel";
-  sa.name = name + "_part";
-  sa.grid = grid;
-  sa.block = {std::to_string(B), "1", "1"};
-  sa.args = ka.args;
-  cx.out.plan.steps.push_back(sa);
+  cx.add_kernel_step(name + "_part", grid, {std::to_string(B), "1", "1"}, ka.args);
   // Kernel B: one block over the partials.
   kernel_params kb;
   const std::string PIN = kb.tensor_in(part);
@@ -312,13 +306,7 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   k << block_combine(r, a);
   k << "  if (threadIdx.x == 0) " << OUTB << "[0] = " << finish(r, a, CB) << ";\n}\n";
   cx.src += k.str();
-  plan_step sb;
-  sb.kind = "kernel";
-  sb.name = name + "_final";
-  sb.grid = {"1", "1", "1"};
-  sb.block = {std::to_string(B), "1", "1"};
-  sb.args = kb.args;
-  cx.out.plan.steps.push_back(sb);
+  cx.add_kernel_step(name + "_final", {"1", "1", "1"}, {std::to_string(B), "1", "1"}, kb.args);
   cx.written.insert(r.output);
   return {};
 }

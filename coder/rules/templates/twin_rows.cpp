@@ -135,15 +135,11 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   k << "    " << rp.OUT << "[row] = " << finish(rp.r, rp.a, rp.C) << ";\n";
   k << "    " << rq.OUT << "[row] = " << finish(rq.r, aq, rq.C) << ";\n  }\n}\n";
   cx.src += k.str();
-  plan_step step;
-  step.kind = "kernel";
-  step.name = rp.name;
-  step.block = {std::to_string(lay.block), "1", "1"};
-  step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + std::to_string(lay.block / 32) + ")"
-                        : product(rp.outer),
-               "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(rp.name,
+                     {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + std::to_string(lay.block / 32) + ")"
+                               : product(rp.outer),
+                      "1", "1"},
+                     {std::to_string(lay.block), "1", "1"}, kp.args);
   cx.written.insert(rp.r.output);
   cx.written.insert(rq.r.output);
   return {};
