@@ -1,6 +1,6 @@
 #include "coder/rules/plan/lowering_context.hpp"
 
-#include "coder/rules/text/kernel_text.hpp"
+#include "coder/rules/plan/expr_text.hpp"
 #include "plan/shape_expr.hpp"
 
 namespace ks::rules {

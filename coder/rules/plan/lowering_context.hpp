@@ -20,6 +20,8 @@
 //   op_table.cpp          the op table: each ATen op's class, shape rule and (for
 //                         an elementwise op) its CUDA expression
 //   op_specs.cpp          a reduction's or a pool's node, read
+//   expr_text.cpp         the expressions and names planning writes (product,
+//                         paren, ident, base_kind), handed on by kernel_text.hpp
 // text/: what the templates write with
 //   kernel_text.cpp       text helpers and a kernel's parameter list (kernel_params)
 //   code_writer.hpp       generated CUDA as lines, indentation scopes and splices
@@ -53,8 +55,14 @@
 //   template_table.cpp    the table of the templates above: which stage each
 //                         takes, its emit_ function, its name in the stage list
 //   search_space.cpp      each template's tunable parameters at the stage's shapes
-// The driver (coder/lowering.cpp: lower_graph) plans the stages, hands each stage
-// to its row of the template table and puts the source's header in front.
+// The driver (coder/lowering.cpp: lower_graph) plans the stages, pairs twin rows,
+// hands each stage to its row of the template table and puts the source's header in
+// front.
+//
+// Includes go down only (tests/layering_test.cpp, rules_layer_table): plan/ at the
+// bottom includes no other sub-folder; passes/ and text/ include plan/ (not each
+// other); templates/ include any. What plan/ needs of a template is done by the
+// driver (plan_twin_rows), what it needs of text is in plan/ (expr_text.hpp).
 //
 // A new template: its file, rules/templates/<template>.hpp/.cpp, with its layout struct, a
 // choose_ function and an emit_ function (its kernels' plan steps through

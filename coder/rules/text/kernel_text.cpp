@@ -6,14 +6,6 @@
 
 namespace ks::rules {
 
-bool is_simple(const std::string& e) {
-  for (char c : e)
-    if (c == ' ' || c == '+' || c == '-' || c == '*' || c == '/' || c == '%') return false;
-  return true;
-}
-
-std::string paren(const std::string& e) { return is_simple(e) ? e : "(" + e + ")"; }
-
 namespace {
 
 // The forms a chain reads tensor parameter `p` at index `i` in: plain, or with a
@@ -33,13 +25,6 @@ bool reads_at(const std::string& code, const std::string& p, const std::string& 
   return false;
 }
 
-std::string product(const std::vector<std::string>& dims) {
-  std::vector<std::string> f;
-  for (auto& d : dims)
-    if (d != "1") f.push_back(paren(d));
-  return f.empty() ? "1" : join(f, " * ");
-}
-
 std::string flit(double v) {
   if (std::isnan(v)) return "__int_as_float(0x7fc00000)";
   if (std::isinf(v)) return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
@@ -48,18 +33,6 @@ std::string flit(double v) {
   std::string s = buf;
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return "(" + s + "f)";
-}
-
-std::string ident(const std::string& value_id) {
-  std::string s = "v";
-  for (char c : value_id) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
-
-std::string base_kind(const std::string& kind) {
-  std::string k = kind;
-  if (k.size() > 1 && k.back() == '_' && k.rfind("aten::", 0) == 0 && k != "aten::_") k.pop_back();
-  return k;
 }
 
 std::string kernel_name(size_t i, const std::string& what) { return "ks" + std::to_string(i) + "_" + what; }
