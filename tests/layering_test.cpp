@@ -319,8 +319,9 @@ std::map<std::string, int> read_allowlist(const fs::path& file) {
 
 TEST_CASE("no file over 1000 lines and no function over 150 but those listed, which only shrink", "[size]") {
   const fs::path root = KS_SOURCE_DIR;
+  // The list may be empty (nothing over the limits), but not missing.
+  REQUIRE(fs::is_regular_file(root / "tests" / "size_allowlist.txt"));
   const auto allowed = read_allowlist(root / "tests" / "size_allowlist.txt");
-  REQUIRE_FALSE(allowed.empty());
   std::vector<std::string> wrong;
   std::set<std::string> seen;
   for (const auto& o : oversized(root)) {
