@@ -14,6 +14,7 @@
 #include "coder/rules/templates/row_cache.hpp"
 #include "coder/rules/templates/search_space.hpp"
 #include "coder/rules/templates/template_table.hpp"
+#include "coder/rules/templates/twin_rows.hpp"
 #include "coder/rules/text/combine.hpp"
 #include "coder/rules/text/device_helpers.hpp"
 
@@ -96,10 +97,12 @@ using namespace rules;
 // (combine.cpp).
 const char* kHeader = "// Written by KernelSkill's rules coder from the reference's TorchScript graph.\n";
 
-// The stages planned, each written by its template (template_table.hpp), then the
-// source's header.
+// The stages planned (and twin rows paired: that reads the row template's layout, so
+// it runs here, above plan/), each written by its template (template_table.hpp), then
+// the source's header.
 result<lowered_kernel_set> run(lowering_context& cx) {
   if (auto s = plan_stages(cx); !s) return error{s.message()};
+  plan_twin_rows(cx);
   std::set<std::string> kinds;
   for (size_t i = 0; i < cx.stages.size(); ++i) {
     const stage& st = cx.stages[i];

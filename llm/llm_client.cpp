@@ -224,6 +224,63 @@ struct llm_client::attempt_outcome {
   bool retryable = false;
 };
 
+// What one attempt received, as cpp-httplib hands it over: the status line, the bytes
+// of the body (a stream fed to the decoder as it comes), and why it was cut short.
+struct llm_client::reception {
+  explicit reception(const std::string& provider) : decoder(provider) {}
+  clock_type::time_point start = clock_type::now();
+  clock_type::time_point last_byte = start;
+  bool bounded = false;  // coder.llm.reply_timeout_s bounds the whole reply, by `deadline`
+  clock_type::time_point deadline;
+  uint64_t max_body = 0;
+  uint64_t bytes = 0;
+  int status = 0;
+  bool event_stream = false;
+  bool deadline_hit = false, stream_failed = false, too_big = false;
+  std::string stream_problem;
+  std::string raw;
+  chat_stream_decoder decoder;
+  // Once sent: the reply (none when cpp-httplib gave up: `error`), and how long the
+  // server had been silent then.
+  const httplib::Response* response = nullptr;
+  httplib::Error error = httplib::Error::Success;
+  double silent = 0;
+
+  // cpp-httplib (0.11) calls response_handler once the status line and headers are
+  // read, then content_receiver with each piece of the body as it arrives (chunked or
+  // not), for every status; returning false cancels the request (Error::Canceled).
+  void listen(httplib::Request& req) {
+    req.response_handler = [this](const httplib::Response& r) {
+      status = r.status;
+      const std::string type = r.get_header_value("Content-Type");
+      event_stream = r.status >= 200 && r.status < 300 && type.rfind("text/event-stream", 0) == 0;
+      return true;
+    };
+    req.content_receiver = [this](const char* data, size_t n, uint64_t, uint64_t) {
+      last_byte = clock_type::now();
+      bytes += n;
+      if (bounded && last_byte > deadline) {
+        deadline_hit = true;
+        return false;
+      }
+      if (bytes > max_body) {
+        too_big = true;
+        return false;
+      }
+      if (event_stream) {
+        if (auto st = decoder.feed(std::string_view(data, n)); !st) {
+          stream_failed = true;
+          stream_problem = st.message();
+          return false;
+        }
+        return true;
+      }
+      raw.append(data, n);
+      return true;
+    };
+  }
+};
+
 llm_client::attempt_outcome llm_client::attempt(const std::string& body, bool stream) {
   const llm_config& c = options_.llm;
   const double idle = c.timeout_s;
@@ -244,135 +301,111 @@ llm_client::attempt_outcome llm_client::attempt(const std::string& body, bool st
   req.set_header("Content-Type", "application/json");
   req.body = body;
 
-  const auto start = clock_type::now();
-  const bool bounded = c.reply_timeout_s > 0;
-  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(
-                                    std::chrono::duration<double>(bounded ? c.reply_timeout_s : 0));
-  auto last_byte = start;
-  uint64_t bytes = 0;
-  int status = 0;
-  bool event_stream = false;
-  bool deadline_hit = false, stream_failed = false, too_big = false;
-  std::string stream_problem;
-  std::string raw;
-  chat_stream_decoder decoder(c.provider);
+  reception rx(c.provider);
+  rx.bounded = c.reply_timeout_s > 0;
+  rx.deadline = rx.start + std::chrono::duration_cast<clock_type::duration>(
+                               std::chrono::duration<double>(rx.bounded ? c.reply_timeout_s : 0));
+  rx.max_body = options_.max_body_bytes;
+  rx.listen(req);
 
-  // cpp-httplib (0.11) calls response_handler once the status line and headers are
-  // read, then content_receiver with each piece of the body as it arrives (chunked or
-  // not), for every status; returning false cancels the request (Error::Canceled).
-  req.response_handler = [&](const httplib::Response& r) {
-    status = r.status;
-    const std::string type = r.get_header_value("Content-Type");
-    event_stream = r.status >= 200 && r.status < 300 && type.rfind("text/event-stream", 0) == 0;
-    return true;
-  };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    last_byte = clock_type::now();
-    bytes += n;
-    if (bounded && last_byte > deadline) {
-      deadline_hit = true;
-      return false;
-    }
-    if (bytes > options_.max_body_bytes) {
-      too_big = true;
-      return false;
-    }
-    if (event_stream) {
-      if (auto st = decoder.feed(std::string_view(data, n)); !st) {
-        stream_failed = true;
-        stream_problem = st.message();
-        return false;
-      }
-      return true;
-    }
-    raw.append(data, n);
-    return true;
-  };
-
-  attempt_outcome out;
   limiter_->acquire();
   httplib::Result res = cli.send(req);
   limiter_->release();
-  out.streamed = event_stream;
-  out.status = status;
-  const double silent = std::chrono::duration<double>(clock_type::now() - last_byte).count();
+  rx.silent = std::chrono::duration<double>(clock_type::now() - rx.last_byte).count();
+  if (rx.stream_failed || rx.deadline_hit || rx.too_big) return stopped(rx);
+  if (!res) {
+    rx.error = res.error();
+    return unanswered(rx);
+  }
+  rx.response = &*res;
+  return answered(rx);
+}
 
-  auto cut_short = [&](const std::string& what) {
-    out.status = 0;
-    out.retryable = true;
-    out.transport_error = what;
-  };
-  if (stream_failed) {
+llm_client::attempt_outcome llm_client::stopped(const reception& rx) const {
+  attempt_outcome out;
+  out.streamed = rx.event_stream;
+  out.status = 0;
+  if (rx.stream_failed) {
     // An error event after the 200: the provider's own type decides.
-    const stream_error* e = decoder.failure();
+    const stream_error* e = rx.decoder.failure();
     if (e) {
       nlohmann::json err = {{"type", e->type}, {"message", e->message}};
       if (e->code) err["code"] = e->code;
       out.api_error = classify_api_error(0, nlohmann::json{{"error", err}}.dump());
       out.retryable = out.api_error->retryable;
-      out.transport_error = stream_problem;
+      out.transport_error = rx.stream_problem;
     } else {
       out.retryable = false;  // the stream is not the provider's format
-      out.transport_error = "the stream could not be read: " + stream_problem;
+      out.transport_error = "the stream could not be read: " + rx.stream_problem;
     }
-    out.status = 0;
     return out;
   }
-  if (deadline_hit) {
-    cut_short("the reply took longer than coder.llm.reply_timeout_s (" + fmt_seconds(c.reply_timeout_s) +
-              "); it was still arriving after " + std::to_string(bytes) + " bytes");
+  if (rx.deadline_hit) {
+    out.retryable = true;
+    out.transport_error = "the reply took longer than coder.llm.reply_timeout_s (" +
+                          fmt_seconds(options_.llm.reply_timeout_s) + "); it was still arriving after " +
+                          std::to_string(rx.bytes) + " bytes";
     out.timed_out = true;
     return out;
   }
-  if (too_big) {
-    out.status = 0;
-    out.transport_error = "the reply is larger than " + std::to_string(options_.max_body_bytes >> 20) + " MiB";
-    return out;
-  }
-  if (!res) {
-    const httplib::Error err = res.error();
-    out.retryable = true;
-    out.status = 0;
-    if (err == httplib::Error::Connection) {
-      out.transport_error = "cannot connect to " + endpoint_.origin() +
-                            " (connection refused or host unreachable: is the server running?)";
-    } else if (err == httplib::Error::ConnectionTimeout ||
-               ((err == httplib::Error::Read || err == httplib::Error::Write) && silent >= 0.9 * idle)) {
-      out.timed_out = true;
-      if (bytes == 0)
-        out.transport_error = "no reply within " + fmt_seconds(idle) +
-                              " (coder.llm.timeout_s: the longest the server may stay silent; the first token "
-                              "of a long prompt takes longest)";
-      else
-        out.transport_error = "the server went silent for " + fmt_seconds(idle) + " after " +
-                              std::to_string(decoder.events()) + " events of its reply (coder.llm.timeout_s)";
-    } else if (err == httplib::Error::Read && status != 0) {
-      out.transport_error = "the connection closed mid-reply, after " + std::to_string(bytes) + " bytes" +
-                            (event_stream ? " (" + std::to_string(decoder.events()) + " stream events)" : "");
-    } else {
-      out.transport_error = httplib::to_string(err);
-      if (err == httplib::Error::SSLServerVerification || err == httplib::Error::SSLLoadingCerts) out.retryable = false;
-    }
-    return out;
-  }
+  out.transport_error = "the reply is larger than " + std::to_string(options_.max_body_bytes >> 20) + " MiB";
+  return out;
+}
 
-  auto header = [&](const char* name) { return res->has_header(name) ? res->get_header_value(name) : ""; };
+llm_client::attempt_outcome llm_client::unanswered(const reception& rx) const {
+  const double idle = options_.llm.timeout_s;
+  const httplib::Error err = rx.error;
+  attempt_outcome out;
+  out.streamed = rx.event_stream;
+  out.retryable = true;
+  out.status = 0;
+  if (err == httplib::Error::Connection) {
+    out.transport_error =
+        "cannot connect to " + endpoint_.origin() + " (connection refused or host unreachable: is the server running?)";
+  } else if (err == httplib::Error::ConnectionTimeout ||
+             ((err == httplib::Error::Read || err == httplib::Error::Write) && rx.silent >= 0.9 * idle)) {
+    out.timed_out = true;
+    if (rx.bytes == 0)
+      out.transport_error = "no reply within " + fmt_seconds(idle) +
+                            " (coder.llm.timeout_s: the longest the server may stay silent; the first token "
+                            "of a long prompt takes longest)";
+    else
+      out.transport_error = "the server went silent for " + fmt_seconds(idle) + " after " +
+                            std::to_string(rx.decoder.events()) + " events of its reply (coder.llm.timeout_s)";
+  } else if (err == httplib::Error::Read && rx.status != 0) {
+    out.transport_error = "the connection closed mid-reply, after " + std::to_string(rx.bytes) + " bytes" +
+                          (rx.event_stream ? " (" + std::to_string(rx.decoder.events()) + " stream events)" : "");
+  } else {
+    out.transport_error = httplib::to_string(err);
+    if (err == httplib::Error::SSLServerVerification || err == httplib::Error::SSLLoadingCerts) out.retryable = false;
+  }
+  return out;
+}
+
+llm_client::attempt_outcome llm_client::answered(reception& rx) const {
+  const httplib::Response& res = *rx.response;
+  attempt_outcome out;
+  out.streamed = rx.event_stream;
+  out.status = rx.status;
+  auto header = [&](const char* name) { return res.has_header(name) ? res.get_header_value(name) : ""; };
   if (auto ms = header("retry-after-ms"); !ms.empty())
     if (auto v = parse_retry_after(ms)) out.retry_after_s = *v / 1000.0;
   if (!out.retry_after_s)
     if (auto v = header("Retry-After"); !v.empty()) out.retry_after_s = parse_retry_after(v);
 
   if (out.status >= 200 && out.status < 300) {
-    if (event_stream) {
-      if (auto st = decoder.finish(); !st) {
-        cut_short(st.message());
+    if (rx.event_stream) {
+      if (auto st = rx.decoder.finish(); !st) {
+        out.status = 0;
+        out.retryable = true;
+        out.transport_error = st.message();
         return out;
       }
-      out.reply = decoder.reply();
-      out.usage_seen = decoder.usage_seen();
+      out.reply = rx.decoder.reply();
+      out.usage_seen = rx.decoder.usage_seen();
       return out;
     }
-    auto decoded = decode_chat_body(c.provider, raw);
+    auto decoded = decode_chat_body(options_.llm.provider, rx.raw);
     if (!decoded) {
       out.transport_error = http_status_text(out.status) + " but " + decoded.message();
       out.status = 0;
@@ -382,7 +415,7 @@ llm_client::attempt_outcome llm_client::attempt(const std::string& body, bool st
     out.reply = std::move(*decoded);
     return out;
   }
-  out.body = std::move(raw);
+  out.body = std::move(rx.raw);
   out.api_error = classify_api_error(out.status, out.body);
   out.retryable = out.api_error->retryable;
   return out;
@@ -447,6 +480,111 @@ llm_client::prompt_room llm_client::room_for_prompt(std::optional<int> max_token
   return room;
 }
 
+std::string llm_client::request_problem(const chat_request& request, int requested, double temperature) const {
+  const llm_config& c = options_.llm;
+  if (request.messages.empty()) return "the request has no messages";
+  for (size_t i = 0; i < request.messages.size(); ++i) {
+    const auto& role = request.messages[i].role;
+    if (role != "user" && role != "assistant")
+      return "messages[" + std::to_string(i) + "].role is '" + role +
+             "'; expected user or assistant (the system prompt has its own field)";
+  }
+  if (requested < 1) return "max_tokens must be >= 1";
+  if (!(temperature >= 0)) return "temperature must be >= 0";
+  if (!c.reasoning && c.provider == "anthropic" && temperature > 1)
+    return "temperature " + std::to_string(temperature).substr(0, 4) +
+           " is above Anthropic's maximum of 1 (coder.llm.temperature)";
+  return "";
+}
+
+std::optional<chat_response> llm_client::cached_reply(const chat_request& request, const cache_key_fields& key,
+                                                      int max_tokens) {
+  auto hit = cache_->load(key);
+  if (!hit) return std::nullopt;
+  chat_response r;
+  r.text = std::move(hit->text);
+  r.input_tokens = hit->input_tokens;
+  r.output_tokens = hit->output_tokens;
+  r.model = std::move(hit->model);
+  r.finish_reason = std::move(hit->finish_reason);
+  r.cached = true;
+  r.max_tokens = max_tokens;
+  account(request, usage_counts{.requests = 1, .cache_hits = 1});
+  spdlog::debug("llm {} for task '{}': cache hit", to_string(request.agent), request.task);
+  return r;
+}
+
+chat_response llm_client::accept_reply(const chat_request& request, attempt_outcome& out, const reply_context& rc) {
+  const llm_config& c = options_.llm;
+  decoded_reply& d = *out.reply;
+  chat_response r;
+  r.text = std::move(d.text);
+  r.input_tokens = d.input_tokens;
+  r.output_tokens = d.output_tokens;
+  r.model = d.model.empty() ? c.model : d.model;
+  r.finish_reason = std::move(d.finish_reason);
+  r.attempts = rc.attempts;
+  r.max_tokens = rc.max_tokens;
+  r.streamed = out.streamed;
+  usage_counts delta{.requests = 1, .attempts = rc.attempts};
+  if (out.usage_seen && r.input_tokens > 0) {
+    estimator_.observe(rc.chars, r.input_tokens);
+  } else if (!out.usage_seen) {
+    // Ollama before 0.5 and some proxies send no usage in a stream: estimates,
+    // said to be such, rather than zeros that read as free.
+    r.usage_estimated = true;
+    r.input_tokens = rc.prompt_estimate;
+    r.output_tokens = estimator_.estimate(r.text.size());
+    delta.notes.insert(
+        "the server reported no token counts for some replies: their tokens are estimated "
+        "from characters");
+  }
+  delta.input_tokens = r.input_tokens;
+  delta.output_tokens = r.output_tokens;
+  const model_price* price = find_price(prices_, c.model);
+  if (!price) price = find_price(prices_, r.model);
+  if (price) {
+    r.cost_usd = cost_usd(*price, r.input_tokens, r.output_tokens);
+    delta.cost_usd = r.cost_usd;
+  } else {
+    delta.notes.insert("no price for model '" + c.model +
+                       "': its tokens are counted, its cost as 0 (add a price for it)");
+    std::lock_guard lock(notes_mu_);
+    if (!unpriced_warned_[c.model]) {
+      unpriced_warned_[c.model] = true;
+      spdlog::warn("llm: no price for model '{}': counting its cost as 0", c.model);
+    }
+  }
+  account(request, delta);
+  if (rc.cache_key) {
+    if (auto st = cache_->store(*rc.cache_key, {r.text, r.input_tokens, r.output_tokens, r.model, r.finish_reason});
+        !st)
+      spdlog::warn("{}", st.message());
+  }
+  return r;
+}
+
+std::string llm_client::attempt_error(const attempt_outcome& out) const {
+  const llm_config& c = options_.llm;
+  if (out.status != 0 && out.api_error)
+    return http_status_text(out.status) + ": " + out.api_error->text +
+           api_error_hint(*out.api_error, c.provider, c.api_key_env);
+  if (out.api_error) return out.transport_error + api_error_hint(*out.api_error, c.provider, c.api_key_env);
+  return out.transport_error;
+}
+
+std::optional<int> llm_client::context_retry_tokens(const chat_request& request, const api_error_info& e,
+                                                    const context_retry& cr) {
+  if (e.context_tokens) learn_context(*e.context_tokens, "the server's context-length error");
+  if (e.prompt_tokens) estimator_.observe(cr.chars, *e.prompt_tokens);
+  if (cr.retried || !e.context_tokens) return std::nullopt;
+  const int min_reply = cr.min_reply, requested = cr.requested, max_tokens = cr.max_tokens;
+  const int64_t prompt = e.prompt_tokens.value_or(estimator_.estimate(request.system, request.messages));
+  const int64_t room = *e.context_tokens - prompt - (e.prompt_tokens ? 16 : context_margin(prompt));
+  if (room >= std::min(min_reply, requested) && room < max_tokens) return static_cast<int>(room);
+  return std::nullopt;
+}
+
 result<chat_response> llm_client::chat(const chat_request& request) {
   const auto start = clock_type::now();
   const llm_config& c = options_.llm;
@@ -458,18 +596,7 @@ result<chat_response> llm_client::chat(const chat_request& request) {
     account(request, usage_counts{.failures = 1});
     return ks::error{who + ": " + why};
   };
-  if (request.messages.empty()) return refuse("the request has no messages");
-  for (size_t i = 0; i < request.messages.size(); ++i) {
-    const auto& role = request.messages[i].role;
-    if (role != "user" && role != "assistant")
-      return refuse("messages[" + std::to_string(i) + "].role is '" + role +
-                    "'; expected user or assistant (the system prompt has its own field)");
-  }
-  if (requested < 1) return refuse("max_tokens must be >= 1");
-  if (!(temperature >= 0)) return refuse("temperature must be >= 0");
-  if (!c.reasoning && c.provider == "anthropic" && temperature > 1)
-    return refuse("temperature " + std::to_string(temperature).substr(0, 4) +
-                  " is above Anthropic's maximum of 1 (coder.llm.temperature)");
+  if (auto why = request_problem(request, requested, temperature); !why.empty()) return refuse(why);
 
   // The context: lower max_tokens to what the prompt leaves, or refuse without sending.
   const size_t chars = request_chars(request.system, request.messages);
@@ -495,19 +622,9 @@ result<chat_response> llm_client::chat(const chat_request& request) {
   };
   const bool use_cache = cache_ && request.use_cache;
   if (use_cache) {
-    if (auto hit = cache_->load(key_for(max_tokens))) {
-      chat_response r;
-      r.text = std::move(hit->text);
-      r.input_tokens = hit->input_tokens;
-      r.output_tokens = hit->output_tokens;
-      r.model = std::move(hit->model);
-      r.finish_reason = std::move(hit->finish_reason);
-      r.cached = true;
-      r.max_tokens = max_tokens;
-      r.latency_ms = seconds_since(start) * 1e3;
-      account(request, usage_counts{.requests = 1, .cache_hits = 1});
-      spdlog::debug("llm {} for task '{}': cache hit", to_string(request.agent), request.task);
-      return r;
+    if (auto r = cached_reply(request, key_for(max_tokens), max_tokens)) {
+      r->latency_ms = seconds_since(start) * 1e3;
+      return *r;
     }
   }
 
@@ -528,83 +645,26 @@ result<chat_response> llm_client::chat(const chat_request& request) {
     attempt_outcome out =
         attempt(encode_chat_body(c.provider, c.model, request.system, request.messages, bo), c.stream);
     if (out.reply) {
-      decoded_reply& d = *out.reply;
-      chat_response r;
-      r.text = std::move(d.text);
-      r.input_tokens = d.input_tokens;
-      r.output_tokens = d.output_tokens;
-      r.model = d.model.empty() ? c.model : d.model;
-      r.finish_reason = std::move(d.finish_reason);
-      r.attempts = attempts;
-      r.max_tokens = max_tokens;
-      r.streamed = out.streamed;
-      usage_counts delta{.requests = 1, .attempts = attempts};
-      if (out.usage_seen && r.input_tokens > 0) {
-        estimator_.observe(chars, r.input_tokens);
-      } else if (!out.usage_seen) {
-        // Ollama before 0.5 and some proxies send no usage in a stream: estimates,
-        // said to be such, rather than zeros that read as free.
-        r.usage_estimated = true;
-        r.input_tokens = prompt_estimate;
-        r.output_tokens = estimator_.estimate(r.text.size());
-        delta.notes.insert(
-            "the server reported no token counts for some replies: their tokens are estimated "
-            "from characters");
-      }
-      delta.input_tokens = r.input_tokens;
-      delta.output_tokens = r.output_tokens;
-      const model_price* price = find_price(prices_, c.model);
-      if (!price) price = find_price(prices_, r.model);
-      if (price) {
-        r.cost_usd = cost_usd(*price, r.input_tokens, r.output_tokens);
-        delta.cost_usd = r.cost_usd;
-      } else {
-        delta.notes.insert("no price for model '" + c.model +
-                           "': its tokens are counted, its cost as 0 (add a price for it)");
-        std::lock_guard lock(notes_mu_);
-        if (!unpriced_warned_[c.model]) {
-          unpriced_warned_[c.model] = true;
-          spdlog::warn("llm: no price for model '{}': counting its cost as 0", c.model);
-        }
-      }
-      account(request, delta);
-      if (use_cache) {
-        if (auto st =
-                cache_->store(key_for(max_tokens), {r.text, r.input_tokens, r.output_tokens, r.model, r.finish_reason});
-            !st)
-          spdlog::warn("{}", st.message());
-      }
+      std::optional<cache_key_fields> key;
+      if (use_cache) key = key_for(max_tokens);
+      chat_response r = accept_reply(request, out, {attempts, max_tokens, chars, prompt_estimate, key});
       r.latency_ms = seconds_since(start) * 1e3;
       spdlog::debug("llm {} for task '{}': {} attempt(s), {:.0f} ms, {} in / {} out tokens{}", to_string(request.agent),
                     request.task, attempts, r.latency_ms, r.input_tokens, r.output_tokens,
                     r.streamed ? ", streamed" : "");
       return r;
     }
-
-    if (out.status != 0 && out.api_error) {
-      last_error = http_status_text(out.status) + ": " + out.api_error->text +
-                   api_error_hint(*out.api_error, c.provider, c.api_key_env);
-    } else if (out.api_error) {
-      last_error = out.transport_error + api_error_hint(*out.api_error, c.provider, c.api_key_env);
-    } else {
-      last_error = out.transport_error;
-    }
+    last_error = attempt_error(out);
 
     // A context error that names the window: remember it, and send once more with the
     // max_tokens that fits, at once (the request was wrong, not the server busy).
     if (out.api_error && out.api_error->kind == api_error_kind::context_length) {
       const api_error_info& e = *out.api_error;
-      if (e.context_tokens) learn_context(*e.context_tokens, "the server's context-length error");
-      if (e.prompt_tokens) estimator_.observe(chars, *e.prompt_tokens);
-      if (!context_retried && e.context_tokens) {
-        const int64_t prompt = e.prompt_tokens.value_or(estimator_.estimate(request.system, request.messages));
-        const int64_t room = *e.context_tokens - prompt - (e.prompt_tokens ? 16 : context_margin(prompt));
-        if (room >= std::min(min_reply, requested) && room < max_tokens) {
-          spdlog::info("{}: {}; sending again with max_tokens {}", who, last_error, room);
-          max_tokens = static_cast<int>(room);
-          context_retried = true;
-          continue;
-        }
+      if (auto room = context_retry_tokens(request, e, {chars, min_reply, requested, max_tokens, context_retried})) {
+        spdlog::info("{}: {}; sending again with max_tokens {}", who, last_error, *room);
+        max_tokens = *room;
+        context_retried = true;
+        continue;
       }
       account(request, usage_counts{.failures = 1, .attempts = attempts});
       return ks::error{who + ": " + last_error + " (not retried)"};

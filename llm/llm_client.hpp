@@ -51,6 +51,8 @@
 
 namespace ks {
 
+struct api_error_info;  // llm/api_error.hpp
+
 // A counting semaphore with a view of its use; share one between clients to bound
 // them together.
 class request_limiter {
@@ -135,8 +137,35 @@ class llm_client {
 
  private:
   struct attempt_outcome;
+  struct reception;  // what one attempt received (llm_client.cpp)
   llm_client(llm_client_options options, endpoint_url endpoint, std::string api_key);
+  // chat()'s steps: the request checked, a cached reply, each HTTP attempt, the reply
+  // accounted (and cached), or the attempt's error and, for a context-length error,
+  // the max_tokens to send again with.
+  std::string request_problem(const chat_request& request, int requested, double temperature) const;
+  std::optional<chat_response> cached_reply(const chat_request& request, const cache_key_fields& key, int max_tokens);
   attempt_outcome attempt(const std::string& body, bool stream);
+  // attempt()'s outcome: cut short while it arrived (a stream error, the reply's
+  // deadline, its size), no reply at all, or a reply.
+  attempt_outcome stopped(const reception& rx) const;
+  attempt_outcome unanswered(const reception& rx) const;
+  attempt_outcome answered(reception& rx) const;
+  struct reply_context {
+    int attempts = 0;
+    int max_tokens = 0;
+    size_t chars = 0;                           // the request's characters
+    int64_t prompt_estimate = 0;                // its tokens, estimated
+    std::optional<cache_key_fields> cache_key;  // where to cache the reply, if anywhere
+  };
+  chat_response accept_reply(const chat_request& request, attempt_outcome& out, const reply_context& rc);
+  std::string attempt_error(const attempt_outcome& out) const;
+  struct context_retry {
+    size_t chars = 0;
+    int min_reply = 0, requested = 0, max_tokens = 0;
+    bool retried = false;  // sent again for the context once already
+  };
+  std::optional<int> context_retry_tokens(const chat_request& request, const api_error_info& e,
+                                          const context_retry& cr);
   void probe_context();
   void learn_context(int64_t tokens, const std::string& source);
   double backoff_s(int retry);

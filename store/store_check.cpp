@@ -287,6 +287,217 @@ result<store_check_report> check_store(const fs::path& dir) {
   return r;
 }
 
+namespace {
+
+using watermark_read = result<std::optional<watermark>>;
+
+// The acknowledged writes the watermark says, into `report` (or why they are unknown).
+void read_acked(const watermark_read& wm, store_repair_report& report) {
+  if (wm && *wm) report.acked_before = (*wm)->acked_seq;
+  if (!wm) report.not_recovered.push_back(wm.message() + ": what was acknowledged is not known");
+  if (wm && !*wm) {
+    report.not_recovered.push_back(std::string("there is no ") + watermark_name +
+                                   ": whether acknowledged writes are missing cannot be told");
+  }
+}
+
+// A copy of the store's files (not its locks and logs) in `scratch`, to salvage from:
+// RocksDB's recovery and RepairDB both write where they read.
+status copy_to_scratch(const fs::path& dir, const fs::path& scratch, const std::string& where) {
+  std::error_code ec;
+  fs::create_directories(scratch, ec);
+  if (ec) return error{where + ": cannot create " + scratch.string() + ": " + ec.message()};
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_regular_file() || n == lock_name || n == "LOCK" || n.rfind("LOG", 0) == 0) continue;
+    fs::copy_file(e.path(), scratch / n, ec);
+    if (ec) {
+      fs::remove_all(scratch);
+      return error{where + ": cannot copy " + n + " (" + ec.message() + "); free space for a copy of the store"};
+    }
+  }
+  return {};
+}
+
+// The MANIFEST is sound when a read-only look opens, lists every table there is, and
+// matches the watermark; then RocksDB's own recovery (skipping only damaged log
+// records) reads the most. Otherwise RepairDB rebuilds it from the tables and logs.
+// `look_failed`: why the read-only look did not open.
+bool manifest_is_sound(const fs::path& scratch, const std::vector<std::string>& cfs,
+                       const std::shared_ptr<store_logger>& logger, const watermark_read& wm,
+                       std::string& look_failed) {
+  bool manifest_sound = false;
+  rocks_instance look;
+  auto opened = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, true, logger, look);
+  if (!opened.ok()) look_failed = opened.ToString();
+  if (opened.ok()) {
+    auto unreferenced = sst_files(scratch);
+    for (auto& f : live_ssts(look.db)) unreferenced.erase(f);
+    manifest_sound = unreferenced.empty();
+    look.close();
+  }
+  if (manifest_sound && wm && *wm && !(*wm)->manifest.empty() && current_manifest(scratch) == (*wm)->manifest) {
+    auto h = hash_prefix(scratch / (*wm)->manifest, (*wm)->manifest_size);
+    manifest_sound = h && *h == (*wm)->manifest_hash;
+  }
+  return manifest_sound;
+}
+
+// What RepairDB's rebuild leaves to put back by hand: the logs as they were (it
+// archives them), the column families' numbers from the old MANIFEST, and the column
+// families it found tables of.
+struct rebuild_leftovers {
+  std::map<uint32_t, std::string> numbers;
+  std::vector<std::pair<uint64_t, wal_contents>> logs;
+  std::vector<std::string> placed;
+};
+
+// RepairDB's own way with the logs drops the records of every column family that has
+// no table left (the tasks, when their one table is missing): the logs are read here
+// first, with the column families' numbers from the MANIFEST. `cfs` becomes the
+// rebuilt copy's column families.
+status rebuild_manifest(const fs::path& scratch, std::vector<std::string>& cfs,
+                        const std::shared_ptr<store_logger>& logger, const std::string& look_failed,
+                        const std::string& where, store_repair_report& report, rebuild_leftovers& left) {
+  std::error_code ec;
+  left.numbers = column_family_numbers(scratch);
+  for (const auto& [number, path] : logs_of(scratch)) left.logs.emplace_back(number, read_wal(path, number));
+  std::vector<rocksdb::ColumnFamilyDescriptor> d;
+  for (const auto& n : cfs) d.emplace_back(n, rocks_cf_options());
+  auto o = rocks_options(false, logger, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords);
+  auto rep = rocksdb::RepairDB(scratch.string(), o, d, rocks_cf_options());
+  if (!rep.ok()) {
+    fs::remove_all(scratch, ec);
+    return error{where + ": RocksDB's repair failed: " + rep.ToString() + " (nothing was changed)"};
+  }
+  const auto missing = missing_tables(look_failed);
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& t : missing) names += (names.empty() ? "" : ", ") + t;
+    report.not_recovered.push_back("table " + names +
+                                   ", which the MANIFEST lists, is missing: what only it held is lost (the "
+                                   "daemon's tasks above say which of them). The MANIFEST was rebuilt from the tables "
+                                   "and logs that are there (RocksDB's RepairDB): look through the result");
+  } else {
+    report.not_recovered.push_back(
+        "the MANIFEST was damaged and was rebuilt from the tables and logs (RocksDB's "
+        "RepairDB): look through the result. A log record whose column family had no table "
+        "left is put back from the log when the column family's number is known; each one "
+        "that is not is listed below");
+  }
+  rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), scratch.string(), &left.placed);
+  cfs = column_families_of(scratch);
+  return {};
+}
+
+// After RepairDB: every whole record of the old logs written again into `dst` (the
+// column families it could not place get theirs back), the report told so, and
+// RepairDB's complaints that this answers dropped from `losses`.
+void put_back_logs(rocks_instance& src, rocks_instance& dst, const std::vector<std::string>& cfs,
+                   rebuild_leftovers& left, store_repair_report& report, std::vector<std::string>& losses) {
+  std::map<uint32_t, std::string>& numbers = left.numbers;
+  const std::vector<std::string>& placed = left.placed;
+  // The numbers RepairDB kept (from its tables) must be the MANIFEST's, or the
+  // MANIFEST's list is not the store's numbering: then only RepairDB's are used.
+  bool consistent = true;
+  for (auto* h : src.handles) {
+    if (std::find(placed.begin(), placed.end(), h->GetName()) == placed.end()) continue;
+    auto it = numbers.find(h->GetID());
+    consistent = consistent && it != numbers.end() && it->second == h->GetName();
+  }
+  if (!consistent) numbers.clear();
+  for (auto* h : src.handles)
+    if (std::find(placed.begin(), placed.end(), h->GetName()) != placed.end()) numbers[h->GetID()] = h->GetName();
+  // Every whole record of the logs, in order, over what was copied: for a column family
+  // RepairDB placed this writes what it wrote already (a key's last write in the logs is
+  // its newest), for one it could not, it puts the records back.
+  replayer put_back(dst, cfs, numbers);
+  rocksdb::WriteOptions plain;
+  for (auto& [number, log] : left.logs) {
+    for (auto& b : log.batches) {
+      rocksdb::WriteBatch batch(b.rep);
+      if (!batch.Iterate(&put_back).ok()) continue;
+      if (put_back.batch.Count() > 0) dst.db->Write(plain, &put_back.batch);
+      put_back.batch.Clear();
+      if (b.count > 0) report.reached = std::max<uint64_t>(report.reached, b.sequence + b.count - 1);
+    }
+  }
+  for (const auto& [name, n] : put_back.applied) {
+    if (std::find(placed.begin(), placed.end(), name) != placed.end()) continue;
+    auto line = std::find_if(report.recovered.begin(), report.recovered.end(),
+                             [&](const std::string& l) { return l.rfind(name + ": ", 0) == 0; });
+    if (line == report.recovered.end()) continue;
+    *line += ", and " + std::to_string(n) +
+             " writes put back from the write-ahead logs (the column family had no table left, so "
+             "RocksDB's repair could not place them)";
+  }
+  for (const auto& [cf, n] : put_back.unplaced)
+    report.not_recovered.push_back(std::to_string(n) + " writes in the write-ahead logs to column family number " +
+                                   std::to_string(cf) + ", whose name is not known, were not recovered");
+  // RepairDB's complaints about records it could not place are answered by now.
+  if (put_back.unplaced.empty())
+    losses.erase(std::remove_if(losses.begin(), losses.end(),
+                                [](const std::string& l) {
+                                  return l.find("Invalid column family specified in write batch") != std::string::npos;
+                                }),
+                 losses.end());
+}
+
+// What could not be recovered, in the report: the salvage's losses (with the scratch
+// copy's name as the kept store's), and acknowledged writes that were not reached.
+void report_losses(const std::vector<std::string>& losses, const fs::path& scratch, const std::string& wals_before,
+                   store_repair_report& report) {
+  for (auto& l : losses) report.not_recovered.push_back(l);
+  // RocksDB names the scratch copy; the same files are in the kept store.
+  for (auto& l : report.not_recovered) {
+    for (auto at = l.find(scratch.string()); at != std::string::npos; at = l.find(scratch.string())) {
+      l.replace(at, scratch.string().size(), report.kept.string());
+    }
+  }
+  if (report.acked_before > report.reached) {
+    report.not_recovered.push_back(
+        "writes " + std::to_string(report.reached + 1) + " to " + std::to_string(report.acked_before) +
+        " were acknowledged and are not in what could be read (the write-ahead logs were: " + wals_before + ")");
+  }
+}
+
+// The repair's marks in the new store (when, from where, the numbers handed out
+// before), synced and flushed.
+rocksdb::Status mark_repaired(rocks_instance& dst, const store_repair_report& report) {
+  rocksdb::WriteBatch meta;
+  meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_unix_ms",
+           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()));
+  meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_from", report.kept.string());
+  // Numbers handed out before the repair stay used: ids derived from a counter stay
+  // above this (docs/store.md, "Repair").
+  meta.Put(dst.db->DefaultColumnFamily(), "meta/acked_before_repair",
+           std::to_string(std::max(report.acked_before, report.reached)));
+  rocksdb::WriteOptions synced;
+  synced.sync = true;
+  auto w = dst.db->Write(synced, &meta);
+  auto f = dst.db->Flush(rocksdb::FlushOptions());
+  return w.ok() ? f : w;
+}
+
+// Swap: the damaged store is kept whole, the new one takes its place.
+status swap_in(const fs::path& dir, const fs::path& rebuilt, const store_repair_report& report,
+               const std::string& where) {
+  std::error_code ec;
+  fs::rename(dir, report.kept, ec);
+  if (ec)
+    return error{where + ": cannot move it to " + report.kept.string() + ": " + ec.message() +
+                 " (the repaired store is in " + rebuilt.string() + ")"};
+  fs::rename(rebuilt, dir, ec);
+  if (ec)
+    return error{where + ": cannot move " + rebuilt.string() + " into its place: " + ec.message() +
+                 " (the damaged store is in " + report.kept.string() + ")"};
+  return {};
+}
+
+}  // namespace
+
 result<store_repair_report> repair_store(const fs::path& dir) {
   const std::string where = "memory store " + dir.string();
   std::error_code ec;
@@ -302,13 +513,8 @@ result<store_repair_report> repair_store(const fs::path& dir) {
 
   store_repair_report report;
   const std::string wals_before = wal_listing(dir);
-  auto wm = read_watermark(dir);
-  if (wm && *wm) report.acked_before = (*wm)->acked_seq;
-  if (!wm) report.not_recovered.push_back(wm.message() + ": what was acknowledged is not known");
-  if (wm && !*wm) {
-    report.not_recovered.push_back(std::string("there is no ") + watermark_name +
-                                   ": whether acknowledged writes are missing cannot be told");
-  }
+  const watermark_read wm = read_watermark(dir);
+  read_acked(wm, report);
 
   const std::string when = stamp();
   const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
@@ -319,85 +525,24 @@ result<store_repair_report> repair_store(const fs::path& dir) {
   for (const auto& p : {scratch, rebuilt, report.kept}) {
     if (fs::exists(p, ec)) return error{where + ": " + p.string() + " already exists; try again in a second"};
   }
-  // Salvage from a copy: RocksDB's recovery and RepairDB both write where they read.
-  fs::create_directories(scratch, ec);
-  if (ec) return error{where + ": cannot create " + scratch.string() + ": " + ec.message()};
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (!e.is_regular_file() || n == lock_name || n == "LOCK" || n.rfind("LOG", 0) == 0) continue;
-    fs::copy_file(e.path(), scratch / n, ec);
-    if (ec) {
-      fs::remove_all(scratch);
-      return error{where + ": cannot copy " + n + " (" + ec.message() + "); free space for a copy of the store"};
-    }
-  }
+  if (auto st = copy_to_scratch(dir, scratch, where); !st) return error{st.message()};
 
   auto logger = std::make_shared<store_logger>(fs::path());
   auto cfs = column_families_of(scratch);
-
-  // The MANIFEST is sound when a read-only look opens, lists every table there is, and
-  // matches the watermark; then RocksDB's own recovery (skipping only damaged log
-  // records) reads the most. Otherwise RepairDB rebuilds it from the tables and logs.
-  bool manifest_sound = false;
   std::string look_failed;  // why the read-only look did not open
-  {
-    rocks_instance look;
-    auto opened = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, true, logger, look);
-    if (!opened.ok()) look_failed = opened.ToString();
-    if (opened.ok()) {
-      auto unreferenced = sst_files(scratch);
-      for (auto& f : live_ssts(look.db)) unreferenced.erase(f);
-      manifest_sound = unreferenced.empty();
-      look.close();
-    }
-    if (manifest_sound && wm && *wm && !(*wm)->manifest.empty() && current_manifest(scratch) == (*wm)->manifest) {
-      auto h = hash_prefix(scratch / (*wm)->manifest, (*wm)->manifest_size);
-      manifest_sound = h && *h == (*wm)->manifest_hash;
-    }
-  }
+  const bool manifest_sound = manifest_is_sound(scratch, cfs, logger, wm, look_failed);
   rocks_instance src;
   rocksdb::Status s;
   const auto mark = logger->mark();  // what the salvage itself skips, from here on
   if (manifest_sound) {
     s = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, false, logger, src);
   }
-  // RepairDB's own way with the logs drops the records of every column family that has
-  // no table left (the tasks, when their one table is missing): the logs are read here
-  // first (RepairDB archives them), with the column families' numbers from the MANIFEST.
   bool repaired = false;
-  std::map<uint32_t, std::string> numbers;
-  std::vector<std::pair<uint64_t, wal_contents>> logs;
-  std::vector<std::string> placed;  // the column families RepairDB found tables of
+  rebuild_leftovers left;
   if (!manifest_sound || !s.ok()) {
     repaired = true;
-    numbers = column_family_numbers(scratch);
-    for (const auto& [number, path] : logs_of(scratch)) logs.emplace_back(number, read_wal(path, number));
-    std::vector<rocksdb::ColumnFamilyDescriptor> d;
-    for (const auto& n : cfs) d.emplace_back(n, rocks_cf_options());
-    auto o = rocks_options(false, logger, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords);
-    auto rep = rocksdb::RepairDB(scratch.string(), o, d, rocks_cf_options());
-    if (!rep.ok()) {
-      fs::remove_all(scratch, ec);
-      return error{where + ": RocksDB's repair failed: " + rep.ToString() + " (nothing was changed)"};
-    }
-    const auto missing = missing_tables(look_failed);
-    if (!missing.empty()) {
-      std::string names;
-      for (const auto& t : missing) names += (names.empty() ? "" : ", ") + t;
-      report.not_recovered.push_back(
-          "table " + names +
-          ", which the MANIFEST lists, is missing: what only it held is lost (the "
-          "daemon's tasks above say which of them). The MANIFEST was rebuilt from the tables "
-          "and logs that are there (RocksDB's RepairDB): look through the result");
-    } else {
-      report.not_recovered.push_back(
-          "the MANIFEST was damaged and was rebuilt from the tables and logs (RocksDB's "
-          "RepairDB): look through the result. A log record whose column family had no table "
-          "left is put back from the log when the column family's number is known; each one "
-          "that is not is listed below");
-    }
-    rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), scratch.string(), &placed);
-    cfs = column_families_of(scratch);
+    if (auto st = rebuild_manifest(scratch, cfs, logger, look_failed, where, report, left); !st)
+      return error{st.message()};
     s = open_plain(scratch, cfs, rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords, false, logger, src);
   }
   if (!s.ok()) {
@@ -416,97 +561,19 @@ result<store_repair_report> repair_store(const fs::path& dir) {
   }
   copy_records(src, cfs, dst, report);
   auto losses = losses_in(logger->warnings_since(mark));
-  if (repaired) {
-    // The numbers RepairDB kept (from its tables) must be the MANIFEST's, or the
-    // MANIFEST's list is not the store's numbering: then only RepairDB's are used.
-    bool consistent = true;
-    for (auto* h : src.handles) {
-      if (std::find(placed.begin(), placed.end(), h->GetName()) == placed.end()) continue;
-      auto it = numbers.find(h->GetID());
-      consistent = consistent && it != numbers.end() && it->second == h->GetName();
-    }
-    if (!consistent) numbers.clear();
-    for (auto* h : src.handles)
-      if (std::find(placed.begin(), placed.end(), h->GetName()) != placed.end()) numbers[h->GetID()] = h->GetName();
-    // Every whole record of the logs, in order, over what was copied: for a column family
-    // RepairDB placed this writes what it wrote already (a key's last write in the logs is
-    // its newest), for one it could not, it puts the records back.
-    replayer put_back(dst, cfs, numbers);
-    rocksdb::WriteOptions plain;
-    for (auto& [number, log] : logs) {
-      for (auto& b : log.batches) {
-        rocksdb::WriteBatch batch(b.rep);
-        if (!batch.Iterate(&put_back).ok()) continue;
-        if (put_back.batch.Count() > 0) dst.db->Write(plain, &put_back.batch);
-        put_back.batch.Clear();
-        if (b.count > 0) report.reached = std::max<uint64_t>(report.reached, b.sequence + b.count - 1);
-      }
-    }
-    for (const auto& [name, n] : put_back.applied) {
-      if (std::find(placed.begin(), placed.end(), name) != placed.end()) continue;
-      auto line = std::find_if(report.recovered.begin(), report.recovered.end(),
-                               [&](const std::string& l) { return l.rfind(name + ": ", 0) == 0; });
-      if (line == report.recovered.end()) continue;
-      *line += ", and " + std::to_string(n) +
-               " writes put back from the write-ahead logs (the column family had no table left, so "
-               "RocksDB's repair could not place them)";
-    }
-    for (const auto& [cf, n] : put_back.unplaced)
-      report.not_recovered.push_back(std::to_string(n) + " writes in the write-ahead logs to column family number " +
-                                     std::to_string(cf) + ", whose name is not known, were not recovered");
-    // RepairDB's complaints about records it could not place are answered by now.
-    if (put_back.unplaced.empty())
-      losses.erase(std::remove_if(losses.begin(), losses.end(),
-                                  [](const std::string& l) {
-                                    return l.find("Invalid column family specified in write batch") !=
-                                           std::string::npos;
-                                  }),
-                   losses.end());
-  }
-  for (auto& l : losses) report.not_recovered.push_back(l);
-  // RocksDB names the scratch copy; the same files are in the kept store.
-  for (auto& l : report.not_recovered) {
-    for (auto at = l.find(scratch.string()); at != std::string::npos; at = l.find(scratch.string())) {
-      l.replace(at, scratch.string().size(), report.kept.string());
-    }
-  }
-  if (report.acked_before > report.reached) {
-    report.not_recovered.push_back(
-        "writes " + std::to_string(report.reached + 1) + " to " + std::to_string(report.acked_before) +
-        " were acknowledged and are not in what could be read (the write-ahead logs were: " + wals_before + ")");
-  }
-  rocksdb::WriteBatch meta;
-  meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_unix_ms",
-           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()));
-  meta.Put(dst.db->DefaultColumnFamily(), "meta/repaired_from", report.kept.string());
-  // Numbers handed out before the repair stay used: ids derived from a counter stay
-  // above this (docs/store.md, "Repair").
-  meta.Put(dst.db->DefaultColumnFamily(), "meta/acked_before_repair",
-           std::to_string(std::max(report.acked_before, report.reached)));
-  rocksdb::WriteOptions synced;
-  synced.sync = true;
-  auto w = dst.db->Write(synced, &meta);
-  auto f = dst.db->Flush(rocksdb::FlushOptions());
+  if (repaired) put_back_logs(src, dst, cfs, left, report, losses);
+  report_losses(losses, scratch, wals_before, report);
+  const rocksdb::Status written = mark_repaired(dst, report);
   src.close();
   dst.close();
-  if (!w.ok() || !f.ok()) {
+  if (!written.ok()) {
     fs::remove_all(scratch, ec);
-    return error{where + ": writing " + rebuilt.string() + " failed: " + (w.ok() ? f : w).ToString() +
+    return error{where + ": writing " + rebuilt.string() + " failed: " + written.ToString() +
                  " (the damaged store was not touched; " + rebuilt.string() + " is incomplete)"};
   }
   fs::remove_all(scratch, ec);
 
-  // Swap: the damaged store is kept whole, the new one takes its place.
-  fs::rename(dir, report.kept, ec);
-  if (ec)
-    return error{where + ": cannot move it to " + report.kept.string() + ": " + ec.message() +
-                 " (the repaired store is in " + rebuilt.string() + ")"};
-  fs::rename(rebuilt, dir, ec);
-  if (ec)
-    return error{where + ": cannot move " + rebuilt.string() + " into its place: " + ec.message() +
-                 " (the damaged store is in " + report.kept.string() + ")"};
+  if (auto st = swap_in(dir, rebuilt, report, where); !st) return error{st.message()};
   auto check = store::open(dir);
   if (!check) return error{where + ": the repaired store does not open: " + check.message()};
   report.complete = report.not_recovered.empty();

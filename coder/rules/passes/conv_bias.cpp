@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "coder/rules/passes/graph_rewrite.hpp"
+#include "coder/rules/plan/expr_text.hpp"
 #include "coder/rules/plan/op_table.hpp"
-#include "coder/rules/text/kernel_text.hpp"
 
 namespace ks::rules {
 

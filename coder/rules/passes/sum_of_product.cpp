@@ -5,7 +5,7 @@
 #include <set>
 
 #include "coder/rules/passes/graph_rewrite.hpp"
-#include "coder/rules/text/kernel_text.hpp"
+#include "coder/rules/plan/expr_text.hpp"
 
 namespace ks::rules {
 

@@ -1,6 +1,6 @@
 #include "coder/rules/plan/lowering_context.hpp"
 
-#include "coder/rules/text/kernel_text.hpp"
+#include "coder/rules/plan/expr_text.hpp"
 #include "plan/shape_expr.hpp"
 
 namespace ks::rules {
@@ -23,6 +23,17 @@ bool stage::emitted_elsewhere() const {
   if (auto* r = get<reduce_stage>()) return r->twin_of >= 0;
   if (auto* l = get<library_stage>()) return l->absorbed;
   return false;
+}
+
+void lowering_context::add_kernel_step(const std::string& name, std::vector<std::string> grid,
+                                       std::vector<std::string> block, std::vector<plan_arg> args) {
+  plan_step step;
+  step.kind = "kernel";
+  step.name = name;
+  step.grid = std::move(grid);
+  step.block = std::move(block);
+  step.args = std::move(args);
+  out.plan.steps.push_back(std::move(step));
 }
 
 int64_t lowering_context::target_size(const std::vector<std::string>& dims, int64_t fallback) const {

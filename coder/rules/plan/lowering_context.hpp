@@ -20,6 +20,8 @@
 //   op_table.cpp          the op table: each ATen op's class, shape rule and (for
 //                         an elementwise op) its CUDA expression
 //   op_specs.cpp          a reduction's or a pool's node, read
+//   expr_text.cpp         the expressions and names planning writes (product,
+//                         paren, ident, base_kind), handed on by kernel_text.hpp
 // text/: what the templates write with
 //   kernel_text.cpp       text helpers and a kernel's parameter list (kernel_params)
 //   code_writer.hpp       generated CUDA as lines, indentation scopes and splices
@@ -53,11 +55,18 @@
 //   template_table.cpp    the table of the templates above: which stage each
 //                         takes, its emit_ function, its name in the stage list
 //   search_space.cpp      each template's tunable parameters at the stage's shapes
-// The driver (coder/lowering.cpp: lower_graph) plans the stages, hands each stage
-// to its row of the template table and puts the source's header in front.
+// The driver (coder/lowering.cpp: lower_graph) plans the stages, pairs twin rows,
+// hands each stage to its row of the template table and puts the source's header in
+// front.
+//
+// Includes go down only (tests/layering_test.cpp, rules_layer_table): plan/ at the
+// bottom includes no other sub-folder; passes/ and text/ include plan/ (not each
+// other); templates/ include any. What plan/ needs of a template is done by the
+// driver (plan_twin_rows), what it needs of text is in plan/ (expr_text.hpp).
 //
 // A new template: its file, rules/templates/<template>.hpp/.cpp, with its layout struct, a
-// choose_ function and an emit_ function; one row in template_table.cpp (which
+// choose_ function and an emit_ function (its kernels' plan steps through
+// lowering_context::add_kernel_step); one row in template_table.cpp (which
 // stage it takes, the emit_ function, the stage's name); its .cpp in
 // coder/CMakeLists.txt. Its ops need rows in op_table.cpp (class and shape rule; a
 // new rule in shapes.cpp's shape_of_node). Only a new class of op needs a stage
@@ -218,6 +227,10 @@ struct lowering_context {
   // The size of `dims` (shape expressions) at the target shapes, or `fallback` (the
   // graph's own) when they do not say.
   int64_t target_size(const std::vector<std::string>& dims, int64_t fallback) const;
+  // A kernel launch appended to the plan: kernel `name` of the source on `grid` x
+  // `block` (three expressions each), bound to `args` (its kernel_params' args).
+  void add_kernel_step(const std::string& name, std::vector<std::string> grid, std::vector<std::string> block,
+                       std::vector<plan_arg> args);
 };
 
 }  // namespace ks::rules

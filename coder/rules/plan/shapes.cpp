@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "coder/rules/plan/expr_text.hpp"
 #include "coder/rules/plan/op_specs.hpp"
 #include "coder/rules/plan/op_table.hpp"
-#include "coder/rules/text/kernel_text.hpp"
 #include "plan/op_schema.hpp"
 
 namespace ks::rules {

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <optional>
 
+#include "coder/rules/plan/expr_text.hpp"
 #include "coder/rules/plan/op_specs.hpp"
 #include "coder/rules/plan/op_table.hpp"
 #include "coder/rules/plan/shapes.hpp"
-#include "coder/rules/templates/twin_rows.hpp"
-#include "coder/rules/text/kernel_text.hpp"
 
 namespace ks::rules {
 
@@ -606,7 +605,6 @@ status plan_stages(lowering_context& cx) {
   fuse_reduce_epilogues(cx);
   fuse_register_epilogues(cx);
   plan_buffers(cx);
-  plan_twin_rows(cx);
   return {};
 }
 

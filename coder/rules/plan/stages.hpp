@@ -11,8 +11,10 @@
 //   alone reads the stage's result (fuse_prologue off: no prologues);
 // - every value another stage reads, or the graph returns, has a plan tensor
 //   (tensor_of): an output, a scratch buffer, or a library step's intermediate;
-// - two plain reductions over the same rows that one kernel can read are paired
-//   (reduce_stage::twin and twin_of, twin_rows.hpp): the templates only read it.
+// - it leaves every reduce_stage unpaired (twin and twin_of -1): pairing two plain
+//   reductions over the same rows reads the row template's layout, so the driver
+//   does it next (plan_twin_rows, templates/twin_rows.hpp), before any template
+//   writes; the templates only read it.
 
 #include "base/result.hpp"
 #include "coder/rules/plan/lowering_context.hpp"

@@ -260,13 +260,7 @@ status emit_elementwise(lowering_context& cx, size_t si) {
     vector_loop(k, e, lay);
   k << "}\n";
   cx.src += k.str();
-  plan_step step;
-  step.kind = "kernel";
-  step.name = name;
-  step.grid = elementwise_grid(st, e, lay);
-  step.block = {std::to_string(B), "1", "1"};
-  step.args = e.kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(name, elementwise_grid(st, e, lay), {std::to_string(B), "1", "1"}, e.kp.args);
   for (auto& [v, t] : e.exports) cx.written.insert(v);
   return {};
 }

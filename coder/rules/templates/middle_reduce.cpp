@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 
 #include "coder/rules/templates/row_reduce.hpp"
 #include "coder/rules/text/combine.hpp"
@@ -51,9 +52,12 @@ void column_of(const reduce_parts& rp, std::ostringstream& k) {
 
 namespace {
 
-std::string from_registers(const middle_cache& m, std::string code) {
-  for (auto& P : m.raw) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
-  return code;
+// Where the passes read the kept tensors at [i]: this thread's k-th element of each
+// (chain_reads::held_reads).
+std::map<std::string, std::string> in_registers(const middle_cache& m) {
+  std::map<std::string, std::string> held;
+  for (auto& P : m.raw) held[P] = "rc_" + P + "[k]";
+  return held;
 }
 
 }  // namespace
@@ -78,6 +82,7 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
     }
   const int G = warps / S;  // groups of 32 columns a block
   const int K = m.per_thread;
+  const std::map<std::string, std::string> held = in_registers(m);
   const std::string Ks = std::to_string(K), Ss = std::to_string(S);
   if (G == 1) {
     k << "  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;\n";
@@ -109,9 +114,9 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
     }
     k << each;
     if (rp.pro)
-      k << from_registers(m, rp.load_code) << "      const float v = " << rp.var.at(r.input) << ";\n";
+      k << chain_holding(cx, rp, false, held) << "      const float v = " << rp.var.at(r.input) << ";\n";
     else
-      k << "      const float v = " << from_registers(m, rp.X + "[i]") << ";\n";
+      k << "      const float v = " << (held.count(rp.X) ? held.at(rp.X) : rp.X + "[i]") << ";\n";
     if (m.keep_value) k << "      rv[k] = v;\n";
     k << "      " << a.update << "\n      }\n    }\n";
   }
@@ -134,20 +139,21 @@ status write_middle_two_pass(lowering_context& cx, const reduce_parts& rp, const
       k << "    const float p_" << v << " = sh_" << v << at << "[q][lane];\n";
       other.push_back("p_" + v);
     }
-    k << "    " << merge(r, other) << "\n  }\n";
+    k << "    " << merge(r, a, other) << "\n  }\n";
   }
   k << "  if (!live) return;\n";
   // Pass 2: the kept part from registers, the rest from memory.
-  k << (r.normalizes() ? rp.prelude : "  const float red = " + finish(r, C) + ";\n");
+  k << (r.normalizes() ? rp.prelude : "  const float red = " + finish(r, a, C) + ";\n");
   const std::string idx = "base + c * " + INNER;
   if (K > 0) {
     k << each;
     if (r.normalizes()) {
       // An epilogue's pass-2 body declares its index `i` again: a scope of its own.
       k << "      const float v = rv[k];\n"
-        << (rp.epi ? "      {\n" : "") << from_registers(m, pass2_body(cx, rp, idx)) << (rp.epi ? "      }\n" : "");
+        << (rp.epi ? "      {\n" : "") << pass2_body(cx, rp, idx, "", chain_holding(cx, rp, true, held))
+        << (rp.epi ? "      }\n" : "");
     } else {
-      k << from_registers(m, rp.epi_code);
+      k << chain_holding(cx, rp, true, held);
       for (auto& [v, param] : rp.epi_out) k << "      " << param << "[i] = " << rp.epi_var.at(v) << ";\n";
     }
     k << "      }\n    }\n";

@@ -129,13 +129,8 @@ std::string run_body(const pool_spec& p, const std::vector<std::string>& nm, con
 status finish_pool(lowering_context& cx, size_t si, const std::string& text, const std::string& name,
                    const std::string& threads, int B, const kernel_params& kp) {
   cx.src += text;
-  plan_step step;
-  step.kind = "kernel";
-  step.name = name;
-  step.grid = {"ceil_div(" + paren(threads) + ", " + std::to_string(B) + ")", "1", "1"};
-  step.block = {std::to_string(B), "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(name, {"ceil_div(" + paren(threads) + ", " + std::to_string(B) + ")", "1", "1"},
+                     {std::to_string(B), "1", "1"}, kp.args);
   cx.written.insert(cx.stages[si].nodes[0]->outputs[0]);
   return {};
 }

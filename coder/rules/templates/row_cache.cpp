@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "coder/rules/templates/row_reduce.hpp"
 #include "coder/rules/text/device_helpers.hpp"
@@ -27,10 +28,18 @@ std::string each_cached(const reduce_parts& rp, const reduce_layout& lay) {
          cached_c(lay) + "    if (c < " + rp.C + ") {\n";
 }
 
-// Registers: pass 2 reads the cached values where it would read the tensors at [i].
-std::string from_cache(const reduce_layout& lay, std::string code) {
-  for (auto& P : lay.cache.row_params) code = replace_reads(code, P, "i", "rc_" + P + "[k]");
-  return code;
+// Registers: where the passes read the cached tensors at [i], the thread's k-th
+// cached element of each (chain_reads::held_reads).
+std::map<std::string, std::string> in_registers(const reduce_layout& lay) {
+  std::map<std::string, std::string> held;
+  for (auto& P : lay.cache.row_params) held[P] = "rc_" + P + "[k]";
+  return held;
+}
+
+// Tensor parameter P's element at [i], or where `held` says the kernel holds it.
+std::string read_at_i(const std::map<std::string, std::string>& held, const std::string& P) {
+  auto it = held.find(P);
+  return it == held.end() ? P + "[i]" : it->second;
 }
 
 // Shared: the staged part of a row is walked as float4s (q_P: this thread's four
@@ -41,21 +50,23 @@ struct lane_io {
   int l;
 };
 
-// `code` reading the staged tensors where it read them at [i].
-std::string staged_reads(const reduce_layout& lay, std::string code, const lane_io& io) {
-  for (auto& P : lay.cache.row_params)
-    code = replace_reads(code, P, "i", io.vec ? "q_" + P + "." + lanes4[io.l] : "sh_" + P + "[c]");
-  return code;
+// Where the passes read the staged tensors at [i]: the lane of this thread's float4,
+// or the element at c in shared memory (chain_reads::held_reads).
+std::map<std::string, std::string> in_shared(const reduce_layout& lay, const lane_io& io) {
+  std::map<std::string, std::string> held;
+  for (auto& P : lay.cache.row_params) held[P] = io.vec ? "q_" + P + "." + lanes4[io.l] : "sh_" + P + "[c]";
+  return held;
 }
 
 // The reduced value `v` of the element at c: the staged raw element through the
 // prologue, or (`stored`) what pass 1 wrote in its place.
-std::string staged_value(const reduce_parts& rp, const reduce_layout& lay, const lane_io& io, bool stored) {
+std::string staged_value(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, const lane_io& io,
+                         bool stored) {
+  const auto held = in_shared(lay, io);
   if (!rp.pro || stored)
-    return "      const float v = " +
-           staged_reads(lay, rp.X.empty() ? lay.cache.row_params.front() + "[i]" : rp.X + "[i]", io) + ";\n";
+    return "      const float v = " + read_at_i(held, rp.X.empty() ? lay.cache.row_params.front() : rp.X) + ";\n";
   return "      float v;\n      {\n      const long long i = base + c;\n      (void)i;\n" +
-         staged_reads(lay, rp.load_code, io) + "      v = " + rp.var.at(rp.r.input) + ";\n      }\n";
+         chain_holding(cx, rp, false, held) + "      v = " + rp.var.at(rp.r.input) + ";\n      }\n";
 }
 
 std::string write_back(const std::string& P, const std::string& e, const lane_io& io) {
@@ -202,7 +213,7 @@ row_cache_layout choose_row_cache(const lowering_params& p, const lowering_devic
   return c;
 }
 
-std::string registers_pass1(const reduce_parts& rp, const reduce_layout& lay, std::string& loop) {
+std::string registers_pass1(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, std::string& loop) {
   const row_cache_layout& cache = lay.cache;
   const int K = cache.per_thread;
   const bool online = rp.r.acc == acc_kind::online;
@@ -216,9 +227,9 @@ std::string registers_pass1(const reduce_parts& rp, const reduce_layout& lay, st
   t += "    }\n  }\n";
   t += each + "    const long long i = base + c;\n    (void)i;\n";
   if (rp.pro)
-    t += from_cache(lay, rp.load_code) + "    const float v = " + rp.var.at(rp.r.input) + ";\n";
+    t += chain_holding(cx, rp, false, in_registers(lay)) + "    const float v = " + rp.var.at(rp.r.input) + ";\n";
   else
-    t += "    const float v = " + from_cache(lay, rp.X + "[i]") + ";\n";
+    t += "    const float v = " + read_at_i(in_registers(lay), rp.X) + ";\n";
   if (need_rv) t += "    rv[k] = v;\n";
   if (!online) t += "    " + rp.a.update + "\n";
   t += "    }\n  }\n";
@@ -244,10 +255,10 @@ std::string registers_pass2(lowering_context& cx, const reduce_parts& rp, const 
   t += "#pragma unroll\n  for (int k = 0; k < " + std::to_string(lay.cache.per_thread) + "; ++k) {\n" + cached_c(lay) +
        "    if (c < " + rp.C + ") {\n";
   if (rp.r.normalizes()) {
-    t += "    const float v = rv[k];\n" +
-         from_cache(lay, pass2_body(cx, rp, "base + c", lay.cache.store_exp ? "v * kt" : ""));
+    t += "    const float v = rv[k];\n" + pass2_body(cx, rp, "base + c", lay.cache.store_exp ? "v * kt" : "",
+                                                     chain_holding(cx, rp, true, in_registers(lay)));
   } else {
-    t += "    const long long i = base + c;\n" + from_cache(lay, rp.epi_code);
+    t += "    const long long i = base + c;\n" + chain_holding(cx, rp, true, in_registers(lay));
     for (auto& [v, param] : rp.epi_out) t += "    " + param + "[i] = " + rp.epi_var.at(v) + ";\n";
   }
   t += "    }\n  }\n";
@@ -265,7 +276,7 @@ std::string shared_pass1(lowering_context& cx, const reduce_parts& rp, const red
   const bool write_value = cache.in_place && rp.pro;
   t += staged(lay,
               [&](const lane_io& io) {
-                return staged_value(rp, lay, io, false) + (write_value ? write_back(X0, "v", io) : "") + "      " +
+                return staged_value(cx, rp, lay, io, false) + (write_value ? write_back(X0, "v", io) : "") + "      " +
                        (online ? std::string("m = fmaxf(m, v);") : rp.a.update) + "\n";
               },
               write_value ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
@@ -277,9 +288,9 @@ std::string shared_pass1(lowering_context& cx, const reduce_parts& rp, const red
     t += staged(lay,
                 [&](const lane_io& io) {
                   if (!cache.store_exp)
-                    return staged_value(rp, lay, io, cache.in_place) + "      s += KS_EXP(v - mref);\n";
-                  return staged_value(rp, lay, io, true) + "      const float e = KS_EXP(v - mref);\n      s += e;\n" +
-                         write_back(X0, "e", io);
+                    return staged_value(cx, rp, lay, io, cache.in_place) + "      s += KS_EXP(v - mref);\n";
+                  return staged_value(cx, rp, lay, io, true) +
+                         "      const float e = KS_EXP(v - mref);\n      s += e;\n" + write_back(X0, "e", io);
                 },
                 cache.store_exp ? std::vector<std::string>{X0} : std::vector<std::string>{}, {});
   }
@@ -301,12 +312,12 @@ std::string shared_pass2(lowering_context& cx, const reduce_parts& rp, const red
       [&](const lane_io& io) {
         std::string b;
         if (rp.r.normalizes()) {
-          b = staged_value(rp, lay, io, cache.in_place);
+          b = staged_value(cx, rp, lay, io, cache.in_place);
           const std::string yv = cache.store_exp ? std::string("v * kt") : rp.y;
           if (!rp.epi) return b + store_out(rp.OUT, yv, io);
           b += "      const float red = " + yv + ";\n";
         }
-        b += "      const long long i = base + c;\n      (void)i;\n" + staged_reads(lay, rp.epi_code, io);
+        b += "      const long long i = base + c;\n      (void)i;\n" + chain_holding(cx, rp, true, in_shared(lay, io));
         for (auto& [v, param] : rp.epi_out) b += store_out(param, rp.epi_var.at(v), io);
         return b;
       },

@@ -101,7 +101,7 @@ std::string cached_span(const reduce_parts& rp, const row_cache_layout& c);
 
 // Pass 1 over the cached part of a row, and the loop header over the rest (`loop`,
 // replaced).
-std::string registers_pass1(const reduce_parts& rp, const reduce_layout& lay, std::string& loop);
+std::string registers_pass1(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, std::string& loop);
 std::string shared_pass1(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay, std::string& loop);
 // Pass 2: the cached part from the cache, then the rest (`loop`) from memory.
 std::string registers_pass2(lowering_context& cx, const reduce_parts& rp, const reduce_layout& lay,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include "coder/rules/templates/middle_reduce.hpp"
 #include "coder/rules/templates/row_split.hpp"
@@ -120,8 +121,7 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   if (pass1_only) {
     rp.a = acc_of(r);
     rp.name = kernel_name(si, r.op);
-    for (size_t q = 0; q < rp.a.state.size(); ++q)
-      rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
+    rp.decl = declare_state(rp.a);
     return rp;
   }
   if (!r.weight.empty()) rp.W = kp.tensor_in(cx.tensor_of.at(r.weight));
@@ -148,8 +148,7 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   rp.OUT = rp.epi ? std::string() : kp.tensor_out(cx.tensor_of.at(r.output), r.out_ctype());
   rp.a = acc_of(r);
   rp.name = kernel_name(si, r.op);
-  for (size_t q = 0; q < rp.a.state.size(); ++q)
-    rp.decl += "  float " + rp.a.state[q] + " = " + rp.a.identity[q] + ";\n";
+  rp.decl = declare_state(rp.a);
   normalisation_text(rp);
   return rp;
 }
@@ -286,13 +285,7 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
   for (size_t q = 0; q < a.state.size(); ++q)
     k << " " << PART << "[" << q << " * " << blocks << " + " << block_id << "] = " << a.state[q] << ";";
   k << " }\n}\n";
-  plan_step sa;
-  sa.kind = "kernel";
-  sa.name = name + "_part";
-  sa.grid = grid;
-  sa.block = {std::to_string(B), "1", "1"};
-  sa.args = ka.args;
-  cx.out.plan.steps.push_back(sa);
+  cx.add_kernel_step(name + "_part", grid, {std::to_string(B), "1", "1"}, ka.args);
   // Kernel B: one block over the partials.
   kernel_params kb;
   const std::string PIN = kb.tensor_in(part);
@@ -309,17 +302,11 @@ status emit_whole_tensor(lowering_context& cx, size_t si, const reduce_parts& rp
     k << "    const float p_" << a.state[q] << " = " << PIN << "[" << q << " * " << NP << " + b];\n";
     other.push_back("p_" + a.state[q]);
   }
-  k << "    " << merge(r, other) << "\n  }\n";
+  k << "    " << merge(r, a, other) << "\n  }\n";
   k << block_combine(r, a);
-  k << "  if (threadIdx.x == 0) " << OUTB << "[0] = " << finish(r, CB) << ";\n}\n";
+  k << "  if (threadIdx.x == 0) " << OUTB << "[0] = " << finish(r, a, CB) << ";\n}\n";
   cx.src += k.str();
-  plan_step sb;
-  sb.kind = "kernel";
-  sb.name = name + "_final";
-  sb.grid = {"1", "1", "1"};
-  sb.block = {std::to_string(B), "1", "1"};
-  sb.args = kb.args;
-  cx.out.plan.steps.push_back(sb);
+  cx.add_kernel_step(name + "_final", {"1", "1", "1"}, {std::to_string(B), "1", "1"}, kb.args);
   cx.written.insert(r.output);
   return {};
 }
@@ -343,7 +330,7 @@ std::string cluster_merge(const reduce_parts& rp, int G) {
     t += "    const float p_" + a.state[q] + " = pq[" + std::to_string(q) + "];\n";
     other.push_back("p_" + a.state[q]);
   }
-  t += "    " + merge(rp.r, other) + "\n  }\n  ks_cluster_arrive();\n";
+  t += "    " + merge(rp.r, rp.a, other) + "\n  }\n  ks_cluster_arrive();\n";
   return t;
 }
 
@@ -400,7 +387,7 @@ std::string rows_pass2(lowering_context& cx, const reduce_parts& rp, const reduc
   } else if (rp.epi) {
     k << pass2_head(rp, lay) << pass2_from(cx, rp, full_loop);
   } else {
-    k << "  if (" << lane << " == 0) " << rp.OUT << "[row] = " << finish(r, rp.C) << ";\n";
+    k << "  if (" << lane << " == 0) " << rp.OUT << "[row] = " << finish(r, rp.a, rp.C) << ";\n";
   }
   return k.str();
 }
@@ -464,7 +451,7 @@ status write_rows(lowering_context& cx, reduce_parts& rp, const reduce_layout& l
     loop = "  for (long long c = c4n * 4 + " + lane + "; c < " + C + "; c += " + width + ")";
   }
   if (lay.cache.kind == row_cache_layout::registers)
-    k << registers_pass1(rp, lay, loop);
+    k << registers_pass1(cx, rp, lay, loop);
   else if (lay.cache.kind == row_cache_layout::shared)
     k << shared_pass1(cx, rp, lay, loop);
   // A prologue's loads are scalar (no float4 form): several a thread in flight.
@@ -529,8 +516,8 @@ void write_middle_slices(const reduce_parts& rp, const reduce_layout& lay, std::
     k << "    const float p_" << v << " = sh_" << v << "[q][lane];\n";
     other.push_back("p_" + v);
   }
-  k << "    " << merge(r, other) << "\n  }\n";
-  k << "  " << rp.OUT << "[t] = " << finish(r, C) << ";\n";
+  k << "    " << merge(r, a, other) << "\n  }\n";
+  k << "  " << rp.OUT << "[t] = " << finish(r, a, C) << ";\n";
   step.grid = {"ceil_div(" + paren(product(rp.outer)) + " * " + paren(product(rp.inner)) + ", 32)", "1", "1"};
 }
 
@@ -586,7 +573,8 @@ namespace {
 // of it, into `code` and `var` (from `var0`, the values given).
 status rewrite_chain(lowering_context& cx, reduce_parts& rp, const stage& chain, const std::string& tag,
                      const std::map<std::string, std::string>& names, std::string& code,
-                     std::map<std::string, std::string>& var, const std::map<std::string, std::string>& var0) {
+                     std::map<std::string, std::string>& var, const std::map<std::string, std::string>& var0,
+                     chain_reads& used) {
   chain_reads reads;
   reads.index_names = names;
   std::string again;
@@ -597,6 +585,7 @@ status rewrite_chain(lowering_context& cx, reduce_parts& rp, const stage& chain,
   if (rp.kp.decls.size() != params) return error{"reduction: a fused chain read a new parameter when indexed again"};
   code = again;
   var = var_again;
+  used = reads;
   return {};
 }
 
@@ -606,7 +595,9 @@ status index_epilogue_by_row(lowering_context& cx, reduce_parts& rp, const std::
   // In a row, i = row * C + column with 0 <= column < C.
   if (rp.epi) {
     const std::map<std::string, std::string> names = {{"(i % " + rp.C + ")", column}, {"(i / " + rp.C + ")", "row"}};
-    if (auto s = rewrite_chain(cx, rp, *rp.epi, "p", names, rp.epi_code, rp.epi_var, {{rp.r.output, "red"}}); !s)
+    if (auto s =
+            rewrite_chain(cx, rp, *rp.epi, "p", names, rp.epi_code, rp.epi_var, {{rp.r.output, "red"}}, rp.epi_reads);
+        !s)
       return s;
   }
   return index_prologue_by_row(cx, rp);
@@ -616,7 +607,7 @@ status index_prologue_by_row(lowering_context& cx, reduce_parts& rp) {
   // Operands along the rows (a convolution's bias before an instance norm): row is the
   // same in every loop over the row, so what is computed from it alone leaves the loop.
   if (!rp.pro) return {};
-  return rewrite_chain(cx, rp, *rp.pro, "", {{"(i / " + rp.C + ")", "row"}}, rp.load_code, rp.var, {});
+  return rewrite_chain(cx, rp, *rp.pro, "", {{"(i / " + rp.C + ")", "row"}}, rp.load_code, rp.var, {}, rp.pro_reads);
 }
 
 status index_prologue_by_channel(lowering_context& cx, reduce_parts& rp) {
@@ -626,7 +617,24 @@ status index_prologue_by_channel(lowering_context& cx, reduce_parts& rp) {
   // loaded at c = 0, outside the loops over c: left as it is.
   if (!rp.pro || rp.INNER.empty() || rp.r.acc == acc_kind::moments || rp.r.acc == acc_kind::welford) return {};
   return rewrite_chain(cx, rp, *rp.pro, "", {{"((i / " + rp.INNER + ") % " + rp.C + ")", "c"}}, rp.load_code, rp.var,
-                       {});
+                       {}, rp.pro_reads);
+}
+
+std::string chain_holding(lowering_context& cx, const reduce_parts& rp, bool epilogue,
+                          const std::map<std::string, std::string>& held) {
+  const stage* chain = epilogue ? rp.epi : rp.pro;
+  if (!chain) return "";
+  chain_reads reads = epilogue ? rp.epi_reads : rp.pro_reads;
+  reads.held_reads = held;
+  kernel_params kp = rp.kp;
+  std::map<std::string, std::string> var;
+  if (epilogue) var[rp.r.output] = "red";
+  std::string code;
+  const status s = chain_code(cx, *chain, "i", kp, code, var, epilogue ? "p" : "", reads);
+  if (!s) throw std::logic_error("reduction: a fused chain written once failed when written again: " + s.message());
+  if (kp.decls.size() != rp.kp.decls.size())
+    throw std::logic_error("reduction: a fused chain read a new parameter when written again");
+  return code;
 }
 
 std::string reduce_load(const reduce_parts& rp, const std::string& idx, const std::string& into) {
@@ -636,9 +644,14 @@ std::string reduce_load(const reduce_parts& rp, const std::string& idx, const st
 }
 
 std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx, const std::string& yv) {
+  return pass2_body(cx, rp, idx, yv, rp.epi_code);
+}
+
+std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx, const std::string& yv,
+                       const std::string& epi_code) {
   const std::string& yy = yv.empty() ? rp.y : yv;
   if (!rp.epi) return "    " + rp.OUT + "[" + idx + "] = " + yy + ";\n";
-  std::string t = "    const float red = " + yy + ";\n    const long long i = " + idx + ";\n" + rp.epi_code;
+  std::string t = "    const float red = " + yy + ";\n    const long long i = " + idx + ";\n" + epi_code;
   for (auto& [v, param] : rp.epi_out) t += "    " + param + "[i] = " + rp.epi_var.at(v) + ";\n";
   for (auto& [v, param] : rp.epi_out) cx.written.insert(v);
   return t;
@@ -654,7 +667,7 @@ std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::
 }
 
 std::string pass2_head(const reduce_parts& rp, const reduce_layout& lay) {
-  std::string t = rp.r.normalizes() ? rp.prelude : "  const float red = " + finish(rp.r, rp.C) + ";\n";
+  std::string t = rp.r.normalizes() ? rp.prelude : "  const float red = " + finish(rp.r, rp.a, rp.C) + ";\n";
   if (lay.cache.store_exp)
     t += "  const float kt = KS_EXP(mref - m) * inv;  // this thread's exps, rescaled to the row's\n";
   return t;

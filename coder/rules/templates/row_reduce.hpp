@@ -35,6 +35,7 @@
 #include "coder/rules/plan/lowering_context.hpp"
 #include "coder/rules/plan/op_specs.hpp"
 #include "coder/rules/templates/row_cache.hpp"
+#include "coder/rules/text/chain.hpp"
 #include "coder/rules/text/combine.hpp"
 #include "coder/rules/text/kernel_text.hpp"
 
@@ -57,6 +58,7 @@ struct reduce_parts {
   const stage* pro = nullptr;
   std::string load_code;
   std::map<std::string, std::string> var;
+  chain_reads pro_reads;  // how load_code indexes its operands (index_prologue_by_*)
   std::string X;
   std::string W, Bi;      // the norm's weight and bias parameters, or empty
   std::string CH;         // instance_norm: the channels (a row's channel is row % CH)
@@ -65,6 +67,7 @@ struct reduce_parts {
   // value in the register `red`.
   const stage* epi = nullptr;
   std::string epi_code;
+  chain_reads epi_reads;  // how epi_code indexes its operands (index_epilogue_by_row)
   std::vector<std::pair<std::string, std::string>> epi_out;  // value → output parameter
   std::map<std::string, std::string> epi_var;
   std::string OUT;  // the reduction's output parameter (none with an epilogue)
@@ -127,6 +130,9 @@ std::string reduce_load(const reduce_parts& rp, const std::string& idx, const st
 // `yv`), stored or handed to the fused epilogue chain.
 std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx,
                        const std::string& yv = "");
+// The same with the epilogue's statements `epi_code` (chain_holding's, for a cache).
+std::string pass2_body(lowering_context& cx, const reduce_parts& rp, const std::string& idx, const std::string& yv,
+                       const std::string& epi_code);
 // Pass 2 of a row from `loop` on, read from memory: the normalised value or the
 // epilogue, per element.
 std::string pass2_from(lowering_context& cx, const reduce_parts& rp, const std::string& loop);
@@ -157,5 +163,12 @@ status index_prologue_by_row(lowering_context& cx, reduce_parts& rp);
 // - over a middle dim, the prologue reads operands along the reduced dims alone at the
 //   channel c the loops over C name (not for moments, whose shift is read outside).
 status index_prologue_by_channel(lowering_context& cx, reduce_parts& rp);
+// The prologue's (or, with `epilogue`, the epilogue's) statements once more, indexed
+// as above, with the elements at i of the tensor parameters `held` names read from
+// where the kernel holds them (chain_reads::held_reads: a row cache's rc_in0[k]);
+// empty where there is no such chain. The chain was written once with the same
+// parameters, so this cannot fail (a failure throws std::logic_error).
+std::string chain_holding(lowering_context& cx, const reduce_parts& rp, bool epilogue,
+                          const std::map<std::string, std::string>& held);
 
 }  // namespace ks::rules

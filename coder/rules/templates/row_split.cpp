@@ -49,7 +49,7 @@ std::string merge_partials(const reduce_parts& rp, const std::string& PIN, const
          " + " + at + "];\n";
     other.push_back("p_" + a.state[k]);
   }
-  return t + "    " + merge(rp.r, other) + "\n  }\n";
+  return t + "    " + merge(rp.r, a, other) + "\n  }\n";
 }
 
 // The first kernel: each block's chunk into its partial state.
@@ -140,7 +140,7 @@ std::string final_kernel(const reduce_parts& rp, const reduce_layout& lay, const
   k << "  const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);\n";
   k << "  if (row >= " << rp.ROWS << ") return;  // the whole warp leaves together\n";
   k << rp.decl << merge_partials(rp, PIN, S, "lane", "32") << warp_combine(r, rp.a);
-  k << "  if (lane == 0) " << rp.OUT << "[row] = " << finish(r, rp.C) << ";\n}\n";
+  k << "  if (lane == 0) " << rp.OUT << "[row] = " << finish(r, rp.a, rp.C) << ";\n}\n";
   return k.str();
 }
 
@@ -194,31 +194,22 @@ status emit_split_rows(lowering_context& cx, size_t si, reduce_parts& rp, const 
   const std::string SA = rp1.kp.int64(SPLIT);
   const std::string PART = rp1.kp.tensor_out(part);
   std::string src = part_kernel(rp1, lay, SA, PART, rp.name + "_part", SPLIT);
-  plan_step sa;
-  sa.kind = "kernel";
-  sa.name = rp.name + "_part";
-  sa.grid = {paren(rows) + " * " + SPLIT, "1", "1"};
-  sa.block = {std::to_string(lay.block), "1", "1"};
-  sa.args = rp1.kp.args;
-  cx.out.plan.steps.push_back(sa);
+  cx.add_kernel_step(rp.name + "_part", {paren(rows) + " * " + SPLIT, "1", "1"}, {std::to_string(lay.block), "1", "1"},
+                     rp1.kp.args);
 
   // Kernel B: the partials merged; the stores or the second pass.
   if (auto s = index_epilogue_by_row(cx, rp); !s) return s;
   const std::string PIN = rp.kp.tensor_in(part);
   const std::string SB = rp.kp.int64(SPLIT);
-  plan_step sb;
-  sb.kind = "kernel";
-  sb.name = rp.name;
-  sb.block = {std::to_string(lay.block), "1", "1"};
+  std::vector<std::string> grid;
   if (r.normalizes() || rp.epi) {
     src += second_pass_kernel(cx, rp, lay, SB, PIN, SPLIT);
-    sb.grid = {paren(rows) + " * " + SPLIT, "1", "1"};
+    grid = {paren(rows) + " * " + SPLIT, "1", "1"};
   } else {
     src += final_kernel(rp, lay, SB, PIN, SPLIT);
-    sb.grid = {"ceil_div(" + paren(rows) + ", " + std::to_string(lay.block / 32) + ")", "1", "1"};
+    grid = {"ceil_div(" + paren(rows) + ", " + std::to_string(lay.block / 32) + ")", "1", "1"};
   }
-  sb.args = rp.kp.args;
-  cx.out.plan.steps.push_back(sb);
+  cx.add_kernel_step(rp.name, grid, {std::to_string(lay.block), "1", "1"}, rp.kp.args);
   cx.src += src;
   cx.written.insert(r.output);
   return {};

@@ -83,14 +83,10 @@ status emit_padded_split(lowering_context& cx, size_t si, const std::string& val
     << "  }\n"
     << "}\n";
   cx.src += k.str();
-  plan_step step;
-  step.kind = "kernel";
-  step.name = name;
-  step.grid = {"max(1, min(ceil_div(" + paren(padded_inner) + ", 1024), 4096))",
-               "max(1, min(" + paren(rows_pad.empty() ? outer : rows_pad) + ", 65535))", "1"};
-  step.block = {"256", "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(name,
+                     {"max(1, min(ceil_div(" + paren(padded_inner) + ", 1024), 4096))",
+                      "max(1, min(" + paren(rows_pad.empty() ? outer : rows_pad) + ", 65535))", "1"},
+                     {"256", "1", "1"}, kp.args);
   consumer.args.at(arg).value = scratch;
   return {};
 }
@@ -169,15 +165,11 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
     << "  }\n"
     << "}\n";
   cx.src += k.str();
-  plan_step step;
-  step.kind = "kernel";
-  step.name = name;
   // A block covers 1024 of a row's run (4 a thread); rows on grid.y.
-  step.grid = {"max(1, min(ceil_div(" + paren(inner) + ", 1024), 4096))", "max(1, min(" + paren(outer) + ", 65535))",
-               "1"};
-  step.block = {"256", "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(
+      name,
+      {"max(1, min(ceil_div(" + paren(inner) + ", 1024), 4096))", "max(1, min(" + paren(outer) + ", 65535))", "1"},
+      {"256", "1", "1"}, kp.args);
   consumer.args.at(arg).value = scratch;
   return {};
 }
@@ -234,14 +226,10 @@ status emit_transposed_split(lowering_context& cx, size_t si, const std::string&
     << "  }\n"
     << "}\n";
   cx.src += k.str();
-  plan_step step;
-  step.kind = "kernel";
-  step.name = name;
-  step.grid = {"max(1, ceil_div(" + paren(kp_sym) + ", 32))", "max(1, min(ceil_div(" + paren(NP_SYM) + ", 32), 65535))",
-               "1"};
-  step.block = {"256", "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(
+      name,
+      {"max(1, ceil_div(" + paren(kp_sym) + ", 32))", "max(1, min(ceil_div(" + paren(NP_SYM) + ", 32), 65535))", "1"},
+      {"256", "1", "1"}, kp.args);
   consumer.args.at(arg).value = scratch;
   return {};
 }
@@ -267,13 +255,8 @@ status emit_padded_bias(lowering_context& cx, size_t si, const std::string& n_sy
     << "    " << OUT << "[t] = t < " << N << " ? " << IN << "[t] : 0.0f;\n"
     << "}\n";
   cx.src += k.str();
-  plan_step step;
-  step.kind = "kernel";
-  step.name = name;
-  step.grid = {"max(1, min(ceil_div(" + paren(np_sym) + ", 256), 1024))", "1", "1"};
-  step.block = {"256", "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(name, {"max(1, min(ceil_div(" + paren(np_sym) + ", 256), 1024))", "1", "1"}, {"256", "1", "1"},
+                     kp.args);
   consumer.args.at(arg).value = scratch;
   return {};
 }

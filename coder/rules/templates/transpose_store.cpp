@@ -91,16 +91,12 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
     w.line("__syncthreads();");
     w.line("}");
   }
-  plan_step step;
-  step.kind = "kernel";
-  step.name = name;
   const std::string t = std::to_string(kTile);
-  step.grid = {"max(1, ceil_div(" + paren(product({it.sym[1], it.sym[2]})) + ", " + t + "))",
-               "max(1, min(ceil_div(" + paren(it.sym[3]) + ", " + t + "), 65535))",
-               "max(1, min(" + paren(it.sym[0]) + ", 65535))"};
-  step.block = {std::to_string(threads), "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(name,
+                     {"max(1, ceil_div(" + paren(product({it.sym[1], it.sym[2]})) + ", " + t + "))",
+                      "max(1, min(ceil_div(" + paren(it.sym[3]) + ", " + t + "), 65535))",
+                      "max(1, min(" + paren(it.sym[0]) + ", 65535))"},
+                     {std::to_string(threads), "1", "1"}, kp.args);
   for (auto& [v, tn] : plain) cx.written.insert(v);
   for (auto& [v, p] : chain.permuted) cx.written.insert(p);
   return {};

@@ -1,6 +1,5 @@
 #include "coder/rules/templates/twin_rows.hpp"
 
-#include <cctype>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -39,36 +38,6 @@ bool reads_before(const lowering_context& cx, size_t si, size_t sj) {
         if (p >= static_cast<int>(si) || p == pro_i) return false;
       }
   return true;
-}
-
-// `text` with the identifiers of `names` renamed (whole identifiers only; numbers
-// such as 1e-06f are skipped whole).
-std::string rename_identifiers(const std::string& text, const std::map<std::string, std::string>& names) {
-  std::string out;
-  size_t i = 0;
-  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  while (i < text.size()) {
-    const char c = text[i];
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t e = i;
-      while (e < text.size() && (ident(text[e]) || text[e] == '.' ||
-                                 ((text[e] == '-' || text[e] == '+') && (text[e - 1] == 'e' || text[e - 1] == 'E'))))
-        ++e;
-      out.append(text, i, e - i);
-      i = e;
-    } else if (ident(c)) {
-      size_t e = i;
-      while (e < text.size() && ident(text[e])) ++e;
-      const std::string word = text.substr(i, e - i);
-      auto it = names.find(word);
-      out += it == names.end() ? word : it->second;
-      i = e;
-    } else {
-      out += c;
-      ++i;
-    }
-  }
-  return out;
 }
 
 // The second's parameters continue the first's (shared tensors and sizes, one name);
@@ -137,13 +106,9 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
   if (auto s = index_epilogue_by_row(cx, rp); !s) return s;
   if (auto s = index_epilogue_by_row(cx, rq); !s) return s;
   cx.out.longest_row = std::max(cx.out.longest_row, rp.row_len);
-  // The second's state under names of its own.
-  std::map<std::string, std::string> names;
-  for (const std::string& s : rq.a.state)
-    for (const char* pre : {"", "o_", "sh_", "p_"}) names[pre + s] = pre + s + "2";
-  acc_text aq = rq.a;
-  for (auto& s : aq.state) s = names.at(s);
-  aq.update = rename_identifiers(aq.update, names);
+  // The second's state under names of its own (a2 for a): every text of it below is
+  // written from aq, whose names the combines derive theirs from (o_a2, sh_a2).
+  const acc_text aq = acc_of(rq.r, "2");
   const std::string lane = lay.lane(), width = lay.width();
   const kernel_params& kp = rq.kp;
   std::ostringstream k;
@@ -160,25 +125,21 @@ status emit_twin_rows(lowering_context& cx, size_t si, size_t sj, reduce_parts& 
     k << "  const long long row = blockIdx.x;\n";
   }
   k << "  const long long base = row * " << rp.C << ";\n";
-  k << rp.decl << rename_identifiers(rq.decl, names);
+  k << rp.decl << declare_state(aq);
   k << "  {\n"
     << strided_pass1({{&rp, rp.a, "v"}, {&rq, aq, "w"}}, std::max(1, cx.p.elements_per_thread), lane, width, "base + ")
     << "  }\n";
   k << (lay.warp ? warp_combine(rp.r, rp.a) : block_combine(rp.r, rp.a));
-  k << rename_identifiers(lay.warp ? warp_combine(rq.r, rq.a) : block_combine(rq.r, rq.a), names);
+  k << (lay.warp ? warp_combine(rq.r, aq) : block_combine(rq.r, aq));
   k << "  if (" << lane << " == 0) {\n";
-  k << "    " << rp.OUT << "[row] = " << finish(rp.r, rp.C) << ";\n";
-  k << "    " << rq.OUT << "[row] = " << rename_identifiers(finish(rq.r, rq.C), names) << ";\n  }\n}\n";
+  k << "    " << rp.OUT << "[row] = " << finish(rp.r, rp.a, rp.C) << ";\n";
+  k << "    " << rq.OUT << "[row] = " << finish(rq.r, aq, rq.C) << ";\n  }\n}\n";
   cx.src += k.str();
-  plan_step step;
-  step.kind = "kernel";
-  step.name = rp.name;
-  step.block = {std::to_string(lay.block), "1", "1"};
-  step.grid = {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + std::to_string(lay.block / 32) + ")"
-                        : product(rp.outer),
-               "1", "1"};
-  step.args = kp.args;
-  cx.out.plan.steps.push_back(step);
+  cx.add_kernel_step(rp.name,
+                     {lay.warp ? "ceil_div(" + paren(product(rp.outer)) + ", " + std::to_string(lay.block / 32) + ")"
+                               : product(rp.outer),
+                      "1", "1"},
+                     {std::to_string(lay.block), "1", "1"}, kp.args);
   cx.written.insert(rp.r.output);
   cx.written.insert(rq.r.output);
   return {};

@@ -13,10 +13,12 @@
 //   every value it reads ready);
 // - each result as its own kernel would give it: the same elements in the same order
 //   per thread and the same combine, so the bits match the two kernels';
-// - the pairing is decided in planning (plan_twin_rows, the last step of plan_stages):
-//   the first is marked with the second (reduce_stage::twin) and the second with the
-//   first (reduce_stage::twin_of), which no template writes again; emitting only
-//   reads the marks.
+// - the pairing is decided before any template writes (plan_twin_rows, which the
+//   driver, coder/lowering.cpp, runs right after plan_stages: it reads the row
+//   template's layout, so it lives here, above plan/): the first is marked with the
+//   second (reduce_stage::twin) and the second with the first
+//   (reduce_stage::twin_of), which no template writes again; emitting only reads the
+//   marks.
 
 #include <cstddef>
 

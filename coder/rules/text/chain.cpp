@@ -159,13 +159,17 @@ struct chain_writer {
         idx = reads.split == 1 && i == "i" ? "row * " + pitch + " + c"
                                            : "(" + i + ") / " + cols + " * " + pitch + " + (" + i + ") % " + cols;
       }
+      const auto held = idx == i ? reads.held_reads.find(p) : reads.held_reads.end();
+      const bool is_held = held != reads.held_reads.end();
       if (mask) {
-        out.line("const float " + name + " = " + p + "[" + idx + "] ? 1.0f : 0.0f;");
+        out.line("const float " + name + " = " + (is_held ? held->second : p + "[" + idx + "]") + " ? 1.0f : 0.0f;");
         var[id] = name;
         return name;
       }
       std::string ld = p + "[" + idx + "]";
-      if (reads.load_hint == "streaming" && idx == i)
+      if (is_held)
+        ld = held->second;
+      else if (reads.load_hint == "streaming" && idx == i)
         ld = "__ldcs(" + p + " + " + i + ")";
       else if (reads.load_hint == "readonly" || (reads.load_hint == "readonly_broadcast" && idx != i))
         ld = "__ldg(" + p + " + (" + idx + "))";

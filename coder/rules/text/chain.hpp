@@ -14,7 +14,9 @@
 //   of the flat index;
 // - a value stored with padded rows (lowering_context::row_pitch, a 2-d product's
 //   result) is read at `row * pitch + c` when the chain is split at its last dim,
-//   else at (i / N) * pitch + i % N.
+//   else at (i / N) * pitch + i % N;
+// - a read that chain_reads::held_reads names is written as the name it gives, in
+//   place of the load (with or without a cache hint) it would have been.
 
 #include <map>
 #include <string>
@@ -39,6 +41,10 @@ struct chain_reads {
   // access() writes for it ("(i / n2)" -> "row", "(i % n2)" -> "c"): an operand's
   // index takes the variable instead (a reduction's rows and channels, row_reduce.hpp).
   std::map<std::string, std::string> index_names = {};
+  // Tensor parameters whose element at the flat index itself the kernel already holds,
+  // each with the text that holds it (a row cache's rc_in0[k]): the read is written
+  // as that text instead of a load (row_cache.cpp, middle_reduce.cpp).
+  std::map<std::string, std::string> held_reads = {};
 };
 
 // The runs [a, b) of dims of `iter` along which tensor shape `in` (aligned to the

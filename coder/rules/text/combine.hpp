@@ -24,20 +24,24 @@ struct acc_text {
   std::string update;  // reads `v`
 };
 
-acc_text acc_of(const reduction_spec& r);
+// The state's names carry `suffix` (a2 for a: a second reduction in the same kernel,
+// twin_rows.hpp); every text below writes the names the acc_text it is given holds.
+acc_text acc_of(const reduction_spec& r, const std::string& suffix = "");
+// The state's declarations with their identities, one a line.
+std::string declare_state(const acc_text& a);
 // The device helper Welford states merge with (ks_wf_merge): prepended once to a
 // source whose kernels use acc_kind::welford (lowering_context::uses_welford).
 std::string welford_helpers();
 // The statement that merges the state variables `other` (in the order of
-// acc_text::state) into the state.
-std::string merge(const reduction_spec& r, const std::vector<std::string>& other);
+// acc_text::state) into the state `a`.
+std::string merge(const reduction_spec& r, const acc_text& a, const std::vector<std::string>& other);
 // Warp-level combine of the state; every lane ends with the warp's result (with
 // `lanes` < 32: the result of its aligned group of that many lanes).
 std::string warp_combine(const reduction_spec& r, const acc_text& a, int lanes = 32);
 // Block-level combine through one float per warp and state variable.
 std::string block_combine(const reduction_spec& r, const acc_text& a);
-// The value of a reducing op from the combined state; `count` is the number of
+// The value of a reducing op from the combined state `a`; `count` is the number of
 // elements reduced.
-std::string finish(const reduction_spec& r, const std::string& count);
+std::string finish(const reduction_spec& r, const acc_text& a, const std::string& count);
 
 }  // namespace ks::rules

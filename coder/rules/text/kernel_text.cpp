@@ -6,14 +6,6 @@
 
 namespace ks::rules {
 
-bool is_simple(const std::string& e) {
-  for (char c : e)
-    if (c == ' ' || c == '+' || c == '-' || c == '*' || c == '/' || c == '%') return false;
-  return true;
-}
-
-std::string paren(const std::string& e) { return is_simple(e) ? e : "(" + e + ")"; }
-
 namespace {
 
 // The forms a chain reads tensor parameter `p` at index `i` in: plain, or with a
@@ -26,29 +18,11 @@ bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || 
 
 }  // namespace
 
-std::string replace_reads(std::string code, const std::string& p, const std::string& i, const std::string& with) {
-  for (const std::string& form : read_forms(p, i)) {
-    for (size_t pos = code.find(form); pos != std::string::npos; pos = code.find(form, pos)) {
-      if (pos > 0 && ident_char(code[pos - 1])) {
-        pos += form.size();
-        continue;
-      }
-      code.replace(pos, form.size(), with);
-      pos += with.size();
-    }
-  }
-  return code;
-}
-
 bool reads_at(const std::string& code, const std::string& p, const std::string& i) {
-  return replace_reads(code, p, i, "") != code;
-}
-
-std::string product(const std::vector<std::string>& dims) {
-  std::vector<std::string> f;
-  for (auto& d : dims)
-    if (d != "1") f.push_back(paren(d));
-  return f.empty() ? "1" : join(f, " * ");
+  for (const std::string& form : read_forms(p, i))
+    for (size_t pos = code.find(form); pos != std::string::npos; pos = code.find(form, pos + form.size()))
+      if (pos == 0 || !ident_char(code[pos - 1])) return true;
+  return false;
 }
 
 std::string flit(double v) {
@@ -59,18 +33,6 @@ std::string flit(double v) {
   std::string s = buf;
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return "(" + s + "f)";
-}
-
-std::string ident(const std::string& value_id) {
-  std::string s = "v";
-  for (char c : value_id) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
-
-std::string base_kind(const std::string& kind) {
-  std::string k = kind;
-  if (k.size() > 1 && k.back() == '_' && k.rfind("aten::", 0) == 0 && k != "aten::_") k.pop_back();
-  return k;
 }
 
 std::string kernel_name(size_t i, const std::string& what) { return "ks" + std::to_string(i) + "_" + what; }

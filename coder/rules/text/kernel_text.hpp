@@ -1,7 +1,7 @@
 #pragma once
 // The text pieces every template writes with: expressions (products of shape
-// expressions, float literals, parentheses), reads of a kernel parameter found and
-// replaced in a chain's code, and a kernel's parameter list with the plan arguments
+// expressions, float literals, parentheses), reads of a kernel parameter found in a
+// chain's code, and a kernel's parameter list with the plan arguments
 // bound to it.
 //
 // What it promises:
@@ -16,28 +16,20 @@
 #include <vector>
 
 #include "base/strings.hpp"
+#include "coder/rules/plan/expr_text.hpp"
 #include "model/launch_plan.hpp"
 
 namespace ks::rules {
 
-using ks::join;  // base/strings.hpp
-// An expression without spaces or operators needs no parentheses.
-bool is_simple(const std::string& e);
-std::string paren(const std::string& e);
+// is_simple, paren, product, ident, base_kind and join: plan/expr_text.hpp.
 
-// Each whole-word read of tensor parameter `p` at index `i` in `code` (plain, or with
-// a cache hint: p[i], __ldcs(p + i), __ldg(p + (i))), replaced by `with`.
-std::string replace_reads(std::string code, const std::string& p, const std::string& i, const std::string& with);
+// Whether `code` reads tensor parameter `p` at index `i` (a whole-word p[i], or with a
+// cache hint: __ldcs(p + i), __ldg(p + (i))). A search only: a chain that is to read an
+// element from elsewhere is written so (chain_reads::held_reads), not rewritten.
 bool reads_at(const std::string& code, const std::string& p, const std::string& i);
 
-// The product of shape expressions; "1" for none.
-std::string product(const std::vector<std::string>& dims);
 // A float literal (NaN and the infinities by their bits).
 std::string flit(double v);
-// A C identifier for a graph value id ("v" + the id, other characters as '_').
-std::string ident(const std::string& value_id);
-// The op without its in-place underscore (aten::relu_ → aten::relu).
-std::string base_kind(const std::string& kind);
 // The name of stage i's kernel: ks<i>_<what>.
 std::string kernel_name(size_t i, const std::string& what);
 
