@@ -63,14 +63,20 @@ struct pytorch_export_options {
 // An export in parts, for tools and tests that check the pieces separately.
 struct pytorch_export {
   std::string module_name;  // load_inline's name: ks_<task>_<hash of the sources>
-  std::string cuda_source;  // what load_inline compiles with nvcc: headers, the
-                            // candidate's device code, then `launcher`
-  std::string launcher;     // the generated C++ launcher (the tail of cuda_source)
-  std::string cpp_source;   // the declaration load_inline binds: ks_forward
+  // What load_inline compiles with nvcc: headers and the candidate's device code, then
+  // `launcher` only where the kernels take a parameter type the host compiler does not
+  // know (a type the source defines): else the launcher is in cpp_source.
+  std::string cuda_source;
+  std::string launcher;  // the generated C++ launcher, which defines ks_forward
+  // What load_inline compiles with the host compiler: headers, kernel_declarations and
+  // `launcher` (its tail); or, where the launcher is in cuda_source, the declaration of
+  // ks_forward, which load_inline binds.
+  std::string cpp_source;
   // Host declarations of the kernels the launcher launches (`extern "C" void k(...)`,
-  // the source's own parameter lists), so that the launcher can be compiled with a
-  // host compiler against stand-ins for ATen, without nvcc: KS_LAUNCH then becomes a
-  // plain call, which checks every argument against the kernel's parameter.
+  // the source's own parameter lists: the host stubs nvcc defines), which cpp_source
+  // launches through; and so that the launcher can be compiled with a host compiler
+  // against stand-ins for ATen, without nvcc: KS_LAUNCH then becomes a plain call, which
+  // checks every argument against the kernel's parameter.
   std::string kernel_declarations;
   std::vector<std::string> nvcc_options;  // from the candidate's compile options
   // The sizes the launcher is specialised for ("default", then the named sizes that
@@ -114,6 +120,11 @@ const std::string& dispatch_runtime();
 const std::string& library_results_runtime();
 // gpu/matmul_precision.hpp: a product with cuBLAS allowed TF32 for one call.
 const std::string& matmul_precision_runtime();
+// KS_LAUNCH of a launcher in CPP_SOURCE: ks_launch(kernel, grid, block, smem, stream,
+// args...) converts each argument to the kernel's parameter type and calls
+// cudaLaunchKernel with their addresses (needs dim3, cudaStream_t, cudaLaunchKernel,
+// <tuple> and <utility> before it).
+const std::string& host_launch_runtime();
 // `text` as a C++ expression of type ks_v: constants become c_NAME, tensors t_NAME.
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
                                          const std::set<std::string>& tensors);

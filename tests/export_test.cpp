@@ -121,11 +121,16 @@ TEST_CASE("export: rules-coder plans become a ModelNew file with the resolved nu
     CHECK(ex->sizes[0] == "default");
     // Every task here has a cpu size, at which its plan resolves too.
     CHECK(std::find(ex->sizes.begin(), ex->sizes.end(), "cpu") != ex->sizes.end());
-    // The device code is carried verbatim; the launcher is its tail.
+    // The device code is carried verbatim; the launcher is the tail of the host
+    // compiler's source (the kernels take only types it knows), with the kernels'
+    // declarations, and not in nvcc's, which keeps the kernels alone.
     CHECK(ex->cuda_source.find(c.source) != std::string::npos);
-    CHECK(ex->cuda_source.size() >= ex->launcher.size());
-    CHECK(ex->cuda_source.compare(ex->cuda_source.size() - ex->launcher.size(), ex->launcher.size(), ex->launcher) ==
-          0);
+    CHECK(ex->cpp_source.size() >= ex->launcher.size());
+    CHECK(ex->cpp_source.compare(ex->cpp_source.size() - ex->launcher.size(), ex->launcher.size(), ex->launcher) == 0);
+    CHECK(ex->cpp_source.find(ex->kernel_declarations) != std::string::npos);
+    CHECK(ex->cuda_source.find("KS_LAUNCH") == std::string::npos);
+    CHECK(ex->cuda_source.find("ATen") == std::string::npos);
+    CHECK(ex->cpp_source.find("<<<") == std::string::npos);
     // The launch configuration is the validator's, at the default shapes.
     auto ctx = make_plan_context(t, c.source);
     REQUIRE(ctx);
@@ -282,6 +287,28 @@ TEST_CASE("export: a library step's result becomes its declared buffer where not
   CHECK(gelu->launcher.find(runtime) == std::string::npos);
 }
 
+// A kernel parameter of a type the source defines (unknown to the host compiler's
+// source) keeps the launcher in CUDA_SOURCE, after the kernels, launching with <<<>>>.
+TEST_CASE("export: a kernel parameter of the source's own type keeps the launcher with the kernels", "[export]") {
+  candidate c = cand(kData / "gelu.cu", kData / "gelu.yaml");
+  const std::string param = "const float* __restrict__ in0";
+  REQUIRE(c.source.find(param) != std::string::npos);
+  c.source.replace(c.source.find(param), param.size(), "const ks_real* __restrict__ in0");
+  c.source = "typedef float ks_real;\n" + c.source;
+  auto ex = export_pytorch(task("examples/tasks/gelu.yaml"), c);
+  if (!ex) FAIL(ex.message());
+  CHECK(ex->cuda_source.compare(ex->cuda_source.size() - ex->launcher.size(), ex->launcher.size(), ex->launcher) == 0);
+  CHECK(ex->launcher.find("kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)") != std::string::npos);
+  CHECK(ex->launcher.find("static_cast<const ks_real*>(t_x.data_ptr())") != std::string::npos);
+  CHECK(ex->cpp_source ==
+        "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors, bool general);\n");
+  // The usual export has it in CPP_SOURCE, launching through ks_launch.
+  auto usual = export_pytorch(task("examples/tasks/gelu.yaml"), cand(kData / "gelu.cu", kData / "gelu.yaml"));
+  REQUIRE(usual);
+  CHECK(usual->launcher.find(export_detail::host_launch_runtime()) != std::string::npos);
+  CHECK(usual->cuda_source.find(usual->launcher) == std::string::npos);
+}
+
 TEST_CASE("export: dynamic shared memory is opted in, scratch buffers are allocated", "[export]") {
   auto ex = export_pytorch(task("examples/tasks/softmax.yaml"), cand(kSource / "examples/plans/softmax_rows.cu",
                                                                      kSource / "examples/plans/softmax_rows.yaml"));
@@ -379,6 +406,97 @@ TEST_CASE("export: the launcher compiles against ATen stand-ins, launches checke
   fs::path bad = dir / "bad.cpp";
   write(bad, "#include \"" + (kData / "aten_stub.hpp").string() + "\"\n" + ex->kernel_declarations + launcher);
   CHECK(run(std::string(KS_CXX_COMPILER) + " -std=c++17 -fsyntax-only " + bad.string() + " 2>/dev/null") != 0);
+  fs::remove_all(dir);
+}
+
+// The launcher in CPP_SOURCE launches through ks_launch (the host compiler has no <<<>>>):
+// compiled and run on the host against a cudaLaunchKernel that records what it is given,
+// the kernel's host stub, the launch configuration and each argument as the kernel's
+// parameter type reads it (an int64 literal narrowed to an int parameter, as a call
+// narrows it; a float literal to a double). A wrong argument count or pointer type does
+// not compile. cudaFuncSetAttribute takes the kernel as nvcc's runtime header lets it.
+TEST_CASE("export: a launch from the host compiler's source passes the kernel's parameters", "[export][cxx]") {
+  const std::string head = R"(#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <utility>
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+enum cudaError_t { cudaSuccess = 0 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+const void* attribute_of = nullptr;
+int attribute_value = 0;
+cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute attr, int value) {
+  attribute_of = f;
+  attribute_value = attr == cudaFuncAttributeMaxDynamicSharedMemorySize ? value : -1;
+  return cudaSuccess;
+}
+struct launch {
+  const void* f;
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  const float* x;
+  float* y;
+  int n;
+  long long m;
+  float a;
+  double b;
+  void* end;
+} got;
+cudaError_t cudaLaunchKernel(const void* f, dim3 grid, dim3 block, void** args, size_t smem, cudaStream_t stream) {
+  got = {f, grid, block, smem, stream, {}, {}, {}, {}, {}, {}, {}};
+  std::memcpy(&got.x, args[0], sizeof got.x);
+  std::memcpy(&got.y, args[1], sizeof got.y);
+  std::memcpy(&got.n, args[2], sizeof got.n);
+  std::memcpy(&got.m, args[3], sizeof got.m);
+  std::memcpy(&got.a, args[4], sizeof got.a);
+  std::memcpy(&got.b, args[5], sizeof got.b);
+  got.end = args[6];
+  return cudaSuccess;
+}
+)";
+  const std::string kernel =
+      "extern \"C\" void k(const float* __restrict__ x, float* __restrict__ y, int n, long long m, float a, double b) "
+      "{}\n";
+  const std::string call = R"(int main() {
+  float buf[4];
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(&buf[2]);
+  if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 4096) != cudaSuccess) return 1;
+  KS_LAUNCH(k, dim3(3u, 2u, 1u), dim3(128u, 1u, 1u), static_cast<int64_t>(4096), s,
+            static_cast<const float*>(buf), static_cast<float*>(buf + 1), static_cast<long long>(7LL),
+            static_cast<long long>(1099511627776LL), static_cast<float>(2.5), 0.25f);
+  bool ok = got.f == reinterpret_cast<const void*>(&k) && got.grid.x == 3 && got.grid.y == 2 && got.grid.z == 1 &&
+            got.block.x == 128 && got.block.y == 1 && got.smem == 4096 && got.stream == s && got.x == buf &&
+            got.y == buf + 1 && got.n == 7 && got.m == 1099511627776LL && got.a == 2.5f && got.b == 0.25 &&
+            got.end == nullptr && attribute_of == reinterpret_cast<const void*>(&k) && attribute_value == 4096;
+  std::printf("%s\n", ok ? "ok" : "wrong");
+  return ok ? 0 : 1;
+}
+)";
+  fs::path dir = temp_dir();
+  auto build = [&](const std::string& name, const std::string& body) {
+    write(dir / (name + ".cpp"), head + export_detail::host_launch_runtime() + kernel + body);
+    return run(std::string(KS_CXX_COMPILER) + " -std=c++17 -O1 -Wall -o " + (dir / name).string() + " " +
+               (dir / (name + ".cpp")).string() + " 2>" + (dir / (name + ".log")).string());
+  };
+  int rc = build("launch", call);
+  INFO(read(dir / "launch.log"));
+  REQUIRE(rc == 0);
+  CHECK(run((dir / "launch").string() + " >" + (dir / "out.txt").string()) == 0);
+  CHECK(read(dir / "out.txt") == "ok\n");
+  std::string fewer = call;
+  fewer.replace(fewer.find(", 0.25f"), 7, "");
+  CHECK(build("fewer", fewer) != 0);
+  std::string wrong = call;
+  wrong.replace(wrong.find("static_cast<const float*>(buf)"), 30, "static_cast<const double*>(nullptr)");
+  CHECK(build("wrong", wrong) != 0);
   fs::remove_all(dir);
 }
 
