@@ -1,5 +1,6 @@
 #include "export/pytorch_export.hpp"
 
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -559,7 +560,17 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
 
   // The launcher goes to CPP_SOURCE where it can (docs/export.md, "How the extension is
   // built"): compiled by the host compiler beside nvcc's compile of the kernels alone.
-  const bool host_split = host_launcher_in_cpp(launched, kernels);
+  // KS_EXPORT_LAUNCHER=nvcc keeps it in CUDA_SOURCE, as exports were built before: a way
+  // back while the host-compiled launcher has not yet run on every GPU machine.
+  bool host_split = host_launcher_in_cpp(launched, kernels);
+  if (const char* place = std::getenv("KS_EXPORT_LAUNCHER"); place && *place) {
+    const std::string p = place;
+    if (p != "nvcc" && p != "host")
+      return error{what + ": KS_EXPORT_LAUNCHER is '" + p +
+                   "': expected 'host' (the launcher compiled by the host compiler, the default) or 'nvcc' "
+                   "(with the kernels)"};
+    if (p == "nvcc") host_split = false;
+  }
   auto l = launcher(task, best, *variants, kernels, host_split, what, ex);
   if (!l) return error{l.message()};
   ex.launcher = *l;

@@ -309,6 +309,28 @@ TEST_CASE("export: a kernel parameter of the source's own type keeps the launche
   CHECK(usual->cuda_source.find(usual->launcher) == std::string::npos);
 }
 
+TEST_CASE("export: KS_EXPORT_LAUNCHER=nvcc keeps the launcher with the kernels, a bad value is named", "[export]") {
+  const task_spec t = task("examples/tasks/gelu.yaml");
+  const candidate c = cand(kData / "gelu.cu", kData / "gelu.yaml");
+  ::setenv("KS_EXPORT_LAUNCHER", "nvcc", 1);
+  auto nvcc = export_pytorch(t, c);
+  ::setenv("KS_EXPORT_LAUNCHER", "sideways", 1);
+  auto bad = export_pytorch(t, c);
+  ::setenv("KS_EXPORT_LAUNCHER", "host", 1);
+  auto host = export_pytorch(t, c);
+  ::unsetenv("KS_EXPORT_LAUNCHER");
+  if (!nvcc) FAIL(nvcc.message());
+  CHECK(nvcc->cuda_source.compare(nvcc->cuda_source.size() - nvcc->launcher.size(), nvcc->launcher.size(),
+                                  nvcc->launcher) == 0);
+  CHECK(nvcc->cpp_source ==
+        "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors, bool general);\n");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.message(), Catch::Contains("KS_EXPORT_LAUNCHER is 'sideways'"));
+  REQUIRE(host);
+  CHECK(host->cuda_source.find(host->launcher) == std::string::npos);
+  CHECK(host->module_name != nvcc->module_name);
+}
+
 TEST_CASE("export: dynamic shared memory is opted in, scratch buffers are allocated", "[export]") {
   auto ex = export_pytorch(task("examples/tasks/softmax.yaml"), cand(kSource / "examples/plans/softmax_rows.cu",
                                                                      kSource / "examples/plans/softmax_rows.yaml"));
