@@ -14,7 +14,8 @@ before the link). A compile past --timeout is stopped and shown as "> N (stopped
 
 Include paths: PyTorch's own (torch.utils.cpp_extension.include_paths) where a PyTorch
 with them is importable, else --torch-include (default /usr/include, Debian's LibTorch
-headers). A CPU-only LibTorch lacks c10/cuda/impl/cuda_cmake_macros.h: a stand-in is
+headers; torch/extension.h needs pybind11's headers too: on Debian, apt install
+pybind11-dev). A CPU-only LibTorch lacks c10/cuda/impl/cuda_cmake_macros.h: a stand-in is
 written (as gpu/CMakeLists.txt does for ks_graph_replay_check). With LibTorch 1.x headers
 (whose c10::optional is not std::optional) std::optional<at::Tensor>() in the sources is
 read as c10::optional<at::Tensor>(): the compile then costs what it costs with PyTorch 2.
