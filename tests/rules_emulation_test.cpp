@@ -2193,6 +2193,41 @@ TEST_CASE("rules coder: 3xTF32 at odd N splits B transposed where linear can run
   }
 }
 
+// A product at N not a multiple of 4 whose rows a reduction reads (a row softmax, a
+// logsumexp): its output rows are not padded, so the TF32 product's stores would be
+// unaligned and three of them lose to FP32's SGEMM (bench/probes/tf32_odd_probe.py):
+// the product is not split. At N a multiple of 4 the same chain splits.
+TEST_CASE("rules coder: 3xTF32 keeps SGEMM at odd N where a row reduction reads the product",
+          "[rules][emulated][split_tf32]") {
+  auto base = load_task(kSource / "bench/suites/ops/linear_gelu.yaml");
+  REQUIRE(base);
+  for (const char* body : {"    return torch.softmax(torch.linear(x, weight, bias), dim=1)\n",
+                           "    return torch.logsumexp(torch.linear(x, weight, bias) * 2.0, dim=1)\n"}) {
+    for (int64_t n : {1019, 1020}) {
+      INFO(body << " at N " << n);
+      task_spec t = *base;
+      t.name = std::string("linear_row_reduce_") + std::to_string(n) + "_" +
+               std::to_string(std::hash<std::string>{}(body) % 1000);
+      t.torchscript = std::string("def forward(x, weight, bias):\n") + body;
+      t.inputs[0].shape = {1023, 1024};
+      t.parameters[0].shape = {n, 1024};
+      t.parameters[1].shape = {n};
+      t.sizes["cpu"] = {{"x", {7, 131}}, {"weight", {n % 4 ? 37 : 36, 131}}, {"bias", {n % 4 ? 37 : 36}}};
+      auto seeds = the_coder().seeds(t, 3);
+      if (!seeds) FAIL(seeds.message());
+      int split = 0;
+      for (const candidate& c : *seeds) {
+        const bool tf32 = c.recipe.count("gemm_precision") > 0;
+        split += tf32;
+        for (const plan_step& s : c.plan.steps)
+          if (s.kind == "library") CHECK(s.attrs.count("math") == (tf32 ? 1u : 0u));
+      }
+      CHECK((split > 0) == (n % 4 == 0));
+      check_candidates(t, *seeds);
+    }
+  }
+}
+
 // An elementwise epilogue over rows whose length (at the task's size) is not a
 // multiple of 4 peels each row: its head to the first aligned element and its tail
 // one by one, float4 between them. Rows shorter than a vector, rows with no head.

@@ -334,7 +334,16 @@ split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node
                 (cx.shapes.count(n.inputs.at(bias_arg)) &&
                  cx.shapes.at(n.inputs.at(bias_arg)).shape == std::vector<int64_t>{B.shape[lay.b_is_weight ? 0 : 1]});
   }
-  lay.apply = b_aligned && K >= kMinK && flops >= static_cast<double>(kMinFlops) &&
+  // N not a multiple of 4 and the output's rows not padded (a reduction, a plan's
+  // output or a view reads them as [M, N]): the TF32 product's stores are unaligned
+  // and cuBLAS runs its slow kernel three times over. bench/probes/tf32_odd_probe.py
+  // on an H100: at 1023 x 8191 x 8191 an unaligned TF32 product takes 1.03 ms, three
+  // 3.09 ms, against eager's FP32 SGEMM at 2.69-2.81 ms (aligned: 0.339 ms, three
+  // 1.02 ms); at 127 x 4095 x 4093, 16383 x 1023 x 1023 and 255 x 12289 x 12287 three
+  // unaligned ones lose too (0.165 / 0.102, 0.876 / 0.721, 1.99 / 1.75 ms). Never the
+  // cliff: the product stays FP32's SGEMM, as eager runs it.
+  const bool stores_aligned = N % kAlign == 0 || lay.pad_n;
+  lay.apply = b_aligned && stores_aligned && K >= kMinK && flops >= static_cast<double>(kMinFlops) &&
               flops >= static_cast<double>(kMinFlopsPerElement) * elems;
   return lay;
 }

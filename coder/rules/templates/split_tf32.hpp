@@ -32,8 +32,10 @@
 //   linear and only elementwise kernels read its 2-d result, B's rows and the bias
 //   are padded to round_up(N, 4) and the result stored [M, round_up(N, 4)]
 //   (lowering_context::row_pitch; the kernels index it by row and column); otherwise
-//   an odd N leaves the product's stores unaligned (bench/probes/tf32_odd_probe.py
-//   measures both);
+//   (N odd, the rows not padded) the product is not split: its stores would be
+//   unaligned, and three unaligned TF32 products lose to FP32's SGEMM
+//   (bench/probes/tf32_odd_probe.py, H100, 1023 x 8191 x 8191: 3 x 1.03 ms against
+//   2.69 ms; aligned 3 x 0.339 ms) — never the cliff;
 // - the library step keeps its op, its other arguments and its result; only the two
 //   operands become the split scratch tensors, and the stage is named in
 //   lowered_kernel_set::rewrites.
