@@ -115,6 +115,8 @@ class seed_line {
   void record_experience(const line_state& s, const review_result& r, const code_features* f);
   review_result review_kernel(candidate& c, const std::string& method, const std::string& bottleneck);
   review_result run_review(const candidate& c);
+  // How long a review may take before the line stops waiting for it.
+  std::chrono::milliseconds review_bound() const;
   std::vector<trajectory_entry> history();
   void store_kernel(candidate& c);
   void save_checkpoint(const candidate* cur, const review_result* r, const std::string& reason);
@@ -392,6 +394,15 @@ state seed_line::optimize(line_state& s) {
       tried += (tried.empty() ? "" : ", ") + p.chosen;
       continue;
     }
+    // Likewise a kernel another line is reviewing now (the same move from the kernel
+    // both lines stand on): that line's verdict will be the task's, and this line tries
+    // its next move instead of the same measurement.
+    if (o_.use_short_term_memory && ctx_->reviews->known(c->id)) {
+      rec_.not_applied(s.cur, p.chosen,
+                       "it gives back " + short_id(c->id) + ", a kernel another line of the task is reviewing");
+      tried += (tried.empty() ? "" : ", ") + p.chosen;
+      continue;
+    }
     rec_.optimized(s.cur, *c, p.chosen, s.plan.bottleneck_class);
     s.method = p.chosen;
     s.bottleneck = s.plan.bottleneck_class;
@@ -473,11 +484,31 @@ review_result seed_line::review_kernel(candidate& c, const std::string& method, 
     again.phases = {};
     rec_.reviewed(c, again, method, bottleneck);
   } else {
+    // With short-term memory, a kernel another line of the task has reviewed is not
+    // reviewed again (review_board.hpp): its verdict, as for a kernel seen on this line.
+    review_board::claim_result shared;
+    if (o_.use_short_term_memory)
+      shared = ctx_->reviews->claim(c.id, review_bound(), [this] { return cancelled() || ctx_->stopping->load(); });
+    if (shared.verdict) {
+      r = *shared.verdict;
+      r.candidate_id = c.id;
+      reviewed_[c.id] = r;
+      review_result again = r;
+      again.phases = {};
+      rec_.reviewed(c, again, method, bottleneck);
+      return r;
+    }
+    review_claim claim(shared.mine ? ctx_->reviews.get() : nullptr, c.id);
     r = run_review(c);
     if (judged(r)) reviewed_[c.id] = r;
+    claim.publish(r);
     rec_.reviewed(c, r, method, bottleneck);
   }
   return r;
+}
+
+std::chrono::milliseconds seed_line::review_bound() const {
+  return std::chrono::milliseconds(static_cast<int64_t>((o_.review.timeout_s * 4 + 600) * 1000));
 }
 
 review_result seed_line::run_review(const candidate& c) {
@@ -490,8 +521,7 @@ review_result seed_line::run_review(const candidate& c) {
   review_result r;
   // The reviewer answers every request (a pool's failure becomes internal_error);
   // the bound here only guards against a reviewer that is gone.
-  const auto bound = std::chrono::milliseconds(static_cast<int64_t>((o_.review.timeout_s * 4 + 600) * 1000));
-  self_->request(ctx_->reviewer, caf::duration{bound}, req)
+  self_->request(ctx_->reviewer, caf::duration{review_bound()}, req)
       .receive([&](review_result& x) { r = std::move(x); },
                [&](caf::error& e) {
                  r.status = review_status::internal_error;

@@ -63,6 +63,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/line_checkpoint.hpp"
+#include "actors/review_board.hpp"
 #include "actors/task_coordinator.hpp"
 
 namespace ks {
@@ -74,6 +75,9 @@ struct line_context {
   // Set by the coordinator when it is going (killed, or an exception): its lines stop
   // at their next step, writing nothing more.
   std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
+  // The kernels the lines have reviewed or are reviewing, with their verdicts: read
+  // only with short-term memory (review_board.hpp).
+  std::shared_ptr<review_board> reviews = std::make_shared<review_board>();
 };
 
 // Runs one line from `seed`, or from `resume_from` when given, on a blocking actor of

@@ -133,12 +133,14 @@ gpu_pool_actor::behavior_type scripted_gpu(gpu_pool_actor::pointer self, std::sh
             }
             r.resources = c->resources;
             std::smatch m;
-            std::regex re("// verdict: (\\w+)(?: speedup=([0-9.]+))?(?: flag=(\\w+))?");
+            std::regex re("// verdict: (\\w+)(?: speedup=([0-9.]+))?(?: flag=(\\w+))?(?: delay=([0-9]+))?");
             std::string verdict = "incorrect";
             double speedup = 1.0;
             if (std::regex_search(req.cand.source, m, re)) {
               verdict = m[1];
               if (m[2].matched) speedup = std::stod(m[2]);
+              // A review that takes its time (another line meanwhile reaches the kernel).
+              if (m[4].matched) std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(m[4])));
             }
             r.trials_run = req.options.trials;
             if (verdict == "ok") {
@@ -1004,6 +1006,109 @@ TEST_CASE("a move that gives back a kernel the task reviewed is skipped for the 
   CHECK(methods.count(optimizes[0].method) == 0);
   CHECK(w.out.rounds == 2);
   CHECK_THAT(w.out.reason, Contains("no allowed method could be applied"));
+}
+
+// Two lines that reach the same kernel (short-term memory on): it is reviewed once for
+// the task. Here every move gives back one kernel whose review takes 0.3 s: the line
+// that makes it second finds the other reviewing it and tries its next moves instead.
+TEST_CASE("a move that gives back a kernel another line is reviewing is skipped, not reviewed twice",
+          "[agents][line][stm]") {
+  fixture f("shared-move");
+  f.script.generator = 1;  // both seeds correct
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  auto o = f.options(2, 1);
+  o.backend = std::make_shared<scripted_coder>(
+      f.model,
+      [](const optimize_input& in) -> std::optional<result<candidate>> {
+        candidate c;
+        c.task = in.task.name;
+        c.source = kernel("ok speedup=2.0 delay=300", "the one both lines reach");
+        c.plan = in.base.plan;
+        c.origin = "optimize:" + in.plan.chosen;
+        c.parent_id = in.base.id;
+        c.id = candidate_id(c);
+        return result<candidate>(std::move(c));
+      },
+      nullptr);
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  REQUIRE(w.out.success);
+  CHECK(w.out.best_review.speedup == Approx(2.0));
+  auto t = f.trajectory();
+  INFO(kinds(t));
+  // The two seeds and the shared kernel, once.
+  CHECK(*f.reviews == 3);
+  CHECK(count_kind(t, "review") == 3);
+  bool skipped = false;
+  for (const auto& e : of_kind(t, "optimize"))
+    skipped = skipped || e.summary.find("a kernel another line of the task is reviewing") != std::string::npos ||
+              e.summary.find("a kernel the task reviewed before") != std::string::npos;
+  CHECK(skipped);
+  // Without short-term memory each line reviews it.
+  fixture g("shared-move-no-stm");
+  g.script.generator = 1;
+  scripted_review rv2(sys, g);
+  auto o2 = o;
+  o2.memory = g.memory;
+  o2.use_short_term_memory = false;
+  o2.task = g.task;
+  watched_run w2 = run_watched(sys, o2, rv2.reviewer);
+  REQUIRE(w2.out.success);
+  CHECK(*g.reviews == 4);
+}
+
+// Both seeds fail and both repairs give back the same kernel: the line that repairs
+// second waits for the other's review of it and takes its verdict.
+TEST_CASE("a kernel another line is reviewing is not reviewed again: its verdict is waited for",
+          "[agents][line][stm]") {
+  fixture f("shared-repair");
+  test_system_config cfg;
+  caf::actor_system sys{cfg};
+  scripted_review rv(sys, f);
+  class failing_seeds final : public coder {
+   public:
+    explicit failing_seeds(std::shared_ptr<coder> inner) : inner_(std::move(inner)) {}
+    std::string name() const override { return inner_->name(); }
+    result<std::vector<candidate>> seeds(const task_spec& t, uint32_t n) override {
+      auto s = inner_->seeds(t, n);
+      if (!s) return s;
+      for (size_t i = 0; i < s->size(); ++i) {
+        (*s)[i].source = kernel("incorrect", "failing seed " + std::to_string(i));
+        (*s)[i].id = candidate_id((*s)[i]);
+      }
+      return s;
+    }
+    result<candidate> optimize(const optimize_input& in) override { return inner_->optimize(in); }
+    result<candidate> repair(const repair_input& in) override {
+      candidate c = in.failed;
+      c.source = kernel("ok speedup=1.5 delay=300", "the repair both lines make");
+      c.origin = "repair:fix";
+      c.parent_id = in.failed.id;
+      c.id = candidate_id(c);
+      return c;
+    }
+
+   private:
+    std::shared_ptr<coder> inner_;
+  };
+  auto o = f.options(2, 0);
+  o.backend = std::make_shared<failing_seeds>(f.model);
+  watched_run w = run_watched(sys, o, rv.reviewer);
+  REQUIRE(w.out.success);
+  CHECK(w.out.best_review.speedup == Approx(1.5));
+  auto t = f.trajectory();
+  INFO(kinds(t));
+  // Two failing seeds, then the repaired kernel reviewed once: the second line's entry
+  // is the first's verdict, with no review time.
+  CHECK(*f.reviews == 3);
+  const auto reviews = of_kind(t, "review");
+  REQUIRE(reviews.size() == 4);
+  CHECK(reviews[2].candidate_id == reviews[3].candidate_id);
+  CHECK(reviews[2].status == review_status::ok);
+  CHECK(reviews[3].status == review_status::ok);
+  CHECK((reviews[2].phases == review_phases{} || reviews[3].phases == review_phases{}));
+  CHECK(w.out.reviews == 3);
 }
 
 TEST_CASE("a flagged review is never the best kernel: it is repaired like a failure", "[agents][line]") {
