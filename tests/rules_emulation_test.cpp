@@ -2193,37 +2193,65 @@ TEST_CASE("rules coder: 3xTF32 at odd N splits B transposed where linear can run
   }
 }
 
-// A product at N not a multiple of 4 whose rows a reduction reads (a row softmax, a
-// logsumexp): its output rows are not padded, so the TF32 product's stores would be
-// unaligned and three of them lose to FP32's SGEMM (bench/probes/tf32_odd_probe.py):
-// the product is not split. At N a multiple of 4 the same chain splits.
-TEST_CASE("rules coder: 3xTF32 keeps SGEMM at odd N where a row reduction reads the product",
+// A product at N not a multiple of 4 read by a reduction over its rows (a row softmax,
+// a logsumexp, through a prologue or not): the product's rows are padded to
+// round_up(N, 4) as for an elementwise reader, and the reduction's kernels read row r at
+// r * pitch (row_reduce.cpp's pitched_rows); what the plan returns is [M, N]. Where the
+// rows cannot be padded (a reduction over the other dim, a batch norm, the product
+// returned too), the TF32 product's stores would be unaligned and three of them lose to
+// FP32's SGEMM (bench/probes/tf32_odd_probe.py): the product is not split. At N a
+// multiple of 4 every form splits, unpadded.
+TEST_CASE("rules coder: 3xTF32 at odd N pads the rows a row reduction reads, else keeps SGEMM",
           "[rules][emulated][split_tf32]") {
   auto base = load_task(kSource / "bench/suites/ops/linear_gelu.yaml");
   REQUIRE(base);
-  for (const char* body : {"    return torch.softmax(torch.linear(x, weight, bias), dim=1)\n",
-                           "    return torch.logsumexp(torch.linear(x, weight, bias) * 2.0, dim=1)\n"}) {
+  struct form {
+    const char* body;
+    bool pads;  // at odd N: the rows padded and the product split (else SGEMM)
+  };
+  const std::string y = "torch.linear(x, weight, bias)";
+  for (const form& f :
+       std::vector<form>{{"    return torch.softmax(Y, dim=1)\n", true},
+                         {"    return torch.log_softmax(torch.gelu(Y), dim=1)\n", true},
+                         {"    return torch.logsumexp(torch.clamp(Y * 2.0, -0.5, 0.5), dim=1)\n", true},
+                         {"    return torch.amax(Y, dim=1)\n", true},
+                         {"    return torch.softmax(Y, dim=0)\n", false},
+                         {"    return torch.batch_norm(Y, None, None, None, None, True, 0.1, 1e-5, False)\n", false},
+                         {"    z = Y\n    return z, torch.softmax(z, dim=1)\n", false}}) {
+    std::string body = f.body;
+    body.replace(body.find('Y'), 1, y);
     for (int64_t n : {1019, 1020}) {
       INFO(body << " at N " << n);
       task_spec t = *base;
-      t.name = std::string("linear_row_reduce_") + std::to_string(n) + "_" +
-               std::to_string(std::hash<std::string>{}(body) % 1000);
-      t.torchscript = std::string("def forward(x, weight, bias):\n") + body;
+      t.name = "linear_rows_" + std::to_string(n) + "_" + std::to_string(std::hash<std::string>{}(body) % 1000);
+      t.torchscript = "def forward(x, weight, bias):\n" + body;
       t.inputs[0].shape = {1023, 1024};
       t.parameters[0].shape = {n, 1024};
       t.parameters[1].shape = {n};
       t.sizes["cpu"] = {{"x", {7, 131}}, {"weight", {n % 4 ? 37 : 36, 131}}, {"bias", {n % 4 ? 37 : 36}}};
-      auto seeds = the_coder().seeds(t, 3);
+      auto seeds = the_coder().seeds(t, 4);
       if (!seeds) FAIL(seeds.message());
       int split = 0;
       for (const candidate& c : *seeds) {
         const bool tf32 = c.recipe.count("gemm_precision") > 0;
         split += tf32;
         for (const plan_step& s : c.plan.steps)
-          if (s.kind == "library") CHECK(s.attrs.count("math") == (tf32 ? 1u : 0u));
+          if (s.kind == "library" && s.name == "aten::linear") CHECK(s.attrs.count("math") == (tf32 ? 1u : 0u));
+        bool padded = false;
+        for (const buffer_spec& b : c.plan.scratch)
+          padded = padded || (b.name == "split0_b" && b.shape.at(0) == "round_up(weight.shape[0], 4)");
+        CHECK(padded == (tf32 && n % 4 != 0));
       }
-      CHECK((split > 0) == (n % 4 == 0));
+      CHECK((split > 0) == (n % 4 == 0 || f.pads));
       check_candidates(t, *seeds);
+      if (n % 4 == 0) continue;
+      // Other CPU sizes (the plan is symbolic): N = 1, 3, 5 and 4093; one row.
+      for (auto [m, k, nc] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+               {3, 5, 1}, {2, 7, 3}, {5, 130, 5}, {1, 6, 5}, {3, 9, 4093}}) {
+        INFO(m << " x " << k << " x " << nc);
+        t.sizes["cpu"] = {{"x", {m, k}}, {"weight", {nc, k}}, {"bias", {nc}}};
+        check_candidates(t, *seeds);
+      }
     }
   }
 }

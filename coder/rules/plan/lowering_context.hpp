@@ -219,7 +219,8 @@ struct lowering_context {
   std::set<std::string> written;  // values some step stores
   // Values a library step stores with their rows padded (a 2-d [M, N] stored as
   // [M, pitch], split_tf32.hpp): value → the pitch, a shape expression. Only
-  // elementwise chains read them (chain.cpp indexes them by row and column).
+  // elementwise chains (chain.cpp indexes them by row and column) and reductions over
+  // their rows (row_reduce.cpp's pitched_rows) read them.
   std::map<std::string, std::string> row_pitch;
 
   const graph_value& val(const std::string& id) const { return g.values.at(id); }

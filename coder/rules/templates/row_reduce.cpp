@@ -57,6 +57,26 @@ void normalisation_text(reduce_parts& rp) {
   }
 }
 
+// A 3xTF32 product's result stored with padded rows (lowering_context::row_pitch,
+// split_tf32.hpp) as the reduction's input or read by its prologue: only a reduction
+// over the rows of that 2-d value reads it (split_tf32's output_rows_paddable), which
+// is always the rows form (several rows), whose kernels hold each row in `row`:
+// `reads` then reads the prologue's pitched operands at i + row * (pitch - N), and
+// rp.X is the row's own start.
+status pitched_rows(lowering_context& cx, reduce_parts& rp, chain_reads& reads) {
+  bool pitched = cx.row_pitch.count(rp.r.input) > 0;
+  if (rp.pro)
+    for (auto* n : rp.pro->nodes)
+      for (auto& id : n->inputs) pitched = pitched || cx.row_pitch.count(id) > 0;
+  if (!pitched) return {};
+  if (rp.in->shape.size() != 2 || rp.r.first != 1 || rp.r.last != 2 || rp.outer_n < 2 || rp.r.groups > 0 ||
+      rp.r.batch_stats)
+    return error{"aten::" + rp.r.op + ": reads a product stored with padded rows, but not by its rows"};
+  rp.pitched_rows = true;
+  reads.pitched_row = "row";
+  return {};
+}
+
 }  // namespace
 
 result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_only, const kernel_params* start) {
@@ -114,10 +134,15 @@ result<reduce_parts> gather_parts(lowering_context& cx, size_t si, bool pass1_on
   if (rp.inner_n != 1) rp.INNER = kp.int64(product(rp.inner));
   const reduce_stage& red = st.as_kind<reduce_stage>();
   rp.pro = red.prologue >= 0 ? &cx.stages[red.prologue] : nullptr;
+  chain_reads pro_reads;
+  if (auto s = pitched_rows(cx, rp, pro_reads); !s) return error{s.message()};
   if (rp.pro) {
-    if (auto s = chain_code(cx, *rp.pro, "i", kp, rp.load_code, rp.var, ""); !s) return error{s.message()};
+    if (auto s = chain_code(cx, *rp.pro, "i", kp, rp.load_code, rp.var, "", pro_reads); !s) return error{s.message()};
   }
   if (!rp.pro) rp.X = kp.tensor_in(cx.tensor_of.at(r.input));
+  // Padded rows: the row's start, row * pitch (the loads' index is row * C + c).
+  if (!rp.pro && rp.pitched_rows)
+    rp.X = "(" + rp.X + " + row * (" + kp.int64(cx.row_pitch.at(r.input)) + " - " + rp.C + "))";
   if (pass1_only) {
     rp.a = acc_of(r);
     rp.name = kernel_name(si, r.op);
@@ -577,6 +602,7 @@ status rewrite_chain(lowering_context& cx, reduce_parts& rp, const stage& chain,
                      chain_reads& used) {
   chain_reads reads;
   reads.index_names = names;
+  if (rp.pitched_rows) reads.pitched_row = "row";
   std::string again;
   std::map<std::string, std::string> var_again = var0;
   const size_t params = rp.kp.decls.size();

@@ -60,6 +60,11 @@ struct reduce_parts {
   std::map<std::string, std::string> var;
   chain_reads pro_reads;  // how load_code indexes its operands (index_prologue_by_*)
   std::string X;
+  // The input, or a value its prologue reads, is a product stored with padded rows
+  // (lowering_context::row_pitch): read by the row the rows form's kernels hold (X the
+  // row's start shifted by row * (pitch - C), the prologue through
+  // chain_reads::pitched_row).
+  bool pitched_rows = false;
   std::string W, Bi;      // the norm's weight and bias parameters, or empty
   std::string CH;         // instance_norm: the channels (a row's channel is row % CH)
   std::string G, CG, SP;  // group_norm: groups, channels a group, a channel's spatial size

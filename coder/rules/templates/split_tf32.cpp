@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "coder/rules/plan/op_specs.hpp"
 #include "coder/rules/plan/op_table.hpp"
 #include "coder/rules/text/device_helpers.hpp"
 #include "coder/rules/text/kernel_text.hpp"
@@ -261,9 +262,28 @@ status emit_padded_bias(lowering_context& cx, size_t si, const std::string& n_sy
   return {};
 }
 
+// Whether reduction stage `st` reads its input (`in`, or the input its prologue
+// computes) by rows of the 2-d value: over its last dim, several rows (row_reduce's
+// rows form, whose kernels hold the row: row_reduce.cpp's pitched_rows).
+bool reduces_rows(const lowering_context& cx, const stage& st) {
+  auto spec = read_reduction(cx, *st.nodes[0], base_kind(st.nodes[0]->kind));
+  if (!spec || !cx.shapes.count(spec->input)) return false;
+  const std::vector<int64_t>& in = cx.shapes.at(spec->input).shape;
+  return in.size() == 2 && in[0] > 1 && spec->first == 1 && spec->last == 2 && spec->groups == 0 && !spec->batch_stats;
+}
+
+// The reduction stage whose prologue is stage `pj`, or -1.
+int reduction_of_prologue(const lowering_context& cx, int pj) {
+  for (size_t i = 0; i < cx.stages.size(); ++i)
+    if (const auto* red = cx.stages[i].get<reduce_stage>(); red && red->prologue == pj) return static_cast<int>(i);
+  return -1;
+}
+
 // Whether the product's result may be stored with padded rows: a 2-d value that only
-// elementwise kernels read (they index it by row and column, chain.cpp), not an
-// output of the plan, sharing its tensor with no other value.
+// elementwise kernels read (they index it by row and column, chain.cpp) or reductions
+// over its rows (directly or through their prologue: they read each row at
+// row * pitch, row_reduce.cpp), not an output of the plan, sharing its tensor with no
+// other value.
 bool output_rows_paddable(const lowering_context& cx, const std::string& v) {
   if (!cx.shapes.count(v) || cx.shapes.at(v).shape.size() != 2 || !cx.tensor_of.count(v)) return false;
   for (const std::string& o : cx.outputs)
@@ -272,9 +292,18 @@ bool output_rows_paddable(const lowering_context& cx, const std::string& v) {
   if (it == cx.consumers.end() || it->second.empty()) return false;
   for (int sj : it->second) {
     const stage& st = cx.stages.at(static_cast<size_t>(sj));
+    if (st.is<reduce_stage>()) {
+      // Its input itself (a prologue reads it through the elementwise stage).
+      if (st.nodes[0]->inputs.at(0) != v || !reduces_rows(cx, st)) return false;
+      continue;
+    }
     if (!st.is<elementwise_stage>()) return false;
     const auto& ew = st.as_kind<elementwise_stage>();
-    if (ew.fused_away || ew.is_epilogue || !ew.permuted.empty() || ew.iter.shape != cx.shapes.at(v).shape) return false;
+    if (ew.is_epilogue || !ew.permuted.empty() || ew.iter.shape != cx.shapes.at(v).shape) return false;
+    if (ew.fused_away) {
+      const int ri = reduction_of_prologue(cx, sj);
+      if (ri < 0 || !reduces_rows(cx, cx.stages.at(static_cast<size_t>(ri)))) return false;
+    }
   }
   int same = 0;
   for (const auto& [id, t] : cx.tensor_of) same += t == cx.tensor_of.at(v);
@@ -324,15 +353,19 @@ split_tf32_layout choose_split_tf32(const lowering_context& cx, const graph_node
   lay.b_transposed = !lay.b_is_weight && N % kAlign != 0 && B.shape.size() == 2 && op != "aten::bmm" && unit_addmm;
   const bool b_aligned = lay.b_is_weight || lay.b_transposed || N % kAlign == 0;
   // linear (or a product run as one) at N not a multiple of 4: the output's leading
-  // dim. Where only elementwise kernels read the result, B's rows are padded to
-  // round_up(N, 4) (zeros; the bias too) and the result stored [M, round_up(N, 4)],
-  // read by row and column: the product's stores aligned as well.
+  // dim. Where only elementwise kernels or reductions over its rows read the result,
+  // B's rows are padded to round_up(N, 4) (zeros; the bias too) and the result stored
+  // [M, round_up(N, 4)], read by row and column: the product's stores aligned as well.
   if ((lay.b_is_weight || lay.b_transposed) && N % kAlign != 0 && output_rows_paddable(cx, n.outputs.at(0))) {
     const size_t bias_arg = op == "aten::addmm" ? 0 : 2;
     const bool has_bias = op == "aten::addmm" || (op == "aten::linear" && call.tensors == 3);
     lay.pad_n = !has_bias ||
                 (cx.shapes.count(n.inputs.at(bias_arg)) &&
                  cx.shapes.at(n.inputs.at(bias_arg)).shape == std::vector<int64_t>{B.shape[lay.b_is_weight ? 0 : 1]});
+    // linear's weight with padded rows is written by the padded split (float4 stores
+    // along each third): its thirds must be a multiple of 4 at every size the plan
+    // runs at, not only the task's (K is symbolic), and A's as long as B's.
+    if (lay.pad_n && lay.b_is_weight) lay.pad_k = true;
   }
   // N not a multiple of 4 and the output's rows not padded (a reduction, a plan's
   // output or a view reads them as [M, N]): the TF32 product's stores are unaligned

@@ -29,9 +29,14 @@
 //   becomes aten::linear (addmm's input its bias); otherwise (bmm, a batched B, other
 //   beta or alpha) the product is not split (FP32's SGEMM reads B unaligned too, at a
 //   third of the work). The output's leading dim is N too: where the product runs as
-//   linear and only elementwise kernels read its 2-d result, B's rows and the bias
-//   are padded to round_up(N, 4) and the result stored [M, round_up(N, 4)]
-//   (lowering_context::row_pitch; the kernels index it by row and column); otherwise
+//   linear and only elementwise kernels or reductions over its rows (softmax,
+//   log_softmax, logsumexp, a layer norm, a sum over the last dim; directly or through
+//   their prologue) read its 2-d result, not an output of the plan, B's rows and the
+//   bias are padded to round_up(N, 4) and the result stored [M, round_up(N, 4)]
+//   (lowering_context::row_pitch; elementwise kernels index it by row and column, a
+//   reduction's kernels read row r from r * pitch: row_reduce.cpp's pitched_rows);
+//   every output of the plan stays [M, N]; otherwise (a reduction over M, a batch
+//   norm, the product returned or viewed)
 //   (N odd, the rows not padded) the product is not split: its stores would be
 //   unaligned, and three unaligned TF32 products lose to FP32's SGEMM
 //   (bench/probes/tf32_odd_probe.py, H100, 1023 x 8191 x 8191: 3 x 1.03 ms against
@@ -61,12 +66,16 @@ struct split_tf32_layout {
   bool apply = false;
   size_t a_arg = 0, b_arg = 1;  // indices into the step's args
   bool b_is_weight = false;     // linear: the second operand is [N, K] (split along its last dim)
-  bool pad_k = false;           // K (at the task's shapes) not a multiple of kAlign: each third padded
+  // K (at the task's shapes) not a multiple of kAlign, or pad_n with linear's weight
+  // (the padded split's float4 stores need thirds of a multiple of 4 at any size):
+  // each third padded.
+  bool pad_k = false;
   // B a matrix [K, N] with N (at the task's shapes) not a multiple of kAlign: split
   // transposed as linear's weight [N, 3K], the step run as linear.
   bool b_transposed = false;
   // N (at the task's shapes) not a multiple of kAlign, the product linear's and its
-  // result read by elementwise kernels only: B's rows (and the bias) padded to
+  // result read by elementwise kernels or reductions over its rows only: B's rows (and
+  // the bias) padded to
   // round_up(N, 4) with zeros, the result stored [M, round_up(N, 4)]
   // (lowering_context::row_pitch).
   bool pad_n = false;

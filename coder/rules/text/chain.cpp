@@ -152,12 +152,17 @@ struct chain_writer {
       std::string name = "x" + tag + std::to_string(var.size());
       std::string idx =
           access(cx.shapes.at(id), st.as_kind<elementwise_stage>().iter, i, kp, reads.split, reads.index_names);
-      // Stored with padded rows ([M, pitch], 2-d): by row and column; a flat index
-      // pays a division (only where no split applies).
+      // Stored with padded rows ([M, pitch], 2-d): by row and column, or by the row a
+      // reduction's kernel holds; a flat index pays a division (only where neither
+      // applies).
       if (auto pit = cx.row_pitch.find(id); pit != cx.row_pitch.end() && idx == i) {
         const std::string pitch = kp.int64(pit->second), cols = kp.int64(cx.shapes.at(id).sym.back());
-        idx = reads.split == 1 && i == "i" ? "row * " + pitch + " + c"
-                                           : "(" + i + ") / " + cols + " * " + pitch + " + (" + i + ") % " + cols;
+        if (reads.split == 1 && i == "i")
+          idx = "row * " + pitch + " + c";
+        else if (!reads.pitched_row.empty())
+          idx = "(" + i + ") + " + reads.pitched_row + " * (" + pitch + " - " + cols + ")";
+        else
+          idx = "(" + i + ") / " + cols + " * " + pitch + " + (" + i + ") % " + cols;
       }
       const auto held = idx == i ? reads.held_reads.find(p) : reads.held_reads.end();
       const bool is_held = held != reads.held_reads.end();

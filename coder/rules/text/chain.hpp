@@ -13,8 +13,9 @@
 //   it is not broadcast; in split mode (rows x columns) it reads `row` or `c` instead
 //   of the flat index;
 // - a value stored with padded rows (lowering_context::row_pitch, a 2-d product's
-//   result) is read at `row * pitch + c` when the chain is split at its last dim,
-//   else at (i / N) * pitch + i % N;
+//   result) is read at `row * pitch + c` when the chain is split at its last dim, at
+//   i + row * (pitch - N) where the kernel holds the row (chain_reads::pitched_row: a
+//   reduction's rows), else at (i / N) * pitch + i % N;
 // - a read that chain_reads::held_reads names is written as the name it gives, in
 //   place of the load (with or without a cache hint) it would have been.
 
@@ -45,6 +46,10 @@ struct chain_reads {
   // each with the text that holds it (a row cache's rc_in0[k]): the read is written
   // as that text instead of a load (row_cache.cpp, middle_reduce.cpp).
   std::map<std::string, std::string> held_reads = {};
+  // Reductions over the last dim of a 2-d value (row_reduce.hpp's rows): the variable
+  // that holds the row of flat index i = row * N + column. A value stored with padded
+  // rows is then read at i + row * (pitch - N), without a division.
+  std::string pitched_row = "";
 };
 
 // The runs [a, b) of dims of `iter` along which tensor shape `in` (aligned to the
