@@ -23,7 +23,11 @@
 //   tensors the passes read, before any text is written;
 // - merges are deterministic (no atomics): the same input gives the same bits;
 // - every element of a row is read (and stored, for a normalisation or an epilogue)
-//   exactly as without the cache, whatever the row's length.
+//   exactly as without the cache, whatever the row's length;
+// - a 3xTF32 product stored with padded rows (lowering_context::row_pitch), as the
+//   input or an operand of the prologue, is read by the rows form alone, each row from
+//   row * pitch (reduce_parts::pitched_rows); another form refuses it with an error.
+//   What the reduction stores is unpadded.
 
 #include <cstdint>
 #include <map>
