@@ -6,10 +6,11 @@
 // or the same move from the kernel both stand on. Without this board each reviewed it
 // on the GPU, and both then planned the same move from it: on an H100, 16 KernelBench
 // GEMMs at odd sizes, 2 seeds x 1 round, had 11 of their 76 reviews of a kernel the task
-// had reviewed already (76_Gemm_Add_ReLU: 6 reviews, 3 kernels). With it, a kernel is reviewed once per task: a line that reaches a kernel
-// another line has reviewed takes that verdict, one that reaches it while another line
-// reviews it waits for the verdict, and a move that gives back a kernel another line
-// is reviewing is skipped for the line's next ranked move (seed_line.cpp).
+// had reviewed already (76_Gemm_Add_ReLU: 6 reviews, 3 kernels). With it, a kernel is
+// reviewed once per task: a line that reaches a kernel another line has reviewed takes
+// that verdict, one that reaches it while another line reviews it waits for the
+// verdict, and a move that gives back a kernel another line is reviewing is skipped
+// for the line's next ranked move (seed_line.cpp).
 //
 // Promises:
 // - claim() hands each kernel to one line at a time: the first caller reviews it; the
