@@ -474,36 +474,32 @@ review_result seed_line::review_kernel(candidate& c, const std::string& method, 
   c.round = tally_.round;
   if (c.id.empty()) c.id = candidate_id(c);
   store_kernel(c);
-  review_result r;
+  // A verdict the task has already: seen on this line (a method that gave back the
+  // same code), or, with short-term memory, another line's (review_board.hpp), waited
+  // for while that line reviews it.
+  review_board::claim_result shared;
   if (auto it = reviewed_.find(c.id); it != reviewed_.end()) {
-    // Seen before on this line (a method that gave back the same code): the verdict
-    // stands, but the attempt is still recorded, so the planner learns from it. No
-    // review ran, so its entry shows no review time.
-    r = it->second;
-    review_result again = r;
+    shared.verdict = it->second;
+  } else if (o_.use_short_term_memory) {
+    shared = ctx_->reviews->claim(c.id, review_bound(), [this] { return cancelled() || ctx_->stopping->load(); });
+    if (shared.verdict) {
+      shared.verdict->candidate_id = c.id;
+      reviewed_[c.id] = *shared.verdict;
+    }
+  }
+  if (shared.verdict) {
+    // The verdict stands, but the attempt is still recorded, so the planner learns from
+    // it. No review ran, so its entry shows no review time.
+    review_result again = *shared.verdict;
     again.phases = {};
     rec_.reviewed(c, again, method, bottleneck);
-  } else {
-    // With short-term memory, a kernel another line of the task has reviewed is not
-    // reviewed again (review_board.hpp): its verdict, as for a kernel seen on this line.
-    review_board::claim_result shared;
-    if (o_.use_short_term_memory)
-      shared = ctx_->reviews->claim(c.id, review_bound(), [this] { return cancelled() || ctx_->stopping->load(); });
-    if (shared.verdict) {
-      r = *shared.verdict;
-      r.candidate_id = c.id;
-      reviewed_[c.id] = r;
-      review_result again = r;
-      again.phases = {};
-      rec_.reviewed(c, again, method, bottleneck);
-      return r;
-    }
-    review_claim claim(shared.mine ? ctx_->reviews.get() : nullptr, c.id);
-    r = run_review(c);
-    if (judged(r)) reviewed_[c.id] = r;
-    claim.publish(r);
-    rec_.reviewed(c, r, method, bottleneck);
+    return *shared.verdict;
   }
+  review_claim claim(shared.mine ? ctx_->reviews.get() : nullptr, c.id);
+  review_result r = run_review(c);
+  if (judged(r)) reviewed_[c.id] = r;
+  claim.publish(r);
+  rec_.reviewed(c, r, method, bottleneck);
   return r;
 }
 
