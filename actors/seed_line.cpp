@@ -112,6 +112,7 @@ class seed_line {
   }
   state accept(line_state& s);
   bool back_to_best(line_state& s, const std::string& why);
+  std::optional<std::string> seen_elsewhere(const std::vector<trajectory_entry>& hist, const std::string& id) const;
   void record_experience(const line_state& s, const review_result& r, const code_features* f);
   review_result review_kernel(candidate& c, const std::string& method, const std::string& bottleneck);
   review_result run_review(const candidate& c);
@@ -362,6 +363,20 @@ state seed_line::plan(line_state& s) {
   return state::optimize;
 }
 
+// Why a move's kernel adds nothing, if it does not: a kernel the task has reviewed
+// already (an inverse of an earlier move: a block size halved, then doubled; the
+// short-term memory knows its verdict), or one another line of the task is reviewing
+// now (the same move from the kernel both lines stand on: that line's verdict will be
+// the task's). Either way the next ranked move is tried instead of the same measurement.
+std::optional<std::string> seed_line::seen_elsewhere(const std::vector<trajectory_entry>& hist,
+                                                     const std::string& id) const {
+  if (auto seen = reviewed_in(hist, id))
+    return "it gives back " + short_id(id) + ", a kernel the task reviewed before (seq " + std::to_string(*seen) + ")";
+  if (o_.use_short_term_memory && ctx_->reviews->known(id))
+    return "it gives back " + short_id(id) + ", a kernel another line of the task is reviewing";
+  return std::nullopt;
+}
+
 // The plan's methods in rank order, at most methods_per_round, until one applies.
 state seed_line::optimize(line_state& s) {
   std::optional<candidate> next;
@@ -383,23 +398,9 @@ state seed_line::optimize(line_state& s) {
       ++failed;
       continue;
     }
-    // A move back to a kernel the task has reviewed already (an inverse of an earlier
-    // move: a block size halved, then doubled) adds nothing: the short-term memory
-    // knows its verdict, and the next ranked move is tried instead.
     if (c->id.empty()) c->id = candidate_id(*c);
-    if (auto seen = reviewed_in(hist, c->id)) {
-      rec_.not_applied(s.cur, p.chosen,
-                       "it gives back " + short_id(c->id) + ", a kernel the task reviewed before (seq " +
-                           std::to_string(*seen) + ")");
-      tried += (tried.empty() ? "" : ", ") + p.chosen;
-      continue;
-    }
-    // Likewise a kernel another line is reviewing now (the same move from the kernel
-    // both lines stand on): that line's verdict will be the task's, and this line tries
-    // its next move instead of the same measurement.
-    if (o_.use_short_term_memory && ctx_->reviews->known(c->id)) {
-      rec_.not_applied(s.cur, p.chosen,
-                       "it gives back " + short_id(c->id) + ", a kernel another line of the task is reviewing");
+    if (auto why = seen_elsewhere(hist, c->id)) {
+      rec_.not_applied(s.cur, p.chosen, *why);
       tried += (tried.empty() ? "" : ", ") + p.chosen;
       continue;
     }
