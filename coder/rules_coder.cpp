@@ -13,6 +13,7 @@
 #include "base/content_hash.hpp"
 #include "base/private_dir.hpp"
 #include "base/strings.hpp"
+#include "coder/rules/plan/op_specs.hpp"
 #include "coder/space_moves.hpp"
 #include "model/candidate_id.hpp"
 #include "task/task_files.hpp"
@@ -201,15 +202,8 @@ lowering_params rules_coder::plainest_params() {
 // the fewest seen to fail.
 bool rules_coder::deep_normalisation_chain(const task_graph& g) {
   int norms = 0;
-  for (const graph_node& n : g.nodes) {
-    bool batch_statistics = n.kind == "aten::group_norm";
-    if ((n.kind == "aten::batch_norm" || n.kind == "aten::instance_norm") && n.inputs.size() > 5) {
-      // batch_norm's `training`, instance_norm's `use_input_stats`
-      const graph_value* flag = g.value(n.inputs[5]);
-      batch_statistics = flag && !flag->numbers.empty() && flag->numbers.front() != 0;
-    }
-    if (batch_statistics && ++norms >= kDeepNormalisations) return true;
-  }
+  for (const graph_node& n : g.nodes)
+    if (rules::on_batch_statistics(g, n) && ++norms >= kDeepNormalisations) return true;
   return false;
 }
 

@@ -1072,6 +1072,18 @@ TEST_CASE("rules coder: a deep chain of batch-statistics normalisations seeds AT
     if (!s) FAIL(s.message());
     CHECK(s->front().recipe.count("library_reductions") == 0);
   }
+  // instance_norm on its input's statistics counts as well (the rule the templates
+  // read, op_specs.hpp's on_batch_statistics), and group_norm always does.
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> affine = {
+      {"x", {4, 8, 5, 5}}, {"w", {8}}, {"b", {8}}};
+  const task_spec mixed = sized_task(
+      "in_gn_chain", "x, w, b",
+      "torch.relu(torch.instance_norm(torch.group_norm(torch.instance_norm(x, w, b, None, None, True, 0.1, 1e-5, "
+      "False), 2, w, b, 1e-5, False), w, b, None, None, True, 0.1, 1e-5, False))",
+      affine, affine);
+  auto m = the_coder().seeds(mixed, 1);
+  if (!m) FAIL(m.message());
+  CHECK(m->front().recipe.count("library_reductions") == 1);
 }
 
 // Issue 17, item 4: every (template, method) pair the decision policy can produce for

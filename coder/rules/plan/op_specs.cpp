@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "coder/rules/plan/expr_text.hpp"
+
 namespace ks::rules {
 
 int64_t normalize_dim(int64_t d, size_t rank) { return d < 0 ? d + static_cast<int64_t>(rank) : d; }
@@ -12,9 +14,6 @@ namespace {
 // over (batch, group) rows, instance_norm and batch_norm over (batch, channel) rows.
 status read_norm(const lowering_context& cx, const graph_node& n, const std::string& kind, const std::string& k,
                  size_t rank, reduction_spec& r) {
-  auto flag = [&](size_t i) {
-    return i < n.inputs.size() && !cx.val(n.inputs[i]).numbers.empty() && cx.val(n.inputs[i]).numbers[0] != 0;
-  };
   const graph_value& x = cx.val(r.input);
   if (k == "layer_norm") {
     r.op = k;
@@ -41,8 +40,8 @@ status read_norm(const lowering_context& cx, const graph_node& n, const std::str
     r.op = k;
     if (rank < 3)
       return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
-    // On running statistics (eval mode, tracked) it is an elementwise affine map.
-    if (!flag(5)) return error{kind + " on running statistics is not supported by the rules coder"};
+    if (!on_batch_statistics(cx.g, n))
+      return error{kind + " on running statistics is not supported by the rules coder"};
     if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
     if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
     r.eps = cx.val(n.inputs[7]).numbers.at(0);
@@ -57,7 +56,7 @@ status read_norm(const lowering_context& cx, const graph_node& n, const std::str
     r.op = k;
     if (rank < 3)
       return error{kind + " of a tensor of rank " + std::to_string(rank) + " is not supported by the rules coder"};
-    if (!flag(5) && !cx.val(n.inputs[3]).is_none())
+    if (!on_batch_statistics(cx.g, n))
       return error{kind + " on running statistics is not supported by the rules coder"};
     if (!cx.val(n.inputs[1]).is_none()) r.weight = n.inputs[1];
     if (!cx.val(n.inputs[2]).is_none()) r.bias = n.inputs[2];
@@ -71,6 +70,18 @@ status read_norm(const lowering_context& cx, const graph_node& n, const std::str
 }
 
 }  // namespace
+
+bool on_batch_statistics(const task_graph& g, const graph_node& n) {
+  const std::string k = base_kind(n.kind);
+  if (k == "aten::group_norm") return true;
+  if ((k != "aten::batch_norm" && k != "aten::instance_norm") || n.inputs.size() <= 5) return false;
+  // batch_norm's `training`, instance_norm's `use_input_stats`
+  const graph_value* flag = g.value(n.inputs[5]);
+  if (flag && !flag->numbers.empty() && flag->numbers.front() != 0) return true;
+  // batch_norm without running statistics uses the batch's whatever `training` says
+  const graph_value* running_mean = g.value(n.inputs[3]);
+  return k == "aten::batch_norm" && running_mean && running_mean->is_none();
+}
 
 result<reduction_spec> read_reduction(const lowering_context& cx, const graph_node& n, const std::string& kind) {
   reduction_spec r;

@@ -70,6 +70,14 @@ struct pool_spec {
   double divisor = 0;  // divisor_override, 0 = none
 };
 
+// Whether normalisation `n` (aten::group_norm, instance_norm, batch_norm, in place or
+// not) normalises by its input's own statistics: group_norm always, instance_norm with
+// use_input_stats, batch_norm in training mode (as KernelBench runs it) or without
+// running statistics. False for every other node. The rules coder's templates take
+// only these (on running statistics a norm is an elementwise affine map), and a chain
+// of them is what rules_coder::deep_normalisation_chain counts.
+bool on_batch_statistics(const task_graph& g, const graph_node& n);
+
 // The reduction `n` (of op `kind`, without its in-place underscore) computes; an
 // error names what the template does not take (non-adjacent dims, max's indices
 // used, a norm of another order).
