@@ -201,11 +201,24 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def provenance(shown):
+    """commit, device and date: (the keys that differ between rows, each a table column;
+    the (key, value) pairs they agree on, named once in the summary line)."""
+    varying = [k for k in ("commit", "device", "date") if len({r[k] for r in shown}) > 1]
+    return varying, [(k, shown[0][k]) for k in ("commit", "device", "date") if k not in varying]
+
+
+def summary_tail(shown, common):
+    """The summary line's end: what the rows agree on, and which runs they come from."""
+    tail = "; " + ", ".join(f"{k} {v}" for k, v in common) if common else ""
+    runs = {r["run"] for r in shown}
+    return tail + (f"; the latest rows of {len(runs)} runs combined" if len(runs) > 1 else f"; run: {runs.pop()}")
+
+
 def render_status(rows):
     """A lowering-status suite's summary line and its table (each a list of Markdown lines)."""
     shown = sorted(latest(rows), key=order)
-    varying = [k for k in ("commit", "device", "date") if len({r[k] for r in shown}) > 1]
-    common = [(k, shown[0][k]) for k in ("commit", "device", "date") if k not in varying]
+    varying, common = provenance(shown)
     head = ["level", "problem", "imported", "lowered", "seconds", "peak MiB", "why not"] + varying
     out = ["| " + " | ".join(head) + " |",
            "| " + " | ".join(["---:", "---", "---", "---", "---:", "---:", "---"] + ["---"] * len(varying)) + " |"]
@@ -224,11 +237,7 @@ def render_status(rows):
             return (f"level {lv}: {len(rs)}, {sum(r['imported'] == 'yes' for r in rs)}, "
                     f"{sum(r['lowered'] == 'yes' for r in rs)}")
         line += " (" + "; ".join(counts(lv) for lv in levels) + ")"
-    if common:
-        line += "; " + ", ".join(f"{k} {v}" for k, v in common)
-    runs = {r["run"] for r in shown}
-    line += f"; the latest rows of {len(runs)} runs combined" if len(runs) > 1 else f"; run: {runs.pop()}"
-    return [line + "."], out
+    return [line + summary_tail(shown, common) + "."], out
 
 
 def level_metrics(rows):
@@ -295,9 +304,7 @@ def render(suite, rows):
     shown = sorted(latest(rows), key=order)
     levels = any(r["level"] for r in shown)
     head_table = render_levels(shown) + [""] if levels and all(r["level"] for r in shown) else []
-    # commit, device and date: a column where the rows differ, named once where they agree.
-    varying = [k for k in ("commit", "device", "date") if len({r[k] for r in shown}) > 1]
-    common = [(k, shown[0][k]) for k in ("commit", "device", "date") if k not in varying]
+    varying, common = provenance(shown)
     head = (["level"] if levels else []) + ["problem", "eager ms", "compile ms", "ours ms", "over eager",
                                             "over compile", "correct"] + varying
     align = (["---:"] if levels else []) + ["---", "---:", "---:", "---:", "---:", "---:", "---"] + \
@@ -320,14 +327,7 @@ def render(suite, rows):
         line += f"; ours over eager {geomean(te):.3f}x in geometric mean over the {len(te)} correct and timed"
     if tc:
         line += f", over torch.compile {geomean(tc):.3f}x over {len(tc)}"
-    if common:
-        line += "; " + ", ".join(f"{k} {v}" for k, v in common)
-    runs = {r["run"] for r in shown}
-    if len(runs) > 1:
-        line += f"; the latest rows of {len(runs)} runs combined"
-    else:
-        line += f"; run: {runs.pop()}"
-    return head_table + [line + "."], out
+    return head_table + [line + summary_tail(shown, common) + "."], out
 
 
 def detail_page(suite, summary, table):
