@@ -5,6 +5,7 @@
 // reviewer_trials.cpp.
 #include "gpu/reviewer.hpp"
 
+#include "gpu/device_memory.hpp"
 #include "gpu/reviewer_impl.hpp"
 
 namespace ks {
@@ -525,6 +526,11 @@ review_result reviewer::impl::review(const review_request& req) {
     // A failed review reports no speedup.
     r.speedup = 0;
   }
+  // What the review allocated and freed (candidate outputs, scratch, the reference's
+  // intermediates) goes back to the driver: other processes share the GPU (the bench's
+  // torch.compile warm-ups beside the run), and the next task's tensors have other
+  // sizes anyway. The trial cache's tensors are alive and stay.
+  if (!lost) release_cached_device_memory();
   r.phases = phases;
   return r;
 }

@@ -26,6 +26,7 @@
 
 #include "base/content_hash.hpp"
 #include "gpu/cuda_driver.hpp"
+#include "gpu/device_memory.hpp"
 #include "gpu/kernel_args.hpp"
 #include "gpu/library_ops.hpp"
 #include "gpu/output_check.hpp"
@@ -1071,6 +1072,17 @@ TEST_CASE("gpu: a launch-bound plan is timed as one CUDA graph replay", "[review
   CHECK_FALSE(has_flag(large, "cuda_graph"));
   CHECK_FALSE(has_flag(large, "cuda_graph_refused"));
   CHECK_THAT(large.message, !Contains("CUDA graph"));
+}
+
+// What a review freed goes back to the driver (gpu/device_memory.hpp): the relu chain
+// at [4096, 4099] frees ten 67 MB buffers a trial into LibTorch's allocator, which
+// would keep them; after the review no more than a few of the allocator's pages are
+// reserved beyond the tensors alive (the trial cache's).
+TEST_CASE("gpu: a review gives the device memory it freed back to the driver", "[reviewer][gpu][memory]") {
+  REQUIRE_GPU(rev);
+  auto r = review_of(*rev, relu_task_of("[4096, 4099]"), read_text(kExamples + "relu.cu"), relu_chain_plan());
+  CHECK(r.status == review_status::ok);
+  CHECK(cached_device_bytes() < (uint64_t{64} << 20));
 }
 
 // The rules coder's first seeds of the suite's long-row tasks (tests/golden/lower, what
