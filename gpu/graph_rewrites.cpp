@@ -13,6 +13,7 @@
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/loop_unrolling.h>
 #include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
 
 namespace ks::graph_rewrites {
 
@@ -429,6 +430,23 @@ bool drop_same_copies(torch::jit::Graph& graph, const std::set<torch::jit::Node*
   return !same.empty();
 }
 
+// A traced size's arithmetic written in place on a 0-dim integer tensor (einops'
+// rearrange multiplies the traced lengths of "(c l)" with mul_: level 3's
+// 48_Mamba2ReturnY) as the out-of-place op, where alias analysis proves that the
+// same: constant propagation then folds it, and the size it gives (aten::Int) becomes a
+// constant of the list that reads it. Returns whether anything changed.
+bool functional_size_arithmetic(std::shared_ptr<torch::jit::Graph>& g, const shape_of& lookup,
+                                const dtype_map& dtypes) {
+  return torch::jit::RemoveTensorMutation(g, [&](torch::jit::Node* n) {
+    if (n->inputs().empty()) return false;
+    torch::jit::Value* self = n->inputs()[0];
+    const std::vector<int64_t>* shape = lookup(self);
+    auto dtype = dtypes.find(self->unique());
+    return shape && shape->empty() && dtype != dtypes.end() &&
+           c10::isIntegralType(dtype->second, /*includeBool=*/false);
+  });
+}
+
 // What the folds made constant, propagated: branches on constants folded, constant
 // loops unrolled, dead code gone. A tuple a folded branch returned
 // (nn.MultiheadAttention's (output, weights)), now built and taken apart at the top
@@ -468,6 +486,7 @@ void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map&
     changed = fold_known_values(graph, lookup, dtypes) || changed;
     changed = unpack_known_lists(graph, lookup) || changed;
     changed = drop_same_copies(graph, copies, lookup, dtypes) || changed;
+    changed = functional_size_arithmetic(g, lookup, dtypes) || changed;
     changed = propagate_constants(g) || changed;
     if (!changed) break;
   }

@@ -47,7 +47,8 @@ bool has_computed_lists(torch::jit::Graph& graph);
 bool has_control_flow(torch::jit::Graph& graph);
 
 // Specialises the graph to the task's `shapes` and `dtypes` (its layout, device and
-// shape queries folded to constants, loops unrolled, pieces unpacked as slices), in
+// shape queries folded to constants, loops unrolled, pieces unpacked as slices, a
+// size's arithmetic on 0-dim integer tensors made out of place so that it folds), in
 // rounds while a round changes it, at most four. `copies` are functional_copies'.
 void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes, const dtype_map& dtypes,
                           const std::set<torch::jit::Node*>& copies = {});
