@@ -1839,9 +1839,9 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
 
 // Float32 products bound by arithmetic run split-precision (3xTF32): two kernels write
 // each operand as TF32 big and small parts three times along K, and one library
-// product over 3K with TF32 allowed sums big*big + big*small + small*big. On the CPU the
+// product over 3K with TF32 allowed sums big*small + small*big + big*big. On the CPU the
 // product is FP32's, so the outputs match at the task's tolerance only if the parts and
-// their order are right (the second operand as [big | big | small] gives ~2x).
+// their order are right (the second operand as [big | small | big] gives ~2x).
 TEST_CASE("emulated: split-precision products (3xTF32) match the reference", "[rules][emulated][split_tf32]") {
   for (const char* file : {"bench/suites/ops/linear_gelu.yaml", "bench/suites/ops/addmm_tanh_scale.yaml",
                            "bench/suites/ops/bmm_softmax.yaml", "examples/tasks/matmul_bias_relu.yaml"}) {
@@ -1911,10 +1911,11 @@ TEST_CASE("emulated: the 3xTF32 split is exact to 2^-22 and laid out along K", "
       int64_t r = rows, n = run;
       auto st = (*module)->launch(kernel, {2, 2, 1}, {256, 1, 1}, 0, {&in_ptr, &out_ptr, &r, &n});
       if (!st) FAIL(st.message());
-      at::Tensor big = out.narrow(1, 0, run), mid = out.narrow(1, run, run), last = out.narrow(1, 2 * run, run);
+      // A as [big | small | big], B as [small | big | big]: the cross terms first.
+      at::Tensor first = out.narrow(1, 0, run), mid = out.narrow(1, run, run), big = out.narrow(1, 2 * run, run);
       const bool second = kernel == split_b;
-      at::Tensor small = second ? mid : last;
-      CHECK(at::equal(second ? last : mid, big));
+      at::Tensor small = second ? first : mid;
+      CHECK(at::equal(second ? mid : first, big));
       at::Tensor bits = big.contiguous().view(at::kInt);
       CHECK(at::equal(bits.bitwise_and(0x1fff), at::zeros_like(bits)));
       at::Tensor finite = x.isfinite();
@@ -2067,7 +2068,7 @@ TEST_CASE("emulated: 3xTF32 products at odd K pad each third to a multiple of 4"
   }
 
   // The split kernels themselves at K = 37 (padded to 40) and 40 (no padding):
-  // [big, 0.. | big, 0.. | small, 0..] and [big, 0.. | small, 0.. | big, 0..], every
+  // [big, 0.. | small, 0.. | big, 0..] and [small, 0.. | big, 0.. | big, 0..], every
   // element of the padded scratch written; B's rows padded from 3 to 4 (zeros).
   const candidate* c = nullptr;
   for (const candidate& s : *seeds)
@@ -2092,9 +2093,9 @@ TEST_CASE("emulated: 3xTF32 products at odd K pad each third to a multiple of 4"
       CHECK_FALSE(all.isnan().any().item<bool>());
       CHECK(at::equal(all.narrow(0, rows, rows_pad - rows), at::zeros({rows_pad - rows, 3 * pad})));
       at::Tensor out = all.narrow(0, 0, rows);
-      at::Tensor big = out.narrow(1, 0, run), mid = out.narrow(1, pad, run), last = out.narrow(1, 2 * pad, run);
-      CHECK(at::equal(second ? last : mid, big));
-      at::Tensor small = second ? mid : last;
+      at::Tensor first = out.narrow(1, 0, run), mid = out.narrow(1, pad, run), big = out.narrow(1, 2 * pad, run);
+      CHECK(at::equal(second ? mid : first, big));
+      at::Tensor small = second ? first : mid;
       CHECK(((x - big - small).abs() <= x.abs() * std::ldexp(1.0, -21)).all().item<bool>());
       for (int64_t third = 0; third < 3; ++third)
         CHECK(at::equal(out.narrow(1, third * pad + run, pad - run), at::zeros({rows, pad - run})));

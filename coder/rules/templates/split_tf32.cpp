@@ -49,9 +49,10 @@ status emit_padded_split(lowering_context& cx, size_t si, const std::string& val
   const std::string ROWSP = rows_pad.empty() ? ROWS : kp.int64(rows_pad);
   const std::string LIVE = rows_pad.empty() ? "t < " + RUN : "r < " + ROWS + " && t < " + RUN;
   const std::string name = kernel_name(si, "split_" + what);
-  const char* order = second ? "big | small | big" : "big | big | small";
-  const char* mid = second ? "small" : "big";
-  const char* last = second ? "big" : "small";
+  const char* order = second ? "small | big | big" : "big | small | big";
+  const char* first_third = second ? "small" : "big";
+  const char* mid = second ? "big" : "small";
+  const char* last = "big";
   std::ostringstream k;
   k << "\n"
     << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? cuda::split_tf32_cuh() : "")
@@ -77,7 +78,7 @@ status emit_padded_split(lowering_context& cx, size_t si, const std::string& val
     << "      big.y = ks_tf32(x.y); small.y = ks_tf32(x.y - big.y);\n"
     << "      big.z = ks_tf32(x.z); small.z = ks_tf32(x.z - big.z);\n"
     << "      big.w = ks_tf32(x.w); small.w = ks_tf32(x.w - big.w);\n"
-    << "      *reinterpret_cast<float4*>(dst + t) = big;\n"
+    << "      *reinterpret_cast<float4*>(dst + t) = " << first_third << ";\n"
     << "      *reinterpret_cast<float4*>(dst + " << PAD << " + t) = " << mid << ";\n"
     << "      *reinterpret_cast<float4*>(dst + 2 * " << PAD << " + t) = " << last << ";\n"
     << "    }\n"
@@ -92,9 +93,9 @@ status emit_padded_split(lowering_context& cx, size_t si, const std::string& val
   return {};
 }
 
-// One operand written three times along its K dim (`dim`), `second`: [big | small | big],
-// else [big | big | small]; the kernel walks the dims before K as rows (blockIdx.y) and
-// the rest as one contiguous run (float4 where it is aligned).
+// One operand written three times along its K dim (`dim`), `second`: [small | big | big],
+// else [big | small | big] (split_tf32.hpp says why the cross terms come first); the kernel walks the dims before K as
+// rows (blockIdx.y) and the rest as one contiguous run (float4 where it is aligned).
 status emit_split_operand(lowering_context& cx, size_t si, const std::string& value, size_t dim, bool second, bool pad,
                           plan_step& consumer, size_t arg, const std::string& rows_pad = "") {
   const shaped& s = cx.shapes.at(value);
@@ -121,9 +122,10 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
   const std::string OUT = kp.tensor_out(scratch);
   const std::string ROWS = kp.int64(outer), RUN = kp.int64(inner);
   const std::string name = kernel_name(si, "split_" + what);
-  const char* order = second ? "big | small | big" : "big | big | small";
-  const char* mid = second ? "small" : "big";
-  const char* last = second ? "big" : "small";
+  const char* order = second ? "small | big | big" : "big | small | big";
+  const char* first_third = second ? "small" : "big";
+  const char* mid = second ? "big" : "small";
+  const char* last = "big";
   std::ostringstream k;
   // The element split (cuda/split_tf32.cuh), once per source however many products are split.
   // (The comment written names this header where it was before coder/rules/ had
@@ -150,7 +152,7 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
     << "        big.y = ks_tf32(x.y); small.y = ks_tf32(x.y - big.y);\n"
     << "        big.z = ks_tf32(x.z); small.z = ks_tf32(x.z - big.z);\n"
     << "        big.w = ks_tf32(x.w); small.w = ks_tf32(x.w - big.w);\n"
-    << "        *reinterpret_cast<float4*>(dst + t) = big;\n"
+    << "        *reinterpret_cast<float4*>(dst + t) = " << first_third << ";\n"
     << "        *reinterpret_cast<float4*>(dst + " << RUN << " + t) = " << mid << ";\n"
     << "        *reinterpret_cast<float4*>(dst + 2 * " << RUN << " + t) = " << last << ";\n"
     << "      }\n"
@@ -158,7 +160,7 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
     << "      for (long long t = first; t < " << RUN << "; t += step) {\n"
     << "        const float x = src[t];\n"
     << "        const float big = ks_tf32(x), small = ks_tf32(x - big);\n"
-    << "        dst[t] = big;\n"
+    << "        dst[t] = " << first_third << ";\n"
     << "        dst[" << RUN << " + t] = " << mid << ";\n"
     << "        dst[2 * " << RUN << " + t] = " << last << ";\n"
     << "      }\n"
@@ -176,7 +178,7 @@ status emit_split_operand(lowering_context& cx, size_t si, const std::string& va
 }
 
 // B [K, N] (N not a multiple of 4) split and written transposed, as linear's weight:
-// [N, 3 * KP] as [big | small | big] along K, each third KP long (K, or K rounded up to
+// [N, 3 * KP] as [small | big | big] along K, each third KP long (K, or K rounded up to
 // a multiple of 4), zeros past K. 32 x 32 tiles through shared memory: read along N,
 // written along K, both coalesced.
 status emit_transposed_split(lowering_context& cx, size_t si, const std::string& value, bool pad, plan_step& consumer,
@@ -199,7 +201,7 @@ status emit_transposed_split(lowering_context& cx, size_t si, const std::string&
     << (cx.src.find("#define KS_SPLIT_TF32") == std::string::npos ? cuda::split_tf32_cuh() : "")
     << "// Split-precision operand B of a 3xTF32 product (coder/rules/split_tf32.hpp), [K, N]\n"
     << "// with N not a multiple of 4: x = big + small, both TF32, written transposed as\n"
-    << "// [N, 3 * KP], [big | small | big] along K (each third KP long, zeros past K), so\n"
+    << "// [N, 3 * KP], [small | big | big] along K (each third KP long, zeros past K), so\n"
     << "// that the product (linear) reads both operands 16-byte aligned.\n"
     << "extern \"C\" __global__ void __launch_bounds__(256)\n"
     << name << "(" << join(kp.decls, ", ") << ") {\n"
@@ -218,8 +220,8 @@ status emit_transposed_split(lowering_context& cx, size_t si, const std::string&
     << "        const float x = tile[tx][j];\n"
     << "        const float big = ks_tf32(x), small = ks_tf32(x - big);\n"
     << "        float* dst = " << OUT << " + n * 3 * " << KP << ";\n"
-    << "        dst[kk] = big;\n"
-    << "        dst[" << KP << " + kk] = small;\n"
+    << "        dst[kk] = small;\n"
+    << "        dst[" << KP << " + kk] = big;\n"
     << "        dst[2 * " << KP << " + kk] = big;\n"
     << "      }\n"
     << "    }\n"

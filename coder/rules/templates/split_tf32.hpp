@@ -5,12 +5,20 @@
 // Each operand x is split as big = tf32(x), small = tf32(x - big) (rounded to TF32's
 // 10-bit mantissa, nearest): big + small equals x to ~2^-22 of |x|, and TF32 holds both
 // exactly. One kernel per operand writes them three times along K — the first operand
-// as [big | big | small], the second as [big | small | big] — so that one library
+// as [big | small | big], the second as [small | big | big] — so that one library
 // product over 3K, run with TF32 allowed (attrs.math: tf32,
-// gpu/matmul_precision.hpp), sums big*big + big*small + small*big with FP32
+// gpu/matmul_precision.hpp), sums big*small + small*big + big*big with FP32
 // accumulation: everything but small*small (~2^-22 of each term). TF32 is ~7x the FP32
 // FMA rate on Hopper, so three products still take about half of cuBLAS's FP32 SGEMM
 // (which eager runs: ATen keeps TF32 off for matmul by default).
+//
+// The cross terms come first: the product accumulates along K in that order, and the
+// tensor cores add each step's partial sums into the accumulator with truncation, an
+// error of the accumulator's size each step. Summed while the accumulator holds only
+// the small cross terms (2^-11 of the whole), two thirds of the steps add next to
+// nothing; big*big first, every cross step was truncated against the whole sum
+// (level 2's 33, 70 and 76 at K = 8191 missed 1e-4 by up to 3e-4 on outputs near zero,
+// issue 46; bench/probes/tf32_accuracy_probe.py measures both orders).
 //
 // What it promises:
 // - applies only with lowering param gemm_precision = split_tf32, to mm, matmul (both

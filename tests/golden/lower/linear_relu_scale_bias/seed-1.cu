@@ -21,43 +21,9 @@ __device__ __forceinline__ float ks_tf32(float x) {
 }
 #endif
 // Split-precision operand A of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +
-// small, both TF32, written as [big | big | small] along K.
-extern "C" __global__ void __launch_bounds__(256)
-ks0_split_a(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3) {
-  const long long step = (long long)gridDim.x * blockDim.x;
-  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const bool vec = (n3 & 3) == 0 && ((reinterpret_cast<unsigned long long>(in0) | reinterpret_cast<unsigned long long>(out1)) & 15) == 0;
-  for (long long r = blockIdx.y; r < n2; r += gridDim.y) {
-    const float* src = in0 + r * n3;
-    float* dst = out1 + r * 3 * n3;
-    if (vec) {
-      for (long long t = first * 4; t < n3; t += step * 4) {
-        const float4 x = *reinterpret_cast<const float4*>(src + t);
-        float4 big, small;
-        big.x = ks_tf32(x.x); small.x = ks_tf32(x.x - big.x);
-        big.y = ks_tf32(x.y); small.y = ks_tf32(x.y - big.y);
-        big.z = ks_tf32(x.z); small.z = ks_tf32(x.z - big.z);
-        big.w = ks_tf32(x.w); small.w = ks_tf32(x.w - big.w);
-        *reinterpret_cast<float4*>(dst + t) = big;
-        *reinterpret_cast<float4*>(dst + n3 + t) = big;
-        *reinterpret_cast<float4*>(dst + 2 * n3 + t) = small;
-      }
-    } else {
-      for (long long t = first; t < n3; t += step) {
-        const float x = src[t];
-        const float big = ks_tf32(x), small = ks_tf32(x - big);
-        dst[t] = big;
-        dst[n3 + t] = big;
-        dst[2 * n3 + t] = small;
-      }
-    }
-  }
-}
-
-// Split-precision operand B of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +
 // small, both TF32, written as [big | small | big] along K.
 extern "C" __global__ void __launch_bounds__(256)
-ks0_split_b(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3) {
+ks0_split_a(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3) {
   const long long step = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const bool vec = (n3 & 3) == 0 && ((reinterpret_cast<unsigned long long>(in0) | reinterpret_cast<unsigned long long>(out1)) & 15) == 0;
@@ -82,6 +48,40 @@ ks0_split_b(const float* __restrict__ in0, float* __restrict__ out1, long long n
         const float big = ks_tf32(x), small = ks_tf32(x - big);
         dst[t] = big;
         dst[n3 + t] = small;
+        dst[2 * n3 + t] = big;
+      }
+    }
+  }
+}
+
+// Split-precision operand B of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +
+// small, both TF32, written as [small | big | big] along K.
+extern "C" __global__ void __launch_bounds__(256)
+ks0_split_b(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const bool vec = (n3 & 3) == 0 && ((reinterpret_cast<unsigned long long>(in0) | reinterpret_cast<unsigned long long>(out1)) & 15) == 0;
+  for (long long r = blockIdx.y; r < n2; r += gridDim.y) {
+    const float* src = in0 + r * n3;
+    float* dst = out1 + r * 3 * n3;
+    if (vec) {
+      for (long long t = first * 4; t < n3; t += step * 4) {
+        const float4 x = *reinterpret_cast<const float4*>(src + t);
+        float4 big, small;
+        big.x = ks_tf32(x.x); small.x = ks_tf32(x.x - big.x);
+        big.y = ks_tf32(x.y); small.y = ks_tf32(x.y - big.y);
+        big.z = ks_tf32(x.z); small.z = ks_tf32(x.z - big.z);
+        big.w = ks_tf32(x.w); small.w = ks_tf32(x.w - big.w);
+        *reinterpret_cast<float4*>(dst + t) = small;
+        *reinterpret_cast<float4*>(dst + n3 + t) = big;
+        *reinterpret_cast<float4*>(dst + 2 * n3 + t) = big;
+      }
+    } else {
+      for (long long t = first; t < n3; t += step) {
+        const float x = src[t];
+        const float big = ks_tf32(x), small = ks_tf32(x - big);
+        dst[t] = small;
+        dst[n3 + t] = big;
         dst[2 * n3 + t] = big;
       }
     }

@@ -21,7 +21,7 @@ __device__ __forceinline__ float ks_tf32(float x) {
 }
 #endif
 // Split-precision operand A of a 3xTF32 product (coder/rules/split_tf32.hpp): x = big +
-// small, both TF32, written as [big | big | small] along K, each third K rounded up to a
+// small, both TF32, written as [big | small | big] along K, each third K rounded up to a
 // multiple of 4 with zeros (the product's leading dims 16-byte aligned).
 extern "C" __global__ void __launch_bounds__(256)
 ks0_split_a(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3, long long n4) {
@@ -42,15 +42,15 @@ ks0_split_a(const float* __restrict__ in0, float* __restrict__ out1, long long n
       big.z = ks_tf32(x.z); small.z = ks_tf32(x.z - big.z);
       big.w = ks_tf32(x.w); small.w = ks_tf32(x.w - big.w);
       *reinterpret_cast<float4*>(dst + t) = big;
-      *reinterpret_cast<float4*>(dst + n4 + t) = big;
-      *reinterpret_cast<float4*>(dst + 2 * n4 + t) = small;
+      *reinterpret_cast<float4*>(dst + n4 + t) = small;
+      *reinterpret_cast<float4*>(dst + 2 * n4 + t) = big;
     }
   }
 }
 
 // Split-precision operand B of a 3xTF32 product (coder/rules/split_tf32.hpp), [K, N]
 // with N not a multiple of 4: x = big + small, both TF32, written transposed as
-// [N, 3 * KP], [big | small | big] along K (each third KP long, zeros past K), so
+// [N, 3 * KP], [small | big | big] along K (each third KP long, zeros past K), so
 // that the product (linear) reads both operands 16-byte aligned.
 extern "C" __global__ void __launch_bounds__(256)
 ks0_split_b(const float* __restrict__ in0, float* __restrict__ out1, long long n2, long long n3, long long n4, long long n5) {
@@ -69,8 +69,8 @@ ks0_split_b(const float* __restrict__ in0, float* __restrict__ out1, long long n
         const float x = tile[tx][j];
         const float big = ks_tf32(x), small = ks_tf32(x - big);
         float* dst = out1 + n * 3 * n4;
-        dst[kk] = big;
-        dst[n4 + kk] = small;
+        dst[kk] = small;
+        dst[n4 + kk] = big;
         dst[2 * n4 + kk] = big;
       }
     }
