@@ -34,6 +34,7 @@ suites=(
   "kb-eval|kernelskill kernelskill-gpu|kernelbench/eval_export.sh|KernelBench's own evaluator on our exports"
   "kb-import|kernelskill kernelskill-gpu|kernelbench/import.sh|kernelskill import kernelbench over levels 1-3"
   "kb-lower|kernelskill kernelskill-gpu|kernelbench/lower_status.sh|import and lower (rules coder, no GPU) each problem: lowered or why not, seconds, memory"
+  "kb-emulate|kernelskill kernelskill-gpu ks-emulate|kernelbench/emulate.sh|each problem at small sizes, its seeds run on the CPU (no GPU) against its reference: correct or why not"
   "kb-throughput|kernelskill kernelskill-gpu|kernelbench/run_throughput.sh|a kernelskill run's tasks per GPU-hour at KernelBench's sizes"
   "kb-profile|kernelskill kernelskill-gpu|kernelbench/profile.sh|each rules-coder seed of some problems, kernel by kernel, against eager and torch.compile"
   "review-examples|kernelskill-gpu|reviewer/examples.sh|a review of every example plan at full size"

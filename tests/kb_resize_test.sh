@@ -90,6 +90,16 @@ PY
 else
   echo "kb_resize: neither python3 nor /usr/bin/python3 has torch: the resized problems were not run"
 fi
+# --small: a sixteenth, odd and at least 15; what must stay stays.
+python3 "$root/bench/kernelbench/resize.py" --small "$tmp/kb" "$tmp/small" >/dev/null 2>&1 || { echo "kb_resize: --small failed"; fail=1; }
+sed -i 's/^N = 32$/N = 512/' "$tmp/kb/level1/1_Gemm.py"
+python3 "$root/bench/kernelbench/resize.py" --small "$tmp/kb" "$tmp/small2" >/dev/null 2>&1
+for line in "M = 15" "K = 15" "kernel_size = 3"; do
+  grep -qxF -- "$line" "$tmp/small/level1/1_Gemm.py" || { echo "kb_resize: --small: 1_Gemm.py lacks '$line'"; fail=1; }
+done
+grep -qxF "N = 31" "$tmp/small2/level1/1_Gemm.py" || { echo "kb_resize: --small: 512 should become 31"; fail=1; }
+grep -qxF "out_features = 64" "$tmp/small/level2/5_Gemm_GroupNorm.py" || { echo "kb_resize: --small moved a grouped size"; fail=1; }
+grep -q "small sizes" "$tmp/small/SIZES.md" || { echo "kb_resize: --small: SIZES.md does not say small"; fail=1; }
 # No arguments: the usage, status 2.
 python3 "$root/bench/kernelbench/resize.py" >/dev/null 2>&1; [ $? = 2 ] || { echo "kb_resize: no arguments should exit 2"; fail=1; }
 [ $fail = 0 ] && echo "kb_resize: passed"

@@ -15,10 +15,15 @@ only their module-level integer constants (batch_size, in_features, height, ...)
   one statement (nn.GroupNorm(num_groups, out_features)): 4096 channels in 64 groups
   cannot become 4095. The rest of the problem still moves.
 
+With --small, such a constant becomes a sixteenth of itself instead, odd and at least
+15 (8192 -> 511, 1024 -> 63, 256 -> 15): problems small enough to run on the CPU, for
+bench/kernelbench/emulate.sh (a network whose image shrinks below what its layers take
+then fails to import, and says so).
+
 Nothing is chosen by problem: the same rule reads every file. What changed is listed
 in SIZES.md of the output folder, a line per problem.
 
-  python3 bench/kernelbench/resize.py KERNELBENCH_DIR OUT_DIR
+  python3 bench/kernelbench/resize.py [--small] KERNELBENCH_DIR OUT_DIR
   (then e.g. PICK2=12,14 bench/run.sh kernelbench OUT_DIR)
 """
 import ast
@@ -93,8 +98,16 @@ def tied(name, consts, uses):
                for other, (w, _) in consts.items() if other != name)
 
 
-def resize(text):
-    """The problem's text at odd sizes, and what changed ("name a->b", ...)."""
+def smaller(v, small):
+    """The constant's new value: one less, or with `small` a sixteenth, odd, >= 15."""
+    if not small:
+        return v - 1
+    w = max(15, v // 16)
+    return w - 1 if w % 2 == 0 else w
+
+
+def resize(text, small=False):
+    """The problem's text at odd (or small) sizes, and what changed ("name a->b", ...)."""
     tree = ast.parse(text)
     consts = int_constants(tree)
     uses = together(tree)
@@ -103,7 +116,7 @@ def resize(text):
     for name, (v, node) in consts.items():
         if v < 16 or v % 2 or tied(name, consts, uses):
             continue
-        new = v - 1
+        new = smaller(v, small)
         if node.value.lineno != node.value.end_lineno:
             continue  # an expression over several lines: left as published
         line = lines[node.lineno - 1]
@@ -114,6 +127,8 @@ def resize(text):
 
 
 def main(argv):
+    small = "--small" in argv
+    argv = [a for a in argv if a != "--small"]
     if len(argv) != 3:
         sys.stderr.write(__doc__)
         return 2
@@ -121,13 +136,13 @@ def main(argv):
     if not (src / "level1").is_dir():
         sys.stderr.write(f"resize: {src} has no level1/ folder: give KernelBench's KernelBench/ folder\n")
         return 2
-    report = ["# KernelBench at odd sizes (bench/kernelbench/resize.py)", ""]
+    report = [f"# KernelBench at {'small' if small else 'odd'} sizes (bench/kernelbench/resize.py)", ""]
     for level in sorted(p for p in src.iterdir() if p.is_dir() and p.name in ("level1", "level2", "level3")):
         (dst / level.name).mkdir(parents=True, exist_ok=True)
         for f in sorted(level.glob("*.py")):
             text = f.read_text()
             try:
-                new, changes = resize(text)
+                new, changes = resize(text, small)
             except SyntaxError as e:
                 new, changes = text, [f"left as published: it does not parse ({e.msg})"]
             (dst / level.name / f.name).write_text(new)

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# KernelBench's problems checked on the CPU before any GPU sees them: the problems at
+# small sizes (bench/kernelbench/resize.py --small: a sixteenth of each size, odd),
+# imported, and each task's rules-coder seeds run on the CPU against its reference
+# (ks-emulate: kernels through the test emulator, library steps through ATen). A wrong
+# kernel (an index, a fused epilogue, a padded row) shows here, where a GPU call would
+# have spent minutes on it. The GPU review stays the judge (TF32 products, timing).
+#
+#   bench/run.sh kb-emulate KERNELBENCH_DIR [LEVEL/PATTERN ...]   (builds kernelskill, ks-emulate)
+#   BUILD=build OUT=DIR bench/kernelbench/emulate.sh KERNELBENCH_DIR [LEVEL/PATTERN ...]
+#     KERNELBENCH_DIR: KernelBench's KernelBench/ folder; the patterns pick problems
+#     of the resized copy (e.g. 'level2/[3-9]*' 'level1/5[4-9]_*'); default: every one
+#   SEEDS    seeds a task (default 2)
+#   TIMEOUT  seconds one task's seeds may take (default 600), then it is a failed row
+#   JOBS     problems imported at once (default 1)
+#   WORK     where the resized problems and tasks go (default BUILD/kb-emulate, emptied)
+#   PYTHON   a Python with PyTorch (and einops for the Mamba2 problems)
+# OUT gets emulate.csv (level, problem, imported, seeds, correct, max_abs_error, seconds,
+# why: the import's error, the lowering's, or the first wrong seed's), emulate.jsonl
+# (ks-emulate's lines), import.log and SIZES.md (what resize.py changed).
+set -uo pipefail
+[ $# -gt 0 ] || { sed -n 2,21p "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+# shellcheck source=bench/common.sh
+source "$(dirname "$0")/../common.sh"
+bench_need kernelskill ks-emulate || exit 2
+kb=$1
+shift
+work=${WORK:-$BUILD/kb-emulate}
+seeds=${SEEDS:-2}
+limit=${TIMEOUT:-600}
+jobs=${JOBS:-1}
+rm -rf "$work" && mkdir -p "$work"
+"$PYTHON" bench/kernelbench/resize.py --small "$kb" "$work/small" >/dev/null || exit 1
+cp "$work/small/SIZES.md" "$OUT/"
+picked=()
+if [ $# -eq 0 ]; then
+  picked=("$work"/small/level1 "$work"/small/level2 "$work"/small/level3)
+else
+  for p in "$@"; do
+    # shellcheck disable=SC2206  # the pattern is meant to expand
+    files=("$work"/small/$p)
+    [ -e "${files[0]}" ] || { echo "emulate: no problem matches $p under $work/small" >&2; exit 2; }
+    picked+=("${files[@]}")
+  done
+fi
+bench_log "importing ${#picked[@]} problem files or folders at small sizes into $work/tasks"
+"$BUILD/bin/kernelskill" import kernelbench "${picked[@]}" --out "$work/tasks" --python "$PYTHON" \
+  --jobs "$jobs" 2>"$OUT/import.log"
+[ -f "$work/tasks/import-report.json" ] || { echo "emulate: the import wrote no report (see $OUT/import.log)" >&2; exit 1; }
+
+"$PYTHON" - "$work/tasks/import-report.json" >"$work/problems.txt" <<'PY'
+import json, os, sys
+base = os.path.dirname(os.path.abspath(sys.argv[1]))
+for r in json.load(open(sys.argv[1])):
+    err = " ".join((r.get("error") or "").split())
+    if err.startswith(r["file"] + ": "):
+        err = err[len(r["file"]) + 2:]
+    task = r.get("task") or ""
+    if task and not os.path.isabs(task) and not os.path.exists(task):
+        task = os.path.join(base, os.path.basename(task))
+    print("\x1f".join([r["file"], "" if err else task, err]))
+PY
+
+csv="$OUT/emulate.csv"
+jsonl="$OUT/emulate.jsonl"
+echo "level,problem,imported,seeds,correct,max_abs_error,seconds,why" >"$csv"
+: >"$jsonl"
+quote() { local s=${1//\"/\"\"}; printf '"%s"' "$s"; }
+while IFS=$'\x1f' read -r file task err; do
+  name=$(basename "$file" .py)
+  level=$(echo "$file" | sed -n 's#.*/level\([0-9]*\)/.*#\1#p')
+  if [ -z "$task" ]; then
+    bench_log "$name: not imported: ${err:0:200}"
+    echo "$level,$name,no,0,0,,,$(quote "import: ${err:0:300}")" >>"$csv"
+    continue
+  fi
+  t0=$(date +%s)
+  line=$(timeout --kill-after=10 "$limit" "$BUILD/bin/ks-emulate" --seeds "$seeds" --work "$work/emulated" "$task" \
+    2>"$work/$name.err" | tail -1)
+  secs=$(( $(date +%s) - t0 ))
+  [ -n "$line" ] || line="{\"task\": \"$name\", \"seeds\": 0, \"correct\": 0, \"error\": \"ks-emulate ended without a result after $secs s: $(tail -1 "$work/$name.err" | tr -d '"\\' | cut -c1-200)\"}"
+  echo "$line" >>"$jsonl"
+  "$PYTHON" - "$line" "$level" "$name" "$secs" >>"$csv" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+why = " ".join((r.get("error") or "").split())[:300].replace('"', '""')
+err = r.get("max_abs_error")
+print(f'{sys.argv[2]},{sys.argv[3]},yes,{r["seeds"]},{r["correct"]},{"" if err is None else f"{err:.3g}"},'
+      f'{sys.argv[4]},"{why}"')
+PY
+  bench_log "$name: $(tail -1 "$csv" | cut -d, -f4-7)"
+done <"$work/problems.txt"
+n=$(($(wc -l <"$csv") - 1))
+all=$(awk -F, 'NR > 1 && $3 == "yes" && $4 > 0 && $4 == $5' "$csv" | wc -l)
+bench_log "every seed correct on $all of $n problems; rows in $csv"

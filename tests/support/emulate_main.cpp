@@ -1,0 +1,138 @@
+// ks-emulate: the rules coder's seeds of each task run on the CPU (the kernels through
+// tests/support/kernel_emulator.hpp, library steps through ATen) against the task's
+// LibTorch reference, at the task's own shapes. A correctness check that needs no GPU,
+// for problems no GPU run has seen yet (bench/kernelbench/emulate.sh runs it over
+// KernelBench at small sizes); the GPU review stays the judge. Test-only, as the
+// emulator is.
+//
+//   ks-emulate [--seeds N] [--work DIR] TASK.yaml...
+//
+// One JSON line per task on stdout: {"task", "seeds", "correct", "max_abs_error",
+// "seconds", "error"} (error: the first reason a seed was wrong or could not run, or
+// why the task could not be lowered). Exit status 0 when every seed of every task was
+// correct, 1 otherwise.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "coder/rules_coder.hpp"
+#include "gpu/torch_reference_tensors.hpp"
+#include "task/task_loader.hpp"
+#include "tests/support/cpu_plan_runner.hpp"
+
+using namespace ks;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The task's seeds on the CPU: how many were correct, the largest error of a correct
+// one, the first failure.
+nlohmann::json emulate(rules_coder& coder, const fs::path& file, uint32_t seeds, const fs::path& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json out = {{"task", file.stem().string()}, {"seeds", 0}, {"correct", 0}, {"max_abs_error", nullptr}};
+  auto done = [&](const std::string& error) {
+    out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!error.empty()) out["error"] = error;
+    return out;
+  };
+  auto task = load_task(file);
+  if (!task) return done("load: " + task.message());
+  out["task"] = task->name;
+  auto cands = coder.seeds(*task, seeds);
+  if (!cands) return done("lower: " + cands.message());
+  auto prog = reference_program::load(*task);
+  if (!prog) return done("reference: " + prog.message());
+  auto inputs = make_inputs(*task, trial_seed(task->seed, 0), c10::Device(c10::kCPU));
+  if (!inputs) return done("inputs: " + inputs.message());
+  auto ref = run_tensors(**prog, *inputs);
+  if (!ref) return done("reference: " + ref.message());
+  const auto& params = parameter_tensors(**prog);
+  std::string first_error;
+  double worst = 0;
+  int correct = 0;
+  for (const candidate& c : *cands) {
+    auto outs = test::run_candidate_on_cpu(*task, c, *inputs, params, work);
+    std::string why;
+    double err = 0;
+    if (!outs) {
+      why = outs.message();
+    } else if (outs->size() != ref->size()) {
+      why = std::to_string(outs->size()) + " outputs, the reference has " + std::to_string(ref->size());
+    } else {
+      for (size_t i = 0; i < outs->size() && why.empty(); ++i) {
+        at::Tensor want = (*ref)[i].to(at::kFloat).contiguous(), got = (*outs)[i].to(at::kFloat);
+        if (want.sizes() != got.sizes()) {
+          why = "output " + std::to_string(i) + " has another shape";
+          break;
+        }
+        err = std::max(err, want.numel() ? (got - want).abs().nan_to_num(INFINITY).max().item<double>() : 0.0);
+        if (!at::allclose(got, want, task->tolerance.rtol, task->tolerance.atol, /*equal_nan=*/true) ||
+            !at::equal(got.isnan(), want.isnan()))
+          why = "output " + std::to_string(i) + ": max abs error " + std::to_string(err);
+      }
+    }
+    if (why.empty()) {
+      ++correct;
+      worst = std::max(worst, err);
+    } else if (first_error.empty()) {
+      first_error = c.origin + ": " + why;
+    }
+  }
+  out["seeds"] = cands->size();
+  out["correct"] = correct;
+  if (correct) out["max_abs_error"] = worst;
+  return done(first_error);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint32_t seeds = 2;
+  fs::path work = fs::temp_directory_path() / ("ks-emulate-" + std::to_string(::getpid()));
+  std::vector<fs::path> files;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--seeds" && i + 1 < argc) {
+      seeds = static_cast<uint32_t>(std::stoul(argv[++i]));
+    } else if (a == "--work" && i + 1 < argc) {
+      work = argv[++i];
+    } else if (a == "-h" || a == "--help") {
+      std::puts(
+          "ks-emulate [--seeds N] [--work DIR] TASK.yaml...: the rules coder's seeds run on the CPU\n"
+          "against each task's reference; one JSON line a task (tests/support/emulate_main.cpp).");
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "ks-emulate: unknown option %s (see --help)\n", a.c_str());
+      return 2;
+    } else {
+      files.emplace_back(a);
+    }
+  }
+  if (files.empty()) {
+    std::fputs("ks-emulate: no task file given (see --help)\n", stderr);
+    return 2;
+  }
+  rules_coder_options o;
+  o.gpu_worker = fs::canonical("/proc/self/exe").parent_path() / "kernelskill-gpu";
+  o.skills_dir = fs::path(KS_SOURCE_DIR) / "skills";
+  auto coder = rules_coder::create(o);
+  if (!coder) {
+    std::fprintf(stderr, "ks-emulate: %s\n", coder.message().c_str());
+    return 2;
+  }
+  bool all = true;
+  for (const auto& f : files) {
+    nlohmann::json r = emulate(**coder, f, seeds, work);
+    all = all && !r.contains("error") && r["correct"] == r["seeds"];
+    std::printf("%s\n", r.dump().c_str());
+    std::fflush(stdout);
+  }
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  return all ? 0 : 1;
+}
