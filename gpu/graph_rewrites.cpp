@@ -521,6 +521,38 @@ bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& sha
     if (at::isIntegralType(t.scalar_type(), /*includeBool=*/false)) return c10::IValue(t.item<int64_t>());
     return std::nullopt;
   };
+  // A 0-dim tensor made in forward from a number (`torch.tensor(0.0, device=x.device)`,
+  // level 2's 93; `torch.scalar_tensor`) as the constant it is: a 0-dim tensor mixes with
+  // any device, so where the device argument points does not matter. (Without a device
+  // argument, constant propagation folds it already.) TorchScript's aten::tensor is no
+  // operator of the dispatcher: as a library step it could not run.
+  bool made = false;
+  std::vector<torch::jit::Node*> made_in_forward;
+  each_node(graph.block(), [&](torch::jit::Node* n) {
+    const std::string kind = n->kind().toQualString();
+    if ((kind == "aten::tensor" || kind == "aten::scalar_tensor") && n->inputs().size() >= 2 &&
+        n->outputs().size() == 1)
+      made_in_forward.push_back(n);
+  });
+  for (torch::jit::Node* n : made_in_forward) {
+    auto value = torch::jit::toIValue(n->inputs()[0]);
+    auto dtype = torch::jit::toIValue(n->inputs()[1]);
+    if (!value || !dtype || !(value->isDouble() || value->isInt() || value->isBool()) ||
+        !(dtype->isNone() || dtype->isInt()))
+      continue;
+    // torch.tensor's dtype of a Python number: the default float type, int64 or bool.
+    const at::ScalarType type = dtype->isInt()      ? static_cast<at::ScalarType>(dtype->toInt())
+                                : value->isDouble() ? at::typeMetaToScalarType(at::get_default_dtype())
+                                : value->isInt()    ? at::kLong
+                                                    : at::kBool;
+    const at::Scalar x = value->isDouble() ? at::Scalar(value->toDouble())
+                         : value->isInt()  ? at::Scalar(value->toInt())
+                                           : at::Scalar(value->toBool());
+    torch::jit::WithInsertPoint guard(n);
+    n->output()->replaceAllUsesWith(graph.insertConstant(at::scalar_tensor(x, at::TensorOptions().dtype(type))));
+    n->destroy();
+    made = true;
+  }
   std::vector<std::pair<torch::jit::Node*, std::string>> bounded;  // a minimum or maximum, and its clamp
   std::vector<torch::jit::Node*> todo;
   each_node(graph.block(), [&](torch::jit::Node* n) {
@@ -571,7 +603,7 @@ bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& sha
     n->output()->replaceAllUsesWith(out);
     n->destroy();
   }
-  return !todo.empty() || !bounded.empty();
+  return made || !todo.empty() || !bounded.empty();
 }
 
 }  // namespace ks::graph_rewrites

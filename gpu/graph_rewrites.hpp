@@ -53,8 +53,10 @@ bool has_control_flow(torch::jit::Graph& graph);
 void specialise_to_shapes(std::shared_ptr<torch::jit::Graph> g, const shape_map& shapes, const dtype_map& dtypes,
                           const std::set<torch::jit::Node*>& copies = {});
 
-// A traced module's 0-dim tensor constants as the scalars of the scalar overloads
-// (and min/max with such a constant as clamp). Returns whether anything changed.
+// A 0-dim tensor made in forward from a number (torch.tensor(c, device=x.device)) as a
+// constant; a traced module's 0-dim tensor constants as the scalars of the scalar
+// overloads (and min/max with such a constant as clamp). Returns whether anything
+// changed.
 bool scalars_for_tensor_constants(torch::jit::Graph& graph, const shape_map& shapes, const dtype_map& dtypes);
 
 }  // namespace ks::graph_rewrites

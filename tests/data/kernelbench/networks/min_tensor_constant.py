@@ -4,7 +4,9 @@ import torch.nn as nn
 # As level 2's 31_Conv2d_Min_Add_Multiply (and the other epilogues that bound a
 # convolution by a constant): torch.min / torch.max of a tensor and a 0-dim tensor made
 # in forward from a number of the module (torch.tensor(self.c)), and torch.minimum of
-# the same kind. Scripted: the constant tensor is folded into the graph.
+# the same kind, and (as level 2's 93_ConvTranspose2d_Add_Min_GELU_Multiply) one made
+# on the input's device (torch.tensor(c, device=x.device)). Scripted: the constant
+# tensors are folded into the graph.
 
 
 class Model(nn.Module):
@@ -20,6 +22,7 @@ class Model(nn.Module):
         x = torch.min(x, torch.tensor(self.high))
         x = torch.max(x, torch.tensor(self.low))
         x = torch.minimum(x + self.bias, torch.tensor(self.high))
+        x = torch.max(x, torch.tensor(-0.125, device=x.device))
         return x * 2.0
 
 
