@@ -55,6 +55,16 @@ before the GPU, bench/kernelbench/lower_status.sh) has these columns instead:
   reason              why it was not imported or not lowered (empty where it was)
 and its table lists each problem's latest row, with the counts.
 
+A CPU-emulation CSV (docs/results/kb-emulate.csv: KernelBench at small sizes, each
+task's seeds run on the CPU against its reference, bench/kernelbench/emulate.sh):
+  run, date, commit, device, level, problem   as above
+  imported            yes / no
+  seeds, correct      how many seeds ran, how many matched the reference
+  max_abs_error       the largest error of a correct seed (empty where none was)
+  seconds             the seeds' wall time
+  reason              why not imported, not lowered, or the first wrong seed's error
+and its table lists each problem's latest row, with the counts.
+
 Python 3 standard library only.
 """
 import argparse
@@ -70,6 +80,8 @@ COLUMNS = ["run", "date", "commit", "device", "level", "problem", "eager_ms", "c
            "max_abs_error", "reverted", "note"]
 STATUS_COLUMNS = ["run", "date", "commit", "device", "level", "problem", "imported", "lowered", "seconds",
                   "peak_mib", "reason"]
+EMULATE_COLUMNS = ["run", "date", "commit", "device", "level", "problem", "imported", "seeds", "correct",
+                   "max_abs_error", "seconds", "reason"]
 NUMBERS = ["eager_ms", "compile_ms", "ours_ms", "over_eager", "over_compile", "review_speedup",
            "max_abs_error"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,16 +98,18 @@ def read_suite(path):
     with open(path, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
-        if header not in (COLUMNS, STATUS_COLUMNS):
+        if header not in (COLUMNS, STATUS_COLUMNS, EMULATE_COLUMNS):
             raise DataError(f"{path}:1: the columns must be exactly: {','.join(COLUMNS)} "
-                            f"(or, for a lowering status: {','.join(STATUS_COLUMNS)})")
+                            f"(or, for a lowering status: {','.join(STATUS_COLUMNS)}; for a CPU emulation: "
+                            f"{','.join(EMULATE_COLUMNS)})")
         rows = []
         for cells in reader:
             where = f"{path}:{reader.line_num}"
             if len(cells) != len(header):
                 raise DataError(f"{where}: {len(cells)} fields, expected {len(header)}")
             row = dict(zip(header, cells))
-            (check_row if header == COLUMNS else check_status_row)(row, where)
+            {"r": check_row, "s": check_status_row, "e": check_emulate_row}[
+                "r" if header == COLUMNS else "s" if header == STATUS_COLUMNS else "e"](row, where)
             rows.append(row)
     return rows
 
@@ -129,6 +143,30 @@ def check_status_row(row, where):
     if row["lowered"] == "no" and not row["reason"]:
         bad("reason", "a problem not lowered says why")
     for column in ("seconds", "peak_mib"):
+        if row[column]:
+            try:
+                v = float(row[column])
+            except ValueError:
+                bad(column, "not a number")
+            if not math.isfinite(v) or v < 0:
+                bad(column, "not a finite number >= 0")
+
+
+def check_emulate_row(row, where):
+    def bad(column, why):
+        raise DataError(f"{where}: column {column} = {row[column]!r}: {why}")
+    check_common(row, where)
+    if row["imported"] not in ("yes", "no"):
+        bad("imported", "yes or no")
+    for column in ("seeds", "correct"):
+        if not row[column].isdigit():
+            bad(column, "a count")
+    if int(row["correct"]) > int(row["seeds"]):
+        bad("correct", "more correct seeds than seeds")
+    if (row["imported"] == "no" or int(row["correct"]) < int(row["seeds"]) or row["seeds"] == "0") \
+            and not row["reason"]:
+        bad("reason", "a problem not imported, or with a seed not correct, says why")
+    for column in ("max_abs_error", "seconds"):
         if row[column]:
             try:
                 v = float(row[column])
@@ -240,6 +278,29 @@ def render_status(rows):
     return [line + summary_tail(shown, common) + "."], out
 
 
+def render_emulate(rows):
+    """A CPU-emulation suite's summary line and its table (each a list of Markdown lines)."""
+    shown = sorted(latest(rows), key=order)
+    varying, common = provenance(shown)
+    head = ["level", "problem", "imported", "seeds correct", "max abs error", "seconds", "why not"] + varying
+    out = ["| " + " | ".join(head) + " |",
+           "| " + " | ".join(["---:", "---", "---", "---:", "---:", "---:", "---"] + ["---"] * len(varying)) + " |"]
+    for r in shown:
+        why = r["reason"].replace("|", "\\|").replace("\n", " ")
+        cells = [r["level"], r["problem"], r["imported"], f"{r['correct']} of {r['seeds']}",
+                 r["max_abs_error"] or "—", r["seconds"] or "—", why] + [r[k] for k in varying]
+        out.append("| " + " | ".join(cells) + " |")
+
+    def counts(rs):
+        ok = sum(1 for r in rs if r["seeds"] != "0" and r["correct"] == r["seeds"])
+        return f"{len(rs)} problems, {sum(r['imported'] == 'yes' for r in rs)} imported, every seed correct on {ok}"
+    line = counts(shown)
+    levels = sorted({r["level"] for r in shown if r["level"]}, key=int)
+    if len(levels) > 1:
+        line += " (" + "; ".join(f"level {lv}: " + counts([r for r in shown if r["level"] == lv]) for lv in levels) + ")"
+    return [line + summary_tail(shown, common) + "."], out
+
+
 def level_metrics(rows):
     """The paper's numbers over one level's latest rows (docs/bench.md, "The metrics"):
     a dict of counts and values, None where there is nothing to take them over.
@@ -301,6 +362,8 @@ def render(suite, rows):
         raise DataError(f"docs/results/{suite}.csv has no rows")
     if "lowered" in rows[0]:
         return render_status(rows)
+    if "seeds" in rows[0]:
+        return render_emulate(rows)
     shown = sorted(latest(rows), key=order)
     levels = any(r["level"] for r in shown)
     head_table = render_levels(shown) + [""] if levels and all(r["level"] for r in shown) else []

@@ -47,6 +47,16 @@ if "$python" "$script" --check --results "$tmp/results" >"$tmp/out" 2>&1; then
 fi
 grep -q "$(basename "$csv"):2: column date" "$tmp/out" || { cat "$tmp/out"; fail "the error does not name the file, line and column"; }
 [ "$(wc -l <"$csv")" = "$n" ] || fail "the test's own edit changed the row count"
+# A CPU-emulation row with more correct seeds than seeds, and one with a wrong seed
+# that does not say why: both named.
+cp -r "$root/docs/results" "$tmp/emulate"
+sed -i '2s/,yes,\([0-9]*\),\([0-9]*\),/,yes,1,2,/' "$tmp/emulate/kb-emulate.csv"
+"$python" "$script" --check --results "$tmp/emulate" >"$tmp/out" 2>&1 && fail "the check passed 2 correct seeds of 1"
+grep -q "kb-emulate.csv:2: column correct" "$tmp/out" || { cat "$tmp/out"; fail "the error does not name the emulation row's column"; }
+cp "$root/docs/results/kb-emulate.csv" "$tmp/emulate/kb-emulate.csv"
+sed -i '2s/,yes,\([0-9]*\),\([0-9]*\),\([^,]*\),\([^,]*\),.*$/,yes,2,1,\3,\4,/' "$tmp/emulate/kb-emulate.csv"
+"$python" "$script" --check --results "$tmp/emulate" >"$tmp/out" 2>&1 && fail "the check passed a wrong seed without a reason"
+grep -q "kb-emulate.csv:2: column reason" "$tmp/out" || { cat "$tmp/out"; fail "the error does not say a wrong seed needs its reason"; }
 # The per-level numbers over a small fixture (tests/data/results_page), computed by hand:
 # level 1 has two correct rows (eager/ours 2 and 0.5, compile/ours 1 and 1), one wrong
 # at 1e-4 but right at 1e-2, one never checked (a review only: in no denominator);

@@ -15,11 +15,15 @@
 #   JOBS     problems imported at once (default 1)
 #   WORK     where the resized problems and tasks go (default BUILD/kb-emulate, emptied)
 #   PYTHON   a Python with PyTorch (and einops for the Mamba2 problems)
-# OUT gets emulate.csv (level, problem, imported, seeds, correct, max_abs_error, seconds,
-# why: the import's error, the lowering's, or the first wrong seed's), emulate.jsonl
-# (ks-emulate's lines), import.log and SIZES.md (what resize.py changed).
+#   RUN      the run's name in the CSV (default "DATE CPU emulation at small sizes")
+#   DEVICE   the CSV's device column (default "CPU (Ncores)")
+# OUT gets emulate.csv in docs/results' format (run, date, commit, device, level, problem,
+# imported, seeds, correct, max_abs_error, seconds, reason: the import's error, the
+# lowering's, or the first wrong seed's; append its rows to docs/results/kb-emulate.csv,
+# then python3 scripts/results_page.py), emulate.jsonl (ks-emulate's lines), import.log
+# and SIZES.md (what resize.py changed).
 set -uo pipefail
-[ $# -gt 0 ] || { sed -n 2,21p "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -gt 0 ] || { sed -n 2,25p "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 # shellcheck source=bench/common.sh
 source "$(dirname "$0")/../common.sh"
 bench_need kernelskill ks-emulate || exit 2
@@ -29,12 +33,18 @@ work=${WORK:-$BUILD/kb-emulate}
 seeds=${SEEDS:-2}
 limit=${TIMEOUT:-600}
 jobs=${JOBS:-1}
+date_=$(date +%Y-%m-%d)
+run=${RUN:-"$date_ CPU emulation at small sizes"}
+device=${DEVICE:-"CPU ($(nproc) cores)"}
+commit=$(git -C "$bench_root" rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+[ -n "$(git -C "$bench_root" status --porcelain --untracked-files=no 2>/dev/null)" ] &&
+  echo "emulate: the tree has uncommitted changes: the rows name $commit, which is not what ran" >&2
 rm -rf "$work" && mkdir -p "$work"
 "$PYTHON" bench/kernelbench/resize.py --small "$kb" "$work/small" >/dev/null || exit 1
 cp "$work/small/SIZES.md" "$OUT/"
 picked=()
 if [ $# -eq 0 ]; then
-  picked=("$work"/small/level1 "$work"/small/level2 "$work"/small/level3)
+  for level in "$work"/small/level[123]; do [ -d "$level" ] && picked+=("$level"); done
 else
   for p in "$@"; do
     # shellcheck disable=SC2206  # the pattern is meant to expand
@@ -63,15 +73,16 @@ PY
 
 csv="$OUT/emulate.csv"
 jsonl="$OUT/emulate.jsonl"
-echo "level,problem,imported,seeds,correct,max_abs_error,seconds,why" >"$csv"
-: >"$jsonl"
+echo "run,date,commit,device,level,problem,imported,seeds,correct,max_abs_error,seconds,reason" >"$csv"
 quote() { local s=${1//\"/\"\"}; printf '"%s"' "$s"; }
+prefix="$(quote "$run"),$date_,$commit,$(quote "$device")"
+: >"$jsonl"
 while IFS=$'\x1f' read -r file task err; do
   name=$(basename "$file" .py)
   level=$(echo "$file" | sed -n 's#.*/level\([0-9]*\)/.*#\1#p')
   if [ -z "$task" ]; then
     bench_log "$name: not imported: ${err:0:200}"
-    echo "$level,$name,no,0,0,,,$(quote "import: ${err:0:300}")" >>"$csv"
+    echo "$prefix,$level,$name,no,0,0,,,$(quote "import: ${err:0:300}")" >>"$csv"
     continue
   fi
   t0=$(date +%s)
@@ -80,16 +91,16 @@ while IFS=$'\x1f' read -r file task err; do
   secs=$(( $(date +%s) - t0 ))
   [ -n "$line" ] || line="{\"task\": \"$name\", \"seeds\": 0, \"correct\": 0, \"error\": \"ks-emulate ended without a result after $secs s: $(tail -1 "$work/$name.err" | tr -d '"\\' | cut -c1-200)\"}"
   echo "$line" >>"$jsonl"
-  "$PYTHON" - "$line" "$level" "$name" "$secs" >>"$csv" <<'PY'
+  "$PYTHON" - "$line" "$prefix,$level,$name" "$secs" >>"$csv" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
 why = " ".join((r.get("error") or "").split())[:300].replace('"', '""')
 err = r.get("max_abs_error")
-print(f'{sys.argv[2]},{sys.argv[3]},yes,{r["seeds"]},{r["correct"]},{"" if err is None else f"{err:.3g}"},'
-      f'{sys.argv[4]},"{why}"')
+print(f'{sys.argv[2]},yes,{r["seeds"]},{r["correct"]},{"" if err is None else f"{err:.3g}"},'
+      f'{sys.argv[3]},"{why}"')
 PY
-  bench_log "$name: $(tail -1 "$csv" | cut -d, -f4-7)"
+  bench_log "$name: $(tail -1 "$csv" | cut -d, -f8-11)"
 done <"$work/problems.txt"
 n=$(($(wc -l <"$csv") - 1))
-all=$(awk -F, 'NR > 1 && $3 == "yes" && $4 > 0 && $4 == $5' "$csv" | wc -l)
+all=$("$PYTHON" -c 'import csv, sys; print(sum(1 for r in csv.DictReader(open(sys.argv[1])) if r["seeds"] != "0" and r["seeds"] == r["correct"]))' "$csv")
 bench_log "every seed correct on $all of $n problems; rows in $csv"
