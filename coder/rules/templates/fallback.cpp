@@ -1,6 +1,7 @@
 #include "coder/rules/templates/fallback.hpp"
 
 #include <cstdio>
+#include <limits>
 
 #include "coder/rules/text/kernel_text.hpp"
 
@@ -8,6 +9,11 @@ namespace ks::rules {
 
 result<std::string> attr_text(const graph_value& v) {
   auto number = [&](double x, bool integer) {
+    // A graph's numbers are doubles: an int at the ends of int64's range (a slice's
+    // end of INT64_MAX, `x[:, :k]` on dim 0) is 2^63 there, which no int64 holds; it
+    // is the end it was (a plain cast gave INT64_MIN, an empty slice).
+    if (integer && x >= 0x1p63) return std::to_string(std::numeric_limits<int64_t>::max());
+    if (integer && x < -0x1p63) return std::to_string(std::numeric_limits<int64_t>::min());
     if (integer) return std::to_string(static_cast<int64_t>(x));
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", x);
