@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include <sys/wait.h>
@@ -983,17 +984,18 @@ TEST_CASE("the reference launcher runs a reference in a sandboxed child, and not
   }
 }
 
-TEST_CASE("a launcher that died answers with an error, not a hang", "[reference_launcher]") {
-  auto launcher = reference_launcher::start(launcher_worker_binary, launcher_limits());
-  REQUIRE(launcher);
-  // Its process is the only child this test has started so far with that name.
+namespace {
+
+// Sends SIGKILL to this process's children named `name` (/proc/PID/comm); whether
+// there was one.
+bool kill_child_named(const std::string& name) {
   bool killed = false;
   for (const auto& e : fs::directory_iterator("/proc")) {
     std::ifstream comm(e.path() / "comm"), stat(e.path() / "stat");
-    std::string name, line;
-    std::getline(comm, name);
+    std::string comm_name, line;
+    std::getline(comm, comm_name);
     std::getline(stat, line);
-    if (name != "ks-reflaunch") continue;
+    if (comm_name != name) continue;
     // stat: pid (comm) state ppid ...
     const auto close = line.rfind(')');
     if (close == std::string::npos) continue;
@@ -1003,6 +1005,22 @@ TEST_CASE("a launcher that died answers with an error, not a hang", "[reference_
     if (ppid != ::getpid()) continue;
     ::kill(std::stoi(e.path().filename().string()), SIGKILL);
     killed = true;
+  }
+  return killed;
+}
+
+}  // namespace
+
+TEST_CASE("a launcher that died answers with an error, not a hang", "[reference_launcher]") {
+  auto launcher = reference_launcher::start(launcher_worker_binary, launcher_limits());
+  REQUIRE(launcher);
+  // Its process is the only child this test has started so far with that name. The
+  // fork returns before the child names itself: under load (ctest -j) the first look
+  // can come too early, so look again for up to 10 s.
+  bool killed = false;
+  for (int look = 0; look < 500 && !killed; ++look) {
+    if (look) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    killed = kill_child_named("ks-reflaunch");
   }
   REQUIRE(killed);
   auto r = (*launcher)->run(launcher_swish("fine", "def forward(x):\n    return x\n"), "cpu", "cpu", 60);
