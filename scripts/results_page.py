@@ -129,6 +129,19 @@ def check_common(row, where):
         bad("level", "not a level number")
 
 
+def check_nonnegative(row, where, columns):
+    """Each of `columns`, where not empty, a finite number >= 0."""
+    for column in columns:
+        if not row[column]:
+            continue
+        try:
+            v = float(row[column])
+        except ValueError:
+            raise DataError(f"{where}: column {column} = {row[column]!r}: not a number")
+        if not math.isfinite(v) or v < 0:
+            raise DataError(f"{where}: column {column} = {row[column]!r}: not a finite number >= 0")
+
+
 def check_status_row(row, where):
     def bad(column, why):
         raise DataError(f"{where}: column {column} = {row[column]!r}: {why}")
@@ -142,14 +155,7 @@ def check_status_row(row, where):
         bad("lowered", "a problem that was not imported cannot have been lowered")
     if row["lowered"] == "no" and not row["reason"]:
         bad("reason", "a problem not lowered says why")
-    for column in ("seconds", "peak_mib"):
-        if row[column]:
-            try:
-                v = float(row[column])
-            except ValueError:
-                bad(column, "not a number")
-            if not math.isfinite(v) or v < 0:
-                bad(column, "not a finite number >= 0")
+    check_nonnegative(row, where, ("seconds", "peak_mib"))
 
 
 def check_emulate_row(row, where):
@@ -166,14 +172,7 @@ def check_emulate_row(row, where):
     if (row["imported"] == "no" or int(row["correct"]) < int(row["seeds"]) or row["seeds"] == "0") \
             and not row["reason"]:
         bad("reason", "a problem not imported, or with a seed not correct, says why")
-    for column in ("max_abs_error", "seconds"):
-        if row[column]:
-            try:
-                v = float(row[column])
-            except ValueError:
-                bad(column, "not a number")
-            if not math.isfinite(v) or v < 0:
-                bad(column, "not a finite number >= 0")
+    check_nonnegative(row, where, ("max_abs_error", "seconds"))
 
 
 def check_row(row, where):
