@@ -195,12 +195,20 @@ result<compile_result> compile_isolated(const std::string& source, const std::ve
 
 // The threads to optimise with: opts.compile_threads (0: min(4, hardware threads)),
 // or 1 where this NVRTC does not take -split-compile (probed once, on a tiny kernel).
+// An isolating compiler probes in a child too: a split compile leaves a worker thread
+// of NVRTC's in the process, and a fork taken while that thread holds NVRTC's lock
+// gives the child a lock nobody will release, so the child's own split compile hangs
+// until the timeout (1 fork in 200 under load, NVRTC 13.0; seen as CI's flaky
+// agent_loop and fleet reviews). The probe's bound is its own: a timed-out probe
+// means serial compiles for the process, never a failed one.
 int compile_threads(const nvrtc_options& opts) {
   int n = opts.compile_threads > 0 ? opts.compile_threads
                                    : static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
   if (n <= 1) return 1;
   static const bool supported = [&] {
-    auto r = compile_here("extern \"C\" __global__ void ks_probe() {}\n", {"-arch=" + opts.arch, "-split-compile=2"});
+    const std::string probe = "extern \"C\" __global__ void ks_probe() {}\n";
+    const std::vector<std::string> options = {"-arch=" + opts.arch, "-split-compile=2"};
+    auto r = opts.isolate ? compile_isolated(probe, options, 120) : compile_here(probe, options);
     return r && r->ok;
   }();
   return supported ? n : 1;

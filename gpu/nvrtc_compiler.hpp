@@ -22,7 +22,9 @@ struct nvrtc_options {
   std::vector<std::string> include_dirs;  // empty = the CUDA headers this build found
   double timeout_s = 30;                  // a compile still running then is killed
   // Compile in a forked child so that a compile can be killed at the timeout and an
-  // NVRTC crash cannot take the worker down. Off = in-process (no timeout).
+  // NVRTC crash cannot take the worker down; NVRTC then never runs in this process.
+  // Off = in-process (no timeout): NVRTC keeps a worker thread here afterwards, so a
+  // process should not fork compiles once it has compiled in-process.
   bool isolate = true;
   std::string cache_dir;  // optional on-disk cache; empty = memory only
   size_t memory_cache_entries = 512;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include <unistd.h>
@@ -28,6 +29,36 @@ nvrtc_options in_process() {
 }
 
 }  // namespace
+
+// NVRTC's split compile leaves worker threads finishing in the process that ran it; a
+// fork taken while one held NVRTC's lock gave the child a lock nobody releases, and
+// its compile hung to the timeout (CI's flaky agent_loop and fleet reviews: 3 seed
+// reviews in 900 under load). So an isolating compiler never runs NVRTC itself, not
+// even to probe for -split-compile; the builtins library NVRTC loads on its first
+// compile says whether it did. ctest runs each case in a process of its own; the case
+// comes first so that the whole binary, run by hand, passes too.
+TEST_CASE("an isolating compiler never runs NVRTC in its own process", "[nvrtc]") {
+  auto nvrtc_ran_here = [] {
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);)
+      if (line.find("nvrtc-builtins") != std::string::npos) return true;
+    return false;
+  };
+  REQUIRE_FALSE(nvrtc_ran_here());
+  nvrtc_options o;
+  o.compile_threads = 2;  // a split compile, as on any machine of two or more cores
+  nvrtc_compiler c(o);
+  auto r = c.compile(scale_kernel);
+  REQUIRE(r);
+  CHECK(r->ok);
+  CHECK_FALSE(nvrtc_ran_here());
+  // In-process, it does (the marker works).
+  o.isolate = false;
+  auto here = nvrtc_compiler(o).compile(scale_kernel, {"-DIN_PROCESS"});
+  REQUIRE(here);
+  CHECK(here->ok);
+  CHECK(nvrtc_ran_here());
+}
 
 TEST_CASE("a correct kernel compiles to PTX and an sm_90a cubin with its resources", "[nvrtc]") {
   for (bool isolate : {false, true}) {
