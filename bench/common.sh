@@ -16,6 +16,16 @@
 #   bench_log MESSAGE      "[seconds since sourcing] MESSAGE", also appended to $OUT/session.log
 #   bench_elapsed          seconds since sourcing
 #   bench_left BUDGET      seconds left of BUDGET since sourcing
+#   bench_stamp WHO RUN    the columns that start a docs/results row: sets bench_date,
+#                          bench_commit, bench_run (RUN, "DATE " before it), bench_device
+#                          and bench_prefix (the four as CSV); warns, as WHO, when the
+#                          tree has uncommitted changes (the rows would name a commit
+#                          that is not what ran)
+#   bench_csv_quote TEXT   TEXT as one double-quoted CSV field
+#   bench_import_rows REPORT  one line a problem of `kernelskill import`'s report: the
+#                          problem file, its task (empty when not imported) and the
+#                          import's error, separated by \x1f (empty fields survive
+#                          `read`, where whitespace would not)
 bench_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$bench_root" || exit 1
 BUILD=${BUILD:-build-gpu}
@@ -60,4 +70,32 @@ bench_record_env() {
       echo "$PYTHON: no torch"
     git -C "$bench_root" log -1 --format='commit %H' 2>/dev/null || echo "commit unknown (no git metadata)"
   } >"$1"
+}
+
+bench_stamp() {
+  bench_date=$(date +%Y-%m-%d)
+  bench_run=${RUN:-"$bench_date $2"}
+  bench_device=${DEVICE:-"CPU ($(nproc) cores)"}
+  bench_commit=$(git -C "$bench_root" rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+  [ -n "$(git -C "$bench_root" status --porcelain --untracked-files=no 2>/dev/null)" ] &&
+    echo "$1: the tree has uncommitted changes: the rows name $bench_commit, which is not what ran" >&2
+  # shellcheck disable=SC2034  # read by the runners that source this
+  bench_prefix="$(bench_csv_quote "$bench_run"),$bench_date,$bench_commit,$(bench_csv_quote "$bench_device")"
+}
+
+bench_csv_quote() { local s=${1//\"/\"\"}; printf '"%s"' "$s"; }
+
+bench_import_rows() {
+  "$PYTHON" - "$1" <<'PY'
+import json, os, sys
+base = os.path.dirname(os.path.abspath(sys.argv[1]))
+for r in json.load(open(sys.argv[1])):
+    err = " ".join((r.get("error") or "").split())
+    if err.startswith(r["file"] + ": "):
+        err = err[len(r["file"]) + 2:]  # the row names the problem
+    task = r.get("task") or ""
+    if task and not os.path.isabs(task) and not os.path.exists(task):
+        task = os.path.join(base, os.path.basename(task))
+    print("\x1f".join([r["file"], "" if err else task, err]))
+PY
 }

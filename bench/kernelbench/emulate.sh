@@ -33,12 +33,7 @@ work=${WORK:-$BUILD/kb-emulate}
 seeds=${SEEDS:-2}
 limit=${TIMEOUT:-600}
 jobs=${JOBS:-1}
-date_=$(date +%Y-%m-%d)
-run=${RUN:-"$date_ CPU emulation at small sizes"}
-device=${DEVICE:-"CPU ($(nproc) cores)"}
-commit=$(git -C "$bench_root" rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
-[ -n "$(git -C "$bench_root" status --porcelain --untracked-files=no 2>/dev/null)" ] &&
-  echo "emulate: the tree has uncommitted changes: the rows name $commit, which is not what ran" >&2
+bench_stamp emulate "CPU emulation at small sizes"
 rm -rf "$work" && mkdir -p "$work"
 "$PYTHON" bench/kernelbench/resize.py --small "$kb" "$work/small" >/dev/null || exit 1
 cp "$work/small/SIZES.md" "$OUT/"
@@ -58,31 +53,18 @@ bench_log "importing ${#picked[@]} problem files or folders at small sizes into 
   --jobs "$jobs" 2>"$OUT/import.log"
 [ -f "$work/tasks/import-report.json" ] || { echo "emulate: the import wrote no report (see $OUT/import.log)" >&2; exit 1; }
 
-"$PYTHON" - "$work/tasks/import-report.json" >"$work/problems.txt" <<'PY'
-import json, os, sys
-base = os.path.dirname(os.path.abspath(sys.argv[1]))
-for r in json.load(open(sys.argv[1])):
-    err = " ".join((r.get("error") or "").split())
-    if err.startswith(r["file"] + ": "):
-        err = err[len(r["file"]) + 2:]
-    task = r.get("task") or ""
-    if task and not os.path.isabs(task) and not os.path.exists(task):
-        task = os.path.join(base, os.path.basename(task))
-    print("\x1f".join([r["file"], "" if err else task, err]))
-PY
+bench_import_rows "$work/tasks/import-report.json" >"$work/problems.txt"
 
 csv="$OUT/emulate.csv"
 jsonl="$OUT/emulate.jsonl"
 echo "run,date,commit,device,level,problem,imported,seeds,correct,max_abs_error,seconds,reason" >"$csv"
-quote() { local s=${1//\"/\"\"}; printf '"%s"' "$s"; }
-prefix="$(quote "$run"),$date_,$commit,$(quote "$device")"
 : >"$jsonl"
 while IFS=$'\x1f' read -r file task err; do
   name=$(basename "$file" .py)
   level=$(echo "$file" | sed -n 's#.*/level\([0-9]*\)/.*#\1#p')
   if [ -z "$task" ]; then
     bench_log "$name: not imported: ${err:0:200}"
-    echo "$prefix,$level,$name,no,0,0,,,$(quote "import: ${err:0:300}")" >>"$csv"
+    echo "$bench_prefix,$level,$name,no,0,0,,,$(bench_csv_quote "import: ${err:0:300}")" >>"$csv"
     continue
   fi
   t0=$(date +%s)
@@ -91,7 +73,7 @@ while IFS=$'\x1f' read -r file task err; do
   secs=$(( $(date +%s) - t0 ))
   [ -n "$line" ] || line="{\"task\": \"$name\", \"seeds\": 0, \"correct\": 0, \"error\": \"ks-emulate ended without a result after $secs s: $(tail -1 "$work/$name.err" | tr -d '"\\' | cut -c1-200)\"}"
   echo "$line" >>"$jsonl"
-  "$PYTHON" - "$line" "$prefix,$level,$name" "$secs" >>"$csv" <<'PY'
+  "$PYTHON" - "$line" "$bench_prefix,$level,$name" "$secs" >>"$csv" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
 why = " ".join((r.get("error") or "").split())[:300].replace('"', '""')

@@ -31,12 +31,7 @@ work=${WORK:-$BUILD/kb-lower}
 seeds=${SEEDS:-2}
 limit=${TIMEOUT:-1200}
 jobs=${JOBS:-1}
-date_=$(date +%Y-%m-%d)
-run=${RUN:-"$date_ lowering on the CPU"}
-device=${DEVICE:-"CPU ($(nproc) cores)"}
-commit=$(git -C "$bench_root" rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
-[ -n "$(git -C "$bench_root" status --porcelain --untracked-files=no 2>/dev/null)" ] &&
-  echo "lower_status: the tree has uncommitted changes: the rows name $commit, which is not what ran" >&2
+bench_stamp lower_status "lowering on the CPU"
 if [ -n "${IMPORTED:-}" ]; then
   # Lower what an earlier run imported (its WORK/tasks), again: the import is not repeated.
   [ -f "$IMPORTED/import-report.json" ] || { echo "lower_status: IMPORTED=$IMPORTED has no import-report.json" >&2; exit 2; }
@@ -52,29 +47,16 @@ else
   report=$work/tasks/import-report.json
 fi
 
-# One line a problem: file, task yaml (empty when not imported), import error.
-"$PYTHON" - "$report" >"$work/problems.txt" <<'PY'
-import json, os, sys
-base = os.path.dirname(os.path.abspath(sys.argv[1]))
-for r in json.load(open(sys.argv[1])):
-    err = " ".join((r.get("error") or "").split())
-    if err.startswith(r["file"] + ": "):
-        err = err[len(r["file"]) + 2:]  # the row names the problem
-    task = r.get("task") or ""
-    if task and not os.path.isabs(task) and not os.path.exists(task):
-        task = os.path.join(base, os.path.basename(task))
-    print("\x1f".join([r["file"], "" if err else task, err]))  # not whitespace: empty fields stay
-PY
+bench_import_rows "$report" >"$work/problems.txt"
 
 csv="$OUT/lower-status.csv"
 echo "run,date,commit,device,level,problem,imported,lowered,seconds,peak_mib,reason" >"$csv"
-quote() { local s=${1//\"/\"\"}; printf '"%s"' "$s"; }
 while IFS=$'\x1f' read -r file task err; do
   name=$(basename "$file" .py)
   level=$(echo "$file" | sed -n 's#.*/level\([0-9]*\)/.*#\1#p')
   if [ -z "$task" ]; then
     bench_log "$name: not imported: ${err:0:200}"
-    echo "$(quote "$run"),$date_,$commit,$(quote "$device"),$level,$name,no,no,,,$(quote "import: ${err:0:300}")" >>"$csv"
+    echo "$bench_prefix,$level,$name,no,no,,,$(bench_csv_quote "import: ${err:0:300}")" >>"$csv"
     continue
   fi
   dir="$work/lowered/$name"
@@ -90,7 +72,7 @@ while IFS=$'\x1f' read -r file task err; do
   fi
   if [ $rc -eq 0 ]; then
     bench_log "$name: lowered in $secs s (peak $mib MiB)"
-    echo "$(quote "$run"),$date_,$commit,$(quote "$device"),$level,$name,yes,yes,$secs,$mib," >>"$csv"
+    echo "$bench_prefix,$level,$name,yes,yes,$secs,$mib," >>"$csv"
   else
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
       why="not finished in $limit s"
@@ -99,7 +81,7 @@ while IFS=$'\x1f' read -r file task err; do
       why=$(echo "$why" | tr -s ' \t' ' ' | cut -c1-300)
     fi
     bench_log "$name: not lowered ($secs s): $why"
-    echo "$(quote "$run"),$date_,$commit,$(quote "$device"),$level,$name,yes,no,$secs,$mib,$(quote "$why")" >>"$csv"
+    echo "$bench_prefix,$level,$name,yes,no,$secs,$mib,$(bench_csv_quote "$why")" >>"$csv"
   fi
 done <"$work/problems.txt"
 n=$(($(wc -l <"$csv") - 1))
