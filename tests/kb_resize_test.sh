@@ -2,7 +2,8 @@
 # bench/kernelbench/resize.py on small KernelBench-format problems written here: the
 # sizes it moves become odd, the ones it must keep (a channel count split into groups,
 # the groups, small kernel sizes) stay, the code is unchanged, and the resized problems
-# still run (where python3 has torch). ctest runs it as kb_resize.
+# still run (where python3 has torch); --small keeps a size a problem cannot run
+# without. ctest runs it as kb_resize.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -100,6 +101,40 @@ done
 grep -qxF "N = 31" "$tmp/small2/level1/1_Gemm.py" || { echo "kb_resize: --small: 512 should become 31"; fail=1; }
 grep -qxF "out_features = 64" "$tmp/small/level2/5_Gemm_GroupNorm.py" || { echo "kb_resize: --small moved a grouped size"; fail=1; }
 grep -q "small sizes" "$tmp/small/SIZES.md" || { echo "kb_resize: --small: SIZES.md does not say small"; fail=1; }
+# --small with PyTorch: a problem that does not run at its small sizes gets back the
+# published value of the constant it needs (here a class whose image size is fixed).
+if [ -n "$py" ]; then
+  mkdir -p "$tmp/kb3/level1"
+  cat > "$tmp/kb3/level1/7_FixedImage.py" <<'PY'
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, img_size=64):
+        super().__init__()
+        self.img_size = img_size
+        self.proj = nn.Linear(img_size, 8)
+
+    def forward(self, x):
+        assert x.shape[-1] == self.img_size, f"image {x.shape[-1]} is not {self.img_size}"
+        return self.proj(x)
+
+batch_size = 32
+image_size = 64
+
+def get_inputs():
+    return [torch.randn(batch_size, image_size)]
+
+def get_init_inputs():
+    return []
+PY
+  "$py" "$root/bench/kernelbench/resize.py" --small "$tmp/kb3" "$tmp/small3" >/dev/null 2>&1 || { echo "kb_resize: --small failed on a fixed image"; fail=1; }
+  for line in "batch_size = 15" "image_size = 64"; do
+    grep -qxF -- "$line" "$tmp/small3/level1/7_FixedImage.py" || { echo "kb_resize: --small: 7_FixedImage.py lacks '$line'"; fail=1; }
+  done
+  grep -q "image_size kept (small, it fails: AssertionError: image 15 is not 64)" "$tmp/small3/SIZES.md" ||
+    { echo "kb_resize: --small: SIZES.md does not say why image_size was kept:"; cat "$tmp/small3/SIZES.md"; fail=1; }
+fi
 # No arguments: the usage, status 2.
 python3 "$root/bench/kernelbench/resize.py" >/dev/null 2>&1; [ $? = 2 ] || { echo "kb_resize: no arguments should exit 2"; fail=1; }
 [ $fail = 0 ] && echo "kb_resize: passed"

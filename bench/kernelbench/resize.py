@@ -17,8 +17,12 @@ only their module-level integer constants (batch_size, in_features, height, ...)
 
 With --small, such a constant becomes a sixteenth of itself instead, odd and at least
 15 (8192 -> 511, 1024 -> 63, 256 -> 15): problems small enough to run on the CPU, for
-bench/kernelbench/emulate.sh (a network whose image shrinks below what its layers take
-then fails to import, and says so).
+bench/kernelbench/emulate.sh. Where PyTorch imports, each problem so resized is run
+once (its Model built from get_init_inputs, forward on get_inputs); one that fails (an
+image shrunk below what a network's layers take or its class's fixed image size, a
+sequence no longer a multiple of its block) gets back the published value of one
+changed constant at a time, the first that runs; else the odd sizes; else it is left
+as published. SIZES.md says which, and why.
 
 Nothing is chosen by problem: the same rule reads every file. What changed is listed
 in SIZES.md of the output folder, a line per problem.
@@ -106,15 +110,16 @@ def smaller(v, small):
     return w - 1 if w % 2 == 0 else w
 
 
-def resize(text, small=False):
-    """The problem's text at odd (or small) sizes, and what changed ("name a->b", ...)."""
+def resize(text, small=False, keep=()):
+    """The problem's text at odd (or small) sizes, and what changed ("name a->b", ...);
+    the constants named in `keep` stay as published."""
     tree = ast.parse(text)
     consts = int_constants(tree)
     uses = together(tree)
     lines = text.splitlines(keepends=True)
     changes = []
     for name, (v, node) in consts.items():
-        if v < 16 or v % 2 or tied(name, consts, uses):
+        if v < 16 or v % 2 or name in keep or tied(name, consts, uses):
             continue
         new = smaller(v, small)
         if node.value.lineno != node.value.end_lineno:
@@ -124,6 +129,42 @@ def resize(text, small=False):
         lines[node.lineno - 1] = line[:col] + str(new) + line[end:]
         changes.append(f"{name} {v}->{new}")
     return "".join(lines), changes
+
+
+def run_error(text, name):
+    """Why the problem does not run (its Model built, forward once, on the CPU); None
+    when it does, or when PyTorch is not there to tell."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    scope = {"__name__": "ks_resized_problem"}
+    try:
+        exec(compile(text, name, "exec"), scope)
+        torch.manual_seed(0)
+        model = scope["Model"](*scope["get_init_inputs"]())
+        with torch.no_grad():
+            model(*scope["get_inputs"]())
+    except Exception as e:  # the problem's own failure, whatever it is
+        return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+    return None
+
+
+def small_that_runs(text, name):
+    """The problem at small sizes where it runs there, else the nearest that does: the
+    text and what changed."""
+    new, changes = resize(text, True)
+    why = run_error(new, name) if changes else None
+    if why is None:
+        return new, changes
+    for kept in [c.split()[0] for c in changes]:
+        retry, retry_changes = resize(text, True, keep={kept})
+        if run_error(retry, name) is None:
+            return retry, retry_changes + [f"{kept} kept (small, it fails: {why})"]
+    odd, odd_changes = resize(text, False)
+    if run_error(odd, name) is None:
+        return odd, odd_changes + [f"odd sizes, not small (small, it fails: {why})"]
+    return text, [f"left as published (small, it fails: {why})"]
 
 
 def main(argv):
@@ -142,7 +183,7 @@ def main(argv):
         for f in sorted(level.glob("*.py")):
             text = f.read_text()
             try:
-                new, changes = resize(text, small)
+                new, changes = small_that_runs(text, f.name) if small else resize(text)
             except SyntaxError as e:
                 new, changes = text, [f"left as published: it does not parse ({e.msg})"]
             (dst / level.name / f.name).write_text(new)
