@@ -2392,3 +2392,43 @@ TEST_CASE("emulated: sibling row reductions read in one pass match the reference
   for (const auto& c : *chained_seeds) CHECK(c.recipe.at("stages").find("+twin") == std::string::npos);
   check_candidates(sized(*chained, {4, 900}), *chained_seeds);
 }
+
+// The emulator itself: a block whose thread 0 ends without a barrier runs its other
+// threads as plain calls; one whose thread 0 waits at a barrier runs them all as
+// fibers, thread 0 held there until every thread has reached it; and threads that
+// reach a barrier thread 0 never does are reported, as CUDA leaves that undefined.
+TEST_CASE("emulated: blocks run as plain calls or as fibers, and a barrier thread 0 skips is reported",
+          "[emulated][emulator]") {
+  const std::string source = R"(extern "C" __global__ void twice(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = 2.f * x[i];
+}
+extern "C" __global__ void reverse(const float* x, float* y) {
+  __shared__ float s[64];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  s[threadIdx.x] = x[i];
+  __syncthreads();
+  y[i] = s[blockDim.x - 1 - threadIdx.x];
+}
+extern "C" __global__ void skipped(float* y) {
+  if (threadIdx.x > 0) __syncthreads();
+  y[threadIdx.x] = 1.f;
+}
+)";
+  auto m = test::emulated_module::build(source, kWork);
+  INFO((m ? std::string() : m.message()));
+  REQUIRE(m.ok());
+  std::vector<float> x(3 * 64), y(3 * 64, NAN);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  float* xp = x.data();
+  float* yp = y.data();
+  REQUIRE((*m)->launch("twice", {3, 1, 1}, {64, 1, 1}, 0, {&xp, &yp}).ok());
+  for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == 2.f * x[i]);
+  std::fill(y.begin(), y.end(), NAN);
+  REQUIRE((*m)->launch("reverse", {3, 1, 1}, {64, 1, 1}, 0, {&xp, &yp}).ok());
+  for (size_t b = 0; b < 3; ++b)
+    for (size_t t = 0; t < 64; ++t) CHECK(y[b * 64 + t] == x[b * 64 + 63 - t]);
+  auto bad = (*m)->launch("skipped", {1, 1, 1}, {64, 1, 1}, 0, {&yp});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.message(), Catch::Matchers::Contains("that its thread 0 does not"));
+}

@@ -29,11 +29,13 @@ struct dim3_t { unsigned x = 1, y = 1, z = 1; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 static dim3_t threadIdx, blockIdx, blockDim, gridDim;
-// A fiber switch saves the callee-saved registers and the FP control words on the
-// stack it leaves, then takes up the other's: what ucontext's swapcontext does, less
-// its two signal-mask system calls, which took 80 % of the time of a network's plan
-// (9_ResNet18 at batch 2: 38 % in swapcontext, 40 % in the kernel on its behalf).
-// x86-64 only; elsewhere ucontext.
+// A fiber switch saves the callee-saved registers on the stack it leaves, then takes
+// up the other's: what ucontext's swapcontext does, less its two signal-mask system
+// calls, which took 80 % of the time of a network's plan (9_ResNet18 at batch 2: 38 %
+// in swapcontext, 40 % in the kernel on its behalf), and less the FP control words
+// (MXCSR, the x87 control word), whose loads then took half of what was left: every
+// fiber runs under the one FP environment of the launch, which the kernels' code
+// never changes. x86-64 only; elsewhere ucontext.
 #if defined(__x86_64__)
 extern "C" void ks_switch(void** save_sp, void* load_sp);
 asm(R"(
@@ -48,14 +50,8 @@ ks_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -95,7 +91,20 @@ static size_t ks_dynamic_n = 0;
 constexpr size_t ks_guard = 64;
 constexpr float ks_guard_value = 1234.5f;
 #define KS_DYNAMIC_SHARED(name) float4* const name = reinterpret_cast<float4*>(ks_dynamic[ks_rank].data())
-static inline void ks_yield() { ks_to_main(ks_fibers[ks_cur]); threadIdx.x = ks_cur % blockDim.x; }
+// A block whose thread 0 runs to its end without a barrier or a shuffle runs its other
+// threads as plain calls, one after another (ks_run): most kernels of a plan are such,
+// and a switch per thread cost more than their work. A barrier in CUDA is reached by
+// every thread of the block or by none, so one such thread reaching a barrier anyway
+// is reported (ks_divergent), not waited for.
+static bool ks_direct = false, ks_divergent = false;
+static inline void ks_yield() {
+  if (ks_direct) {
+    ks_divergent = true;
+    return;
+  }
+  ks_to_main(ks_fibers[ks_cur]);
+  threadIdx.x = ks_cur % blockDim.x;
+}
 #define __cluster_dims__(...)
 #define KS_CLUSTER_EMULATED 1
 // A barrier across the cluster: the fiber waits until every thread of every block of
@@ -155,18 +164,17 @@ static void ks_entry() {
 // Makes `f` start at ks_entry on its own stack when next switched to.
 static void ks_start(ks_fiber& f) {
 #if defined(__x86_64__)
-  // The stack ks_switch takes up: the FP control words, six registers, then ks_entry
-  // as the return address, whose frame sees the stack as after a call (rsp + 8
-  // aligned to 16). ks_entry never returns from there.
+  // The stack ks_switch takes up: six registers, then ks_entry as the return address,
+  // whose frame sees the stack as after a call (rsp + 8 aligned to 16). ks_entry
+  // never returns from there.
+  // Each fiber's top a cache line further into its stack, modulo 4 KiB: at one offset
+  // every switch would land in the same L1 set (a 64 KiB stride).
+  const size_t color = static_cast<size_t>(&f - ks_fibers.data()) % 64 * 64;
   auto* top = reinterpret_cast<unsigned long long*>(
-      (reinterpret_cast<unsigned long long>(f.stack.data() + f.stack.size())) & ~15ull);
+      (reinterpret_cast<unsigned long long>(f.stack.data() + f.stack.size() - color)) & ~15ull);
   *--top = 0;  // ks_entry's return address: none
   *--top = reinterpret_cast<unsigned long long>(&ks_entry);
   for (int k = 0; k < 6; ++k) *--top = 0;
-  unsigned control[2];
-  asm volatile("stmxcsr %0" : "=m"(control[0]));
-  asm volatile("fnstcw %0" : "=m"(control[1]));
-  *--top = control[0] | (static_cast<unsigned long long>(control[1] & 0xffff) << 32);
   f.sp = top;
 #else
   getcontext(&f.ctx);
@@ -177,7 +185,8 @@ static void ks_start(ks_fiber& f) {
 #endif
 }
 // Returns 0, 1 when a block wrote past its dynamic shared memory, 2 when the grid is
-// not a whole number of clusters.
+// not a whole number of clusters, 3 when some threads of a block reached a barrier or
+// shuffle that thread 0 did not.
 template <class F>
 int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, unsigned cl, F body) {
   if (cl == 0 || gx % cl != 0) return 2;
@@ -202,6 +211,30 @@ int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long lon
           f.at_cluster = false;
           ks_start(f);
         }
+        // Thread 0 first: where it ends without yielding, the block's other threads
+        // run as plain calls.
+        unsigned first = 0;
+        if (cl == 1) {
+          ks_rank = 0;
+          blockIdx = {x0, y, z};
+          ks_cur = 0;
+          threadIdx = {0, 0, 0};
+          ks_to_fiber(ks_fibers[0]);
+          if (ks_fibers[0].done) {
+            ks_direct = true;
+            for (unsigned t = 1; t < bx; ++t) {
+              ks_cur = t;
+              threadIdx = {t, 0, 0};
+              ks_body();
+            }
+            ks_direct = false;
+            if (ks_divergent) return 3;
+            for (size_t g = 0; g < ks_guard; ++g)
+              if (ks_dynamic[0][ks_dynamic_n + g] != ks_guard_value) return 1;
+            continue;
+          }
+          first = 1;  // thread 0 waits at its first barrier for the others
+        }
         // Each block in turn up to its next barrier across the cluster (or its end),
         // then all released together.
         for (bool left = true; left;) {
@@ -211,7 +244,7 @@ int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long lon
             blockIdx = {x0 + r, y, z};
             for (bool running = true; running;) {
               running = false;
-              for (unsigned t = 0; t < bx; ++t) {
+              for (unsigned t = first; t < bx; ++t) {
                 ks_fiber& f = ks_fibers[r * bx + t];
                 if (f.done || f.at_cluster) continue;
                 ks_cur = r * bx + t;
@@ -219,6 +252,7 @@ int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long lon
                 ks_to_fiber(f);
                 running = running || (!f.done && !f.at_cluster);
               }
+              if (first) first = 0, running = true;  // thread 0 goes on in the next pass
             }
           }
           for (auto& f : ks_fibers)
@@ -313,6 +347,9 @@ status emulated_module::launch(const std::string& kernel, std::array<int64_t, 3>
   const int rc = f(static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
                    static_cast<unsigned>(block[0]), static_cast<unsigned long long>(shared_bytes), args.data());
   if (rc == 2) return error{"emulator: kernel " + kernel + ": its grid is not a whole number of its clusters"};
+  if (rc == 3)
+    return error{"emulator: kernel " + kernel +
+                 ": threads of one block reach a barrier or warp shuffle that its thread 0 does not"};
   if (rc != 0)
     return error{"emulator: kernel " + kernel + " wrote past its " + std::to_string(shared_bytes) +
                  " bytes of dynamic shared memory"};
