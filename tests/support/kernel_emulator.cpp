@@ -190,6 +190,7 @@ static void ks_start(ks_fiber& f) {
 template <class F>
 int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long long smem, unsigned cl, F body) {
   if (cl == 0 || gx % cl != 0) return 2;
+  ks_divergent = false;
   gridDim = {gx, gy, gz};
   ks_dynamic_n = (smem + 15) / 16 * 4;
   blockDim = {bx, 1, 1};
