@@ -230,15 +230,13 @@ int ks_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned long lon
             }
             ks_direct = false;
             if (ks_divergent) return 3;
-            for (size_t g = 0; g < ks_guard; ++g)
-              if (ks_dynamic[0][ks_dynamic_n + g] != ks_guard_value) return 1;
-            continue;
+          } else {
+            first = 1;  // thread 0 waits at its first barrier for the others
           }
-          first = 1;  // thread 0 waits at its first barrier for the others
         }
         // Each block in turn up to its next barrier across the cluster (or its end),
-        // then all released together.
-        for (bool left = true; left;) {
+        // then all released together (nothing left where the block ran plainly).
+        for (bool left = !ks_fibers[0].done; left;) {
           left = false;
           for (unsigned r = 0; r < cl; ++r) {
             ks_rank = r;
