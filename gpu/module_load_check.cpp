@@ -55,7 +55,7 @@ std::string unfollowed_call(const torch::jit::Block& block) {
 
 }  // namespace
 
-status check_module_load_code(const std::string& module_bytes) {
+status check_module_load_code(std::string_view module_bytes) {
   // Not a zip archive: torch::jit::load cannot read it either and says so in its own
   // words — except a flatbuffer module (magic "PTMF" at byte 4), which it would load,
   // setstate and all, by another path.

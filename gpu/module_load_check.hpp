@@ -14,6 +14,7 @@
 // LibTorch-facing: include only from gpu/'s LibTorch sources.
 
 #include <string>
+#include <string_view>
 
 #include "base/result.hpp"
 
@@ -22,6 +23,6 @@ namespace ks {
 // `module_bytes`: a .pt archive as torch::jit::save writes it. Bytes that are no zip
 // archive pass (torch::jit::load refuses them in its own words), but a flatbuffer
 // module, which it would load by another path, is refused.
-status check_module_load_code(const std::string& module_bytes);
+status check_module_load_code(std::string_view module_bytes);
 
 }  // namespace ks

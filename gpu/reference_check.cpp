@@ -24,7 +24,7 @@ std::string reference_check::refused(const task_spec& task, const std::string& s
   process_limits limits = opts_.limits;
   if (review_timeout_s > 0)
     limits.wall_seconds = std::max(1, std::min(limits.wall_seconds, static_cast<int>(review_timeout_s * 0.8)));
-  const std::string key = sha256_hex(to_yaml(task) + "\n" + sha256_hex(task.module_bytes) + "\n" + size + "\n" +
+  const std::string key = sha256_hex(to_yaml(task) + "\n" + task.module_bytes.sha256_hex() + "\n" + size + "\n" +
                                      std::to_string(limits.wall_seconds));
   {
     std::lock_guard lock(mu_);

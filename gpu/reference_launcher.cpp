@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <string_view>
 
 #include "base/private_dir.hpp"
 #include "task/task_files.hpp"
@@ -47,7 +48,7 @@ bool read_all(int fd, char* p, size_t n) {
   return true;
 }
 
-bool send_string(int fd, const std::string& s) {
+bool send_string(int fd, std::string_view s) {
   const uint64_t n = s.size();
   return write_all(fd, reinterpret_cast<const char*>(&n), sizeof n) && write_all(fd, s.data(), s.size());
 }
@@ -153,15 +154,13 @@ reference_launcher::~reference_launcher() {
 
 result<bounded_run> reference_launcher::run(const task_spec& task, const std::string& size, const std::string& device,
                                             int wall_seconds) {
-  task_spec sent = task;
-  std::string module;
+  task_spec sent = task;  // shares the module's bytes: none are copied to send them
   if (!task.module_bytes.empty()) {
-    module = task.module_bytes;
     sent.module_bytes.clear();
     sent.module_path = "module.pt";
   }
   std::lock_guard lock(mu_);
-  if (!send_string(fd_, to_yaml(sent)) || !send_string(fd_, module) || !send_string(fd_, size) ||
+  if (!send_string(fd_, to_yaml(sent)) || !send_string(fd_, task.module_bytes) || !send_string(fd_, size) ||
       !send_string(fd_, device) || !send_string(fd_, std::to_string(wall_seconds)))
     return error{"the reference launcher is gone"};
   std::string ok;

@@ -50,7 +50,7 @@ void reviewer::impl::sync(const std::string& what) {
 void reviewer::impl::make_current() { check_cu(drv->cuCtxSetCurrent(context), "cuCtxSetCurrent"); }
 
 task_entry& reviewer::impl::task_for(const task_spec& task, input_draw draw) {
-  std::string key = sha256_hex(to_yaml(task) + "\n" + sha256_hex(task.module_bytes) + "\ndraw " + to_string(draw));
+  std::string key = sha256_hex(to_yaml(task) + "\n" + task.module_bytes.sha256_hex() + "\ndraw " + to_string(draw));
   for (auto it = tasks.begin(); it != tasks.end(); ++it)
     if (it->key == key) {
       tasks.splice(tasks.begin(), tasks, it);

@@ -170,10 +170,19 @@ import_outcome import_kernelbench_problem(const problem_file& problem, const fs:
   const fs::path dest = out_dir / problem.subdir;
   fs::create_directories(dest, ec);
   if (ec) return finish("cannot create " + dest.string() + ": " + ec.message());
-  for (const auto& f : {module, yaml}) {  // the module first: a task never names a missing module
-    fs::path to = dest / f.filename();
-    fs::copy_file(f, to, fs::copy_options::overwrite_existing, ec);
-    if (ec) return finish("cannot write " + to.string() + ": " + ec.message());
+  // The module first: a task never names a missing module. Each file is replaced by a
+  // rename, never rewritten in place: a run may have the old module mapped
+  // (base/shared_bytes.hpp), and a crash leaves the old file or the new one whole.
+  for (const auto& f : {module, yaml}) {
+    const fs::path to = dest / f.filename();
+    const fs::path part = dest / ("." + f.filename().string() + ".part");
+    fs::copy_file(f, part, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(part, to, ec);
+    if (ec) {
+      std::error_code ignored;
+      fs::remove(part, ignored);
+      return finish("cannot write " + to.string() + ": " + ec.message());
+    }
   }
   r.task_path = dest / yaml.filename();
   r.inputs = answer.value("inputs", 0u);

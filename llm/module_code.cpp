@@ -9,7 +9,7 @@ namespace {
 
 // Little-endian reads within the bytes; nullopt past the end.
 struct reader {
-  const std::string& b;
+  std::string_view b;
   std::optional<uint64_t> le(size_t at, int n) const {
     if (at > b.size() || b.size() - at < static_cast<size_t>(n)) return std::nullopt;
     uint64_t v = 0;
@@ -33,7 +33,7 @@ bool is_code(const std::string& name) {
 
 }  // namespace
 
-result<std::vector<module_code_file>> module_code(const std::string& bytes) {
+result<std::vector<module_code_file>> module_code(std::string_view bytes) {
   const reader r{bytes};
   auto bad = [](const std::string& why) { return error{"the module is not a readable zip archive: " + why}; };
   if (bytes.size() < 22 || bytes.compare(0, 4, "PK\x03\x04") != 0) return bad("no zip signature");
@@ -66,7 +66,7 @@ result<std::vector<module_code_file>> module_code(const std::string& bytes) {
     if (!method || !csize || !usize || !name_len || !extra_len || !comment_len || !local)
       return bad("a truncated central directory");
     if (at + 46 + *name_len > bytes.size()) return bad("a name past the end of the archive");
-    const std::string name = bytes.substr(at + 46, *name_len);
+    const std::string name(bytes.substr(at + 46, *name_len));
     uint64_t size = *usize, stored = *csize, offset = *local;
     // Zip64 sizes and offset live in the extra field (id 1), in this order, for the
     // fields that hold 0xFFFFFFFF.
@@ -94,7 +94,7 @@ result<std::vector<module_code_file>> module_code(const std::string& bytes) {
     const uint64_t data = offset + 30 + *lname + *lextra;
     if (data > bytes.size() || bytes.size() - data < size || stored != size)
       return bad("the data of " + name + " runs past the end of the archive");
-    out.push_back({name, bytes.substr(data, size)});
+    out.push_back({name, std::string(bytes.substr(data, size))});
   }
   return out;
 }

@@ -11,6 +11,7 @@
 // or its directory is malformed — never a read past the bytes.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.hpp"
@@ -22,6 +23,6 @@ struct module_code_file {
   std::string text;
 };
 
-result<std::vector<module_code_file>> module_code(const std::string& archive_bytes);
+result<std::vector<module_code_file>> module_code(std::string_view archive_bytes);
 
 }  // namespace ks

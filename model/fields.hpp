@@ -18,25 +18,21 @@
 
 namespace ks {
 
-// A field by name. `encoding` says how the JSON codec writes it when the type alone
-// does not say: plain, or base64 for bytes kept in a std::string.
-enum class field_encoding { plain, base64 };
-
+// A field by name. How a codec writes it follows from its type alone (shared_bytes,
+// for instance, is base64 in JSON).
 template <class T>
 struct field_ref {
   const char* name;
   T& value;
-  field_encoding encoding = field_encoding::plain;
 };
 
 template <class T>
-field_ref<T> field(const char* name, T& value, field_encoding e = field_encoding::plain) {
-  return field_ref<T>{name, value, e};
+field_ref<T> field(const char* name, T& value) {
+  return field_ref<T>{name, value};
 }
 
 // Inside a visit_fields overload whose struct parameter is named x.
 #define KS_FIELD(member) ::ks::field(#member, x.member)
-#define KS_BYTES_FIELD(member) ::ks::field(#member, x.member, ::ks::field_encoding::base64)
 
 namespace detail {
 struct field_probe {

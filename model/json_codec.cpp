@@ -185,13 +185,10 @@ void encode_fields(json& j, const T& x) {
   j = json::object();
   visit_fields(const_cast<T&>(x), [&j](const char*, auto... fields) {
     auto one = [&j](auto& f) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(f.value)>, std::string>) {
-        if (f.encoding == field_encoding::base64) {
-          j[f.name] = base64_encode(f.value);
-          return;
-        }
-      }
-      j[f.name] = enc(f.value);
+      if constexpr (std::is_same_v<std::decay_t<decltype(f.value)>, shared_bytes>)
+        j[f.name] = base64_encode(f.value.view());
+      else
+        j[f.name] = enc(f.value);
     };
     (one(fields), ...);
   });
@@ -202,17 +199,15 @@ void decode_fields(const json& j, T& x) {
   require_object(j);
   visit_fields(x, [&j](const char*, auto... fields) {
     auto one = [&j](auto& f) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(f.value)>, std::string>) {
-        if (f.encoding == field_encoding::base64) {
-          std::string b64;
-          read_field(j, f.name, b64);
-          auto bytes = base64_decode(b64);
-          if (!bytes) throw json_decode_error(f.name, bytes.message());
-          f.value = std::move(*bytes);
-          return;
-        }
+      if constexpr (std::is_same_v<std::decay_t<decltype(f.value)>, shared_bytes>) {
+        std::string b64;
+        read_field(j, f.name, b64);
+        auto bytes = base64_decode(b64);
+        if (!bytes) throw json_decode_error(f.name, bytes.message());
+        f.value = std::move(*bytes);
+      } else {
+        read_field(j, f.name, f.value);
       }
-      read_field(j, f.name, f.value);
     };
     (one(fields), ...);
   });

@@ -9,7 +9,8 @@
 // - review_status travels as its to_string() name ("compile_error"), not a number;
 // - doubles that JSON cannot hold travel as the strings "NaN", "Infinity" and
 //   "-Infinity" (nlohmann would otherwise write null and lose the value);
-// - task_spec::module_bytes (a binary TorchScript archive) travels as base64.
+// - shared_bytes (task_spec::module_bytes, a binary TorchScript archive) travels as
+//   base64.
 //
 // Reading is lenient about what is absent and strict about what is present: a missing
 // field keeps its default, so values written before a field existed still read; a

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/shared_bytes.hpp"
 #include "model/fields.hpp"
 
 namespace ks {
@@ -101,7 +102,7 @@ struct task_spec {
   std::string name;
   std::string description;
   std::string torchscript;       // inline source, or empty
-  std::string module_bytes;      // a saved .pt module, or empty
+  shared_bytes module_bytes;     // a saved .pt module, or empty (copies share it)
   std::string module_path;       // where module_bytes came from (for messages)
   bool module_training = false;  // run the module in training mode (else eval)
   std::vector<tensor_spec> inputs;
@@ -119,7 +120,7 @@ struct task_spec {
 };
 template <class F>
 auto visit_fields(task_spec& x, F&& f) {
-  return f("task_spec", KS_FIELD(name), KS_FIELD(description), KS_FIELD(torchscript), KS_BYTES_FIELD(module_bytes),
+  return f("task_spec", KS_FIELD(name), KS_FIELD(description), KS_FIELD(torchscript), KS_FIELD(module_bytes),
            KS_FIELD(module_path), KS_FIELD(module_training), KS_FIELD(inputs), KS_FIELD(input_program),
            KS_FIELD(parameters), KS_FIELD(tolerance), KS_FIELD(seed), KS_FIELD(sizes), KS_FIELD(kernelbench));
 }

@@ -14,12 +14,17 @@
 // - doubles must be finite on the wire (protocol/wire_safe.hpp).
 
 #include <cstdint>  // before CAF: its atom_val.hpp uses uint64_t without it (g++ 13)
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <caf/atom.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/error.hpp>
 #include <caf/fwd.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
+#include <caf/serializer.hpp>
 #include <caf/typed_actor.hpp>
 
 #include "model/candidate.hpp"
@@ -34,6 +39,26 @@
 #include "protocol/requests.hpp"
 
 namespace ks {
+
+// Shared bytes on the wire exactly as a std::string of them (a length, then the bytes),
+// written straight from the shared buffer: no copy of a module's weights per message.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shared_bytes& x) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    size_t n = x.size();
+    return caf::error::eval([&] { return f.begin_sequence(n); },
+                            [&] { return n > 0 ? f.apply_raw(n, const_cast<char*>(x.data())) : caf::error{}; },
+                            [&] { return f.end_sequence(); });
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    std::string bytes;
+    auto err = f(bytes);
+    if (!err) x = std::move(bytes);
+    return err;
+  } else {  // printing a message: the size, not the bytes
+    std::string shown = std::to_string(x.size()) + " bytes";
+    return f(shown);
+  }
+}
 
 // CAF's serialization of every struct with a field list: the fields in list order,
 // under the struct's name (found by ADL, as CAF 0.17 looks for inspect()).

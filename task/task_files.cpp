@@ -12,7 +12,7 @@ result<std::filesystem::path> write_task_files(const task_spec& task, const std:
   if (!task.module_bytes.empty()) {
     const std::filesystem::path module = dir / "module.pt";
     std::ofstream out(module, std::ios::binary);
-    out << task.module_bytes;
+    out.write(task.module_bytes.data(), static_cast<std::streamsize>(task.module_bytes.size()));
     if (!out.flush()) return error{"cannot write " + module.string()};
     module_path = module.string();
   }

@@ -529,17 +529,13 @@ class task_parser {
     if (!ec) p = abs;
     if (!std::filesystem::is_regular_file(p, ec))
       fail(*module, at / "module", "module file " + quote(p.string()) + " does not exist");
-    // Read straight into the string, at its size: a stream's buffer and then its copy
-    // would hold a network's weights twice (2 x 8.6 GB for level 3's 2_ShallowWideMLP).
-    std::ifstream in(p, std::ios::binary | std::ios::ate);
-    const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
-    if (size > 0) {
-      t.module_bytes.resize(static_cast<size_t>(size));
-      in.seekg(0);
-      in.read(t.module_bytes.data(), size);
-    }
-    if (size <= 0 || !in || in.gcount() != size)
-      fail(*module, at / "module", "cannot read module file " + quote(p.string()) + " (unreadable or empty)");
+    // Mapped, not read: copies of the task share the mapping, and a run of many
+    // networks keeps no weights in its own memory (2_ShallowWideMLP's are 8.6 GB).
+    auto bytes = shared_bytes::map_file(p);
+    if (!bytes || bytes->empty())
+      fail(*module, at / "module",
+           "cannot read module file " + quote(p.string()) + " (" + (bytes ? "empty" : bytes.message()) + ")");
+    t.module_bytes = std::move(*bytes);
     t.module_path = p.string();
   }
 

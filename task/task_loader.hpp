@@ -17,8 +17,9 @@
 namespace ks {
 
 // Reads and validates the task file at `path`. A `reference.module` is resolved
-// against the file's folder, read into module_bytes, and its absolute path recorded
-// in module_path.
+// against the file's folder, mapped into module_bytes (base/shared_bytes.hpp: the file
+// must not be rewritten in place while the task is in use), and its absolute path
+// recorded in module_path.
 result<task_spec> load_task(const std::filesystem::path& path);
 
 // Parses task YAML held in memory. `source_name` prefixes every error message (a file

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "base/content_hash.hpp"
+#include "base/shared_bytes.hpp"
 
 // The FIPS 180-4 / NIST example vectors.
 TEST_CASE("sha256_hex matches the standard test vectors", "[hash]") {
@@ -15,4 +16,15 @@ TEST_CASE("sha256_hex matches the standard test vectors", "[hash]") {
   // Lengths around the padding boundary (55, 56, 64 bytes) take different paths.
   CHECK(sha256_hex(std::string(55, 'x')) != sha256_hex(std::string(56, 'x')));
   CHECK(sha256_hex(std::string(64, 'x')).size() == 64);
+}
+
+TEST_CASE("shared bytes hash once for all their copies", "[hash]") {
+  const std::string text = "weights of a network";
+  ks::shared_bytes a(text);
+  ks::shared_bytes b = a;
+  CHECK(a.sha256_hex() == ks::sha256_hex(text));
+  CHECK(&a.sha256_hex() == &b.sha256_hex());  // one digest, kept with the bytes
+  CHECK(ks::shared_bytes().sha256_hex() == ks::sha256_hex(""));
+  ks::shared_bytes other(text);  // equal bytes, another buffer: the same digest
+  CHECK(other.sha256_hex() == a.sha256_hex());
 }

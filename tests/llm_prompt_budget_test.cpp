@@ -107,10 +107,10 @@ TEST_CASE("a saved module's prompt shows the code inside its archive", "[llm][pr
   // Damaged archives are errors, never reads past the bytes.
   CHECK_FALSE(ks::module_code("not a zip").ok());
   for (size_t keep : {size_t{30}, t.module_bytes.size() / 2, t.module_bytes.size() - 5}) {
-    auto cut = ks::module_code(t.module_bytes.substr(0, keep));
+    auto cut = ks::module_code(t.module_bytes.view().substr(0, keep));
     CHECK_FALSE(cut.ok());
   }
-  std::string corrupt = t.module_bytes;
+  std::string corrupt = t.module_bytes.str();
   corrupt[corrupt.size() - 6] = '\x7f';  // the central directory's offset, far past the end
   CHECK_FALSE(ks::module_code(corrupt).ok());
   // An archive whose code cannot be read falls back to saying so.

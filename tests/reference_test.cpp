@@ -631,8 +631,9 @@ TEST_CASE("a reference that reaches a file operator through a fork is refused wi
   auto with_module = [&](const std::string& file) {
     auto t = load_task(dir / "untrusted_task.yaml");
     REQUIRE(t.ok());
-    std::ifstream in(dir / file, std::ios::binary);
-    t->module_bytes.assign(std::istreambuf_iterator<char>(in), {});
+    auto mapped = shared_bytes::map_file(dir / file);
+    REQUIRE(mapped.ok());
+    t->module_bytes = std::move(*mapped);
     REQUIRE_FALSE(t->module_bytes.empty());
     t->module_path = (dir / file).string();
     return *t;
@@ -859,8 +860,9 @@ TEST_CASE("a saved module whose __setstate__ reads files or prints is refused be
   auto with_module = [&](const std::string& file) {
     auto t = load_task(dir / "setstate_task.yaml");
     REQUIRE(t.ok());
-    std::ifstream in(dir / file, std::ios::binary);
-    t->module_bytes.assign(std::istreambuf_iterator<char>(in), {});
+    auto mapped = shared_bytes::map_file(dir / file);
+    REQUIRE(mapped.ok());
+    t->module_bytes = std::move(*mapped);
     REQUIRE_FALSE(t->module_bytes.empty());
     t->module_path = (dir / file).string();
     return *t;

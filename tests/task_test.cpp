@@ -592,3 +592,69 @@ TEST_CASE("a bad reference.kernelbench is named", "[task][errors]") {
   REQUIRE_FALSE(v.ok());
   CHECK_THAT(v.message(), Catch::Contains("reference.kernelbench.arguments[1].value"));
 }
+
+namespace {
+
+// Whether this process has `file` mapped (a line of /proc/self/maps names it).
+bool mapped(const fs::path& file) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.size() >= file.string().size() &&
+        line.compare(line.size() - file.string().size(), std::string::npos, file.string()) == 0)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a task's module is mapped from its file and shared by every copy", "[task]") {
+  // A network's weights ride in every request about its task: copies must not copy
+  // them (a bench of level 2's 32768 x 32768 GEMMs grew to 110 GB and was killed).
+  temp_dir dir;
+  std::string weights(3u << 20, '\0');
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<char>(i * 7 + i / 4096);
+  write_file(dir.path / "net.pt", weights);
+  write_file(dir.path / "net.yaml", "name: net\nreference:\n  module: net.pt\ninputs:\n  - {name: x, shape: [3]}\n");
+  const fs::path pt = fs::canonical(dir.path / "net.pt");
+  std::vector<task_spec> copies;
+  {
+    auto t = load_task(dir.path / "net.yaml");
+    REQUIRE(t.ok());
+    CHECK(t->module_bytes == weights);
+    CHECK(mapped(pt));  // mapped, not read into the process's own memory
+    for (int i = 0; i < 3; ++i) copies.push_back(*t);
+    for (const auto& c : copies) CHECK(c.module_bytes.data() == t->module_bytes.data());
+  }
+  // The loaded task is gone; its copies still hold the bytes.
+  CHECK(copies.back().module_bytes == weights);
+
+  // A writer that replaces the file by a rename (as kernelskill import does) leaves
+  // the running task its own bytes; the next load sees the new ones.
+  write_file(dir.path / "net.pt.new", "replaced");
+  fs::rename(dir.path / "net.pt.new", dir.path / "net.pt");
+  CHECK(copies.front().module_bytes == weights);
+  auto again = load_task(dir.path / "net.yaml");
+  REQUIRE(again.ok());
+  CHECK(again->module_bytes == "replaced");
+
+  again->module_bytes.clear();  // the last holder of a mapping unmaps it
+  CHECK_FALSE(mapped(pt));
+}
+
+TEST_CASE("map_file names what it cannot map", "[task][errors]") {
+  temp_dir dir;
+  auto missing = shared_bytes::map_file(dir.path / "absent.pt");
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.message(), Catch::Contains("absent.pt") && Catch::Contains("No such file"));
+  auto folder = shared_bytes::map_file(dir.path);
+  REQUIRE_FALSE(folder.ok());
+  CHECK_THAT(folder.message(), Catch::Contains("not a regular file"));
+  write_file(dir.path / "empty.pt", "");
+  auto empty = shared_bytes::map_file(dir.path / "empty.pt");
+  REQUIRE(empty.ok());
+  CHECK(empty->empty());
+  write_file(dir.path / "empty.yaml", "name: e\nreference:\n  module: empty.pt\ninputs:\n  - {name: x, shape: [3]}\n");
+  auto t = load_task(dir.path / "empty.yaml");
+  REQUIRE_FALSE(t.ok());
+  CHECK_THAT(t.message(), Catch::Contains("empty.pt") && Catch::Contains("empty"));
+}
