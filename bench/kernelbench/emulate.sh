@@ -19,9 +19,10 @@
 #   DEVICE   the CSV's device column (default "CPU (Ncores)")
 # OUT gets emulate.csv in docs/results' format (run, date, commit, device, level, problem,
 # imported, seeds, correct, max_abs_error, seconds, reason: the import's error, the
-# lowering's, or the first wrong seed's; append its rows to docs/results/kb-emulate.csv,
-# then python3 scripts/results_page.py), emulate.jsonl (ks-emulate's lines), import.log
-# and SIZES.md (what resize.py changed).
+# lowering's, or the first wrong seed's, after "unstable at these sizes: ..." where the
+# reference on all threads and on one differ past the tolerance; append its rows to
+# docs/results/kb-emulate.csv, then python3 scripts/results_page.py), emulate.jsonl
+# (ks-emulate's lines), import.log and SIZES.md (what resize.py changed).
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n 2,25p "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 # shellcheck source=bench/common.sh
@@ -76,7 +77,7 @@ while IFS=$'\x1f' read -r file task err; do
   "$PYTHON" - "$line" "$bench_prefix,$level,$name" "$secs" >>"$csv" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
-why = " ".join((r.get("error") or "").split())[:300].replace('"', '""')
+why = " ".join((r.get("error") or r.get("note") or "").split())[:300].replace('"', '""')
 err = r.get("max_abs_error")
 print(f'{sys.argv[2]},yes,{r["seeds"]},{r["correct"]},{"" if err is None else f"{err:.3g}"},'
       f'{sys.argv[3]},"{why}"')
