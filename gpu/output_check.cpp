@@ -2,6 +2,7 @@
 
 #include "gpu/torch_reference_tensors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -28,25 +29,8 @@ at::ScalarType same_size_int(at::ScalarType t) {
 // The flat index of the first true element of a bool tensor that has one.
 int64_t first_true(const at::Tensor& mask) { return mask.reshape({-1}).to(at::kByte).argmax().item<int64_t>(); }
 
-}  // namespace
-
-std::string dtype_name(const at::Tensor& t) { return dtype_name(t.scalar_type()); }
-
-std::string index_string(const std::vector<int64_t>& shape, int64_t flat) {
-  std::vector<int64_t> idx(shape.size(), 0);
-  for (size_t i = shape.size(); i-- > 0;) {
-    int64_t d = shape[i] > 0 ? shape[i] : 1;
-    idx[i] = flat % d;
-    flat /= d;
-  }
-  std::string out = "[";
-  for (size_t i = 0; i < idx.size(); ++i) out += (i ? ", " : "") + std::to_string(idx[i]);
-  return out + "]";
-}
-
-double element_at(const at::Tensor& t, int64_t flat) { return t.reshape({-1})[flat].to(at::kDouble).item<double>(); }
-
-output_comparison compare_output(const at::Tensor& got, const at::Tensor& want, const tolerance_spec& tol) {
+// One contiguous stretch of the flat outputs; first_bad is within it.
+output_comparison compare_flat(const at::Tensor& got, const at::Tensor& want, const tolerance_spec& tol) {
   output_comparison c;
   c.numel = want.numel();
   if (c.numel == 0) return c;
@@ -74,21 +58,64 @@ output_comparison compare_output(const at::Tensor& got, const at::Tensor& want, 
   }
   c.bad_count = bad.sum().item<int64_t>();
   c.ok = c.bad_count == 0;
+  if (!c.ok) c.first_bad = first_true(bad);
+  return c;
+}
+
+}  // namespace
+
+std::string dtype_name(const at::Tensor& t) { return dtype_name(t.scalar_type()); }
+
+std::string index_string(const std::vector<int64_t>& shape, int64_t flat) {
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (size_t i = shape.size(); i-- > 0;) {
+    int64_t d = shape[i] > 0 ? shape[i] : 1;
+    idx[i] = flat % d;
+    flat /= d;
+  }
+  std::string out = "[";
+  for (size_t i = 0; i < idx.size(); ++i) out += (i ? ", " : "") + std::to_string(idx[i]);
+  return out + "]";
+}
+
+double element_at(const at::Tensor& t, int64_t flat) { return t.reshape({-1})[flat].to(at::kDouble).item<double>(); }
+
+output_comparison compare_output(const at::Tensor& got, const at::Tensor& want, const tolerance_spec& tol,
+                                 int64_t chunk) {
+  output_comparison c;
+  c.numel = want.numel();
+  if (c.numel == 0) return c;
+  const at::Tensor g = got.reshape({-1}), w = want.reshape({-1});
+  chunk = std::max<int64_t>(chunk, 1);
+  for (int64_t from = 0; from < c.numel; from += chunk) {
+    const int64_t n = std::min(chunk, c.numel - from);
+    const output_comparison part = compare_flat(g.narrow(0, from, n), w.narrow(0, from, n), tol);
+    c.max_abs_error = std::max(c.max_abs_error, part.max_abs_error);
+    c.max_rel_error = std::max(c.max_rel_error, part.max_rel_error);
+    c.nonfinite_count += part.nonfinite_count;
+    if (part.bad_count > 0 && c.first_bad < 0) c.first_bad = from + part.first_bad;
+    c.bad_count += part.bad_count;
+  }
+  c.ok = c.bad_count == 0;
   if (!c.ok) {
-    c.first_bad = first_true(bad);
     c.got = element_at(got, c.first_bad);
     c.want = element_at(want, c.first_bad);
   }
   return c;
 }
 
-int64_t first_bitwise_difference(const at::Tensor& a, const at::Tensor& b) {
+int64_t first_bitwise_difference(const at::Tensor& a, const at::Tensor& b, int64_t chunk) {
   if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return 0;
   if (a.numel() == 0) return -1;
   const at::ScalarType it = same_size_int(a.scalar_type());
-  at::Tensor ne = a.contiguous().view(it).ne(b.contiguous().view(it));
-  if (!ne.any().item<bool>()) return -1;
-  return first_true(ne);
+  const at::Tensor x = a.contiguous().view(it).reshape({-1}), y = b.contiguous().view(it).reshape({-1});
+  chunk = std::max<int64_t>(chunk, 1);
+  for (int64_t from = 0; from < x.numel(); from += chunk) {
+    const int64_t n = std::min(chunk, x.numel() - from);
+    at::Tensor ne = x.narrow(0, from, n).ne(y.narrow(0, from, n));
+    if (ne.any().item<bool>()) return from + first_true(ne);
+  }
+  return -1;
 }
 
 int64_t bit_fingerprint(const at::Tensor& t) {

@@ -38,12 +38,20 @@ struct output_comparison {
 // the same infinity, or both are NaN (NaN passes only where the reference has NaN);
 // computed in float32 (float64 for float64 outputs; float16 and bfloat16 are widened
 // exactly). Integer and bool outputs must be equal.
-output_comparison compare_output(const at::Tensor& got, const at::Tensor& want, const tolerance_spec& tol);
+//
+// Both checks below go through the flat elements `chunk` at a time, so that their
+// temporaries (a few float and bool tensors of that many elements, about 1 GB) stay
+// bounded however large the output: level 1's convolutions write 8 GB outputs, and
+// comparing them whole ran out of the memory a GPU shared with torch.compile's
+// warm-ups left. The answer is the same for any chunk.
+inline constexpr int64_t kCompareChunk = int64_t{1} << 26;
+output_comparison compare_output(const at::Tensor& got, const at::Tensor& want, const tolerance_spec& tol,
+                                 int64_t chunk = kCompareChunk);
 
 // The flat index of the first element where `a` and `b` differ bit for bit (so NaN
 // equals NaN of the same payload, and -0.0 differs from 0.0), or -1 when they are
 // identical. 0 when their shapes or dtypes differ.
-int64_t first_bitwise_difference(const at::Tensor& a, const at::Tensor& b);
+int64_t first_bitwise_difference(const at::Tensor& a, const at::Tensor& b, int64_t chunk = kCompareChunk);
 
 // A checksum of `t`'s bits: its bytes as 32-bit words (bytes where the size is not a
 // multiple of 4) summed into a wrapping 64-bit integer, on `t`'s device. Any change of

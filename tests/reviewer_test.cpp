@@ -621,6 +621,35 @@ TEST_CASE("library ops: result shapes agree with the validator's inference", "[r
 
 // --- output checks, on CPU tensors ---
 
+TEST_CASE("compare_output and first_bitwise_difference answer the same in chunks", "[reviewer][verify]") {
+  // Large outputs are compared a stretch at a time (bounded temporaries); every chunk
+  // size must give the whole comparison's answer.
+  tolerance_spec tol{1e-4, 1e-4};
+  at::Tensor want = at::linspace(-3, 3, 60).reshape({3, 4, 5});
+  at::Tensor got = want.clone();
+  got[1][0][3] = 7.0f;                                // flat 23
+  got[2][3][0] = NAN;                                 // flat 55
+  got[0][1][1] = got[0][1][1].item<float>() + 5e-5f;  // within the tolerance
+  const auto whole = compare_output(got, want, tol);
+  REQUIRE_FALSE(whole.ok);
+  CHECK(whole.first_bad == 23);
+  CHECK(whole.bad_count == 2);
+  for (int64_t chunk : {1, 7, 23, 24, 59, 60, 1000}) {
+    INFO("chunk " << chunk);
+    const auto c = compare_output(got, want, tol, chunk);
+    CHECK(c.ok == whole.ok);
+    CHECK(c.first_bad == whole.first_bad);
+    CHECK(c.bad_count == whole.bad_count);
+    CHECK(c.nonfinite_count == whole.nonfinite_count);
+    CHECK(c.got == whole.got);
+    CHECK(c.want == whole.want);
+    CHECK(c.max_abs_error == whole.max_abs_error);
+    CHECK(c.max_rel_error == whole.max_rel_error);
+    CHECK(first_bitwise_difference(got, want, chunk) == 6);  // the +5e-5 at flat 6
+    CHECK(first_bitwise_difference(want.clone(), want, chunk) == -1);
+  }
+}
+
 TEST_CASE("compare_output: tolerance, NaN and Inf, integers, first bad element", "[reviewer][verify]") {
   tolerance_spec tol{1e-4, 1e-4};
   at::Tensor want = at::tensor({0.0f, 1.0f, -2.0f, 100.0f, INFINITY});
