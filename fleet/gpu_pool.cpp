@@ -285,12 +285,8 @@ class pool {
   }
 
   void enqueue(review_request req, caf::typed_response_promise<review_result> rp) {
-    if (const uint64_t size = req.task.module_bytes.size(); size > st_.opts.max_module_bytes) {
-      rp.deliver(answer(req, review_status::internal_error,
-                        "the task's module (" + std::to_string(size) + " bytes) is larger than a message to a GPU " +
-                            "worker can carry (" + std::to_string(st_.opts.max_module_bytes) +
-                            " bytes: CAF's 4 GiB less room for the rest); reviews of modules this large are not " +
-                            "supported yet"));
+    if (std::string why = too_large_to_send(req, st_.opts.max_module_bytes); !why.empty()) {
+      rp.deliver(answer(req, review_status::internal_error, std::move(why)));
       return;
     }
     if (st_.queue.size() >= st_.opts.max_queue) {

@@ -32,6 +32,7 @@
 
 #include "fleet/worker_process.hpp"
 #include "protocol/protocol.hpp"
+#include "protocol/wire_safe.hpp"
 
 namespace ks {
 
@@ -45,11 +46,9 @@ struct gpu_pool_options {
   int max_lost = 3;
   // A worker stopped (SIGSTOP) this long is killed and replaced.
   double stopped_limit_s = 5;
-  // A review whose task's module is this large is answered internal_error at once:
-  // one CAF message to the worker carries at most 4 GiB (BASP's 32-bit payload
-  // length), and sending more drops the link, which looks like a lost worker (level 2's
-  // 55, 56 and 59 carry 4.3 GB of weights). The default leaves 64 MiB for the rest.
-  uint64_t max_module_bytes = (uint64_t{4} << 30) - (uint64_t{64} << 20);
+  // A review whose task's module is larger is answered internal_error at once, the
+  // worker kept (protocol/wire_safe.hpp: too_large_to_send). Tests lower it.
+  uint64_t max_module_bytes = kMaxWireModuleBytes;
   // Called on the pool's thread once it has ended and stopped its worker: the node
   // agent waits for every pool's before its process leaves (its workers must not
   // outlive it). May be empty.

@@ -12,6 +12,7 @@
 
 #include "base/number_format.hpp"
 #include "fleet/node_link.hpp"
+#include "protocol/wire_safe.hpp"
 
 namespace ks {
 
@@ -37,13 +38,16 @@ class remote_pool {
       : self_(self), o_(std::move(o)), name_(remote_device_name(o_)) {}
 
   void review(review_request req, caf::response_promise rp) {
-    if (queue_.size() >= o_.max_queue) {
+    std::string refused = too_large_to_send(req);
+    if (refused.empty() && queue_.size() >= o_.max_queue)
+      refused =
+          "the queue of " + name_ + " is full (" + std::to_string(o_.max_queue) + " reviews waiting); try again later";
+    if (!refused.empty()) {
       review_result r;
       r.request_id = req.request_id;
       r.candidate_id = req.cand.id;
       r.status = review_status::internal_error;
-      r.message =
-          "the queue of " + name_ + " is full (" + std::to_string(o_.max_queue) + " reviews waiting); try again later";
+      r.message = std::move(refused);
       rp.deliver(std::move(r));
       return;
     }

@@ -160,7 +160,7 @@ TEST_CASE("a module larger than a worker message carries is refused at once, the
   fits.task.module_bytes = std::string(1u << 20, 'w');
   CHECK_THAT(review(f, fits).message, !Catch::Contains("larger than a message"));
   CHECK(f.describe().pid == pid);  // the worker was never lost
-  CHECK(gpu_pool_options{}.max_module_bytes < (uint64_t{1} << 32));
+  CHECK(gpu_pool_options{}.max_module_bytes == kMaxWireModuleBytes);
 }
 
 TEST_CASE("a worker killed while idle is replaced", "[gpu_pool]") {
