@@ -33,6 +33,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Outputs against the reference's: the largest abs error up to the first output that
+// differs, and why it differs (empty where every one is within the tolerance and has
+// NaN where the reference has).
+struct comparison {
+  double err = 0;
+  std::string why;
+};
+comparison compare(const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& ref, const tolerance_spec& tol) {
+  comparison c;
+  if (outs.size() != ref.size()) {
+    c.why = std::to_string(outs.size()) + " outputs, the reference has " + std::to_string(ref.size());
+    return c;
+  }
+  for (size_t i = 0; i < outs.size() && c.why.empty(); ++i) {
+    at::Tensor want = ref[i].to(at::kFloat).contiguous(), got = outs[i].to(at::kFloat);
+    if (want.sizes() != got.sizes()) {
+      c.why = "output " + std::to_string(i) + " has another shape";
+      break;
+    }
+    c.err = std::max(c.err, want.numel() ? (got - want).abs().nan_to_num(INFINITY).max().item<double>() : 0.0);
+    if (!at::allclose(got, want, tol.rtol, tol.atol, /*equal_nan=*/true) || !at::equal(got.isnan(), want.isnan()))
+      c.why = "output " + std::to_string(i) + ": max abs error " + std::to_string(c.err);
+  }
+  return c;
+}
+
 // The task's seeds on the CPU: how many were correct, the largest error of a correct
 // one, the first failure.
 nlohmann::json emulate(rules_coder& coder, const fs::path& file, uint32_t seeds, const fs::path& work) {
@@ -66,18 +92,10 @@ nlohmann::json emulate(rules_coder& coder, const fs::path& file, uint32_t seeds,
     auto one = run_tensors(**again, *inputs);
     at::set_num_threads(threads);
     if (!one) return done("reference on one thread: " + one.message());
-    double spread = 0;
-    bool same = one->size() == ref->size();
-    for (size_t i = 0; same && i < ref->size(); ++i) {
-      at::Tensor want = (*ref)[i].to(at::kFloat), got = (*one)[i].to(at::kFloat);
-      same = want.sizes() == got.sizes();
-      if (!same || !want.numel()) continue;
-      spread = std::max(spread, (got - want).abs().nan_to_num(INFINITY).max().item<double>());
-      same = at::allclose(got, want, task->tolerance.rtol, task->tolerance.atol, /*equal_nan=*/true);
-    }
-    out["reference_spread"] = spread;
-    if (!same)
-      unstable = "unstable at these sizes: the reference differs from itself by " + std::to_string(spread) +
+    const comparison self = compare(*one, *ref, task->tolerance);
+    out["reference_spread"] = self.err;
+    if (!self.why.empty())
+      unstable = "unstable at these sizes: the reference differs from itself by " + std::to_string(self.err) +
                  " between " + std::to_string(threads) + " threads and 1";
   }
   std::string first_error;
@@ -85,25 +103,9 @@ nlohmann::json emulate(rules_coder& coder, const fs::path& file, uint32_t seeds,
   int correct = 0;
   for (const candidate& c : *cands) {
     auto outs = test::run_candidate_on_cpu(*task, c, *inputs, params, work);
-    std::string why;
-    double err = 0;
-    if (!outs) {
-      why = outs.message();
-    } else if (outs->size() != ref->size()) {
-      why = std::to_string(outs->size()) + " outputs, the reference has " + std::to_string(ref->size());
-    } else {
-      for (size_t i = 0; i < outs->size() && why.empty(); ++i) {
-        at::Tensor want = (*ref)[i].to(at::kFloat).contiguous(), got = (*outs)[i].to(at::kFloat);
-        if (want.sizes() != got.sizes()) {
-          why = "output " + std::to_string(i) + " has another shape";
-          break;
-        }
-        err = std::max(err, want.numel() ? (got - want).abs().nan_to_num(INFINITY).max().item<double>() : 0.0);
-        if (!at::allclose(got, want, task->tolerance.rtol, task->tolerance.atol, /*equal_nan=*/true) ||
-            !at::equal(got.isnan(), want.isnan()))
-          why = "output " + std::to_string(i) + ": max abs error " + std::to_string(err);
-      }
-    }
+    const comparison cmp = outs ? compare(*outs, *ref, task->tolerance) : comparison{0, outs.message()};
+    const std::string& why = cmp.why;
+    const double err = cmp.err;
     if (why.empty()) {
       ++correct;
       worst = std::max(worst, err);
