@@ -38,7 +38,8 @@ user's Python):
 No step waits without a bound: each model's build runs in a child process of its own
 (its process group killed after the manifest's build_timeout, 600 s by default; the
 build's lock file removed, so that no later build waits on it), each torch.compile
-warm-up likewise (problem_timeout, 900 s), and the measuring process says which problem
+warm-up likewise (problem_timeout, 900 s: the worker process warming it is killed and a
+fresh one takes the problems left), and the measuring process says which problem
 and phase it is in (--kb-current FILE), so that kernelskill bench ends a problem that
 runs past problem_timeout and records it as a failed row. A model that did not build is
 a failed cell with the reason (builds/NAME/ks-build.json); the measurement never builds
@@ -872,18 +873,20 @@ def kb_warmed(entry):
         return False
 
 
-def kb_warm_one(args):
-    entry, cfg, device = args
-    import torch
-    dev = torch.device("cuda", device)
-    torch.cuda.set_device(dev)
+def kb_warm_one(entry, cfg, device):
+    """torch.compile of one problem's Model and its first call; returns (error, seconds).
+    Every failure is returned, none raised: the worker goes on to its next problem."""
     t0 = time.perf_counter()
     try:
+        problem = kb_load_problem(entry["problem"])
+        import torch
+        dev = torch.device("cuda", device)
+        torch.cuda.set_device(dev)
         with torch.no_grad():
-            problem = kb_load_problem(entry["problem"])
             model, _, _ = kb_construct(torch, problem, {}, cfg["seed"], dev)
             xs = kb_inputs(torch, problem, kb_trial_seeds(torch, cfg["seed"], 1)[0], dev)
             _, _, err = kb_compile(torch, model, xs, cfg, dev)
+            del model, xs
     except Exception as ex:
         err = kb_first_line(ex)
     secs = time.perf_counter() - t0
@@ -891,26 +894,54 @@ def kb_warm_one(args):
     if not err and marker:
         # Only a compile that succeeded is recorded: one that failed (out of memory beside
         # the run's reviews, say) is tried again by the next warm-up.
+        import torch
         kb_write_json(marker, {"problem_sha256": kb_file_sha256(entry["problem"]), "seconds": secs,
                                "torch": torch.__version__})
-    return entry["key"], err, secs
+    return err, secs
 
 
-def kb_warm_problem(opts):
-    """--kb-warm-one KEY: one problem's warm-up (the child of kb_warm)."""
+def kb_warm_worker(opts):
+    """--kb-warm-worker: warms the problems whose keys arrive on stdin, one a line, in this
+    one process (the child of kb_warm), answering each with a JSON line on stdout. One
+    process for many problems: PyTorch's import, dynamo's and inductor's start-up and
+    inductor's compile workers are paid once, not per problem (in a process of its own,
+    each of level 1's 34 convolutions took 18-22 s on an H100, whatever its size)."""
     cfg = kb_manifest(opts.kb_manifest)
-    entry = next(p for p in cfg["problems"] if p["key"] == opts.kb_warm_one)
-    key, err, secs = kb_warm_one((entry, cfg, opts.device))
-    if err:
-        print(err, file=sys.stderr, flush=True)
-        sys.exit(1)
+    entries = {p["key"]: p for p in cfg["problems"]}
+    # The answers get a descriptor of their own: whatever PyTorch prints goes to stderr.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        key = line.strip()
+        if not key:
+            continue
+        err, secs = kb_warm_one(entries[key], cfg, opts.device) if key in entries else (
+            f"not in the manifest {opts.kb_manifest}", 0.0)
+        answers.write(json.dumps({"key": key, "error": err, "seconds": secs}) + "\n")
+        answers.flush()
+        # The next problem starts from a clean slate: dynamo's compiled frames and the
+        # cached GPU memory of this one released.
+        if "torch" in sys.modules:
+            import torch
+            try:
+                torch._dynamo.reset()
+            except Exception:
+                pass
+            import gc
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
 
 
 def kb_warm(opts):
-    """torch.compile of every problem's Model once, in parallel bounded processes (one per
-    problem, problem_timeout seconds each), so that the measuring process's compile is
-    served by inductor's on-disk caches. A problem warmed already (during the run) is
-    left out."""
+    """torch.compile of every problem's Model once, so that the measuring process's
+    compile is served by inductor's on-disk caches. A problem warmed already (during the
+    run) is left out. At most --jobs worker processes (kb_warm_worker), each handed the
+    next problem as it finishes one; each problem is bounded by problem_timeout seconds
+    (a worker's first also pays the worker's start-up): a worker still on a problem after
+    that is killed with its process group, the problem named with the reason, and a fresh
+    worker takes the problems left. A worker that dies names its problem likewise."""
+    import subprocess, tempfile
     cfg = kb_manifest(opts.kb_manifest)
     devices = [int(d) for d in opts.devices.split(",")] if opts.devices else [0]
     todo = [p for p in cfg["problems"] if not kb_warmed(p)]
@@ -918,17 +949,85 @@ def kb_warm(opts):
         print(f"[warm] {len(cfg['problems']) - len(todo)} of {len(cfg['problems'])} problems warmed already",
               file=sys.stderr, flush=True)
     bound = int(cfg.get("problem_timeout", 900))
+    queue = [p["key"] for p in todo]
+    started = 0
 
-    def done(key, rc, secs, late, tail):
-        err = (f"did not finish within {bound} s (killed)" if late else
-               "" if rc == 0 else tail or f"exit status {rc}")
+    def report(key, err, secs):
         print(f"[warm] {key}: " + (f"compiled in {secs:.1f} s" if not err else f"{err} ({secs:.1f} s)"),
               file=sys.stderr, flush=True)
 
-    work = [(p["key"], [sys.executable, os.path.abspath(__file__), "--kb-manifest", opts.kb_manifest,
-                        "--kb-warm-one", p["key"], "--device", str(devices[i % len(devices)])])
-            for i, p in enumerate(todo)]
-    kb_bounded(opts.jobs, work, bound, done)
+    def give(w):
+        """The worker's next problem, or its end (stdin closed) when none is left."""
+        w["key"], w["t0"] = (queue.pop(0) if queue else None), time.monotonic()
+        try:
+            if w["key"] is None:
+                w["p"].stdin.close()
+            else:
+                w["p"].stdin.write((w["key"] + "\n").encode())
+                w["p"].stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: its end is seen below, and its problem named
+
+    def start(slot):
+        nonlocal started
+        started += 1
+        err = tempfile.TemporaryFile()
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--kb-manifest", opts.kb_manifest,
+                              "--kb-warm-worker", "--device", str(devices[slot % len(devices)])],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+        os.set_blocking(p.stdout.fileno(), False)
+        w = {"p": p, "err": err, "buf": b"", "slot": slot}
+        give(w)
+        return w
+
+    def answers(w):
+        """The worker's finished problems so far: each reported, and the next handed out."""
+        while True:
+            try:
+                chunk = os.read(w["p"].stdout.fileno(), 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            w["buf"] += chunk
+            while b"\n" in w["buf"]:
+                line, w["buf"] = w["buf"].split(b"\n", 1)
+                try:
+                    a = json.loads(line)
+                except ValueError:
+                    continue
+                if a.get("key") == w["key"]:
+                    report(a["key"], a.get("error"), a.get("seconds", 0.0))
+                    give(w)
+
+    workers = [start(i) for i in range(min(max(1, opts.jobs), len(queue)))]
+    while any(workers):
+        time.sleep(0.2)
+        for i, w in enumerate(workers):
+            if w is None:
+                continue
+            answers(w)
+            p = w["p"]
+            late = w["key"] is not None and p.poll() is None and time.monotonic() - w["t0"] > bound
+            if late:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if p.poll() is None and not late:
+                continue
+            p.wait()
+            answers(w)  # what it finished before it ended
+            if w["key"] is not None:
+                w["err"].seek(0)
+                tail = w["err"].read().decode("utf-8", "replace").strip().splitlines()
+                report(w["key"], f"did not finish within {bound} s (killed)" if late else
+                       (tail[-1][:300] if tail else f"the warm-up exited with status {p.returncode}"),
+                       time.monotonic() - w["t0"])
+            w["err"].close()
+            workers[i] = start(w["slot"]) if queue else None
+    if todo:
+        print(f"[warm] {len(todo)} problems in {started} worker processes", file=sys.stderr, flush=True)
 
 
 def geomean(xs):
@@ -1001,7 +1100,8 @@ def main():
     ap.add_argument("--kb-current", help="with --kb-measure: keep the problem and phase being measured here (JSON)")
     ap.add_argument("--kb-build-model", help="build this one model's extension under --kb-builds (a bounded child)")
     ap.add_argument("--kb-builds", help="with --kb-build-model: the builds directory")
-    ap.add_argument("--kb-warm-one", help="with --kb-manifest: warm this one problem (KEY) on --device (a bounded child)")
+    ap.add_argument("--kb-warm-worker", action="store_true",
+                    help="with --kb-manifest: warm the problems whose keys arrive on stdin, on --device (kb_warm's child)")
     opts = ap.parse_args()
     if opts.kb_build_model:
         if not opts.kb_builds:
@@ -1014,8 +1114,8 @@ def main():
         inductor = kb_manifest(opts.kb_manifest).get("inductor")
         if inductor:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor)
-        if opts.kb_warm_one:
-            kb_warm_problem(opts)
+        if opts.kb_warm_worker:
+            kb_warm_worker(opts)
         elif opts.kb_prebuild:
             kb_prebuild(opts)
         elif opts.kb_warm:

@@ -598,10 +598,10 @@ TEST_CASE("the side-by-side script bounds each model's build and reports one tha
 }
 
 // The bound on each torch.compile warm-up (--problem-timeout, the manifest's
-// problem_timeout): a warm-up child that never ends (tests/data/bench_bounds/hang_warm:
+// problem_timeout): a warm-up worker that never ends (tests/data/bench_bounds/hang_warm:
 // it waits on a child that sleeps, as a compile that hangs would) is killed with its
-// child after the bound, named with the reason, and the pass goes on to the next
-// problem and ends; nothing is recorded as warmed.
+// child after the bound, its problem named with the reason, and a fresh worker goes on
+// to the next problem; nothing is recorded as warmed.
 TEST_CASE("the side-by-side script bounds each torch.compile warm-up and names one that ran out of time",
           "[bench][bounds]") {
   const std::string python = python_with_torch();
@@ -645,6 +645,53 @@ TEST_CASE("the side-by-side script bounds each torch.compile warm-up and names o
     ++killed;
   }
   CHECK(killed == 2);
+  fs::remove_all(dir);
+}
+
+// The warm-ups share worker processes (PyTorch's and inductor's start-up paid once per
+// worker, not per problem), and the bound is still per problem: one worker takes
+// relu, a problem whose file hangs when loaded (tests/data/bench_bounds/hang_problem.py),
+// and layer_norm in turn; relu's answer comes back (on this CPU machine, an error: no
+// GPU), the hanging problem is killed after its bound and named, and a fresh worker
+// takes layer_norm. Two workers for three problems.
+TEST_CASE("torch.compile warm-ups share a worker and a problem that hangs loses only itself", "[bench][bounds]") {
+  const std::string python = python_with_torch();
+  if (python.empty()) FAIL("no Python with PyTorch (scripts/setup.sh installs python3-torch)");
+  const fs::path dir = scratch("warm-worker");
+  json problems = json::array();
+  for (const auto& [key, file] : {std::pair<std::string, fs::path>{"good/relu", kGood / "relu.py"},
+                                  {"bounds/hang", kSource / "tests" / "data" / "bench_bounds" / "hang_problem.py"},
+                                  {"good/layer_norm", kGood / "layer_norm.py"}})
+    problems.push_back(
+        {{"key", key}, {"name", key}, {"level", "good"}, {"problem", file.string()}, {"models", json::array()}});
+  json manifest = {{"seed", 42},
+                   {"trials", 1},
+                   {"reps", 1},
+                   {"tolerances", {1e-4, 1e-2}},
+                   {"builds", (dir / "build").string()},
+                   {"problem_timeout", 5},
+                   {"problems", problems}};
+  std::ofstream(dir / "manifest.json") << manifest.dump();
+  const fs::path sleeps = dir / "sleeps";
+  auto warmed = ks::test::run_shell("KS_HANG_WARM=" + quote(sleeps) + " TORCHINDUCTOR_CACHE_DIR=" +
+                                    quote(dir / "inductor") + " " + python + " " +
+                                    quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
+                                    quote(dir / "manifest.json") + " --kb-warm --jobs 1 2>&1");
+  INFO(warmed.text);
+  CHECK(warmed.status == 0);
+  const size_t relu = warmed.text.find("[warm] good/relu: ");
+  const size_t hang = warmed.text.find("[warm] bounds/hang: did not finish within 5 s (killed)");
+  const size_t norm = warmed.text.find("[warm] good/layer_norm: ");
+  CHECK(relu != std::string::npos);
+  CHECK(hang != std::string::npos);
+  CHECK(norm != std::string::npos);
+  CHECK((relu < hang && hang < norm));
+  CHECK_THAT(warmed.text, Contains("[warm] 3 problems in 2 worker processes"));
+  std::ifstream pids(sleeps);
+  std::string pid;
+  REQUIRE(std::getline(pids, pid));
+  const std::string stat = read(fs::path("/proc") / pid / "stat");
+  CHECK((stat.empty() || stat.find(") Z ") != std::string::npos));
   fs::remove_all(dir);
 }
 
