@@ -18,6 +18,7 @@ struct shared_bytes::state {
   std::string owned;
   void* mapped = MAP_FAILED;
   size_t mapped_size = 0;
+  std::shared_ptr<const state> parent;  // a slice's: the buffer it views into
   std::once_flag hashed;
   std::string digest;
   ~state() {
@@ -30,6 +31,15 @@ shared_bytes::shared_bytes(std::string bytes) {
   state_ = std::make_shared<state>();
   state_->owned = std::move(bytes);
   view_ = state_->owned;
+}
+
+shared_bytes shared_bytes::slice(size_t offset, size_t n) const {
+  shared_bytes out;
+  if (offset >= view_.size() || n == 0) return out;
+  out.state_ = std::make_shared<state>();
+  out.state_->parent = state_;
+  out.view_ = view_.substr(offset, n);
+  return out;
 }
 
 const std::string& shared_bytes::sha256_hex() const {

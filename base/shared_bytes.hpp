@@ -35,6 +35,9 @@ class shared_bytes {
   bool empty() const { return view_.empty(); }
   std::string str() const { return std::string(view_); }  // a copy
   void clear() { *this = shared_bytes(); }
+  // Bytes [offset, offset + n) (clipped to the end), sharing this buffer: a part of a
+  // module to send (protocol/module_parts.hpp). Its sha256_hex() is its own.
+  shared_bytes slice(size_t offset, size_t n) const;
   // base/content_hash.hpp's sha256_hex of the bytes, computed once for all copies (a
   // review keys two caches by a module that can be 8 GB).
   const std::string& sha256_hex() const;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -32,6 +33,73 @@ struct pending_review {
   std::string losses;  // how, "; "-joined
 };
 
+// The modules a courier has sent its worker in parts, by digest (protocol/module_parts.hpp).
+// A courier lives as long as its worker's connection: a fresh worker holds nothing.
+struct courier_state {
+  uint64_t part_bytes = kModulePartBytes;
+  std::set<std::string> held;
+};
+
+// Sends `module`'s parts from `offset` on, one at a time, each after the last is taken;
+// then done(nothing, ""). A part the worker refused: done(nothing, why). The link
+// failed: done(the error, "").
+void send_parts(caf::event_based_actor* self, const gpu_worker_actor& worker, const shared_bytes& module,
+                const std::string& digest, uint64_t offset, uint64_t part_bytes,
+                const std::function<void(std::optional<caf::error>, std::string)>& done) {
+  module_part part;
+  part.sha256 = digest;
+  part.offset = offset;
+  part.total = module.size();
+  part.bytes = module.slice(offset, part_bytes);
+  const uint64_t next = offset + part.bytes.size();
+  self->request(worker, caf::infinite, std::move(part))
+      .then(
+          [=](std::string& refused) {
+            if (!refused.empty() || next >= module.size()) return done(std::nullopt, std::move(refused));
+            send_parts(self, worker, module, digest, next, part_bytes, done);
+          },
+          [done](caf::error& err) { done(std::move(err), {}); });
+}
+
+// Reviews `req`, whose module is larger than a part, as a held_review: the module's
+// parts first unless the worker holds them; a worker that answers that it does not
+// (it dropped them for room) is sent them again, once.
+void review_held(caf::event_based_actor* self, const gpu_worker_actor& worker, const std::shared_ptr<courier_state>& cs,
+                 const review_request& req, caf::response_promise rp, bool may_resend) {
+  auto held = std::make_shared<held_review>(hold_module(req));
+  auto ask = [=]() mutable {
+    self->request(worker, caf::infinite, *held)
+        .then(
+            [=](review_result& r) mutable {
+              if (may_resend && r.status == review_status::internal_error &&
+                  r.message == module_not_held(held->module_sha256)) {
+                spdlog::info("gpu pool: the worker dropped module {}; sending it again", held->module_sha256);
+                cs->held.erase(held->module_sha256);
+                return review_held(self, worker, cs, req, rp, false);
+              }
+              rp.deliver(std::move(r));
+            },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  };
+  if (cs->held.count(held->module_sha256)) return ask();
+  spdlog::info("gpu pool: sending module {} ({} bytes) to the worker in parts of {} bytes", held->module_sha256,
+               req.task.module_bytes.size(), cs->part_bytes);
+  send_parts(self, worker, req.task.module_bytes, held->module_sha256, 0, cs->part_bytes,
+             [=](std::optional<caf::error> err, std::string refused) mutable {
+               if (err) return rp.deliver(std::move(*err));
+               if (!refused.empty()) {
+                 review_result r;
+                 r.request_id = req.request_id;
+                 r.candidate_id = req.cand.id;
+                 r.status = review_status::internal_error;
+                 r.message = "the GPU worker refused the task's module: " + refused;
+                 return rp.deliver(std::move(r));
+               }
+               cs->held.insert(held->module_sha256);
+               ask();
+             });
+}
+
 // Carries the pool's requests to the worker, so that the worker's node never sees
 // the pool itself. A node that receives a message learns its sender, and the local
 // BASP broker then monitors that sender; when the sender ends, its down message waits
@@ -40,11 +108,18 @@ struct pending_review {
 // actor system's destructor then waited for the pool's thread forever (gpu_pool_test
 // hung at exit about every other run; found by looking for the pool's control block
 // in a hung process). The courier is an ordinary scheduled actor: whatever keeps it
-// alive at shutdown keeps no thread waiting.
-caf::behavior courier(caf::event_based_actor* self, gpu_worker_actor worker) {
+// alive at shutdown keeps no thread waiting. A task's module larger than a part
+// reaches the worker once, in parts, ahead of its reviews (review_held).
+caf::behavior courier(caf::event_based_actor* self, gpu_worker_actor worker, uint64_t part_bytes) {
+  auto cs = std::make_shared<courier_state>();
+  cs->part_bytes = std::max<uint64_t>(1, part_bytes);
   return {
-      [self, worker](review_request& req) {
+      [self, worker, cs](review_request& req) {
         auto rp = self->make_response_promise();
+        if (req.task.module_bytes.size() > cs->part_bytes) {
+          review_held(self, worker, cs, req, rp, true);
+          return rp;
+        }
         self->request(worker, caf::infinite, std::move(req))
             .then([rp](review_result& r) mutable { rp.deliver(std::move(r)); },
                   [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -249,7 +324,7 @@ class pool {
     if (!handle) return fail_start("cannot connect to the worker: " + handle.message());
     st_.process = std::move(*proc);
     st_.worker = *handle;
-    st_.courier = self_->spawn(courier, st_.worker);
+    st_.courier = self_->spawn(courier, st_.worker, st_.opts.module_part_bytes);
     ++st_.generation;
     st_.restart_failures = 0;
     self_->monitor(st_.worker);
@@ -285,10 +360,6 @@ class pool {
   }
 
   void enqueue(review_request req, caf::typed_response_promise<review_result> rp) {
-    if (std::string why = too_large_to_send(req, st_.opts.max_module_bytes); !why.empty()) {
-      rp.deliver(answer(req, review_status::internal_error, std::move(why)));
-      return;
-    }
     if (st_.queue.size() >= st_.opts.max_queue) {
       rp.deliver(answer(req, review_status::internal_error,
                         "the GPU pool's queue is full (" + std::to_string(st_.opts.max_queue) +
@@ -317,6 +388,11 @@ class pool {
     auto current = std::make_shared<pending_review>(std::move(st_.queue.front()));
     st_.queue.pop_front();
     const uint64_t gen = st_.generation;
+    // A module sent in parts is named by its digest: hashed here, on the pool's own
+    // thread (detached), before the review's clock starts, not on the courier's
+    // (a scheduler thread); every review of the task shares the digest.
+    if (current->request.task.module_bytes.size() > st_.opts.module_part_bytes)
+      current->request.task.module_bytes.sha256_hex();
     limit_s_ = current->request.options.timeout_s + st_.opts.review_margin_s;
     spdlog::info("gpu pool: review {} of '{}' to worker pid {}", current->request.request_id,
                  current->request.task.name, st_.process->pid());

@@ -32,7 +32,6 @@
 
 #include "fleet/worker_process.hpp"
 #include "protocol/protocol.hpp"
-#include "protocol/wire_safe.hpp"
 
 namespace ks {
 
@@ -46,9 +45,10 @@ struct gpu_pool_options {
   int max_lost = 3;
   // A worker stopped (SIGSTOP) this long is killed and replaced.
   double stopped_limit_s = 5;
-  // A review whose task's module is larger is answered internal_error at once, the
-  // worker kept (protocol/wire_safe.hpp: too_large_to_send). Tests lower it.
-  uint64_t max_module_bytes = kMaxWireModuleBytes;
+  // A task's module larger than this reaches the worker once, in parts of this size,
+  // ahead of its reviews (protocol/module_parts.hpp): no message carries more (CAF's
+  // limit is 4 GiB), and the worker keeps it for the task's next reviews. Tests lower it.
+  uint64_t module_part_bytes = kModulePartBytes;
   // Called on the pool's thread once it has ended and stopped its worker: the node
   // agent waits for every pool's before its process leaves (its workers must not
   // outlive it). May be empty.

@@ -45,6 +45,7 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self, worke
     std::unique_ptr<reviewer> rev;
     std::string rev_error;  // why no reviewer could be made
     std::unique_ptr<reference_check> check;
+    std::unique_ptr<module_store> modules;  // modules sent in parts, by digest
   };
   auto st = std::make_shared<state>();
   st->info = describe_this_worker(opts);
@@ -54,44 +55,52 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self, worke
   co.device = st->info.devices.empty() ? "cpu" : "cuda:" + std::to_string(opts.device < 0 ? 0 : opts.device);
   co.launcher = opts.launcher;
   st->check = std::make_unique<reference_check>(co);
+  st->modules = std::make_unique<module_store>(opts.module_keep_bytes);
+  auto review_one = [st, opts](const review_request& req) {
+    if (std::string why = st->check->refused(req.task, req.options.size, req.options.timeout_s); !why.empty()) {
+      review_result r;
+      r.request_id = req.request_id;
+      r.candidate_id = req.cand.id;
+      r.status = review_status::internal_error;
+      r.message = why;
+      r.device = st->info.host;
+      return r;
+    }
+    if (!st->rev && st->rev_error.empty()) {
+      reviewer_options ro;
+      ro.device = opts.device < 0 ? 0 : opts.device;
+      ro.node = st->info.host;
+      ro.trial_cache_bytes = opts.trial_cache_bytes;
+      ro.replay = opts.replay;
+      auto made = reviewer::create(ro);
+      if (made)
+        st->rev = std::move(made.value());
+      else
+        st->rev_error = made.message();
+    }
+    if (!st->rev) {
+      review_result r;
+      r.request_id = req.request_id;
+      r.candidate_id = req.cand.id;
+      r.status = review_status::internal_error;
+      r.message = "this worker cannot review: " + st->rev_error;
+      r.device = st->info.host;
+      return r;
+    }
+    // Blocks this actor for the review's length; the worker process serves one
+    // device, one review at a time (the pool actor queues the rest).
+    review_result r = st->rev->review(req);
+    make_wire_safe(r);  // an infinite error would hang the reply (wire_safe.hpp)
+    return r;
+  };
   return {
       [st](describe_atom) { return st->info; },
-      [st, opts](const review_request& req) {
-        if (std::string why = st->check->refused(req.task, req.options.size, req.options.timeout_s); !why.empty()) {
-          review_result r;
-          r.request_id = req.request_id;
-          r.candidate_id = req.cand.id;
-          r.status = review_status::internal_error;
-          r.message = why;
-          r.device = st->info.host;
-          return r;
-        }
-        if (!st->rev && st->rev_error.empty()) {
-          reviewer_options ro;
-          ro.device = opts.device < 0 ? 0 : opts.device;
-          ro.node = st->info.host;
-          ro.trial_cache_bytes = opts.trial_cache_bytes;
-          ro.replay = opts.replay;
-          auto made = reviewer::create(ro);
-          if (made)
-            st->rev = std::move(made.value());
-          else
-            st->rev_error = made.message();
-        }
-        if (!st->rev) {
-          review_result r;
-          r.request_id = req.request_id;
-          r.candidate_id = req.cand.id;
-          r.status = review_status::internal_error;
-          r.message = "this worker cannot review: " + st->rev_error;
-          r.device = st->info.host;
-          return r;
-        }
-        // Blocks this actor for the review's length; the worker process serves one
-        // device, one review at a time (the pool actor queues the rest).
-        review_result r = st->rev->review(req);
-        make_wire_safe(r);  // an infinite error would hang the reply (wire_safe.hpp)
-        return r;
+      [review_one](const review_request& req) { return review_one(req); },
+      [st](module_part& part) { return st->modules->add(std::move(part)); },
+      [st, review_one](const held_review& h) {
+        std::string why;
+        auto req = st->modules->resolve(h, why);
+        return req ? review_one(*req) : not_held_answer(h, std::move(why));
       },
   };
 }

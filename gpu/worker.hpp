@@ -25,6 +25,9 @@ struct worker_options {
   // Each task's reference is first run in a child under these limits
   // (gpu/reference_check.hpp); one stopped there is never run in this process.
   process_limits reference_limits;
+  // The modules sent in parts (protocol/module_parts.hpp) kept for later reviews, at
+  // most this many bytes of them (always the last one used).
+  uint64_t module_keep_bytes = uint64_t{16} << 30;
   // Where this process confines itself, what starts those children outside its sandbox
   // (gpu/reference_launcher.hpp); null: this process starts them.
   std::shared_ptr<reference_launcher> launcher;

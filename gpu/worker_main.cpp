@@ -462,6 +462,7 @@ struct worker_cli {
   agent_cli agent;
   token_cli secret;
   double trial_cache_gib = 0;
+  double module_keep_gib = 16;
   std::string replay = "user";
   std::string check_task;
   std::string graph_task;
@@ -509,6 +510,11 @@ void add_options(CLI::App& app, worker_cli& c) {
   app.add_option("--trial-cache-gib", c.trial_cache_gib,
                  "Device memory kept for trial inputs and reference outputs, in GiB (default 0:\n"
                  "half of the device's memory); the config's gpus.trial_cache_gib")
+      ->check(CLI::Range(0.0, double(1 << 20)));
+  app.add_option("--module-keep-gib", c.module_keep_gib,
+                 "With --worker: host memory kept for tasks' modules sent in parts (those larger than\n"
+                 "256 MiB), in GiB (default 16; the last one used is always kept): a module kept is\n"
+                 "not sent again for the task's next review")
       ->check(CLI::Range(0.0, double(1 << 20)));
   app.add_option("--profile-replay", c.replay,
                  "How the CUPTI profile replays its passes: user (default: the plan runs once per\n"
@@ -596,6 +602,7 @@ int main(int argc, char** argv) {
   add_options(app, c);
   CLI11_PARSE(app, argc, argv);
   c.opts.trial_cache_bytes = static_cast<uint64_t>(c.trial_cache_gib * double(1ull << 30));
+  c.opts.module_keep_bytes = static_cast<uint64_t>(c.module_keep_gib * double(1ull << 30));
   c.opts.reference_limits.sandbox.mode = *parse_sandbox_mode(c.sandbox);
   if (app.count("--reference-memory-mb") == 0) {
     // Half of this machine's memory, at most 16384 MiB: the reference check runs one

@@ -24,6 +24,8 @@ void register_protocol(caf::actor_system_config& cfg) {
   cfg.add_message_type<review_status>("ks::review_status");
   cfg.add_message_type<review_options>("ks::review_options");
   cfg.add_message_type<review_request>("ks::review_request");
+  cfg.add_message_type<module_part>("ks::module_part");
+  cfg.add_message_type<held_review>("ks::held_review");
   cfg.add_message_type<compile_diagnostic>("ks::compile_diagnostic");
   cfg.add_message_type<kernel_resources>("ks::kernel_resources");
   cfg.add_message_type<timing_stats>("ks::timing_stats");

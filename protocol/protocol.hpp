@@ -36,6 +36,7 @@
 #include "model/run.hpp"
 #include "model/task.hpp"
 #include "model/trajectory.hpp"
+#include "protocol/module_parts.hpp"
 #include "protocol/requests.hpp"
 
 namespace ks {
@@ -73,9 +74,13 @@ typename Inspector::result_type inspect(Inspector& f, T& x) {
 
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
 
-// A kernelskill-gpu process (one per GPU): does all GPU work for its device.
-using gpu_worker_actor = caf::typed_actor<caf::replies_to<describe_atom>::with<worker_info>,
-                                          caf::replies_to<review_request>::with<review_result>>;
+// A kernelskill-gpu process (one per GPU): does all GPU work for its device. A task's
+// module larger than one part arrives ahead of its reviews as module_parts (each
+// answered with why it was refused, or nothing) and its reviews as held_reviews
+// (protocol/module_parts.hpp).
+using gpu_worker_actor = caf::typed_actor<
+    caf::replies_to<describe_atom>::with<worker_info>, caf::replies_to<review_request>::with<review_result>,
+    caf::replies_to<module_part>::with<std::string>, caf::replies_to<held_review>::with<review_result>>;
 
 // A GPU machine's node agent (`kernelskill-gpu --listen`, fleet/node_agent.hpp): it
 // supervises one worker process per device. describe lists every device it serves;

@@ -673,10 +673,10 @@ TEST_CASE("torch.compile warm-ups share a worker and a problem that hangs loses 
                    {"problems", problems}};
   std::ofstream(dir / "manifest.json") << manifest.dump();
   const fs::path sleeps = dir / "sleeps";
-  auto warmed = ks::test::run_shell("KS_HANG_WARM=" + quote(sleeps) + " TORCHINDUCTOR_CACHE_DIR=" +
-                                    quote(dir / "inductor") + " " + python + " " +
-                                    quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
-                                    quote(dir / "manifest.json") + " --kb-warm --jobs 1 2>&1");
+  auto warmed =
+      ks::test::run_shell("KS_HANG_WARM=" + quote(sleeps) + " TORCHINDUCTOR_CACHE_DIR=" + quote(dir / "inductor") +
+                          " " + python + " " + quote(kSource / "cli" / "side_by_side.py") + " --kb-manifest " +
+                          quote(dir / "manifest.json") + " --kb-warm --jobs 1 2>&1");
   INFO(warmed.text);
   CHECK(warmed.status == 0);
   const size_t relu = warmed.text.find("[warm] good/relu: ");

@@ -144,8 +144,19 @@ ks::review_result review(ks::nvrtc_compiler& nvrtc, const ks::review_request& re
   return r;
 }
 
+ks::review_result scripted_review(ks::nvrtc_compiler& nvrtc, int delay_ms, const ks::review_request& req) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "ks-scripted-gpu: reviewing %s on device %d, pid %d\n", req.cand.id.c_str(),
+               std::max(0, ks::test::requested_device()), static_cast<int>(getpid()));
+  std::fflush(stderr);
+  auto r = review(nvrtc, req);
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(delay_ms));
+  return r;
+}
+
 ks::gpu_worker_actor::behavior_type scripted_worker(ks::gpu_worker_actor::pointer) {
   auto nvrtc = std::make_shared<ks::nvrtc_compiler>();
+  auto modules = std::make_shared<ks::module_store>(uint64_t{16} << 30);
   const char* delay = std::getenv("KS_SCRIPTED_REVIEW_MS");
   const int delay_ms = delay ? std::atoi(delay) : 0;
   return {
@@ -164,14 +175,12 @@ ks::gpu_worker_actor::behavior_type scripted_worker(ks::gpu_worker_actor::pointe
         info.devices.push_back(d);
         return info;
       },
-      [nvrtc, delay_ms](const ks::review_request& req) {
-        const auto t0 = std::chrono::steady_clock::now();
-        std::fprintf(stderr, "ks-scripted-gpu: reviewing %s on device %d, pid %d\n", req.cand.id.c_str(),
-                     std::max(0, ks::test::requested_device()), static_cast<int>(getpid()));
-        std::fflush(stderr);
-        auto r = review(*nvrtc, req);
-        std::this_thread::sleep_until(t0 + std::chrono::milliseconds(delay_ms));
-        return r;
+      [nvrtc, delay_ms](const ks::review_request& req) { return scripted_review(*nvrtc, delay_ms, req); },
+      [modules](ks::module_part& part) { return modules->add(std::move(part)); },
+      [nvrtc, delay_ms, modules](const ks::held_review& h) {
+        std::string why;
+        auto req = modules->resolve(h, why);
+        return req ? scripted_review(*nvrtc, delay_ms, *req) : ks::not_held_answer(h, std::move(why));
       },
   };
 }
