@@ -20,6 +20,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "base/content_hash.hpp"
 #include "protocol/protocol.hpp"
 #include "protocol/refusal_log.hpp"
 #include "protocol/wire_safe.hpp"
@@ -485,4 +486,66 @@ TEST_CASE("a review whose module a message cannot carry is named before it is se
   CHECK(too_large_to_send(req).empty());
   const std::string why = too_large_to_send(req, 999);
   CHECK_THAT(why, Catch::Contains("1000 bytes") && Catch::Contains("999 bytes") && Catch::Contains("4 GiB"));
+}
+
+// The worker's side of a module sent in parts (protocol/module_parts.hpp): parts are
+// taken in order and the whole is checked against its digest; anything else is refused,
+// naming why, and what was assembled is dropped (the sender starts over); the modules
+// kept stay within the budget, the last one used always kept.
+TEST_CASE("a module store assembles parts in order, checks the digest and keeps within its budget", "[protocol]") {
+  auto parts_of = [](const std::string& m, size_t n) {
+    std::vector<module_part> out;
+    const shared_bytes all(m);
+    for (size_t off = 0; off < m.size(); off += n) out.push_back({all.sha256_hex(), off, m.size(), all.slice(off, n)});
+    return out;
+  };
+  const std::string a(3000, 'a'), b(2500, 'b'), c(100, 'c');
+  module_store store(4000);
+  auto pa = parts_of(a, 1024);
+  REQUIRE(pa.size() == 3);
+  CHECK(pa[2].bytes.size() == 3000 - 2048);
+  CHECK(pa[0].bytes.sha256_hex() == sha256_hex(std::string(1024, 'a')));  // a slice hashes its own bytes
+  CHECK_THAT(store.add(pa[1]), Catch::Contains("expected the part at offset 0"));
+  CHECK(store.add(pa[0]).empty());
+  CHECK(store.add(pa[1]).empty());
+  CHECK_FALSE(store.find(pa[0].sha256));  // not whole yet
+  CHECK(store.add(pa[2]).empty());
+  REQUIRE(store.find(pa[0].sha256));
+  CHECK(*store.find(pa[0].sha256) == a);
+
+  // Bytes that are not the module the digest names.
+  auto wrong = parts_of(c, 1024);
+  wrong[0].sha256 = std::string(64, '0');
+  CHECK_THAT(store.add(wrong[0]), Catch::Contains("arrived with sha256 " + sha256_hex(c)));
+  CHECK_FALSE(store.find(std::string(64, '0')));
+  // A part past the module's end.
+  auto past = parts_of(c, 1024);
+  past[0].total = 50;
+  CHECK_THAT(store.add(past[0]), Catch::Contains("past the module's 50 bytes"));
+
+  // b does not fit beside a within 4000 bytes: a, the least recently used, goes.
+  for (auto& p : parts_of(b, 1000)) CHECK(store.add(p).empty());
+  CHECK(store.held_modules() == 1);
+  CHECK(store.held_bytes() == 2500);
+  CHECK_FALSE(store.find(sha256_hex(a)));
+  // A held_review is resolved to its request with the module back in it, or answered
+  // module_not_held.
+  review_request req;
+  req.request_id = 7;
+  req.task.module_bytes = b;
+  const held_review h = hold_module(req);
+  CHECK(h.module_sha256 == sha256_hex(b));
+  CHECK(h.request.task.module_bytes.empty());
+  std::string why;
+  auto back = store.resolve(h, why);
+  REQUIRE(back);
+  CHECK(back->task.module_bytes == b);
+  req.task.module_bytes = a;
+  CHECK_FALSE(store.resolve(hold_module(req), why));
+  CHECK(why == module_not_held(sha256_hex(a)));
+  CHECK(not_held_answer(hold_module(req), why).status == review_status::internal_error);
+  // A module larger than the whole budget is still kept: the last one is always kept.
+  module_store tiny(10);
+  for (auto& p : parts_of(a, 1024)) CHECK(tiny.add(p).empty());
+  CHECK(tiny.find(sha256_hex(a)));
 }
