@@ -20,6 +20,7 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "fleet/module_sender.hpp"
 #include "protocol/worker_link.hpp"
 
 namespace ks {
@@ -39,27 +40,6 @@ struct courier_state {
   uint64_t part_bytes = kModulePartBytes;
   std::set<std::string> held;
 };
-
-// Sends `module`'s parts from `offset` on, one at a time, each after the last is taken;
-// then done(nothing, ""). A part the worker refused: done(nothing, why). The link
-// failed: done(the error, "").
-void send_parts(caf::event_based_actor* self, const gpu_worker_actor& worker, const shared_bytes& module,
-                const std::string& digest, uint64_t offset, uint64_t part_bytes,
-                const std::function<void(std::optional<caf::error>, std::string)>& done) {
-  module_part part;
-  part.sha256 = digest;
-  part.offset = offset;
-  part.total = module.size();
-  part.bytes = module.slice(offset, part_bytes);
-  const uint64_t next = offset + part.bytes.size();
-  self->request(worker, caf::infinite, std::move(part))
-      .then(
-          [=](std::string& refused) {
-            if (!refused.empty() || next >= module.size()) return done(std::nullopt, std::move(refused));
-            send_parts(self, worker, module, digest, next, part_bytes, done);
-          },
-          [done](caf::error& err) { done(std::move(err), {}); });
-}
 
 // Reviews `req`, whose module is larger than a part, as a held_review: the module's
 // parts first unless the worker holds them; a worker that answers that it does not
@@ -84,20 +64,13 @@ void review_held(caf::event_based_actor* self, const gpu_worker_actor& worker, c
   if (cs->held.count(held->module_sha256)) return ask();
   spdlog::info("gpu pool: sending module {} ({} bytes) to the worker in parts of {} bytes", held->module_sha256,
                req.task.module_bytes.size(), cs->part_bytes);
-  send_parts(self, worker, req.task.module_bytes, held->module_sha256, 0, cs->part_bytes,
-             [=](std::optional<caf::error> err, std::string refused) mutable {
-               if (err) return rp.deliver(std::move(*err));
-               if (!refused.empty()) {
-                 review_result r;
-                 r.request_id = req.request_id;
-                 r.candidate_id = req.cand.id;
-                 r.status = review_status::internal_error;
-                 r.message = "the GPU worker refused the task's module: " + refused;
-                 return rp.deliver(std::move(r));
-               }
-               cs->held.insert(held->module_sha256);
-               ask();
-             });
+  send_module_parts(self, worker, req.task.module_bytes, held->module_sha256, 0, cs->part_bytes,
+                    [=](std::optional<caf::error> err, std::string refused) mutable {
+                      if (err) return rp.deliver(std::move(*err));
+                      if (!refused.empty()) return rp.deliver(refused_module(req, refused));
+                      cs->held.insert(held->module_sha256);
+                      ask();
+                    });
 }
 
 // Carries the pool's requests to the worker, so that the worker's node never sees

@@ -18,6 +18,7 @@ namespace {
 struct agent_state {
   node_agent_options opts;
   std::map<int32_t, gpu_pool_actor> pools;
+  std::unique_ptr<module_store> modules;   // modules a daemon sent in parts, by digest
   std::map<int32_t, device_info> devices;  // as their workers describe them
   std::string problems;                    // devices whose worker could not start
   size_t described = 0;
@@ -97,6 +98,21 @@ gpu_node_actor::behavior_type node_agent(gpu_node_actor::pointer self, std::shar
         }
         return self->delegate(it->second, std::move(req));
       },
+      [st](module_part& part) { return st->modules->add(std::move(part)); },
+      // A review of a module sent in parts goes to the device's pool whole: the pool
+      // sends it on to its worker in parts again (its courier, fleet/gpu_pool.cpp).
+      [self, st](device_atom, int32_t d, const held_review& h) -> caf::result<review_result> {
+        std::string why;
+        auto req = st->modules->resolve(h, why);
+        if (!req) return not_held_answer(h, std::move(why));
+        auto it = st->pools.find(d);
+        if (it == st->pools.end() || (st->ready() && !st->devices.count(d))) {
+          review_result r = not_held_answer(h, "this node (" + st->opts.base.host + ") serves no device " +
+                                                   std::to_string(d) + " (it serves " + st->served() + ")");
+          return r;
+        }
+        return self->delegate(it->second, std::move(*req));
+      },
   };
 }
 
@@ -111,6 +127,7 @@ struct pools_stopped {
 node_agent_handle spawn_node_agent(caf::actor_system& sys, node_agent_options opts) {
   auto st = std::make_shared<agent_state>();
   st->opts = std::move(opts);
+  st->modules = std::make_unique<module_store>(st->opts.module_keep_bytes);
   node_agent_handle out;
   out.stopped = std::make_shared<pools_stopped>();
   for (int32_t d : st->opts.devices) {

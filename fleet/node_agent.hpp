@@ -15,7 +15,10 @@
 //   capability, memory); a device whose worker cannot start is left out and named in
 //   the log (and in driver_error when no device is left);
 // - a review for a device the node does not serve is answered internal_error naming
-//   the devices it does serve.
+//   the devices it does serve;
+// - a task's module larger than a part arrives ahead of its reviews in parts and is
+//   kept by digest (protocol/module_parts.hpp); a review of a module it no longer holds
+//   is answered module_not_held, and the daemon sends the parts again.
 
 #include <cstdint>
 #include <memory>
@@ -32,6 +35,9 @@ struct node_agent_options {
   std::vector<int32_t> devices;  // the ordinals to serve, a worker each
   worker_info base;              // this machine: host, driver (devices are filled in from the workers)
   gpu_pool_options pool;         // how each worker is started and watched (device set per worker)
+  // The modules daemons sent in parts (protocol/module_parts.hpp) kept for later
+  // reviews, at most this many bytes of them (always the last one used).
+  uint64_t module_keep_bytes = uint64_t{16} << 30;
 };
 
 // The agent and the pools it routes to (one per device, spawned detached: starting a

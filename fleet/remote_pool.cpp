@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -11,8 +12,8 @@
 #include <caf/all.hpp>
 
 #include "base/number_format.hpp"
+#include "fleet/module_sender.hpp"
 #include "fleet/node_link.hpp"
-#include "protocol/wire_safe.hpp"
 
 namespace ks {
 
@@ -38,8 +39,8 @@ class remote_pool {
       : self_(self), o_(std::move(o)), name_(remote_device_name(o_)) {}
 
   void review(review_request req, caf::response_promise rp) {
-    std::string refused = too_large_to_send(req);
-    if (refused.empty() && queue_.size() >= o_.max_queue)
+    std::string refused;
+    if (queue_.size() >= o_.max_queue)
       refused =
           "the queue of " + name_ + " is full (" + std::to_string(o_.max_queue) + " reviews waiting); try again later";
     if (!refused.empty()) {
@@ -112,20 +113,61 @@ class remote_pool {
     queue_.pop_front();
     const uint64_t id = ++current_id_;
     limit_s_ = current_->request.options.timeout_s + o_.review_margin_s;
-    self_->request(node_, caf::infinite, device_atom::value, o_.device, current_->request)
-        .then(
-            [this, id](review_result& r) {
-              if (!current_ || id != current_id_) return;  // answered already: the node was lost
-              current_->promise.deliver(std::move(r));
-              current_.reset();
-              pump();
-            },
-            [this, id](caf::error& err) {
-              if (!current_ || id != current_id_) return;
-              lose_node("the request failed on the link (" + self_->system().render(err) + ")");
-            });
+    if (current_->request.task.module_bytes.size() > o_.module_part_bytes)
+      send_held(id, true);
+    else
+      self_->request(node_, caf::infinite, device_atom::value, o_.device, current_->request)
+          .then([this, id](review_result& r) { answered(id, std::move(r)); },
+                [this, id](caf::error& err) { failed(id, err); });
     self_->delayed_send(caf::actor_cast<caf::actor>(self_), millis(limit_s_), backstop_atom::value, id);
     self_->delayed_send(caf::actor_cast<caf::actor>(self_), millis(o_.heartbeat_s), heartbeat_atom::value, id);
+  }
+
+  void answered(uint64_t id, review_result r) {
+    if (!current_ || id != current_id_) return;  // answered already: the node was lost
+    current_->promise.deliver(std::move(r));
+    current_.reset();
+    pump();
+  }
+
+  void failed(uint64_t id, const caf::error& err) {
+    if (!current_ || id != current_id_) return;
+    lose_node("the request failed on the link (" + self_->system().render(err) + ")");
+  }
+
+  // The review in flight, whose module is larger than a part, as a held_review: the
+  // module's parts first unless the node holds them (protocol/module_parts.hpp); a node
+  // that answers that it does not (it dropped them for room) is sent them again, once.
+  // The module's digest is computed here the first time (a 4 GB module holds this
+  // scheduler thread for seconds, once per task: every review of it shares the digest).
+  void send_held(uint64_t id, bool may_resend) {
+    auto held = std::make_shared<held_review>(hold_module(current_->request));
+    auto ask = [this, id, held, may_resend] {
+      if (!current_ || id != current_id_ || !node_) return;
+      self_->request(node_, caf::infinite, device_atom::value, o_.device, *held)
+          .then(
+              [this, id, held, may_resend](review_result& r) {
+                if (current_ && id == current_id_ && may_resend && r.status == review_status::internal_error &&
+                    r.message == module_not_held(held->module_sha256)) {
+                  spdlog::info("{}: the node dropped module {}; sending it again", name_, held->module_sha256);
+                  node_held_.erase(held->module_sha256);
+                  return send_held(id, false);
+                }
+                answered(id, std::move(r));
+              },
+              [this, id](caf::error& err) { failed(id, err); });
+    };
+    if (node_held_.count(held->module_sha256)) return ask();
+    spdlog::info("{}: sending module {} ({} bytes) to the node in parts of {} bytes", name_, held->module_sha256,
+                 current_->request.task.module_bytes.size(), o_.module_part_bytes);
+    send_module_parts(self_, node_, current_->request.task.module_bytes, held->module_sha256, 0, o_.module_part_bytes,
+                      [this, id, held, ask](std::optional<caf::error> err, std::string refused) {
+                        if (!current_ || id != current_id_) return;
+                        if (err) return failed(id, *err);
+                        if (!refused.empty()) return answered(id, refused_module(current_->request, refused));
+                        node_held_.insert(held->module_sha256);
+                        ask();
+                      });
   }
 
   void connect() {
@@ -172,6 +214,7 @@ class remote_pool {
     const bool restarted = again && (mine.pid != info_.pid || mine.host != info_.host);
     info_ = std::move(mine);
     node_ = std::move(link.node);
+    node_held_.clear();  // a fresh link may be a restarted node: it holds nothing
     self_->monitor(node_);
     spdlog::info("{}: {} ({} pid {}){}", name_, again ? "reconnected" : "connected", info_.host, info_.pid,
                  restarted ? ", a restarted node" : "");
@@ -209,8 +252,9 @@ class remote_pool {
   caf::event_based_actor* self_;
   remote_pool_options o_;
   std::string name_;
-  gpu_node_actor node_;  // null while the link is down
-  worker_info info_;     // the node's description, this device only
+  gpu_node_actor node_;              // null while the link is down
+  std::set<std::string> node_held_;  // modules sent to the node in parts, by digest
+  worker_info info_;                 // the node's description, this device only
   bool connecting_ = false;
   std::string last_error_;
   std::deque<waiting_review> queue_;

@@ -47,6 +47,9 @@ struct remote_pool_options {
   double node_timeout_s = 20;   // a heartbeat's or a connection's answer; past it the node is taken as gone
   double heartbeat_s = 5;       // while a review runs
   size_t max_queue = 256;
+  // A task's module larger than this reaches the node once, in parts of this size,
+  // ahead of its reviews (protocol/module_parts.hpp). Tests lower it.
+  uint64_t module_part_bytes = kModulePartBytes;
 };
 
 // "HOST:PORT/N": how metrics and logs name a node's device.

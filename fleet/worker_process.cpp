@@ -74,6 +74,12 @@ result<std::unique_ptr<worker_process>> worker_process::start(const worker_proce
     args.push_back("--trial-cache-gib");
     args.push_back(gib);
   }
+  if (opts.module_keep_gib > 0) {
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.17g", opts.module_keep_gib);
+    args.push_back("--module-keep-gib");
+    args.push_back(gib);
+  }
   if (!opts.profile_replay.empty()) {
     args.push_back("--profile-replay");
     args.push_back(opts.profile_replay);

@@ -25,6 +25,7 @@ struct worker_process_options {
   double start_timeout_s = 60;      // until the worker prints its address
   std::string log_level = "error";  // the daemon reports what matters itself
   double trial_cache_gib = 0;       // --trial-cache-gib; 0 = the worker's default
+  double module_keep_gib = 0;       // --module-keep-gib; 0 = the worker's default
   std::string profile_replay;       // --profile-replay; empty = the worker's default (user)
   // The worker asks peers for this token (given in its environment, never on its
   // command line); connect with connect_worker(..., token). Default: this process's

@@ -380,6 +380,8 @@ int serve_node(const remote_worker& where, const std::string& address, const std
   ao.pool.worker.log_level = log_level;
   ao.pool.review_margin_s = agent.review_margin_s;
   ao.pool.worker.trial_cache_gib = opts.trial_cache_bytes / double(1ull << 30);
+  ao.pool.worker.module_keep_gib = opts.module_keep_bytes / double(1ull << 30);
+  ao.module_keep_bytes = opts.module_keep_bytes;
   ao.pool.worker.profile_replay = opts.replay == profile_replay::kernel ? "kernel" : "user";
   ao.pool.worker.reference_cpu_seconds = opts.reference_limits.cpu_seconds;
   ao.pool.worker.reference_memory_mb = opts.reference_limits.memory_mb;
@@ -512,7 +514,7 @@ void add_options(CLI::App& app, worker_cli& c) {
                  "half of the device's memory); the config's gpus.trial_cache_gib")
       ->check(CLI::Range(0.0, double(1 << 20)));
   app.add_option("--module-keep-gib", c.module_keep_gib,
-                 "With --worker: host memory kept for tasks' modules sent in parts (those larger than\n"
+                 "With --worker or --listen: host memory kept for tasks' modules sent in parts (those larger than\n"
                  "256 MiB), in GiB (default 16; the last one used is always kept): a module kept is\n"
                  "not sent again for the task's next review")
       ->check(CLI::Range(0.0, double(1 << 20)));

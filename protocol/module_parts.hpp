@@ -27,6 +27,7 @@ namespace ks {
 // A part larger than this is never sent (and a module of at most this size travels
 // inside its review, as before): well under the 4 GiB a message carries.
 inline constexpr uint64_t kModulePartBytes = uint64_t{256} << 20;
+static_assert(kModulePartBytes + (uint64_t{64} << 20) < (uint64_t{1} << 32), "a part and its header fit a message");
 
 // Bytes [offset, offset + bytes.size()) of the module whose SHA-256 (hex) is `sha256`
 // and whose size is `total`. Parts arrive in order, the first at offset 0.

@@ -84,11 +84,14 @@ using gpu_worker_actor = caf::typed_actor<
 
 // A GPU machine's node agent (`kernelskill-gpu --listen`, fleet/node_agent.hpp): it
 // supervises one worker process per device. describe lists every device it serves;
-// (device, N, request) reviews on device N. The daemon reaches other machines only
+// (device, N, request) reviews on device N; a large module comes ahead in parts, as to
+// a worker, and (device, N, held_review) reviews with it. The daemon reaches other machines only
 // through this interface, so a plain worker published by mistake is refused at connect.
 using device_atom = caf::atom_constant<caf::atom("device")>;
 using gpu_node_actor = caf::typed_actor<caf::replies_to<describe_atom>::with<worker_info>,
-                                        caf::replies_to<device_atom, int32_t, review_request>::with<review_result>>;
+                                        caf::replies_to<device_atom, int32_t, review_request>::with<review_result>,
+                                        caf::replies_to<module_part>::with<std::string>,
+                                        caf::replies_to<device_atom, int32_t, held_review>::with<review_result>>;
 
 // In the daemon, one per device: queues review requests, sends one at a time to its
 // worker, restarts the worker when it dies (fleet/gpu_pool.hpp for a local device,

@@ -31,12 +31,4 @@ void make_wire_safe(review_result& r) {
   }
 }
 
-std::string too_large_to_send(const review_request& req, uint64_t limit) {
-  const uint64_t size = req.task.module_bytes.size();
-  if (size <= limit) return {};
-  return "the task's module (" + std::to_string(size) + " bytes) is larger than a message to a GPU worker can carry (" +
-         std::to_string(limit) + " bytes: CAF's 4 GiB less room for the rest); reviews of modules this large are not " +
-         "supported yet";
-}
-
 }  // namespace ks

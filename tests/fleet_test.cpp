@@ -31,6 +31,7 @@
 #include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/content_hash.hpp"
 #include "fleet/node_link.hpp"
 #include "fleet/remote_pool.hpp"
 #include "fleet/review_dispatcher.hpp"
@@ -691,4 +692,45 @@ TEST_CASE(
   CHECK(wait_until(240, [&] { return state() == "done"; }));
   CHECK(late.reviews_begun() >= 1);
   CHECK(d.terminate() == 0);
+}
+
+// A module larger than a part (1 KiB here, 256 MiB in use) reaches a node's device in
+// parts ahead of its reviews (CAF carries no message of 4 GiB or more), and the node's
+// worker reviews the whole module (its size and digest): the first review, the next
+// (by digest alone), and one after the node was restarted (a fresh link holds nothing:
+// the parts go again).
+TEST_CASE("a large module reaches a node in parts and its reviews name it by digest", "[fleet]") {
+  node_process n;
+  REQUIRE(n.start());
+  fleet_config cfg;
+  caf::actor_system sys{cfg};
+  auto o = pool_for(n);
+  o.module_part_bytes = 1024;
+  auto pool = spawn_remote_pool(sys, o);
+  std::string module(5000, '\0');
+  for (size_t i = 0; i < module.size(); ++i) module[i] = static_cast<char>(i * 31 + i / 97);
+  auto req = scripted_review(1, "big");
+  req.task.module_bytes = module;
+  const std::string whole = "(module of 5000 bytes, sha256 " + sha256_hex(module) + ")";
+  auto first = ask(sys, pool, req);
+  CHECK(first.status == review_status::ok);
+  CHECK_THAT(first.message, Contains(whole));
+  req.request_id = 2;
+  req.cand.source += "// again\n";
+  auto second = ask(sys, pool, req);
+  CHECK_THAT(second.message, Contains(whole));
+  n.kill9();
+  REQUIRE(n.start());
+  req.request_id = 3;
+  req.cand.source += "// after a restart\n";
+  review_result third;
+  for (int i = 0; i < 50 && third.status != review_status::ok; ++i) {
+    caf::scoped_actor self{sys};
+    self->request(pool, 300s, req)
+        .receive([&](review_result& r) { third = std::move(r); },
+                 [&](caf::error&) { std::this_thread::sleep_for(200ms); });
+  }
+  CHECK(third.status == review_status::ok);
+  CHECK_THAT(third.message, Contains(whole));
+  caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
 }

@@ -27,7 +27,6 @@
 #include "fleet/node_link.hpp"
 #include "fleet/remote_pool.hpp"
 #include "plan/launch_plan_yaml.hpp"
-#include "protocol/wire_safe.hpp"
 #include "task/task_loader.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/gpu_skip.hpp"
@@ -181,7 +180,6 @@ TEST_CASE("a module larger than a part reaches the worker once, in parts, ahead 
   CHECK_THAT(review(f, with(5, a)).message, says(a, 15));         // not held: sent again
   CHECK(f.describe().pid == pid);
   CHECK(gpu_pool_options{}.module_part_bytes == kModulePartBytes);
-  CHECK(kModulePartBytes < kMaxWireModuleBytes);
   ::unsetenv("KS_FAKE_MODULE_KEEP_BYTES");
 }
 

@@ -476,18 +476,6 @@ TEST_CASE("shared bytes go on the wire exactly as a string of them", "[protocol]
   }
 }
 
-TEST_CASE("a review whose module a message cannot carry is named before it is sent", "[protocol]") {
-  // BASP's payload length is 32 bits: the limit leaves room under 4 GiB for the rest.
-  CHECK(kMaxWireModuleBytes < (uint64_t{1} << 32));
-  CHECK(kMaxWireModuleBytes > (uint64_t{4} << 30) - (uint64_t{128} << 20));
-  review_request req;
-  req.task.module_bytes = std::string(1000, 'w');
-  CHECK(too_large_to_send(req, 1000).empty());
-  CHECK(too_large_to_send(req).empty());
-  const std::string why = too_large_to_send(req, 999);
-  CHECK_THAT(why, Catch::Contains("1000 bytes") && Catch::Contains("999 bytes") && Catch::Contains("4 GiB"));
-}
-
 // The worker's side of a module sent in parts (protocol/module_parts.hpp): parts are
 // taken in order and the whole is checked against its digest; anything else is refused,
 // naming why, and what was assembled is dropped (the sender starts over); the modules

@@ -150,6 +150,10 @@ ks::review_result scripted_review(ks::nvrtc_compiler& nvrtc, int delay_ms, const
                std::max(0, ks::test::requested_device()), static_cast<int>(getpid()));
   std::fflush(stderr);
   auto r = review(nvrtc, req);
+  // What crossed the link: fleet tests of modules sent in parts read it.
+  if (!req.task.module_bytes.empty())
+    r.message += " (module of " + std::to_string(req.task.module_bytes.size()) + " bytes, sha256 " +
+                 req.task.module_bytes.sha256_hex() + ")";
   std::this_thread::sleep_until(t0 + std::chrono::milliseconds(delay_ms));
   return r;
 }
