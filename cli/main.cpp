@@ -236,10 +236,9 @@ command_action add_import(CLI::App& app, option_values& o) {
 
 command_action add_export(CLI::App& app, option_values& o) {
   auto& exp = o.exp;
-  auto* export_cmd =
-      app.add_subcommand("export",
-                         "Write a finished kernel as a PyTorch module (class ModelNew, built with\n"
-                         "torch.utils.cpp_extension.load_inline) from a run's output or a kernel + plan");
+  auto* export_cmd = app.add_subcommand("export",
+                                        "Write a finished kernel as a PyTorch module (class ModelNew, built with\n"
+                                        "torch.utils.cpp_extension.load) from a run's output or a kernel + plan");
   export_cmd->add_option("--task", exp.task_path, "Task file (YAML)")->required()->check(CLI::ExistingFile);
   export_cmd->add_option("--run-dir", exp.run_dir, "A kernelskill run output: output.dir/tasks/NAME/ or output.dir");
   export_cmd->add_option("--kernel", exp.kernel_path, "The kernel source (instead of --run-dir)");

@@ -252,12 +252,13 @@ const char* const kStandardIncludes =
     "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <map>\n"
     "#include <optional>\n#include <stdexcept>\n#include <string>\n#include <vector>\n";
 
-// What load_inline compiles with nvcc: headers, the candidate's device code, then the
+// What nvcc compiles (load_extension): headers, the candidate's device code, then the
 // launcher unless it is in CPP_SOURCE (`launcher` empty).
 std::string cuda_source(const task_spec& task, const candidate& best, const std::string& launcher) {
   return "// CUDA source of KernelSkill task '" + task.name + "', candidate " +
          (best.id.empty() ? std::string("(no id)") : best.id) + ".\n" +
-         "// load_inline puts torch/types.h, cuda.h and cuda_runtime.h before this.\n" +
+         "// load_extension puts cuda.h and cuda_runtime.h before this (and torch/types.h where\n"
+         "// the launcher is here).\n" +
          (launcher.empty() ? std::string("// The launcher is in CPP_SOURCE (the host compiler's).\n")
                            : std::string(kLauncherIncludes)) +
          kStandardIncludes +
@@ -268,7 +269,7 @@ std::string cuda_source(const task_spec& task, const candidate& best, const std:
          (launcher.empty() ? "" : "\n" + launcher);
 }
 
-// What load_inline compiles with the host compiler where the launcher is there: headers,
+// What the host compiler compiles where the launcher is there: headers,
 // the kernels' host declarations, the launcher (which defines ks_forward).
 std::string cpp_source(const task_spec& task, const candidate& best, const std::vector<kernel_signature>& kernels,
                        const std::set<std::string>& launched, const pytorch_export& ex) {
@@ -280,7 +281,7 @@ std::string cpp_source(const task_spec& task, const candidate& best, const std::
     }
   return "// Host launcher of KernelSkill task '" + task.name + "', candidate " +
          (best.id.empty() ? std::string("(no id)") : best.id) + ".\n" +
-         "// load_inline puts torch/extension.h before this and compiles it with the host\n"
+         "// load_extension puts torch/extension.h before this and compiles it with the host\n"
          "// compiler; the kernels are compiled by nvcc from CUDA_SOURCE.\n" +
          kLauncherIncludes + "#include <cuda_runtime.h>\n" + (half ? "#include <cuda_fp16.h>\n" : "") +
          (bfloat16 ? "#include <cuda_bf16.h>\n" : "") + kStandardIncludes +
@@ -297,7 +298,7 @@ std::string py_distribution(const distribution_spec& d) {
          "}";
 }
 
-// The host compiler's optimisation of CPP_SOURCE, the launcher (load_inline's default):
+// The host compiler's optimisation of CPP_SOURCE, the launcher (PyTorch's default):
 // its functions are as long as the plan (a step is a few lines), and g++ optimising them
 // grows faster than their length (DenseNet121's: 39 s at -O0, 237 s at -O1; docs/export.md,
 // "How the extension is built"). The launcher's work is calls into ATen and the CUDA
@@ -313,19 +314,55 @@ const char* const kDtypesCode =
 )PY";
 
 const char* const kExtensionCode = R"PY(_extension = None
+# What the host compiler builds after CPP_SOURCE: the binding of ks_forward (as
+# load_inline would write it).
+_BINDING = """
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("ks_forward", torch::wrap_pybind_function(ks_forward), "ks_forward");
+}
+"""
+
+
+def _write_source(path, text):
+    """Writes a source file of the build where its text changed: ninja rebuilds what is
+    newer than its output, so an unchanged file keeps its time."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return path
+    except OSError:
+        pass
+    with open(path + ".part", "w") as f:
+        f.write(text)
+    os.replace(path + ".part", path)
+    return path
 
 
 def load_extension(build_directory=None, verbose=False):
-    """Builds (first call) and returns the extension: ks_forward(list of tensors)."""
+    """Builds (first call) and returns the extension: ks_forward(list of tensors).
+
+    nvcc compiles CUDA_SOURCE, the kernels, with no PyTorch header before them (they use
+    none; with load_inline's torch/types.h before a level-2 model's kernels, nvcc took
+    25.2 s on a 2-core machine, 1.5 s without), and the host compiler the launcher in
+    CPP_SOURCE after torch/extension.h; then one link (torch.utils.cpp_extension.load, into build_directory or PyTorch's
+    default directory for MODULE_NAME)."""
     global _extension
     if _extension is None:
+        from torch.utils.cpp_extension import _get_build_directory, load
         major, minor = torch.cuda.get_device_capability()
         arch = f"{major}{minor}{'a' if major >= 9 else ''}"  # as the reviewer compiles: sm_90a on H100/H200
-        _extension = load_inline(
-            name=MODULE_NAME, cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE, functions=["ks_forward"],
+        directory = build_directory or _get_build_directory(MODULE_NAME, verbose)
+        os.makedirs(directory, exist_ok=True)
+        # A launcher that stayed with the kernels (CPP_SOURCE only declares ks_forward)
+        # uses ATen in CUDA_SOURCE: that file then gets PyTorch's header.
+        cuda = (("#include <torch/types.h>\n" if LAUNCHER_IN_CUDA else "") + "#include <cuda.h>\n"
+                "#include <cuda_runtime.h>\n" + CUDA_SOURCE)
+        sources = [_write_source(os.path.join(directory, "main.cpp"), "#include <torch/extension.h>\n" + CPP_SOURCE + _BINDING),
+                   _write_source(os.path.join(directory, "cuda.cu"), cuda)]
+        _extension = load(
+            name=MODULE_NAME, sources=sources,
             extra_cuda_cflags=["-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}"] + NVCC_OPTIONS,
-            extra_cflags=CXX_OPTIONS,
-            build_directory=build_directory, verbose=verbose)
+            extra_cflags=CXX_OPTIONS, build_directory=directory, verbose=verbose)
     return _extension
 )PY";
 
@@ -444,8 +481,7 @@ result<std::string> python_file(const task_spec& task, const candidate& best, co
     << (best.origin.empty() ? std::string() : ", " + best.origin) << ".\n";
   if (kernelbench) {
     p << export_detail::kernelbench_docstring(task, join(ex.sizes, ", "), ex.general_launcher_note.empty())
-      << "import inspect\nimport numbers\nimport types\n\nimport torch\n"
-      << "from torch.utils.cpp_extension import load_inline\n\n";
+      << "import inspect\nimport numbers\nimport os\nimport types\n\nimport torch\n\n";
   } else {
     p << "\"\"\"The kernel KernelSkill found for task "
       << py_string(task.name).substr(1, py_string(task.name).size() - 2) << ", as a PyTorch module.\n\n"
@@ -458,7 +494,7 @@ result<std::string> python_file(const task_spec& task, const candidate& best, co
       << (ex.general_launcher_note.empty() ? "other shapes run one that evaluates\nthe launch plan at run time.\n"
                                            : "other shapes raise a RuntimeError.\n")
       << "\"\"\"\n"
-      << "import math\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n";
+      << "import math\nimport os\n\nimport torch\n\n";
   }
   p << "TASK = " << py_string(task.name) << "\n"
     << "CANDIDATE = " << py_string(best.id) << "\n"
@@ -512,6 +548,8 @@ result<std::string> python_file(const task_spec& task, const candidate& best, co
     << "]\n"
     << "# The host compiler's options for CPP_SOURCE (the launcher, where it is there).\n"
     << "CXX_OPTIONS = [" << py_string(kHostOptimisation) << "]\n\n"
+    << "# Whether the launcher is with the kernels in CUDA_SOURCE (compiled after PyTorch's\n"
+    << "# header), not in CPP_SOURCE.\nLAUNCHER_IN_CUDA = " << (ex.launcher_in_cuda ? "True" : "False") << "\n"
     << "CPP_SOURCE = " << py_block_string(ex.cpp_source) << "\n\n"
     << "CUDA_SOURCE = " << py_block_string(ex.cuda_source) << "\n\n";
   const std::string graphs(embedded::cuda_graph_py());
@@ -580,6 +618,7 @@ result<pytorch_export> export_pytorch(const task_spec& task, const candidate& be
   } else {
     ex.cpp_source = "std::vector<at::Tensor> ks_forward(const std::vector<at::Tensor>& tensors, bool general);\n";
     ex.cuda_source = cuda_source(task, best, ex.launcher);
+    ex.launcher_in_cuda = true;
   }
   ex.module_name =
       "ks_" + ident(task.name) + "_" + sha256_hex(ex.cuda_source + ex.cpp_source + join(*nvcc, " ")).substr(0, 12);

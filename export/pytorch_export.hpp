@@ -5,7 +5,7 @@
 //
 // The file holds the candidate's CUDA device code, as reviewed, plus a C++ launcher
 // generated from its launch plan, and builds both with
-// torch.utils.cpp_extension.load_inline on first use (nvcc and a host compiler are
+// torch.utils.cpp_extension.load on first use (nvcc and a host compiler are
 // needed there, as for any PyTorch extension). The launcher:
 //   - takes the task's inputs, then its parameters, in the order the reference's
 //     forward() takes them; checks count, device and dtype, makes them contiguous;
@@ -62,15 +62,17 @@ struct pytorch_export_options {
 
 // An export in parts, for tools and tests that check the pieces separately.
 struct pytorch_export {
-  std::string module_name;  // load_inline's name: ks_<task>_<hash of the sources>
-  // What load_inline compiles with nvcc: headers and the candidate's device code, then
+  std::string module_name;  // the extension's name: ks_<task>_<hash of the sources>
+  // What nvcc compiles (the module's load_extension): the candidate's device code, then
   // `launcher` only where the kernels take a parameter type the host compiler does not
-  // know (a type the source defines): else the launcher is in cpp_source.
+  // know (a type the source defines): else the launcher is in cpp_source, and nothing
+  // of PyTorch's is included before the kernels.
   std::string cuda_source;
-  std::string launcher;  // the generated C++ launcher, which defines ks_forward
-  // What load_inline compiles with the host compiler: headers, kernel_declarations and
-  // `launcher` (its tail); or, where the launcher is in cuda_source, the declaration of
-  // ks_forward, which load_inline binds.
+  bool launcher_in_cuda = false;  // the case above: cuda_source is compiled after torch/types.h
+  std::string launcher;           // the generated C++ launcher, which defines ks_forward
+  // What the host compiler compiles (after torch/extension.h, before the binding of
+  // ks_forward): headers, kernel_declarations and `launcher` (its tail); or, where the
+  // launcher is in cuda_source, the declaration of ks_forward.
   std::string cpp_source;
   // Host declarations of the kernels the launcher launches (`extern "C" void k(...)`,
   // the source's own parameter lists: the host stubs nvcc defines), which cpp_source

@@ -247,7 +247,7 @@ TEST_CASE("the daemon's API runs submitted tasks and answers status, cancel, pri
   CHECK(res["outcome"]["success"] == true);
   CHECK_THAT(res["kernel"]["source"].get<std::string>(), Contains("__global__"));
   CHECK(res["review"]["status"] == "ok");
-  // ... and the PyTorch export of it, a ModelNew module built with load_inline.
+  // ... and the PyTorch export of it, a ModelNew module built with cpp_extension.load.
   CHECK_THAT(res["pytorch"].get<std::string>(), Contains("class ModelNew"));
   // Trajectory: seeds, reviews, plans; every entry names the task's id.
   auto traj = trajectory(c, aid);

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """How long an exported ModelNew's extension takes to compile, translation unit by unit.
 
-Reads CUDA_SOURCE, CPP_SOURCE, NVCC_OPTIONS and CXX_OPTIONS from each model file (parsed,
-not imported: no PyTorch or GPU needed), writes cuda.cu and main.cpp as load_inline
-writes them, and compiles each as load_inline's ninja file does (nvcc -O3 -gencode for
+Reads CUDA_SOURCE, CPP_SOURCE, LAUNCHER_IN_CUDA, NVCC_OPTIONS and CXX_OPTIONS from each
+model file (parsed, not imported: no PyTorch or GPU needed), writes cuda.cu and main.cpp
+as the model's load_extension writes them (torch/types.h before the kernels only where
+the launcher is with them; a model exported before LAUNCHER_IN_CUDA was load_inline's,
+which always put it there), and compiles each as PyTorch's ninja file does (nvcc -O3 -gencode for
 the architecture, the model's NVCC_OPTIONS; the host compiler with its CXX_OPTIONS), one
 compile at a time, timing each. Prints a row per model: the wall seconds (and CPU
 seconds, which a busy machine does not inflate) of the nvcc compile, of the host
@@ -33,8 +35,9 @@ import time
 
 
 def constants(path):
-    """The module's CUDA_SOURCE, CPP_SOURCE, NVCC_OPTIONS and CXX_OPTIONS (absent: [])."""
-    names = {"CUDA_SOURCE": None, "CPP_SOURCE": None, "NVCC_OPTIONS": [], "CXX_OPTIONS": []}
+    """The module's CUDA_SOURCE, CPP_SOURCE, NVCC_OPTIONS and CXX_OPTIONS (absent: []) and
+    LAUNCHER_IN_CUDA (absent: True, load_inline's layout)."""
+    names = {"CUDA_SOURCE": None, "CPP_SOURCE": None, "NVCC_OPTIONS": [], "CXX_OPTIONS": [], "LAUNCHER_IN_CUDA": True}
     for node in ast.parse(open(path, encoding="utf-8").read()).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if node.targets[0].id in names:
@@ -126,7 +129,8 @@ def main():
             cpp = cpp.replace("std::optional<at::Tensor>()", "c10::optional<at::Tensor>()")
         bind = "&ks_forward" if major < 2 else "torch::wrap_pybind_function(ks_forward)"
         with open(os.path.join(d, "cuda.cu"), "w") as f:
-            f.write("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n\n" + cu)
+            f.write(("#include <torch/types.h>\n" if c["LAUNCHER_IN_CUDA"] else "") +
+                    "#include <cuda.h>\n#include <cuda_runtime.h>\n\n" + cu)
         with open(os.path.join(d, "main.cpp"), "w") as f:
             f.write("#include <torch/extension.h>\n" + cpp + "\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
                     f'm.def("ks_forward", {bind}, "ks_forward");\n}}\n')

@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 extensions = tempfile.mkdtemp(prefix="ks-export-check-")
-os.environ["TORCH_EXTENSIONS_DIR"] = extensions  # load_inline would build here
+os.environ["TORCH_EXTENSIONS_DIR"] = extensions  # load_extension would build here
 
 import torch  # noqa: E402
 
