@@ -33,6 +33,9 @@ std::string module_store::add(module_part part) {
     return {};
   }
   std::string& so_far = assembling_[part.sha256];
+  // A first part starts the module over: a sender whose link dropped mid-way (a node's
+  // agent outlives the daemon's link to it) sends it again from the start.
+  if (part.offset == 0) so_far.clear();
   auto refuse = [&](std::string why) {
     assembling_.erase(part.sha256);
     return "module part at offset " + std::to_string(part.offset) + " of module " + part.sha256 + ": " + why;

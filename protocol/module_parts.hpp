@@ -74,10 +74,10 @@ class module_store {
  public:
   explicit module_store(uint64_t keep_bytes) : keep_bytes_(keep_bytes) {}
 
-  // Takes one part. Returns why it was refused (a part out of order, a size that
-  // disagrees with the module's first part, bytes whose digest is not `sha256`), in
-  // words; empty when it was taken. A refused part drops what was assembled of its
-  // module: the sender starts over from offset 0.
+  // Takes one part. Returns why it was refused (a part out of order, one past the
+  // module's size, bytes whose digest is not `sha256`), in words; empty when it was
+  // taken. A refused part drops what was assembled of its module, and a part at offset
+  // 0 starts it over (a sender whose link dropped mid-way sends it again from there).
   std::string add(module_part part);
 
   // The module with this digest, when it is held (it becomes the most recently used).

@@ -497,6 +497,8 @@ TEST_CASE("a module store assembles parts in order, checks the digest and keeps 
   CHECK(store.add(pa[0]).empty());
   CHECK(store.add(pa[1]).empty());
   CHECK_FALSE(store.find(pa[0].sha256));  // not whole yet
+  CHECK(store.add(pa[0]).empty());        // sent again from the start: the module starts over
+  CHECK(store.add(pa[1]).empty());
   CHECK(store.add(pa[2]).empty());
   REQUIRE(store.find(pa[0].sha256));
   CHECK(*store.find(pa[0].sha256) == a);
