@@ -20,8 +20,9 @@ namespace {
 
 bool is_level(const std::string& s) { return std::regex_match(s, std::regex("level[0-9]+")); }
 
-// The record of an import that finished, when its files are all there.
-bool reuse_record(const layout& l, problem& p) {
+// The record of an import that finished, when its files are all there (its module
+// only where module_needed says so).
+bool reuse_record(const layout& l, problem& p, const std::function<bool(const problem&)>& module_needed) {
   const json rec = read_json_file(l.import_records() / p.level / (p.name + ".json"));
   if (!rec.is_object() || rec.value("source", "") != fs::absolute(p.source).lexically_normal().string()) return false;
   if (!fs::exists(p.copy)) return false;
@@ -30,7 +31,8 @@ bool reuse_record(const layout& l, problem& p) {
   p.task = l.root / rec.value("task", "");  // relative: the directory may move
   fs::path module = p.task;
   module.replace_extension(".pt");
-  return rec.value("task", "") != "" && fs::exists(p.task) && fs::exists(module);
+  return rec.value("task", "") != "" && fs::exists(p.task) &&
+         (fs::exists(module) || (module_needed && !module_needed(p)));
 }
 
 status record(const layout& l, const problem& p) {
@@ -65,7 +67,8 @@ std::string level_of(const problem_file& f) {
 }
 
 result<std::vector<problem>> import_step(const layout& l, const std::vector<std::string>& paths,
-                                         const kernelbench_import_options& options, unsigned jobs) {
+                                         const kernelbench_import_options& options, unsigned jobs,
+                                         const std::function<bool(const problem&)>& module_needed) {
   auto files = find_problem_files(paths);
   if (!files) return error{files.message()};
   if (files->empty()) return error{"no .py files among the paths given"};
@@ -87,7 +90,7 @@ result<std::vector<problem>> import_step(const layout& l, const std::vector<std:
   std::vector<problem_file> todo;
   std::vector<size_t> todo_index;
   for (size_t i = 0; i < problems.size(); ++i) {
-    if (reuse_record(l, problems[i])) continue;
+    if (reuse_record(l, problems[i], module_needed)) continue;
     problem& p = problems[i];
     p.error.clear();
     p.task.clear();

@@ -513,7 +513,9 @@ void early_measurement::work() {
   size_t left_big = 0;
   for (const auto& p : s_->problems) {
     if (!p.ok()) continue;
-    if (auto task = load_task(p.task); task && bytes_of(task->inputs) + bytes_of(task->parameters) > warm_limit) {
+    // A task that cannot be loaded (its module not re-created: finished everywhere) is
+    // left to the measurement too.
+    if (auto task = load_task(p.task); !task || bytes_of(task->inputs) + bytes_of(task->parameters) > warm_limit) {
       ++left_big;
       continue;
     }
@@ -528,7 +530,8 @@ void early_measurement::work() {
                             " problems left to the measurement's warm-up: their inputs and "
                             "parameters take more than " +
                             format_double("%.2f GB", static_cast<double>(warm_limit) / 1e9) +
-                            " (1/32 of the smallest GPU, which the run's reviews share)");
+                            " (1/32 of the smallest GPU, which the run's reviews share), or their "
+                            "task's module was not re-created (finished and exported before)");
   const std::string warm_jobs = std::to_string(std::min<size_t>(std::max(1u, s.jobs), 3 * devices.size()));
   if (!problems.empty() && write_manifest(l.measure() / "prepare-warm.json", base, problems)) {
     progress("prepare", "warming torch.compile for " + std::to_string(problems.size()) + " problems during the run (" +

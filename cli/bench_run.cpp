@@ -177,17 +177,32 @@ nlohmann::json read_export_record(const layout& l, const variant& v) {
   return j.is_object() ? j : json::object();
 }
 
+namespace {
+
+// Whether the export record `before` names the task's best candidate ("" without one)
+// and, when it has a model, the file is there: exported already, and kept as it is.
+bool exported_already(const layout& l, const variant& v, const json& before, const std::string& name,
+                      const json& outcome) {
+  const std::string best = outcome.value("success", false) ? outcome.value("best_candidate", "") : "";
+  const json& had = before.contains(name) ? before[name] : json();
+  return had.is_object() && had.value("candidate", "") == best &&
+         (best.empty() || fs::exists(l.models_dir(v.name) / had.value("file", "")));
+}
+
+}  // namespace
+
+bool finished_everywhere(const layout& l, const std::vector<variant>& variants, const std::string& name) {
+  for (const auto& v : variants) {
+    const json outcome = read_json_file(outcome_path(l, v, name));
+    if (!outcome.is_object() || !exported_already(l, v, read_export_record(l, v), name, outcome)) return false;
+  }
+  return !variants.empty();
+}
+
 status export_step(const layout& l, const variant& v, const std::vector<problem>& problems, bool quiet) {
   const std::string step = "export " + v.name;
   const json before = read_export_record(l, v);
-  // Whether the record names the task's best candidate ("" without one) and, when it
-  // has a model, the file is there: exported already, and kept as it is.
-  auto kept = [&](const problem& p, const json& outcome) {
-    const std::string best = outcome.value("success", false) ? outcome.value("best_candidate", "") : "";
-    const json& had = before.contains(p.name) ? before[p.name] : json();
-    return had.is_object() && had.value("candidate", "") == best &&
-           (best.empty() || fs::exists(l.models_dir(v.name) / had.value("file", "")));
-  };
+  auto kept = [&](const problem& p, const json& outcome) { return exported_already(l, v, before, p.name, outcome); };
   // What the run finished.
   std::vector<std::pair<const problem*, json>> finished;
   bool complete = true;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -81,8 +82,14 @@ struct problem {
 // The level of a problem file: the nearest directory named levelN in the path it was
 // found under (or its own path), else the directory it was found in.
 std::string level_of(const problem_file& f);
+// A problem imported before is kept as it was when its record and files are there; its
+// module (TASK.pt, the task's weights: the import's most expensive part) may be missing
+// where module_needed(problem) says so (a bench resumed on a fresh machine, whose
+// tarball leaves the modules out, re-creates only those a later step reads: see
+// finished_everywhere). Without module_needed every module is needed.
 result<std::vector<problem>> import_step(const layout& l, const std::vector<std::string>& paths,
-                                         const kernelbench_import_options& options, unsigned jobs);
+                                         const kernelbench_import_options& options, unsigned jobs,
+                                         const std::function<bool(const problem&)>& module_needed = {});
 
 // (b) The variant's run over the imported tasks (cfg: the bench's config; the variant's
 // store, output directory and ablation are set here). 0 done, 1 an error (printed),
@@ -95,6 +102,9 @@ status export_step(const layout& l, const variant& v, const std::vector<problem>
 // What the export step recorded: task name → {candidate, file (its name in models/),
 // sha256, error}.
 nlohmann::json read_export_record(const layout& l, const variant& v);
+// Whether every variant has run the task named `name` to its end and exported its best
+// kernel (or recorded that it has none): then no later step reads the task's module.
+bool finished_everywhere(const layout& l, const std::vector<variant>& variants, const std::string& name);
 
 // (d) The side-by-side measurement.
 struct measure_settings {

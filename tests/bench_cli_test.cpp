@@ -342,14 +342,23 @@ TEST_CASE("bench imports, runs, exports, says the measurement needs a GPU, and r
   CHECK(stamps(out, {"import/good/gemm_relu_divide.json", "variants/full/run/tasks/relu/outcome.json"}) == kept);
 
   // The state a GPU machine hands on (bench/kernelbench/bench.sh's kb-bench.tgz)
-  // has no .pt modules: the import makes them again from the copied problem files and
-  // the run keeps its finished tasks.
+  // has no .pt modules. A task every variant has finished and exported needs its module
+  // no more: it is not made again, and the run and the export keep what they did.
   fs::remove(out / "tasks/good/gemm_relu_divide.pt");
   auto fifth = kernelskill(args);
   INFO(fifth.text);
   CHECK(fifth.status == 3);
-  CHECK_THAT(fifth.text, Contains("[import] 1 of 2 problems to import (1 imported before)"));
+  CHECK_THAT(fifth.text, Contains("[import] complete: 2 problems (2 imported, 0 failed)"));
   CHECK_THAT(fifth.text, Contains("[run full] complete: 2 tasks finished"));
+  CHECK_THAT(fifth.text, Contains("[export full] complete: 2 tasks"));
+  CHECK_FALSE(fs::exists(out / "tasks/good/gemm_relu_divide.pt"));
+  // One the run must still do gets its module again from the copied problem file.
+  fs::remove_all(out / "variants/full/run/tasks/gemm_relu_divide");
+  auto sixth = kernelskill(args);
+  INFO(sixth.text);
+  CHECK(sixth.status == 3);
+  CHECK_THAT(sixth.text, Contains("[import] 1 of 2 problems to import (1 imported before)"));
+  CHECK_THAT(sixth.text, Contains("[run full] 1 of 2 tasks to run (1 finished before; unfinished ones resume)"));
   CHECK(fs::exists(out / "tasks/good/gemm_relu_divide.pt"));
   CHECK(fs::exists(out / "variants/full/run/tasks/gemm_relu_divide/outcome.json"));
 

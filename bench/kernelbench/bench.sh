@@ -17,7 +17,7 @@
 # A machine that went cold between calls has lost BUILD/kb-bench (and the running
 # bench): each call also writes $OUT/kb-bench.tgz, the directory without what can be
 # made again there (the imported modules' .pt files, which the import step re-creates
-# from the problem files when it finds them missing, the models' builds and
+# from the problem files where a task still has to run or be exported, the models' builds and
 # torch.compile's cache); carry it back as .kbstate/kb-bench.tgz (STATE= names another
 # path) and the next call starts a bench from it: the finished steps are kept (an
 # imported problem, a finished task, an exported kernel, a measured problem), a task
