@@ -756,6 +756,21 @@ def kb_write_json(path, obj):
     os.replace(path + ".tmp", path)
 
 
+def kb_kill_group(p):
+    """Kills the child `p` with its whole process group (nvcc and ninja, compile workers)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def kb_last_line(f):
+    """The last line a child wrote to the file `f` (its stderr), at most 300 characters."""
+    f.seek(0)
+    tail = f.read().decode("utf-8", "replace").strip().splitlines()
+    return tail[-1][:300] if tail else ""
+
+
 def kb_bounded(jobs, work, timeout, done):
     """Runs the commands of `work` ([(item, argv)]) as child processes, at most `jobs` at
     once, each in a session of its own; one still running after `timeout` seconds has its
@@ -774,18 +789,14 @@ def kb_bounded(jobs, work, timeout, done):
         for item, p, err, t0 in running:
             late = p.poll() is None and time.monotonic() - t0 > timeout
             if late:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                kb_kill_group(p)
             if p.poll() is None and not late:
                 still.append((item, p, err, t0))
                 continue
             p.wait()
-            err.seek(0)
-            tail = err.read().decode("utf-8", "replace").strip().splitlines()
+            tail = kb_last_line(err)
             err.close()
-            done(item, p.returncode, time.monotonic() - t0, late, tail[-1][:300] if tail else "")
+            done(item, p.returncode, time.monotonic() - t0, late, tail)
         running = still
 
 
@@ -1010,19 +1021,14 @@ def kb_warm(opts):
             p = w["p"]
             late = w["key"] is not None and p.poll() is None and time.monotonic() - w["t0"] > bound
             if late:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                kb_kill_group(p)
             if p.poll() is None and not late:
                 continue
             p.wait()
             answers(w)  # what it finished before it ended
             if w["key"] is not None:
-                w["err"].seek(0)
-                tail = w["err"].read().decode("utf-8", "replace").strip().splitlines()
                 report(w["key"], f"did not finish within {bound} s (killed)" if late else
-                       (tail[-1][:300] if tail else f"the warm-up exited with status {p.returncode}"),
+                       (kb_last_line(w["err"]) or f"the warm-up exited with status {p.returncode}"),
                        time.monotonic() - w["t0"])
             w["err"].close()
             workers[i] = start(w["slot"]) if queue else None
