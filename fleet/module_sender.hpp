@@ -40,12 +40,7 @@ void send_module_parts(caf::event_based_actor* self, const Handle& dest, const s
 
 // The review_result for a review whose module's parts the receiver refused.
 inline review_result refused_module(const review_request& req, const std::string& refused) {
-  review_result r;
-  r.request_id = req.request_id;
-  r.candidate_id = req.cand.id;
-  r.status = review_status::internal_error;
-  r.message = "the GPU worker refused the task's module: " + refused;
-  return r;
+  return unjudged(req, "the GPU worker refused the task's module: " + refused);
 }
 
 }  // namespace ks

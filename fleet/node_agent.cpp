@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -52,6 +53,18 @@ struct agent_state {
 
 namespace {
 
+// The pool of device `d`, when this node serves it.
+std::optional<gpu_pool_actor> pool_of(const agent_state& st, int32_t d) {
+  auto it = st.pools.find(d);
+  if (it == st.pools.end() || (st.ready() && !st.devices.count(d))) return std::nullopt;
+  return it->second;
+}
+
+std::string not_served(const agent_state& st, int32_t d) {
+  return "this node (" + st.opts.base.host + ") serves no device " + std::to_string(d) + " (it serves " + st.served() +
+         ")";
+}
+
 gpu_node_actor::behavior_type node_agent(gpu_node_actor::pointer self, std::shared_ptr<agent_state> st) {
   // Each worker says what its device is; describe answers from this record.
   for (auto& [ordinal, pool] : st->pools) {
@@ -86,32 +99,19 @@ gpu_node_actor::behavior_type node_agent(gpu_node_actor::pointer self, std::shar
         return rp;
       },
       [self, st](device_atom, int32_t d, review_request& req) -> caf::result<review_result> {
-        auto it = st->pools.find(d);
-        if (it == st->pools.end() || (st->ready() && !st->devices.count(d))) {
-          review_result r;
-          r.request_id = req.request_id;
-          r.candidate_id = req.cand.id;
-          r.status = review_status::internal_error;
-          r.message = "this node (" + st->opts.base.host + ") serves no device " + std::to_string(d) + " (it serves " +
-                      st->served() + ")";
-          return r;
-        }
-        return self->delegate(it->second, std::move(req));
+        auto it = pool_of(*st, d);
+        if (!it) return unjudged(req, not_served(*st, d));
+        return self->delegate(*it, std::move(req));
       },
       [st](module_part& part) { return st->modules->add(std::move(part)); },
       // A review of a module sent in parts goes to the device's pool whole: the pool
       // sends it on to its worker in parts again (its courier, fleet/gpu_pool.cpp).
       [self, st](device_atom, int32_t d, const held_review& h) -> caf::result<review_result> {
-        std::string why;
-        auto req = st->modules->resolve(h, why);
-        if (!req) return not_held_answer(h, std::move(why));
-        auto it = st->pools.find(d);
-        if (it == st->pools.end() || (st->ready() && !st->devices.count(d))) {
-          review_result r = not_held_answer(h, "this node (" + st->opts.base.host + ") serves no device " +
-                                                   std::to_string(d) + " (it serves " + st->served() + ")");
-          return r;
-        }
-        return self->delegate(it->second, std::move(*req));
+        auto it = pool_of(*st, d);
+        if (!it) return unjudged(h.request, not_served(*st, d));
+        auto req = st->modules->resolve(h);
+        if (!req) return unjudged(h.request, module_not_held(h.module_sha256));
+        return self->delegate(*it, std::move(*req));
       },
   };
 }

@@ -39,17 +39,9 @@ class remote_pool {
       : self_(self), o_(std::move(o)), name_(remote_device_name(o_)) {}
 
   void review(review_request req, caf::response_promise rp) {
-    std::string refused;
-    if (queue_.size() >= o_.max_queue)
-      refused =
-          "the queue of " + name_ + " is full (" + std::to_string(o_.max_queue) + " reviews waiting); try again later";
-    if (!refused.empty()) {
-      review_result r;
-      r.request_id = req.request_id;
-      r.candidate_id = req.cand.id;
-      r.status = review_status::internal_error;
-      r.message = std::move(refused);
-      rp.deliver(std::move(r));
+    if (queue_.size() >= o_.max_queue) {
+      rp.deliver(unjudged(req, "the queue of " + name_ + " is full (" + std::to_string(o_.max_queue) +
+                                   " reviews waiting); try again later"));
       return;
     }
     queue_.push_back({std::move(req), std::move(rp)});

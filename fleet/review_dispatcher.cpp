@@ -28,15 +28,6 @@ clock::time_point in(double s) {
   return clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s));
 }
 
-review_result unjudged(const review_request& req, std::string message) {
-  review_result r;
-  r.request_id = req.request_id;
-  r.candidate_id = req.cand.id;
-  r.status = review_status::internal_error;
-  r.message = std::move(message);
-  return r;
-}
-
 // One review on its way: where it has been lost so far.
 struct job {
   review_request request;

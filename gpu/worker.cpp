@@ -97,11 +97,7 @@ gpu_worker_actor::behavior_type gpu_worker(gpu_worker_actor::pointer self, worke
       [st](describe_atom) { return st->info; },
       [review_one](const review_request& req) { return review_one(req); },
       [st](module_part& part) { return st->modules->add(std::move(part)); },
-      [st, review_one](const held_review& h) {
-        std::string why;
-        auto req = st->modules->resolve(h, why);
-        return req ? review_one(*req) : not_held_answer(h, std::move(why));
-      },
+      [st, review_one](const held_review& h) { return st->modules->serve(h, review_one); },
   };
 }
 

@@ -8,15 +8,6 @@ std::string module_not_held(const std::string& sha256) {
   return "the GPU worker does not hold the task's module (sha256 " + sha256 + "): send its parts again";
 }
 
-review_result not_held_answer(const held_review& h, std::string why) {
-  review_result r;
-  r.request_id = h.request.request_id;
-  r.candidate_id = h.request.cand.id;
-  r.status = review_status::internal_error;
-  r.message = std::move(why);
-  return r;
-}
-
 held_review hold_module(const review_request& r) {
   held_review h;
   h.module_sha256 = r.task.module_bytes.sha256_hex();
@@ -77,12 +68,9 @@ std::optional<shared_bytes> module_store::find(const std::string& sha256) {
   return it->second.first;
 }
 
-std::optional<review_request> module_store::resolve(const held_review& h, std::string& why) {
+std::optional<review_request> module_store::resolve(const held_review& h) {
   auto bytes = find(h.module_sha256);
-  if (!bytes) {
-    why = module_not_held(h.module_sha256);
-    return std::nullopt;
-  }
+  if (!bytes) return std::nullopt;
   review_request r = h.request;
   r.task.module_bytes = *bytes;
   return r;

@@ -21,6 +21,7 @@
 #include "base/shared_bytes.hpp"
 #include "model/fields.hpp"
 #include "model/review.hpp"
+#include "protocol/requests.hpp"
 
 namespace ks {
 
@@ -59,10 +60,6 @@ auto visit_fields(held_review& x, F&& f) {
 // with when it does not hold the module (never sent, or dropped to make room).
 std::string module_not_held(const std::string& sha256);
 
-// A receiver's answer to `h` when resolve() found no module: internal_error, with
-// `why` (module_not_held) as its message, which the sender recognises.
-review_result not_held_answer(const held_review& h, std::string why);
-
 // The review request `r` as sent after its module's parts: the module left out (the
 // copy shares nothing large).
 held_review hold_module(const review_request& r);
@@ -83,9 +80,16 @@ class module_store {
   // The module with this digest, when it is held (it becomes the most recently used).
   std::optional<shared_bytes> find(const std::string& sha256);
 
-  // `h`'s request with its module put back; empty optional with `why` set when the
-  // module is not held (why is then module_not_held(digest)).
-  std::optional<review_request> resolve(const held_review& h, std::string& why);
+  // `h`'s request with its module put back; nullopt when the module is not held.
+  std::optional<review_request> resolve(const held_review& h);
+
+  // review(`h`'s request with its module), or, when the module is not held, the
+  // unjudged answer module_not_held(digest), on which the sender sends the parts again.
+  template <class Review>
+  review_result serve(const held_review& h, Review&& review) {
+    auto req = resolve(h);
+    return req ? review(*req) : unjudged(h.request, module_not_held(h.module_sha256));
+  }
 
   uint64_t held_bytes() const { return held_bytes_; }
   size_t held_modules() const { return held_.size(); }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/candidate.hpp"
@@ -25,6 +26,19 @@ struct ks_error {
 template <class F>
 auto visit_fields(ks_error& x, F&& f) {
   return f("ks_error", KS_FIELD(code), KS_FIELD(message), KS_FIELD(origin));
+}
+
+// The answer to a review request that is no verdict on its candidate: internal_error
+// with `message` (no GPU to review on, a review lost with its node, a module a worker
+// does not hold, a device a node does not serve). The seed line never counts it against
+// the candidate.
+inline review_result unjudged(const review_request& req, std::string message) {
+  review_result r;
+  r.request_id = req.request_id;
+  r.candidate_id = req.cand.id;
+  r.status = review_status::internal_error;
+  r.message = std::move(message);
+  return r;
 }
 
 // ---------------------------------------------------------------------------

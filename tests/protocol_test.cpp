@@ -526,14 +526,24 @@ TEST_CASE("a module store assembles parts in order, checks the digest and keeps 
   const held_review h = hold_module(req);
   CHECK(h.module_sha256 == sha256_hex(b));
   CHECK(h.request.task.module_bytes.empty());
-  std::string why;
-  auto back = store.resolve(h, why);
+  auto back = store.resolve(h);
   REQUIRE(back);
   CHECK(back->task.module_bytes == b);
+  const review_result served = store.serve(h, [&](const review_request& r) {
+    review_result out;
+    out.message = r.task.module_bytes == b ? "reviewed with the module" : "reviewed without it";
+    return out;
+  });
+  CHECK(served.message == "reviewed with the module");
   req.task.module_bytes = a;
-  CHECK_FALSE(store.resolve(hold_module(req), why));
-  CHECK(why == module_not_held(sha256_hex(a)));
-  CHECK(not_held_answer(hold_module(req), why).status == review_status::internal_error);
+  CHECK_FALSE(store.resolve(hold_module(req)));
+  const review_result not_held = store.serve(hold_module(req), [](const review_request&) -> review_result {
+    FAIL("a module not held was reviewed");
+    return {};
+  });
+  CHECK(not_held.message == module_not_held(sha256_hex(a)));
+  CHECK(not_held.status == review_status::internal_error);
+  CHECK(not_held.request_id == 7);
   // A module larger than the whole budget is still kept: the last one is always kept.
   module_store tiny(10);
   for (auto& p : parts_of(a, 1024)) CHECK(tiny.add(p).empty());

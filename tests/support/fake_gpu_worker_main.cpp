@@ -53,9 +53,7 @@ ks::gpu_worker_actor::behavior_type fake_worker(ks::gpu_worker_actor::pointer) {
         return modules->add(std::move(part));
       },
       [modules, parts](const ks::held_review& h) {
-        std::string why;
-        auto req = modules->resolve(h, why);
-        return req ? fake_review(*req, *parts) : ks::not_held_answer(h, std::move(why));
+        return modules->serve(h, [&](const ks::review_request& req) { return fake_review(req, *parts); });
       },
   };
 }

@@ -182,9 +182,7 @@ ks::gpu_worker_actor::behavior_type scripted_worker(ks::gpu_worker_actor::pointe
       [nvrtc, delay_ms](const ks::review_request& req) { return scripted_review(*nvrtc, delay_ms, req); },
       [modules](ks::module_part& part) { return modules->add(std::move(part)); },
       [nvrtc, delay_ms, modules](const ks::held_review& h) {
-        std::string why;
-        auto req = modules->resolve(h, why);
-        return req ? scripted_review(*nvrtc, delay_ms, *req) : ks::not_held_answer(h, std::move(why));
+        return modules->serve(h, [&](const ks::review_request& req) { return scripted_review(*nvrtc, delay_ms, req); });
       },
   };
 }
