@@ -382,8 +382,9 @@ bool fold_known_values(torch::jit::Graph& graph, const shape_of& lookup, const d
   return !folds.empty();
 }
 
-// A list unpacked: pieces of a tensor (unpack_pieces) as slices of it, and
-// broadcast_tensors of inputs that all have one shape as the inputs.
+// A list unpacked: pieces of a tensor (unpack_pieces) as slices of it, a list built
+// only to be unpacked as its elements, and broadcast_tensors of inputs that all have
+// one shape as the inputs.
 bool unpack_known_lists(torch::jit::Graph& graph, const shape_of& lookup) {
   bool changed = false;
   std::vector<torch::jit::Node*> unpacks;
@@ -393,6 +394,17 @@ bool unpack_known_lists(torch::jit::Graph& graph, const shape_of& lookup) {
   for (torch::jit::Node* u : unpacks) {
     torch::jit::Node* b = u->input()->node();
     if (unpack_pieces(graph, u, b, lookup)) {
+      changed = true;
+      continue;
+    }
+    // `q, k, v = f(x)` where f returns `proj[0], proj[1], proj[2]` as a List[Tensor]
+    // (PyTorch 2's _in_projection_packed for nn.MultiheadAttention): once the branch
+    // that built the list is folded, nothing else reads or changes the list.
+    if (b->kind() == torch::jit::prim::ListConstruct && b->output()->uses().size() == 1 &&
+        b->inputs().size() == u->outputs().size()) {
+      for (size_t i = 0; i < u->outputs().size(); ++i) u->outputs()[i]->replaceAllUsesWith(b->inputs()[i]);
+      u->destroy();
+      b->destroy();
       changed = true;
       continue;
     }

@@ -807,10 +807,10 @@ TEST_CASE("emulated: seeds of imported KernelBench problems match the imported r
 // level 2's 31_Conv2d_Min_Add_Multiply) torch.min / max / minimum of a tensor and a
 // 0-dim tensor made in forward, (as 48_Mamba2ReturnY's einops) a traced size
 // multiplied in place before it is read as a size, and (as the NetVlads) a slice whose
-// end is INT64_MAX. Each
-// graph is probed on the meta device (not on the CPU at the network's size). Each lowers
-// to seeds whose plans resolve at its own shapes; those whose output does not depend on
-// a random draw in forward run on the CPU against the imported reference.
+// end is INT64_MAX, and (as nn.MultiheadAttention in PyTorch 2.x) q, k and v unpacked
+// from a list of three selects of one projection. Each graph is probed on the meta device (not on the CPU at the
+// network's size). Each lowers to seeds whose plans resolve at its own shapes; those whose output does not depend on a
+// random draw in forward run on the CPU against the imported reference.
 TEST_CASE("emulated: level-3-shaped networks lower and match the imported reference",
           "[rules][emulated][kernelbench][networks]") {
   kernelbench_import_options o;
@@ -820,7 +820,7 @@ TEST_CASE("emulated: level-3-shaped networks lower and match the imported refere
   fs::remove_all(out);
   auto files = find_problem_files({(kSource / "tests/data/kernelbench/networks").string()});
   REQUIRE(files);
-  REQUIRE(files->size() == 12);
+  REQUIRE(files->size() == 13);
   const std::set<std::string> random_in_forward = {"lstm_random_state"};
   for (const auto& f : *files) {
     INFO(f.path.string());
