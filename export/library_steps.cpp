@@ -162,7 +162,7 @@ std::string dispatch_call(const std::map<std::string, std::string>& attrs, const
   m += "}";
   pre += "    const std::vector<ks_arg> " + v + "args{" + join(args, ", ") + "};\n";
   pre += "    static const ks_prepared_step " + v + "op = ks_prepare_by_schema(" + m + ", " + v + "args);\n";
-  return "ks_call_prepared(" + v + "op, " + v + "args)";
+  return "ks_call_prepared(" + v + "op, " + v + "args, in[0].device())";
 }
 
 }  // namespace

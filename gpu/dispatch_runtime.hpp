@@ -15,8 +15,10 @@
 //     tensors", or "None" when the list is optional);
 //   - an argument with an attribute of its name reads the attribute by its type: int,
 //     float, bool, a number (int first), str, lists of int/float/bool ("[1, 2]", "(1,
-//     2)" or one value), "None" for an optional, the tensors' device for a Device; a
-//     tensor never comes from an attribute (only "None", when optional);
+//     2)" or one value), "None" for an optional, the tensors' device for a Device (the
+//     first tensor argument's; a step without one, a factory such as aten::randn, is
+//     given the plan's device by its caller); a tensor never comes from an attribute
+//     (only "None", when optional);
 //   - a tensor takes the next positional argument (unless none is left and the schema
 //     has a default);
 //   - otherwise the schema's default, None for an optional, the tensors' device, or the
@@ -310,13 +312,17 @@ prepared_step prepare(const c10::OperatorHandle& h, const std::vector<arg>& args
 }
 
 // Calls a prepared step with `args` (of the kinds it was prepared with; otherwise
-// std::invalid_argument); its tensor results.
+// std::invalid_argument); its tensor results. A Device argument is the first tensor
+// argument's device, or `plan_device` (where the plan's inputs are) in a step without
+// tensor arguments: a traced `torch.randn(..., device=x.device)` makes its tensor on
+// the GPU the plan runs on, not on the CPU.
 template <class Policy>
-std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args, const Policy& policy) {
+std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args, const Policy& policy,
+                            const c10::Device& plan_device) {
   if (!p.fits(args))
     throw std::invalid_argument("dispatch_runtime::run: " + p.op.schema().name() +
                                 " was prepared for other positional arguments");
-  c10::Device device{c10::kCPU};
+  c10::Device device = plan_device;
   for (auto& a : args)
     if (a.is_tensor) {
       device = a.tensor.device();
@@ -372,8 +378,8 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
 // one call; its tensor results.
 template <class Policy>
 std::vector<at::Tensor> call(const c10::OperatorHandle& h, const std::vector<arg>& args, const attrs_t& attrs,
-                             const Policy& policy) {
-  return run(prepare(h, args, attrs, policy), args, policy);
+                             const Policy& policy, const c10::Device& plan_device) {
+  return run(prepare(h, args, attrs, policy), args, policy, plan_device);
 }
 
 }  // namespace dispatch_runtime

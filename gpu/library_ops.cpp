@@ -317,8 +317,8 @@ status check_library_op(std::string_view op, const std::map<std::string, std::st
 }
 
 result<at::Tensor> run_library_op(std::string_view op, const std::vector<library_arg>& args,
-                                  const std::map<std::string, std::string>& attrs) {
-  auto all = run_library_op_outputs(op, args, attrs);
+                                  const std::map<std::string, std::string>& attrs, const c10::Device& plan_device) {
+  auto all = run_library_op_outputs(op, args, attrs, plan_device);
   if (!all) return all.error();
   if (all->empty()) return error{std::string(op) + ": returns no tensor"};
   return all->front();
@@ -373,7 +373,8 @@ result<prepared_library_op> prepare_library_op(std::string_view op, const std::v
 }
 
 result<std::vector<at::Tensor>> run_prepared_library_op(const prepared_library_op& step,
-                                                        const std::vector<library_arg>& args) {
+                                                        const std::vector<library_arg>& args,
+                                                        const c10::Device& plan_device) {
   const prepared_library_op_state& st = *step.state_;
   bool fits = args.size() == st.tensor_args.size();
   for (size_t k = 0; fits && k < args.size(); ++k)
@@ -382,15 +383,17 @@ result<std::vector<at::Tensor>> run_prepared_library_op(const prepared_library_o
     return error{"args: " + st.op + " was prepared for " + std::to_string(st.tensor_args.size()) +
                  " arguments of other kinds than the " + std::to_string(args.size()) + " given"};
   if (st.step)
-    return guarded(st.name, [&] { return dispatch_runtime::run(*st.step, positional_of(args), *st.policy); });
+    return guarded(st.name,
+                   [&] { return dispatch_runtime::run(*st.step, positional_of(args), *st.policy, plan_device); });
   return guarded(st.name, [&] { return std::vector<at::Tensor>{st.entry->run(args, st.attrs)}; });
 }
 
 result<std::vector<at::Tensor>> run_library_op_outputs(std::string_view op, const std::vector<library_arg>& args,
-                                                       const std::map<std::string, std::string>& attrs) {
+                                                       const std::map<std::string, std::string>& attrs,
+                                                       const c10::Device& plan_device) {
   auto step = prepare_library_op(op, args, attrs);
   if (!step) return step.error();
-  return run_prepared_library_op(*step, args);
+  return run_prepared_library_op(*step, args, plan_device);
 }
 
 }  // namespace ks

@@ -65,13 +65,17 @@ status check_library_op(std::string_view op, const std::map<std::string, std::st
 // "0.5", stride "[2, 2]", padding "same", approximate "tanh", rounding_mode "floor").
 // Errors: an op not in the table, a wrong number or kind of arguments, an attribute
 // that does not parse, or LibTorch's own message (without its C++ backtrace).
-// Asynchronous on CUDA tensors, as ATen is: the caller synchronises.
+// Asynchronous on CUDA tensors, as ATen is: the caller synchronises. `plan_device` is
+// where the plan runs: a step without tensor arguments (aten::randn) makes its result
+// there (gpu/dispatch_runtime.hpp); the CPU by default, as the tests' plans run.
 result<at::Tensor> run_library_op(std::string_view op, const std::vector<library_arg>& args,
-                                  const std::map<std::string, std::string>& attrs);
+                                  const std::map<std::string, std::string>& attrs,
+                                  const c10::Device& plan_device = c10::Device(c10::kCPU));
 
 // The same, with every tensor the op returns (aten::sort: values and indices).
 result<std::vector<at::Tensor>> run_library_op_outputs(std::string_view op, const std::vector<library_arg>& args,
-                                                       const std::map<std::string, std::string>& attrs);
+                                                       const std::map<std::string, std::string>& attrs,
+                                                       const c10::Device& plan_device = c10::Device(c10::kCPU));
 
 // A library step prepared once (per plan) and run many times with arguments of the
 // same kinds (the same count, tensors and numbers in the same places), as a plan's
@@ -90,7 +94,7 @@ class prepared_library_op {
   friend result<prepared_library_op> prepare_library_op(std::string_view, const std::vector<library_arg>&,
                                                         const std::map<std::string, std::string>&);
   friend result<std::vector<at::Tensor>> run_prepared_library_op(const prepared_library_op&,
-                                                                 const std::vector<library_arg>&);
+                                                                 const std::vector<library_arg>&, const c10::Device&);
   std::shared_ptr<const prepared_library_op_state> state_;
 };
 
@@ -103,6 +107,7 @@ result<prepared_library_op> prepare_library_op(std::string_view op, const std::v
 // Runs a prepared step on `args`: every tensor the op returns. An error when `args` are
 // not of the kinds it was prepared for, or the op's own (as run_library_op_outputs).
 result<std::vector<at::Tensor>> run_prepared_library_op(const prepared_library_op& step,
-                                                        const std::vector<library_arg>& args);
+                                                        const std::vector<library_arg>& args,
+                                                        const c10::Device& plan_device = c10::Device(c10::kCPU));
 
 }  // namespace ks

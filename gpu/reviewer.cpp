@@ -283,7 +283,7 @@ void reviewer::impl::library(const prepared_plan& pp, const resolved_step& s, te
     if (!p) after_torch_error(s.label(), p.message(), review_status::plan_error);
     prepared = pp.library_ops.emplace(s.index, std::move(p.value())).first;
   }
-  auto outs = run_prepared_library_op(prepared->second, args);
+  auto outs = run_prepared_library_op(prepared->second, args, torch_device);
   if (!outs) after_torch_error(s.label(), outs.message(), review_status::plan_error);
   if (s.outputs.empty() || s.outputs.size() > outs->size())
     fail(review_status::plan_error, s.label() + ": outputs: the op returns " + std::to_string(outs->size()) +

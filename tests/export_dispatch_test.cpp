@@ -23,10 +23,12 @@
 
 namespace {
 
+const c10::Device kCpu{c10::kCPU};
+
 // The message a step fails with, as the module's user sees it.
 std::string failure(const std::map<std::string, std::string>& attrs, const std::vector<ks_arg>& args) {
   try {
-    ks_call_by_schema(attrs, args);
+    ks_call_by_schema(attrs, args, kCpu);
   } catch (const c10::Error& e) {
     return e.what_without_backtrace();
   } catch (const std::exception& e) {
@@ -41,20 +43,20 @@ TEST_CASE("exported dispatcher steps: the module's side of gpu/dispatch_runtime.
   const at::Tensor x = at::arange(24, at::kFloat).reshape({4, 6}).flip({1}) * 0.5 - 3;
   const std::string sort =
       "aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
-  auto r = ks_call_by_schema({{"schema", sort}, {"dim", "0"}, {"descending", "True"}}, {ks_targ(x)});
+  auto r = ks_call_by_schema({{"schema", sort}, {"dim", "0"}, {"descending", "True"}}, {ks_targ(x)}, kCpu);
   REQUIRE(r.size() == 2);
   auto [values, indices] = at::sort(x, 0, true);
   CHECK(r[0].equal(values));
   CHECK(r[1].equal(indices));
   // A tensor list, and a positional number for a Scalar.
   CHECK(ks_call_by_schema({{"schema", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"}, {"tensors", "2 tensors"}},
-                          {ks_targ(x), ks_targ(x * 2)})[0]
+                          {ks_targ(x), ks_targ(x * 2)}, kCpu)[0]
             .equal(at::cat({x, x * 2})));
   CHECK(ks_call_by_schema({{"schema", "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor"}},
-                          {ks_targ(x), ks_farg(2.5)})[0]
+                          {ks_targ(x), ks_farg(2.5)}, kCpu)[0]
             .equal(x + 2.5));
   // The module reads attributes with strtoll/strtod, as it always has: "+1" reads.
-  CHECK(ks_call_by_schema({{"schema", sort}, {"dim", "+1"}}, {ks_targ(x)})[0].equal(std::get<0>(at::sort(x, 1))));
+  CHECK(ks_call_by_schema({{"schema", sort}, {"dim", "+1"}}, {ks_targ(x)}, kCpu)[0].equal(std::get<0>(at::sort(x, 1))));
   // Its failures, worded for the module's user.
   CHECK(failure({{"schema", sort}, {"dim", "one"}}, {ks_targ(x)}) ==
         "ModelNew: attrs.dim: expected an integer, got one");
@@ -79,8 +81,8 @@ TEST_CASE("exported dispatcher steps: prepared once, called with each call's ten
   for (int call = 0; call < 3; ++call) {
     const at::Tensor x = call == 0 ? x0 : at::randn({5 + call, 3});
     const std::vector<ks_arg> args{ks_targ(x)};
-    auto got = ks_call_prepared(step, args);
-    auto want = ks_call_by_schema(attrs, args);
+    auto got = ks_call_prepared(step, args, kCpu);
+    auto want = ks_call_by_schema(attrs, args, kCpu);
     REQUIRE(got.size() == 2);
     CHECK(got[0].equal(want[0]));
     CHECK(got[1].equal(want[1]));
@@ -90,7 +92,7 @@ TEST_CASE("exported dispatcher steps: prepared once, called with each call's ten
                                                {"tensors", "2 tensors"}};
   const ks_prepared_step joined = ks_prepare_by_schema(cat, {ks_targ(x0), ks_targ(x0)});
   const at::Tensor y = at::randn({2, 3});
-  CHECK(ks_call_prepared(joined, {ks_targ(y), ks_targ(x0)})[0].equal(at::cat({y, x0})));
+  CHECK(ks_call_prepared(joined, {ks_targ(y), ks_targ(x0)}, kCpu)[0].equal(at::cat({y, x0})));
   // Preparing fails as the unprepared call does.
   auto prepare_failure = [](const std::map<std::string, std::string>& a, const std::vector<ks_arg>& args) {
     try {
@@ -109,7 +111,34 @@ TEST_CASE("exported dispatcher steps: prepared once, called with each call's ten
   CHECK(prepare_failure({{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}, {ks_targ(x0)}) ==
         failure({{"schema", "aten::no_such_op(Tensor self) -> Tensor"}}, {ks_targ(x0)}));
   // Arguments of other kinds than prepared for are refused, not misread.
-  CHECK_THROWS_AS(ks_call_prepared(step, {ks_iarg(1)}), std::invalid_argument);
+  CHECK_THROWS_AS(ks_call_prepared(step, {ks_iarg(1)}, kCpu), std::invalid_argument);
+}
+
+TEST_CASE("an exported step without tensor arguments makes its result where the inputs are", "[export][dispatcher]") {
+  // A traced `torch.randn(..., device=x.device)`: a factory whose Device is the plan's.
+  // The meta device stands in for the GPU (on the CPU the two readings agree).
+  const std::map<std::string, std::string> randn{
+      {"schema",
+       "aten::randn(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+       "pin_memory=None) -> Tensor"},
+      {"size", "[2, 3]"},
+      {"device", "inputs"},
+      {"dtype", "None"},
+      {"layout", "None"},
+      {"pin_memory", "False"}};
+  const c10::Device meta{c10::kMeta};
+  const at::Tensor made = ks_call_by_schema(randn, {}, meta).at(0);
+  CHECK(made.device() == meta);
+  CHECK(made.sizes() == at::IntArrayRef({2, 3}));
+  const ks_prepared_step step = ks_prepare_by_schema(randn, {});
+  CHECK(ks_call_prepared(step, {}, meta).at(0).device() == meta);
+  // A step with a tensor argument keeps that tensor's device.
+  const std::map<std::string, std::string> like{
+      {"schema",
+       "aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+       "pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"},
+      {"device", "inputs"}};
+  CHECK(ks_call_by_schema(like, {ks_targ(at::ones({2}))}, meta).at(0).device() == kCpu);
 }
 
 // gpu/result_adoption.hpp, as the reviewer's plan runner and the module's launcher

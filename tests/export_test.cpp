@@ -686,7 +686,8 @@ TEST_CASE("export: a dispatcher step (any ATen op by its schema) with two result
                           "std::string>{{\"dim\", \"1\"}, {\"schema\", \"aten::sort(Tensor self, int dim=-1, bool "
                           "descending=False) -> (Tensor values, Tensor indices)\"}}, s0_args);\n") !=
         std::string::npos);
-  CHECK(ex->launcher.find("const std::vector<at::Tensor> r = ks_call_prepared(s0_op, s0_args);") != std::string::npos);
+  CHECK(ex->launcher.find("const std::vector<at::Tensor> r = ks_call_prepared(s0_op, s0_args, in[0].device());") !=
+        std::string::npos);
   // The kernel reads vals (made contiguous); nothing but the op made idx (kept as it came).
   CHECK(ex->launcher.find("    t_vals = r[0].contiguous();\n    t_idx = r[1];") != std::string::npos);
   CHECK(ex->general_launcher_note == "");

@@ -438,6 +438,33 @@ TEST_CASE("library ops: any ATen op through the dispatcher by its schema", "[rev
 
 // A step prepared once per plan (gpu/library_ops.hpp) computes what the unprepared path
 // computes, call after call on new tensors, and fails with the same words.
+TEST_CASE("library ops: a step without tensor arguments makes its result on the plan's device",
+          "[reviewer][library][dispatcher]") {
+  // A traced `torch.randn(..., device=x.device)` (level 3's 35_LSTM draws its initial
+  // state so): the plan's device, not the CPU. The meta device stands in for the GPU.
+  const std::map<std::string, std::string> randn{
+      {"schema",
+       "aten::randn(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+       "pin_memory=None) -> Tensor"},
+      {"size", "[6, 10, 4]"},
+      {"device", "inputs"},
+      {"dtype", "None"},
+      {"layout", "None"},
+      {"pin_memory", "False"}};
+  const c10::Device meta{c10::kMeta};
+  auto made = run_library_op_outputs("aten::randn", {}, randn, meta);
+  REQUIRE(made);
+  CHECK(made->at(0).device() == meta);
+  CHECK(made->at(0).sizes() == at::IntArrayRef({6, 10, 4}));
+  auto step = prepare_library_op("aten::randn", {}, randn);
+  REQUIRE(step);
+  auto again = run_prepared_library_op(*step, {}, meta);
+  REQUIRE(again);
+  CHECK(again->at(0).device() == meta);
+  // By default (the CPU plans of the tests) the CPU.
+  CHECK(run_library_op_outputs("aten::randn", {}, randn)->at(0).device() == c10::Device(c10::kCPU));
+}
+
 TEST_CASE("library ops: a prepared step gives the unprepared path's results and errors",
           "[reviewer][library][dispatcher][prepared]") {
   using attrs = std::map<std::string, std::string>;

@@ -158,11 +158,12 @@ ks_arg ks_targ(const at::Tensor& t);
 ks_arg ks_iarg(int64_t v);
 ks_arg ks_farg(double v);
 std::vector<at::Tensor> ks_call_by_schema(const std::map<std::string, std::string>& attrs,
-                                          const std::vector<ks_arg>& args);
+                                          const std::vector<ks_arg>& args, const c10::Device& device);
 struct ks_prepared_step {};
 ks_prepared_step ks_prepare_by_schema(const std::map<std::string, std::string>& attrs,
                                       const std::vector<ks_arg>& args);
-std::vector<at::Tensor> ks_call_prepared(const ks_prepared_step& step, const std::vector<ks_arg>& args);
+std::vector<at::Tensor> ks_call_prepared(const ks_prepared_step& step, const std::vector<ks_arg>& args,
+                                         const c10::Device& device);
 
 // Library steps' results (gpu/result_adoption.hpp in the module): the launcher's call,
 // without the body (which needs the real at::Tensor's storage; reviewer_test compiles
