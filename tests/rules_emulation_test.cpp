@@ -270,6 +270,43 @@ TEST_CASE("emulated: cross-entropy written out matches the reference", "[rules][
   }
 }
 
+// A global average pool (adaptive_avg_pool{1,2,3}d to one element per plane; level 2's
+// 67_Conv2d_GELU_GlobalAvgPool, level 3's ResNets and EfficientNets) as the row mean
+// ATen computes it by (composites.hpp), the elementwise chain before it computed on
+// the mean's load rather than written whole for a library pool to read again. Planes
+// not a multiple of 4, a rank-3 input; a pool to 2 x 2 stays ATen's.
+TEST_CASE("emulated: a global average pool is a row mean with the chain before it on its load",
+          "[rules][emulated][pool]") {
+  struct pool_case {
+    const char* name;
+    const char* expr;
+    const char* shape;
+    bool mean;  // written as a row mean
+  };
+  const pool_case cases[] = {
+      {"gap2d", "torch.adaptive_avg_pool2d(torch.gelu(x * 2.0 + 1.0), [1, 1])", "[4, 16, 9, 7]", true},
+      {"gap2d_rank3", "torch.adaptive_avg_pool2d(torch.relu(x), [1, 1]).squeeze(-1)", "[8, 5, 5]", true},
+      {"gap1d", "torch.adaptive_avg_pool1d(torch.tanh(x) - 0.5, [1])", "[3, 5, 33]", true},
+      {"gap3d", "torch.adaptive_avg_pool3d(torch.sigmoid(x), [1, 1, 1])", "[2, 3, 4, 5, 6]", true},
+      {"pool_2x2", "torch.adaptive_avg_pool2d(torch.relu(x), [2, 2])", "[2, 3, 8, 8]", false},
+  };
+  for (const auto& tc : cases) {
+    INFO(tc.name);
+    std::string yaml = std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(x):\n" +
+                       "        return " + tc.expr + "\ninputs:\n  - name: x\n    shape: " + tc.shape + "\nseed: 3\n";
+    auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
+    if (!t) FAIL(t.message());
+    auto cands = the_coder().seeds(*t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const auto& c : *cands) {
+      INFO(c.recipe.at("stages"));
+      CHECK((c.recipe.at("stages").find("fallback:aten::adaptive_avg_pool") == std::string::npos) == tc.mean);
+    }
+    if (tc.mean) CHECK(cands->front().recipe.at("stages").find("row_reduce+prologue") == 0);
+    check_candidates(*t, *cands);
+  }
+}
+
 // An input of another dtype than float32 (cross_entropy's int64 class indices) is
 // read by library steps only; the float32 work around it stays the templates' (here
 // the logits' logsumexp, cross_entropy being written out: composites.hpp). The

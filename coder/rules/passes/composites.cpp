@@ -19,6 +19,8 @@ const char* kClampMax = "aten::clamp_max(Tensor self, Scalar max) -> Tensor";
 const char* kXlogy = "aten::xlogy.Tensor(Tensor self, Tensor other) -> Tensor";
 const char* kExp = "aten::exp(Tensor self) -> Tensor";
 const char* kMean = "aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor";
+const char* kMeanDim =
+    "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
 const char* kSum = "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor";
 const char* kAddScalar = "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor";
 const char* kNormDim = "aten::norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor";
@@ -53,6 +55,9 @@ class expansion {
     const std::string op = n_.kind;
     if (op == "aten::triplet_margin_loss") return triplet();
     if (op == "aten::cross_entropy_loss") return cross_entropy();
+    if (op == "aten::adaptive_avg_pool1d") return global_average(1);
+    if (op == "aten::adaptive_avg_pool2d") return global_average(2);
+    if (op == "aten::adaptive_avg_pool3d") return global_average(3);
     if (op != "aten::mse_loss" && op != "aten::l1_loss" && op != "aten::smooth_l1_loss" && op != "aten::huber_loss" &&
         op != "aten::kl_div")
       return false;
@@ -208,6 +213,29 @@ class expansion {
     const std::string total = node("aten::sum", kSum, {lm, none()}, scalar);
     const std::string count = node("aten::sum", kSum, {valid, none()}, scalar, "int64");
     added_.push_back(graph_node{"aten::div", {total, count}, {n_.outputs[0]}, kDiv});
+    return true;
+  }
+
+  // adaptive_avg_pool{1,2,3}d to one element per plane (output size all ones): the mean
+  // over the last `k` dims, kept, as ATen itself computes it (input.mean(dims, true)).
+  bool global_average(size_t k) {
+    if (n_.inputs.size() != 2 || n_.outputs.size() != 1) return false;
+    const graph_value* x = g_.value(n_.inputs[0]);
+    const graph_value* size = g_.value(n_.inputs[1]);
+    if (!x || !x->is_tensor() || !is_float(x->dtype) || x->shape.size() < k + 1 || !g_.value(n_.outputs[0]))
+      return false;
+    if (!size || !size->constant || size->type != "int[]" || size->numbers.empty() || size->numbers.size() > k)
+      return false;
+    for (double v : size->numbers)
+      if (v != 1) return false;
+    std::vector<int64_t> dims;
+    for (size_t d = x->shape.size() - k; d < x->shape.size(); ++d) dims.push_back(static_cast<int64_t>(d));
+    graph_node r;
+    r.kind = "aten::mean";
+    r.schema = kMeanDim;
+    r.inputs = {n_.inputs[0], ints(dims), number("bool", 1), none()};
+    r.outputs = {n_.outputs[0]};
+    added_.push_back(std::move(r));
     return true;
   }
 

@@ -30,7 +30,14 @@
 //       lm = where(valid, l, 0); r none: lm, sum: sum(lm), mean: sum(lm) / sum(valid)
 //       (NaN when every target is ignored, 0 / 0, as ATen's).
 //
+// And a global average pool (a library step before, reading a tensor the elementwise
+// chain before it had written whole), as the row mean ATen computes it by:
+//   adaptive_avg_pool{1,2,3}d(x, [1, ...])   mean(x, last 1 / 2 / 3 dims, keepdim=True)
+// so the chain (a convolution's bias and activation) is computed on the mean's load.
+//
 // What it promises:
+// - only a pool whose output size is a constant of ones (one number, or one per pooled
+//   dim) over a float tensor with a dim before the pooled ones becomes a mean;
 // - only a loss whose two (three) inputs are float tensors of one shape, whose
 //   reduction and b (margin, q, eps, swap) are constants of the graph, and whose result nothing else reads under
 //   another name is rewritten; anything else is left as it was: a library step runs it (operands that broadcast), or,
