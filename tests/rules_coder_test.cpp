@@ -591,6 +591,49 @@ TEST_CASE("rules coder: repair returns to the last good version without the fail
   CHECK_FALSE(the_coder().repair(s));
 }
 
+// A channels-last seed whose values miss the tolerance (cuDNN's NHWC algorithm is not
+// eager's: level 2's 57, 69, 71, 87 on the H100) is repaired in NCHW first, with its
+// other parameters, and the layout excluded; then the plainest parameters. A seed that
+// fails otherwise (not compiling) goes to the plainest parameters directly.
+TEST_CASE("rules coder: a channels-last seed with wrong values is repaired in NCHW first", "[rules][repair]") {
+  auto t = parse_task(
+      "name: conv_relu_layout\nreference:\n  torchscript: |\n    def forward(x, w, b):\n"
+      "        return torch.relu(torch.conv2d(x, w, b))\ninputs:\n  - {name: x, shape: [2, 8, 10, 10]}\n"
+      "parameters:\n  - {name: w, shape: [16, 8, 3, 3]}\n  - {name: b, shape: [16]}\n",
+      "conv_relu_layout.yaml", kSource);
+  if (!t) FAIL(t.message());
+  auto seeds = the_coder().seeds(*t, 1);
+  if (!seeds) FAIL(seeds.message());
+  const candidate& seed = seeds->front();
+  REQUIRE(seed.recipe.count("conv_layout"));
+  REQUIRE(seed.recipe.at("conv_layout") == "channels_last");
+  repair_input r;
+  r.task = *t;
+  r.failed = seed;
+  r.review.status = review_status::incorrect;
+  auto nchw = the_coder().repair(r);
+  if (!nchw) FAIL(nchw.message());
+  CHECK(nchw->origin == "repair:nchw");
+  CHECK(nchw->parent_id == seed.id);
+  CHECK(nchw->recipe.count("conv_layout") == 0);  // no convolution rewritten
+  CHECK(nchw->recipe.at("excluded") == "conv_layout=channels_last");
+  CHECK(nchw->recipe.at("block_size") == seed.recipe.at("block_size"));
+  CHECK(nchw->recipe.at("elements_per_thread") == seed.recipe.at("elements_per_thread"));
+  CHECK(nchw->recipe.at("stages").find("transposed_store") == std::string::npos);
+  CHECK(seed.recipe.at("stages").find("transposed_store") != std::string::npos);
+  // ... it failing too: the plainest parameters.
+  r.failed = *nchw;
+  auto plain = the_coder().repair(r);
+  if (!plain) FAIL(plain.message());
+  CHECK(plain->origin == "repair:conservative");
+  // A channels-last seed that failed to compile: the plainest parameters at once.
+  r.failed = seed;
+  r.review.status = review_status::compile_error;
+  auto other = the_coder().repair(r);
+  if (!other) FAIL(other.message());
+  CHECK(other->origin == "repair:conservative");
+}
+
 // A seed whose sums differ from the reference's by more than the tolerance (another
 // order of a sum that cancels): the plainest parameters first, then, when they fail
 // too, every reduction as an ATen library step (ATen's order); after that nothing.
