@@ -307,6 +307,40 @@ TEST_CASE("emulated: a global average pool is a row mean with the chain before i
   }
 }
 
+// A dropout that draws nothing (p 0 in training mode, as level 3's DenseNets have after
+// every convolution) is read through (identities.hpp): the concatenation reads the
+// convolution's result itself, with no kernel copying it first. Returned, it stays a
+// copy into the output (a plan writes its outputs).
+TEST_CASE("emulated: a dropout of p 0 is read through, not copied", "[rules][emulated][dropout]") {
+  struct drop_case {
+    const char* name;
+    const char* body;
+    bool copied;  // an elementwise kernel remains
+  };
+  const drop_case cases[] = {
+      {"dropout_cat", "torch.cat([x, torch.dropout(torch.conv2d(x, w, None, 1, 1), 0.0, True)], 1)", false},
+      {"dropout_eval_cat", "torch.cat([torch.dropout(torch.conv2d(x, w, None, 1, 1), 0.3, False), x], 1)", false},
+      {"dropout_returned", "torch.dropout(torch.conv2d(x, w, None, 1, 1), 0.0, True)", true},
+  };
+  for (const auto& tc : cases) {
+    INFO(tc.name);
+    std::string yaml =
+        std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(x, w):\n" +
+        "        return " + tc.body +
+        "\ninputs:\n  - {name: x, shape: [2, 4, 6, 5]}\nparameters:\n  - {name: w, shape: [4, 4, 3, 3]}\n";
+    auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
+    if (!t) FAIL(t.message());
+    auto cands = the_coder().seeds(*t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const auto& c : *cands) {
+      INFO(c.recipe.at("stages"));
+      CHECK((c.recipe.at("stages").find("elementwise") != std::string::npos) == tc.copied);
+      CHECK(c.recipe.at("stages").find("dropout") == std::string::npos);
+    }
+    check_candidates(*t, *cands);
+  }
+}
+
 // An input of another dtype than float32 (cross_entropy's int64 class indices) is
 // read by library steps only; the float32 work around it stays the templates' (here
 // the logits' logsumexp, cross_entropy being written out: composites.hpp). The
