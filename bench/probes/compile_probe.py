@@ -18,8 +18,10 @@ draws them, the problem's own get_inputs):
   - eager and torch.compile of the problem's Model, timed as cli/side_by_side.py times
     (CUDA events after an L2 flush, alternated, median of REPS);
   - for each convolution / linear module, the module alone on the input it saw in the
-    eager call, under cuDNN's defaults, with cudnn.benchmark, with TF32 off, and with
-    input and weight in channels-last (converted outside the timing);
+    eager call, under cuDNN's defaults, with cudnn.benchmark, with TF32 off, and (2-d
+    and 3-d convolutions, transposed ones too) with input and weight channels-last
+    (converted outside the timing), with that result's largest difference from the
+    default's and whether it is within KernelBench's 1e-4;
   - the kernels of one compiled call and of one eager call (torch.profiler: name and
     device time), and inductor's generated code (run_and_get_code).
 Writes OUT/NAME.code.py (inductor's code) and one JSON line per problem on stdout.
@@ -27,6 +29,7 @@ Writes OUT/NAME.code.py (inductor's code) and one JSON line per problem on stdou
   python3 bench/probes/compile_probe.py [--reps 20] [--out DIR] PROBLEM.py...
 """
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -102,12 +105,19 @@ def probe(torch, dev, path, reps, out_dir):
             x = seen[n]
             r = {"input": list(x.shape)}
             fns = {"default": (m, [x])}
-            if x.dim() == 4 and isinstance(m, torch.nn.Conv2d):
-                m_cl = type(m)(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding,
-                               m.dilation, m.groups, m.bias is not None).to(dev)
-                m_cl.load_state_dict(m.state_dict())
-                m_cl = m_cl.to(memory_format=torch.channels_last)
-                fns["channels_last"] = (m_cl, [x.contiguous(memory_format=torch.channels_last)])
+            conv = (torch.nn.Conv2d, torch.nn.ConvTranspose2d, torch.nn.Conv3d, torch.nn.ConvTranspose3d)
+            if x.dim() in (4, 5) and isinstance(m, conv):
+                # The same module on channels-last operands (converted outside the timing),
+                # and how far its result lies from the default's: cuDNN's NHWC algorithm
+                # is another TF32 algorithm, and KernelBench checks at 1e-4.
+                fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+                m_cl = copy.deepcopy(m).to(memory_format=fmt)
+                x_cl = x.contiguous(memory_format=fmt)
+                fns["channels_last"] = (m_cl, [x_cl])
+                with torch.no_grad():
+                    want, got = m(x), m_cl(x_cl)
+                r["channels_last_max_abs_error"] = float((got - want).abs().max())
+                r["channels_last_within_1e-4"] = bool(torch.allclose(got, want, atol=1e-4, rtol=1e-4))
             r["ms"] = median_ms(torch, events_ms, fns, reps)
             for flag, setting in (("cudnn_benchmark", ("benchmark", True)), ("no_tf32", ("allow_tf32", False))):
                 old = getattr(torch.backends.cudnn, setting[0])
