@@ -515,6 +515,10 @@ review_result seed_line::run_review(const candidate& c) {
   req.task = o_.task;
   req.cand = c;
   req.options = o_.review;
+  // The profile feeds the planner's next round and the experience's metric changes:
+  // with no rounds at all (a bench's seeds only) nothing reads it, and it was most of
+  // a review's time (level 3's networks on the H100: 214 of 312 s).
+  if (o_.rounds == 0) req.options.profile = false;
   review_result r;
   // The reviewer answers every request (a pool's failure becomes internal_error);
   // the bound here only guards against a reviewer that is gone.
