@@ -127,6 +127,19 @@ TEST_CASE("emulated: the suite's seeds match the reference (2/4)", "[rules][emul
 TEST_CASE("emulated: the suite's seeds match the reference (3/4)", "[rules][emulated][suite]") { check_suite_part(2); }
 TEST_CASE("emulated: the suite's seeds match the reference (4/4)", "[rules][emulated][suite]") { check_suite_part(3); }
 
+// A task whose reference is `return BODY` over ARGS, with the tensors TENSORS (the task's
+// YAML for inputs and parameters), and its two seeds; the test fails where either fails.
+std::pair<task_spec, std::vector<candidate>> script_seeds(const std::string& name, const std::string& args,
+                                                          const std::string& body, const std::string& tensors) {
+  const std::string yaml = "name: " + name + "\nreference:\n  torchscript: |\n    def forward(" + args +
+                           "):\n        return " + body + "\n" + tensors + "seed: 3\n";
+  auto t = parse_task(yaml, name + ".yaml", kSource);
+  if (!t) FAIL(t.message());
+  auto cands = the_coder().seeds(*t, 2);
+  if (!cands) FAIL(cands.message());
+  return {*t, *cands};
+}
+
 // Ops no template takes run as library steps (ATen through its schema, here on the
 // CPU) between fused kernels; rules_coder_test checks the plans' shape.
 result<task_spec> fallback_task(const std::string& name, const std::string& body) {
@@ -292,18 +305,14 @@ TEST_CASE("emulated: a global average pool is a row mean with the chain before i
   };
   for (const auto& tc : cases) {
     INFO(tc.name);
-    std::string yaml = std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(x):\n" +
-                       "        return " + tc.expr + "\ninputs:\n  - name: x\n    shape: " + tc.shape + "\nseed: 3\n";
-    auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
-    if (!t) FAIL(t.message());
-    auto cands = the_coder().seeds(*t, 2);
-    if (!cands) FAIL(cands.message());
-    for (const auto& c : *cands) {
+    auto [t, cands] =
+        script_seeds(tc.name, "x", tc.expr, std::string("inputs:\n  - {name: x, shape: ") + tc.shape + "}\n");
+    for (const auto& c : cands) {
       INFO(c.recipe.at("stages"));
       CHECK((c.recipe.at("stages").find("fallback:aten::adaptive_avg_pool") == std::string::npos) == tc.mean);
     }
-    if (tc.mean) CHECK(cands->front().recipe.at("stages").find("row_reduce+prologue") == 0);
-    check_candidates(*t, *cands);
+    if (tc.mean) CHECK(cands.front().recipe.at("stages").find("row_reduce+prologue") == 0);
+    check_candidates(t, cands);
   }
 }
 
@@ -324,20 +333,15 @@ TEST_CASE("emulated: a dropout of p 0 is read through, not copied", "[rules][emu
   };
   for (const auto& tc : cases) {
     INFO(tc.name);
-    std::string yaml =
-        std::string("name: ") + tc.name + "\nreference:\n  torchscript: |\n    def forward(x, w):\n" +
-        "        return " + tc.body +
-        "\ninputs:\n  - {name: x, shape: [2, 4, 6, 5]}\nparameters:\n  - {name: w, shape: [4, 4, 3, 3]}\n";
-    auto t = parse_task(yaml, std::string(tc.name) + ".yaml", kSource);
-    if (!t) FAIL(t.message());
-    auto cands = the_coder().seeds(*t, 2);
-    if (!cands) FAIL(cands.message());
-    for (const auto& c : *cands) {
+    auto [t, cands] = script_seeds(tc.name, "x, w", tc.body,
+                                   "inputs:\n  - {name: x, shape: [2, 4, 6, 5]}\nparameters:\n"
+                                   "  - {name: w, shape: [4, 4, 3, 3]}\n");
+    for (const auto& c : cands) {
       INFO(c.recipe.at("stages"));
       CHECK((c.recipe.at("stages").find("elementwise") != std::string::npos) == tc.copied);
       CHECK(c.recipe.at("stages").find("dropout") == std::string::npos);
     }
-    check_candidates(*t, *cands);
+    check_candidates(t, cands);
   }
 }
 
