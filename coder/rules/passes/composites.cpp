@@ -38,13 +38,6 @@ bool is_float(const std::string& dtype) {
   return dtype == "float32" || dtype == "float64" || dtype == "float16" || dtype == "bfloat16";
 }
 
-// A constant number of the graph, or nothing.
-const graph_value* constant_number(const task_graph& g, const std::string& id) {
-  const graph_value* v = g.value(id);
-  if (!v || !v->constant || !v->is_scalar() || v->numbers.size() != 1) return nullptr;
-  return v;
-}
-
 // Writes one loss node out; false (nothing added) when it is not one this rewrites.
 class expansion {
  public:

@@ -5,14 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "coder/rules/passes/graph_rewrite.hpp"
+
 namespace ks::rules {
 
 namespace {
 
 // Whether `id` is a constant number of `g` equal to `v`.
 bool constant_is(const task_graph& g, const std::string& id, double v) {
-  const graph_value* c = g.value(id);
-  return c && c->constant && c->is_scalar() && c->numbers == std::vector<double>{v};
+  const graph_value* c = constant_number(g, id);
+  return c && c->numbers[0] == v;
 }
 
 // dropout(x, p, train) with train false or p 0.
