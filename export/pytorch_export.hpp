@@ -128,8 +128,10 @@ const std::string& matmul_precision_runtime();
 // <tuple> and <utility> before it).
 const std::string& host_launch_runtime();
 // `text` as a C++ expression of type ks_v: constants become c_NAME, tensors t_NAME.
+// With `declarations`, as the general launcher writes it: every call it composes
+// computed once into a `const ks_v e_N` appended there, the expression naming them.
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
-                                         const std::set<std::string>& tensors);
+                                         const std::set<std::string>& tensors, std::string* declarations = nullptr);
 }  // namespace export_detail
 
 }  // namespace ks

@@ -588,31 +588,34 @@ TEST_CASE("export: what cannot be exported is named", "[export]") {
 TEST_CASE("export: the general launcher's expressions agree with the plan evaluator", "[export][cxx]") {
   // Each expression is translated to C++, compiled with the runtime helpers on the host
   // and run; its value (or its failure) must equal plan/shape_expr's.
-  const std::vector<std::string> exprs = {"ceil_div(x.numel, BLOCK)",
-                                          "-7 / 2",
-                                          "-7 % 3",
-                                          "7 % -3",
-                                          "7 / 2.0",
-                                          "-7.5 % 2",
-                                          "round_up(x.shape[-1], 32)",
-                                          "max(1, min(ceil_div(N, 4), 4096))",
-                                          "floor(sqrt(N))",
-                                          "ceil(N / 3.0)",
-                                          "abs(-5) + abs(-2.5)",
-                                          "x.ndim * 2",
-                                          "x.shape[x.ndim - 1] - x.shape[0]",
-                                          ".5 + 1",
-                                          "2e-3 * 1000",
-                                          "round_up(N, 7) % 7",
-                                          "ceil_div(-N, 7)",
-                                          "min(N, 2.5)",
-                                          "4611686018427387904 * 2",
-                                          "N / 0",
-                                          "N % (BLOCK - 256)",
-                                          "x.shape[2]",
-                                          "sqrt(-1)",
-                                          "(N + BLOCK - 1) / BLOCK * BLOCK",
-                                          "-N / -3 + +2"};
+  const std::vector<std::string> exprs = {
+      "ceil_div(x.numel, BLOCK)",
+      "-7 / 2",
+      "-7 % 3",
+      "7 % -3",
+      "7 / 2.0",
+      "-7.5 % 2",
+      "round_up(x.shape[-1], 32)",
+      "max(1, min(ceil_div(N, 4), 4096))",
+      "floor(sqrt(N))",
+      "ceil(N / 3.0)",
+      "abs(-5) + abs(-2.5)",
+      "x.ndim * 2",
+      "x.shape[x.ndim - 1] - x.shape[0]",
+      ".5 + 1",
+      "2e-3 * 1000",
+      "round_up(N, 7) % 7",
+      "ceil_div(-N, 7)",
+      "min(N, 2.5)",
+      "4611686018427387904 * 2",
+      "N / 0",
+      "N % (BLOCK - 256)",
+      "x.shape[2]",
+      "sqrt(-1)",
+      "(N + BLOCK - 1) / BLOCK * BLOCK",
+      "-N / -3 + +2",
+      "((x.shape[1] + 2 - 3) / 2 + 1) * ((x.shape[1] + 2 - 3) / 2 + 1) - x.shape[1]",
+      "max(x.shape[1] * 2, x.shape[1] * 2 + 1) % ceil_div(x.shape[1] * 2, 7)"};
   expr_env env;
   env.constants["N"] = expr_value::integer(1000);
   env.constants["BLOCK"] = expr_value::integer(256);
@@ -641,9 +644,15 @@ struct Tensor {
   for (const auto& e : exprs) {
     auto cpp = export_detail::translate_expression(e, {"N", "BLOCK"}, {"x"});
     if (!cpp) FAIL(e << ": " << cpp.message());
-    prog += "  try { ks_v v = " + *cpp +
-            "; if (v.f) std::printf(\"f %.17g\\n\", v.d); else std::printf(\"i %lld\\n\", (long long)v.i); }"
-            " catch (const std::exception&) { std::printf(\"error\\n\"); }\n";
+    // As the general launcher writes it too: each call computed once, into variables
+    // declared before the expression (the same value, or the same error).
+    std::string decls;
+    auto shared = export_detail::translate_expression(e, {"N", "BLOCK"}, {"x"}, &decls);
+    if (!shared) FAIL(e << ": " << shared.message());
+    for (const std::string& body : {"ks_v v = " + *cpp + ";", decls + "  ks_v v = " + *shared + ";"})
+      prog += "  try { " + body +
+              " if (v.f) std::printf(\"f %.17g\\n\", v.d); else std::printf(\"i %lld\\n\", (long long)v.i); }"
+              " catch (const std::exception&) { std::printf(\"error\\n\"); }\n";
     auto v = eval_expr(e, env);
     char buf[64];
     if (!v)
@@ -668,7 +677,24 @@ struct Tensor {
     INFO(exprs[i]);
     REQUIRE(std::getline(got, line));
     CHECK(line == expected[i]);
+    INFO("shared");
+    REQUIRE(std::getline(got, line));
+    CHECK(line == expected[i]);
   }
+  // Shared: a call that recurs is declared once and named again, a network's nested
+  // shapes growing with its layers, not with their square.
+  std::string decls;
+  auto nested = export_detail::translate_expression(exprs[exprs.size() - 2], {"N", "BLOCK"}, {"x"}, &decls);
+  REQUIRE(nested);
+  CHECK(*nested == "e_6");
+  CHECK(decls ==
+        "  const ks_v e_0 = ks_dim(t_x, ks_int(1LL), \"x\");\n"
+        "  const ks_v e_1 = ks_add(e_0, ks_int(2LL));\n"
+        "  const ks_v e_2 = ks_sub(e_1, ks_int(3LL));\n"
+        "  const ks_v e_3 = ks_div(e_2, ks_int(2LL));\n"
+        "  const ks_v e_4 = ks_add(e_3, ks_int(1LL));\n"
+        "  const ks_v e_5 = ks_mul(e_4, e_4);\n"
+        "  const ks_v e_6 = ks_sub(e_5, e_0);\n");
   // Some expressions must fail in both: the test must see failures too.
   CHECK(std::count(expected.begin(), expected.end(), "error") >= 4);
   fs::remove_all(dir);
