@@ -32,11 +32,13 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "base/bounded_child.hpp"
 #include "base/content_hash.hpp"
@@ -442,9 +444,10 @@ struct early_measurement::state {
   bool stop = false;
   bool abandon = false;  // an error ends the bench: stop the warm-ups too
   std::string warm_owner = owner_name("prepare-warm");
-  std::thread warm;                // the warm-ups' bounded child, while it runs
-  std::optional<variant> current;  // the variant being run
-  std::mutex exporting;            // held while this thread exports `current`
+  std::string build_owner = owner_name("prepare-build");  // every pass of builds during the run
+  std::thread warm;                                       // the warm-ups' bounded child, while it runs
+  std::optional<variant> current;                         // the variant being run
+  std::mutex exporting;                                   // held while this thread exports `current`
   std::thread thread;
 };
 
@@ -462,6 +465,7 @@ early_measurement::~early_measurement() {
     s_->abandon = true;
   }
   cancel_children(s_->warm_owner);
+  cancel_children(s_->build_owner);
   finish();
 }
 
@@ -549,11 +553,30 @@ void early_measurement::work() {
     }
   }
   // The run uses the cores too (NVRTC, graph export, the references): a third of the
-  // jobs build, each compiling two files at once (MAX_JOBS=2).
-  const std::string build_jobs = std::to_string(std::max(1u, s.jobs / 3));
+  // jobs build, each compiling two files at once (MAX_JOBS=2). Each look's new models go
+  // to a pass of their own that runs beside the others, up to that many builds in all:
+  // a pass this loop waited for held every later model back for as long as its slowest
+  // build took (level 3's 12_VGG19: 555 s, in which 40 networks finished and none was
+  // built). Models left over for want of room go to the next look's pass.
+  const unsigned build_jobs = std::max(1u, s.jobs / 3);
+  struct build_pass {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+    unsigned jobs;
+  };
+  std::vector<build_pass> passes;
+  auto reap = [&passes] {
+    for (auto it = passes.begin(); it != passes.end();)
+      if (it->done->load()) {
+        it->thread.join();
+        it = passes.erase(it);
+      } else {
+        ++it;
+      }
+  };
   std::set<std::string> tried;  // model files (by SHA-256) handed to a build already
   std::string seen_records;     // the variants' export.json, as last looked at
-  size_t built = 0;
+  size_t built = 0, pass_number = 0;
   for (;;) {
     std::optional<variant> v;
     bool last = false;
@@ -577,39 +600,58 @@ void early_measurement::work() {
           progress("prepare", "early export: " + st.message());
     }
     if (last) break;
+    reap();
+    unsigned busy = 0;
+    for (const auto& p : passes) busy += p.jobs;
+    if (busy >= build_jobs) continue;
     // The exported models not handed to a build yet, of every variant run so far.
     std::vector<variant> variants;
     for (auto it = fs::directory_iterator(l.root / "variants", ec); !ec && it != fs::directory_iterator();
          it.increment(ec))
       if (it->is_directory()) variants.push_back({it->path().filename().string(), true, true});
-    // Nothing exported since the last look: no model to hash again.
+    // Nothing exported since the last look (and nothing left over): no model to hash again.
     std::string records;
     for (const auto& vv : variants) records += read_text_file(l.models_dir(vv.name) / "export.json");
     if (records == seen_records) continue;
-    seen_records = std::move(records);
     json todo;
     json fresh = json::array();
+    size_t models = 0;
+    bool left_over = false;
     for (auto& e : entries(l, variants, s_->problems, {}, todo)) {
-      json models = json::array();
+      json pick = json::array();
       for (const auto& m : e["models"])
-        if (tried.insert(m["sha256"].get<std::string>()).second) models.push_back(m);
-      if (models.empty()) continue;
-      e["models"] = models;
+        if (!tried.count(m["sha256"].get<std::string>())) pick.push_back(m);
+      if (pick.empty()) continue;
+      if (models > 0 && models + pick.size() > build_jobs - busy) {
+        left_over = true;
+        continue;
+      }
+      for (const auto& m : pick) tried.insert(m["sha256"].get<std::string>());
+      models += pick.size();
+      e["models"] = pick;
       fresh.push_back(e);
     }
+    if (!left_over) seen_records = std::move(records);
     if (fresh.empty()) continue;
-    const fs::path manifest = l.measure() / "prepare-build.json";
+    const std::string n = std::to_string(pass_number++);
+    const fs::path manifest = l.measure() / ("prepare-build-" + n + ".json");
     if (!write_manifest(manifest, base, fresh)) continue;
     built += fresh.size();
-    size_t models = 0;
-    for (const auto& e : fresh) models += e["models"].size();
-    if (auto why = run_python(
-            {s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs", build_jobs},
-            pass_bound(models, static_cast<unsigned>(std::stoi(build_jobs)), s.build_timeout),
-            l.measure() / "logs" / "prepare-build.log", owner_name("prepare-build"));
-        !why.empty())
-      progress("prepare", "a pass of builds ended: " + why);
+    const unsigned jobs = static_cast<unsigned>(std::min<size_t>(models, build_jobs - busy));
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::vector<std::string> args = {s.python,        script.string(), "--kb-manifest",     manifest.string(),
+                                     "--kb-prebuild", "--jobs",        std::to_string(jobs)};
+    const int bound = pass_bound(models, jobs, s.build_timeout);
+    const fs::path log = l.measure() / "logs" / ("prepare-build-" + n + ".log");
+    passes.push_back({std::thread([args, bound, log, done, owner = s_->build_owner] {
+                        if (auto why = run_python(args, bound, log, owner); !why.empty())
+                          progress("prepare", "a pass of builds ended: " + why);
+                        done->store(true);
+                      }),
+                      done, jobs});
   }
+  // The measurement builds what is left: no pass may still be building beside it.
+  for (auto& p : passes) p.thread.join();
   // The builds of the last export and the warm-ups are what the measurement needs next.
   if (built) progress("prepare", std::to_string(built) + " problems' models handed to builds during the run");
   if (s_->warm.joinable()) {
