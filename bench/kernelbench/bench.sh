@@ -37,6 +37,10 @@
 #   LIST: instead of either, a file naming the problems, one "levelN/FILE.py" a line
 #   under KERNELBENCH_DIR (# starts a comment); NAME (kb-bench): the bench's directory,
 #   log and state under BUILD and in $OUT (bench/kernelbench/ablation.sh sets both)
+#   DONE_IN=CSV:RUN: leave out the problems CSV (docs/results/kernelbench.csv's format)
+#   has a row of run RUN for: a run at one commit carried across sessions, whose
+#   bench directory does not outlive the session (each session checks in its rows;
+#   bench/kernelbench/at_commit.sh builds that commit's tree for the next)
 #   COMMIT: the commit the per-problem rows (results-VARIANT.csv, copied to $OUT with
 #   the summary) name, where the machine's copy of the tree has no .git to tell
 #   (e.g. COMMIT=$(git rev-parse --short=7 HEAD) on the machine that sends the call)
@@ -99,6 +103,27 @@ else
       fi
     done
   done
+  if [ -n "${DONE_IN:-}" ]; then
+    # The rows' problems as "levelN/PROBLEM.py", the file names the bench reads.
+    done_text=$("$PYTHON" - "${DONE_IN%%:*}" "${DONE_IN#*:}" <<'PY'
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["run"] == sys.argv[2]:
+        print("level%s/%s.py" % (r["level"], r["problem"]))
+PY
+    ) || { echo "kernelbench_bench_gpu: DONE_IN=$DONE_IN: could not read ${DONE_IN%%:*}" | tee -a "$log"; exit 2; }
+    left_files=()
+    for f in "${files[@]}"; do
+      rel="$(basename "$(dirname "$f")")/$(basename "$f")"
+      grep -qxF "$rel" <<<"$done_text" || left_files+=("$f")
+    done
+    echo "kernelbench_bench_gpu: DONE_IN: $(( ${#files[@]} - ${#left_files[@]} )) of ${#files[@]} problems have rows of run '${DONE_IN#*:}' and are left out" | tee -a "$log"
+    files=("${left_files[@]}")
+    if [ ${#files[@]} -eq 0 ]; then
+      echo "kernelbench_bench_gpu: DONE_IN: every problem picked has its row; nothing to run" | tee -a "$log"
+      exit 0
+    fi
+  fi
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$ngpu" -ge 1 ] || ngpu=1
   # Two repairs: a seed that fails gets the plainest parameters, then, if they fail too,
   # its reductions as ATen library steps (docs/rules-coder.md, library_reductions).
