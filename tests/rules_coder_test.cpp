@@ -688,6 +688,28 @@ TEST_CASE("rules coder: a failed plainest repair runs the reductions as ATen lib
   CHECK(none.message().find("ATen's own reductions fail too") != std::string::npos);
 }
 
+// A scan is a running sum: with ATen's reductions comes ATen's cumsum, in its order
+// (a task whose only sum is a scan got the same candidate back, and no repair).
+TEST_CASE("rules coder: ATen's reductions include its scans", "[rules][repair]") {
+  task_spec t = task("bench/suites/ops/cumsum.yaml");
+  auto seeds = the_coder().seeds(t, 1);
+  REQUIRE(seeds);
+  CHECK(seeds->front().recipe.at("stages").find("scan") != std::string::npos);
+  repair_input s;
+  s.task = t;
+  s.failed = seeds->front();
+  s.review.message = "incorrect: max abs error 2e-3";
+  // The seed has the plainest parameters already: its first repair is ATen's sums.
+  auto lib = the_coder().repair(s);
+  if (!lib) FAIL(lib.message());
+  CHECK(lib->origin == "repair:library_reductions");
+  std::string steps;
+  for (auto& st : lib->plan.steps) steps += st.kind + ":" + st.name + " ";
+  INFO(steps);
+  CHECK(steps.find("library:aten::cumsum") != std::string::npos);
+  CHECK(lib->recipe.at("fallback_why").find("library_reductions") != std::string::npos);
+}
+
 // Reference programs over x [16384, 16384] (cpu size [64, 256]) with ops no template
 // takes: each becomes a library step through ATen's dispatcher, with the chains
 // before and after it still fused kernels. Shared with rules_emulation_test.
