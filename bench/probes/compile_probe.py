@@ -138,6 +138,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default="")
     opts = ap.parse_args()
+    if opts.out:  # inductor's code goes there: a missing folder failed every problem
+        os.makedirs(opts.out, exist_ok=True)
     import torch
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
