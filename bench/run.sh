@@ -10,6 +10,10 @@
 #   OUT     where the suite leaves its results (default out/SUITE); on the device
 #           machine its $OUT, which comes back
 #   PYTHON  a Python with PyTorch (default python3), for the suites that run Python
+#   PRE     a shell command run after the build, before the suite (a probe that shares
+#           the call: bench/probes/...), bounded by PRE_LIMIT seconds (default 150)
+#   WALL    the seconds this call may take in all: the suite's BUDGET becomes what is
+#           left of it after the build and PRE, less 20 s to hand back its files
 # ARGS and the suite's own settings (SEEDS=, BUDGET=, ... in the environment) go to its
 # runner: each runner's header says what they are. bench/README.md has the commands
 # that made the published tables.
@@ -81,6 +85,14 @@ cd "$here/.." || exit 1
 source "$here/common.sh"
 bench_record_env "$OUT/env.txt"
 if [ "$targets" = all ]; then bench_build || exit 1; else bench_build $targets || exit 1; fi
+if [ -n "${PRE:-}" ]; then
+  timeout "${PRE_LIMIT:-150}" bash -c "$PRE"
+  echo "bench/run.sh: PRE ended with exit status $? after $(bench_elapsed) s"
+fi
+if [ -n "${WALL:-}" ]; then
+  export BUDGET=$(( WALL - $(bench_elapsed) - 20 ))
+  echo "bench/run.sh: ${BUDGET} s of WALL=${WALL} left to the suite"
+fi
 
 if [ "$suite" = tests ]; then
   s=$(date +%s)
