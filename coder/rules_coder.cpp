@@ -14,6 +14,7 @@
 #include "base/private_dir.hpp"
 #include "base/strings.hpp"
 #include "coder/rules/plan/op_specs.hpp"
+#include "coder/rules/templates/row_reduce.hpp"
 #include "coder/space_moves.hpp"
 #include "model/candidate_id.hpp"
 #include "task/task_files.hpp"
@@ -290,9 +291,12 @@ result<std::vector<candidate>> rules_coder::seeds(const task_spec& task, uint32_
     // a block per row of fewer than 4 elements a thread is mostly synchronisation: on
     // an H200, 0.34x and 0.13x of eager where the other mapping reached 0.9x. Such a
     // seed goes after the others.
+    // (Rows of at most rules::kShortRow are a warp's under either mapping.)
     auto poor_for = [](const lowering_params& q, const candidate& k) {
       const long long row = std::atoll(get(k.recipe, "longest_row").c_str());
-      return row > 0 && (q.row_mapping == param::row_mapping::warp ? row > kLongRow : row < 4LL * q.block_size);
+      return row > 0 &&
+             (q.row_mapping == param::row_mapping::warp ? row > kLongRow
+                                                        : row > rules::kShortRow && row < 4LL * q.block_size);
     };
     if (poor_for(p, *c)) {
       // A channels-last seed's reductions over the channels are rows as short as the

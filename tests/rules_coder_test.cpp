@@ -994,6 +994,25 @@ task_spec sized_task(const std::string& name, const std::string& args, const std
   return *t;
 }
 
+// One graph, rows of 48 and of 16384 (level 3's NetVlad: a softmax over its clusters,
+// then a norm over everything): the long rows make the block mapping the first seed's,
+// and its short rows are still a warp's, never a block of 256 threads a row of 48.
+TEST_CASE("rules coder: short rows are a warp's whatever the seed's row mapping", "[rules][lower]") {
+  const task_spec t = sized_task("short_and_long_rows", "x", "torch.softmax(x, 1).reshape(-1, 16384).sum(1)",
+                                 {{"x", {65536, 48}}}, {{"x", {4096, 48}}});
+  auto seeds = the_coder().seeds(t, 2);
+  if (!seeds) FAIL(seeds.message());
+  bool block_seed = false;
+  for (const candidate& c : *seeds) {
+    INFO(c.recipe.at("stages") << "\n" << c.source);
+    block_seed = block_seed || c.recipe.count("row_mapping") == 0 || c.recipe.at("row_mapping") == "block";
+    CHECK(c.source.find("softmax over the last dims; 2 rows a warp") != std::string::npos);
+    const bool softmax_in_block = c.source.find("softmax over the last dims; a block per row") != std::string::npos;
+    CHECK_FALSE(softmax_in_block);
+  }
+  CHECK(block_seed);
+}
+
 TEST_CASE("rules coder: reductions of every aspect ratio at KernelBench's sizes compile and resolve",
           "[rules][lower][aspect]") {
   struct aspect_case {

@@ -118,8 +118,10 @@ TEST_CASE("search space: each template declares its parameters, legal values fol
     REQUIRE(few_long.has("row_split"));
     CHECK(few_long.values("row_split").front() == "0");
     CHECK(few_long.values("row_split").size() >= 3);
-    // A block no wider than a 64-element row.
-    CHECK(short_rows.values("block_size") == v({"32", "64"}));
+    // A 64-element row is a warp's (two rows a warp) whatever the mapping: no mapping
+    // move, and a block takes up to 64 of the 65536 rows at once.
+    CHECK(short_rows.values("row_mapping") == v({"block"}));
+    CHECK(short_rows.values("block_size").back() == "1024");
     CHECK(many.values("block_size").back() == "1024");
     // The softmax reads its row twice: caching it is a parameter; a row sum is not.
     CHECK(many.has("row_cache"));

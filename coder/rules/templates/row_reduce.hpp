@@ -105,6 +105,10 @@ struct reduce_layout {
   std::string width() const { return warp ? std::to_string(lanes) : "(int)blockDim.x"; }
 };
 
+// Rows of at most this many elements are a warp's (or part of one) whatever the
+// row_mapping: a block per row would leave most of its threads idle.
+inline constexpr int64_t kShortRow = 128;
+
 reduce_layout choose_reduce_layout(const lowering_params& p, const reduce_parts& rp, const lowering_device& dev = {});
 
 // Stage `si` (a reduction) as its kernels and plan steps.

@@ -138,6 +138,8 @@ void row_reduce_space(const lowering_context& cx, size_t si, search_space& out) 
   out.allow("block_size", block_sizes(lay.warp ? 32 * rows : len));
   std::vector<std::string> mappings = {"block"};
   if (len <= kWarpRowMax && !lay.split && !rp.r.batch_stats) mappings.push_back("warp");
+  // Short rows are a warp's whatever the mapping (row_reduce.hpp): no move there.
+  if (len <= kShortRow && !lay.split) mappings = {param::name_of(cx.p.row_mapping)};
   out.allow("row_mapping", mappings);
   if (!rp.r.batch_stats) out.allow("row_split", row_splits(cx.p, cx.dev, rows, len));
   if (!lay.split) {
