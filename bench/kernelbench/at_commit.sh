@@ -9,11 +9,12 @@
 # On the machine that sends the device call, from the repository root:
 #   bench/kernelbench/at_commit.sh SHA [DIR]
 # writes SHA's tree into DIR (default .devdeps/at-SHA: .devdeps travels with the call;
-# about 9 MB) with .devdeps linked into it, and prints the command that runs the bench
-# there, e.g.
-#   cd .devdeps/at-c280947 && NAME=kb-all PICK1=1-100 PICK2=1-100 PICK3=1-50 \
-#     DONE_IN="../../docs/results/kernelbench.csv:RUN" COMMIT=c280947 \
-#     bash bench/run.sh kernelbench ../KernelBench
+# about 12 MB) and prints the command that runs the bench there, e.g.
+#   ln -sfn .. .devdeps/at-c280947/.devdeps && cd .devdeps/at-c280947 && \
+#     NAME=kb-all PICK1=1-100 PICK2=1-100 PICK3=1-50 COMMIT=c280947 \
+#     DONE_IN="../../docs/results/kernelbench.csv:RUN" bash bench/run.sh kernelbench ../KernelBench
+# (the link, made on the device, gives the tree the carried libraries and env.sh: a link
+# inside .devdeps to itself is not something to carry)
 # (the CSV read is the current one, with the rows the earlier sessions checked in).
 set -euo pipefail
 sha=${1:?usage: bench/kernelbench/at_commit.sh SHA [DIR]}
@@ -25,7 +26,5 @@ dir=${2:-.devdeps/at-$short}
 rm -rf "$dir"
 mkdir -p "$dir"
 git archive "$full" | tar -x -C "$dir"
-# The tree reads .devdeps (the carried libraries, env.sh) from its own root.
-[ -e "$dir/.devdeps" ] || ln -s "$(realpath --relative-to="$dir" .devdeps)" "$dir/.devdeps"
 echo "at_commit: $short's tree in $dir ($(du -sh "$dir" | cut -f1))"
-echo "run there: cd $dir && COMMIT=$short DONE_IN=\"$(realpath --relative-to="$dir" docs/results/kernelbench.csv):RUN\" NAME=... PICK1=... bash bench/run.sh kernelbench $(realpath --relative-to="$dir" .devdeps/KernelBench)"
+echo "run there: ln -sfn $(realpath -m --relative-to="$dir" .devdeps) $dir/.devdeps && cd $dir && COMMIT=$short DONE_IN=\"$(realpath -m --relative-to="$dir" docs/results/kernelbench.csv):RUN\" NAME=... PICK1=... bash bench/run.sh kernelbench $(realpath -m --relative-to="$dir" .devdeps/KernelBench)"
