@@ -285,6 +285,83 @@ bool measure_on(const layout& l, const measure_settings& s, const fs::path& scri
   return false;
 }
 
+// The passes of model builds during the run, side by side: each look's new models go
+// to a pass of their own beside the passes still building, up to `cap` builds in all.
+// A pass the looks waited for held every later model back for as long as its slowest
+// build took (level 3's 12_VGG19: 555 s, in which 40 networks finished and none was
+// built). The passes share one owner for cancel_children.
+class build_passes {
+ public:
+  build_passes(unsigned cap, std::string owner) : cap_(cap), owner_(std::move(owner)) {}
+  ~build_passes() { join(); }
+  build_passes(const build_passes&) = delete;
+  build_passes& operator=(const build_passes&) = delete;
+
+  // How many more builds may start now (the finished passes joined first).
+  unsigned room() {
+    unsigned busy = 0;
+    for (auto it = passes_.begin(); it != passes_.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = passes_.erase(it);
+        continue;
+      }
+      busy += it->jobs;
+      ++it;
+    }
+    return busy >= cap_ ? 0 : cap_ - busy;
+  }
+
+  // A pass of `jobs` builds: the Python child `args`, bounded by `bound` seconds.
+  void start(std::vector<std::string> args, int bound, fs::path log, unsigned jobs) {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    passes_.push_back({std::thread([args = std::move(args), bound, log = std::move(log), done, owner = owner_] {
+                         if (auto why = run_python(args, bound, log, owner); !why.empty())
+                           progress("prepare", "a pass of builds ended: " + why);
+                         done->store(true);
+                       }),
+                       done, jobs});
+  }
+
+  void join() {
+    for (auto& p : passes_)
+      if (p.thread.joinable()) p.thread.join();
+    passes_.clear();
+  }
+
+ private:
+  struct pass {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+    unsigned jobs;
+  };
+  unsigned cap_;
+  std::string owner_;
+  std::vector<pass> passes_;
+};
+
+// Of `all` (the measurement's entries: a problem and its models), the models not in
+// `tried` yet, as many whole problems as `room` builds take (the first always):
+// marked tried, counted into `models`; `left_over` when some did not fit.
+json pick_models(json all, unsigned room, std::set<std::string>& tried, size_t& models, bool& left_over) {
+  json fresh = json::array();
+  for (auto& e : all) {
+    json pick = json::array();
+    for (const auto& m : e["models"])
+      if (!tried.count(m["sha256"].get<std::string>())) pick.push_back(m);
+    if (pick.empty()) continue;
+    if (models > 0 && models + pick.size() > room) {
+      left_over = true;
+      continue;
+    }
+    for (const auto& m : pick) tried.insert(m["sha256"].get<std::string>());
+    models += pick.size();
+    e["models"] = pick;
+    fresh.push_back(e);
+  }
+  return fresh;
+}
+
 }  // namespace
 
 bool measurement_failed(const json& row) {
@@ -553,27 +630,8 @@ void early_measurement::work() {
     }
   }
   // The run uses the cores too (NVRTC, graph export, the references): a third of the
-  // jobs build, each compiling two files at once (MAX_JOBS=2). Each look's new models go
-  // to a pass of their own that runs beside the others, up to that many builds in all:
-  // a pass this loop waited for held every later model back for as long as its slowest
-  // build took (level 3's 12_VGG19: 555 s, in which 40 networks finished and none was
-  // built). Models left over for want of room go to the next look's pass.
-  const unsigned build_jobs = std::max(1u, s.jobs / 3);
-  struct build_pass {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-    unsigned jobs;
-  };
-  std::vector<build_pass> passes;
-  auto reap = [&passes] {
-    for (auto it = passes.begin(); it != passes.end();)
-      if (it->done->load()) {
-        it->thread.join();
-        it = passes.erase(it);
-      } else {
-        ++it;
-      }
-  };
+  // jobs build, each compiling two files at once (MAX_JOBS=2).
+  build_passes passes(std::max(1u, s.jobs / 3), s_->build_owner);
   std::set<std::string> tried;  // model files (by SHA-256) handed to a build already
   std::string seen_records;     // the variants' export.json, as last looked at
   size_t built = 0, pass_number = 0;
@@ -600,10 +658,8 @@ void early_measurement::work() {
           progress("prepare", "early export: " + st.message());
     }
     if (last) break;
-    reap();
-    unsigned busy = 0;
-    for (const auto& p : passes) busy += p.jobs;
-    if (busy >= build_jobs) continue;
+    const unsigned room = passes.room();
+    if (room == 0) continue;
     // The exported models not handed to a build yet, of every variant run so far.
     std::vector<variant> variants;
     for (auto it = fs::directory_iterator(l.root / "variants", ec); !ec && it != fs::directory_iterator();
@@ -614,44 +670,23 @@ void early_measurement::work() {
     for (const auto& vv : variants) records += read_text_file(l.models_dir(vv.name) / "export.json");
     if (records == seen_records) continue;
     json todo;
-    json fresh = json::array();
     size_t models = 0;
     bool left_over = false;
-    for (auto& e : entries(l, variants, s_->problems, {}, todo)) {
-      json pick = json::array();
-      for (const auto& m : e["models"])
-        if (!tried.count(m["sha256"].get<std::string>())) pick.push_back(m);
-      if (pick.empty()) continue;
-      if (models > 0 && models + pick.size() > build_jobs - busy) {
-        left_over = true;
-        continue;
-      }
-      for (const auto& m : pick) tried.insert(m["sha256"].get<std::string>());
-      models += pick.size();
-      e["models"] = pick;
-      fresh.push_back(e);
-    }
+    json fresh = pick_models(entries(l, variants, s_->problems, {}, todo), room, tried, models, left_over);
     if (!left_over) seen_records = std::move(records);
     if (fresh.empty()) continue;
     const std::string n = std::to_string(pass_number++);
     const fs::path manifest = l.measure() / ("prepare-build-" + n + ".json");
     if (!write_manifest(manifest, base, fresh)) continue;
     built += fresh.size();
-    const unsigned jobs = static_cast<unsigned>(std::min<size_t>(models, build_jobs - busy));
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    std::vector<std::string> args = {s.python,        script.string(), "--kb-manifest",     manifest.string(),
-                                     "--kb-prebuild", "--jobs",        std::to_string(jobs)};
-    const int bound = pass_bound(models, jobs, s.build_timeout);
-    const fs::path log = l.measure() / "logs" / ("prepare-build-" + n + ".log");
-    passes.push_back({std::thread([args, bound, log, done, owner = s_->build_owner] {
-                        if (auto why = run_python(args, bound, log, owner); !why.empty())
-                          progress("prepare", "a pass of builds ended: " + why);
-                        done->store(true);
-                      }),
-                      done, jobs});
+    const unsigned jobs = static_cast<unsigned>(std::min<size_t>(models, room));
+    passes.start({s.python, script.string(), "--kb-manifest", manifest.string(), "--kb-prebuild", "--jobs",
+                  std::to_string(jobs)},
+                 pass_bound(models, jobs, s.build_timeout), l.measure() / "logs" / ("prepare-build-" + n + ".log"),
+                 jobs);
   }
   // The measurement builds what is left: no pass may still be building beside it.
-  for (auto& p : passes) p.thread.join();
+  passes.join();
   // The builds of the last export and the warm-ups are what the measurement needs next.
   if (built) progress("prepare", std::to_string(built) + " problems' models handed to builds during the run");
   if (s_->warm.joinable()) {
