@@ -239,10 +239,9 @@ class general_writer {
   // 10_ResNet101's 10 MB). The values are the same: the calls are pure, and a tensor
   // an expression reads is declared, with its final shape, before the statement.
   result<std::string> tr(const std::string& text) {
-    return expr_translator(
-               text, constants_, [&](const std::string& n) { return available_.count(n) ? var(n) : std::string(); },
-               [&](std::string call) { return share_call(shared_, pending_, std::move(call)); })
-        .run();
+    return translate(
+        text, constants_, [&](const std::string& n) { return available_.count(n) ? var(n) : std::string(); }, &shared_,
+        &pending_);
   }
 
   // The declarations the statement about to be written needs, written before it.
@@ -424,8 +423,12 @@ class general_writer {
 }  // namespace
 
 result<std::string> translate(const std::string& text, const std::set<std::string>& constants,
-                              const std::function<std::string(const std::string&)>& tensor) {
-  return expr_translator(text, constants, tensor).run();
+                              const std::function<std::string(const std::string&)>& tensor,
+                              std::map<std::string, std::string>* shared, std::string* declarations) {
+  if (!shared || !declarations) return expr_translator(text, constants, tensor).run();
+  return expr_translator(text, constants, tensor,
+                         [&](std::string call) { return share_call(*shared, *declarations, std::move(call)); })
+      .run();
 }
 
 result<std::string> general_function(const task_spec& task, const launch_plan& plan,
@@ -436,11 +439,8 @@ result<std::string> general_function(const task_spec& task, const launch_plan& p
 result<std::string> translate_expression(const std::string& text, const std::set<std::string>& constants,
                                          const std::set<std::string>& tensors, std::string* declarations) {
   auto tensor = [&](const std::string& n) { return tensors.count(n) ? var(n) : std::string(); };
-  if (!declarations) return translate(text, constants, tensor);
   std::map<std::string, std::string> shared;
-  return expr_translator(text, constants, tensor,
-                         [&](std::string call) { return share_call(shared, *declarations, std::move(call)); })
-      .run();
+  return translate(text, constants, tensor, &shared, declarations);
 }
 
 }  // namespace ks::export_detail

@@ -14,6 +14,7 @@
 // size-specialised launchers.
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,8 +31,13 @@ result<std::string> general_function(const task_spec& task, const launch_plan& p
                                      const std::vector<kernel_signature>& kernels);
 
 // `text` as a C++ expression of type ks_v: constants (of `constants`) become c_NAME;
-// `tensor` gives a tensor's C++ variable, or empty where it is not available.
+// `tensor` gives a tensor's C++ variable, or empty where it is not available. With
+// `declarations`, every call it composes is computed once: `shared` maps a call's text
+// to the `const ks_v e_N` holding it, and a new one's declaration is appended to
+// `declarations` (the general launcher keeps one map for its whole function).
 result<std::string> translate(const std::string& text, const std::set<std::string>& constants,
-                              const std::function<std::string(const std::string&)>& tensor);
+                              const std::function<std::string(const std::string&)>& tensor,
+                              std::map<std::string, std::string>* shared = nullptr,
+                              std::string* declarations = nullptr);
 
 }  // namespace ks::export_detail
