@@ -138,8 +138,14 @@ void row_reduce_space(const lowering_context& cx, size_t si, search_space& out) 
   out.allow("block_size", block_sizes(lay.warp ? 32 * rows : len));
   std::vector<std::string> mappings = {"block"};
   if (len <= kWarpRowMax && !lay.split && !rp.r.batch_stats) mappings.push_back("warp");
-  // Short rows are a warp's whatever the mapping (row_reduce.hpp): no move there.
-  if (len <= kShortRow && !lay.split) mappings = {param::name_of(cx.p.row_mapping)};
+  // A mapping that gives the same layout is no move (short rows are a warp's whatever
+  // the mapping: row_reduce.hpp).
+  if (!lay.split) {
+    lowering_params other = cx.p;
+    other.row_mapping =
+        cx.p.row_mapping == param::row_mapping::warp ? param::row_mapping::block : param::row_mapping::warp;
+    if (choose_reduce_layout(other, rp, cx.dev).warp == lay.warp) mappings = {param::name_of(cx.p.row_mapping)};
+  }
   out.allow("row_mapping", mappings);
   if (!rp.r.batch_stats) out.allow("row_split", row_splits(cx.p, cx.dev, rows, len));
   if (!lay.split) {
