@@ -153,7 +153,7 @@ fi
 cp "$log" "$out/bench.log"
 cp "$dir"/summary.md "$dir"/summary.json "$dir"/speedup_by_round.csv "$dir"/results-*.csv "$out/" 2>/dev/null
 tar -czf "$out/$name.tgz" --exclude='*.pt' --exclude="$name/measure/build" --exclude="$name/measure/inductor" \
-  -C "$BUILD" "$name" 2>/dev/null
+  --exclude="$name/variants/*/memory/scratch" -C "$BUILD" "$name" 2>/dev/null
 echo "kernelbench_bench_gpu: state in $name.tgz ($(du -k "$out/$name.tgz" | cut -f1) KiB; the device returns files up to 16 MiB)"
 grep -E "^kernelskill bench: \[(import|run [a-z-]+|export [a-z-]+|measure|prepare)\] (complete|done|skipped|[0-9]+ of|warming|measuring)" "$log" | tail -10
 grep -cE "^\[(warm|build)\]" "$log" | sed 's/^/kernelbench_bench_gpu: warm-up and build lines so far: /'
