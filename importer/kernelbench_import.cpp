@@ -137,12 +137,25 @@ import_outcome import_kernelbench_problem(const problem_file& problem, const fs:
   // if the guard misses it.
   const fs::path scratch = dir->path() / "tmp";
   fs::create_directory(scratch, ec);
-  std::string cmd = "cd " + shell_quote(dir->path().string()) + " && TMPDIR=" + shell_quote(scratch.string()) +
-                    " PYTHONDONTWRITEBYTECODE=1 exec " + shell_quote(options.python) + " " +
-                    shell_quote(script.string()) + " --problem " + shell_quote(source.string()) + " --name " +
-                    shell_quote(problem.task_name) + " --label " + shell_quote(label) + " --out-yaml " +
-                    shell_quote(yaml.string()) + " --out-module " + shell_quote(module.string()) + " --seed " +
-                    std::to_string(options.seed) + " --trace-gib " + std::to_string(options.trace_gib);
+  // The guard lets the child change files under TMPDIR only, and PyTorch 2 makes its
+  // cache directories on the first operation it dispatches (recording get_inputs did,
+  // on PyTorch 2.11): every cache it keeps goes under TMPDIR too. HOME with them where
+  // the sandbox moves it anyway; unconfined, the user's home (and its site packages)
+  // stays, and a write there is refused by name.
+  std::string env = "TMPDIR=" + shell_quote(scratch.string());
+  for (const auto& [name, sub] : {std::pair{"XDG_CACHE_HOME", ".cache"},
+                                  {"XDG_CONFIG_HOME", ".config"},
+                                  {"TRITON_CACHE_DIR", ".triton"},
+                                  {"TORCHINDUCTOR_CACHE_DIR", "inductor"},
+                                  {"TORCH_EXTENSIONS_DIR", "torch_extensions"}})
+    env += std::string(" ") + name + "=" + shell_quote((scratch / sub).string());
+  if (options.limits.sandbox.mode != sandbox_mode::off) env += " HOME=" + shell_quote(scratch.string());
+  std::string cmd = "cd " + shell_quote(dir->path().string()) + " && " + env + " PYTHONDONTWRITEBYTECODE=1 exec " +
+                    shell_quote(options.python) + " " + shell_quote(script.string()) + " --problem " +
+                    shell_quote(source.string()) + " --name " + shell_quote(problem.task_name) + " --label " +
+                    shell_quote(label) + " --out-yaml " + shell_quote(yaml.string()) + " --out-module " +
+                    shell_quote(module.string()) + " --seed " + std::to_string(options.seed) + " --trace-gib " +
+                    std::to_string(options.trace_gib);
   // The problem's Python runs sandboxed (base/sandbox.hpp): it reads its file, the
   // interpreter's, and the system's; it writes only into the private directory.
   process_limits limits = options.limits;

@@ -62,7 +62,8 @@ _FILESYSTEM = ("os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", 
 
 def install_guard():
     # Scratch space torch itself may use (PyTorch 2 makes temporary directories while
-    # tracing and compiling): the private directory's tmp/, which TMPDIR names.
+    # tracing and compiling, and its caches on the first operation): the private
+    # directory's tmp/, which TMPDIR names and where the importer points the caches.
     scratch = os.path.realpath(os.environ.get("TMPDIR", "/nonexistent")) + os.sep
 
     def in_scratch(path):
@@ -84,7 +85,8 @@ def install_guard():
         elif event in _PROCESS:
             raise PermissionError(f"the problem may not start or signal processes ({event})")
         elif event in _FILESYSTEM and not (args and in_scratch(args[0])):
-            raise PermissionError(f"the problem may not change files ({event})")
+            where = f" {os.fsdecode(args[0])!r}" if args and isinstance(args[0], (str, bytes, os.PathLike)) else ""
+            raise PermissionError(f"the problem may not change files ({event}{where})")
 
     sys.addaudithook(hook)
 

@@ -281,6 +281,37 @@ TEST_CASE("kernelbench import: a bad problem fails alone, with its reason and no
   CHECK_FALSE(fs::exists(kData / "bad" / "kernelbench-import-was-here.txt"));
 }
 
+TEST_CASE("kernelbench import: torch's caches lie in the scratch and no other directory opens", "[kernelbench]") {
+  // PyTorch 2.11 made its cache directories while get_inputs was recorded, and the
+  // guard refused level 1's 13-15 and 94-100: the caches now lie under TMPDIR, in
+  // the sandbox and out of it.
+  for (sandbox_mode mode : {sandbox_mode::best_effort, sandbox_mode::off}) {
+    INFO("sandbox " << to_string(mode));
+    kernelbench_import_options o = options();
+    o.limits.sandbox.mode = mode;
+    auto outcomes = import_all(kData / "caches", kWork / "caches", o);
+    REQUIRE(outcomes.size() == 1);
+    INFO(outcomes.at("torch_caches").error);
+    CHECK(outcomes.at("torch_caches").ok());
+  }
+  // A directory anywhere else is refused, and the refusal names it.
+  const fs::path dir = kWork / "makes_dir";
+  fs::create_directories(dir);
+  std::ofstream(dir / "makes_dir.py") << "import os\nimport torch\nimport torch.nn as nn\n"
+                                         "class Model(nn.Module):\n"
+                                         "    def forward(self, x):\n        return x\n"
+                                         "def get_inputs():\n"
+                                         "    os.mkdir(os.path.join(os.path.dirname(__file__), 'ks-made'))\n"
+                                         "    return [torch.rand(4)]\n"
+                                         "def get_init_inputs():\n    return []\n";
+  auto outcomes = import_all(dir, kWork / "makes_dir-out", options());
+  REQUIRE(outcomes.size() == 1);
+  const std::string& why = outcomes.at("makes_dir").error;
+  INFO(why);
+  CHECK(why.find("may not change files (os.mkdir '" + (dir / "ks-made").string() + "')") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "ks-made"));
+}
+
 TEST_CASE("kernelbench import: paths name the problems, directories keep their layout", "[kernelbench]") {
   auto files = find_problem_files({(kData / "good" / "relu.py").string(), (kData / "bad").string()});
   REQUIRE(files);
