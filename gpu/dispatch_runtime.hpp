@@ -24,6 +24,11 @@
 //   - otherwise the schema's default, None for an optional, the tensors' device, or the
 //     next positional number;
 // - every positional argument is used, and every result is a tensor;
+// - attrs.run_layout "channels_last" is no argument of the op but how the step runs
+//   it: each 4-d tensor argument passed channels-last and each 4-d result handed on as
+//   [N, H, W, C], contiguous (a channels-last result as it lies: no copy). cuDNN
+//   computes a float32 convolution in NHWC; given NCHW it converts the input and the
+//   result itself (coder/rules/passes/conv_layout.hpp reads the result so);
 // - a step can be prepared once (prepare: the operator's stack with every attribute
 //   parsed, every failure but a result's) and run many times (run: only the positional
 //   arguments and the device are filled in); call is the two at once, so a prepared
@@ -72,6 +77,9 @@ namespace dispatch_runtime {
 
 using attrs_t = std::map<std::string, std::string>;
 
+// The attribute that says how the step runs its op rather than naming an argument.
+inline const char* run_layout_attr() { return "run_layout"; }
+
 // One positional argument of a step: a tensor, or a number (an int or a float, as the
 // plan typed it).
 struct arg {
@@ -104,7 +112,7 @@ std::optional<c10::OperatorHandle> find_operator(const std::string& schema, cons
     if (!h) continue;
     bool fits = true;
     for (auto& kv : attrs) {
-      if (kv.first == "schema") continue;
+      if (kv.first == "schema" || kv.first == run_layout_attr()) continue;
       bool found = false;
       for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == kv.first;
       fits = fits && found;
@@ -132,6 +140,7 @@ struct prepared_step {
   c10::OperatorHandle op;
   std::vector<slot> slots;     // one per schema argument, in the schema's order
   std::vector<uint8_t> kinds;  // per positional argument: 0 tensor, 1 int, 2 float
+  bool channels_last = false;  // attrs.run_layout: 4-d tensors in channels-last, results [N, H, W, C]
 
   static uint8_t kind_of(const arg& a) { return a.is_tensor ? 0 : a.is_float ? 2 : 1; }
   bool fits(const std::vector<arg>& args) const {
@@ -308,6 +317,11 @@ prepared_step prepare(const c10::OperatorHandle& h, const std::vector<arg>& args
   for (const c10::Argument& a : h.schema().arguments()) p.slots.push_back(b.argument(a));
   if (b.next != args.size()) policy.unused_arguments(h, args.size(), b.next);
   for (const arg& a : args) p.kinds.push_back(prepared_step::kind_of(a));
+  if (auto it = attrs.find(run_layout_attr()); it != attrs.end()) {
+    if (policy.trim(it->second) != "channels_last")
+      policy.bad_attribute(run_layout_attr(), "channels_last", it->second);
+    p.channels_last = true;
+  }
   return p;
 }
 
@@ -328,6 +342,9 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
       device = a.tensor.device();
       break;
     }
+  auto tensor = [&](const at::Tensor& t) {
+    return p.channels_last && t.defined() && t.dim() == 4 ? t.contiguous(at::MemoryFormat::ChannelsLast) : t;
+  };
   torch::jit::Stack stack;
   stack.reserve(p.slots.size());
   for (const slot& s : p.slots) {
@@ -338,7 +355,7 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
       case slot::positional: {
         const arg& x = args[s.first];
         if (x.is_tensor)
-          stack.push_back(x.tensor);
+          stack.push_back(tensor(x.tensor));
         else if (x.is_float)
           stack.push_back(x.float_value);
         else
@@ -348,14 +365,14 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
       case slot::tensors: {
         c10::List<at::Tensor> tensors;
         tensors.reserve(s.count);
-        for (size_t k = 0; k < s.count; ++k) tensors.push_back(args[s.first + k].tensor);
+        for (size_t k = 0; k < s.count; ++k) tensors.push_back(tensor(args[s.first + k].tensor));
         stack.push_back(std::move(tensors));
         break;
       }
       case slot::optional_tensors: {
         c10::List<c10::optional<at::Tensor>> maybe;
         maybe.reserve(s.count);
-        for (size_t k = 0; k < s.count; ++k) maybe.push_back(args[s.first + k].tensor);
+        for (size_t k = 0; k < s.count; ++k) maybe.push_back(tensor(args[s.first + k].tensor));
         stack.push_back(std::move(maybe));
         break;
       }
@@ -369,7 +386,9 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
   out.reserve(stack.size());
   for (size_t k = 0; k < stack.size(); ++k) {
     if (!stack[k].isTensor()) policy.result_not_tensor(p.op, k, stack[k]);
-    out.push_back(stack[k].toTensor());
+    at::Tensor t = stack[k].toTensor();
+    // contiguous(): a copy only where the op did not return channels-last.
+    out.push_back(p.channels_last && t.defined() && t.dim() == 4 ? t.permute({0, 2, 3, 1}).contiguous() : t);
   }
   return out;
 }

@@ -267,7 +267,7 @@ dispatch_runtime::prepared_step prepare_by_schema(const reviewer_policy& policy,
     throw op_error{op + ": this LibTorch has no operator " +
                    c10::toString(dispatch_runtime::operator_name(schema, policy)) + " (schema " + schema + ")"};
   for (auto& [k, v] : attrs) {
-    if (k == "schema") continue;
+    if (k == "schema" || k == dispatch_runtime::run_layout_attr()) continue;
     bool found = false;
     for (const c10::Argument& a : h->schema().arguments()) found = found || a.name() == k;
     if (!found) throw op_error{"attrs." + k + ": " + c10::toString(h->schema()) + " has no argument '" + k + "'"};

@@ -816,9 +816,12 @@ class resolver {
       std::vector<std::string> arg_names;
       for (auto& a : schema->args) arg_names.push_back(a.name);
       for (auto& [k, v] : s.attrs)
-        if (k != "schema" && !schema->find(k))
+        if (k != "schema" && k != "run_layout" && !schema->find(k))
           return error{label + ": attrs." + k + ": " + schema->qualified() + " has no argument '" + k + "'" +
                        did_you_mean(k, arg_names) + "; its arguments: " + join(arg_names)};
+      // run_layout: how the step runs its op (gpu/dispatch_runtime.hpp), not an argument.
+      if (auto rl = s.attrs.find("run_layout"); rl != s.attrs.end() && trim_blanks(rl->second) != "channels_last")
+        return error{label + ": attrs.run_layout: expected channels_last, got \"" + rl->second + "\""};
       if (s.outputs.size() > schema->returns.size())
         return error{label + ": outputs: " + schema->qualified() + " returns " +
                      std::to_string(schema->returns.size()) + " value(s), " + std::to_string(s.outputs.size()) +

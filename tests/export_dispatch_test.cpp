@@ -70,6 +70,28 @@ TEST_CASE("exported dispatcher steps: the module's side of gpu/dispatch_runtime.
         "ModelNew: this PyTorch has no operator for the schema aten::no_such_op(Tensor self) -> Tensor");
 }
 
+// attrs.run_layout channels_last (a transposed convolution the rules coder moved to
+// channels-last): 4-d operands passed channels-last, the 4-d result handed on as [N, H,
+// W, C], contiguous; the same values as the op in NCHW.
+TEST_CASE("exported dispatcher steps: run_layout hands a channels-last result on as NHWC", "[export][dispatcher]") {
+  const std::string schema =
+      "aten::conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] "
+      "padding=0, int[2] output_padding=0, int groups=1, int[2] dilation=1) -> Tensor";
+  const at::Tensor x = at::randn({2, 3, 5, 7});
+  const at::Tensor w = at::randn({3, 6, 3, 3});
+  std::map<std::string, std::string> attrs{
+      {"schema", schema},           {"bias", "None"}, {"stride", "[2, 2]"},   {"padding", "[1, 1]"},
+      {"output_padding", "[1, 1]"}, {"groups", "1"},  {"dilation", "[1, 1]"}, {"run_layout", "channels_last"}};
+  const at::Tensor want = at::conv_transpose2d(x, w, {}, {2, 2}, {1, 1}, {1, 1});
+  const std::vector<at::Tensor> got = ks_call_by_schema(attrs, {ks_targ(x), ks_targ(w)}, kCpu);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].sizes() == at::IntArrayRef({2, 10, 14, 6}));
+  CHECK(got[0].is_contiguous());
+  CHECK(at::allclose(got[0], want.permute({0, 2, 3, 1}), 1e-5, 1e-5));
+  attrs["run_layout"] = "nhwc";
+  CHECK(failure(attrs, {ks_targ(x), ks_targ(w)}) == "ModelNew: attrs.run_layout: expected channels_last, got nhwc");
+}
+
 // The generated launcher prepares each dispatcher step once (a function-local static)
 // and calls it with each call's tensors: the same results, the same failures.
 TEST_CASE("exported dispatcher steps: prepared once, called with each call's tensors", "[export][dispatcher]") {

@@ -1314,6 +1314,12 @@ TEST_CASE("validate: dispatcher steps (attrs.schema)", "[plan][validate][library
   CHECK(resolve_error(edit("descending: \"False\"", "descend: \"False\"", plan), library_context()) ==
         "step 0 (library aten::sort): attrs.descend: aten::sort has no argument 'descend' (did you mean "
         "'descending'?); its arguments: self, dim, descending");
+  // run_layout says how the step runs its op (gpu/dispatch_runtime.hpp): no argument of it.
+  resolve_ok(edit("descending: \"False\"", "descending: \"False\", run_layout: channels_last", plan),
+             library_context());
+  CHECK(resolve_error(edit("descending: \"False\"", "descending: \"False\", run_layout: nhwc", plan),
+                      library_context()) ==
+        "step 0 (library aten::sort): attrs.run_layout: expected channels_last, got \"nhwc\"");
   CHECK(resolve_error(edit("outputs: [vals, order]", "outputs: [vals, order, extra]", plan), library_context()) ==
         "step 0 (library aten::sort): outputs: aten::sort returns 2 value(s), 3 names given");
   CHECK(resolve_error(edit("library: aten::sort", "library: aten::argsort", plan), library_context()) ==
