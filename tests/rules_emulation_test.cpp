@@ -1847,6 +1847,55 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
     }
 }
 
+// A transposed convolution computed channels-last: no template takes it, so the first
+// seed runs it through its ATen schema with attrs.run_layout channels_last (its 4-d
+// operands passed channels-last, its result handed on as [N, H, W, C]) and the kernels
+// after it read that, as for conv2d above. An operand of one element made on the
+// result's device (level 2's 93_..._Min reads x.device) reads the same in either order.
+TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match the reference",
+          "[rules][emulated][conv_layout]") {
+  const std::optional<task_spec> base = biased_conv_task();
+  const std::string conv = "torch.conv_transpose2d(x, weight, bias, [2, 2], [1, 1], [1, 1], 1, [1, 1])";
+  struct variant {
+    const char* name;
+    std::string body;
+    bool nhwc;  // the first seed's transposed convolution runs channels-last
+  };
+  const variant variants[] = {
+      {"nhwc_t_bias_clamp", "    return torch.clamp(" + conv + " + bias2, 0.0, 1.0) / 2.0\n", true},
+      {"nhwc_t_softmax_sigmoid", "    return torch.sigmoid(torch.softmax(" + conv + ", 1) + bias2)\n", true},
+      {"nhwc_t_device_operand",
+       "    y = " + conv + " + 0.5\n    return torch.gelu(y + torch.ones([1], device=y.device)) * 2.0\n", true},
+      {"nhwc_t_height_sum", "    return torch.sum(" + conv + ", [2], True) * 0.5\n", false},
+  };
+  const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 4, 8, 8}, {4, 8, 3, 3}, {8}, {8, 1, 1}},
+                                                                {{3, 3, 11, 13}, {3, 40, 3, 3}, {40}, {40, 1, 1}}};
+  for (const variant& v : variants)
+    for (const auto& sz : sizes) {
+      INFO(v.name << " at " << sz[1][1] << " channels");
+      task_spec t = *base;
+      t.name = v.name;
+      t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
+      t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
+      auto cands = the_coder().seeds(t, 2);
+      if (!cands) FAIL(cands.message());
+      REQUIRE(cands->size() == 2);
+      const candidate& first = (*cands)[0];
+      const plan_step* lib = nullptr;
+      for (const plan_step& s : first.plan.steps)
+        if (s.kind == "library" && s.name.rfind("aten::conv_transpose2d", 0) == 0) lib = &s;
+      REQUIRE(lib);
+      CHECK(lib->attrs.count("run_layout") == (v.nhwc ? 1u : 0u));
+      CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
+      if (v.nhwc) {
+        CHECK(lib->attrs.at("run_layout") == "channels_last");
+        CHECK(first.recipe.at("stages").find("transposed_store") != std::string::npos);
+      }
+      for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count("run_layout") == 0);
+      check_candidates(t, *cands);
+    }
+}
+
 // Float32 products bound by arithmetic run split-precision (3xTF32): two kernels write
 // each operand as TF32 big and small parts three times along K, and one library
 // product over 3K with TF32 allowed sums big*small + small*big + big*big. On the CPU the

@@ -96,10 +96,10 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
   for (size_t k = 0; k < ci; ++k) out.nodes.push_back(g.nodes[k]);
   {
     graph_node c = conv;
-    c.kind = kConv2dNhwc;
+    c.kind = base_kind(conv.kind) == "aten::conv2d" ? kConv2dNhwc : kConvTranspose2dNhwc;
     c.outputs = {tensor_value(to_nhwc(y->shape), y->dtype)};
     twin[y->id] = c.outputs[0];
-    made_by[c.outputs[0]] = kConv2dNhwc;
+    made_by[c.outputs[0]] = c.kind;
     out.nodes.push_back(c);
   }
   size_t readers = 0;
@@ -120,6 +120,13 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       continue;
     }
     graph_node t = n;
+    // The device or dtype of a value is its twin's (93_..._Min makes its
+    // torch.tensor(0.0, device=x.device) from it).
+    if ((kind == "prim::device" || kind == "prim::dtype") && n.inputs.size() == 1) {
+      t.inputs[0] = twin.at(n.inputs[0]);
+      out.nodes.push_back(t);
+      continue;
+    }
     if (layout_free(kind)) {
       if (n.outputs.size() != 1) return std::nullopt;
       const graph_value* o = g.value(n.outputs[0]);
@@ -132,6 +139,9 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
         const graph_value* v = g.value(in);
         if (!v || !v->is_tensor()) continue;
         if (v->shape.size() > 4) return std::nullopt;
+        // One element (a 0-d tensor: 93_..._Min's torch.tensor(0.0)) reads the same in
+        // either order.
+        if (std::all_of(v->shape.begin(), v->shape.end(), [](int64_t d) { return d == 1; })) continue;
         std::vector<int64_t> a(4 - v->shape.size(), 1);
         a.insert(a.end(), v->shape.begin(), v->shape.end());
         // The permutation keeps the operand's memory only if its channels do not sit
@@ -208,10 +218,14 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
   int index = 0;
   for (;;) {
     auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const graph_node& n) {
-      return base_kind(n.kind) == "aten::conv2d" && n.outputs.size() == 1 && !left.count(n.outputs[0]);
+      const std::string kind = base_kind(n.kind);
+      // A transposed convolution runs through its schema: the node must carry it.
+      return (kind == "aten::conv2d" || (kind == "aten::conv_transpose2d" && !n.schema.empty())) &&
+             n.outputs.size() == 1 && !left.count(n.outputs[0]);
     });
     if (it == g.nodes.end()) break;
     const std::string y = it->outputs[0];
+    const std::string kind = base_kind(it->kind);
     auto r = rewrite_one(g, static_cast<size_t>(it - g.nodes.begin()), "ks.nhwc." + std::to_string(index) + ".");
     if (!r) {
       left.insert(y);
@@ -219,9 +233,9 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
     }
     g = std::move(*r);
     ++index;
-    rewrites.push_back(
-        "aten::conv2d: channels-last (cuDNN on NHWC input and weight; its result read as [N, H, W, C] "
-        "by the kernels after it, the output stored back as NCHW)");
+    rewrites.push_back(kind +
+                       ": channels-last (cuDNN on NHWC input and weight; its result read as [N, H, W, C] "
+                       "by the kernels after it, the output stored back as NCHW)");
   }
   return g;
 }

@@ -22,7 +22,8 @@
 // order of every sum are the same as in NCHW order: only where they sit in memory moves.
 //
 // What it promises:
-// - only an aten::conv2d of a 4-d float32 input whose result is read, directly or
+// - only an aten::conv2d or aten::conv_transpose2d of a 4-d float32 input whose
+//   result is read, directly or
 //   through the values computed from it, by nothing but elementwise ops and reductions
 //   over the channel dim alone (sum, mean, amax, amin, max/min with unused indices,
 //   logsumexp, softmax, log_softmax) is rewritten; every other tensor operand of those
@@ -44,6 +45,11 @@ namespace ks::rules {
 // The node kind of a convolution whose result is [N, H, W, C] (library.cpp writes it as
 // aten::conv2d with memory_format channels_last and result_layout nhwc).
 inline constexpr const char* kConv2dNhwc = "ks::conv2d_nhwc";
+// The same for aten::conv_transpose2d, which no template takes: fallback.cpp runs it
+// through its ATen schema (the node keeps it) with attrs.run_layout channels_last
+// (gpu/dispatch_runtime.hpp). Level 2's transposed convolutions lost most of their
+// time to cuDNN's conversions (91_ConvTranspose2d_Softmax_...: 1.0 of its 2.7 ms).
+inline constexpr const char* kConvTranspose2dNhwc = "ks::conv_transpose2d_nhwc";
 
 task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::string>& rewrites);
 

@@ -1,6 +1,7 @@
 #include "coder/rules/plan/shapes.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "coder/rules/plan/expr_text.hpp"
 #include "coder/rules/plan/op_specs.hpp"
@@ -144,6 +145,52 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
   return error{"op " + kind + " (value " + out + ") is not supported by the rules coder"};
 }
 
+namespace {
+
+// A transposed convolution's result [N, C, H, W] (or its channels-last twin [N, H, W,
+// C]) as PyTorch sizes it, at every size: C is the weight's dim 1 times the groups, H
+// (H_in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1. None
+// where the node is not one or the formula misses the traced sizes (matching by value
+// below then puts the channels on any input dim of the same size and leaves H and W
+// numbers: plans for one size only).
+std::optional<std::vector<std::string>> conv_transpose_sizes(const lowering_context& cx, const graph_node& n) {
+  const std::string kind = base_kind(n.kind);
+  if ((kind != "aten::conv_transpose2d" && kind != "ks::conv_transpose2d_nhwc") || n.inputs.size() != 8 ||
+      n.outputs.size() != 1 || !cx.shapes.count(n.inputs[0]) || !cx.shapes.count(n.inputs[1]))
+    return std::nullopt;
+  const shaped &x = cx.shapes.at(n.inputs[0]), &w = cx.shapes.at(n.inputs[1]);
+  const std::vector<int64_t>& out = cx.val(n.outputs[0]).shape;
+  if (x.shape.size() != 4 || w.shape.size() != 4 || out.size() != 4) return std::nullopt;
+  auto pair = [&](size_t i, int k) -> std::optional<int64_t> {
+    const graph_value& v = cx.val(n.inputs[i]);
+    if (!v.constant || v.numbers.empty() || v.numbers.size() > 2) return std::nullopt;
+    return static_cast<int64_t>(v.numbers.size() == 1 ? v.numbers[0] : v.numbers[k]);
+  };
+  const auto groups = pair(6, 0);
+  if (!groups) return std::nullopt;
+  std::vector<std::string> sym = {x.sym[0],
+                                  *groups == 1 ? w.sym[1] : paren(w.sym[1]) + " * " + std::to_string(*groups)};
+  std::vector<int64_t> sizes = {x.shape[0], w.shape[1] * *groups};
+  for (int k = 0; k < 2; ++k) {
+    const auto st = pair(3, k), pd = pair(4, k), op = pair(5, k), dl = pair(7, k);
+    if (!st || !pd || !op || !dl) return std::nullopt;
+    const int64_t add = -2 * *pd + *op + 1;
+    std::string e = "(" + paren(x.sym[2 + k]) + " - 1) * " + std::to_string(*st) + " + " +
+                    (*dl == 1 ? std::string() : std::to_string(*dl) + " * ") + paren(w.sym[2 + k]) + " - 1";
+    if (add != 0) e += (add > 0 ? " + " : " - ") + std::to_string(add > 0 ? add : -add);
+    sym.push_back(e);
+    sizes.push_back((x.shape[2 + k] - 1) * *st + *dl * (w.shape[2 + k] - 1) + add);
+  }
+  if (kind == "ks::conv_transpose2d_nhwc") {
+    sym = {sym[0], sym[2], sym[3], sym[1]};
+    sizes = {sizes[0], sizes[2], sizes[3], sizes[1]};
+  }
+  if (sizes != out) return std::nullopt;
+  return sym;
+}
+
+}  // namespace
+
 // The shapes of a fallback op's results, as expressions: the graph gives sizes at one
 // size only, so each dim is matched to an input dim of the same size (the same
 // position first), else kept as the number (a constant such as topk's k). A wrong
@@ -151,7 +198,8 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
 // reviewer checks against what the op returned.
 status fallback_shapes(lowering_context& cx, const graph_node& n, const std::string& why) {
   const std::string cannot = n.kind + " (value " + (n.outputs.empty() ? std::string("?") : n.outputs[0]) + "): " + why;
-  if (n.schema.empty() || n.kind.rfind("aten::", 0) != 0)
+  // ks::conv_transpose2d_nhwc (conv_layout.hpp) keeps aten::conv_transpose2d's schema.
+  if (n.schema.empty() || (n.kind.rfind("aten::", 0) != 0 && base_kind(n.kind) != "ks::conv_transpose2d_nhwc"))
     return error{cannot + "; and it has no ATen schema, so it cannot run as a library step either"};
   auto sch = parse_op_schema(n.schema);
   if (!sch) return error{cannot + "; " + sch.message()};
@@ -191,6 +239,11 @@ status fallback_shapes(lowering_context& cx, const graph_node& n, const std::str
       continue;
     }
     shaped s{ov.shape, {}};
+    if (auto sized = conv_transpose_sizes(cx, n)) {
+      s.sym = *sized;
+      cx.shapes[o] = s;
+      continue;
+    }
     // narrow(x, d, start, x.size(k)): the narrowed dim is that size at every size.
     int64_t narrowed = -1;
     std::string narrowed_sym;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "coder/rules/passes/conv_layout.hpp"
 #include "coder/rules/text/kernel_text.hpp"
 
 namespace ks::rules {
@@ -52,6 +53,9 @@ status emit_fallback(lowering_context& cx, size_t si) {
   step.kind = "library";
   step.name = sch->qualified();
   step.attrs["schema"] = n.schema;
+  // A transposed convolution the layout pass moved to channels-last: its 4-d operands
+  // passed so, its result handed on as [N, H, W, C] (gpu/dispatch_runtime.hpp).
+  if (base_kind(n.kind) == kConvTranspose2dNhwc) step.attrs["run_layout"] = "channels_last";
   auto tensor = [&](const std::string& id) -> result<std::string> {
     auto it = cx.tensor_of.find(id);
     if (it == cx.tensor_of.end()) return error{where + "its operand " + id + " is not a tensor of the plan"};
