@@ -1787,7 +1787,8 @@ TEST_CASE("emulated: a convolution's bias added in the kernel after it matches t
 // it read it so: elementwise chains over [N, H, W, C] (the bias read at the channel),
 // reductions over the channels as rows of the last dim, and what the graph returns
 // stored back as [N, C, H, W] (a transposed tile, or the same memory where the
-// channels are reduced to one). Readers the rewrite does not take leave it NCHW.
+// channels are reduced to one; what no chain makes, the convolution itself or a
+// softmax, is copied back by one). Readers the rewrite does not take leave it NCHW.
 TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels match the reference",
           "[rules][emulated][conv_layout]") {
   const std::optional<task_spec> base = biased_conv_task();
@@ -1811,7 +1812,10 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
       {"nhwc_batch_scale", "    return torch.sigmoid(" + conv + " * x[:, :1, :1, :1])\n", true,
        "elementwise+transposed_store"},
       {"nhwc_spatial_operand", "    return torch.sigmoid(" + conv + " * x[:1, :1])\n", false, ""},
-      {"nhwc_conv_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", false, ""},
+      {"nhwc_conv_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", true,
+       "elementwise+transposed_store"},
+      {"nhwc_conv_alone", "    return " + conv + "\n", true, "elementwise+transposed_store"},
+      {"nhwc_softmax_returned", "    return torch.softmax(" + conv + ", 1)\n", true, "elementwise+transposed_store"},
       {"nhwc_instance_norm",
        "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", false,
        ""},
@@ -1866,6 +1870,7 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
       {"nhwc_t_softmax_sigmoid", "    return torch.sigmoid(torch.softmax(" + conv + ", 1) + bias2)\n", true},
       {"nhwc_t_device_operand",
        "    y = " + conv + " + 0.5\n    return torch.gelu(y + torch.ones([1], device=y.device)) * 2.0\n", true},
+      {"nhwc_t_alone", "    return " + conv + "\n", true},
       {"nhwc_t_height_sum", "    return torch.sum(" + conv + ", [2], True) * 0.5\n", false},
   };
   const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 4, 8, 8}, {4, 8, 3, 3}, {8}, {8, 1, 1}},

@@ -15,6 +15,7 @@ namespace {
 
 const char* kPermuteSchema = "aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)";
 const char* kReshapeSchema = "aten::reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)";
+const char* kCloneSchema = "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor";
 
 // [N, C, H, W] -> [N, H, W, C], for a shape of rank 4.
 std::vector<int64_t> to_nhwc(const std::vector<int64_t>& s) { return {s[0], s[2], s[3], s[1]}; }
@@ -63,6 +64,90 @@ bool input_view(const task_graph& g, const std::string& id) {
   return false;
 }
 
+// The rewritten graph as it grows: the values made for it, and each original value's
+// [N, H, W, C] twin.
+struct nhwc_region {
+  const task_graph& g;
+  task_graph out;
+  std::string prefix;
+  int fresh = 0;
+  std::map<std::string, std::string> twin;     // original value -> its [N, H, W, C] twin
+  std::map<std::string, std::string> made_by;  // twin -> the kind of the op that makes it
+
+  graph_value& value_like(const std::string& type) { return new_value(out, prefix, std::to_string(fresh++), type); }
+  std::string tensor_value(const std::vector<int64_t>& shape, const std::string& dtype) {
+    graph_value& v = value_like("Tensor");
+    v.shape = shape;
+    v.dtype = dtype;
+    return v.id;
+  }
+  std::string constant_ints(const std::string& type, std::vector<double> numbers) {
+    graph_value& v = value_like(type);
+    v.numbers = std::move(numbers);
+    v.constant = true;
+    return v.id;
+  }
+
+  // An elementwise reader's operands in the twin's order: twins for originals, others
+  // as they are where the permutation keeps their memory, else a reshape of a graph
+  // input; false where none of that holds.
+  bool permute_operands(graph_node& t) {
+    for (auto& in : t.inputs) {
+      if (auto it = twin.find(in); it != twin.end()) {
+        in = it->second;
+        continue;
+      }
+      const graph_value* v = g.value(in);
+      if (!v || !v->is_tensor()) continue;
+      if (v->shape.size() > 4) return false;
+      // One element (a 0-d tensor: 93_..._Min's torch.tensor(0.0)) reads the same in
+      // either order.
+      if (std::all_of(v->shape.begin(), v->shape.end(), [](int64_t d) { return d == 1; })) continue;
+      std::vector<int64_t> a(4 - v->shape.size(), 1);
+      a.insert(a.end(), v->shape.begin(), v->shape.end());
+      // The permutation keeps the operand's memory only if its channels do not sit
+      // before a spatial dim of more than one element.
+      if (a[1] != 1 && (a[2] != 1 || a[3] != 1)) return false;
+      std::vector<int64_t> p = to_nhwc(a);
+      while (p.size() > 1 && p.front() == 1) p.erase(p.begin());
+      if (p == v->shape) continue;
+      if (!input_view(g, in)) return false;
+      std::vector<double> dims(p.begin(), p.end());
+      const std::string r = tensor_value(p, v->dtype);
+      out.nodes.push_back(graph_node{"aten::reshape", {in, constant_ints("int[]", dims)}, {r}, kReshapeSchema});
+      in = r;
+    }
+    return true;
+  }
+
+  // Each original needed back: permuted after the node that makes its twin. A chain's
+  // kernel stores it so (a transposed tile); a channel dim of 1 is the same memory.
+  // What no chain makes (the convolution's own result returned, a softmax over the
+  // channels) is copied back by one, a clone: cuDNN converts an NCHW result back
+  // itself, at about 1.5 TB/s on an H100 (1.43 ms for level 2's 2_ConvTranspose2d).
+  void store_back(const std::vector<std::string>& needed) {
+    for (const std::string& v : needed) {
+      std::string tw = twin.at(v);
+      const graph_value* ov = g.value(v);
+      if (std::any_of(out.nodes.begin(), out.nodes.end(),
+                      [&](const graph_node& n) { return n.kind == "aten::permute" && n.outputs[0] == v; }))
+        continue;  // needed twice (an output and a tuple's element)
+      auto at = std::find_if(out.nodes.begin(), out.nodes.end(), [&](const graph_node& n) {
+        return std::count(n.outputs.begin(), n.outputs.end(), tw) > 0;
+      });
+      if (!layout_free(made_by.at(tw)) && ov->shape[1] != 1) {
+        graph_value& none = value_like("None");
+        none.constant = true;
+        const std::string copy = tensor_value(to_nhwc(ov->shape), ov->dtype);
+        at = out.nodes.insert(at + 1, graph_node{"aten::clone", {tw, none.id}, {copy}, kCloneSchema});
+        tw = copy;
+      }
+      out.nodes.insert(at + 1,
+                       graph_node{"aten::permute", {tw, constant_ints("int[]", {0, 3, 1, 2})}, {v}, kPermuteSchema});
+    }
+  }
+};
+
 // Rewrites the convolution at node `ci`, or says nothing (nullopt) when its readers
 // are not all ones the rewrite takes.
 std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix) {
@@ -72,35 +157,19 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
   if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape.size() != 4 || y->shape.size() != 4 ||
       x->dtype != "float32" || y->dtype != "float32")
     return std::nullopt;
-  task_graph out = g;
-  out.nodes.clear();
-  std::map<std::string, std::string> twin;     // original value -> its [N, H, W, C] twin
-  std::map<std::string, std::string> made_by;  // twin -> the kind of the op that makes it
-  int fresh = 0;
-  auto value_like = [&](const std::string& type) -> graph_value& {
-    return new_value(out, prefix, std::to_string(fresh++), type);
-  };
-  auto tensor_value = [&](const std::vector<int64_t>& shape, const std::string& dtype) -> std::string {
-    graph_value& v = value_like("Tensor");
-    v.shape = shape;
-    v.dtype = dtype;
-    return v.id;
-  };
-  auto constant_ints = [&](const std::string& type, std::vector<double> numbers) -> std::string {
-    graph_value& v = value_like(type);
-    v.numbers = std::move(numbers);
-    v.constant = true;
-    return v.id;
-  };
+  nhwc_region r{g, g, prefix};
+  r.out.nodes.clear();
+  auto& twin = r.twin;
+  auto& made_by = r.made_by;
   std::vector<std::string> needed;  // originals a reader outside the region needs back
-  for (size_t k = 0; k < ci; ++k) out.nodes.push_back(g.nodes[k]);
+  for (size_t k = 0; k < ci; ++k) r.out.nodes.push_back(g.nodes[k]);
   {
     graph_node c = conv;
     c.kind = base_kind(conv.kind) == "aten::conv2d" ? kConv2dNhwc : kConvTranspose2dNhwc;
-    c.outputs = {tensor_value(to_nhwc(y->shape), y->dtype)};
+    c.outputs = {r.tensor_value(to_nhwc(y->shape), y->dtype)};
     twin[y->id] = c.outputs[0];
     made_by[c.outputs[0]] = c.kind;
-    out.nodes.push_back(c);
+    r.out.nodes.push_back(c);
   }
   size_t readers = 0;
   for (size_t k = ci + 1; k < g.nodes.size(); ++k) {
@@ -108,7 +177,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
     bool reads = false;
     for (auto& in : n.inputs) reads = reads || twin.count(in);
     if (!reads) {
-      out.nodes.push_back(n);
+      r.out.nodes.push_back(n);
       continue;
     }
     ++readers;
@@ -116,7 +185,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
     if (kind == "prim::TupleConstruct") {  // the graph's outputs: the originals back
       for (auto& in : n.inputs)
         if (twin.count(in)) needed.push_back(in);
-      out.nodes.push_back(n);
+      r.out.nodes.push_back(n);
       continue;
     }
     graph_node t = n;
@@ -124,42 +193,18 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
     // torch.tensor(0.0, device=x.device) from it).
     if ((kind == "prim::device" || kind == "prim::dtype") && n.inputs.size() == 1) {
       t.inputs[0] = twin.at(n.inputs[0]);
-      out.nodes.push_back(t);
+      r.out.nodes.push_back(t);
       continue;
     }
     if (layout_free(kind)) {
       if (n.outputs.size() != 1) return std::nullopt;
       const graph_value* o = g.value(n.outputs[0]);
       if (!o || !o->is_tensor() || o->shape.size() != 4) return std::nullopt;
-      for (auto& in : t.inputs) {
-        if (auto it = twin.find(in); it != twin.end()) {
-          in = it->second;
-          continue;
-        }
-        const graph_value* v = g.value(in);
-        if (!v || !v->is_tensor()) continue;
-        if (v->shape.size() > 4) return std::nullopt;
-        // One element (a 0-d tensor: 93_..._Min's torch.tensor(0.0)) reads the same in
-        // either order.
-        if (std::all_of(v->shape.begin(), v->shape.end(), [](int64_t d) { return d == 1; })) continue;
-        std::vector<int64_t> a(4 - v->shape.size(), 1);
-        a.insert(a.end(), v->shape.begin(), v->shape.end());
-        // The permutation keeps the operand's memory only if its channels do not sit
-        // before a spatial dim of more than one element.
-        if (a[1] != 1 && (a[2] != 1 || a[3] != 1)) return std::nullopt;
-        std::vector<int64_t> p = to_nhwc(a);
-        while (p.size() > 1 && p.front() == 1) p.erase(p.begin());
-        if (p == v->shape) continue;
-        if (!input_view(g, in)) return std::nullopt;
-        std::vector<double> dims(p.begin(), p.end());
-        const std::string r = tensor_value(p, v->dtype);
-        out.nodes.push_back(graph_node{"aten::reshape", {in, constant_ints("int[]", dims)}, {r}, kReshapeSchema});
-        in = r;
-      }
-      t.outputs = {tensor_value(to_nhwc(o->shape), o->dtype)};
+      if (!r.permute_operands(t)) return std::nullopt;
+      t.outputs = {r.tensor_value(to_nhwc(o->shape), o->dtype)};
       twin[o->id] = t.outputs[0];
       made_by[t.outputs[0]] = kind;
-      out.nodes.push_back(t);
+      r.out.nodes.push_back(t);
       continue;
     }
     if (!channel_reduction(g, n, kind) || !twin.count(n.inputs[0])) return std::nullopt;
@@ -172,7 +217,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
         if (std::count(other.inputs.begin(), other.inputs.end(), n.outputs[q])) return std::nullopt;
     }
     t.inputs[0] = twin.at(n.inputs[0]);
-    t.inputs[1] = constant_ints(g.value(n.inputs[1])->type, {3});
+    t.inputs[1] = r.constant_ints(g.value(n.inputs[1])->type, {3});
     const bool keep = keeps_dim(g, n, kind);
     for (size_t q = 0; q < n.outputs.size(); ++q) {
       const graph_value* o = g.value(n.outputs[q]);
@@ -180,34 +225,19 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       // Without keepdim the result is the same in either order: the original itself.
       if (!keep) continue;
       if (o->shape.size() != 4) return std::nullopt;
-      t.outputs[q] = tensor_value(to_nhwc(o->shape), o->dtype);
+      t.outputs[q] = r.tensor_value(to_nhwc(o->shape), o->dtype);
       if (q == 0) {
         twin[o->id] = t.outputs[q];
         made_by[t.outputs[q]] = kind;
       }
     }
-    out.nodes.push_back(t);
+    r.out.nodes.push_back(t);
   }
-  if (readers == 0) return std::nullopt;
   for (auto& o : g.outputs)
     if (twin.count(o)) needed.push_back(o);
-  // The convolution's own result returned: no kernel reads it, nothing to gain.
-  if (std::count(needed.begin(), needed.end(), y->id)) return std::nullopt;
-  // Each original needed back: permuted after the node that makes its twin. A chain's
-  // kernel stores it so (a transposed tile); a channel dim of 1 is the same memory.
-  for (const std::string& v : needed) {
-    const std::string& tw = twin.at(v);
-    const graph_value* ov = g.value(v);
-    if (!layout_free(made_by.at(tw)) && ov->shape[1] != 1) return std::nullopt;
-    auto at = std::find_if(out.nodes.begin(), out.nodes.end(),
-                           [&](const graph_node& n) { return std::count(n.outputs.begin(), n.outputs.end(), tw) > 0; });
-    if (std::any_of(out.nodes.begin(), out.nodes.end(),
-                    [&](const graph_node& n) { return n.kind == "aten::permute" && n.outputs[0] == v; }))
-      continue;  // needed twice (an output and a tuple's element)
-    out.nodes.insert(at + 1,
-                     graph_node{"aten::permute", {tw, constant_ints("int[]", {0, 3, 1, 2})}, {v}, kPermuteSchema});
-  }
-  return out;
+  if (readers == 0 && needed.empty()) return std::nullopt;
+  r.store_back(needed);
+  return std::move(r.out);
 }
 
 }  // namespace

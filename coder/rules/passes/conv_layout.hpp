@@ -18,13 +18,15 @@
 // its dims permuted [0, 2, 3, 1]), a reduction over the channels becomes one over the
 // last dim (short contiguous rows), and a returned value comes back to NCHW through a
 // permute, which the elementwise chain that makes it takes as its store (a tile
-// transposed in shared memory: stages.cpp, transpose_store.cpp). The values and the
+// transposed in shared memory: stages.cpp, transpose_store.cpp); what no chain makes
+// (the convolution's own result returned, a softmax) goes through an aten::clone, a
+// chain of its own that copies it back. The values and the
 // order of every sum are the same as in NCHW order: only where they sit in memory moves.
 //
 // What it promises:
 // - only an aten::conv2d or aten::conv_transpose2d of a 4-d float32 input whose
-//   result is read, directly or
-//   through the values computed from it, by nothing but elementwise ops and reductions
+//   result is returned, or read, directly or through the values computed from it, by
+//   nothing but elementwise ops and reductions
 //   over the channel dim alone (sum, mean, amax, amin, max/min with unused indices,
 //   logsumexp, softmax, log_softmax) is rewritten; every other tensor operand of those
 //   ops must keep its memory under the permutation (a bias [C, 1, 1], a scalar, [N, 1,
