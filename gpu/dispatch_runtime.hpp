@@ -25,8 +25,9 @@
 //     next positional number;
 // - every positional argument is used, and every result is a tensor;
 // - attrs.run_layout "channels_last" is no argument of the op but how the step runs
-//   it: each 4-d tensor argument passed channels-last and each 4-d result handed on as
-//   [N, H, W, C], contiguous (a channels-last result as it lies: no copy). cuDNN
+//   it: each 4-d (5-d) tensor argument passed channels-last and each 4-d (5-d) result
+//   handed on as [N, H, W, C] ([N, D, H, W, C]), contiguous (a channels-last result as
+//   it lies: no copy). cuDNN
 //   computes a float32 convolution in NHWC; given NCHW it converts the input and the
 //   result itself (coder/rules/passes/conv_layout.hpp reads the result so);
 // - a step can be prepared once (prepare: the operator's stack with every attribute
@@ -140,7 +141,7 @@ struct prepared_step {
   c10::OperatorHandle op;
   std::vector<slot> slots;     // one per schema argument, in the schema's order
   std::vector<uint8_t> kinds;  // per positional argument: 0 tensor, 1 int, 2 float
-  bool channels_last = false;  // attrs.run_layout: 4-d tensors in channels-last, results [N, H, W, C]
+  bool channels_last = false;  // attrs.run_layout: 4-d and 5-d tensors channels-last, results so
 
   static uint8_t kind_of(const arg& a) { return a.is_tensor ? 0 : a.is_float ? 2 : 1; }
   bool fits(const std::vector<arg>& args) const {
@@ -343,7 +344,8 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
       break;
     }
   auto tensor = [&](const at::Tensor& t) {
-    return p.channels_last && t.defined() && t.dim() == 4 ? t.contiguous(at::MemoryFormat::ChannelsLast) : t;
+    if (!p.channels_last || !t.defined() || (t.dim() != 4 && t.dim() != 5)) return t;
+    return t.contiguous(t.dim() == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
   };
   torch::jit::Stack stack;
   stack.reserve(p.slots.size());
@@ -388,7 +390,9 @@ std::vector<at::Tensor> run(const prepared_step& p, const std::vector<arg>& args
     if (!stack[k].isTensor()) policy.result_not_tensor(p.op, k, stack[k]);
     at::Tensor t = stack[k].toTensor();
     // contiguous(): a copy only where the op did not return channels-last.
-    out.push_back(p.channels_last && t.defined() && t.dim() == 4 ? t.permute({0, 2, 3, 1}).contiguous() : t);
+    if (p.channels_last && t.defined() && t.dim() == 4) t = t.permute({0, 2, 3, 1}).contiguous();
+    if (p.channels_last && t.defined() && t.dim() == 5) t = t.permute({0, 2, 3, 4, 1}).contiguous();
+    out.push_back(t);
   }
   return out;
 }

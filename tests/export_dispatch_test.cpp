@@ -90,6 +90,20 @@ TEST_CASE("exported dispatcher steps: run_layout hands a channels-last result on
   CHECK(at::allclose(got[0], want.permute({0, 2, 3, 1}), 1e-5, 1e-5));
   attrs["run_layout"] = "nhwc";
   CHECK(failure(attrs, {ks_targ(x), ks_targ(w)}) == "ModelNew: attrs.run_layout: expected channels_last, got nhwc");
+  // 5-d: channels_last_3d, the result [N, D, H, W, C].
+  const std::map<std::string, std::string> conv3d{
+      {"schema",
+       "aten::conv3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=1, int[3] padding=0, int[3] "
+       "dilation=1, int groups=1) -> Tensor"},
+      {"bias", "None"},
+      {"padding", "[1, 1, 1]"},
+      {"run_layout", "channels_last"}};
+  const at::Tensor x3 = at::randn({2, 3, 4, 5, 6});
+  const at::Tensor w3 = at::randn({7, 3, 3, 3, 3});
+  const at::Tensor got3 = ks_call_by_schema(conv3d, {ks_targ(x3), ks_targ(w3)}, kCpu).at(0);
+  CHECK(got3.sizes() == at::IntArrayRef({2, 4, 5, 6, 7}));
+  CHECK(got3.is_contiguous());
+  CHECK(at::allclose(got3, at::conv3d(x3, w3, {}, 1, 1).permute({0, 2, 3, 4, 1}), 1e-4, 1e-5));
 }
 
 // The generated launcher prepares each dispatcher step once (a function-local static)

@@ -1674,6 +1674,14 @@ TEST_CASE("emulated: argmax and argmin match the reference, first index on ties 
   }
 }
 
+// A candidate's library step that runs `op` (any overload: aten::conv3d, ...); null
+// where it has none.
+const plan_step* library_step(const candidate& c, const std::string& op) {
+  for (const plan_step& s : c.plan.steps)
+    if (s.kind == "library" && (s.name == op || s.name.rfind(op + ".", 0) == 0)) return &s;
+  return nullptr;
+}
+
 // The convolution the [conv_bias] and [conv_layout] variants build on: the suite's
 // conv2d_relu_bias task's own (x, weight, bias), 3x3, padding 1.
 const std::string kBiasedConv = "torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)";
@@ -1834,9 +1842,7 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
       if (!cands) FAIL(cands.message());
       REQUIRE(cands->size() == 2);
       const candidate& first = (*cands)[0];
-      const plan_step* lib = nullptr;
-      for (const plan_step& s : first.plan.steps)
-        if (s.kind == "library" && s.name == "aten::conv2d") lib = &s;
+      const plan_step* lib = library_step(first, "aten::conv2d");
       REQUIRE(lib);
       CHECK(lib->attrs.count("result_layout") == (v.nhwc ? 1u : 0u));
       CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
@@ -1886,9 +1892,7 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
       if (!cands) FAIL(cands.message());
       REQUIRE(cands->size() == 2);
       const candidate& first = (*cands)[0];
-      const plan_step* lib = nullptr;
-      for (const plan_step& s : first.plan.steps)
-        if (s.kind == "library" && s.name.rfind("aten::conv_transpose2d", 0) == 0) lib = &s;
+      const plan_step* lib = library_step(first, "aten::conv_transpose2d");
       REQUIRE(lib);
       CHECK(lib->attrs.count("run_layout") == (v.nhwc ? 1u : 0u));
       CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
@@ -1896,6 +1900,60 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
         CHECK(lib->attrs.at("run_layout") == "channels_last");
         CHECK(first.recipe.at("stages").find("transposed_store") != std::string::npos);
       }
+      for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count("run_layout") == 0);
+      check_candidates(t, *cands);
+    }
+}
+
+// 3-d convolutions, transposed or not, channels-last the same way: [N, D, H, W, C]
+// twins (cuDNN's channels_last_3d through attrs.run_layout), reductions over the
+// channels as rows of the last dim, and what the graph returns stored back as [N, C,
+// D, H, W] through the same transposed tile over D * H * W positions.
+TEST_CASE("emulated: channels-last 3-d convolutions read as NDHWC match the reference",
+          "[rules][emulated][conv_layout]") {
+  const std::optional<task_spec> base = biased_conv_task();
+  const std::string conv = "torch.conv3d(x, weight, bias, [1, 1, 1], [1, 1, 1], [1, 1, 1], 1)";
+  const std::string convt = "torch.conv_transpose3d(x, weight, bias, [2, 2, 2], [1, 1, 1], [1, 1, 1], 1, [1, 1, 1])";
+  struct variant {
+    const char* name;
+    std::string body;
+    bool transposed;
+    bool nhwc;          // the first seed's convolution runs channels-last
+    const char* stage;  // a stage the first seed has ("" for none)
+  };
+  const variant variants[] = {
+      {"ndhwc_relu_bias", "    return torch.relu(" + conv + " + bias2)\n", false, true, "transposed_store"},
+      {"ndhwc_alone", "    return " + conv + "\n", false, true, "transposed_store"},
+      {"ndhwc_depth_mean", "    return torch.mean(" + conv + ", [2], True) * 2.0\n", false, false, ""},
+      {"ndhwc_t_lse_hardswish", "    return torch.hardswish(torch.logsumexp(" + convt + ", [1], True) - 0.5)\n", true,
+       true, "row_reduce"},
+      {"ndhwc_t_clamp_divide", "    return torch.clamp(" + convt + " + bias2, -0.5, 0.5) / 2.0\n", true, true,
+       "transposed_store"},
+  };
+  for (const variant& v : variants)
+    for (int64_t channels : {8, 40}) {
+      INFO(v.name << " at " << channels << " channels");
+      const int64_t in = channels == 8 ? 4 : 3;
+      const std::vector<int64_t> x =
+          channels == 8 ? std::vector<int64_t>{2, 4, 5, 6, 7} : std::vector<int64_t>{1, 3, 4, 5, 6};
+      const std::vector<int64_t> w =
+          v.transposed ? std::vector<int64_t>{in, channels, 3, 3, 3} : std::vector<int64_t>{channels, in, 3, 3, 3};
+      task_spec t = *base;
+      t.name = v.name;
+      t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
+      t.sizes["cpu"] = {{"x", x}, {"weight", w}, {"bias", {channels}}, {"bias2", {channels, 1, 1, 1}}};
+      // Declared at the CPU size: the suite's task is 2-d.
+      for (auto* list : {&t.inputs, &t.parameters})
+        for (auto& e : *list) e.shape = t.sizes["cpu"].at(e.name);
+      auto cands = the_coder().seeds(t, 2);
+      if (!cands) FAIL(cands.message());
+      REQUIRE(cands->size() == 2);
+      const candidate& first = (*cands)[0];
+      const plan_step* lib = library_step(first, v.transposed ? "aten::conv_transpose3d" : "aten::conv3d");
+      REQUIRE(lib);
+      CHECK(lib->attrs.count("run_layout") == (v.nhwc ? 1u : 0u));
+      CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
+      if (v.nhwc && *v.stage) CHECK(first.recipe.at("stages").find(v.stage) != std::string::npos);
       for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count("run_layout") == 0);
       check_candidates(t, *cands);
     }

@@ -17,8 +17,30 @@ const char* kPermuteSchema = "aten::permute(Tensor(a) self, int[] dims) -> Tenso
 const char* kReshapeSchema = "aten::reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)";
 const char* kCloneSchema = "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor";
 
-// [N, C, H, W] -> [N, H, W, C], for a shape of rank 4.
-std::vector<int64_t> to_nhwc(const std::vector<int64_t>& s) { return {s[0], s[2], s[3], s[1]}; }
+// [N, C, H, W] -> [N, H, W, C] ([N, C, D, H, W] -> [N, D, H, W, C]).
+std::vector<int64_t> to_nhwc(const std::vector<int64_t>& s) {
+  std::vector<int64_t> p = {s[0]};
+  p.insert(p.end(), s.begin() + 2, s.end());
+  p.push_back(s[1]);
+  return p;
+}
+
+// The permutation back: [0, 3, 1, 2] ([0, 4, 1, 2, 3]).
+std::vector<double> back_dims(size_t rank) {
+  std::vector<double> d = {0, static_cast<double>(rank - 1)};
+  for (size_t k = 1; k + 1 < rank; ++k) d.push_back(static_cast<double>(k));
+  return d;
+}
+
+// The channels-last twin of a convolution of this kind on a `rank`-d input; none for
+// the others (a 2-d kind on 5-d, conv1d).
+const char* twin_kind(const std::string& kind, size_t rank) {
+  if (rank == 4 && kind == "aten::conv2d") return kConv2dNhwc;
+  if (rank == 4 && kind == "aten::conv_transpose2d") return kConvTranspose2dNhwc;
+  if (rank == 5 && kind == "aten::conv3d") return kConv3dNdhwc;
+  if (rank == 5 && kind == "aten::conv_transpose3d") return kConvTranspose3dNdhwc;
+  return nullptr;
+}
 
 // Elementwise ops whose extra arguments do not name dims or sizes (expand's sizes are
 // NCHW's): the same op on the permuted operands is the permuted result.
@@ -27,8 +49,9 @@ bool layout_free(const std::string& kind) {
          kind != "aten::type_as";
 }
 
-// The reductions over one dim that the row templates run over the last dim; dim input 1.
-bool channel_reduction(const task_graph& g, const graph_node& n, const std::string& kind) {
+// The reductions over one dim that the row templates run over the last dim; dim input 1
+// (the channels of a value of `rank` dims).
+bool channel_reduction(const task_graph& g, const graph_node& n, const std::string& kind, size_t rank) {
   static const std::set<std::string> one_dim = {"aten::sum",       "aten::mean",    "aten::amax",
                                                 "aten::amin",      "aten::max",     "aten::min",
                                                 "aten::logsumexp", "aten::softmax", "aten::log_softmax"};
@@ -36,7 +59,7 @@ bool channel_reduction(const task_graph& g, const graph_node& n, const std::stri
   const graph_value* d = g.value(n.inputs[1]);
   if (!d || !d->constant || d->numbers.size() != 1 || (d->type != "int" && d->type != "int[]")) return false;
   const int64_t dim = static_cast<int64_t>(d->numbers[0]);
-  if (dim != 1 && dim != -3) return false;
+  if (dim != 1 && dim != 1 - static_cast<int64_t>(rank)) return false;
   if ((kind == "aten::max" || kind == "aten::min" || kind == "aten::softmax" || kind == "aten::log_softmax") &&
       d->type != "int")
     return false;
@@ -65,9 +88,10 @@ bool input_view(const task_graph& g, const std::string& id) {
 }
 
 // The rewritten graph as it grows: the values made for it, and each original value's
-// [N, H, W, C] twin.
+// [N, H, W, C] twin ([N, D, H, W, C] for a rank of 5).
 struct nhwc_region {
   const task_graph& g;
+  size_t rank = 4;
   task_graph out;
   std::string prefix;
   int fresh = 0;
@@ -99,15 +123,15 @@ struct nhwc_region {
       }
       const graph_value* v = g.value(in);
       if (!v || !v->is_tensor()) continue;
-      if (v->shape.size() > 4) return false;
+      if (v->shape.size() > rank) return false;
       // One element (a 0-d tensor: 93_..._Min's torch.tensor(0.0)) reads the same in
       // either order.
       if (std::all_of(v->shape.begin(), v->shape.end(), [](int64_t d) { return d == 1; })) continue;
-      std::vector<int64_t> a(4 - v->shape.size(), 1);
+      std::vector<int64_t> a(rank - v->shape.size(), 1);
       a.insert(a.end(), v->shape.begin(), v->shape.end());
       // The permutation keeps the operand's memory only if its channels do not sit
       // before a spatial dim of more than one element.
-      if (a[1] != 1 && (a[2] != 1 || a[3] != 1)) return false;
+      if (a[1] != 1 && std::any_of(a.begin() + 2, a.end(), [](int64_t d) { return d != 1; })) return false;
       std::vector<int64_t> p = to_nhwc(a);
       while (p.size() > 1 && p.front() == 1) p.erase(p.begin());
       if (p == v->shape) continue;
@@ -143,7 +167,7 @@ struct nhwc_region {
         tw = copy;
       }
       out.nodes.insert(at + 1,
-                       graph_node{"aten::permute", {tw, constant_ints("int[]", {0, 3, 1, 2})}, {v}, kPermuteSchema});
+                       graph_node{"aten::permute", {tw, constant_ints("int[]", back_dims(rank))}, {v}, kPermuteSchema});
     }
   }
 };
@@ -154,10 +178,11 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
   const graph_node& conv = g.nodes[ci];
   const graph_value* x = g.value(conv.inputs[0]);
   const graph_value* y = conv.outputs.size() == 1 ? g.value(conv.outputs[0]) : nullptr;
-  if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape.size() != 4 || y->shape.size() != 4 ||
-      x->dtype != "float32" || y->dtype != "float32")
+  if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape.size() != y->shape.size() ||
+      !twin_kind(base_kind(conv.kind), x->shape.size()) || x->dtype != "float32" || y->dtype != "float32")
     return std::nullopt;
-  nhwc_region r{g, g, prefix};
+  const size_t rank = x->shape.size();
+  nhwc_region r{g, rank, g, prefix};
   r.out.nodes.clear();
   auto& twin = r.twin;
   auto& made_by = r.made_by;
@@ -165,7 +190,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
   for (size_t k = 0; k < ci; ++k) r.out.nodes.push_back(g.nodes[k]);
   {
     graph_node c = conv;
-    c.kind = base_kind(conv.kind) == "aten::conv2d" ? kConv2dNhwc : kConvTranspose2dNhwc;
+    c.kind = twin_kind(base_kind(conv.kind), rank);
     c.outputs = {r.tensor_value(to_nhwc(y->shape), y->dtype)};
     twin[y->id] = c.outputs[0];
     made_by[c.outputs[0]] = c.kind;
@@ -199,7 +224,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
     if (layout_free(kind)) {
       if (n.outputs.size() != 1) return std::nullopt;
       const graph_value* o = g.value(n.outputs[0]);
-      if (!o || !o->is_tensor() || o->shape.size() != 4) return std::nullopt;
+      if (!o || !o->is_tensor() || o->shape.size() != rank) return std::nullopt;
       if (!r.permute_operands(t)) return std::nullopt;
       t.outputs = {r.tensor_value(to_nhwc(o->shape), o->dtype)};
       twin[o->id] = t.outputs[0];
@@ -207,7 +232,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       r.out.nodes.push_back(t);
       continue;
     }
-    if (!channel_reduction(g, n, kind) || !twin.count(n.inputs[0])) return std::nullopt;
+    if (!channel_reduction(g, n, kind, rank) || !twin.count(n.inputs[0])) return std::nullopt;
     for (size_t q = 1; q < n.inputs.size(); ++q)
       if (twin.count(n.inputs[q])) return std::nullopt;
     // min/max over a dim also give the indices: the rewrite takes them unused only.
@@ -217,14 +242,14 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
         if (std::count(other.inputs.begin(), other.inputs.end(), n.outputs[q])) return std::nullopt;
     }
     t.inputs[0] = twin.at(n.inputs[0]);
-    t.inputs[1] = r.constant_ints(g.value(n.inputs[1])->type, {3});
+    t.inputs[1] = r.constant_ints(g.value(n.inputs[1])->type, {static_cast<double>(rank - 1)});
     const bool keep = keeps_dim(g, n, kind);
     for (size_t q = 0; q < n.outputs.size(); ++q) {
       const graph_value* o = g.value(n.outputs[q]);
       if (!o || !o->is_tensor()) return std::nullopt;
       // Without keepdim the result is the same in either order: the original itself.
       if (!keep) continue;
-      if (o->shape.size() != 4) return std::nullopt;
+      if (o->shape.size() != rank) return std::nullopt;
       t.outputs[q] = r.tensor_value(to_nhwc(o->shape), o->dtype);
       if (q == 0) {
         twin[o->id] = t.outputs[q];
@@ -249,8 +274,10 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
   for (;;) {
     auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const graph_node& n) {
       const std::string kind = base_kind(n.kind);
-      // A transposed convolution runs through its schema: the node must carry it.
-      return (kind == "aten::conv2d" || (kind == "aten::conv_transpose2d" && !n.schema.empty())) &&
+      // All but conv2d run through their schema: the node must carry it.
+      return (kind == "aten::conv2d" ||
+              ((kind == "aten::conv_transpose2d" || kind == "aten::conv3d" || kind == "aten::conv_transpose3d") &&
+               !n.schema.empty())) &&
              n.outputs.size() == 1 && !left.count(n.outputs[0]);
     });
     if (it == g.nodes.end()) break;

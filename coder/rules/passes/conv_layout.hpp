@@ -24,7 +24,9 @@
 // order of every sum are the same as in NCHW order: only where they sit in memory moves.
 //
 // What it promises:
-// - only an aten::conv2d or aten::conv_transpose2d of a 4-d float32 input whose
+// - only an aten::conv2d or aten::conv_transpose2d of a 4-d float32 input (or an
+//   aten::conv3d or aten::conv_transpose3d of a 5-d one: every [N, H, W, C] here is
+//   then [N, D, H, W, C], every permute back [0, 4, 1, 2, 3]) whose
 //   result is returned, or read, directly or through the values computed from it, by
 //   nothing but elementwise ops and reductions
 //   over the channel dim alone (sum, mean, amax, amin, max/min with unused indices,
@@ -52,6 +54,16 @@ inline constexpr const char* kConv2dNhwc = "ks::conv2d_nhwc";
 // (gpu/dispatch_runtime.hpp). Level 2's transposed convolutions lost most of their
 // time to cuDNN's conversions (91_ConvTranspose2d_Softmax_...: 1.0 of its 2.7 ms).
 inline constexpr const char* kConvTranspose2dNhwc = "ks::conv_transpose2d_nhwc";
+// And 3-d convolutions, transposed or not, on [N, C, D, H, W]: their twins are [N, D, H,
+// W, C] (cuDNN's channels_last_3d), run the same way.
+inline constexpr const char* kConv3dNdhwc = "ks::conv3d_ndhwc";
+inline constexpr const char* kConvTranspose3dNdhwc = "ks::conv_transpose3d_ndhwc";
+
+// Whether a node of this kind runs through its ATen schema with attrs.run_layout
+// channels_last (fallback.cpp): the twins of all but conv2d.
+inline bool runs_channels_last(const std::string& kind) {
+  return kind == kConvTranspose2dNhwc || kind == kConv3dNdhwc || kind == kConvTranspose3dNdhwc;
+}
 
 task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::string>& rewrites);
 

@@ -147,43 +147,68 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
 
 namespace {
 
-// A transposed convolution's result [N, C, H, W] (or its channels-last twin [N, H, W,
-// C]) as PyTorch sizes it, at every size: C is the weight's dim 1 times the groups, H
-// (H_in - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1. None
-// where the node is not one or the formula misses the traced sizes (matching by value
-// below then puts the channels on any input dim of the same size and leaves H and W
-// numbers: plans for one size only).
-std::optional<std::vector<std::string>> conv_transpose_sizes(const lowering_context& cx, const graph_node& n) {
+// A convolution's result that runs as a fallback — conv3d, conv_transpose2d and 3d, or
+// the channels-last twin of one (conv_layout.hpp: [N, H, W, C], [N, D, H, W, C]) — as
+// PyTorch sizes it, at every size: C is the weight's dim 0 (transposed: dim 1 times the
+// groups); a spatial dim (H + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1
+// (transposed: (H - 1) * stride - 2 * padding + dilation * (kernel - 1) +
+// output_padding + 1). None where the node is not one or the formula misses the traced
+// sizes (matching by value below then puts the channels on any input dim of the same
+// size and leaves the spatial dims numbers: plans for one size only).
+std::optional<std::vector<std::string>> conv_sizes(const lowering_context& cx, const graph_node& n) {
   const std::string kind = base_kind(n.kind);
-  if ((kind != "aten::conv_transpose2d" && kind != "ks::conv_transpose2d_nhwc") || n.inputs.size() != 8 ||
-      n.outputs.size() != 1 || !cx.shapes.count(n.inputs[0]) || !cx.shapes.count(n.inputs[1]))
+  const bool transposed = kind == "aten::conv_transpose2d" || kind == "ks::conv_transpose2d_nhwc" ||
+                          kind == "aten::conv_transpose3d" || kind == "ks::conv_transpose3d_ndhwc";
+  const bool twin = kind.rfind("ks::", 0) == 0;
+  if (!transposed && kind != "aten::conv3d" && kind != "ks::conv3d_ndhwc") return std::nullopt;
+  if (n.inputs.size() != (transposed ? 8u : 7u) || n.outputs.size() != 1 || !cx.shapes.count(n.inputs[0]) ||
+      !cx.shapes.count(n.inputs[1]))
     return std::nullopt;
   const shaped &x = cx.shapes.at(n.inputs[0]), &w = cx.shapes.at(n.inputs[1]);
   const std::vector<int64_t>& out = cx.val(n.outputs[0]).shape;
-  if (x.shape.size() != 4 || w.shape.size() != 4 || out.size() != 4) return std::nullopt;
-  auto pair = [&](size_t i, int k) -> std::optional<int64_t> {
+  const size_t r = x.shape.size(), spatial = r - 2;
+  if ((r != 4 && r != 5) || w.shape.size() != r || out.size() != r) return std::nullopt;
+  auto item = [&](size_t i, size_t k) -> std::optional<int64_t> {
     const graph_value& v = cx.val(n.inputs[i]);
-    if (!v.constant || v.numbers.empty() || v.numbers.size() > 2) return std::nullopt;
+    if (!v.constant || (v.numbers.size() != 1 && v.numbers.size() != spatial)) return std::nullopt;
     return static_cast<int64_t>(v.numbers.size() == 1 ? v.numbers[0] : v.numbers[k]);
   };
-  const auto groups = pair(6, 0);
+  // conv3d(x, w, b, stride, padding, dilation, groups); conv_transpose(x, w, b, stride,
+  // padding, output_padding, groups, dilation).
+  const auto groups = item(6, 0);
   if (!groups) return std::nullopt;
-  std::vector<std::string> sym = {x.sym[0],
-                                  *groups == 1 ? w.sym[1] : paren(w.sym[1]) + " * " + std::to_string(*groups)};
-  std::vector<int64_t> sizes = {x.shape[0], w.shape[1] * *groups};
-  for (int k = 0; k < 2; ++k) {
-    const auto st = pair(3, k), pd = pair(4, k), op = pair(5, k), dl = pair(7, k);
-    if (!st || !pd || !op || !dl) return std::nullopt;
-    const int64_t add = -2 * *pd + *op + 1;
-    std::string e = "(" + paren(x.sym[2 + k]) + " - 1) * " + std::to_string(*st) + " + " +
-                    (*dl == 1 ? std::string() : std::to_string(*dl) + " * ") + paren(w.sym[2 + k]) + " - 1";
-    if (add != 0) e += (add > 0 ? " + " : " - ") + std::to_string(add > 0 ? add : -add);
-    sym.push_back(e);
-    sizes.push_back((x.shape[2 + k] - 1) * *st + *dl * (w.shape[2 + k] - 1) + add);
+  std::vector<std::string> sym = {x.sym[0]};
+  std::vector<int64_t> sizes = {x.shape[0]};
+  if (transposed) {
+    sym.push_back(*groups == 1 ? w.sym[1] : paren(w.sym[1]) + " * " + std::to_string(*groups));
+    sizes.push_back(w.shape[1] * *groups);
+  } else {
+    sym.push_back(w.sym[0]);
+    sizes.push_back(w.shape[0]);
   }
-  if (kind == "ks::conv_transpose2d_nhwc") {
-    sym = {sym[0], sym[2], sym[3], sym[1]};
-    sizes = {sizes[0], sizes[2], sizes[3], sizes[1]};
+  auto plus = [](std::string e, int64_t add) {
+    return add == 0 ? e : e + (add > 0 ? " + " : " - ") + std::to_string(add > 0 ? add : -add);
+  };
+  for (size_t k = 0; k < spatial; ++k) {
+    const auto st = item(3, k), pd = item(4, k), op = transposed ? item(5, k) : std::optional<int64_t>(0),
+               dl = item(transposed ? 7 : 5, k);
+    if (!st || !pd || !op || !dl || *st < 1) return std::nullopt;
+    const std::string dk = (*dl == 1 ? std::string() : std::to_string(*dl) + " * ") + paren(w.sym[2 + k]);
+    if (transposed) {
+      const int64_t add = -2 * *pd + *op + 1;
+      sym.push_back(plus("(" + paren(x.sym[2 + k]) + " - 1) * " + std::to_string(*st) + " + " + dk + " - 1", add));
+      sizes.push_back((x.shape[2 + k] - 1) * *st + *dl * (w.shape[2 + k] - 1) + add);
+    } else {
+      sym.push_back("(" + plus(paren(x.sym[2 + k]) + " - " + dk, 2 * *pd + *dl - 1) + ") / " + std::to_string(*st) +
+                    " + 1");
+      sizes.push_back((x.shape[2 + k] + 2 * *pd - *dl * (w.shape[2 + k] - 1) - 1) / *st + 1);
+    }
+  }
+  if (twin) {
+    sym.push_back(sym[1]);
+    sym.erase(sym.begin() + 1);
+    sizes.push_back(sizes[1]);
+    sizes.erase(sizes.begin() + 1);
   }
   if (sizes != out) return std::nullopt;
   return sym;
@@ -198,8 +223,11 @@ std::optional<std::vector<std::string>> conv_transpose_sizes(const lowering_cont
 // reviewer checks against what the op returned.
 status fallback_shapes(lowering_context& cx, const graph_node& n, const std::string& why) {
   const std::string cannot = n.kind + " (value " + (n.outputs.empty() ? std::string("?") : n.outputs[0]) + "): " + why;
-  // ks::conv_transpose2d_nhwc (conv_layout.hpp) keeps aten::conv_transpose2d's schema.
-  if (n.schema.empty() || (n.kind.rfind("aten::", 0) != 0 && base_kind(n.kind) != "ks::conv_transpose2d_nhwc"))
+  // A convolution's channels-last twin (conv_layout.hpp: ks::conv_transpose2d_nhwc, ...)
+  // keeps the convolution's ATen schema.
+  const bool twin = base_kind(n.kind) == "ks::conv_transpose2d_nhwc" || base_kind(n.kind) == "ks::conv3d_ndhwc" ||
+                    base_kind(n.kind) == "ks::conv_transpose3d_ndhwc";
+  if (n.schema.empty() || (n.kind.rfind("aten::", 0) != 0 && !twin))
     return error{cannot + "; and it has no ATen schema, so it cannot run as a library step either"};
   auto sch = parse_op_schema(n.schema);
   if (!sch) return error{cannot + "; " + sch.message()};
@@ -239,7 +267,7 @@ status fallback_shapes(lowering_context& cx, const graph_node& n, const std::str
       continue;
     }
     shaped s{ov.shape, {}};
-    if (auto sized = conv_transpose_sizes(cx, n)) {
+    if (auto sized = conv_sizes(cx, n)) {
       s.sym = *sized;
       cx.shapes[o] = s;
       continue;

@@ -171,7 +171,8 @@ bool reshape_view(lowering_context& cx, const graph_node& n) {
 }
 
 // permute(v, [0, 3, 1, 2]) of a value of [N, H, W, C] (conv_layout.cpp writes it for
-// what the graph returns): when the moved dim has size 1, the same memory, which the
+// what the graph returns; [0, 4, 1, 2, 3] of [N, D, H, W, C] the same way): when the
+// moved dim has size 1, the same memory, which the
 // value's kernel stores into the result's tensor; else, when the elementwise chain
 // just planned computes v at its own shape, that chain's kernel stores it so (a
 // transposed tile). Otherwise the permute is an ATen step (a fallback).
@@ -181,13 +182,19 @@ bool permute_store(lowering_context& cx, const graph_node& n) {
     return false;
   const graph_value& dims = cx.val(n.inputs[1]);
   auto in = cx.shapes.find(n.inputs[0]);
-  if (!dims.constant || dims.numbers != std::vector<double>{0, 3, 1, 2} || in == cx.shapes.end() ||
-      in->second.shape.size() != 4 || cx.input_name.count(n.inputs[0]))
-    return false;
+  if (in == cx.shapes.end() || cx.input_name.count(n.inputs[0])) return false;
   const shaped& s = in->second;
-  shaped out{{s.shape[0], s.shape[3], s.shape[1], s.shape[2]}, {s.sym[0], s.sym[3], s.sym[1], s.sym[2]}};
+  const size_t r = s.shape.size();
+  if (!dims.constant || (r != 4 && r != 5) ||
+      dims.numbers != (r == 4 ? std::vector<double>{0, 3, 1, 2} : std::vector<double>{0, 4, 1, 2, 3}))
+    return false;
+  shaped out{{s.shape[0], s.shape[r - 1]}, {s.sym[0], s.sym[r - 1]}};
+  for (size_t k = 1; k + 1 < r; ++k) {
+    out.shape.push_back(s.shape[k]);
+    out.sym.push_back(s.sym[k]);
+  }
   if (out.shape != cx.val(n.outputs[0]).shape) return false;
-  if (s.sym[3] == "1") {
+  if (s.sym[r - 1] == "1") {
     cx.shapes[n.outputs[0]] = out;
     cx.same_memory[n.outputs[0]] = n.inputs[0];
     return true;

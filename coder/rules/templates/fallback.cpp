@@ -53,9 +53,9 @@ status emit_fallback(lowering_context& cx, size_t si) {
   step.kind = "library";
   step.name = sch->qualified();
   step.attrs["schema"] = n.schema;
-  // A transposed convolution the layout pass moved to channels-last: its 4-d operands
-  // passed so, its result handed on as [N, H, W, C] (gpu/dispatch_runtime.hpp).
-  if (base_kind(n.kind) == kConvTranspose2dNhwc) step.attrs["run_layout"] = "channels_last";
+  // A convolution the layout pass moved to channels-last: its operands passed so, its
+  // result handed on as [N, H, W, C] or [N, D, H, W, C] (gpu/dispatch_runtime.hpp).
+  if (runs_channels_last(base_kind(n.kind))) step.attrs["run_layout"] = "channels_last";
   auto tensor = [&](const std::string& id) -> result<std::string> {
     auto it = cx.tensor_of.find(id);
     if (it == cx.tensor_of.end()) return error{where + "its operand " + id + " is not a tensor of the plan"};

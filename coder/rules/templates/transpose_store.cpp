@@ -19,7 +19,10 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
   const stage& st = cx.stages[si];
   const elementwise_stage& chain = st.as_kind<elementwise_stage>();
   const shaped& it = chain.iter;
-  if (it.shape.size() != 4) return error{"transposed store: the chain is not over [N, H, W, C]"};
+  const size_t r = it.shape.size();
+  if (r != 4 && r != 5) return error{"transposed store: the chain is not over [N, H, W, C] or [N, D, H, W, C]"};
+  // The positions: H * W (D * H * W); the channels: the last dim.
+  const std::string positions = product(std::vector<std::string>(it.sym.begin() + 1, it.sym.end() - 1));
   kernel_params kp;
   std::vector<std::pair<std::string, std::string>> plain;  // value -> tensor, stored at i
   for (auto* n : st.nodes) {
@@ -30,12 +33,12 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
     plain.push_back({n->outputs[0], t->second});
   }
   const std::string NB = kp.int64(it.sym[0]);
-  const std::string P = kp.int64(product({it.sym[1], it.sym[2]}));
-  const std::string Q = kp.int64(it.sym[3]);
+  const std::string P = kp.int64(positions);
+  const std::string Q = kp.int64(it.sym[r - 1]);
   std::string body;
   std::map<std::string, std::string> var;
   // Rows x channels: a broadcast operand is read by `row` (n, h, w) or `c` (channel).
-  if (auto s = chain_code(cx, st, "i", kp, body, var, "", chain_reads{"none", 3}); !s) return s;
+  if (auto s = chain_code(cx, st, "i", kp, body, var, "", chain_reads{"none", r - 1}); !s) return s;
   std::vector<std::string> plain_out, perm_out;
   for (auto& [v, t] : plain) plain_out.push_back(kp.tensor_out(t));
   for (auto& [v, p] : chain.permuted) {
@@ -50,8 +53,9 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
   const std::string T = std::to_string(kTile), R = std::to_string(threads / kTile);
   code_writer w(cx.src);
   w.line("");
-  w.line("// Fused elementwise chain:" + what + ", over [N, H, W, C] in tiles of " + T + " positions x " + T +
-         " channels; stores its permute to [N, C, H, W] through a tile transposed in shared memory.");
+  w.line("// Fused elementwise chain:" + what + ", over " + (r == 4 ? "[N, H, W, C]" : "[N, D, H, W, C]") +
+         " in tiles of " + T + " positions x " + T + " channels; stores its permute to " +
+         (r == 4 ? "[N, C, H, W]" : "[N, C, D, H, W]") + " through a tile transposed in shared memory.");
   w.line("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads) + ")");
   {
     auto kernel = w.block(name + "(" + join(kp.decls, ", ") + ")");
@@ -93,8 +97,8 @@ status emit_transpose_store(lowering_context& cx, size_t si) {
   }
   const std::string t = std::to_string(kTile);
   cx.add_kernel_step(name,
-                     {"max(1, ceil_div(" + paren(product({it.sym[1], it.sym[2]})) + ", " + t + "))",
-                      "max(1, min(ceil_div(" + paren(it.sym[3]) + ", " + t + "), 65535))",
+                     {"max(1, ceil_div(" + paren(positions) + ", " + t + "))",
+                      "max(1, min(ceil_div(" + paren(it.sym[r - 1]) + ", " + t + "), 65535))",
                       "max(1, min(" + paren(it.sym[0]) + ", 65535))"},
                      {std::to_string(threads), "1", "1"}, kp.args);
   for (auto& [v, tn] : plain) cx.written.insert(v);

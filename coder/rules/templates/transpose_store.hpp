@@ -1,6 +1,7 @@
 #pragma once
 // An elementwise chain over [N, H, W, C] that stores values the plan needs as their
-// permute [0, 3, 1, 2], [N, C, H, W] (a channels-last convolution's epilogue whose
+// permute [0, 3, 1, 2], [N, C, H, W] (or over [N, D, H, W, C] as [N, C, D, H, W], the
+// positions then D * H * W) (a channels-last convolution's epilogue whose
 // result the graph returns: conv_layout.hpp). Each block computes a tile of 32
 // positions (H * W) x 32 channels of one batch: the chain reads its operands along
 // the channels (coalesced, as [N, H, W, C] lies), the value goes through shared
