@@ -1877,6 +1877,8 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
       {"nhwc_t_device_operand",
        "    y = " + conv + " + 0.5\n    return torch.gelu(y + torch.ones([1], device=y.device)) * 2.0\n", true},
       {"nhwc_t_alone", "    return " + conv + "\n", true},
+      {"nhwc_t_dilated",
+       "    return torch.relu(torch.conv_transpose2d(x, weight, bias, [2, 3], [1, 2], [1, 0], 1, [2, 3]))\n", true},
       {"nhwc_t_height_sum", "    return torch.sum(" + conv + ", [2], True) * 0.5\n", false},
   };
   const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 4, 8, 8}, {4, 8, 3, 3}, {8}, {8, 1, 1}},
@@ -1924,6 +1926,11 @@ TEST_CASE("emulated: channels-last 3-d convolutions read as NDHWC match the refe
   const variant variants[] = {
       {"ndhwc_relu_bias", "    return torch.relu(" + conv + " + bias2)\n", false, true, "transposed_store"},
       {"ndhwc_alone", "    return " + conv + "\n", false, true, "transposed_store"},
+      {"ndhwc_dilated_strided", "    return torch.conv3d(x, weight, bias, [2, 1, 2], [2, 1, 2], [2, 1, 2], 1) * 0.5\n",
+       false, true, "transposed_store"},
+      {"ndhwc_t_dilated",
+       "    return torch.conv_transpose3d(x, weight, bias, [1, 2, 3], [1, 0, 1], [0, 1, 2], 1, [2, 1, 3])\n", true,
+       true, "transposed_store"},
       {"ndhwc_depth_mean", "    return torch.mean(" + conv + ", [2], True) * 2.0\n", false, false, ""},
       {"ndhwc_t_lse_hardswish", "    return torch.hardswish(torch.logsumexp(" + convt + ", [1], True) - 0.5)\n", true,
        true, "row_reduce"},

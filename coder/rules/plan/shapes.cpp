@@ -196,7 +196,8 @@ std::optional<std::vector<std::string>> conv_sizes(const lowering_context& cx, c
     const std::string dk = (*dl == 1 ? std::string() : std::to_string(*dl) + " * ") + paren(w.sym[2 + k]);
     if (transposed) {
       const int64_t add = -2 * *pd + *op + 1;
-      sym.push_back(plus("(" + paren(x.sym[2 + k]) + " - 1) * " + std::to_string(*st) + " + " + dk + " - 1", add));
+      // dilation * (kernel - 1) as dilation * kernel - dilation.
+      sym.push_back(plus("(" + paren(x.sym[2 + k]) + " - 1) * " + std::to_string(*st) + " + " + dk, add - *dl));
       sizes.push_back((x.shape[2 + k] - 1) * *st + *dl * (w.shape[2 + k] - 1) + add);
     } else {
       sym.push_back("(" + plus(paren(x.sym[2 + k]) + " - " + dk, 2 * *pd + *dl - 1) + ") / " + std::to_string(*st) +
