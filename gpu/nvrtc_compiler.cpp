@@ -4,6 +4,7 @@
 #include <nvrtc.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,6 +136,7 @@ result<compile_result> compile_isolated(const std::string& source, const std::ve
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return ks::error{"cannot create a pipe for the compiler"};
   auto t0 = std::chrono::steady_clock::now();
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
@@ -143,6 +145,13 @@ result<compile_result> compile_isolated(const std::string& source, const std::ve
   }
   if (pid == 0) {
     close(fds[0]);
+    // Dies with its parent: a compile forked beside this one holds a copy of this
+    // pipe's read end (fork ignores O_CLOEXEC), so with the parent gone a write here
+    // would block for ever. And holds no other process's pipe.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(4);
+    if (fds[1] > 3) close_range(3, static_cast<unsigned>(fds[1]) - 1, 0);
+    close_range(static_cast<unsigned>(fds[1]) + 1, ~0U, 0);
     auto r = compile_here(source, options);
     std::string blob = r ? encode(*r) : std::string("E") + r.message();
     const char* p = blob.data();

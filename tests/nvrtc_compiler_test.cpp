@@ -5,6 +5,12 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <unistd.h>
 #include <filesystem>
@@ -316,4 +322,87 @@ TEST_CASE("kernels compiled by several threads are the serial compile's", "[nvrt
   CHECK(texts == 12);
   // The note names the options: it differs exactly when the threads were used.
   if (!note_differs) WARN("this NVRTC (" << nvrtc_compiler::nvrtc_version() << ") compiled serially both times");
+}
+
+namespace {
+
+// The state letter of /proc/PID/stat ('Z' a zombie); 0 where the process is gone.
+char process_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  const size_t close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? 0 : line[close + 2];
+}
+
+// The processes whose parent is `parent`.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Two compiles forked at once each held the other's pipe (fork ignores O_CLOEXEC): with
+// the process that asked for them killed (daemon_test SIGKILLs its daemon), each child
+// blocked for ever writing its PTX to a pipe its sibling still held. A compile's child
+// now dies with its parent.
+TEST_CASE("compile children die with the process that asked for them", "[nvrtc]") {
+  // Unrolled into PTX of some hundred KB, past a pipe's 64 KB: a write that would block.
+  const std::string big =
+      "extern \"C\" __global__ void big(float* x) {\n"
+      "  float a = x[threadIdx.x];\n"
+      "#pragma unroll\n"
+      "  for (int i = 0; i < 3000; ++i) a = a * 1.0001f + __sinf(a + i);\n"
+      "  x[threadIdx.x] = a;\n"
+      "}\n";
+  const pid_t asker = fork();
+  REQUIRE(asker >= 0);
+  if (asker == 0) {
+    auto compile = [&](const std::string& source) {
+      nvrtc_options o;
+      o.isolate = true;
+      o.timeout_s = 600;
+      (void)nvrtc_compiler(o).compile(source);
+    };
+    // At once, so that each pipe is made before the others fork (each child then holds
+    // the others' pipes).
+    std::vector<std::thread> all;
+    for (int k = 0; k < 6; ++k) all.emplace_back(compile, big + "// " + std::to_string(k) + "\n");
+    for (auto& t : all) t.join();
+    _exit(0);
+  }
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 500 && kids.size() < 6; ++k) {
+    kids = children_of(asker);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(kids.size() == 6);
+  ::kill(asker, SIGKILL);
+  int ws = 0;
+  ::waitpid(asker, &ws, 0);
+  for (pid_t kid : kids) {
+    INFO("compile child " << kid);
+    char state = 'R';
+    for (int k = 0; k < 1000 && state != 0 && state != 'Z'; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      state = process_state(kid);
+    }
+    CHECK((state == 0 || state == 'Z'));
+    if (state != 0 && state != 'Z') ::kill(kid, SIGKILL);
+  }
 }
