@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <tuple>
 
@@ -1682,6 +1683,31 @@ const plan_step* library_step(const candidate& c, const std::string& op) {
   return nullptr;
 }
 
+// A [conv_layout] case: `t`'s two seeds, the first with its `op` step channels-last
+// exactly when `nhwc` (the step's attribute `attr` -- result_layout for conv2d's
+// template, run_layout for the ops run through their schema -- and the recipe's
+// conv_layout; a stage `stage` where one is named), the second NCHW (no step has
+// `attr`); `more` checks what one case alone has; both seeds match the reference.
+void check_conv_layout_seeds(const task_spec& t, const std::string& op, const std::string& attr, bool nhwc,
+                             const char* stage,
+                             const std::function<void(const candidate&, const plan_step&)>& more = {}) {
+  auto cands = the_coder().seeds(t, 2);
+  if (!cands) FAIL(cands.message());
+  REQUIRE(cands->size() == 2);
+  const candidate& first = (*cands)[0];
+  const plan_step* lib = library_step(first, op);
+  REQUIRE(lib);
+  CHECK(lib->attrs.count(attr) == (nhwc ? 1u : 0u));
+  CHECK(first.recipe.count("conv_layout") == (nhwc ? 1u : 0u));
+  if (nhwc) {
+    if (attr == "run_layout") CHECK(lib->attrs.at(attr) == "channels_last");
+    if (*stage) CHECK(first.recipe.at("stages").find(stage) != std::string::npos);
+    if (more) more(first, *lib);
+  }
+  for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count(attr) == 0);
+  check_candidates(t, *cands);
+}
+
 // The convolution the [conv_bias] and [conv_layout] variants build on: the suite's
 // conv2d_relu_bias task's own (x, weight, bias), 3x3, padding 1.
 const std::string kBiasedConv = "torch.conv2d(x, weight, bias, [1, 1], [1, 1], [1, 1], 1)";
@@ -1838,22 +1864,11 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
       t.name = v.name;
       t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
       t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
-      auto cands = the_coder().seeds(t, 2);
-      if (!cands) FAIL(cands.message());
-      REQUIRE(cands->size() == 2);
-      const candidate& first = (*cands)[0];
-      const plan_step* lib = library_step(first, "aten::conv2d");
-      REQUIRE(lib);
-      CHECK(lib->attrs.count("result_layout") == (v.nhwc ? 1u : 0u));
-      CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
-      if (v.nhwc) {
-        CHECK(lib->attrs.at("memory_format") == "channels_last");
-        CHECK(first.origin.find("channels-last") != std::string::npos);
-        if (*v.stage) CHECK(first.recipe.at("stages").find(v.stage) != std::string::npos);
-      }
-      // The second seed keeps NCHW.
-      for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count("result_layout") == 0);
-      check_candidates(t, *cands);
+      check_conv_layout_seeds(t, "aten::conv2d", "result_layout", v.nhwc, v.stage,
+                              [](const candidate& first, const plan_step& lib) {
+                                CHECK(lib.attrs.at("memory_format") == "channels_last");
+                                CHECK(first.origin.find("channels-last") != std::string::npos);
+                              });
     }
 }
 
@@ -1890,20 +1905,7 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
       t.name = v.name;
       t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
       t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
-      auto cands = the_coder().seeds(t, 2);
-      if (!cands) FAIL(cands.message());
-      REQUIRE(cands->size() == 2);
-      const candidate& first = (*cands)[0];
-      const plan_step* lib = library_step(first, "aten::conv_transpose2d");
-      REQUIRE(lib);
-      CHECK(lib->attrs.count("run_layout") == (v.nhwc ? 1u : 0u));
-      CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
-      if (v.nhwc) {
-        CHECK(lib->attrs.at("run_layout") == "channels_last");
-        CHECK(first.recipe.at("stages").find("transposed_store") != std::string::npos);
-      }
-      for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count("run_layout") == 0);
-      check_candidates(t, *cands);
+      check_conv_layout_seeds(t, "aten::conv_transpose2d", "run_layout", v.nhwc, "transposed_store");
     }
 }
 
@@ -1952,17 +1954,8 @@ TEST_CASE("emulated: channels-last 3-d convolutions read as NDHWC match the refe
       // Declared at the CPU size: the suite's task is 2-d.
       for (auto* list : {&t.inputs, &t.parameters})
         for (auto& e : *list) e.shape = t.sizes["cpu"].at(e.name);
-      auto cands = the_coder().seeds(t, 2);
-      if (!cands) FAIL(cands.message());
-      REQUIRE(cands->size() == 2);
-      const candidate& first = (*cands)[0];
-      const plan_step* lib = library_step(first, v.transposed ? "aten::conv_transpose3d" : "aten::conv3d");
-      REQUIRE(lib);
-      CHECK(lib->attrs.count("run_layout") == (v.nhwc ? 1u : 0u));
-      CHECK(first.recipe.count("conv_layout") == (v.nhwc ? 1u : 0u));
-      if (v.nhwc && *v.stage) CHECK(first.recipe.at("stages").find(v.stage) != std::string::npos);
-      for (const plan_step& s : (*cands)[1].plan.steps) CHECK(s.attrs.count("run_layout") == 0);
-      check_candidates(t, *cands);
+      check_conv_layout_seeds(t, v.transposed ? "aten::conv_transpose3d" : "aten::conv3d", "run_layout", v.nhwc,
+                              v.stage);
     }
 }
 

@@ -46,25 +46,8 @@
 
 namespace ks::rules {
 
-// The node kind of a convolution whose result is [N, H, W, C] (library.cpp writes it as
-// aten::conv2d with memory_format channels_last and result_layout nhwc).
-inline constexpr const char* kConv2dNhwc = "ks::conv2d_nhwc";
-// The same for aten::conv_transpose2d, which no template takes: fallback.cpp runs it
-// through its ATen schema (the node keeps it) with attrs.run_layout channels_last
-// (gpu/dispatch_runtime.hpp). Level 2's transposed convolutions lost most of their
-// time to cuDNN's conversions (91_ConvTranspose2d_Softmax_...: 1.0 of its 2.7 ms).
-inline constexpr const char* kConvTranspose2dNhwc = "ks::conv_transpose2d_nhwc";
-// And 3-d convolutions, transposed or not, on [N, C, D, H, W]: their twins are [N, D, H,
-// W, C] (cuDNN's channels_last_3d), run the same way.
-inline constexpr const char* kConv3dNdhwc = "ks::conv3d_ndhwc";
-inline constexpr const char* kConvTranspose3dNdhwc = "ks::conv_transpose3d_ndhwc";
-
-// Whether a node of this kind runs through its ATen schema with attrs.run_layout
-// channels_last (fallback.cpp): the twins of all but conv2d.
-inline bool runs_channels_last(const std::string& kind) {
-  return kind == kConvTranspose2dNhwc || kind == kConv3dNdhwc || kind == kConvTranspose3dNdhwc;
-}
-
+// The twins' kinds (ks::conv2d_nhwc, ...) and which of them run through their ATen
+// schema are the plan layer's: coder/rules/plan/op_table.hpp.
 task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::string>& rewrites);
 
 }  // namespace ks::rules

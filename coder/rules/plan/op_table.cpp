@@ -187,4 +187,14 @@ std::vector<std::string> ops_of(op_class c) {
   return out;
 }
 
+std::string_view convolution_of_twin(std::string_view kind) {
+  if (kind == kConv2dNhwc) return "aten::conv2d";
+  if (kind == kConvTranspose2dNhwc) return "aten::conv_transpose2d";
+  if (kind == kConv3dNdhwc) return "aten::conv3d";
+  if (kind == kConvTranspose3dNdhwc) return "aten::conv_transpose3d";
+  return {};
+}
+
+bool runs_channels_last(std::string_view kind) { return !convolution_of_twin(kind).empty() && kind != kConv2dNhwc; }
+
 }  // namespace ks::rules

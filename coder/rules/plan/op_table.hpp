@@ -59,4 +59,22 @@ bool op_is(std::string_view kind, op_class c);
 // The names of class `c`, in the table's order.
 std::vector<std::string> ops_of(op_class c);
 
+// A convolution's channels-last twin (passes/conv_layout.hpp rewrites to it): the ATen
+// op's arguments, its result [N, H, W, C] ([N, D, H, W, C] in 3-d). conv2d's twin is the
+// library template's (library.cpp writes it as aten::conv2d with memory_format
+// channels_last and result_layout nhwc); no template takes the others, and fallback.cpp
+// runs them through their ATen schema with attrs.run_layout channels_last
+// (gpu/dispatch_runtime.hpp). Level 2's transposed convolutions lost most of their time
+// to cuDNN's conversions (91_ConvTranspose2d_Softmax_...: 1.0 of its 2.7 ms).
+inline constexpr const char* kConv2dNhwc = "ks::conv2d_nhwc";
+inline constexpr const char* kConvTranspose2dNhwc = "ks::conv_transpose2d_nhwc";
+inline constexpr const char* kConv3dNdhwc = "ks::conv3d_ndhwc";
+inline constexpr const char* kConvTranspose3dNdhwc = "ks::conv_transpose3d_ndhwc";
+// The ATen convolution whose twin `kind` is (aten::conv2d for ks::conv2d_nhwc); empty
+// where `kind` is no twin.
+std::string_view convolution_of_twin(std::string_view kind);
+// Whether a node of this kind runs through its ATen schema with attrs.run_layout
+// channels_last: the twins of all but conv2d.
+bool runs_channels_last(std::string_view kind);
+
 }  // namespace ks::rules

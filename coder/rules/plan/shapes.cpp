@@ -98,7 +98,7 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
   if (rule == shape_rule::library) {
     shaped s{ov.shape, {}};
     auto sh = [&](int i) -> const shaped& { return cx.shapes.at(n.inputs[i]); };
-    if (kind == "aten::conv2d" || kind == "ks::conv2d_nhwc") {
+    if (kind == "aten::conv2d" || kind == kConv2dNhwc) {
       const shaped &x = sh(0), &w = sh(1);
       auto ints = [&](int i) { return cx.val(n.inputs[i]).numbers; };
       auto st = ints(3), pd = ints(4), dl = ints(5);
@@ -114,7 +114,7 @@ status shape_of_node(lowering_context& cx, const graph_node& n, const std::strin
       }
       if (r == 3) s.sym.erase(s.sym.begin());
       // [N, C, H, W] -> [N, H, W, C]: the channels-last result (conv_layout.hpp).
-      if (kind == "ks::conv2d_nhwc") s.sym = {s.sym[0], s.sym[2], s.sym[3], s.sym[1]};
+      if (kind == kConv2dNhwc) s.sym = {s.sym[0], s.sym[2], s.sym[3], s.sym[1]};
     } else if (kind == "aten::linear") {
       const shaped &x = sh(0), &w = sh(1);
       s.sym.assign(x.sym.begin(), x.sym.end() - 1);
@@ -157,10 +157,10 @@ namespace {
 // size and leaves the spatial dims numbers: plans for one size only).
 std::optional<std::vector<std::string>> conv_sizes(const lowering_context& cx, const graph_node& n) {
   const std::string kind = base_kind(n.kind);
-  const bool transposed = kind == "aten::conv_transpose2d" || kind == "ks::conv_transpose2d_nhwc" ||
-                          kind == "aten::conv_transpose3d" || kind == "ks::conv_transpose3d_ndhwc";
-  const bool twin = kind.rfind("ks::", 0) == 0;
-  if (!transposed && kind != "aten::conv3d" && kind != "ks::conv3d_ndhwc") return std::nullopt;
+  const bool twin = !convolution_of_twin(kind).empty();
+  const std::string_view conv = twin ? convolution_of_twin(kind) : std::string_view(kind);
+  const bool transposed = conv == "aten::conv_transpose2d" || conv == "aten::conv_transpose3d";
+  if (!transposed && conv != "aten::conv3d") return std::nullopt;
   if (n.inputs.size() != (transposed ? 8u : 7u) || n.outputs.size() != 1 || !cx.shapes.count(n.inputs[0]) ||
       !cx.shapes.count(n.inputs[1]))
     return std::nullopt;
@@ -224,10 +224,8 @@ std::optional<std::vector<std::string>> conv_sizes(const lowering_context& cx, c
 // reviewer checks against what the op returned.
 status fallback_shapes(lowering_context& cx, const graph_node& n, const std::string& why) {
   const std::string cannot = n.kind + " (value " + (n.outputs.empty() ? std::string("?") : n.outputs[0]) + "): " + why;
-  // A convolution's channels-last twin (conv_layout.hpp: ks::conv_transpose2d_nhwc, ...)
-  // keeps the convolution's ATen schema.
-  const bool twin = base_kind(n.kind) == "ks::conv_transpose2d_nhwc" || base_kind(n.kind) == "ks::conv3d_ndhwc" ||
-                    base_kind(n.kind) == "ks::conv_transpose3d_ndhwc";
+  // A convolution's channels-last twin (op_table.hpp) keeps the convolution's ATen schema.
+  const bool twin = runs_channels_last(base_kind(n.kind));
   if (n.schema.empty() || (n.kind.rfind("aten::", 0) != 0 && !twin))
     return error{cannot + "; and it has no ATen schema, so it cannot run as a library step either"};
   auto sch = parse_op_schema(n.schema);

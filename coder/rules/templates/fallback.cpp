@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "coder/rules/passes/conv_layout.hpp"
+#include "coder/rules/plan/op_table.hpp"
 #include "coder/rules/text/kernel_text.hpp"
 
 namespace ks::rules {

@@ -1,6 +1,6 @@
 #include "coder/rules/templates/library.hpp"
 
-#include "coder/rules/passes/conv_layout.hpp"
+#include "coder/rules/plan/op_table.hpp"
 #include "coder/rules/templates/split_tf32.hpp"
 #include "coder/rules/text/kernel_text.hpp"
 
