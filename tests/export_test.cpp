@@ -786,6 +786,15 @@ y = m.ModelNew(size="cpu")(x)
 assert torch.equal(y, torch.relu(x)), "plain result"
 assert calls == [False], calls
 assert not m._GRAPHS, m._GRAPHS
+# The graphs' key for the parameters: their addresses, dtypes and shapes, read anew
+# where the addresses are not the last call's.
+a, b = torch.zeros(3), torch.zeros(2, 2)
+want = ((a.data_ptr(), torch.float32, (3,)), (b.data_ptr(), torch.float32, (2, 2)))
+assert m._parameters_key([a, b]) == want, m._parameters_key([a, b])
+assert m._parameters_key([a, b]) == want
+c = torch.zeros(3, dtype=torch.float64)
+assert m._parameters_key([c, b]) == ((c.data_ptr(), torch.float64, (3,)), want[1])
+assert m._parameters_key([a, b]) == want
 )PY");
   const int rc = run("python3 " + (dir / "check.py").string() + " " + (dir / "model.py").string() + " 2>" +
                      (dir / "log.txt").string());
