@@ -1877,6 +1877,9 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
 // operands passed channels-last, its result handed on as [N, H, W, C]) and the kernels
 // after it read that, as for conv2d above. An operand of one element made on the
 // result's device (level 2's 93_..._Min reads x.device) reads the same in either order.
+// A reader the rewrite does not take (a pool, a batch norm, a sum over H) reads the
+// NCHW value back, stored by the chain before it through a transposed tile into a
+// buffer of its own, or copied back by a chain of its own.
 TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match the reference",
           "[rules][emulated][conv_layout]") {
   const std::optional<task_spec> base = biased_conv_task();
@@ -1894,7 +1897,18 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
       {"nhwc_t_alone", "    return " + conv + "\n", true},
       {"nhwc_t_dilated",
        "    return torch.relu(torch.conv_transpose2d(x, weight, bias, [2, 3], [1, 2], [1, 0], 1, [2, 3]))\n", true},
-      {"nhwc_t_height_sum", "    return torch.sum(" + conv + ", [2], True) * 0.5\n", false},
+      // Readers the rewrite does not take read the NCHW value back: stored by the chain
+      // that makes its twin (a transposed tile into a buffer), or copied by one.
+      {"nhwc_t_height_sum", "    return torch.sum(" + conv + ", [2], True) * 0.5\n", true},
+      {"nhwc_t_relu_maxpool", "    return torch.max_pool2d(torch.relu(" + conv + " + bias2), [2, 2], [2, 2]) * 2.0\n",
+       true},
+      {"nhwc_t_batch_norm",
+       "    return torch.tanh(torch.batch_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False))\n", true},
+      {"nhwc_t_mean_hw", "    return torch.mean(" + conv + " * 2.0, [2, 3], True) + bias2\n", true},
+      {"nhwc_t_both_readers",
+       "    y = torch.relu(" + conv +
+           ")\n    return torch.softmax(y, 1) - torch.avg_pool2d(y, [3, 3], [1, 1], [1, 1])\n",
+       true},
   };
   const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 4, 8, 8}, {4, 8, 3, 3}, {8}, {8, 1, 1}},
                                                                 {{3, 3, 11, 13}, {3, 40, 3, 3}, {40}, {40, 1, 1}}};
@@ -1934,6 +1948,8 @@ TEST_CASE("emulated: channels-last 3-d convolutions read as NDHWC match the refe
        "    return torch.conv_transpose3d(x, weight, bias, [1, 2, 3], [1, 0, 1], [0, 1, 2], 1, [2, 1, 3])\n", true,
        true, "transposed_store"},
       {"ndhwc_depth_mean", "    return torch.mean(" + conv + ", [2], True) * 2.0\n", false, false, ""},
+      {"ndhwc_t_maxpool", "    return torch.max_pool3d(torch.sigmoid(" + convt + "), [2, 2, 2], [2, 2, 2]) - 0.5\n",
+       true, true, "transposed_store"},
       {"ndhwc_t_lse_hardswish", "    return torch.hardswish(torch.logsumexp(" + convt + ", [1], True) - 0.5)\n", true,
        true, "row_reduce"},
       {"ndhwc_t_clamp_divide", "    return torch.clamp(" + convt + " + bias2, -0.5, 0.5) / 2.0\n", true, true,

@@ -78,6 +78,28 @@ bool keeps_dim(const task_graph& g, const graph_node& n, const std::string& kind
   return k && !k->numbers.empty() && k->numbers[0] != 0;
 }
 
+// Whether the rewrite takes reader `n` as a reduction over the channels of a twin
+// (channel_reduction): its other inputs no twins, min's and max's indices unused, and
+// with keepdim every result of the value's rank.
+bool takes_channel_reduction(const task_graph& g, const graph_node& n, const std::string& kind, size_t rank,
+                             const std::map<std::string, std::string>& twin) {
+  if (!channel_reduction(g, n, kind, rank) || !twin.count(n.inputs[0])) return false;
+  for (size_t q = 1; q < n.inputs.size(); ++q)
+    if (twin.count(n.inputs[q])) return false;
+  // min/max over a dim also give the indices: the rewrite takes them unused only.
+  for (size_t q = 1; q < n.outputs.size(); ++q) {
+    if (std::count(g.outputs.begin(), g.outputs.end(), n.outputs[q])) return false;
+    for (const auto& other : g.nodes)
+      if (std::count(other.inputs.begin(), other.inputs.end(), n.outputs[q])) return false;
+  }
+  const bool keep = keeps_dim(g, n, kind);
+  for (const std::string& out : n.outputs) {
+    const graph_value* o = g.value(out);
+    if (!o || !o->is_tensor() || (keep && o->shape.size() != rank)) return false;
+  }
+  return true;
+}
+
 // A graph input, or unsqueezes of one: what the lowering reads as a view of the
 // input's memory (stages.cpp), so that a reshape of it needs no step either.
 bool input_view(const task_graph& g, const std::string& id) {
@@ -182,6 +204,15 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       !twin_kind(base_kind(conv.kind), x->shape.size()) || x->dtype != "float32" || y->dtype != "float32")
     return std::nullopt;
   const size_t rank = x->shape.size();
+  // A transposed convolution keeps its channels-last result even where a reader the
+  // rewrite does not take (a pool, a batch norm, a reduction over H) follows: that
+  // reader gets the NCHW value back, stored by the chain before it (a transposed tile)
+  // or copied by one. cuDNN's NCHW path converts the result back itself, slower: on an
+  // H100 level 2's 2_ConvTranspose2d alone took 3.29 ms channels-last against 5.17 ms
+  // (1.43 of them cuDNN's nhwcToNchw), 5_ 3.34 against 5.99, 91_ and 93_ 1.59 against
+  // 2.73 (bench/probes/compile_probe.py, torch.compile's own layout).
+  const std::string conv_kind = base_kind(conv.kind);
+  const bool partial = conv_kind == "aten::conv_transpose2d" || conv_kind == "aten::conv_transpose3d";
   nhwc_region r{g, rank, g, prefix};
   r.out.nodes.clear();
   auto& twin = r.twin;
@@ -206,6 +237,14 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       continue;
     }
     ++readers;
+    // A reader left in NCHW (partial only): it reads the originals, stored back.
+    auto leave = [&]() {
+      if (!partial) return false;
+      for (auto& in : n.inputs)
+        if (twin.count(in)) needed.push_back(in);
+      r.out.nodes.push_back(n);
+      return true;
+    };
     const std::string kind = base_kind(n.kind);
     if (kind == "prim::TupleConstruct") {  // the graph's outputs: the originals back
       for (auto& in : n.inputs)
@@ -222,40 +261,33 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       continue;
     }
     if (layout_free(kind)) {
-      if (n.outputs.size() != 1) return std::nullopt;
-      const graph_value* o = g.value(n.outputs[0]);
-      if (!o || !o->is_tensor() || o->shape.size() != rank) return std::nullopt;
-      if (!r.permute_operands(t)) return std::nullopt;
+      const graph_value* o = n.outputs.size() == 1 ? g.value(n.outputs[0]) : nullptr;
+      if (!o || !o->is_tensor() || o->shape.size() != rank || !r.permute_operands(t)) {
+        if (leave()) continue;
+        return std::nullopt;
+      }
       t.outputs = {r.tensor_value(to_nhwc(o->shape), o->dtype)};
       twin[o->id] = t.outputs[0];
       made_by[t.outputs[0]] = kind;
       r.out.nodes.push_back(t);
       continue;
     }
-    if (!channel_reduction(g, n, kind, rank) || !twin.count(n.inputs[0])) return std::nullopt;
-    for (size_t q = 1; q < n.inputs.size(); ++q)
-      if (twin.count(n.inputs[q])) return std::nullopt;
-    // min/max over a dim also give the indices: the rewrite takes them unused only.
-    for (size_t q = 1; q < n.outputs.size(); ++q) {
-      if (std::count(g.outputs.begin(), g.outputs.end(), n.outputs[q])) return std::nullopt;
-      for (const auto& other : g.nodes)
-        if (std::count(other.inputs.begin(), other.inputs.end(), n.outputs[q])) return std::nullopt;
+    if (!takes_channel_reduction(g, n, kind, rank, twin)) {
+      if (leave()) continue;
+      return std::nullopt;
     }
     t.inputs[0] = twin.at(n.inputs[0]);
     t.inputs[1] = r.constant_ints(g.value(n.inputs[1])->type, {static_cast<double>(rank - 1)});
-    const bool keep = keeps_dim(g, n, kind);
-    for (size_t q = 0; q < n.outputs.size(); ++q) {
-      const graph_value* o = g.value(n.outputs[q]);
-      if (!o || !o->is_tensor()) return std::nullopt;
-      // Without keepdim the result is the same in either order: the original itself.
-      if (!keep) continue;
-      if (o->shape.size() != rank) return std::nullopt;
-      t.outputs[q] = r.tensor_value(to_nhwc(o->shape), o->dtype);
-      if (q == 0) {
-        twin[o->id] = t.outputs[q];
-        made_by[t.outputs[q]] = kind;
+    // Without keepdim the result is the same in either order: the original itself.
+    if (keeps_dim(g, n, kind))
+      for (size_t q = 0; q < n.outputs.size(); ++q) {
+        const graph_value* o = g.value(n.outputs[q]);
+        t.outputs[q] = r.tensor_value(to_nhwc(o->shape), o->dtype);
+        if (q == 0) {
+          twin[o->id] = t.outputs[q];
+          made_by[t.outputs[q]] = kind;
+        }
       }
-    }
     r.out.nodes.push_back(t);
   }
   for (auto& o : g.outputs)

@@ -105,8 +105,12 @@ void add_elementwise(lowering_context& cx, const graph_node& n) {
   const shaped& os = cx.shapes.at(n.outputs[0]);
   const elementwise_stage* last = cx.stages.empty() ? nullptr : cx.stages.back().get<elementwise_stage>();
   bool join = last != nullptr;
-  // A chain that stores a value transposed walks its own shape in tiles: it does not grow.
-  if (join && !last->permuted.empty() && os.shape != last->iter.shape) join = false;
+  // A chain that stores a value transposed walks its own shape in tiles: it does not
+  // grow, and what reads the transposed value runs after it.
+  if (join && !last->permuted.empty()) {
+    if (os.shape != last->iter.shape) join = false;
+    for (auto& [v, p] : last->permuted) join = join && !std::count(n.inputs.begin(), n.inputs.end(), p);
+  }
   if (join) {
     const stage& cur = cx.stages.back();
     const std::vector<int64_t>& iter = last->iter.shape;
@@ -171,15 +175,15 @@ bool reshape_view(lowering_context& cx, const graph_node& n) {
 }
 
 // permute(v, [0, 3, 1, 2]) of a value of [N, H, W, C] (conv_layout.cpp writes it for
-// what the graph returns; [0, 4, 1, 2, 3] of [N, D, H, W, C] the same way): when the
-// moved dim has size 1, the same memory, which the
-// value's kernel stores into the result's tensor; else, when the elementwise chain
-// just planned computes v at its own shape, that chain's kernel stores it so (a
-// transposed tile). Otherwise the permute is an ATen step (a fallback).
+// what the graph returns, and for what a reader it leaves in NCHW reads; [0, 4, 1, 2,
+// 3] of [N, D, H, W, C] the same way): when the moved dim has size 1 and the graph
+// returns the result, the same memory, which the value's kernel stores into the
+// result's tensor; else, when the elementwise chain just planned computes v at its
+// own shape, that chain's kernel stores it so (a transposed tile), into the result's
+// tensor or a buffer of its own. Otherwise the permute is an ATen step (a fallback).
 bool permute_store(lowering_context& cx, const graph_node& n) {
-  if (n.kind != "aten::permute" || n.inputs.size() != 2 || n.outputs.size() != 1 ||
-      !std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[0]))
-    return false;
+  if (n.kind != "aten::permute" || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  const bool returned = std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[0]) > 0;
   const graph_value& dims = cx.val(n.inputs[1]);
   auto in = cx.shapes.find(n.inputs[0]);
   if (in == cx.shapes.end() || cx.input_name.count(n.inputs[0])) return false;
@@ -195,6 +199,7 @@ bool permute_store(lowering_context& cx, const graph_node& n) {
   }
   if (out.shape != cx.val(n.outputs[0]).shape) return false;
   if (s.sym[r - 1] == "1") {
+    if (!returned) return false;
     cx.shapes[n.outputs[0]] = out;
     cx.same_memory[n.outputs[0]] = n.inputs[0];
     return true;
@@ -601,6 +606,14 @@ void plan_buffers(lowering_context& cx) {
       cx.tensor_of[v] = name;
       if (!lib) cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, "float32", "none"});
     }
+    // A chain's transposed store that a later stage reads (permute_store).
+    if (chain)
+      for (auto& [v, p] : chain->permuted) {
+        if (cx.tensor_of.count(p) || cx.consumers[p].empty()) continue;
+        std::string name = "t_" + ident(p).substr(1);
+        cx.tensor_of[p] = name;
+        cx.out.plan.scratch.push_back({name, cx.shapes.at(p).sym, "float32", "none"});
+      }
   }
 }
 
