@@ -8,6 +8,7 @@
 #include "coder/rules/passes/composites.hpp"
 #include "coder/rules/passes/conv_bias.hpp"
 #include "coder/rules/passes/conv_layout.hpp"
+#include "coder/rules/passes/conv_names.hpp"
 #include "coder/rules/passes/identities.hpp"
 #include "coder/rules/passes/sum_of_product.hpp"
 #include "coder/rules/plan/lowering_context.hpp"
@@ -152,8 +153,10 @@ result<lowered_kernel_set> lower_graph(const task_graph& graph, const lowering_p
   // A convolution's bias added in the kernel that reads its result.
   // A sum or mean over a product's outputs as a matrix-vector product.
   // A convolution computed channels-last, read so by the kernels after it.
+  // (First, a traced convolution under its own name.)
   std::vector<std::string> rewrites;
-  const task_graph split = rules::split_conv_bias(rules::expand_composites(rules::drop_identities(graph)));
+  const task_graph split =
+      rules::split_conv_bias(rules::expand_composites(rules::drop_identities(rules::name_convolutions(graph))));
   const task_graph composed = params.conv_layout == param::conv_layout::channels_last
                                   ? rules::channels_last_convolutions(split, rewrites)
                                   : split;

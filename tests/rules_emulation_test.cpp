@@ -1849,6 +1849,11 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
       {"nhwc_conv_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", true,
        "elementwise+transposed_store"},
       {"nhwc_conv_alone", "    return " + conv + "\n", true, "elementwise+transposed_store"},
+      // A traced convolution (aten::_convolution) is the named one (conv_names.hpp).
+      {"nhwc_traced",
+       "    return torch.relu(torch._convolution(x, weight, bias, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, "
+       "False, True, True) + bias2)\n",
+       true, "elementwise+transposed_store"},
       {"nhwc_softmax_returned", "    return torch.softmax(" + conv + ", 1)\n", true, "elementwise+transposed_store"},
       {"nhwc_instance_norm",
        "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", false,
@@ -1895,6 +1900,10 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
       {"nhwc_t_device_operand",
        "    y = " + conv + " + 0.5\n    return torch.gelu(y + torch.ones([1], device=y.device)) * 2.0\n", true},
       {"nhwc_t_alone", "    return " + conv + "\n", true},
+      {"nhwc_t_traced",
+       "    return torch.relu(torch._convolution(x, weight, bias, [2, 2], [1, 1], [1, 1], True, [1, 1], 1, False, "
+       "False, True, True) + bias2)\n",
+       true},
       {"nhwc_t_dilated",
        "    return torch.relu(torch.conv_transpose2d(x, weight, bias, [2, 3], [1, 2], [1, 0], 1, [2, 3]))\n", true},
       // Readers the rewrite does not take read the NCHW value back: stored by the chain
