@@ -337,11 +337,17 @@ TEST_CASE("emulated: a dropout of p 0 is read through, not copied", "[rules][emu
     auto [t, cands] = script_seeds(tc.name, "x, w", tc.body,
                                    "inputs:\n  - {name: x, shape: [2, 4, 6, 5]}\nparameters:\n"
                                    "  - {name: w, shape: [4, 4, 3, 3]}\n");
+    // (A channels-last seed copies the convolution back to NCHW for the cat, an
+    // elementwise stage either way: the NCHW seeds show the read-through.)
+    size_t nchw = 0;
     for (const auto& c : cands) {
       INFO(c.recipe.at("stages"));
+      if (c.recipe.count("conv_layout")) continue;
+      ++nchw;
       CHECK((c.recipe.at("stages").find("elementwise") != std::string::npos) == tc.copied);
       CHECK(c.recipe.at("stages").find("dropout") == std::string::npos);
     }
+    CHECK(nchw > 0);
     check_candidates(t, cands);
   }
 }
@@ -1845,7 +1851,10 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
        "elementwise+transposed_store"},
       {"nhwc_batch_scale", "    return torch.sigmoid(" + conv + " * x[:, :1, :1, :1])\n", true,
        "elementwise+transposed_store"},
-      {"nhwc_spatial_operand", "    return torch.sigmoid(" + conv + " * x[:1, :1])\n", false, ""},
+      // (an operand whose memory the permutation moves: the product reads NCHW, the
+      // convolution copied back)
+      {"nhwc_spatial_operand", "    return torch.sigmoid(" + conv + " * x[:1, :1])\n", true,
+       "elementwise+transposed_store"},
       {"nhwc_conv_returned", "    y = " + conv + "\n    return y, torch.relu(y + bias2)\n", true,
        "elementwise+transposed_store"},
       {"nhwc_conv_alone", "    return " + conv + "\n", true, "elementwise+transposed_store"},
@@ -1855,9 +1864,13 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
        "False, True, True) + bias2)\n",
        true, "elementwise+transposed_store"},
       {"nhwc_softmax_returned", "    return torch.softmax(" + conv + ", 1)\n", true, "elementwise+transposed_store"},
+      // The graph's only convolution stays channels-last before a reader the rewrite
+      // does not take, which reads the NCHW value back (copied by a chain of its own).
       {"nhwc_instance_norm",
-       "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", false,
-       ""},
+       "    return torch.instance_norm(" + conv + ", None, None, None, None, True, 0.1, 1e-5, False) / 2.0\n", true,
+       "elementwise+transposed_store"},
+      {"nhwc_relu_maxpool", "    return torch.max_pool2d(torch.relu(" + conv + " + bias2), [2, 2], [2, 2])\n", true,
+       "elementwise+transposed_store"},
   };
   // The suite's own small size, and one whose channels and positions fill no tile.
   const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 4, 8, 8}, {8, 4, 3, 3}, {8}, {8, 1, 1}},
@@ -1875,6 +1888,27 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
                                 CHECK(first.origin.find("channels-last") != std::string::npos);
                               });
     }
+  // Between two convolutions a reader the rewrite does not take leaves the first NCHW
+  // (storing it back and converting it again for the second would double the
+  // conversions); the second, read by a chain, runs channels-last.
+  for (const auto& sz : sizes) {
+    INFO("two convolutions at " << sz[1][0] << " channels");
+    task_spec t = *base;
+    t.name = "nhwc_two_convolutions";
+    t.torchscript = "def forward(x, weight, bias, bias2):\n    z = torch.instance_norm(" + conv +
+                    ", None, None, None, None, True, 0.1, 1e-5, False)\n    return torch.relu(torch.conv2d(z[:, :" +
+                    std::to_string(sz[0][1]) + "], weight, bias, [1, 1], [1, 1], [1, 1], 1) + bias2)\n";
+    t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
+    auto cands = the_coder().seeds(t, 2);
+    if (!cands) FAIL(cands.message());
+    REQUIRE(cands->size() == 2);
+    std::vector<size_t> layouts;
+    for (const plan_step& s : (*cands)[0].plan.steps)
+      if (s.kind == "library" && s.name.rfind("aten::conv2d", 0) == 0)
+        layouts.push_back(s.attrs.count("result_layout"));
+    CHECK(layouts == std::vector<size_t>{0, 1});
+    check_candidates(t, *cands);
+  }
 }
 
 // A transposed convolution computed channels-last: no template takes it, so the first
@@ -1956,7 +1990,7 @@ TEST_CASE("emulated: channels-last 3-d convolutions read as NDHWC match the refe
       {"ndhwc_t_dilated",
        "    return torch.conv_transpose3d(x, weight, bias, [1, 2, 3], [1, 0, 1], [0, 1, 2], 1, [2, 1, 3])\n", true,
        true, "transposed_store"},
-      {"ndhwc_depth_mean", "    return torch.mean(" + conv + ", [2], True) * 2.0\n", false, false, ""},
+      {"ndhwc_depth_mean", "    return torch.mean(" + conv + ", [2], True) * 2.0\n", false, true, "transposed_store"},
       {"ndhwc_t_maxpool", "    return torch.max_pool3d(torch.sigmoid(" + convt + "), [2, 2, 2], [2, 2, 2]) - 0.5\n",
        true, true, "transposed_store"},
       {"ndhwc_t_lse_hardswish", "    return torch.hardswish(torch.logsumexp(" + convt + ", [1], True) - 0.5)\n", true,

@@ -196,7 +196,7 @@ struct nhwc_region {
 
 // Rewrites the convolution at node `ci`, or says nothing (nullopt) when its readers
 // are not all ones the rewrite takes.
-std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix) {
+std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix, bool lone) {
   const graph_node& conv = g.nodes[ci];
   const graph_value* x = g.value(conv.inputs[0]);
   const graph_value* y = conv.outputs.size() == 1 ? g.value(conv.outputs[0]) : nullptr;
@@ -204,15 +204,19 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       !twin_kind(base_kind(conv.kind), x->shape.size()) || x->dtype != "float32" || y->dtype != "float32")
     return std::nullopt;
   const size_t rank = x->shape.size();
-  // A transposed convolution keeps its channels-last result even where a reader the
-  // rewrite does not take (a pool, a batch norm, a reduction over H) follows: that
-  // reader gets the NCHW value back, stored by the chain before it (a transposed tile)
-  // or copied by one. cuDNN's NCHW path converts the result back itself, slower: on an
-  // H100 level 2's 2_ConvTranspose2d alone took 3.29 ms channels-last against 5.17 ms
-  // (1.43 of them cuDNN's nhwcToNchw), 5_ 3.34 against 5.99, 91_ and 93_ 1.59 against
-  // 2.73 (bench/probes/compile_probe.py, torch.compile's own layout).
+  // A transposed convolution, or the graph's only convolution, keeps its channels-last
+  // result even where a reader the rewrite does not take (a pool, a batch norm, a
+  // reduction over H) follows: that reader gets the NCHW value back, stored by the
+  // chain before it (a transposed tile) or copied by one. cuDNN's NCHW path converts
+  // the input and the result itself, slower: on an H100 level 2's 2_ConvTranspose2d
+  // alone took 3.29 ms channels-last against 5.17 ms (1.43 of them cuDNN's
+  // nhwcToNchw), 5_ 3.34 against 5.99, 91_ and 93_ 1.59 against 2.73
+  // (bench/probes/compile_probe.py, torch.compile's own layout); on an H200 a 3 x 3
+  // conv2d of 128 x 16 x 256 x 256 took 1.62 ms on NHWC plus 0.40 to convert the input,
+  // 3.11 ms on NCHW. Between several convolutions (a network) each stored back and
+  // converted again would double the conversions: there only readers it takes.
   const std::string conv_kind = base_kind(conv.kind);
-  const bool partial = conv_kind == "aten::conv_transpose2d" || conv_kind == "aten::conv_transpose3d";
+  const bool partial = lone || conv_kind == "aten::conv_transpose2d" || conv_kind == "aten::conv_transpose3d";
   nhwc_region r{g, rank, g, prefix};
   r.out.nodes.clear();
   auto& twin = r.twin;
@@ -303,6 +307,9 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
   task_graph g = graph;
   std::set<std::string> left;  // convolutions whose readers the rewrite does not take
   int index = 0;
+  const bool lone = std::count_if(graph.nodes.begin(), graph.nodes.end(), [](const graph_node& n) {
+                      return op_is(base_kind(n.kind), op_class::convolution);
+                    }) == 1;
   for (;;) {
     auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const graph_node& n) {
       const std::string kind = base_kind(n.kind);
@@ -315,7 +322,7 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
     if (it == g.nodes.end()) break;
     const std::string y = it->outputs[0];
     const std::string kind = base_kind(it->kind);
-    auto r = rewrite_one(g, static_cast<size_t>(it - g.nodes.begin()), "ks.nhwc." + std::to_string(index) + ".");
+    auto r = rewrite_one(g, static_cast<size_t>(it - g.nodes.begin()), "ks.nhwc." + std::to_string(index) + ".", lone);
     if (!r) {
       left.insert(y);
       continue;

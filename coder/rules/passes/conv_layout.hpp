@@ -34,9 +34,10 @@
 //   ops must keep its memory under the permutation (a bias [C, 1, 1], a scalar, [N, 1,
 //   1, 1], [1, 1, H, W]: read through a reshape of a graph input, or as it is); any other
 //   reader (a norm over H and W, a pool, a size, a library op) leaves the graph as it is,
-//   but for a transposed convolution's: that reader is left in NCHW order, reading the
-//   original value, which the chain that makes its twin stores back (a transposed tile
-//   into a buffer of its own) or a clone copies back;
+//   but for a transposed convolution's or the graph's only convolution's: that reader
+//   is left in NCHW order, reading the original value, which the chain that makes its
+//   twin stores back (a transposed tile into a buffer of its own) or a clone copies
+//   back;
 // - a reduction over the channels without keepdim gives the original value itself
 //   (the same memory in either order), and the graph goes on unchanged from there;
 // - graph outputs keep their ids and shapes; new values have ids no graph export gives
