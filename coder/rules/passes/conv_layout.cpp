@@ -32,16 +32,6 @@ std::vector<double> back_dims(size_t rank) {
   return d;
 }
 
-// The channels-last twin of a convolution of this kind on a `rank`-d input; none for
-// the others (a 2-d kind on 5-d, conv1d).
-const char* twin_kind(const std::string& kind, size_t rank) {
-  if (rank == 4 && kind == "aten::conv2d") return kConv2dNhwc;
-  if (rank == 4 && kind == "aten::conv_transpose2d") return kConvTranspose2dNhwc;
-  if (rank == 5 && kind == "aten::conv3d") return kConv3dNdhwc;
-  if (rank == 5 && kind == "aten::conv_transpose3d") return kConvTranspose3dNdhwc;
-  return nullptr;
-}
-
 // Elementwise ops whose extra arguments do not name dims or sizes (expand's sizes are
 // NCHW's): the same op on the permuted operands is the permuted result.
 bool layout_free(const std::string& kind) {
@@ -198,10 +188,11 @@ struct nhwc_region {
 // are not all ones the rewrite takes.
 std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix, bool lone) {
   const graph_node& conv = g.nodes[ci];
+  const std::string conv_kind = base_kind(conv.kind);
   const graph_value* x = g.value(conv.inputs[0]);
   const graph_value* y = conv.outputs.size() == 1 ? g.value(conv.outputs[0]) : nullptr;
   if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape.size() != y->shape.size() ||
-      !twin_kind(base_kind(conv.kind), x->shape.size()) || x->dtype != "float32" || y->dtype != "float32")
+      !twin_of_convolution(conv_kind, x->shape.size()) || x->dtype != "float32" || y->dtype != "float32")
     return std::nullopt;
   const size_t rank = x->shape.size();
   // A transposed convolution, or the graph's only convolution, keeps its channels-last
@@ -215,7 +206,6 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
   // conv2d of 128 x 16 x 256 x 256 took 1.62 ms on NHWC plus 0.40 to convert the input,
   // 3.11 ms on NCHW. Between several convolutions (a network) each stored back and
   // converted again would double the conversions: there only readers it takes.
-  const std::string conv_kind = base_kind(conv.kind);
   const bool partial = lone || conv_kind == "aten::conv_transpose2d" || conv_kind == "aten::conv_transpose3d";
   nhwc_region r{g, rank, g, prefix};
   r.out.nodes.clear();
@@ -225,7 +215,7 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
   for (size_t k = 0; k < ci; ++k) r.out.nodes.push_back(g.nodes[k]);
   {
     graph_node c = conv;
-    c.kind = twin_kind(base_kind(conv.kind), rank);
+    c.kind = twin_of_convolution(conv_kind, rank);
     c.outputs = {r.tensor_value(to_nhwc(y->shape), y->dtype)};
     twin[y->id] = c.outputs[0];
     made_by[c.outputs[0]] = c.kind;
@@ -312,12 +302,10 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
                     }) == 1;
   for (;;) {
     auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const graph_node& n) {
-      const std::string kind = base_kind(n.kind);
+      const char* twin = twin_of_convolution(base_kind(n.kind));
       // All but conv2d run through their schema: the node must carry it.
-      return (kind == "aten::conv2d" ||
-              ((kind == "aten::conv_transpose2d" || kind == "aten::conv3d" || kind == "aten::conv_transpose3d") &&
-               !n.schema.empty())) &&
-             n.outputs.size() == 1 && !left.count(n.outputs[0]);
+      return twin && (!runs_channels_last(twin) || !n.schema.empty()) && n.outputs.size() == 1 &&
+             !left.count(n.outputs[0]);
     });
     if (it == g.nodes.end()) break;
     const std::string y = it->outputs[0];

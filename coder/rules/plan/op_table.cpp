@@ -187,12 +187,31 @@ std::vector<std::string> ops_of(op_class c) {
   return out;
 }
 
+namespace {
+
+// Each channels-last twin: its kind, the convolution it stands for, that convolution's
+// input rank.
+struct conv_twin {
+  std::string_view twin, convolution;
+  size_t rank;
+};
+constexpr conv_twin kConvTwins[] = {{kConv2dNhwc, "aten::conv2d", 4},
+                                    {kConvTranspose2dNhwc, "aten::conv_transpose2d", 4},
+                                    {kConv3dNdhwc, "aten::conv3d", 5},
+                                    {kConvTranspose3dNdhwc, "aten::conv_transpose3d", 5}};
+
+}  // namespace
+
 std::string_view convolution_of_twin(std::string_view kind) {
-  if (kind == kConv2dNhwc) return "aten::conv2d";
-  if (kind == kConvTranspose2dNhwc) return "aten::conv_transpose2d";
-  if (kind == kConv3dNdhwc) return "aten::conv3d";
-  if (kind == kConvTranspose3dNdhwc) return "aten::conv_transpose3d";
+  for (const conv_twin& t : kConvTwins)
+    if (kind == t.twin) return t.convolution;
   return {};
+}
+
+const char* twin_of_convolution(std::string_view kind, size_t rank) {
+  for (const conv_twin& t : kConvTwins)
+    if (kind == t.convolution && (rank == 0 || rank == t.rank)) return t.twin.data();
+  return nullptr;
 }
 
 bool runs_channels_last(std::string_view kind) { return !convolution_of_twin(kind).empty() && kind != kConv2dNhwc; }

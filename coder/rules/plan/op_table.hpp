@@ -73,6 +73,9 @@ inline constexpr const char* kConvTranspose3dNdhwc = "ks::conv_transpose3d_ndhwc
 // The ATen convolution whose twin `kind` is (aten::conv2d for ks::conv2d_nhwc); empty
 // where `kind` is no twin.
 std::string_view convolution_of_twin(std::string_view kind);
+// The twin of convolution `kind` on an input of `rank` dims (any rank where 0): null for
+// the others (a 2-d kind on 5-d, conv1d).
+const char* twin_of_convolution(std::string_view kind, size_t rank = 0);
 // Whether a node of this kind runs through its ATen schema with attrs.run_layout
 // channels_last: the twins of all but conv2d.
 bool runs_channels_last(std::string_view kind);

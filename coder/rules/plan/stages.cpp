@@ -568,6 +568,13 @@ void fuse_register_epilogues(lowering_context& cx) {
 // the plan: outputs when returned, scratch otherwise; a library step's result that
 // is not returned is an intermediate that the validator sizes.
 void plan_buffers(lowering_context& cx) {
+  // The tensor of value `v`, named after it; declared as scratch unless a library step
+  // allocates it.
+  auto buffer = [&](const std::string& v, const std::string& dtype, bool declared) {
+    const std::string name = "t_" + ident(v).substr(1);
+    cx.tensor_of[v] = name;
+    if (declared) cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, dtype, "none"});
+  };
   for (size_t k = 0; k < cx.outputs.size(); ++k) {
     const std::string& v = cx.outputs[k];
     if (cx.tensor_of.count(v)) continue;  // an input returned as is: reported later
@@ -591,9 +598,7 @@ void plan_buffers(lowering_context& cx) {
       // against what the op returns.
       for (auto& v : st.nodes[0]->outputs) {
         if (cx.tensor_of.count(v) || cx.consumers[v].empty() || !cx.val(v).is_tensor()) continue;
-        std::string name = "t_" + ident(v).substr(1);
-        cx.tensor_of[v] = name;
-        cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, cx.val(v).dtype, "none"});
+        buffer(v, cx.val(v).dtype, true);
       }
       continue;
     }
@@ -602,17 +607,13 @@ void plan_buffers(lowering_context& cx) {
       const std::string& v = scan && !scan->scan_out.empty() ? scan->scan_out : n->outputs[0];
       if (cx.tensor_of.count(v) || cx.consumers[v].empty()) continue;
       if (st.epilogue() >= 0) continue;  // a reduction's, pool's or scan's result stays in registers
-      std::string name = "t_" + ident(v).substr(1);
-      cx.tensor_of[v] = name;
-      if (!lib) cx.out.plan.scratch.push_back({name, cx.shapes.at(v).sym, "float32", "none"});
+      buffer(v, "float32", !lib);
     }
     // A chain's transposed store that a later stage reads (permute_store).
     if (chain)
       for (auto& [v, p] : chain->permuted) {
         if (cx.tensor_of.count(p) || cx.consumers[p].empty()) continue;
-        std::string name = "t_" + ident(p).substr(1);
-        cx.tensor_of[p] = name;
-        cx.out.plan.scratch.push_back({name, cx.shapes.at(p).sym, "float32", "none"});
+        buffer(p, "float32", true);
       }
   }
 }
