@@ -1888,6 +1888,27 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
                                 CHECK(first.origin.find("channels-last") != std::string::npos);
                               });
     }
+  // A traced convolution whose flags are not the named op's defaults (benchmark on)
+  // keeps its name: a library step of its own, NCHW, still correct. (At the suite's
+  // size only: an aten::_convolution fallback's result shape is matched by value to the
+  // traced sizes, as any fallback's without a formula in shapes.cpp.)
+  for (const auto& sz : {sizes[0]}) {
+    INFO("traced with benchmark at " << sz[1][0] << " channels");
+    task_spec t = *base;
+    t.name = "nchw_traced_benchmark";
+    t.torchscript =
+        "def forward(x, weight, bias, bias2):\n    return torch.relu(torch._convolution(x, weight, bias, [1, 1], [1, "
+        "1], [1, 1], False, [0, 0], 1, True, False, True, True) + bias2)\n";
+    t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
+    auto cands = the_coder().seeds(t, 2);
+    if (!cands) FAIL(cands.message());
+    for (const candidate& c : *cands) {
+      CHECK(library_step(c, "aten::_convolution"));
+      CHECK_FALSE(library_step(c, "aten::conv2d"));
+      CHECK(c.recipe.count("conv_layout") == 0);
+    }
+    check_candidates(t, *cands);
+  }
   // Between two convolutions a reader the rewrite does not take leaves the first NCHW
   // (storing it back and converting it again for the second would double the
   // conversions); the second, read by a chain, runs channels-last.
