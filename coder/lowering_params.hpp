@@ -101,8 +101,7 @@ struct lowering_params {
   // library conv2d: the layout cuDNN computes in: nchw (the tensors' own) or
   // channels_last (input and weight converted first, the result handed on as
   // [N, H, W, C] and read so by the kernels after it, which store what the graph
-  // returns back as NCHW: coder/rules/passes/conv_layout.hpp). Only where every reader of
-  // the convolution's result is one the rewrite takes; elsewhere it stays NCHW.
+  // returns back as NCHW, and by a network's next layers: coder/rules/passes/conv_layout.hpp).
   param::conv_layout conv_layout = param::conv_layout::nchw;
   // library float32 products: fp32 (cuBLAS's FP32 SGEMM, as eager) or split_tf32
   // (3xTF32: operands split into TF32 big and small parts, one TF32 product over 3K at

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 #include <tuple>
 
 #include "coder/rules_coder.hpp"
@@ -1724,6 +1725,21 @@ std::optional<task_spec> biased_conv_task() {
   return *base;
 }
 
+// `base` as task `name` computing `body` from (x, weight, bias, bias2) at the CPU size
+// `sz` (their shapes in that order); declared at that size too where `declare` (ranks
+// or channels the suite's task does not have).
+task_spec conv_variant(const task_spec& base, const std::string& name, const std::string& body,
+                       const std::vector<std::vector<int64_t>>& sz, bool declare = false) {
+  task_spec t = base;
+  t.name = name;
+  t.torchscript = "def forward(x, weight, bias, bias2):\n" + body;
+  t.sizes["cpu"] = {{"x", sz.at(0)}, {"weight", sz.at(1)}, {"bias", sz.at(2)}, {"bias2", sz.at(3)}};
+  if (declare)
+    for (auto* list : {&t.inputs, &t.parameters})
+      for (auto& e : *list) e.shape = t.sizes["cpu"].at(e.name);
+  return t;
+}
+
 // A convolution's bias added by the kernel that reads its result (split_conv_bias):
 // the library step runs without it and the kernel reads the task's own bias as
 // [C, 1, ...]; over a middle dim it is read at the channel, over rows at the row.
@@ -1878,10 +1894,7 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
   for (const variant& v : variants)
     for (const auto& sz : sizes) {
       INFO(v.name << " at " << sz[1][0] << " channels");
-      task_spec t = *base;
-      t.name = v.name;
-      t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
-      t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
+      const task_spec t = conv_variant(*base, v.name, v.body, sz);
       check_conv_layout_seeds(t, "aten::conv2d", "result_layout", v.nhwc, v.stage,
                               [](const candidate& first, const plan_step& lib) {
                                 CHECK(lib.attrs.at("memory_format") == "channels_last");
@@ -1909,9 +1922,8 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
     }
     check_candidates(t, *cands);
   }
-  // Between two convolutions a reader the rewrite does not take leaves the first NCHW
-  // (storing it back and converting it again for the second would double the
-  // conversions); the second, read by a chain, runs channels-last.
+  // Between two convolutions a reader the rewrite does not take (an instance norm)
+  // reads the first's NCHW value back; the second runs channels-last too.
   for (const auto& sz : sizes) {
     INFO("two convolutions at " << sz[1][0] << " channels");
     task_spec t = *base;
@@ -1927,7 +1939,7 @@ TEST_CASE("emulated: channels-last convolutions read as NHWC by the kernels matc
     for (const plan_step& s : (*cands)[0].plan.steps)
       if (s.kind == "library" && s.name.rfind("aten::conv2d", 0) == 0)
         layouts.push_back(s.attrs.count("result_layout"));
-    CHECK(layouts == std::vector<size_t>{0, 1});
+    CHECK(layouts == std::vector<size_t>{1, 1});
     check_candidates(t, *cands);
   }
 }
@@ -1979,10 +1991,7 @@ TEST_CASE("emulated: channels-last transposed convolutions read as NHWC match th
   for (const variant& v : variants)
     for (const auto& sz : sizes) {
       INFO(v.name << " at " << sz[1][1] << " channels");
-      task_spec t = *base;
-      t.name = v.name;
-      t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
-      t.sizes["cpu"] = {{"x", sz[0]}, {"weight", sz[1]}, {"bias", sz[2]}, {"bias2", sz[3]}};
+      const task_spec t = conv_variant(*base, v.name, v.body, sz);
       check_conv_layout_seeds(t, "aten::conv_transpose2d", "run_layout", v.nhwc, "transposed_store");
     }
 }
@@ -2027,15 +2036,89 @@ TEST_CASE("emulated: channels-last 3-d convolutions read as NDHWC match the refe
           channels == 8 ? std::vector<int64_t>{2, 4, 5, 6, 7} : std::vector<int64_t>{1, 3, 4, 5, 6};
       const std::vector<int64_t> w =
           v.transposed ? std::vector<int64_t>{in, channels, 3, 3, 3} : std::vector<int64_t>{channels, in, 3, 3, 3};
-      task_spec t = *base;
-      t.name = v.name;
-      t.torchscript = "def forward(x, weight, bias, bias2):\n" + v.body;
-      t.sizes["cpu"] = {{"x", x}, {"weight", w}, {"bias", {channels}}, {"bias2", {channels, 1, 1, 1}}};
       // Declared at the CPU size: the suite's task is 2-d.
-      for (auto* list : {&t.inputs, &t.parameters})
-        for (auto& e : *list) e.shape = t.sizes["cpu"].at(e.name);
+      const task_spec t = conv_variant(*base, v.name, v.body, {x, w, {channels}, {channels, 1, 1, 1}}, true);
       check_conv_layout_seeds(t, v.transposed ? "aten::conv_transpose3d" : "aten::conv3d", "run_layout", v.nhwc,
                               v.stage);
+    }
+}
+
+// A network's layers after a channels-last convolution read its twin themselves: the
+// next convolution, a pool, a batch norm and a join over the channels run on the
+// twin's memory through an NCHW view with channels-last strides (an ATen permute step,
+// no copy), their results twins too; no layout round trip between layers. The second
+// seed keeps NCHW. Both match the reference, at a size whose channels and positions
+// fill no tile too.
+TEST_CASE("emulated: a network's layers read channels-last values without round trips",
+          "[rules][emulated][conv_layout]") {
+  const std::optional<task_spec> base = biased_conv_task();
+  const std::string conv = kBiasedConv;
+  auto conv_of = [](const std::string& x, const char* bias) {
+    return "torch.conv2d(" + x + ", weight, " + bias + ", [1, 1], [1, 1], [1, 1], 1)";
+  };
+  struct variant {
+    const char* name;
+    std::string body;
+    std::vector<std::string> layers;  // the library steps run channels-last on a view
+  };
+  const variant variants[] = {
+      {"net_conv_conv",
+       "    y = torch.relu(" + conv + " + bias2)\n    return torch.relu(" + conv_of("y", "bias") + " * 0.5)\n",
+       {}},
+      {"net_norm_pool",
+       "    y = torch.batch_norm(" + conv +
+           ", bias, None, None, None, True, 0.1, 1e-5, False)\n"
+           "    z = torch.max_pool2d(torch.relu(y), [2, 2], [2, 2])\n    return " +
+           conv_of("z", "None") + " + bias2\n",
+       {"aten::batch_norm", "aten::max_pool2d"}},
+      {"net_join_pool",
+       "    y = torch.relu(" + conv + ")\n    z = " + conv_of("y", "None") +
+           "\n    return torch.avg_pool2d(torch.cat([y, z], 1), [2, 2], [2, 2])\n",
+       {"aten::avg_pool2d"}},
+      {"net_residual_gap",
+       "    y = torch.relu(" + conv + " + bias2)\n    z = torch.relu(" + conv_of("y", "bias") +
+           " + y)\n    return torch.flatten(torch.adaptive_avg_pool2d(z, [2, 2]), 1)\n",
+       {"aten::adaptive_avg_pool2d"}},
+  };
+  // x's channels are the weight's both ways: each convolution reads the one before.
+  const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 8, 8, 8}, {8, 8, 3, 3}, {8}, {8, 1, 1}},
+                                                                {{3, 5, 11, 13}, {5, 5, 3, 3}, {5}, {5, 1, 1}}};
+  for (const variant& v : variants)
+    for (const auto& sz : sizes) {
+      INFO(v.name << " at " << sz[1][0] << " channels");
+      const task_spec t = conv_variant(*base, v.name, v.body, sz, true);
+      auto cands = the_coder().seeds(t, 2);
+      if (!cands) FAIL(cands.message());
+      REQUIRE(cands->size() == 2);
+      const candidate& first = (*cands)[0];
+      INFO(first.recipe.at("stages"));
+      // What each library step's result is: the NCHW views.
+      std::set<std::string> views;
+      int convolutions = 0, on_view = 0;
+      std::set<std::string> layers;
+      for (const plan_step& s : first.plan.steps) {
+        if (s.kind != "library") continue;
+        if (s.name.rfind("aten::permute", 0) == 0) views.insert(s.outputs.at(0));
+        const bool reads_view = !s.args.empty() && views.count(s.args[0].value);
+        if (s.name == "aten::conv2d") {
+          ++convolutions;
+          CHECK(s.attrs.count("result_layout") == 1);
+          on_view += reads_view;
+        } else if (s.attrs.count("run_layout")) {
+          CHECK(reads_view);
+          layers.insert(s.name.substr(0, s.name.find('.')));
+        }
+      }
+      CHECK(convolutions == 2);
+      // The second convolution reads the first's twin (through a view) where no pool
+      // lies between them; a pool's result is a twin too.
+      CHECK(on_view == 1);
+      CHECK(layers == std::set<std::string>(v.layers.begin(), v.layers.end()));
+      for (const plan_step& s : (*cands)[1].plan.steps) {
+        CHECK(s.attrs.count("run_layout") == 0);
+        CHECK(s.attrs.count("result_layout") == 0);
+      }
+      check_candidates(t, *cands);
     }
 }
 

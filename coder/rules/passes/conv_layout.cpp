@@ -107,8 +107,9 @@ struct nhwc_region {
   task_graph out;
   std::string prefix;
   int fresh = 0;
-  std::map<std::string, std::string> twin;     // original value -> its [N, H, W, C] twin
-  std::map<std::string, std::string> made_by;  // twin -> the kind of the op that makes it
+  std::map<std::string, std::string> twin;       // original value -> its [N, H, W, C] twin
+  std::map<std::string, std::string> made_by;    // twin -> the kind of the op that makes it
+  std::map<std::string, std::string> list_twin;  // a list of twins -> the list of their twins
 
   graph_value& value_like(const std::string& type) { return new_value(out, prefix, std::to_string(fresh++), type); }
   std::string tensor_value(const std::vector<int64_t>& shape, const std::string& dtype) {
@@ -156,6 +157,100 @@ struct nhwc_region {
     return true;
   }
 
+  // The NCHW view of original `v`'s twin: an ATen permute of the twin's memory, which
+  // the channels-last step that reads it takes as it is, no copy (stages.cpp leaves a
+  // permute that only such steps read to the library).
+  std::string nchw_view(const std::string& v) {
+    const graph_value* ov = g.value(v);
+    const std::string view = tensor_value(ov->shape, ov->dtype);
+    out.nodes.push_back(
+        graph_node{"aten::permute", {twin.at(v), constant_ints("int[]", back_dims(rank))}, {view}, kPermuteSchema});
+    return view;
+  }
+
+  // A network's next layer on a twin, its result a twin too: a convolution (its twin,
+  // on the NCHW view) or a pool or batch norm (op_table.hpp's channels_last_layer).
+  // False where `n` is none of them, or reads a twin elsewhere than as its input.
+  bool take_layer(const graph_node& n, const std::string& kind) {
+    if (n.inputs.empty() || !twin.count(n.inputs[0]) || n.outputs.size() != 1) return false;
+    for (size_t q = 1; q < n.inputs.size(); ++q)
+      if (twin.count(n.inputs[q])) return false;
+    const graph_value* o = g.value(n.outputs[0]);
+    if (!o || !o->is_tensor() || o->shape.size() != rank || o->dtype != "float32") return false;
+    std::string as;
+    if (const char* c = twin_of_convolution(kind, rank)) {
+      if (runs_channels_last(c) && n.schema.empty()) return false;
+      as = c;
+    } else {
+      as = channels_last_layer(kind);
+      if (as.empty() || n.schema.empty()) return false;
+    }
+    graph_node t = n;
+    t.kind = as;
+    t.inputs[0] = nchw_view(n.inputs[0]);
+    t.outputs = {tensor_value(to_nhwc(o->shape), o->dtype)};
+    twin[o->id] = t.outputs[0];
+    made_by[t.outputs[0]] = as;
+    out.nodes.push_back(t);
+    return true;
+  }
+
+  // A list of twins read by nothing but one cat over the channels (DenseNet's and
+  // Inception's joins): the list of their twins, which that cat joins over the last dim.
+  bool take_list(const graph_node& n) {
+    if (n.outputs.size() != 1 || n.inputs.empty()) return false;
+    for (auto& in : n.inputs)
+      if (!twin.count(in)) return false;
+    const std::string& list = n.outputs[0];
+    if (std::count(g.outputs.begin(), g.outputs.end(), list)) return false;
+    const graph_node* cat = nullptr;
+    for (const auto& m : g.nodes)
+      if (std::count(m.inputs.begin(), m.inputs.end(), list)) {
+        if (cat) return false;
+        cat = &m;
+      }
+    if (!cat || base_kind(cat->kind) != "aten::cat" || cat->inputs.size() != 2 || cat->inputs[0] != list ||
+        cat->outputs.size() != 1)
+      return false;
+    const graph_value* d = g.value(cat->inputs[1]);
+    const graph_value* o = g.value(cat->outputs[0]);
+    if (!d || !d->constant || d->numbers.size() != 1 || !o || !o->is_tensor() || o->shape.size() != rank) return false;
+    const int64_t dim = static_cast<int64_t>(d->numbers[0]);
+    if (dim != 1 && dim != 1 - static_cast<int64_t>(rank)) return false;
+    graph_node t = n;
+    for (auto& in : t.inputs) in = twin.at(in);
+    t.outputs = {value_like(g.value(list)->type).id};
+    list_twin[list] = t.outputs[0];
+    out.nodes.push_back(t);
+    return true;
+  }
+
+  // The cat that take_list saw: over the last dim of the twins.
+  void join(const graph_node& cat) {
+    const graph_value* o = g.value(cat.outputs[0]);
+    graph_node t = cat;
+    t.inputs = {list_twin.at(cat.inputs[0]), constant_ints("int", {static_cast<double>(rank - 1)})};
+    t.outputs = {tensor_value(to_nhwc(o->shape), o->dtype)};
+    twin[o->id] = t.outputs[0];
+    made_by[t.outputs[0]] = "aten::cat";
+    out.nodes.push_back(t);
+  }
+
+  // x.size(d) of an original: the twin's size at d's place there.
+  bool take_size(const graph_node& n) {
+    if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+    const graph_value* d = g.value(n.inputs[1]);
+    if (!d || !d->constant || d->numbers.size() != 1 || d->type != "int") return false;
+    int64_t dim = static_cast<int64_t>(d->numbers[0]);
+    if (dim < 0) dim += static_cast<int64_t>(rank);
+    if (dim < 0 || dim >= static_cast<int64_t>(rank)) return false;
+    const int64_t at = dim == 0 ? 0 : dim == 1 ? static_cast<int64_t>(rank) - 1 : dim - 1;
+    graph_node t = n;
+    t.inputs = {twin.at(n.inputs[0]), constant_ints("int", {static_cast<double>(at)})};
+    out.nodes.push_back(t);
+    return true;
+  }
+
   // Each original needed back: permuted after the node that makes its twin. A chain's
   // kernel stores it so (a transposed tile); a channel dim of 1 is the same memory.
   // What no chain makes (the convolution's own result returned, a softmax over the
@@ -184,9 +279,22 @@ struct nhwc_region {
   }
 };
 
-// Rewrites the convolution at node `ci`, or says nothing (nullopt) when its readers
-// are not all ones the rewrite takes.
-std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix, bool lone) {
+// Rewrites the convolution at node `ci`, or says nothing (nullopt) when nothing reads
+// its result.
+//
+// Its result stays channels-last even where a reader the rewrite does not take (a
+// reduction over H, a layer norm, a view) follows: that reader gets the NCHW value
+// back, stored by the chain before it (a transposed tile) or copied by one. cuDNN's
+// NCHW path converts the input and the result itself, slower: on an H100 level 2's
+// 2_ConvTranspose2d alone took 3.29 ms channels-last against 5.17 ms (1.43 of them
+// cuDNN's nhwcToNchw), 5_ 3.34 against 5.99, 91_ and 93_ 1.59 against 2.73
+// (bench/probes/compile_probe.py, torch.compile's own layout); on an H200 a 3 x 3
+// conv2d of 128 x 16 x 256 x 256 took 1.62 ms on NHWC plus 0.40 to convert the input,
+// 3.11 ms on NCHW. In a network the next convolution, pool, batch norm or join over
+// the channels reads the twin itself (take_layer, take_list): no layout round trip
+// between layers, as torch.compile's layout optimisation runs a network's
+// convolutions (level 3's VGGs: 2.25 ms against eager's 3.39 on an H100).
+std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix) {
   const graph_node& conv = g.nodes[ci];
   const std::string conv_kind = base_kind(conv.kind);
   const graph_value* x = g.value(conv.inputs[0]);
@@ -195,18 +303,6 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       !twin_of_convolution(conv_kind, x->shape.size()) || x->dtype != "float32" || y->dtype != "float32")
     return std::nullopt;
   const size_t rank = x->shape.size();
-  // A transposed convolution, or the graph's only convolution, keeps its channels-last
-  // result even where a reader the rewrite does not take (a pool, a batch norm, a
-  // reduction over H) follows: that reader gets the NCHW value back, stored by the
-  // chain before it (a transposed tile) or copied by one. cuDNN's NCHW path converts
-  // the input and the result itself, slower: on an H100 level 2's 2_ConvTranspose2d
-  // alone took 3.29 ms channels-last against 5.17 ms (1.43 of them cuDNN's
-  // nhwcToNchw), 5_ 3.34 against 5.99, 91_ and 93_ 1.59 against 2.73
-  // (bench/probes/compile_probe.py, torch.compile's own layout); on an H200 a 3 x 3
-  // conv2d of 128 x 16 x 256 x 256 took 1.62 ms on NHWC plus 0.40 to convert the input,
-  // 3.11 ms on NCHW. Between several convolutions (a network) each stored back and
-  // converted again would double the conversions: there only readers it takes.
-  const bool partial = lone || conv_kind == "aten::conv_transpose2d" || conv_kind == "aten::conv_transpose3d";
   nhwc_region r{g, rank, g, prefix};
   r.out.nodes.clear();
   auto& twin = r.twin;
@@ -225,25 +321,25 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
   for (size_t k = ci + 1; k < g.nodes.size(); ++k) {
     const graph_node& n = g.nodes[k];
     bool reads = false;
-    for (auto& in : n.inputs) reads = reads || twin.count(in);
+    for (auto& in : n.inputs) reads = reads || twin.count(in) || r.list_twin.count(in);
     if (!reads) {
       r.out.nodes.push_back(n);
       continue;
     }
     ++readers;
-    // A reader left in NCHW (partial only): it reads the originals, stored back.
+    // A reader left in NCHW: it reads the originals, stored back.
     auto leave = [&]() {
-      if (!partial) return false;
       for (auto& in : n.inputs)
         if (twin.count(in)) needed.push_back(in);
       r.out.nodes.push_back(n);
-      return true;
     };
     const std::string kind = base_kind(n.kind);
     if (kind == "prim::TupleConstruct") {  // the graph's outputs: the originals back
-      for (auto& in : n.inputs)
-        if (twin.count(in)) needed.push_back(in);
-      r.out.nodes.push_back(n);
+      leave();
+      continue;
+    }
+    if (r.list_twin.count(n.inputs[0])) {  // the cat take_list saw
+      r.join(n);
       continue;
     }
     graph_node t = n;
@@ -254,11 +350,14 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       r.out.nodes.push_back(t);
       continue;
     }
+    if ((kind == "aten::size" && r.take_size(n)) || (kind == "prim::ListConstruct" && r.take_list(n)) ||
+        r.take_layer(n, kind))
+      continue;
     if (layout_free(kind)) {
       const graph_value* o = n.outputs.size() == 1 ? g.value(n.outputs[0]) : nullptr;
       if (!o || !o->is_tensor() || o->shape.size() != rank || !r.permute_operands(t)) {
-        if (leave()) continue;
-        return std::nullopt;
+        leave();
+        continue;
       }
       t.outputs = {r.tensor_value(to_nhwc(o->shape), o->dtype)};
       twin[o->id] = t.outputs[0];
@@ -267,8 +366,8 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
       continue;
     }
     if (!takes_channel_reduction(g, n, kind, rank, twin)) {
-      if (leave()) continue;
-      return std::nullopt;
+      leave();
+      continue;
     }
     t.inputs[0] = twin.at(n.inputs[0]);
     t.inputs[1] = r.constant_ints(g.value(n.inputs[1])->type, {static_cast<double>(rank - 1)});
@@ -295,11 +394,8 @@ std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std:
 
 task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::string>& rewrites) {
   task_graph g = graph;
-  std::set<std::string> left;  // convolutions whose readers the rewrite does not take
+  std::set<std::string> left;  // convolutions the rewrite cannot take
   int index = 0;
-  const bool lone = std::count_if(graph.nodes.begin(), graph.nodes.end(), [](const graph_node& n) {
-                      return op_is(base_kind(n.kind), op_class::convolution);
-                    }) == 1;
   for (;;) {
     auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const graph_node& n) {
       const char* twin = twin_of_convolution(base_kind(n.kind));
@@ -310,7 +406,7 @@ task_graph channels_last_convolutions(const task_graph& graph, std::vector<std::
     if (it == g.nodes.end()) break;
     const std::string y = it->outputs[0];
     const std::string kind = base_kind(it->kind);
-    auto r = rewrite_one(g, static_cast<size_t>(it - g.nodes.begin()), "ks.nhwc." + std::to_string(index) + ".", lone);
+    auto r = rewrite_one(g, static_cast<size_t>(it - g.nodes.begin()), "ks.nhwc." + std::to_string(index) + ".");
     if (!r) {
       left.insert(y);
       continue;

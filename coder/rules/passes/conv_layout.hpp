@@ -20,23 +20,28 @@
 // permute, which the elementwise chain that makes it takes as its store (a tile
 // transposed in shared memory: stages.cpp, transpose_store.cpp); what no chain makes
 // (the convolution's own result returned, a softmax) goes through an aten::clone, a
-// chain of its own that copies it back. The values and the
-// order of every sum are the same as in NCHW order: only where they sit in memory moves.
+// chain of its own that copies it back. The kernels' values and the order of their
+// sums are the same as in NCHW order (only where they sit in memory moves); the
+// library's convolutions and batch norms sum in their channels-last order.
 //
 // What it promises:
 // - only an aten::conv2d or aten::conv_transpose2d of a 4-d float32 input (or an
 //   aten::conv3d or aten::conv_transpose3d of a 5-d one: every [N, H, W, C] here is
-//   then [N, D, H, W, C], every permute back [0, 4, 1, 2, 3]) whose
-//   result is returned, or read, directly or through the values computed from it, by
-//   nothing but elementwise ops and reductions
-//   over the channel dim alone (sum, mean, amax, amin, max/min with unused indices,
-//   logsumexp, softmax, log_softmax) is rewritten; every other tensor operand of those
-//   ops must keep its memory under the permutation (a bias [C, 1, 1], a scalar, [N, 1,
-//   1, 1], [1, 1, H, W]: read through a reshape of a graph input, or as it is); any other
-//   reader (a norm over H and W, a pool, a size, a library op) leaves the graph as it is,
-//   but for a transposed convolution's or the graph's only convolution's: that reader
-//   is left in NCHW order, reading the original value, which the chain that makes its
-//   twin stores back (a transposed tile into a buffer of its own) or a clone copies
+//   then [N, D, H, W, C], every permute back [0, 4, 1, 2, 3]) is rewritten, once
+//   something reads its result or the graph returns it;
+// - the values computed from it stay in that order where their op is elementwise
+//   (every other tensor operand keeping its memory under the permutation: a bias [C, 1,
+//   1], a scalar, [N, 1, 1, 1], [1, 1, H, W], read through a reshape of a graph input,
+//   or as it is), a reduction over the channel dim alone (sum, mean, amax, amin,
+//   max/min with unused indices, logsumexp, softmax, log_softmax), or a network's next
+//   layer: a convolution, a max or average pool, an adaptive average pool or a batch
+//   norm (op_table.hpp's channels_last_layer) reading it as its input, which runs on
+//   its memory through an NCHW view with channels-last strides (an aten::permute that
+//   no kernel stores: stages.cpp), or a cat over the channels of such values (over the
+//   last dim); x.size(d) reads the twin's size;
+// - any other reader (a reduction over H, a layer norm, a view, a cat over another
+//   dim) is left in NCHW order, reading the original value, which the chain that makes
+//   its twin stores back (a transposed tile into a buffer of its own) or a clone copies
 //   back;
 // - a reduction over the channels without keepdim gives the original value itself
 //   (the same memory in either order), and the graph goes on unchanged from there;

@@ -1,5 +1,6 @@
 #include "coder/rules/plan/op_table.hpp"
 
+#include <set>
 #include <unordered_map>
 
 namespace ks::rules {
@@ -214,6 +215,16 @@ const char* twin_of_convolution(std::string_view kind, size_t rank) {
   return nullptr;
 }
 
-bool runs_channels_last(std::string_view kind) { return !convolution_of_twin(kind).empty() && kind != kConv2dNhwc; }
+std::string channels_last_layer(std::string_view kind) {
+  // ATen's CUDA kernels of these keep a channels-last input's layout in their result.
+  static const std::set<std::string_view> layers = {
+      "aten::max_pool2d",          "aten::max_pool3d",          "aten::avg_pool2d", "aten::avg_pool3d",
+      "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d", "aten::batch_norm"};
+  return layers.count(kind) ? std::string(kChannelsLastLayer) + std::string(kind) : std::string();
+}
+
+bool runs_channels_last(std::string_view kind) {
+  return (!convolution_of_twin(kind).empty() && kind != kConv2dNhwc) || kind.rfind(kChannelsLastLayer, 0) == 0;
+}
 
 }  // namespace ks::rules

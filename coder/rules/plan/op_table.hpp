@@ -76,8 +76,15 @@ std::string_view convolution_of_twin(std::string_view kind);
 // The twin of convolution `kind` on an input of `rank` dims (any rank where 0): null for
 // the others (a 2-d kind on 5-d, conv1d).
 const char* twin_of_convolution(std::string_view kind, size_t rank = 0);
+// A network's layer that reads a channels-last value (conv_layout.hpp): a pool or a
+// batch norm run through its ATen schema on the value's memory, handed to it as an NCHW
+// view with channels-last strides, its result [N, H, W, C] too. Its kind is the ATen
+// op's behind this prefix ("ks::nhwc::aten::max_pool2d").
+inline constexpr std::string_view kChannelsLastLayer = "ks::nhwc::";
+// The layer twin of ATen op `kind`; empty where conv_layout takes no such layer.
+std::string channels_last_layer(std::string_view kind);
 // Whether a node of this kind runs through its ATen schema with attrs.run_layout
-// channels_last: the twins of all but conv2d.
+// channels_last: the convolution twins of all but conv2d, and the layer twins.
 bool runs_channels_last(std::string_view kind);
 
 }  // namespace ks::rules

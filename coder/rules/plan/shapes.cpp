@@ -215,6 +215,88 @@ std::optional<std::vector<std::string>> conv_sizes(const lowering_context& cx, c
   return sym;
 }
 
+// The result of a permute by constant dims — the input's dims in that order — or of
+// a network's layer (op_table.hpp's channels_last_layer: a batch norm, a pool, an
+// adaptive pool) — as PyTorch sizes it; run channels-last on the NCHW view of a
+// twin, handed on as [N, H, W, C] — at every size. None where the node
+// is neither or the sizes miss the traced ones (matching by value puts a dim on any
+// input dim of its size: at a traced size whose dims are all 8, the wrong one).
+std::optional<std::vector<std::string>> layout_sizes(const lowering_context& cx, const graph_node& n) {
+  const std::string kind = base_kind(n.kind);
+  if (n.outputs.size() != 1 || n.inputs.size() < 2 || !cx.shapes.count(n.inputs[0])) return std::nullopt;
+  const shaped& x = cx.shapes.at(n.inputs[0]);
+  const std::vector<int64_t>& out = cx.val(n.outputs[0]).shape;
+  const size_t r = x.shape.size();
+  shaped s;
+  if (kind == "aten::permute") {
+    const graph_value& d = cx.val(n.inputs[1]);
+    if (!d.constant || d.numbers.size() != r) return std::nullopt;
+    for (double k : d.numbers) {
+      const int64_t at = normalize_dim(static_cast<int64_t>(k), r);
+      if (at < 0 || at >= static_cast<int64_t>(r)) return std::nullopt;
+      s.shape.push_back(x.shape[at]);
+      s.sym.push_back(x.sym[at]);
+    }
+    if (s.shape != out) return std::nullopt;
+    return s.sym;
+  }
+  const bool twin = kind.rfind(kChannelsLastLayer, 0) == 0;
+  const std::string op = twin ? kind.substr(kChannelsLastLayer.size()) : kind;
+  if (channels_last_layer(op).empty() || (r != 4 && r != 5)) return std::nullopt;
+  s = x;
+  if (op.rfind("aten::adaptive_", 0) == 0) {
+    const graph_value& sizes = cx.val(n.inputs[1]);
+    if (!sizes.constant || sizes.numbers.size() != r - 2) return std::nullopt;
+    for (size_t k = 0; k < r - 2; ++k) {
+      s.shape[2 + k] = static_cast<int64_t>(sizes.numbers[k]);
+      s.sym[2 + k] = std::to_string(s.shape[2 + k]);
+    }
+  } else if (op != "aten::batch_norm") {
+    auto pp = read_pool(cx, n, op);
+    if (!pp || pp->dims != static_cast<int>(r) - 2) return std::nullopt;
+    for (int k = 0; k < pp->dims; ++k) {
+      const int64_t span = pp->dil[k] * (pp->kernel[k] - 1) + 1;
+      s.shape[2 + k] = (x.shape[2 + k] + 2 * pp->pad[k] - span) / pp->stride[k] + 1;
+      s.sym[2 + k] = "(" + x.sym[2 + k] + " + " + std::to_string(2 * pp->pad[k]) + " - " + std::to_string(span) +
+                     ") / " + std::to_string(pp->stride[k]) + " + 1";
+    }
+  }
+  // [N, C, H, W] -> [N, H, W, C].
+  if (twin) {
+    std::rotate(s.shape.begin() + 1, s.shape.begin() + 2, s.shape.end());
+    std::rotate(s.sym.begin() + 1, s.sym.begin() + 2, s.sym.end());
+  }
+  if (s.shape != out) return std::nullopt;
+  return s.sym;
+}
+
+// flatten(x, start, end): the dims from start to end as their product, at every size
+// (level 3's networks flatten [N, C, H, W] before their classifier).
+std::optional<std::vector<std::string>> flatten_sizes(const lowering_context& cx, const graph_node& n) {
+  if (base_kind(n.kind) != "aten::flatten" || n.inputs.size() != 3 || n.outputs.size() != 1 ||
+      !cx.shapes.count(n.inputs[0]))
+    return std::nullopt;
+  const shaped& x = cx.shapes.at(n.inputs[0]);
+  const graph_value &a = cx.val(n.inputs[1]), &b = cx.val(n.inputs[2]);
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  if (!a.constant || !b.constant || a.numbers.size() != 1 || b.numbers.size() != 1 || r == 0) return std::nullopt;
+  const int64_t first = normalize_dim(static_cast<int64_t>(a.numbers[0]), r);
+  const int64_t last = normalize_dim(static_cast<int64_t>(b.numbers[0]), r);
+  if (first < 0 || last >= r || first > last) return std::nullopt;
+  shaped s;
+  for (int64_t d = 0; d < r; ++d) {
+    if (d > first && d <= last) {
+      s.shape.back() *= x.shape[d];
+      s.sym.back() += " * " + paren(x.sym[d]);
+      continue;
+    }
+    s.shape.push_back(x.shape[d]);
+    s.sym.push_back(d == first && first < last ? paren(x.sym[d]) : x.sym[d]);
+  }
+  if (s.shape != cx.val(n.outputs[0]).shape) return std::nullopt;
+  return s.sym;
+}
+
 }  // namespace
 
 // The shapes of a fallback op's results, as expressions: the graph gives sizes at one
@@ -266,7 +348,7 @@ status fallback_shapes(lowering_context& cx, const graph_node& n, const std::str
       continue;
     }
     shaped s{ov.shape, {}};
-    if (auto sized = conv_sizes(cx, n)) {
+    if (auto sized = conv_sizes(cx, n); sized || (sized = layout_sizes(cx, n)) || (sized = flatten_sizes(cx, n))) {
       s.sym = *sized;
       cx.shapes[o] = s;
       continue;

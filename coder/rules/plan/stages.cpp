@@ -174,16 +174,32 @@ bool reshape_view(lowering_context& cx, const graph_node& n) {
   return true;
 }
 
+// Whether `v` is read, and only by steps that take their operands channels-last (the
+// twins of op_table.hpp).
+bool read_as_channels_last(const lowering_context& cx, const std::string& v) {
+  bool read = false;
+  for (const graph_node& m : cx.g.nodes) {
+    if (!std::count(m.inputs.begin(), m.inputs.end(), v)) continue;
+    const std::string kind = base_kind(m.kind);
+    if (!runs_channels_last(kind) && kind != kConv2dNhwc) return false;
+    read = true;
+  }
+  return read;
+}
+
 // permute(v, [0, 3, 1, 2]) of a value of [N, H, W, C] (conv_layout.cpp writes it for
 // what the graph returns, and for what a reader it leaves in NCHW reads; [0, 4, 1, 2,
 // 3] of [N, D, H, W, C] the same way): when the moved dim has size 1 and the graph
 // returns the result, the same memory, which the value's kernel stores into the
 // result's tensor; else, when the elementwise chain just planned computes v at its
 // own shape, that chain's kernel stores it so (a transposed tile), into the result's
-// tensor or a buffer of its own. Otherwise the permute is an ATen step (a fallback).
+// tensor or a buffer of its own. Otherwise the permute is an ATen step (a fallback):
+// always where only channels-last library steps read it (the NCHW view conv_layout
+// hands a network's next layer: stored, it would be a round trip).
 bool permute_store(lowering_context& cx, const graph_node& n) {
   if (n.kind != "aten::permute" || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
   const bool returned = std::count(cx.outputs.begin(), cx.outputs.end(), n.outputs[0]) > 0;
+  if (!returned && read_as_channels_last(cx, n.outputs[0])) return false;
   const graph_value& dims = cx.val(n.inputs[1]);
   auto in = cx.shapes.find(n.inputs[0]);
   if (in == cx.shapes.end() || cx.input_name.count(n.inputs[0])) return false;
