@@ -104,6 +104,31 @@ TEST_CASE("exported dispatcher steps: run_layout hands a channels-last result on
   CHECK(got3.sizes() == at::IntArrayRef({2, 4, 5, 6, 7}));
   CHECK(got3.is_contiguous());
   CHECK(at::allclose(got3, at::conv3d(x3, w3, {}, 1, 1).permute({0, 2, 3, 4, 1}), 1e-4, 1e-5));
+  // A network's next layer on a value already [N, H, W, C] (conv_layout.hpp): the
+  // permute step is a view of its memory with channels-last strides, which the layer
+  // takes as it is; its result handed on as [N, H, W, C] again.
+  const at::Tensor nhwc = at::randn({2, 6, 7, 3});
+  const at::Tensor view = ks_call_by_schema({{"schema", "aten::permute(Tensor(a) self, int[] dims) -> Tensor(a)"},
+                                             {"dims", "[0, 3, 1, 2]"}},
+                                            {ks_targ(nhwc)}, kCpu)
+                              .at(0);
+  CHECK(view.sizes() == at::IntArrayRef({2, 3, 6, 7}));
+  CHECK(view.data_ptr() == nhwc.data_ptr());
+  CHECK(view.is_contiguous(at::MemoryFormat::ChannelsLast));
+  const at::Tensor pooled =
+      ks_call_by_schema(
+          {{"schema",
+            "aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] "
+            "dilation=1, bool ceil_mode=False) -> Tensor"},
+           {"kernel_size", "[2, 2]"},
+           {"stride", "[2, 2]"},
+           {"run_layout", "channels_last"}},
+          {ks_targ(view)}, kCpu)
+          .at(0);
+  CHECK(pooled.sizes() == at::IntArrayRef({2, 3, 3, 3}));
+  CHECK(pooled.is_contiguous());
+  CHECK(
+      at::equal(pooled, at::max_pool2d(nhwc.permute({0, 3, 1, 2}).contiguous(), {2, 2}, {2, 2}).permute({0, 2, 3, 1})));
 }
 
 // The generated launcher prepares each dispatcher step once (a function-local static)
