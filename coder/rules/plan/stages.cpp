@@ -43,9 +43,28 @@ status prepare(lowering_context& cx) {
   return {};
 }
 
+// Whether `v` is read, and only by steps that take their operands channels-last (the
+// twins of op_table.hpp).
+bool read_as_channels_last(const lowering_context& cx, const std::string& v) {
+  bool read = false;
+  for (const graph_node& m : cx.g.nodes) {
+    if (!std::count(m.inputs.begin(), m.inputs.end(), v)) continue;
+    const std::string kind = base_kind(m.kind);
+    if (!runs_channels_last(kind) && kind != kConv2dNhwc) return false;
+    read = true;
+  }
+  return read;
+}
+
 // Why no template takes `n` ("" when one does). Sets the shapes of its results when
 // one does.
 std::string template_refusal(lowering_context& cx, const graph_node& n, const std::string& kind) {
+  // A network's layer on channels-last memory and the view it reads (conv_layout.hpp):
+  // ATen's, by design rather than for want of a template.
+  if (kind.rfind(kChannelsLastLayer, 0) == 0)
+    return "a network's layer on channels-last memory: ATen through its schema, its result [N, H, W, C]";
+  if (kind == "aten::permute" && n.outputs.size() == 1 && read_as_channels_last(cx, n.outputs[0]))
+    return "the NCHW view of a channels-last value that a channels-last layer reads: a view, no copy";
   // A bool operand of an elementwise op whose result is float32 (x * mask) is what
   // ATen computes it as: promoted to 0.0f or 1.0f before the op (chain.cpp loads it
   // so). Elsewhere, and for other dtypes, the templates read float32 only.
@@ -172,19 +191,6 @@ bool reshape_view(lowering_context& cx, const graph_node& n) {
   cx.input_name[n.outputs[0]] = cx.input_name.at(n.inputs[0]);
   cx.tensor_of[n.outputs[0]] = cx.tensor_of.at(n.inputs[0]);
   return true;
-}
-
-// Whether `v` is read, and only by steps that take their operands channels-last (the
-// twins of op_table.hpp).
-bool read_as_channels_last(const lowering_context& cx, const std::string& v) {
-  bool read = false;
-  for (const graph_node& m : cx.g.nodes) {
-    if (!std::count(m.inputs.begin(), m.inputs.end(), v)) continue;
-    const std::string kind = base_kind(m.kind);
-    if (!runs_channels_last(kind) && kind != kConv2dNhwc) return false;
-    read = true;
-  }
-  return read;
 }
 
 // permute(v, [0, 3, 1, 2]) of a value of [N, H, W, C] (conv_layout.cpp writes it for
