@@ -2060,6 +2060,7 @@ TEST_CASE("emulated: a network's layers read channels-last values without round 
     const char* name;
     std::string body;
     std::vector<std::string> layers;  // the library steps run channels-last on a view
+    int on_view = 1;                  // convolutions that read a view
   };
   const variant variants[] = {
       {"net_conv_conv",
@@ -2079,6 +2080,13 @@ TEST_CASE("emulated: a network's layers read channels-last values without round 
        "    y = torch.relu(" + conv + " + bias2)\n    z = torch.relu(" + conv_of("y", "bias") +
            " + y)\n    return torch.flatten(torch.adaptive_avg_pool2d(z, [2, 2]), 1)\n",
        {"aten::adaptive_avg_pool2d"}},
+      // Two branches from the NCHW input joined over the channels (an Inception
+      // module): both convolutions twins, the join too, the pool on it.
+      {"net_branches_join",
+       "    a = torch.relu(" + conv + ")\n    b = torch.sigmoid(" + conv_of("x", "None") +
+           ")\n    return torch.max_pool2d(torch.cat([a, b], 1), [2, 2], [2, 2])\n",
+       {"aten::max_pool2d"},
+       0},
   };
   // x's channels are the weight's both ways: each convolution reads the one before.
   const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 8, 8, 8}, {8, 8, 3, 3}, {8}, {8, 1, 1}},
@@ -2110,9 +2118,9 @@ TEST_CASE("emulated: a network's layers read channels-last values without round 
         }
       }
       CHECK(convolutions == 2);
-      // The second convolution reads the first's twin (through a view) where no pool
-      // lies between them; a pool's result is a twin too.
-      CHECK(on_view == 1);
+      // The second convolution reads the first's twin (through a view), a pool's
+      // result or a join's being twins too.
+      CHECK(on_view == v.on_view);
       CHECK(layers == std::set<std::string>(v.layers.begin(), v.layers.end()));
       for (const plan_step& s : (*cands)[1].plan.steps) {
         CHECK(s.attrs.count("run_layout") == 0);

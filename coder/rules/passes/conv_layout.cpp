@@ -157,6 +157,26 @@ struct nhwc_region {
     return true;
   }
 
+  // Convolution `c` on its NCHW input as its twin, the region's rank; false where it
+  // is none (conv_layout.hpp says which).
+  bool start(const graph_node& c) {
+    const std::string kind = base_kind(c.kind);
+    const char* as = twin_of_convolution(kind, rank);
+    if (!as || c.inputs.empty() || c.outputs.size() != 1 || (runs_channels_last(as) && c.schema.empty())) return false;
+    const graph_value* x = g.value(c.inputs[0]);
+    const graph_value* y = g.value(c.outputs[0]);
+    if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape.size() != rank || y->shape.size() != rank ||
+        x->dtype != "float32" || y->dtype != "float32")
+      return false;
+    graph_node t = c;
+    t.kind = as;
+    t.outputs = {tensor_value(to_nhwc(y->shape), y->dtype)};
+    twin[y->id] = t.outputs[0];
+    made_by[t.outputs[0]] = as;
+    out.nodes.push_back(t);
+    return true;
+  }
+
   // The NCHW view of original `v`'s twin: an ATen permute of the twin's memory, which
   // the channels-last step that reads it takes as it is, no copy (stages.cpp leaves a
   // permute that only such steps read to the library).
@@ -296,36 +316,26 @@ struct nhwc_region {
 // convolutions (level 3's VGGs: 2.25 ms against eager's 3.39 on an H100).
 std::optional<task_graph> rewrite_one(const task_graph& g, size_t ci, const std::string& prefix) {
   const graph_node& conv = g.nodes[ci];
-  const std::string conv_kind = base_kind(conv.kind);
   const graph_value* x = g.value(conv.inputs[0]);
-  const graph_value* y = conv.outputs.size() == 1 ? g.value(conv.outputs[0]) : nullptr;
-  if (!x || !y || !x->is_tensor() || !y->is_tensor() || x->shape.size() != y->shape.size() ||
-      !twin_of_convolution(conv_kind, x->shape.size()) || x->dtype != "float32" || y->dtype != "float32")
-    return std::nullopt;
-  const size_t rank = x->shape.size();
-  nhwc_region r{g, rank, g, prefix};
+  if (!x || !x->is_tensor()) return std::nullopt;
+  nhwc_region r{g, x->shape.size(), g, prefix};
   r.out.nodes.clear();
   auto& twin = r.twin;
   auto& made_by = r.made_by;
   std::vector<std::string> needed;  // originals a reader outside the region needs back
   for (size_t k = 0; k < ci; ++k) r.out.nodes.push_back(g.nodes[k]);
-  {
-    graph_node c = conv;
-    c.kind = twin_of_convolution(conv_kind, rank);
-    c.outputs = {r.tensor_value(to_nhwc(y->shape), y->dtype)};
-    twin[y->id] = c.outputs[0];
-    made_by[c.outputs[0]] = c.kind;
-    r.out.nodes.push_back(c);
-  }
+  if (!r.start(conv)) return std::nullopt;
+  const size_t rank = r.rank;
   size_t readers = 0;
   for (size_t k = ci + 1; k < g.nodes.size(); ++k) {
     const graph_node& n = g.nodes[k];
     bool reads = false;
     for (auto& in : n.inputs) reads = reads || twin.count(in) || r.list_twin.count(in);
-    if (!reads) {
-      r.out.nodes.push_back(n);
-      continue;
-    }
+    // Every later convolution of the region's rank too, on its NCHW input: a join of
+    // branches that start from NCHW values (an Inception module's) then reads twins
+    // only.
+    if (!reads && !r.start(n)) r.out.nodes.push_back(n);
+    if (!reads) continue;
     ++readers;
     // A reader left in NCHW: it reads the originals, stored back.
     auto leave = [&]() {

@@ -28,7 +28,9 @@
 // - only an aten::conv2d or aten::conv_transpose2d of a 4-d float32 input (or an
 //   aten::conv3d or aten::conv_transpose3d of a 5-d one: every [N, H, W, C] here is
 //   then [N, D, H, W, C], every permute back [0, 4, 1, 2, 3]) is rewritten, once
-//   something reads its result or the graph returns it;
+//   something reads its result or the graph returns it; every later convolution of
+//   the same rank with it (on its NCHW input where no twin feeds it), so that a join
+//   of branches (an Inception module's cat) reads twins only;
 // - the values computed from it stay in that order where their op is elementwise
 //   (every other tensor operand keeping its memory under the permutation: a bias [C, 1,
 //   1], a scalar, [N, 1, 1, 1], [1, 1, H, W], read through a reshape of a graph input,
