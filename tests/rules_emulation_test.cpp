@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -2061,6 +2062,7 @@ TEST_CASE("emulated: a network's layers read channels-last values without round 
     std::string body;
     std::vector<std::string> layers;  // the library steps run channels-last on a view
     int on_view = 1;                  // convolutions that read a view
+    const char* ends = "";            // how the first seed's stages end ("": any way)
   };
   const variant variants[] = {
       {"net_conv_conv",
@@ -2087,6 +2089,19 @@ TEST_CASE("emulated: a network's layers read channels-last values without round 
            ")\n    return torch.max_pool2d(torch.cat([a, b], 1), [2, 2], [2, 2])\n",
        {"aten::max_pool2d"},
        0},
+      // A block's NCHW input added to its result (a ResNet block's identity) is read in
+      // the twin's order: the chain that adds it stores the output back, no NCHW chain
+      // after a copy of the convolution.
+      {"net_input_residual",
+       "    y = torch.relu(" + conv + " + bias2)\n    return torch.relu(" + conv_of("y", "bias") + " + x)\n",
+       {},
+       1,
+       "fallback:aten::permute,library:aten::conv2d,elementwise+transposed_store"},
+      // A dense block's join of its NCHW input and a new feature map.
+      {"net_dense_join",
+       "    y = torch.relu(" + conv + ")\n    z = " + conv_of("y", "bias") +
+           "\n    return torch.avg_pool2d(torch.cat([x, z], 1), [2, 2], [2, 2])\n",
+       {"aten::avg_pool2d"}},
   };
   // x's channels are the weight's both ways: each convolution reads the one before.
   const std::vector<std::vector<std::vector<int64_t>>> sizes = {{{2, 8, 8, 8}, {8, 8, 3, 3}, {8}, {8, 1, 1}},
@@ -2121,6 +2136,8 @@ TEST_CASE("emulated: a network's layers read channels-last values without round 
       // The second convolution reads the first's twin (through a view), a pool's
       // result or a join's being twins too.
       CHECK(on_view == v.on_view);
+      const std::string& stages = first.recipe.at("stages");
+      CHECK(stages.substr(stages.size() - std::min(stages.size(), std::strlen(v.ends))) == v.ends);
       CHECK(layers == std::set<std::string>(v.layers.begin(), v.layers.end()));
       for (const plan_step& s : (*cands)[1].plan.steps) {
         CHECK(s.attrs.count("run_layout") == 0);

@@ -127,11 +127,19 @@ struct nhwc_region {
 
   // An elementwise reader's operands in the twin's order: twins for originals, others
   // as they are where the permutation keeps their memory, else a reshape of a graph
-  // input; false where none of that holds.
+  // input, else (a value of the region's rank: a block's NCHW input added to its
+  // result) the value in the twin's order, a permute that the kernel reading it gets
+  // contiguous (one copy, as cuDNN's own conversion); false where none of that holds.
+  // Nothing is added to the graph unless every operand is taken.
   bool permute_operands(graph_node& t) {
+    enum class how { keep, twin, reshape, convert };
+    std::vector<how> plan;
+    std::vector<std::vector<int64_t>> shapes;
     for (auto& in : t.inputs) {
-      if (auto it = twin.find(in); it != twin.end()) {
-        in = it->second;
+      plan.push_back(how::keep);
+      shapes.emplace_back();
+      if (twin.count(in)) {
+        plan.back() = how::twin;
         continue;
       }
       const graph_value* v = g.value(in);
@@ -144,17 +152,52 @@ struct nhwc_region {
       a.insert(a.end(), v->shape.begin(), v->shape.end());
       // The permutation keeps the operand's memory only if its channels do not sit
       // before a spatial dim of more than one element.
-      if (a[1] != 1 && std::any_of(a.begin() + 2, a.end(), [](int64_t d) { return d != 1; })) return false;
+      if (a[1] != 1 && std::any_of(a.begin() + 2, a.end(), [](int64_t d) { return d != 1; })) {
+        if (v->shape.size() != rank || v->dtype != "float32") return false;
+        plan.back() = how::convert;
+        continue;
+      }
       std::vector<int64_t> p = to_nhwc(a);
       while (p.size() > 1 && p.front() == 1) p.erase(p.begin());
       if (p == v->shape) continue;
       if (!input_view(g, in)) return false;
-      std::vector<double> dims(p.begin(), p.end());
-      const std::string r = tensor_value(p, v->dtype);
-      out.nodes.push_back(graph_node{"aten::reshape", {in, constant_ints("int[]", dims)}, {r}, kReshapeSchema});
-      in = r;
+      plan.back() = how::reshape;
+      shapes.back() = p;
+    }
+    for (size_t q = 0; q < t.inputs.size(); ++q) {
+      std::string& in = t.inputs[q];
+      if (plan[q] == how::twin) {
+        in = twin.at(in);
+      } else if (plan[q] == how::convert) {
+        in = in_twin_order(in);
+      } else if (plan[q] == how::reshape) {
+        const std::vector<int64_t>& p = shapes[q];
+        const std::string r = tensor_value(p, g.value(in)->dtype);
+        out.nodes.push_back(graph_node{"aten::reshape",
+                                       {in, constant_ints("int[]", std::vector<double>(p.begin(), p.end()))},
+                                       {r},
+                                       kReshapeSchema});
+        in = r;
+      }
     }
     return true;
+  }
+
+  // NCHW value `v` in the twin's order: a permute, [N, H, W, C] (a view of its memory:
+  // a kernel that reads it gets it contiguous, a library step as it is).
+  std::string in_twin_order(const std::string& v) {
+    const graph_value* ov = g.value(v);
+    std::vector<double> dims = {0};
+    for (size_t k = 2; k < rank; ++k) dims.push_back(static_cast<double>(k));
+    dims.push_back(1);
+    const std::string p = tensor_value(to_nhwc(ov->shape), ov->dtype);
+    // Right after what makes it (first for a graph input): where the reader is, the
+    // step would split the chain before it.
+    auto at = std::find_if(out.nodes.begin(), out.nodes.end(),
+                           [&](const graph_node& n) { return std::count(n.outputs.begin(), n.outputs.end(), v) > 0; });
+    at = at == out.nodes.end() ? out.nodes.begin() : at + 1;
+    out.nodes.insert(at, graph_node{"aten::permute", {v, constant_ints("int[]", dims)}, {p}, kPermuteSchema});
+    return p;
   }
 
   // Convolution `c` on its NCHW input as its twin, the region's rank; false where it
@@ -219,8 +262,11 @@ struct nhwc_region {
   // Inception's joins): the list of their twins, which that cat joins over the last dim.
   bool take_list(const graph_node& n) {
     if (n.outputs.size() != 1 || n.inputs.empty()) return false;
-    for (auto& in : n.inputs)
-      if (!twin.count(in)) return false;
+    // Elements of NCHW order (a dense block's input) are joined in the twin's order.
+    for (auto& in : n.inputs) {
+      const graph_value* v = g.value(in);
+      if (!twin.count(in) && (!v || !v->is_tensor() || v->shape.size() != rank || v->dtype != "float32")) return false;
+    }
     const std::string& list = n.outputs[0];
     if (std::count(g.outputs.begin(), g.outputs.end(), list)) return false;
     const graph_node* cat = nullptr;
@@ -238,7 +284,7 @@ struct nhwc_region {
     const int64_t dim = static_cast<int64_t>(d->numbers[0]);
     if (dim != 1 && dim != 1 - static_cast<int64_t>(rank)) return false;
     graph_node t = n;
-    for (auto& in : t.inputs) in = twin.at(in);
+    for (auto& in : t.inputs) in = twin.count(in) ? twin.at(in) : in_twin_order(in);
     t.outputs = {value_like(g.value(list)->type).id};
     list_twin[list] = t.outputs[0];
     out.nodes.push_back(t);

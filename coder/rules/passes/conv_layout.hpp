@@ -32,15 +32,18 @@
 //   the same rank with it (on its NCHW input where no twin feeds it), so that a join
 //   of branches (an Inception module's cat) reads twins only;
 // - the values computed from it stay in that order where their op is elementwise
-//   (every other tensor operand keeping its memory under the permutation: a bias [C, 1,
-//   1], a scalar, [N, 1, 1, 1], [1, 1, H, W], read through a reshape of a graph input,
-//   or as it is), a reduction over the channel dim alone (sum, mean, amax, amin,
-//   max/min with unused indices, logsumexp, softmax, log_softmax), or a network's next
+//   (every other tensor operand read as it is where the permutation keeps its memory:
+//   a bias [C, 1, 1], a scalar, [N, 1, 1, 1], [1, 1, H, W], through a reshape of a
+//   graph input; or, a value of the region's rank, through a permute into the twin's
+//   order: a block's input added to its result), a reduction over the channel dim
+//   alone (sum, mean, amax, amin, max/min with unused indices, logsumexp, softmax,
+//   log_softmax), or a network's next
 //   layer: a convolution, a max or average pool, an adaptive average pool or a batch
 //   norm (op_table.hpp's channels_last_layer) reading it as its input, which runs on
 //   its memory through an NCHW view with channels-last strides (an aten::permute that
 //   no kernel stores: stages.cpp), or a cat over the channels of such values (over the
-//   last dim); x.size(d) reads the twin's size;
+//   last dim; an NCHW element, a dense block's input, through a permute into the
+//   twin's order); x.size(d) reads the twin's size;
 // - any other reader (a reduction over H, a layer norm, a view, a cat over another
 //   dim) is left in NCHW order, reading the original value, which the chain that makes
 //   its twin stores back (a transposed tile into a buffer of its own) or a clone copies
