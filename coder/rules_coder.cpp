@@ -201,12 +201,7 @@ lowering_params rules_coder::plainest_params() {
 // reductions, two reviews later; a network of one (13_DenseNet121TransitionLayer) and
 // level 2's convolution + batch_norm problems pass with the templates' sums. Three is
 // the fewest seen to fail.
-bool rules_coder::deep_normalisation_chain(const task_graph& g) {
-  int norms = 0;
-  for (const graph_node& n : g.nodes)
-    if (rules::on_batch_statistics(g, n) && ++norms >= kDeepNormalisations) return true;
-  return false;
-}
+bool rules_coder::deep_normalisation_chain(const task_graph& g) { return rules::deep_normalisation_chain(g); }
 
 result<candidate> rules_coder::build(const task_spec& task, const lowering_params& params, const std::string& origin,
                                      const std::string& parent, const std::string& excluded, bool with_methods) {

@@ -86,10 +86,10 @@ class rules_coder : public coder {
   static std::vector<lowering_params> seed_params();
   // The plainest parameters: a failed seed's repair, and a safe seed.
   static lowering_params plainest_params();
-  // Whether `g` has at least kDeepNormalisations normalisations on the batch's own
-  // statistics (batch_norm in training mode, instance_norm, group_norm): a network whose
-  // templates' sums, in another order than the reference's, miss a tight tolerance.
-  static constexpr int kDeepNormalisations = 3;
+  // Whether `g` has at least rules::kDeepNormalisations normalisations on the batch's
+  // own statistics (batch_norm in training mode, instance_norm, group_norm): a network
+  // whose templates' sums, in another order than the reference's, miss a tight
+  // tolerance (coder/rules/plan/op_specs.hpp).
   static bool deep_normalisation_chain(const task_graph& g);
 
   // The methods of the skill library whose optimize() changes `c`'s kernels (a

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "coder/rules/plan/op_specs.hpp"
 #include "coder/rules_coder.hpp"
 #include "gpu/nvrtc_compiler.hpp"
 #include "plan/plan_validator.hpp"
@@ -1148,7 +1149,7 @@ TEST_CASE("rules coder: a deep chain of batch-statistics normalisations seeds AT
     }
     return sized_task(name, args, body, tensors, tensors);
   };
-  const task_spec deep = chain("bn_chain_4", rules_coder::kDeepNormalisations, true);
+  const task_spec deep = chain("bn_chain_4", rules::kDeepNormalisations, true);
   auto seeds = the_coder().seeds(deep, 2);
   if (!seeds) FAIL(seeds.message());
   REQUIRE(seeds->size() == 2);
@@ -1169,8 +1170,8 @@ TEST_CASE("rules coder: a deep chain of batch-statistics normalisations seeds AT
   r.review.message = "incorrect: max abs error 6e-4";
   CHECK_FALSE(the_coder().repair(r));
 
-  for (const task_spec& t : {chain("bn_chain_3", rules_coder::kDeepNormalisations - 1, true),
-                             chain("bn_chain_eval", rules_coder::kDeepNormalisations, false)}) {
+  for (const task_spec& t : {chain("bn_chain_3", rules::kDeepNormalisations - 1, true),
+                             chain("bn_chain_eval", rules::kDeepNormalisations, false)}) {
     INFO(t.name);
     auto s = the_coder().seeds(t, 1);
     if (!s) FAIL(s.message());

@@ -83,6 +83,13 @@ bool on_batch_statistics(const task_graph& g, const graph_node& n) {
   return k == "aten::batch_norm" && running_mean && running_mean->is_none();
 }
 
+bool deep_normalisation_chain(const task_graph& g) {
+  int norms = 0;
+  for (const graph_node& n : g.nodes)
+    if (on_batch_statistics(g, n) && ++norms >= kDeepNormalisations) return true;
+  return false;
+}
+
 result<reduction_spec> read_reduction(const lowering_context& cx, const graph_node& n, const std::string& kind) {
   reduction_spec r;
   r.input = n.inputs[0];

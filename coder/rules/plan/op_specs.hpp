@@ -75,8 +75,14 @@ struct pool_spec {
 // use_input_stats, batch_norm in training mode (as KernelBench runs it) or without
 // running statistics. False for every other node. The rules coder's templates take
 // only these (on running statistics a norm is an elementwise affine map), and a chain
-// of them is what rules_coder::deep_normalisation_chain counts.
+// of them is what deep_normalisation_chain counts.
 bool on_batch_statistics(const task_graph& g, const graph_node& n);
+
+// Whether `g` has at least kDeepNormalisations normalisations on the batch's own
+// statistics: a network whose templates' sums, in another order than the reference's,
+// miss a tight tolerance (rules_coder seeds it with ATen's NCHW reductions first).
+inline constexpr int kDeepNormalisations = 3;
+bool deep_normalisation_chain(const task_graph& g);
 
 // The reduction `n` (of op `kind`, without its in-place underscore) computes; an
 // error names what the template does not take (non-adjacent dims, max's indices
