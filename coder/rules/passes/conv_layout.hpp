@@ -38,8 +38,9 @@
 //   order: a block's input added to its result), a reduction over the channel dim
 //   alone (sum, mean, amax, amin, max/min with unused indices, logsumexp, softmax,
 //   log_softmax), or a network's next
-//   layer: a convolution, a max or average pool, an adaptive average pool or a batch
-//   norm (op_table.hpp's channels_last_layer) reading it as its input, which runs on
+//   layer: a convolution, a max or average pool, an adaptive average pool or (in a
+//   deep chain of normalisations, op_specs.hpp) a batch norm (op_table.hpp's
+//   channels_last_layer) reading it as its input, which runs on
 //   its memory through an NCHW view with channels-last strides (an aten::permute that
 //   no kernel stores: stages.cpp), or a cat over the channels of such values (over the
 //   last dim; an NCHW element, a dense block's input, through a permute into the
