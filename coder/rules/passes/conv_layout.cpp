@@ -111,6 +111,7 @@ struct nhwc_region {
   std::map<std::string, std::string> twin;       // original value -> its [N, H, W, C] twin
   std::map<std::string, std::string> made_by;    // twin -> the kind of the op that makes it
   std::map<std::string, std::string> list_twin;  // a list of twins -> the list of their twins
+  std::map<std::string, std::string> reordered;  // an NCHW value -> its permute into the twin's order
   // Batch norms as layers only in a deep chain of them (deep_normalisation_chain): ATen's
   // channels-last batch norm sums in another order than its NCHW one (on the CPU about
   // ten times further from float64: level 2's 52_Conv2d_Activation_BatchNorm went from
@@ -193,6 +194,8 @@ struct nhwc_region {
   // NCHW value `v` in the twin's order: a permute, [N, H, W, C] (a view of its memory:
   // a kernel that reads it gets it contiguous, a library step as it is).
   std::string in_twin_order(const std::string& v) {
+    // Once a value: a dense block joins its input at every layer.
+    if (auto it = reordered.find(v); it != reordered.end()) return it->second;
     const graph_value* ov = g.value(v);
     std::vector<double> dims = {0};
     for (size_t k = 2; k < rank; ++k) dims.push_back(static_cast<double>(k));
@@ -204,6 +207,7 @@ struct nhwc_region {
                            [&](const graph_node& n) { return std::count(n.outputs.begin(), n.outputs.end(), v) > 0; });
     at = at == out.nodes.end() ? out.nodes.begin() : at + 1;
     out.nodes.insert(at, graph_node{"aten::permute", {v, constant_ints("int[]", dims)}, {p}, kPermuteSchema});
+    reordered[v] = p;
     return p;
   }
 
